@@ -1,0 +1,34 @@
+"""``drkit config``: validate and show configuration files."""
+
+from __future__ import annotations
+
+import click
+
+from drkit.cli.context import AppContext, config_option, echo_json, pass_app
+from drkit.config import load_config
+
+
+@click.group("config")
+def config() -> None:
+    """Check and inspect drkit configuration."""
+
+
+@config.command("validate")
+@click.argument("file", type=click.Path(dir_okay=False))
+def validate(file: str) -> None:
+    """Validate FILE: exit 0 when good, else one line per problem (key path: reason)."""
+    loaded = load_config(file)
+    click.echo(f"{file}: ok ({len(loaded.clusters)} clusters, {len(loaded.flows)} flows)")
+
+
+@config.command("show")
+@config_option
+@pass_app
+def show(app: AppContext, config_file: str | None) -> None:
+    """Print the effective config as JSON, with defaults filled in and secrets masked."""
+    loaded = app.config(config_file)
+    click.echo(f"# {app.config_path}", err=True)
+    echo_json(loaded.model_dump(mode="json"))
+
+
+COMMANDS = [config]

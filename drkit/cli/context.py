@@ -1,0 +1,74 @@
+"""Per-invocation context shared by subcommands: state dir, config, state store."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import click
+
+from drkit.config import DrkitConfig, load_config, resolve_config_path
+from drkit.config.discovery import state_dir
+
+
+@dataclass
+class AppContext:
+    state_dir_option: str | None = None
+    _config: DrkitConfig | None = field(default=None, repr=False)
+    config_path: Path | None = None
+
+    @property
+    def state_dir(self) -> Path:
+        return state_dir(self.state_dir_option)
+
+    def config(self, explicit: str | None = None) -> DrkitConfig:
+        """Load (once) the config chosen by ``explicit`` > env > ./drkit.yaml > local default."""
+        if self._config is None:
+            self.config_path = resolve_config_path(explicit, self.state_dir)
+            self._config = load_config(self.config_path)
+        return self._config
+
+    def store(self, explicit_config: str | None = None, config_required: bool = False):  # type: ignore[no-untyped-def]
+        """The state store for the chosen config (or the state-dir default without one)."""
+        from drkit.errors import ConfigError
+        from drkit.store import StateStore, database_url
+
+        try:
+            config = self.config(explicit_config)
+        except ConfigError:
+            if config_required or explicit_config:
+                raise
+            config = None
+        return StateStore(database_url(config, self.state_dir))
+
+
+def config_option(func: Any) -> Any:
+    """``--config FILE`` (env DRKIT_CONFIG) for commands that read the drkit config."""
+    return click.option(
+        "--config",
+        "config_file",
+        envvar="DRKIT_CONFIG",
+        type=click.Path(dir_okay=False),
+        help="drkit config file [env DRKIT_CONFIG; default ./drkit.yaml, then the one "
+        "'drkit local up' wrote].",
+    )(func)
+
+
+def output_option(func: Any) -> Any:
+    return click.option(
+        "--output",
+        "-o",
+        type=click.Choice(["text", "json"]),
+        default="text",
+        show_default=True,
+        help="Output format.",
+    )(func)
+
+
+def echo_json(payload: Any) -> None:
+    click.echo(json.dumps(payload, indent=2, sort_keys=True, default=str))
+
+
+pass_app = click.make_pass_decorator(AppContext)

@@ -1,0 +1,38 @@
+"""``drkit db``: migrate and inspect the state store."""
+
+from __future__ import annotations
+
+import click
+
+from drkit.cli.context import AppContext, config_option, pass_app
+from drkit.store.db import safe_url
+
+
+@click.group("db")
+def db() -> None:
+    """Manage the SQL state store (SQLite by default, PostgreSQL via URL)."""
+
+
+@db.command("upgrade")
+@click.option("--revision", default="head", show_default=True, help="Target revision.")
+@config_option
+@pass_app
+def upgrade(app: AppContext, config_file: str | None, revision: str) -> None:
+    """Apply Alembic migrations to the state store."""
+    store = app.store(config_file)
+    store.upgrade(revision)
+    click.echo(f"{safe_url(store.url)}: at revision {store.current_revision()}")
+
+
+@db.command("current")
+@config_option
+@pass_app
+def current(app: AppContext, config_file: str | None) -> None:
+    """Show the state store's revision and whether it is up to date."""
+    store = app.store(config_file)
+    revision, head = store.current_revision(), store.head_revision()
+    note = "up to date" if revision == head else f"behind head {head}: run 'drkit db upgrade'"
+    click.echo(f"{safe_url(store.url)}: revision {revision or 'none'} ({note})")
+
+
+COMMANDS = [db]

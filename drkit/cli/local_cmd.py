@@ -1,0 +1,168 @@
+"""``drkit local``: two (or more) real Kafka clusters on this machine, from Maven Central jars."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+import click
+
+from drkit.cli.context import AppContext, echo_json, output_option, pass_app
+from drkit.config.discovery import default_config_path
+from drkit.errors import ConfigError, Problem
+from drkit.local import ClusterStatus, LocalKafka
+
+
+def _names(value: str) -> list[str]:
+    names = [n.strip() for n in value.split(",") if n.strip()]
+    if not names:
+        raise ConfigError([Problem("--clusters", "give at least one cluster name")])
+    if len(set(names)) != len(names):
+        raise ConfigError([Problem("--clusters", "cluster names must be distinct")])
+    return names
+
+
+F = TypeVar("F", bound=Callable[..., object])
+
+
+def _state_dir_option(func: F) -> F:
+    def remember(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
+        app = ctx.find_object(AppContext)
+        if value and app is not None:
+            app.state_dir_option = value
+
+    return click.option(
+        "--state-dir",
+        type=click.Path(file_okay=False),
+        expose_value=False,
+        callback=remember,
+        help="State directory (overrides the global --state-dir / DRKIT_STATE_DIR).",
+    )(func)
+
+
+def _print_status(app: AppContext, statuses: list[ClusterStatus], output: str) -> None:
+    config_path = default_config_path(app.state_dir)
+    if output == "json":
+        echo_json(
+            {
+                "clusters": {s.name: s.to_json() for s in statuses},
+                "config_path": str(config_path) if config_path.exists() else None,
+                "state_dir": str(app.state_dir),
+            }
+        )
+        return
+    if not statuses:
+        click.echo(f"no local clusters in {app.state_dir} (run 'drkit local up')")
+        return
+    for status in statuses:
+        alive = sum(b.alive for b in status.brokers)
+        click.echo(
+            f"{status.name}: {status.bootstrap_servers}  "
+            f"brokers alive {alive}/{len(status.brokers)}"
+        )
+        for broker in status.brokers:
+            state = f"pid {broker.pid}" if broker.alive else "stopped"
+            click.echo(f"  broker {broker.id}: {state}  logs {broker.log_dir}")
+    if config_path.exists():
+        click.echo(f"config: {config_path}")
+
+
+@click.group("local")
+def local() -> None:
+    """Run real Kafka clusters (dc1, dc2) on loopback for demos, drills and tests."""
+
+
+@local.command("up")
+@click.option(
+    "--clusters",
+    default="dc1,dc2",
+    show_default=True,
+    help="Comma-separated cluster names; the generated config replicates first -> second.",
+)
+@click.option(
+    "--brokers",
+    type=click.IntRange(1, 5),
+    default=1,
+    show_default=True,
+    help="Brokers per new cluster (KRaft combined mode; 3 keeps quorum with one down).",
+)
+@click.option("--timeout", type=float, default=120.0, show_default=True, help="Seconds to wait.")
+@_state_dir_option
+@output_option
+@pass_app
+def up(app: AppContext, clusters: str, brokers: int, timeout: float, output: str) -> None:
+    """Start the local clusters (resolving Kafka's jars on first use) and write a config.
+
+    Running clusters are left as they are, so 'up' is safe to repeat.
+    """
+    from drkit.local.config_writer import write_local_config
+
+    started = time.monotonic()
+    manager = LocalKafka(app.state_dir)
+    statuses = manager.up(_names(clusters), brokers=brokers, timeout_s=timeout)
+    path = write_local_config(app.state_dir, statuses)
+    if output == "text":
+        click.echo(f"ready in {time.monotonic() - started:.1f}s")
+    _print_status(app, statuses, output)
+    if output == "text":
+        click.echo(f"drkit commands now use {path} by default")
+
+
+@local.command("down")
+@click.option("--purge", is_flag=True, help="Also delete the clusters' data and logs.")
+@_state_dir_option
+@pass_app
+def down(app: AppContext, purge: bool) -> None:
+    """Stop every local broker cleanly (SIGTERM, controlled shutdown)."""
+    manager = LocalKafka(app.state_dir)
+    names = manager.cluster_names()
+    manager.down(purge=purge)
+    if purge:
+        default_config_path(app.state_dir).unlink(missing_ok=True)
+    click.echo(f"stopped {', '.join(names) or 'nothing'}{' and removed data' if purge else ''}")
+
+
+@local.command("status")
+@_state_dir_option
+@output_option
+@pass_app
+def status(app: AppContext, output: str) -> None:
+    """Show the local clusters, their brokers and whether each is alive."""
+    _print_status(app, LocalKafka(app.state_dir).status(), output)
+
+
+def _broker_command(name: str, verb: str, doc: str) -> click.Command:
+    @local.command(name, help=doc)
+    @click.argument("cluster")
+    @click.option("--broker", type=int, default=None, help="Broker id (default: all brokers).")
+    @_state_dir_option
+    @pass_app
+    def command(app: AppContext, cluster: str, broker: int | None) -> None:
+        manager = LocalKafka(app.state_dir)
+        getattr(manager, f"{name}_broker")(cluster, broker)
+        which = f"broker {broker}" if broker is not None else "all brokers"
+        click.echo(f"{cluster}: {which} {verb}")
+
+    return command
+
+
+_broker_command("stop", "stopped", "Gracefully stop one broker (or all) of CLUSTER.")
+_broker_command("kill", "killed", "Kill -9 one broker (or all) of CLUSTER: a simulated crash.")
+_broker_command("start", "started", "Start stopped brokers of CLUSTER again and wait for them.")
+
+
+@local.command("logs")
+@click.argument("cluster")
+@click.option("--lines", "-n", type=int, default=40, show_default=True, help="Lines per broker.")
+@_state_dir_option
+@pass_app
+def logs(app: AppContext, cluster: str, lines: int) -> None:
+    """Print the tail of CLUSTER's broker logs."""
+    for path in LocalKafka(app.state_dir).log_files(cluster):
+        click.echo(f"==> {path} <==")
+        if path.exists():
+            click.echo("\n".join(path.read_text(errors="replace").splitlines()[-lines:]))
+
+
+COMMANDS = [local]

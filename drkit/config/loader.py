@@ -1,0 +1,142 @@
+"""Load a :class:`DrkitConfig` from YAML, resolving ``${ENV_VAR}`` references.
+
+Contract: :func:`load_config` either returns a fully valid config or raises
+:class:`drkit.errors.ConfigError` carrying one :class:`Problem` per defect, each naming the key
+path (``flows[0].source``) and the reason.  It never raises anything else for bad input, and no
+problem message contains a resolved secret.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from drkit.config.model import DrkitConfig, flow_reference_problems
+from drkit.errors import ConfigError, Problem
+
+_ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+
+
+def load_config(path: str | Path, env: Mapping[str, str] | None = None) -> DrkitConfig:
+    """Read, interpolate and validate the YAML file at ``path``."""
+    file = Path(path)
+    try:
+        text = file.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError([Problem("", "file not found")], source=str(file)) from None
+    except OSError as err:
+        raise ConfigError([Problem("", f"cannot read: {err.strerror}")], source=str(file)) from None
+    return load_config_text(text, source=str(file), env=env)
+
+
+def load_config_text(
+    text: str, source: str = "<config>", env: Mapping[str, str] | None = None
+) -> DrkitConfig:
+    """Parse, interpolate and validate YAML text (see module docstring for the contract)."""
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f"line {mark.line + 1}" if mark is not None else ""
+        reason = getattr(err, "problem", None) or "not valid YAML"
+        raise ConfigError([Problem(where, f"invalid YAML: {reason}")], source=source) from None
+    if not isinstance(raw, dict):
+        raise ConfigError([Problem("", "the top level must be a mapping")], source=source)
+    missing: list[Problem] = []
+    resolved = _interpolate(raw, "", os.environ if env is None else env, missing)
+    try:
+        config = DrkitConfig.model_validate(resolved)
+    except ValidationError as err:
+        problems = _problems_from(err)
+        if not any(p.path.startswith("flows[") and "cluster" in p.reason for p in problems):
+            problems.extend(_raw_reference_problems(resolved))
+        # A missing variable was replaced by "" - don't also report what "" broke there.
+        unset = {p.path for p in missing}
+        raise ConfigError(
+            missing + [p for p in problems if p.path not in unset], source=source
+        ) from None
+    if missing:
+        raise ConfigError(missing, source=source)
+    return config
+
+
+def _interpolate(node: Any, path: str, env: Mapping[str, str], problems: list[Problem]) -> Any:
+    """Replace ``${VAR}`` / ``${VAR:-default}`` in every string; record missing variables."""
+    if isinstance(node, dict):
+        return {
+            key: _interpolate(value, _join(path, str(key)), env, problems)
+            for key, value in node.items()
+        }
+    if isinstance(node, list):
+        return [
+            _interpolate(value, f"{path}[{index}]", env, problems)
+            for index, value in enumerate(node)
+        ]
+    if isinstance(node, str):
+
+        def substitute(match: re.Match[str]) -> str:
+            name, default = match.group(1), match.group(2)
+            if name in env:
+                return env[name]
+            if default is not None:
+                return default
+            problems.append(Problem(path, f"environment variable {name} is not set"))
+            return ""
+
+        return _ENV_REF.sub(substitute, node)
+    return node
+
+
+def _raw_reference_problems(raw: dict[str, Any]) -> list[Problem]:
+    """Flow/cluster cross-references checked on the raw mapping (when validation failed)."""
+    clusters = raw.get("clusters")
+    flows = raw.get("flows")
+    if not isinstance(clusters, dict) or not isinstance(flows, list):
+        return []
+    pairs = [
+        (flow.get("source"), flow.get("target")) if isinstance(flow, dict) else (None, None)
+        for flow in flows
+    ]
+    return [Problem(p, r) for p, r in flow_reference_problems(set(clusters), pairs)]
+
+
+def _join(path: str, key: str) -> str:
+    return f"{path}.{key}" if path else key
+
+
+def _problems_from(err: ValidationError) -> list[Problem]:
+    problems: list[Problem] = []
+    for detail in err.errors(include_url=False, include_input=False):
+        if detail["type"] == "references":
+            problems.extend(Problem(p, r) for p, r in detail["ctx"]["problems"])
+            continue
+        problems.append(Problem(_loc_path(detail["loc"]), _reason(detail)))
+    return problems
+
+
+def _loc_path(loc: tuple[int | str, ...]) -> str:
+    path = ""
+    for part in loc:
+        if isinstance(part, int):
+            path += f"[{part}]"
+        elif part.startswith(("function-", "tagged-union")):
+            continue  # pydantic's internal validator names carry no meaning for the operator
+        else:
+            path = _join(path, part)
+    return path
+
+
+def _reason(detail: Any) -> str:
+    kind = detail["type"]
+    if kind == "extra_forbidden":
+        return "unknown key"
+    if kind == "missing":
+        return "required key is missing"
+    message = str(detail["msg"])
+    return message.removeprefix("Value error, ")

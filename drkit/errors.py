@@ -1,0 +1,89 @@
+"""The one exception hierarchy of drkit.
+
+Every error drkit raises on purpose derives from :class:`DrkitError`.  The CLI boundary turns a
+``DrkitError`` into a one-line message and a non-zero exit code; anything else is a bug and keeps
+its traceback.
+
+Branches:
+
+* :class:`ConfigError` - the operator's input is wrong (config file, CLI arguments).  Carries one
+  :class:`Problem` per defect so that all of them can be reported at once.
+* :class:`KafkaError` - talking to a cluster failed.  :class:`RetriableKafkaError` may succeed if
+  tried again (callers retry with a deadline); :class:`FatalKafkaError` never will.
+* :class:`UnreachableClusterError` - a cluster did not answer within the deadline.
+* :class:`LocalClusterError` - the local Maven-based Kafka clusters could not be managed.
+* :class:`StateStoreError` - the SQL state store is unreachable or not migrated.
+* :class:`ReplicationError` - a flow stopped because continuing would lose or corrupt data.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+class DrkitError(Exception):
+    """Base of every error drkit raises deliberately; ``str(err)`` is a complete sentence."""
+
+    exit_code: int = 1
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One defect in operator input: where it is (a dotted key path) and why it is wrong."""
+
+    path: str
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.reason}" if self.path else self.reason
+
+
+class ConfigError(DrkitError):
+    """The configuration (file, environment or CLI arguments) is invalid."""
+
+    exit_code = 2
+
+    def __init__(self, problems: list[Problem], source: str = "") -> None:
+        self.problems = tuple(problems)
+        self.source = source
+        where = f"{source}: " if source else ""
+        super().__init__("; ".join(f"{where}{p}" for p in problems) or f"{where}invalid")
+
+    def lines(self) -> list[str]:
+        """One line per problem, each naming the key path and the reason."""
+        where = f"{self.source}: " if self.source else ""
+        return [f"{where}{p}" for p in self.problems]
+
+
+class KafkaError(DrkitError):
+    """A Kafka client or admin call failed."""
+
+
+class RetriableKafkaError(KafkaError):
+    """A Kafka call failed in a way that may succeed when retried (leader moved, timeout...)."""
+
+
+class FatalKafkaError(KafkaError):
+    """A Kafka call failed in a way retrying cannot fix (authorization, record too large...)."""
+
+
+class UnreachableClusterError(KafkaError):
+    """A cluster did not answer metadata requests within the deadline."""
+
+    def __init__(self, cluster: str, bootstrap_servers: str, detail: str = "") -> None:
+        self.cluster = cluster
+        self.bootstrap_servers = bootstrap_servers
+        suffix = f" ({detail})" if detail else ""
+        super().__init__(f"cluster {cluster!r} at {bootstrap_servers} is unreachable{suffix}")
+
+
+class LocalClusterError(DrkitError):
+    """The local Kafka clusters (from Maven Central jars) could not be set up or managed."""
+
+
+class StateStoreError(DrkitError):
+    """The state store could not be reached, migrated or written."""
+
+
+class ReplicationError(DrkitError):
+    """A replication flow stopped because going on would skip or corrupt records."""

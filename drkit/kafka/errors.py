@@ -1,0 +1,58 @@
+"""Translate librdkafka errors into drkit's exception hierarchy."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from confluent_kafka import KafkaError as _RdKafkaError
+from confluent_kafka import KafkaException as _RdKafkaException
+
+from drkit.errors import FatalKafkaError, KafkaError, RetriableKafkaError
+
+# Error codes that say "try again later" even when librdkafka does not flag them retriable.
+_RETRIABLE_CODES = {
+    _RdKafkaError._TRANSPORT,
+    _RdKafkaError._TIMED_OUT,
+    _RdKafkaError._ALL_BROKERS_DOWN,
+    _RdKafkaError.REQUEST_TIMED_OUT,
+    _RdKafkaError.NOT_LEADER_FOR_PARTITION,
+    _RdKafkaError.LEADER_NOT_AVAILABLE,
+    _RdKafkaError.NOT_COORDINATOR,
+    _RdKafkaError.COORDINATOR_NOT_AVAILABLE,
+    _RdKafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+    _RdKafkaError.NETWORK_EXCEPTION,
+    _RdKafkaError.UNKNOWN_TOPIC_OR_PART,
+    _RdKafkaError.NOT_ENOUGH_REPLICAS,
+    _RdKafkaError.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+    _RdKafkaError.REBALANCE_IN_PROGRESS,
+    _RdKafkaError.NOT_CONTROLLER,
+}
+
+
+def is_retriable(error: Any) -> bool:
+    """Whether a ``confluent_kafka.KafkaError`` may succeed if retried."""
+    if error is None:
+        return False
+    return bool(error.retriable()) or error.code() in _RETRIABLE_CODES
+
+
+def error_code_name(error: Any) -> str:
+    """The symbolic name of a librdkafka error (``"MSG_SIZE_TOO_LARGE"``)."""
+    return str(error.name()) if error is not None else "UNKNOWN"
+
+
+def is_code(error: Any, name: str) -> bool:
+    """Whether ``error`` carries the librdkafka error code named ``name``."""
+    return error is not None and error.code() == getattr(_RdKafkaError, name)
+
+
+def translate(error: Any, context: str) -> KafkaError:
+    """A drkit exception for a librdkafka error (or an exception wrapping one)."""
+    if isinstance(error, _RdKafkaException) and error.args:
+        error = error.args[0]
+    if isinstance(error, _RdKafkaError):
+        text = f"{context}: {error_code_name(error)}: {error.str()}"
+        if is_retriable(error):
+            return RetriableKafkaError(text)
+        return FatalKafkaError(text)
+    return KafkaError(f"{context}: {error}")

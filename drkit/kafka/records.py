@@ -1,0 +1,45 @@
+"""Plain value objects for Kafka records and partitions (no confluent_kafka types leak out)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+Headers = tuple[tuple[str, bytes | None], ...]
+
+
+@dataclass(frozen=True, order=True)
+class TopicPartition:
+    """A topic partition; orderable so that reports and maps are deterministic."""
+
+    topic: str
+    partition: int
+
+    def __str__(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+
+@dataclass(frozen=True)
+class Record:
+    """One consumed record.  ``timestamp_ms`` is None when the broker reported none."""
+
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    headers: Headers = field(default=())
+    timestamp_ms: int | None = None
+
+    @property
+    def size(self) -> int:
+        """Payload bytes (key + value + headers), the unit of byte metrics."""
+        header_bytes = sum(len(k) + len(v or b"") for k, v in self.headers)
+        return len(self.key or b"") + len(self.value or b"") + header_bytes
+
+    def header(self, name: str) -> bytes | None:
+        """The last value of header ``name``, or None."""
+        found: bytes | None = None
+        for key, value in self.headers:
+            if key == name:
+                found = value
+        return found

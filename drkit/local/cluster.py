@@ -1,0 +1,452 @@
+"""Local KRaft clusters (dc1, dc2, ...) as background Java processes on loopback.
+
+Layout under the state directory::
+
+    local/<cluster>/cluster.json          cluster id, ports, node ids (the source of truth)
+    local/<cluster>/broker-<id>/data      log.dirs
+    local/<cluster>/broker-<id>/logs      server.log (log4j2), broker.out (JVM stdout/stderr)
+    local/<cluster>/broker-<id>/server.properties
+
+Invariants: a broker's ports never change once chosen (clients and the generated config keep
+working across restarts); ``up`` is idempotent; nothing here deletes data unless ``purge`` is given.
+Each node is a combined broker+controller with a static voter set, so a 3-node cluster keeps a
+quorum with one node down.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+import uuid
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from drkit.errors import KafkaError, LocalClusterError
+from drkit.local.jars import KAFKA_VERSION, java_executable, resolve_bundle
+
+_LOG4J2 = """\
+status = warn
+appender.file.type = RollingFile
+appender.file.name = file
+appender.file.fileName = ${sys:kafka.logs.dir}/server.log
+appender.file.filePattern = ${sys:kafka.logs.dir}/server.log.%i
+appender.file.layout.type = PatternLayout
+appender.file.layout.pattern = [%d] %p %m (%c)%n
+appender.file.policies.type = Policies
+appender.file.policies.size.type = SizeBasedTriggeringPolicy
+appender.file.policies.size.size = 20MB
+appender.file.strategy.type = DefaultRolloverStrategy
+appender.file.strategy.max = 3
+rootLogger.level = INFO
+rootLogger.appenderRef.file.ref = file
+logger.kafka.name = kafka
+logger.kafka.level = INFO
+logger.request.name = kafka.request.logger
+logger.request.level = WARN
+logger.controller.name = org.apache.kafka.controller
+logger.controller.level = INFO
+"""
+
+
+@dataclass
+class BrokerState:
+    """What ``cluster.json`` remembers about one node."""
+
+    node_id: int
+    port: int
+    controller_port: int
+    pid: int | None = None
+
+
+@dataclass
+class ClusterState:
+    name: str
+    cluster_id: str
+    brokers: list[BrokerState] = field(default_factory=list)
+    kafka_version: str = KAFKA_VERSION
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return ",".join(f"127.0.0.1:{b.port}" for b in self.brokers)
+
+
+@dataclass(frozen=True)
+class BrokerStatus:
+    id: int
+    pid: int | None
+    alive: bool
+    port: int
+    log_dir: str
+
+
+@dataclass(frozen=True)
+class ClusterStatus:
+    name: str
+    bootstrap_servers: str
+    brokers: tuple[BrokerStatus, ...]
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "bootstrap_servers": self.bootstrap_servers,
+            "brokers": [asdict(b) for b in self.brokers],
+        }
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _new_cluster_id() -> str:
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+def _pid_is_broker(pid: int | None, properties: Path) -> bool:
+    """True when ``pid`` is alive and is the broker started with ``properties``.
+
+    Checking the command line (not only the pid) guards against pid reuse after a reboot.
+    """
+    if pid is None:
+        return False
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+    if b"kafka.Kafka" not in cmdline or str(properties).encode() not in cmdline:
+        return False
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[-1].split()[0] != "Z"
+
+
+class LocalKafka:
+    """Manage the local clusters recorded under ``state_dir / "local"``."""
+
+    def __init__(self, state_dir: Path, heap: str = "512m") -> None:
+        self.root = state_dir / "local"
+        self.heap = os.environ.get("DRKIT_KAFKA_HEAP", heap)
+
+    # -- paths and state ------------------------------------------------------------------
+
+    def _cluster_dir(self, name: str) -> Path:
+        return self.root / name
+
+    def _broker_dir(self, name: str, node_id: int) -> Path:
+        return self._cluster_dir(name) / f"broker-{node_id}"
+
+    def _properties(self, name: str, node_id: int) -> Path:
+        return self._broker_dir(name, node_id) / "server.properties"
+
+    def _load(self, name: str) -> ClusterState | None:
+        path = self._cluster_dir(name) / "cluster.json"
+        if not path.exists():
+            return None
+        raw = json.loads(path.read_text())
+        brokers = [BrokerState(**b) for b in raw.pop("brokers")]
+        return ClusterState(brokers=brokers, **raw)
+
+    def _save(self, state: ClusterState) -> None:
+        path = self._cluster_dir(state.name) / "cluster.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(asdict(state), indent=2))
+        tmp.replace(path)
+
+    def cluster_names(self) -> list[str]:
+        if not self.root.exists():
+            return []
+        return sorted(p.parent.name for p in self.root.glob("*/cluster.json"))
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    def up(
+        self, names: Iterable[str], brokers: int = 1, timeout_s: float = 120.0
+    ) -> list[ClusterStatus]:
+        """Start (creating and formatting when new) each named cluster; wait until ready.
+
+        Running brokers are left alone, so ``up`` on running clusters is a no-op.
+        """
+        jars = resolve_bundle("kafka")
+        states = [self._ensure_created(name, brokers, jars) for name in names]
+        for state in states:
+            for broker in state.brokers:
+                if not _pid_is_broker(broker.pid, self._properties(state.name, broker.node_id)):
+                    broker.pid = self._spawn(state, broker, jars)
+            self._save(state)
+        for state in states:
+            self._wait_ready(state, timeout_s)
+        return [self.cluster_status(state.name) for state in states]
+
+    def _ensure_created(self, name: str, brokers: int, jars: Path) -> ClusterState:
+        existing = self._load(name)
+        if existing is not None:
+            return existing
+        if brokers < 1:
+            raise LocalClusterError("--brokers must be at least 1")
+        state = ClusterState(name=name, cluster_id=_new_cluster_id())
+        for node_id in range(1, brokers + 1):
+            state.brokers.append(BrokerState(node_id, _free_port(), _free_port()))
+        for broker in state.brokers:
+            self._write_properties(state, broker)
+            self._format(state, broker, jars)
+        self._save(state)
+        return state
+
+    def _write_properties(self, state: ClusterState, broker: BrokerState) -> None:
+        directory = self._broker_dir(state.name, broker.node_id)
+        (directory / "data").mkdir(parents=True, exist_ok=True)
+        (directory / "logs").mkdir(parents=True, exist_ok=True)
+        voters = ",".join(f"{b.node_id}@127.0.0.1:{b.controller_port}" for b in state.brokers)
+        size = len(state.brokers)
+        internal_rf = min(3, size)
+        min_isr = 2 if size >= 3 else 1
+        listeners = (
+            f"PLAINTEXT://127.0.0.1:{broker.port},CONTROLLER://127.0.0.1:{broker.controller_port}"
+        )
+        settings = {
+            "process.roles": "broker,controller",
+            "node.id": broker.node_id,
+            "controller.quorum.voters": voters,
+            "listeners": listeners,
+            "advertised.listeners": listeners,
+            "controller.listener.names": "CONTROLLER",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+            "log.dirs": directory / "data",
+            "num.partitions": 1,
+            "default.replication.factor": internal_rf,
+            "min.insync.replicas": min_isr,
+            "offsets.topic.replication.factor": internal_rf,
+            # 50 offsets partitions (the default) make the first group join slow on a laptop.
+            "offsets.topic.num.partitions": 8,
+            "transaction.state.log.replication.factor": internal_rf,
+            "transaction.state.log.min.isr": min_isr,
+            "transaction.state.log.num.partitions": 8,
+            "share.coordinator.state.topic.replication.factor": internal_rf,
+            "share.coordinator.state.topic.min.isr": min_isr,
+            "group.initial.rebalance.delay.ms": 0,
+            # drkit creates every topic it writes; auto-creation would hide mistakes.
+            "auto.create.topics.enable": "false",
+            "log.segment.bytes": 64 * 1024 * 1024,
+            "log.retention.check.interval.ms": 30000,
+        }
+        text = "".join(f"{key}={value}\n" for key, value in settings.items())
+        self._properties(state.name, broker.node_id).write_text(text)
+        (directory / "log4j2.properties").write_text(_LOG4J2)
+
+    def _format(self, state: ClusterState, broker: BrokerState, jars: Path) -> None:
+        command = [
+            java_executable(),
+            "-Xmx256m",
+            "-cp",
+            f"{jars}/*",
+            "kafka.tools.StorageTool",
+            "format",
+            "--cluster-id",
+            state.cluster_id,
+            "--config",
+            str(self._properties(state.name, broker.node_id)),
+            "--ignore-formatted",
+        ]
+        done = subprocess.run(command, capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            raise LocalClusterError(
+                f"formatting {state.name} broker {broker.node_id} failed: "
+                f"{(done.stderr or done.stdout).strip()[-500:]}"
+            )
+
+    def _spawn(self, state: ClusterState, broker: BrokerState, jars: Path) -> int:
+        directory = self._broker_dir(state.name, broker.node_id)
+        logs = directory / "logs"
+        logs.mkdir(parents=True, exist_ok=True)
+        command = [
+            java_executable(),
+            f"-Xms{self.heap}"
+            if self.heap.endswith("m") and int(self.heap[:-1]) <= 256
+            else "-Xms256m",
+            f"-Xmx{self.heap}",
+            "-XX:+UseG1GC",
+            "-XX:MaxGCPauseMillis=20",
+            "-Djava.awt.headless=true",
+            f"-Dkafka.logs.dir={logs}",
+            f"-Dlog4j2.configurationFile={directory / 'log4j2.properties'}",
+            "-cp",
+            f"{jars}/*",
+            "kafka.Kafka",
+            str(self._properties(state.name, broker.node_id)),
+        ]
+        with (logs / "broker.out").open("ab") as out:
+            process = subprocess.Popen(
+                command,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+                cwd=directory,
+            )
+        # Between fork and exec /proc/<pid>/cmdline still shows Python; wait for the JVM so that
+        # liveness checks (which match the command line) do not mistake it for a dead broker.
+        properties = self._properties(state.name, broker.node_id)
+        deadline = time.monotonic() + 10.0
+        while not _pid_is_broker(process.pid, properties):
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise LocalClusterError(
+                    f"{state.name} broker {broker.node_id} did not start (exit code "
+                    f"{process.returncode}); see {logs / 'broker.out'}"
+                )
+            time.sleep(0.01)
+        return process.pid
+
+    def _wait_ready(self, state: ClusterState, timeout_s: float) -> None:
+        from drkit.kafka import ClusterEndpoint, KafkaAdmin
+
+        admin = KafkaAdmin(ClusterEndpoint.plain(state.name, state.bootstrap_servers))
+        deadline = time.monotonic() + timeout_s
+        expected = sum(
+            1
+            for b in state.brokers
+            if _pid_is_broker(b.pid, self._properties(state.name, b.node_id))
+        )
+        last = "no answer"
+        while time.monotonic() < deadline:
+            self._check_processes(state)
+            try:
+                seen = admin.wait_ready(timeout_s=5.0)
+            except KafkaError as err:
+                last = str(err)
+                continue
+            if seen >= expected:
+                return
+            last = f"{seen} of {expected} brokers registered"
+            time.sleep(0.5)
+        raise LocalClusterError(
+            f"cluster {state.name} did not become ready within {timeout_s:.0f}s ({last}); "
+            f"see {self._broker_dir(state.name, state.brokers[0].node_id) / 'logs'}"
+        )
+
+    def _check_processes(self, state: ClusterState) -> None:
+        for broker in state.brokers:
+            props = self._properties(state.name, broker.node_id)
+            if broker.pid is not None and not _pid_is_broker(broker.pid, props):
+                log = self._broker_dir(state.name, broker.node_id) / "logs"
+                tail = _tail(log / "server.log", 5) or _tail(log / "broker.out", 5)
+                raise LocalClusterError(
+                    f"{state.name} broker {broker.node_id} exited during start-up; "
+                    f"last log lines:\n{tail}"
+                )
+
+    def down(self, names: Iterable[str] | None = None, purge: bool = False) -> None:
+        """Stop every broker of the named clusters (all when None); ``purge`` removes data."""
+        for name in list(names) if names is not None else self.cluster_names():
+            state = self._load(name)
+            if state is None:
+                continue
+            for broker in state.brokers:
+                self._signal(state, broker, signal.SIGTERM, wait_s=30.0)
+            self._save(state)
+            if purge:
+                shutil.rmtree(self._cluster_dir(name), ignore_errors=True)
+
+    def _require(self, name: str) -> ClusterState:
+        state = self._load(name)
+        if state is None:
+            known = ", ".join(self.cluster_names()) or "none"
+            raise LocalClusterError(f"no local cluster {name!r} (known: {known})")
+        return state
+
+    def _brokers(self, state: ClusterState, node_id: int | None) -> list[BrokerState]:
+        if node_id is None:
+            return state.brokers
+        chosen = [b for b in state.brokers if b.node_id == node_id]
+        if not chosen:
+            ids = ", ".join(str(b.node_id) for b in state.brokers)
+            raise LocalClusterError(f"{state.name} has no broker {node_id} (brokers: {ids})")
+        return chosen
+
+    def stop_broker(self, name: str, node_id: int | None = None) -> None:
+        """Graceful stop (SIGTERM, controlled shutdown) of one broker or all of a cluster."""
+        state = self._require(name)
+        for broker in self._brokers(state, node_id):
+            self._signal(state, broker, signal.SIGTERM, wait_s=30.0)
+        self._save(state)
+
+    def kill_broker(self, name: str, node_id: int | None = None) -> None:
+        """Hard kill (SIGKILL) of one broker or all of a cluster: a simulated crash."""
+        state = self._require(name)
+        for broker in self._brokers(state, node_id):
+            self._signal(state, broker, signal.SIGKILL, wait_s=10.0)
+        self._save(state)
+
+    def start_broker(self, name: str, node_id: int | None = None, timeout_s: float = 120.0) -> None:
+        """Start stopped brokers of a cluster again (same ports, same data); waits for ready."""
+        state = self._require(name)
+        jars = resolve_bundle("kafka")
+        for broker in self._brokers(state, node_id):
+            if not _pid_is_broker(broker.pid, self._properties(name, broker.node_id)):
+                broker.pid = self._spawn(state, broker, jars)
+        self._save(state)
+        self._wait_ready(state, timeout_s)
+
+    def _signal(self, state: ClusterState, broker: BrokerState, sig: int, wait_s: float) -> None:
+        props = self._properties(state.name, broker.node_id)
+        if not _pid_is_broker(broker.pid, props):
+            broker.pid = None
+            return
+        assert broker.pid is not None
+        os.kill(broker.pid, sig)
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline and _pid_is_broker(broker.pid, props):
+            time.sleep(0.1)
+        if _pid_is_broker(broker.pid, props):
+            os.kill(broker.pid, signal.SIGKILL)
+            while _pid_is_broker(broker.pid, props):
+                time.sleep(0.05)
+        _reap(broker.pid)
+        broker.pid = None
+
+    # -- status ---------------------------------------------------------------------------
+
+    def cluster_status(self, name: str) -> ClusterStatus:
+        state = self._require(name)
+        brokers = tuple(
+            BrokerStatus(
+                id=b.node_id,
+                pid=b.pid,
+                alive=_pid_is_broker(b.pid, self._properties(name, b.node_id)),
+                port=b.port,
+                log_dir=str(self._broker_dir(name, b.node_id) / "logs"),
+            )
+            for b in state.brokers
+        )
+        return ClusterStatus(name, state.bootstrap_servers, brokers)
+
+    def status(self) -> list[ClusterStatus]:
+        return [self.cluster_status(name) for name in self.cluster_names()]
+
+    def log_files(self, name: str) -> list[Path]:
+        state = self._require(name)
+        return [self._broker_dir(name, b.node_id) / "logs" / "server.log" for b in state.brokers]
+
+
+def _reap(pid: int) -> None:
+    """Collect the exit status if the broker is our child (avoids zombies in long test runs)."""
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)
+
+
+def _tail(path: Path, lines: int) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""

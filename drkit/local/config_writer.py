@@ -1,0 +1,33 @@
+"""Write the ready-to-use drkit config for the local clusters."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from jinja2 import Environment, PackageLoader, StrictUndefined
+
+from drkit.config.discovery import default_config_path
+from drkit.config.loader import load_config
+from drkit.local.cluster import ClusterStatus
+from drkit.store.db import DB_FILE_NAME
+
+
+def write_local_config(state_dir: Path, clusters: list[ClusterStatus]) -> Path:
+    """Render config for ``clusters`` (flow: first -> second) and validate it; returns its path."""
+    env = Environment(
+        loader=PackageLoader("drkit", "templates"), undefined=StrictUndefined, autoescape=False
+    )
+    names = [c.name for c in clusters]
+    text = env.get_template("local-config.yaml.j2").render(
+        clusters={c.name: c.bootstrap_servers for c in clusters},
+        source=names[0],
+        target=names[1] if len(names) > 1 else names[0],
+        db_path=state_dir / DB_FILE_NAME,
+    )
+    path = default_config_path(state_dir)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(text + "\n", encoding="utf-8")
+    load_config(tmp)  # never leave an invalid generated config behind
+    tmp.replace(path)
+    return path

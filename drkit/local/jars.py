@@ -1,0 +1,158 @@
+"""Resolve pinned jar bundles from Maven Central with Maven, cached per bundle and version.
+
+A bundle directory is complete once its ``.complete`` marker exists; resolution runs under a file
+lock so concurrent ``drkit`` processes (a test run next to ``make demo``) never see half a bundle.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from drkit.config.discovery import cache_dir
+from drkit.errors import LocalClusterError
+
+KAFKA_VERSION = "4.1.2"
+LOG4J_VERSION = "2.24.3"
+DEPENDENCY_PLUGIN = "org.apache.maven.plugins:maven-dependency-plugin:3.8.1"
+
+
+@dataclass(frozen=True)
+class Artifact:
+    group: str
+    artifact: str
+    version: str
+
+
+def _log4j() -> tuple[Artifact, ...]:
+    # Kafka 4.0-4.2 log through slf4j-api 1.7.x; the binding is not in Kafka's pom.
+    return tuple(
+        Artifact("org.apache.logging.log4j", name, LOG4J_VERSION)
+        for name in ("log4j-slf4j-impl", "log4j-api", "log4j-core")
+    )
+
+
+def bundle_artifacts(bundle: str, version: str | None = None) -> tuple[Artifact, ...]:
+    """The root artifacts of a named bundle: ``kafka``, ``mirror-maker`` or ``spark-kafka``."""
+    if bundle == "kafka":
+        v = version or KAFKA_VERSION
+        return (
+            Artifact("org.apache.kafka", "kafka_2.13", v),
+            Artifact("org.apache.kafka", "kafka-tools", v),
+            *_log4j(),
+        )
+    if bundle == "mirror-maker":
+        v = version or KAFKA_VERSION
+        return (Artifact("org.apache.kafka", "connect-mirror", v), *_log4j())
+    if bundle == "spark-kafka":
+        if version is None:
+            raise LocalClusterError("the spark-kafka bundle needs the pyspark version")
+        return (Artifact("org.apache.spark", "spark-sql-kafka-0-10_2.13", version),)
+    raise LocalClusterError(f"unknown jar bundle {bundle!r}")
+
+
+def _pom(artifacts: tuple[Artifact, ...]) -> str:
+    deps = "\n".join(
+        f"    <dependency><groupId>{a.group}</groupId><artifactId>{a.artifact}</artifactId>"
+        f"<version>{a.version}</version></dependency>"
+        for a in artifacts
+    )
+    return f"""<project xmlns="http://maven.apache.org/POM/4.0.0">
+  <modelVersion>4.0.0</modelVersion>
+  <groupId>drkit.local</groupId>
+  <artifactId>jars</artifactId>
+  <version>1</version>
+  <packaging>pom</packaging>
+  <dependencies>
+{deps}
+  </dependencies>
+</project>
+"""
+
+
+@contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def bundle_dir(bundle: str, version: str | None = None) -> Path:
+    artifacts = bundle_artifacts(bundle, version)
+    return cache_dir() / "jars" / f"{bundle}-{artifacts[0].version}"
+
+
+def resolve_bundle(bundle: str, version: str | None = None, quiet: bool = True) -> Path:
+    """The directory holding every runtime jar of ``bundle``, resolving it on first use.
+
+    Raises LocalClusterError naming the cause when Maven is missing or resolution fails.
+    """
+    artifacts = bundle_artifacts(bundle, version)
+    target = bundle_dir(bundle, version)
+    marker = target / ".complete"
+    if marker.exists():
+        return target
+    mvn = shutil.which("mvn")
+    if mvn is None:
+        raise LocalClusterError(
+            "Maven ('mvn') is not on PATH; it is needed once to fetch Kafka's jars "
+            "from Maven Central"
+        )
+    with _locked(target.with_suffix(".lock")):
+        if marker.exists():
+            return target
+        with tempfile.TemporaryDirectory(prefix="drkit-mvn-") as work:
+            pom = Path(work) / "pom.xml"
+            pom.write_text(_pom(artifacts), encoding="utf-8")
+            staging = Path(work) / "jars"
+            command = [
+                mvn,
+                "-B",
+                "-f",
+                str(pom),
+                f"{DEPENDENCY_PLUGIN}:copy-dependencies",
+                "-DincludeScope=runtime",
+                f"-DoutputDirectory={staging}",
+            ]
+            if quiet:
+                command.insert(2, "-q")
+            done = subprocess.run(
+                command,
+                capture_output=True,
+                text=True,
+                check=False,
+                env={**os.environ, "MAVEN_OPTS": os.environ.get("MAVEN_OPTS", "-Xmx512m")},
+            )
+            if done.returncode != 0:
+                tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-15:])
+                raise LocalClusterError(
+                    f"Maven could not resolve the {bundle} jars "
+                    f"({artifacts[0].artifact}:{artifacts[0].version}):\n{tail}"
+                )
+            if target.exists():
+                shutil.rmtree(target)
+            shutil.move(str(staging), str(target))
+        marker.write_text("ok\n", encoding="utf-8")
+    return target
+
+
+def java_executable() -> str:
+    """The ``java`` to run brokers with: ``$JAVA_HOME/bin/java`` or the one on PATH."""
+    home = os.environ.get("JAVA_HOME")
+    if home and (Path(home) / "bin" / "java").exists():
+        return str(Path(home) / "bin" / "java")
+    found = shutil.which("java")
+    if found is None:
+        raise LocalClusterError("Java 17+ is needed for the local Kafka clusters; 'java' not found")
+    return found

@@ -1,0 +1,56 @@
+"""Structured logging set-up: key=value text for terminals, JSON lines for machines.
+
+Call sites pass context with ``extra={"flow": ..., "topic": ...}``; those fields are rendered
+with every line.  Never pass secrets: nothing here knows which values are sensitive.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from datetime import UTC, datetime
+
+_STANDARD = set(logging.LogRecord("", 0, "", 0, "", (), None).__dict__) | {"message", "asctime"}
+
+
+def _fields(record: logging.LogRecord) -> dict[str, object]:
+    return {k: v for k, v in record.__dict__.items() if k not in _STANDARD}
+
+
+class TextFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        when = datetime.fromtimestamp(record.created, UTC).strftime("%H:%M:%S")
+        extra = " ".join(f"{k}={v}" for k, v in _fields(record).items())
+        line = f"{when} {record.levelname:<7} {record.name}: {record.getMessage()}"
+        if extra:
+            line += f"  {extra}"
+        if record.exc_info:
+            line += "\n" + self.formatException(record.exc_info)
+        return line
+
+
+class JsonFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        payload: dict[str, object] = {
+            "ts": datetime.fromtimestamp(record.created, UTC).isoformat(),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "msg": record.getMessage(),
+            **_fields(record),
+        }
+        if record.exc_info:
+            payload["exc"] = self.formatException(record.exc_info)
+        return json.dumps(payload, default=str)
+
+
+def configure(level: int = logging.INFO, fmt: str = "text") -> None:
+    """Install one stderr handler on the root logger (idempotent)."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level)
+    # Third-party chatter that says nothing an operator acts on.
+    for noisy in ("py4j", "apscheduler.executors", "alembic"):
+        logging.getLogger(noisy).setLevel(max(level, logging.WARNING))

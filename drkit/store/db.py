@@ -1,0 +1,157 @@
+"""Engine set-up, URL resolution and Alembic migrations for the state store."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from sqlalchemy import create_engine, event, inspect
+from sqlalchemy.engine import URL, Engine, make_url
+from sqlalchemy.exc import ArgumentError, OperationalError, SQLAlchemyError
+from sqlalchemy.orm import Session, sessionmaker
+
+from drkit.config.model import DrkitConfig
+from drkit.errors import StateStoreError
+
+if TYPE_CHECKING:
+    from alembic.config import Config
+
+DB_FILE_NAME = "drkit.db"
+
+
+def database_url(config: DrkitConfig | None, state_dir: Path) -> str:
+    """``$DRKIT_DB_URL`` > config ``state_store.url`` > ``sqlite:///<state_dir>/drkit.db``."""
+    if env := os.environ.get("DRKIT_DB_URL"):
+        return env
+    if config is not None and config.state_store.url is not None:
+        return config.state_store.url.get_secret_value()
+    return f"sqlite:///{state_dir / DB_FILE_NAME}"
+
+
+def safe_url(url: str) -> str:
+    """The URL with its password masked, for messages and logs."""
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except ArgumentError:
+        return "<invalid database URL>"
+
+
+def _migrations_dir() -> Path:
+    """Alembic scripts: packaged as drkit/_migrations in a wheel, migrations/ in a checkout."""
+    packaged = Path(__file__).resolve().parent.parent / "_migrations"
+    if packaged.is_dir():
+        return packaged
+    checkout = Path(__file__).resolve().parents[2] / "migrations"
+    if checkout.is_dir():
+        return checkout
+    raise StateStoreError("drkit's Alembic migrations are missing from this installation")
+
+
+class StateStore:
+    """Owns the engine and session factory for one database URL."""
+
+    def __init__(self, url: str) -> None:
+        try:
+            parsed: URL = make_url(url)
+        except ArgumentError:
+            raise StateStoreError("the state-store URL is not a valid SQLAlchemy URL") from None
+        self.url = url
+        self.is_sqlite = parsed.get_backend_name() == "sqlite"
+        if self.is_sqlite and parsed.database and parsed.database != ":memory:":
+            Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+        kwargs: dict[str, object] = {"pool_pre_ping": True}
+        if self.is_sqlite:
+            kwargs["connect_args"] = {"timeout": 30, "check_same_thread": False}
+        try:
+            self.engine: Engine = create_engine(url, **kwargs)
+        except (ArgumentError, ImportError) as err:
+            raise StateStoreError(f"cannot use state store {safe_url(url)}: {err}") from None
+        if self.is_sqlite:
+            event.listen(self.engine, "connect", _sqlite_pragmas)
+        self._sessions = sessionmaker(self.engine, expire_on_commit=False)
+
+    @contextmanager
+    def session(self) -> Iterator[Session]:
+        """A transaction: committed on success, rolled back on error."""
+        session = self._sessions()
+        try:
+            yield session
+            session.commit()
+        except OperationalError as err:
+            session.rollback()
+            raise StateStoreError(f"state store {safe_url(self.url)} failed: {err.orig}") from None
+        except BaseException:
+            session.rollback()
+            raise
+        finally:
+            session.close()
+
+    # -- migrations -----------------------------------------------------------------------
+
+    def _alembic_config(self) -> Config:
+        from alembic.config import Config
+
+        config = Config()
+        config.set_main_option("script_location", str(_migrations_dir()))
+        config.attributes["engine"] = self.engine
+        return config
+
+    def upgrade(self, revision: str = "head") -> None:
+        """Apply migrations up to ``revision``."""
+        from alembic import command
+
+        try:
+            command.upgrade(self._alembic_config(), revision)
+        except OperationalError as err:
+            raise StateStoreError(
+                f"cannot migrate state store {safe_url(self.url)}: {err.orig}"
+            ) from None
+
+    def current_revision(self) -> str | None:
+        """The revision the database is at, or None when it was never migrated."""
+        from alembic.runtime.migration import MigrationContext
+
+        try:
+            with self.engine.connect() as connection:
+                return MigrationContext.configure(connection).get_current_revision()
+        except OperationalError as err:
+            raise StateStoreError(
+                f"cannot reach state store {safe_url(self.url)}: {err.orig}"
+            ) from None
+
+    def head_revision(self) -> str | None:
+        from alembic.script import ScriptDirectory
+
+        return ScriptDirectory.from_config(self._alembic_config()).get_current_head()
+
+    def require_current(self) -> None:
+        """Raise StateStoreError unless the database is migrated to head."""
+        current, head = self.current_revision(), self.head_revision()
+        if current != head:
+            raise StateStoreError(
+                f"state store {safe_url(self.url)} is at revision {current or 'none'}, "
+                f"drkit needs {head}: run 'drkit db upgrade'"
+            )
+
+    def ensure_current(self) -> None:
+        """Migrate to head if needed (used by long-running commands on the embedded default)."""
+        try:
+            if self.current_revision() != self.head_revision():
+                self.upgrade()
+        except SQLAlchemyError as err:
+            raise StateStoreError(f"state store {safe_url(self.url)}: {err}") from None
+
+    def table_names(self) -> list[str]:
+        return sorted(inspect(self.engine).get_table_names())
+
+
+def _sqlite_pragmas(connection: object, _record: object) -> None:
+    cursor = connection.cursor()  # type: ignore[attr-defined]
+    # WAL lets the monitor, workers and CLI read while one writes; FKs are off by default.
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.execute("PRAGMA busy_timeout=30000")
+    cursor.close()

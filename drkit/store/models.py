@@ -1,0 +1,187 @@
+"""Tables of the state store.
+
+Every state change drkit makes (a health transition, a failover step, a drill verdict) is a row
+here, so that an operator or a resumed process can reconstruct what happened and why.  Columns
+holding structured evidence are JSON.  Times are timezone-aware UTC.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any, ClassVar
+
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.engine import Dialect
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+from sqlalchemy.types import TypeDecorator
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class UtcDateTime(TypeDecorator[datetime]):
+    """Timezone-aware UTC on every backend (SQLite stores none, so we normalise both ways)."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("naive datetime given to the state store; use UTC-aware times")
+        return value.astimezone(UTC)
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+class Base(DeclarativeBase):
+    type_annotation_map: ClassVar[dict[Any, Any]] = {
+        dict[str, Any]: JSON,
+        datetime: UtcDateTime(),
+    }
+
+
+class ClusterSeen(Base):
+    """A Kafka cluster drkit has talked to, by config alias, with its Kafka cluster id."""
+
+    __tablename__ = "clusters_seen"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    alias: Mapped[str] = mapped_column(String(128), unique=True)
+    kafka_cluster_id: Mapped[str | None] = mapped_column(String(64))
+    bootstrap_servers: Mapped[str] = mapped_column(Text)
+    first_seen: Mapped[datetime] = mapped_column(default=utcnow)
+    last_seen: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class Flow(Base):
+    """A replication flow as last configured (``source->target``)."""
+
+    __tablename__ = "flows"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(String(300), unique=True)
+    source: Mapped[str] = mapped_column(String(128))
+    target: Mapped[str] = mapped_column(String(128))
+    settings: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)
+
+
+class HealthObservation(Base):
+    """One probe result from one observer (raw evidence for health evaluation)."""
+
+    __tablename__ = "health_observations"
+    __table_args__ = (Index("ix_observation_cluster_time", "cluster", "observed_at"),)
+    id: Mapped[int] = mapped_column(primary_key=True)
+    observer: Mapped[str] = mapped_column(String(128))
+    cluster: Mapped[str] = mapped_column(String(128))
+    probe: Mapped[str] = mapped_column(String(64))
+    ok: Mapped[bool] = mapped_column(Boolean)
+    latency_ms: Mapped[float | None] = mapped_column(Float)
+    detail: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    observed_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class HealthTransition(Base):
+    """A change of a cluster's (or a group's) evaluated state, with the evidence for it."""
+
+    __tablename__ = "health_transitions"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    subject_kind: Mapped[str] = mapped_column(String(32))  # "cluster" | "group" | "flow"
+    subject: Mapped[str] = mapped_column(String(400))
+    observer: Mapped[str] = mapped_column(String(128))
+    from_state: Mapped[str | None] = mapped_column(String(32))
+    to_state: Mapped[str] = mapped_column(String(32))
+    evidence: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class FailoverRun(Base):
+    """A durable failover intent: planned switchover, unplanned failover, cutover or failback.
+
+    ``lease_owner``/``lease_expires_at`` make sure two runs never act at once; a crashed run is
+    resumed or rolled back from its recorded steps.
+    """
+
+    __tablename__ = "failover_runs"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    kind: Mapped[str] = mapped_column(String(32))
+    source: Mapped[str] = mapped_column(String(128))
+    target: Mapped[str] = mapped_column(String(128))
+    state: Mapped[str] = mapped_column(String(32), default="planned")
+    requested_by: Mapped[str] = mapped_column(String(128), default="cli")
+    reason: Mapped[str] = mapped_column(Text, default="")
+    plan: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    result: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    lease_owner: Mapped[str | None] = mapped_column(String(128))
+    lease_expires_at: Mapped[datetime | None] = mapped_column()
+    started_at: Mapped[datetime] = mapped_column(default=utcnow)
+    finished_at: Mapped[datetime | None] = mapped_column()
+    steps: Mapped[list[FailoverStep]] = relationship(
+        back_populates="run", order_by="FailoverStep.seq", cascade="all, delete-orphan"
+    )
+
+
+class FailoverStep(Base):
+    """One idempotent step of a failover run."""
+
+    __tablename__ = "failover_steps"
+    __table_args__ = (UniqueConstraint("run_id", "seq"),)
+    id: Mapped[int] = mapped_column(primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("failover_runs.id", ondelete="CASCADE"))
+    seq: Mapped[int] = mapped_column(Integer)
+    name: Mapped[str] = mapped_column(String(128))
+    state: Mapped[str] = mapped_column(String(32), default="pending")
+    detail: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    started_at: Mapped[datetime | None] = mapped_column()
+    finished_at: Mapped[datetime | None] = mapped_column()
+    run: Mapped[FailoverRun] = relationship(back_populates="steps")
+
+
+class Drill(Base):
+    """A DR drill and its report (RTO split, RPO per partition, checks, verdict)."""
+
+    __tablename__ = "drills"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(String(200))
+    flow: Mapped[str] = mapped_column(String(300))
+    state: Mapped[str] = mapped_column(String(32), default="running")
+    verdict: Mapped[str | None] = mapped_column(String(32))
+    rto_s: Mapped[float | None] = mapped_column(Float)
+    rpo_records: Mapped[int | None] = mapped_column(Integer)
+    report: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    failover_run_id: Mapped[int | None] = mapped_column(ForeignKey("failover_runs.id"))
+    started_at: Mapped[datetime] = mapped_column(default=utcnow)
+    finished_at: Mapped[datetime | None] = mapped_column()
+
+
+class Verification(Base):
+    """A summary row of one accounting (Spark verify) run."""
+
+    __tablename__ = "verifications"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    flow: Mapped[str] = mapped_column(String(300))
+    ok: Mapped[bool] = mapped_column(Boolean)
+    records_checked: Mapped[int] = mapped_column(Integer, default=0)
+    missing: Mapped[int] = mapped_column(Integer, default=0)
+    duplicated: Mapped[int] = mapped_column(Integer, default=0)
+    skipped_by_groups: Mapped[int] = mapped_column(Integer, default=0)
+    summary: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    output_dir: Mapped[str | None] = mapped_column(Text)
+    started_at: Mapped[datetime] = mapped_column(default=utcnow)
+    finished_at: Mapped[datetime | None] = mapped_column()

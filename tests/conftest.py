@@ -1,0 +1,93 @@
+"""Shared pytest fixtures: real clusters dc1/dc2, unique names, broker logs on failure.
+
+Integration tests take ``dc1``/``dc2`` (session-scoped, see tests/kafka_backends.py) and
+``names`` for topic and group names no other test uses.  Tests that break a cluster take
+``scratch`` instead, never dc1/dc2.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from tests.kafka_backends import ClusterUnderTest, backend, clusters, scratch_cluster
+
+
+@pytest.fixture(scope="session")
+def kafka_clusters() -> Iterator[dict[str, ClusterUnderTest]]:
+    with clusters(["dc1", "dc2"]) as found:
+        yield found
+
+
+@pytest.fixture(scope="session")
+def dc1(kafka_clusters: dict[str, ClusterUnderTest]) -> ClusterUnderTest:
+    return kafka_clusters["dc1"]
+
+
+@pytest.fixture(scope="session")
+def dc2(kafka_clusters: dict[str, ClusterUnderTest]) -> ClusterUnderTest:
+    return kafka_clusters["dc2"]
+
+
+@pytest.fixture
+def scratch() -> Iterator[ClusterUnderTest]:
+    """A private single-broker local cluster for tests that stop or kill brokers."""
+    if backend() != "local":
+        pytest.skip("broker faults need DRKIT_TEST_KAFKA=local")
+    with scratch_cluster() as cluster:
+        yield cluster
+
+
+class Names:
+    """Unique, readable topic and group names for one test."""
+
+    def __init__(self, test_name: str) -> None:
+        slug = re.sub(r"[^A-Za-z0-9]+", "-", test_name).strip("-")[:40]
+        self.prefix = f"{slug}-{uuid.uuid4().hex[:6]}"
+
+    def topic(self, label: str = "t") -> str:
+        return f"{self.prefix}.{label}"
+
+    def group(self, label: str = "g") -> str:
+        return f"{self.prefix}.{label}"
+
+
+@pytest.fixture
+def names(request: pytest.FixtureRequest) -> Names:
+    return Names(request.node.name)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  # type: ignore[no-untyped-def]
+    """Attach the tail of the broker logs of every cluster a failed test used."""
+    report = yield
+    if report.failed and call.when == "call":
+        funcargs = getattr(item, "funcargs", {})
+        for value in funcargs.values():
+            if isinstance(value, ClusterUnderTest):
+                logs = value.broker_logs()
+                if logs:
+                    report.sections.append((f"broker logs {value.name}", logs))
+    return report
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # Integration tests need the real clusters; mark them so `-m "not integration"` is quick.
+    for item in items:
+        if "integration" in str(item.fspath):
+            item.add_marker(pytest.mark.integration)
+
+
+@pytest.fixture(scope="session")
+def pg_url() -> str:
+    """A PostgreSQL URL for store tests (``$DRKIT_TEST_PG_URL``, set by scripts/test)."""
+    url = os.environ.get("DRKIT_TEST_PG_URL")
+    if not url:
+        if os.environ.get("DRKIT_TEST_REQUIRE_PG") == "1":
+            pytest.fail("DRKIT_TEST_REQUIRE_PG=1 but DRKIT_TEST_PG_URL is not set")
+        pytest.skip("no PostgreSQL: set DRKIT_TEST_PG_URL (scripts/test does when it can)")
+    return url

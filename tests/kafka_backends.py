@@ -1,0 +1,128 @@
+"""Where test clusters dc1 and dc2 come from: ``DRKIT_TEST_KAFKA=local|testcontainers|external``.
+
+* ``local`` (default): real brokers from Maven Central jars via :class:`drkit.local.LocalKafka`,
+  in ``$DRKIT_TEST_STATE_DIR`` (default ``<repo>/.drkit-test``).  Supports broker faults.
+* ``testcontainers``: the official ``apache/kafka`` image, one container per cluster (needs a
+  Docker engine).
+* ``external``: already running clusters from ``$DRKIT_TEST_DC1_BOOTSTRAP`` and
+  ``$DRKIT_TEST_DC2_BOOTSTRAP``.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from drkit.kafka import ClusterEndpoint, KafkaAdmin
+from drkit.local import KAFKA_VERSION, LocalKafka
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@dataclass
+class ClusterUnderTest:
+    """One running test cluster and, for the local backend, a handle for fault injection."""
+
+    name: str
+    bootstrap_servers: str
+    local: LocalKafka | None = None
+    log_files: list[Path] = field(default_factory=list)
+
+    @property
+    def endpoint(self) -> ClusterEndpoint:
+        return ClusterEndpoint.plain(self.name, self.bootstrap_servers)
+
+    def admin(self) -> KafkaAdmin:
+        return KafkaAdmin(self.endpoint)
+
+    def broker_logs(self, lines: int = 60) -> str:
+        out = []
+        for path in self.log_files:
+            if path.exists():
+                tail = path.read_text(errors="replace").splitlines()[-lines:]
+                out.append(f"--- {path} ---\n" + "\n".join(tail))
+        return "\n".join(out)
+
+
+def backend() -> str:
+    return os.environ.get("DRKIT_TEST_KAFKA", "local")
+
+
+def state_dir_for_tests() -> Path:
+    return Path(os.environ.get("DRKIT_TEST_STATE_DIR", REPO / ".drkit-test"))
+
+
+@contextmanager
+def clusters(names: list[str]) -> Iterator[dict[str, ClusterUnderTest]]:
+    """Provide the named clusters for a test session."""
+    kind = backend()
+    if kind == "local":
+        yield from _local(names)
+    elif kind == "testcontainers":
+        yield from _containers(names)
+    elif kind == "external":
+        yield _external(names)
+    else:
+        raise RuntimeError(f"DRKIT_TEST_KAFKA={kind!r}: use local, testcontainers or external")
+
+
+def _local(names: list[str]) -> Iterator[dict[str, ClusterUnderTest]]:
+    manager = LocalKafka(state_dir_for_tests())
+    statuses = manager.up(names)
+    try:
+        yield {
+            s.name: ClusterUnderTest(
+                s.name, s.bootstrap_servers, manager, manager.log_files(s.name)
+            )
+            for s in statuses
+        }
+    finally:
+        if os.environ.get("DRKIT_TEST_KEEP_CLUSTERS") != "1":
+            manager.down(names)
+
+
+def _containers(names: list[str]) -> Iterator[dict[str, ClusterUnderTest]]:
+    from testcontainers.kafka import KafkaContainer
+
+    image = os.environ.get("DRKIT_TEST_KAFKA_IMAGE", f"apache/kafka:{KAFKA_VERSION}")
+    started: list[KafkaContainer] = []
+    try:
+        out: dict[str, ClusterUnderTest] = {}
+        for name in names:
+            container = KafkaContainer(image).with_kraft()
+            container.with_env("KAFKA_AUTO_CREATE_TOPICS_ENABLE", "false")
+            container.with_env("KAFKA_GROUP_INITIAL_REBALANCE_DELAY_MS", "0")
+            container.start()
+            started.append(container)
+            out[name] = ClusterUnderTest(name, container.get_bootstrap_server())
+        yield out
+    finally:
+        for container in started:
+            container.stop()
+
+
+def _external(names: list[str]) -> dict[str, ClusterUnderTest]:
+    out: dict[str, ClusterUnderTest] = {}
+    for name in names:
+        variable = f"DRKIT_TEST_{name.upper()}_BOOTSTRAP"
+        servers = os.environ.get(variable)
+        if not servers:
+            raise RuntimeError(f"DRKIT_TEST_KAFKA=external needs {variable}")
+        out[name] = ClusterUnderTest(name, servers)
+    return out
+
+
+@contextmanager
+def scratch_cluster(brokers: int = 1) -> Iterator[ClusterUnderTest]:
+    """A throw-away local cluster that a test may stop, kill or cut off (local backend only)."""
+    manager = LocalKafka(state_dir_for_tests())
+    name = f"scratch-{uuid.uuid4().hex[:6]}"
+    try:
+        status = manager.up([name], brokers=brokers)[0]
+        yield ClusterUnderTest(name, status.bootstrap_servers, manager, manager.log_files(name))
+    finally:
+        manager.down([name], purge=True)

@@ -1,0 +1,93 @@
+"""CLI surface: help for every command, clean one-line errors, exit codes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from drkit.cli import cli
+
+
+def all_commands(group: click.Group, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    found: list[tuple[str, ...]] = []
+    for name, command in group.commands.items():
+        path = (*prefix, name)
+        found.append(path)
+        if isinstance(command, click.Group):
+            found.extend(all_commands(command, path))
+    return found
+
+
+@pytest.mark.parametrize("path", all_commands(cli), ids=" ".join)
+def test_every_command_has_help(path: tuple[str, ...]) -> None:
+    result = CliRunner().invoke(cli, [*path, "--help"])
+    assert result.exit_code == 0, result.output
+    assert "Usage:" in result.output
+    command: click.Command = cli
+    for part in path:
+        assert isinstance(command, click.Group)
+        command = command.commands[part]
+    assert command.help, f"{' '.join(path)} has no help text"
+    for param in command.params:
+        if isinstance(param, click.Option) and not param.hidden and param.name != "help":
+            assert param.help, f"{' '.join(path)} {param.opts} has no help text"
+
+
+def test_validate_reports_each_problem_on_one_line(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(
+        "clusters:\n  dc1: {bootstrap_servers: 'x'}\nflows:\n  - {source: dc1, target: nowhere}\n"
+    )
+    result = CliRunner().invoke(cli, ["config", "validate", str(bad)])
+    assert result.exit_code == 2
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 2
+    assert any("clusters.dc1.bootstrap_servers" in line for line in lines)
+    assert any("flows[0].target: unknown cluster 'nowhere'" in line for line in lines)
+    assert "Traceback" not in result.output
+
+
+def test_validate_good_file_exits_zero() -> None:
+    example = Path(__file__).resolve().parents[2] / "config" / "drkit.example.yaml"
+    result = CliRunner().invoke(cli, ["config", "validate", str(example)])
+    assert result.exit_code == 0, result.output
+
+
+def test_unreachable_cluster_is_one_line_and_non_zero(tmp_path: Path) -> None:
+    config = tmp_path / "c.yaml"
+    config.write_text("clusters:\n  far: {bootstrap_servers: '127.0.0.1:1'}\n")
+    result = CliRunner().invoke(
+        cli, ["clusters", "check", "--config", str(config), "--timeout", "2"]
+    )
+    assert result.exit_code != 0
+    assert "cluster 'far' at 127.0.0.1:1 is unreachable" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_no_config_anywhere_says_how_to_get_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("DRKIT_CONFIG", raising=False)
+    result = CliRunner().invoke(cli, ["--state-dir", str(tmp_path), "config", "show"])
+    assert result.exit_code == 2
+    assert "drkit local up" in result.output
+
+
+def test_db_upgrade_and_current_on_default_sqlite(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("DRKIT_CONFIG", raising=False)
+    monkeypatch.delenv("DRKIT_DB_URL", raising=False)
+    runner = CliRunner()
+    before = runner.invoke(cli, ["--state-dir", str(tmp_path), "db", "current"])
+    assert "revision none" in before.output
+    upgraded = runner.invoke(cli, ["--state-dir", str(tmp_path), "db", "upgrade"])
+    assert upgraded.exit_code == 0, upgraded.output
+    after = runner.invoke(cli, ["--state-dir", str(tmp_path), "db", "current"])
+    assert "up to date" in after.output
+    assert (tmp_path / "drkit.db").exists()

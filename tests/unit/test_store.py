@@ -1,0 +1,100 @@
+"""The state store migrates and round-trips rows on SQLite and on a real PostgreSQL server."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+import pytest
+from sqlalchemy import create_engine, select, text
+
+from drkit.errors import StateStoreError
+from drkit.store import StateStore
+from drkit.store.models import FailoverRun, FailoverStep, HealthObservation
+
+EXPECTED_TABLES = {
+    "alembic_version",
+    "clusters_seen",
+    "drills",
+    "failover_runs",
+    "failover_steps",
+    "flows",
+    "health_observations",
+    "health_transitions",
+    "verifications",
+}
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> StateStore:
+    if request.param == "sqlite":
+        return StateStore(f"sqlite:///{tmp_path / 'drkit.db'}")
+    base_url: str = request.getfixturevalue("pg_url")
+    # A fresh database per test so migrations start from nothing.
+    name = f"drkit_t_{uuid.uuid4().hex[:10]}"
+    admin = create_engine(base_url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as connection:
+        connection.execute(text(f'CREATE DATABASE "{name}"'))
+    admin.dispose()
+    url = base_url.rsplit("/", 1)[0] + f"/{name}"
+
+    def drop() -> None:
+        store.engine.dispose()
+        engine = create_engine(base_url, isolation_level="AUTOCOMMIT")
+        with engine.connect() as connection:
+            connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        engine.dispose()
+
+    store = StateStore(url)
+    request.addfinalizer(drop)
+    return store
+
+
+def test_upgrade_creates_every_table_and_reports_head(store: StateStore) -> None:
+    assert store.current_revision() is None
+    with pytest.raises(StateStoreError, match="drkit db upgrade"):
+        store.require_current()
+    store.upgrade()
+    assert store.current_revision() == store.head_revision()
+    assert set(store.table_names()) >= EXPECTED_TABLES
+    store.upgrade()  # idempotent
+    store.require_current()
+
+
+def test_failover_run_with_steps_round_trips(store: StateStore) -> None:
+    store.upgrade()
+    with store.session() as session:
+        run = FailoverRun(kind="switchover", source="dc1", target="dc2", plan={"groups": ["g"]})
+        run.steps = [
+            FailoverStep(seq=1, name="freeze", state="done"),
+            FailoverStep(seq=2, name="translate", state="pending", detail={"n": 3}),
+        ]
+        session.add(run)
+    with store.session() as session:
+        loaded = session.scalars(select(FailoverRun)).one()
+        assert loaded.plan == {"groups": ["g"]}
+        assert [s.name for s in loaded.steps] == ["freeze", "translate"]
+        assert loaded.steps[1].detail == {"n": 3}
+        assert loaded.started_at.tzinfo is not None
+
+
+def test_observations_are_queryable_by_cluster(store: StateStore) -> None:
+    store.upgrade()
+    with store.session() as session:
+        session.add_all(
+            HealthObservation(observer="o1", cluster=c, probe="metadata", ok=ok, latency_ms=3.0)
+            for c, ok in [("dc1", True), ("dc1", False), ("dc2", True)]
+        )
+    with store.session() as session:
+        rows = session.scalars(
+            select(HealthObservation).where(HealthObservation.cluster == "dc1")
+        ).all()
+        assert sorted(r.ok for r in rows) == [False, True]
+
+
+def test_unreachable_database_is_a_clear_error() -> None:
+    store = StateStore("postgresql+psycopg://u:secretpw@127.0.0.1:1/none")
+    with pytest.raises(StateStoreError) as caught:
+        store.current_revision()
+    assert "127.0.0.1:1" in str(caught.value)
+    assert "secretpw" not in str(caught.value)
