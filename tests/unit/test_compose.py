@@ -32,8 +32,6 @@ def test_compose_clusters_match_the_pinned_kafka_and_the_compose_config() -> Non
     for name in ("dc1", "dc2"):
         assert services[name]["image"] == f"apache/kafka:{KAFKA_VERSION}"
     config = load_config(REPO / "config" / "drkit.compose.yaml")
-    published = {
-        name: services[name]["ports"][0].split(":")[0] for name in ("dc1", "dc2")
-    }
+    published = {name: services[name]["ports"][0].split(":")[0] for name in ("dc1", "dc2")}
     for name, port in published.items():
         assert config.clusters[name].bootstrap_servers == f"127.0.0.1:{port}"
