@@ -1,0 +1,112 @@
+"""``drkit replicate``: run the replication workers of the configured flows."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import replace
+
+import click
+
+from drkit.cli.context import AppContext, config_option, pass_app
+from drkit.replication.service import (
+    ServiceOptions,
+    default_worker_id,
+    install_stop_signals,
+    run_flows,
+    run_workers,
+    select_flows,
+)
+from drkit.replication.worker import WorkerSettings
+
+
+@click.command("replicate")
+@config_option
+@click.option(
+    "--flow",
+    "flows",
+    multiple=True,
+    metavar="SRC->DST",
+    help="Replicate only this flow (repeatable); default: every flow in the config.",
+)
+@click.option(
+    "--workers",
+    type=click.IntRange(1, 64),
+    default=1,
+    show_default=True,
+    help="Worker processes; they share partitions through a consumer group on the source.",
+)
+@click.option(
+    "--worker-id",
+    default=None,
+    help="Stable id of this worker (transactional ids derive from it) [default: hostname].",
+)
+@click.option(
+    "--metrics-port",
+    type=int,
+    default=0,
+    show_default=True,
+    help="Serve Prometheus /metrics here (worker i of --workers uses PORT+i); 0 disables.",
+)
+@click.option(
+    "--metrics-host", default="127.0.0.1", show_default=True, help="Metrics bind address."
+)
+@click.option(
+    "--commit-interval",
+    type=float,
+    default=1.0,
+    show_default=True,
+    help="Seconds between progress commits (and transactions in exactly-once mode).",
+)
+@click.option(
+    "--start-from",
+    type=click.Choice(["earliest", "latest"]),
+    default="earliest",
+    show_default=True,
+    help="Where partitions without stored progress start.",
+)
+@pass_app
+def replicate(
+    app: AppContext,
+    config_file: str | None,
+    flows: tuple[str, ...],
+    workers: int,
+    worker_id: str | None,
+    metrics_port: int,
+    metrics_host: str,
+    commit_interval: float,
+    start_from: str,
+) -> None:
+    """Replicate the configured flows until SIGTERM/SIGINT, then stop gracefully.
+
+    In-flight records are delivered and progress is stored on the target before exit.
+    Exit code 3: a flow stopped on a record the target refuses (the log names topic,
+    partition and offset; nothing after it was skipped).
+    """
+    config = app.config(config_file)
+    select_flows(config, flows)  # fail fast on unknown flows, before forking
+    identity = worker_id or default_worker_id()
+    options = ServiceOptions(
+        flows=flows,
+        workers=workers,
+        worker_id=identity,
+        metrics_host=metrics_host,
+        metrics_port=metrics_port,
+        settings=WorkerSettings(
+            worker_id=identity, commit_interval_s=commit_interval, start_from=start_from
+        ),
+    )
+    stop = threading.Event()
+    install_stop_signals(stop)
+    if workers == 1:
+        code = run_flows(
+            config,
+            replace(options, settings=replace(options.settings, worker_id=f"{identity}-0")),
+            stop,
+        )
+    else:
+        assert app.config_path is not None
+        code = run_workers(app.config_path, options, stop)
+    raise SystemExit(code)
+
+
+COMMANDS = [replicate]

@@ -1,0 +1,93 @@
+"""Prometheus metrics of the replication data plane.
+
+Labels are bounded: ``flow`` (configured flows) and ``topic`` (replicated topics) - never a
+partition, offset, group or worker id.  Names are module constants so tests and dashboards share
+them.  Metrics live in an injected registry (the process default unless given).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
+
+RECORDS = "drkit_replication_records"
+BYTES = "drkit_replication_bytes"
+FILTERED = "drkit_replication_filtered_records"
+LOOP_SKIPPED = "drkit_replication_loop_skipped_records"
+LATENCY = "drkit_replication_latency_seconds"
+RECORD_AGE = "drkit_replication_record_age_seconds"
+LAG = "drkit_replication_lag_records"
+ERRORS = "drkit_replication_errors"
+ASSIGNED = "drkit_replication_assigned_partitions"
+DRIFT = "drkit_replication_topic_config_drift"
+COMMITS = "drkit_replication_progress_commits"
+
+_LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300)
+
+
+@dataclass(frozen=True)
+class ReplicationMetrics:
+    records: Counter
+    bytes: Counter
+    filtered: Counter
+    loop_skipped: Counter
+    latency: Histogram
+    record_age: Histogram
+    lag: Gauge
+    errors: Counter
+    assigned: Gauge
+    drift: Gauge
+    commits: Counter
+
+    @classmethod
+    def create(cls, registry: CollectorRegistry | None = None) -> ReplicationMetrics:
+        reg = registry if registry is not None else REGISTRY
+        ft = ("flow", "topic")
+        return cls(
+            records=Counter(RECORDS, "Records written to the target", ft, registry=reg),
+            bytes=Counter(BYTES, "Key+value+header bytes written to the target", ft, registry=reg),
+            filtered=Counter(FILTERED, "Records dropped by transforms", ft, registry=reg),
+            loop_skipped=Counter(
+                LOOP_SKIPPED,
+                "Records not sent back to the cluster they came from",
+                ft,
+                registry=reg,
+            ),
+            latency=Histogram(
+                LATENCY,
+                "Source timestamp to target acknowledgement (sampled)",
+                ("flow",),
+                buckets=_LATENCY_BUCKETS,
+                registry=reg,
+            ),
+            record_age=Histogram(
+                RECORD_AGE,
+                "Source timestamp to consumption by the worker (sampled)",
+                ("flow",),
+                buckets=_LATENCY_BUCKETS,
+                registry=reg,
+            ),
+            lag=Gauge(
+                LAG, "Source records not yet replicated (assigned partitions)", ft, registry=reg
+            ),
+            errors=Counter(ERRORS, "Replication errors by kind", ("flow", "kind"), registry=reg),
+            assigned=Gauge(
+                ASSIGNED, "Source partitions assigned to this process", ("flow",), registry=reg
+            ),
+            drift=Gauge(
+                DRIFT, "Target topic configs differing from the source", ("flow",), registry=reg
+            ),
+            commits=Counter(COMMITS, "Progress commits to the target", ("flow",), registry=reg),
+        )
+
+
+_DEFAULT: ReplicationMetrics | None = None
+
+
+def default_metrics() -> ReplicationMetrics:
+    """The process-wide metrics in the default registry (created once)."""
+    global _DEFAULT
+    if _DEFAULT is None:
+        _DEFAULT = ReplicationMetrics.create()
+    return _DEFAULT

@@ -1,0 +1,203 @@
+"""Dense offset syncs: a run-length map from source offsets to target offsets.
+
+A run ``(src_start, dst_start, length)`` says: the source records at ``src_start + i`` were
+written to the target at ``dst_start + i`` for ``0 <= i < length``.  A new run starts only at a
+discontinuity on either side (source gaps from compaction, transaction markers or filtered
+records; target gaps from transaction markers; restarts and re-replication), so a steady flow is
+one run per partition and every replicated offset is covered - unlike MirrorMaker 2, which keeps
+a sparse sample and rounds translations down.
+
+Record format on the offset-syncs topic (Kafka protocol types, big-endian):
+
+key   = source topic (STRING) + source partition (INT32) + src_start (INT64)
+        + target partition (INT32) + dst_start (INT64)
+value = version (INT16, 0) + target topic (STRING) + target partition (INT32)
+        + dst_start (INT64) + length (INT64)
+
+The key names one run (one target copy of a source range), so a compacted topic keeps the newest
+(longest) version of each run and never merges two copies.
+
+Invariants (checked by tests/unit/test_offset_sync.py):
+* a re-replicated source range (restart after a crash) yields a second run for the same source
+  offsets; after :func:`merge_runs` the copy last in the target log maps them, and merged runs
+  of one source partition never overlap;
+* ``length >= 1``; within a run both offsets advance by exactly one per record.
+"""
+
+from __future__ import annotations
+
+import struct
+from bisect import bisect_left, bisect_right
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from drkit.kafka.records import TopicPartition
+from drkit.replication.heartbeat import decode_string, encode_string
+
+_VERSION = 0
+
+
+@dataclass(frozen=True, order=True)
+class OffsetRun:
+    src_start: int
+    dst_start: int
+    length: int
+
+    @property
+    def src_end(self) -> int:
+        """One past the last source offset of the run."""
+        return self.src_start + self.length
+
+    @property
+    def dst_end(self) -> int:
+        """One past the last target offset of the run."""
+        return self.dst_start + self.length
+
+    def covers_source(self, offset: int) -> bool:
+        return self.src_start <= offset < self.src_end
+
+
+@dataclass(frozen=True)
+class OffsetSync:
+    """One record of the offset-syncs topic: a run between two partitions."""
+
+    source: TopicPartition
+    target: TopicPartition
+    run: OffsetRun
+
+    def key(self) -> bytes:
+        return encode_string(self.source.topic) + struct.pack(
+            ">iqiq",
+            self.source.partition,
+            self.run.src_start,
+            self.target.partition,
+            self.run.dst_start,
+        )
+
+    def value(self) -> bytes:
+        return (
+            struct.pack(">h", _VERSION)
+            + encode_string(self.target.topic)
+            + struct.pack(">iqq", self.target.partition, self.run.dst_start, self.run.length)
+        )
+
+    @classmethod
+    def decode(cls, key: bytes, value: bytes) -> OffsetSync:
+        src_topic, offset = decode_string(key, 0)
+        src_partition, src_start, _dst_partition, _dst_start = struct.unpack_from(
+            ">iqiq", key, offset
+        )
+        (_version,) = struct.unpack_from(">h", value, 0)
+        dst_topic, offset = decode_string(value, 2)
+        dst_partition, dst_start, length = struct.unpack_from(">iqq", value, offset)
+        return cls(
+            TopicPartition(src_topic, src_partition),
+            TopicPartition(dst_topic, dst_partition),
+            OffsetRun(src_start, dst_start, length),
+        )
+
+
+class RunTracker:
+    """Builds runs for one (source partition → target partition) pair from acknowledged writes.
+
+    Not thread-safe: owned by the worker thread that handles delivery reports.  ``observe`` is
+    on the hot path (once per replicated record) and only compares integers.
+    """
+
+    __slots__ = ("_dirty", "_dst_start", "_length", "_src_start", "source", "target")
+
+    def __init__(self, source: TopicPartition, target: TopicPartition) -> None:
+        self.source = source
+        self.target = target
+        self._src_start = -1
+        self._dst_start = -1
+        self._length = 0
+        self._dirty: list[OffsetRun] = []
+
+    def observe(self, src: int, dst: int) -> None:
+        """Record that source offset ``src`` was written at target offset ``dst``."""
+        length = self._length
+        if length and src == self._src_start + length and dst == self._dst_start + length:
+            self._length = length + 1
+            return
+        if length:
+            self._dirty.append(OffsetRun(self._src_start, self._dst_start, length))
+        self._src_start, self._dst_start, self._length = src, dst, 1
+
+    def drain(self) -> list[OffsetSync]:
+        """Runs closed since the last drain plus the current run as it stands now."""
+        runs = self._dirty
+        self._dirty = []
+        if self._length:
+            runs.append(OffsetRun(self._src_start, self._dst_start, self._length))
+        return [OffsetSync(self.source, self.target, run) for run in runs]
+
+    def restart(self) -> None:
+        """Forget the open run (after a seek): the next write starts a new run."""
+        if self._length:
+            self._dirty.append(OffsetRun(self._src_start, self._dst_start, self._length))
+        self._length = 0
+
+
+def merge_runs(syncs: Iterable[OffsetSync]) -> dict[TopicPartition, list[OffsetSync]]:
+    """Fold offset-sync records into non-overlapping runs per source partition.
+
+    Re-replication after a crash writes a second target copy of some source records.  For each
+    source offset the map keeps the copy that comes *last in the target log*: a consumer that
+    resumes there reads every later source record exactly once more and nothing it already
+    processed, while resuming at an earlier copy would re-read the duplicated range.  So runs are
+    applied in target order and a later run overrides the source range it covers.
+
+    Returns runs sorted by ``src_start``; within a source partition they never overlap.
+    """
+    newest: dict[tuple[TopicPartition, TopicPartition, int, int], OffsetSync] = {}
+    for sync in syncs:
+        key = (sync.source, sync.target, sync.run.src_start, sync.run.dst_start)
+        known = newest.get(key)
+        if known is None or sync.run.length > known.run.length:
+            newest[key] = sync
+    per_source: dict[TopicPartition, list[OffsetSync]] = {}
+    for sync in newest.values():
+        per_source.setdefault(sync.source, []).append(sync)
+    return {source: _override_in_target_order(runs) for source, runs in per_source.items()}
+
+
+def _override_in_target_order(syncs: list[OffsetSync]) -> list[OffsetSync]:
+    merged: list[OffsetSync] = []  # sorted by src_start, non-overlapping
+    starts: list[int] = []
+    for sync in sorted(syncs, key=lambda s: (s.target.partition, s.run.dst_start)):
+        run = sync.run
+        # Candidates: from the interval starting at or before run.src_start up to the last one
+        # starting before run.src_end.
+        low = max(bisect_right(starts, run.src_start) - 1, 0)
+        high = bisect_left(starts, run.src_end)
+        replacement = [part for old in merged[low:high] for part in _outside(old, run)]
+        replacement.append(sync)
+        replacement.sort(key=lambda s: s.run.src_start)
+        merged[low:high] = replacement
+        starts[low:high] = [s.run.src_start for s in replacement]
+    return merged
+
+
+def _outside(old: OffsetSync, run: OffsetRun) -> list[OffsetSync]:
+    """The parts of ``old`` whose source offsets ``run`` does not cover (0, 1 or 2 pieces)."""
+    o = old.run
+    if o.src_end <= run.src_start or o.src_start >= run.src_end:
+        return [old]
+    parts: list[OffsetSync] = []
+    if o.src_start < run.src_start:
+        parts.append(
+            OffsetSync(
+                old.source,
+                old.target,
+                OffsetRun(o.src_start, o.dst_start, run.src_start - o.src_start),
+            )
+        )
+    if o.src_end > run.src_end:
+        cut = run.src_end - o.src_start
+        parts.append(
+            OffsetSync(
+                old.source, old.target, OffsetRun(run.src_end, o.dst_start + cut, o.length - cut)
+            )
+        )
+    return parts

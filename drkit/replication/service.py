@@ -1,0 +1,221 @@
+"""Run replication flows: one thread per flow in a process, N processes for scale-out.
+
+Scale-out uses Kafka itself: every worker process joins the flow's consumer group on the source,
+so partitions are shared (cooperative rebalancing) and a dead worker's partitions move to the
+others within the session timeout.  The parent of ``--workers N`` only supervises: it forwards
+SIGTERM/SIGINT and restarts a child that died abnormally; it never coordinates partitions.
+
+Exit codes: 0 after a graceful stop, 3 when a flow stopped on a non-retriable error (the error
+is logged with topic, partition and offset), 1 for anything else.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import os
+import signal
+import socket
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from types import FrameType
+
+from prometheus_client import start_http_server
+from tenacity import (
+    RetryCallState,
+    retry,
+    retry_if_exception_type,
+    stop_after_delay,
+    wait_exponential,
+)
+
+from drkit.config import DrkitConfig, load_config
+from drkit.config.model import FlowConfig
+from drkit.errors import ConfigError, DrkitError, KafkaError, Problem, ReplicationError
+from drkit.replication.metrics import default_metrics
+from drkit.replication.worker import FlowWorker, WorkerSettings
+
+log = logging.getLogger(__name__)
+
+EXIT_FATAL = 3
+
+
+@dataclass(frozen=True)
+class ServiceOptions:
+    flows: tuple[str, ...] = ()
+    workers: int = 1
+    worker_id: str = ""
+    metrics_host: str = "127.0.0.1"
+    metrics_port: int = 0
+    restart_deadline_s: float = 600.0
+    settings: WorkerSettings = field(default_factory=WorkerSettings)
+
+
+def select_flows(config: DrkitConfig, names: Sequence[str]) -> list[FlowConfig]:
+    """The flows named on the command line (all when none); ConfigError for unknown names."""
+    if not config.flows:
+        raise ConfigError([Problem("flows", "the config defines no flows to replicate")])
+    if not names:
+        return list(config.flows)
+    known = {flow.name: flow for flow in config.flows}
+    unknown = [name for name in names if name not in known]
+    if unknown:
+        raise ConfigError(
+            [Problem("--flow", f"unknown flow {n!r} (known: {', '.join(known)})") for n in unknown]
+        )
+    return [known[name] for name in names]
+
+
+def default_worker_id() -> str:
+    return socket.gethostname().split(".")[0] or "worker"
+
+
+def run_flows(config: DrkitConfig, options: ServiceOptions, stop: threading.Event) -> int:
+    """Replicate the selected flows in this process until ``stop`` is set or all flows end."""
+    flows = select_flows(config, options.flows)
+    metrics = default_metrics()
+    if options.metrics_port:
+        start_http_server(options.metrics_port, options.metrics_host)
+        log.info("metrics on http://%s:%d/metrics", options.metrics_host, options.metrics_port)
+    results: dict[str, BaseException | None] = {}
+
+    def run_one(flow: FlowConfig) -> None:
+
+        def before_retry(state: RetryCallState) -> None:
+            error = state.outcome.exception() if state.outcome else None
+            metrics.errors.labels(flow.name, "retry").inc()
+            log.warning("flow failed, retrying", extra={"flow": flow.name, "error": str(error)})
+
+        @retry(
+            retry=retry_if_exception_type(KafkaError),
+            stop=stop_after_delay(options.restart_deadline_s),
+            wait=wait_exponential(multiplier=0.5, max=30),
+            before_sleep=before_retry,
+            reraise=True,
+        )
+        def attempt() -> None:
+            if stop.is_set():
+                return
+            FlowWorker(
+                flow,
+                config.clusters[flow.source],
+                config.clusters[flow.target],
+                options.settings,
+                metrics,
+                stop,
+            ).run()
+
+        try:
+            attempt()
+            results[flow.name] = None
+        except BaseException as err:  # recorded and reported by the caller
+            results[flow.name] = err
+
+    threads = [
+        threading.Thread(target=run_one, args=(flow,), name=f"flow {flow.name}") for flow in flows
+    ]
+    for thread in threads:
+        thread.start()
+    log.info(
+        "replicating",
+        extra={"flows": ",".join(f.name for f in flows), "worker": options.settings.worker_id},
+    )
+    for thread in threads:
+        thread.join()
+    return _exit_code(results)
+
+
+def _exit_code(results: dict[str, BaseException | None]) -> int:
+    code = 0
+    for flow, error in results.items():
+        if error is None:
+            continue
+        if isinstance(error, ReplicationError):
+            log.error("flow stopped: %s", error, extra={"flow": flow})
+            code = max(code, EXIT_FATAL)
+        elif isinstance(error, DrkitError):
+            log.error("flow stopped: %s", error, extra={"flow": flow})
+            code = max(code, 1)
+        else:
+            log.error("flow crashed", exc_info=error, extra={"flow": flow})
+            code = max(code, 1)
+    return code
+
+
+def install_stop_signals(stop: threading.Event) -> None:
+    def handler(signum: int, _frame: FrameType | None) -> None:
+        log.info("stopping on %s", signal.Signals(signum).name)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, handler)
+    signal.signal(signal.SIGINT, handler)
+
+
+def _child(config_path: str, options: ServiceOptions, index: int, log_level: int) -> None:
+    from drkit import logs
+
+    logs.configure(log_level)
+    stop = threading.Event()
+    install_stop_signals(stop)
+    config = load_config(config_path)
+    child_options = replace(
+        options,
+        workers=1,
+        metrics_port=options.metrics_port + index if options.metrics_port else 0,
+        settings=replace(options.settings, worker_id=f"{options.worker_id}-{index}"),
+    )
+    raise SystemExit(run_flows(config, child_options, stop))
+
+
+def run_workers(config_path: Path, options: ServiceOptions, stop: threading.Event) -> int:
+    """Fork ``options.workers`` supervised worker processes (same flows, shared groups)."""
+    context = multiprocessing.get_context("spawn")
+    level = logging.getLogger().level
+
+    def spawn(index: int) -> multiprocessing.process.BaseProcess:
+        process = context.Process(
+            target=_child,
+            args=(str(config_path), options, index, level),
+            name=f"drkit-replicate-{index}",
+        )
+        process.start()
+        log.info("worker started", extra={"index": index, "pid": process.pid})
+        return process
+
+    children = {index: spawn(index) for index in range(options.workers)}
+    code = 0
+    while not stop.is_set():
+        stop.wait(0.5)
+        for index, process in list(children.items()):
+            if process.is_alive():
+                continue
+            exit_code = process.exitcode
+            if exit_code == 0:
+                del children[index]
+            elif exit_code == EXIT_FATAL:
+                log.error(
+                    "worker stopped on a non-retriable error; stopping all", extra={"index": index}
+                )
+                code = EXIT_FATAL
+                stop.set()
+            else:
+                log.warning(
+                    "worker died; restarting", extra={"index": index, "exit_code": exit_code}
+                )
+                time.sleep(1.0)
+                children[index] = spawn(index)
+        if not children:
+            break
+    for process in children.values():
+        if process.is_alive() and process.pid is not None:
+            os.kill(process.pid, signal.SIGTERM)
+    for process in children.values():
+        process.join(timeout=60)
+        if process.is_alive():
+            process.kill()
+        if process.exitcode not in (0, None) and code == 0:
+            code = EXIT_FATAL if process.exitcode == EXIT_FATAL else 1
+    return code
