@@ -82,6 +82,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.integration)
 
 
+@pytest.fixture(autouse=True)
+def reap_replicators() -> Iterator[None]:
+    """Kill any ``drkit replicate`` process a test started and left running."""
+    yield
+    from tests.replication_support import Replicator
+
+    Replicator.reap()
+
+
 @pytest.fixture(scope="session")
 def pg_url() -> str:
     """A PostgreSQL URL for store tests (``$DRKIT_TEST_PG_URL``, set by scripts/test)."""

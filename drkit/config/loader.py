@@ -61,9 +61,28 @@ def load_config_text(
         raise ConfigError(
             missing + [p for p in problems if p.path not in unset], source=source
         ) from None
-    if missing:
-        raise ConfigError(missing, source=source)
+    problems = missing + _component_problems(config)
+    if problems:
+        raise ConfigError(problems, source=source)
     return config
+
+
+def _component_problems(config: DrkitConfig) -> list[Problem]:
+    """Build each flow's pluggable parts (policy, transforms) so bad options fail at load."""
+    from drkit.replication.policy import build_policy
+    from drkit.replication.transforms import build_chain
+
+    problems: list[Problem] = []
+    for index, flow in enumerate(config.flows):
+        try:
+            build_policy(flow.replication_policy)
+        except ConfigError as err:
+            problems.extend(Problem(f"flows[{index}].{p.path}", p.reason) for p in err.problems)
+        try:
+            build_chain(flow.transforms, path=f"flows[{index}].transforms")
+        except ConfigError as err:
+            problems.extend(err.problems)
+    return problems
 
 
 def _interpolate(node: Any, path: str, env: Mapping[str, str], problems: list[Problem]) -> Any:

@@ -19,6 +19,7 @@ from confluent_kafka.admin import (
     AlterConfigOpType,
     ConfigEntry,
     ConfigResource,
+    ConfigSource,
     NewPartitions,
     NewTopic,
     OffsetSpec,
@@ -69,6 +70,12 @@ class ConfigValue:
     is_default: bool
     is_sensitive: bool
     read_only: bool
+    # Where the value comes from: "DYNAMIC_TOPIC_CONFIG" when set on the topic itself.
+    source: str = "UNKNOWN_CONFIG"
+
+    @property
+    def set_on_topic(self) -> bool:
+        return self.source == "DYNAMIC_TOPIC_CONFIG"
 
 
 @dataclass(frozen=True)
@@ -97,6 +104,14 @@ class TopicSpec:
     partitions: int
     replication_factor: int = -1
     configs: Mapping[str, str] | None = None
+
+
+def _source_name(source: object) -> str:
+    """confluent-kafka reports a config's source as an int; name it like the enum does."""
+    try:
+        return ConfigSource(source).name
+    except ValueError:
+        return "UNKNOWN_CONFIG"
 
 
 class KafkaAdmin:
@@ -268,6 +283,7 @@ class KafkaAdmin:
                         bool(entry.is_default),
                         bool(entry.is_sensitive),
                         bool(entry.is_read_only),
+                        _source_name(entry.source),
                     )
                     for name, entry in entries.items()
                 }

@@ -11,9 +11,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer, KafkaException, Producer
 
 from drkit.config.model import ClusterConfig, SecurityConfig, SecurityProtocol
+from drkit.errors import FatalKafkaError
 
 # librdkafka's syslog-style level for its own log lines (it writes them to stderr).  Every
 # failure drkit acts on reaches it as an error value or exception, so the default keeps the
@@ -103,7 +104,10 @@ def make_producer(endpoint: ClusterEndpoint, extra: Mapping[str, Any] | None = N
         "compression.type": "lz4",
     }
     defaults.update(extra or {})
-    return Producer(client_settings(endpoint, defaults))
+    try:
+        return Producer(client_settings(endpoint, defaults))
+    except KafkaException as err:
+        raise _client_error(err, endpoint, "producer") from None
 
 
 def make_consumer(
@@ -117,4 +121,13 @@ def make_consumer(
         "enable.partition.eof": False,
     }
     defaults.update(extra or {})
-    return Consumer(client_settings(endpoint, defaults))
+    try:
+        return Consumer(client_settings(endpoint, defaults))
+    except KafkaException as err:
+        raise _client_error(err, endpoint, "consumer") from None
+
+
+def _client_error(err: KafkaException, endpoint: ClusterEndpoint, kind: str) -> FatalKafkaError:
+    """Client construction fails only on invalid settings: say which, never retry."""
+    detail = err.args[0].str() if err.args and hasattr(err.args[0], "str") else str(err)
+    return FatalKafkaError(f"cannot create a {kind} for cluster {endpoint.alias!r}: {detail}")

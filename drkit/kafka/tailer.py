@@ -46,24 +46,26 @@ class TopicTailer:
                 "enable.auto.offset.store": False,
             },
         )
-        self._assigned: set[int] = set()
+        # Next offset to read per partition.  Every call re-assigns at these positions because
+        # librdkafka emits PARTITION_EOF only once per end position: a fresh assignment resets
+        # that, so an unchanged partition reports its end again instead of hanging.
+        self._next: dict[int, int] = {}
 
-    def _assign_new_partitions(self, timeout_s: float) -> None:
+    def _assign(self, timeout_s: float) -> None:
         metadata = self._consumer.list_topics(self.topic, timeout=timeout_s)
         topic = metadata.topics.get(self.topic)
         if topic is None or topic.error is not None:
             return
-        new = sorted(set(topic.partitions) - self._assigned)
-        if new:
-            self._consumer.incremental_assign([RdTP(self.topic, p, OFFSET_BEGINNING) for p in new])
-            self._assigned.update(new)
+        for partition in topic.partitions:
+            self._next.setdefault(partition, OFFSET_BEGINNING)
+        self._consumer.assign([RdTP(self.topic, p, offset) for p, offset in self._next.items()])
 
     def catch_up(self, timeout_s: float = 30.0) -> Iterator[Record]:
         """Yield records appended since the last call, up to the end of every partition."""
-        self._assign_new_partitions(min(timeout_s, 10.0))
-        if not self._assigned:
+        self._assign(min(timeout_s, 10.0))
+        if not self._next:
             return
-        pending = set(self._assigned)
+        pending = set(self._next)
         deadline = time.monotonic() + timeout_s
         while pending:
             if time.monotonic() > deadline:
@@ -73,11 +75,14 @@ class TopicTailer:
                 )
             for message in self._consumer.consume(10000, 0.2):
                 error = message.error()
+                partition, offset = message.partition() or 0, message.offset() or 0
                 if error is not None:
                     if error.code() == RdKafkaError._PARTITION_EOF:
-                        pending.discard(message.partition())
+                        pending.discard(partition)
+                        self._next[partition] = offset
                         continue
                     raise translate(error, f"{self.endpoint.alias}: read {self.topic}")
+                self._next[partition] = offset + 1
                 yield to_record(message)
 
     def close(self) -> None:

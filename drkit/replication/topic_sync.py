@@ -5,10 +5,10 @@ create, which partitions to add, which configs to copy and which drift to report
 :class:`TopicSynchronizer` reads the clusters and carries the plan out.  It never deletes a topic,
 never removes partitions and never unsets a config on the target.
 
-Configs copied: the source topic's explicitly set (non-default), non-sensitive, writable configs,
-except the ones below, which describe one cluster's brokers rather than the data and would be
-wrong or harmful on another cluster (the same set MirrorMaker 2 excludes by default, plus the
-newer timestamp bounds):
+Configs copied: the configs set on the source topic itself (not broker-wide defaults, which are
+the target brokers' business), non-sensitive and writable, except the ones below, which describe
+one cluster's brokers rather than the data and would be wrong or harmful on another cluster (the
+set MirrorMaker 2 excludes by default, plus the newer timestamp bounds):
 
 * ``follower.replication.throttled.replicas``, ``leader.replication.throttled.replicas`` -
   broker ids of the source cluster;
@@ -49,7 +49,7 @@ def replicable_configs(configs: Mapping[str, ConfigValue]) -> dict[str, str]:
         name: entry.value
         for name, entry in configs.items()
         if entry.value is not None
-        and not entry.is_default
+        and entry.set_on_topic
         and not entry.is_sensitive
         and not entry.read_only
         and name not in EXCLUDED_CONFIGS

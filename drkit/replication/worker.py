@@ -59,6 +59,7 @@ from drkit.replication.transforms import OutRecord, TransformChain, build_chain
 log = logging.getLogger(__name__)
 
 _SAMPLE_EVERY = 64  # latency/age histograms see one record in 64 (hot-path cost)
+_SIZE_ERRORS = frozenset({"MSG_SIZE_TOO_LARGE", "_MSG_SIZE_TOO_LARGE", "RECORD_LIST_TOO_LARGE"})
 
 
 @dataclass(frozen=True)
@@ -205,6 +206,10 @@ class FlowWorker:
         self._in_txn = False
         self._counts: dict[str, list[int]] = {}
         self._sampled = 0
+        # After the target refused a batch as too large: per source partition, the highest
+        # offset that was in flight.  Until progress passes these, the session sends one record
+        # per batch so that the refusal names the one record that is too large.
+        self._careful: dict[tuple[str, int], int] | None = None
 
     # -- naming ---------------------------------------------------------------------------
 
@@ -303,7 +308,13 @@ class FlowWorker:
             "on_delivery": self._on_delivery,
             "client.id": f"drkit-{self.name}-{self.settings.worker_id}",
         }
+        if self._careful is not None:
+            extra.update({"batch.num.messages": 1, "linger.ms": 0})
         if self.flow.exactly_once:
+            # librdkafka requires message.timeout.ms <= transaction.timeout.ms.
+            extra["message.timeout.ms"] = min(
+                self.settings.delivery_timeout_ms, self.settings.transaction_timeout_ms
+            )
             extra["transactional.id"] = (
                 f"drkit-{self.flow.source}-{self.flow.target}-{self.settings.worker_id}"
             )
@@ -330,6 +341,11 @@ class FlowWorker:
                 "client.id": f"drkit-{self.name}-{self.settings.worker_id}",
                 "queued.max.messages.kbytes": 262144,
                 "fetch.wait.max.ms": 50,
+                # Partitions added to a subscribed topic are seen on metadata refresh (default
+                # 5 min): refresh as often as the flow looks for new topics.
+                "topic.metadata.refresh.interval.ms": int(
+                    self.flow.topic_refresh_interval_s * 1000
+                ),
             },
         )
 
@@ -475,6 +491,21 @@ class FlowWorker:
     def _raise_failures(self) -> None:
         if self._failure is not None:
             state, offset, error = self._failure
+            if self._careful is None and error_code_name(error) in _SIZE_ERRORS:
+                # The broker refuses whole batches: find the offending record one by one.
+                self._careful = {
+                    key: max(part.pending) for key, part in self._parts.items() if part.pending
+                }
+                self._failure = None
+                log.warning(
+                    "target refused a batch as too large; retrying record by record",
+                    extra={
+                        "flow": self.name,
+                        "topic": state.source.topic,
+                        "partition": state.source.partition,
+                    },
+                )
+                raise _Restart()
             self._fail(state, offset, error)
         if self._internal_failure is not None:
             error, self._internal_failure = self._internal_failure, None
@@ -518,6 +549,13 @@ class FlowWorker:
         self.metrics.commits.labels(self.name).inc()
         self._flush_counts()
         self._update_lag()
+        if self._careful is not None and all(
+            part.next_offset is not None and part.next_offset > self._careful[key]
+            for key, part in self._parts.items()
+            if key in self._careful
+        ):
+            self._careful = None
+            raise _Restart()  # past the refused range: back to normal batching
 
     def _write_progress(self, producer: Producer, states: list[_PartitionState]) -> None:
         offsets: list[RdTP] = []

@@ -118,3 +118,14 @@ def test_missing_file_is_a_config_error(tmp_path: Path) -> None:
 def test_mm1_comma_form_is_split_but_quantifiers_are_not() -> None:
     topics = NameFilter(include=("orders,payments.*", "a{1,3}"))
     assert topics.include == ("orders", "payments.*", "a{1,3}")
+
+
+def test_bad_transform_and_policy_are_reported_at_load() -> None:
+    text = MINIMAL.replace(
+        "  - {source: dc1, target: dc2}",
+        "  - {source: dc1, target: dc2, replication_policy: {kind: nope},"
+        " transforms: [{type: filter, options: {}}]}",
+    )
+    found = problems_of(text)
+    assert found["flows[0].replication_policy.kind"] == "unknown policy 'nope'"
+    assert "key_regex" in found["flows[0].transforms[0]"]

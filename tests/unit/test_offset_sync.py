@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -107,4 +109,4 @@ def test_merged_runs_map_every_source_offset_to_its_last_target_copy(
     # Runs may also map offsets of records that never existed (source gaps) only if they lie
     # inside a run, which cannot happen: a gap always starts a new run.
     assert mapped == last_copy
-    assert all(a.run.src_end <= b.run.src_start for a, b in zip(merged, merged[1:], strict=False))
+    assert all(a.run.src_end <= b.run.src_start for a, b in itertools.pairwise(merged))

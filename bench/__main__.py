@@ -1,0 +1,121 @@
+"""``python -m bench`` (or ``make bench``): drkit's benchmarks, one command, ratios in one run.
+
+    python -m bench replication [--records-100 N] [--records-1k N] [--workers N] [--quick]
+    python -m bench translation
+    python -m bench all
+
+Every ratio compares numbers measured in the same run on the same clusters.  Results are printed
+and written to bench/out/latest-<name>.md; bench/RESULTS.md keeps the committed record.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from bench.common import OUT, markdown_table
+
+
+def replication(args: argparse.Namespace) -> str:
+    from bench import replication as rep
+    from bench.common import start_clusters
+
+    clusters = start_clusters()
+    sections = []
+    plan = [(100, args.records_100), (1024, args.records_1k)]
+    try:
+        for size, records in plan:
+            results = rep.run(clusters, size, records, args.workers, args.latency_seconds)
+            sections.append(_replication_table(size, records, results, args.workers))
+            print(sections[-1], flush=True)
+    finally:
+        if not args.keep:
+            clusters.manager.down(purge=True)
+    return "\n\n".join(sections)
+
+
+def _replication_table(size: int, records: int, results: list, workers: int) -> str:  # type: ignore[type-arg]
+    limit = results[0]
+    by_name = {r.name: r for r in results}
+
+    def fmt(value: float | None, digits: int = 1) -> str:
+        return "-" if value is None else f"{value:,.{digits}f}"
+
+    rows = []
+    for result in results:
+        rows.append(
+            [
+                result.name,
+                fmt(result.records_per_s, 0),
+                fmt(result.mb_per_s),
+                fmt(result.p50_ms),
+                fmt(result.p99_ms),
+                fmt(result.rss_mb, 0),
+            ]
+        )
+    ratios = []
+    pairs = [("MirrorMaker 2 (tasks.max=1)", "drkit (1 worker)")]
+    if workers > 1:
+        pairs.append((f"MirrorMaker 2 (tasks.max={workers})", f"drkit ({workers} workers)"))
+    for mm2_name, drkit_name in pairs:
+        mm2, drkit = by_name[mm2_name], by_name[drkit_name]
+        line = [
+            f"{drkit_name} / {mm2_name}",
+            f"{drkit.records_per_s / mm2.records_per_s:.2f}x throughput",
+            f"{drkit.records_per_s / limit.records_per_s:.0%} of pipe limit",
+            f"{drkit.rss_mb / mm2.rss_mb:.2f}x memory" if drkit.rss_mb and mm2.rss_mb else "",
+        ]
+        if drkit.p99_ms and mm2.p99_ms:
+            line.append(f"{drkit.p99_ms / mm2.p99_ms:.2f}x p99 latency")
+        ratios.append(line)
+    header = ["", "records/s", "MB/s", "p50 ms", "p99 ms", "peak RSS MB"]
+    return (
+        f"### {size} B records, {records:,} records, 8 partitions, acks=all\n\n"
+        + markdown_table(header, rows)
+        + "\n\n"
+        + "\n".join("- " + ", ".join(p for p in line if p) for line in ratios)
+    )
+
+
+def translation(args: argparse.Namespace) -> str:
+    from bench import translation as tr
+
+    return tr.main(groups=args.groups, partitions=args.partitions)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    parser.add_argument(
+        "which", nargs="?", default="all", choices=["replication", "translation", "all"]
+    )
+    parser.add_argument("--records-100", type=int, default=1_000_000)
+    parser.add_argument("--records-1k", type=int, default=300_000)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--latency-seconds", type=int, default=20)
+    parser.add_argument("--groups", type=int, default=1000)
+    parser.add_argument("--partitions", type=int, default=50)
+    parser.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
+    parser.add_argument("--keep", action="store_true", help="keep the bench clusters running")
+    args = parser.parse_args()
+    if args.quick:
+        args.records_100, args.records_1k, args.latency_seconds = 100_000, 30_000, 8
+        args.groups, args.partitions = 100, 50
+    OUT.mkdir(parents=True, exist_ok=True)
+    started = time.time()
+    chosen = ["replication", "translation"] if args.which == "all" else [args.which]
+    for name in chosen:
+        if name == "translation":
+            try:
+                import bench.translation  # noqa: F401
+            except ImportError:
+                continue
+        text = globals()[name](args)
+        (OUT / f"latest-{name}.md").write_text(text + "\n")
+        print(text, flush=True)
+    command = " ".join(["python -m bench", *sys.argv[1:]])
+    print(f"\n(command: {command}; {time.time() - started:.0f}s)")
+
+
+if __name__ == "__main__":
+    main()

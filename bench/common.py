@@ -1,0 +1,192 @@
+"""Shared benchmark plumbing: dedicated local clusters, Kafka tools, process RSS, tables."""
+
+from __future__ import annotations
+
+import os
+import re
+import statistics
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from drkit.kafka import ClusterEndpoint, KafkaAdmin
+from drkit.local import LocalKafka
+from drkit.local.jars import java_executable, resolve_bundle
+
+OUT = Path(__file__).resolve().parent / "out"
+
+
+@dataclass
+class Clusters:
+    dc1: ClusterEndpoint
+    dc2: ClusterEndpoint
+    manager: LocalKafka
+
+    def admin(self, which: str) -> KafkaAdmin:
+        return KafkaAdmin(self.dc1 if which == "dc1" else self.dc2)
+
+
+def start_clusters(fresh: bool = True) -> Clusters:
+    """dc1 and dc2 for benchmarks, in bench/out/state (purged first when ``fresh``)."""
+    manager = LocalKafka(OUT / "state", heap=os.environ.get("DRKIT_BENCH_KAFKA_HEAP", "1g"))
+    if fresh:
+        manager.down(purge=True)
+    statuses = {s.name: s for s in manager.up(["dc1", "dc2"])}
+    return Clusters(
+        ClusterEndpoint.plain("dc1", statuses["dc1"].bootstrap_servers),
+        ClusterEndpoint.plain("dc2", statuses["dc2"].bootstrap_servers),
+        manager,
+    )
+
+
+def java_tool(main_class: str, args: Sequence[str], timeout_s: float = 600) -> str:
+    """Run a kafka-tools main class (ProducerPerformance, ConsumerPerformance) and return stdout."""
+    jars = resolve_bundle("kafka")
+    command = [java_executable(), "-Xmx512m", "-cp", f"{jars}/*", main_class, *args]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"{main_class} failed: {done.stderr[-2000:]}")
+    return done.stdout
+
+
+def producer_perf(
+    endpoint: ClusterEndpoint, topic: str, records: int, size: int, throughput: int = -1
+) -> float:
+    """Write ``records`` of ``size`` bytes with acks=all; returns records/s as the tool reports."""
+    out = java_tool(
+        "org.apache.kafka.tools.ProducerPerformance",
+        [
+            "--topic",
+            topic,
+            "--num-records",
+            str(records),
+            "--record-size",
+            str(size),
+            "--throughput",
+            str(throughput),
+            "--producer-props",
+            f"bootstrap.servers={endpoint.bootstrap_servers}",
+            "acks=all",
+            "linger.ms=5",
+            "batch.size=262144",
+        ],
+    )
+    match = re.findall(r"(\d+) records sent, ([\d.]+) records/sec", out)
+    return float(match[-1][1])
+
+
+def consumer_perf(endpoint: ClusterEndpoint, topic: str, records: int) -> float:
+    """Read ``records`` from ``topic``; returns records/s."""
+    out = java_tool(
+        "org.apache.kafka.tools.ConsumerPerformance",
+        [
+            "--bootstrap-server",
+            endpoint.bootstrap_servers,
+            "--topic",
+            topic,
+            "--messages",
+            str(records),
+            "--timeout",
+            "60000",
+            "--hide-header",
+        ],
+    )
+    fields = [f.strip() for f in out.strip().splitlines()[-1].split(",")]
+    return float(fields[5])
+
+
+def total_records(admin: KafkaAdmin, topic: str) -> int:
+    if topic not in admin.list_topics():
+        return 0
+    return sum(end - start for start, end in admin.topic_offsets(topic).values())
+
+
+def process_tree(pid: int) -> list[int]:
+    """``pid`` and all its descendants (from /proc)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        parent = int(stat.rsplit(")", 1)[1].split()[1])
+        children.setdefault(parent, []).append(int(entry.name))
+    out, stack = [], [pid]
+    while stack:
+        current = stack.pop()
+        out.append(current)
+        stack.extend(children.get(current, []))
+    return out
+
+
+def rss_mb(pids: Sequence[int]) -> float:
+    total = 0
+    for pid in pids:
+        try:
+            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    total += int(line.split()[1])
+        except OSError:
+            continue
+    return total / 1024
+
+
+class PeakRss:
+    """Samples the RSS of a process tree every 0.2 s; ``peak`` is the maximum seen."""
+
+    def __init__(self, pid_source: Callable[[], int]) -> None:
+        self.pid_source = pid_source
+        self.peak = 0.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.2):
+            self.peak = max(self.peak, rss_mb(process_tree(self.pid_source())))
+
+    def __enter__(self) -> PeakRss:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def wait_for_count(
+    admin: KafkaAdmin, topic: str, expected: int, timeout_s: float
+) -> tuple[float, float]:
+    """(time first record appeared, time ``expected`` were there), monotonic seconds."""
+    first = 0.0
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        seen = total_records(admin, topic)
+        now = time.monotonic()
+        if seen and not first:
+            first = now
+        if seen >= expected:
+            return first, now
+        time.sleep(0.1)
+    raise TimeoutError(f"{topic}: fewer than {expected} records after {timeout_s}s")
+
+
+def percentile(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def median(values: list[float]) -> float:
+    return statistics.median(values) if values else float("nan")
+
+
+def markdown_table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
