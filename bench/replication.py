@@ -22,7 +22,6 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
 import yaml
 from confluent_kafka import Consumer
