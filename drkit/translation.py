@@ -1,0 +1,243 @@
+"""Exact consumer-group offset translation (pure).
+
+Given a group's committed offset ``S`` on a source partition, the merged offset-sync runs of that
+partition (:func:`drkit.replication.offset_sync.merge_runs`), the flow's progress (first source
+offset not yet done) and the target partition's log bounds, :func:`translate` returns where the
+group must resume on the target: a :class:`Translated` value, or :class:`CannotTranslate` when
+the inputs do not allow an answer.  It never returns a sentinel number.
+
+Definitions.  A source record with offset ``o`` is *replicated* when a run covers ``o``; its
+target offset ``last(o)`` is the run's ``dst_start + (o - src_start)`` (the last copy in the
+target log, see ``merge_runs``).  ``replicated_end`` is the source offset after the last
+replicated-or-filtered record (``progress.next``), ``source_end`` the source high watermark when
+known.  The answer is ``T = min(last(o) for replicated o >= S)``: the largest position from which
+no replicated record at or after ``S`` is missed.  In every history without a crash in the middle
+of re-replication that minimum is ``last(S)`` itself; after such a crash a later record's only
+copy may precede ``last(S)``, and T moves back to it (flagged ``reordered``).
+
+Invariants (tests/unit/test_translation.py checks them with hypothesis over random streams with
+gaps, restarts and truncation):
+
+1. Never skip: every replicated source record with offset ``>= S`` lies at a target offset
+   ``>= T`` (for the merged mapping).
+2. Exact: if the record at ``S`` was replicated and nothing forces T back, ``T`` is its target
+   offset (``method == EXACT``).  ``expected_rereads`` is the exact number of distinct records
+   with source offset ``< S`` at ``>= T``: zero unless a crash in the middle of re-replication
+   put a copy of an earlier record after S's copy (the target log then holds it there and any
+   position that skips nothing reads it again).
+3. In a gap (compaction, transaction markers, filtered records) or before the mapping, ``T`` is
+   the target offset of the first replicated record with source offset ``>= S`` (``MAPPED``,
+   flagged).
+4. Past everything replicated, ``T`` is the target position right after the last replicated
+   record; the source records from ``max(S, replicated_end)`` to ``source_end`` are reported as
+   ``unreplicated`` - that is RPO, not a translation error.
+5. ``T`` is always within the target log ``[start, end]``; clamping is reported (``CLAMPED``)
+   with the number of records the clamp made unreachable.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from functools import cached_property
+
+from drkit.kafka.records import TopicPartition
+from drkit.replication.offset_sync import OffsetRun
+
+
+class Method(StrEnum):
+    EXACT = "exact"  # the record at S was replicated; T is its target offset
+    MAPPED = "mapped"  # S is in a gap / before the map / past it: first position not skipping
+    PROVENANCE = "provenance"  # found by searching the target's provenance headers
+    CLAMPED = "clamped"  # the mapped position lay outside the target log and was clamped
+
+
+class Flag(StrEnum):
+    GAP = "gap"  # S is not a replicated record's offset, inside the mapped range
+    BEFORE_MAPPING = "before_mapping"  # S precedes the first mapped source offset
+    PAST_REPLICATED = "past_replicated"  # S is at or after everything replicated
+    TARGET_TRUNCATED = "target_truncated"  # the target log starts after the mapped position
+    BEYOND_TARGET_END = "beyond_target_end"
+    SPLIT_PARTITION = "split_partition"  # source partition spread over target partitions
+    REORDERED = "reordered"  # a later record's only copy precedes S's copy: T moved back
+
+
+@dataclass(frozen=True)
+class TargetBounds:
+    """The target partition's log: offsets ``[start, end)`` exist (``end`` = high watermark)."""
+
+    start: int
+    end: int
+
+
+@dataclass(frozen=True)
+class Translated:
+    source: TopicPartition
+    target: TopicPartition
+    source_offset: int
+    target_offset: int
+    method: Method
+    expected_rereads: int = 0
+    unreplicated: int | None = None
+    unreachable: int = 0  # records a clamp to the target log start made unreadable
+    flags: frozenset[Flag] = field(default_factory=frozenset)
+
+
+@dataclass(frozen=True)
+class CannotTranslate:
+    source: TopicPartition
+    source_offset: int
+    reason: str
+
+
+TranslationResult = Translated | CannotTranslate
+
+
+@dataclass(frozen=True)
+class PartitionMapping:
+    """Everything known about one source partition's replication, as plain values."""
+
+    source: TopicPartition
+    target: TopicPartition
+    runs: Sequence[OffsetRun]  # merged: sorted by src_start, non-overlapping
+    replicated_end: int | None = None  # progress: first source offset not yet done
+    hashed: bool = False
+    split: bool = False  # runs point at more than one target partition
+
+    def __post_init__(self) -> None:
+        starts = [run.src_start for run in self.runs]
+        if starts != sorted(starts):
+            raise ValueError("runs must be sorted by src_start")
+
+    @cached_property
+    def starts(self) -> list[int]:
+        return [run.src_start for run in self.runs]
+
+    @cached_property
+    def suffix_min_dst(self) -> list[int]:
+        """``suffix_min_dst[i]`` = the smallest ``dst_start`` among ``runs[i:]``."""
+        out = [0] * len(self.runs)
+        smallest: int | None = None
+        for index in range(len(self.runs) - 1, -1, -1):
+            start = self.runs[index].dst_start
+            smallest = start if smallest is None else min(smallest, start)
+            out[index] = smallest
+        return out
+
+    @cached_property
+    def dst_end(self) -> int:
+        """The target position after the last replicated record."""
+        return max(run.dst_end for run in self.runs)
+
+
+def translate(
+    source_offset: int,
+    mapping: PartitionMapping,
+    bounds: TargetBounds,
+    source_end: int | None = None,
+) -> TranslationResult:
+    """Where a group committed at ``source_offset`` must resume on the target (pure)."""
+    if source_offset < 0:
+        return CannotTranslate(mapping.source, source_offset, "negative source offset")
+    if mapping.hashed or mapping.split:
+        return CannotTranslate(
+            mapping.source,
+            source_offset,
+            "source partition is spread over several target partitions (key-hash placement)",
+        )
+    runs = mapping.runs
+    if not runs:
+        if mapping.replicated_end is not None and bounds.end == bounds.start:
+            # Nothing ever written to the target (all filtered, or an empty partition): the
+            # group resumes at the target's end and loses only what was never replicated.
+            return _finish(
+                source_offset,
+                mapping,
+                bounds.end,
+                Method.MAPPED,
+                {Flag.PAST_REPLICATED},
+                bounds,
+                source_end,
+            )
+        return CannotTranslate(
+            mapping.source, source_offset, "no offset mapping for this partition yet"
+        )
+    index = bisect_right(mapping.starts, source_offset) - 1
+    flags: set[Flag] = set()
+    head: int | None = None  # last copy of the record at S, if it was replicated
+    if index >= 0 and runs[index].covers_source(source_offset):
+        head = runs[index].dst_start + (source_offset - runs[index].src_start)
+    later = mapping.suffix_min_dst[index + 1] if index + 1 < len(runs) else None
+    candidates = [offset for offset in (head, later) if offset is not None]
+    if not candidates:
+        target_offset, method = mapping.dst_end, Method.MAPPED
+        flags.add(Flag.PAST_REPLICATED)
+    else:
+        target_offset = min(candidates)
+        if head is not None and target_offset == head:
+            method = Method.EXACT
+        else:
+            method = Method.MAPPED
+            if head is not None:
+                flags.add(Flag.REORDERED)
+            elif index < 0:
+                flags.add(Flag.BEFORE_MAPPING)
+            else:
+                flags.add(Flag.GAP)
+    return _finish(source_offset, mapping, target_offset, method, flags, bounds, source_end)
+
+
+def _finish(
+    source_offset: int,
+    mapping: PartitionMapping,
+    target_offset: int,
+    method: Method,
+    flags: set[Flag],
+    bounds: TargetBounds,
+    source_end: int | None,
+) -> Translated:
+    unreachable = 0
+    if target_offset < bounds.start:
+        unreachable = bounds.start - target_offset
+        target_offset, method = bounds.start, Method.CLAMPED
+        flags.add(Flag.TARGET_TRUNCATED)
+    elif target_offset > bounds.end:
+        target_offset, method = bounds.end, Method.CLAMPED
+        flags.add(Flag.BEYOND_TARGET_END)
+    return Translated(
+        source=mapping.source,
+        target=mapping.target,
+        source_offset=source_offset,
+        target_offset=target_offset,
+        method=method,
+        expected_rereads=rereads(mapping.runs, source_offset, target_offset),
+        unreplicated=_unreplicated(source_offset, mapping, source_end),
+        unreachable=unreachable,
+        flags=frozenset(flags),
+    )
+
+
+def rereads(runs: Sequence[OffsetRun], source_offset: int, target_offset: int) -> int:
+    """Mapped records at target offsets ``>= target_offset`` whose source offset is ``< S``."""
+    count = 0
+    for run in runs:
+        if run.dst_end <= target_offset or run.src_start >= source_offset:
+            continue
+        first = max(run.dst_start, target_offset) - run.dst_start
+        last = min(run.length, source_offset - run.src_start)
+        count += max(0, last - first)
+    return count
+
+
+def _unreplicated(
+    source_offset: int, mapping: PartitionMapping, source_end: int | None
+) -> int | None:
+    """Source records the group has not consumed that are not on the target (its RPO)."""
+    if source_end is None:
+        return None
+    done = mapping.replicated_end
+    if done is None:
+        done = mapping.runs[-1].src_end if mapping.runs else 0
+    return max(0, source_end - max(source_offset, done))
