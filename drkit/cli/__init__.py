@@ -67,9 +67,28 @@ def cli(ctx: click.Context, state_dir: str | None, verbose: int, log_format: str
 
 
 def _register() -> None:
-    from drkit.cli import clusters_cmd, config_cmd, db_cmd, demo_cmd, local_cmd, replicate_cmd
+    from drkit.cli import (
+        checkpoint_cmd,
+        clusters_cmd,
+        config_cmd,
+        db_cmd,
+        demo_cmd,
+        local_cmd,
+        offsets_cmd,
+        replicate_cmd,
+    )
 
-    for module in (local_cmd, config_cmd, db_cmd, clusters_cmd, replicate_cmd, demo_cmd):
+    modules = (
+        local_cmd,
+        config_cmd,
+        db_cmd,
+        clusters_cmd,
+        replicate_cmd,
+        checkpoint_cmd,
+        offsets_cmd,
+        demo_cmd,
+    )
+    for module in modules:
         for command in module.COMMANDS:
             cli.add_command(command)
 

@@ -64,6 +64,12 @@ from drkit.replication.worker import WorkerSettings
     show_default=True,
     help="Where partitions without stored progress start.",
 )
+@click.option(
+    "--checkpoints/--no-checkpoints",
+    default=True,
+    show_default=True,
+    help="Also run each flow's checkpoint worker (consumer-group offset translation).",
+)
 @pass_app
 def replicate(
     app: AppContext,
@@ -75,6 +81,7 @@ def replicate(
     metrics_host: str,
     commit_interval: float,
     start_from: str,
+    checkpoints: bool,
 ) -> None:
     """Replicate the configured flows until SIGTERM/SIGINT, then stop gracefully.
 
@@ -91,6 +98,7 @@ def replicate(
         worker_id=identity,
         metrics_host=metrics_host,
         metrics_port=metrics_port,
+        checkpoints=checkpoints,
         settings=WorkerSettings(
             worker_id=identity, commit_interval_s=commit_interval, start_from=start_from
         ),

@@ -399,6 +399,44 @@ class KafkaAdmin:
 
         return self._call(f"offsets of group {group}", timeout_s, run)
 
+    def groups_offsets(
+        self, groups: Iterable[str], timeout_s: float | None = None
+    ) -> dict[str, GroupOffsets]:
+        """Committed offsets of many groups: one request each, all in flight at once.
+
+        Groups that vanished between listing and this call are left out.
+        """
+        names = list(groups)
+        if not names:
+            return {}
+
+        def run(t: float) -> dict[str, GroupOffsets]:
+            futures = {
+                name: self._client.list_consumer_group_offsets(
+                    [ConsumerGroupTopicPartitions(name)], request_timeout=t
+                )[name]
+                for name in names
+            }
+            out: dict[str, GroupOffsets] = {}
+            for name, future in futures.items():
+                try:
+                    result = future.result(timeout=t)
+                except KafkaException as err:
+                    if is_code(err.args[0], "GROUP_ID_NOT_FOUND"):
+                        continue
+                    raise
+                out[name] = GroupOffsets(
+                    name,
+                    {
+                        TopicPartition(tp.topic, tp.partition): int(tp.offset)
+                        for tp in result.topic_partitions
+                        if tp.offset >= 0 and tp.error is None
+                    },
+                )
+            return out
+
+        return self._call("offsets of groups", timeout_s, run)
+
     def alter_group_offsets(
         self, group: str, offsets: Mapping[TopicPartition, int], timeout_s: float | None = None
     ) -> None:

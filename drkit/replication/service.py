@@ -51,6 +51,7 @@ class ServiceOptions:
     metrics_host: str = "127.0.0.1"
     metrics_port: int = 0
     restart_deadline_s: float = 600.0
+    checkpoints: bool = True  # run each flow's checkpoint worker in this process
     settings: WorkerSettings = field(default_factory=WorkerSettings)
 
 
@@ -117,6 +118,16 @@ def run_flows(config: DrkitConfig, options: ServiceOptions, stop: threading.Even
     threads = [
         threading.Thread(target=run_one, args=(flow,), name=f"flow {flow.name}") for flow in flows
     ]
+    if options.checkpoints:
+        threads += [
+            threading.Thread(
+                target=run_checkpointer,
+                args=(config, flow, stop),
+                name=f"checkpoints {flow.name}",
+                daemon=True,
+            )
+            for flow in flows
+        ]
     for thread in threads:
         thread.start()
     log.info(
@@ -126,6 +137,26 @@ def run_flows(config: DrkitConfig, options: ServiceOptions, stop: threading.Even
     for thread in threads:
         thread.join()
     return _exit_code(results)
+
+
+def run_checkpointer(config: DrkitConfig, flow: FlowConfig, stop: threading.Event) -> None:
+    """Run one flow's checkpoint worker until ``stop``; it retries failed rounds itself."""
+    from drkit.offsets.checkpointer import Checkpointer
+
+    while not stop.is_set():
+        try:
+            checkpointer = Checkpointer(
+                flow, config.clusters[flow.source], config.clusters[flow.target]
+            )
+            try:
+                checkpointer.run(stop)
+            finally:
+                checkpointer.close()
+        except KafkaError as err:
+            log.warning(
+                "checkpoint worker failed; restarting", extra={"flow": flow.name, "error": str(err)}
+            )
+            stop.wait(5)
 
 
 def _exit_code(results: dict[str, BaseException | None]) -> int:
@@ -164,6 +195,7 @@ def _child(config_path: str, options: ServiceOptions, index: int, log_level: int
     child_options = replace(
         options,
         workers=1,
+        checkpoints=options.checkpoints and index == 0,  # one checkpointer per flow is enough
         metrics_port=options.metrics_port + index if options.metrics_port else 0,
         settings=replace(options.settings, worker_id=f"{options.worker_id}-{index}"),
     )

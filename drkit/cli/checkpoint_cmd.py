@@ -1,0 +1,42 @@
+"""``drkit checkpoint``: run checkpoint workers on their own (without replicating)."""
+
+from __future__ import annotations
+
+import threading
+
+import click
+
+from drkit.cli.context import AppContext, config_option, pass_app
+from drkit.replication.service import install_stop_signals, run_checkpointer, select_flows
+
+
+@click.command("checkpoint")
+@config_option
+@click.option(
+    "--flow",
+    "flows",
+    multiple=True,
+    metavar="SRC->DST",
+    help="Only this flow (repeatable); default: every flow.",
+)
+@pass_app
+def checkpoint(app: AppContext, config_file: str | None, flows: tuple[str, ...]) -> None:
+    """Follow source consumer groups and write translated checkpoints until SIGTERM.
+
+    Use this when replication runs elsewhere (or with --no-checkpoints); 'drkit replicate'
+    runs the same workers by default.
+    """
+    config = app.config(config_file)
+    stop = threading.Event()
+    install_stop_signals(stop)
+    threads = [
+        threading.Thread(target=run_checkpointer, args=(config, flow, stop), name=flow.name)
+        for flow in select_flows(config, flows)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+
+COMMANDS = [checkpoint]

@@ -1,0 +1,110 @@
+"""``drkit offsets``: translate consumer-group offsets between clusters."""
+
+from __future__ import annotations
+
+import click
+
+from drkit.cli.context import AppContext, config_option, echo_json, output_option, pass_app
+from drkit.offsets.lookup import Report, find_flow, translate_groups
+
+
+@click.group("offsets")
+def offsets() -> None:
+    """Consumer-group offsets across clusters."""
+
+
+@offsets.command("translate")
+@click.option(
+    "--group",
+    "groups",
+    multiple=True,
+    required=True,
+    help="Consumer group to translate (repeatable).",
+)
+@click.option(
+    "--from", "source", required=True, metavar="CLUSTER", help="Cluster the groups consumed from."
+)
+@click.option(
+    "--to",
+    "target",
+    required=True,
+    metavar="CLUSTER",
+    help="Cluster to translate to (a flow source->target must exist).",
+)
+@click.option(
+    "--from-checkpoints",
+    is_flag=True,
+    help="Use the latest checkpoints even if the source is reachable (automatic when it is not).",
+)
+@click.option(
+    "--verify",
+    is_flag=True,
+    help="Read the record at each T and check its provenance header names S.",
+)
+@config_option
+@output_option
+@pass_app
+def translate(
+    app: AppContext,
+    groups: tuple[str, ...],
+    source: str,
+    target: str,
+    from_checkpoints: bool,
+    verify: bool,
+    config_file: str | None,
+    output: str,
+) -> None:
+    """Where each group must resume on the target, per topic partition.
+
+    Columns: source topic/partition, target topic/partition, S (committed on the source), T
+    (resume here on the target), method (exact, mapped, provenance, clamped, checkpoint),
+    expected re-reads (should be 0) and unreplicated records (RPO).  JSON output follows the
+    schema drkit.offsets.translate/v1 (see drkit/offsets/lookup.py).
+    """
+    config = app.config(config_file)
+    flow = find_flow(config, source, target)
+    report = translate_groups(
+        config, flow, list(groups), True if from_checkpoints else None, verify
+    )
+    if output == "json":
+        echo_json(report.to_json())
+    else:
+        _print(report)
+    if report.errors:
+        raise SystemExit(4)
+
+
+def _print(report: Report) -> None:
+    mode = report.mode
+    if mode == "checkpoints":
+        age = report.checkpoint_age_s
+        why = "" if report.source_reachable else f" ({report.flow.source} unreachable)"
+        click.echo(
+            f"from checkpoints{why}; last checkpoint round "
+            f"{'never' if age is None else f'{age:.1f}s ago'}"
+        )
+    header = (
+        f"{'source':<34} {'target':<40} {'S':>10} {'T':>10} {'method':<10} "
+        f"{'rereads':>7} {'unrepl':>7}  flags"
+    )
+    for group, rows in sorted(report.groups.items()):
+        click.echo(f"\ngroup {group}")
+        click.echo(header)
+        for row in rows:
+            rereads = "-" if row.expected_rereads is None else str(row.expected_rereads)
+            unrepl = "-" if row.unreplicated is None else str(row.unreplicated)
+            flags = ",".join(row.flags)
+            if row.verified is not None:
+                flags = ",".join(filter(None, [flags, "verified" if row.verified else "MISMATCH"]))
+            click.echo(
+                f"{row.source_topic + '-' + str(row.source_partition):<34} "
+                f"{row.target_topic + '-' + str(row.target_partition):<40} "
+                f"{row.source_offset:>10} {row.target_offset:>10} {row.method:<10} "
+                f"{rereads:>7} {unrepl:>7}  {flags}"
+            )
+    for error in report.errors:
+        where = f"{error.get('source_topic', '')}-{error.get('source_partition', '')}"
+        click.echo(f"error: group {error['group']} {where}: {error['reason']}", err=True)
+
+
+COMMANDS = [offsets]

@@ -1,0 +1,86 @@
+"""MirrorMaker 2's checkpoint record format, so MM2 clients can read drkit's checkpoints.
+
+Layout (Kafka protocol types, big-endian), as ``org.apache.kafka.connect.mirror.Checkpoint``:
+
+key   = group (STRING) + topic (STRING) + partition (INT32)      - the *target* topic partition
+value = version (INT16, 0) + upstreamOffset (INT64) + offset (INT64) + metadata (STRING)
+
+``upstreamOffset`` is the group's committed source offset S, ``offset`` the translated target
+offset T.  drkit adds a ``drkit-checkpoint`` header (JSON: method, source topic, flags, RPO
+numbers, time checked) that MM2 ignores.
+
+A per-flow *tick* record (group ``__drkit.tick``) is written on every checkpoint round; its
+timestamp tells how fresh the checkpoints are when the source cluster is gone.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from dataclasses import dataclass, field
+from typing import Any
+
+from drkit.kafka.records import TopicPartition
+from drkit.replication.heartbeat import decode_string, encode_string
+
+VERSION = 0
+HEADER = "drkit-checkpoint"
+TICK_GROUP = "__drkit.tick"
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    group: str
+    target: TopicPartition
+    upstream_offset: int
+    downstream_offset: int
+    metadata: str = ""
+    info: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    def key(self) -> bytes:
+        return (
+            encode_string(self.group)
+            + encode_string(self.target.topic)
+            + struct.pack(">i", self.target.partition)
+        )
+
+    def value(self) -> bytes:
+        return struct.pack(
+            ">hqq", VERSION, self.upstream_offset, self.downstream_offset
+        ) + encode_string(self.metadata)
+
+    def headers(self) -> list[tuple[str, str | bytes | None]]:
+        return (
+            [(HEADER, json.dumps(self.info, separators=(",", ":")).encode())] if self.info else []
+        )
+
+    @classmethod
+    def decode(
+        cls, key: bytes, value: bytes, headers: tuple[tuple[str, bytes | None], ...] = ()
+    ) -> Checkpoint:
+        group, offset = decode_string(key, 0)
+        topic, offset = decode_string(key, offset)
+        (partition,) = struct.unpack_from(">i", key, offset)
+        _version, upstream, downstream = struct.unpack_from(">hqq", value, 0)
+        metadata, _ = decode_string(value, 18)
+        info: dict[str, Any] = {}
+        for name, raw in headers:
+            if name == HEADER and raw:
+                info = json.loads(raw)
+        return cls(group, TopicPartition(topic, partition), upstream, downstream, metadata, info)
+
+    @property
+    def is_tick(self) -> bool:
+        return self.group == TICK_GROUP
+
+
+def tick(timestamp_ms: int, groups: int) -> Checkpoint:
+    """The freshness record of one checkpoint round."""
+    return Checkpoint(
+        TICK_GROUP,
+        TopicPartition("", 0),
+        timestamp_ms,
+        timestamp_ms,
+        "",
+        {"checked_at_ms": timestamp_ms, "groups": groups},
+    )

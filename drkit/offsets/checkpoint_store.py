@@ -1,0 +1,50 @@
+"""Read the latest checkpoints of a flow from the target (works with the source gone)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from drkit.kafka.clients import ClusterEndpoint
+from drkit.kafka.records import TopicPartition
+from drkit.kafka.tailer import TopicTailer
+from drkit.offsets.checkpoint import Checkpoint
+
+
+@dataclass(frozen=True)
+class CheckpointSnapshot:
+    latest: dict[tuple[str, TopicPartition], Checkpoint]
+    last_tick_ms: int | None
+
+    def age_s(self, now: float | None = None) -> float | None:
+        """Seconds since the checkpoint worker last completed a round."""
+        if self.last_tick_ms is None:
+            return None
+        return max(0.0, (now or time.time()) - self.last_tick_ms / 1000)
+
+    def for_group(self, group: str) -> dict[TopicPartition, Checkpoint]:
+        return {tp: c for (g, tp), c in self.latest.items() if g == group}
+
+
+class CheckpointStore:
+    def __init__(self, target: ClusterEndpoint, topic: str) -> None:
+        self._tailer = TopicTailer(target, topic)
+        self._latest: dict[tuple[str, TopicPartition], Checkpoint] = {}
+        self._tick: int | None = None
+
+    def refresh(self, timeout_s: float = 30.0) -> CheckpointSnapshot:
+        for record in self._tailer.catch_up(timeout_s):
+            if record.key is None or record.value is None:
+                continue
+            try:
+                checkpoint = Checkpoint.decode(record.key, record.value, record.headers)
+            except (ValueError, UnicodeDecodeError):
+                continue
+            if checkpoint.is_tick:
+                self._tick = max(self._tick or 0, checkpoint.upstream_offset)
+            else:
+                self._latest[(checkpoint.group, checkpoint.target)] = checkpoint
+        return CheckpointSnapshot(dict(self._latest), self._tick)
+
+    def close(self) -> None:
+        self._tailer.close()

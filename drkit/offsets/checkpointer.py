@@ -1,0 +1,191 @@
+"""The checkpoint worker of one flow: follow source groups, translate, write checkpoints.
+
+Every ``flow.checkpoint_interval_s`` it lists the source's consumer groups (new groups are seen
+on the next round), reads their committed offsets, translates each partition of a replicated
+topic with :func:`drkit.translation.translate` and writes a checkpoint when S or T changed, then
+a tick record.  With ``flow.sync_group_offsets`` it also moves empty target groups forward.
+
+The latest checkpoints on the target are what an unplanned failover uses once the source is
+gone, so they are written in MirrorMaker 2's format (:mod:`drkit.offsets.checkpoint`).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+
+from drkit.config.model import ClusterConfig, FlowConfig
+from drkit.errors import KafkaError
+from drkit.kafka.admin import KafkaAdmin, TopicSpec
+from drkit.kafka.clients import ClusterEndpoint, make_producer
+from drkit.kafka.records import TopicPartition
+from drkit.offsets.checkpoint import Checkpoint, tick
+from drkit.offsets.group_sync import GroupOffsetSync
+from drkit.offsets.mapping_loader import MappingLoader
+from drkit.offsets.metrics import CheckpointMetrics, default_metrics
+from drkit.replication import internal_topics
+from drkit.replication.policy import build_policy
+from drkit.replication.topic_filter import NameMatcher, TopicFilter
+from drkit.translation import CannotTranslate, TargetBounds, Translated, translate
+
+log = logging.getLogger(__name__)
+
+OWN_GROUP_PREFIXES = ("drkit-", "__drkit")
+
+
+@dataclass
+class GroupView:
+    """What the last round found for one group (served to status pages)."""
+
+    group: str
+    verified_at: float
+    results: dict[TopicPartition, Translated | CannotTranslate] = field(default_factory=dict)
+
+
+class Checkpointer:
+    def __init__(
+        self,
+        flow: FlowConfig,
+        source: ClusterConfig,
+        target: ClusterConfig,
+        metrics: CheckpointMetrics | None = None,
+    ) -> None:
+        self.flow = flow
+        self.name = flow.name
+        self.source = KafkaAdmin(ClusterEndpoint(flow.source, source))
+        self.target_endpoint = ClusterEndpoint(flow.target, target)
+        self.target = KafkaAdmin(self.target_endpoint)
+        self.metrics = metrics or default_metrics()
+        self.topics = TopicFilter.of(flow, build_policy(flow.replication_policy))
+        self.groups = NameMatcher.of(flow.groups)
+        self.topic = internal_topics.checkpoints_topic(flow.source)
+        self.loader = MappingLoader(flow, self.target_endpoint)
+        self.group_sync = GroupOffsetSync(self.target) if flow.sync_group_offsets else None
+        self._producer = make_producer(self.target_endpoint, {"linger.ms": 5})
+        self._written: dict[tuple[str, TopicPartition], tuple[int, int]] = {}
+        self.views: dict[str, GroupView] = {}
+
+    def prepare(self) -> None:
+        self.target.create_topics(
+            [
+                TopicSpec(
+                    self.topic,
+                    1,
+                    self.flow.target_replication_factor,
+                    {"cleanup.policy": "compact"},
+                )
+            ]
+        )
+
+    def follows(self, group: str) -> bool:
+        return not group.startswith(OWN_GROUP_PREFIXES) and self.groups.matches(group)
+
+    def run(self, stop: threading.Event) -> None:
+        """Checkpoint until ``stop`` is set; a failed round is logged and retried next time."""
+        self.prepare()
+        while not stop.is_set():
+            started = time.monotonic()
+            try:
+                self.round()
+            except KafkaError as err:
+                self.metrics.errors.labels(self.name).inc()
+                log.warning("checkpoint round failed", extra={"flow": self.name, "error": str(err)})
+            self._observe_ages()
+            stop.wait(max(0.0, self.flow.checkpoint_interval_s - (time.monotonic() - started)))
+        self._producer.flush(10)
+
+    def round(self) -> None:
+        """One checkpoint round (see the module docstring)."""
+        groups = [g for g in self.source.list_groups() if self.follows(g)]
+        committed = self.source.groups_offsets(groups)
+        mappings = self.loader.refresh()
+        wanted = {
+            tp
+            for offsets in committed.values()
+            for tp in offsets.offsets
+            if self.topics.selects(tp.topic) and tp in mappings
+        }
+        targets = {mappings[tp].target for tp in wanted}
+        start = self.target.list_offsets(targets, "earliest")
+        end = self.target.list_offsets(targets, "latest")
+        source_end = self.source.list_offsets(wanted, "latest")
+        now = time.time()
+        rereads = unreplicated = untranslatable = 0
+        for group, offsets in committed.items():
+            view = GroupView(group, now)
+            for tp, offset in offsets.offsets.items():
+                if tp not in wanted:
+                    continue
+                mapping = mappings[tp]
+                bounds = TargetBounds(start[mapping.target], end[mapping.target])
+                result = translate(offset, mapping, bounds, source_end.get(tp))
+                view.results[tp] = result
+                if isinstance(result, CannotTranslate):
+                    untranslatable += 1
+                    continue
+                rereads += result.expected_rereads
+                unreplicated += result.unreplicated or 0
+                self._emit(group, result, now)
+            self.views[group] = view
+            if self.group_sync is not None:
+                self._sync_group(view)
+        for gone in set(self.views) - set(committed):
+            del self.views[gone]
+        self._producer.produce(
+            self.topic, tick(int(now * 1000), len(committed)).value(), tick(0, 0).key()
+        )
+        remaining = self._producer.flush(10)
+        if remaining:
+            raise KafkaError(f"{self.name}: {remaining} checkpoints not acknowledged")
+        self.metrics.groups.labels(self.name).set(len(committed))
+        self.metrics.rereads.labels(self.name).set(rereads)
+        self.metrics.unreplicated.labels(self.name).set(unreplicated)
+        self.metrics.untranslatable.labels(self.name).set(untranslatable)
+        if self.group_sync is not None:
+            self.metrics.active_skips.labels(self.name).set(len(self.group_sync.active_skips))
+
+    def _emit(self, group: str, result: Translated, now: float) -> None:
+        key = (group, result.target)
+        pair = (result.source_offset, result.target_offset)
+        if self._written.get(key) == pair:
+            return
+        checkpoint = Checkpoint(
+            group,
+            result.target,
+            result.source_offset,
+            result.target_offset,
+            "",
+            {
+                "source_topic": result.source.topic,
+                "method": result.method.value,
+                "flags": sorted(flag.value for flag in result.flags),
+                "rereads": result.expected_rereads,
+                "unreplicated": result.unreplicated,
+                "at_ms": int(now * 1000),
+            },
+        )
+        self._producer.produce(
+            self.topic, checkpoint.value(), checkpoint.key(), 0, headers=checkpoint.headers()
+        )
+        self._written[key] = pair
+        self.metrics.written.labels(self.name).inc()
+
+    def _sync_group(self, view: GroupView) -> None:
+        assert self.group_sync is not None
+        translated = {
+            r.target: r.target_offset for r in view.results.values() if isinstance(r, Translated)
+        }
+        if translated:
+            self.group_sync.sync(view.group, translated)
+
+    def _observe_ages(self) -> None:
+        now = time.time()
+        ages = [now - view.verified_at for view in self.views.values()]
+        for age in ages:
+            self.metrics.age.labels(self.name).observe(age)
+        self.metrics.age_max.labels(self.name).set(max(ages, default=0.0))
+
+    def close(self) -> None:
+        self.loader.close()

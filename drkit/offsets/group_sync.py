@@ -1,0 +1,80 @@
+"""Write translated offsets into consumer groups on the target (optional, continuous).
+
+Rules (``decide_group_sync`` is the pure part):
+
+* only into groups that are EMPTY or absent on the target - an active group owns its offsets;
+* only forward: a partition whose target commit is already at or past T is left alone;
+* emptiness is re-checked right before writing (the broker also refuses commits for groups with
+  members, which closes the remaining race);
+* idempotent: writing the same offsets twice changes nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from drkit.errors import KafkaError
+from drkit.kafka.admin import KafkaAdmin
+from drkit.kafka.records import TopicPartition
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class GroupSyncDecision:
+    group: str
+    write: Mapping[TopicPartition, int]
+    skipped_active: bool = False
+
+
+def decide_group_sync(
+    group: str,
+    translated: Mapping[TopicPartition, int],
+    target_committed: Mapping[TopicPartition, int],
+    target_group_empty: bool,
+) -> GroupSyncDecision:
+    """Which target offsets to write for ``group`` (pure)."""
+    if not target_group_empty:
+        return GroupSyncDecision(group, {}, skipped_active=True)
+    forward = {
+        tp: offset for tp, offset in translated.items() if offset > target_committed.get(tp, -1)
+    }
+    return GroupSyncDecision(group, forward)
+
+
+class GroupOffsetSync:
+    """Applies :func:`decide_group_sync` against the target cluster."""
+
+    def __init__(self, target: KafkaAdmin) -> None:
+        self.target = target
+        self.active_skips: set[str] = set()
+
+    def sync(self, group: str, translated: Mapping[TopicPartition, int]) -> GroupSyncDecision:
+        states = self.target.describe_groups([group])
+        state = states.get(group)
+        empty = state is None or state.is_empty
+        committed = self.target.group_offsets(group).offsets if empty else {}
+        decision = decide_group_sync(group, translated, committed, empty)
+        if decision.skipped_active:
+            if group not in self.active_skips:
+                log.warning(
+                    "not syncing offsets of a group active on the target", extra={"group": group}
+                )
+            self.active_skips.add(group)
+            return decision
+        self.active_skips.discard(group)
+        if not decision.write:
+            return decision
+        recheck = self.target.describe_groups([group]).get(group)
+        if recheck is not None and not recheck.is_empty:
+            self.active_skips.add(group)
+            return GroupSyncDecision(group, {}, skipped_active=True)
+        try:
+            self.target.alter_group_offsets(group, decision.write)
+        except KafkaError as err:
+            # The broker refuses commits for a group that gained members meanwhile.
+            log.warning("group offset sync refused", extra={"group": group, "error": str(err)})
+            return GroupSyncDecision(group, {}, skipped_active=True)
+        return decision

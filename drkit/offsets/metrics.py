@@ -1,0 +1,83 @@
+"""Prometheus metrics of checkpointing and translation (labels: flow only).
+
+Per-group detail (age, T, method) is not a label - group counts are unbounded - it is served
+by ``drkit status`` / ``/api/status`` instead; here the distribution and the worst case.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
+
+
+@dataclass(frozen=True)
+class CheckpointMetrics:
+    age: Histogram
+    age_max: Gauge
+    groups: Gauge
+    written: Counter
+    untranslatable: Gauge
+    rereads: Gauge
+    unreplicated: Gauge
+    active_skips: Gauge
+    errors: Counter
+
+    @classmethod
+    def create(cls, registry: CollectorRegistry | None = None) -> CheckpointMetrics:
+        reg = registry if registry is not None else REGISTRY
+        f = ("flow",)
+        return cls(
+            age=Histogram(
+                "drkit_checkpoint_age_seconds",
+                "Per group: time since its checkpoint was last verified current",
+                f,
+                buckets=(0.25, 0.5, 1, 2, 5, 10, 30, 60, 300, 900),
+                registry=reg,
+            ),
+            age_max=Gauge(
+                "drkit_checkpoint_age_max_seconds",
+                "Oldest group checkpoint of the flow",
+                f,
+                registry=reg,
+            ),
+            groups=Gauge("drkit_checkpoint_groups", "Groups followed", f, registry=reg),
+            written=Counter(
+                "drkit_checkpoints_written", "Checkpoint records written", f, registry=reg
+            ),
+            untranslatable=Gauge(
+                "drkit_translation_untranslatable_partitions",
+                "Committed partitions that cannot be translated",
+                f,
+                registry=reg,
+            ),
+            rereads=Gauge(
+                "drkit_translation_expected_rereads",
+                "Records groups would read again after failover (should be 0)",
+                f,
+                registry=reg,
+            ),
+            unreplicated=Gauge(
+                "drkit_translation_unreplicated_records",
+                "Records groups have not read that the target lacks (RPO)",
+                f,
+                registry=reg,
+            ),
+            active_skips=Gauge(
+                "drkit_group_sync_active_groups_skipped",
+                "Groups not synced because they are active on the target",
+                f,
+                registry=reg,
+            ),
+            errors=Counter("drkit_checkpoint_errors", "Failed checkpoint rounds", f, registry=reg),
+        )
+
+
+_DEFAULT: CheckpointMetrics | None = None
+
+
+def default_metrics() -> CheckpointMetrics:
+    global _DEFAULT
+    if _DEFAULT is None:
+        _DEFAULT = CheckpointMetrics.create()
+    return _DEFAULT

@@ -1,0 +1,360 @@
+"""Exact translation on real clusters: checked record by record through provenance headers."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import random
+import struct
+import time
+from pathlib import Path
+
+from click.testing import CliRunner
+from confluent_kafka import TopicPartition as RdTP
+
+from drkit.cli import cli
+from drkit.kafka import ClusterEndpoint, make_consumer, make_producer
+from drkit.kafka.admin import TopicSpec
+from drkit.kafka.io import consume_all, produce_batch
+from drkit.kafka.records import Record, TopicPartition
+from drkit.offsets.checkpoint import Checkpoint
+from drkit.offsets.lookup import translate_groups
+from drkit.replication.internal_topics import checkpoints_topic
+from drkit.replication.provenance import SOURCE_HEADER, Provenance
+from tests.conftest import Names
+from tests.kafka_backends import ClusterUnderTest
+from tests.replication_support import FlowSetup, Replicator, flow_setup, wait_until
+
+
+def commit(endpoint: ClusterEndpoint, group: str, offsets: dict[TopicPartition, int]) -> None:
+    """Commit like an application that consumed up to these offsets."""
+    consumer = make_consumer(endpoint, group)
+    try:
+        consumer.commit(
+            offsets=[RdTP(tp.topic, tp.partition, o) for tp, o in offsets.items()],
+            asynchronous=False,
+        )
+    finally:
+        consumer.close()
+
+
+def record_at(endpoint: ClusterEndpoint, tp: TopicPartition, offset: int) -> Record | None:
+    records = consume_all(endpoint, tp.topic, partitions=[tp.partition], timeout_s=10, idle_s=1)
+    return next((r for r in records if r.offset >= offset), None)
+
+
+def target_view(endpoint: ClusterEndpoint, topic: str) -> dict[int, list[tuple[int, int]]]:
+    """Per target partition: (target offset, source offset) of every record."""
+    out: dict[int, list[tuple[int, int]]] = {}
+    for record in consume_all(endpoint, topic, timeout_s=60, idle_s=2):
+        raw = record.header(SOURCE_HEADER)
+        assert raw is not None
+        out.setdefault(record.partition, []).append((record.offset, Provenance.decode(raw).offset))
+    return out
+
+
+def assert_exact(
+    setup: FlowSetup,
+    group: str,
+    committed: dict[TopicPartition, int],
+    replica: str,
+    source_records: dict[int, list[int]],
+) -> None:
+    """For every partition: the records from T on are exactly the source records from S on."""
+    report = translate_groups(setup.config, setup.config.flows[0], [group])
+    assert report.mode == "live" and not report.errors, report.errors
+    rows = {(r.source_topic, r.source_partition): r for r in report.groups[group]}
+    view = target_view(setup.target_endpoint, replica)
+    for tp, source_offset in committed.items():
+        row = rows[(tp.topic, tp.partition)]
+        after_t = [src for dst, src in view.get(tp.partition, []) if dst >= row.target_offset]
+        expected = [o for o in source_records[tp.partition] if o >= source_offset]
+        assert after_t == expected, f"{tp}: S={source_offset} T={row.target_offset}"
+        assert row.expected_rereads == 0
+        if source_offset in source_records[tp.partition]:
+            assert row.method == "exact"
+            first = next(dst for dst, src in view[tp.partition] if src == source_offset)
+            assert row.target_offset >= first
+
+
+def test_groups_at_the_head_and_far_behind_translate_exactly(
+    dc1: ClusterUnderTest, dc2: ClusterUnderTest, names: Names, tmp_path: Path
+) -> None:
+    topic = names.topic("orders")
+    setup = flow_setup(tmp_path, dc1, dc2, [topic])
+    dc1.admin().create_topics([TopicSpec(topic, 4)])
+    produce_batch(setup.source_endpoint, topic, ((f"k{i}".encode(), b"v") for i in range(60_000)))
+    replica = f"{setup.source}.{topic}"
+    with Replicator(setup, log_dir=tmp_path):
+        wait_until(
+            lambda: (
+                sum(e - s for s, e in dc2.admin().topic_offsets(replica).values()) >= 60_000
+                if replica in dc2.admin().list_topics()
+                else False
+            ),
+            90,
+        )
+    ends = dc1.admin().topic_offsets(topic)
+    rng = random.Random(7)
+    groups = {
+        names.group("head"): {TopicPartition(topic, p): end for p, (_, end) in ends.items()},
+        names.group("behind"): {
+            TopicPartition(topic, p): max(0, end - 10_000) for p, (_, end) in ends.items()
+        },
+        names.group("random"): {
+            TopicPartition(topic, p): rng.randrange(0, end + 1) for p, (_, end) in ends.items()
+        },
+    }
+    source = {p: list(range(0, end)) for p, (_, end) in ends.items()}
+    for group, offsets in groups.items():
+        commit(setup.source_endpoint, group, offsets)
+        assert_exact(setup, group, offsets, replica, source)
+
+
+def test_translation_stays_exact_after_restarts_compaction_and_transactions(
+    dc1: ClusterUnderTest, dc2: ClusterUnderTest, names: Names, tmp_path: Path
+) -> None:
+    compacted, transactional = names.topic("compacted"), names.topic("txn")
+    setup = flow_setup(tmp_path, dc1, dc2, [f"{names.prefix}\\..*"])
+    admin = dc1.admin()
+    admin.create_topics(
+        [
+            TopicSpec(
+                compacted,
+                2,
+                configs={
+                    "cleanup.policy": "compact",
+                    "segment.bytes": "2048",
+                    "min.cleanable.dirty.ratio": "0.01",
+                    "delete.retention.ms": "100",
+                },
+            ),
+            TopicSpec(transactional, 2),
+        ]
+    )
+    # Compacted: many updates of few keys; the cleaner removes superseded ones (offset gaps).
+    produce_batch(
+        setup.source_endpoint,
+        compacted,
+        ((f"key-{i % 50}".encode(), f"v{i}".encode()) for i in range(4000)),
+    )
+    # Transactional: every transaction leaves a commit marker; one aborted batch leaves a gap.
+    producer = make_producer(setup.source_endpoint, {"transactional.id": names.prefix})
+    producer.init_transactions(30)
+    for batch in range(40):
+        producer.begin_transaction()
+        for i in range(25):
+            producer.produce(transactional, b"v", f"k{i}".encode(), partition=i % 2)
+        if batch == 13:
+            producer.abort_transaction(30)
+        else:
+            producer.commit_transaction(30)
+    wait_until(
+        lambda: (
+            admin.topic_offsets(compacted)[0][0] > 0 or _has_gaps(setup.source_endpoint, compacted)
+        ),
+        90,
+        1.0,
+        what="compaction gaps",
+    )
+    worker = Replicator(setup, log_dir=tmp_path).start()
+    wait_until(lambda: f"{setup.source}.{transactional}" in dc2.admin().list_topics(), 30)
+    time.sleep(1.0)
+    worker.kill()  # mid-stream crash, then resume from stored progress
+    with Replicator(setup, log_dir=tmp_path):
+        for topic in (compacted, transactional):
+            source_ids = {
+                p: [
+                    r.offset
+                    for r in consume_all(setup.source_endpoint, topic, partitions=[p], timeout_s=20)
+                ]
+                for p in (0, 1)
+            }
+            total = sum(len(v) for v in source_ids.values())
+            replica = f"{setup.source}.{topic}"
+            wait_until(
+                lambda r=replica, n=total: (
+                    len(
+                        {
+                            (p, src)
+                            for p, pairs in target_view(setup.target_endpoint, r).items()
+                            for _, src in pairs
+                        }
+                    )
+                    >= n
+                ),
+                60,
+                1.0,
+                what=f"{topic} replicated",
+            )
+            for label in ("a", "b", "c"):
+                group = names.group(f"{topic[-4:]}-{label}")
+                offsets = {}
+                for p, ids in source_ids.items():
+                    # Land on gaps on purpose: an offset that no record has.
+                    offsets[TopicPartition(topic, p)] = random.Random(label).choice(
+                        [*ids, ids[-1] + 1, *(o + 1 for o in ids if o + 1 not in ids)]
+                    )
+                commit(setup.source_endpoint, group, offsets)
+                assert_exact(setup, group, offsets, replica, source_ids)
+
+
+def _has_gaps(endpoint: ClusterEndpoint, topic: str) -> bool:
+    offsets = [r.offset for r in consume_all(endpoint, topic, partitions=[0], timeout_s=10)]
+    return any(b - a > 1 for a, b in itertools.pairwise(offsets))
+
+
+def test_checkpoints_follow_commits_within_a_second_in_mm2_format(
+    dc1: ClusterUnderTest, dc2: ClusterUnderTest, names: Names, tmp_path: Path
+) -> None:
+    topic = names.topic("ckpt")
+    setup = flow_setup(tmp_path, dc1, dc2, [topic], checkpoint_interval_s=0.5)
+    dc1.admin().create_topics([TopicSpec(topic, 2)])
+    produce_batch(setup.source_endpoint, topic, ((b"k", b"v") for _ in range(2000)))
+    group = names.group("app")
+    with Replicator(setup, log_dir=tmp_path):
+        wait_until(
+            lambda: (
+                sum(e for _, e in dc2.admin().topic_offsets(f"{setup.source}.{topic}").values())
+                >= 2000
+                if f"{setup.source}.{topic}" in dc2.admin().list_topics()
+                else False
+            ),
+            60,
+        )
+        time.sleep(2)  # the checkpoint worker is polling groups now
+        committed_at = time.time()
+        commit(setup.source_endpoint, group, {TopicPartition(topic, 0): 700})
+
+        def checkpoint() -> Checkpoint | None:
+            for record in consume_all(
+                setup.target_endpoint, checkpoints_topic(setup.source), timeout_s=5, idle_s=0.3
+            ):
+                decoded = _decode_documented(record)
+                if decoded.group == group and decoded.upstream_offset == 700:
+                    return decoded
+            return None
+
+        found = wait_until(checkpoint, 10, 0.1, what="checkpoint of the new commit")
+        lag = time.time() - committed_at
+    assert found.target == TopicPartition(f"{setup.source}.{topic}", 0)
+    records_before = consume_all(
+        setup.target_endpoint, f"{setup.source}.{topic}", partitions=[0], timeout_s=10
+    )
+    at_t = next(r for r in records_before if r.offset == found.downstream_offset)
+    raw = at_t.header(SOURCE_HEADER)
+    assert raw is not None and Provenance.decode(raw).offset == 700
+    assert lag < 3.0, f"checkpoint appeared {lag:.2f}s after the commit"
+    print(f"checkpoint visible {lag:.2f}s after the commit")
+
+
+def _decode_documented(record: Record) -> Checkpoint:
+    """Decode with MM2's documented layout, independently of drkit's own decoder."""
+    key, value = record.key or b"", record.value or b""
+    (glen,) = struct.unpack_from(">h", key, 0)
+    group = key[2 : 2 + glen].decode()
+    (tlen,) = struct.unpack_from(">h", key, 2 + glen)
+    topic = key[4 + glen : 4 + glen + tlen].decode()
+    (partition,) = struct.unpack_from(">i", key, 4 + glen + tlen)
+    version, upstream, downstream = struct.unpack_from(">hqq", value, 0)
+    assert version == 0
+    (mlen,) = struct.unpack_from(">h", value, 18)
+    metadata = value[20 : 20 + mlen].decode()
+    return Checkpoint(group, TopicPartition(topic, partition), upstream, downstream, metadata)
+
+
+def test_translation_from_checkpoints_when_the_source_is_down(
+    scratch: ClusterUnderTest, dc2: ClusterUnderTest, names: Names, tmp_path: Path
+) -> None:
+    topic = names.topic("dr")
+    setup = flow_setup(tmp_path, scratch, dc2, [topic])
+    scratch.admin().create_topics([TopicSpec(topic, 2)])
+    produce_batch(setup.source_endpoint, topic, ((b"k", b"v") for _ in range(1000)))
+    group = names.group("billing")
+    commit(
+        setup.source_endpoint, group, {TopicPartition(topic, 0): 123, TopicPartition(topic, 1): 456}
+    )
+    with Replicator(setup, log_dir=tmp_path):
+        wait_until(
+            lambda: (
+                len(
+                    translate_groups(
+                        setup.config, setup.config.flows[0], [group], use_checkpoints=True
+                    ).groups.get(group, [])
+                )
+                == 2
+            ),
+            60,
+            0.5,
+            what="checkpoints for both partitions",
+        )
+    live = translate_groups(setup.config, setup.config.flows[0], [group])
+    assert scratch.local is not None
+    scratch.local.stop_broker(scratch.name)
+    result = CliRunner().invoke(
+        cli,
+        [
+            "offsets",
+            "translate",
+            "--config",
+            str(setup.path),
+            "--group",
+            group,
+            "--from",
+            setup.source,
+            "--to",
+            setup.target,
+            "--output",
+            "json",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.output)
+    assert payload["schema"] == "drkit.offsets.translate/v1"
+    assert payload["mode"] == "checkpoints" and payload["source_reachable"] is False
+    assert payload["checkpoint_age_s"] is not None and payload["checkpoint_age_s"] < 120
+    rows = {(p["source_partition"]): p for p in payload["groups"][0]["partitions"]}
+    for row in live.groups[group]:
+        assert rows[row.source_partition]["target_offset"] == row.target_offset
+        assert rows[row.source_partition]["source_offset"] == row.source_offset
+    text = CliRunner().invoke(
+        cli,
+        [
+            "offsets",
+            "translate",
+            "--config",
+            str(setup.path),
+            "--group",
+            group,
+            "--from",
+            setup.source,
+            "--to",
+            setup.target,
+        ],
+    )
+    assert "from checkpoints" in text.output and "unreachable" in text.output
+
+
+def test_mm2_remote_cluster_utils_reads_drkit_checkpoints(
+    dc1: ClusterUnderTest, dc2: ClusterUnderTest, names: Names, tmp_path: Path
+) -> None:
+    """MirrorMaker 2's own client library translates from drkit's checkpoints."""
+    from tests.mm2_client import remote_consumer_offsets
+
+    topic = names.topic("interop")
+    setup = flow_setup(tmp_path, dc1, dc2, [topic])
+    dc1.admin().create_topics([TopicSpec(topic, 1)])
+    produce_batch(setup.source_endpoint, topic, ((b"k", b"v") for _ in range(500)))
+    group = names.group("mm2-reader")
+    commit(setup.source_endpoint, group, {TopicPartition(topic, 0): 321})
+    with Replicator(setup, log_dir=tmp_path):
+        wait_until(
+            lambda: translate_groups(
+                setup.config, setup.config.flows[0], [group], use_checkpoints=True
+            ).groups.get(group),
+            60,
+            0.5,
+        )
+    offsets = remote_consumer_offsets(dc2.bootstrap_servers, setup.source, group, tmp_path)
+    expected = translate_groups(setup.config, setup.config.flows[0], [group]).groups[group][0]
+    assert offsets == {f"{setup.source}.{topic}-0": expected.target_offset}
