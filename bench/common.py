@@ -52,8 +52,18 @@ def java_tool(main_class: str, args: Sequence[str], timeout_s: float = 600) -> s
     return done.stdout
 
 
+# drkit's replication producer compresses with lz4; MirrorMaker 2 and the pipe-limit producer
+# are configured the same so all three put the same bytes on the wire.
+COMPRESSION = "lz4"
+
+
 def producer_perf(
-    endpoint: ClusterEndpoint, topic: str, records: int, size: int, throughput: int = -1
+    endpoint: ClusterEndpoint,
+    topic: str,
+    records: int,
+    size: int,
+    throughput: int = -1,
+    compression: str = "none",
 ) -> float:
     """Write ``records`` of ``size`` bytes with acks=all; returns records/s as the tool reports."""
     out = java_tool(
@@ -72,6 +82,7 @@ def producer_perf(
             "acks=all",
             "linger.ms=5",
             "batch.size=262144",
+            f"compression.type={compression}",
         ],
     )
     match = re.findall(r"(\d+) records sent, ([\d.]+) records/sec", out)

@@ -8,7 +8,8 @@ Same two local clusters, same 8-partition topic, acks=all everywhere.
   consumer on the target reads; latency = arrival time - CreateTime, p50/p99 after warm-up;
 * memory: peak RSS of the replicator's process tree during the throughput run;
 * pipe limit: kafka-tools ConsumerPerformance on dc1 and ProducerPerformance on dc2 run at the
-  same time; the limit is the slower of the two rates.
+  same time; the limit is the slower of the two rates;
+* every producer (drkit, MirrorMaker 2, the pipe) compresses with lz4 and waits for acks=all.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import yaml
 from confluent_kafka import Consumer
 
 from bench.common import (
+    COMPRESSION,
     OUT,
     Clusters,
     PeakRss,
@@ -140,8 +142,8 @@ class MirrorMaker2(Replicator):
                 "status.storage.replication.factor=1",
                 "config.storage.replication.factor=1",
                 "sync.topic.acls.enabled=false",
-                "producer.override.acks=all",
                 f"{self.dst}.producer.acks=all",
+                f"{self.dst}.producer.compression.type={COMPRESSION}",
             ]
         )
         path = OUT / f"mm2-{self.tag}.properties"
@@ -247,7 +249,7 @@ def pipe_limit(clusters: Clusters, topic: str, records: int, size: int) -> Resul
         target=lambda: rates.__setitem__("consume", consumer_perf(clusters.dc1, topic, records))
     )
     reader.start()
-    rates["produce"] = producer_perf(clusters.dc2, sink, records, size)
+    rates["produce"] = producer_perf(clusters.dc2, sink, records, size, compression=COMPRESSION)
     reader.join()
     rate = min(rates.values())
     return Result(

@@ -70,20 +70,25 @@ def consume_all(
     timeout_s: float = 30.0,
     partitions: Sequence[int] | None = None,
     isolation: str = "read_committed",
-    idle_s: float = 2.0,
 ) -> list[Record]:
-    """Read ``topic`` from the beginning with a throw-away group.
+    """Read ``topic`` from the beginning to the end of every partition (throw-away consumer).
 
-    Stops at ``expected`` records, or when nothing arrived for ``idle_s`` after the high
-    watermarks were reached, or at ``timeout_s``.
+    Stops when every partition reported its end (and ``expected`` records arrived, if given),
+    or at ``timeout_s`` with whatever was read.
     """
     from confluent_kafka import OFFSET_BEGINNING
+    from confluent_kafka import KafkaError as RdKafkaError
     from confluent_kafka import TopicPartition as RdTP
 
     consumer = make_consumer(
         endpoint,
         f"drkit-reader-{uuid.uuid4().hex[:8]}",
-        {"isolation.level": isolation, "enable.auto.offset.store": False},
+        {
+            "isolation.level": isolation,
+            "enable.auto.offset.store": False,
+            "enable.partition.eof": True,
+            "fetch.wait.max.ms": 50,
+        },
     )
     try:
         if partitions is None:
@@ -91,20 +96,20 @@ def consume_all(
             partitions = sorted(metadata.topics[topic].partitions)
         consumer.assign([RdTP(topic, p, OFFSET_BEGINNING) for p in partitions])
         records: list[Record] = []
+        at_end: set[int] = set()
         deadline = time.monotonic() + timeout_s
-        last_progress = time.monotonic()
         while time.monotonic() < deadline:
-            if expected is not None and len(records) >= expected:
+            enough = expected is None or len(records) >= expected
+            if enough and len(at_end) == len(partitions):
                 break
-            batch = consumer.consume(1000, 0.5)
-            if not batch:
-                if expected is None and time.monotonic() - last_progress > idle_s:
-                    break
-                continue
-            last_progress = time.monotonic()
-            for message in batch:
-                if message.error() is not None:
-                    raise translate(message.error(), f"consume {topic}")
+            for message in consumer.consume(1000, 0.2):
+                error = message.error()
+                if error is not None:
+                    if error.code() == RdKafkaError._PARTITION_EOF:
+                        at_end.add(message.partition() or 0)
+                        continue
+                    raise translate(error, f"consume {topic}")
+                at_end.discard(message.partition() or 0)
                 records.append(to_record(message))
         return records
     finally:

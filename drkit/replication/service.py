@@ -115,27 +115,32 @@ def run_flows(config: DrkitConfig, options: ServiceOptions, stop: threading.Even
         except BaseException as err:  # recorded and reported by the caller
             results[flow.name] = err
 
-    threads = [
+    flow_threads = [
         threading.Thread(target=run_one, args=(flow,), name=f"flow {flow.name}") for flow in flows
     ]
-    if options.checkpoints:
-        threads += [
-            threading.Thread(
-                target=run_checkpointer,
-                args=(config, flow, stop),
-                name=f"checkpoints {flow.name}",
-                daemon=True,
-            )
-            for flow in flows
-        ]
-    for thread in threads:
+    # Checkpoint workers live as long as the flows do: they end when every flow has ended.
+    checkpoints_stop = threading.Event()
+    checkpoint_threads = [
+        threading.Thread(
+            target=run_checkpointer,
+            args=(config, flow, checkpoints_stop),
+            name=f"checkpoints {flow.name}",
+            daemon=True,
+        )
+        for flow in flows
+        if options.checkpoints
+    ]
+    for thread in flow_threads + checkpoint_threads:
         thread.start()
     log.info(
         "replicating",
         extra={"flows": ",".join(f.name for f in flows), "worker": options.settings.worker_id},
     )
-    for thread in threads:
+    for thread in flow_threads:
         thread.join()
+    checkpoints_stop.set()
+    for thread in checkpoint_threads:
+        thread.join(30)
     return _exit_code(results)
 
 

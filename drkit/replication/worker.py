@@ -83,11 +83,15 @@ class _PartitionState:
 
     __slots__ = (
         "acked",
+        "bytes",
         "dirty",
         "hashed",
         "next_offset",
         "pending",
         "prefix",
+        "queue",
+        "records",
+        "reported",
         "source",
         "target_partition",
         "target_partitions",
@@ -114,6 +118,10 @@ class _PartitionState:
         self.acked: set[int] = set()
         self.next_offset = next_offset
         self.dirty = False
+        self.queue: deque[tuple[_PartitionState, int, int]] | None = None
+        self.records = 0
+        self.bytes = 0
+        self.reported = (0, 0)  # (records, bytes) already added to the metrics
         self.tracker = (
             None
             if self.hashed
@@ -126,10 +134,6 @@ class _PartitionState:
         if key is None:
             return source_offset % self.target_partitions
         return int(murmur2(key, self.target_partitions))
-
-    def begin(self, offset: int) -> None:
-        if self.next_offset is None:
-            self.next_offset = offset
 
     def done(self, offset: int) -> None:
         """``offset`` is durable on the target (or deliberately not replicated)."""
@@ -204,8 +208,8 @@ class FlowWorker:
         self._producer: Producer | None = None
         self._progress: ProgressStore | None = None
         self._in_txn = False
-        self._counts: dict[str, list[int]] = {}
-        self._sampled = 0
+        self._dr_last: tuple[str, int] | None = None
+        self._dr_queue: deque[tuple[_PartitionState, int, int]] | None = None
         # After the target refused a batch as too large: per source partition, the highest
         # offset that was in flight.  Until progress passes these, the session sends one record
         # per batch so that the refusal names the one record that is too large.
@@ -378,31 +382,28 @@ class FlowWorker:
         self._raise_failures()
 
     def _replicate(self, messages: list[Any], producer: Producer) -> None:
+        """Produce one consumed batch.  The hot path: keep per-record work minimal."""
         parts = self._parts
-        inflight = self._inflight
-        chain = self.chain if (self.chain.steps) else None
+        chain = self.chain if self.chain.steps else None
         origin_value = self.flow.source.encode()
         target_alias = self.flow.target.encode()
-        counts = self._counts
         produce = producer.produce
         now_s = time.time()
+        last: tuple[str, int] | None = None
+        state: _PartitionState | None = None
         for message in messages:
             error = message.error()
             if error is not None:
-                if error.code() == RdKafkaError._PARTITION_EOF:
-                    continue
-                if is_retriable(error):
-                    log.warning(
-                        "consumer error (retrying)", extra={"flow": self.name, "error": error.str()}
-                    )
-                    continue
-                raise translate(error, f"flow {self.name}: consume")
-            topic = message.topic()
-            state = parts.get((topic, message.partition()))
+                self._consume_error(error)
+                continue
+            where = (message.topic(), message.partition())
+            if where != last:  # records arrive in runs per partition: look up once per run
+                last, state = where, parts.get(where)
             if state is None:
                 continue  # revoked between fetch and here
             offset = message.offset()
-            state.begin(offset)
+            if state.next_offset is None:
+                state.next_offset = offset
             headers = message.headers()
             has_origin = loops = False
             if headers:
@@ -418,7 +419,7 @@ class FlowWorker:
                     kept.append((name, value))
                 if loops:
                     state.skip(offset)
-                    self.metrics.loop_skipped.labels(self.name, topic).inc()
+                    self.metrics.loop_skipped.labels(self.name, where[0]).inc()
                     continue
                 headers = kept
             else:
@@ -429,48 +430,92 @@ class FlowWorker:
                 out = chain.apply(OutRecord(key, value, tuple(headers)))
                 if out is None:
                     state.skip(offset)
-                    self.metrics.filtered.labels(self.name, topic).inc()
+                    self.metrics.filtered.labels(self.name, where[0]).inc()
                     continue
                 key, value, headers = out.key, out.value, list(out.headers)
             headers.append((SOURCE_HEADER, state.prefix + str(offset).encode()))
             if not has_origin:
                 headers.append((ORIGIN_HEADER, origin_value))
             ts_type, timestamp = message.timestamp()
-            partition = state.placed(key, offset)
-            while True:
-                try:
-                    produce(
-                        state.target_topic,
-                        value,
-                        key,
-                        partition,
-                        timestamp=timestamp if ts_type else 0,
-                        headers=headers,
-                    )
-                    break
-                except BufferError:
-                    producer.poll(0.05)
-                    self._raise_failures()
-                except KafkaException as err:
-                    self._fail(state, offset, err.args[0])
+            if not ts_type:
+                timestamp = 0
+            partition = state.target_partition if not state.hashed else state.placed(key, offset)
+            try:
+                produce(
+                    state.target_topic, value, key, partition, timestamp=timestamp, headers=headers
+                )
+            except BufferError:
+                self._produce_when_room(
+                    producer, state, offset, value, key, partition, timestamp, headers
+                )
+            except KafkaException as err:
+                self._fail(state, offset, err.args[0])
             state.pending.append(offset)
-            queue = inflight.get((state.target_topic, partition))
-            if queue is None:
-                queue = inflight[(state.target_topic, partition)] = deque()
-            queue.append((state, offset, timestamp if ts_type else 0))
-            tally = counts.get(topic)
-            if tally is None:
-                tally = counts[topic] = [0, 0]
-            tally[0] += 1
-            tally[1] += len(value or b"") + len(key or b"")
-            self._sampled += 1
-            if self._sampled % _SAMPLE_EVERY == 0 and ts_type:
+            self._queue(state, partition).append((state, offset, timestamp))
+            state.records += 1
+            state.bytes += len(value or b"") + len(key or b"")
+            if timestamp and offset % _SAMPLE_EVERY == 0:
                 self.metrics.record_age.labels(self.name).observe(
                     max(0.0, now_s - timestamp / 1000)
                 )
 
+    def _queue(
+        self, state: _PartitionState, partition: int
+    ) -> deque[tuple[_PartitionState, int, int]]:
+        """The in-flight FIFO of a target partition (delivery reports arrive in its order)."""
+        if not state.hashed and state.queue is not None:
+            return state.queue
+        key = (state.target_topic, partition)
+        queue = self._inflight.get(key)
+        if queue is None:
+            queue = self._inflight[key] = deque()
+        if not state.hashed:
+            state.queue = queue
+        return queue
+
+    def _produce_when_room(
+        self,
+        producer: Producer,
+        state: _PartitionState,
+        offset: int,
+        value: bytes | None,
+        key: bytes | None,
+        partition: int,
+        timestamp: int,
+        headers: list[Any],
+    ) -> None:
+        """The producer queue is full: serve delivery reports until the record fits."""
+        while True:
+            producer.poll(0.05)
+            self._raise_failures()
+            try:
+                producer.produce(
+                    state.target_topic, value, key, partition, timestamp=timestamp, headers=headers
+                )
+                return
+            except BufferError:
+                continue
+            except KafkaException as err:
+                self._fail(state, offset, err.args[0])
+
+    def _consume_error(self, error: Any) -> None:
+        if error.code() == RdKafkaError._PARTITION_EOF:
+            return
+        if is_retriable(error):
+            log.warning(
+                "consumer error (retrying)", extra={"flow": self.name, "error": error.str()}
+            )
+            return
+        raise translate(error, f"flow {self.name}: consume")
+
     def _on_delivery(self, error: Any, message: Any) -> None:
-        queue = self._inflight.get((message.topic(), message.partition()))
+        where = (message.topic(), message.partition())
+        if where == self._dr_last:
+            queue = self._dr_queue
+        else:
+            queue = self._inflight.get(where)
+            if queue is not None:  # data records always have a queue before they are sent
+                self._dr_last, self._dr_queue = where, queue
         if not queue:
             return
         state, source_offset, timestamp = queue.popleft()
@@ -480,7 +525,13 @@ class FlowWorker:
             return
         if state.tracker is not None:
             state.tracker.observe(source_offset, message.offset())
-        state.done(source_offset)
+        pending = state.pending
+        if pending and pending[0] == source_offset and not state.acked:
+            pending.popleft()  # the common case of state.done(), inlined
+            state.next_offset = source_offset + 1
+            state.dirty = True
+        else:
+            state.done(source_offset)
         if timestamp and source_offset % _SAMPLE_EVERY == 0:
             self.metrics.latency.labels(self.name).observe(max(0.0, time.time() - timestamp / 1000))
 
@@ -600,10 +651,12 @@ class FlowWorker:
             )
 
     def _flush_counts(self) -> None:
-        for topic, (records, size) in self._counts.items():
-            self.metrics.records.labels(self.name, topic).inc(records)
-            self.metrics.bytes.labels(self.name, topic).inc(size)
-        self._counts.clear()
+        for state in self._parts.values():
+            records, size = state.records - state.reported[0], state.bytes - state.reported[1]
+            if records:
+                self.metrics.records.labels(self.name, state.source.topic).inc(records)
+                self.metrics.bytes.labels(self.name, state.source.topic).inc(size)
+                state.reported = (state.records, state.bytes)
 
     def _update_lag(self) -> None:
         consumer = self._consumer
@@ -670,6 +723,12 @@ class FlowWorker:
                 start = progress.next_offset
             else:
                 start = OFFSET_BEGINNING if self.settings.start_from == "earliest" else OFFSET_END
+                # Record where replication starts even before a record arrives, so an empty
+                # partition still has progress (and translates) on the target.
+                low, high = consumer.get_watermark_offsets(tp, timeout=10, cached=False)
+                if low >= 0:
+                    state.next_offset = low if start == OFFSET_BEGINNING else high
+                    state.dirty = True
             assignment.append(RdTP(tp.topic, tp.partition, start))
         consumer.incremental_assign(assignment)
         self.metrics.assigned.labels(self.name).set(len(self._parts))
@@ -692,6 +751,7 @@ class FlowWorker:
             else:
                 self._flush(self._producer)
                 self._commit(revoked, wait=True)
+        self._flush_counts()
         for state in revoked:
             self._parts.pop((state.source.topic, state.source.partition), None)
         self.metrics.assigned.labels(self.name).set(len(self._parts))
@@ -719,6 +779,7 @@ class FlowWorker:
         self._consumer = None
         self._parts.clear()
         self._inflight.clear()
+        self._dr_last = self._dr_queue = None
 
     def _abandon(self) -> None:
         """Tear down after an error: keep what is safely acknowledged, drop the rest."""
@@ -745,6 +806,7 @@ class FlowWorker:
             self._consumer = None
             self._parts.clear()
             self._inflight.clear()
+            self._dr_last = self._dr_queue = None
 
     # -- background threads ---------------------------------------------------------------
 

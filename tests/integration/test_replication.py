@@ -156,7 +156,7 @@ def test_exactly_once_mode_survives_kill_9_without_duplicates(
     with Replicator(setup, log_dir=tmp_path) as restarted:
 
         def committed() -> int:
-            return len(consume_all(setup.target_endpoint, replica, timeout_s=30, idle_s=1.5))
+            return len(consume_all(setup.target_endpoint, replica, timeout_s=30))
 
         wait_until(lambda: committed() >= 65_000, 120, 1.0, what="all records committed")
         assert restarted.running, restarted.log()
@@ -349,7 +349,7 @@ def test_heartbeats_are_replicated_in_mm2_format(
                 return None
             beats = [
                 Heartbeat.decode(r.key or b"", r.value or b"")
-                for r in consume_all(setup.target_endpoint, replica, timeout_s=5, idle_s=0.5)
+                for r in consume_all(setup.target_endpoint, replica, timeout_s=5)
             ]
             mine = [b for b in beats if (b.source, b.target) == (setup.source, setup.target)]
             return max(mine, key=lambda b: b.timestamp_ms) if len(mine) >= 3 else None
