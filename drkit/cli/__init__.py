@@ -74,6 +74,7 @@ def _register() -> None:
         db_cmd,
         demo_cmd,
         local_cmd,
+        monitor_cmd,
         offsets_cmd,
         replicate_cmd,
     )
@@ -86,6 +87,7 @@ def _register() -> None:
         replicate_cmd,
         checkpoint_cmd,
         offsets_cmd,
+        monitor_cmd,
         demo_cmd,
     )
     for module in modules:

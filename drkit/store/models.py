@@ -185,3 +185,32 @@ class Verification(Base):
     output_dir: Mapped[str | None] = mapped_column(Text)
     started_at: Mapped[datetime] = mapped_column(default=utcnow)
     finished_at: Mapped[datetime | None] = mapped_column()
+
+
+class ObserverState(Base):
+    """The latest evaluated state of a cluster as one observer sees it (one row per pair).
+
+    Monitors sharing a store read each other's rows to form a quorum.
+    """
+
+    __tablename__ = "observer_states"
+    __table_args__ = (UniqueConstraint("observer", "cluster"),)
+    id: Mapped[int] = mapped_column(primary_key=True)
+    observer: Mapped[str] = mapped_column(String(128))
+    cluster: Mapped[str] = mapped_column(String(128))
+    state: Mapped[str] = mapped_column(String(32))
+    since: Mapped[datetime] = mapped_column(default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow)
+    evidence: Mapped[dict[str, Any]] = mapped_column(default=dict)
+
+
+class FlowStatus(Base):
+    """The latest observation of a replication flow by one observer (one row per pair)."""
+
+    __tablename__ = "flow_status"
+    __table_args__ = (UniqueConstraint("observer", "flow"),)
+    id: Mapped[int] = mapped_column(primary_key=True)
+    observer: Mapped[str] = mapped_column(String(128))
+    flow: Mapped[str] = mapped_column(String(300))
+    observed_at: Mapped[datetime] = mapped_column(default=utcnow)
+    data: Mapped[dict[str, Any]] = mapped_column(default=dict)

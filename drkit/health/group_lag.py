@@ -1,0 +1,73 @@
+"""Burrow-style consumer-group lag status (pure).
+
+Input: for one group partition, a window of samples (time, committed offset, log end offset),
+oldest first.  Rules, in Burrow's order:
+
+* OK     - the lag was zero at some point in the window, or the group is making progress;
+* STOP   - the last commit is older than the window span: the consumer stopped committing;
+* REWIND - the committed offset went backwards;
+* STALL  - the committed offset did not move while there was lag;
+* WARN   - the offset moves but the lag grew across the whole window (falling behind).
+
+A group's status is its worst partition's status (STOP > STALL > REWIND > WARN > OK).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class LagStatus(StrEnum):
+    OK = "OK"
+    WARN = "WARN"
+    REWIND = "REWIND"
+    STALL = "STALL"
+    STOP = "STOP"
+
+
+_SEVERITY = {
+    LagStatus.OK: 0,
+    LagStatus.WARN: 1,
+    LagStatus.REWIND: 2,
+    LagStatus.STALL: 3,
+    LagStatus.STOP: 4,
+}
+
+
+@dataclass(frozen=True)
+class LagSample:
+    at: float
+    committed: int
+    end: int
+    commit_at: float | None = None  # when the committed offset last changed, if known
+
+    @property
+    def lag(self) -> int:
+        return max(0, self.end - self.committed)
+
+
+def partition_status(samples: Sequence[LagSample], now: float) -> LagStatus:
+    if not samples:
+        return LagStatus.OK
+    if any(s.lag == 0 for s in samples):
+        return LagStatus.OK
+    span = samples[-1].at - samples[0].at
+    last_commit = samples[-1].commit_at
+    if last_commit is not None and span > 0 and now - last_commit > span:
+        return LagStatus.STOP
+    offsets = [s.committed for s in samples]
+    if any(b < a for a, b in itertools.pairwise(offsets)):
+        return LagStatus.REWIND
+    if len(samples) > 1 and offsets[0] == offsets[-1]:
+        return LagStatus.STALL
+    lags = [s.lag for s in samples]
+    if len(lags) > 2 and all(b > a for a, b in itertools.pairwise(lags)):
+        return LagStatus.WARN
+    return LagStatus.OK
+
+
+def group_status(statuses: Iterable[LagStatus]) -> LagStatus:
+    return max(statuses, key=lambda s: _SEVERITY[s], default=LagStatus.OK)

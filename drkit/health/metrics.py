@@ -1,0 +1,109 @@
+"""Prometheus metrics of the monitor (labels: cluster, flow, job, status - all bounded)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
+
+STATE_VALUE = {"UNKNOWN": -1, "HEALTHY": 0, "DEGRADED": 1, "UNAVAILABLE": 2}
+
+
+@dataclass(frozen=True)
+class MonitorMetrics:
+    job_duration: Histogram
+    job_failures: Counter
+    cluster_state: Gauge
+    quorum_state: Gauge
+    down_votes: Gauge
+    probe_latency: Gauge
+    canary: Gauge
+    brokers: Gauge
+    offline: Gauge
+    under_min_isr: Gauge
+    heartbeat_age: Gauge
+    flow_lag: Gauge
+    checkpoint_age: Gauge
+    workers: Gauge
+    groups: Gauge
+
+    @classmethod
+    def create(cls, registry: CollectorRegistry | None = None) -> MonitorMetrics:
+        reg = registry if registry is not None else REGISTRY
+        c, f = ("cluster",), ("flow",)
+        return cls(
+            job_duration=Histogram(
+                "drkit_job_duration_seconds", "Monitor job durations", ("job",), registry=reg
+            ),
+            job_failures=Counter(
+                "drkit_job_failures",
+                "Monitor jobs that failed or overran",
+                ("job", "kind"),
+                registry=reg,
+            ),
+            cluster_state=Gauge(
+                "drkit_cluster_state",
+                "This observer's state (-1 unknown, 0 healthy, 1 degraded, 2 unavailable)",
+                c,
+                registry=reg,
+            ),
+            quorum_state=Gauge(
+                "drkit_cluster_quorum_state", "State agreed by the observers", c, registry=reg
+            ),
+            down_votes=Gauge(
+                "drkit_cluster_down_votes", "Observers reporting it unavailable", c, registry=reg
+            ),
+            probe_latency=Gauge(
+                "drkit_cluster_probe_latency_seconds", "Metadata round trip", c, registry=reg
+            ),
+            canary=Gauge(
+                "drkit_cluster_canary_round_trip_seconds",
+                "acks=all produce + consume",
+                c,
+                registry=reg,
+            ),
+            brokers=Gauge("drkit_cluster_brokers", "Brokers answering", c, registry=reg),
+            offline=Gauge(
+                "drkit_cluster_offline_partitions", "Partitions without leader", c, registry=reg
+            ),
+            under_min_isr=Gauge(
+                "drkit_cluster_under_min_isr_partitions",
+                "Partitions below min.insync.replicas",
+                c,
+                registry=reg,
+            ),
+            heartbeat_age=Gauge(
+                "drkit_flow_heartbeat_age_seconds",
+                "Age of the newest replicated heartbeat",
+                f,
+                registry=reg,
+            ),
+            flow_lag=Gauge(
+                "drkit_flow_lag_records", "Source records not yet replicated", f, registry=reg
+            ),
+            checkpoint_age=Gauge(
+                "drkit_flow_checkpoint_age_seconds",
+                "Since the last checkpoint round",
+                f,
+                registry=reg,
+            ),
+            workers=Gauge(
+                "drkit_flow_workers", "Replication workers in the group", f, registry=reg
+            ),
+            groups=Gauge(
+                "drkit_flow_groups_by_lag_status",
+                "Consumer groups per lag status",
+                ("flow", "status"),
+                registry=reg,
+            ),
+        )
+
+
+_DEFAULT: MonitorMetrics | None = None
+
+
+def default_metrics() -> MonitorMetrics:
+    global _DEFAULT
+    if _DEFAULT is None:
+        _DEFAULT = MonitorMetrics.create()
+    return _DEFAULT

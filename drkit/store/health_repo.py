@@ -1,0 +1,149 @@
+"""State-store access for health monitoring: observations, transitions, observer states."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from sqlalchemy import delete, select
+
+from drkit.store.db import StateStore
+from drkit.store.models import (
+    FailoverRun,
+    FlowStatus,
+    HealthObservation,
+    HealthTransition,
+    ObserverState,
+)
+
+
+def _at(timestamp: float) -> datetime:
+    return datetime.fromtimestamp(timestamp, UTC)
+
+
+class HealthRepository:
+    def __init__(self, store: StateStore) -> None:
+        self.store = store
+
+    def record_probe(
+        self,
+        observer: str,
+        cluster: str,
+        at: float,
+        ok: bool,
+        latency_ms: float | None,
+        detail: dict[str, Any],
+        state: str,
+        since: float,
+        evidence: dict[str, Any],
+        transition_from: str | None,
+    ) -> None:
+        """One probe: the raw observation, this observer's state and, if it changed, a
+        transition with its evidence - in one transaction."""
+        with self.store.session() as session:
+            session.add(
+                HealthObservation(
+                    observer=observer,
+                    cluster=cluster,
+                    probe="cluster",
+                    ok=ok,
+                    latency_ms=latency_ms,
+                    detail=detail,
+                    observed_at=_at(at),
+                )
+            )
+            row = session.scalars(
+                select(ObserverState).where(
+                    ObserverState.observer == observer, ObserverState.cluster == cluster
+                )
+            ).one_or_none()
+            if row is None:
+                row = ObserverState(observer=observer, cluster=cluster)
+                session.add(row)
+            row.state, row.since, row.updated_at, row.evidence = (
+                state,
+                _at(since),
+                _at(at),
+                evidence,
+            )
+            if transition_from is not None and transition_from != state:
+                session.add(
+                    HealthTransition(
+                        subject_kind="cluster",
+                        subject=cluster,
+                        observer=observer,
+                        from_state=transition_from,
+                        to_state=state,
+                        evidence=evidence,
+                        at=_at(at),
+                    )
+                )
+
+    def record_transition(
+        self,
+        kind: str,
+        subject: str,
+        observer: str,
+        old: str | None,
+        new: str,
+        evidence: dict[str, Any],
+        at: float,
+    ) -> None:
+        with self.store.session() as session:
+            session.add(
+                HealthTransition(
+                    subject_kind=kind,
+                    subject=subject,
+                    observer=observer,
+                    from_state=old,
+                    to_state=new,
+                    evidence=evidence,
+                    at=_at(at),
+                )
+            )
+
+    def observer_states(self, since: float) -> list[ObserverState]:
+        with self.store.session() as session:
+            return list(
+                session.scalars(select(ObserverState).where(ObserverState.updated_at >= _at(since)))
+            )
+
+    def all_observer_states(self) -> list[ObserverState]:
+        with self.store.session() as session:
+            return list(session.scalars(select(ObserverState)))
+
+    def save_flow_status(self, observer: str, flow: str, at: float, data: dict[str, Any]) -> None:
+        with self.store.session() as session:
+            row = session.scalars(
+                select(FlowStatus).where(FlowStatus.observer == observer, FlowStatus.flow == flow)
+            ).one_or_none()
+            if row is None:
+                row = FlowStatus(observer=observer, flow=flow)
+                session.add(row)
+            row.observed_at, row.data = _at(at), data
+
+    def flow_statuses(self) -> list[FlowStatus]:
+        with self.store.session() as session:
+            return list(session.scalars(select(FlowStatus).order_by(FlowStatus.observed_at)))
+
+    def recent_transitions(self, limit: int = 20) -> list[HealthTransition]:
+        with self.store.session() as session:
+            return list(
+                session.scalars(
+                    select(HealthTransition).order_by(HealthTransition.at.desc()).limit(limit)
+                )
+            )
+
+    def last_failover(self) -> FailoverRun | None:
+        with self.store.session() as session:
+            return session.scalars(
+                select(FailoverRun).order_by(FailoverRun.started_at.desc()).limit(1)
+            ).one_or_none()
+
+    def prune_observations(self, older_than_s: float) -> int:
+        cutoff = datetime.now(UTC) - timedelta(seconds=older_than_s)
+        with self.store.session() as session:
+            result = session.execute(
+                delete(HealthObservation).where(HealthObservation.observed_at < cutoff)
+            )
+            return int(result.rowcount or 0)  # type: ignore[attr-defined]
