@@ -2,8 +2,9 @@
 
 ``drkit-src``    = ``<cluster>/<topic>/<partition>/<offset>`` of the record it was copied from
                    (replaced at every hop): the data-borne truth offset translation falls back on.
-``drkit-origin`` = the cluster the record was first written to (kept across hops): loop
-                   prevention for active-active flows.
+``drkit-origin`` = the Kafka cluster id of the cluster the record was first written to (kept
+                   across hops): loop prevention for active-active flows.  Cluster ids, not
+                   aliases, so deployments that name the same clusters differently still agree.
 
 Both are ASCII so that Spark and ``kafka-console-consumer`` can read them.  Topic names and
 cluster aliases cannot contain ``/``, so the encoding is unambiguous.
@@ -37,14 +38,3 @@ class Provenance:
 def source_prefix(cluster: str, topic: str, partition: int) -> bytes:
     """The constant part of ``drkit-src`` for one source partition (hot-path helper)."""
     return f"{cluster}/{topic}/{partition}/".encode()
-
-
-def should_skip(headers: list[tuple[str, bytes]] | None, target: str) -> bool:
-    """True when the record came from ``target`` (directly or originally): replicating it
-    there again would loop."""
-    if not headers:
-        return False
-    for name, value in headers:
-        if name == ORIGIN_HEADER and value is not None and value.decode() == target:
-            return True
-    return False

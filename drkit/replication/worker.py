@@ -20,6 +20,7 @@ it.  A lost assignment or a failed transaction restarts the session from stored 
 from __future__ import annotations
 
 import contextlib
+import gc
 import logging
 import threading
 import time
@@ -74,6 +75,22 @@ class WorkerSettings:
     linger_ms: int = 5
 
 
+class _Inflight:
+    """Source offsets in flight to one target partition, in produce (= acknowledgement) order.
+
+    Usually one source partition feeds a target partition and entries are plain offsets; when a
+    route transform merges several into one, entries carry their state: ``(state, offset)``.
+    Timestamps are kept only for the records sampled for the latency histogram.
+    """
+
+    __slots__ = ("entries", "owner", "sampled")
+
+    def __init__(self, owner: _PartitionState) -> None:
+        self.owner: _PartitionState | None = owner
+        self.entries: deque[Any] = deque()
+        self.sampled: dict[int, int] = {}
+
+
 class _Restart(Exception):
     """Internal: tear the session down and resume from stored progress."""
 
@@ -118,7 +135,7 @@ class _PartitionState:
         self.acked: set[int] = set()
         self.next_offset = next_offset
         self.dirty = False
-        self.queue: deque[tuple[_PartitionState, int, int]] | None = None
+        self.queue: _Inflight | None = None
         self.records = 0
         self.bytes = 0
         self.reported = (0, 0)  # (records, bytes) already added to the metrics
@@ -197,10 +214,12 @@ class FlowWorker:
         )
         self._lock = threading.Lock()
         self._quit = threading.Event()  # ends the background threads when run() returns
+        self.source_id = flow.source.encode()  # Kafka cluster ids, read in _prepare()
+        self.target_id = flow.target.encode()
         self._topics: frozenset[str] = frozenset()
         self._subscribed: frozenset[str] = frozenset()
         self._parts: dict[tuple[str, int], _PartitionState] = {}
-        self._inflight: dict[tuple[str, int], deque[tuple[_PartitionState, int, int]]] = {}
+        self._inflight: dict[tuple[str, int], _Inflight] = {}
         self._failure: tuple[_PartitionState, int, Any] | None = None
         self._internal_failure: Any = None
         self._restart = False
@@ -209,7 +228,7 @@ class FlowWorker:
         self._progress: ProgressStore | None = None
         self._in_txn = False
         self._dr_last: tuple[str, int] | None = None
-        self._dr_queue: deque[tuple[_PartitionState, int, int]] | None = None
+        self._dr_queue: _Inflight | None = None
         # After the target refused a batch as too large: per source partition, the highest
         # offset that was in flight.  Until progress passes these, the session sends one record
         # per batch so that the refusal names the one record that is too large.
@@ -224,6 +243,9 @@ class FlowWorker:
 
     def run(self) -> None:
         """Replicate until stopped.  Raises ReplicationError / KafkaError when it cannot go on."""
+        # The data path allocates a few small objects per record and keeps none of them: with
+        # the default gen-0 threshold (700) the collector runs thousands of times a second.
+        gc.set_threshold(50_000, 20, 20)
         self._prepare()
         threads = [
             threading.Thread(target=self._topic_sync_loop, name=f"topics {self.name}", daemon=True),
@@ -271,6 +293,10 @@ class FlowWorker:
         self.source_admin.create_topics(
             [TopicSpec(internal_topics.HEARTBEATS, 1, -1, {"cleanup.policy": "compact"})]
         )
+        # Loop prevention keys on the clusters' own ids, not on aliases: two drkit deployments
+        # that name the same clusters differently still recognise records they wrote.
+        self.source_id = (self.source_admin.describe_cluster()[0] or self.flow.source).encode()
+        self.target_id = (self.target_admin.describe_cluster()[0] or self.flow.target).encode()
         plan = self.topic_sync.sync()
         self.metrics.drift.labels(self.name).set(len(plan.drift))
         self._topics = frozenset(self.topic_sync.source_partitions)
@@ -343,7 +369,13 @@ class FlowWorker:
                 "isolation.level": "read_committed",
                 "auto.offset.reset": "earliest",
                 "client.id": f"drkit-{self.name}-{self.settings.worker_id}",
-                "queued.max.messages.kbytes": 262144,
+                # Fetch in big per-partition chunks and never pause the fetcher: with
+                # librdkafka's defaults (1 MiB per partition, 1 s queue backoff) one Python
+                # consumer tops out near 150-200k small records/s.  The prefetch queue stays
+                # bounded for memory.
+                "max.partition.fetch.bytes": 8 * 1024 * 1024,
+                "fetch.queue.backoff.ms": 0,
+                "queued.max.messages.kbytes": 65536,
                 "fetch.wait.max.ms": 50,
                 # Partitions added to a subscribed topic are seen on metadata refresh (default
                 # 5 min): refresh as often as the flow looks for new topics.
@@ -385,8 +417,8 @@ class FlowWorker:
         """Produce one consumed batch.  The hot path: keep per-record work minimal."""
         parts = self._parts
         chain = self.chain if self.chain.steps else None
-        origin_value = self.flow.source.encode()
-        target_alias = self.flow.target.encode()
+        origin_value = self.source_id
+        target_id = self.target_id
         produce = producer.produce
         now_s = time.time()
         last: tuple[str, int] | None = None
@@ -410,7 +442,7 @@ class FlowWorker:
                 kept = []
                 for name, value in headers:
                     if name == ORIGIN_HEADER:
-                        if value == target_alias:
+                        if value == target_id:
                             loops = True
                             break
                         has_origin = True
@@ -451,24 +483,31 @@ class FlowWorker:
             except KafkaException as err:
                 self._fail(state, offset, err.args[0])
             state.pending.append(offset)
-            self._queue(state, partition).append((state, offset, timestamp))
+            queue = state.queue if not state.hashed else None
+            if queue is None or queue.owner is not state:
+                queue = self._queue(state, partition)
+            queue.entries.append(offset if queue.owner is state else (state, offset))
             state.records += 1
             state.bytes += len(value or b"") + len(key or b"")
             if timestamp and offset % _SAMPLE_EVERY == 0:
+                queue.sampled[offset] = timestamp
                 self.metrics.record_age.labels(self.name).observe(
                     max(0.0, now_s - timestamp / 1000)
                 )
 
-    def _queue(
-        self, state: _PartitionState, partition: int
-    ) -> deque[tuple[_PartitionState, int, int]]:
-        """The in-flight FIFO of a target partition (delivery reports arrive in its order)."""
-        if not state.hashed and state.queue is not None:
-            return state.queue
+    def _queue(self, state: _PartitionState, partition: int) -> _Inflight:
+        """The in-flight queue of a target partition (delivery reports arrive in its order)."""
         key = (state.target_topic, partition)
         queue = self._inflight.get(key)
         if queue is None:
-            queue = self._inflight[key] = deque()
+            queue = self._inflight[key] = _Inflight(state)
+        elif queue.owner is not state and queue.owner is not None:
+            # A second source partition feeds this target partition: tag every entry from now.
+            owner = queue.owner
+            queue.entries = deque(
+                entry if isinstance(entry, tuple) else (owner, entry) for entry in queue.entries
+            )
+            queue.owner = None
         if not state.hashed:
             state.queue = queue
         return queue
@@ -516,9 +555,13 @@ class FlowWorker:
             queue = self._inflight.get(where)
             if queue is not None:  # data records always have a queue before they are sent
                 self._dr_last, self._dr_queue = where, queue
-        if not queue:
+        if queue is None or not queue.entries:
             return
-        state, source_offset, timestamp = queue.popleft()
+        entry = queue.entries.popleft()
+        if queue.owner is not None and not isinstance(entry, tuple):
+            state, source_offset = queue.owner, entry
+        else:
+            state, source_offset = entry
         if error is not None:
             if self._failure is None:
                 self._failure = (state, source_offset, error)
@@ -532,8 +575,12 @@ class FlowWorker:
             state.dirty = True
         else:
             state.done(source_offset)
-        if timestamp and source_offset % _SAMPLE_EVERY == 0:
-            self.metrics.latency.labels(self.name).observe(max(0.0, time.time() - timestamp / 1000))
+        if queue.sampled:
+            timestamp = queue.sampled.pop(source_offset, 0)
+            if timestamp:
+                self.metrics.latency.labels(self.name).observe(
+                    max(0.0, time.time() - timestamp / 1000)
+                )
 
     def _on_internal_delivery(self, error: Any, message: Any) -> None:
         if error is not None and self._internal_failure is None:
