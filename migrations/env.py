@@ -8,7 +8,15 @@ from __future__ import annotations
 
 from alembic import context
 
-from drkit.store.models import Base
+from drkit.store.models import Base, UtcDateTime
+
+
+def render_item(kind: str, obj: object, autogen_context: object) -> str | bool:
+    """Render drkit's UtcDateTime as the plain SQL type it stores (migrations stay standalone)."""
+    if kind == "type" and isinstance(obj, UtcDateTime):
+        return "sa.DateTime(timezone=True)"
+    return False
+
 
 config = context.config
 engine = config.attributes["engine"]
@@ -19,5 +27,6 @@ with engine.begin() as connection:
         target_metadata=Base.metadata,
         render_as_batch=connection.dialect.name == "sqlite",
         compare_type=True,
+        render_item=render_item,
     )
     context.run_migrations()

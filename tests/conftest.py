@@ -84,11 +84,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.fixture(autouse=True)
 def reap_replicators() -> Iterator[None]:
-    """Kill any ``drkit replicate`` process a test started and left running."""
+    """Kill any ``drkit`` child process a test started and left running."""
     yield
-    from tests.replication_support import Replicator
+    from tests.replication_support import DrkitProcess
 
-    Replicator.reap()
+    DrkitProcess.reap()
 
 
 @pytest.fixture(scope="session")

@@ -67,6 +67,7 @@ def flow_setup(
     target: ClusterUnderTest,
     topics: list[str],
     reverse: bool = False,
+    document_extra: dict[str, Any] | None = None,
     **flow: Any,
 ) -> FlowSetup:
     """Write a config replicating ``topics`` (regexes) from ``source`` to ``target``."""
@@ -82,27 +83,27 @@ def flow_setup(
         },
         "flows": flows,
         "state_store": {"url": f"sqlite:///{tmp_path / 'drkit.db'}"},
+        **(document_extra or {}),
     }
     path = tmp_path / f"drkit-{tag}.yaml"
     path.write_text(yaml.safe_dump(document))
     return FlowSetup(path, load_config(path), src, dst)
 
 
-class Replicator:
-    """``drkit replicate`` as a real child process (so it can be SIGTERMed or SIGKILLed).
+class DrkitProcess:
+    """A ``python -m drkit ...`` child process (so tests can SIGTERM or SIGKILL it).
 
     Every instance is remembered; the ``reap_replicators`` fixture kills leftovers after each
-    test so a failed assertion never leaves a worker running into the next test.
+    test so a failed assertion never leaves a process running into the next test.
     """
 
-    started: ClassVar[list[Replicator]] = []
+    started: ClassVar[list[DrkitProcess]] = []
 
-    def __init__(self, setup: FlowSetup, *args: str, log_dir: Path) -> None:
-        self.setup = setup
-        self.args = args
-        self.log_path = log_dir / f"replicate-{uuid.uuid4().hex[:6]}.log"
+    def __init__(self, args: list[str], log_dir: Path, label: str = "drkit") -> None:
+        self.command = [sys.executable, "-m", "drkit", *args]
+        self.log_path = log_dir / f"{label}-{uuid.uuid4().hex[:6]}.log"
         self.process: subprocess.Popen[bytes] | None = None
-        Replicator.started.append(self)
+        DrkitProcess.started.append(self)
 
     @classmethod
     def reap(cls) -> None:
@@ -111,22 +112,15 @@ class Replicator:
                 worker.kill()
         cls.started.clear()
 
-    def start(self) -> Replicator:
-        command = [
-            sys.executable,
-            "-m",
-            "drkit",
-            "replicate",
-            "--config",
-            str(self.setup.path),
-            "--commit-interval",
-            "0.5",
-            *self.args,
-        ]
+    def start(self) -> DrkitProcess:
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(
-                command, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
+                self.command,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+                start_new_session=True,
             )
         return self
 
@@ -137,7 +131,7 @@ class Replicator:
         return self.process.wait(timeout_s)
 
     def kill(self) -> None:
-        """kill -9 the worker (and its children, for --workers N)."""
+        """kill -9 the process (and its children, for --workers N)."""
         assert self.process is not None
         os.killpg(self.process.pid, signal.SIGKILL)
         self.process.wait(30)
@@ -153,8 +147,9 @@ class Replicator:
     def log(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
-    def __enter__(self) -> Replicator:
-        return self.start()
+    def __enter__(self) -> DrkitProcess:
+        self.start()
+        return self
 
     def __exit__(self, *_: object) -> None:
         if self.running:
@@ -162,3 +157,23 @@ class Replicator:
                 self.stop(30)
             except subprocess.TimeoutExpired:
                 self.kill()
+
+
+class Replicator(DrkitProcess):
+    """``drkit replicate`` for one test's flow config."""
+
+    def __init__(self, setup: FlowSetup, *args: str, log_dir: Path) -> None:
+        super().__init__(
+            ["replicate", "--config", str(setup.path), "--commit-interval", "0.5", *args],
+            log_dir,
+            "replicate",
+        )
+        self.setup = setup
+
+    def start(self) -> Replicator:
+        super().start()
+        return self
+
+    def __enter__(self) -> Replicator:
+        self.start()
+        return self

@@ -1,0 +1,107 @@
+"""Scheduler jobs are budgeted and isolated: a hanging probe is cut off and counted as a failed
+probe, and the other jobs keep running (real APScheduler, SQL job store, SQLite state store)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+from apscheduler.jobstores.sqlalchemy import SQLAlchemyJobStore
+from apscheduler.schedulers.background import BackgroundScheduler
+from prometheus_client import CollectorRegistry
+
+from drkit.config import load_config_text
+from drkit.health import jobs
+from drkit.health.evaluation import ClusterState, ProbeResult
+from drkit.health.metrics import MonitorMetrics
+from drkit.health.monitor import Monitor
+from drkit.store import StateStore
+
+CONFIG = """
+clusters:
+  stuck: {bootstrap_servers: "127.0.0.1:9"}
+  fine: {bootstrap_servers: "127.0.0.1:10"}
+health: {probe_interval_s: 0.5, probe_timeout_s: 0.2, failure_threshold: 2}
+"""
+
+
+class HangingProber:
+    def __init__(self) -> None:
+        self.release = threading.Event()
+
+    def probe(self) -> ProbeResult:
+        self.release.wait(30)  # hangs far beyond the budget
+        return ProbeResult("stuck", time.time(), reachable=True, brokers=1, canary_ok=True)
+
+
+class CountingProber:
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def probe(self) -> ProbeResult:
+        self.calls += 1
+        return ProbeResult("fine", time.time(), reachable=True, brokers=1, canary_ok=True)
+
+
+def test_hanging_probe_is_cut_off_and_the_scheduler_keeps_going(tmp_path: Path) -> None:
+    config = load_config_text(CONFIG, env={})
+    store = StateStore(f"sqlite:///{tmp_path / 'drkit.db'}")
+    store.upgrade()
+    registry = CollectorRegistry()
+    monitor = Monitor(config, "o1", store, MonitorMetrics.create(registry))
+    hanging, counting = HangingProber(), CountingProber()
+    monitor.clusters["stuck"] = hanging  # type: ignore[assignment]
+    monitor.clusters["fine"] = counting  # type: ignore[assignment]
+    jobs.register(monitor.key, monitor)
+    scheduler = BackgroundScheduler(
+        jobstores={"default": SQLAlchemyJobStore(engine=store.engine, tablename="jobs_o1")},
+        job_defaults={"coalesce": True, "max_instances": 1},
+    )
+    for name in ("probe:stuck", "probe:fine"):
+        scheduler.add_job(jobs.run, "interval", seconds=0.5, args=[monitor.key, name], id=name)
+    scheduler.start()
+
+    def timeouts() -> float:
+        value = registry.get_sample_value(
+            "drkit_job_failures_total", {"job": "probe:stuck", "kind": "timeout"}
+        )
+        return value or 0.0
+
+    try:
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline and (timeouts() < 3 or counting.calls < 5):
+            time.sleep(0.1)
+    finally:
+        scheduler.shutdown(wait=False)
+        hanging.release.set()
+        jobs.unregister(monitor.key)
+    # Overrunning probes were recorded as failed probes: two in a row make it UNAVAILABLE.
+    assert monitor.health["stuck"].state is ClusterState.UNAVAILABLE
+    assert "budget" in (monitor.health["stuck"].last.error or "")  # type: ignore[union-attr]
+    assert timeouts() >= 3
+    assert monitor.health["stuck"].consecutive_failed >= 3
+    # ... while the healthy cluster kept being probed on schedule.
+    assert counting.calls >= 5
+    assert monitor.health["fine"].state is ClusterState.HEALTHY
+
+
+def test_a_job_that_raises_is_contained(tmp_path: Path) -> None:
+    config = load_config_text(CONFIG, env={})
+    store = StateStore(f"sqlite:///{tmp_path / 'drkit.db'}")
+    store.upgrade()
+    registry = CollectorRegistry()
+    monitor = Monitor(config, "o1", store, MonitorMetrics.create(registry))
+
+    class Exploding:
+        def probe(self) -> ProbeResult:
+            raise RuntimeError("bug in a probe")
+
+    monitor.clusters["fine"] = Exploding()  # type: ignore[assignment]
+    monitor.run_job("probe:fine")  # must not raise
+    assert (
+        registry.get_sample_value(
+            "drkit_job_failures_total", {"job": "probe:fine", "kind": "error"}
+        )
+        == 1.0
+    )
