@@ -2,4 +2,5 @@
 
 from drkit.cli import main
 
-main()
+if __name__ == "__main__":  # spawned helper processes import this module too
+    main()

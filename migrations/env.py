@@ -22,6 +22,9 @@ config = context.config
 engine = config.attributes["engine"]
 
 with engine.begin() as connection:
+    if connection.dialect.name == "postgresql":
+        # Serialise concurrent `drkit db upgrade` / monitor start-ups (released at commit).
+        connection.exec_driver_sql("SELECT pg_advisory_xact_lock(4242001)")
     context.configure(
         connection=connection,
         target_metadata=Base.metadata,

@@ -7,6 +7,7 @@ Subcommands live in one module each and stay thin: parse, call the engine, rende
 
 from __future__ import annotations
 
+import faulthandler
 import logging
 from typing import Any
 
@@ -100,6 +101,9 @@ _register()
 
 def main() -> None:
     """Console-script entry point."""
+    # A crash inside a C library (librdkafka asserts abort the process) then leaves the
+    # Python stacks of every thread on stderr, naming the call that triggered it.
+    faulthandler.enable(all_threads=True)
     cli.main(prog_name="drkit")
 
 

@@ -13,7 +13,9 @@ Rules (thresholds from :class:`drkit.config.model.HealthPolicy`):
 * DEGRADED after ``failure_threshold`` consecutive degraded-or-failed probes that are not all
   failures;
 * back to HEALTHY only after ``recovery_threshold`` consecutive healthy probes (hysteresis);
-* the first probe of a cluster decides its initial state directly (no history to smooth).
+* a cluster starts UNKNOWN: one healthy probe makes it HEALTHY, but it needs the same
+  ``failure_threshold`` consecutive bad probes as anyone else to become DEGRADED or UNAVAILABLE
+  (a monitor starting next to a cluster that is still starting must not report an outage).
 """
 
 from __future__ import annotations
@@ -133,15 +135,11 @@ def _next_state(
     ok: int,
     policy: HealthPolicy,
 ) -> ClusterState:
-    if current is ClusterState.UNKNOWN:
-        return {
-            ProbeOutcome.OK: ClusterState.HEALTHY,
-            ProbeOutcome.DEGRADED: ClusterState.DEGRADED,
-            ProbeOutcome.FAILED: ClusterState.UNAVAILABLE,
-        }[outcome]
+    if current is ClusterState.UNKNOWN and outcome is ProbeOutcome.OK:
+        return ClusterState.HEALTHY
     if failed >= policy.failure_threshold:
         return ClusterState.UNAVAILABLE
-    if bad >= policy.failure_threshold and current is ClusterState.HEALTHY:
+    if bad >= policy.failure_threshold and current in (ClusterState.HEALTHY, ClusterState.UNKNOWN):
         return ClusterState.DEGRADED
     if current is not ClusterState.HEALTHY and ok >= policy.recovery_threshold:
         return ClusterState.HEALTHY
@@ -162,8 +160,8 @@ def _reason(
 ) -> str:
     if state is previous:
         return f"{outcome.value} probe; state held ({failed} failed / {bad} bad / {ok} ok in a row)"
-    if previous is ClusterState.UNKNOWN:
-        return f"first probe {outcome.value}"
+    if previous is ClusterState.UNKNOWN and state is ClusterState.HEALTHY:
+        return "first probe ok"
     if state is ClusterState.UNAVAILABLE:
         return f"{failed} consecutive failed probes (threshold {policy.failure_threshold})"
     if state is ClusterState.DEGRADED:

@@ -5,9 +5,9 @@ run each other's jobs).  A persisted job must be an importable function with pic
 arguments, so every job is ``run(monitor_key, job_name)`` and the live :class:`Monitor` is looked
 up in ``_MONITORS``.
 
-``run_with_budget`` runs the work in its own daemon thread and waits at most the budget: a hung
-probe is abandoned (its thread finishes or dies later), counted as a failure, and the scheduler's
-worker thread is free for the next job.
+:class:`BudgetedRunner` runs the work in its own daemon thread and waits at most the budget: a
+hung probe is abandoned (its thread finishes or dies later), counted as a failure, and the
+scheduler's worker thread is free for the next job.
 """
 
 from __future__ import annotations
@@ -43,21 +43,38 @@ def run(monitor_key: str, job_name: str) -> None:
         monitor.run_job(job_name)
 
 
-def run_with_budget(work: Callable[[], Any], budget_s: float, name: str) -> Any:
-    """``work()``'s result, or BudgetExceeded after ``budget_s``; exceptions propagate."""
-    outcome: dict[str, Any] = {}
+class BudgetedRunner:
+    """Runs each named job in its own daemon thread and waits at most its budget.
 
-    def target() -> None:
-        try:
-            outcome["value"] = work()
-        except BaseException as err:  # handed to the caller's thread
-            outcome["error"] = err
+    A job whose previous run is still alive (abandoned after overrunning) is not started again:
+    the new run fails at once with BudgetExceeded.  So a hung probe never has company using
+    the same Kafka client, and abandoned threads cannot pile up.
+    """
 
-    thread = threading.Thread(target=target, name=f"job {name}", daemon=True)
-    thread.start()
-    thread.join(budget_s)
-    if thread.is_alive():
-        raise BudgetExceeded(f"job {name} exceeded its {budget_s:.1f}s budget")
-    if "error" in outcome:
-        raise outcome["error"]
-    return outcome.get("value")
+    def __init__(self) -> None:
+        self._running: dict[str, threading.Thread] = {}
+        self._lock = threading.Lock()
+
+    def run(self, work: Callable[[], Any], budget_s: float, name: str) -> Any:
+        """``work()``'s result, or BudgetExceeded after ``budget_s``; exceptions propagate."""
+        outcome: dict[str, Any] = {}
+
+        def target() -> None:
+            try:
+                outcome["value"] = work()
+            except BaseException as err:  # handed to the caller's thread
+                outcome["error"] = err
+
+        with self._lock:
+            previous = self._running.get(name)
+            if previous is not None and previous.is_alive():
+                raise BudgetExceeded(f"job {name}: the previous run is still going")
+            thread = threading.Thread(target=target, name=f"job {name}", daemon=True)
+            self._running[name] = thread
+        thread.start()
+        thread.join(budget_s)
+        if thread.is_alive():
+            raise BudgetExceeded(f"job {name} exceeded its {budget_s:.1f}s budget")
+        if "error" in outcome:
+            raise outcome["error"]
+        return outcome.get("value")

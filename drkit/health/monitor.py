@@ -67,6 +67,7 @@ class Monitor:
         self._flows: dict[str, FlowProber] = {}
         self._group_windows: dict[tuple[str, str, TopicPartition], deque[LagSample]] = {}
         self._group_states: dict[tuple[str, str], LagStatus] = {}
+        self._runner = jobs.BudgetedRunner()
 
     # -- jobs -----------------------------------------------------------------------------
 
@@ -98,7 +99,7 @@ class Monitor:
         """Run one job within its budget; failures are counted, logged and contained."""
         started = time.monotonic()
         try:
-            jobs.run_with_budget(self._job(name), self.budget(name), name)
+            self._runner.run(self._job(name), self.budget(name), name)
         except jobs.BudgetExceeded as err:
             self.metrics.job_failures.labels(name, "timeout").inc()
             log.warning("job overran its budget", extra={"job": name, "error": str(err)})

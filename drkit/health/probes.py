@@ -6,6 +6,7 @@ calls inside also carry their own timeouts, so a probe that hangs is cut off twi
 
 from __future__ import annotations
 
+import socket
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -43,6 +44,9 @@ class ClusterProber:
         started = time.monotonic()
         now = time.time()
         timeout = self.policy.probe_timeout_s
+        refused = self._tcp_unreachable(timeout)
+        if refused is not None:
+            return ProbeResult(self.alias, now, reachable=False, error=refused)
         try:
             brokers = self.admin.wait_ready(timeout_s=timeout)
             _cluster_id, controller, _nodes = self.admin.describe_cluster(timeout_s=timeout)
@@ -68,6 +72,31 @@ class ClusterProber:
             under_min_isr_partitions=under_min_isr,
             error=error,
         )
+
+    def _wait_for_leader(self, topic: str) -> None:
+        """A just-created canary topic has no leader for a moment: don't call that a failure."""
+        deadline = time.monotonic() + self.policy.probe_timeout_s * 3
+        while time.monotonic() < deadline:
+            info = self.admin.list_topics(include_internal=True).get(topic)
+            if info is not None and all(not p.offline for p in info.partitions):
+                return
+            time.sleep(0.1)
+
+    def _tcp_unreachable(self, timeout: float) -> str | None:
+        """Why no bootstrap server accepts a TCP connection, or None if one does.
+
+        A cheap first step: a stopped broker refuses at once, where the Kafka client would keep
+        retrying until its timeout and make detection slower than the probe interval.
+        """
+        errors = []
+        for server in self.endpoint.bootstrap_servers.split(","):
+            host, _, port = server.strip().rpartition(":")
+            try:
+                with socket.create_connection((host, int(port)), timeout=timeout):
+                    return None
+            except OSError as err:
+                errors.append(f"{server.strip()}: {err.strerror or err}")
+        return "no bootstrap server accepts connections (" + "; ".join(errors) + ")"
 
     def _under_min_isr(self, topics: dict[str, Any]) -> int:
         # Topic configs change rarely: read min.insync.replicas once a minute, not every probe.
@@ -95,6 +124,7 @@ class ClusterProber:
         try:
             if not self._canary_ready:
                 self.admin.create_topics([TopicSpec(topic, 1, -1, {"retention.ms": "3600000"})])
+                self._wait_for_leader(topic)
                 self._canary_ready = True
             started = time.monotonic()
             token = uuid.uuid4().hex.encode()

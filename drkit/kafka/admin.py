@@ -117,10 +117,21 @@ def _source_name(source: object) -> str:
 class KafkaAdmin:
     """Admin operations against one cluster."""
 
-    def __init__(self, endpoint: ClusterEndpoint, default_timeout_s: float = 15.0) -> None:
+    def __init__(
+        self, endpoint: ClusterEndpoint, default_timeout_s: float = 15.0, isolate: bool = True
+    ) -> None:
         self.endpoint = endpoint
         self.default_timeout_s = default_timeout_s
+        # Consumer-group requests run in a helper process (see drkit.kafka.isolated) unless
+        # this instance *is* that helper.
+        self.isolate = isolate
         self._client = AdminClient(client_settings(endpoint))
+
+    def _isolated(self, method: str, timeout_s: float | None, *args: Any) -> Any:
+        from drkit.kafka.isolated import helper_for
+
+        helper = helper_for(self.endpoint, self.default_timeout_s)
+        return helper.call(method, *args, timeout_s=self._deadline(timeout_s))
 
     # -- helpers --------------------------------------------------------------------------
 
@@ -170,12 +181,15 @@ class KafkaAdmin:
             ) from None
 
     def describe_cluster(self, timeout_s: float | None = None) -> tuple[str | None, int, int]:
-        """(cluster id, controller id, broker count)."""
+        """(cluster id, controller id, broker count), from metadata.
+
+        Not DescribeCluster: that request can abort the process when a broker restarts
+        mid-request (drkit.kafka.isolated).
+        """
 
         def run(t: float) -> tuple[str | None, int, int]:
-            result = self._result(self._client.describe_cluster(request_timeout=t), t)
-            controller = result.controller.id if result.controller is not None else -1
-            return result.cluster_id, controller, len(result.nodes)
+            metadata = self._client.list_topics(timeout=t)
+            return metadata.cluster_id, int(metadata.controller_id), len(metadata.brokers)
 
         return self._call("describe cluster", timeout_s, run)
 
@@ -364,7 +378,7 @@ class KafkaAdmin:
 
         return self._call("list consumer groups", timeout_s, run)
 
-    def describe_groups(
+    def _direct_describe_groups(
         self, groups: Iterable[str], timeout_s: float | None = None
     ) -> dict[str, GroupState]:
         names = list(groups)
@@ -382,7 +396,7 @@ class KafkaAdmin:
 
         return self._call("describe consumer groups", timeout_s, run)
 
-    def group_offsets(self, group: str, timeout_s: float | None = None) -> GroupOffsets:
+    def _direct_group_offsets(self, group: str, timeout_s: float | None = None) -> GroupOffsets:
         """The committed offsets of ``group`` (partitions without a commit are left out)."""
 
         def run(t: float) -> GroupOffsets:
@@ -399,7 +413,7 @@ class KafkaAdmin:
 
         return self._call(f"offsets of group {group}", timeout_s, run)
 
-    def groups_offsets(
+    def _direct_groups_offsets(
         self, groups: Iterable[str], timeout_s: float | None = None
     ) -> dict[str, GroupOffsets]:
         """Committed offsets of many groups: one request each, all in flight at once.
@@ -437,7 +451,7 @@ class KafkaAdmin:
 
         return self._call("offsets of groups", timeout_s, run)
 
-    def alter_group_offsets(
+    def _direct_alter_group_offsets(
         self, group: str, offsets: Mapping[TopicPartition, int], timeout_s: float | None = None
     ) -> None:
         """Commit ``offsets`` for ``group``; the broker refuses if the group has active members."""
@@ -456,7 +470,7 @@ class KafkaAdmin:
 
         self._call(f"alter offsets of group {group}", timeout_s, run)
 
-    def delete_groups(self, groups: Iterable[str], timeout_s: float | None = None) -> None:
+    def _direct_delete_groups(self, groups: Iterable[str], timeout_s: float | None = None) -> None:
         names = list(groups)
         if not names:
             return
@@ -470,3 +484,45 @@ class KafkaAdmin:
                         raise
 
         self._call("delete groups", timeout_s, run)
+
+    # -- consumer-group requests, isolated ---------------------------------------------------
+
+    def describe_groups(
+        self, groups: Iterable[str], timeout_s: float | None = None
+    ) -> dict[str, GroupState]:
+        """State and member count of each group."""
+        names = list(groups)
+        if not self.isolate or not names:
+            return self._direct_describe_groups(names, timeout_s)
+        return dict(self._isolated("_direct_describe_groups", timeout_s, names))
+
+    def group_offsets(self, group: str, timeout_s: float | None = None) -> GroupOffsets:
+        """The committed offsets of ``group`` (partitions without a commit are left out)."""
+        if not self.isolate:
+            return self._direct_group_offsets(group, timeout_s)
+        return self._isolated("_direct_group_offsets", timeout_s, group)  # type: ignore[no-any-return]
+
+    def groups_offsets(
+        self, groups: Iterable[str], timeout_s: float | None = None
+    ) -> dict[str, GroupOffsets]:
+        """Committed offsets of many groups (groups gone meanwhile are left out)."""
+        names = list(groups)
+        if not self.isolate or not names:
+            return self._direct_groups_offsets(names, timeout_s)
+        return dict(self._isolated("_direct_groups_offsets", timeout_s, names))
+
+    def alter_group_offsets(
+        self, group: str, offsets: Mapping[TopicPartition, int], timeout_s: float | None = None
+    ) -> None:
+        """Commit ``offsets`` for ``group``; the broker refuses if the group has active members."""
+        if not self.isolate or not offsets:
+            self._direct_alter_group_offsets(group, offsets, timeout_s)
+            return
+        self._isolated("_direct_alter_group_offsets", timeout_s, group, dict(offsets))
+
+    def delete_groups(self, groups: Iterable[str], timeout_s: float | None = None) -> None:
+        names = list(groups)
+        if not self.isolate or not names:
+            self._direct_delete_groups(names, timeout_s)
+            return
+        self._isolated("_direct_delete_groups", timeout_s, names)

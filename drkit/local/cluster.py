@@ -107,7 +107,12 @@ def _free_port() -> int:
 
 
 def _new_cluster_id() -> str:
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    """22-char base64url id, as ``kafka-storage random-uuid`` prints.  Like Kafka's own
+    generator, never one starting with "-" (command-line parsers take it for an option)."""
+    while True:
+        candidate = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not candidate.startswith("-"):
+            return candidate
 
 
 def _pid_is_broker(pid: int | None, properties: Path) -> bool:
@@ -253,8 +258,7 @@ class LocalKafka:
             f"{jars}/*",
             "kafka.tools.StorageTool",
             "format",
-            "--cluster-id",
-            state.cluster_id,
+            f"--cluster-id={state.cluster_id}",
             "--config",
             str(self._properties(state.name, broker.node_id)),
             "--ignore-formatted",

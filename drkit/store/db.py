@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -100,15 +101,36 @@ class StateStore:
         return config
 
     def upgrade(self, revision: str = "head") -> None:
-        """Apply migrations up to ``revision``."""
+        """Apply migrations up to ``revision``.
+
+        Safe to call from several processes at once (monitors starting together): SQLite
+        upgrades hold a file lock next to the database; PostgreSQL ones take an advisory lock
+        in the migration transaction (migrations/env.py).  Whoever comes second finds the
+        database already at head and does nothing.
+        """
         from alembic import command
 
         try:
-            command.upgrade(self._alembic_config(), revision)
+            with self._migration_lock():
+                command.upgrade(self._alembic_config(), revision)
         except OperationalError as err:
             raise StateStoreError(
                 f"cannot migrate state store {safe_url(self.url)}: {err.orig}"
             ) from None
+
+    @contextmanager
+    def _migration_lock(self) -> Iterator[None]:
+        database = make_url(self.url).database
+        if not self.is_sqlite or not database or database == ":memory:":
+            yield
+            return
+        lock_path = Path(database).with_name(Path(database).name + ".migrate.lock")
+        with lock_path.open("a") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
 
     def current_revision(self) -> str | None:
         """The revision the database is at, or None when it was never migrated."""
@@ -139,7 +161,9 @@ class StateStore:
     def ensure_current(self) -> None:
         """Migrate to head if needed (used by long-running commands on the embedded default)."""
         try:
-            if self.current_revision() != self.head_revision():
+            with self._migration_lock():
+                behind = self.current_revision() != self.head_revision()
+            if behind:
                 self.upgrade()
         except SQLAlchemyError as err:
             raise StateStoreError(f"state store {safe_url(self.url)}: {err}") from None
@@ -150,8 +174,9 @@ class StateStore:
 
 def _sqlite_pragmas(connection: object, _record: object) -> None:
     cursor = connection.cursor()  # type: ignore[attr-defined]
-    # WAL lets the monitor, workers and CLI read while one writes; FKs are off by default.
+    # Wait for other processes' locks first (switching to WAL itself needs one); WAL then lets
+    # the monitor, workers and CLI read while one writes; FKs are off by default.
+    cursor.execute("PRAGMA busy_timeout=30000")
     cursor.execute("PRAGMA journal_mode=WAL")
     cursor.execute("PRAGMA foreign_keys=ON")
-    cursor.execute("PRAGMA busy_timeout=30000")
     cursor.close()

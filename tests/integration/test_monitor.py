@@ -149,7 +149,11 @@ def test_stopped_broker_becomes_unavailable_then_healthy_after_recovery(
         ("HEALTHY", "UNAVAILABLE"),
         ("UNAVAILABLE", "HEALTHY"),
     ] or changes[-2:] == [("HEALTHY", "UNAVAILABLE"), ("UNAVAILABLE", "HEALTHY")]
-    unavailable = next(r for r in rows if r.to_state == "UNAVAILABLE" and r.subject == setup.source)
+    unavailable = next(
+        r
+        for r in rows
+        if r.to_state == "UNAVAILABLE" and r.subject == setup.source and r.subject_kind == "cluster"
+    )
     assert "consecutive failed probes" in unavailable.evidence["reason"]
     print(f"UNAVAILABLE after {detected:.1f}s, HEALTHY {recovered:.1f}s after restart")
 
@@ -175,12 +179,14 @@ def test_one_observer_losing_sight_is_not_a_quorum_but_two_are(
                 return None
             return dict(status["clusters"][setup.source])
 
-        seen = wait_until(
-            lambda: (v := verdict()) and len(v["down_votes"]) == 1 and v,
-            30,
-            0.3,
-            what="one observer voting down",
-        )
+        def split() -> dict[str, Any] | None:
+            current = verdict()
+            if current is None:
+                return None
+            views = {name: o["state"] for name, o in current["observers"].items()}
+            return current if views == {"near": "HEALTHY", "far": "UNAVAILABLE"} else None
+
+        seen = wait_until(split, 30, 0.3, what="near HEALTHY while far lost sight")
         assert seen["down_votes"] == ["far"]
         time.sleep(3)  # several more rounds: still not down
         current = verdict()

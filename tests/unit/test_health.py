@@ -28,9 +28,13 @@ def run(*probes: dict[str, object], start: ClusterHealth | None = None) -> list[
     return states
 
 
-def test_first_probe_sets_the_state() -> None:
+def test_unknown_becomes_healthy_at_once_but_unavailable_only_after_the_threshold() -> None:
     assert run(OK) == [ClusterState.HEALTHY]
-    assert run(DOWN) == [ClusterState.UNAVAILABLE]
+    assert run(DOWN, DOWN, DOWN) == [
+        ClusterState.UNKNOWN,
+        ClusterState.UNKNOWN,
+        ClusterState.UNAVAILABLE,
+    ]
 
 
 def test_a_single_failed_probe_does_not_change_the_state() -> None:
@@ -54,7 +58,11 @@ def test_degraded_partitions_or_missing_broker() -> None:
     degraded = {"reachable": True, "brokers": 3, "canary_ok": True, "offline_partitions": 2}
     assert run(OK, degraded, degraded, degraded)[-1] is ClusterState.DEGRADED
     short = {"reachable": True, "brokers": 2, "expected_brokers": 3, "canary_ok": True}
-    assert run(short) == [ClusterState.DEGRADED]
+    assert run(short, short, short) == [
+        ClusterState.UNKNOWN,
+        ClusterState.UNKNOWN,
+        ClusterState.DEGRADED,
+    ]
 
 
 def test_failed_canary_counts_as_a_failed_probe() -> None:

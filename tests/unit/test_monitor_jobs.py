@@ -78,7 +78,8 @@ def test_hanging_probe_is_cut_off_and_the_scheduler_keeps_going(tmp_path: Path) 
         jobs.unregister(monitor.key)
     # Overrunning probes were recorded as failed probes: two in a row make it UNAVAILABLE.
     assert monitor.health["stuck"].state is ClusterState.UNAVAILABLE
-    assert "budget" in (monitor.health["stuck"].last.error or "")  # type: ignore[union-attr]
+    # The first run overran its budget; later ones refused to start beside the hung one.
+    assert "still going" in (monitor.health["stuck"].last.error or "")  # type: ignore[union-attr]
     assert timeouts() >= 3
     assert monitor.health["stuck"].consecutive_failed >= 3
     # ... while the healthy cluster kept being probed on schedule.

@@ -1,0 +1,135 @@
+"""Crash isolation for admin requests that can abort the whole process inside librdkafka.
+
+When a broker restarts while one of these requests is in flight, librdkafka (seen in every
+release from 2.11 to 2.16) fails an internal assertion or segfaults, killing the Python process:
+DescribeConsumerGroups (``rd_kafka_enq_once_del_source_return``), ListConsumerGroupOffsets
+(SIGSEGV) and DescribeCluster (``rd_kafka_admin_response_parse``).  A DR monitor or replicator
+must survive exactly that event, so :class:`KafkaAdmin` sends the consumer-group requests to a
+helper process per cluster (this module).  If the helper dies, the call raises a retriable
+error and the next call starts a fresh helper; the caller's process never sees the crash.
+(DescribeCluster is avoided altogether: cluster id and controller come from metadata.)
+
+Requests to one helper are serialised; they are small and infrequent (checkpoint rounds,
+probes, group syncs).
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import multiprocessing
+import threading
+from multiprocessing.connection import Connection
+from typing import Any
+
+from drkit.errors import DrkitError, FatalKafkaError, RetriableKafkaError
+
+log = logging.getLogger(__name__)
+
+_FATAL = ("FatalKafkaError",)
+
+
+def _serve(endpoint: Any, default_timeout_s: float, connection: Connection) -> None:
+    """Helper process: run requested KafkaAdmin methods until the pipe closes."""
+    from drkit.kafka.admin import KafkaAdmin
+
+    admin = KafkaAdmin(endpoint, default_timeout_s, isolate=False)
+    while True:
+        try:
+            method, args, kwargs = connection.recv()
+        except (EOFError, OSError):
+            return
+        try:
+            connection.send(("ok", getattr(admin, method)(*args, **kwargs)))
+        except DrkitError as err:
+            connection.send(("error", type(err).__name__, str(err)))
+
+
+class AdminHelper:
+    """One helper process for one cluster endpoint (started lazily, restarted after a crash)."""
+
+    def __init__(self, endpoint: Any, default_timeout_s: float) -> None:
+        self.endpoint = endpoint
+        self.default_timeout_s = default_timeout_s
+        self._lock = threading.Lock()
+        self._process: multiprocessing.process.BaseProcess | None = None
+        self._connection: Connection | None = None
+        self.restarts = 0
+
+    def _start(self) -> Connection:
+        context = multiprocessing.get_context("spawn")
+        parent, child = context.Pipe()
+        process = context.Process(
+            target=_serve,
+            args=(self.endpoint, self.default_timeout_s, child),
+            name=f"drkit-admin-{self.endpoint.alias}",
+            daemon=True,
+        )
+        process.start()
+        child.close()
+        self._process, self._connection = process, parent
+        return parent
+
+    def _discard(self) -> None:
+        if self._process is not None and self._process.is_alive():
+            self._process.kill()
+        if self._connection is not None:
+            self._connection.close()
+        self._process = self._connection = None
+
+    def call(self, method: str, *args: Any, timeout_s: float, **kwargs: Any) -> Any:
+        with self._lock:
+            connection = self._connection
+            if connection is None or self._process is None or not self._process.is_alive():
+                self._discard()
+                connection = self._start()
+            try:
+                connection.send((method, args, {**kwargs, "timeout_s": timeout_s}))
+                # Start-up of a fresh helper (imports) plus the request's own deadline.
+                if not connection.poll(timeout_s + 30):
+                    raise TimeoutError
+                reply = connection.recv()
+            except (EOFError, OSError, TimeoutError):
+                exit_code = self._process.exitcode if self._process is not None else None
+                self._discard()
+                self.restarts += 1
+                log.warning(
+                    "admin helper lost; a fresh one serves the next request",
+                    extra={
+                        "cluster": self.endpoint.alias,
+                        "request": method,
+                        "exit_code": exit_code,
+                    },
+                )
+                raise RetriableKafkaError(
+                    f"{self.endpoint.alias}: {method}: the Kafka client crashed or hung in an "
+                    f"isolated helper (exit code {exit_code}); retry"
+                ) from None
+        if reply[0] == "ok":
+            return reply[1]
+        _, kind, message = reply
+        raise (FatalKafkaError if kind in _FATAL else RetriableKafkaError)(message)
+
+    def close(self) -> None:
+        with self._lock:
+            self._discard()
+
+
+_HELPERS: dict[tuple[str, str], AdminHelper] = {}
+_HELPERS_LOCK = threading.Lock()
+
+
+def helper_for(endpoint: Any, default_timeout_s: float) -> AdminHelper:
+    """The process-wide helper for this endpoint (one per alias and connection settings)."""
+    key = (endpoint.alias, endpoint.config.model_dump_json())
+    with _HELPERS_LOCK:
+        helper = _HELPERS.get(key)
+        if helper is None:
+            helper = _HELPERS[key] = AdminHelper(endpoint, default_timeout_s)
+        return helper
+
+
+@atexit.register
+def _close_all() -> None:
+    for helper in list(_HELPERS.values()):
+        helper.close()
