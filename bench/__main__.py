@@ -26,7 +26,9 @@ def replication(args: argparse.Namespace) -> str:
     plan = [(100, args.records_100), (1024, args.records_1k)]
     try:
         for size, records in plan:
-            results = rep.run(clusters, size, records, args.workers, args.latency_seconds)
+            results = rep.run(
+                clusters, size, records, args.workers, args.latency_seconds, args.repeat
+            )
             sections.append(_replication_table(size, records, results, args.workers))
             print(sections[-1], flush=True)
     finally:
@@ -37,7 +39,7 @@ def replication(args: argparse.Namespace) -> str:
 
 def _replication_table(size: int, records: int, results: list, workers: int) -> str:  # type: ignore[type-arg]
     limit = results[0]
-    by_name = {r.name: r for r in results}
+    by_name = {r.name.split(" [runs")[0]: r for r in results}
 
     def fmt(value: float | None, digits: int = 1) -> str:
         return "-" if value is None else f"{value:,.{digits}f}"
@@ -93,6 +95,12 @@ def main() -> None:
     parser.add_argument("--records-1k", type=int, default=300_000)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--latency-seconds", type=int, default=20)
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=3,
+        help="throughput runs per replicator; the table shows the median",
+    )
     parser.add_argument("--groups", type=int, default=1000)
     parser.add_argument("--partitions", type=int, default=50)
     parser.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
@@ -100,7 +108,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.quick:
         args.records_100, args.records_1k, args.latency_seconds = 100_000, 30_000, 8
-        args.groups, args.partitions = 100, 50
+        args.groups, args.partitions, args.repeat = 100, 50, 1
     OUT.mkdir(parents=True, exist_ok=True)
     started = time.time()
     chosen = ["replication", "translation"] if args.which == "all" else [args.which]

@@ -260,29 +260,52 @@ def pipe_limit(clusters: Clusters, topic: str, records: int, size: int) -> Resul
 
 
 def run(
-    clusters: Clusters, size: int, records: int, workers: int, latency_seconds: int
+    clusters: Clusters,
+    size: int,
+    records: int,
+    workers: int,
+    latency_seconds: int,
+    repeat: int = 1,
 ) -> list[Result]:
+    """Throughput rows are the median of ``repeat`` runs (each from scratch, fresh aliases)."""
     topic = f"bench-{size}-{uuid.uuid4().hex[:6]}"
     clusters.admin("dc1").create_topics([TopicSpec(topic, PARTITIONS)])
     print(f"filling {topic}: {records:,} x {size} B", flush=True)
     producer_perf(clusters.dc1, topic, records, size)
-    results = [pipe_limit(clusters, topic, records, size)]
-    pairs = [(MirrorMaker2(clusters, 1), DrkitReplicator(clusters, 1))]
+    factories: list[Callable[[], Replicator]] = [
+        lambda: MirrorMaker2(clusters, 1),
+        lambda: DrkitReplicator(clusters, 1),
+    ]
     if workers > 1:
-        pairs.append((MirrorMaker2(clusters, workers), DrkitReplicator(clusters, workers)))
-    for mm2, drkit in pairs:
-        for replicator in (mm2, drkit):
-            print(f"  {replicator.name} ...", flush=True)
-            results.append(throughput(clusters, replicator, topic, records, size))
+        factories += [
+            lambda: MirrorMaker2(clusters, workers),
+            lambda: DrkitReplicator(clusters, workers),
+        ]
+    runs: dict[int, list[Result]] = {}
+    for round_ in range(repeat):
+        runs.setdefault(-1, []).append(pipe_limit(clusters, topic, records, size))
+        for index, factory in enumerate(factories):
+            replicator = factory()
+            print(f"  [{round_ + 1}/{repeat}] {replicator.name} ...", flush=True)
+            runs.setdefault(index, []).append(
+                throughput(clusters, replicator, topic, records, size)
+            )
+    results = [_median(runs[key]) for key in sorted(runs)]
     if latency_seconds:
         slowest = min(r.records_per_s for r in results[1:3])
         rate = max(100, int(slowest / 2))
         print(f"  latency at {rate:,} records/s ...", flush=True)
-        for index, factory in (
-            (1, lambda: MirrorMaker2(clusters, 1)),
-            (2, lambda: DrkitReplicator(clusters, 1)),
-        ):
+        for index in (1, 2):
             results[index].p50_ms, results[index].p99_ms = latency_at(
-                clusters, factory(), size, rate, latency_seconds
+                clusters, factories[index - 1](), size, rate, latency_seconds
             )
     return results
+
+
+def _median(results: list[Result]) -> Result:
+    ordered = sorted(results, key=lambda r: r.records_per_s)
+    middle = ordered[len(ordered) // 2]
+    rates = ", ".join(f"{r.records_per_s:,.0f}" for r in results)
+    name = middle.name if len(results) == 1 else f"{middle.name} [runs: {rates}]"
+    peak = max((r.rss_mb for r in results if r.rss_mb is not None), default=None)
+    return Result(name, middle.records_per_s, middle.mb_per_s, peak)

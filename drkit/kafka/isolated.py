@@ -29,6 +29,10 @@ log = logging.getLogger(__name__)
 _FATAL = ("FatalKafkaError",)
 
 
+class _HelperLost(Exception):
+    """The helper process died or hung during a request."""
+
+
 def _serve(endpoint: Any, default_timeout_s: float, connection: Connection) -> None:
     """Helper process: run requested KafkaAdmin methods until the pipe closes."""
     from drkit.kafka.admin import KafkaAdmin
@@ -78,6 +82,19 @@ class AdminHelper:
         self._process = self._connection = None
 
     def call(self, method: str, *args: Any, timeout_s: float, **kwargs: Any) -> Any:
+        """Run ``KafkaAdmin.<method>`` in the helper; one retry in a fresh helper after a crash."""
+        try:
+            return self._call_once(method, args, kwargs, timeout_s)
+        except _HelperLost:
+            pass
+        try:
+            return self._call_once(method, args, kwargs, timeout_s)
+        except _HelperLost as lost:
+            raise RetriableKafkaError(str(lost)) from None
+
+    def _call_once(
+        self, method: str, args: tuple[Any, ...], kwargs: dict[str, Any], timeout_s: float
+    ) -> Any:
         with self._lock:
             connection = self._connection
             if connection is None or self._process is None or not self._process.is_alive():
@@ -101,7 +118,7 @@ class AdminHelper:
                         "exit_code": exit_code,
                     },
                 )
-                raise RetriableKafkaError(
+                raise _HelperLost(
                     f"{self.endpoint.alias}: {method}: the Kafka client crashed or hung in an "
                     f"isolated helper (exit code {exit_code}); retry"
                 ) from None

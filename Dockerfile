@@ -1,0 +1,10 @@
+# drkit's image for docker-compose.yml (replicate and monitor services).
+FROM python:3.11-slim
+WORKDIR /opt/drkit
+COPY pyproject.toml README.md ./
+COPY drkit ./drkit
+COPY migrations ./migrations
+RUN pip install --no-cache-dir .
+ENV DRKIT_STATE_DIR=/var/lib/drkit
+ENTRYPOINT ["drkit"]
+CMD ["--help"]
