@@ -78,6 +78,7 @@ def _register() -> None:
         monitor_cmd,
         offsets_cmd,
         replicate_cmd,
+        verify_cmd,
     )
 
     modules = (
@@ -89,6 +90,7 @@ def _register() -> None:
         checkpoint_cmd,
         offsets_cmd,
         monitor_cmd,
+        verify_cmd,
         demo_cmd,
     )
     for module in modules:

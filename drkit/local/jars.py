@@ -58,7 +58,12 @@ def bundle_artifacts(bundle: str, version: str | None = None) -> tuple[Artifact,
     raise LocalClusterError(f"unknown jar bundle {bundle!r}")
 
 
-def _pom(artifacts: tuple[Artifact, ...]) -> str:
+def _pom(artifacts: tuple[Artifact, ...], pins: tuple[Artifact, ...] = ()) -> str:
+    managed = "\n".join(
+        f"    <dependency><groupId>{a.group}</groupId><artifactId>{a.artifact}</artifactId>"
+        f"<version>{a.version}</version></dependency>"
+        for a in pins
+    )
     deps = "\n".join(
         f"    <dependency><groupId>{a.group}</groupId><artifactId>{a.artifact}</artifactId>"
         f"<version>{a.version}</version></dependency>"
@@ -70,10 +75,28 @@ def _pom(artifacts: tuple[Artifact, ...]) -> str:
   <artifactId>jars</artifactId>
   <version>1</version>
   <packaging>pom</packaging>
+  <dependencyManagement><dependencies>
+{managed}
+  </dependencies></dependencyManagement>
   <dependencies>
 {deps}
   </dependencies>
 </project>
+"""
+
+
+# Spark's parent POM lists a Google-hosted mirror of Central first.  Where only Maven Central is
+# reachable that repository fails, so map it to Central - unless the user has Maven settings of
+# their own (a corporate mirror there already decides where artifacts come from).
+_SETTINGS = """<settings xmlns="http://maven.apache.org/SETTINGS/1.0.0">
+  <mirrors>
+    <mirror>
+      <id>central-for-gcs-mirror</id>
+      <mirrorOf>gcs-maven-central-mirror</mirrorOf>
+      <url>https://repo.maven.apache.org/maven2</url>
+    </mirror>
+  </mirrors>
+</settings>
 """
 
 
@@ -86,6 +109,15 @@ def _locked(path: Path) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+# Transitive artifacts some Maven Central mirrors lack for recent releases, with the newest
+# version known to be there.  Used only when resolving the exact version failed; the choice is
+# written next to the jars (FALLBACK.txt).  spark-token-provider-kafka is a small module (Kafka
+# delegation-token helpers) whose API the connector uses unchanged across 4.x.
+_FALLBACK_PINS = {
+    "spark-kafka": (Artifact("org.apache.spark", "spark-token-provider-kafka-0-10_2.13", "4.0.0"),),
+}
 
 
 def bundle_dir(bundle: str, version: str | None = None) -> Path:
@@ -112,39 +144,65 @@ def resolve_bundle(bundle: str, version: str | None = None, quiet: bool = True) 
     with _locked(target.with_suffix(".lock")):
         if marker.exists():
             return target
-        with tempfile.TemporaryDirectory(prefix="drkit-mvn-") as work:
-            pom = Path(work) / "pom.xml"
-            pom.write_text(_pom(artifacts), encoding="utf-8")
-            staging = Path(work) / "jars"
-            command = [
-                mvn,
-                "-B",
-                "-f",
-                str(pom),
-                f"{DEPENDENCY_PLUGIN}:copy-dependencies",
-                "-DincludeScope=runtime",
-                f"-DoutputDirectory={staging}",
-            ]
-            if quiet:
-                command.insert(2, "-q")
-            done = subprocess.run(
-                command,
-                capture_output=True,
-                text=True,
-                check=False,
-                env={**os.environ, "MAVEN_OPTS": os.environ.get("MAVEN_OPTS", "-Xmx512m")},
-            )
-            if done.returncode != 0:
-                tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-15:])
-                raise LocalClusterError(
-                    f"Maven could not resolve the {bundle} jars "
-                    f"({artifacts[0].artifact}:{artifacts[0].version}):\n{tail}"
+        failure = _maven(mvn, artifacts, (), target, quiet)
+        pins = _FALLBACK_PINS.get(bundle, ())
+        if failure and pins and any(p.artifact in failure for p in pins):
+            failure = _maven(mvn, artifacts, pins, target, quiet)
+            if not failure:
+                (target / "FALLBACK.txt").write_text(
+                    "resolved with pinned fallbacks: "
+                    + ", ".join(f"{p.artifact}:{p.version}" for p in pins)
+                    + "\n"
                 )
-            if target.exists():
-                shutil.rmtree(target)
-            shutil.move(str(staging), str(target))
+        if failure:
+            raise LocalClusterError(
+                f"Maven could not resolve the {bundle} jars "
+                f"({artifacts[0].artifact}:{artifacts[0].version}):\n{failure}"
+            )
         marker.write_text("ok\n", encoding="utf-8")
     return target
+
+
+def _maven(
+    mvn: str,
+    artifacts: tuple[Artifact, ...],
+    pins: tuple[Artifact, ...],
+    target: Path,
+    quiet: bool,
+) -> str | None:
+    """Copy the runtime closure into ``target``; the tail of Maven's output on failure."""
+    with tempfile.TemporaryDirectory(prefix="drkit-mvn-") as work:
+        pom = Path(work) / "pom.xml"
+        pom.write_text(_pom(artifacts, pins), encoding="utf-8")
+        staging = Path(work) / "jars"
+        command = [
+            mvn,
+            "-B",
+            "-f",
+            str(pom),
+            f"{DEPENDENCY_PLUGIN}:copy-dependencies",
+            "-DincludeScope=runtime",
+            f"-DoutputDirectory={staging}",
+        ]
+        if quiet:
+            command.insert(2, "-q")
+        if not (Path.home() / ".m2" / "settings.xml").exists():
+            settings = Path(work) / "settings.xml"
+            settings.write_text(_SETTINGS, encoding="utf-8")
+            command[2:2] = ["-s", str(settings)]
+        done = subprocess.run(
+            command,
+            capture_output=True,
+            text=True,
+            check=False,
+            env={**os.environ, "MAVEN_OPTS": os.environ.get("MAVEN_OPTS", "-Xmx512m")},
+        )
+        if done.returncode != 0:
+            return "\n".join((done.stdout + done.stderr).strip().splitlines()[-15:])
+        if target.exists():
+            shutil.rmtree(target)
+        shutil.move(str(staging), str(target))
+    return None
 
 
 def java_executable() -> str:

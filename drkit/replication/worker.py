@@ -227,6 +227,7 @@ class FlowWorker:
         self._producer: Producer | None = None
         self._progress: ProgressStore | None = None
         self._in_txn = False
+        self._flowing = False
         self._dr_last: tuple[str, int] | None = None
         self._dr_queue: _Inflight | None = None
         # After the target refused a batch as too large: per source partition, the highest
@@ -334,7 +335,7 @@ class FlowWorker:
             "message.timeout.ms": self.settings.delivery_timeout_ms,
             # Let the target's topic limit decide what is too large, not the client's default.
             "message.max.bytes": 100_000_000,
-            "queue.buffering.max.messages": 500_000,
+            "queue.buffering.max.messages": 200_000,
             "on_delivery": self._on_delivery,
             "client.id": f"drkit-{self.name}-{self.settings.worker_id}",
         }
@@ -375,7 +376,7 @@ class FlowWorker:
                 # bounded for memory.
                 "max.partition.fetch.bytes": 8 * 1024 * 1024,
                 "fetch.queue.backoff.ms": 0,
-                "queued.max.messages.kbytes": 65536,
+                "queued.max.messages.kbytes": 32768,
                 "fetch.wait.max.ms": 50,
                 # Partitions added to a subscribed topic are seen on metadata refresh (default
                 # 5 min): refresh as often as the flow looks for new topics.
@@ -404,7 +405,10 @@ class FlowWorker:
     def _pump(self) -> None:
         consumer, producer = self._consumer, self._producer
         assert consumer is not None and producer is not None
-        messages = consumer.consume(self.settings.batch_size, 0.1)
+        # consume() waits its whole timeout to fill a batch: short while records flow (latency),
+        # longer when idle (no busy loop).
+        messages = consumer.consume(self.settings.batch_size, 0.002 if self._flowing else 0.1)
+        self._flowing = bool(messages)
         if messages:
             if self.flow.exactly_once and not self._in_txn:
                 producer.begin_transaction()

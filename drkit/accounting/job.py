@@ -1,0 +1,319 @@
+"""The accounting Spark job (self-contained: pyspark + standard library only).
+
+Run locally through ``drkit verify`` or on a cluster with::
+
+    spark-submit --packages org.apache.spark:spark-sql-kafka-0-10_2.13:<spark version> \\
+        drkit/accounting/job.py --spec spec.json --out hdfs:///drkit/verify/run-1
+
+Inputs (the spec, JSON): Kafka client options for both clusters, per source partition the
+checked range ``[source_start, source_end)`` and its replica topic, per group and partition the
+committed source offset S and the target position T.
+
+Method (all distributed; only per-partition and per-group aggregates reach the driver):
+
+1. read the source range, drop records whose ``drkit-origin`` is the target cluster (they are
+   not replicated there on purpose: active-active loop prevention);
+2. read the replica topics and parse each record's ``drkit-src`` provenance header;
+3. left-join source records with their copies: copies == 1 replicated once, > 1 duplicated,
+   == 0 missing (below the highest replicated source offset) or unreplicated tail (above it);
+4. order: among first copies, per key, a source offset lower than the previous one in target
+   order is a violation;
+5. per group: skipped = source records >= S whose every copy lies before T; read again =
+   records < S with a copy at or after T; exact = both zero.
+
+Outputs under ``--out``: Parquet tables ``partitions``, ``groups``, ``missing_ranges``,
+``duplicates`` and ``summary.json`` (schema ``drkit.verify/v1``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+SCHEMA = "drkit.verify/v1"
+SOURCE_HEADER = "drkit-src"
+ORIGIN_HEADER = "drkit-origin"
+
+
+def _kafka(
+    spark: Any, options: dict[str, str], ranges: dict[str, dict[str, tuple[int, int]]]
+) -> Any:
+    """Records of ``{topic: {partition: (start, end)}}`` (end exclusive), headers included."""
+    starting = {t: {p: r[0] for p, r in parts.items()} for t, parts in ranges.items()}
+    ending = {t: {p: r[1] for p, r in parts.items()} for t, parts in ranges.items()}
+    assign = {t: [int(p) for p in parts] for t, parts in ranges.items()}
+    return (
+        spark.read.format("kafka")
+        .options(**options)
+        .option("assign", json.dumps(assign))
+        .option("startingOffsets", json.dumps(starting))
+        .option("endingOffsets", json.dumps(ending))
+        .option("includeHeaders", "true")
+        # Compacted topics and transaction markers leave offset gaps: not data loss.
+        .option("failOnDataLoss", "false")
+        .load()
+    )
+
+
+def _header(column: Any, name: str) -> Any:
+    from pyspark.sql import functions as F
+
+    found = F.filter(column, lambda h: h["key"] == F.lit(name))
+    return F.when(F.size(found) > 0, F.element_at(found, -1)["value"].cast("string"))
+
+
+def run(spark: Any, spec: dict[str, Any], out: str) -> dict[str, Any]:
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    started = time.time()
+    partitions = spec["partitions"]
+    source_ranges: dict[str, dict[str, tuple[int, int]]] = {}
+    target_ranges: dict[str, dict[str, tuple[int, int]]] = {}
+    for p in partitions:
+        if p["source_end"] > p["source_start"]:
+            source_ranges.setdefault(p["source_topic"], {})[str(p["partition"])] = (
+                p["source_start"],
+                p["source_end"],
+            )
+        for tp, (start, end) in p["target_ranges"].items():
+            topic, part = tp.rsplit(":", 1)
+            if end > start:
+                target_ranges.setdefault(topic, {})[part] = (start, end)
+
+    source = (
+        (
+            _kafka(spark, spec["source_options"], source_ranges)
+            .select(
+                F.col("topic").alias("src_topic"),
+                F.col("partition").alias("src_partition"),
+                F.col("offset").alias("src_offset"),
+                F.col("key"),
+                _header(F.col("headers"), ORIGIN_HEADER).alias("origin"),
+            )
+            .where(F.col("origin").isNull() | (F.col("origin") != F.lit(spec["target_cluster_id"])))
+            .drop("origin")
+        )
+        if source_ranges
+        else None
+    )
+
+    provenance = F.split(_header(F.col("headers"), SOURCE_HEADER), "/")
+    target = (
+        (
+            _kafka(spark, spec["target_options"], target_ranges)
+            .select(
+                F.col("topic").alias("dst_topic"),
+                F.col("partition").alias("dst_partition"),
+                F.col("offset").alias("dst_offset"),
+                provenance.alias("prov"),
+            )
+            .where(F.col("prov").isNotNull() & (F.col("prov")[0] == F.lit(spec["source_alias"])))
+            .select(
+                "dst_topic",
+                "dst_partition",
+                "dst_offset",
+                F.col("prov")[1].alias("src_topic"),
+                F.col("prov")[2].cast("int").alias("src_partition"),
+                F.col("prov")[3].cast("long").alias("src_offset"),
+            )
+        )
+        if target_ranges
+        else None
+    )
+
+    if source is None:
+        raise SystemExit("nothing to check: every source partition is empty")
+    keys = ["src_topic", "src_partition", "src_offset"]
+    if target is None:
+        copies = (
+            source.select(*keys)
+            .limit(0)
+            .withColumn("copies", F.lit(0))
+            .withColumn("first_dst", F.lit(None).cast("long"))
+            .withColumn("last_dst", F.lit(None).cast("long"))
+        )
+    else:
+        copies = target.groupBy(*keys).agg(
+            F.count(F.lit(1)).alias("copies"),
+            F.min("dst_offset").alias("first_dst"),
+            F.max("dst_offset").alias("last_dst"),
+        )
+    joined = source.join(copies, keys, "left").fillna({"copies": 0}).cache()
+    part_keys = ["src_topic", "src_partition"]
+    high = (
+        joined.where("copies > 0")
+        .groupBy(*part_keys)
+        .agg(F.max("src_offset").alias("last_replicated"))
+    )
+    joined = joined.join(F.broadcast(high), part_keys, "left")
+
+    # Order: among first copies, per key, target order must follow source order.
+    per_key = Window.partitionBy("src_topic", "src_partition", "key").orderBy("first_dst")
+    order = (
+        joined.where("copies > 0 AND key IS NOT NULL")
+        .withColumn("previous", F.lag("src_offset").over(per_key))
+        .groupBy(*part_keys)
+        .agg(
+            F.sum(F.when(F.col("previous") > F.col("src_offset"), 1).otherwise(0)).alias(
+                "order_violations"
+            )
+        )
+    )
+    missing_flag = (
+        (F.col("copies") == 0)
+        & F.col("last_replicated").isNotNull()
+        & (F.col("src_offset") < F.col("last_replicated"))
+    )
+    tail_flag = (F.col("copies") == 0) & (
+        F.col("last_replicated").isNull() | (F.col("src_offset") > F.col("last_replicated"))
+    )
+    per_partition = (
+        joined.groupBy(*part_keys)
+        .agg(
+            F.count(F.lit(1)).alias("records"),
+            F.sum(F.when(F.col("copies") == 1, 1).otherwise(0)).alias("replicated_once"),
+            F.sum(F.when(F.col("copies") > 1, 1).otherwise(0)).alias("duplicated_records"),
+            F.sum(F.when(F.col("copies") > 1, F.col("copies") - 1).otherwise(0)).alias(
+                "extra_copies"
+            ),
+            F.sum(F.when(missing_flag, 1).otherwise(0)).alias("missing"),
+            F.sum(F.when(tail_flag, 1).otherwise(0)).alias("unreplicated_tail"),
+            F.min("src_offset").alias("first_offset"),
+            F.max("src_offset").alias("last_offset"),
+            F.max("last_replicated").alias("last_replicated"),
+        )
+        .join(order, part_keys, "left")
+        .fillna({"order_violations": 0})
+    )
+    per_partition.write.mode("overwrite").parquet(f"{out}/partitions")
+
+    # Missing records as ranges of consecutive source records (gaps and islands).
+    numbered = joined.withColumn(
+        "n", F.row_number().over(Window.partitionBy(*part_keys).orderBy("src_offset"))
+    )
+    missing = numbered.where(missing_flag).withColumn(
+        "island",
+        F.col("n") - F.row_number().over(Window.partitionBy(*part_keys).orderBy("src_offset")),
+    )
+    (
+        missing.groupBy(*part_keys, "island")
+        .agg(
+            F.min("src_offset").alias("from_offset"),
+            F.max("src_offset").alias("to_offset"),
+            F.count(F.lit(1)).alias("records"),
+        )
+        .drop("island")
+        .write.mode("overwrite")
+        .parquet(f"{out}/missing_ranges")
+    )
+    (
+        joined.where("copies > 1")
+        .select(*keys, "copies", "first_dst", "last_dst")
+        .write.mode("overwrite")
+        .parquet(f"{out}/duplicates")
+    )
+
+    groups_summary: list[dict[str, Any]] = []
+    if spec["groups"]:
+        positions = spark.createDataFrame(
+            [
+                (
+                    g["group"],
+                    g["source_topic"],
+                    int(g["partition"]),
+                    int(g["source_offset"]),
+                    int(g["target_offset"]),
+                    g["target_kind"],
+                )
+                for g in spec["groups"]
+            ],
+            "group string, src_topic string, src_partition int, s long, t long, t_kind string",
+        )
+        replicas = joined.where("copies > 0").select(*keys, "last_dst")
+        per_group = (
+            replicas.join(F.broadcast(positions), part_keys)
+            .groupBy("group", *part_keys, "s", "t", "t_kind")
+            .agg(
+                F.sum(
+                    F.when(
+                        (F.col("src_offset") >= F.col("s")) & (F.col("last_dst") < F.col("t")), 1
+                    ).otherwise(0)
+                ).alias("skipped"),
+                F.sum(
+                    F.when(
+                        (F.col("src_offset") < F.col("s")) & (F.col("last_dst") >= F.col("t")), 1
+                    ).otherwise(0)
+                ).alias("read_again"),
+            )
+            .withColumn("exact", (F.col("skipped") == 0) & (F.col("read_again") == 0))
+        )
+        per_group.write.mode("overwrite").parquet(f"{out}/groups")
+        groups_summary = [
+            row.asDict()
+            for row in spark.read.parquet(f"{out}/groups").orderBy("group", *part_keys).collect()
+        ]
+    partitions_summary = [
+        row.asDict()
+        for row in spark.read.parquet(f"{out}/partitions").orderBy(*part_keys).collect()
+    ]
+    missing_summary = [
+        row.asDict()
+        for row in spark.read.parquet(f"{out}/missing_ranges")
+        .orderBy(*part_keys, "from_offset")
+        .limit(100)
+        .collect()
+    ]
+    joined.unpersist()
+    totals = {
+        name: sum(int(p[name] or 0) for p in partitions_summary)
+        for name in (
+            "records",
+            "replicated_once",
+            "duplicated_records",
+            "extra_copies",
+            "missing",
+            "unreplicated_tail",
+            "order_violations",
+        )
+    }
+    totals["skipped_by_groups"] = sum(int(g["skipped"]) for g in groups_summary)
+    totals["read_again_by_groups"] = sum(int(g["read_again"]) for g in groups_summary)
+    summary = {
+        "schema": SCHEMA,
+        "flow": spec["flow"],
+        "checked_at": started,
+        "elapsed_s": round(time.time() - started, 3),
+        "ok": totals["missing"] == 0 and totals["skipped_by_groups"] == 0,
+        "totals": totals,
+        "partitions": partitions_summary,
+        "groups": groups_summary,
+        "missing_ranges": missing_summary,
+        "output": out,
+    }
+    if "://" not in out:  # a local path; on a cluster the Parquet tables are the record
+        Path(out, "summary.json").write_text(json.dumps(summary, indent=2, default=str))
+    return summary
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``spark-submit job.py --spec spec.json --out DIR``: exit 1 when records are missing."""
+    from pyspark.sql import SparkSession
+
+    parser = argparse.ArgumentParser(description="drkit accounting job")
+    parser.add_argument("--spec", required=True)
+    parser.add_argument("--out", required=True)
+    args = parser.parse_args(argv)
+    spec = json.loads(Path(args.spec).read_text(encoding="utf-8"))
+    spark = SparkSession.builder.appName(f"drkit verify {spec['flow']}").getOrCreate()
+    summary = run(spark, spec, args.out)
+    print(json.dumps(summary["totals"]))
+    return 0 if summary["ok"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

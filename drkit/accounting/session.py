@@ -1,0 +1,73 @@
+"""A SparkSession with Spark's own Kafka connector, quiet logs and a progress bar."""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+from drkit.config.discovery import cache_dir
+from drkit.local.jars import resolve_bundle
+
+_LOG4J2 = """\
+rootLogger.level = error
+rootLogger.appenderRef.stderr.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
+"""
+
+
+def _artifact(jar: Path) -> str:
+    """``kafka-clients-3.9.2.jar`` -> ``kafka-clients``."""
+    return re.sub(r"-\d[^/]*\.jar$", "", jar.name)
+
+
+def connector_jars() -> list[str]:
+    """spark-sql-kafka-0-10 for the installed pyspark plus the dependencies pyspark lacks.
+
+    Jars pyspark already ships (Scala, Hadoop client, slf4j, lz4, ...) are left out so the
+    classpath never holds two versions of one library.
+    """
+    import pyspark
+
+    directory = resolve_bundle("spark-kafka", pyspark.__version__)
+    bundled = {_artifact(jar) for jar in (Path(pyspark.__file__).parent / "jars").glob("*.jar")}
+    return sorted(str(jar) for jar in directory.glob("*.jar") if _artifact(jar) not in bundled)
+
+
+def build_session(master: str | None, app_name: str, verbose: bool = False) -> Any:
+    """A session for ``master`` (default ``local[*]``), connector jars on its classpath."""
+    from pyspark.sql import SparkSession
+
+    # Executors run the same interpreter (and therefore the same pyspark) as the driver.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    log_config = cache_dir() / "spark-log4j2.properties"
+    log_config.parent.mkdir(parents=True, exist_ok=True)
+    log_config.write_text(_LOG4J2)
+    java_options = "" if verbose else f"-Dlog4j2.configurationFile=file:{log_config}"
+    builder = (
+        SparkSession.builder.appName(app_name)
+        .master(master or "local[*]")
+        .config("spark.jars", ",".join(connector_jars()))
+        .config("spark.ui.showConsoleProgress", "true")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "16")
+        .config("spark.driver.memory", os.environ.get("DRKIT_SPARK_DRIVER_MEMORY", "1g"))
+        .config("spark.driver.extraJavaOptions", java_options)
+        .config("spark.executor.extraJavaOptions", java_options)
+        .config("spark.sql.session.timeZone", "UTC")
+    )
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("INFO" if verbose else "ERROR")
+    return spark
+
+
+def job_file() -> Path:
+    """The job script, for spark-submit on a cluster."""
+    return Path(__file__).with_name("job.py")
