@@ -2,6 +2,7 @@
 
     python -m bench replication [--records-100 N] [--records-1k N] [--workers N] [--quick]
     python -m bench translation
+    python -m bench accounting [--records-100 N]
     python -m bench all
 
 Every ratio compares numbers measured in the same run on the same clusters.  Results are printed
@@ -86,10 +87,19 @@ def translation(args: argparse.Namespace) -> str:
     return tr.main(groups=args.groups, partitions=args.partitions)
 
 
+def accounting(args: argparse.Namespace) -> str:
+    from bench import accounting as acc
+
+    return acc.main(records=args.records_100)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     parser.add_argument(
-        "which", nargs="?", default="all", choices=["replication", "translation", "all"]
+        "which",
+        nargs="?",
+        default="all",
+        choices=["replication", "translation", "accounting", "all"],
     )
     parser.add_argument("--records-100", type=int, default=1_000_000)
     parser.add_argument("--records-1k", type=int, default=300_000)
@@ -111,13 +121,8 @@ def main() -> None:
         args.groups, args.partitions, args.repeat = 100, 50, 1
     OUT.mkdir(parents=True, exist_ok=True)
     started = time.time()
-    chosen = ["replication", "translation"] if args.which == "all" else [args.which]
+    chosen = ["replication", "translation", "accounting"] if args.which == "all" else [args.which]
     for name in chosen:
-        if name == "translation":
-            try:
-                import bench.translation  # noqa: F401
-            except ImportError:
-                continue
         text = globals()[name](args)
         (OUT / f"latest-{name}.md").write_text(text + "\n")
         print(text, flush=True)

@@ -1,0 +1,100 @@
+"""Accounting benchmark: ``drkit verify`` vs a plain Spark read + count of the same topics.
+
+Both run in the same Spark session set-up (local[*], Spark's Kafka connector) over the same
+source topic and its replica; the ratio is the price of the provenance join, the duplicate and
+order checks and the Parquet output.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+import uuid
+
+import yaml
+
+from bench.common import OUT, markdown_table, producer_perf, start_clusters, total_records
+from drkit.accounting import job
+from drkit.accounting.session import build_session
+from drkit.accounting.spec import build_spec
+from drkit.config import load_config
+from drkit.kafka.admin import TopicSpec
+
+
+def main(records: int = 1_000_000) -> str:
+    clusters = start_clusters(fresh=False)
+    tag = uuid.uuid4().hex[:6]
+    source, target, topic = f"v{tag}", f"w{tag}", f"acct-{tag}"
+    clusters.admin("dc1").create_topics([TopicSpec(topic, 8)])
+    producer_perf(clusters.dc1, topic, records, 100)
+    path = OUT / f"accounting-{tag}.yaml"
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "clusters": {
+                    source: {"bootstrap_servers": clusters.dc1.bootstrap_servers},
+                    target: {"bootstrap_servers": clusters.dc2.bootstrap_servers},
+                },
+                "flows": [{"source": source, "target": target, "topics": {"include": [topic]}}],
+            }
+        )
+    )
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "drkit", "replicate", "--config", str(path), "--no-checkpoints"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    replica = f"{source}.{topic}"
+    deadline = time.monotonic() + 600
+    while total_records(clusters.admin("dc2"), replica) < records:
+        if time.monotonic() > deadline:
+            raise TimeoutError("replication did not finish")
+        time.sleep(0.5)
+    worker.terminate()
+    worker.wait(60)
+    config = load_config(path)
+    spec = build_spec(config, config.flows[0], [])
+    spark = build_session(None, "drkit bench accounting")
+    try:
+        started = time.perf_counter()
+        counted = 0
+        for options, name in ((spec["source_options"], topic), (spec["target_options"], replica)):
+            counted += (
+                spark.read.format("kafka")
+                .options(**options)
+                .option("subscribe", name)
+                .option("startingOffsets", "earliest")
+                .option("endingOffsets", "latest")
+                .option("includeHeaders", "true")
+                .load()
+                .count()
+            )
+        plain = time.perf_counter() - started
+        out = OUT / f"accounting-{tag}"
+        started = time.perf_counter()
+        summary = job.run(spark, spec, str(out))
+        verify = time.perf_counter() - started
+    finally:
+        spark.stop()
+    assert counted == 2 * records, counted
+    assert summary["ok"] and summary["totals"]["replicated_once"] == records, summary["totals"]
+    rows = [
+        [
+            f"{records:,} source records + {records:,} replicas",
+            f"{verify:.1f} s",
+            f"{plain:.1f} s",
+            f"{verify / plain:.2f}x",
+        ]
+    ]
+    (OUT / "latest-accounting.json").write_text(json.dumps(summary["totals"]))
+    return (
+        f"### Accounting (Spark local[*], {records:,} x 100 B, 8 partitions)\n\n"
+        + markdown_table(["data", "drkit verify", "plain read + count (anchor)", "ratio"], rows)
+    )
+
+
+if __name__ == "__main__":
+    print(main(int(sys.argv[1]) if len(sys.argv) > 1 else 1_000_000))
