@@ -41,7 +41,7 @@ from confluent_kafka import KafkaError as RdKafkaError
 from confluent_kafka import TopicPartition as RdTP
 
 from drkit.config.model import ClusterConfig, FlowConfig
-from drkit.errors import KafkaError, ReplicationError
+from drkit.errors import KafkaError, ReplicationError, RetriableKafkaError
 from drkit.kafka.admin import KafkaAdmin, TopicSpec
 from drkit.kafka.clients import ClusterEndpoint, make_consumer, make_producer
 from drkit.kafka.errors import error_code_name, is_retriable, translate
@@ -746,7 +746,7 @@ class FlowWorker:
         topics = {tp.topic for tp in partitions}
         with self._lock:
             self.topic_sync.sync(only=topics)
-        listed = self.target_admin.list_topics()
+        listed = self._visible_targets(partitions)
         assert self._progress is not None
         stored = self._progress.refresh()
         assignment: list[RdTP] = []
@@ -787,6 +787,33 @@ class FlowWorker:
             "partitions assigned",
             extra={"flow": self.name, "count": len(partitions), "total": len(self._parts)},
         )
+
+    def _visible_targets(self, partitions: list[RdTP], timeout_s: float = 30.0) -> dict[str, Any]:
+        """Target topics as metadata shows them, once every replica of ``partitions`` is there.
+
+        A topic the broker just created can be missing from metadata for a moment; placing
+        records before it shows up would mistake it for a topic without partitions.
+        """
+        needed: dict[str, int] = {}
+        for tp in partitions:
+            name = self.target_name(tp.topic)
+            needed[name] = max(needed.get(name, 0), 1)
+        deadline = time.monotonic() + timeout_s
+        while True:
+            listed = self.target_admin.list_topics()
+            missing = [
+                n
+                for n, count in needed.items()
+                if n not in listed or listed[n].partition_count < count
+            ]
+            if not missing:
+                return listed
+            if time.monotonic() > deadline:
+                raise RetriableKafkaError(
+                    f"flow {self.name}: target topics not visible on {self.flow.target} after "
+                    f"{timeout_s:.0f}s: {', '.join(sorted(missing))}"
+                )
+            time.sleep(0.2)
 
     def _on_revoke(self, consumer: Consumer, partitions: list[RdTP]) -> None:
         revoked = [
