@@ -21,7 +21,7 @@ def write_local_config(state_dir: Path, clusters: list[ClusterStatus]) -> Path:
     text = env.get_template("local-config.yaml.j2").render(
         clusters={c.name: c.bootstrap_servers for c in clusters},
         source=names[0],
-        target=names[1] if len(names) > 1 else names[0],
+        target=names[1] if len(names) > 1 else None,
         db_path=state_dir / DB_FILE_NAME,
     )
     path = default_config_path(state_dir)

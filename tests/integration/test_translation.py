@@ -353,3 +353,82 @@ def test_mm2_remote_cluster_utils_reads_drkit_checkpoints(
     offsets = remote_consumer_offsets(dc2.bootstrap_servers, setup.source, group, tmp_path)
     expected = translate_groups(setup.config, setup.config.flows[0], [group]).groups[group][0]
     assert offsets == {f"{setup.source}.{topic}-0": expected.target_offset}
+
+
+def test_provenance_fallback_finds_the_exact_record_without_any_offset_map(
+    dc1: ClusterUnderTest, dc2: ClusterUnderTest, names: Names, tmp_path: Path
+) -> None:
+    """A replica written without offset syncs or progress: the data alone still translates."""
+    topic = names.topic("nomap")
+    setup = flow_setup(tmp_path, dc1, dc2, [topic])
+    replica = f"{setup.source}.{topic}"
+    dc1.admin().create_topics([TopicSpec(topic, 1)])
+    dc2.admin().create_topics([TopicSpec(replica, 1)])
+    produce_batch(setup.source_endpoint, topic, ((b"k", f"v{i}".encode()) for i in range(300)))
+    # Some unrelated records first, so target offsets differ from source offsets.
+    produce_batch(setup.target_endpoint, replica, ((b"x", b"local") for _ in range(7)))
+    for offset in range(300):
+        produce_batch(
+            setup.target_endpoint,
+            replica,
+            [(b"k", f"v{offset}".encode())],
+            headers=((SOURCE_HEADER, f"{setup.source}/{topic}/0/{offset}".encode()),),
+        )
+    group = names.group("fallback")
+    commit(setup.source_endpoint, group, {TopicPartition(topic, 0): 123})
+    report = translate_groups(setup.config, setup.config.flows[0], [group])
+    (row,) = report.groups[group]
+    assert (row.method, row.source_offset, row.target_offset) == ("provenance", 123, 7 + 123)
+    assert row.verified is True
+
+
+def test_group_offset_sync_moves_empty_groups_forward_and_skips_active_ones(
+    dc1: ClusterUnderTest, dc2: ClusterUnderTest, names: Names, tmp_path: Path
+) -> None:
+    topic = names.topic("synced")
+    setup = flow_setup(
+        tmp_path, dc1, dc2, [topic], sync_group_offsets=True, checkpoint_interval_s=0.5
+    )
+    replica = f"{setup.source}.{topic}"
+    dc1.admin().create_topics([TopicSpec(topic, 1)])
+    produce_batch(setup.source_endpoint, topic, ((b"k", b"v") for _ in range(1000)))
+    idle, busy = names.group("idle"), names.group("busy")
+    commit(setup.source_endpoint, idle, {TopicPartition(topic, 0): 400})
+    commit(setup.source_endpoint, busy, {TopicPartition(topic, 0): 400})
+    with Replicator(setup, log_dir=tmp_path):
+        wait_until(lambda: replica in dc2.admin().list_topics(), 30)
+        # An application already consuming on the target: its group must not be touched.
+        active = make_consumer(setup.target_endpoint, busy)
+        active.subscribe([replica])
+        wait_until(lambda: active.consume(1, 0.5) is not None and active.assignment(), 30, 0.1)
+        try:
+            expected = translate_groups(setup.config, setup.config.flows[0], [idle]).groups[idle]
+
+            def synced() -> dict[TopicPartition, int]:
+                return dict(dc2.admin().group_offsets(idle).offsets)
+
+            wait_until(
+                lambda: synced() == {TopicPartition(replica, 0): expected[0].target_offset},
+                30,
+                0.5,
+                what="idle group synced on the target",
+            )
+            commit(setup.source_endpoint, idle, {TopicPartition(topic, 0): 900})
+            later = translate_groups(setup.config, setup.config.flows[0], [idle]).groups[idle]
+            wait_until(
+                lambda: synced() == {TopicPartition(replica, 0): later[0].target_offset},
+                30,
+                0.5,
+                what="sync follows the group forward",
+            )
+            # Moving the source group back never moves the target group back.
+            commit(setup.source_endpoint, idle, {TopicPartition(topic, 0): 100})
+            time.sleep(3)
+            assert synced() == {TopicPartition(replica, 0): later[0].target_offset}
+            busy_offsets = dc2.admin().group_offsets(busy).offsets
+            assert (
+                TopicPartition(replica, 0) not in busy_offsets
+                or busy_offsets[TopicPartition(replica, 0)] != expected[0].target_offset
+            )
+        finally:
+            active.close()

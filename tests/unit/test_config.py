@@ -129,3 +129,15 @@ def test_bad_transform_and_policy_are_reported_at_load() -> None:
     found = problems_of(text)
     assert found["flows[0].replication_policy.kind"] == "unknown policy 'nope'"
     assert "key_regex" in found["flows[0].transforms[0]"]
+
+
+def test_local_config_replicates_first_to_second_or_has_no_flow(tmp_path: Path) -> None:
+    from drkit.local.cluster import ClusterStatus
+    from drkit.local.config_writer import write_local_config
+
+    two = [ClusterStatus("dc1", "127.0.0.1:1", ()), ClusterStatus("dc2", "127.0.0.1:2", ())]
+    config = load_config(write_local_config(tmp_path / "a", two), env={})
+    assert [f.name for f in config.flows] == ["dc1->dc2"]
+    assert config.state_store.url is not None
+    one = [ClusterStatus("solo", "127.0.0.1:1", ())]
+    assert load_config(write_local_config(tmp_path / "b", one), env={}).flows == ()
