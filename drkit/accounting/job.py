@@ -18,8 +18,13 @@ Method (all distributed; only per-partition and per-group aggregates reach the d
    == 0 missing (below the highest replicated source offset) or unreplicated tail (above it);
 4. order: among first copies, per key, a source offset lower than the previous one in target
    order is a violation;
-5. per group: skipped = source records >= S whose every copy lies before T; read again =
-   records < S with a copy at or after T; exact = both zero.
+5. offset syncs: read drkit's offset-sync topic, and check every replica against the runs -
+   ``unmapped_replicas`` (no run covers its source offset for its target partition) and
+   ``mismatched_replicas`` (a run covers it but names another target offset);
+6. per group: T is the group's own commit on the target if it has one, else the latest
+   checkpoint (what an unplanned failover uses, read from the checkpoints topic), else drkit's
+   live translation; skipped = source records >= S whose every copy lies before T; read again
+   = records < S with a copy at or after T; exact = both zero.
 
 Outputs under ``--out``: Parquet tables ``partitions``, ``groups``, ``missing_ranges``,
 ``duplicates`` and ``summary.json`` (schema ``drkit.verify/v1``).
@@ -64,6 +69,81 @@ def _header(column: Any, name: str) -> Any:
 
     found = F.filter(column, lambda h: h["key"] == F.lit(name))
     return F.when(F.size(found) > 0, F.element_at(found, -1)["value"].cast("string"))
+
+
+def _int(column: Any, position: Any, size: int) -> Any:
+    """Big-endian signed integer of ``size`` bytes at 1-based ``position`` (a Column)."""
+    from pyspark.sql import functions as F
+
+    raw = F.conv(F.hex(column.substr(position, F.lit(size))), 16, 10).cast("decimal(20,0)")
+    # As strings: 2**63 and 2**64 do not fit the JVM long a numeric literal becomes.
+    half = F.lit(str(2 ** (8 * size - 1))).cast("decimal(20,0)")
+    bound = F.lit(str(2 ** (8 * size))).cast("decimal(20,0)")
+    return F.when(raw >= half, raw - bound).otherwise(raw).cast("long")
+
+
+def _string(column: Any, position: Any) -> tuple[Any, Any]:
+    """(value, position after it) of a Kafka protocol STRING: INT16 length + UTF-8 bytes."""
+    from pyspark.sql import functions as F
+
+    length = _int(column, position, 2)
+    return F.decode(column.substr(position + 2, length), "UTF-8"), position + 2 + length
+
+
+def _offset_syncs(spark: Any, options: dict[str, str], topic: str) -> Any:
+    """drkit's offset-sync records as columns (format: drkit/replication/offset_sync.py)."""
+    from pyspark.sql import functions as F
+
+    raw = (
+        spark.read.format("kafka")
+        .options(**options)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+        .option("endingOffsets", "latest")
+        .option("failOnDataLoss", "false")
+        .load()
+    )
+    key, value = F.col("key"), F.col("value")
+    src_topic, after = _string(key, F.lit(1))
+    dst_topic, after_value = _string(value, F.lit(3))
+    return raw.select(
+        src_topic.alias("src_topic"),
+        _int(key, after, 4).cast("int").alias("src_partition"),
+        _int(key, after + 4, 8).alias("run_src"),
+        dst_topic.alias("dst_topic"),
+        _int(value, after_value, 4).cast("int").alias("dst_partition"),
+        _int(value, after_value + 4, 8).alias("run_dst"),
+        _int(value, after_value + 12, 8).alias("run_length"),
+    )
+
+
+def _checkpoints(spark: Any, options: dict[str, str], topic: str) -> Any:
+    """Latest MirrorMaker 2-format checkpoint per (group, target partition)."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    raw = (
+        spark.read.format("kafka")
+        .options(**options)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+        .option("endingOffsets", "latest")
+        .option("failOnDataLoss", "false")
+        .load()
+    )
+    key, value = F.col("key"), F.col("value")
+    group, after = _string(key, F.lit(1))
+    target_topic, after = _string(key, after)
+    decoded = raw.select(
+        "offset",
+        group.alias("group"),
+        target_topic.alias("dst_topic"),
+        _int(key, after, 4).cast("int").alias("dst_partition"),
+        _int(value, F.lit(3), 8).alias("upstream"),
+        _int(value, F.lit(11), 8).alias("downstream"),
+    )
+    newest = Window.partitionBy("group", "dst_topic", "dst_partition").orderBy(F.desc("offset"))
+    return decoded.withColumn("n", F.row_number().over(newest)).where("n = 1").drop("n", "offset")
 
 
 def run(spark: Any, spec: dict[str, Any], out: str) -> dict[str, Any]:
@@ -128,6 +208,8 @@ def run(spark: Any, spec: dict[str, Any], out: str) -> dict[str, Any]:
 
     if source is None:
         raise SystemExit("nothing to check: every source partition is empty")
+    if target is not None:
+        target = target.cache()  # read once: used for the copies and the offset-sync check
     keys = ["src_topic", "src_partition", "src_offset"]
     if target is None:
         copies = (
@@ -164,6 +246,8 @@ def run(spark: Any, spec: dict[str, Any], out: str) -> dict[str, Any]:
             )
         )
     )
+    # Every replica must be described by an offset-sync run of its own copy.
+    mapping = _mapping_check(spark, spec, target)
     missing_flag = (
         (F.col("copies") == 0)
         & F.col("last_replicated").isNotNull()
@@ -188,7 +272,8 @@ def run(spark: Any, spec: dict[str, Any], out: str) -> dict[str, Any]:
             F.max("last_replicated").alias("last_replicated"),
         )
         .join(order, part_keys, "left")
-        .fillna({"order_violations": 0})
+        .join(mapping, part_keys, "left")
+        .fillna({"order_violations": 0, "unmapped_replicas": 0, "mismatched_replicas": 0})
     )
     per_partition.write.mode("overwrite").parquet(f"{out}/partitions")
 
@@ -220,19 +305,43 @@ def run(spark: Any, spec: dict[str, Any], out: str) -> dict[str, Any]:
 
     groups_summary: list[dict[str, Any]] = []
     if spec["groups"]:
-        positions = spark.createDataFrame(
+        given = spark.createDataFrame(
             [
                 (
                     g["group"],
                     g["source_topic"],
                     int(g["partition"]),
+                    g["target_topic"],
                     int(g["source_offset"]),
                     int(g["target_offset"]),
                     g["target_kind"],
                 )
                 for g in spec["groups"]
             ],
-            "group string, src_topic string, src_partition int, s long, t long, t_kind string",
+            "group string, src_topic string, src_partition int, dst_topic string, s long, "
+            "t_given long, kind_given string",
+        )
+        checkpoints = _checkpoints(spark, spec["target_options"], spec["checkpoints_topic"])
+        # A group with no commit on the target resumes where the latest checkpoint says (what
+        # an unplanned failover uses) - if that checkpoint is for the same S.
+        use_checkpoint = (F.col("kind_given") != "target-commit") & (
+            F.col("upstream") == F.col("s")
+        )
+        positions = given.join(
+            checkpoints,
+            (given["group"] == checkpoints["group"])
+            & (given["dst_topic"] == checkpoints["dst_topic"])
+            & (given["src_partition"] == checkpoints["dst_partition"]),
+            "left",
+        ).select(
+            given["group"],
+            "src_topic",
+            "src_partition",
+            "s",
+            F.when(use_checkpoint, F.col("downstream")).otherwise(F.col("t_given")).alias("t"),
+            F.when(use_checkpoint, F.lit("checkpoint"))
+            .otherwise(F.col("kind_given"))
+            .alias("t_kind"),
         )
         replicas = joined.where("copies > 0").select(*keys, "last_dst")
         per_group = (
@@ -269,6 +378,8 @@ def run(spark: Any, spec: dict[str, Any], out: str) -> dict[str, Any]:
         .collect()
     ]
     joined.unpersist()
+    if target is not None:
+        target.unpersist()
     totals = {
         name: sum(int(p[name] or 0) for p in partitions_summary)
         for name in (
@@ -279,6 +390,8 @@ def run(spark: Any, spec: dict[str, Any], out: str) -> dict[str, Any]:
             "missing",
             "unreplicated_tail",
             "order_violations",
+            "unmapped_replicas",
+            "mismatched_replicas",
         )
     }
     totals["skipped_by_groups"] = sum(int(g["skipped"]) for g in groups_summary)
@@ -298,6 +411,53 @@ def run(spark: Any, spec: dict[str, Any], out: str) -> dict[str, Any]:
     if "://" not in out:  # a local path; on a cluster the Parquet tables are the record
         Path(out, "summary.json").write_text(json.dumps(summary, indent=2, default=str))
     return summary
+
+
+def _mapping_check(spark: Any, spec: dict[str, Any], target: Any) -> Any:
+    """Per source partition: replicas no offset-sync run describes, or describes wrongly."""
+    from pyspark.sql import functions as F
+
+    part_keys = ["src_topic", "src_partition"]
+    if target is None:
+        return spark.createDataFrame(
+            [],
+            "src_topic string, src_partition int, unmapped_replicas long, mismatched_replicas long",
+        )
+    runs = _offset_syncs(spark, spec["target_options"], spec["offset_syncs_topic"])
+    replica = target.alias("r")
+    run = F.broadcast(runs.alias("m"))
+    covers = (
+        (F.col("r.src_topic") == F.col("m.src_topic"))
+        & (F.col("r.src_partition") == F.col("m.src_partition"))
+        & (F.col("r.dst_topic") == F.col("m.dst_topic"))
+        & (F.col("r.dst_partition") == F.col("m.dst_partition"))
+        & (F.col("r.src_offset") >= F.col("m.run_src"))
+        & (F.col("r.src_offset") < F.col("m.run_src") + F.col("m.run_length"))
+    )
+    exact = F.col("m.run_dst") + (F.col("r.src_offset") - F.col("m.run_src")) == F.col(
+        "r.dst_offset"
+    )
+
+    # Semi joins against the broadcast runs keep each replica at most once, map-side: no
+    # shuffle of the replicas (a group-by per replica would move all of them).
+    def per_partition(frame: Any, name: str) -> Any:
+        return frame.groupBy(
+            F.col("src_topic").alias("src_topic"), F.col("src_partition").alias("src_partition")
+        ).agg(F.count(F.lit(1)).alias(name))
+
+    total = per_partition(target, "replicas")
+    covered = per_partition(replica.join(run, covers, "left_semi"), "covered")
+    matched = per_partition(replica.join(run, covers & exact, "left_semi"), "matched")
+    return (
+        total.join(covered, part_keys, "left")
+        .join(matched, part_keys, "left")
+        .fillna({"covered": 0, "matched": 0})
+        .select(
+            *part_keys,
+            (F.col("replicas") - F.col("covered")).alias("unmapped_replicas"),
+            (F.col("covered") - F.col("matched")).alias("mismatched_replicas"),
+        )
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

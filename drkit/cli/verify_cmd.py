@@ -97,8 +97,17 @@ def _print(summary: dict[str, Any]) -> None:
         f"unreplicated tail {t['unreplicated_tail']}, order violations "
         f"{t['order_violations']}"
     )
+    click.echo(
+        f"  offset syncs: {t['unmapped_replicas']} replicas unmapped, "
+        f"{t['mismatched_replicas']} mapped to another offset"
+    )
     for p in summary["partitions"]:
-        if p["missing"] or p["duplicated_records"] or p["order_violations"]:
+        if (
+            p["missing"]
+            or p["duplicated_records"]
+            or p["order_violations"]
+            or p["unmapped_replicas"]
+        ):
             click.echo(
                 f"  {p['src_topic']}-{p['src_partition']}: missing {p['missing']}, "
                 f"duplicated {p['duplicated_records']}, order {p['order_violations']}"

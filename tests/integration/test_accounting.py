@@ -64,8 +64,12 @@ def test_clean_flow_of_a_million_records_proves_clean(
         0,
     )
     assert totals["order_violations"] == 0
+    # Every replica is described exactly by drkit's offset-sync runs (read by the Spark job).
+    assert (totals["unmapped_replicas"], totals["mismatched_replicas"]) == (0, 0)
     assert summary["ok"] is True
     assert len(summary["groups"]) == 4 and all(g["exact"] for g in summary["groups"])
+    # No commit on the target: T is the latest checkpoint, as an unplanned failover would use.
+    assert {g["t_kind"] for g in summary["groups"]} == {"checkpoint"}
     assert (
         json.loads((tmp_path / "out" / "summary.json").read_text())["schema"] == "drkit.verify/v1"
     )
@@ -144,6 +148,10 @@ def test_damage_is_reported_exactly_where_it_is(
     )
     assert (parts[1]["missing"], parts[1]["duplicated_records"]) == (1, 0)
     assert (parts[2]["missing"], parts[2]["duplicated_records"]) == (0, 0)
+    # The hand-made duplicates are the only replicas the offset-sync runs do not describe.
+    # Their source offsets are covered by runs that name other target offsets.
+    assert [parts[p]["mismatched_replicas"] for p in range(3)] == [5, 0, 0]
+    assert [parts[p]["unmapped_replicas"] for p in range(3)] == [0, 0, 0]
     assert summary["missing_ranges"] == [
         {"src_topic": topic, "src_partition": 1, "from_offset": 0, "to_offset": 0, "records": 1}
     ]
