@@ -89,11 +89,13 @@ def test_status_shows_both_clusters_healthy_and_the_flow_caught_up(
                 set(states.values()) == {"HEALTHY"}
                 and flow.get("lag_records") == 0
                 and flow.get("heartbeat_age_s") is not None
+                # The first checkpoint tick may land a probe after the lag reaches 0.
+                and flow.get("checkpoint_age_s") is not None
             ):
                 return status
             return None
 
-        status = wait_until(caught_up, 60, 0.5, what="both HEALTHY and lag 0")
+        status = wait_until(caught_up, 60, 0.5, what="both HEALTHY, lag 0, checkpoints seen")
         flow = status["flows"][f"{setup.source}->{setup.target}"]
         assert flow["heartbeat_age_s"] < 5
         assert flow["workers"] == 1
