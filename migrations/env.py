@@ -6,12 +6,15 @@ drkit runs migrations programmatically (``drkit db upgrade``) and passes its eng
 
 from __future__ import annotations
 
+from typing import Any, Literal
+
 from alembic import context
+from alembic.autogenerate.api import AutogenContext
 
 from drkit.store.models import Base, UtcDateTime
 
 
-def render_item(kind: str, obj: object, autogen_context: object) -> str | bool:
+def render_item(kind: str, obj: Any, autogen_context: AutogenContext) -> str | Literal[False]:
     """Render drkit's UtcDateTime as the plain SQL type it stores (migrations stay standalone)."""
     if kind == "type" and isinstance(obj, UtcDateTime):
         return "sa.DateTime(timezone=True)"

@@ -15,7 +15,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Self
 
 import yaml
 
@@ -147,7 +147,7 @@ class DrkitProcess:
     def log(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
-    def __enter__(self) -> DrkitProcess:
+    def __enter__(self) -> Self:
         self.start()
         return self
 
@@ -174,6 +174,6 @@ class Replicator(DrkitProcess):
         super().start()
         return self
 
-    def __enter__(self) -> Replicator:
+    def __enter__(self) -> Self:
         self.start()
         return self

@@ -161,3 +161,42 @@ def _group_positions(
                 }
             )
     return positions
+
+
+def write_spec(spec: dict[str, Any], path: Path) -> None:
+    """Write ``spec`` for spark-submit: created with mode 0600 (it may hold SASL secrets).
+
+    The file is written next to its final name and renamed, so a reader never sees half a spec.
+    """
+    import json
+    import os
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f".{path.name}.partial")
+    descriptor = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+        json.dump(spec, handle, indent=1)
+    partial.replace(path)
+
+
+def submit_command(spec_path: Path, out: str) -> list[str]:
+    """The spark-submit command line that runs the job for ``spec_path`` on a cluster.
+
+    ``--packages`` resolves Spark's own Kafka connector matching the installed pyspark; add
+    ``--master`` and the cluster's deploy options in front of the job file.
+    """
+    import pyspark
+
+    from drkit.accounting.session import job_file
+
+    package = f"org.apache.spark:spark-sql-kafka-0-10_2.13:{pyspark.__version__}"
+    return [
+        "spark-submit",
+        "--packages",
+        package,
+        str(job_file()),
+        "--spec",
+        str(spec_path),
+        "--out",
+        out,
+    ]

@@ -8,6 +8,7 @@ from typing import Any
 import click
 
 from drkit.cli.context import AppContext, config_option, echo_json, output_option, pass_app
+from drkit.config.model import DrkitConfig, FlowConfig
 from drkit.errors import ConfigError, Problem
 
 
@@ -35,6 +36,14 @@ from drkit.errors import ConfigError, Problem
     help="Output directory for Parquet tables and summary.json "
     "[default: <state-dir>/verify/<flow>-<time>].",
 )
+@click.option(
+    "--write-spec",
+    "spec_file",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Only gather what to check (offset ranges, group positions) into FILE (mode 0600) "
+    "and print the spark-submit command that runs the job on a cluster; Spark is not started.",
+)
 @output_option
 @pass_app
 def verify(
@@ -45,6 +54,7 @@ def verify(
     topics: str | None,
     spark_master: str | None,
     out_dir: str | None,
+    spec_file: str | None,
     output: str,
 ) -> None:
     """Compare every source record with its replicas (Spark, joined on provenance).
@@ -65,6 +75,10 @@ def verify(
         raise ConfigError(
             [Problem("--flow", f"unknown flow {flow_name!r} (known: {known})")]
         ) from None
+    topic_list = [t.strip() for t in topics.split(",") if t.strip()] if topics else None
+    if spec_file is not None:
+        _write_spec_only(config, flow, list(groups), topic_list, Path(spec_file), out_dir, output)
+        return
     out = Path(out_dir) if out_dir else default_out(app.state_dir, flow)
     store = app.store(config_file)
     store.ensure_current()
@@ -72,7 +86,7 @@ def verify(
         config,
         flow,
         list(groups),
-        [t.strip() for t in topics.split(",") if t.strip()] if topics else None,
+        topic_list,
         out,
         spark_master,
         store,
@@ -83,6 +97,38 @@ def verify(
         _print(summary)
     if not summary["ok"]:
         raise SystemExit(5)
+
+
+def _write_spec_only(
+    config: DrkitConfig,
+    flow: FlowConfig,
+    groups: list[str],
+    topics: list[str] | None,
+    spec_path: Path,
+    out_dir: str | None,
+    output: str,
+) -> None:
+    """``--write-spec``: snapshot the check for spark-submit and print how to run it."""
+    import shlex
+
+    from drkit.accounting.spec import build_spec, submit_command, write_spec
+
+    spec = build_spec(config, flow, groups, topics)
+    write_spec(spec, spec_path)
+    command = submit_command(spec_path, out_dir or "<output dir on shared storage>")
+    if output == "json":
+        echo_json(
+            {
+                "spec": str(spec_path),
+                "partitions": len(spec["partitions"]),
+                "groups": len({g["group"] for g in spec["groups"]}),
+                "command": command,
+            }
+        )
+        return
+    click.echo(f"spec for {flow.name} ({len(spec['partitions'])} partitions) -> {spec_path}")
+    click.echo("run it on a cluster (add --master and deploy options):")
+    click.echo("  " + shlex.join(command))
 
 
 def _print(summary: dict[str, Any]) -> None:

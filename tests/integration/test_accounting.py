@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import json
+import os
+import stat
+import subprocess
+import sys
 from pathlib import Path
 
+import pyspark
 import pytest
 from confluent_kafka import TopicPartition as RdTP
 
+from drkit.accounting.session import connector_jars, job_file
 from drkit.accounting.verify import verify
 from drkit.kafka import KafkaAdmin, make_consumer
 from drkit.kafka.admin import TopicSpec
@@ -160,3 +166,39 @@ def test_damage_is_reported_exactly_where_it_is(
     assert (checked["skipped"], checked["read_again"], checked["exact"]) == (1, 0, False)
     assert checked["t_kind"] == "target-commit"
     assert summary["ok"] is False
+
+
+def test_spark_submit_runs_the_job_from_a_written_spec(
+    dc1: ClusterUnderTest, dc2: ClusterUnderTest, names: Names, tmp_path: Path
+) -> None:
+    """The cluster path: ``verify --write-spec`` then spark-submit of the job file itself."""
+    topic = names.topic("submitted")
+    setup = flow_setup(tmp_path, dc1, dc2, [topic])
+    dc1.admin().create_topics([TopicSpec(topic, 2)])
+    produce_batch(setup.source_endpoint, topic, ((f"k{i}".encode(), b"v") for i in range(3000)))
+    with Replicator(setup, log_dir=tmp_path):
+        wait_until(lambda: replicated(setup, f"{setup.source}.{topic}", 3000), 60, 0.5)
+    spec_path = tmp_path / "spec" / "spec.json"
+    written = subprocess.run(
+        [sys.executable, "-m", "drkit", "verify", "--config", str(setup.path), "--flow",
+         setup.config.flows[0].name, "--write-spec", str(spec_path), "--output", "json"],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert written.returncode == 0, written.stderr
+    answer = json.loads(written.stdout)
+    assert answer["partitions"] == 2 and answer["command"][0] == "spark-submit"
+    assert stat.S_IMODE(spec_path.stat().st_mode) == 0o600
+    assert not (tmp_path / "out").exists()  # nothing ran yet
+
+    spark_submit = Path(pyspark.__file__).parent / "bin" / "spark-submit"
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+    submitted = subprocess.run(
+        [str(spark_submit), "--master", "local[2]", "--conf", "spark.driver.memory=768m",
+         "--jars", ",".join(connector_jars()), str(job_file()),
+         "--spec", str(spec_path), "--out", str(tmp_path / "out")],
+        capture_output=True, text=True, timeout=240, check=False, env=env,
+    )  # fmt: skip
+    assert submitted.returncode == 0, submitted.stderr[-3000:]
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["ok"] is True
+    assert (summary["totals"]["records"], summary["totals"]["replicated_once"]) == (3000, 3000)

@@ -15,7 +15,7 @@ from drkit.kafka.io import consume_all, produce_batch
 from drkit.kafka.records import Record
 from drkit.replication.heartbeat import Heartbeat
 from drkit.replication.internal_topics import progress_topic
-from drkit.replication.progress import ProgressStore
+from drkit.replication.progress import Progress, ProgressStore
 from drkit.replication.provenance import ORIGIN_HEADER, SOURCE_HEADER, Provenance
 from tests.conftest import Names
 from tests.kafka_backends import ClusterUnderTest
@@ -130,9 +130,7 @@ def _tp(topic: str, partition: int):  # type: ignore[no-untyped-def]
     return TopicPartition(topic, partition)
 
 
-def _no_progress():  # type: ignore[no-untyped-def]
-    from drkit.replication.progress import Progress
-
+def _no_progress() -> Progress:
     return Progress(_tp("", 0), 0)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import UTC, datetime
 
 from drkit.config import load_config_text
@@ -19,7 +20,7 @@ OK = {"reachable": True, "brokers": 1, "canary_ok": True}
 DOWN = {"reachable": False, "error": "unreachable"}
 
 
-def run(*probes: dict[str, object], start: ClusterHealth | None = None) -> list[ClusterState]:
+def run(*probes: Mapping[str, object], start: ClusterHealth | None = None) -> list[ClusterState]:
     health = start or ClusterHealth("dc1")
     states = []
     for index, probe in enumerate(probes):

@@ -36,18 +36,17 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> StateStore:
     with admin.connect() as connection:
         connection.execute(text(f'CREATE DATABASE "{name}"'))
     admin.dispose()
-    url = base_url.rsplit("/", 1)[0] + f"/{name}"
+    fresh = StateStore(base_url.rsplit("/", 1)[0] + f"/{name}")
 
     def drop() -> None:
-        store.engine.dispose()
+        fresh.engine.dispose()
         engine = create_engine(base_url, isolation_level="AUTOCOMMIT")
         with engine.connect() as connection:
             connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
         engine.dispose()
 
-    store = StateStore(url)
     request.addfinalizer(drop)
-    return store
+    return fresh
 
 
 def test_upgrade_creates_every_table_and_reports_head(store: StateStore) -> None:
