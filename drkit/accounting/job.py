@@ -26,14 +26,32 @@ Method (all distributed; only per-partition and per-group aggregates reach the d
    live translation; skipped = source records >= S whose every copy lies before T; read again
    = records < S with a copy at or after T; exact = both zero.
 
+Records the flow's ``filter`` transforms drop on purpose are counted as ``filtered``, not
+missing (the spec carries the filter rules; the job applies them to unreplicated records only).
+
 Outputs under ``--out``: Parquet tables ``partitions``, ``groups``, ``missing_ranges``,
-``duplicates`` and ``summary.json`` (schema ``drkit.verify/v1``).
+``duplicates`` and ``summary.json``, schema ``drkit.verify/v1`` (fields are only ever added)::
+
+    {"schema": "drkit.verify/v1", "flow": "dc1->dc2", "checked_at": epoch s, "elapsed_s": s,
+     "ok": bool,                       # no record missing and no group would skip one
+     "totals": {"records", "replicated_once", "duplicated_records", "extra_copies", "missing",
+                "filtered", "unreplicated_tail", "order_violations", "unmapped_replicas",
+                "mismatched_replicas", "skipped_by_groups", "read_again_by_groups"},
+     "partitions": [{"src_topic", "src_partition", <the per-partition counts above>,
+                     "first_offset", "last_offset", "last_replicated"}],
+     "groups": [{"group", "src_topic", "src_partition", "s", "t",
+                 "t_kind": "target-commit" | "checkpoint" | <translation method>,
+                 "skipped", "read_again", "exact"}],
+     "missing_ranges": [{"src_topic", "src_partition", "from_offset", "to_offset", "records"}],
+     "notes": [str],                   # caveats of this run, e.g. plugin transforms
+     "output": DIR}
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import time
 from pathlib import Path
@@ -62,6 +80,31 @@ def _kafka(
         .option("failOnDataLoss", "false")
         .load()
     )
+
+
+def dropped_by_filters(
+    filters: list[dict[str, Any]], key: bytes | None, headers: list[tuple[str, bytes | None]]
+) -> bool:
+    """Whether the flow's filter transforms drop this record.
+
+    The same rule as the ``filter`` transform (drkit/replication/transforms.py; a unit test
+    holds the two together): a rule matches when its ``key_regex`` finds a match in the key
+    and, if it names a ``header``, some value of that header matches ``header_regex``; an
+    ``action: drop`` rule drops matching records, ``action: keep`` drops the others.  Kept here
+    because this file must run under spark-submit without drkit installed.
+    """
+    for rule in filters:
+        matches = True
+        if rule.get("key_regex") is not None:
+            matches = re.search(str(rule["key_regex"]).encode(), key or b"") is not None
+        if matches and rule.get("header") is not None:
+            pattern = re.compile(str(rule.get("header_regex") or ".*").encode())
+            matches = any(
+                pattern.search(value or b"") for name, value in headers if name == rule["header"]
+            )
+        if matches == (rule.get("action", "drop") == "drop"):
+            return True
+    return False
 
 
 def _header(column: Any, name: str) -> Any:
@@ -152,6 +195,7 @@ def run(spark: Any, spec: dict[str, Any], out: str) -> dict[str, Any]:
 
     started = time.time()
     partitions = spec["partitions"]
+    filters: list[dict[str, Any]] = spec.get("filters") or []
     source_ranges: dict[str, dict[str, tuple[int, int]]] = {}
     target_ranges: dict[str, dict[str, tuple[int, int]]] = {}
     for p in partitions:
@@ -173,6 +217,8 @@ def run(spark: Any, spec: dict[str, Any], out: str) -> dict[str, Any]:
                 F.col("partition").alias("src_partition"),
                 F.col("offset").alias("src_offset"),
                 F.col("key"),
+                # Headers are only needed to apply the flow's filters to unreplicated records.
+                (F.col("headers") if filters else F.lit(None)).alias("headers"),
                 _header(F.col("headers"), ORIGIN_HEADER).alias("origin"),
             )
             .where(F.col("origin").isNull() | (F.col("origin") != F.lit(spec["target_cluster_id"])))
@@ -225,7 +271,8 @@ def run(spark: Any, spec: dict[str, Any], out: str) -> dict[str, Any]:
             F.min("dst_offset").alias("first_dst"),
             F.max("dst_offset").alias("last_dst"),
         )
-    joined = source.join(copies, keys, "left").fillna({"copies": 0}).cache()
+    joined = _mark_filtered(source.join(copies, keys, "left").fillna({"copies": 0}), filters)
+    joined = joined.drop("headers").cache()
     part_keys = ["src_topic", "src_partition"]
     high = (
         joined.where("copies > 0")
@@ -250,11 +297,14 @@ def run(spark: Any, spec: dict[str, Any], out: str) -> dict[str, Any]:
     mapping = _mapping_check(spark, spec, target)
     missing_flag = (
         (F.col("copies") == 0)
+        & ~F.col("filtered")
         & F.col("last_replicated").isNotNull()
         & (F.col("src_offset") < F.col("last_replicated"))
     )
-    tail_flag = (F.col("copies") == 0) & (
-        F.col("last_replicated").isNull() | (F.col("src_offset") > F.col("last_replicated"))
+    tail_flag = (
+        (F.col("copies") == 0)
+        & ~F.col("filtered")
+        & (F.col("last_replicated").isNull() | (F.col("src_offset") > F.col("last_replicated")))
     )
     per_partition = (
         joined.groupBy(*part_keys)
@@ -266,6 +316,7 @@ def run(spark: Any, spec: dict[str, Any], out: str) -> dict[str, Any]:
                 "extra_copies"
             ),
             F.sum(F.when(missing_flag, 1).otherwise(0)).alias("missing"),
+            F.sum(F.when(F.col("filtered"), 1).otherwise(0)).alias("filtered"),
             F.sum(F.when(tail_flag, 1).otherwise(0)).alias("unreplicated_tail"),
             F.min("src_offset").alias("first_offset"),
             F.max("src_offset").alias("last_offset"),
@@ -388,6 +439,7 @@ def run(spark: Any, spec: dict[str, Any], out: str) -> dict[str, Any]:
             "duplicated_records",
             "extra_copies",
             "missing",
+            "filtered",
             "unreplicated_tail",
             "order_violations",
             "unmapped_replicas",
@@ -406,11 +458,40 @@ def run(spark: Any, spec: dict[str, Any], out: str) -> dict[str, Any]:
         "partitions": partitions_summary,
         "groups": groups_summary,
         "missing_ranges": missing_summary,
+        "notes": list(spec.get("notes") or []),
         "output": out,
     }
     if "://" not in out:  # a local path; on a cluster the Parquet tables are the record
         Path(out, "summary.json").write_text(json.dumps(summary, indent=2, default=str))
     return summary
+
+
+def _mark_filtered(joined: Any, filters: list[dict[str, Any]]) -> Any:
+    """Add ``filtered``: no copy exists because the flow's filters drop the record on purpose."""
+    from pyspark.sql import functions as F
+
+    if not filters:
+        return joined.withColumn("filtered", F.lit(False))
+
+    def dropped(key: bytes | None, headers: list[Any] | None) -> bool:
+        pairs = [
+            (h["key"], None if h["value"] is None else bytes(h["value"])) for h in headers or []
+        ]
+        return dropped_by_filters(filters, None if key is None else bytes(key), pairs)
+
+    is_dropped = F.udf(dropped, "boolean", useArrow=False)  # no pandas needed on executors
+    # Python UDFs are evaluated for every row of their input, even inside CASE WHEN: split
+    # so the function only sees unreplicated records (few, in a healthy flow).
+    unreplicated = joined.where(F.col("copies") == 0)
+    return (
+        joined.where(F.col("copies") > 0)
+        .withColumn("filtered", F.lit(False))
+        .unionByName(
+            unreplicated.withColumn(
+                "filtered", F.coalesce(is_dropped("key", "headers"), F.lit(False))
+            )
+        )
+    )
 
 
 def _mapping_check(spark: Any, spec: dict[str, Any], target: Any) -> Any:

@@ -129,6 +129,29 @@ def build_spec(
         "target_options": spark_kafka_options(config.clusters[flow.target]),
         "partitions": partitions,
         "groups": _group_positions(config, flow, groups, set(chosen), target),
+        **_filters(flow),
+    }
+
+
+def _filters(flow: FlowConfig) -> dict[str, Any]:
+    """The flow's filter rules (records they drop are not missing) and caveats for the rest.
+
+    Built-in transforms other than ``filter`` never drop records; a plugin might, and what it
+    drops cannot be told from the data, so it is named in the summary's notes.
+    """
+    builtin = {"filter", "drop_json_fields", "mask_json_fields", "route"}
+    plugins = sorted({t.type for t in flow.transforms if t.type not in builtin})
+    notes = (
+        [
+            f"flow {flow.name} has plugin transforms ({', '.join(plugins)}): records they "
+            "drop are reported as missing"
+        ]
+        if plugins
+        else []
+    )
+    return {
+        "filters": [dict(t.options) for t in flow.transforms if t.type == "filter"],
+        "notes": notes,
     }
 
 

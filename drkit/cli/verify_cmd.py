@@ -140,6 +140,7 @@ def _print(summary: dict[str, Any]) -> None:
     click.echo(
         f"  replicated once {t['replicated_once']}, duplicated {t['duplicated_records']} "
         f"(+{t['extra_copies']} copies), missing {t['missing']}, "
+        f"filtered by the flow {t.get('filtered', 0)}, "
         f"unreplicated tail {t['unreplicated_tail']}, order violations "
         f"{t['order_violations']}"
     )
@@ -147,6 +148,8 @@ def _print(summary: dict[str, Any]) -> None:
         f"  offset syncs: {t['unmapped_replicas']} replicas unmapped, "
         f"{t['mismatched_replicas']} mapped to another offset"
     )
+    for note in summary.get("notes", []):
+        click.echo(f"  note: {note}")
     for p in summary["partitions"]:
         if (
             p["missing"]

@@ -87,7 +87,8 @@ def test_damage_is_reported_exactly_where_it_is(
     dc1: ClusterUnderTest, dc2: ClusterUnderTest, names: Names, tmp_path: Path
 ) -> None:
     topic = names.topic("damaged")
-    setup = flow_setup(tmp_path, dc1, dc2, [topic])
+    drop_test_keys = {"type": "filter", "options": {"key_regex": "^test-"}}
+    setup = flow_setup(tmp_path, dc1, dc2, [topic], transforms=[drop_test_keys])
     dc1.admin().create_topics([TopicSpec(topic, 3)])
     for partition in range(3):
         produce_batch(
@@ -96,9 +97,12 @@ def test_damage_is_reported_exactly_where_it_is(
             ((f"k{i}".encode(), f"v{i}".encode()) for i in range(1000)),
             partition=partition,
         )
+    # Not damage: 10 records the flow's filter drops on purpose, then 5 replicated ones.
+    produce_batch(setup.source_endpoint, topic, [(b"test-1", b"t")] * 10, partition=2)
+    produce_batch(setup.source_endpoint, topic, [(b"k", b"after")] * 5, partition=2)
     replica = f"{setup.source}.{topic}"
     with Replicator(setup, log_dir=tmp_path):
-        wait_until(lambda: replicated(setup, replica, 3000), 60, 0.5)
+        wait_until(lambda: replicated(setup, replica, 3005), 60, 0.5)
     target = KafkaAdmin(setup.target_endpoint)
 
     # Damage 1: partition 1's replica is re-created from source offset 1 (record 0 lost).
@@ -118,7 +122,7 @@ def test_damage_is_reported_exactly_where_it_is(
         ],
     )
     with Replicator(setup, log_dir=tmp_path):
-        wait_until(lambda: replicated(setup, replica, 2999), 60, 0.5)
+        wait_until(lambda: replicated(setup, replica, 3004), 60, 0.5)
 
     # Damage 2: five records of partition 0 produced twice into the replica.
     copies = [
@@ -154,6 +158,8 @@ def test_damage_is_reported_exactly_where_it_is(
     )
     assert (parts[1]["missing"], parts[1]["duplicated_records"]) == (1, 0)
     assert (parts[2]["missing"], parts[2]["duplicated_records"]) == (0, 0)
+    assert [parts[p]["filtered"] for p in range(3)] == [0, 0, 10]
+    assert parts[2]["unreplicated_tail"] == 0
     # The hand-made duplicates are the only replicas the offset-sync runs do not describe.
     # Their source offsets are covered by runs that name other target offsets.
     assert [parts[p]["mismatched_replicas"] for p in range(3)] == [5, 0, 0]
@@ -173,11 +179,15 @@ def test_spark_submit_runs_the_job_from_a_written_spec(
 ) -> None:
     """The cluster path: ``verify --write-spec`` then spark-submit of the job file itself."""
     topic = names.topic("submitted")
-    setup = flow_setup(tmp_path, dc1, dc2, [topic])
+    keep_prod = {"type": "filter", "options": {"header": "env", "header_regex": "^test$"}}
+    setup = flow_setup(tmp_path, dc1, dc2, [topic], transforms=[keep_prod])
     dc1.admin().create_topics([TopicSpec(topic, 2)])
     produce_batch(setup.source_endpoint, topic, ((f"k{i}".encode(), b"v") for i in range(3000)))
+    test_records = ((f"t{i}".encode(), b"v") for i in range(200))
+    produce_batch(setup.source_endpoint, topic, test_records, headers=(("env", b"test"),))
+    produce_batch(setup.source_endpoint, topic, ((f"k{i}".encode(), b"v") for i in range(100)))
     with Replicator(setup, log_dir=tmp_path):
-        wait_until(lambda: replicated(setup, f"{setup.source}.{topic}", 3000), 60, 0.5)
+        wait_until(lambda: replicated(setup, f"{setup.source}.{topic}", 3100), 60, 0.5)
     spec_path = tmp_path / "spec" / "spec.json"
     written = subprocess.run(
         [sys.executable, "-m", "drkit", "verify", "--config", str(setup.path), "--flow",
@@ -201,4 +211,7 @@ def test_spark_submit_runs_the_job_from_a_written_spec(
     assert submitted.returncode == 0, submitted.stderr[-3000:]
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert summary["ok"] is True
-    assert (summary["totals"]["records"], summary["totals"]["replicated_once"]) == (3000, 3000)
+    totals = summary["totals"]
+    # The filter runs in the submitted job's Python workers (shipped by value from __main__).
+    assert (totals["records"], totals["replicated_once"], totals["filtered"]) == (3300, 3100, 200)
+    assert (totals["missing"], totals["unreplicated_tail"]) == (0, 0)

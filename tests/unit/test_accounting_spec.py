@@ -2,8 +2,16 @@
 
 from __future__ import annotations
 
-from drkit.accounting.spec import spark_kafka_options
+from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from drkit.accounting.job import dropped_by_filters
+from drkit.accounting.spec import _filters, spark_kafka_options
 from drkit.config import load_config_text
+from drkit.config.model import FlowConfig, TransformConfig
+from drkit.replication.transforms import OutRecord, build_chain
 
 
 def test_sasl_scram_and_tls_map_to_java_client_options() -> None:
@@ -37,3 +45,47 @@ def test_plaintext_needs_only_the_servers() -> None:
         "kafka.bootstrap.servers": "k1:9092",
         "kafka.security.protocol": "PLAINTEXT",
     }
+
+
+_RULES = [
+    {"key_regex": "^test-"},
+    {"key_regex": "a+", "action": "keep"},
+    {"header": "env", "header_regex": "^prod$", "action": "keep"},
+    {"header": "trace"},
+    {"key_regex": "b", "header": "env", "header_regex": "t"},
+]
+_keys = st.one_of(st.none(), st.binary(max_size=6), st.sampled_from([b"test-1", b"aa", b"b"]))
+_headers = st.lists(
+    st.tuples(
+        st.sampled_from(["env", "trace", "other"]),
+        st.one_of(st.none(), st.sampled_from([b"prod", b"test", b"t", b""])),
+    ),
+    max_size=3,
+)
+
+
+@given(rules=st.lists(st.sampled_from(_RULES), max_size=3), key=_keys, headers=_headers)
+def test_the_jobs_filter_rule_drops_exactly_what_the_replicator_drops(
+    rules: list[dict[str, Any]], key: bytes | None, headers: list[tuple[str, bytes | None]]
+) -> None:
+    chain = build_chain([TransformConfig(type="filter", options=rule) for rule in rules])
+    dropped_by_worker = chain.apply(OutRecord(key, b"v", tuple(headers))) is None
+    assert dropped_by_filters(rules, key, headers) is dropped_by_worker
+
+
+def test_plugin_transforms_are_named_in_the_notes_and_filters_are_carried() -> None:
+    # A flow as loaded with a plugin installed (the loader checks that plugins exist).
+    flow = FlowConfig(
+        source="dc1",
+        target="dc2",
+        transforms=(
+            TransformConfig(type="filter", options={"key_regex": "^x"}),
+            TransformConfig(type="mask_json_fields", options={"fields": ["card"]}),
+            TransformConfig(type="my_dedupe"),
+        ),
+    )
+    carried = _filters(flow)
+    assert carried["filters"] == [{"key_regex": "^x"}]
+    assert carried["notes"] == [
+        "flow dc1->dc2 has plugin transforms (my_dedupe): records they drop are reported as missing"
+    ]
