@@ -10,6 +10,7 @@ import click
 from drkit.cli.context import AppContext, config_option, echo_json, output_option, pass_app
 from drkit.config.model import DrkitConfig, FlowConfig
 from drkit.errors import ConfigError, Problem
+from drkit.store.db import StateStore
 
 
 @click.command("verify")
@@ -44,6 +45,14 @@ from drkit.errors import ConfigError, Problem
     help="Only gather what to check (offset ranges, group positions) into FILE (mode 0600) "
     "and print the spark-submit command that runs the job on a cluster; Spark is not started.",
 )
+@click.option(
+    "--import-summary",
+    "summary_file",
+    type=click.Path(dir_okay=False, exists=True),
+    default=None,
+    help="Record the summary.json of a spark-submit run in the state store and report it "
+    "(same output and exit code as a local run); Spark is not started.",
+)
 @output_option
 @pass_app
 def verify(
@@ -55,6 +64,7 @@ def verify(
     spark_master: str | None,
     out_dir: str | None,
     spec_file: str | None,
+    summary_file: str | None,
     output: str,
 ) -> None:
     """Compare every source record with its replicas (Spark, joined on provenance).
@@ -82,21 +92,29 @@ def verify(
     out = Path(out_dir) if out_dir else default_out(app.state_dir, flow)
     store = app.store(config_file)
     store.ensure_current()
-    summary = run_verify(
-        config,
-        flow,
-        list(groups),
-        topic_list,
-        out,
-        spark_master,
-        store,
-    )
+    if summary_file is not None:
+        summary = _import_summary(store, flow, Path(summary_file))
+    else:
+        summary = run_verify(config, flow, list(groups), topic_list, out, spark_master, store)
     if output == "json":
         echo_json(summary)
     else:
         _print(summary)
     if not summary["ok"]:
         raise SystemExit(5)
+
+
+def _import_summary(store: StateStore, flow: FlowConfig, path: Path) -> dict[str, Any]:
+    """``--import-summary``: the row a local run would have stored, for a spark-submit run."""
+    from datetime import UTC, datetime
+
+    from drkit.accounting.verify import load_summary, record_summary
+
+    summary = load_summary(path, flow)
+    started = datetime.fromtimestamp(float(summary["checked_at"]), UTC)
+    finished = datetime.fromtimestamp(float(summary["checked_at"]) + summary["elapsed_s"], UTC)
+    record_summary(store, summary, started, finished)
+    return summary
 
 
 def _write_spec_only(

@@ -215,3 +215,11 @@ def test_spark_submit_runs_the_job_from_a_written_spec(
     # The filter runs in the submitted job's Python workers (shipped by value from __main__).
     assert (totals["records"], totals["replicated_once"], totals["filtered"]) == (3300, 3100, 200)
     assert (totals["missing"], totals["unreplicated_tail"]) == (0, 0)
+
+    imported = subprocess.run(
+        [sys.executable, "-m", "drkit", "verify", "--config", str(setup.path), "--flow",
+         setup.config.flows[0].name, "--import-summary", str(tmp_path / "out" / "summary.json")],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert imported.returncode == 0, imported.stderr
+    assert "3300 source records checked" in imported.stdout

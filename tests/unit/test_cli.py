@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import click
 import pytest
 from click.testing import CliRunner
+from sqlalchemy import select
 
 from drkit.cli import cli
+from drkit.store.db import StateStore
+from drkit.store.models import Verification
 
 
 def all_commands(group: click.Group, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
@@ -91,3 +95,41 @@ def test_db_upgrade_and_current_on_default_sqlite(
     after = runner.invoke(cli, ["--state-dir", str(tmp_path), "db", "current"])
     assert "up to date" in after.output
     assert (tmp_path / "drkit.db").exists()
+
+
+def test_verify_import_summary_records_a_spark_submit_run_and_rejects_other_files(
+    tmp_path: Path,
+) -> None:
+    config = tmp_path / "c.yaml"
+    config.write_text(
+        "clusters:\n  dc1: {bootstrap_servers: '127.0.0.1:1'}\n"
+        "  dc2: {bootstrap_servers: '127.0.0.1:2'}\n"
+        "flows: [{source: dc1, target: dc2}]\n"
+        f"state_store: {{url: 'sqlite:///{tmp_path / 'drkit.db'}'}}\n"
+    )
+    totals = dict.fromkeys(
+        ("records", "replicated_once", "duplicated_records", "missing", "skipped_by_groups"), 0
+    ) | {"records": 10, "replicated_once": 9, "missing": 1}
+    summary = {
+        "schema": "drkit.verify/v1", "flow": "dc1->dc2", "checked_at": 1_700_000_000.0,
+        "elapsed_s": 3.5, "ok": False, "totals": totals, "partitions": [], "groups": [],
+        "missing_ranges": [], "notes": [], "output": "hdfs:///drkit/run-1",
+    }  # fmt: skip
+    path = tmp_path / "summary.json"
+    path.write_text(json.dumps(summary))
+    runner = CliRunner()
+    base = ["--state-dir", str(tmp_path), "verify", "--config", str(config), "--flow", "dc1->dc2"]
+
+    imported = runner.invoke(cli, [*base, "--import-summary", str(path), "--output", "json"])
+    assert imported.exit_code == 5, imported.output  # it reports a missing record
+    assert json.loads(imported.output)["totals"]["missing"] == 1
+    with StateStore(f"sqlite:///{tmp_path / 'drkit.db'}").session() as session:
+        (row,) = session.scalars(select(Verification)).all()
+    assert (row.flow, row.ok, row.missing, row.output_dir) == (
+        "dc1->dc2", False, 1, "hdfs:///drkit/run-1"
+    )  # fmt: skip
+
+    path.write_text(json.dumps(summary | {"flow": "dc2->dc1"}))
+    wrong = runner.invoke(cli, [*base, "--import-summary", str(path)])
+    assert wrong.exit_code != 0 and "Traceback" not in wrong.output
+    assert "--import-summary" in wrong.output and "'dc2->dc1'" in wrong.output
