@@ -34,7 +34,7 @@ def replication(args: argparse.Namespace) -> str:
             print(sections[-1], flush=True)
     finally:
         if not args.keep:
-            clusters.manager.down(purge=True)
+            clusters.manager.down(purge=True)  # the next section starts on fresh clusters
     return "\n\n".join(sections)
 
 
@@ -122,10 +122,16 @@ def main() -> None:
     OUT.mkdir(parents=True, exist_ok=True)
     started = time.time()
     chosen = ["replication", "translation", "accounting"] if args.which == "all" else [args.which]
-    for name in chosen:
-        text = globals()[name](args)
-        (OUT / f"latest-{name}.md").write_text(text + "\n")
-        print(text, flush=True)
+    try:
+        for name in chosen:
+            text = globals()[name](args)
+            (OUT / f"latest-{name}.md").write_text(text + "\n")
+            print(text, flush=True)
+    finally:
+        if not args.keep:
+            from bench.common import stop_clusters
+
+            stop_clusters()
     command = " ".join(["python -m bench", *sys.argv[1:]])
     print(f"\n(command: {command}; {time.time() - started:.0f}s)")
 

@@ -29,9 +29,18 @@ class Clusters:
         return KafkaAdmin(self.dc1 if which == "dc1" else self.dc2)
 
 
+def _bench_kafka() -> LocalKafka:
+    return LocalKafka(OUT / "state", heap=os.environ.get("DRKIT_BENCH_KAFKA_HEAP", "1g"))
+
+
+def stop_clusters() -> None:
+    """Stop the benchmark clusters and remove their data (no-op when none run)."""
+    _bench_kafka().down(purge=True)
+
+
 def start_clusters(fresh: bool = True) -> Clusters:
     """dc1 and dc2 for benchmarks, in bench/out/state (purged first when ``fresh``)."""
-    manager = LocalKafka(OUT / "state", heap=os.environ.get("DRKIT_BENCH_KAFKA_HEAP", "1g"))
+    manager = _bench_kafka()
     if fresh:
         manager.down(purge=True)
     statuses = {s.name: s for s in manager.up(["dc1", "dc2"])}
