@@ -14,7 +14,9 @@ options mapping, returning a :data:`Transform`.
 
 Contract: a transform returns the (possibly new) record or None to drop it; it must not change
 the record's partition.  Dropped records count as done for progress (they are deliberately not
-replicated) and are counted in ``drkit_replication_filtered_total``.
+replicated) and are counted in ``drkit_replication_filtered_total``.  A transform that raises
+stops the flow at that record with a ReplicationError naming topic, partition and offset;
+progress stays before it, so nothing after it is skipped (fix the plugin, restart).
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 from confluent_kafka import (
     OFFSET_BEGINNING,
@@ -463,7 +463,10 @@ class FlowWorker:
             key = message.key()
             value = message.value()
             if chain is not None:
-                out = chain.apply(OutRecord(key, value, tuple(headers)))
+                try:
+                    out = chain.apply(OutRecord(key, value, tuple(headers)))
+                except Exception as err:  # a plugin failed on this record: stop here, loudly
+                    self._fail(state, offset, f"transform failed: {type(err).__name__}: {err}")
                 if out is None:
                     state.skip(offset)
                     self.metrics.filtered.labels(self.name, where[0]).inc()
@@ -614,7 +617,7 @@ class FlowWorker:
             self.metrics.errors.labels(self.name, "progress").inc()
             raise translate(error, f"flow {self.name}: writing progress/offset syncs")
 
-    def _fail(self, state: _PartitionState, offset: int, error: Any) -> None:
+    def _fail(self, state: _PartitionState, offset: int, error: Any) -> NoReturn:
         self.metrics.errors.labels(self.name, "fatal").inc()
         reason = f"{error_code_name(error)}: {error.str()}" if hasattr(error, "str") else str(error)
         raise ReplicationError(

@@ -9,6 +9,8 @@ import urllib.request
 from collections import Counter, defaultdict
 from pathlib import Path
 
+import pytest
+
 from drkit.kafka import ClusterEndpoint, KafkaAdmin
 from drkit.kafka.admin import TopicSpec
 from drkit.kafka.io import consume_all, produce_batch
@@ -264,6 +266,59 @@ def test_record_too_large_for_the_target_stops_the_flow_at_that_offset(
     assert progress[_tp(topic, 0)].next_offset == 10, "progress passed the refused record"
     values = [r.value for r in consume_all(setup.target_endpoint, replica, timeout_s=10)]
     assert values[:10] == [v for _, v in payloads[:10]]
+
+
+_PLUGIN = """
+from dataclasses import replace
+
+
+def make(options):
+    def shout(record):
+        if record.value == b"poison":
+            raise ValueError("cannot parse")
+        return replace(record, value=(record.value or b"").upper())
+
+    return shout
+"""
+
+
+def install_plugin(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A real ``drkit.transforms`` entry point, visible to this process and to child drkits."""
+    (root / "drkit_test_shout.py").write_text(_PLUGIN)
+    info = root / "drkit_test_shout-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: drkit-test-shout\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text("[drkit.transforms]\nshout = drkit_test_shout:make\n")
+    monkeypatch.syspath_prepend(str(root))
+    inherited = [path for path in [os.environ.get("PYTHONPATH")] if path]
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(root), *inherited]))
+
+
+def test_a_plugin_transform_runs_and_a_record_it_fails_on_stops_the_flow_there(
+    dc1: ClusterUnderTest,
+    dc2: ClusterUnderTest,
+    names: Names,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    install_plugin(tmp_path, monkeypatch)
+    topic = names.topic("poison")
+    setup = flow_setup(tmp_path, dc1, dc2, [topic], transforms=[{"type": "shout"}])
+    dc1.admin().create_topics([TopicSpec(topic, 1)])
+    values = [b"a", b"b", b"c", b"d", b"e", b"poison", b"f", b"g"]
+    produce_batch(setup.source_endpoint, topic, [(b"k", v) for v in values])
+    worker = Replicator(setup, log_dir=tmp_path).start()
+    code = worker.wait(90)
+    log = worker.log()
+    assert code == 3, log
+    assert f"cannot replicate {topic} partition 0 offset 5" in log
+    assert "transform failed: ValueError: cannot parse" in log
+    assert "Traceback" not in log
+    progress = ProgressStore(setup.target_endpoint, progress_topic(setup.source)).refresh()
+    assert progress[_tp(topic, 0)].next_offset == 5, "progress passed the poison record"
+    replica = f"{setup.source}.{topic}"
+    copied = [r.value for r in consume_all(setup.target_endpoint, replica, timeout_s=10)]
+    assert copied == [b"A", b"B", b"C", b"D", b"E"]
 
 
 def test_two_workers_share_partitions_and_take_over_a_dead_one(
