@@ -14,6 +14,7 @@ Branches:
 * :class:`LocalClusterError` - the local Maven-based Kafka clusters could not be managed.
 * :class:`StateStoreError` - the SQL state store is unreachable or not migrated.
 * :class:`ReplicationError` - a flow stopped because continuing would lose or corrupt data.
+* :class:`AccountingError` - the Spark accounting job could not run to its end.
 """
 
 from __future__ import annotations
@@ -87,3 +88,7 @@ class StateStoreError(DrkitError):
 
 class ReplicationError(DrkitError):
     """A replication flow stopped because going on would skip or corrupt records."""
+
+
+class AccountingError(DrkitError):
+    """The Spark accounting job failed before it could give a verdict (nothing was recorded)."""

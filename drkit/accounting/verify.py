@@ -12,7 +12,7 @@ from drkit.accounting import job
 from drkit.accounting.session import build_session
 from drkit.accounting.spec import build_spec
 from drkit.config.model import DrkitConfig, FlowConfig
-from drkit.errors import ConfigError, Problem
+from drkit.errors import AccountingError, ConfigError, Problem
 from drkit.store.db import StateStore
 from drkit.store.models import Verification
 
@@ -31,14 +31,31 @@ def verify(
     started = datetime.now(UTC)
     spec = build_spec(config, flow, groups, topics)
     out.mkdir(parents=True, exist_ok=True)
-    spark = build_session(master, f"drkit verify {flow.name}", verbose)
+    try:
+        spark = build_session(master, f"drkit verify {flow.name}", verbose)
+    except Exception as err:  # no Java, a bad master URL, an unreachable cluster manager...
+        raise spark_failure(flow, out, err) from None
     try:
         summary = job.run(spark, spec, str(out.resolve()))
+    except (Exception, SystemExit) as err:  # Spark raises Py4J/PySpark errors with JVM stacks
+        raise spark_failure(flow, out, err) from None
     finally:
         spark.stop()
     if store is not None:
         record_summary(store, summary, started, datetime.now(UTC))
     return summary
+
+
+def spark_failure(flow: FlowConfig, out: Path, err: BaseException) -> AccountingError:
+    """One sentence for a failed Spark job: its root cause, not the JVM stack around it."""
+    lines = [line.strip() for line in str(err).splitlines() if line.strip()]
+    causes = [line.removeprefix("Caused by:").strip() for line in lines if "Caused by:" in line]
+    reason = (causes[-1] if causes else lines[0] if lines else type(err).__name__)[:300]
+    return AccountingError(
+        f"flow {flow.name}: the Spark accounting job failed: {reason}. Nothing was recorded; "
+        f"partial output may be in {out}. Fix the cause and run drkit verify again "
+        "(--verbose-spark shows Spark's own logs)."
+    )
 
 
 def record_summary(

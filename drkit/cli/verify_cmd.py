@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,11 @@ from drkit.cli.context import AppContext, config_option, echo_json, output_optio
 from drkit.config.model import DrkitConfig, FlowConfig
 from drkit.errors import ConfigError, Problem
 from drkit.store.db import StateStore
+
+# What spark-submit accepts as --master (checked here: a bad one kills Spark's JVM noisily).
+_MASTER = re.compile(
+    r"^(local(\[(\*|\d+)(,\d+)?\])?|local-cluster\[.+\]|spark://.+|yarn|k8s://.+)$"
+)
 
 
 @click.command("verify")
@@ -53,6 +59,7 @@ from drkit.store.db import StateStore
     help="Record the summary.json of a spark-submit run in the state store and report it "
     "(same output and exit code as a local run); Spark is not started.",
 )
+@click.option("--verbose-spark", is_flag=True, help="Show Spark's own INFO logs (default: quiet).")
 @output_option
 @pass_app
 def verify(
@@ -65,6 +72,7 @@ def verify(
     out_dir: str | None,
     spec_file: str | None,
     summary_file: str | None,
+    verbose_spark: bool,
     output: str,
 ) -> None:
     """Compare every source record with its replicas (Spark, joined on provenance).
@@ -85,6 +93,16 @@ def verify(
         raise ConfigError(
             [Problem("--flow", f"unknown flow {flow_name!r} (known: {known})")]
         ) from None
+    if spark_master is not None and not _MASTER.match(spark_master):
+        raise ConfigError(
+            [
+                Problem(
+                    "--spark-master",
+                    f"{spark_master!r} is not a Spark master URL (local[N], spark://HOST:PORT, "
+                    "yarn or k8s://HOST:PORT)",
+                )
+            ]
+        )
     topic_list = [t.strip() for t in topics.split(",") if t.strip()] if topics else None
     if spec_file is not None:
         _write_spec_only(config, flow, list(groups), topic_list, Path(spec_file), out_dir, output)
@@ -95,7 +113,9 @@ def verify(
     if summary_file is not None:
         summary = _import_summary(store, flow, Path(summary_file))
     else:
-        summary = run_verify(config, flow, list(groups), topic_list, out, spark_master, store)
+        summary = run_verify(
+            config, flow, list(groups), topic_list, out, spark_master, store, verbose_spark
+        )
     if output == "json":
         echo_json(summary)
     else:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from hypothesis import given
@@ -9,8 +10,10 @@ from hypothesis import strategies as st
 
 from drkit.accounting.job import dropped_by_filters
 from drkit.accounting.spec import _filters, spark_kafka_options
+from drkit.accounting.verify import spark_failure
 from drkit.config import load_config_text
 from drkit.config.model import FlowConfig, TransformConfig
+from drkit.errors import AccountingError
 from drkit.replication.transforms import OutRecord, build_chain
 
 
@@ -89,3 +92,25 @@ def test_plugin_transforms_are_named_in_the_notes_and_filters_are_carried() -> N
     assert carried["notes"] == [
         "flow dc1->dc2 has plugin transforms (my_dedupe): records they drop are reported as missing"
     ]
+
+
+def test_a_failed_spark_job_is_reported_by_its_root_cause() -> None:
+    flow = FlowConfig(source="dc1", target="dc2")
+    py4j = Exception(
+        "An error occurred while calling o97.parquet.\n"
+        ": org.apache.spark.SparkException: Job aborted due to stage failure\n"
+        "\tat org.apache.spark.scheduler.DAGScheduler.failJobAndIndependentStages(...)\n"
+        "Caused by: org.apache.kafka.common.errors.TimeoutException: Timeout of 60000ms "
+        "expired before the position for partition orders-3 could be determined\n"
+        "\tat org.apache.kafka.clients.consumer.internals.Fetcher.position(...)\n"
+    )
+    error = spark_failure(flow, Path("/tmp/out"), py4j)
+    assert isinstance(error, AccountingError)
+    assert str(error).startswith(
+        "flow dc1->dc2: the Spark accounting job failed: org.apache.kafka.common.errors."
+        "TimeoutException: Timeout of 60000ms expired before the position for partition "
+        "orders-3 could be determined. Nothing was recorded"
+    )
+    assert "\n" not in str(error)
+    plain = spark_failure(flow, Path("/tmp/out"), SystemExit("nothing to check: empty"))
+    assert "failed: nothing to check: empty." in str(plain)

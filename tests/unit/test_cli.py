@@ -133,3 +133,20 @@ def test_verify_import_summary_records_a_spark_submit_run_and_rejects_other_file
     wrong = runner.invoke(cli, [*base, "--import-summary", str(path)])
     assert wrong.exit_code != 0 and "Traceback" not in wrong.output
     assert "--import-summary" in wrong.output and "'dc2->dc1'" in wrong.output
+
+
+@pytest.mark.parametrize("master", ["bogus://nowhere", "local[two]", "mesos://m:5050"])
+def test_verify_rejects_a_bad_spark_master_before_touching_anything(
+    tmp_path: Path, master: str
+) -> None:
+    config = tmp_path / "c.yaml"
+    config.write_text(
+        "clusters:\n  dc1: {bootstrap_servers: '127.0.0.1:1'}\n"
+        "  dc2: {bootstrap_servers: '127.0.0.1:2'}\nflows: [{source: dc1, target: dc2}]\n"
+    )
+    result = CliRunner().invoke(
+        cli, ["verify", "--config", str(config), "--flow", "dc1->dc2", "--spark-master", master]
+    )
+    assert result.exit_code == 2, result.output
+    assert f"--spark-master: {master!r} is not a Spark master URL" in result.output
+    assert "Traceback" not in result.output
