@@ -19,6 +19,9 @@ appender.console.name = console
 appender.console.target = SYSTEM_ERR
 appender.console.layout.type = PatternLayout
 appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
+# Spark prints "Setting default log level" unless the logger it starts with has its own level.
+logger.spark.name = org.apache.spark
+logger.spark.level = error
 """
 
 
