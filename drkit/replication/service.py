@@ -202,7 +202,11 @@ def _child(config_path: str, options: ServiceOptions, index: int, log_level: int
         workers=1,
         checkpoints=options.checkpoints and index == 0,  # one checkpointer per flow is enough
         metrics_port=options.metrics_port + index if options.metrics_port else 0,
-        settings=replace(options.settings, worker_id=f"{options.worker_id}-{index}"),
+        settings=replace(
+            options.settings,
+            worker_id=f"{options.worker_id}-{index}",
+            buffer_share=1.0 / options.workers,
+        ),
     )
     raise SystemExit(run_flows(config, child_options, stop))
 

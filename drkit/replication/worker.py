@@ -73,6 +73,15 @@ class WorkerSettings:
     delivery_timeout_ms: int = 120000
     transaction_timeout_ms: int = 10000
     linger_ms: int = 5
+    # This process's share of the client buffers: ``--workers N`` gives each worker 1/N, since
+    # each one serves about 1/N of the partitions (the fetch size per partition is unchanged).
+    buffer_share: float = 1.0
+
+    def producer_queue_messages(self) -> int:
+        return max(20_000, int(200_000 * self.buffer_share))
+
+    def consumer_queue_kbytes(self) -> int:
+        return max(4096, int(32768 * self.buffer_share))
 
 
 class _Inflight:
@@ -335,7 +344,7 @@ class FlowWorker:
             "message.timeout.ms": self.settings.delivery_timeout_ms,
             # Let the target's topic limit decide what is too large, not the client's default.
             "message.max.bytes": 100_000_000,
-            "queue.buffering.max.messages": 200_000,
+            "queue.buffering.max.messages": self.settings.producer_queue_messages(),
             "on_delivery": self._on_delivery,
             "client.id": f"drkit-{self.name}-{self.settings.worker_id}",
         }
@@ -376,7 +385,7 @@ class FlowWorker:
                 # bounded for memory.
                 "max.partition.fetch.bytes": 8 * 1024 * 1024,
                 "fetch.queue.backoff.ms": 0,
-                "queued.max.messages.kbytes": 32768,
+                "queued.max.messages.kbytes": self.settings.consumer_queue_kbytes(),
                 "fetch.wait.max.ms": 50,
                 # Partitions added to a subscribed topic are seen on metadata refresh (default
                 # 5 min): refresh as often as the flow looks for new topics.
