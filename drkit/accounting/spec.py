@@ -12,7 +12,13 @@ from typing import Any
 
 from drkit.config.model import ClusterConfig, DrkitConfig, FlowConfig, SaslMechanism
 from drkit.config.model import SecurityProtocol as Protocol
-from drkit.errors import ConfigError, KafkaError, Problem, UnreachableClusterError
+from drkit.errors import (
+    AccountingError,
+    ConfigError,
+    KafkaError,
+    Problem,
+    UnreachableClusterError,
+)
 from drkit.kafka.admin import KafkaAdmin
 from drkit.kafka.clients import ClusterEndpoint
 from drkit.kafka.records import TopicPartition
@@ -103,12 +109,14 @@ def build_spec(
         if name in on_target:
             target_ranges[name] = target.topic_offsets(name)
     partitions = []
+    records_to_check = 0
     for name in chosen:
         ranges = {
             f"{replica[name]}:{p}": list(bounds)
             for p, bounds in target_ranges.get(replica[name], {}).items()
         }
         for partition, (start, end) in sorted(source.topic_offsets(name).items()):
+            records_to_check += end - start
             partitions.append(
                 {
                     "source_topic": name,
@@ -119,6 +127,12 @@ def build_spec(
                     "target_ranges": ranges,
                 }
             )
+    if not records_to_check:
+        selected = ", ".join(chosen) or "none"
+        raise AccountingError(
+            f"flow {flow.name}: nothing to check - no selected topic has records on "
+            f"{flow.source} (topics selected: {selected})"
+        )
     return {
         "flow": flow.name,
         "source_alias": flow.source,

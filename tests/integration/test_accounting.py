@@ -223,3 +223,20 @@ def test_spark_submit_runs_the_job_from_a_written_spec(
     )  # fmt: skip
     assert imported.returncode == 0, imported.stderr
     assert "3300 source records checked" in imported.stdout
+
+
+def test_nothing_to_check_is_said_before_spark_starts(
+    dc1: ClusterUnderTest, dc2: ClusterUnderTest, names: Names, tmp_path: Path
+) -> None:
+    topic = names.topic("empty")
+    setup = flow_setup(tmp_path, dc1, dc2, [topic])
+    dc1.admin().create_topics([TopicSpec(topic, 2)])
+    result = subprocess.run(
+        [sys.executable, "-m", "drkit", "verify", "--config", str(setup.path), "--flow",
+         setup.config.flows[0].name, "--out", str(tmp_path / "out")],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert f"nothing to check - no selected topic has records on {setup.source}" in result.stderr
+    assert f"(topics selected: {topic})" in result.stderr
+    assert "Traceback" not in result.stderr and "Spark" not in result.stderr
