@@ -133,11 +133,9 @@ def _string(column: Any, position: Any) -> tuple[Any, Any]:
     return F.decode(column.substr(position + 2, length), "UTF-8"), position + 2 + length
 
 
-def _offset_syncs(spark: Any, options: dict[str, str], topic: str) -> Any:
-    """drkit's offset-sync records as columns (format: drkit/replication/offset_sync.py)."""
-    from pyspark.sql import functions as F
-
-    raw = (
+def _whole_topic(spark: Any, options: dict[str, str], topic: str) -> Any:
+    """Every retained record of one of drkit's internal topics (compaction gaps tolerated)."""
+    return (
         spark.read.format("kafka")
         .options(**options)
         .option("subscribe", topic)
@@ -146,6 +144,13 @@ def _offset_syncs(spark: Any, options: dict[str, str], topic: str) -> Any:
         .option("failOnDataLoss", "false")
         .load()
     )
+
+
+def _offset_syncs(spark: Any, options: dict[str, str], topic: str) -> Any:
+    """drkit's offset-sync records as columns (format: drkit/replication/offset_sync.py)."""
+    from pyspark.sql import functions as F
+
+    raw = _whole_topic(spark, options, topic)
     key, value = F.col("key"), F.col("value")
     src_topic, after = _string(key, F.lit(1))
     dst_topic, after_value = _string(value, F.lit(3))
@@ -165,15 +170,7 @@ def _checkpoints(spark: Any, options: dict[str, str], topic: str) -> Any:
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    raw = (
-        spark.read.format("kafka")
-        .options(**options)
-        .option("subscribe", topic)
-        .option("startingOffsets", "earliest")
-        .option("endingOffsets", "latest")
-        .option("failOnDataLoss", "false")
-        .load()
-    )
+    raw = _whole_topic(spark, options, topic)
     key, value = F.col("key"), F.col("value")
     group, after = _string(key, F.lit(1))
     target_topic, after = _string(key, after)

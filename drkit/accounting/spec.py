@@ -7,6 +7,8 @@ only for spark-submit, with mode 0600.
 
 from __future__ import annotations
 
+import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +29,7 @@ from drkit.offsets.mapping_loader import MappingLoader
 from drkit.replication import internal_topics
 from drkit.replication.policy import build_policy
 from drkit.replication.topic_filter import TopicFilter
+from drkit.replication.transforms import BUILTIN_TYPES
 
 _LOGIN = {
     SaslMechanism.PLAIN: "org.apache.kafka.common.security.plain.PlainLoginModule",
@@ -153,8 +156,7 @@ def _filters(flow: FlowConfig) -> dict[str, Any]:
     Built-in transforms other than ``filter`` never drop records; a plugin might, and what it
     drops cannot be told from the data, so it is named in the summary's notes.
     """
-    builtin = {"filter", "drop_json_fields", "mask_json_fields", "route"}
-    plugins = sorted({t.type for t in flow.transforms if t.type not in builtin})
+    plugins = sorted({t.type for t in flow.transforms if t.type not in BUILTIN_TYPES})
     notes = (
         [
             f"flow {flow.name} has plugin transforms ({', '.join(plugins)}): records they "
@@ -205,9 +207,6 @@ def write_spec(spec: dict[str, Any], path: Path) -> None:
 
     The file is written next to its final name and renamed, so a reader never sees half a spec.
     """
-    import json
-    import os
-
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_name(f".{path.name}.partial")
     descriptor = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)

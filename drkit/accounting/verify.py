@@ -37,7 +37,7 @@ def verify(
         raise spark_failure(flow, out, err) from None
     try:
         summary = job.run(spark, spec, str(out.resolve()))
-    except (Exception, SystemExit) as err:  # Spark raises Py4J/PySpark errors with JVM stacks
+    except Exception as err:  # Spark raises Py4J/PySpark errors with JVM stacks
         raise spark_failure(flow, out, err) from None
     finally:
         spark.stop()
@@ -78,6 +78,19 @@ def record_summary(
                 finished_at=finished,
             )
         )
+
+
+def import_summary(store: StateStore, flow: FlowConfig, path: Path) -> dict[str, Any]:
+    """Record a spark-submit run's ``summary.json`` as a local run would have; returns it."""
+    summary = load_summary(path, flow)
+    started = float(summary["checked_at"])
+    record_summary(
+        store,
+        summary,
+        datetime.fromtimestamp(started, UTC),
+        datetime.fromtimestamp(started + float(summary["elapsed_s"]), UTC),
+    )
+    return summary
 
 
 def load_summary(path: Path, flow: FlowConfig) -> dict[str, Any]:

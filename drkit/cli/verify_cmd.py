@@ -11,7 +11,6 @@ import click
 from drkit.cli.context import AppContext, config_option, echo_json, output_option, pass_app
 from drkit.config.model import DrkitConfig, FlowConfig
 from drkit.errors import ConfigError, Problem
-from drkit.store.db import StateStore
 
 # What spark-submit accepts as --master (checked here: a bad one kills Spark's JVM noisily).
 _MASTER = re.compile(
@@ -32,8 +31,8 @@ _MASTER = re.compile(
 @click.option(
     "--spark-master",
     default=None,
-    help="Spark master URL (default local[*]); for a cluster see spark-submit in "
-    "drkit/accounting/job.py.",
+    help="Spark master URL (default local[*]); for spark-submit on a cluster see "
+    "--write-spec and --import-summary.",
 )
 @click.option(
     "--out",
@@ -82,7 +81,7 @@ def verify(
     would skip or read again if it resumed at its target position.  Exit code 5 when anything
     was missing or would be skipped.
     """
-    from drkit.accounting.verify import default_out
+    from drkit.accounting.verify import default_out, import_summary
     from drkit.accounting.verify import verify as run_verify
 
     config = app.config(config_file)
@@ -111,7 +110,7 @@ def verify(
     store = app.store(config_file)
     store.ensure_current()
     if summary_file is not None:
-        summary = _import_summary(store, flow, Path(summary_file))
+        summary = import_summary(store, flow, Path(summary_file))
     else:
         summary = run_verify(
             config, flow, list(groups), topic_list, out, spark_master, store, verbose_spark
@@ -122,19 +121,6 @@ def verify(
         _print(summary)
     if not summary["ok"]:
         raise SystemExit(5)
-
-
-def _import_summary(store: StateStore, flow: FlowConfig, path: Path) -> dict[str, Any]:
-    """``--import-summary``: the row a local run would have stored, for a spark-submit run."""
-    from datetime import UTC, datetime
-
-    from drkit.accounting.verify import load_summary, record_summary
-
-    summary = load_summary(path, flow)
-    started = datetime.fromtimestamp(float(summary["checked_at"]), UTC)
-    finished = datetime.fromtimestamp(float(summary["checked_at"]) + summary["elapsed_s"], UTC)
-    record_summary(store, summary, started, finished)
-    return summary
 
 
 def _write_spec_only(

@@ -132,6 +132,10 @@ _BUILTINS: dict[str, Callable[[Mapping[str, object]], Transform]] = {
 }
 
 
+# Every built-in type; none but ``filter`` drops records (plugins may).
+BUILTIN_TYPES = frozenset({*_BUILTINS, "route"})
+
+
 @dataclass(frozen=True)
 class TransformChain:
     """The record transforms of a flow plus its topic renames."""

@@ -68,15 +68,7 @@ class HealthRepository:
             )
             if transition_from is not None and transition_from != state:
                 session.add(
-                    HealthTransition(
-                        subject_kind="cluster",
-                        subject=cluster,
-                        observer=observer,
-                        from_state=transition_from,
-                        to_state=state,
-                        evidence=evidence,
-                        at=_at(at),
-                    )
+                    _transition("cluster", cluster, observer, transition_from, state, evidence, at)
                 )
 
     def record_transition(
@@ -90,17 +82,7 @@ class HealthRepository:
         at: float,
     ) -> None:
         with self.store.session() as session:
-            session.add(
-                HealthTransition(
-                    subject_kind=kind,
-                    subject=subject,
-                    observer=observer,
-                    from_state=old,
-                    to_state=new,
-                    evidence=evidence,
-                    at=_at(at),
-                )
-            )
+            session.add(_transition(kind, subject, observer, old, new, evidence, at))
 
     def observer_states(self, since: float) -> list[ObserverState]:
         with self.store.session() as session:
@@ -147,3 +129,23 @@ class HealthRepository:
                 delete(HealthObservation).where(HealthObservation.observed_at < cutoff)
             )
             return int(result.rowcount or 0)  # type: ignore[attr-defined]
+
+
+def _transition(
+    kind: str,
+    subject: str,
+    observer: str,
+    old: str | None,
+    new: str,
+    evidence: dict[str, Any],
+    at: float,
+) -> HealthTransition:
+    return HealthTransition(
+        subject_kind=kind,
+        subject=subject,
+        observer=observer,
+        from_state=old,
+        to_state=new,
+        evidence=evidence,
+        at=_at(at),
+    )
