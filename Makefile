@@ -30,8 +30,8 @@ test: setup
 	scripts/test
 
 lint: setup
-	$(BIN)/ruff check drkit tests bench migrations
-	$(BIN)/ruff format --check drkit tests bench migrations
+	$(BIN)/ruff check drkit tests bench migrations runbooks
+	$(BIN)/ruff format --check drkit tests bench migrations runbooks
 	$(BIN)/mypy
 
 bench: setup

@@ -3,6 +3,7 @@
     python -m bench replication [--records-100 N] [--records-1k N] [--workers N] [--quick]
     python -m bench translation
     python -m bench accounting [--records-100 N]
+    python -m bench failover [--failover-groups N] [--partitions N]
     python -m bench all
 
 Every ratio compares numbers measured in the same run on the same clusters.  Results are printed
@@ -87,6 +88,12 @@ def translation(args: argparse.Namespace) -> str:
     return tr.main(groups=args.groups, partitions=args.partitions)
 
 
+def failover(args: argparse.Namespace) -> str:
+    from bench import failover as fo
+
+    return fo.main(groups=args.failover_groups, partitions=args.partitions)
+
+
 def accounting(args: argparse.Namespace) -> str:
     from bench import accounting as acc
 
@@ -99,7 +106,7 @@ def main() -> None:
         "which",
         nargs="?",
         default="all",
-        choices=["replication", "translation", "accounting", "all"],
+        choices=["replication", "translation", "accounting", "failover", "all"],
     )
     parser.add_argument("--records-100", type=int, default=1_000_000)
     parser.add_argument("--records-1k", type=int, default=300_000)
@@ -113,6 +120,7 @@ def main() -> None:
     )
     parser.add_argument("--groups", type=int, default=1000)
     parser.add_argument("--partitions", type=int, default=50)
+    parser.add_argument("--failover-groups", type=int, default=100)
     parser.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
     parser.add_argument("--keep", action="store_true", help="keep the bench clusters running")
     args = parser.parse_args()
@@ -121,7 +129,8 @@ def main() -> None:
         args.groups, args.partitions, args.repeat = 100, 50, 1
     OUT.mkdir(parents=True, exist_ok=True)
     started = time.time()
-    chosen = ["replication", "translation", "accounting"] if args.which == "all" else [args.which]
+    every = ["replication", "translation", "accounting", "failover"]
+    chosen = every if args.which == "all" else [args.which]
     try:
         for name in chosen:
             text = globals()[name](args)

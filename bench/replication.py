@@ -25,7 +25,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import yaml
-from confluent_kafka import Consumer
 
 from bench.common import (
     COMPRESSION,
@@ -204,7 +203,7 @@ def latency_at(
     stop = threading.Event()
     try:
         wait_until_topic(clusters, target, 120)
-        consumer: Consumer = make_consumer(
+        consumer = make_consumer(
             clusters.dc2,
             f"bench-lat-{uuid.uuid4().hex[:6]}",
             {"auto.offset.reset": "earliest", "fetch.wait.max.ms": 10},

@@ -6,22 +6,31 @@ progress, offset-sync topics and replica names never collide between tests.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
+import urllib.request
 import uuid
+from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Self
 
 import yaml
+from prometheus_client.parser import text_string_to_metric_families
 
 from drkit.config import load_config
 from drkit.config.model import DrkitConfig
 from drkit.kafka import ClusterEndpoint
+from drkit.kafka.io import consume_all
+from drkit.kafka.records import Record
+from drkit.replication.progress import Progress, decode_progress
+from drkit.replication.provenance import ORIGIN_HEADER, SOURCE_HEADER, Provenance
 from tests.kafka_backends import ClusterUnderTest
 
 
@@ -37,6 +46,27 @@ def wait_until(
             return last
         time.sleep(interval_s)
     raise AssertionError(f"timed out after {timeout_s}s waiting for {what or predicate} ({last!r})")
+
+
+def wait_for_value(
+    probe: Callable[[], Any],
+    wanted: Any,
+    timeout_s: float,
+    interval_s: float = 0.25,
+    what: str = "",
+) -> None:
+    """Poll ``probe`` until it returns ``wanted``; fail with the last value seen at the deadline."""
+    deadline = time.monotonic() + timeout_s
+    last: Any = None
+    while time.monotonic() < deadline:
+        last = probe()
+        if last == wanted:
+            return
+        time.sleep(interval_s)
+    raise AssertionError(
+        f"timed out after {timeout_s}s waiting for {what or probe}: wanted {wanted!r}, "
+        f"last saw {last!r}"
+    )
 
 
 @dataclass
@@ -177,3 +207,163 @@ class Replicator(DrkitProcess):
     def __enter__(self) -> Self:
         self.start()
         return self
+
+
+# -- exact comparison of a replica with its source ---------------------------------------------
+
+DRKIT_HEADERS = frozenset({SOURCE_HEADER, ORIGIN_HEADER})
+
+
+@dataclass(frozen=True)
+class CopyCheck:
+    """A replica compared with its source record by record, through the provenance header.
+
+    ``sequences`` holds, per target partition, the source offsets of its records in target
+    order; the other fields are the faults found (all empty for an exact copy).
+    """
+
+    source_count: int
+    target_count: int
+    sequences: dict[int, list[int]]
+    missing: dict[int, list[int]]  # source partition -> source offsets not on the target
+    duplicates: dict[int, Counter[int]]  # source partition -> source offset -> extra copies
+    altered: list[tuple[int, int]]  # (partition, offset): other key/value/headers/timestamp
+    misplaced: list[tuple[int, int]]  # (partition, offset) copied into another partition
+    out_of_order: list[int]  # target partitions whose first copies are not in source order
+
+    @property
+    def duplicate_count(self) -> int:
+        return sum(sum(extra.values()) for extra in self.duplicates.values())
+
+    @property
+    def missing_count(self) -> int:
+        return sum(len(offsets) for offsets in self.missing.values())
+
+    @property
+    def exact(self) -> bool:
+        """Every source record exactly once, unchanged, in its partition and in order."""
+        return not (
+            self.missing or self.duplicates or self.altered or self.misplaced or self.out_of_order
+        )
+
+    def summary(self) -> str:
+        return (
+            f"{self.source_count} source / {self.target_count} target records; missing "
+            f"{ {p: o[:5] for p, o in self.missing.items()} } ({self.missing_count}), duplicated "
+            f"{ {p: sorted(c)[:5] for p, c in self.duplicates.items()} } "
+            f"({self.duplicate_count}), altered {self.altered[:5]}, misplaced "
+            f"{self.misplaced[:5]}, out of order in partitions {self.out_of_order}"
+        )
+
+
+def _user_headers(record: Record) -> tuple[tuple[str, bytes | None], ...]:
+    return tuple((k, v) for k, v in record.headers if k not in DRKIT_HEADERS)
+
+
+def check_copy(source: list[Record], replica: list[Record]) -> CopyCheck:
+    """Compare ``replica`` (a target topic) with ``source`` (its source topic), see CopyCheck."""
+    originals = {(r.partition, r.offset): r for r in source}
+    sequences: dict[int, list[int]] = defaultdict(list)
+    copies: Counter[tuple[int, int]] = Counter()
+    altered: list[tuple[int, int]] = []
+    misplaced: list[tuple[int, int]] = []
+    for record in replica:
+        raw = record.header(SOURCE_HEADER)
+        assert raw is not None, f"replica record without provenance: {record}"
+        provenance = Provenance.decode(raw)
+        where = (provenance.partition, provenance.offset)
+        copies[where] += 1
+        sequences[record.partition].append(provenance.offset)
+        if provenance.partition != record.partition:
+            misplaced.append(where)
+        original = originals.get(where)
+        if original is not None and (
+            (original.key, original.value, original.timestamp_ms, _user_headers(original))
+            != (record.key, record.value, record.timestamp_ms, _user_headers(record))
+        ):
+            altered.append(where)
+    missing: dict[int, list[int]] = defaultdict(list)
+    for partition, offset in sorted(set(originals) - set(copies)):
+        missing[partition].append(offset)
+    duplicates: dict[int, Counter[int]] = defaultdict(Counter)
+    for (partition, offset), n in copies.items():
+        if n > 1:
+            duplicates[partition][offset] = n - 1
+    out_of_order = []
+    for partition, offsets in sequences.items():
+        firsts = list(dict.fromkeys(offsets))  # first copies, in target order
+        if firsts != sorted(firsts):
+            out_of_order.append(partition)
+    return CopyCheck(
+        len(source),
+        len(replica),
+        dict(sequences),
+        dict(missing),
+        dict(duplicates),
+        altered,
+        misplaced,
+        sorted(out_of_order),
+    )
+
+
+def progress_history(target: ClusterEndpoint, topic: str) -> list[Progress]:
+    """Every progress record on ``topic`` in the order written (the topic has one partition)."""
+    out = []
+    for record in consume_all(target, topic, timeout_s=30):
+        decoded = decode_progress(record.key or b"", record.value)
+        if decoded is not None and decoded[0] == target.alias:
+            out.append(decoded[1])
+    return out
+
+
+# -- Prometheus metrics of a child process -----------------------------------------------------
+
+
+def free_ports(count: int = 1) -> int:
+    """The first of ``count`` consecutive free ports on 127.0.0.1 (``--workers N`` uses PORT+i)."""
+    for _ in range(100):
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            first = int(probe.getsockname()[1])
+        if first + count > 65535:
+            continue
+        try:
+            with contextlib.ExitStack() as stack:
+                for port in range(first, first + count):
+                    sock = stack.enter_context(socket.socket())
+                    sock.bind(("127.0.0.1", port))
+        except OSError:
+            continue
+        return first
+    raise AssertionError(f"no {count} consecutive free ports")
+
+
+@dataclass(frozen=True)
+class MetricsSnapshot:
+    """One scrape of a ``/metrics`` endpoint: (sample name, labels) -> value."""
+
+    samples: dict[tuple[str, frozenset[tuple[str, str]]], float]
+
+    @classmethod
+    def parse(cls, text: str) -> MetricsSnapshot:
+        samples = {
+            (sample.name, frozenset(sample.labels.items())): float(sample.value)
+            for family in text_string_to_metric_families(text)
+            for sample in family.samples
+        }
+        return cls(samples)
+
+    def value(self, name: str, **labels: str) -> float | None:
+        """The sum of the samples ``name`` whose labels include ``labels``; None if none."""
+        wanted = set(labels.items())
+        found = [v for (n, have), v in self.samples.items() if n == name and wanted <= have]
+        return sum(found) if found else None
+
+
+def scrape(port: int) -> MetricsSnapshot | None:
+    """The metrics served on 127.0.0.1:``port``, or None while nothing answers there."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as reply:
+            return MetricsSnapshot.parse(reply.read().decode())
+    except OSError:
+        return None

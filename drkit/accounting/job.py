@@ -1,552 +1,129 @@
-"""The accounting Spark job (self-contained: pyspark + standard library only).
+"""The accounting Spark job: entry point and stage order (pyspark + standard library only).
 
-Run locally through ``drkit verify`` or on a cluster with::
+Run locally through ``drkit verify`` or on a cluster with what ``drkit verify --write-spec``
+prints::
 
     spark-submit --packages org.apache.spark:spark-sql-kafka-0-10_2.13:<spark version> \\
+        --py-files drkit-accounting-job.zip \\
         drkit/accounting/job.py --spec spec.json --out hdfs:///drkit/verify/run-1
 
-Inputs (the spec, JSON): Kafka client options for both clusters, per source partition the
-checked range ``[source_start, source_end)`` and its replica topic, per group and partition the
-committed source offset S and the target position T.
+The stages live in drkit/accounting/sparkjob/ (self-contained too; ``--py-files`` ships them).
 
-Method (all distributed; only per-partition and per-group aggregates reach the driver):
+Inputs (the spec, JSON, sparkjob/schema.py ``Spec``): Kafka client options for both clusters,
+per source partition the checked range ``[source_start, source_end)`` (log start to last stable
+offset) and its replica topic, per group and partition the committed source offset S and the
+target position T, the flow's filter rules, the records lost before replication.
 
-1. read the source range, drop records whose ``drkit-origin`` is the target cluster (they are
-   not replicated there on purpose: active-active loop prevention);
-2. read the replica topics and parse each record's ``drkit-src`` provenance header;
-3. left-join source records with their copies: copies == 1 replicated once, > 1 duplicated,
-   == 0 missing (below the highest replicated source offset) or unreplicated tail (above it);
-4. order: among first copies, per key, a source offset lower than the previous one in target
-   order is a violation;
-5. offset syncs: read drkit's offset-sync topic, and check every replica against the runs -
-   ``unmapped_replicas`` (no run covers its source offset for its target partition) and
-   ``mismatched_replicas`` (a run covers it but names another target offset);
-6. per group: T is the group's own commit on the target if it has one, else the latest
-   checkpoint (what an unplanned failover uses, read from the checkpoints topic), else drkit's
-   live translation; skipped = source records >= S whose every copy lies before T; read again
-   = records < S with a copy at or after T; exact = both zero.
+Method (all distributed; only per-partition and per-group aggregates reach the driver; every
+Kafka read is read_committed):
 
-Records the flow's ``filter`` transforms drop on purpose are counted as ``filtered``, not
-missing (the spec carries the filter rules; the job applies them to unreplicated records only).
+1. read (sparkjob/read.py): the source range without true loops - drkit copies from the target
+   sitting where drkit wrote them (``drkit-origin``, the rule of drkit/replication/provenance.py,
+   restated in sparkjob/rules.py): the replicator leaves them out on purpose (active-active loop
+   prevention); records with forwarded headers are data.  The replicas, with each record's
+   ``drkit-src`` provenance parsed;
+2. join (sparkjob/accounting.py): source records left-joined with their copies;
+3. per-partition accounting: copies == 1 replicated once, > 1 duplicated, == 0 filtered (the
+   flow's ``filter`` transforms drop it on purpose), missing (below the highest replicated
+   source offset) or unreplicated tail (above it); order: among first copies, per key, a source
+   offset lower than the previous one in target order is a violation;
+4. groups (sparkjob/groups.py): T is the group's own commit on the target if it has one, else
+   the latest checkpoint (what an unplanned failover uses), else drkit's live translation;
+   skipped = source records >= S whose every copy lies before T; read again = records < S with
+   a copy at or after T; exact = both zero;
+5. mapping check (sparkjob/mapping.py): every replica against drkit's offset-sync runs -
+   ``unmapped_replicas`` (no run covers its source offset for its target partition: failover
+   translation cannot see it) and ``mismatched_replicas`` (a run covers it but names another
+   target offset: a duplicate copy);
+6. write (sparkjob/summary.py): tables, totals, verdict, summary.
+
+Records lost before replication (deleted from the source before they were copied) are not in
+the source range any more: drkit verify counts them before the job runs (recorded loss events,
+and stored progress below the source log start; drkit/accounting/losses.py) and the spec
+carries them into the summary and the verdict.
 
 Outputs under ``--out``: Parquet tables ``partitions``, ``groups``, ``missing_ranges``,
-``duplicates`` and ``summary.json``, schema ``drkit.verify/v1`` (fields are only ever added)::
+``duplicates``, ``unmapped`` and ``summary.json``, schema ``drkit.verify/v1`` (fields are only
+ever added; sparkjob/schema.py ``Summary``)::
 
     {"schema": "drkit.verify/v1", "flow": "dc1->dc2", "checked_at": epoch s, "elapsed_s": s,
-     "ok": bool,                       # no record missing and no group would skip one
+     "ok": bool,                       # nothing missing or lost before replication, no group
+                                       # would skip a record, no replica unmapped
      "totals": {"records", "replicated_once", "duplicated_records", "extra_copies", "missing",
                 "filtered", "unreplicated_tail", "order_violations", "unmapped_replicas",
-                "mismatched_replicas", "skipped_by_groups", "read_again_by_groups"},
+                "mismatched_replicas", "skipped_by_groups", "read_again_by_groups",
+                "lost_before_replication"},
      "partitions": [{"src_topic", "src_partition", <the per-partition counts above>,
                      "first_offset", "last_offset", "last_replicated"}],
      "groups": [{"group", "src_topic", "src_partition", "s", "t",
                  "t_kind": "target-commit" | "checkpoint" | <translation method>,
                  "skipped", "read_again", "exact"}],
      "missing_ranges": [{"src_topic", "src_partition", "from_offset", "to_offset", "records"}],
+     "lost_before_replication": [{"src_topic", "src_partition", "records",
+                                  "recorded",     # covered by the flow's loss events
+                                  "unrecorded",   # progress below the log start, no event
+                                  "reasons": ["truncated" | "recreated" | "unrecorded"],
+                                  "ranges": [{"from_offset", "to_offset", "records"}]}],
+     "unmapped": [{"src_topic", "src_partition", "dst_topic", "dst_partition", "replicas",
+                   "first_src_offset", "last_src_offset"}],
      "notes": [str],                   # caveats of this run, e.g. plugin transforms
      "output": DIR}
+
+``missing_ranges`` and ``unmapped`` hold at most 100 rows (the Parquet tables hold all).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-SCHEMA = "drkit.verify/v1"
-SOURCE_HEADER = "drkit-src"
-ORIGIN_HEADER = "drkit-origin"
+from drkit.accounting.sparkjob import accounting, groups, mapping, read
+from drkit.accounting.sparkjob.schema import SCHEMA, Spec, Summary
+from drkit.accounting.sparkjob.summary import collect, write_summary, write_table
+
+__all__ = ["SCHEMA", "main", "run"]
 
 
-def _kafka(
-    spark: Any, options: dict[str, str], ranges: dict[str, dict[str, tuple[int, int]]]
-) -> Any:
-    """Records of ``{topic: {partition: (start, end)}}`` (end exclusive), headers included."""
-    starting = {t: {p: r[0] for p, r in parts.items()} for t, parts in ranges.items()}
-    ending = {t: {p: r[1] for p, r in parts.items()} for t, parts in ranges.items()}
-    assign = {t: [int(p) for p in parts] for t, parts in ranges.items()}
-    return (
-        spark.read.format("kafka")
-        .options(**options)
-        .option("assign", json.dumps(assign))
-        .option("startingOffsets", json.dumps(starting))
-        .option("endingOffsets", json.dumps(ending))
-        .option("includeHeaders", "true")
-        # Compacted topics and transaction markers leave offset gaps: not data loss.
-        .option("failOnDataLoss", "false")
-        .load()
-    )
-
-
-def dropped_by_filters(
-    filters: list[dict[str, Any]], key: bytes | None, headers: list[tuple[str, bytes | None]]
-) -> bool:
-    """Whether the flow's filter transforms drop this record.
-
-    The same rule as the ``filter`` transform (drkit/replication/transforms.py; a unit test
-    holds the two together): a rule matches when its ``key_regex`` finds a match in the key
-    and, if it names a ``header``, some value of that header matches ``header_regex``; an
-    ``action: drop`` rule drops matching records, ``action: keep`` drops the others.  Kept here
-    because this file must run under spark-submit without drkit installed.
-    """
-    for rule in filters:
-        matches = True
-        if rule.get("key_regex") is not None:
-            matches = re.search(str(rule["key_regex"]).encode(), key or b"") is not None
-        if matches and rule.get("header") is not None:
-            pattern = re.compile(str(rule.get("header_regex") or ".*").encode())
-            matches = any(
-                pattern.search(value or b"") for name, value in headers if name == rule["header"]
-            )
-        if matches == (rule.get("action", "drop") == "drop"):
-            return True
-    return False
-
-
-def _header(column: Any, name: str) -> Any:
-    from pyspark.sql import functions as F
-
-    found = F.filter(column, lambda h: h["key"] == F.lit(name))
-    return F.when(F.size(found) > 0, F.element_at(found, -1)["value"].cast("string"))
-
-
-def _int(column: Any, position: Any, size: int) -> Any:
-    """Big-endian signed integer of ``size`` bytes at 1-based ``position`` (a Column)."""
-    from pyspark.sql import functions as F
-
-    raw = F.conv(F.hex(column.substr(position, F.lit(size))), 16, 10).cast("decimal(20,0)")
-    # As strings: 2**63 and 2**64 do not fit the JVM long a numeric literal becomes.
-    half = F.lit(str(2 ** (8 * size - 1))).cast("decimal(20,0)")
-    bound = F.lit(str(2 ** (8 * size))).cast("decimal(20,0)")
-    return F.when(raw >= half, raw - bound).otherwise(raw).cast("long")
-
-
-def _string(column: Any, position: Any) -> tuple[Any, Any]:
-    """(value, position after it) of a Kafka protocol STRING: INT16 length + UTF-8 bytes."""
-    from pyspark.sql import functions as F
-
-    length = _int(column, position, 2)
-    return F.decode(column.substr(position + 2, length), "UTF-8"), position + 2 + length
-
-
-def _whole_topic(spark: Any, options: dict[str, str], topic: str) -> Any:
-    """Every retained record of one of drkit's internal topics (compaction gaps tolerated)."""
-    return (
-        spark.read.format("kafka")
-        .options(**options)
-        .option("subscribe", topic)
-        .option("startingOffsets", "earliest")
-        .option("endingOffsets", "latest")
-        .option("failOnDataLoss", "false")
-        .load()
-    )
-
-
-def _offset_syncs(spark: Any, options: dict[str, str], topic: str) -> Any:
-    """drkit's offset-sync records as columns (format: drkit/replication/offset_sync.py)."""
-    from pyspark.sql import functions as F
-
-    raw = _whole_topic(spark, options, topic)
-    key, value = F.col("key"), F.col("value")
-    src_topic, after = _string(key, F.lit(1))
-    dst_topic, after_value = _string(value, F.lit(3))
-    return raw.select(
-        src_topic.alias("src_topic"),
-        _int(key, after, 4).cast("int").alias("src_partition"),
-        _int(key, after + 4, 8).alias("run_src"),
-        dst_topic.alias("dst_topic"),
-        _int(value, after_value, 4).cast("int").alias("dst_partition"),
-        _int(value, after_value + 4, 8).alias("run_dst"),
-        _int(value, after_value + 12, 8).alias("run_length"),
-    )
-
-
-def _checkpoints(spark: Any, options: dict[str, str], topic: str) -> Any:
-    """Latest MirrorMaker 2-format checkpoint per (group, target partition)."""
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
-
-    raw = _whole_topic(spark, options, topic)
-    key, value = F.col("key"), F.col("value")
-    group, after = _string(key, F.lit(1))
-    target_topic, after = _string(key, after)
-    decoded = raw.select(
-        "offset",
-        group.alias("group"),
-        target_topic.alias("dst_topic"),
-        _int(key, after, 4).cast("int").alias("dst_partition"),
-        _int(value, F.lit(3), 8).alias("upstream"),
-        _int(value, F.lit(11), 8).alias("downstream"),
-    )
-    newest = Window.partitionBy("group", "dst_topic", "dst_partition").orderBy(F.desc("offset"))
-    return decoded.withColumn("n", F.row_number().over(newest)).where("n = 1").drop("n", "offset")
-
-
-def run(spark: Any, spec: dict[str, Any], out: str) -> dict[str, Any]:
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
-
+def run(spark: Any, spec: Spec, out: str) -> Summary:
+    """Run every stage for ``spec``; write the tables under ``out``; return the summary."""
     started = time.time()
-    partitions = spec["partitions"]
-    filters: list[dict[str, Any]] = spec.get("filters") or []
-    source_ranges: dict[str, dict[str, tuple[int, int]]] = {}
-    target_ranges: dict[str, dict[str, tuple[int, int]]] = {}
-    for p in partitions:
-        if p["source_end"] > p["source_start"]:
-            source_ranges.setdefault(p["source_topic"], {})[str(p["partition"])] = (
-                p["source_start"],
-                p["source_end"],
-            )
-        for tp, (start, end) in p["target_ranges"].items():
-            topic, part = tp.rsplit(":", 1)
-            if end > start:
-                target_ranges.setdefault(topic, {})[part] = (start, end)
-
-    source = (
-        (
-            _kafka(spark, spec["source_options"], source_ranges)
-            .select(
-                F.col("topic").alias("src_topic"),
-                F.col("partition").alias("src_partition"),
-                F.col("offset").alias("src_offset"),
-                F.col("key"),
-                # Headers are only needed to apply the flow's filters to unreplicated records.
-                (F.col("headers") if filters else F.lit(None)).alias("headers"),
-                _header(F.col("headers"), ORIGIN_HEADER).alias("origin"),
-            )
-            .where(F.col("origin").isNull() | (F.col("origin") != F.lit(spec["target_cluster_id"])))
-            .drop("origin")
-        )
-        if source_ranges
-        else None
-    )
-
-    provenance = F.split(_header(F.col("headers"), SOURCE_HEADER), "/")
-    target = (
-        (
-            _kafka(spark, spec["target_options"], target_ranges)
-            .select(
-                F.col("topic").alias("dst_topic"),
-                F.col("partition").alias("dst_partition"),
-                F.col("offset").alias("dst_offset"),
-                provenance.alias("prov"),
-            )
-            .where(F.col("prov").isNotNull() & (F.col("prov")[0] == F.lit(spec["source_alias"])))
-            .select(
-                "dst_topic",
-                "dst_partition",
-                "dst_offset",
-                F.col("prov")[1].alias("src_topic"),
-                F.col("prov")[2].cast("int").alias("src_partition"),
-                F.col("prov")[3].cast("long").alias("src_offset"),
-            )
-        )
-        if target_ranges
-        else None
-    )
-
-    if source is None:
-        raise SystemExit("nothing to check: every source partition is empty")
-    if target is not None:
-        target = target.cache()  # read once: used for the copies and the offset-sync check
-    keys = ["src_topic", "src_partition", "src_offset"]
-    if target is None:
-        copies = (
-            source.select(*keys)
-            .limit(0)
-            .withColumn("copies", F.lit(0))
-            .withColumn("first_dst", F.lit(None).cast("long"))
-            .withColumn("last_dst", F.lit(None).cast("long"))
-        )
-    else:
-        copies = target.groupBy(*keys).agg(
-            F.count(F.lit(1)).alias("copies"),
-            F.min("dst_offset").alias("first_dst"),
-            F.max("dst_offset").alias("last_dst"),
-        )
-    joined = _mark_filtered(source.join(copies, keys, "left").fillna({"copies": 0}), filters)
-    joined = joined.drop("headers").cache()
-    part_keys = ["src_topic", "src_partition"]
-    high = (
-        joined.where("copies > 0")
-        .groupBy(*part_keys)
-        .agg(F.max("src_offset").alias("last_replicated"))
-    )
-    joined = joined.join(F.broadcast(high), part_keys, "left")
-
-    # Order: among first copies, per key, target order must follow source order.
-    per_key = Window.partitionBy("src_topic", "src_partition", "key").orderBy("first_dst")
-    order = (
-        joined.where("copies > 0 AND key IS NOT NULL")
-        .withColumn("previous", F.lag("src_offset").over(per_key))
-        .groupBy(*part_keys)
-        .agg(
-            F.sum(F.when(F.col("previous") > F.col("src_offset"), 1).otherwise(0)).alias(
-                "order_violations"
-            )
-        )
-    )
-    # Every replica must be described by an offset-sync run of its own copy.
-    mapping = _mapping_check(spark, spec, target)
-    missing_flag = (
-        (F.col("copies") == 0)
-        & ~F.col("filtered")
-        & F.col("last_replicated").isNotNull()
-        & (F.col("src_offset") < F.col("last_replicated"))
-    )
-    tail_flag = (
-        (F.col("copies") == 0)
-        & ~F.col("filtered")
-        & (F.col("last_replicated").isNull() | (F.col("src_offset") > F.col("last_replicated")))
-    )
-    per_partition = (
-        joined.groupBy(*part_keys)
-        .agg(
-            F.count(F.lit(1)).alias("records"),
-            F.sum(F.when(F.col("copies") == 1, 1).otherwise(0)).alias("replicated_once"),
-            F.sum(F.when(F.col("copies") > 1, 1).otherwise(0)).alias("duplicated_records"),
-            F.sum(F.when(F.col("copies") > 1, F.col("copies") - 1).otherwise(0)).alias(
-                "extra_copies"
-            ),
-            F.sum(F.when(missing_flag, 1).otherwise(0)).alias("missing"),
-            F.sum(F.when(F.col("filtered"), 1).otherwise(0)).alias("filtered"),
-            F.sum(F.when(tail_flag, 1).otherwise(0)).alias("unreplicated_tail"),
-            F.min("src_offset").alias("first_offset"),
-            F.max("src_offset").alias("last_offset"),
-            F.max("last_replicated").alias("last_replicated"),
-        )
-        .join(order, part_keys, "left")
-        .join(mapping, part_keys, "left")
-        .fillna({"order_violations": 0, "unmapped_replicas": 0, "mismatched_replicas": 0})
-    )
-    per_partition.write.mode("overwrite").parquet(f"{out}/partitions")
-
-    # Missing records as ranges of consecutive source records (gaps and islands).
-    numbered = joined.withColumn(
-        "n", F.row_number().over(Window.partitionBy(*part_keys).orderBy("src_offset"))
-    )
-    missing = numbered.where(missing_flag).withColumn(
-        "island",
-        F.col("n") - F.row_number().over(Window.partitionBy(*part_keys).orderBy("src_offset")),
-    )
-    (
-        missing.groupBy(*part_keys, "island")
-        .agg(
-            F.min("src_offset").alias("from_offset"),
-            F.max("src_offset").alias("to_offset"),
-            F.count(F.lit(1)).alias("records"),
-        )
-        .drop("island")
-        .write.mode("overwrite")
-        .parquet(f"{out}/missing_ranges")
-    )
-    (
-        joined.where("copies > 1")
-        .select(*keys, "copies", "first_dst", "last_dst")
-        .write.mode("overwrite")
-        .parquet(f"{out}/duplicates")
-    )
-
-    groups_summary: list[dict[str, Any]] = []
-    if spec["groups"]:
-        given = spark.createDataFrame(
-            [
-                (
-                    g["group"],
-                    g["source_topic"],
-                    int(g["partition"]),
-                    g["target_topic"],
-                    int(g["source_offset"]),
-                    int(g["target_offset"]),
-                    g["target_kind"],
-                )
-                for g in spec["groups"]
-            ],
-            "group string, src_topic string, src_partition int, dst_topic string, s long, "
-            "t_given long, kind_given string",
-        )
-        checkpoints = _checkpoints(spark, spec["target_options"], spec["checkpoints_topic"])
-        # A group with no commit on the target resumes where the latest checkpoint says (what
-        # an unplanned failover uses) - if that checkpoint is for the same S.
-        use_checkpoint = (F.col("kind_given") != "target-commit") & (
-            F.col("upstream") == F.col("s")
-        )
-        positions = given.join(
-            checkpoints,
-            (given["group"] == checkpoints["group"])
-            & (given["dst_topic"] == checkpoints["dst_topic"])
-            & (given["src_partition"] == checkpoints["dst_partition"]),
-            "left",
-        ).select(
-            given["group"],
-            "src_topic",
-            "src_partition",
-            "s",
-            F.when(use_checkpoint, F.col("downstream")).otherwise(F.col("t_given")).alias("t"),
-            F.when(use_checkpoint, F.lit("checkpoint"))
-            .otherwise(F.col("kind_given"))
-            .alias("t_kind"),
-        )
-        replicas = joined.where("copies > 0").select(*keys, "last_dst")
-        per_group = (
-            replicas.join(F.broadcast(positions), part_keys)
-            .groupBy("group", *part_keys, "s", "t", "t_kind")
-            .agg(
-                F.sum(
-                    F.when(
-                        (F.col("src_offset") >= F.col("s")) & (F.col("last_dst") < F.col("t")), 1
-                    ).otherwise(0)
-                ).alias("skipped"),
-                F.sum(
-                    F.when(
-                        (F.col("src_offset") < F.col("s")) & (F.col("last_dst") >= F.col("t")), 1
-                    ).otherwise(0)
-                ).alias("read_again"),
-            )
-            .withColumn("exact", (F.col("skipped") == 0) & (F.col("read_again") == 0))
-        )
-        per_group.write.mode("overwrite").parquet(f"{out}/groups")
-        groups_summary = [
-            row.asDict()
-            for row in spark.read.parquet(f"{out}/groups").orderBy("group", *part_keys).collect()
-        ]
-    partitions_summary = [
-        row.asDict()
-        for row in spark.read.parquet(f"{out}/partitions").orderBy(*part_keys).collect()
-    ]
-    missing_summary = [
-        row.asDict()
-        for row in spark.read.parquet(f"{out}/missing_ranges")
-        .orderBy(*part_keys, "from_offset")
-        .limit(100)
-        .collect()
-    ]
-    joined.unpersist()
-    if target is not None:
-        target.unpersist()
-    totals = {
-        name: sum(int(p[name] or 0) for p in partitions_summary)
-        for name in (
-            "records",
-            "replicated_once",
-            "duplicated_records",
-            "extra_copies",
-            "missing",
-            "filtered",
-            "unreplicated_tail",
-            "order_violations",
-            "unmapped_replicas",
-            "mismatched_replicas",
-        )
-    }
-    totals["skipped_by_groups"] = sum(int(g["skipped"]) for g in groups_summary)
-    totals["read_again_by_groups"] = sum(int(g["read_again"]) for g in groups_summary)
-    summary = {
-        "schema": SCHEMA,
-        "flow": spec["flow"],
-        "checked_at": started,
-        "elapsed_s": round(time.time() - started, 3),
-        "ok": totals["missing"] == 0 and totals["skipped_by_groups"] == 0,
-        "totals": totals,
-        "partitions": partitions_summary,
-        "groups": groups_summary,
-        "missing_ranges": missing_summary,
-        "notes": list(spec.get("notes") or []),
-        "output": out,
-    }
-    if "://" not in out:  # a local path; on a cluster the Parquet tables are the record
-        Path(out, "summary.json").write_text(json.dumps(summary, indent=2, default=str))
+    source = read.read_source(spark, spec)
+    replicas = read.read_replicas(spark, spec)
+    if replicas is not None:
+        replicas = replicas.cache()  # read once: used for the copies and the mapping check
+    joined = accounting.join_copies(source, replicas, spec["filters"]).cache()
+    try:
+        accounted = accounting.with_last_replicated(joined)
+        counts, unmapped = mapping.mapping_check(spark, spec, replicas)
+        write_table(accounting.per_partition(accounted, counts), out, "partitions")
+        write_table(accounting.missing_ranges(accounted), out, "missing_ranges")
+        write_table(accounting.duplicates(accounted), out, "duplicates")
+        write_table(unmapped, out, "unmapped")
+        if spec["groups"]:
+            positions = groups.positions(spark, spec)
+            write_table(groups.per_group(accounted, positions), out, "groups")
+        summary = collect(spark, spec, out, started, with_groups=bool(spec["groups"]))
+    finally:
+        joined.unpersist()
+        if replicas is not None:
+            replicas.unpersist()
+    write_summary(summary, out)
     return summary
 
 
-def _mark_filtered(joined: Any, filters: list[dict[str, Any]]) -> Any:
-    """Add ``filtered``: no copy exists because the flow's filters drop the record on purpose."""
-    from pyspark.sql import functions as F
-
-    if not filters:
-        return joined.withColumn("filtered", F.lit(False))
-
-    def dropped(key: bytes | None, headers: list[Any] | None) -> bool:
-        pairs = [
-            (h["key"], None if h["value"] is None else bytes(h["value"])) for h in headers or []
-        ]
-        return dropped_by_filters(filters, None if key is None else bytes(key), pairs)
-
-    is_dropped = F.udf(dropped, "boolean", useArrow=False)  # no pandas needed on executors
-    # Python UDFs are evaluated for every row of their input, even inside CASE WHEN: split
-    # so the function only sees unreplicated records (few, in a healthy flow).
-    unreplicated = joined.where(F.col("copies") == 0)
-    return (
-        joined.where(F.col("copies") > 0)
-        .withColumn("filtered", F.lit(False))
-        .unionByName(
-            unreplicated.withColumn(
-                "filtered", F.coalesce(is_dropped("key", "headers"), F.lit(False))
-            )
-        )
-    )
-
-
-def _mapping_check(spark: Any, spec: dict[str, Any], target: Any) -> Any:
-    """Per source partition: replicas no offset-sync run describes, or describes wrongly."""
-    from pyspark.sql import functions as F
-
-    part_keys = ["src_topic", "src_partition"]
-    if target is None:
-        return spark.createDataFrame(
-            [],
-            "src_topic string, src_partition int, unmapped_replicas long, mismatched_replicas long",
-        )
-    runs = _offset_syncs(spark, spec["target_options"], spec["offset_syncs_topic"])
-    replica = target.alias("r")
-    run = F.broadcast(runs.alias("m"))
-    covers = (
-        (F.col("r.src_topic") == F.col("m.src_topic"))
-        & (F.col("r.src_partition") == F.col("m.src_partition"))
-        & (F.col("r.dst_topic") == F.col("m.dst_topic"))
-        & (F.col("r.dst_partition") == F.col("m.dst_partition"))
-        & (F.col("r.src_offset") >= F.col("m.run_src"))
-        & (F.col("r.src_offset") < F.col("m.run_src") + F.col("m.run_length"))
-    )
-    exact = F.col("m.run_dst") + (F.col("r.src_offset") - F.col("m.run_src")) == F.col(
-        "r.dst_offset"
-    )
-
-    # Semi joins against the broadcast runs keep each replica at most once, map-side: no
-    # shuffle of the replicas (a group-by per replica would move all of them).
-    def per_partition(frame: Any, name: str) -> Any:
-        return frame.groupBy(
-            F.col("src_topic").alias("src_topic"), F.col("src_partition").alias("src_partition")
-        ).agg(F.count(F.lit(1)).alias(name))
-
-    total = per_partition(target, "replicas")
-    covered = per_partition(replica.join(run, covers, "left_semi"), "covered")
-    matched = per_partition(replica.join(run, covers & exact, "left_semi"), "matched")
-    return (
-        total.join(covered, part_keys, "left")
-        .join(matched, part_keys, "left")
-        .fillna({"covered": 0, "matched": 0})
-        .select(
-            *part_keys,
-            (F.col("replicas") - F.col("covered")).alias("unmapped_replicas"),
-            (F.col("covered") - F.col("matched")).alias("mismatched_replicas"),
-        )
-    )
-
-
 def main(argv: list[str] | None = None) -> int:
-    """``spark-submit job.py --spec spec.json --out DIR``: exit 1 when records are missing."""
+    """``spark-submit job.py --spec spec.json --out DIR``: exit 1 when the verdict fails."""
     from pyspark.sql import SparkSession
 
     parser = argparse.ArgumentParser(description="drkit accounting job")
     parser.add_argument("--spec", required=True)
     parser.add_argument("--out", required=True)
     args = parser.parse_args(argv)
-    spec = json.loads(Path(args.spec).read_text(encoding="utf-8"))
+    spec: Spec = json.loads(Path(args.spec).read_text(encoding="utf-8"))
     spark = SparkSession.builder.appName(f"drkit verify {spec['flow']}").getOrCreate()
     summary = run(spark, spec, args.out)
     print(json.dumps(summary["totals"]))

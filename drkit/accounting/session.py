@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import sys
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -74,3 +75,30 @@ def build_session(master: str | None, app_name: str, verbose: bool = False) -> A
 def job_file() -> Path:
     """The job script, for spark-submit on a cluster."""
     return Path(__file__).with_name("job.py")
+
+
+JOB_ARCHIVE = "drkit-accounting-job.zip"
+
+
+def job_archive(directory: Path) -> Path:
+    """Write the zip spark-submit ships with ``--py-files``: the job's stage package
+    (drkit/accounting/sparkjob) with its two parent ``__init__`` files, nothing else of drkit.
+
+    On the driver and the executors it comes first on the Python path, so the job runs the
+    same code whether or not drkit is installed there.
+    """
+    accounting = Path(__file__).parent
+    root = accounting.parent.parent
+    members = [
+        accounting.parent / "__init__.py",
+        accounting / "__init__.py",
+        *sorted((accounting / "sparkjob").glob("*.py")),
+    ]
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / JOB_ARCHIVE
+    partial = path.with_name(f".{path.name}.partial")
+    with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as archive:
+        for member in members:
+            archive.write(member, member.relative_to(root).as_posix())
+    partial.replace(path)
+    return path

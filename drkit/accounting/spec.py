@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from drkit.accounting.losses import lost_before_replication
+from drkit.accounting.sparkjob.schema import GroupSpec, PartitionSpec, Spec
 from drkit.config.model import ClusterConfig, DrkitConfig, FlowConfig, SaslMechanism
 from drkit.config.model import SecurityProtocol as Protocol
 from drkit.errors import (
@@ -25,11 +28,15 @@ from drkit.kafka.admin import KafkaAdmin
 from drkit.kafka.clients import ClusterEndpoint
 from drkit.kafka.records import TopicPartition
 from drkit.offsets.lookup import translate_groups
-from drkit.offsets.mapping_loader import MappingLoader
-from drkit.replication import internal_topics
-from drkit.replication.policy import build_policy
-from drkit.replication.topic_filter import TopicFilter
+from drkit.replication.loss import LossEvent
+from drkit.replication.progress import ProgressStore
+from drkit.replication.topology import FlowTopology
 from drkit.replication.transforms import BUILTIN_TYPES
+
+# Ranges end at the last stable offset: the job reads committed data only, and a read_committed
+# reader asked for offsets behind an open transaction waits for it (Spark: its whole poll timeout,
+# 2 minutes by default, then moves on).
+_COMMITTED = "read_committed"
 
 _LOGIN = {
     SaslMechanism.PLAIN: "org.apache.kafka.common.security.plain.PlainLoginModule",
@@ -75,8 +82,16 @@ def build_spec(
     flow: FlowConfig,
     groups: list[str],
     topics: list[str] | None = None,
-) -> dict[str, Any]:
-    """Snapshot the ranges to check (end offsets now) and the groups' positions."""
+    loss_events: Sequence[LossEvent] = (),
+) -> Spec:
+    """Snapshot the ranges to check (log start to last stable offset, now), the groups'
+    positions and the records lost before replication (``loss_events``: the flow's recorded
+    ones, plus any verify finds itself; drkit/accounting/losses.py).
+
+    Raises AccountingError when there is nothing to check: no selected source partition holds
+    a record and nothing was lost.
+    """
+    topology = FlowTopology.of(flow)
     source = KafkaAdmin(ClusterEndpoint(flow.source, config.clusters[flow.source]))
     target_endpoint = ClusterEndpoint(flow.target, config.clusters[flow.target])
     target = KafkaAdmin(target_endpoint)
@@ -88,49 +103,16 @@ def build_spec(
             "the source (use 'drkit offsets translate' for the checkpoint view)"
         ) from None
     target.wait_ready(timeout_s=10)
-    selects = TopicFilter.of(flow, build_policy(flow.replication_policy)).selects
-    listed = source.list_topics()
-    chosen = sorted(
-        name
-        for name in listed
-        if selects(name) and name != internal_topics.HEARTBEATS and (not topics or name in topics)
+    chosen = _chosen_topics(topology, source.list_topics(), topics)
+    partitions = _partitions(topology, chosen, source, target)
+    lost = lost_before_replication(
+        # Every recorded loss of the flow counts, unless --topics narrowed the check.
+        [e for e in loss_events if not topics or e.source.topic in chosen],
+        _progress(topology, target_endpoint),
+        {TopicPartition(p["source_topic"], p["partition"]): p["source_start"] for p in partitions},
+        source.topic_ids(chosen),
     )
-    if topics:
-        unknown = sorted(set(topics) - set(chosen))
-        if unknown:
-            raise ConfigError(
-                [Problem("--topics", f"not replicated by {flow.name}: {', '.join(unknown)}")]
-            )
-    loader = MappingLoader(flow, target_endpoint)
-    try:
-        replica = {name: loader.target_of(TopicPartition(name, 0)).topic for name in chosen}
-    finally:
-        loader.close()
-    on_target = target.list_topics()
-    target_ranges: dict[str, dict[int, tuple[int, int]]] = {}
-    for name in set(replica.values()):
-        if name in on_target:
-            target_ranges[name] = target.topic_offsets(name)
-    partitions = []
-    records_to_check = 0
-    for name in chosen:
-        ranges = {
-            f"{replica[name]}:{p}": list(bounds)
-            for p, bounds in target_ranges.get(replica[name], {}).items()
-        }
-        for partition, (start, end) in sorted(source.topic_offsets(name).items()):
-            records_to_check += end - start
-            partitions.append(
-                {
-                    "source_topic": name,
-                    "partition": partition,
-                    "source_start": start,
-                    "source_end": end,
-                    "target_topic": replica[name],
-                    "target_ranges": ranges,
-                }
-            )
-    if not records_to_check:
+    if not lost and not any(p["source_end"] > p["source_start"] for p in partitions):
         selected = ", ".join(chosen) or "none"
         raise AccountingError(
             f"flow {flow.name}: nothing to check - no selected topic has records on "
@@ -139,48 +121,104 @@ def build_spec(
     return {
         "flow": flow.name,
         "source_alias": flow.source,
+        # Cluster ids, as in drkit-origin (an alias only if a broker reports no id).
+        "source_cluster_id": source.describe_cluster()[0] or flow.source,
         "target_cluster_id": target.describe_cluster()[0] or flow.target,
-        "offset_syncs_topic": internal_topics.offset_syncs_topic(flow.source),
-        "checkpoints_topic": internal_topics.checkpoints_topic(flow.source),
+        "offset_syncs_topic": topology.offset_syncs_topic,
+        "checkpoints_topic": topology.checkpoints_topic,
         "source_options": spark_kafka_options(config.clusters[flow.source]),
         "target_options": spark_kafka_options(config.clusters[flow.target]),
         "partitions": partitions,
         "groups": _group_positions(config, flow, groups, set(chosen), target),
-        **_filters(flow),
+        "filters": filter_rules(flow),
+        "notes": notes(flow),
+        "lost_before_replication": [loss.as_record() for loss in lost],
     }
 
 
-def _filters(flow: FlowConfig) -> dict[str, Any]:
-    """The flow's filter rules (records they drop are not missing) and caveats for the rest.
-
-    Built-in transforms other than ``filter`` never drop records; a plugin might, and what it
-    drops cannot be told from the data, so it is named in the summary's notes.
-    """
-    plugins = sorted({t.type for t in flow.transforms if t.type not in BUILTIN_TYPES})
-    notes = (
-        [
-            f"flow {flow.name} has plugin transforms ({', '.join(plugins)}): records they "
-            "drop are reported as missing"
-        ]
-        if plugins
-        else []
+def _chosen_topics(
+    topology: FlowTopology, listed: Iterable[str], topics: list[str] | None
+) -> list[str]:
+    """The source topics to check: the flow's (heartbeats aside), narrowed by ``--topics``."""
+    chosen = sorted(
+        name
+        for name in listed
+        if topology.selects(name)
+        and name != topology.heartbeats_topic
+        and (not topics or name in topics)
     )
-    return {
-        "filters": [dict(t.options) for t in flow.transforms if t.type == "filter"],
-        "notes": notes,
-    }
+    unknown = sorted(set(topics or ()) - set(chosen))
+    if unknown:
+        raise ConfigError(
+            [Problem("--topics", f"not replicated by {topology.name}: {', '.join(unknown)}")]
+        )
+    return chosen
+
+
+def _partitions(
+    topology: FlowTopology, chosen: list[str], source: KafkaAdmin, target: KafkaAdmin
+) -> list[PartitionSpec]:
+    """Per source partition of ``chosen``: its range and every partition of its replica."""
+    on_target = target.list_topics()
+    replica_ranges: dict[str, dict[str, list[int]]] = {}
+    for name in sorted({topology.target_topic(t) for t in chosen}):
+        if name in on_target:
+            bounds = target.topic_offsets(name, isolation=_COMMITTED)
+            replica_ranges[name] = {f"{name}:{p}": list(r) for p, r in sorted(bounds.items())}
+    partitions: list[PartitionSpec] = []
+    for name in chosen:
+        replica = topology.target_topic(name)
+        bounds = source.topic_offsets(name, isolation=_COMMITTED)
+        for partition, (start, end) in sorted(bounds.items()):
+            partitions.append(
+                {
+                    "source_topic": name,
+                    "partition": partition,
+                    "source_start": start,
+                    "source_end": end,
+                    "target_topic": replica,
+                    "target_ranges": replica_ranges.get(replica, {}),
+                }
+            )
+    return partitions
+
+
+def _progress(topology: FlowTopology, target: ClusterEndpoint) -> dict[TopicPartition, int]:
+    """The flow's stored replication progress (next source offset) per source partition."""
+    store = ProgressStore(target, topology.progress_topic, missing_ok=True)
+    try:
+        return {tp: progress.next_offset for tp, progress in store.refresh().items()}
+    finally:
+        store.close()
+
+
+def filter_rules(flow: FlowConfig) -> list[dict[str, Any]]:
+    """The flow's filter rules: records they drop are ``filtered``, not missing."""
+    return [dict(t.options) for t in flow.transforms if t.type == "filter"]
+
+
+def notes(flow: FlowConfig) -> list[str]:
+    """Caveats of the check.  Built-in transforms other than ``filter`` never drop records; a
+    plugin might, and what it drops cannot be told from the data, so it is named."""
+    plugins = sorted({t.type for t in flow.transforms if t.type not in BUILTIN_TYPES})
+    if not plugins:
+        return []
+    return [
+        f"flow {flow.name} has plugin transforms ({', '.join(plugins)}): records they "
+        "drop are reported as missing"
+    ]
 
 
 def _group_positions(
     config: DrkitConfig, flow: FlowConfig, groups: list[str], topics: set[str], target: KafkaAdmin
-) -> list[dict[str, Any]]:
+) -> list[GroupSpec]:
     """Per group and partition: S on the source and T on the target - the group's own commit
     there if it has one (it already moved), else drkit's translation."""
     if not groups:
         return []
     report = translate_groups(config, flow, groups)
     committed_on_target = target.groups_offsets(groups)
-    positions = []
+    positions: list[GroupSpec] = []
     for group, rows in report.groups.items():
         own = committed_on_target.get(group)
         for row in rows:
@@ -202,7 +240,7 @@ def _group_positions(
     return positions
 
 
-def write_spec(spec: dict[str, Any], path: Path) -> None:
+def write_spec(spec: Spec, path: Path) -> None:
     """Write ``spec`` for spark-submit: created with mode 0600 (it may hold SASL secrets).
 
     The file is written next to its final name and renamed, so a reader never sees half a spec.
@@ -215,10 +253,11 @@ def write_spec(spec: dict[str, Any], path: Path) -> None:
     partial.replace(path)
 
 
-def submit_command(spec_path: Path, out: str) -> list[str]:
+def submit_command(spec_path: Path, out: str, archive: Path) -> list[str]:
     """The spark-submit command line that runs the job for ``spec_path`` on a cluster.
 
-    ``--packages`` resolves Spark's own Kafka connector matching the installed pyspark; add
+    ``--packages`` resolves Spark's own Kafka connector matching the installed pyspark;
+    ``--py-files`` ships the job's stages (``archive``, from session.job_archive); add
     ``--master`` and the cluster's deploy options in front of the job file.
     """
     import pyspark
@@ -230,6 +269,8 @@ def submit_command(spec_path: Path, out: str) -> list[str]:
         "spark-submit",
         "--packages",
         package,
+        "--py-files",
+        str(archive),
         str(job_file()),
         "--spec",
         str(spec_path),

@@ -6,14 +6,17 @@ import json
 import time
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import cast
 
 from drkit.accounting import job
 from drkit.accounting.session import build_session
+from drkit.accounting.sparkjob.schema import SCHEMA, Summary
 from drkit.accounting.spec import build_spec
 from drkit.config.model import DrkitConfig, FlowConfig
 from drkit.errors import AccountingError, ConfigError, Problem
+from drkit.replication.loss import LossEvent
 from drkit.store.db import StateStore
+from drkit.store.loss_repo import LossRepository
 from drkit.store.models import Verification
 
 
@@ -26,10 +29,10 @@ def verify(
     master: str | None = None,
     store: StateStore | None = None,
     verbose: bool = False,
-) -> dict[str, Any]:
+) -> Summary:
     """Run one verification; returns the ``drkit.verify/v1`` summary (also in ``out``)."""
     started = datetime.now(UTC)
-    spec = build_spec(config, flow, groups, topics)
+    spec = build_spec(config, flow, groups, topics, recorded_losses(store, flow))
     out.mkdir(parents=True, exist_ok=True)
     try:
         spark = build_session(master, f"drkit verify {flow.name}", verbose)
@@ -46,6 +49,11 @@ def verify(
     return summary
 
 
+def recorded_losses(store: StateStore | None, flow: FlowConfig) -> list[LossEvent]:
+    """The flow's loss events from the state store (none without a store)."""
+    return [] if store is None else LossRepository(store).list(flow.name)
+
+
 def spark_failure(flow: FlowConfig, out: Path, err: BaseException) -> AccountingError:
     """One sentence for a failed Spark job: its root cause, not the JVM stack around it."""
     lines = [line.strip() for line in str(err).splitlines() if line.strip()]
@@ -59,7 +67,7 @@ def spark_failure(flow: FlowConfig, out: Path, err: BaseException) -> Accounting
 
 
 def record_summary(
-    store: StateStore, summary: dict[str, Any], started: datetime, finished: datetime
+    store: StateStore, summary: Summary, started: datetime, finished: datetime
 ) -> None:
     """Store the summary row of one run (local, or imported from a spark-submit run)."""
     totals = summary["totals"]
@@ -80,7 +88,7 @@ def record_summary(
         )
 
 
-def import_summary(store: StateStore, flow: FlowConfig, path: Path) -> dict[str, Any]:
+def import_summary(store: StateStore, flow: FlowConfig, path: Path) -> Summary:
     """Record a spark-submit run's ``summary.json`` as a local run would have; returns it."""
     summary = load_summary(path, flow)
     started = float(summary["checked_at"])
@@ -93,18 +101,18 @@ def import_summary(store: StateStore, flow: FlowConfig, path: Path) -> dict[str,
     return summary
 
 
-def load_summary(path: Path, flow: FlowConfig) -> dict[str, Any]:
+def load_summary(path: Path, flow: FlowConfig) -> Summary:
     """Read a ``summary.json`` a spark-submit run wrote; raises ConfigError when it is not one."""
     try:
         summary = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as err:
         raise ConfigError([Problem("--import-summary", f"cannot read {path}: {err}")]) from None
-    if not isinstance(summary, dict) or summary.get("schema") != job.SCHEMA:
-        raise ConfigError([Problem("--import-summary", f"{path} is not a {job.SCHEMA} summary")])
+    if not isinstance(summary, dict) or summary.get("schema") != SCHEMA:
+        raise ConfigError([Problem("--import-summary", f"{path} is not a {SCHEMA} summary")])
     if summary.get("flow") != flow.name:
         reason = f"{path} is for flow {summary.get('flow')!r}, not {flow.name!r}"
         raise ConfigError([Problem("--import-summary", reason)])
-    return summary
+    return cast(Summary, summary)
 
 
 def default_out(state_dir: Path, flow: FlowConfig) -> Path:

@@ -74,6 +74,7 @@ def _register() -> None:
         config_cmd,
         db_cmd,
         demo_cmd,
+        failover_cmd,
         local_cmd,
         monitor_cmd,
         offsets_cmd,
@@ -91,6 +92,7 @@ def _register() -> None:
         offsets_cmd,
         monitor_cmd,
         verify_cmd,
+        failover_cmd,
         demo_cmd,
     )
     for module in modules:

@@ -6,6 +6,7 @@ import click
 
 from drkit.cli.context import AppContext, config_option, echo_json, pass_app
 from drkit.config import load_config
+from drkit.config.secrets import redacted_dump
 
 
 @click.group("config")
@@ -25,10 +26,11 @@ def validate(file: str) -> None:
 @config_option
 @pass_app
 def show(app: AppContext, config_file: str | None) -> None:
-    """Print the effective config as JSON, with defaults filled in and secrets masked."""
+    """Print the effective config as JSON, with defaults filled in and secrets masked
+    (passwords, the state-store URL, and client_overrides whose names look secret)."""
     loaded = app.config(config_file)
     click.echo(f"# {app.config_path}", err=True)
-    echo_json(loaded.model_dump(mode="json"))
+    echo_json(redacted_dump(loaded))
 
 
 COMMANDS = [config]

@@ -31,16 +31,21 @@ class AppContext:
         return self._config
 
     def store(self, explicit_config: str | None = None, config_required: bool = False):  # type: ignore[no-untyped-def]
-        """The state store for the chosen config (or the state-dir default without one)."""
+        """The state store for the chosen config, or the state-dir default when there is no
+        config file at all.  A config file that exists but is invalid - given or found
+        ($DRKIT_CONFIG, ./drkit.yaml, the state dir's) - is an error, never a silent fallback
+        to the default SQLite store."""
         from drkit.errors import ConfigError
         from drkit.store import StateStore, database_url
 
+        config: DrkitConfig | None = None
         try:
-            config = self.config(explicit_config)
-        except ConfigError:
-            if config_required or explicit_config:
+            resolve_config_path(explicit_config, self.state_dir)
+        except ConfigError:  # no config file anywhere
+            if config_required:
                 raise
-            config = None
+        else:
+            config = self.config(explicit_config)
         return StateStore(database_url(config, self.state_dir))
 
 

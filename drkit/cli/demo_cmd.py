@@ -16,13 +16,13 @@ import click
 from drkit.cli.context import AppContext, pass_app
 from drkit.config import load_config
 from drkit.config.model import DrkitConfig
-from drkit.kafka import ClusterEndpoint, KafkaAdmin, make_consumer
+from drkit.kafka import ClusterEndpoint, KafkaAdmin, TopicPartition
 from drkit.kafka.admin import TopicSpec
-from drkit.kafka.io import produce_batch
+from drkit.kafka.io import commit_group_offsets, produce_batch
 from drkit.local import LocalKafka
 from drkit.offsets.lookup import translate_groups
+from drkit.replication.client_settings import WorkerSettings
 from drkit.replication.service import ServiceOptions, run_flows
-from drkit.replication.worker import WorkerSettings
 from drkit.store import StateStore, database_url
 
 TOPIC = "demo.orders"
@@ -48,8 +48,6 @@ GROUP = "demo-billing"
 @pass_app
 def demo(app: AppContext, records: int, timeout: float, skip_verify: bool) -> None:
     """Replicate dc1 -> dc2 locally, translate a consumer group exactly, prove it with Spark."""
-    from confluent_kafka import TopicPartition as RdTP
-
     from drkit.local.config_writer import write_local_config
 
     started = time.monotonic()
@@ -67,9 +65,7 @@ def demo(app: AppContext, records: int, timeout: float, skip_verify: bool) -> No
     ends = KafkaAdmin(dc1).topic_offsets(TOPIC)
     # The "billing" application has processed about two thirds of every partition.
     committed = {p: (2 * end) // 3 for p, (_, end) in ends.items()}
-    consumer = make_consumer(dc1, GROUP)
-    consumer.commit(offsets=[RdTP(TOPIC, p, o) for p, o in committed.items()], asynchronous=False)
-    consumer.close()
+    commit_group_offsets(dc1, GROUP, {TopicPartition(TOPIC, p): o for p, o in committed.items()})
     total = sum(end for _, end in ends.values())
     click.echo(
         f"2. wrote {records} records to dc1/{TOPIC}; group {GROUP} committed "

@@ -2,23 +2,64 @@
 
 from __future__ import annotations
 
-import re
+import math
 import threading
 import time
-from typing import Any
+from typing import TYPE_CHECKING
 
 import click
+from pydantic import ValidationError
 
 from drkit.cli.context import AppContext, config_option, echo_json, output_option, pass_app
+from drkit.config.loader import validation_problems
+from drkit.config.model import DrkitConfig, HealthPolicy, HostPort
 from drkit.errors import ConfigError, Problem
+from drkit.health.jobs import JobKind
 from drkit.replication.service import default_worker_id, install_stop_signals
+
+if TYPE_CHECKING:
+    from drkit.status import StatusSnapshot
+
+# A probe interval outside this range is a typo, not a setting (0.1 s would hammer the
+# clusters; more than an hour is no monitoring).
+MIN_INTERVAL_S, MAX_INTERVAL_S = 0.1, 3600.0
 
 
 def _listen(value: str) -> tuple[str, int]:
-    host, _, port = value.rpartition(":")
-    if not host or not port.isdigit():
-        raise ConfigError([Problem("--listen", f"{value!r} is not HOST:PORT")])
-    return host, int(port)
+    try:
+        address = HostPort.parse(value, port_zero=True)
+    except ValueError as err:
+        raise ConfigError([Problem("--listen", f"{err} (HOST:PORT or [IPv6]:PORT)")]) from None
+    return address.host, address.port
+
+
+def _interval(_ctx: click.Context, _param: click.Parameter, value: float | None) -> float | None:
+    if value is not None and not (
+        math.isfinite(value) and MIN_INTERVAL_S <= value <= MAX_INTERVAL_S
+    ):
+        raise click.BadParameter(
+            f"{value:g} is not a probe interval in seconds ({MIN_INTERVAL_S:g}..{MAX_INTERVAL_S:g})"
+        )
+    return value
+
+
+def with_interval(config: DrkitConfig, interval: float | None) -> DrkitConfig:
+    """``config`` probing every ``interval`` seconds, re-checked like a loaded config (the
+    probe timeout must stay below the interval, the observation window above it)."""
+    if interval is None:
+        return config
+    try:
+        health = HealthPolicy.model_validate(
+            {**config.health.model_dump(), "probe_interval_s": interval}
+        )
+    except ValidationError as err:
+        raise ConfigError(
+            [
+                Problem("--interval", f"{interval:g} contradicts health.{p.path}: {p.reason}")
+                for p in validation_problems(err)
+            ]
+        ) from None
+    return config.model_copy(update={"health": health})
 
 
 @click.command("monitor")
@@ -39,7 +80,9 @@ def _listen(value: str) -> tuple[str, int]:
     "--interval",
     type=float,
     default=None,
-    help="Probe interval in seconds (default: health.probe_interval_s).",
+    callback=_interval,
+    help="Probe interval in seconds, 0.1..3600 and above health.probe_timeout_s "
+    "(default: health.probe_interval_s).",
 )
 @pass_app
 def monitor(
@@ -52,79 +95,47 @@ def monitor(
     """Probe clusters and flows on a schedule, evaluate health, serve status and metrics.
 
     Runs until SIGTERM/SIGINT.  Observations, states and transitions go to the state store,
-    where other observers' monitors read them for the quorum.
+    where other observers' monitors read them for the quorum.  Probing goes on while the state
+    store is down (/healthz then fails, naming it); what was missed is written when it is back.
     """
-    from apscheduler.executors.pool import ThreadPoolExecutor
-    from apscheduler.jobstores.sqlalchemy import SQLAlchemyJobStore
-    from apscheduler.schedulers.background import BackgroundScheduler
-
-    from drkit.health import jobs
+    from drkit.failover.maintenance import FailoverMaintenance
+    from drkit.health.jobs import make_scheduler
     from drkit.health.monitor import Monitor
-    from drkit.health.web import StatusApp, serve
+    from drkit.status.current import status_source
+    from drkit.status.web import StatusApp, serve
 
-    config = app.config(config_file)
-    if interval is not None:
-        config = config.model_copy(
-            update={"health": config.health.model_copy(update={"probe_interval_s": interval})}
-        )
     host, port = _listen(listen)
+    config = with_interval(app.config(config_file), interval)
     name = observer or default_worker_id()
     store = app.store(config_file)
     store.ensure_current()
     mon = Monitor(config, name, store)
-    mon.key = name
-    jobs.register(mon.key, mon)
-    table = "drkit_jobs_" + re.sub(r"[^A-Za-z0-9_]", "_", name)[:40]
-    scheduler = BackgroundScheduler(
-        jobstores={"default": SQLAlchemyJobStore(engine=store.engine, tablename=table)},
-        executors={"default": ThreadPoolExecutor(max(4, len(mon.job_names())))},
-        job_defaults={
-            "coalesce": True,
-            "max_instances": 1,
-            "misfire_grace_time": int(config.health.probe_interval_s * 2) + 1,
-        },
-        timezone="UTC",
-    )
-    scheduler.start(paused=True)
-    wanted = set(mon.job_names())
-    for job in scheduler.get_jobs():
-        if job.id not in wanted:
-            job.remove()  # a cluster or flow that left the config
-    for job_name in mon.job_names():
-        every = 3600.0 if job_name == "prune" else config.health.probe_interval_s
-        scheduler.add_job(
-            jobs.run,
-            "interval",
-            seconds=every,
-            args=[mon.key, job_name],
-            id=job_name,
-            name=job_name,
-            replace_existing=True,
-        )
-    scheduler.resume()
-    server, _thread = serve(StatusApp(mon.status), host, port)
+    scheduler = make_scheduler(mon)
+    # Finish what failovers left open: fence returning clusters, resume runs whose engine died.
+    maintenance = FailoverMaintenance(config, store, app.state_dir)
+    scheduler.add_job(
+        maintenance.tick, "interval", seconds=max(5.0, config.health.probe_interval_s),
+        id="failover-maintenance",
+    )  # fmt: skip
+    picture = status_source(config, store, mon.status_failed)
+    server, _thread = serve(StatusApp(picture, mon.liveness), host, port)
+    scheduler.start()
     click.echo(
-        f"monitor {name}: http://{host}:{server.server_port}/ "
+        f"monitor {name}: http://{_url_host(host)}:{server.server_port}/ "
         f"(probing every {config.health.probe_interval_s:g}s)"
     )
     stop = threading.Event()
     install_stop_signals(stop)
     try:
-        for job_name in mon.job_names():  # first round right away, not one interval later
-            if job_name != "prune":
-                scheduler.modify_job(job_name, next_run_time=_now())
         stop.wait()
     finally:
         scheduler.shutdown(wait=False)
         server.shutdown()
-        jobs.unregister(mon.key)
         mon.close()
 
 
-def _now() -> Any:
-    from datetime import UTC, datetime
-
-    return datetime.now(UTC)
+def _url_host(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
 
 
 @click.command("status")
@@ -137,70 +148,99 @@ def _now() -> Any:
 )
 @pass_app
 def status(app: AppContext, config_file: str | None, output: str, probe: bool | None) -> None:
-    """Clusters, flows, lag, checkpoint ages and whether a failover is possible now."""
-    from drkit.health.monitor import Monitor, current_status
-    from drkit.store.health_repo import HealthRepository
+    """Clusters, flows, lag, checkpoint ages, losses and whether a failover is possible now."""
+    from drkit.health.monitor import Monitor
+    from drkit.status import current_status
 
     config = app.config(config_file)
     store = app.store(config_file)
     store.ensure_current()
-    repo = HealthRepository(store)
-    picture = current_status(config, repo)
-    if probe or (probe is None and not picture["observers"]):
+    picture = current_status(config, store)
+    if probe or (probe is None and not picture.observers):
         mon = Monitor(config, f"cli-{default_worker_id()}", store)
         try:
             for alias in config.clusters:
-                mon.run_job(f"probe:{alias}")
+                mon.run_job(f"{JobKind.PROBE}:{alias}")
             for flow in config.flows:
-                mon.run_job(f"flow:{flow.name}")
+                mon.run_job(f"{JobKind.FLOW}:{flow.name}")
         finally:
             mon.close()
-        picture = current_status(config, repo)
+        picture = current_status(config, store)
     if output == "json":
-        echo_json(picture)
+        echo_json(picture.to_json())
         return
     _print(picture)
 
 
-def _print(picture: dict[str, Any]) -> None:
+def _seconds(value: float | None, suffix: str = "") -> str:
+    return "-" if value is None else f"{value:.1f}s{suffix}"
+
+
+def _print(picture: StatusSnapshot) -> None:
+    automation = picture.automation
     click.echo(
-        f"observers: {', '.join(picture['observers']) or 'none'}   "
-        f"active cluster: {picture['active_cluster'] or '-'}   "
-        f"automation: {'allowed' if picture['automation']['allowed'] else 'off'} "
-        f"({picture['automation']['reason']})"
+        f"observers: {', '.join(picture.observers) or 'none'}   "
+        f"active cluster: {picture.active_cluster or '-'}   "
+        f"automation: {'allowed' if automation.allowed else 'off'} ({automation.reason})"
     )
     click.echo("\nclusters")
-    for alias, cluster in picture["clusters"].items():
-        votes = f"{len(cluster['down_votes'])}/{cluster['quorum']} down votes"
-        click.echo(f"  {alias:<12} {cluster['state']:<12} {votes}")
-        for observer, view in cluster["observers"].items():
-            click.echo(f"    {observer}: {view['state']} - {view['reason'] or ''}")
+    for alias, cluster in picture.clusters.items():
+        votes = f"{len(cluster.down_votes)}/{cluster.quorum} down votes"
+        click.echo(f"  {alias:<12} {cluster.state.value:<12} {votes}")
+        for observer, view in cluster.observers.items():
+            click.echo(f"    {observer}: {view.state.value} - {view.reason or ''}")
     click.echo("\nflows")
-    for name, flow in picture["flows"].items():
-        ready = flow["failover"]
-        age = flow.get("checkpoint_age_s")
-        latency = flow.get("heartbeat_age_s")
+    for name, flow in picture.flows.items():
+        seen = flow.observation
+        lag = "-" if seen is None or seen.lag_records is None else str(seen.lag_records)
+        workers = "-" if seen is None or seen.workers is None else str(seen.workers)
         click.echo(
-            f"  {name:<16} latency {'-' if latency is None else f'{latency:.1f}s'}  "
-            f"lag {flow.get('lag_records', '-')}  "
-            f"checkpoints {'-' if age is None else f'{age:.1f}s old'}  "
-            f"workers {flow.get('workers', '-')}"
+            f"  {name:<16} latency {_seconds(seen.heartbeat_age_s if seen else None)}  "
+            f"lag {lag}  "
+            f"checkpoints {_seconds(seen.checkpoint_age_s if seen else None, ' old')}  "
+            f"workers {workers}"
         )
+        if flow.losses:
+            click.echo(f"    LOST {flow.lost_records} records before replication:")
+            for event in flow.losses:
+                when = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(event.detected_at_ms / 1000))
+                click.echo(
+                    f"      {event.source.topic}[{event.source.partition}] offsets "
+                    f"{event.first_offset}..{event.last_offset} ({event.count}, "
+                    f"{event.reason.value}) detected {when} UTC"
+                )
+        ready = flow.failover
         verdict = (
-            f"yes (RPO {ready['rpo_records']} records, {ready['rpo_seconds']}s)"
-            if ready["possible"]
-            else f"no: {'; '.join(ready['reasons'])}"
+            f"yes (RPO {ready.rpo_records} records, {_seconds(ready.rpo_seconds)})"
+            if ready.possible
+            else f"no: {'; '.join(ready.reasons)}"
         )
         click.echo(f"    fail over now: {verdict}")
-    last = picture["last_failover"]
-    click.echo(f"\nlast failover: {last['kind'] + ' ' + last['state'] if last else 'none'}")
-    if picture["transitions"]:
+    pointer = picture.pointer
+    click.echo(
+        "\nactive pointer: "
+        + (
+            f"{pointer.cluster} (epoch {pointer.epoch}, run {pointer.run_id})"
+            if pointer is not None
+            else "not set (no failover yet)"
+        )
+    )
+    for fenced, topics in picture.pending_fences.items():
+        click.echo(f"  PENDING FENCE on {fenced} (unreachable at failover): {', '.join(topics)}")
+    last = picture.last_failover
+    described = (
+        f"run {last.id} {last.kind} {last.source} -> {last.target}: {last.state}"
+        if last
+        else "none"
+    )
+    click.echo(f"last failover: {described}")
+    if picture.transitions:
         click.echo("\nrecent transitions")
-        for t in picture["transitions"][:10]:
-            when = time.strftime("%H:%M:%S", time.gmtime(t["at"])) if t["at"] else "-"
+        for t in picture.transitions[:10]:
+            when = time.strftime("%H:%M:%S", time.gmtime(t.at)) if t.at else "-"
             click.echo(
-                f"  {when} {t['kind']} {t['subject']} ({t['observer']}): "
-                f"{t['from'] or '-'} -> {t['to']}  {t['reason'] or ''}"
+                f"  {when} {t.kind} {t.subject} ({t.observer}): "
+                f"{t.from_state or '-'} -> {t.to_state}  {t.reason or ''}"
             )
 
 

@@ -39,7 +39,8 @@ def offsets() -> None:
 @click.option(
     "--verify",
     is_flag=True,
-    help="Read the record at each T and check its provenance header names S.",
+    help="Check each T exactly: the record at T must be the copy of the first record a consumer "
+    "at S reads on the source (read_committed, records the flow leaves out skipped).",
 )
 @config_option
 @output_option
@@ -94,8 +95,9 @@ def _print(report: Report) -> None:
             rereads = "-" if row.expected_rereads is None else str(row.expected_rereads)
             unrepl = "-" if row.unreplicated is None else str(row.unreplicated)
             flags = ",".join(row.flags)
-            if row.verified is not None:
-                flags = ",".join(filter(None, [flags, "verified" if row.verified else "MISMATCH"]))
+            check = _check(row.verified, row.verification)
+            if check:
+                flags = ",".join(filter(None, [flags, check]))
             click.echo(
                 f"{row.source_topic + '-' + str(row.source_partition):<34} "
                 f"{row.target_topic + '-' + str(row.target_partition):<40} "
@@ -105,6 +107,15 @@ def _print(report: Report) -> None:
     for error in report.errors:
         where = f"{error.get('source_topic', '')}-{error.get('source_partition', '')}"
         click.echo(f"error: group {error['group']} {where}: {error['reason']}", err=True)
+
+
+def _check(verified: bool | None, verification: str | None) -> str:
+    """The flag text of a verification: verified, MISMATCH(<how>), or unverifiable."""
+    if verified is None:
+        return verification or ""
+    if verified:
+        return "verified"
+    return f"MISMATCH({verification})" if verification else "MISMATCH"
 
 
 COMMANDS = [offsets]

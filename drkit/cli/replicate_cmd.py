@@ -8,6 +8,8 @@ from dataclasses import replace
 import click
 
 from drkit.cli.context import AppContext, config_option, pass_app
+from drkit.replication.assignment import StartFrom
+from drkit.replication.client_settings import WorkerSettings
 from drkit.replication.service import (
     ServiceOptions,
     default_worker_id,
@@ -16,7 +18,7 @@ from drkit.replication.service import (
     run_workers,
     select_flows,
 )
-from drkit.replication.worker import WorkerSettings
+from drkit.store import database_url
 
 
 @click.command("replicate")
@@ -38,7 +40,9 @@ from drkit.replication.worker import WorkerSettings
 @click.option(
     "--worker-id",
     default=None,
-    help="Stable id of this worker (transactional ids derive from it) [default: hostname].",
+    help="Stable id of this worker: a worker restarted under the same id takes its partitions "
+    "back at once (static group membership); transactional ids derive from it "
+    "[default: <host>-<pid>, unique per process].",
 )
 @click.option(
     "--metrics-port",
@@ -52,10 +56,18 @@ from drkit.replication.worker import WorkerSettings
 )
 @click.option(
     "--commit-interval",
-    type=float,
+    type=click.FloatRange(min=0.05, max=3600),
     default=1.0,
     show_default=True,
     help="Seconds between progress commits (and transactions in exactly-once mode).",
+)
+@click.option(
+    "--transaction-timeout",
+    type=click.FloatRange(min=1, max=900),
+    default=10.0,
+    show_default=True,
+    help="Exactly-once flows: seconds an open transaction may last before the target's "
+    "coordinator aborts it.",
 )
 @click.option(
     "--start-from",
@@ -80,6 +92,7 @@ def replicate(
     metrics_port: int,
     metrics_host: str,
     commit_interval: float,
+    transaction_timeout: float,
     start_from: str,
     checkpoints: bool,
 ) -> None:
@@ -99,8 +112,13 @@ def replicate(
         metrics_host=metrics_host,
         metrics_port=metrics_port,
         checkpoints=checkpoints,
+        store_url=database_url(config, app.state_dir),
         settings=WorkerSettings(
-            worker_id=identity, commit_interval_s=commit_interval, start_from=start_from
+            worker_id=identity,
+            commit_interval_s=commit_interval,
+            transaction_timeout_ms=int(transaction_timeout * 1000),
+            start_from=StartFrom(start_from),
+            static_membership=worker_id is not None,
         ),
     )
     stop = threading.Event()

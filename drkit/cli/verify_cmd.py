@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import click
 
 from drkit.cli.context import AppContext, config_option, echo_json, output_option, pass_app
 from drkit.config.model import DrkitConfig, FlowConfig
 from drkit.errors import ConfigError, Problem
+
+if TYPE_CHECKING:
+    from drkit.accounting.sparkjob.schema import Summary
+    from drkit.store.db import StateStore
 
 # What spark-submit accepts as --master (checked here: a bad one kills Spark's JVM noisily).
 _MASTER = re.compile(
@@ -103,12 +107,14 @@ def verify(
             ]
         )
     topic_list = [t.strip() for t in topics.split(",") if t.strip()] if topics else None
-    if spec_file is not None:
-        _write_spec_only(config, flow, list(groups), topic_list, Path(spec_file), out_dir, output)
-        return
-    out = Path(out_dir) if out_dir else default_out(app.state_dir, flow)
     store = app.store(config_file)
     store.ensure_current()
+    if spec_file is not None:
+        _write_spec_only(
+            config, flow, list(groups), topic_list, Path(spec_file), out_dir, output, store
+        )
+        return
+    out = Path(out_dir) if out_dir else default_out(app.state_dir, flow)
     if summary_file is not None:
         summary = import_summary(store, flow, Path(summary_file))
     else:
@@ -131,19 +137,24 @@ def _write_spec_only(
     spec_path: Path,
     out_dir: str | None,
     output: str,
+    store: StateStore,
 ) -> None:
     """``--write-spec``: snapshot the check for spark-submit and print how to run it."""
     import shlex
 
+    from drkit.accounting.session import job_archive
     from drkit.accounting.spec import build_spec, submit_command, write_spec
+    from drkit.accounting.verify import recorded_losses
 
-    spec = build_spec(config, flow, groups, topics)
+    spec = build_spec(config, flow, groups, topics, recorded_losses(store, flow))
     write_spec(spec, spec_path)
-    command = submit_command(spec_path, out_dir or "<output dir on shared storage>")
+    archive = job_archive(spec_path.parent)
+    command = submit_command(spec_path, out_dir or "<output dir on shared storage>", archive)
     if output == "json":
         echo_json(
             {
                 "spec": str(spec_path),
+                "py_files": str(archive),
                 "partitions": len(spec["partitions"]),
                 "groups": len({g["group"] for g in spec["groups"]}),
                 "command": command,
@@ -155,7 +166,7 @@ def _write_spec_only(
     click.echo("  " + shlex.join(command))
 
 
-def _print(summary: dict[str, Any]) -> None:
+def _print(summary: Summary) -> None:
     t = summary["totals"]
     click.echo(
         f"flow {summary['flow']}: {t['records']} source records checked in "
@@ -165,6 +176,7 @@ def _print(summary: dict[str, Any]) -> None:
         f"  replicated once {t['replicated_once']}, duplicated {t['duplicated_records']} "
         f"(+{t['extra_copies']} copies), missing {t['missing']}, "
         f"filtered by the flow {t.get('filtered', 0)}, "
+        f"lost before replication {t.get('lost_before_replication', 0)}, "
         f"unreplicated tail {t['unreplicated_tail']}, order violations "
         f"{t['order_violations']}"
     )
@@ -174,22 +186,8 @@ def _print(summary: dict[str, Any]) -> None:
     )
     for note in summary.get("notes", []):
         click.echo(f"  note: {note}")
-    for p in summary["partitions"]:
-        if (
-            p["missing"]
-            or p["duplicated_records"]
-            or p["order_violations"]
-            or p["unmapped_replicas"]
-        ):
-            click.echo(
-                f"  {p['src_topic']}-{p['src_partition']}: missing {p['missing']}, "
-                f"duplicated {p['duplicated_records']}, order {p['order_violations']}"
-            )
-    for r in summary["missing_ranges"][:20]:
-        click.echo(
-            f"  missing {r['src_topic']}-{r['src_partition']} offsets "
-            f"{r['from_offset']}..{r['to_offset']} ({r['records']})"
-        )
+    for line in _problems(summary):
+        click.echo(f"  {line}")
     for g in summary["groups"]:
         state = "exact" if g["exact"] else "NOT EXACT"
         click.echo(
@@ -198,6 +196,39 @@ def _print(summary: dict[str, Any]) -> None:
             f"{g['read_again']}: {state}"
         )
     click.echo("OK: nothing skipped or missing" if summary["ok"] else "FAILED: see above")
+
+
+def _problems(summary: Summary) -> list[str]:
+    """One line per damaged partition, lost range, unmapped replica set and missing range."""
+    lines = [
+        f"{p['src_topic']}-{p['src_partition']}: missing {p['missing']}, "
+        f"duplicated {p['duplicated_records']}, order {p['order_violations']}, "
+        f"unmapped {p['unmapped_replicas']}"
+        for p in summary["partitions"]
+        if p["missing"]
+        or p["duplicated_records"]
+        or p["order_violations"]
+        or p["unmapped_replicas"]
+    ]
+    for lost in summary.get("lost_before_replication", []):
+        offsets = ", ".join(f"{r['from_offset']}..{r['to_offset']}" for r in lost["ranges"])
+        lines.append(
+            f"LOST {lost['src_topic']}-{lost['src_partition']}: {lost['records']} records "
+            f"deleted from the source before replication (offsets {offsets}; "
+            f"{', '.join(lost['reasons'])})"
+        )
+    lines += [
+        f"UNMAPPED {u['dst_topic']}-{u['dst_partition']}: {u['replicas']} replicas of "
+        f"{u['src_topic']}-{u['src_partition']} (source offsets {u['first_src_offset']}.."
+        f"{u['last_src_offset']}) that no offset-sync run describes"
+        for u in summary.get("unmapped", [])
+    ]
+    lines += [
+        f"missing {r['src_topic']}-{r['src_partition']} offsets "
+        f"{r['from_offset']}..{r['to_offset']} ({r['records']})"
+        for r in summary["missing_ranges"][:20]
+    ]
+    return lines
 
 
 COMMANDS = [verify]

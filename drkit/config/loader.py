@@ -129,11 +129,18 @@ def _join(path: str, key: str) -> str:
     return f"{path}.{key}" if path else key
 
 
+def validation_problems(err: ValidationError) -> list[Problem]:
+    """Problems (key path relative to the validated model, reason) of a pydantic error."""
+    return _problems_from(err)
+
+
 def _problems_from(err: ValidationError) -> list[Problem]:
     problems: list[Problem] = []
     for detail in err.errors(include_url=False, include_input=False):
         if detail["type"] == "references":
-            problems.extend(Problem(p, r) for p, r in detail["ctx"]["problems"])
+            # Paths inside are relative to the model that raised it (``loc``).
+            where = _loc_path(detail["loc"])
+            problems.extend(Problem(_join(where, p), r) for p, r in detail["ctx"]["problems"])
             continue
         problems.append(Problem(_loc_path(detail["loc"]), _reason(detail)))
     return problems

@@ -9,7 +9,9 @@ on them.
 
 from __future__ import annotations
 
+import ipaddress
 import re
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Annotated, Literal
 
@@ -67,9 +69,53 @@ class SecurityConfig(_Frozen):
         return self
 
 
+_HOSTNAME = re.compile(r"[A-Za-z0-9._-]+")
+
+
+@dataclass(frozen=True)
+class HostPort:
+    """One bootstrap server.  ``host`` is bare (no brackets), ready for a socket call;
+    ``str()`` is the form librdkafka parses: ``host:port`` or ``[ipv6]:port``."""
+
+    host: str
+    port: int
+
+    @classmethod
+    def parse(cls, text: str, *, port_zero: bool = False) -> HostPort:
+        """``host:port`` or ``[ipv6]:port``; raises ValueError saying what is wrong.
+
+        ``port_zero`` admits port 0 (a listening socket's "any free port")."""
+        text = text.strip()
+        if "://" in text:
+            raise ValueError(f"{text!r}: give host:port, without a scheme")
+        if text.startswith("["):
+            host, closed, rest = text[1:].partition("]")
+            sep, port = rest[:1], rest[1:]
+            if not closed or sep != ":":
+                raise ValueError(f"{text!r} is not [IPv6 address]:port")
+            try:
+                ipaddress.IPv6Address(host.split("%", 1)[0])
+            except ValueError:
+                raise ValueError(f"{text!r}: {host!r} is not an IPv6 address") from None
+        else:
+            host, sep, port = text.rpartition(":")
+            if ":" in host:
+                raise ValueError(f"{text!r}: write an IPv6 address in brackets, [{host}]:{port}")
+            if host and not _HOSTNAME.fullmatch(host):
+                raise ValueError(f"{text!r}: {host!r} is not a host name or address")
+        lowest = 0 if port_zero else 1
+        if not sep or not host or not port.isdigit() or not lowest <= int(port) < 65536:
+            raise ValueError(f"{text!r} is not host:port")
+        return cls(host, int(port))
+
+    def __str__(self) -> str:
+        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
+
+
 class ClusterConfig(_Frozen):
     """One Kafka cluster (a data center) drkit talks to."""
 
+    # Comma-separated host:port / [ipv6]:port list, normalised (no blanks) at load.
     bootstrap_servers: str = Field(min_length=1)
     security: SecurityConfig = SecurityConfig()
     # librdkafka properties applied to every client of this cluster, after drkit's own.
@@ -78,11 +124,12 @@ class ClusterConfig(_Frozen):
     @field_validator("bootstrap_servers")
     @classmethod
     def _host_ports(cls, value: str) -> str:
-        for server in value.split(","):
-            host, sep, port = server.strip().rpartition(":")
-            if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-                raise ValueError(f"{server.strip()!r} is not host:port")
-        return value
+        return ",".join(str(HostPort.parse(server)) for server in value.split(","))
+
+    @property
+    def bootstrap_addresses(self) -> tuple[HostPort, ...]:
+        """The bootstrap servers, parsed (hosts without brackets, for sockets)."""
+        return tuple(HostPort.parse(server) for server in self.bootstrap_servers.split(","))
 
 
 def _check_regex(pattern: str) -> str:
@@ -158,6 +205,27 @@ class TransformConfig(_Frozen):
     options: dict[str, object] = Field(default_factory=dict)
 
 
+class TruncationPolicy(StrEnum):
+    """What a flow does once it has recorded a loss event (see drkit.replication.loss)."""
+
+    CONTINUE = "continue"  # resume at the source log start; the loss stays recorded
+    STOP = "stop"  # stop the flow with an error naming the loss
+
+
+class RetryPolicy(_Frozen):
+    """How a flow rides out transient errors (brokers down, leaders moving, timeouts).
+
+    Patience is measured from the flow's last success, never from its start (see
+    drkit.replication.supervision).
+    """
+
+    max_backoff_s: float = Field(default=30.0, gt=0)
+    give_up_after_s: float | None = Field(default=None, gt=0)  # None: retry for as long as it lasts
+    # How long a record may wait for the target's acknowledgement before the session is
+    # restarted from stored progress (the record is sent again; nothing is skipped).
+    delivery_timeout_s: float = Field(default=120.0, gt=0)
+
+
 class FlowConfig(_Frozen):
     """Replication from one source cluster to one target cluster."""
 
@@ -167,13 +235,18 @@ class FlowConfig(_Frozen):
     groups: NameFilter = NameFilter()
     replication_policy: ReplicationPolicyConfig = ReplicationPolicyConfig()
     exactly_once: bool = False
-    target_replication_factor: int = Field(default=-1, description="-1: broker default")
+    target_replication_factor: int | None = Field(default=None, ge=1)  # None: broker default
     sync_topic_configs: bool = True
     sync_group_offsets: bool = False
     heartbeat_interval_s: float = Field(default=1.0, gt=0)
     checkpoint_interval_s: float = Field(default=1.0, gt=0)
     topic_refresh_interval_s: float = Field(default=5.0, gt=0)
     transforms: tuple[TransformConfig, ...] = ()
+    on_source_truncation: TruncationPolicy = TruncationPolicy.CONTINUE
+    retry: RetryPolicy = RetryPolicy()
+    # A standby flow (e.g. the reverse direction of an active/passive pair) is PAUSED until a
+    # directive in the state store starts it (drkit.control).
+    standby: bool = False
 
     @property
     def name(self) -> str:
@@ -187,8 +260,17 @@ class FlowConfig(_Frozen):
         return self
 
 
+_TOPIC_NAME = re.compile(r"[A-Za-z0-9._-]{1,249}")
+
+
 class HealthPolicy(_Frozen):
-    """When the monitor calls a cluster DEGRADED or UNAVAILABLE (see drkit.health)."""
+    """When the monitor calls a cluster DEGRADED or UNAVAILABLE (see drkit.health).
+
+    Invariants (checked here, so every HealthPolicy obeys them): a probe's timeout is below the
+    probe interval (a probe must end before the next one is due), and an observer's report
+    stays fresh from one probe to the next (``observation_window_s`` covers an interval plus a
+    probe's timeout), else observers drop in and out of the quorum between their own probes.
+    """
 
     probe_interval_s: float = Field(default=5.0, gt=0)
     probe_timeout_s: float = Field(default=4.0, gt=0)
@@ -199,16 +281,80 @@ class HealthPolicy(_Frozen):
     max_replication_lag_s: float = Field(default=30.0, gt=0)
     canary_topic: str = "__drkit_canary"
 
+    @field_validator("canary_topic")
+    @classmethod
+    def _topic_name(cls, value: str) -> str:
+        if not _TOPIC_NAME.fullmatch(value) or value in (".", ".."):
+            raise ValueError(f"{value!r} is not a Kafka topic name")
+        return value
+
+    @model_validator(mode="after")
+    def _consistent(self) -> HealthPolicy:
+        problems = health_problems(self)
+        if problems:
+            raise PydanticCustomError(
+                "references",
+                "{count} contradictory setting(s)",
+                {"count": len(problems), "problems": problems},
+            )
+        return self
+
+
+def health_problems(policy: HealthPolicy) -> list[tuple[str, str]]:
+    """Contradictory health settings as (key path relative to ``health``, reason) pairs."""
+    problems: list[tuple[str, str]] = []
+    if policy.probe_timeout_s >= policy.probe_interval_s:
+        problems.append(
+            (
+                "probe_timeout_s",
+                f"{policy.probe_timeout_s:g} must be below probe_interval_s "
+                f"({policy.probe_interval_s:g})",
+            )
+        )
+    fresh_for = policy.probe_interval_s + policy.probe_timeout_s
+    if policy.observation_window_s < fresh_for:
+        problems.append(
+            (
+                "observation_window_s",
+                f"{policy.observation_window_s:g} must be at least probe_interval_s + "
+                f"probe_timeout_s ({fresh_for:g}), or observers go stale between their probes",
+            )
+        )
+    return problems
+
+
+class HookConfig(_Frozen):
+    """A command the failover engine runs before or after a step, with the run's JSON context
+    on stdin.  A failing ``before`` hook vetoes the step; a failing ``after`` hook is reported."""
+
+    when: Literal["before", "after"]
+    step: str = Field(default="*", min_length=1)  # a step name (runbooks/*.yaml) or *
+    command: tuple[str, ...] = Field(min_length=1)
+    timeout_s: float = Field(default=30.0, gt=0)
+
 
 class FailoverPolicy(_Frozen):
-    """Limits the failover engine must respect."""
+    """Limits the failover engine, the status document's readiness and the automation gate
+    respect."""
 
     automatic: bool = False
     allow_single_observer: bool = False
     max_rpo_records: int = Field(default=0, ge=0)
     max_rpo_s: float = Field(default=60.0, ge=0)
-    switchover_timeout_s: float = Field(default=120.0, gt=0)
     block_window_s: float = Field(default=3600.0, ge=0)
+    # How long a switchover, cutover or failback waits for replication to reach the fence point
+    # before it rolls back (overrides the runbook's drain timeout).
+    switchover_timeout_s: float = Field(default=120.0, gt=0)
+    # Fence the old primary with DENY WRITE ACLs for this principal on its replicated topics.
+    fence_with_acls: bool = True
+    fence_principal: str = Field(default="User:*", min_length=1)
+    # One failover at a time: the lease an engine holds, renewed before every step.
+    lease_ttl_s: float = Field(default=60.0, gt=0)
+    # A replication worker that cannot read the state store this long stops writing (its
+    # epoch may be stale); the engine waits this long for a silent worker.  null: never.
+    worker_silence_s: float | None = Field(default=30.0, gt=0)
+    hooks: tuple[HookConfig, ...] = ()
+    runbooks_dir: str | None = None  # default: the runbooks shipped with drkit
 
 
 class StateStoreConfig(_Frozen):
@@ -275,9 +421,20 @@ class DrkitConfig(_Frozen):
 
 def reference_problems(config: DrkitConfig) -> list[tuple[str, str]]:
     """Cross-references that single fields cannot check: (key path, reason) pairs."""
-    return flow_reference_problems(
+    problems = flow_reference_problems(
         set(config.clusters), [(flow.source, flow.target) for flow in config.flows]
     )
+    failover, health = config.failover, config.health
+    if failover.automatic and health.observer_quorum < 2 and not failover.allow_single_observer:
+        problems.append(
+            (
+                "failover.automatic",
+                "automatic failover can never act with health.observer_quorum "
+                f"{health.observer_quorum}: set observer_quorum >= 2 or "
+                "failover.allow_single_observer",
+            )
+        )
+    return problems
 
 
 def flow_reference_problems(

@@ -5,14 +5,16 @@ Input: the previous :class:`ClusterHealth` of a cluster, as seen by one observer
 
 Rules (thresholds from :class:`drkit.config.model.HealthPolicy`):
 
-* a probe *fails* when the cluster did not answer metadata requests or the acks=all canary round
-  trip failed; it is *degraded* when it answered but offline partitions, under-min-ISR
-  partitions, a missing broker or a failing canary show it cannot serve every write;
+* a probe *fails* when the cluster did not answer (no TCP connection, no metadata); it is
+  *degraded* when it answered but offline partitions, under-min-ISR partitions, a missing
+  broker or a failing acks=all canary round trip show it cannot serve every write (a failed
+  canary alone never makes a cluster UNAVAILABLE: it answers, so it is not gone);
 * UNAVAILABLE after ``failure_threshold`` consecutive failed probes - one failed probe never
   changes the state;
-* DEGRADED after ``failure_threshold`` consecutive degraded-or-failed probes that are not all
-  failures;
+* DEGRADED after ``failure_threshold`` consecutive degraded-or-failed probes, decided on a
+  degraded (answering) probe - a run ending in failures is on its way to UNAVAILABLE;
 * back to HEALTHY only after ``recovery_threshold`` consecutive healthy probes (hysteresis);
+  from UNAVAILABLE to DEGRADED only after ``recovery_threshold`` consecutive answering probes;
 * a cluster starts UNKNOWN: one healthy probe makes it HEALTHY, but it needs the same
   ``failure_threshold`` consecutive bad probes as anyone else to become DEGRADED or UNAVAILABLE
   (a monitor starting next to a cluster that is still starting must not report an outage).
@@ -20,7 +22,7 @@ Rules (thresholds from :class:`drkit.config.model.HealthPolicy`):
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
 
@@ -59,11 +61,9 @@ class ProbeResult:
 
     @property
     def outcome(self) -> ProbeOutcome:
-        if not self.reachable or (self.canary_ok is False and self.brokers == 0):
+        if not self.reachable:
             return ProbeOutcome.FAILED
-        if self.canary_ok is False:
-            return ProbeOutcome.FAILED
-        if self.offline_partitions or self.under_min_isr_partitions:
+        if self.canary_ok is False or self.offline_partitions or self.under_min_isr_partitions:
             return ProbeOutcome.DEGRADED
         if self.expected_brokers is not None and self.brokers < self.expected_brokers:
             return ProbeOutcome.DEGRADED
@@ -86,19 +86,35 @@ class ProbeResult:
 
 @dataclass(frozen=True)
 class ClusterHealth:
-    """One observer's view of one cluster after the latest probe."""
+    """One observer's view of one cluster after the latest probe.
+
+    ``since`` is when the current state began (None while UNKNOWN: no probe yet); ``reason``
+    says why the latest decision was taken.
+    """
 
     cluster: str
     state: ClusterState = ClusterState.UNKNOWN
-    since: float = 0.0
+    since: float | None = None
     consecutive_failed: int = 0
     consecutive_bad: int = 0  # failed or degraded
     consecutive_ok: int = 0
+    consecutive_answering: int = 0  # ok or degraded: the cluster answered
     last: ProbeResult | None = None
-    evidence: dict[str, Any] = field(default_factory=dict)
+    reason: str | None = None
 
     def changed_from(self, previous: ClusterHealth) -> bool:
         return self.state is not previous.state
+
+    def evidence(self) -> dict[str, Any]:
+        """What decided the state, as stored with the observer state and its transitions."""
+        return {
+            "reason": self.reason,
+            "probe": self.last.evidence() if self.last is not None else {},
+            "consecutive_failed": self.consecutive_failed,
+            "consecutive_bad": self.consecutive_bad,
+            "consecutive_ok": self.consecutive_ok,
+            "consecutive_answering": self.consecutive_answering,
+        }
 
 
 def evaluate(previous: ClusterHealth, probe: ProbeResult, policy: HealthPolicy) -> ClusterHealth:
@@ -107,8 +123,8 @@ def evaluate(previous: ClusterHealth, probe: ProbeResult, policy: HealthPolicy) 
     failed = previous.consecutive_failed + 1 if outcome is ProbeOutcome.FAILED else 0
     bad = previous.consecutive_bad + 1 if outcome is not ProbeOutcome.OK else 0
     ok = previous.consecutive_ok + 1 if outcome is ProbeOutcome.OK else 0
-    state = _next_state(previous.state, outcome, failed, bad, ok, policy)
-    reason = _reason(state, previous.state, outcome, failed, bad, ok, policy)
+    answering = previous.consecutive_answering + 1 if outcome is not ProbeOutcome.FAILED else 0
+    state = _next_state(previous.state, outcome, failed, bad, ok, answering, policy)
     return replace(
         previous,
         state=state,
@@ -116,14 +132,9 @@ def evaluate(previous: ClusterHealth, probe: ProbeResult, policy: HealthPolicy) 
         consecutive_failed=failed,
         consecutive_bad=bad,
         consecutive_ok=ok,
+        consecutive_answering=answering,
         last=probe,
-        evidence={
-            "reason": reason,
-            "probe": probe.evidence(),
-            "consecutive_failed": failed,
-            "consecutive_bad": bad,
-            "consecutive_ok": ok,
-        },
+        reason=_reason(state, previous.state, outcome, failed, bad, ok, policy),
     )
 
 
@@ -133,19 +144,28 @@ def _next_state(
     failed: int,
     bad: int,
     ok: int,
+    answering: int,
     policy: HealthPolicy,
 ) -> ClusterState:
     if current is ClusterState.UNKNOWN and outcome is ProbeOutcome.OK:
         return ClusterState.HEALTHY
     if failed >= policy.failure_threshold:
         return ClusterState.UNAVAILABLE
-    if bad >= policy.failure_threshold and current in (ClusterState.HEALTHY, ClusterState.UNKNOWN):
+    if (
+        bad >= policy.failure_threshold
+        and outcome is ProbeOutcome.DEGRADED
+        and current in (ClusterState.HEALTHY, ClusterState.UNKNOWN)
+    ):
+        # Decided on an answering probe: failures piling up (a broker shutting down) go on to
+        # UNAVAILABLE instead of passing through DEGRADED.
         return ClusterState.DEGRADED
     if current is not ClusterState.HEALTHY and ok >= policy.recovery_threshold:
         return ClusterState.HEALTHY
     if current is ClusterState.UNAVAILABLE and outcome is ProbeOutcome.DEGRADED:
-        # Answering again but not well: degraded, not yet healthy.
-        return ClusterState.DEGRADED if bad >= policy.recovery_threshold else current
+        # Answering again but not well: degraded once it has answered recovery_threshold probes
+        # in a row (the earlier failures do not count: a broker still starting may fail one
+        # canary on its way back to healthy).
+        return ClusterState.DEGRADED if answering >= policy.recovery_threshold else current
     return current
 
 

@@ -1,4 +1,5 @@
-"""Prometheus metrics of the monitor (labels: cluster, flow, job, status - all bounded)."""
+"""Prometheus metrics of the monitor (labels: cluster, flow, job, status, operation - all
+bounded by the config or by an enum)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,15 @@ from dataclasses import dataclass
 
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
 
-STATE_VALUE = {"UNKNOWN": -1, "HEALTHY": 0, "DEGRADED": 1, "UNAVAILABLE": 2}
+from drkit.health.evaluation import ClusterState
+
+# The gauge encoding of a state (documented in the gauges' help).
+STATE_VALUE = {
+    ClusterState.UNKNOWN: -1,
+    ClusterState.HEALTHY: 0,
+    ClusterState.DEGRADED: 1,
+    ClusterState.UNAVAILABLE: 2,
+}
 
 
 @dataclass(frozen=True)
@@ -26,6 +35,8 @@ class MonitorMetrics:
     checkpoint_age: Gauge
     workers: Gauge
     groups: Gauge
+    store_up: Gauge
+    store_errors: Counter
 
     @classmethod
     def create(cls, registry: CollectorRegistry | None = None) -> MonitorMetrics:
@@ -94,6 +105,17 @@ class MonitorMetrics:
                 "drkit_flow_groups_by_lag_status",
                 "Consumer groups per lag status",
                 ("flow", "status"),
+                registry=reg,
+            ),
+            store_up=Gauge(
+                "drkit_state_store_up",
+                "1 while the state store takes the monitor's reads and writes, else 0",
+                registry=reg,
+            ),
+            store_errors=Counter(
+                "drkit_state_store_errors",
+                "State-store operations that failed or overran their budget",
+                ("operation",),
                 registry=reg,
             ),
         )

@@ -1,4 +1,4 @@
-"""The monitor process: scheduled probes -> pure evaluation -> store, metrics, HTTP.
+"""The monitor process: scheduled probes -> pure evaluation -> metrics, store, HTTP.
 
 One ``Monitor`` per observer.  Jobs (all named, budgeted and isolated, see :mod:`jobs`):
 
@@ -8,39 +8,64 @@ One ``Monitor`` per observer.  Jobs (all named, budgeted and isolated, see :mod:
 * ``quorum``           - combine every observer's states from the store, persist verdict changes;
 * ``prune``            - drop raw observations older than a week.
 
-Failures never stop the scheduler: a job that raises or overruns is logged, counted in
-``drkit_job_failures_total`` and - for cluster probes - recorded as a failed probe.
+Each job is two steps: the Kafka side (probing, within the job's budget) and the state-store
+side (within its own budget, through :class:`StoreWatch`).  So:
+
+* failures never stop the scheduler: a job that raises or overruns is logged and counted in
+  ``drkit_job_failures_total``; an overrunning cluster probe is a failed probe;
+* the state store being down (or hanging) never stops probing: the in-memory evaluation and
+  the metrics go on, ``/healthz`` fails naming the store, and once the store answers again the
+  newest state - with the transition it missed, from the state last stored - is written.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
-import uuid
 from collections import deque
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from typing import TypeVar
+
+from sqlalchemy.exc import SQLAlchemyError
 
 from drkit.config.model import DrkitConfig, FlowConfig
-from drkit.errors import KafkaError
+from drkit.errors import KafkaError, StateStoreError
 from drkit.health import jobs
-from drkit.health.evaluation import ClusterHealth, ClusterState, ProbeResult, evaluate
+from drkit.health.evaluation import ClusterHealth, ClusterState, ProbeOutcome, ProbeResult, evaluate
 from drkit.health.group_lag import LagSample, LagStatus, group_status, partition_status
+from drkit.health.jobs import JobKind, parse_job
 from drkit.health.metrics import STATE_VALUE, MonitorMetrics, default_metrics
-from drkit.health.probes import ClusterProber, FlowProber
+from drkit.health.observations import FlowObservation
+from drkit.health.probes import ClusterProbe, ClusterProber, FlowProber
 from drkit.health.quorum import ObserverReport, verdict
-from drkit.health.status import build_status
-from drkit.kafka.admin import KafkaAdmin
+from drkit.health.store_watch import StoreOperation, StoreWatch
+from drkit.health.subjects import SubjectKind
+from drkit.kafka.admin import GroupOffsets, KafkaAdmin
 from drkit.kafka.clients import ClusterEndpoint
 from drkit.kafka.records import TopicPartition
 from drkit.replication.topic_filter import NameMatcher
-from drkit.store.db import StateStore
+from drkit.replication.topology import FlowTopology
+from drkit.store.db import StateStore, safe_url
 from drkit.store.health_repo import HealthRepository
+from drkit.store.loss_repo import LossRepository
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 OBSERVATION_RETENTION_S = 7 * 24 * 3600
 _GROUP_WINDOW = 10  # samples per group partition (Burrow's default window)
+# /healthz fails when no job finished for this many probe intervals (the scheduler is stuck).
+_STALL_INTERVALS = 5
+
+
+@dataclass(frozen=True)
+class Liveness:
+    """``/healthz``: is this monitor doing its job?  ``problems`` say what is wrong."""
+
+    ok: bool
+    problems: tuple[str, ...]
 
 
 class Monitor:
@@ -50,94 +75,120 @@ class Monitor:
         observer: str,
         store: StateStore,
         metrics: MonitorMetrics | None = None,
+        probers: Mapping[str, ClusterProbe] | None = None,
     ) -> None:
+        """``probers``: how to probe some clusters instead of a :class:`ClusterProber` (tests
+        pass probes that hang, fail or count)."""
         self.config = config
         self.observer = observer
         self.store = store
         self.repo = HealthRepository(store)
+        self.losses = LossRepository(store)
         self.metrics = metrics or default_metrics()
+        self.store_watch = StoreWatch(self.metrics)
         self.policy = config.health
-        self.key = f"{observer}-{uuid.uuid4().hex[:8]}"
-        self.clusters = {
-            alias: ClusterProber(alias, cluster, self.policy)
+        given = probers or {}
+        self.clusters: dict[str, ClusterProbe] = {
+            alias: given[alias] if alias in given else ClusterProber(alias, cluster, self.policy)
             for alias, cluster in config.clusters.items()
         }
+        self.topologies = {flow.name: FlowTopology.of(flow) for flow in config.flows}
         self.health: dict[str, ClusterHealth] = {a: ClusterHealth(a) for a in config.clusters}
-        self.quorum_states: dict[str, str] = {}
+        # This observer's state of each cluster as last written to the store: a transition is
+        # written from it, so one missed while the store was down is written when it is back.
+        self._stored_state: dict[str, ClusterState] = dict.fromkeys(
+            config.clusters, ClusterState.UNKNOWN
+        )
+        self.quorum_states: dict[str, ClusterState] = {}
         self._flows: dict[str, FlowProber] = {}
         self._group_windows: dict[tuple[str, str, TopicPartition], deque[LagSample]] = {}
         self._group_states: dict[tuple[str, str], LagStatus] = {}
         self._runner = jobs.BudgetedRunner()
+        self._last_job_done = time.monotonic()
 
     # -- jobs -----------------------------------------------------------------------------
 
     def job_names(self) -> list[str]:
-        names = [f"probe:{alias}" for alias in sorted(self.config.clusters)]
-        names += [f"flow:{flow.name}" for flow in self.config.flows]
-        names += [f"groups:{flow.name}" for flow in self.config.flows]
-        return [*names, "quorum", "prune"]
+        names = [f"{JobKind.PROBE}:{alias}" for alias in sorted(self.config.clusters)]
+        names += [f"{JobKind.FLOW}:{flow.name}" for flow in self.config.flows]
+        names += [f"{JobKind.GROUPS}:{flow.name}" for flow in self.config.flows]
+        return [*names, JobKind.QUORUM.value, JobKind.PRUNE.value]
 
-    def _job(self, name: str) -> Callable[[], Any]:
-        kind, _, subject = name.partition(":")
-        if kind == "probe":
-            return lambda: self.probe_cluster(subject)
-        if kind == "flow":
-            return lambda: self.observe_flow(self.config.flow(subject))
-        if kind == "groups":
-            return lambda: self.observe_groups(self.config.flow(subject))
-        if kind == "quorum":
-            return self.evaluate_quorum
-        if kind == "prune":
-            return lambda: self.repo.prune_observations(OBSERVATION_RETENTION_S)
-        raise KeyError(name)
+    @property
+    def interval_s(self) -> float:
+        return self.policy.probe_interval_s
 
     def budget(self, name: str) -> float:
         # A probe may use its Kafka timeout plus the canary; never more than one interval.
         return max(self.policy.probe_timeout_s * 2, self.policy.probe_interval_s)
 
     def run_job(self, name: str) -> None:
-        """Run one job within its budget; failures are counted, logged and contained."""
+        """Run one job; its failures are counted, logged and contained."""
+        kind, subject = parse_job(name)
         started = time.monotonic()
         try:
-            self._runner.run(self._job(name), self.budget(name), name)
-        except jobs.BudgetExceeded as err:
-            self.metrics.job_failures.labels(name, "timeout").inc()
-            log.warning("job overran its budget", extra={"job": name, "error": str(err)})
-            if name.startswith("probe:"):
-                alias = name.partition(":")[2]
-                self._record(
-                    alias, ProbeResult(alias, time.time(), reachable=False, error=str(err))
+            if kind is JobKind.PROBE:
+                self._probe_job(name, subject)
+            elif kind is JobKind.FLOW:
+                self._flow_job(name, self.config.flow(subject))
+            elif kind is JobKind.GROUPS:
+                self._groups_job(name, self.config.flow(subject))
+            elif kind is JobKind.QUORUM:
+                self.evaluate_quorum()
+            else:
+                self._store(
+                    StoreOperation.PRUNE,
+                    name,
+                    lambda: self.repo.prune_observations(OBSERVATION_RETENTION_S),
                 )
         except Exception as err:  # isolation: one failing job never stops the others
-            self.metrics.job_failures.labels(name, "error").inc()
-            log.warning("job failed", extra={"job": name, "error": str(err)})
+            self._job_failed(name, "error", err)
         finally:
             self.metrics.job_duration.labels(name).observe(time.monotonic() - started)
+            self._last_job_done = time.monotonic()
+
+    def _job_failed(self, name: str, kind: str, err: BaseException) -> None:
+        self.metrics.job_failures.labels(name, kind).inc()
+        log.warning("job failed", extra={"job": name, "kind": kind, "error": str(err)})
+
+    def _kafka(self, name: str, work: Callable[[], T]) -> T:
+        """``work()`` (the Kafka side of a job) within the job's budget."""
+        return self._runner.run(work, self.budget(name), name)  # type: ignore[no-any-return]
+
+    def _store(self, operation: StoreOperation, name: str, work: Callable[[], object]) -> bool:
+        """Run a state-store call within its own budget; False (recorded) when it failed."""
+        try:
+            self._runner.run(work, self.budget(name), f"store:{name}")
+        except (StateStoreError, SQLAlchemyError, jobs.BudgetExceeded) as err:
+            self.store_watch.failed(operation, str(err))
+            log.warning(
+                "state store failed",
+                extra={"job": name, "operation": operation.value, "error": str(err)},
+            )
+            return False
+        self.store_watch.succeeded()
+        return True
 
     # -- clusters -------------------------------------------------------------------------
 
-    def probe_cluster(self, alias: str) -> ClusterHealth:
-        result = self.clusters[alias].probe()
-        return self._record(alias, result)
+    def _probe_job(self, name: str, alias: str) -> None:
+        try:
+            result = self._kafka(name, self.clusters[alias].probe)
+        except jobs.BudgetExceeded as err:
+            self._job_failed(name, "timeout", err)
+            result = ProbeResult(alias, time.time(), reachable=False, error=str(err))
+        self.record_probe(alias, result)
 
-    def _record(self, alias: str, result: ProbeResult) -> ClusterHealth:
+    def probe_cluster(self, alias: str) -> ClusterHealth:
+        """Probe ``alias`` now (no budget: for callers that own their time, like the CLI)."""
+        return self.record_probe(alias, self.clusters[alias].probe())
+
+    def record_probe(self, alias: str, result: ProbeResult) -> ClusterHealth:
+        """Evaluate ``result``, update the metrics, and persist (if the store takes it)."""
         previous = self.health[alias]
         current = evaluate(previous, result, self.policy)
         self.health[alias] = current
-        changed = current.changed_from(previous)
-        self.repo.record_probe(
-            self.observer,
-            alias,
-            result.at,
-            result.outcome.value == "ok",
-            result.latency_ms,
-            result.evidence(),
-            current.state.value,
-            current.since or result.at,
-            current.evidence,
-            previous.state.value if changed else None,
-        )
-        if changed:
+        if current.changed_from(previous):
             log.info(
                 "cluster state changed",
                 extra={
@@ -145,11 +196,11 @@ class Monitor:
                     "observer": self.observer,
                     "from": previous.state.value,
                     "to": current.state.value,
-                    "reason": current.evidence.get("reason"),
+                    "reason": current.reason,
                 },
             )
         m = self.metrics
-        m.cluster_state.labels(alias).set(STATE_VALUE[current.state.value])
+        m.cluster_state.labels(alias).set(STATE_VALUE[current.state])
         m.brokers.labels(alias).set(result.brokers)
         m.offline.labels(alias).set(result.offline_partitions)
         m.under_min_isr.labels(alias).set(result.under_min_isr_partitions)
@@ -157,36 +208,69 @@ class Monitor:
             m.probe_latency.labels(alias).set(result.latency_ms / 1000)
         if result.canary_ms is not None:
             m.canary.labels(alias).set(result.canary_ms / 1000)
+        stored = self._stored_state[alias]
+        since = current.since if current.since is not None else result.at
+        written = self._store(
+            StoreOperation.PROBE,
+            f"{JobKind.PROBE}:{alias}",
+            lambda: self.repo.record_probe(
+                self.observer,
+                alias,
+                result.at,
+                result.outcome is ProbeOutcome.OK,
+                result.latency_ms,
+                result.evidence(),
+                current.state.value,
+                since,
+                current.evidence(),
+                stored.value if stored is not current.state else None,
+            ),
+        )
+        if written:
+            self._stored_state[alias] = current.state
         return current
 
-    def evaluate_quorum(self) -> dict[str, str]:
+    def evaluate_quorum(self) -> dict[str, ClusterState]:
+        """Every observer's fresh state from the store -> the agreed state per cluster."""
+        name = JobKind.QUORUM.value
         now = time.time()
-        rows = self.repo.observer_states(now - self.policy.observation_window_s)
-        reports = [
-            ObserverReport(r.observer, r.cluster, ClusterState(r.state), r.updated_at.timestamp())
-            for r in rows
-        ]
-        for alias in self.config.clusters:
-            decided = verdict(alias, reports, self.policy, now)
-            self.metrics.quorum_state.labels(alias).set(STATE_VALUE[decided.state.value])
+        rows: list[ObserverReport] = []
+
+        def read() -> None:
+            since = now - self.policy.observation_window_s
+            rows.extend(
+                ObserverReport(
+                    r.observer, r.cluster, ClusterState(r.state), r.updated_at.timestamp()
+                )
+                for r in self.repo.observer_states(since)
+            )
+
+        if not self._store(StoreOperation.QUORUM, name, read):
+            return dict(self.quorum_states)
+        for alias in sorted(self.config.clusters):
+            decided = verdict(alias, rows, self.policy, now)
+            self.metrics.quorum_state.labels(alias).set(STATE_VALUE[decided.state])
             self.metrics.down_votes.labels(alias).set(len(decided.down_votes))
             old = self.quorum_states.get(alias)
-            if old != decided.state.value:
-                self.repo.record_transition(
-                    "quorum",
-                    alias,
-                    self.observer,
-                    old,
-                    decided.state.value,
-                    {
-                        "reason": f"{len(decided.down_votes)}/{decided.quorum} observers report "
-                        f"it unavailable",
-                        "voters": list(decided.voters),
-                        "down_votes": list(decided.down_votes),
-                    },
-                    now,
-                )
-                self.quorum_states[alias] = decided.state.value
+            if old is decided.state:
+                continue
+            record = functools.partial(
+                self.repo.record_transition,
+                SubjectKind.QUORUM,
+                alias,
+                self.observer,
+                old.value if old is not None else None,
+                decided.state.value,
+                {
+                    "reason": f"{len(decided.down_votes)}/{decided.quorum} observers report "
+                    f"it unavailable",
+                    "voters": list(decided.voters),
+                    "down_votes": list(decided.down_votes),
+                },
+                now,
+            )
+            if self._store(StoreOperation.QUORUM, name, record):
+                self.quorum_states[alias] = decided.state
         return dict(self.quorum_states)
 
     # -- flows ----------------------------------------------------------------------------
@@ -195,7 +279,7 @@ class Monitor:
         prober = self._flows.get(flow.name)
         if prober is None:
             prober = FlowProber(
-                flow,
+                self.topologies[flow.name],
                 self.config.clusters[flow.source],
                 self.config.clusters[flow.target],
                 self.policy,
@@ -203,28 +287,62 @@ class Monitor:
             self._flows[flow.name] = prober
         return prober
 
-    def observe_flow(self, flow: FlowConfig) -> dict[str, Any]:
-        observation = self._flow_prober(flow).probe()
-        data = observation.to_json()
-        data["group_lag"] = {
+    def _flow_job(self, name: str, flow: FlowConfig) -> None:
+        try:
+            observation = self._kafka(name, self._flow_prober(flow).probe)
+        except jobs.BudgetExceeded as err:
+            self._job_failed(name, "timeout", err)
+            return
+        self.record_flow(observation)
+
+    def observe_flow(self, flow: FlowConfig) -> FlowObservation:
+        """Observe ``flow`` now (no budget: for the CLI) and record it."""
+        return self.record_flow(self._flow_prober(flow).probe())
+
+    def record_flow(self, observation: FlowObservation) -> FlowObservation:
+        group_lag = {
             group: status.value
-            for (name, group), status in self._group_states.items()
-            if name == flow.name
+            for (flow, group), status in self._group_states.items()
+            if flow == observation.flow
         }
-        self.repo.save_flow_status(self.observer, flow.name, observation.at, data)
+        observation = replace(observation, group_lag=group_lag)
+        name = observation.flow
         m = self.metrics
         if observation.heartbeat_age_s is not None:
-            m.heartbeat_age.labels(flow.name).set(observation.heartbeat_age_s)
+            m.heartbeat_age.labels(name).set(observation.heartbeat_age_s)
         if observation.lag_records is not None:
-            m.flow_lag.labels(flow.name).set(observation.lag_records)
+            m.flow_lag.labels(name).set(observation.lag_records)
         if observation.checkpoint_age_s is not None:
-            m.checkpoint_age.labels(flow.name).set(observation.checkpoint_age_s)
+            m.checkpoint_age.labels(name).set(observation.checkpoint_age_s)
         if observation.workers is not None:
-            m.workers.labels(flow.name).set(observation.workers)
-        return data
+            m.workers.labels(name).set(observation.workers)
+        self._store(
+            StoreOperation.FLOW,
+            f"{JobKind.FLOW}:{name}",
+            lambda: self.repo.save_flow_status(
+                self.observer, name, observation.at, observation.to_json()
+            ),
+        )
+        return observation
+
+    def _groups_job(self, name: str, flow: FlowConfig) -> None:
+        try:
+            sampled = self._kafka(name, lambda: self._sample_groups(flow))
+        except jobs.BudgetExceeded as err:
+            self._job_failed(name, "timeout", err)
+            return
+        if sampled is not None:
+            self.record_groups(flow, *sampled)
 
     def observe_groups(self, flow: FlowConfig) -> dict[str, LagStatus]:
-        """Sample committed and end offsets of the flow's groups on its source; Burrow status."""
+        """Sample the flow's groups now (no budget) and record their Burrow status."""
+        sampled = self._sample_groups(flow)
+        return {} if sampled is None else self.record_groups(flow, *sampled)
+
+    def _sample_groups(
+        self, flow: FlowConfig
+    ) -> tuple[dict[str, GroupOffsets], dict[TopicPartition, int]] | None:
+        """Committed and end offsets of the flow's groups on its source (None: no answer)."""
         admin = KafkaAdmin(
             ClusterEndpoint(flow.source, self.config.clusters[flow.source]),
             default_timeout_s=self.policy.probe_timeout_s,
@@ -238,10 +356,17 @@ class Monitor:
             ]
             committed = admin.groups_offsets(names)
             partitions = {tp for o in committed.values() for tp in o.offsets}
-            ends = admin.list_offsets(partitions, "latest")
+            return committed, admin.list_offsets(partitions, "latest")
         except KafkaError as err:
             log.debug("group sampling failed", extra={"flow": flow.name, "error": str(err)})
-            return {}
+            return None
+
+    def record_groups(
+        self,
+        flow: FlowConfig,
+        committed: dict[str, GroupOffsets],
+        ends: dict[TopicPartition, int],
+    ) -> dict[str, LagStatus]:
         now = time.time()
         statuses: dict[str, LagStatus] = {}
         for group, offsets in committed.items():
@@ -254,46 +379,58 @@ class Monitor:
                 commit_at = previous.commit_at if previous and previous.committed == offset else now
                 window.append(LagSample(now, offset, ends.get(tp, offset), commit_at))
                 per_partition.append(partition_status(list(window), now))
-            status = group_status(per_partition)
-            statuses[group] = status
-            old = self._group_states.get((flow.name, group))
-            if old is not status:
-                self.repo.record_transition(
-                    "group",
-                    f"{flow.source}/{group}",
-                    self.observer,
-                    old.value if old else None,
-                    status.value,
-                    {
-                        "reason": f"lag status {status.value}",
-                        "lag": sum(
-                            max(0, ends.get(tp, o) - o) for tp, o in offsets.offsets.items()
-                        ),
-                    },
-                    now,
-                )
-                self._group_states[(flow.name, group)] = status
+            statuses[group] = group_status(per_partition)
         for status in LagStatus:
             self.metrics.groups.labels(flow.name, status.value).set(
                 sum(1 for s in statuses.values() if s is status)
             )
+        for group, status in statuses.items():
+            old = self._group_states.get((flow.name, group))
+            if old is status:
+                continue
+            lag = sum(max(0, ends.get(tp, o) - o) for tp, o in committed[group].offsets.items())
+            record = functools.partial(
+                self.repo.record_transition,
+                SubjectKind.GROUP,
+                f"{flow.source}/{group}",
+                self.observer,
+                old.value if old is not None else None,
+                status.value,
+                {"reason": f"lag status {status.value}", "lag": lag},
+                now,
+            )
+            if self._store(StoreOperation.GROUPS, f"{JobKind.GROUPS}:{flow.name}", record):
+                self._group_states[(flow.name, group)] = status
         return statuses
 
     # -- status ---------------------------------------------------------------------------
 
-    def status(self) -> dict[str, Any]:
-        return current_status(self.config, self.repo)
+    def status_failed(self, error: str) -> None:
+        """Reading the status picture failed (the web server calls this): the store is away."""
+        self.store_watch.failed(StoreOperation.STATUS, error)
+
+    def liveness(self, now: float | None = None) -> Liveness:
+        """What ``/healthz`` reports: the state store takes our writes, jobs keep finishing."""
+        problems: list[str] = []
+        store = self.store_watch.health
+        if not store.available:
+            when = (
+                time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(store.since))
+                if store.since is not None
+                else "?"
+            )
+            doing = store.operation.value if store.operation is not None else "?"
+            url = safe_url(self.store.url)
+            error = " ".join((store.error or "").split())  # one line per problem
+            # A StateStoreError names the store already; a timeout does not.
+            what = "state store" if url in error else f"state store {url}"
+            problems.append(f"{what} unavailable since {when} ({doing}): {error}")
+        idle = (time.monotonic() if now is None else now) - self._last_job_done
+        stalled_after = _STALL_INTERVALS * self.policy.probe_interval_s + self.budget("")
+        if idle > stalled_after:
+            problems.append(f"no monitor job finished for {idle:.0f}s (the scheduler is stuck)")
+        return Liveness(not problems, tuple(problems))
 
     def close(self) -> None:
         for prober in self._flows.values():
             prober.close()
-
-
-def current_status(config: DrkitConfig, repo: HealthRepository) -> dict[str, Any]:
-    return build_status(
-        config,
-        repo.all_observer_states(),
-        repo.flow_statuses(),
-        repo.recent_transitions(),
-        repo.last_failover(),
-    )

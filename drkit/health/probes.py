@@ -6,25 +6,31 @@ calls inside also carry their own timeouts, so a probe that hangs is cut off twi
 
 from __future__ import annotations
 
-import socket
 import time
-import uuid
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Protocol
 
-from confluent_kafka import TopicPartition as RdTP
-
-from drkit.config.model import ClusterConfig, FlowConfig, HealthPolicy
+from drkit.config.model import ClusterConfig, HealthPolicy
 from drkit.errors import KafkaError
 from drkit.health.evaluation import ProbeResult
-from drkit.kafka.admin import KafkaAdmin, TopicSpec
-from drkit.kafka.clients import ClusterEndpoint, make_consumer, make_producer
+from drkit.health.observations import FlowObservation, GroupCheckpoints
+from drkit.kafka.admin import KafkaAdmin, TopicInfo, TopicSpec
+from drkit.kafka.clients import ClusterEndpoint, tcp_unreachable
+from drkit.kafka.io import canary_round_trip
+from drkit.kafka.records import TopicPartition
 from drkit.kafka.tailer import TopicTailer
-from drkit.offsets.checkpoint_store import CheckpointStore
+from drkit.offsets.checkpoint_store import CheckpointSnapshot, CheckpointStore
 from drkit.replication import internal_topics
 from drkit.replication.heartbeat import Heartbeat
-from drkit.replication.policy import build_policy
-from drkit.replication.progress import ProgressStore
+from drkit.replication.progress import Progress, ProgressStore
+from drkit.replication.topology import FlowTopology
+
+
+class ClusterProbe(Protocol):
+    """Measures one cluster once; never raises for the cluster's faults (they are results)."""
+
+    def probe(self) -> ProbeResult: ...
 
 
 class ClusterProber:
@@ -37,7 +43,7 @@ class ClusterProber:
         self.admin = KafkaAdmin(self.endpoint, default_timeout_s=policy.probe_timeout_s)
         self.expected_brokers: int | None = None  # the most brokers ever seen
         self._min_isr: dict[str, int] = {}
-        self._min_isr_read_at = 0.0
+        self._min_isr_read_at: float | None = None  # monotonic; None: never read
         self._canary_ready = False
 
     def probe(self) -> ProbeResult:
@@ -83,24 +89,14 @@ class ClusterProber:
             time.sleep(0.1)
 
     def _tcp_unreachable(self, timeout: float) -> str | None:
-        """Why no bootstrap server accepts a TCP connection, or None if one does.
+        """Why no bootstrap server accepts a TCP connection, or None if one does (a stopped
+        broker refuses at once; the Kafka client would retry until its timeout)."""
+        return tcp_unreachable(self.endpoint, timeout)
 
-        A cheap first step: a stopped broker refuses at once, where the Kafka client would keep
-        retrying until its timeout and make detection slower than the probe interval.
-        """
-        errors = []
-        for server in self.endpoint.bootstrap_servers.split(","):
-            host, _, port = server.strip().rpartition(":")
-            try:
-                with socket.create_connection((host, int(port)), timeout=timeout):
-                    return None
-            except OSError as err:
-                errors.append(f"{server.strip()}: {err.strerror or err}")
-        return "no bootstrap server accepts connections (" + "; ".join(errors) + ")"
-
-    def _under_min_isr(self, topics: dict[str, Any]) -> int:
+    def _under_min_isr(self, topics: dict[str, TopicInfo]) -> int:
         # Topic configs change rarely: read min.insync.replicas once a minute, not every probe.
-        if time.monotonic() - self._min_isr_read_at > 60:
+        read_at = self._min_isr_read_at
+        if read_at is None or time.monotonic() - read_at > 60:
             try:
                 configs = self.admin.topic_configs(list(topics))
                 self._min_isr = {
@@ -123,138 +119,119 @@ class ClusterProber:
         topic = self.policy.canary_topic
         try:
             if not self._canary_ready:
-                self.admin.create_topics([TopicSpec(topic, 1, -1, {"retention.ms": "3600000"})])
+                self.admin.create_topics([TopicSpec(topic, 1, None, {"retention.ms": "3600000"})])
                 self._wait_for_leader(topic)
                 self._canary_ready = True
-            started = time.monotonic()
-            token = uuid.uuid4().hex.encode()
-            producer = make_producer(
-                self.endpoint,
-                {
-                    "linger.ms": 0,
-                    "message.timeout.ms": int(self.policy.probe_timeout_s * 1000),
-                    "compression.type": "none",
-                },
-            )
-            delivered: list[Any] = []
-            producer.produce(
-                topic,
-                token,
-                None,
-                0,
-                on_delivery=lambda err, msg: delivered.append((err, msg.offset())),
-            )
-            producer.flush(self.policy.probe_timeout_s)
-            if not delivered or delivered[0][0] is not None:
-                reason = delivered[0][0].str() if delivered else "no acknowledgement"
-                return False, None, f"canary produce failed: {reason}"
-            offset = delivered[0][1]
-            consumer = make_consumer(self.endpoint, f"drkit-canary-{uuid.uuid4().hex[:8]}")
-            try:
-                consumer.assign([RdTP(topic, 0, offset)])
-                message = consumer.poll(self.policy.probe_timeout_s)
-            finally:
-                consumer.close()
-            if message is None or message.error() is not None or message.value() != token:
-                return False, None, "canary record not read back"
-            return True, round((time.monotonic() - started) * 1000, 1), None
+            round_trip_ms = canary_round_trip(self.endpoint, topic, self.policy.probe_timeout_s)
+            return True, round(round_trip_ms, 1), None
         except (KafkaError, Exception) as err:
             return False, None, f"canary failed: {err}"
 
 
-@dataclass
-class FlowObservation:
-    """One probe of a flow: replication latency, lag, checkpoints, workers."""
-
-    flow: str
-    at: float
-    heartbeat_age_s: float | None = None
-    lag_records: int | None = None
-    lag_by_topic: dict[str, int] = field(default_factory=dict)
-    checkpoint_age_s: float | None = None
-    groups: dict[str, dict[str, Any]] = field(default_factory=dict)
-    workers: int | None = None
-    errors: list[str] = field(default_factory=list)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "flow": self.flow,
-            "at": self.at,
-            "heartbeat_age_s": self.heartbeat_age_s,
-            "lag_records": self.lag_records,
-            "lag_by_topic": self.lag_by_topic,
-            "checkpoint_age_s": self.checkpoint_age_s,
-            "groups": self.groups,
-            "workers": self.workers,
-            "errors": self.errors,
-        }
-
-
 class FlowProber:
-    """Heartbeat age on the target, lag from stored progress, checkpoint ages, worker liveness."""
+    """Heartbeat age on the target, lag from stored progress, checkpoint ages, worker liveness.
+
+    Every name (the heartbeats replica after route renames, the progress and checkpoint topics,
+    the replication group) comes from the flow's :class:`FlowTopology`.
+    """
 
     def __init__(
-        self, flow: FlowConfig, source: ClusterConfig, target: ClusterConfig, policy: HealthPolicy
+        self,
+        topology: FlowTopology,
+        source: ClusterConfig,
+        target: ClusterConfig,
+        policy: HealthPolicy,
     ) -> None:
-        self.flow = flow
+        self.topology = topology
         self.source = KafkaAdmin(
-            ClusterEndpoint(flow.source, source), default_timeout_s=policy.probe_timeout_s
+            ClusterEndpoint(topology.source, source), default_timeout_s=policy.probe_timeout_s
         )
-        target_endpoint = ClusterEndpoint(flow.target, target)
+        target_endpoint = ClusterEndpoint(topology.target, target)
         self.target = KafkaAdmin(target_endpoint, default_timeout_s=policy.probe_timeout_s)
-        heartbeats = build_policy(flow.replication_policy).target_topic(
-            flow.source, internal_topics.HEARTBEATS
-        )
-        self._heartbeats = TopicTailer(target_endpoint, heartbeats)
-        self._heartbeat_topic = heartbeats
-        self._progress = ProgressStore(target_endpoint, internal_topics.progress_topic(flow.source))
-        self._checkpoints = CheckpointStore(
-            target_endpoint, internal_topics.checkpoints_topic(flow.source)
-        )
-        self._latest_beat: int | None = None
+        self._heartbeats = TopicTailer(target_endpoint, topology.heartbeats_replica)
+        self._progress = ProgressStore(target_endpoint, topology.progress_topic, missing_ok=True)
+        self._checkpoints = CheckpointStore(target_endpoint, topology.checkpoints_topic)
+        self._latest_beat_ms: int | None = None
         self.timeout = policy.probe_timeout_s
 
     def probe(self) -> FlowObservation:
         now = time.time()
-        observation = FlowObservation(self.flow.name, now)
+        observation = FlowObservation(self.topology.name, now)
         try:
-            if self._heartbeat_topic in self.target.list_topics():
-                for record in self._heartbeats.catch_up(self.timeout):
-                    beat = Heartbeat.decode(record.key or b"", record.value or b"")
-                    if (beat.source, beat.target) == (self.flow.source, self.flow.target):
-                        self._latest_beat = max(self._latest_beat or 0, beat.timestamp_ms)
-            if self._latest_beat is not None:
-                observation.heartbeat_age_s = round(max(0.0, now - self._latest_beat / 1000), 3)
+            self._read_heartbeats()
             snapshot = self._checkpoints.refresh(self.timeout)
-            observation.checkpoint_age_s = snapshot.age_s(now)
-            for (group, _tp), checkpoint in snapshot.latest.items():
-                entry = observation.groups.setdefault(
-                    group, {"partitions": 0, "rereads": 0, "unreplicated": 0}
-                )
-                entry["partitions"] += 1
-                entry["rereads"] += int(checkpoint.info.get("rereads") or 0)
-                entry["unreplicated"] += int(checkpoint.info.get("unreplicated") or 0)
             progress = self._progress.refresh(self.timeout)
         except KafkaError as err:
-            observation.errors.append(f"target: {err}")
-            return observation
+            return replace(observation, errors=(f"target: {err}",))
+        heartbeat_age = (
+            None
+            if self._latest_beat_ms is None
+            else round(max(0.0, now - self._latest_beat_ms / 1000), 3)
+        )
+        observation = replace(
+            observation,
+            heartbeat_age_s=heartbeat_age,
+            checkpoint_age_s=snapshot.age_s(now),
+            groups=_group_checkpoints(snapshot),
+        )
         try:
-            ends = self.source.list_offsets(list(progress), "latest")
-            lag: dict[str, int] = {}
-            for tp, stored in progress.items():
-                if tp.topic == internal_topics.HEARTBEATS or tp not in ends:
-                    continue
-                lag[tp.topic] = lag.get(tp.topic, 0) + max(0, ends[tp] - stored.next_offset)
-            observation.lag_by_topic = lag
-            observation.lag_records = sum(lag.values())
-            group = f"drkit-replicate.{self.flow.source}.{self.flow.target}"
+            lag = self._lag(progress)
+            group = self.topology.replicate_group
             state = self.source.describe_groups([group]).get(group)
-            observation.workers = state.members if state is not None else 0
         except KafkaError as err:
-            observation.errors.append(f"source: {err}")
-        return observation
+            return replace(observation, errors=(f"source: {err}",))
+        return replace(
+            observation,
+            lag_by_topic=lag,
+            lag_records=sum(lag.values()),
+            workers=state.members if state is not None else 0,
+        )
+
+    def _read_heartbeats(self) -> None:
+        if self.topology.heartbeats_replica not in self.target.list_topics():
+            return
+        for record in self._heartbeats.catch_up(self.timeout):
+            beat = Heartbeat.decode(record.key or b"", record.value or b"")
+            if (beat.source, beat.target) == (self.topology.source, self.topology.target):
+                self._latest_beat_ms = max(self._latest_beat_ms or 0, beat.timestamp_ms)
+
+    def _lag(self, progress: Mapping[TopicPartition, Progress]) -> dict[str, int]:
+        """Records per source topic still readable on the source and not yet replicated.
+
+        Every partition of every topic the flow selects counts, with or without progress: one
+        without progress lags by all its records.  Records below the log start are gone (a
+        loss event, not lag), so a partition lags by ``end - max(next, log start)``.
+        """
+        partitions = [
+            TopicPartition(name, p.partition)
+            for name, info in self.source.list_topics().items()
+            if name != internal_topics.HEARTBEATS and self.topology.selects(name)
+            for p in info.partitions
+        ]
+        starts = self.source.list_offsets(partitions, "earliest")
+        ends = self.source.list_offsets(partitions, "latest")
+        lag: dict[str, int] = {}
+        for tp in partitions:
+            if tp not in starts or tp not in ends:
+                continue
+            stored = progress.get(tp)
+            replicated_to = max(starts[tp], stored.next_offset) if stored else starts[tp]
+            lag[tp.topic] = lag.get(tp.topic, 0) + max(0, ends[tp] - replicated_to)
+        return lag
 
     def close(self) -> None:
         self._heartbeats.close()
         self._progress.close()
         self._checkpoints.close()
+
+
+def _group_checkpoints(snapshot: CheckpointSnapshot) -> dict[str, GroupCheckpoints]:
+    totals: dict[str, GroupCheckpoints] = {}
+    for (group, _tp), checkpoint in snapshot.latest.items():
+        known = totals.get(group, GroupCheckpoints())
+        totals[group] = GroupCheckpoints(
+            known.partitions + 1,
+            known.rereads + int(checkpoint.info.get("rereads") or 0),
+            known.unreplicated + int(checkpoint.info.get("unreplicated") or 0),
+        )
+    return totals

@@ -9,7 +9,7 @@ policy explicitly allows a single observer.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from drkit.config.model import FailoverPolicy, HealthPolicy
@@ -73,25 +73,34 @@ class AutomationGate:
 
 
 def automation_gate(
-    failover: FailoverPolicy, health: HealthPolicy, observers_seen: int
+    failover: FailoverPolicy,
+    health: HealthPolicy,
+    observers_seen: int,
+    last_failover_at: float | None = None,
+    now: float | None = None,
 ) -> AutomationGate:
-    """Whether health-triggered failover may act at all with this observer set-up."""
+    """Whether health-triggered failover may act at all with this observer set-up.
+
+    ``last_failover_at`` is when the latest completed failover finished (None: none yet); for
+    ``failover.block_window_s`` after it automation stays blocked (anti-flap).
+    """
     if not failover.automatic:
         return AutomationGate(False, "automatic failover is off in the config")
     if health.observer_quorum < 2 and not failover.allow_single_observer:
         return AutomationGate(
             False, "observer_quorum < 2 and failover.allow_single_observer is false"
         )
+    if last_failover_at is not None and now is not None:
+        blocked_for = last_failover_at + failover.block_window_s - now
+        if blocked_for > 0:
+            return AutomationGate(
+                False,
+                f"blocked for {blocked_for:.0f}s more after the last failover "
+                f"(failover.block_window_s {failover.block_window_s:g})",
+            )
     if observers_seen < health.observer_quorum:
         return AutomationGate(
             False,
             f"only {observers_seen} observer(s) reporting, quorum is {health.observer_quorum}",
         )
     return AutomationGate(True, "quorum of observers available")
-
-
-def states_by_cluster(reports: Iterable[ObserverReport]) -> Mapping[str, list[ObserverReport]]:
-    out: dict[str, list[ObserverReport]] = {}
-    for report in reports:
-        out.setdefault(report.cluster, []).append(report)
-    return out

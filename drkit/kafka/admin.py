@@ -3,168 +3,70 @@
 Every call takes a deadline (``timeout_s``), unwraps the futures, retries retriable broker errors
 until the deadline (tenacity) and raises drkit exceptions.  Results are frozen value objects.
 Thread-safety: one ``KafkaAdmin`` may be shared by threads (librdkafka's admin client is).
+
+The class is assembled from parts: drkit.kafka.admin_base (client, deadlines, value objects),
+admin_groups (consumer groups, isolated), admin_acls (write fencing) and this module (cluster,
+topics, offsets).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
-from concurrent.futures import Future
-from dataclasses import dataclass
-from typing import Any, TypeVar
+from collections.abc import Iterable, Mapping
 
-from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException
+from confluent_kafka import IsolationLevel, KafkaException, TopicCollection
 from confluent_kafka import TopicPartition as _RdTopicPartition
 from confluent_kafka.admin import (
-    AdminClient,
     AlterConfigOpType,
     ConfigEntry,
     ConfigResource,
-    ConfigSource,
     NewPartitions,
     NewTopic,
     OffsetSpec,
     ResourceType,
 )
-from tenacity import retry, retry_if_exception_type, stop_after_delay, wait_exponential
 
-from drkit.errors import (
-    FatalKafkaError,
-    KafkaError,
-    RetriableKafkaError,
-    UnreachableClusterError,
+from drkit.errors import FatalKafkaError, KafkaError, UnreachableClusterError
+from drkit.kafka.admin_acls import AclAdmin
+from drkit.kafka.admin_base import (
+    ConfigValue,
+    GroupOffsets,
+    GroupState,
+    PartitionInfo,
+    TopicInfo,
+    TopicSpec,
+    _source_name,
 )
-from drkit.kafka.clients import ClusterEndpoint, client_settings
+from drkit.kafka.admin_groups import GroupAdmin
+from drkit.kafka.clients import tcp_unreachable
 from drkit.kafka.errors import is_code, translate
 from drkit.kafka.records import TopicPartition
 
-T = TypeVar("T")
+__all__ = [
+    "ConfigValue",
+    "GroupOffsets",
+    "GroupState",
+    "KafkaAdmin",
+    "PartitionInfo",
+    "TopicInfo",
+    "TopicSpec",
+]
 
 
-@dataclass(frozen=True)
-class PartitionInfo:
-    partition: int
-    leader: int
-    replicas: tuple[int, ...]
-    isr: tuple[int, ...]
-
-    @property
-    def offline(self) -> bool:
-        return self.leader < 0
-
-
-@dataclass(frozen=True)
-class TopicInfo:
-    name: str
-    partitions: tuple[PartitionInfo, ...]
-
-    @property
-    def partition_count(self) -> int:
-        return len(self.partitions)
-
-
-@dataclass(frozen=True)
-class ConfigValue:
-    """A topic config entry as the broker reports it."""
-
-    value: str | None
-    is_default: bool
-    is_sensitive: bool
-    read_only: bool
-    # Where the value comes from: "DYNAMIC_TOPIC_CONFIG" when set on the topic itself.
-    source: str = "UNKNOWN_CONFIG"
-
-    @property
-    def set_on_topic(self) -> bool:
-        return self.source == "DYNAMIC_TOPIC_CONFIG"
-
-
-@dataclass(frozen=True)
-class GroupOffsets:
-    """Committed offsets of one consumer group."""
-
-    group: str
-    offsets: Mapping[TopicPartition, int]
-
-
-@dataclass(frozen=True)
-class GroupState:
-    group: str
-    state: str
-    members: int
-
-    @property
-    def is_empty(self) -> bool:
-        """True when no member is active: the only state in which offsets may be written."""
-        return self.state.upper() in ("EMPTY", "DEAD", "UNKNOWN") and self.members == 0
-
-
-@dataclass(frozen=True)
-class TopicSpec:
-    name: str
-    partitions: int
-    replication_factor: int = -1
-    configs: Mapping[str, str] | None = None
-
-
-def _source_name(source: object) -> str:
-    """confluent-kafka reports a config's source as an int; name it like the enum does."""
-    try:
-        return ConfigSource(source).name
-    except ValueError:
-        return "UNKNOWN_CONFIG"
-
-
-class KafkaAdmin:
+class KafkaAdmin(GroupAdmin, AclAdmin):
     """Admin operations against one cluster."""
 
-    def __init__(
-        self, endpoint: ClusterEndpoint, default_timeout_s: float = 15.0, isolate: bool = True
-    ) -> None:
-        self.endpoint = endpoint
-        self.default_timeout_s = default_timeout_s
-        # Consumer-group requests run in a helper process (see drkit.kafka.isolated) unless
-        # this instance *is* that helper.
-        self.isolate = isolate
-        self._client = AdminClient(client_settings(endpoint))
-
-    def _isolated(self, method: str, timeout_s: float | None, *args: Any) -> Any:
-        from drkit.kafka.isolated import helper_for
-
-        helper = helper_for(self.endpoint, self.default_timeout_s)
-        return helper.call(method, *args, timeout_s=self._deadline(timeout_s))
-
-    # -- helpers --------------------------------------------------------------------------
-
-    def _deadline(self, timeout_s: float | None) -> float:
-        return self.default_timeout_s if timeout_s is None else timeout_s
-
-    def _call(self, context: str, timeout_s: float | None, fn: Callable[[float], T]) -> T:
-        """Run ``fn(per_try_timeout)``, retrying retriable failures until the deadline."""
-        deadline = self._deadline(timeout_s)
-
-        @retry(
-            retry=retry_if_exception_type(RetriableKafkaError),
-            stop=stop_after_delay(deadline),
-            wait=wait_exponential(multiplier=0.1, max=2.0),
-            reraise=True,
-        )
-        def attempt() -> T:
-            try:
-                return fn(max(1.0, deadline))
-            except KafkaException as err:
-                raise translate(err, f"{self.endpoint.alias}: {context}") from None
-            except TimeoutError:
-                raise RetriableKafkaError(
-                    f"{self.endpoint.alias}: {context}: timed out after {deadline:.0f}s"
-                ) from None
-
-        return attempt()
-
-    @staticmethod
-    def _result(future: Future[Any], timeout: float) -> Any:
-        return future.result(timeout=timeout)
-
     # -- cluster --------------------------------------------------------------------------
+
+    def answers(self, timeout_s: float = 3.0) -> bool:
+        """Whether the cluster answers a metadata request now; a cluster whose brokers refuse
+        TCP connections is known to be down at once (no waiting out the timeout)."""
+        if tcp_unreachable(self.endpoint, min(1.0, timeout_s)) is not None:
+            return False
+        try:
+            self.wait_ready(timeout_s)
+        except KafkaError:
+            return False
+        return True
 
     def wait_ready(self, timeout_s: float = 30.0) -> int:
         """Block until the cluster answers a metadata request; returns its broker count.
@@ -225,7 +127,8 @@ class KafkaAdmin:
             NewTopic(
                 s.name,
                 num_partitions=s.partitions,
-                replication_factor=s.replication_factor,
+                # librdkafka's "use the broker default" is -1.
+                replication_factor=s.replication_factor or -1,
                 config=dict(s.configs or {}),
             )
             for s in specs
@@ -332,8 +235,11 @@ class KafkaAdmin:
         partitions: Iterable[TopicPartition],
         which: str = "latest",
         timeout_s: float | None = None,
+        isolation: str = "read_uncommitted",
     ) -> dict[TopicPartition, int]:
-        """Earliest or latest (high watermark) offsets; ``which`` is "earliest" or "latest"."""
+        """Earliest or latest offsets; ``which`` is "earliest" or "latest".  Latest is the high
+        watermark, or the last stable offset (before any open transaction) when ``isolation``
+        is "read_committed"."""
         spec = (
             OffsetSpec.latest()  # type: ignore[no-untyped-call]
             if which == "latest"
@@ -343,8 +249,14 @@ class KafkaAdmin:
         if not request:
             return {}
 
+        level = (
+            IsolationLevel.READ_COMMITTED
+            if isolation == "read_committed"
+            else IsolationLevel.READ_UNCOMMITTED
+        )
+
         def run(t: float) -> dict[TopicPartition, int]:
-            futures = self._client.list_offsets(request, request_timeout=t)
+            futures = self._client.list_offsets(request, isolation_level=level, request_timeout=t)
             return {
                 TopicPartition(tp.topic, tp.partition): int(future.result(timeout=t).offset)
                 for tp, future in futures.items()
@@ -352,177 +264,80 @@ class KafkaAdmin:
 
         return self._call(f"list {which} offsets", timeout_s, run)
 
+    def stable_offsets(
+        self, partitions: Iterable[TopicPartition], timeout_s: float | None = None
+    ) -> dict[TopicPartition, int]:
+        """The last stable offset per partition (read_committed end): below the high watermark
+        while a transaction is open on the partition."""
+        request = {
+            _RdTopicPartition(tp.topic, tp.partition): OffsetSpec.latest()  # type: ignore[no-untyped-call]
+            for tp in partitions
+        }
+        if not request:
+            return {}
+
+        def run(t: float) -> dict[TopicPartition, int]:
+            futures = self._client.list_offsets(
+                request, isolation_level=IsolationLevel.READ_COMMITTED, request_timeout=t
+            )
+            return {
+                TopicPartition(tp.topic, tp.partition): int(future.result(timeout=t).offset)
+                for tp, future in futures.items()
+            }
+
+        return self._call("list stable offsets", timeout_s, run)
+
+    def delete_records(
+        self, before: Mapping[TopicPartition, int], timeout_s: float | None = None
+    ) -> dict[TopicPartition, int]:
+        """Delete every record below ``before[tp]`` (DeleteRecords); returns the new log starts.
+
+        Tests and drills use it to simulate retention; drkit never deletes records itself.
+        """
+        request = [_RdTopicPartition(tp.topic, tp.partition, off) for tp, off in before.items()]
+        if not request:
+            return {}
+
+        def run(t: float) -> dict[TopicPartition, int]:
+            futures = self._client.delete_records(request, request_timeout=t, operation_timeout=t)
+            return {
+                TopicPartition(tp.topic, tp.partition): int(future.result(timeout=t).low_watermark)
+                for tp, future in futures.items()
+            }
+
+        return self._call("delete records", timeout_s, run)
+
+    def topic_ids(self, topics: Iterable[str], timeout_s: float | None = None) -> dict[str, str]:
+        """The Kafka topic id of each existing topic (a topic deleted and recreated gets a new
+        one); topics that do not exist are left out."""
+        names = sorted(set(topics))
+        if not names:
+            return {}
+
+        def run(t: float) -> dict[str, str]:
+            out: dict[str, str] = {}
+            futures = self._client.describe_topics(TopicCollection(names), request_timeout=t)
+            for name, future in futures.items():
+                try:
+                    description = future.result(timeout=t)
+                except KafkaException as err:
+                    if is_code(err.args[0], "UNKNOWN_TOPIC_OR_PART"):
+                        continue
+                    raise
+                out[name] = str(description.topic_id)
+            return out
+
+        return self._call("describe topics", timeout_s, run)
+
     def topic_offsets(
-        self, topic: str, timeout_s: float | None = None
+        self, topic: str, timeout_s: float | None = None, isolation: str = "read_uncommitted"
     ) -> dict[int, tuple[int, int]]:
-        """Per partition of ``topic``: (log start offset, high watermark)."""
+        """Per partition of ``topic``: (log start offset, high watermark - or last stable offset
+        under ``isolation="read_committed"``)."""
         info = self.list_topics(timeout_s, include_internal=True).get(topic)
         if info is None:
             raise FatalKafkaError(f"{self.endpoint.alias}: topic {topic} does not exist")
         tps = [TopicPartition(topic, p.partition) for p in info.partitions]
         start = self.list_offsets(tps, "earliest", timeout_s)
-        end = self.list_offsets(tps, "latest", timeout_s)
+        end = self.list_offsets(tps, "latest", timeout_s, isolation)
         return {tp.partition: (start[tp], end[tp]) for tp in tps}
-
-    # -- consumer groups ------------------------------------------------------------------
-
-    def list_groups(self, timeout_s: float | None = None) -> dict[str, str]:
-        """Every consumer group with its state name."""
-
-        def run(t: float) -> dict[str, str]:
-            result = self._client.list_consumer_groups(request_timeout=t).result(timeout=t)
-            return {
-                g.group_id: (g.state.name if g.state is not None else "UNKNOWN")
-                for g in result.valid
-            }
-
-        return self._call("list consumer groups", timeout_s, run)
-
-    def _direct_describe_groups(
-        self, groups: Iterable[str], timeout_s: float | None = None
-    ) -> dict[str, GroupState]:
-        names = list(groups)
-        if not names:
-            return {}
-
-        def run(t: float) -> dict[str, GroupState]:
-            futures = self._client.describe_consumer_groups(names, request_timeout=t)
-            out: dict[str, GroupState] = {}
-            for name, future in futures.items():
-                desc = future.result(timeout=t)
-                state = desc.state.name if desc.state is not None else "UNKNOWN"
-                out[name] = GroupState(name, state, len(desc.members))
-            return out
-
-        return self._call("describe consumer groups", timeout_s, run)
-
-    def _direct_group_offsets(self, group: str, timeout_s: float | None = None) -> GroupOffsets:
-        """The committed offsets of ``group`` (partitions without a commit are left out)."""
-
-        def run(t: float) -> GroupOffsets:
-            futures = self._client.list_consumer_group_offsets(
-                [ConsumerGroupTopicPartitions(group)], request_timeout=t
-            )
-            result = futures[group].result(timeout=t)
-            offsets = {
-                TopicPartition(tp.topic, tp.partition): int(tp.offset)
-                for tp in result.topic_partitions
-                if tp.offset >= 0 and tp.error is None
-            }
-            return GroupOffsets(group, offsets)
-
-        return self._call(f"offsets of group {group}", timeout_s, run)
-
-    def _direct_groups_offsets(
-        self, groups: Iterable[str], timeout_s: float | None = None
-    ) -> dict[str, GroupOffsets]:
-        """Committed offsets of many groups: one request each, all in flight at once.
-
-        Groups that vanished between listing and this call are left out.
-        """
-        names = list(groups)
-        if not names:
-            return {}
-
-        def run(t: float) -> dict[str, GroupOffsets]:
-            futures = {
-                name: self._client.list_consumer_group_offsets(
-                    [ConsumerGroupTopicPartitions(name)], request_timeout=t
-                )[name]
-                for name in names
-            }
-            out: dict[str, GroupOffsets] = {}
-            for name, future in futures.items():
-                try:
-                    result = future.result(timeout=t)
-                except KafkaException as err:
-                    if is_code(err.args[0], "GROUP_ID_NOT_FOUND"):
-                        continue
-                    raise
-                out[name] = GroupOffsets(
-                    name,
-                    {
-                        TopicPartition(tp.topic, tp.partition): int(tp.offset)
-                        for tp in result.topic_partitions
-                        if tp.offset >= 0 and tp.error is None
-                    },
-                )
-            return out
-
-        return self._call("offsets of groups", timeout_s, run)
-
-    def _direct_alter_group_offsets(
-        self, group: str, offsets: Mapping[TopicPartition, int], timeout_s: float | None = None
-    ) -> None:
-        """Commit ``offsets`` for ``group``; the broker refuses if the group has active members."""
-        if not offsets:
-            return
-        request = ConsumerGroupTopicPartitions(
-            group, [_RdTopicPartition(tp.topic, tp.partition, off) for tp, off in offsets.items()]
-        )
-
-        def run(t: float) -> None:
-            futures = self._client.alter_consumer_group_offsets([request], request_timeout=t)
-            result = futures[group].result(timeout=t)
-            for tp in result.topic_partitions:
-                if tp.error is not None:
-                    raise translate(tp.error, f"commit {group} {tp.topic}-{tp.partition}")
-
-        self._call(f"alter offsets of group {group}", timeout_s, run)
-
-    def _direct_delete_groups(self, groups: Iterable[str], timeout_s: float | None = None) -> None:
-        names = list(groups)
-        if not names:
-            return
-
-        def run(t: float) -> None:
-            for future in self._client.delete_consumer_groups(names, request_timeout=t).values():
-                try:
-                    future.result(timeout=t)
-                except KafkaException as err:
-                    if not is_code(err.args[0], "GROUP_ID_NOT_FOUND"):
-                        raise
-
-        self._call("delete groups", timeout_s, run)
-
-    # -- consumer-group requests, isolated ---------------------------------------------------
-
-    def describe_groups(
-        self, groups: Iterable[str], timeout_s: float | None = None
-    ) -> dict[str, GroupState]:
-        """State and member count of each group."""
-        names = list(groups)
-        if not self.isolate or not names:
-            return self._direct_describe_groups(names, timeout_s)
-        return dict(self._isolated("_direct_describe_groups", timeout_s, names))
-
-    def group_offsets(self, group: str, timeout_s: float | None = None) -> GroupOffsets:
-        """The committed offsets of ``group`` (partitions without a commit are left out)."""
-        if not self.isolate:
-            return self._direct_group_offsets(group, timeout_s)
-        return self._isolated("_direct_group_offsets", timeout_s, group)  # type: ignore[no-any-return]
-
-    def groups_offsets(
-        self, groups: Iterable[str], timeout_s: float | None = None
-    ) -> dict[str, GroupOffsets]:
-        """Committed offsets of many groups (groups gone meanwhile are left out)."""
-        names = list(groups)
-        if not self.isolate or not names:
-            return self._direct_groups_offsets(names, timeout_s)
-        return dict(self._isolated("_direct_groups_offsets", timeout_s, names))
-
-    def alter_group_offsets(
-        self, group: str, offsets: Mapping[TopicPartition, int], timeout_s: float | None = None
-    ) -> None:
-        """Commit ``offsets`` for ``group``; the broker refuses if the group has active members."""
-        if not self.isolate or not offsets:
-            self._direct_alter_group_offsets(group, offsets, timeout_s)
-            return
-        self._isolated("_direct_alter_group_offsets", timeout_s, group, dict(offsets))
-
-    def delete_groups(self, groups: Iterable[str], timeout_s: float | None = None) -> None:
-        names = list(groups)
-        if not self.isolate or not names:
-            self._direct_delete_groups(names, timeout_s)
-            return
-        self._isolated("_direct_delete_groups", timeout_s, names)

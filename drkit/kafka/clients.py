@@ -7,6 +7,7 @@ correctness requirements such as ``enable.idempotence`` and therefore win).
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -85,6 +86,22 @@ def client_settings(
     settings.update(endpoint.config.client_overrides)
     settings.update(extra or {})
     return settings
+
+
+def tcp_unreachable(endpoint: ClusterEndpoint, timeout_s: float) -> str | None:
+    """Why no bootstrap server of ``endpoint`` accepts a TCP connection, or None if one does.
+
+    A cheap first step: a stopped broker refuses at once, where the Kafka client would keep
+    retrying until its timeout.
+    """
+    errors = []
+    for address in endpoint.config.bootstrap_addresses:  # bare hosts: "::1", not "[::1]"
+        try:
+            with socket.create_connection((address.host, address.port), timeout=timeout_s):
+                return None
+        except OSError as err:
+            errors.append(f"{address}: {err.strerror or err}")
+    return "no bootstrap server accepts connections (" + "; ".join(errors) + ")"
 
 
 def redacted(settings: dict[str, Any]) -> dict[str, Any]:

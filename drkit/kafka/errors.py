@@ -29,6 +29,34 @@ _RETRIABLE_CODES = {
 }
 
 
+# Errors a long-running replication flow cannot outwait: the operator must act (grant an ACL,
+# fix a config, deal with a record the target refuses).  Everything else - timeouts, brokers
+# down, leaders moving, coordinators loading - is transient for a flow, however long it lasts.
+_FATAL_FOR_FLOW = {
+    _RdKafkaError.TOPIC_AUTHORIZATION_FAILED,
+    _RdKafkaError.GROUP_AUTHORIZATION_FAILED,
+    _RdKafkaError.CLUSTER_AUTHORIZATION_FAILED,
+    _RdKafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+    _RdKafkaError.SASL_AUTHENTICATION_FAILED,
+    _RdKafkaError._AUTHENTICATION,
+    _RdKafkaError.INVALID_RECORD,
+    _RdKafkaError.INVALID_MSG,
+    _RdKafkaError.INVALID_TIMESTAMP,
+    _RdKafkaError.POLICY_VIOLATION,
+    _RdKafkaError.INVALID_CONFIG,
+    _RdKafkaError.UNSUPPORTED_VERSION,
+    _RdKafkaError.UNSUPPORTED_COMPRESSION_TYPE,
+    _RdKafkaError.UNSUPPORTED_FOR_MESSAGE_FORMAT,
+    _RdKafkaError._INVALID_ARG,
+    _RdKafkaError._UNSUPPORTED_FEATURE,
+}
+
+
+def is_fatal_for_flow(error: Any) -> bool:
+    """Whether a librdkafka error must stop a replication flow (else it retries, forever)."""
+    return error is not None and error.code() in _FATAL_FOR_FLOW
+
+
 def is_retriable(error: Any) -> bool:
     """Whether a ``confluent_kafka.KafkaError`` may succeed if retried."""
     if error is None:

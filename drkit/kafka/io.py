@@ -7,12 +7,16 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 
-from drkit.errors import KafkaError
+from confluent_kafka import KafkaError as RdKafkaError
+from confluent_kafka import KafkaException
+from confluent_kafka import TopicPartition as RdTP
+
+from drkit.errors import KafkaError, RetriableKafkaError
 from drkit.kafka.clients import ClusterEndpoint, make_consumer, make_producer
 from drkit.kafka.errors import translate
-from drkit.kafka.records import Headers, Record
+from drkit.kafka.records import Headers, Record, TopicPartition
 
 Payload = tuple[bytes | None, bytes | None]
 
@@ -77,8 +81,6 @@ def consume_all(
     or at ``timeout_s`` with whatever was read.
     """
     from confluent_kafka import OFFSET_BEGINNING
-    from confluent_kafka import KafkaError as RdKafkaError
-    from confluent_kafka import TopicPartition as RdTP
 
     consumer = make_consumer(
         endpoint,
@@ -114,6 +116,114 @@ def consume_all(
         return records
     finally:
         consumer.close()
+
+
+def consume_ranges(
+    endpoint: ClusterEndpoint,
+    ranges: Mapping[TopicPartition, tuple[int, int]],
+    timeout_s: float = 60.0,
+    isolation: str = "read_committed",
+) -> Iterator[Record]:
+    """Every record at offsets ``[start, end)`` of each partition, partition by partition.
+
+    Offsets without records (transaction markers, compacted or aborted records) are skipped;
+    a range the source no longer has raises.  Raises RetriableKafkaError at ``timeout_s``.
+    """
+    consumer = make_consumer(
+        endpoint,
+        f"drkit-range-{uuid.uuid4().hex[:8]}",
+        {
+            "isolation.level": isolation,
+            "enable.auto.offset.store": False,
+            "enable.partition.eof": True,
+            "auto.offset.reset": "error",
+        },
+    )
+    deadline = time.monotonic() + timeout_s
+    try:
+        for tp, (start, end) in sorted(ranges.items()):
+            if end <= start:
+                continue
+            consumer.assign([RdTP(tp.topic, tp.partition, start)])
+            position = start
+            while position < end:
+                if time.monotonic() > deadline:
+                    raise RetriableKafkaError(
+                        f"{endpoint.alias}: reading {tp} [{start}, {end}) took over {timeout_s}s"
+                    )
+                message = consumer.poll(0.5)
+                if message is None:
+                    continue
+                error = message.error()
+                if error is not None:
+                    if error.code() == RdKafkaError._PARTITION_EOF:
+                        break  # nothing visible up to end (markers, aborted records)
+                    raise translate(error, f"read {tp}")
+                position = (message.offset() or 0) + 1
+                if (message.offset() or 0) < end:
+                    yield to_record(message)
+    finally:
+        consumer.close()
+
+
+def commit_group_offsets(
+    endpoint: ClusterEndpoint, group: str, offsets: Mapping[TopicPartition, int]
+) -> None:
+    """Commit ``offsets`` for ``group`` the way an application that consumed up to them does
+    (a consumer's synchronous commit, without joining the group).
+
+    The broker refuses it while the group has active members.  Raises KafkaError naming the
+    group and the first partition it refused.
+    """
+    if not offsets:
+        return
+    request = [RdTP(tp.topic, tp.partition, offset) for tp, offset in sorted(offsets.items())]
+    consumer = make_consumer(endpoint, group)
+    try:
+        committed = consumer.commit(offsets=request, asynchronous=False) or []
+    except KafkaException as err:
+        raise translate(err, f"{endpoint.alias}: commit offsets of group {group}") from None
+    finally:
+        consumer.close()
+    for tp in committed:
+        if tp.error is not None:
+            raise translate(tp.error, f"{endpoint.alias}: commit {group} {tp.topic}-{tp.partition}")
+
+
+def canary_round_trip(endpoint: ClusterEndpoint, topic: str, timeout_s: float) -> float:
+    """Produce one unique record to partition 0 of ``topic`` with acks=all, read it back at
+    the offset the broker acknowledged; returns the round trip in milliseconds.
+
+    Raises KafkaError saying which half failed (no acknowledgement, a delivery error, the
+    record not read back within ``timeout_s``).
+    """
+    started = time.monotonic()
+    token = uuid.uuid4().hex.encode()
+    producer = make_producer(
+        endpoint,
+        {"linger.ms": 0, "message.timeout.ms": int(timeout_s * 1000), "compression.type": "none"},
+    )
+    delivered: list[tuple[object, int | None]] = []
+    producer.produce(
+        topic, token, None, 0, on_delivery=lambda err, msg: delivered.append((err, msg.offset()))
+    )
+    producer.flush(timeout_s)
+    if not delivered:
+        raise RetriableKafkaError(f"{endpoint.alias}: canary to {topic}: no acknowledgement")
+    error, offset = delivered[0]
+    if error is not None or offset is None:
+        raise translate(error, f"{endpoint.alias}: canary to {topic}")
+    consumer = make_consumer(endpoint, f"drkit-canary-{uuid.uuid4().hex[:8]}")
+    try:
+        consumer.assign([RdTP(topic, 0, offset)])
+        message = consumer.poll(timeout_s)
+    finally:
+        consumer.close()
+    if message is None or message.error() is not None or message.value() != token:
+        raise RetriableKafkaError(
+            f"{endpoint.alias}: canary record {topic}-0@{offset} not read back within {timeout_s}s"
+        )
+    return (time.monotonic() - started) * 1000
 
 
 def to_record(message: object) -> Record:

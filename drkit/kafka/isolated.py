@@ -74,6 +74,13 @@ class AdminHelper:
         self._process, self._connection = process, parent
         return parent
 
+    def start(self) -> None:
+        """Start the helper process now (it takes about half a second) unless it runs."""
+        with self._lock:
+            if self._process is None or not self._process.is_alive():
+                self._discard()
+                self._start()
+
     def _discard(self) -> None:
         if self._process is not None and self._process.is_alive():
             self._process.kill()
@@ -144,6 +151,13 @@ def helper_for(endpoint: Any, default_timeout_s: float) -> AdminHelper:
         if helper is None:
             helper = _HELPERS[key] = AdminHelper(endpoint, default_timeout_s)
         return helper
+
+
+def prewarm(endpoint: Any, default_timeout_s: float = 15.0) -> None:
+    """Start ``endpoint``'s helper in the background, so the first group request (e.g. a
+    failover's) does not wait for the process to spawn."""
+    helper = helper_for(endpoint, default_timeout_s)
+    threading.Thread(target=helper.start, name="drkit-admin-prewarm", daemon=True).start()
 
 
 @atexit.register

@@ -3,6 +3,12 @@
 Used for drkit's own state topics: progress, offset syncs, checkpoints, heartbeats.  ``catch_up``
 returns every record appended since the previous call and stops at the end of each partition
 (the last stable offset under read_committed), so a caller sees a consistent prefix.
+
+A topic that is missing, or whose metadata carries an error, is an error
+(:func:`readable_partitions`): reading it as "nothing stored" would make a worker restart every
+partition from the source's beginning, or a translation forget its map.  Callers for which
+absence is a normal state (checkpoints not written yet) opt in with ``missing_ok=True``; even
+they get an error when a topic they already read disappears.
 """
 
 from __future__ import annotations
@@ -10,16 +16,65 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException
 from confluent_kafka import KafkaError as RdKafkaError
 from confluent_kafka import TopicPartition as RdTP
 
-from drkit.errors import RetriableKafkaError
+from drkit.errors import FatalKafkaError, RetriableKafkaError
 from drkit.kafka.clients import ClusterEndpoint, make_consumer
-from drkit.kafka.errors import translate
+from drkit.kafka.errors import error_code_name, is_retriable, translate
 from drkit.kafka.io import to_record
 from drkit.kafka.records import Record
+
+_MISSING = "UNKNOWN_TOPIC_OR_PART"
+
+
+@dataclass(frozen=True)
+class TopicMetadata:
+    """What one metadata answer said about one topic (plain values, for the pure decision)."""
+
+    partitions: tuple[int, ...]
+    error: str | None = None  # librdkafka's error name, e.g. "LEADER_NOT_AVAILABLE"
+    retriable: bool = True
+
+    @classmethod
+    def of(cls, answer: Any, topic: str) -> TopicMetadata | None:
+        """From a ``confluent_kafka`` ClusterMetadata; None when the topic is not in it."""
+        found = answer.topics.get(topic)
+        if found is None:
+            return None
+        error = found.error
+        return cls(
+            tuple(sorted(found.partitions)),
+            error_code_name(error) if error is not None else None,
+            is_retriable(error) if error is not None else True,
+        )
+
+
+def readable_partitions(
+    answer: TopicMetadata | None, topic: str, cluster: str, *, missing_ok: bool
+) -> tuple[int, ...]:
+    """The partitions to read, or an error naming ``topic`` and ``cluster`` (pure).
+
+    * absent (no entry, or ``UNKNOWN_TOPIC_OR_PART``): ``()`` when ``missing_ok``, else a
+      RetriableKafkaError (it may be being created);
+    * any other metadata error: RetriableKafkaError or FatalKafkaError by the error's kind,
+      whatever ``missing_ok`` says - the topic exists and cannot be read;
+    * no partitions without an error: RetriableKafkaError (metadata not settled).
+    """
+    if answer is None or answer.error == _MISSING:
+        if missing_ok:
+            return ()
+        raise RetriableKafkaError(f"{cluster}: topic {topic} does not exist")
+    if answer.error is not None:
+        kind = RetriableKafkaError if answer.retriable else FatalKafkaError
+        raise kind(f"{cluster}: metadata of topic {topic} has error {answer.error}")
+    if not answer.partitions:
+        raise RetriableKafkaError(f"{cluster}: topic {topic} has no partitions in its metadata")
+    return answer.partitions
 
 
 class TopicTailer:
@@ -33,9 +88,12 @@ class TopicTailer:
         endpoint: ClusterEndpoint,
         topic: str,
         isolation: str = "read_committed",
+        *,
+        missing_ok: bool = False,
     ) -> None:
         self.endpoint = endpoint
         self.topic = topic
+        self.missing_ok = missing_ok
         self._consumer: Consumer = make_consumer(
             endpoint,
             f"drkit-tailer-{uuid.uuid4().hex[:12]}",
@@ -52,16 +110,28 @@ class TopicTailer:
         self._next: dict[int, int] = {}
 
     def _assign(self, timeout_s: float) -> None:
-        metadata = self._consumer.list_topics(self.topic, timeout=timeout_s)
-        topic = metadata.topics.get(self.topic)
-        if topic is None or topic.error is not None:
+        try:
+            metadata = self._consumer.list_topics(self.topic, timeout=timeout_s)
+        except KafkaException as err:
+            raise translate(err, f"{self.endpoint.alias}: metadata of topic {self.topic}") from None
+        partitions = readable_partitions(
+            TopicMetadata.of(metadata, self.topic),
+            self.topic,
+            self.endpoint.alias,
+            # A topic that was read before and is gone now was deleted: never "absent".
+            missing_ok=self.missing_ok and not self._next,
+        )
+        if not partitions:
             return
-        for partition in topic.partitions:
+        for partition in partitions:
             self._next.setdefault(partition, OFFSET_BEGINNING)
         self._consumer.assign([RdTP(self.topic, p, offset) for p, offset in self._next.items()])
 
     def catch_up(self, timeout_s: float = 30.0) -> Iterator[Record]:
-        """Yield records appended since the last call, up to the end of every partition."""
+        """Yield records appended since the last call, up to the end of every partition.
+
+        Raises KafkaError when the topic is missing (unless ``missing_ok``) or unreadable.
+        """
         self._assign(min(timeout_s, 10.0))
         if not self._next:
             return
@@ -73,7 +143,12 @@ class TopicTailer:
                     f"{self.endpoint.alias}: reading {self.topic} did not reach its end "
                     f"within {timeout_s:.0f}s"
                 )
-            for message in self._consumer.consume(10000, 0.2):
+            # poll() returns as soon as one event is there; consume() would wait out its
+            # timeout to fill a batch, which made every catch-up of an idle topic take 0.2 s.
+            first = self._consumer.poll(0.2)
+            if first is None:
+                continue
+            for message in [first, *self._consumer.consume(10000, 0)]:
                 error = message.error()
                 partition, offset = message.partition() or 0, message.offset() or 0
                 if error is not None:

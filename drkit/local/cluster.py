@@ -245,6 +245,10 @@ class LocalKafka:
             "auto.create.topics.enable": "false",
             "log.segment.bytes": 64 * 1024 * 1024,
             "log.retention.check.interval.ms": 30000,
+            # ACLs on, open by default: the failover engine fences an old primary with DENY
+            # WRITE ACLs on its replicated topics; everything without ACLs stays allowed.
+            "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            "allow.everyone.if.no.acl.found": "true",
         }
         text = "".join(f"{key}={value}\n" for key, value in settings.items())
         self._properties(state.name, broker.node_id).write_text(text)
@@ -271,6 +275,8 @@ class LocalKafka:
             )
 
     def _spawn(self, state: ClusterState, broker: BrokerState, jars: Path) -> int:
+        # Settings follow drkit's version; ports, ids and data never change.
+        self._write_properties(state, broker)
         directory = self._broker_dir(state.name, broker.node_id)
         logs = directory / "logs"
         logs.mkdir(parents=True, exist_ok=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from functools import cached_property
 
 from drkit.kafka.clients import ClusterEndpoint
 from drkit.kafka.records import TopicPartition
@@ -22,13 +23,27 @@ class CheckpointSnapshot:
             return None
         return max(0.0, (now or time.time()) - self.last_tick_ms / 1000)
 
+    @cached_property
+    def _by_group(self) -> dict[str, dict[TopicPartition, Checkpoint]]:
+        out: dict[str, dict[TopicPartition, Checkpoint]] = {}
+        for (group, tp), checkpoint in self.latest.items():
+            out.setdefault(group, {})[tp] = checkpoint
+        return out
+
     def for_group(self, group: str) -> dict[TopicPartition, Checkpoint]:
-        return {tp: c for (g, tp), c in self.latest.items() if g == group}
+        """The group's latest checkpoints (indexed once: a lookup is not a scan of them all)."""
+        return dict(self._by_group.get(group, {}))
 
 
 class CheckpointStore:
+    """Latest checkpoint per (group, target partition) and the last tick of one flow.
+
+    A checkpoints topic that does not exist yet (no checkpoint round has run) reads as "no
+    checkpoints" (``missing_ok``): callers report it per group, it is not an input error.
+    """
+
     def __init__(self, target: ClusterEndpoint, topic: str) -> None:
-        self._tailer = TopicTailer(target, topic)
+        self._tailer = TopicTailer(target, topic, missing_ok=True)
         self._latest: dict[tuple[str, TopicPartition], Checkpoint] = {}
         self._tick: int | None = None
 

@@ -7,6 +7,13 @@ a tick record.  With ``flow.sync_group_offsets`` it also moves empty target grou
 
 The latest checkpoints on the target are what an unplanned failover uses once the source is
 gone, so they are written in MirrorMaker 2's format (:mod:`drkit.offsets.checkpoint`).
+
+Every ``trim_interval_s`` (and on the first round) it also trims the offset-sync map
+(:meth:`Checkpointer.trim`): runs with no record left on the source *or* the target - both log
+starts read now - are tombstoned on the offset-sync topic, and every reader drops them when it
+reads the tombstones.  This keeps the map (in memory and on the topic) bounded by retention
+instead of growing with every commit (drkit/replication/run_map.py has the argument why
+translation stays "never skip").
 """
 
 from __future__ import annotations
@@ -25,14 +32,14 @@ from drkit.offsets.checkpoint import Checkpoint, tick
 from drkit.offsets.group_sync import GroupOffsetSync
 from drkit.offsets.mapping_loader import MappingLoader
 from drkit.offsets.metrics import CheckpointMetrics, default_metrics
-from drkit.replication import internal_topics
-from drkit.replication.policy import build_policy
-from drkit.replication.topic_filter import NameMatcher, TopicFilter
+from drkit.replication.topic_filter import NameMatcher
+from drkit.replication.topology import FlowTopology
 from drkit.translation import CannotTranslate, TargetBounds, Translated, translate
 
 log = logging.getLogger(__name__)
 
 OWN_GROUP_PREFIXES = ("drkit-", "__drkit")
+TRIM_INTERVAL_S = 60.0
 
 
 @dataclass
@@ -51,6 +58,7 @@ class Checkpointer:
         source: ClusterConfig,
         target: ClusterConfig,
         metrics: CheckpointMetrics | None = None,
+        trim_interval_s: float = TRIM_INTERVAL_S,
     ) -> None:
         self.flow = flow
         self.name = flow.name
@@ -58,14 +66,16 @@ class Checkpointer:
         self.target_endpoint = ClusterEndpoint(flow.target, target)
         self.target = KafkaAdmin(self.target_endpoint)
         self.metrics = metrics or default_metrics()
-        self.topics = TopicFilter.of(flow, build_policy(flow.replication_policy))
+        self.topology = FlowTopology.of(flow)
         self.groups = NameMatcher.of(flow.groups)
-        self.topic = internal_topics.checkpoints_topic(flow.source)
-        self.loader = MappingLoader(flow, self.target_endpoint)
+        self.topic = self.topology.checkpoints_topic
+        self.loader = MappingLoader(flow, self.target_endpoint, self.topology)
         self.group_sync = GroupOffsetSync(self.target) if flow.sync_group_offsets else None
         self._producer = make_producer(self.target_endpoint, {"linger.ms": 5})
         self._written: dict[tuple[str, TopicPartition], tuple[int, int]] = {}
         self.views: dict[str, GroupView] = {}
+        self.trim_interval_s = trim_interval_s
+        self._next_trim = 0.0  # monotonic; the first round trims
 
     def prepare(self) -> None:
         self.target.create_topics(
@@ -114,7 +124,7 @@ class Checkpointer:
             tp
             for offsets in committed.values()
             for tp in offsets.offsets
-            if self.topics.selects(tp.topic) and tp in mappings
+            if self.topology.selects(tp.topic) and tp in mappings
         }
         targets = {mappings[tp].target for tp in wanted}
         start = self.target.list_offsets(targets, "earliest")
@@ -148,12 +158,65 @@ class Checkpointer:
         remaining = self._producer.flush(10)
         if remaining:
             raise KafkaError(f"{self.name}: {remaining} checkpoints not acknowledged")
+        if time.monotonic() >= self._next_trim:
+            self._next_trim = time.monotonic() + self.trim_interval_s
+            try:
+                self.trim()
+            except KafkaError as err:  # the checkpoints are written: only the trim waits
+                self.metrics.errors.labels(self.name).inc()
+                log.warning("offset-sync trim failed", extra={"flow": self.name, "error": str(err)})
+        self.metrics.offset_sync_runs.labels(self.name).set(self.loader.stored_runs())
         self.metrics.groups.labels(self.name).set(len(committed))
         self.metrics.rereads.labels(self.name).set(rereads)
         self.metrics.unreplicated.labels(self.name).set(unreplicated)
         self.metrics.untranslatable.labels(self.name).set(untranslatable)
         if self.group_sync is not None:
             self.metrics.active_skips.labels(self.name).set(len(self.group_sync.active_skips))
+
+    def trim(self) -> int:
+        """Tombstone offset-sync runs with no record left on either cluster; returns how many.
+
+        Uses the map as of the last refresh and both clusters' log starts read now.  Partitions
+        whose topic is gone on either side keep their runs (no log start to compare with).
+        """
+        partitions = self.loader.run_partitions()
+        if not partitions:
+            return 0
+        source_topics = self.source.list_topics()
+        target_topics = self.target.list_topics()
+        sources = [
+            tp
+            for tp in partitions
+            if tp.topic in source_topics and tp.partition < source_topics[tp.topic].partition_count
+        ]
+        targets = [
+            tp
+            for found in partitions.values()
+            for tp in found
+            if tp.topic in target_topics and tp.partition < target_topics[tp.topic].partition_count
+        ]
+        expired = self.loader.expired_runs(
+            self.source.list_offsets(sources, "earliest"),
+            self.target.list_offsets(targets, "earliest"),
+        )
+        for sync in expired:
+            while True:
+                try:
+                    # Partition 0, as the worker writes them: a tombstone must meet its key.
+                    self._producer.produce(self.loader.offset_syncs_topic, None, sync.key(), 0)
+                    break
+                except BufferError:
+                    self._producer.poll(0.05)
+        remaining = self._producer.flush(30)
+        if remaining:
+            raise KafkaError(f"{self.name}: {remaining} offset-sync tombstones not acknowledged")
+        if expired:
+            self.metrics.offset_sync_trimmed.labels(self.name).inc(len(expired))
+            log.info(
+                "trimmed offset-sync runs",
+                extra={"flow": self.name, "runs": len(expired)},
+            )
+        return len(expired)
 
     def _emit(self, group: str, result: Translated, now: float) -> None:
         key = (group, result.target)

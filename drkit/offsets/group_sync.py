@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from drkit.errors import KafkaError
-from drkit.kafka.admin import KafkaAdmin
+from drkit.kafka.ports import ClusterAdmin
 from drkit.kafka.records import TopicPartition
 
 log = logging.getLogger(__name__)
@@ -47,7 +47,7 @@ def decide_group_sync(
 class GroupOffsetSync:
     """Applies :func:`decide_group_sync` against the target cluster."""
 
-    def __init__(self, target: KafkaAdmin) -> None:
+    def __init__(self, target: ClusterAdmin) -> None:
         self.target = target
         self.active_skips: set[str] = set()
 

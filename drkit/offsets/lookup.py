@@ -14,13 +14,24 @@ The JSON form (``Report.to_json``) is a stable schema, ``drkit.offsets.translate
          "target_partition": int, "source_offset": int, "target_offset": int,
          "method": "exact" | "mapped" | "provenance" | "clamped" | "checkpoint",
          "expected_rereads": int | null, "unreplicated": int | null, "flags": [str],
-         "verified": bool | null}]}],
+         "verified": bool | null,
+         "verification": "match" | "skips" | "rereads" | "foreign" | "unverifiable" | null}]}],
      "errors": [{"group": str, "source_topic": str, "source_partition": int,
                  "source_offset": int, "reason": str}]}
+
+``verified`` (with ``--verify``, or for provenance rows) says the record at T is the copy of the
+first record a consumer at S reads on the source (see drkit/offsets/verification.py);
+``verification`` says how it differs when it does not.  Translations that announced re-reads
+(a crash re-replicated a range) verify when the record at T is the earlier copy they announced.
+
+Every name (replica topics, bookkeeping topics) comes from the flow's
+:class:`~drkit.replication.topology.FlowTopology`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from contextlib import closing
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -28,14 +39,27 @@ from drkit.config.model import DrkitConfig, FlowConfig
 from drkit.errors import ConfigError, KafkaError, Problem
 from drkit.kafka.admin import KafkaAdmin
 from drkit.kafka.clients import ClusterEndpoint
-from drkit.kafka.records import TopicPartition
+from drkit.kafka.partition_reader import PartitionReader
+from drkit.kafka.records import Record, TopicPartition
 from drkit.offsets.checkpoint_store import CheckpointStore
 from drkit.offsets.mapping_loader import MappingLoader
-from drkit.offsets.provenance_search import ProvenanceReader, find_target_offset
-from drkit.replication import internal_topics
-from drkit.replication.policy import build_policy
-from drkit.replication.topic_filter import TopicFilter
-from drkit.translation import CannotTranslate, Method, TargetBounds, Translated, translate
+from drkit.offsets.provenance_search import (
+    ProvenanceReader,
+    SourcePartition,
+    copy_offset,
+    find_target_offset,
+)
+from drkit.offsets.verification import AtTarget, Verdict, replicated_by, verify
+from drkit.replication.topology import FlowTopology
+from drkit.translation import (
+    CannotTranslate,
+    Flag,
+    Method,
+    PartitionMapping,
+    TargetBounds,
+    Translated,
+    translate,
+)
 
 SCHEMA = "drkit.offsets.translate/v1"
 
@@ -53,6 +77,7 @@ class Row:
     unreplicated: int | None
     flags: list[str]
     verified: bool | None = None
+    verification: str | None = None
 
 
 @dataclass
@@ -100,7 +125,9 @@ def translate_groups(
     source_timeout_s: float = 5.0,
 ) -> Report:
     """Translate ``groups`` for ``flow``; ``use_checkpoints=None`` picks live when possible."""
-    source = KafkaAdmin(ClusterEndpoint(flow.source, config.clusters[flow.source]))
+    topology = FlowTopology.of(flow)
+    source_endpoint = ClusterEndpoint(flow.source, config.clusters[flow.source])
+    source = KafkaAdmin(source_endpoint)
     target_endpoint = ClusterEndpoint(flow.target, config.clusters[flow.target])
     target = KafkaAdmin(target_endpoint)
     target.wait_ready(timeout_s=15)
@@ -112,36 +139,109 @@ def translate_groups(
         except KafkaError:
             reachable = False
     if use_checkpoints or not reachable:
-        return _from_checkpoints(flow, groups, target, target_endpoint, reachable)
-    return _live(flow, groups, source, target, target_endpoint, verify)
+        return _from_checkpoints(topology, groups, target_endpoint, reachable)
+    return _live(topology, groups, source, source_endpoint, target, target_endpoint, verify)
+
+
+# A verification reads the source from S until a record the flow replicates; this many records
+# the flow leaves out (filtered, loops) in a row and the verification gives up.
+VERIFY_SCAN_LIMIT = 10_000
+
+
+class _Verifier:
+    """Reads the first record after S (source) and after T (target) for :func:`verify`."""
+
+    def __init__(
+        self,
+        topology: FlowTopology,
+        source: PartitionReader,
+        target: ProvenanceReader,
+        replicated: Callable[[Record], bool],
+        source_start: dict[TopicPartition, int],
+    ) -> None:
+        self.topology = topology
+        self.source = source
+        self.target = target
+        self.replicated = replicated
+        self.source_start = source_start
+
+    def check(
+        self,
+        source_tp: TopicPartition,
+        source_offset: int,
+        target_tp: TopicPartition,
+        target_offset: int,
+        replicated_end: int | None,
+    ) -> Verdict:
+        if source_offset < self.source_start.get(source_tp, 0):
+            return Verdict.UNVERIFIABLE  # the source no longer holds S: no record to compare
+        scanned = 0
+        expected: int | None = None
+        with closing(self.source.records_from(source_tp, source_offset)) as records:
+            for record in records:
+                if self.replicated(record):
+                    expected = record.offset
+                    break
+                scanned += 1
+                if scanned >= VERIFY_SCAN_LIMIT:
+                    return Verdict.UNVERIFIABLE
+        first = self.target.first_record(target_tp, target_offset)
+        at_target = (
+            None
+            if first is None
+            else AtTarget(
+                first.offset, copy_offset(first, SourcePartition(self.topology.source, source_tp))
+            )
+        )
+        return verify(expected, at_target, replicated_end)
 
 
 def _live(
-    flow: FlowConfig,
+    topology: FlowTopology,
     groups: list[str],
     source: KafkaAdmin,
+    source_endpoint: ClusterEndpoint,
     target: KafkaAdmin,
     target_endpoint: ClusterEndpoint,
-    verify: bool,
+    verify_rows: bool,
 ) -> Report:
-    report = Report(flow, "live", True)
-    selects = TopicFilter.of(flow, build_policy(flow.replication_policy)).selects
+    report = Report(topology.flow, "live", True)
     committed = source.groups_offsets(groups)
-    loader = MappingLoader(flow, target_endpoint)
+    existing = target.list_topics()
+    loader = MappingLoader(topology.flow, target_endpoint, topology)
     reader: ProvenanceReader | None = None
+    verifier: _Verifier | None = None
+    source_reader: PartitionReader | None = None
     try:
-        mappings = loader.refresh()
+        # A flow that never stored a map (no progress and no offset-sync topic) translates from
+        # the data alone; one of the two missing is an error (the loader raises).
+        has_map = {topology.progress_topic, topology.offset_syncs_topic} & set(existing)
+        mappings = loader.refresh() if has_map else {}
         partitions = {
-            tp for offsets in committed.values() for tp in offsets.offsets if selects(tp.topic)
+            tp
+            for offsets in committed.values()
+            for tp in offsets.offsets
+            if topology.selects(tp.topic)
         }
-        targets = {
-            (mappings[tp].target if tp in mappings else loader.target_of(tp)) for tp in partitions
-        }
-        existing = target.list_topics()
+        targets = {_target_of(tp, mappings, topology) for tp in partitions}
         targets = {tp for tp in targets if tp.topic in existing}
         start = target.list_offsets(targets, "earliest")
         end = target.list_offsets(targets, "latest")
         source_end = source.list_offsets(partitions, "latest")
+        if verify_rows:
+            reader = ProvenanceReader.on(target_endpoint)
+            source_reader = PartitionReader(source_endpoint)
+            verifier = _Verifier(
+                topology,
+                source_reader,
+                reader,
+                replicated_by(
+                    topology.chain,
+                    source.describe_cluster()[0] or topology.source,
+                    target.describe_cluster()[0] or topology.target,
+                ),
+                source.list_offsets(partitions, "earliest"),
+            )
         for group in groups:
             offsets = committed.get(group)
             if offsets is None:
@@ -149,10 +249,10 @@ def _live(
                 continue
             rows = report.groups.setdefault(group, [])
             for tp, offset in sorted(offsets.offsets.items()):
-                if not selects(tp.topic):
+                if not topology.selects(tp.topic):
                     continue
                 mapping = mappings.get(tp)
-                target_tp = mapping.target if mapping else loader.target_of(tp)
+                target_tp = _target_of(tp, mappings, topology)
                 if target_tp not in start:
                     report.errors.append(_error(group, tp, offset, "no replica on the target"))
                     continue
@@ -162,9 +262,9 @@ def _live(
                     if mapping is not None
                     else CannotTranslate(tp, offset, "no offset mapping for this partition")
                 )
-                if isinstance(result, CannotTranslate) or verify:
-                    reader = reader or ProvenanceReader(target_endpoint)
-                row = _row(result, target_tp, bounds, reader)
+                if isinstance(result, CannotTranslate) and reader is None:
+                    reader = ProvenanceReader.on(target_endpoint)
+                row = _row(topology, result, mapping, target_tp, bounds, reader, verifier)
                 if row is None:
                     assert isinstance(result, CannotTranslate)
                     report.errors.append(_error(group, tp, offset, result.reason))
@@ -174,22 +274,41 @@ def _live(
         loader.close()
         if reader is not None:
             reader.close()
+        if source_reader is not None:
+            source_reader.close()
     return report
 
 
+def _target_of(
+    tp: TopicPartition, mappings: dict[TopicPartition, PartitionMapping], topology: FlowTopology
+) -> TopicPartition:
+    mapping = mappings.get(tp)
+    return mapping.target if mapping is not None else topology.target_partition(tp)
+
+
 def _row(
+    topology: FlowTopology,
     result: Translated | CannotTranslate,
+    mapping: PartitionMapping | None,
     target_tp: TopicPartition,
     bounds: TargetBounds,
     reader: ProvenanceReader | None,
+    verifier: _Verifier | None,
 ) -> Row | None:
     if isinstance(result, CannotTranslate):
         if reader is None or bounds.end <= bounds.start:
             return None
-        found = find_target_offset(reader, target_tp, result.source_offset, bounds)
+        source = SourcePartition(topology.source, result.source)
+        found = find_target_offset(reader, target_tp, source, result.source_offset, bounds)
         if found is None:
             return None
         offset, exact = found
+        # Without --verify the search itself read the record at T: verified when it is S's copy.
+        verdict = (
+            verifier.check(result.source, result.source_offset, target_tp, offset, None)
+            if verifier is not None
+            else None
+        )
         return Row(
             result.source.topic,
             result.source.partition,
@@ -201,15 +320,17 @@ def _row(
             None,
             None,
             [] if exact else ["not_exact"],
-            exact,
+            exact if verdict is None else verdict is Verdict.MATCH,
+            None if verdict is None else verdict.value,
         )
-    verified = None
-    if reader is not None and result.target_offset < bounds.end:
-        at_t = reader.source_offset_at(result.target, result.target_offset)
-        verified = at_t is not None and (
-            at_t[1] == result.source_offset
-            if result.method is Method.EXACT
-            else at_t[1] >= result.source_offset
+    verdict = None
+    if verifier is not None:
+        verdict = verifier.check(
+            result.source,
+            result.source_offset,
+            result.target,
+            result.target_offset,
+            mapping.replicated_end if mapping is not None else None,
         )
     return Row(
         result.source.topic,
@@ -222,8 +343,20 @@ def _row(
         result.expected_rereads,
         result.unreplicated,
         sorted(f.value for f in result.flags),
-        verified,
+        None if verdict is None else _verified(verdict, result),
+        None if verdict is None else verdict.value,
     )
+
+
+def _verified(verdict: Verdict, result: Translated) -> bool | None:
+    """Whether the record at T is what the translation promised."""
+    if verdict is Verdict.UNVERIFIABLE:
+        return None
+    if verdict is Verdict.REREADS and Flag.REORDERED in result.flags:
+        # A crash re-replicated a range: any T that skips nothing re-reads it, and the
+        # translation said so (expected_rereads).
+        return result.expected_rereads > 0
+    return verdict is Verdict.MATCH
 
 
 def _error(group: str, tp: TopicPartition, offset: int, reason: str) -> dict[str, Any]:
@@ -237,18 +370,17 @@ def _error(group: str, tp: TopicPartition, offset: int, reason: str) -> dict[str
 
 
 def _from_checkpoints(
-    flow: FlowConfig,
+    topology: FlowTopology,
     groups: list[str],
-    target: KafkaAdmin,
     target_endpoint: ClusterEndpoint,
     reachable: bool,
 ) -> Report:
-    store = CheckpointStore(target_endpoint, internal_topics.checkpoints_topic(flow.source))
+    store = CheckpointStore(target_endpoint, topology.checkpoints_topic)
     try:
         snapshot = store.refresh()
     finally:
         store.close()
-    report = Report(flow, "checkpoints", reachable, snapshot.age_s())
+    report = Report(topology.flow, "checkpoints", reachable, snapshot.age_s())
     for group in groups:
         found = snapshot.for_group(group)
         if not found:

@@ -7,63 +7,102 @@ it lives on the target.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from drkit.config.model import FlowConfig
 from drkit.kafka.clients import ClusterEndpoint
 from drkit.kafka.records import TopicPartition
-from drkit.replication import internal_topics
 from drkit.replication.offset_sync import OffsetSync
 from drkit.replication.offset_sync_store import OffsetSyncStore
-from drkit.replication.policy import build_policy
 from drkit.replication.progress import Progress, ProgressStore
-from drkit.replication.transforms import build_chain
+from drkit.replication.run_map import RunMap
+from drkit.replication.topology import FlowTopology
 from drkit.translation import PartitionMapping
 
 
 class MappingLoader:
-    """Incrementally reads a flow's offset syncs and progress; not thread-safe."""
+    """Incrementally reads a flow's offset syncs and progress; not thread-safe.
 
-    def __init__(self, flow: FlowConfig, target: ClusterEndpoint) -> None:
+    Both topics must exist: a missing one raises (drkit/kafka/tailer.py) rather than reading as
+    "nothing replicated", which would translate every group as if the flow had just started.
+    """
+
+    def __init__(
+        self, flow: FlowConfig, target: ClusterEndpoint, topology: FlowTopology | None = None
+    ) -> None:
         self.flow = flow
-        self.policy = build_policy(flow.replication_policy)
-        self.chain = build_chain(flow.transforms)
-        self._syncs = OffsetSyncStore(target, internal_topics.offset_syncs_topic(flow.source))
-        self._progress = ProgressStore(target, internal_topics.progress_topic(flow.source))
+        self.topology = topology or FlowTopology.of(flow)
+        # A reader: a flow that never ran has no bookkeeping topics yet, which means no mapping.
+        self._syncs = OffsetSyncStore(target, self.topology.offset_syncs_topic, missing_ok=True)
+        self._progress = ProgressStore(target, self.topology.progress_topic, missing_ok=True)
         self._cache: dict[TopicPartition, tuple[object, PartitionMapping]] = {}
 
     def target_of(self, source: TopicPartition) -> TopicPartition:
-        name = self.chain.rename(self.policy.target_topic(self.flow.source, source.topic))
-        return TopicPartition(name, source.partition)
+        """Where the flow writes ``source`` (the topology's name, same partition)."""
+        return self.topology.target_partition(source)
 
     def refresh(self, timeout_s: float = 30.0) -> dict[TopicPartition, PartitionMapping]:
+        """Catch up with both topics; mappings of unchanged partitions are the same objects.
+
+        A partition's mapping is rebuilt only when its runs (the store's per-partition
+        ``version``) or its progress changed, and its run table is shared with the store's
+        snapshot: a refresh after one commit costs the partitions that commit touched.
+        """
         runs = self._syncs.refresh(timeout_s)
         progress = self._progress.refresh(timeout_s)
         out: dict[TopicPartition, PartitionMapping] = {}
-        for source in set(runs) | set(progress):
-            synced = runs.get(source, [])
+        for source in runs.keys() | progress.keys():
+            run_map = runs.get(source)
             stored = progress.get(source)
-            signature = (len(synced), synced[-1] if synced else None, stored)
+            signature = (
+                run_map.version if run_map is not None else None,
+                stored.next_offset if stored else None,
+                stored.hashed if stored else None,
+            )
             cached = self._cache.get(source)
             if cached is not None and cached[0] == signature:
                 out[source] = cached[1]
                 continue
-            mapping = self._build(source, synced, stored)
+            mapping = self._build(source, run_map, stored)
             self._cache[source] = (signature, mapping)
             out[source] = mapping
         return out
 
     def _build(
-        self, source: TopicPartition, synced: list[OffsetSync], stored: Progress | None
+        self, source: TopicPartition, run_map: RunMap | None, stored: Progress | None
     ) -> PartitionMapping:
-        targets = {sync.target for sync in synced}
+        targets = run_map.targets() if run_map is not None else frozenset()
+        split = len(targets) > 1
         target = next(iter(targets)) if len(targets) == 1 else self.target_of(source)
+        # A split partition cannot be translated: its runs are not merged for nothing.
+        table = run_map.table() if run_map is not None and not split else ()
         return PartitionMapping(
             source=source,
             target=target,
-            runs=tuple(sync.run for sync in synced),
+            runs=table,
             replicated_end=stored.next_offset if stored else None,
             hashed=stored.hashed if stored else False,
-            split=len(targets) > 1,
+            split=split,
         )
+
+    def run_partitions(self) -> dict[TopicPartition, frozenset[TopicPartition]]:
+        """Source partitions with stored runs and their target partitions (as last refreshed)."""
+        return self._syncs.partitions()
+
+    def expired_runs(
+        self,
+        source_starts: Mapping[TopicPartition, int],
+        target_starts: Mapping[TopicPartition, int],
+    ) -> list[OffsetSync]:
+        """Runs with no record left on either cluster (see OffsetSyncStore.expired)."""
+        return self._syncs.expired(source_starts, target_starts)
+
+    def stored_runs(self) -> int:
+        return self._syncs.stored_runs()
+
+    @property
+    def offset_syncs_topic(self) -> str:
+        return self._syncs.topic
 
     def close(self) -> None:
         self._syncs.close()

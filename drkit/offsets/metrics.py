@@ -22,6 +22,8 @@ class CheckpointMetrics:
     unreplicated: Gauge
     active_skips: Gauge
     errors: Counter
+    offset_sync_runs: Gauge
+    offset_sync_trimmed: Counter
 
     @classmethod
     def create(cls, registry: CollectorRegistry | None = None) -> CheckpointMetrics:
@@ -70,6 +72,18 @@ class CheckpointMetrics:
                 registry=reg,
             ),
             errors=Counter("drkit_checkpoint_errors", "Failed checkpoint rounds", f, registry=reg),
+            offset_sync_runs=Gauge(
+                "drkit_offset_sync_runs",
+                "Offset-sync runs held for translation (bounded by retention)",
+                f,
+                registry=reg,
+            ),
+            offset_sync_trimmed=Counter(
+                "drkit_offset_sync_runs_trimmed",
+                "Offset-sync runs tombstoned: no record left on either cluster",
+                f,
+                registry=reg,
+            ),
         )
 
 

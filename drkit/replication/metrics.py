@@ -1,8 +1,9 @@
 """Prometheus metrics of the replication data plane.
 
-Labels are bounded: ``flow`` (configured flows) and ``topic`` (replicated topics) - never a
-partition, offset, group or worker id.  Names are module constants so tests and dashboards share
-them.  Metrics live in an injected registry (the process default unless given).
+Labels are bounded: ``flow`` (configured flows), ``topic`` (replicated topics), ``kind`` and
+``state`` (enums) - never a partition, offset, group or worker id.  Names are module constants
+so tests and dashboards share them.  Metrics live in an injected registry (the process default
+unless given).
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ ERRORS = "drkit_replication_errors"
 ASSIGNED = "drkit_replication_assigned_partitions"
 DRIFT = "drkit_replication_topic_config_drift"
 COMMITS = "drkit_replication_progress_commits"
+LOST = "drkit_replication_lost_records"
+FLOW_STATE = "drkit_replication_flow_state"
 
 _LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300)
 
@@ -39,6 +42,8 @@ class ReplicationMetrics:
     assigned: Gauge
     drift: Gauge
     commits: Counter
+    lost: Counter
+    flow_state: Gauge
 
     @classmethod
     def create(cls, registry: CollectorRegistry | None = None) -> ReplicationMetrics:
@@ -79,6 +84,19 @@ class ReplicationMetrics:
                 DRIFT, "Target topic configs differing from the source", ("flow",), registry=reg
             ),
             commits=Counter(COMMITS, "Progress commits to the target", ("flow",), registry=reg),
+            lost=Counter(
+                LOST,
+                "Source records deleted before they were replicated (loss events)",
+                ft,
+                registry=reg,
+            ),
+            flow_state=Gauge(
+                FLOW_STATE,
+                "1 for the state this process's worker of the flow is in (running, paused, "
+                "stopped; see drkit.control), 0 for the others",
+                ("flow", "state"),
+                registry=reg,
+            ),
         )
 
 

@@ -15,7 +15,10 @@ value = version (INT16, 0) + target topic (STRING) + target partition (INT32)
         + dst_start (INT64) + length (INT64)
 
 The key names one run (one target copy of a source range), so a compacted topic keeps the newest
-(longest) version of each run and never merges two copies.
+(longest) version of each run and never merges two copies.  A null value (tombstone) for a run's
+key removes the run: the checkpointer writes them for runs with no record left on either cluster
+(drkit/replication/run_map.py ``RunMap.expired``), which keeps the topic and every reader's map
+bounded.
 
 Invariants (checked by tests/unit/test_offset_sync.py):
 * a re-replicated source range (restart after a crash) yields a second run for the same source
@@ -27,7 +30,6 @@ Invariants (checked by tests/unit/test_offset_sync.py):
 from __future__ import annotations
 
 import struct
-from bisect import bisect_left, bisect_right
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -37,7 +39,7 @@ from drkit.replication.heartbeat import decode_string, encode_string
 _VERSION = 0
 
 
-@dataclass(frozen=True, order=True)
+@dataclass(frozen=True, order=True, slots=True)
 class OffsetRun:
     src_start: int
     dst_start: int
@@ -57,7 +59,7 @@ class OffsetRun:
         return self.src_start <= offset < self.src_end
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class OffsetSync:
     """One record of the offset-syncs topic: a run between two partitions."""
 
@@ -148,56 +150,52 @@ def merge_runs(syncs: Iterable[OffsetSync]) -> dict[TopicPartition, list[OffsetS
     processed, while resuming at an earlier copy would re-read the duplicated range.  So runs are
     applied in target order and a later run overrides the source range it covers.
 
-    Returns runs sorted by ``src_start``; within a source partition they never overlap.
+    Returns runs sorted by ``src_start``; within a source partition they never overlap.  The
+    work is done by :class:`drkit.replication.run_map.RunMap`, which the offset-sync store keeps
+    per partition and updates incrementally.
     """
-    newest: dict[tuple[TopicPartition, TopicPartition, int, int], OffsetSync] = {}
+    from drkit.replication.run_map import RunMap  # run_map builds on this module's types
+
+    maps: dict[TopicPartition, RunMap] = {}
     for sync in syncs:
-        key = (sync.source, sync.target, sync.run.src_start, sync.run.dst_start)
-        known = newest.get(key)
-        if known is None or sync.run.length > known.run.length:
-            newest[key] = sync
-    per_source: dict[TopicPartition, list[OffsetSync]] = {}
-    for sync in newest.values():
-        per_source.setdefault(sync.source, []).append(sync)
-    return {source: _override_in_target_order(runs) for source, runs in per_source.items()}
+        found = maps.get(sync.source)
+        if found is None:
+            found = maps[sync.source] = RunMap(sync.source)
+        found.add(sync.target, sync.run)
+    return {
+        source: [OffsetSync(source, target, run) for target, run in found.merged()]
+        for source, found in maps.items()
+    }
 
 
-def _override_in_target_order(syncs: list[OffsetSync]) -> list[OffsetSync]:
-    merged: list[OffsetSync] = []  # sorted by src_start, non-overlapping
-    starts: list[int] = []
-    for sync in sorted(syncs, key=lambda s: (s.target.partition, s.run.dst_start)):
-        run = sync.run
-        # Candidates: from the interval starting at or before run.src_start up to the last one
-        # starting before run.src_end.
-        low = max(bisect_right(starts, run.src_start) - 1, 0)
-        high = bisect_left(starts, run.src_end)
-        replacement = [part for old in merged[low:high] for part in _outside(old, run)]
-        replacement.append(sync)
-        replacement.sort(key=lambda s: s.run.src_start)
-        merged[low:high] = replacement
-        starts[low:high] = [s.run.src_start for s in replacement]
-    return merged
+def decode_key(key: bytes) -> tuple[bytes, int, int, int]:
+    """(source prefix, src_start, target partition, dst_start) of an offset-sync record key.
+
+    The source prefix (topic string + partition, as encoded) identifies the source partition
+    without decoding it: the store decodes each distinct prefix once (:func:`decode_prefix`).
+    Raises ValueError (or struct.error) on malformed input.
+    """
+    (length,) = _SHORT.unpack_from(key, 0)
+    end = 2 + length + 4
+    src_start, dst_partition, dst_start = _KEY_TAIL.unpack_from(key, end)
+    return key[:end], src_start, dst_partition, dst_start
 
 
-def _outside(old: OffsetSync, run: OffsetRun) -> list[OffsetSync]:
-    """The parts of ``old`` whose source offsets ``run`` does not cover (0, 1 or 2 pieces)."""
-    o = old.run
-    if o.src_end <= run.src_start or o.src_start >= run.src_end:
-        return [old]
-    parts: list[OffsetSync] = []
-    if o.src_start < run.src_start:
-        parts.append(
-            OffsetSync(
-                old.source,
-                old.target,
-                OffsetRun(o.src_start, o.dst_start, run.src_start - o.src_start),
-            )
-        )
-    if o.src_end > run.src_end:
-        cut = run.src_end - o.src_start
-        parts.append(
-            OffsetSync(
-                old.source, old.target, OffsetRun(run.src_end, o.dst_start + cut, o.length - cut)
-            )
-        )
-    return parts
+def decode_value(value: bytes) -> tuple[bytes, int, int]:
+    """(target prefix, dst_start, length) of an offset-sync record value (see decode_key)."""
+    (length,) = _SHORT.unpack_from(value, 2)
+    end = 4 + length + 4
+    dst_start, run_length = _VALUE_TAIL.unpack_from(value, end)
+    return value[2:end], dst_start, run_length
+
+
+def decode_prefix(prefix: bytes) -> TopicPartition:
+    """The partition a key's source prefix or a value's target prefix names."""
+    topic, offset = decode_string(prefix, 0)
+    (partition,) = struct.unpack_from(">i", prefix, offset)
+    return TopicPartition(topic, partition)
+
+
+_SHORT = struct.Struct(">h")
+_KEY_TAIL = struct.Struct(">qiq")
+_VALUE_TAIL = struct.Struct(">qq")

@@ -1,43 +1,124 @@
-"""Load the dense offset-sync runs of a flow from the target cluster (for translation)."""
+"""Load the dense offset-sync runs of a flow from the target cluster (for translation).
+
+Reads ``drkit-offset-syncs.<source>.internal`` incrementally and keeps one
+:class:`~drkit.replication.run_map.RunMap` per source partition: the stored runs (what a fresh
+reader of the topic sees) and their merge, updated per record instead of re-merging everything
+on every refresh.  Tombstones remove runs (:meth:`RunMaps.expired` says which runs may go; the
+checkpointer writes the tombstones, and every store - its own included - drops the runs when it
+reads them).
+"""
 
 from __future__ import annotations
 
 import logging
+import struct
+from collections.abc import Mapping
 
 from drkit.kafka.clients import ClusterEndpoint
 from drkit.kafka.records import TopicPartition
 from drkit.kafka.tailer import TopicTailer
-from drkit.replication.offset_sync import OffsetSync, merge_runs
+from drkit.replication.offset_sync import OffsetSync, decode_key, decode_prefix, decode_value
+from drkit.replication.run_map import RunMap
 
 log = logging.getLogger(__name__)
 
+MALFORMED = (ValueError, UnicodeDecodeError, IndexError, struct.error)
 
-class OffsetSyncStore:
-    """Incrementally reads ``drkit-offset-syncs.<source>.internal`` and keeps merged runs."""
 
-    def __init__(self, target: ClusterEndpoint, topic: str) -> None:
-        self._tailer = TopicTailer(target, topic)
-        self._syncs: list[OffsetSync] = []
-        self._merged: dict[TopicPartition, list[OffsetSync]] = {}
+class RunMaps:
+    """The runs of every source partition, fed one offset-sync record at a time (no I/O).
 
-    def refresh(self, timeout_s: float = 30.0) -> dict[TopicPartition, list[OffsetSync]]:
-        """Catch up and return non-overlapping runs per source partition (see merge_runs)."""
-        added = 0
+    Not thread-safe.  Raises one of :data:`MALFORMED` for a record it cannot decode.
+    """
+
+    def __init__(self) -> None:
+        self.maps: dict[TopicPartition, RunMap] = {}
+        # Encoded partition prefixes -> decoded partitions and maps: bytes hash once and are
+        # compared by value, a dataclass hashes in Python on every lookup.
+        self._partitions: dict[bytes, TopicPartition] = {}
+        self._by_prefix: dict[bytes, RunMap] = {}
+
+    def apply(self, key: bytes, value: bytes | None) -> None:
+        """One record: a run (its longest version wins) or a tombstone for a run's key."""
+        source_prefix, src_start, dst_partition, dst_start = decode_key(key)
+        run_map = self._by_prefix.get(source_prefix)
+        if value is None:
+            if run_map is not None:
+                # The key names the target partition only by number: every target topic of
+                # this source partition is a candidate (normally exactly one).
+                for target in run_map.targets():
+                    if target.partition == dst_partition:
+                        run_map.remove(target, src_start, dst_start)
+            return
+        target_prefix, value_dst_start, length = decode_value(value)
+        if length < 1:
+            raise ValueError("run length must be positive")
+        if run_map is None:
+            source = self._partition(source_prefix)
+            run_map = self.maps.get(source) or self.maps.setdefault(source, RunMap(source))
+            self._by_prefix[source_prefix] = run_map
+        run_map.add_run(self._partition(target_prefix), src_start, value_dst_start, length)
+
+    def _partition(self, prefix: bytes) -> TopicPartition:
+        found = self._partitions.get(prefix)
+        if found is None:
+            found = self._partitions[prefix] = decode_prefix(prefix)
+        return found
+
+    def expired(
+        self,
+        source_starts: Mapping[TopicPartition, int],
+        target_starts: Mapping[TopicPartition, int],
+    ) -> list[OffsetSync]:
+        """Stored runs with no record left on either cluster, as of the given log starts.
+
+        Partitions missing from ``source_starts`` (or targets from ``target_starts``) keep all
+        their runs.  Tombstone each ``sync.key()`` to remove them.
+        """
+        out: list[OffsetSync] = []
+        for source, run_map in self.maps.items():
+            start = source_starts.get(source)
+            if start is None:
+                continue
+            out.extend(
+                OffsetSync(source, target, run)
+                for target, run in run_map.expired(start, target_starts)
+            )
+        return out
+
+    def partitions(self) -> dict[TopicPartition, frozenset[TopicPartition]]:
+        """Every source partition with stored runs, and the target partitions they point at."""
+        return {source: m.targets() for source, m in self.maps.items() if len(m)}
+
+    def stored_runs(self) -> int:
+        """Runs held (all partitions): what the map costs in memory and on the topic."""
+        return sum(len(run_map) for run_map in self.maps.values())
+
+
+class OffsetSyncStore(RunMaps):
+    """:class:`RunMaps` kept current from the offset-sync topic by :meth:`refresh`.
+
+    A missing topic raises (drkit/kafka/tailer.py) unless ``missing_ok``: then it reads as no
+    runs (the flow never ran), for readers outside the worker.
+    """
+
+    def __init__(self, target: ClusterEndpoint, topic: str, missing_ok: bool = False) -> None:
+        super().__init__()
+        self.topic = topic
+        self._tailer = TopicTailer(target, topic, missing_ok=missing_ok)
+
+    def refresh(self, timeout_s: float = 30.0) -> dict[TopicPartition, RunMap]:
+        """Catch up with the topic; the maps stay owned (and updated) by the store."""
         for record in self._tailer.catch_up(timeout_s):
-            if record.key is None or record.value is None:
+            if record.key is None:
                 continue
             try:
-                self._syncs.append(OffsetSync.decode(record.key, record.value))
-                added += 1
-            except (ValueError, UnicodeDecodeError, IndexError):
+                self.apply(record.key, record.value)
+            except MALFORMED:
                 log.warning(
                     "skipping malformed offset-sync record", extra={"offset": record.offset}
                 )
-        if added or not self._merged:
-            self._merged = merge_runs(self._syncs)
-            # Keep only the merged runs: they carry everything later merges need.
-            self._syncs = [s for runs in self._merged.values() for s in runs]
-        return self._merged
+        return dict(self.maps)
 
     def close(self) -> None:
         self._tailer.close()

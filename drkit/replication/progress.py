@@ -3,11 +3,18 @@
 One compacted record per source partition on ``drkit-progress.<source>.internal``:
 
 key   = ``<target alias>/<source topic>/<source partition>`` (UTF-8)
-value = JSON ``{"next": N, "worker": id, "ts": ms, "hashed": bool}``
+value = JSON ``{"next": N, "worker": id, "ts": ms, "hashed": bool, "tid": str, "end": E}``
 
 ``next`` is the first source offset not yet durably on the target: every source record below it
 was acknowledged by the target (or deliberately filtered).  A worker taking over a partition
-resumes there.  In exactly-once mode progress is written in the same transaction as the data.
+resumes there.  ``tid`` is the source topic's id when ``next`` was recorded (a topic deleted and
+recreated gets a new id) and ``end`` the source high watermark the worker last saw; both let a
+worker that resumes tell and count records lost before replication (drkit.replication.loss).
+They are absent in records written before drkit recorded them.
+
+Ordering: a progress record is written only after the offset-sync runs that cover every offset
+below its ``next`` are durable (drkit.replication.commit), so progress never claims a record the
+offset map cannot translate.  In exactly-once mode progress, runs and data share a transaction.
 """
 
 from __future__ import annotations
@@ -28,20 +35,24 @@ class Progress:
     worker: str = ""
     timestamp_ms: int = 0
     hashed: bool = False
+    topic_id: str | None = None
+    source_end: int | None = None
 
     def key(self, target_alias: str) -> bytes:
         return progress_key(target_alias, self.source)
 
     def value(self) -> bytes:
-        return json.dumps(
-            {
-                "next": self.next_offset,
-                "worker": self.worker,
-                "ts": self.timestamp_ms or int(time.time() * 1000),
-                "hashed": self.hashed,
-            },
-            separators=(",", ":"),
-        ).encode()
+        body: dict[str, object] = {
+            "next": self.next_offset,
+            "worker": self.worker,
+            "ts": self.timestamp_ms or int(time.time() * 1000),
+            "hashed": self.hashed,
+        }
+        if self.topic_id is not None:
+            body["tid"] = self.topic_id
+        if self.source_end is not None:
+            body["end"] = self.source_end
+        return json.dumps(body, separators=(",", ":")).encode()
 
 
 def progress_key(target_alias: str, source: TopicPartition) -> bytes:
@@ -61,6 +72,8 @@ def decode_progress(key: bytes, value: bytes | None) -> tuple[str, Progress] | N
             str(body.get("worker", "")),
             int(body.get("ts", 0)),
             bool(body.get("hashed", False)),
+            str(body["tid"]) if body.get("tid") else None,
+            int(body["end"]) if body.get("end") is not None else None,
         )
     except (ValueError, KeyError, UnicodeDecodeError):
         return None
@@ -69,9 +82,13 @@ def decode_progress(key: bytes, value: bytes | None) -> tuple[str, Progress] | N
 class ProgressStore:
     """Latest progress per source partition for one flow, read from the target cluster."""
 
-    def __init__(self, target: ClusterEndpoint, topic: str) -> None:
+    def __init__(self, target: ClusterEndpoint, topic: str, missing_ok: bool = False) -> None:
+        """``missing_ok``: a progress topic that does not exist (the flow never ran) reads as no
+        progress - for readers such as verify, probes and failover plans.  The worker, which
+        creates the topic, leaves it False: for it a missing topic is an error, never "start
+        from scratch"."""
         self.target_alias = target.alias
-        self._tailer = TopicTailer(target, topic)
+        self._tailer = TopicTailer(target, topic, missing_ok=missing_ok)
         self._latest: dict[TopicPartition, Progress] = {}
 
     def refresh(self, timeout_s: float = 30.0) -> dict[TopicPartition, Progress]:

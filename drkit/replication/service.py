@@ -5,8 +5,14 @@ so partitions are shared (cooperative rebalancing) and a dead worker's partition
 others within the session timeout.  The parent of ``--workers N`` only supervises: it forwards
 SIGTERM/SIGINT and restarts a child that died abnormally; it never coordinates partitions.
 
-Exit codes: 0 after a graceful stop, 3 when a flow stopped on a non-retriable error (the error
-is logged with topic, partition and offset), 1 for anything else.
+With a state store, each flow in each process has a :class:`~drkit.control.gate.FlowGate`: the
+flow pauses, resumes or stops as its directive says.  A flow that ends because it is STOPPED
+is not restarted; a process whose flows all ended exits 0 (and the supervisor does not restart
+it).
+
+Exit codes: 0 after a graceful stop (or when every flow was stopped by its directive), 3 when a
+flow stopped on a non-retriable error (the error is logged with topic, partition and offset), 1
+for anything else.
 """
 
 from __future__ import annotations
@@ -18,25 +24,25 @@ import signal
 import socket
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import FrameType
 
 from prometheus_client import start_http_server
-from tenacity import (
-    RetryCallState,
-    retry,
-    retry_if_exception_type,
-    stop_after_delay,
-    wait_exponential,
-)
+from tenacity import RetryCallState, Retrying, retry_if_exception
 
 from drkit.config import DrkitConfig, load_config
 from drkit.config.model import FlowConfig
+from drkit.control.gate import FlowGate, StoreControl
+from drkit.control.model import DesiredState
 from drkit.errors import ConfigError, DrkitError, KafkaError, Problem, ReplicationError
+from drkit.replication.assigner import LossSink
+from drkit.replication.client_settings import WorkerSettings
+from drkit.replication.loss import LossEvent
 from drkit.replication.metrics import default_metrics
-from drkit.replication.worker import FlowWorker, WorkerSettings
+from drkit.replication.supervision import Liveness, PatienceStop, SuccessBackoff, is_transient
+from drkit.replication.worker import FlowWorker
 
 log = logging.getLogger(__name__)
 
@@ -50,8 +56,9 @@ class ServiceOptions:
     worker_id: str = ""
     metrics_host: str = "127.0.0.1"
     metrics_port: int = 0
-    restart_deadline_s: float = 600.0
     checkpoints: bool = True  # run each flow's checkpoint worker in this process
+    # Where loss events go and flow directives come from (None: nowhere, no flow control).
+    store_url: str | None = None
     settings: WorkerSettings = field(default_factory=WorkerSettings)
 
 
@@ -71,7 +78,39 @@ def select_flows(config: DrkitConfig, names: Sequence[str]) -> list[FlowConfig]:
 
 
 def default_worker_id() -> str:
-    return socket.gethostname().split(".")[0] or "worker"
+    """``<host>-<pid>``: unique per process, so two workers on one host never share an id
+    (transactional ids and static group membership derive from it)."""
+    return f"{socket.gethostname().split('.')[0] or 'worker'}-{os.getpid()}"
+
+
+class _StoreLossSink:
+    """Loss events into the state store (opened lazily: most flows never lose anything)."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self._repo: object | None = None
+
+    def record(self, event: LossEvent) -> bool:
+        from drkit.store import StateStore
+        from drkit.store.loss_repo import LossRepository
+
+        if self._repo is None:
+            store = StateStore(self.url)
+            store.ensure_current()
+            self._repo = LossRepository(store)
+        assert isinstance(self._repo, LossRepository)
+        return self._repo.record(event)
+
+
+class _LogOnlyLossSink:
+    """No state store configured: the loss is still logged at ERROR and counted."""
+
+    def record(self, event: LossEvent) -> bool:
+        return True
+
+
+def loss_sink(options: ServiceOptions) -> LossSink:
+    return _StoreLossSink(options.store_url) if options.store_url else _LogOnlyLossSink()
 
 
 def run_flows(config: DrkitConfig, options: ServiceOptions, stop: threading.Event) -> int:
@@ -82,21 +121,35 @@ def run_flows(config: DrkitConfig, options: ServiceOptions, stop: threading.Even
         start_http_server(options.metrics_port, options.metrics_host)
         log.info("metrics on http://%s:%d/metrics", options.metrics_host, options.metrics_port)
     results: dict[str, BaseException | None] = {}
+    losses = loss_sink(options)
+    control = StoreControl(options.store_url) if options.store_url else None
+
+    def gate_of(flow: FlowConfig) -> FlowGate | None:
+        if control is None:
+            return None
+        return FlowGate(
+            control,
+            flow.name,
+            options.settings.worker_id,
+            DesiredState.PAUSED if flow.standby else DesiredState.RUNNING,
+            config.failover.worker_silence_s,
+            on_error=metrics.errors.labels(flow.name, "control").inc,
+        ).start()
 
     def run_one(flow: FlowConfig) -> None:
+        # One Liveness and one gate per flow for all its attempts: patience counts from the
+        # last success, silence from the last read of the store.
+        liveness = Liveness()
+        gate = gate_of(flow)
 
         def before_retry(state: RetryCallState) -> None:
             error = state.outcome.exception() if state.outcome else None
             metrics.errors.labels(flow.name, "retry").inc()
-            log.warning("flow failed, retrying", extra={"flow": flow.name, "error": str(error)})
+            log.warning(
+                "flow failed, retrying",
+                extra={"flow": flow.name, "error": str(error), "idle_s": liveness.idle_s()},
+            )
 
-        @retry(
-            retry=retry_if_exception_type(KafkaError),
-            stop=stop_after_delay(options.restart_deadline_s),
-            wait=wait_exponential(multiplier=0.5, max=30),
-            before_sleep=before_retry,
-            reraise=True,
-        )
         def attempt() -> None:
             if stop.is_set():
                 return
@@ -107,13 +160,27 @@ def run_flows(config: DrkitConfig, options: ServiceOptions, stop: threading.Even
                 options.settings,
                 metrics,
                 stop,
+                losses,
+                liveness,
+                gate,
             ).run()
 
+        retrying = Retrying(
+            retry=retry_if_exception(is_transient),
+            stop=PatienceStop(liveness, flow.retry),
+            wait=SuccessBackoff(liveness, flow.retry),
+            sleep=_interruptible(stop),
+            before_sleep=before_retry,
+            reraise=True,
+        )
         try:
-            attempt()
+            retrying(attempt)  # returns when stopped, or when the flow's directive is STOPPED
             results[flow.name] = None
         except BaseException as err:  # recorded and reported by the caller
             results[flow.name] = err
+        finally:
+            if gate is not None:
+                gate.close()
 
     flow_threads = [
         threading.Thread(target=run_one, args=(flow,), name=f"flow {flow.name}") for flow in flows
@@ -142,6 +209,15 @@ def run_flows(config: DrkitConfig, options: ServiceOptions, stop: threading.Even
     for thread in checkpoint_threads:
         thread.join(30)
     return _exit_code(results)
+
+
+def _interruptible(stop: threading.Event) -> Callable[[float], None]:
+    """A sleep for tenacity that a stop request cuts short."""
+
+    def sleep(seconds: float) -> None:
+        stop.wait(seconds)
+
+    return sleep
 
 
 def run_checkpointer(config: DrkitConfig, flow: FlowConfig, stop: threading.Event) -> None:
@@ -206,6 +282,9 @@ def _child(config_path: str, options: ServiceOptions, index: int, log_level: int
             options.settings,
             worker_id=f"{options.worker_id}-{index}",
             buffer_share=1.0 / options.workers,
+            # The supervisor restarts a dead child under the same id: as a static member it
+            # gets its partitions back at once.
+            static_membership=True,
         ),
     )
     raise SystemExit(run_flows(config, child_options, stop))

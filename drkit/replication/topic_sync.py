@@ -91,7 +91,7 @@ def plan_topic_sync(
     sources: Mapping[str, TopicState],
     targets: Mapping[str, TopicState],
     target_name: Callable[[str], str],
-    replication_factor: int,
+    replication_factor: int | None,
     sync_configs: bool,
 ) -> TopicSyncPlan:
     """Decide the target changes for the selected ``sources`` (pure).
@@ -142,7 +142,7 @@ class TopicSynchronizer:
         target: KafkaAdmin,
         selects: Callable[[str], bool],
         target_name: Callable[[str], str],
-        replication_factor: int,
+        replication_factor: int | None,
         sync_configs: bool,
     ) -> None:
         self.source = source

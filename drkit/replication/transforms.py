@@ -157,6 +157,32 @@ class TransformChain:
         return target_topic
 
 
+def _route(options: Mapping[str, object], where: str) -> tuple[re.Pattern[str], str] | Problem:
+    """The (pattern, replacement) of a ``route`` step, or the problem with its options.
+
+    The replacement is checked against the pattern here, at load: a group reference the
+    pattern lacks (``\\3`` with two groups, an unknown ``\\g<name>``) would otherwise fail on
+    every rename and stop the flow at run time.
+    """
+    pattern, replacement = options.get("pattern"), options.get("replacement")
+    if not isinstance(pattern, str) or not isinstance(replacement, str):
+        return Problem(where, "route needs string options pattern and replacement")
+    try:
+        compiled = re.compile(pattern)
+    except re.error as err:
+        return Problem(f"{where}.options.pattern", f"invalid regex {pattern!r}: {err}")
+    try:
+        # re compiles the replacement template before it searches, so an empty subject
+        # checks every group reference without needing a matching topic name.
+        compiled.sub(replacement, "")
+    except (re.error, IndexError) as err:
+        return Problem(
+            f"{where}.options.replacement",
+            f"{replacement!r} does not fit pattern {pattern!r} ({compiled.groups} group(s)): {err}",
+        )
+    return compiled, replacement
+
+
 def build_chain(configs: Sequence[TransformConfig], path: str = "transforms") -> TransformChain:
     """Build the chain; raises ConfigError naming the transform and the reason."""
     steps: list[Transform] = []
@@ -167,11 +193,11 @@ def build_chain(configs: Sequence[TransformConfig], path: str = "transforms") ->
         where = f"{path}[{index}]"
         try:
             if config.type == "route":
-                pattern = config.options.get("pattern")
-                replacement = config.options.get("replacement")
-                if not isinstance(pattern, str) or not isinstance(replacement, str):
-                    raise ValueError("route needs string options pattern and replacement")
-                renames.append((re.compile(pattern), replacement))
+                route = _route(config.options, where)
+                if isinstance(route, Problem):
+                    problems.append(route)
+                else:
+                    renames.append(route)
             elif config.type in _BUILTINS:
                 steps.append(_BUILTINS[config.type](config.options))
             elif config.type in plugins:

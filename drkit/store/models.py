@@ -12,6 +12,7 @@ from typing import Any, ClassVar
 
 from sqlalchemy import (
     JSON,
+    BigInteger,
     Boolean,
     DateTime,
     Float,
@@ -214,3 +215,92 @@ class FlowStatus(Base):
     flow: Mapped[str] = mapped_column(String(300))
     observed_at: Mapped[datetime] = mapped_column(default=utcnow)
     data: Mapped[dict[str, Any]] = mapped_column(default=dict)
+
+
+class LossEventRow(Base):
+    """Source records lost before replication (see drkit.replication.loss).
+
+    One row per lost range; ``(flow, topic, partition, first_offset)`` is unique so a worker
+    that crashed after recording but before moving on records the same range only once.
+    """
+
+    __tablename__ = "loss_events"
+    __table_args__ = (UniqueConstraint("flow", "topic", "partition", "first_offset"),)
+    id: Mapped[int] = mapped_column(primary_key=True)
+    flow: Mapped[str] = mapped_column(String(300))
+    topic: Mapped[str] = mapped_column(String(300))
+    partition: Mapped[int] = mapped_column(Integer)
+    first_offset: Mapped[int] = mapped_column(BigInteger)
+    last_offset: Mapped[int] = mapped_column(BigInteger)
+    count: Mapped[int] = mapped_column(BigInteger)
+    reason: Mapped[str] = mapped_column(String(32))
+    topic_id: Mapped[str | None] = mapped_column(String(64))
+    detected_by: Mapped[str] = mapped_column(String(128), default="")
+    detected_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class Lease(Base):
+    """A named lease with a fencing token (one failover at a time).
+
+    ``token`` grows by one at every acquisition: a holder that lost the lease (it expired and
+    someone else took it) finds a different token and must stop.
+    """
+
+    __tablename__ = "leases"
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    owner: Mapped[str] = mapped_column(String(200))
+    token: Mapped[int] = mapped_column(BigInteger)
+    acquired_at: Mapped[datetime] = mapped_column(default=utcnow)
+    expires_at: Mapped[datetime] = mapped_column()
+
+
+class FlowControl(Base):
+    """The desired state of a replication flow, with an epoch that grows at every change."""
+
+    __tablename__ = "flow_control"
+    flow: Mapped[str] = mapped_column(String(300), primary_key=True)
+    desired: Mapped[str] = mapped_column(String(32))
+    epoch: Mapped[int] = mapped_column(BigInteger)
+    reason: Mapped[str] = mapped_column(Text, default="")
+    run_id: Mapped[int | None] = mapped_column(Integer)
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class FlowAck(Base):
+    """A worker's acknowledgement of a flow's desired state (one row per flow and worker)."""
+
+    __tablename__ = "flow_acks"
+    __table_args__ = (UniqueConstraint("flow", "worker"),)
+    id: Mapped[int] = mapped_column(primary_key=True)
+    flow: Mapped[str] = mapped_column(String(300))
+    worker: Mapped[str] = mapped_column(String(200))
+    epoch: Mapped[int] = mapped_column(BigInteger)
+    state: Mapped[str] = mapped_column(String(32))
+    at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class ActivePointer(Base):
+    """Which cluster clients should use (one row per pointer name; ``default`` today)."""
+
+    __tablename__ = "active_pointer"
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    cluster: Mapped[str] = mapped_column(String(128))
+    epoch: Mapped[int] = mapped_column(BigInteger)
+    run_id: Mapped[int | None] = mapped_column(Integer)
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class Fence(Base):
+    """Write fencing of one topic on one cluster: applied, pending (cluster unreachable) or
+    lifted."""
+
+    __tablename__ = "fences"
+    __table_args__ = (UniqueConstraint("cluster", "topic"),)
+    id: Mapped[int] = mapped_column(primary_key=True)
+    cluster: Mapped[str] = mapped_column(String(128))
+    topic: Mapped[str] = mapped_column(String(300))
+    state: Mapped[str] = mapped_column(String(32))
+    # drkit added ALLOW READ/DESCRIBE ACLs with the fence (the topic had no ACL before).
+    reads_allowed: Mapped[bool] = mapped_column(Boolean, default=False)
+    run_id: Mapped[int | None] = mapped_column(Integer)
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow)

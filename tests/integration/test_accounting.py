@@ -11,13 +11,12 @@ from pathlib import Path
 
 import pyspark
 import pytest
-from confluent_kafka import TopicPartition as RdTP
 
 from drkit.accounting.session import connector_jars, job_file
 from drkit.accounting.verify import verify
-from drkit.kafka import KafkaAdmin, make_consumer
+from drkit.kafka import KafkaAdmin
 from drkit.kafka.admin import TopicSpec
-from drkit.kafka.io import consume_all, produce_batch
+from drkit.kafka.io import commit_group_offsets, consume_all, produce_batch
 from drkit.kafka.records import TopicPartition
 from drkit.replication.internal_topics import progress_topic
 from drkit.replication.progress import Progress, progress_key
@@ -36,14 +35,6 @@ def replicated(setup: FlowSetup, replica: str, expected: int) -> bool:
     return sum(e - s for s, e in admin.topic_offsets(replica).values()) >= expected
 
 
-def commit(endpoint: object, group: str, offsets: dict[TopicPartition, int]) -> None:
-    consumer = make_consumer(endpoint, group)  # type: ignore[arg-type]
-    consumer.commit(
-        offsets=[RdTP(tp.topic, tp.partition, o) for tp, o in offsets.items()], asynchronous=False
-    )
-    consumer.close()
-
-
 def test_clean_flow_of_a_million_records_proves_clean(
     dc1: ClusterUnderTest, dc2: ClusterUnderTest, names: Names, tmp_path: Path
 ) -> None:
@@ -57,7 +48,9 @@ def test_clean_flow_of_a_million_records_proves_clean(
     )
     replica = f"{setup.source}.{topic}"
     group = names.group("app")
-    commit(setup.source_endpoint, group, {TopicPartition(topic, p): 100_000 + p for p in range(4)})
+    commit_group_offsets(
+        setup.source_endpoint, group, {TopicPartition(topic, p): 100_000 + p for p in range(4)}
+    )
     with Replicator(setup, log_dir=tmp_path):
         wait_until(lambda: replicated(setup, replica, 1_000_000), 180, 1.0)
     summary = verify(setup.config, setup.config.flows[0], [group], None, tmp_path / "out")
@@ -141,13 +134,13 @@ def test_damage_is_reported_exactly_where_it_is(
 
     # Damage 3: a group that "failed over" one past the right position on partition 2.
     group = names.group("billing")
-    commit(setup.source_endpoint, group, {TopicPartition(topic, 2): 700})
+    commit_group_offsets(setup.source_endpoint, group, {TopicPartition(topic, 2): 700})
     right = next(
         r.offset
         for r in consume_all(setup.target_endpoint, replica, partitions=[2])
         if Provenance.decode(r.header(SOURCE_HEADER) or b"").offset == 700
     )
-    commit(setup.target_endpoint, group, {TopicPartition(replica, 2): right + 1})
+    commit_group_offsets(setup.target_endpoint, group, {TopicPartition(replica, 2): right + 1})
 
     summary = verify(setup.config, setup.config.flows[0], [group], None, tmp_path / "out")
     parts = {p["src_partition"]: p for p in summary["partitions"]}
@@ -197,6 +190,7 @@ def test_spark_submit_runs_the_job_from_a_written_spec(
     assert written.returncode == 0, written.stderr
     answer = json.loads(written.stdout)
     assert answer["partitions"] == 2 and answer["command"][0] == "spark-submit"
+    assert answer["py_files"] in answer["command"]  # the printed command ships the stages
     assert stat.S_IMODE(spec_path.stat().st_mode) == 0o600
     assert not (tmp_path / "out").exists()  # nothing ran yet
 
@@ -204,7 +198,7 @@ def test_spark_submit_runs_the_job_from_a_written_spec(
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
     submitted = subprocess.run(
         [str(spark_submit), "--master", "local[2]", "--conf", "spark.driver.memory=768m",
-         "--jars", ",".join(connector_jars()), str(job_file()),
+         "--jars", ",".join(connector_jars()), "--py-files", answer["py_files"], str(job_file()),
          "--spec", str(spec_path), "--out", str(tmp_path / "out")],
         capture_output=True, text=True, timeout=240, check=False, env=env,
     )  # fmt: skip
@@ -212,7 +206,7 @@ def test_spark_submit_runs_the_job_from_a_written_spec(
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert summary["ok"] is True
     totals = summary["totals"]
-    # The filter runs in the submitted job's Python workers (shipped by value from __main__).
+    # The filter runs in the submitted job's Python workers (imported from the --py-files zip).
     assert (totals["records"], totals["replicated_once"], totals["filtered"]) == (3300, 3100, 200)
     assert (totals["missing"], totals["unreplicated_tail"]) == (0, 0)
 

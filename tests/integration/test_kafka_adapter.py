@@ -11,6 +11,7 @@ from __future__ import annotations
 import threading
 import time
 
+import pytest
 from confluent_kafka import TopicPartition as RdTP
 
 from drkit.errors import RetriableKafkaError
@@ -66,3 +67,95 @@ def test_group_requests_survive_broker_restarts(scratch: ClusterUnderTest, names
     assert wait_until(answer, 60, 1.0) == {TopicPartition(topic, 0): 42}
     assert outcomes["ok"] > 0
     print(f"calls ok={outcomes['ok']} retriable={outcomes['retriable']}")
+
+
+def test_delete_records_moves_the_log_start_and_topic_ids_change_on_recreation(
+    dc1: ClusterUnderTest, names: Names
+) -> None:
+    from drkit.kafka.io import produce_batch
+
+    topic = names.topic()
+    admin = dc1.admin()
+    admin.create_topics([TopicSpec(topic, 2, 1)])
+    produce_batch(dc1.endpoint, topic, [(None, b"x")] * 100, partition=0)
+    first_id = admin.topic_ids([topic, names.topic("absent")])
+    assert list(first_id) == [topic]
+    assert admin.delete_records({TopicPartition(topic, 0): 60}) == {TopicPartition(topic, 0): 60}
+    assert admin.topic_offsets(topic) == {0: (60, 100), 1: (0, 0)}
+    admin.delete_topics([topic])
+    wait_until(lambda: topic not in admin.list_topics(), 30, what="topic deleted")
+    admin.create_topics([TopicSpec(topic, 2, 1)])
+    second_id = wait_until(lambda: admin.topic_ids([topic]), 30, what="recreated topic")
+    assert second_id[topic] != first_id[topic]
+
+
+def test_deny_writes_fences_a_topic_until_allowed_again(
+    scratch: ClusterUnderTest, names: Names
+) -> None:
+    from drkit.errors import KafkaError
+    from drkit.kafka.io import produce_batch
+
+    fenced, free = names.topic("fenced"), names.topic("free")
+    admin = KafkaAdmin(scratch.endpoint)
+    admin.create_topics([TopicSpec(fenced, 1, 1), TopicSpec(free, 1, 1)])
+    assert admin.deny_writes([fenced]) == {fenced}  # it had no ACL: reads stay allowed
+    assert admin.deny_writes([fenced]) == set()  # idempotent (the ACLs exist now)
+    assert admin.write_denied() == {fenced}
+
+    def refused() -> bool:
+        try:
+            produce_batch(scratch.endpoint, fenced, [(None, b"x")], timeout_s=5)
+        except KafkaError as err:
+            return "TOPIC_AUTHORIZATION_FAILED" in str(err)
+        return False
+
+    wait_until(refused, 30, what="writes refused")
+    assert produce_batch(scratch.endpoint, free, [(None, b"x")]) == 1
+    # Consumers and offset queries of the fenced topic still work.
+    assert admin.topic_offsets(fenced) == {0: (0, 0)}
+    admin.allow_writes([fenced], reads_allowed=[fenced])
+    assert admin.write_denied() == set()
+    assert fenced not in admin.topics_with_acls()
+    wait_until(lambda: not refused(), 30, what="writes accepted again")
+
+
+def test_commit_group_offsets_writes_exact_offsets_only_into_a_group_without_members(
+    dc1: ClusterUnderTest, names: Names
+) -> None:
+    from drkit.errors import KafkaError
+    from drkit.kafka.io import commit_group_offsets, produce_batch
+
+    topic, group = names.topic(), names.group()
+    admin = dc1.admin()
+    admin.create_topics([TopicSpec(topic, 2, 1)])
+    produce_batch(dc1.endpoint, topic, [(None, b"x")] * 10, partition=0)
+    wanted = {TopicPartition(topic, 0): 7, TopicPartition(topic, 1): 0}
+    commit_group_offsets(dc1.endpoint, group, wanted)
+    assert dict(admin.group_offsets(group).offsets) == wanted
+    commit_group_offsets(dc1.endpoint, group, {TopicPartition(topic, 0): 3})  # backwards too
+    assert admin.group_offsets(group).offsets[TopicPartition(topic, 0)] == 3
+
+    member = make_consumer(dc1.endpoint, group)
+    member.subscribe([topic])
+    try:
+        wait_until(lambda: member.consume(1, 0.2) is not None and member.assignment(), 30, 0.1)
+        with pytest.raises(KafkaError) as refused:
+            commit_group_offsets(dc1.endpoint, group, {TopicPartition(topic, 0): 9})
+        assert group in str(refused.value)
+    finally:
+        member.close()
+    assert admin.group_offsets(group).offsets[TopicPartition(topic, 0)] == 3
+
+
+def test_canary_round_trip_reads_back_the_record_it_wrote(
+    dc1: ClusterUnderTest, names: Names
+) -> None:
+    from drkit.kafka.io import canary_round_trip
+
+    topic = names.topic("canary")
+    admin = dc1.admin()
+    admin.create_topics([TopicSpec(topic, 1, 1)])
+    wait_until(lambda: topic in admin.list_topics(), 30, what="canary topic")
+    round_trips = [canary_round_trip(dc1.endpoint, topic, 10.0) for _ in range(3)]
+    assert all(0 < ms < 10_000 for ms in round_trips)
+    assert admin.topic_offsets(topic) == {0: (0, 3)}  # one record per round trip

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import time
-import urllib.request
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -18,10 +19,19 @@ from drkit.kafka.records import Record
 from drkit.replication.heartbeat import Heartbeat
 from drkit.replication.internal_topics import progress_topic
 from drkit.replication.progress import Progress, ProgressStore
-from drkit.replication.provenance import ORIGIN_HEADER, SOURCE_HEADER, Provenance
+from drkit.replication.provenance import ORIGIN_HEADER, SOURCE_HEADER, Origin, Provenance
+from drkit.replication.topology import FlowTopology
 from tests.conftest import Names
 from tests.kafka_backends import ClusterUnderTest
-from tests.replication_support import Replicator, flow_setup, wait_until
+from tests.replication_support import (
+    Replicator,
+    check_copy,
+    flow_setup,
+    free_ports,
+    progress_history,
+    scrape,
+    wait_until,
+)
 
 
 def count(endpoint: ClusterEndpoint, topic: str) -> int:
@@ -85,7 +95,9 @@ def test_200k_records_replicated_once_in_order_with_headers_and_timestamps(
         assert [r.timestamp_ms for r in replicas] == [r.timestamp_ms for r in records]
         first = replicas[0]
         assert first.header("app") == b"orders-service"
-        assert first.header(ORIGIN_HEADER) == (dc1.admin().describe_cluster()[0] or "").encode()
+        origin = Origin.decode(first.header(ORIGIN_HEADER) or b"")
+        assert origin.cluster_id == dc1.admin().describe_cluster()[0]
+        assert origin.written_to == (dc2.admin().describe_cluster()[0], replica)
 
 
 def test_kill_9_and_restart_loses_nothing_and_duplicates_only_the_uncommitted_tail(
@@ -169,15 +181,54 @@ def test_exactly_once_mode_survives_kill_9_without_duplicates(
     assert max(seen.values()) == 1, "read_committed consumer saw a duplicate"
 
 
+# Beyond one topic-refresh interval: a cooperative rebalance of one member, the target
+# partitions being created and becoming visible, and the first fetch (measured: 0.3 s past it).
+NEW_PARTITION_MARGIN_S = 5.0
+
+
+def produce_keyed(endpoint: ClusterEndpoint, topic: str, partition: int, n: int) -> None:
+    """``n`` records with unique keys (the topic may be compacted) into one partition."""
+    produce_batch(
+        endpoint,
+        topic,
+        ((f"key-{partition}-{i}".encode(), f"value-{i}".encode()) for i in range(n)),
+        partition=partition,
+    )
+
+
+@pytest.mark.parametrize(
+    "in_use",
+    [
+        pytest.param(False, id="grown-before-use"),
+        pytest.param(True, id="grown-in-use"),
+    ],
+)
 def test_new_topic_and_added_partitions_are_replicated(
-    dc1: ClusterUnderTest, dc2: ClusterUnderTest, names: Names, tmp_path: Path
+    dc1: ClusterUnderTest, dc2: ClusterUnderTest, names: Names, tmp_path: Path, in_use: bool
 ) -> None:
+    """A new topic is created on the target with its configs; partitions added to it start
+    replicating within one topic-refresh interval plus a margin; every record arrives once, in
+    its own partition number, in order.  ``in_use``: the original partitions' records were
+    replicated before the topic grew (the target producer already knows the topic)."""
     setup = flow_setup(tmp_path, dc1, dc2, [f"{names.prefix}\\..*"])
+    flow = setup.config.flows[0]
+    topology = FlowTopology.of(flow)
+    refresh_s = flow.topic_refresh_interval_s
+    per_partition = 300
     existing = names.topic("existing")
     dc1.admin().create_topics([TopicSpec(existing, 1)])
     with Replicator(setup, log_dir=tmp_path) as worker:
-        wait_until(lambda: f"{setup.source}.{existing}" in dc2.admin().list_topics(), 30)
+
+        def replicating(predicate: Callable[[], bool]) -> Callable[[], bool]:
+            def check() -> bool:
+                assert worker.running, f"the flow stopped:\n{worker.log()[-3000:]}"
+                return predicate()
+
+            return check
+
+        wait_until(lambda: topology.target_topic(existing) in dc2.admin().list_topics(), 30)
         topic = names.topic("new")
+        replica = topology.target_topic(topic)
         configs = {
             "retention.ms": "12345678",
             "cleanup.policy": "compact",
@@ -185,33 +236,60 @@ def test_new_topic_and_added_partitions_are_replicated(
         }
         created = time.monotonic()
         dc1.admin().create_topics([TopicSpec(topic, 3, configs=configs)])
-        replica = f"{setup.source}.{topic}"
         wait_until(
             lambda: replica in dc2.admin().list_topics(),
-            10.0,
+            refresh_s + NEW_PARTITION_MARGIN_S,
             0.2,
-            what="new topic on the target within 10 s",
+            what=f"new topic on the target within {refresh_s}+{NEW_PARTITION_MARGIN_S}s",
         )
-        elapsed = time.monotonic() - created
+        topic_after = time.monotonic() - created
         assert dc2.admin().list_topics()[replica].partition_count == 3
         replicated = dc2.admin().topic_configs([replica])[replica]
         assert {k: replicated[k].value for k in configs} == configs
-        # Grow the source: the new partition's records arrive in the same partition number.
+        original, added = (0, 1, 2), (3, 4)
+        if in_use:
+            for partition in original:
+                produce_keyed(setup.source_endpoint, topic, partition, per_partition)
+            wait_until(
+                replicating(lambda: count(setup.target_endpoint, replica) >= 3 * per_partition),
+                30,
+                what="the original partitions replicated",
+            )
+        # Grow the source: the new partitions' records arrive in the same partition numbers.
         dc1.admin().create_partitions(topic, 5)
-        produce_batch(setup.source_endpoint, topic, [(b"k", b"in-p4")], partition=4)
-        records = wait_until(
-            lambda: [
-                r
-                for r in consume_all(setup.target_endpoint, replica, timeout_s=5)
-                if r.value == b"in-p4"
-            ],
-            30,
-            0.5,
-            what="record from the added partition",
+        grown = time.monotonic()
+        for partition in added:
+            produce_keyed(setup.source_endpoint, topic, partition, per_partition)
+
+        def added_started() -> bool:
+            ends = dc2.admin().topic_offsets(replica)
+            return all(ends.get(p, (0, 0))[1] > 0 for p in added)
+
+        wait_until(
+            replicating(added_started),
+            refresh_s + NEW_PARTITION_MARGIN_S,
+            0.1,
+            what=f"records of the added partitions within {refresh_s}+{NEW_PARTITION_MARGIN_S}s",
         )
-        assert records[0].partition == 4
-        assert worker.running, worker.log()
-    print(f"new topic replicated after {elapsed:.1f}s")
+        partition_after = time.monotonic() - grown
+        if not in_use:
+            for partition in original:
+                produce_keyed(setup.source_endpoint, topic, partition, per_partition)
+        wait_until(
+            replicating(lambda: count(setup.target_endpoint, replica) >= 5 * per_partition),
+            60,
+            what="every record of the topic",
+        )
+    assert worker.process is not None and worker.process.returncode == 0, worker.log()
+    source = consume_all(setup.source_endpoint, topic, expected=5 * per_partition, timeout_s=60)
+    check = check_copy(source, consume_all(setup.target_endpoint, replica, timeout_s=60))
+    assert check.exact, check.summary()
+    assert len(source) == check.target_count == 5 * per_partition
+    assert check.sequences == {p: list(range(per_partition)) for p in range(5)}, check.summary()
+    print(
+        f"new topic on the target after {topic_after:.1f}s; added partitions replicating "
+        f"after {partition_after:.1f}s (refresh interval {refresh_s}s)"
+    )
 
 
 def test_active_active_with_identity_names_does_not_loop(
@@ -324,30 +402,35 @@ def test_a_plugin_transform_runs_and_a_record_it_fails_on_stops_the_flow_there(
 def test_two_workers_share_partitions_and_take_over_a_dead_one(
     dc1: ClusterUnderTest, dc2: ClusterUnderTest, names: Names, tmp_path: Path
 ) -> None:
+    """Two ``drkit replicate`` processes share a flow; ``b`` is killed -9 mid-stream and ``a``
+    takes its partitions over from b's last stored progress.  Nothing is missing, and the only
+    duplicates are exactly the records b had written above its last stored progress."""
     topic = names.topic("scaled")
     setup = flow_setup(tmp_path, dc1, dc2, [topic])
+    topology = FlowTopology.of(setup.config.flows[0])
     dc1.admin().create_topics([TopicSpec(topic, 8)])
-    replica = f"{setup.source}.{topic}"
-    a = Replicator(setup, "--worker-id", "a", "--metrics-port", "19471", log_dir=tmp_path).start()
-    b = Replicator(setup, "--worker-id", "b", "--metrics-port", "19472", log_dir=tmp_path).start()
+    replica = topology.target_topic(topic)
+    port_a = free_ports(2)
+    port_b = port_a + 1
+    a = Replicator(setup, "--worker-id", "a", "--metrics-port", str(port_a), log_dir=tmp_path)
+    b = Replicator(setup, "--worker-id", "b", "--metrics-port", str(port_b), log_dir=tmp_path)
+    a.start()
+    b.start()
     try:
 
-        def assigned(port: int) -> float:
-            try:
-                body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2).read()
-            except OSError:
-                return -1
-            for line in body.decode().splitlines():
-                if line.startswith("drkit_replication_assigned_partitions{"):
-                    return float(line.split()[-1])
-            return 0
+        def metric(port: int, name: str, **labels: str) -> float | None:
+            snapshot = scrape(port)
+            return None if snapshot is None else snapshot.value(name, flow=topology.name, **labels)
+
+        def assigned(port: int) -> float | None:
+            return metric(port, "drkit_replication_assigned_partitions")
 
         # 8 data partitions + heartbeats shared by the two members of the group.
         wait_until(
             lambda: (
-                assigned(19471) > 0
-                and assigned(19472) > 0
-                and assigned(19471) + assigned(19472) == 9
+                (assigned(port_a) or 0) > 0
+                and (assigned(port_b) or 0) > 0
+                and (assigned(port_a) or 0) + (assigned(port_b) or 0) == 9
             ),
             60,
             0.5,
@@ -355,39 +438,121 @@ def test_two_workers_share_partitions_and_take_over_a_dead_one(
         )
         produce_spread(setup.source_endpoint, topic, 20_000)
         wait_until(lambda: count(setup.target_endpoint, replica) >= 20_000, 60)
-        b.kill()
+        # Kill b while records flow, so that it dies with records written above its progress.
+        more = threading.Thread(
+            target=produce_spread, args=(setup.source_endpoint, topic, 60_000, 20_000)
+        )
+        more.start()
+        try:
+            wait_until(
+                lambda: count(setup.target_endpoint, replica) > 40_000,
+                60,
+                0.02,
+                what="replication of the second batch under way",
+            )
+            b.kill()
+        finally:
+            more.join(120)
         killed = time.monotonic()
-        produce_spread(setup.source_endpoint, topic, 20_000, start=20_000)
-        wait_until(lambda: assigned(19471) == 9, 30, 0.25, what="takeover of b's partitions")
+        produce_spread(setup.source_endpoint, topic, 20_000, start=80_000)
+        wait_until(lambda: assigned(port_a) == 9, 30, 0.25, what="takeover of b's partitions")
         takeover = time.monotonic() - killed
         assert takeover < 10 + 5, f"takeover took {takeover:.1f}s (session timeout 10 s)"
         wait_until(
             lambda: (
-                len(set(source_offsets(consume_all(setup.target_endpoint, replica, timeout_s=20))))
-                >= 40_000
+                metric(port_a, "drkit_replication_lag_records", topic=topic) == 0.0
+                and count(setup.target_endpoint, replica) >= 100_000
             ),
-            60,
+            90,
+            0.5,
+            what="a caught up (lag gauge 0)",
         )
-        print(f"takeover after kill -9: {takeover:.1f}s")
+        assert a.running, a.log()
     finally:
         for worker in (a, b):
             if worker.running:
                 worker.stop()
+    source = consume_all(setup.source_endpoint, topic, expected=100_000, timeout_s=60)
+    check = check_copy(source, consume_all(setup.target_endpoint, replica, timeout_s=60))
+    assert len(source) == 100_000
+    assert not (check.missing or check.altered or check.misplaced), check.summary()
+    # Where b stood: the last progress it stored per partition before it died.
+    b_progress: dict[int, int] = {}
+    for progress in progress_history(setup.target_endpoint, topology.progress_topic):
+        if progress.source.topic == topic and progress.worker.split("-")[0] == "b":
+            b_progress[progress.source.partition] = progress.next_offset
+    ends = {p: end for p, (_, end) in dc1.admin().topic_offsets(topic).items()}
+    expected_duplicates = 0
+    for partition, sequence in sorted(check.sequences.items()):
+        descents = [i for i in range(1, len(sequence)) if sequence[i] <= sequence[i - 1]]
+        if not descents:  # never re-replicated: every record once, in order
+            assert sequence == list(range(ends[partition])), f"partition {partition}"
+            continue
+        # Re-replicated once, by a, from where b's stored progress said: b's unrecorded tail
+        # [resume, written) is on the target twice, nothing else.
+        (cut,) = descents
+        resume, written = sequence[cut], sequence[cut - 1] + 1
+        assert resume == b_progress.get(partition), (
+            f"partition {partition}: a resumed at {resume}, b's last stored progress is "
+            f"{b_progress.get(partition)}"
+        )
+        assert sequence == [*range(written), *range(resume, ends[partition])], partition
+        expected_duplicates += written - resume
+    assert check.duplicate_count == expected_duplicates, check.summary()
+    print(
+        f"takeover after kill -9: {takeover:.1f}s; duplicates {check.duplicate_count} "
+        f"(b's tail above its stored progress) in {len(check.duplicates)} partitions"
+    )
 
 
 def test_forked_workers_split_the_flow(
     dc1: ClusterUnderTest, dc2: ClusterUnderTest, names: Names, tmp_path: Path
 ) -> None:
+    """``--workers 2``: two processes share the partitions; a graceful run copies every record
+    exactly once, in order, and each worker's metrics count exactly what it replicated."""
     topic = names.topic("forked")
     setup = flow_setup(tmp_path, dc1, dc2, [topic])
+    topology = FlowTopology.of(setup.config.flows[0])
+    replica = topology.target_topic(topic)
     dc1.admin().create_topics([TopicSpec(topic, 6)])
-    produce_spread(setup.source_endpoint, topic, 30_000)
-    with Replicator(setup, "--workers", "2", log_dir=tmp_path) as worker:
-        wait_until(lambda: count(setup.target_endpoint, f"{setup.source}.{topic}") >= 30_000, 90)
-        assert worker.running, worker.log()
-    log = worker.log()
+    port = free_ports(2)  # worker i serves its metrics on port + i
+    ports = (port, port + 1)
+    with Replicator(setup, "--workers", "2", "--metrics-port", str(port), log_dir=tmp_path) as w:
+
+        def metric(name: str, worker_port: int, **labels: str) -> float | None:
+            snapshot = scrape(worker_port)
+            return None if snapshot is None else snapshot.value(name, flow=topology.name, **labels)
+
+        def split() -> list[float] | None:
+            held = [metric("drkit_replication_assigned_partitions", p) for p in ports]
+            shares = [h for h in held if h]
+            return shares if len(shares) == 2 and sum(shares) == 7 else None
+
+        # 6 data partitions + the source's heartbeats, split between the two processes.
+        wait_until(split, 60, 0.5, what="both workers holding partitions")
+        produce_spread(setup.source_endpoint, topic, 30_000)
+
+        def replicated() -> list[float] | None:
+            counts = [
+                metric("drkit_replication_records_total", p, topic=topic) or 0.0 for p in ports
+            ]
+            lags = [metric("drkit_replication_lag_records", p, topic=topic) for p in ports]
+            return counts if sum(counts) >= 30_000 and lags == [0.0, 0.0] else None
+
+        counts = wait_until(replicated, 90, 0.5, what="30k records counted, lag 0 in both")
+        # Counted once each: a record counted twice by the metrics (or replicated twice) shows.
+        assert sum(counts) == 30_000, counts
+        assert min(counts) > 0, f"one worker replicated nothing: {counts}"
+        assert w.running, w.log()
+    log = w.log()
     assert log.count("worker started") == 2, log
-    assert worker.process is not None and worker.process.returncode == 0, log
+    assert w.process is not None and w.process.returncode == 0, log
+    source = consume_all(setup.source_endpoint, topic, expected=30_000, timeout_s=60)
+    check = check_copy(source, consume_all(setup.target_endpoint, replica, timeout_s=60))
+    # A graceful run (rebalances hand partitions over after storing progress) duplicates nothing.
+    assert check.exact, check.summary()
+    assert check.target_count == 30_000 and len(source) == 30_000
+    print(f"per-worker records {counts}")
 
 
 def test_heartbeats_are_replicated_in_mm2_format(

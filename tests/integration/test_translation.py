@@ -10,33 +10,28 @@ import time
 from pathlib import Path
 
 from click.testing import CliRunner
-from confluent_kafka import TopicPartition as RdTP
 
 from drkit.cli import cli
 from drkit.kafka import ClusterEndpoint, make_consumer, make_producer
 from drkit.kafka.admin import TopicSpec
-from drkit.kafka.io import consume_all, produce_batch
+from drkit.kafka.io import commit_group_offsets, consume_all, produce_batch
 from drkit.kafka.records import Record, TopicPartition
 from drkit.kafka.tailer import TopicTailer
 from drkit.offsets.checkpoint import Checkpoint
 from drkit.offsets.lookup import translate_groups
 from drkit.replication.internal_topics import checkpoints_topic
 from drkit.replication.provenance import SOURCE_HEADER, Provenance
+from drkit.replication.topology import FlowTopology
 from tests.conftest import Names
 from tests.kafka_backends import ClusterUnderTest
-from tests.replication_support import FlowSetup, Replicator, flow_setup, wait_until
-
-
-def commit(endpoint: ClusterEndpoint, group: str, offsets: dict[TopicPartition, int]) -> None:
-    """Commit like an application that consumed up to these offsets."""
-    consumer = make_consumer(endpoint, group)
-    try:
-        consumer.commit(
-            offsets=[RdTP(tp.topic, tp.partition, o) for tp, o in offsets.items()],
-            asynchronous=False,
-        )
-    finally:
-        consumer.close()
+from tests.replication_support import (
+    FlowSetup,
+    Replicator,
+    flow_setup,
+    free_ports,
+    scrape,
+    wait_until,
+)
 
 
 def target_view(endpoint: ClusterEndpoint, topic: str) -> dict[int, list[tuple[int, int]]]:
@@ -103,7 +98,7 @@ def test_groups_at_the_head_and_far_behind_translate_exactly(
     }
     source = {p: list(range(0, end)) for p, (_, end) in ends.items()}
     for group, offsets in groups.items():
-        commit(setup.source_endpoint, group, offsets)
+        commit_group_offsets(setup.source_endpoint, group, offsets)
         assert_exact(setup, group, offsets, replica, source)
 
 
@@ -186,7 +181,7 @@ def test_translation_stays_exact_after_restarts_compaction_and_transactions(
                     offsets[TopicPartition(topic, p)] = random.Random(label).choice(
                         [*ids, ids[-1] + 1, *(o + 1 for o in ids if o + 1 not in ids)]
                     )
-                commit(setup.source_endpoint, group, offsets)
+                commit_group_offsets(setup.source_endpoint, group, offsets)
                 assert_exact(setup, group, offsets, replica, source_ids)
 
 
@@ -218,7 +213,7 @@ def test_checkpoints_follow_commits_within_a_second_in_mm2_format(
         )
         time.sleep(2)  # the checkpoint worker is polling groups now
         committed_at = time.time()
-        commit(setup.source_endpoint, group, {TopicPartition(topic, 0): 700})
+        commit_group_offsets(setup.source_endpoint, group, {TopicPartition(topic, 0): 700})
 
         tailer = TopicTailer(setup.target_endpoint, checkpoints_topic(setup.source))
 
@@ -266,7 +261,7 @@ def test_translation_from_checkpoints_when_the_source_is_down(
     scratch.admin().create_topics([TopicSpec(topic, 2)])
     produce_batch(setup.source_endpoint, topic, ((b"k", b"v") for _ in range(1000)))
     group = names.group("billing")
-    commit(
+    commit_group_offsets(
         setup.source_endpoint, group, {TopicPartition(topic, 0): 123, TopicPartition(topic, 1): 456}
     )
     with Replicator(setup, log_dir=tmp_path):
@@ -341,7 +336,7 @@ def test_mm2_remote_cluster_utils_reads_drkit_checkpoints(
     dc1.admin().create_topics([TopicSpec(topic, 1)])
     produce_batch(setup.source_endpoint, topic, ((b"k", b"v") for _ in range(500)))
     group = names.group("mm2-reader")
-    commit(setup.source_endpoint, group, {TopicPartition(topic, 0): 321})
+    commit_group_offsets(setup.source_endpoint, group, {TopicPartition(topic, 0): 321})
     with Replicator(setup, log_dir=tmp_path):
         wait_until(
             lambda: translate_groups(
@@ -375,7 +370,7 @@ def test_provenance_fallback_finds_the_exact_record_without_any_offset_map(
             headers=((SOURCE_HEADER, f"{setup.source}/{topic}/0/{offset}".encode()),),
         )
     group = names.group("fallback")
-    commit(setup.source_endpoint, group, {TopicPartition(topic, 0): 123})
+    commit_group_offsets(setup.source_endpoint, group, {TopicPartition(topic, 0): 123})
     report = translate_groups(setup.config, setup.config.flows[0], [group])
     (row,) = report.groups[group]
     assert (row.method, row.source_offset, row.target_offset) == ("provenance", 123, 7 + 123)
@@ -385,22 +380,38 @@ def test_provenance_fallback_finds_the_exact_record_without_any_offset_map(
 def test_group_offset_sync_moves_empty_groups_forward_and_skips_active_ones(
     dc1: ClusterUnderTest, dc2: ClusterUnderTest, names: Names, tmp_path: Path
 ) -> None:
+    """Target group offsets move only forward, only in empty groups.  An active target group is
+    left alone by drkit's own rule (empty groups only, re-checked before writing), which the
+    ``drkit_group_sync_active_groups_skipped`` gauge shows; the broker's refusal of a commit to
+    an active group is a second line of defence this test does not rely on."""
     topic = names.topic("synced")
     setup = flow_setup(
         tmp_path, dc1, dc2, [topic], sync_group_offsets=True, checkpoint_interval_s=0.5
     )
-    replica = f"{setup.source}.{topic}"
+    topology = FlowTopology.of(setup.config.flows[0])
+    replica = topology.target_topic(topic)
     dc1.admin().create_topics([TopicSpec(topic, 1)])
     produce_batch(setup.source_endpoint, topic, ((b"k", b"v") for _ in range(1000)))
     idle, busy = names.group("idle"), names.group("busy")
-    commit(setup.source_endpoint, idle, {TopicPartition(topic, 0): 400})
-    commit(setup.source_endpoint, busy, {TopicPartition(topic, 0): 400})
-    with Replicator(setup, log_dir=tmp_path):
+    commit_group_offsets(setup.source_endpoint, idle, {TopicPartition(topic, 0): 400})
+    commit_group_offsets(setup.source_endpoint, busy, {TopicPartition(topic, 0): 400})
+    port = free_ports()
+
+    def active_groups_skipped() -> float | None:
+        snapshot = scrape(port)
+        return (
+            None
+            if snapshot is None
+            else snapshot.value("drkit_group_sync_active_groups_skipped", flow=topology.name)
+        )
+
+    with Replicator(setup, "--metrics-port", str(port), log_dir=tmp_path):
         wait_until(lambda: replica in dc2.admin().list_topics(), 30)
         # An application already consuming on the target: its group must not be touched.
         active = make_consumer(setup.target_endpoint, busy)
         active.subscribe([replica])
         wait_until(lambda: active.consume(1, 0.5) is not None and active.assignment(), 30, 0.1)
+        checkpoints = TopicTailer(setup.target_endpoint, topology.checkpoints_topic)
         try:
             expected = translate_groups(setup.config, setup.config.flows[0], [idle]).groups[idle]
 
@@ -413,7 +424,14 @@ def test_group_offset_sync_moves_empty_groups_forward_and_skips_active_ones(
                 0.5,
                 what="idle group synced on the target",
             )
-            commit(setup.source_endpoint, idle, {TopicPartition(topic, 0): 900})
+            # drkit itself decided not to write into the active group (not the broker refusing).
+            wait_until(
+                lambda: active_groups_skipped() == 1.0,
+                10,
+                0.25,
+                what="the busy group skipped by drkit as active on the target",
+            )
+            commit_group_offsets(setup.source_endpoint, idle, {TopicPartition(topic, 0): 900})
             later = translate_groups(setup.config, setup.config.flows[0], [idle]).groups[idle]
             wait_until(
                 lambda: synced() == {TopicPartition(replica, 0): later[0].target_offset},
@@ -421,14 +439,19 @@ def test_group_offset_sync_moves_empty_groups_forward_and_skips_active_ones(
                 0.5,
                 what="sync follows the group forward",
             )
-            # Moving the source group back never moves the target group back.
-            commit(setup.source_endpoint, idle, {TopicPartition(topic, 0): 100})
-            time.sleep(3)
+            # Moving the source group back never moves the target group back: once a checkpoint
+            # of S=100 is visible, the round that wrote it has also run the group sync.
+            commit_group_offsets(setup.source_endpoint, idle, {TopicPartition(topic, 0): 100})
+
+            def checkpointed_back() -> bool:
+                decoded = (_decode_documented(r) for r in checkpoints.catch_up(5))
+                return any((c.group, c.upstream_offset) == (idle, 100) for c in decoded)
+
+            wait_until(checkpointed_back, 30, 0.25, what="checkpoint of the rewound group")
             assert synced() == {TopicPartition(replica, 0): later[0].target_offset}
-            busy_offsets = dc2.admin().group_offsets(busy).offsets
-            assert (
-                TopicPartition(replica, 0) not in busy_offsets
-                or busy_offsets[TopicPartition(replica, 0)] != expected[0].target_offset
-            )
+            assert active_groups_skipped() == 1.0
+            # The application's group on the target holds no offset drkit wrote (it commits none).
+            assert dict(dc2.admin().group_offsets(busy).offsets) == {}
         finally:
+            checkpoints.close()
             active.close()

@@ -8,8 +8,8 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from drkit.accounting.job import dropped_by_filters
-from drkit.accounting.spec import _filters, spark_kafka_options
+from drkit.accounting.sparkjob.rules import dropped_by_filters
+from drkit.accounting.spec import filter_rules, notes, spark_kafka_options
 from drkit.accounting.verify import spark_failure
 from drkit.config import load_config_text
 from drkit.config.model import FlowConfig, TransformConfig
@@ -87,9 +87,8 @@ def test_plugin_transforms_are_named_in_the_notes_and_filters_are_carried() -> N
             TransformConfig(type="my_dedupe"),
         ),
     )
-    carried = _filters(flow)
-    assert carried["filters"] == [{"key_regex": "^x"}]
-    assert carried["notes"] == [
+    assert filter_rules(flow) == [{"key_regex": "^x"}]
+    assert notes(flow) == [
         "flow dc1->dc2 has plugin transforms (my_dedupe): records they drop are reported as missing"
     ]
 
@@ -114,3 +113,59 @@ def test_a_failed_spark_job_is_reported_by_its_root_cause() -> None:
     assert "\n" not in str(error)
     plain = spark_failure(flow, Path("/tmp/out"), SystemExit("nothing to check: empty"))
     assert "failed: nothing to check: empty." in str(plain)
+
+
+def test_the_py_files_archive_holds_everything_the_job_imports(tmp_path: Path) -> None:
+    """Without site-packages (-S: no drkit, no pyspark), the job file and every stage import
+    from the archive alone - what spark-submit on a cluster without drkit relies on."""
+    import subprocess
+    import sys
+    import zipfile
+
+    from drkit.accounting.session import job_archive, job_file
+
+    archive = job_archive(tmp_path)
+    names = set(zipfile.ZipFile(archive).namelist())
+    assert {"drkit/__init__.py", "drkit/accounting/__init__.py"} <= names
+    assert "drkit/accounting/sparkjob/read.py" in names
+    assert not any(n.startswith(("drkit/kafka", "drkit/config")) for n in names)
+    probe = (
+        "import runpy, sys; sys.path.insert(0, sys.argv[1]); "
+        "job = runpy.run_path(sys.argv[2]); "
+        "import drkit.accounting.sparkjob.read as read; "
+        "assert read.__file__.startswith(sys.argv[1]), read.__file__; "
+        "print(job['SCHEMA'])"
+    )
+    done = subprocess.run(
+        [sys.executable, "-S", "-c", probe, str(archive), str(job_file())],
+        capture_output=True, text=True, timeout=60, check=False, cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "drkit.verify/v1"
+
+
+def test_the_cli_names_every_lost_range_and_unmapped_replica_set() -> None:
+    from drkit.cli.verify_cmd import _problems
+
+    summary: Any = {
+        "partitions": [
+            {"src_topic": "orders", "src_partition": 3, "missing": 0, "duplicated_records": 0,
+             "order_violations": 0, "unmapped_replicas": 5},
+        ],
+        "lost_before_replication": [
+            {"src_topic": "orders", "src_partition": 1, "records": 1600, "recorded": 0,
+             "unrecorded": 1600, "reasons": ["unrecorded"],
+             "ranges": [{"from_offset": 400, "to_offset": 1999, "records": 1600}]},
+        ],
+        "unmapped": [
+            {"src_topic": "orders", "src_partition": 3, "dst_topic": "dc1.orders",
+             "dst_partition": 4, "replicas": 5, "first_src_offset": 10, "last_src_offset": 14},
+        ],
+        "missing_ranges": [],
+    }  # fmt: skip
+    lines = _problems(summary)
+    (lost,) = [line for line in lines if "orders-1" in line]
+    assert "1600" in lost and "400..1999" in lost
+    (unmapped,) = [line for line in lines if "dc1.orders-4" in line]
+    assert "5" in unmapped and "orders-3" in unmapped and "10..14" in unmapped
+    assert "unmapped 5" in next(line for line in lines if line.startswith("orders-3"))

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import click
@@ -54,7 +57,9 @@ def test_validate_reports_each_problem_on_one_line(tmp_path: Path) -> None:
     assert "Traceback" not in result.output
 
 
-def test_validate_good_file_exits_zero() -> None:
+def test_validate_good_file_exits_zero(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("DRKIT_DC1_PASSWORD", "DRKIT_DC2_PASSWORD", "DRKIT_DB_PASSWORD"):
+        monkeypatch.setenv(name, "secret")
     example = Path(__file__).resolve().parents[2] / "config" / "drkit.example.yaml"
     result = CliRunner().invoke(cli, ["config", "validate", str(example)])
     assert result.exit_code == 0, result.output
@@ -150,3 +155,78 @@ def test_verify_rejects_a_bad_spark_master_before_touching_anything(
     assert result.exit_code == 2, result.output
     assert f"--spark-master: {master!r} is not a Spark master URL" in result.output
     assert "Traceback" not in result.output
+
+
+BAD_CONFIG = "clusters:\n  dc1: {bootstrap_servers: 'no-port'}\n"
+
+
+@pytest.mark.parametrize("where", ["env", "cwd", "state-dir"])
+def test_an_invalid_implicit_config_is_an_error_never_a_fallback_to_sqlite(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    state, work = tmp_path / "state", tmp_path / "work"
+    state.mkdir()
+    work.mkdir()
+    monkeypatch.chdir(work)
+    monkeypatch.delenv("DRKIT_CONFIG", raising=False)
+    monkeypatch.delenv("DRKIT_DB_URL", raising=False)
+    found = {
+        "env": tmp_path / "mine.yaml",
+        "cwd": work / "drkit.yaml",
+        "state-dir": state / "drkit.yaml",
+    }
+    found[where].write_text(BAD_CONFIG)
+    if where == "env":
+        monkeypatch.setenv("DRKIT_CONFIG", str(found[where]))
+    result = CliRunner().invoke(cli, ["--state-dir", str(state), "db", "current"])
+    assert result.exit_code == 2, result.output
+    assert "clusters.dc1.bootstrap_servers" in result.output
+    assert not (state / "drkit.db").exists()  # the default SQLite store was not used
+
+
+def test_config_show_masks_secret_looking_client_overrides(tmp_path: Path) -> None:
+    config = tmp_path / "c.yaml"
+    config.write_text(
+        "clusters:\n  dc1:\n    bootstrap_servers: '127.0.0.1:1'\n    client_overrides:\n"
+        "      sasl.oauthbearer.client.secret: value-one\n      ssl.key.password: value-two\n"
+        "      sasl.oauthbearer.token.endpoint.url: value-three\n      linger.ms: 5\n"
+    )
+    result = CliRunner().invoke(cli, ["config", "show", "--config", str(config)])
+    assert result.exit_code == 0, result.output
+    shown = json.loads(result.stdout)["clusters"]["dc1"]["client_overrides"]
+    assert "value-" not in result.output
+    assert shown["linger.ms"] == 5
+    assert len({v for k, v in shown.items() if k != "linger.ms"}) == 1  # one mask for all
+
+
+def _monitor(config: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    # A subprocess with a deadline: a monitor that accepted the argument would run forever.
+    return subprocess.run(
+        [sys.executable, "-m", "drkit", "monitor", "--config", str(config), *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={**os.environ, "DRKIT_STATE_DIR": str(config.parent)},
+    )
+
+
+@pytest.mark.parametrize("interval", ["0", "-1", "nan", "inf", "1e9"])
+def test_monitor_rejects_a_senseless_interval(tmp_path: Path, interval: str) -> None:
+    config = tmp_path / "c.yaml"
+    config.write_text("clusters:\n  dc1: {bootstrap_servers: '127.0.0.1:1'}\n")
+    done = _monitor(config, f"--interval={interval}", "--listen", "127.0.0.1:0")
+    assert done.returncode == 2, done.stderr
+    assert "--interval" in done.stderr and "Traceback" not in done.stderr
+    assert not (tmp_path / "drkit.db").exists()
+
+
+def test_monitor_interval_must_stay_above_the_probe_timeout(tmp_path: Path) -> None:
+    config = tmp_path / "c.yaml"
+    config.write_text(
+        "clusters:\n  dc1: {bootstrap_servers: '127.0.0.1:1'}\nhealth: {probe_timeout_s: 4}\n"
+    )
+    done = _monitor(config, "--interval", "2", "--listen", "127.0.0.1:0")
+    assert done.returncode == 2, done.stderr
+    assert "--interval" in done.stderr and "probe_timeout_s" in done.stderr
+    assert "Traceback" not in done.stderr

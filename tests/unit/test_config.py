@@ -27,8 +27,15 @@ def problems_of(text: str, env: dict[str, str] | None = None) -> dict[str, str]:
     return {p.path: p.reason for p in caught.value.problems}
 
 
+EXAMPLE_SECRETS = {
+    "DRKIT_DC1_PASSWORD": "p1",
+    "DRKIT_DC2_PASSWORD": "p2",
+    "DRKIT_DB_PASSWORD": "p3",
+}
+
+
 def test_example_config_is_valid() -> None:
-    config = load_config(REPO / "config" / "drkit.example.yaml", env={})
+    config = load_config(REPO / "config" / "drkit.example.yaml", env=EXAMPLE_SECRETS)
     assert set(config.clusters) == {"dc1", "dc2"}
     assert config.clusters["dc1"].security.protocol is SecurityProtocol.SASL_SSL
     assert config.flows[0].name == "dc1->dc2"
@@ -141,3 +148,116 @@ def test_local_config_replicates_first_to_second_or_has_no_flow(tmp_path: Path) 
     assert config.state_store.url is not None
     one = [ClusterStatus("solo", "127.0.0.1:1", ())]
     assert load_config(write_local_config(tmp_path / "b", one), env={}).flows == ()
+
+
+ROUTE = MINIMAL.replace(
+    "  - {source: dc1, target: dc2}",
+    "  - source: dc1\n    target: dc2\n    transforms:\n"
+    "      - {type: filter, options: {key_regex: '^test-'}}\n"
+    "      - {type: route, options: {pattern: '%s', replacement: '%s'}}",
+)
+
+
+@pytest.mark.parametrize(
+    ("pattern", "replacement", "named"),
+    [
+        (r"^dc1\.(.*)$", r"backup.\3", "3"),
+        (r"^dc1\.(?P<name>.*)$", r"backup.\g<nom>", "nom"),
+    ],
+)
+def test_route_replacement_naming_a_group_the_pattern_lacks_fails_at_load(
+    pattern: str, replacement: str, named: str
+) -> None:
+    found = problems_of(ROUTE % (pattern, replacement))
+    assert named in found["flows[0].transforms[1].options.replacement"]
+
+
+def test_route_replacement_using_the_patterns_groups_loads() -> None:
+    config = load_config_text(ROUTE % (r"^dc1\.(?P<name>.*)$", r"backup.\g<name>.\1"), env={})
+    assert [t.type for t in config.flows[0].transforms] == ["filter", "route"]
+
+
+def test_contradictory_health_settings_are_reported_with_their_key_paths() -> None:
+    found = problems_of(
+        MINIMAL + "health: {probe_interval_s: 2, probe_timeout_s: 3, observation_window_s: 4}\n"
+    )
+    assert set(found) == {"health.probe_timeout_s", "health.observation_window_s"}
+    assert "2" in found["health.probe_timeout_s"]  # names the interval it must stay below
+    assert "5" in found["health.observation_window_s"]  # interval + timeout
+    found = problems_of(MINIMAL + "health: {canary_topic: 'no spaces'}\n")
+    assert set(found) == {"health.canary_topic"}
+
+
+def test_automatic_failover_that_could_never_act_is_a_config_error() -> None:
+    found = problems_of(MINIMAL + "failover: {automatic: true}\n")
+    assert list(found) == ["failover.automatic"]
+    assert "observer_quorum" in found["failover.automatic"]
+    single = MINIMAL + "failover: {automatic: true, allow_single_observer: true}\n"
+    assert load_config_text(single, env={}).failover.automatic is True
+
+
+@pytest.mark.parametrize(
+    ("servers", "hosts"),
+    [
+        ("[::1]:9092", [("::1", 9092)]),
+        ("[::1]:9092, 127.0.0.1:9093", [("::1", 9092), ("127.0.0.1", 9093)]),
+        ("[2001:db8::7]:19092,kafka-1.example.net:9092", [("2001:db8::7", 19092),
+                                                          ("kafka-1.example.net", 9092)]),
+    ],
+)  # fmt: skip
+def test_ipv6_bootstrap_servers_are_accepted_in_brackets(
+    servers: str, hosts: list[tuple[str, int]]
+) -> None:
+    config = load_config_text(MINIMAL.replace('"127.0.0.1:9092"', f'"{servers}"'), env={})
+    cluster = config.clusters["dc1"]
+    assert [(a.host, a.port) for a in cluster.bootstrap_addresses] == hosts
+    # librdkafka parses "[v6]:port" and "host:port", comma-separated, no blanks.
+    assert cluster.bootstrap_servers == ",".join(
+        f"[{h}]:{p}" if ":" in h else f"{h}:{p}" for h, p in hosts
+    )
+
+
+@pytest.mark.parametrize(
+    ("servers", "hint"),
+    [
+        ("::1:9092", "[::1]:9092"),
+        ("[::1]", "port"),
+        ("[not-v6]:9092", "IPv6"),
+        ("PLAINTEXT://kafka:9092", "scheme"),
+    ],
+)
+def test_bad_bootstrap_servers_are_reported(servers: str, hint: str) -> None:
+    found = problems_of(MINIMAL.replace('"127.0.0.1:9092"', f'"{servers}"'))
+    assert hint in found["clusters.dc1.bootstrap_servers"]
+
+
+def test_example_config_requires_its_secrets_from_the_environment() -> None:
+    # No "${VAR:-change-me}" fallbacks: an unset secret is a problem, never a default password.
+    found = problems_of((REPO / "config" / "drkit.example.yaml").read_text())
+    assert found == {
+        "clusters.dc1.security.password": "environment variable DRKIT_DC1_PASSWORD is not set",
+        "clusters.dc2.security.password": "environment variable DRKIT_DC2_PASSWORD is not set",
+        "state_store.url": "environment variable DRKIT_DB_PASSWORD is not set",
+    }
+
+
+def test_client_override_secrets_are_masked_by_name() -> None:
+    from drkit.config.secrets import MASK, redacted_dump
+
+    text = MINIMAL.replace(
+        '{bootstrap_servers: "127.0.0.1:9092"}',
+        '{bootstrap_servers: "127.0.0.1:9092", client_overrides: {'
+        '"sasl.oauthbearer.client.secret": s3cr3t-a, "ssl.key.password": s3cr3t-b,'
+        ' "ssl.key.pem": s3cr3t-c, "sasl.oauthbearer.token.endpoint.url": s3cr3t-d,'
+        ' "socket.keepalive.enable": true, "linger.ms": 7}}',
+    )
+    shown = redacted_dump(load_config_text(text, env={}))
+    overrides = shown["clusters"]["dc1"]["client_overrides"]
+    assert overrides == {
+        "sasl.oauthbearer.client.secret": MASK,
+        "ssl.key.password": MASK,
+        "ssl.key.pem": MASK,
+        "sasl.oauthbearer.token.endpoint.url": MASK,
+        "socket.keepalive.enable": True,
+        "linger.ms": 7,
+    }

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import UTC, datetime
+from typing import Any
 
 from drkit.config import load_config_text
 from drkit.config.model import FailoverPolicy, HealthPolicy
 from drkit.health.evaluation import ClusterHealth, ClusterState, ProbeResult, evaluate
 from drkit.health.group_lag import LagSample, LagStatus, group_status, partition_status
 from drkit.health.quorum import ObserverReport, automation_gate, verdict
-from drkit.health.status import build_status
+from drkit.status import build_status
 from drkit.store.models import FlowStatus, ObserverState
 
 POLICY = HealthPolicy(
@@ -55,6 +56,40 @@ def test_unavailable_after_threshold_and_healthy_only_after_recovery_threshold()
     ]
 
 
+def test_a_restarting_cluster_with_one_failed_canary_goes_straight_back_to_healthy() -> None:
+    """Leaving UNAVAILABLE takes recovery_threshold answering probes: one degraded probe of a
+    broker still starting (its canary fails once) is not yet a state of its own."""
+    canary_failed = {"reachable": True, "brokers": 1, "canary_ok": False}
+    states = run(OK, DOWN, DOWN, DOWN, canary_failed, OK, OK)
+    assert states[3:] == [
+        ClusterState.UNAVAILABLE,
+        ClusterState.UNAVAILABLE,
+        ClusterState.UNAVAILABLE,
+        ClusterState.HEALTHY,
+    ]
+    # Answering but degraded for recovery_threshold probes in a row: DEGRADED, then healthy.
+    states = run(OK, DOWN, DOWN, DOWN, canary_failed, canary_failed, OK, OK)
+    assert states[3:] == [
+        ClusterState.UNAVAILABLE,
+        ClusterState.UNAVAILABLE,
+        ClusterState.DEGRADED,
+        ClusterState.DEGRADED,
+        ClusterState.HEALTHY,
+    ]
+
+
+def test_a_broker_shutting_down_goes_straight_to_unavailable() -> None:
+    """A stopping broker still answers but refuses the canary before it stops answering: failures
+    piling up are on their way to UNAVAILABLE, not a DEGRADED state of their own."""
+    shutting_down = {"reachable": True, "brokers": 1, "canary_ok": False}
+    states = run(OK, shutting_down, DOWN, DOWN, DOWN)
+    assert ClusterState.DEGRADED not in states
+    assert states[-1] is ClusterState.UNAVAILABLE
+    # Answering badly again and again is DEGRADED, even mixed with failures.
+    flaky = run(OK, shutting_down, DOWN, shutting_down)
+    assert flaky[-1] is ClusterState.DEGRADED
+
+
 def test_degraded_partitions_or_missing_broker() -> None:
     degraded = {"reachable": True, "brokers": 3, "canary_ok": True, "offline_partitions": 2}
     assert run(OK, degraded, degraded, degraded)[-1] is ClusterState.DEGRADED
@@ -66,17 +101,21 @@ def test_degraded_partitions_or_missing_broker() -> None:
     ]
 
 
-def test_failed_canary_counts_as_a_failed_probe() -> None:
+def test_a_failed_canary_alone_is_degraded_never_unavailable() -> None:
+    # The cluster answers metadata but cannot take an acks=all write: DEGRADED, not gone.
     no_writes = {"reachable": True, "brokers": 1, "canary_ok": False, "error": "canary failed"}
-    assert run(OK, no_writes, no_writes, no_writes)[-1] is ClusterState.UNAVAILABLE
+    assert run(OK, *[no_writes] * 6) == [ClusterState.HEALTHY] * 3 + [ClusterState.DEGRADED] * 4
+    assert run(*[no_writes] * 3)[-1] is ClusterState.DEGRADED  # from UNKNOWN as well
+    assert run(OK, no_writes, no_writes, no_writes, OK, OK)[-1] is ClusterState.HEALTHY
 
 
 def test_transition_evidence_names_the_reason() -> None:
     health = ClusterHealth("dc1")
     for index, probe in enumerate([OK, DOWN, DOWN, DOWN]):
         health = evaluate(health, ProbeResult("dc1", float(index), **probe), POLICY)  # type: ignore[arg-type]
-    assert health.evidence["reason"] == "3 consecutive failed probes (threshold 3)"
-    assert health.evidence["probe"]["error"] == "unreachable"
+    assert health.reason == "3 consecutive failed probes (threshold 3)"
+    assert health.evidence()["probe"]["error"] == "unreachable"
+    assert health.evidence()["consecutive_failed"] == 3
     assert health.since == 3.0
 
 
@@ -143,39 +182,115 @@ def test_burrow_rules() -> None:
     assert group_status([LagStatus.OK, LagStatus.STALL, LagStatus.WARN]) is LagStatus.STALL
 
 
-def test_status_reports_quorum_state_and_failover_readiness() -> None:
-    config = load_config_text(
-        "clusters: {dc1: {bootstrap_servers: 'a:1'}, dc2: {bootstrap_servers: 'b:1'}}\n"
-        "flows: [{source: dc1, target: dc2}]\nhealth: {observer_quorum: 1}\n",
-        env={},
-    )
-    now = 1_000_000.0
-    at = datetime.fromtimestamp(now - 2, UTC)
-    states = [
+STATUS_CONFIG = (
+    "clusters: {dc1: {bootstrap_servers: 'a:1'}, dc2: {bootstrap_servers: 'b:1'}}\n"
+    "flows: [{source: dc1, target: dc2}]\nhealth: {observer_quorum: 1}\n"
+)
+NOW = 1_000_000.0
+
+
+def observer_states(dc1: str = "UNAVAILABLE", dc2: str = "HEALTHY") -> list[ObserverState]:
+    at = datetime.fromtimestamp(NOW - 2, UTC)
+    return [
         ObserverState(
             observer="o1",
-            cluster="dc1",
-            state="UNAVAILABLE",
+            cluster=alias,
+            state=state,
             since=at,
             updated_at=at,
-            evidence={"reason": "3 consecutive failed probes"},
-        ),
-        ObserverState(
-            observer="o1", cluster="dc2", state="HEALTHY", since=at, updated_at=at, evidence={}
-        ),
-    ]
-    flows = [
-        FlowStatus(
-            observer="o1",
-            flow="dc1->dc2",
-            observed_at=at,
-            data={"heartbeat_age_s": 0.8, "lag_records": 12, "checkpoint_age_s": 0.5, "workers": 1},
+            evidence={"reason": "3 consecutive failed probes"} if state == "UNAVAILABLE" else {},
         )
+        for alias, state in (("dc1", dc1), ("dc2", dc2))
     ]
-    picture = build_status(config, states, flows, [], None, now=now)
+
+
+def flow_row(age: float = 2, data: Mapping[str, float | None] | None = None) -> FlowStatus:
+    observed = datetime.fromtimestamp(NOW - age, UTC)
+    values = {"heartbeat_age_s": 0.8, "lag_records": 12, "checkpoint_age_s": 0.5, "workers": 1}
+    return FlowStatus(
+        observer="o1", flow="dc1->dc2", observed_at=observed, data=values | dict(data or {})
+    )
+
+
+def test_status_reports_quorum_state_and_failover_readiness() -> None:
+    config = load_config_text(STATUS_CONFIG + "failover: {max_rpo_records: 12}\n", env={})
+    picture = build_status(config, observer_states(), [flow_row()], [], None, now=NOW).to_json()
+    assert picture["schema"] == "drkit.status/v1"
     assert picture["clusters"]["dc1"]["state"] == "UNAVAILABLE"
     assert picture["clusters"]["dc1"]["down"] is True
-    ready = picture["flows"]["dc1->dc2"]["failover"]
-    assert ready == {"possible": True, "reasons": [], "rpo_records": 12, "rpo_seconds": 0.8}
+    flow = picture["flows"]["dc1->dc2"]
+    assert (flow["lag_records"], flow["workers"], flow["lost_records"], flow["losses"]) == (
+        12, 1, 0, []
+    )  # fmt: skip
+    ready = flow["failover"]
+    assert (ready["possible"], ready["reasons"], ready["failed_bounds"]) == (True, [], [])
+    # Ages are as of now: observed 2 s ago.
+    assert (ready["rpo_records"], ready["rpo_seconds"]) == (12, 2.8)
     assert picture["active_cluster"] == "dc1"
     assert picture["automation"]["allowed"] is False
+
+
+def test_failover_readiness_names_each_bound_that_fails() -> None:
+    default = load_config_text(STATUS_CONFIG, env={})
+    picture = build_status(default, observer_states(), [flow_row()], [], None, now=NOW)
+    # Default failover.max_rpo_records is 0: 12 unreplicated records fail it.
+    assert picture.flows["dc1->dc2"].failover.failed_bounds == ("failover.max_rpo_records",)
+    config = load_config_text(
+        STATUS_CONFIG.replace("observer_quorum: 1", "observer_quorum: 1, max_replication_lag_s: 5")
+        + "failover: {max_rpo_records: 100, max_rpo_s: 10}\n",
+        env={},
+    )
+
+    def ready(**data: float | None) -> dict[str, Any]:
+        picture = build_status(config, observer_states(), [flow_row(data=data)], [], None, now=NOW)
+        return dict(picture.to_json()["flows"]["dc1->dc2"]["failover"])
+
+    assert ready()["possible"] is True
+    # heartbeat 4 s old when observed 2 s ago: 6 s now, above max_replication_lag_s (5).
+    slow = ready(heartbeat_age_s=4.0)
+    assert slow["failed_bounds"] == ["health.max_replication_lag_s"]
+    assert slow["rpo_seconds"] == 6.0
+    far = ready(heartbeat_age_s=11.0, checkpoint_age_s=9.0, lag_records=101)
+    assert far["possible"] is False
+    assert far["failed_bounds"] == [
+        "failover.max_rpo_records",
+        "failover.max_rpo_s",
+        "health.max_replication_lag_s",
+    ]
+    checks = {(c["measure"], c["bound"]): (c["value"], c["ok"]) for c in far["checks"]}
+    assert checks == {
+        ("lag_records", "failover.max_rpo_records"): (101, False),
+        ("heartbeat_age_s", "failover.max_rpo_s"): (13.0, False),
+        ("heartbeat_age_s", "health.max_replication_lag_s"): (13.0, False),
+        ("checkpoint_age_s", "health.max_replication_lag_s"): (11.0, False),
+    }
+    # Unknown values fail their bounds: a failover whose cost is unknown is not "possible".
+    blind = ready(lag_records=None, checkpoint_age_s=None)
+    assert blind["failed_bounds"] == ["failover.max_rpo_records", "health.max_replication_lag_s"]
+
+
+def test_failover_is_not_possible_onto_an_unhealthy_target_or_from_a_stale_observation() -> None:
+    config = load_config_text(STATUS_CONFIG + "failover: {max_rpo_records: 100}\n", env={})
+    degraded = (
+        build_status(config, observer_states(dc2="DEGRADED"), [flow_row()], [], None, now=NOW)
+        .flows["dc1->dc2"]
+        .failover
+    )
+    assert degraded.possible is False and degraded.failed_bounds == ()
+    stale = build_status(config, observer_states(), [flow_row(age=31)], [], None, now=NOW)
+    assert stale.flows["dc1->dc2"].failover.possible is False
+    never = build_status(config, observer_states(), [], [], None, now=NOW).to_json()
+    flow = never["flows"]["dc1->dc2"]
+    assert (flow["observed_at"], flow["lag_records"], flow["failover"]["possible"]) == (
+        None, None, False
+    )  # fmt: skip
+    seen = build_status(config, observer_states(), [flow_row()], [], None, now=NOW).to_json()
+    # The same keys whether observed or not (nothing measured is null, not zero).
+    assert set(flow) == set(seen["flows"]["dc1->dc2"])
+    assert (flow["flow"], flow["workers"], flow["heartbeat_age_s"]) == ("dc1->dc2", None, None)
+
+
+def test_automation_stays_blocked_for_the_block_window_after_a_failover() -> None:
+    policy = FailoverPolicy(automatic=True, block_window_s=600)
+    assert automation_gate(policy, POLICY, 2, last_failover_at=1000.0, now=1500.0).allowed is False
+    assert automation_gate(policy, POLICY, 2, last_failover_at=1000.0, now=1601.0).allowed is True

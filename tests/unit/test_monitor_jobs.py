@@ -1,5 +1,5 @@
 """Scheduler jobs are budgeted and isolated: a hanging probe is cut off and counted as a failed
-probe, and the other jobs keep running (real APScheduler, SQL job store, SQLite state store)."""
+probe, and the other jobs keep running (real APScheduler, SQLite state store)."""
 
 from __future__ import annotations
 
@@ -7,15 +7,14 @@ import threading
 import time
 from pathlib import Path
 
-from apscheduler.jobstores.sqlalchemy import SQLAlchemyJobStore
 from apscheduler.schedulers.background import BackgroundScheduler
 from prometheus_client import CollectorRegistry
 
 from drkit.config import load_config_text
-from drkit.health import jobs
 from drkit.health.evaluation import ClusterState, ProbeResult
 from drkit.health.metrics import MonitorMetrics
 from drkit.health.monitor import Monitor
+from drkit.health.probes import ClusterProbe
 from drkit.store import StateStore
 
 CONFIG = """
@@ -49,17 +48,12 @@ def test_hanging_probe_is_cut_off_and_the_scheduler_keeps_going(tmp_path: Path) 
     store = StateStore(f"sqlite:///{tmp_path / 'drkit.db'}")
     store.upgrade()
     registry = CollectorRegistry()
-    monitor = Monitor(config, "o1", store, MonitorMetrics.create(registry))
     hanging, counting = HangingProber(), CountingProber()
-    monitor.clusters["stuck"] = hanging  # type: ignore[assignment]
-    monitor.clusters["fine"] = counting  # type: ignore[assignment]
-    jobs.register(monitor.key, monitor)
-    scheduler = BackgroundScheduler(
-        jobstores={"default": SQLAlchemyJobStore(engine=store.engine, tablename="jobs_o1")},
-        job_defaults={"coalesce": True, "max_instances": 1},
-    )
+    probers: dict[str, ClusterProbe] = {"stuck": hanging, "fine": counting}
+    monitor = Monitor(config, "o1", store, MonitorMetrics.create(registry), probers)
+    scheduler = BackgroundScheduler(job_defaults={"coalesce": True, "max_instances": 1})
     for name in ("probe:stuck", "probe:fine"):
-        scheduler.add_job(jobs.run, "interval", seconds=0.5, args=[monitor.key, name], id=name)
+        scheduler.add_job(monitor.run_job, "interval", seconds=0.5, args=[name], id=name)
     scheduler.start()
 
     def timeouts() -> float:
@@ -73,18 +67,37 @@ def test_hanging_probe_is_cut_off_and_the_scheduler_keeps_going(tmp_path: Path) 
         while time.monotonic() < deadline and (timeouts() < 3 or counting.calls < 5):
             time.sleep(0.1)
     finally:
-        scheduler.shutdown(wait=False)
+        # Wait for the jobs under way (each returns within its budget), so that the counts
+        # below are final; the hung probe's own thread is abandoned, not waited for.
+        scheduler.shutdown(wait=True)
         hanging.release.set()
-        jobs.unregister(monitor.key)
     # Overrunning probes were recorded as failed probes: two in a row make it UNAVAILABLE.
     assert monitor.health["stuck"].state is ClusterState.UNAVAILABLE
     # The first run overran its budget; later ones refused to start beside the hung one.
     assert "still going" in (monitor.health["stuck"].last.error or "")  # type: ignore[union-attr]
     assert timeouts() >= 3
-    assert monitor.health["stuck"].consecutive_failed >= 3
-    # ... while the healthy cluster kept being probed on schedule.
+    # The failure counter counts each failed probe once: as many as the evaluation saw.
+    assert timeouts() == monitor.health["stuck"].consecutive_failed
+    assert registry.get_sample_value(
+        "drkit_job_duration_seconds_count", {"job": "probe:stuck"}
+    ) == (timeouts())
+    # ... while the healthy cluster kept being probed on schedule, each run timed, none failed.
     assert counting.calls >= 5
     assert monitor.health["fine"].state is ClusterState.HEALTHY
+    assert (
+        registry.get_sample_value("drkit_job_duration_seconds_count", {"job": "probe:fine"})
+        == counting.calls
+    )
+    for kind in ("timeout", "error"):
+        assert (
+            registry.get_sample_value(
+                "drkit_job_failures_total", {"job": "probe:fine", "kind": kind}
+            )
+            is None
+        )
+    # The state gauges say what the evaluation says (2 unavailable, 0 healthy).
+    assert registry.get_sample_value("drkit_cluster_state", {"cluster": "stuck"}) == 2.0
+    assert registry.get_sample_value("drkit_cluster_state", {"cluster": "fine"}) == 0.0
 
 
 def test_a_job_that_raises_is_contained(tmp_path: Path) -> None:
@@ -92,13 +105,13 @@ def test_a_job_that_raises_is_contained(tmp_path: Path) -> None:
     store = StateStore(f"sqlite:///{tmp_path / 'drkit.db'}")
     store.upgrade()
     registry = CollectorRegistry()
-    monitor = Monitor(config, "o1", store, MonitorMetrics.create(registry))
 
     class Exploding:
         def probe(self) -> ProbeResult:
             raise RuntimeError("bug in a probe")
 
-    monitor.clusters["fine"] = Exploding()  # type: ignore[assignment]
+    probers = {"fine": Exploding()}
+    monitor = Monitor(config, "o1", store, MonitorMetrics.create(registry), probers)
     monitor.run_job("probe:fine")  # must not raise
     assert (
         registry.get_sample_value(

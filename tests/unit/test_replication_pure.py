@@ -164,3 +164,25 @@ def test_bad_transform_options_name_the_transform() -> None:
         )
     paths = [p.path for p in caught.value.problems]
     assert paths == ["transforms[0]", "transforms[1]"]
+
+
+def test_forwarded_origin_headers_are_not_loops_only_copies_in_place_are() -> None:
+    from drkit.replication.provenance import Origin, is_loop, origin_header, origin_of_record
+
+    copy = origin_header(b"DC2", b"DC1", "orders")  # dc2's record, copied by drkit to dc1/orders
+    assert Origin.decode(copy) == Origin("DC2", ("DC1", "orders"))
+    # Read back from where drkit wrote it: a true loop for the flow dc1 -> dc2.
+    assert is_loop(copy, "DC1", "orders", "DC2")
+    # The same header copied by an application into dc1/invoices: native to dc1, not a loop.
+    assert not is_loop(copy, "DC1", "invoices", "DC2")
+    assert origin_of_record(copy, "DC1", "invoices") == "DC1"
+    # A chain dc2 -> dc1 -> dc3: the copy on dc1 keeps dc2 as its origin and goes on to dc3.
+    assert not is_loop(copy, "DC1", "orders", "DC3")
+    assert origin_of_record(copy, "DC1", "orders") == "DC2"
+    # Legacy values (bare cluster id): a copy when drkit-src names the topic it sits in
+    # (identity-named replica), forwarded when it names another; garbage is native.
+    assert is_loop(b"DC2", "DC1", "orders", "DC2", src=b"dc2/orders/0/7")
+    assert not is_loop(b"DC2", "DC1", "invoices", "DC2", src=b"dc2/orders/0/7")
+    assert is_loop(b"DC2", "DC1", "anything", "DC2")  # no drkit-src: keep the old meaning
+    assert origin_of_record(b"a/b", "DC1", "t") == "DC1"
+    assert origin_of_record(None, "DC1", "t") == "DC1"

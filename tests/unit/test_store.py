@@ -9,7 +9,10 @@ import pytest
 from sqlalchemy import create_engine, select, text
 
 from drkit.errors import StateStoreError
+from drkit.kafka.records import TopicPartition
+from drkit.replication.loss import LossEvent, LossReason
 from drkit.store import StateStore
+from drkit.store.loss_repo import LossRepository
 from drkit.store.models import FailoverRun, FailoverStep, HealthObservation
 
 EXPECTED_TABLES = {
@@ -21,6 +24,7 @@ EXPECTED_TABLES = {
     "flows",
     "health_observations",
     "health_transitions",
+    "loss_events",
     "verifications",
 }
 
@@ -89,6 +93,19 @@ def test_observations_are_queryable_by_cluster(store: StateStore) -> None:
             select(HealthObservation).where(HealthObservation.cluster == "dc1")
         ).all()
         assert sorted(r.ok for r in rows) == [False, True]
+
+
+def test_loss_events_round_trip_and_record_once(store: StateStore) -> None:
+    store.upgrade()
+    repo = LossRepository(store)
+    event = LossEvent(
+        "dc1->dc2", TopicPartition("orders", 3), 400, 1999, LossReason.TRUNCATED, 1_700_000_000_000
+    )
+    assert repo.record(event) is True
+    assert repo.record(event) is False  # a re-detected range is not counted twice
+    assert repo.list("dc1->dc2") == [event]
+    assert repo.list("dc2->dc1") == []
+    assert repo.totals("dc1->dc2") == {TopicPartition("orders", 3): 1600}
 
 
 def test_unreachable_database_is_a_clear_error() -> None:

@@ -9,7 +9,7 @@ truncated by retention.  The ground truth is the simulated target log itself.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pytest
 from hypothesis import given, settings
@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from drkit.kafka.records import TopicPartition
 from drkit.replication.offset_sync import OffsetRun, OffsetSync, RunTracker, merge_runs
+from drkit.replication.run_map import RunMap
 from drkit.translation import (
     CannotTranslate,
     Flag,
@@ -40,6 +41,7 @@ class History:
     progress: int  # first source offset not done (committed)
     source_end: int
     target_start: int
+    syncs: list[OffsetSync]  # every offset-sync record written, in order
 
     @property
     def target_end(self) -> int:
@@ -100,7 +102,7 @@ def histories(draw: st.DrawFn, crash_free: bool = False) -> History:
     log = [(d, s) for d, s in log if d >= target_start]
     runs = [s.run for s in merge_runs(syncs).get(SRC, [])]
     # Retention on the target removed the runs' head too: the mapping still knows it.
-    return History(offsets, log, runs, progress, source_end, target_start)
+    return History(offsets, log, runs, progress, source_end, target_start, syncs)
 
 
 def mapping_of(history: History) -> PartitionMapping:
@@ -209,3 +211,65 @@ def test_rereads_counts_processed_records_after_t() -> None:
     runs = [OffsetRun(0, 0, 100), OffsetRun(50, 100, 50)]  # unmerged: two copies of 50..99
     assert rereads(runs, source_offset=70, target_offset=70) == 20  # 50..69 again at 100..119
     assert rereads(runs, source_offset=70, target_offset=120) == 0
+
+
+@given(histories(), st.data())
+@settings(max_examples=300, deadline=None)
+def test_trimmed_map_translates_like_the_full_one_and_skips_nothing_the_target_holds(
+    history: History, data: st.DataObject
+) -> None:
+    """Runs with no record left on either cluster are trimmed (tombstoned): translation over
+    what remains gives the full map's answer whenever that answer lay inside the target log,
+    and otherwise still skips no last copy the target holds."""
+    if not history.runs:
+        return
+    more_retention: bool = data.draw(st.booleans())
+    if history.log and more_retention:  # more retention on the target
+        cut = data.draw(st.integers(0, len(history.log) - 1))
+        history = replace(
+            history,
+            log=history.log[cut:],
+            target_start=max(history.target_start, history.log[cut][0]),
+        )
+    source_start = data.draw(st.integers(0, history.source_end))
+    run_map = RunMap(SRC)
+    for sync in history.syncs:
+        run_map.add(sync.target, sync.run)
+    for target, run in run_map.expired(source_start, {DST: history.target_start}):
+        assert run.src_end <= source_start and run.dst_end <= history.target_start
+        assert run_map.remove(target, run.src_start, run.dst_start)
+    full = mapping_of(history)
+    trimmed = PartitionMapping(SRC, DST, run_map.table(), replicated_end=history.progress)
+    source_offset = data.draw(st.integers(0, history.source_end + 3))
+    bounds = TargetBounds(history.target_start, history.target_end)
+    expected = translate(source_offset, full, bounds, history.source_end)
+    result = translate(source_offset, trimmed, bounds, history.source_end)
+    assert isinstance(expected, Translated) and isinstance(result, Translated)
+    assert bounds.start <= result.target_offset <= bounds.end
+    assert result.unreplicated == expected.unreplicated
+    if Flag.TARGET_TRUNCATED not in expected.flags:
+        assert (result.target_offset, result.method, result.expected_rereads) == (
+            expected.target_offset,
+            expected.method,
+            expected.expected_rereads,
+        )
+    # Never skip: every record >= S whose last copy the target still holds is at or after T.
+    for src, dst in history.last_copy().items():
+        if src >= source_offset:
+            assert dst >= result.target_offset, (src, dst)
+
+
+def test_trimming_keeps_what_either_cluster_still_holds_and_the_newest_run() -> None:
+    run_map = RunMap(SRC)
+    for run in (OffsetRun(0, 0, 10), OffsetRun(10, 11, 10), OffsetRun(20, 22, 10)):
+        run_map.add(DST, run)  # an exactly-once target: a marker after each commit
+    # The source still holds 15..: the second run stays; the target holds 11..: the same.
+    assert run_map.expired(15, {DST: 11}) == [(DST, OffsetRun(0, 0, 10))]
+    assert run_map.expired(5, {DST: 40}) == []  # the source still holds 5..9
+    assert run_map.expired(40, {DST: 5}) == []  # the target still holds 5..9
+    # Everything gone from both: all but the newest run (it may still grow).
+    assert [run for _, run in run_map.expired(40, {DST: 40})] == [
+        OffsetRun(0, 0, 10),
+        OffsetRun(10, 11, 10),
+    ]
+    assert run_map.expired(40, {}) == []  # target log start unknown: keep

@@ -3,22 +3,35 @@
 A small WSGI app on the standard library's threaded server: server-rendered HTML (Jinja2),
 no JavaScript build step.  The page and ``/api/status`` render the same ``drkit.status/v1``
 document.
+
+``/healthz`` is 200 ``ok`` while the monitor works, else 503 with one line per problem (the
+state store not taking writes - named by its URL, password masked -, jobs no longer
+finishing).  ``/api/status`` and the page answer 503 naming the problem when the state store
+cannot be read.
 """
 
 from __future__ import annotations
 
 import json
+import socket
 import threading
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
+from html import escape
 from socketserver import ThreadingMixIn
 from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 from prometheus_client import make_wsgi_app
+from sqlalchemy.exc import SQLAlchemyError
 
-StatusSource = Callable[[], dict[str, Any]]
+from drkit.errors import DrkitError
+from drkit.health.monitor import Liveness
+from drkit.status.document import SCHEMA, StatusSnapshot
+
+StatusSource = Callable[[], StatusSnapshot]
+LivenessSource = Callable[[], Liveness]
 StartResponse = Callable[..., Any]
 
 
@@ -43,8 +56,9 @@ def render_page(status: dict[str, Any]) -> str:
 class StatusApp:
     """WSGI application; ``status`` is called per request (it reads the state store)."""
 
-    def __init__(self, status: StatusSource) -> None:
+    def __init__(self, status: StatusSource, liveness: LivenessSource) -> None:
         self.status = status
+        self.liveness = liveness
         self.metrics = make_wsgi_app()
 
     def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
@@ -52,14 +66,31 @@ class StatusApp:
         if path == "/metrics":
             return self.metrics(environ, start_response)  # type: ignore[no-any-return]
         if path == "/healthz":
-            return self._send(start_response, "200 OK", "text/plain", b"ok\n")
-        if path == "/api/status":
-            body = json.dumps(self.status(), default=str, indent=2).encode()
-            return self._send(start_response, "200 OK", "application/json", body)
-        if path in ("/", "/index.html"):
-            body = render_page(self.status()).encode()
+            alive = self.liveness()
+            if alive.ok:
+                return self._send(start_response, "200 OK", "text/plain", b"ok\n")
+            body = "".join(f"{problem}\n" for problem in alive.problems).encode()
+            return self._send(start_response, "503 Service Unavailable", "text/plain", body)
+        if path in ("/api/status", "/", "/index.html"):
+            try:
+                document = self.status().to_json()
+            except (DrkitError, SQLAlchemyError) as err:
+                return self._unavailable(start_response, path, str(err))
+            if path == "/api/status":
+                body = json.dumps(document, default=str, indent=2).encode()
+                return self._send(start_response, "200 OK", "application/json", body)
+            body = render_page(document).encode()
             return self._send(start_response, "200 OK", "text/html; charset=utf-8", body)
         return self._send(start_response, "404 Not Found", "text/plain", b"not found\n")
+
+    def _unavailable(self, start_response: StartResponse, path: str, error: str) -> list[bytes]:
+        if path == "/api/status":
+            body = json.dumps({"schema": SCHEMA, "error": error}).encode()
+            kind = "application/json"
+        else:
+            body = f"<!doctype html><title>drkit status</title><p>{escape(error)}</p>".encode()
+            kind = "text/html; charset=utf-8"
+        return self._send(start_response, "503 Service Unavailable", kind, body)
 
     @staticmethod
     def _send(start_response: StartResponse, status: str, kind: str, body: bytes) -> list[bytes]:
@@ -76,11 +107,16 @@ class _QuietHandler(WSGIRequestHandler):
         pass
 
 
+class _ThreadingServer6(_ThreadingServer):
+    address_family = socket.AF_INET6
+
+
 def serve(app: StatusApp, host: str, port: int) -> tuple[WSGIServer, threading.Thread]:
-    """Start serving in a daemon thread; returns the server (``.server_port``) and thread."""
-    server = make_server(
-        host, port, app, server_class=_ThreadingServer, handler_class=_QuietHandler
-    )
+    """Start serving in a daemon thread; returns the server (``.server_port``) and thread.
+
+    ``host`` is bare (``::1``, not ``[::1]``); an IPv6 address gets an IPv6 socket."""
+    server_class = _ThreadingServer6 if ":" in host else _ThreadingServer
+    server = make_server(host, port, app, server_class=server_class, handler_class=_QuietHandler)
     thread = threading.Thread(target=server.serve_forever, name="http", daemon=True)
     thread.start()
     return server, thread

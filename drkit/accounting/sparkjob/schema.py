@@ -1,0 +1,160 @@
+"""The job's input (the spec) and output (the ``drkit.verify/v1`` summary) as typed JSON.
+
+Plain TypedDicts: the spec is written by ``drkit verify`` (drkit/accounting/spec.py) and read
+by the job, possibly under spark-submit on another machine; the summary is written by the job
+and read by ``drkit verify`` and ``--import-summary``.  Fields are only ever added.
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypedDict
+
+SCHEMA = "drkit.verify/v1"
+
+
+# -- spec ---------------------------------------------------------------------------------
+
+
+class PartitionSpec(TypedDict):
+    """One source partition: the checked range ``[source_start, source_end)`` (log start to
+    last stable offset) and every partition of its replica topic (``"topic:partition"`` ->
+    ``[start, end)``)."""
+
+    source_topic: str
+    partition: int
+    source_start: int
+    source_end: int
+    target_topic: str
+    target_ranges: dict[str, list[int]]
+
+
+class GroupSpec(TypedDict):
+    """One group on one partition: committed source offset S and target position T."""
+
+    group: str
+    source_topic: str
+    partition: int
+    target_topic: str
+    source_offset: int
+    target_offset: int
+    target_kind: str  # "target-commit" or drkit's translation method
+
+
+class LostRange(TypedDict):
+    from_offset: int
+    to_offset: int
+    records: int
+
+
+class LostPartition(TypedDict):
+    """Records of one source partition lost before replication (drkit/accounting/losses.py)."""
+
+    src_topic: str
+    src_partition: int
+    records: int
+    recorded: int  # covered by the flow's loss events
+    unrecorded: int  # found by verify alone: stored progress below the source log start
+    reasons: list[str]  # "truncated", "recreated", "unrecorded"
+    ranges: list[LostRange]
+
+
+class Spec(TypedDict):
+    flow: str
+    source_alias: str
+    source_cluster_id: str
+    target_cluster_id: str
+    offset_syncs_topic: str
+    checkpoints_topic: str
+    source_options: dict[str, str]
+    target_options: dict[str, str]
+    partitions: list[PartitionSpec]
+    groups: list[GroupSpec]
+    filters: list[dict[str, Any]]
+    notes: list[str]
+    lost_before_replication: list[LostPartition]
+
+
+# -- summary ------------------------------------------------------------------------------
+
+
+class Totals(TypedDict):
+    records: int
+    replicated_once: int
+    duplicated_records: int
+    extra_copies: int
+    missing: int
+    filtered: int
+    unreplicated_tail: int
+    order_violations: int
+    unmapped_replicas: int
+    mismatched_replicas: int
+    skipped_by_groups: int
+    read_again_by_groups: int
+    lost_before_replication: int
+
+
+class PartitionRow(TypedDict):
+    src_topic: str
+    src_partition: int
+    records: int
+    replicated_once: int
+    duplicated_records: int
+    extra_copies: int
+    missing: int
+    filtered: int
+    unreplicated_tail: int
+    order_violations: int
+    unmapped_replicas: int
+    mismatched_replicas: int
+    first_offset: int
+    last_offset: int
+    last_replicated: int | None
+
+
+class GroupRow(TypedDict):
+    group: str
+    src_topic: str
+    src_partition: int
+    s: int
+    t: int
+    t_kind: str
+    skipped: int
+    read_again: int
+    exact: bool
+
+
+class MissingRange(TypedDict):
+    src_topic: str
+    src_partition: int
+    from_offset: int
+    to_offset: int
+    records: int
+
+
+class Unmapped(TypedDict):
+    """Replicas of one source partition in one target partition that no offset-sync run
+    describes (failover translation cannot see them)."""
+
+    src_topic: str
+    src_partition: int
+    dst_topic: str
+    dst_partition: int
+    replicas: int
+    first_src_offset: int
+    last_src_offset: int
+
+
+class Summary(TypedDict):
+    schema: str
+    flow: str
+    checked_at: float
+    elapsed_s: float
+    ok: bool
+    totals: Totals
+    partitions: list[PartitionRow]
+    groups: list[GroupRow]
+    missing_ranges: list[MissingRange]
+    lost_before_replication: list[LostPartition]
+    unmapped: list[Unmapped]
+    notes: list[str]
+    output: str

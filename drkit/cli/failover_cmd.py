@@ -1,0 +1,290 @@
+"""``drkit failover | switchover | cutover | failback``: move applications between clusters.
+
+Every command shows its plan and asks for confirmation (``--yes`` skips it), ``--plan`` only
+prints the plan (nothing changes), ``--output json`` prints ``drkit.failover.plan/v1`` or
+``drkit.failover.run/v1``.  ``drkit failover show [RUN]`` and ``drkit failover list`` are the
+audit trail.
+
+Exit codes: 0 done; 1 a step failed (the run is resumable: ``drkit failover --resume RUN``);
+2 bad input; 4 blocked by the plan; 5 another run holds the lease; 6 rolled back; 7 vetoed by
+a hook.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+
+from drkit.cli.context import AppContext, config_option, echo_json, output_option, pass_app
+from drkit.errors import ConfigError, Problem
+from drkit.failover.context import RunOptions
+from drkit.failover.engine import Engine
+from drkit.failover.model import Plan, Procedure
+from drkit.failover.render import plan_text, run_text, runs_table
+from drkit.failover.runs import RunRecord, RunRepository
+
+
+def _common(func: Any) -> Any:
+    options: list[Any] = [
+        config_option,
+        click.option("--plan", "plan_only", is_flag=True, help="Print the plan; change nothing."),
+        click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation."),
+        output_option,
+        click.option(
+            "--force",
+            is_flag=True,
+            help="Also write offsets of groups that are not empty on the target (warned).",
+        ),
+        click.option(
+            "--group",
+            "groups",
+            multiple=True,
+            metavar="GROUP",
+            help="Only these consumer groups (repeatable; default: the flow's groups).",
+        ),
+    ]
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+def _progress(output: str) -> Any:
+    """Progress lines on stderr (a bar when it is a terminal); silent for JSON."""
+    tty = sys.stderr.isatty()
+
+    def report(message: str, fraction: float | None) -> None:
+        if output == "json":
+            return
+        if fraction is None:
+            click.echo(f"  {message}", err=True)
+            return
+        width = 30
+        filled = int(width * max(0.0, min(1.0, fraction)))
+        bar = f"[{'#' * filled}{' ' * (width - filled)}] {fraction * 100:5.1f}% {message}"
+        click.echo(("\r" if tty else "") + bar, err=True, nl=not tty)
+
+    return report
+
+
+def _engine(app: AppContext, config_file: str | None, output: str) -> Engine:
+    config = app.config(config_file)
+    store = app.store(config_file, config_required=True)
+    store.ensure_current()
+    return Engine(config, store, app.state_dir, _progress(output))
+
+
+def _emit(output: str, document: dict[str, Any], text: str) -> None:
+    if output == "json":
+        echo_json(document)
+    else:
+        click.echo(text)
+
+
+def _run(
+    app: AppContext,
+    procedure: Procedure,
+    source: str,
+    target: str,
+    config_file: str | None,
+    plan_only: bool,
+    yes: bool,
+    output: str,
+    options: RunOptions,
+) -> None:
+    engine = _engine(app, config_file, output)
+    stale = [r for r in engine.stale_runs() if (r.source, r.target) == (source, target)]
+    if stale:
+        run = stale[0]
+        click.echo(
+            f"run {run.id} ({run.procedure.value} {run.source} -> {run.target}) was interrupted; "
+            "resuming it",
+            err=True,
+        )
+        _finish(output, engine.resume(run.id))
+        return
+    plan = engine.plan(procedure, source, target, options)
+    if plan_only:
+        _emit(output, plan.to_json(), plan_text(plan))
+        return
+    _confirm(plan, yes, output)
+    _finish(output, engine.start(plan, options, requested_by=_who()))
+
+
+def _confirm(plan: Plan, yes: bool, output: str) -> None:
+    if output == "text":
+        click.echo(plan_text(plan))
+    if yes or plan.blockers:
+        return  # blockers: the engine refuses with the reasons
+    if not sys.stdin.isatty():
+        raise ConfigError([Problem("--yes", "not a terminal: confirm the plan with --yes")])
+    click.confirm(f"\nRun this {plan.procedure.value}?", abort=True, err=True)
+
+
+def _finish(output: str, run: RunRecord) -> None:
+    _emit(output, run.to_json(), run_text(run))
+
+
+def _who() -> str:
+    import getpass
+
+    try:
+        return f"cli:{getpass.getuser()}"
+    except (KeyError, OSError):
+        return "cli"
+
+
+def _options(force: bool, groups: tuple[str, ...], **extra: Any) -> RunOptions:
+    return RunOptions(force=force, groups=groups or None, **extra)
+
+
+# -- failover (+ show, list) -----------------------------------------------------------------
+
+
+@click.group("failover", invoke_without_command=True)
+@click.option("--from", "source", metavar="CLUSTER", help="The cluster being lost.")
+@click.option("--to", "target", metavar="CLUSTER", help="The cluster to promote.")
+@click.option("--resume", "resume", type=int, metavar="RUN", help="Continue an interrupted run.")
+@_common
+@pass_app
+@click.pass_context
+def failover(
+    ctx: click.Context,
+    app: AppContext,
+    source: str | None,
+    target: str | None,
+    resume: int | None,
+    config_file: str | None,
+    plan_only: bool,
+    yes: bool,
+    output: str,
+    force: bool,
+    groups: tuple[str, ...],
+) -> None:
+    """Unplanned failover: promote --to now; --from may be dead. Reports the loss (RPO)."""
+    if ctx.invoked_subcommand is not None:
+        return
+    if resume is not None:
+        engine = _engine(app, config_file, output)
+        _finish(output, engine.resume(resume))
+        return
+    if not source or not target:
+        raise ConfigError([Problem("--from/--to", "both are required (or --resume RUN)")])
+    options = _options(force, groups)
+    _run(app, Procedure.FAILOVER, source, target, config_file, plan_only, yes, output, options)
+
+
+@failover.command("show")
+@click.argument("run_id", required=False, type=int)
+@config_option
+@output_option
+@pass_app
+def show(app: AppContext, run_id: int | None, config_file: str | None, output: str) -> None:
+    """One run with its steps (default: the latest)."""
+    runs = RunRepository(app.store(config_file))
+    run = runs.get(run_id) if run_id is not None else next(iter(runs.latest(1)), None)
+    if run is None:
+        raise ConfigError([Problem("RUN", "no such failover run" if run_id else "no runs yet")])
+    _emit(output, run.to_json(), run_text(run))
+
+
+@failover.command("list")
+@config_option
+@output_option
+@pass_app
+def list_runs(app: AppContext, config_file: str | None, output: str) -> None:
+    """The latest runs, newest first."""
+    runs = RunRepository(app.store(config_file)).latest()
+    _emit(output, {"runs": [r.to_json() for r in runs]}, runs_table(runs))
+
+
+# -- switchover, cutover, failback ----------------------------------------------------------
+
+
+@click.command("switchover")
+@click.option("--from", "source", required=True, metavar="CLUSTER", help="Current primary.")
+@click.option("--to", "target", required=True, metavar="CLUSTER", help="New primary.")
+@_common
+@pass_app
+def switchover(
+    app: AppContext,
+    source: str,
+    target: str,
+    config_file: str | None,
+    plan_only: bool,
+    yes: bool,
+    output: str,
+    force: bool,
+    groups: tuple[str, ...],
+) -> None:
+    """Planned switchover: fence, drain, translate exactly, promote, replicate back.
+
+    Rolls back (unfences the source, resumes replication) on a timeout or error before the
+    pointer moves.
+    """
+    options = _options(force, groups)
+    _run(app, Procedure.SWITCHOVER, source, target, config_file, plan_only, yes, output, options)
+
+
+@click.command("cutover")
+@click.option("--from", "source", required=True, metavar="CLUSTER", help="The old cluster.")
+@click.option("--to", "target", required=True, metavar="CLUSTER", help="The new cluster.")
+@click.option("--skip-verify", is_flag=True, help="No final Spark accounting run.")
+@_common
+@pass_app
+def cutover(
+    app: AppContext,
+    source: str,
+    target: str,
+    skip_verify: bool,
+    config_file: str | None,
+    plan_only: bool,
+    yes: bool,
+    output: str,
+    force: bool,
+    groups: tuple[str, ...],
+) -> None:
+    """Migration cutover: like a switchover, one way; the old cluster stays fenced."""
+    options = _options(force, groups, skip_verify=skip_verify)
+    _run(app, Procedure.CUTOVER, source, target, config_file, plan_only, yes, output, options)
+
+
+@click.command("failback")
+@click.option("--to", "target", required=True, metavar="CLUSTER", help="The original primary.")
+@click.option(
+    "--from", "source", metavar="CLUSTER", help="The current primary [default: the pointer]."
+)
+@click.option(
+    "--export-file", type=click.Path(dir_okay=False), help="Divergent tail as JSON lines here."
+)
+@click.option("--export-topic", metavar="CLUSTER:TOPIC", help="...or copied into this topic.")
+@_common
+@pass_app
+def failback(
+    app: AppContext,
+    target: str,
+    source: str | None,
+    export_file: str | None,
+    export_topic: str | None,
+    config_file: str | None,
+    plan_only: bool,
+    yes: bool,
+    output: str,
+    force: bool,
+    groups: tuple[str, ...],
+) -> None:
+    """Return to the original primary: capture its divergent tail, replicate back, switch over."""
+    if export_file and export_topic:
+        raise ConfigError([Problem("--export-file/--export-topic", "choose one")])
+    if source is None:
+        engine = _engine(app, config_file, output)
+        pointer = engine.pointers.get()
+        if pointer is None:
+            raise ConfigError([Problem("--from", "no active pointer recorded: name the primary")])
+        source = pointer.cluster
+    options = _options(force, groups, export_file=export_file, export_topic=export_topic)
+    _run(app, Procedure.FAILBACK, source, target, config_file, plan_only, yes, output, options)
+
+
+COMMANDS = [failover, switchover, cutover, failback]

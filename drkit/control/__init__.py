@@ -1,0 +1,13 @@
+"""Control of running replication: a desired state per flow, with an epoch, in the state store.
+
+The failover engine pauses, stops, or starts flows by writing a :class:`FlowDirective`; every
+``drkit replicate`` worker - on any host - watches it and acknowledges the epoch it acted on
+(drkit.control.gate).  A worker that cannot read the store for ``failover.worker_silence_s``
+stops writing on its own, so the engine may treat a silent worker as fenced once that much time
+has passed since it was last heard from.
+"""
+
+from drkit.control.model import DesiredState, FlowDirective, WorkerAck
+from drkit.control.repo import ControlRepository
+
+__all__ = ["ControlRepository", "DesiredState", "FlowDirective", "WorkerAck"]

@@ -1,0 +1,83 @@
+"""State-store access for flow control: directives and worker acknowledgements."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from sqlalchemy import select
+
+from drkit.control.model import DesiredState, FlowDirective, WorkerAck
+from drkit.store.db import StateStore
+from drkit.store.models import FlowAck, FlowControl
+
+
+class ControlRepository:
+    """Reads and writes :class:`FlowDirective` rows and worker acks.  Thread-safe (sessions)."""
+
+    def __init__(self, store: StateStore) -> None:
+        self.store = store
+
+    def directive(self, flow: str, default: DesiredState = DesiredState.RUNNING) -> FlowDirective:
+        """The flow's directive; ``default`` at epoch 0 when none was ever written."""
+        with self.store.session() as session:
+            row = session.get(FlowControl, flow)
+            if row is None:
+                return FlowDirective(flow, default, 0)
+            return FlowDirective(
+                row.flow, DesiredState(row.desired), row.epoch, row.reason, row.run_id
+            )
+
+    def set(
+        self, flow: str, desired: DesiredState, reason: str, run_id: int | None = None
+    ) -> FlowDirective:
+        """Write a new directive (epoch + 1), even if ``desired`` is unchanged."""
+        with self.store.session() as session:
+            row = session.get(FlowControl, flow, with_for_update=True)
+            now = datetime.now(UTC)
+            if row is None:
+                row = FlowControl(flow=flow, desired=desired.value, epoch=1, reason=reason)
+                session.add(row)
+            else:
+                row.desired, row.epoch, row.reason = desired.value, row.epoch + 1, reason
+            row.run_id, row.updated_at = run_id, now
+            session.flush()
+            return FlowDirective(flow, desired, row.epoch, reason, run_id)
+
+    def ack(self, flow: str, worker: str, epoch: int, state: DesiredState) -> None:
+        """Report that ``worker`` acts on ``epoch`` of ``flow`` and is in ``state`` (upsert)."""
+        with self.store.session() as session:
+            row = session.scalars(
+                select(FlowAck).where(FlowAck.flow == flow, FlowAck.worker == worker)
+            ).one_or_none()
+            now = datetime.now(UTC)
+            if row is None:
+                session.add(
+                    FlowAck(flow=flow, worker=worker, epoch=epoch, state=state.value, at=now)
+                )
+            else:
+                row.epoch, row.state, row.at = epoch, state.value, now
+
+    def acks(self, flow: str) -> list[WorkerAck]:
+        """Every worker that ever reported for ``flow``, with the age of its last report."""
+        now = datetime.now(UTC)
+        with self.store.session() as session:
+            rows = session.scalars(select(FlowAck).where(FlowAck.flow == flow)).all()
+            return [
+                WorkerAck(
+                    row.flow,
+                    row.worker,
+                    row.epoch,
+                    DesiredState(row.state),
+                    (now - row.at).total_seconds(),
+                )
+                for row in rows
+            ]
+
+    def forget_worker(self, flow: str, worker: str) -> None:
+        """Drop a worker's ack row (it left for good)."""
+        with self.store.session() as session:
+            row = session.scalars(
+                select(FlowAck).where(FlowAck.flow == flow, FlowAck.worker == worker)
+            ).one_or_none()
+            if row is not None:
+                session.delete(row)

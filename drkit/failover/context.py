@@ -1,0 +1,185 @@
+"""What a failover step works with: the run, the config, the clusters, the stores.
+
+Steps are functions ``(StepContext, timeout_s) -> StepOutcome`` (drkit.failover.steps).  Each is
+idempotent: run twice, it does its work once and reports the same result - the engine relies on
+that to resume a run whose process died in the middle of a step.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from drkit.config.model import DrkitConfig, FlowConfig
+from drkit.control import ControlRepository
+from drkit.errors import DrkitError
+from drkit.failover.fences import FenceRepository
+from drkit.failover.model import Procedure, StepName, StepState
+from drkit.failover.pointer import PointerRepository
+from drkit.failover.runs import RunRecord, RunRepository
+from drkit.kafka.admin import KafkaAdmin
+from drkit.kafka.clients import ClusterEndpoint
+from drkit.kafka.ports import AdminFactory, ClusterAdmin
+from drkit.kafka.records import TopicPartition
+from drkit.replication.topology import FlowTopology
+from drkit.store.db import StateStore
+
+
+class StepFailed(DrkitError):
+    """A step could not do its work; the run stops there (and a planned move rolls back)."""
+
+    exit_code = 1
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """Operator choices that change what steps do (recorded with the run)."""
+
+    force: bool = False  # write offsets into groups active on the target
+    skip_verify: bool = False  # cutover: no final Spark accounting
+    export_file: str | None = None  # failback: where the divergent tail goes (JSON lines)
+    export_topic: str | None = None  # failback: or into CLUSTER:TOPIC
+    groups: tuple[str, ...] | None = None  # only these groups (default: the flow's groups)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "force": self.force,
+            "skip_verify": self.skip_verify,
+            "export_file": self.export_file,
+            "export_topic": self.export_topic,
+            "groups": list(self.groups) if self.groups is not None else None,
+        }
+
+    @classmethod
+    def from_json(cls, raw: dict[str, Any]) -> RunOptions:
+        groups = raw.get("groups")
+        return cls(
+            bool(raw.get("force", False)),
+            bool(raw.get("skip_verify", False)),
+            raw.get("export_file"),
+            raw.get("export_topic"),
+            tuple(groups) if groups is not None else None,
+        )
+
+
+@dataclass(frozen=True)
+class StepOutcome:
+    state: StepState
+    detail: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def done(cls, **detail: Any) -> StepOutcome:
+        return cls(StepState.DONE, detail)
+
+    @classmethod
+    def skipped(cls, why: str, **detail: Any) -> StepOutcome:
+        return cls(StepState.SKIPPED, {"skipped": why, **detail})
+
+
+Progress = Callable[[str, float | None], None]  # (message, fraction done or None)
+
+
+@dataclass
+class StepContext:
+    """One run's world.  Steps reach clusters' admin APIs only through :meth:`admin`, built by
+    ``connect`` (KafkaAdmin; unit tests pass a factory of in-memory fakes), one per alias."""
+
+    config: DrkitConfig
+    flow: FlowConfig
+    store: StateStore
+    runs: RunRepository
+    run: RunRecord
+    options: RunOptions
+    state_dir: Path
+    progress: Progress = field(default=lambda _message, _fraction: None)
+    connect: AdminFactory = KafkaAdmin
+    _admins: dict[str, ClusterAdmin] = field(default_factory=dict, init=False)
+
+    # -- what the run is about ------------------------------------------------------------
+
+    @property
+    def procedure(self) -> Procedure:
+        return self.run.procedure
+
+    @property
+    def source(self) -> str:
+        return self.run.source
+
+    @property
+    def target(self) -> str:
+        return self.run.target
+
+    @property
+    def topology(self) -> FlowTopology:
+        return FlowTopology.of(self.flow)
+
+    @property
+    def reverse_flow(self) -> FlowConfig | None:
+        name = f"{self.flow.target}->{self.flow.source}"
+        return next((f for f in self.config.flows if f.name == name), None)
+
+    def replicated_partitions(self) -> list[TopicPartition]:
+        """The flow's source data partitions as the plan recorded them."""
+        rows = self.run.plan.get("rpo", {}).get("partitions", [])
+        return sorted(TopicPartition(r["topic"], int(r["partition"])) for r in rows)
+
+    def replicated_topics(self) -> list[str]:
+        return sorted({tp.topic for tp in self.replicated_partitions()})
+
+    def detail(self, step: StepName) -> dict[str, Any]:
+        """What an earlier step of this run recorded (refreshed from the store)."""
+        fresh = self.runs.get(self.run.id)
+        if fresh is not None:
+            self.run = fresh
+        return self.run.detail(step)
+
+    def detail_groups(self) -> list[str]:
+        """The groups this run translated."""
+        return list(self.detail(StepName.TRANSLATE_OFFSETS).get("groups", {}))
+
+    # -- stores and clusters ----------------------------------------------------------------
+
+    @property
+    def control(self) -> ControlRepository:
+        return ControlRepository(self.store)
+
+    @property
+    def fences(self) -> FenceRepository:
+        return FenceRepository(self.store)
+
+    @property
+    def pointers(self) -> PointerRepository:
+        return PointerRepository(self.store)
+
+    def endpoint(self, alias: str) -> ClusterEndpoint:
+        return ClusterEndpoint(alias, self.config.clusters[alias])
+
+    def admin(self, alias: str) -> ClusterAdmin:
+        if alias not in self._admins:
+            self._admins[alias] = self.connect(self.endpoint(alias))
+        return self._admins[alias]
+
+    def reachable(self, alias: str, timeout_s: float = 3.0) -> bool:
+        try:
+            return self.admin(alias).answers(timeout_s)
+        except DrkitError:
+            return False
+
+
+def deadline_loop(timeout_s: float | None, interval_s: float = 0.5) -> Callable[[], bool]:
+    """A polling helper: each call sleeps ``interval_s`` (after the first) and says whether
+    time is left."""
+    limit = time.monotonic() + (timeout_s if timeout_s is not None else 3600.0)
+    first = [True]
+
+    def more() -> bool:
+        if first[0]:
+            first[0] = False
+            return True
+        time.sleep(interval_s)
+        return time.monotonic() < limit
+
+    return more

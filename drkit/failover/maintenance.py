@@ -1,0 +1,85 @@
+"""The engine's periodic duties, run by ``drkit monitor``: finish what a failover left open.
+
+* **Pending fences**: a failover that could not reach the old primary recorded its fence as
+  pending; as soon as that cluster answers again it is fenced (DENY WRITE ACLs) before any
+  application can write to it by mistake.
+* **Stale runs**: a run whose engine process died stays RUNNING with an expiring lease; once the
+  lease has expired the run is resumed from its first step that is not done (same code path as
+  ``drkit failover --resume``).
+
+:meth:`FailoverMaintenance.tick` never raises: every problem is logged and retried next tick.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from drkit.config.model import DrkitConfig
+from drkit.errors import DrkitError
+from drkit.failover.fences import FenceRepository, FenceState
+from drkit.kafka.admin import KafkaAdmin
+from drkit.kafka.clients import ClusterEndpoint
+from drkit.kafka.ports import AdminFactory
+from drkit.store.db import StateStore
+
+log = logging.getLogger(__name__)
+
+
+class FailoverMaintenance:
+    def __init__(
+        self,
+        config: DrkitConfig,
+        store: StateStore,
+        state_dir: Path,
+        connect: AdminFactory = KafkaAdmin,
+    ) -> None:
+        self.config = config
+        self.store = store
+        self.state_dir = state_dir
+        self.connect = connect  # how a cluster's admin API is reached (tests: fakes)
+        self.fences = FenceRepository(store)
+
+    def apply_pending_fences(self) -> list[str]:
+        """Fence every pending cluster that answers now; returns the clusters fenced."""
+        fenced: list[str] = []
+        policy = self.config.failover
+        for cluster in sorted(self.fences.clusters_with(FenceState.PENDING)):
+            if cluster not in self.config.clusters:
+                continue
+            topics = self.fences.topics(cluster, FenceState.PENDING)
+            admin = self.connect(ClusterEndpoint(cluster, self.config.clusters[cluster]))
+            try:
+                admin.wait_ready(timeout_s=3)
+            except DrkitError:
+                continue  # still away
+            companions = admin.deny_writes(topics, policy.fence_principal)
+            self.fences.record(cluster, topics, FenceState.APPLIED, None, companions)
+            log.warning(
+                "fenced a returning cluster (its failover could not reach it)",
+                extra={"cluster": cluster, "topics": ",".join(sorted(topics))},
+            )
+            fenced.append(cluster)
+        return fenced
+
+    def resume_stale_runs(self) -> list[int]:
+        """Resume every RUNNING run whose engine died (lease expired); returns their ids."""
+        from drkit.failover.engine import Engine
+
+        engine = Engine(self.config, self.store, self.state_dir, owner=None)
+        resumed: list[int] = []
+        for run in engine.stale_runs():
+            log.warning("resuming an interrupted failover run", extra={"run": run.id})
+            try:
+                engine.resume(run.id)
+            except DrkitError as err:
+                log.error("resumed run failed", extra={"run": run.id, "error": str(err)})
+            resumed.append(run.id)
+        return resumed
+
+    def tick(self) -> None:
+        for duty in (self.apply_pending_fences, self.resume_stale_runs):
+            try:
+                duty()
+            except Exception:  # a scheduled duty must never kill the scheduler
+                log.exception("failover maintenance failed", extra={"duty": duty.__name__})

@@ -1,0 +1,195 @@
+"""The failover engine's vocabulary: procedures, steps, run and step states, plan values.
+
+Everything here is a frozen value or an enum; the planner (drkit.failover.plan) produces these
+from a snapshot, the engine (drkit.failover.engine) records them.  JSON forms are versioned:
+``drkit.failover.plan/v1`` (:meth:`Plan.to_json`) and ``drkit.failover.run/v1``
+(drkit.failover.runs).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from enum import StrEnum
+from typing import Any
+
+PLAN_SCHEMA = "drkit.failover.plan/v1"
+RUN_SCHEMA = "drkit.failover.run/v1"
+
+
+class Procedure(StrEnum):
+    """The four ways drkit moves applications between clusters."""
+
+    FAILOVER = "failover"  # unplanned: the source may be dead; promote now, report the loss
+    SWITCHOVER = "switchover"  # planned: fence, drain, translate exactly, reverse replication
+    CUTOVER = "cutover"  # migration: like a switchover, one way, replication stopped at the end
+    FAILBACK = "failback"  # back to the original primary after a failover
+
+
+class StepName(StrEnum):
+    """Every step the engine knows; runbooks (runbooks/*.yaml) order them per procedure."""
+
+    STOP_REPLICATION = "stop_replication"
+    FENCE_SOURCE = "fence_source"
+    RECORD_FENCE_POINT = "record_fence_point"
+    DRAIN = "drain"
+    ABORT_OPEN_TRANSACTIONS = "abort_open_transactions"
+    TRANSLATE_OFFSETS = "translate_offsets"
+    COMMIT_GROUP_OFFSETS = "commit_group_offsets"
+    MOVE_POINTER = "move_pointer"
+    START_REVERSE_FLOW = "start_reverse_flow"
+    CAPTURE_DIVERGENT_TAIL = "capture_divergent_tail"
+    REPLICATE_BACK = "replicate_back"
+    UNFENCE_TARGET = "unfence_target"
+    VERIFY = "verify"
+    # Rollback steps (switchover and cutover, before the pointer moved).
+    UNFENCE_SOURCE = "unfence_source"
+    RESTART_REPLICATION = "restart_replication"
+
+
+class RunState(StrEnum):
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"  # stopped at a step; resumable with --resume
+    ROLLED_BACK = "rolled_back"  # a planned move undone: the source is primary again
+
+
+class StepState(StrEnum):
+    PENDING = "pending"
+    RUNNING = "running"
+    DONE = "done"
+    FAILED = "failed"
+    SKIPPED = "skipped"  # nothing to do (e.g. no reverse flow configured)
+    ROLLED_BACK = "rolled_back"
+
+
+class Severity(StrEnum):
+    BLOCKER = "blocker"  # the run will not start (unless forced, where allowed)
+    WARNING = "warning"
+
+
+@dataclass(frozen=True)
+class Finding:
+    """Something the operator must know before the run: a blocker or a warning."""
+
+    severity: Severity
+    code: str
+    message: str
+
+
+@dataclass(frozen=True)
+class PartitionMove:
+    """Where one group resumes on one partition, and what that costs."""
+
+    source_topic: str
+    source_partition: int
+    target_topic: str
+    target_partition: int
+    source_offset: int  # S: the group's committed offset on the source (live or checkpointed)
+    target_offset: int | None  # T, None when it cannot be translated (see ``reason``)
+    method: str  # exact / mapped / clamped / provenance / checkpoint
+    expected_rereads: int | None
+    unreplicated: int | None  # records of this partition at >= S the target never got
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class GroupMove:
+    group: str
+    target_state: str  # the group's state on the target: empty, stable, absent, ...
+    blocked: bool  # active on the target: offsets are not written unless forced
+    partitions: tuple[PartitionMove, ...]
+
+
+@dataclass(frozen=True)
+class PartitionRpo:
+    """What the target lacks of one source partition (the RPO), as known at planning time."""
+
+    topic: str
+    partition: int
+    source_end: int | None  # the last source end offset known (live, or last seen by workers)
+    replicated_end: int | None  # progress: every source offset below it is on the target
+    records: int | None
+    bytes: int | None
+    seconds: float | None
+
+
+@dataclass(frozen=True)
+class PlannedStep:
+    seq: int
+    name: StepName
+    timeout_s: float | None
+    rollback: StepName | None  # the step that undoes it, when the procedure may roll back
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Everything a run will do and cost; a pure function of a snapshot (drkit.failover.plan)."""
+
+    procedure: Procedure
+    source: str
+    target: str
+    flow: str
+    reverse_flow: str | None
+    source_reachable: bool
+    translation_mode: str  # live (source committed offsets) or checkpoints
+    steps: tuple[PlannedStep, ...]
+    groups: tuple[GroupMove, ...]
+    groups_without_checkpoint: tuple[str, ...]
+    rpo: tuple[PartitionRpo, ...]
+    findings: tuple[Finding, ...]
+    pointer_from: str | None
+    pointer_to: str
+    open_transactions: tuple[str, ...] = ()
+    created_at_ms: int = 0
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def blockers(self) -> list[Finding]:
+        return [f for f in self.findings if f.severity is Severity.BLOCKER]
+
+    @property
+    def rpo_records(self) -> int | None:
+        known = [p.records for p in self.rpo if p.records is not None]
+        return sum(known) if known or not self.rpo else None
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``drkit.failover.plan/v1`` document."""
+        return {
+            "schema": PLAN_SCHEMA,
+            "procedure": self.procedure.value,
+            "source": self.source,
+            "target": self.target,
+            "flow": self.flow,
+            "reverse_flow": self.reverse_flow,
+            "source_reachable": self.source_reachable,
+            "translation_mode": self.translation_mode,
+            "pointer": {"from": self.pointer_from, "to": self.pointer_to},
+            "steps": [
+                {
+                    "seq": s.seq,
+                    "name": s.name.value,
+                    "timeout_s": s.timeout_s,
+                    "rollback": s.rollback.value if s.rollback else None,
+                }
+                for s in self.steps
+            ],
+            "groups": [
+                {
+                    "group": g.group,
+                    "target_state": g.target_state,
+                    "blocked": g.blocked,
+                    "partitions": [asdict(p) for p in g.partitions],
+                }
+                for g in self.groups
+            ],
+            "groups_without_checkpoint": list(self.groups_without_checkpoint),
+            "rpo": {
+                "records": self.rpo_records,
+                "partitions": [asdict(p) for p in self.rpo],
+            },
+            "open_transactions": list(self.open_transactions),
+            "blockers": [asdict(f) for f in self.blockers],
+            "warnings": [asdict(f) for f in self.findings if f.severity is Severity.WARNING],
+            "notes": list(self.notes),
+            "created_at_ms": self.created_at_ms,
+        }

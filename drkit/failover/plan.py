@@ -1,0 +1,324 @@
+"""The failover plan: a pure function of a snapshot and a runbook.
+
+For every group and partition it states S, T, the method, the expected re-reads and the records
+the target never got; per partition the RPO (records, and seconds where known); which target
+groups are active and would block; topics missing on the target; open transactions; the
+ordered steps and which of them can roll back; and the blockers that keep the run from starting.
+The engine executes exactly this plan; ``--plan`` prints it and changes nothing.
+
+Decision rules:
+* the target must answer (else nothing can be promoted) - blocker;
+* planned moves (switchover, cutover, failback) need the source: blocker when it is gone
+  ("use drkit failover"); an unplanned failover with a healthy source is allowed, with a warning;
+* the pointer already on the target - blocker (nothing to move);
+* a planned move whose source topics have no replica on the target - blocker (the data is not
+  there); for an unplanned failover - warning;
+* a group active on the target is not written (warning); ``--force`` writes it (warning);
+* RPO beyond ``failover.max_rpo_records`` / ``max_rpo_s`` - warning for a manual failover (the
+  operator decides; automation uses it as a gate);
+* partitions that cannot be translated, groups with offsets but no checkpoint, open
+  transactions on the target - warnings.
+"""
+
+from __future__ import annotations
+
+from drkit.failover.model import (
+    Finding,
+    GroupMove,
+    PartitionMove,
+    PartitionRpo,
+    Plan,
+    PlannedStep,
+    Procedure,
+    Severity,
+    StepName,
+)
+from drkit.failover.runbook import Runbook
+from drkit.failover.snapshot import GroupFacts, PartitionFacts, Snapshot
+from drkit.translation import CannotTranslate, translate
+
+_PLANNED = (Procedure.SWITCHOVER, Procedure.CUTOVER, Procedure.FAILBACK)
+
+
+def make_plan(snapshot: Snapshot, runbook: Runbook) -> Plan:
+    """The plan for ``snapshot`` following ``runbook``; see the module docstring."""
+    findings: list[Finding] = []
+    timeouts: dict[StepName, float] = {}
+    if snapshot.procedure in _PLANNED and snapshot.policy.switchover_timeout_s:
+        timeouts[StepName.DRAIN] = snapshot.policy.switchover_timeout_s
+    steps = runbook.planned_steps(timeouts)
+    findings += _reachability(snapshot)
+    groups = tuple(_group(snapshot, facts) for facts in snapshot.groups)
+    for group in groups:
+        if group.blocked:
+            findings.append(
+                Finding(
+                    Severity.WARNING,
+                    "group_active_on_target",
+                    f"group {group.group} is {group.target_state} on {snapshot.target}: its "
+                    "offsets will not be written (stop its consumers there, or use --force)",
+                )
+            )
+        elif snapshot.force and group.target_state not in ("empty", "dead", "absent"):
+            findings.append(
+                Finding(
+                    Severity.WARNING,
+                    "group_forced",
+                    f"--force: group {group.group} is {group.target_state} on "
+                    f"{snapshot.target}; its offsets will be overwritten under running consumers",
+                )
+            )
+        unmapped = [p for p in group.partitions if p.target_offset is None]
+        if unmapped:
+            findings.append(
+                Finding(
+                    Severity.WARNING,
+                    "cannot_translate",
+                    f"group {group.group}: {len(unmapped)} partition(s) cannot be translated "
+                    f"(e.g. {unmapped[0].source_topic}[{unmapped[0].source_partition}]: "
+                    f"{unmapped[0].reason})",
+                )
+            )
+    rpo = tuple(_rpo(facts) for facts in sorted(snapshot.partitions.values(), key=_key))
+    findings += _rpo_findings(snapshot, rpo)
+    findings += _topic_findings(snapshot)
+    if snapshot.groups_without_checkpoint:
+        findings.append(
+            Finding(
+                Severity.WARNING,
+                "groups_without_checkpoint",
+                "groups with committed offsets but no checkpoint on the target: "
+                + ", ".join(snapshot.groups_without_checkpoint),
+            )
+        )
+    if snapshot.open_transactions:
+        findings.append(
+            Finding(
+                Severity.WARNING,
+                "open_transactions",
+                f"{len(snapshot.open_transactions)} target partition(s) have an open "
+                "transaction (read_committed consumers wait behind it); drkit's own are aborted, "
+                "others are reported",
+            )
+        )
+    notes = _notes(snapshot, steps)
+    return Plan(
+        procedure=snapshot.procedure,
+        source=snapshot.source,
+        target=snapshot.target,
+        flow=snapshot.flow,
+        reverse_flow=snapshot.reverse_flow,
+        source_reachable=snapshot.source_reachable,
+        translation_mode="live" if snapshot.source_reachable else "checkpoints",
+        steps=steps,
+        groups=groups,
+        groups_without_checkpoint=snapshot.groups_without_checkpoint,
+        rpo=rpo,
+        findings=tuple(findings),
+        pointer_from=snapshot.pointer,
+        pointer_to=snapshot.target,
+        open_transactions=snapshot.open_transactions,
+        created_at_ms=snapshot.now_ms,
+        notes=notes,
+    )
+
+
+def _key(facts: PartitionFacts) -> tuple[str, int]:
+    return facts.source.topic, facts.source.partition
+
+
+def translate_group(snapshot: Snapshot, facts: GroupFacts) -> tuple[PartitionMove, ...]:
+    """Where ``facts.group`` resumes on every partition (the translation step uses this too)."""
+    moves: list[PartitionMove] = []
+    for tp, offset in sorted(facts.committed.items()):
+        part = snapshot.partitions.get(tp)
+        if part is None:
+            continue  # not replicated by this flow
+        method = "checkpoint" if facts.from_checkpoints else ""
+        if part.mapping is None or part.target_bounds is None:
+            reason = "no replica on the target" if part.target_bounds is None else "no offset map"
+            moves.append(_unmapped(part, offset, reason))
+            continue
+        result = translate(offset, part.mapping, part.target_bounds, part.source_end)
+        if isinstance(result, CannotTranslate):
+            moves.append(_unmapped(part, offset, result.reason))
+            continue
+        moves.append(
+            PartitionMove(
+                tp.topic,
+                tp.partition,
+                result.target.topic,
+                result.target.partition,
+                offset,
+                result.target_offset,
+                f"{method}+{result.method.value}" if method else result.method.value,
+                result.expected_rereads,
+                result.unreplicated,
+            )
+        )
+    return tuple(moves)
+
+
+def _unmapped(part: PartitionFacts, offset: int, reason: str) -> PartitionMove:
+    return PartitionMove(
+        part.source.topic,
+        part.source.partition,
+        part.target.topic,
+        part.target.partition,
+        offset,
+        None,
+        "none",
+        None,
+        None,
+        reason,
+    )
+
+
+def _group(snapshot: Snapshot, facts: GroupFacts) -> GroupMove:
+    active = facts.target_members > 0 or facts.target_state not in ("empty", "dead", "absent")
+    return GroupMove(
+        facts.group,
+        facts.target_state,
+        active and not snapshot.force,
+        translate_group(snapshot, facts),
+    )
+
+
+def _rpo(facts: PartitionFacts) -> PartitionRpo:
+    records = None
+    if facts.source_end is not None and facts.replicated_end is not None:
+        records = max(0, facts.source_end - facts.replicated_end)
+    seconds = None
+    if records == 0:
+        seconds = 0.0
+    elif facts.progress_age_s is not None and not facts.source_end_live:
+        seconds = facts.progress_age_s  # the source is gone: at most as old as the last progress
+    return PartitionRpo(
+        facts.source.topic,
+        facts.source.partition,
+        facts.source_end,
+        facts.replicated_end,
+        records,
+        None,
+        seconds,
+    )
+
+
+def _reachability(snapshot: Snapshot) -> list[Finding]:
+    out: list[Finding] = []
+    if not snapshot.target_reachable:
+        out.append(
+            Finding(
+                Severity.BLOCKER,
+                "target_unreachable",
+                f"{snapshot.target} does not answer: nothing can be promoted",
+            )
+        )
+    if snapshot.procedure in _PLANNED and not snapshot.source_reachable:
+        out.append(
+            Finding(
+                Severity.BLOCKER,
+                "source_unreachable",
+                f"{snapshot.source} does not answer ({snapshot.source_error}); a planned "
+                f"{snapshot.procedure.value} needs it - use 'drkit failover' for an unplanned "
+                "move",
+            )
+        )
+    if snapshot.procedure is Procedure.FAILOVER and snapshot.source_reachable:
+        out.append(
+            Finding(
+                Severity.WARNING,
+                "source_reachable",
+                f"{snapshot.source} answers: a planned 'drkit switchover' would lose nothing",
+            )
+        )
+    if snapshot.pointer == snapshot.target and snapshot.procedure is not Procedure.FAILBACK:
+        out.append(
+            Finding(
+                Severity.BLOCKER,
+                "already_active",
+                f"the active pointer is already on {snapshot.target}",
+            )
+        )
+    return out
+
+
+def _rpo_findings(snapshot: Snapshot, rpo: tuple[PartitionRpo, ...]) -> list[Finding]:
+    if snapshot.procedure is not Procedure.FAILOVER:
+        return []
+    unknown = [p for p in rpo if p.records is None]
+    total = sum(p.records or 0 for p in rpo)
+    worst = max((p.seconds or 0.0 for p in rpo), default=0.0)
+    out: list[Finding] = []
+    if unknown:
+        out.append(
+            Finding(
+                Severity.WARNING,
+                "rpo_unknown",
+                f"{len(unknown)} partition(s) with no known source end: their loss is unknown",
+            )
+        )
+    if total > snapshot.policy.max_rpo_records:
+        out.append(
+            Finding(
+                Severity.WARNING,
+                "rpo_records",
+                f"{total} records were never replicated (failover.max_rpo_records="
+                f"{snapshot.policy.max_rpo_records})",
+            )
+        )
+    if worst > snapshot.policy.max_rpo_s:
+        out.append(
+            Finding(
+                Severity.WARNING,
+                "rpo_seconds",
+                f"up to {worst:.0f}s of writes may be lost (failover.max_rpo_s="
+                f"{snapshot.policy.max_rpo_s:g})",
+            )
+        )
+    return out
+
+
+def _topic_findings(snapshot: Snapshot) -> list[Finding]:
+    severity = Severity.BLOCKER if snapshot.procedure in _PLANNED else Severity.WARNING
+    out: list[Finding] = []
+    if snapshot.missing_replicas:
+        out.append(
+            Finding(
+                severity,
+                "replicas_missing",
+                "source topics without a replica on the target: "
+                + ", ".join(snapshot.missing_replicas),
+            )
+        )
+    if snapshot.short_replicas:
+        out.append(
+            Finding(
+                Severity.WARNING,
+                "replicas_short",
+                "replicas with fewer partitions than their source topic: "
+                + ", ".join(snapshot.short_replicas),
+            )
+        )
+    return out
+
+
+def _notes(snapshot: Snapshot, steps: tuple[PlannedStep, ...]) -> tuple[str, ...]:
+    notes: list[str] = []
+    if snapshot.procedure in _PLANNED:
+        notes.append(
+            "translations shown are as of now; the run translates again after the drain, "
+            "exactly, from the fenced source"
+        )
+    names = [s.name for s in steps]
+    if StepName.START_REVERSE_FLOW in names and snapshot.reverse_flow is None:
+        notes.append(
+            f"no flow {snapshot.target}->{snapshot.source} is configured: replication will not "
+            "run in reverse"
+        )
+    if not snapshot.source_reachable and snapshot.procedure is Procedure.FAILOVER:
+        notes.append(
+            f"{snapshot.source} is unreachable: its fence is recorded as pending and applied "
+            "when it answers again"
+        )
+    return tuple(notes)

@@ -1,0 +1,53 @@
+"""The active pointer: which cluster clients should use, kept in the state store.
+
+``drkit status`` and ``/api/status`` show it; the engine moves it (``move_pointer``) and hooks
+publish it where clients pick it up (runbooks/hooks/rewrite-client-properties.py rewrites a
+client properties file).  The epoch grows with every move, so a client-side watcher can tell a
+new decision from a repeated one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from drkit.store.db import StateStore
+from drkit.store.models import ActivePointer
+
+DEFAULT_POINTER = "default"
+
+
+@dataclass(frozen=True)
+class Pointer:
+    name: str
+    cluster: str
+    epoch: int
+    run_id: int | None
+    updated_at: datetime
+
+
+class PointerRepository:
+    def __init__(self, store: StateStore) -> None:
+        self.store = store
+
+    def get(self, name: str = DEFAULT_POINTER) -> Pointer | None:
+        """The pointer, or None when no run ever set it (clients use their configured cluster)."""
+        with self.store.session() as session:
+            row = session.get(ActivePointer, name)
+            if row is None:
+                return None
+            return Pointer(row.name, row.cluster, row.epoch, row.run_id, row.updated_at)
+
+    def move(self, cluster: str, run_id: int | None, name: str = DEFAULT_POINTER) -> Pointer:
+        """Point at ``cluster``; idempotent for the same run (the epoch moves once per run)."""
+        with self.store.session() as session:
+            row = session.get(ActivePointer, name, with_for_update=True)
+            now = datetime.now(UTC)
+            if row is None:
+                row = ActivePointer(name=name, cluster=cluster, epoch=1, run_id=run_id)
+                session.add(row)
+            elif row.cluster != cluster or row.run_id != run_id:
+                row.cluster, row.epoch, row.run_id = cluster, row.epoch + 1, run_id
+            row.updated_at = now
+            session.flush()
+            return Pointer(row.name, row.cluster, row.epoch, row.run_id, row.updated_at)

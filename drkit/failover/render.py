@@ -1,0 +1,91 @@
+"""Text forms of plans and runs for the terminal (JSON forms live on the value objects)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from drkit.failover.model import Plan, Severity
+from drkit.failover.runs import RunRecord
+
+_MAX_ROWS = 20
+
+
+def plan_text(plan: Plan) -> str:
+    lines = [
+        f"{plan.procedure.value} {plan.source} -> {plan.target} (flow {plan.flow})",
+        f"  source {'reachable' if plan.source_reachable else 'UNREACHABLE'}; translation from "
+        f"{plan.translation_mode}; pointer {plan.pointer_from or '(not set)'} -> {plan.pointer_to}",
+        "",
+        "steps:",
+    ]
+    for step in plan.steps:
+        extra = f"  (rollback: {step.rollback.value})" if step.rollback else ""
+        timeout = f", timeout {step.timeout_s:g}s" if step.timeout_s else ""
+        lines.append(f"  {step.seq:>2}. {step.name.value}{timeout}{extra}")
+    blocked = [g for g in plan.groups if g.blocked]
+    lines += ["", f"groups: {len(plan.groups)} ({len(blocked)} active on the target, skipped)"]
+    moves = [(g.group, p) for g in plan.groups for p in g.partitions]
+    for group, move in moves[:_MAX_ROWS]:
+        target = "-" if move.target_offset is None else str(move.target_offset)
+        rereads = "" if not move.expected_rereads else f", re-reads {move.expected_rereads}"
+        lost = "" if not move.unreplicated else f", unreplicated {move.unreplicated}"
+        lines.append(
+            f"  {group} {move.source_topic}[{move.source_partition}] S={move.source_offset} -> "
+            f"{move.target_topic}[{move.target_partition}] T={target} ({move.method}"
+            f"{rereads}{lost}){' ' + move.reason if move.reason else ''}"
+        )
+    if len(moves) > _MAX_ROWS:
+        lines.append(f"  ... {len(moves) - _MAX_ROWS} more (--output json shows all)")
+    lagging = [p for p in plan.rpo if p.records]
+    total = plan.rpo_records
+    lines += ["", f"RPO: {'unknown' if total is None else total} records not on {plan.target}"]
+    for part in lagging[:_MAX_ROWS]:
+        seconds = f", ~{part.seconds:.1f}s" if part.seconds else ""
+        lines.append(f"  {part.topic}[{part.partition}]: {part.records} records{seconds}")
+    lines += _findings(plan)
+    lines += [f"note: {note}" for note in plan.notes]
+    return "\n".join(lines)
+
+
+def _findings(plan: Plan) -> list[str]:
+    out: list[str] = []
+    for finding in plan.findings:
+        label = "BLOCKER" if finding.severity is Severity.BLOCKER else "warning"
+        out.append(f"{label}: {finding.message}")
+    return ["", *out] if out else []
+
+
+def run_text(run: RunRecord) -> str:
+    lines = [
+        f"run {run.id}: {run.procedure.value} {run.source} -> {run.target}: {run.state.value}",
+        f"  started {run.started_at:%Y-%m-%d %H:%M:%S} UTC by {run.requested_by}"
+        + (f", finished {run.finished_at:%H:%M:%S}" if run.finished_at else ""),
+    ]
+    for step in run.steps:
+        took = ""
+        if step.started_at and step.finished_at:
+            took = f" {(step.finished_at - step.started_at).total_seconds():.1f}s"
+        problem = step.detail.get("error") or step.detail.get("skipped") or ""
+        lines.append(
+            f"  {step.seq:>2}. {step.name.value:<24} {step.state.value}{took}"
+            + (f"  {problem}" if problem else "")
+        )
+    if run.result.get("error"):
+        lines.append(f"  error: {run.result['error']}")
+    rpo = run.result.get("rpo") or []
+    lost = [r for r in rpo if r.get("records")]
+    if rpo:
+        total = sum(r.get("records") or 0 for r in rpo)
+        lines.append(f"  RPO: {total} records on {len(lost)} of {len(rpo)} partitions")
+        for row in lost[:_MAX_ROWS]:
+            lines.append(f"    {row['topic']}[{row['partition']}]: {row['records']}")
+    return "\n".join(lines)
+
+
+def runs_table(runs: Iterable[RunRecord]) -> str:
+    rows = [
+        f"{run.id:>5}  {run.started_at:%Y-%m-%d %H:%M:%S}  {run.procedure.value:<10} "
+        f"{run.source} -> {run.target}  {run.state.value}"
+        for run in runs
+    ]
+    return "\n".join(rows) if rows else "no failover runs recorded"

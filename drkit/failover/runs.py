@@ -1,0 +1,237 @@
+"""Durable runs: one ``failover_runs`` row per run, one ``failover_steps`` row per step.
+
+Every step's start, end, result and error is written before the engine moves on, so a run
+whose process died is resumed from its last completed step and the audit trail
+(``drkit failover show RUN``) tells exactly what happened.  JSON form: ``drkit.failover.run/v1``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import select
+
+from drkit.failover.model import RUN_SCHEMA, Plan, Procedure, RunState, StepName, StepState
+from drkit.store.db import StateStore
+from drkit.store.models import FailoverRun, FailoverStep
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    seq: int
+    name: StepName
+    state: StepState
+    detail: dict[str, Any]
+    started_at: datetime | None
+    finished_at: datetime | None
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    id: int
+    procedure: Procedure
+    source: str
+    target: str
+    state: RunState
+    requested_by: str
+    reason: str
+    plan: dict[str, Any]
+    result: dict[str, Any]
+    lease_owner: str | None
+    lease_expires_at: datetime | None
+    started_at: datetime
+    finished_at: datetime | None
+    steps: tuple[StepRecord, ...]
+
+    def step(self, name: StepName) -> StepRecord | None:
+        return next((s for s in self.steps if s.name is name), None)
+
+    def detail(self, name: StepName) -> dict[str, Any]:
+        found = self.step(name)
+        return found.detail if found is not None else {}
+
+    @property
+    def lease_expired(self) -> bool:
+        return self.lease_expires_at is None or self.lease_expires_at <= datetime.now(UTC)
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``drkit.failover.run/v1`` document."""
+        return {
+            "schema": RUN_SCHEMA,
+            "id": self.id,
+            "procedure": self.procedure.value,
+            "source": self.source,
+            "target": self.target,
+            "state": self.state.value,
+            "requested_by": self.requested_by,
+            "reason": self.reason,
+            "started_at": self.started_at.isoformat(),
+            "finished_at": self.finished_at.isoformat() if self.finished_at else None,
+            "lease_owner": self.lease_owner,
+            "steps": [
+                {
+                    "seq": s.seq,
+                    "name": s.name.value,
+                    "state": s.state.value,
+                    "started_at": s.started_at.isoformat() if s.started_at else None,
+                    "finished_at": s.finished_at.isoformat() if s.finished_at else None,
+                    "detail": s.detail,
+                }
+                for s in self.steps
+            ],
+            "result": self.result,
+            "plan": self.plan,
+        }
+
+
+def _record(row: FailoverRun) -> RunRecord:
+    return RunRecord(
+        row.id,
+        Procedure(row.kind),
+        row.source,
+        row.target,
+        RunState(row.state),
+        row.requested_by,
+        row.reason,
+        row.plan,
+        row.result,
+        row.lease_owner,
+        row.lease_expires_at,
+        row.started_at,
+        row.finished_at,
+        tuple(
+            StepRecord(
+                s.seq, StepName(s.name), StepState(s.state), s.detail, s.started_at, s.finished_at
+            )
+            for s in row.steps
+        ),
+    )
+
+
+class RunRepository:
+    def __init__(self, store: StateStore) -> None:
+        self.store = store
+
+    def create(self, plan: Plan, requested_by: str, reason: str) -> RunRecord:
+        """A new RUNNING run with every planned step PENDING."""
+        with self.store.session() as session:
+            row = FailoverRun(
+                kind=plan.procedure.value,
+                source=plan.source,
+                target=plan.target,
+                state=RunState.RUNNING.value,
+                requested_by=requested_by,
+                reason=reason,
+                plan=plan.to_json(),
+                result={},
+            )
+            row.steps = [
+                FailoverStep(seq=step.seq, name=step.name.value, state=StepState.PENDING.value)
+                for step in plan.steps
+            ]
+            session.add(row)
+            session.flush()
+            return _record(row)
+
+    def get(self, run_id: int) -> RunRecord | None:
+        with self.store.session() as session:
+            row = session.get(FailoverRun, run_id)
+            return _record(row) if row is not None else None
+
+    def latest(self, limit: int = 50) -> list[RunRecord]:
+        with self.store.session() as session:
+            rows = session.scalars(
+                select(FailoverRun).order_by(FailoverRun.id.desc()).limit(limit)
+            ).all()
+            return [_record(row) for row in rows]
+
+    def running(self) -> list[RunRecord]:
+        """Runs still marked RUNNING (in progress, or their process died)."""
+        with self.store.session() as session:
+            rows = session.scalars(
+                select(FailoverRun)
+                .where(FailoverRun.state == RunState.RUNNING.value)
+                .order_by(FailoverRun.id)
+            ).all()
+            return [_record(row) for row in rows]
+
+    def set_lease(self, run_id: int, owner: str | None, expires_at: datetime | None) -> None:
+        with self.store.session() as session:
+            row = session.get(FailoverRun, run_id)
+            if row is not None:
+                row.lease_owner, row.lease_expires_at = owner, expires_at
+
+    def step_started(self, run_id: int, name: StepName) -> None:
+        self._update_step(run_id, name, StepState.RUNNING, None, started=True)
+
+    def step_finished(
+        self, run_id: int, name: StepName, state: StepState, detail: dict[str, Any]
+    ) -> None:
+        self._update_step(run_id, name, state, detail, finished=True)
+
+    def mark(self, run_id: int, name: StepName, state: StepState) -> None:
+        """Change a step's state, keeping its detail (e.g. rolled back)."""
+        self._update_step(run_id, name, state, None)
+
+    def _update_step(
+        self,
+        run_id: int,
+        name: StepName,
+        state: StepState,
+        detail: dict[str, Any] | None,
+        started: bool = False,
+        finished: bool = False,
+    ) -> None:
+        now = datetime.now(UTC)
+        with self.store.session() as session:
+            step = session.scalars(
+                select(FailoverStep).where(
+                    FailoverStep.run_id == run_id, FailoverStep.name == name.value
+                )
+            ).first()
+            if step is None:  # a rollback step: appended after the planned ones
+                last = session.scalars(
+                    select(FailoverStep.seq)
+                    .where(FailoverStep.run_id == run_id)
+                    .order_by(FailoverStep.seq.desc())
+                ).first()
+                step = FailoverStep(run_id=run_id, seq=(last or 0) + 1, name=name.value)
+                session.add(step)
+            step.state = state.value
+            if detail is not None:
+                step.detail = detail
+            if started:
+                step.started_at, step.finished_at = now, None
+            if finished:
+                step.finished_at = now
+
+    def finish(self, run_id: int, state: RunState, result: dict[str, Any]) -> None:
+        with self.store.session() as session:
+            row = session.get(FailoverRun, run_id)
+            if row is not None:
+                row.state = state.value
+                row.result = {**row.result, **result}
+                row.finished_at = datetime.now(UTC) if state is not RunState.RUNNING else None
+                row.lease_owner, row.lease_expires_at = None, None
+
+    def merge_result(self, run_id: int, result: dict[str, Any]) -> None:
+        with self.store.session() as session:
+            row = session.get(FailoverRun, run_id)
+            if row is not None:
+                row.result = {**row.result, **result}
+
+    def last_completed_move(self, source: str, target: str) -> RunRecord | None:
+        """The newest succeeded run that moved the pointer from ``source`` to ``target``."""
+        with self.store.session() as session:
+            row = session.scalars(
+                select(FailoverRun)
+                .where(
+                    FailoverRun.source == source,
+                    FailoverRun.target == target,
+                    FailoverRun.state == RunState.SUCCEEDED.value,
+                )
+                .order_by(FailoverRun.id.desc())
+            ).first()
+            return _record(row) if row is not None else None

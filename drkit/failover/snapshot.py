@@ -1,0 +1,263 @@
+"""What the failover planner decides from: a typed, read-only snapshot of both clusters.
+
+:func:`gather` is the only I/O: it asks the target (and the source, when it answers) for the
+flow's offset map and progress, the replicas' log bounds, the groups' committed offsets (live)
+or checkpoints (source gone), the groups' states on the target, open transactions and the
+active pointer.  The planner (drkit.failover.plan) and the translation step work on the result
+only, the way Patroni's HA loop decides over a snapshot of the DCS.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from drkit.config.model import DrkitConfig, FailoverPolicy, FlowConfig
+from drkit.errors import KafkaError
+from drkit.failover.model import Procedure
+from drkit.kafka.admin import KafkaAdmin
+from drkit.kafka.clients import ClusterEndpoint, tcp_unreachable
+from drkit.kafka.ports import ClusterAdmin
+from drkit.kafka.records import TopicPartition
+from drkit.offsets.checkpoint_store import CheckpointStore
+from drkit.offsets.mapping_loader import MappingLoader
+from drkit.replication.internal_topics import HEARTBEATS
+from drkit.replication.progress import Progress, ProgressStore
+from drkit.replication.topic_filter import NameMatcher
+from drkit.replication.topology import FlowTopology
+from drkit.translation import PartitionMapping, TargetBounds
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class PartitionFacts:
+    """One replicated source partition as both sides see it."""
+
+    source: TopicPartition
+    target: TopicPartition
+    mapping: PartitionMapping | None
+    target_bounds: TargetBounds | None  # None: the replica does not exist on the target
+    source_end: int | None  # live high watermark, or the last one the workers saw
+    source_end_live: bool
+    replicated_end: int | None  # progress
+    progress_age_s: float | None  # seconds since the workers last stored progress
+
+
+@dataclass(frozen=True)
+class GroupFacts:
+    group: str
+    committed: Mapping[TopicPartition, int]  # S per *source* partition
+    from_checkpoints: bool
+    target_state: str  # empty / stable / preparingrebalance / ... / absent
+    target_members: int
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    procedure: Procedure
+    flow: str
+    source: str
+    target: str
+    reverse_flow: str | None
+    source_reachable: bool
+    target_reachable: bool
+    source_error: str | None
+    partitions: Mapping[TopicPartition, PartitionFacts]
+    groups: tuple[GroupFacts, ...]
+    groups_without_checkpoint: tuple[str, ...]
+    missing_replicas: tuple[str, ...]
+    short_replicas: tuple[str, ...]  # replicas with fewer partitions than the source topic
+    open_transactions: tuple[str, ...]
+    pointer: str | None
+    policy: FailoverPolicy
+    force: bool
+    now_ms: int
+
+
+def gather(
+    config: DrkitConfig,
+    flow: FlowConfig,
+    procedure: Procedure,
+    pointer: str | None,
+    force: bool = False,
+    groups: list[str] | None = None,
+    source_timeout_s: float = 3.0,
+) -> Snapshot:
+    """Read everything the planner needs; never raises for an unreachable source."""
+    topology = FlowTopology.of(flow)
+    source_ep = ClusterEndpoint(flow.source, config.clusters[flow.source])
+    target_ep = ClusterEndpoint(flow.target, config.clusters[flow.target])
+    source, target = KafkaAdmin(source_ep), KafkaAdmin(target_ep)
+    reverse = f"{flow.target}->{flow.source}"
+    reverse_flow = reverse if any(f.name == reverse for f in config.flows) else None
+    now_ms = int(time.time() * 1000)
+    empty = Snapshot(
+        procedure, flow.name, flow.source, flow.target, reverse_flow, False, False, None,
+        {}, (), (), (), (), (), pointer, config.failover, force, now_ms,
+    )  # fmt: skip
+    try:
+        target.wait_ready(timeout_s=10)
+    except KafkaError as err:
+        log.error("target unreachable", extra={"cluster": flow.target, "error": str(err)})
+        return empty
+    source_error: str | None = None
+    reachable = source.answers(source_timeout_s)
+    if not reachable:
+        source_error = tcp_unreachable(source_ep, 1.0) or f"no answer within {source_timeout_s}s"
+    progress = _progress(target_ep, topology)
+    loader = MappingLoader(flow, target_ep)
+    try:
+        mappings = loader.refresh()
+    finally:
+        loader.close()
+    source_parts = _source_partitions(source, topology, progress, mappings, reachable)
+    live_ends = source.list_offsets(source_parts, "latest") if reachable else {}
+    listed = target.list_topics()
+    replicas = {
+        tp: (mappings[tp].target if tp in mappings else topology.target_partition(tp))
+        for tp in source_parts
+    }
+    existing = [r for r in replicas.values() if r.topic in listed]
+    starts = target.list_offsets(existing, "earliest")
+    ends = target.list_offsets(existing, "latest")
+    stable = target.stable_offsets(existing)
+    partitions: dict[TopicPartition, PartitionFacts] = {}
+    for tp in source_parts:
+        replica = replicas[tp]
+        stored = progress.get(tp)
+        bounds = TargetBounds(starts[replica], ends[replica]) if replica in starts else None
+        end = live_ends.get(tp, stored.source_end if stored else None)
+        partitions[tp] = PartitionFacts(
+            tp,
+            replica,
+            mappings.get(tp),
+            bounds,
+            end,
+            tp in live_ends,
+            stored.next_offset if stored else None,
+            (now_ms - stored.timestamp_ms) / 1000 if stored and stored.timestamp_ms else None,
+        )
+    group_facts, without = _groups(
+        config, flow, topology, source, target, target_ep, source_parts, reachable, groups
+    )
+    source_topics = {tp.topic for tp in source_parts}
+    missing = sorted(t for t in source_topics if topology.target_topic(t) not in listed)
+    short = sorted(
+        t
+        for t in source_topics
+        if topology.target_topic(t) in listed
+        and listed[topology.target_topic(t)].partition_count
+        < 1 + max(tp.partition for tp in source_parts if tp.topic == t)
+    )
+    open_txns = sorted(
+        f"{tp.topic}[{tp.partition}] (stable {stable[tp]} < end {ends[tp]})"
+        for tp in existing
+        if tp in stable and stable[tp] < ends[tp]
+    )
+    return Snapshot(
+        procedure,
+        flow.name,
+        flow.source,
+        flow.target,
+        reverse_flow,
+        reachable,
+        True,
+        source_error,
+        partitions,
+        tuple(group_facts),
+        tuple(without),
+        tuple(missing),
+        tuple(short),
+        tuple(open_txns),
+        pointer,
+        config.failover,
+        force,
+        now_ms,
+    )
+
+
+def _progress(target: ClusterEndpoint, topology: FlowTopology) -> dict[TopicPartition, Progress]:
+    store = ProgressStore(target, topology.progress_topic, missing_ok=True)
+    try:
+        return store.refresh()
+    finally:
+        store.close()
+
+
+def _source_partitions(
+    source: ClusterAdmin,
+    topology: FlowTopology,
+    progress: Mapping[TopicPartition, Progress],
+    mappings: Mapping[TopicPartition, PartitionMapping],
+    reachable: bool,
+) -> list[TopicPartition]:
+    """The flow's data partitions: from the live source, else from what the target knows."""
+    if reachable:
+        return sorted(
+            TopicPartition(info.name, p.partition)
+            for info in source.list_topics().values()
+            if topology.selects(info.name) and info.name != HEARTBEATS
+            for p in info.partitions
+        )
+    known = set(progress) | set(mappings)
+    return sorted(tp for tp in known if tp.topic != HEARTBEATS and topology.selects(tp.topic))
+
+
+def _groups(
+    config: DrkitConfig,
+    flow: FlowConfig,
+    topology: FlowTopology,
+    source: ClusterAdmin,
+    target: ClusterAdmin,
+    target_ep: ClusterEndpoint,
+    source_parts: list[TopicPartition],
+    reachable: bool,
+    only: list[str] | None,
+) -> tuple[list[GroupFacts], list[str]]:
+    """Every group the flow translates: (facts, groups with offsets but no checkpoint)."""
+    matcher = NameMatcher.of(flow.groups)
+    replicated = set(source_parts)
+    store = CheckpointStore(target_ep, topology.checkpoints_topic)
+    try:
+        checkpoints = store.refresh()
+    finally:
+        store.close()
+    checkpointed: dict[str, dict[TopicPartition, int]] = {}
+    for (group, target_tp), checkpoint in checkpoints.latest.items():
+        topic = str(checkpoint.info.get("source_topic") or "")
+        if not topic:
+            continue
+        checkpointed.setdefault(group, {})[TopicPartition(topic, target_tp.partition)] = (
+            checkpoint.upstream_offset
+        )
+    committed: dict[str, dict[TopicPartition, int]] = {}
+    if reachable:
+        names = only or [
+            g for g in source.list_groups() if matcher.matches(g) and not g.startswith("drkit-")
+        ]
+        for group, offsets in source.groups_offsets(names).items():
+            mine = {tp: o for tp, o in offsets.offsets.items() if tp in replicated}
+            if mine:
+                committed[group] = mine
+    else:
+        committed = {
+            g: offsets
+            for g, offsets in checkpointed.items()
+            if (only is None or g in only) and matcher.matches(g)
+        }
+    without = sorted(g for g in committed if g not in checkpointed)
+    states = target.describe_groups(sorted(committed)) if committed else {}
+    facts = [
+        GroupFacts(
+            group,
+            offsets,
+            not reachable,
+            states[group].state.lower() if group in states else "absent",
+            states[group].members if group in states else 0,
+        )
+        for group, offsets in sorted(committed.items())
+    ]
+    return facts, without

@@ -1,0 +1,108 @@
+"""Failback's first step: capture the original primary's divergent tail before anything else.
+
+After a failover from A to B, A may have accepted writes that never reached B: everything at or
+after the failover point (the flow A->B's progress when it stopped) that A holds now.  Those
+records are counted per partition and exported - to a JSON-lines file or to a topic the
+operator names - before replication back from B can make anyone forget them.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+from typing import Any
+
+from drkit.failover.context import StepContext, StepFailed, StepOutcome
+from drkit.failover.model import StepName
+from drkit.kafka.admin import TopicSpec
+from drkit.kafka.io import consume_ranges, produce_batch
+from drkit.kafka.records import Record, TopicPartition
+
+TAIL_HEADER = "drkit-tail"  # on exported records: <cluster>/<topic>/<partition>/<offset>
+
+
+def failover_point(ctx: StepContext) -> dict[TopicPartition, int]:
+    """Per partition of the original primary: the first offset the other side never got."""
+    original = ctx.target  # failback returns to it
+    previous = ctx.runs.last_completed_move(original, ctx.source)
+    if previous is None:
+        raise StepFailed(
+            f"no completed move from {original} to {ctx.source} is recorded: there is no "
+            "failover point to fail back from"
+        )
+    rows = previous.detail(StepName.TRANSLATE_OFFSETS).get("rpo", [])
+    return {
+        TopicPartition(r["topic"], int(r["partition"])): int(r["replicated_end"])
+        for r in rows
+        if r.get("replicated_end") is not None
+    }
+
+
+def capture_divergent_tail(ctx: StepContext, timeout_s: float | None) -> StepOutcome:
+    original = ctx.target
+    if not ctx.reachable(original):
+        raise StepFailed(f"{original} does not answer: its divergent tail cannot be read")
+    point = failover_point(ctx)
+    ends = ctx.admin(original).list_offsets(list(point), "latest")
+    ranges = {tp: (start, ends[tp]) for tp, start in point.items() if ends.get(tp, 0) > start}
+    records = list(consume_ranges(ctx.endpoint(original), ranges, timeout_s or 300.0))
+    counts: dict[str, int] = {}
+    for record in records:
+        key = f"{record.topic}:{record.partition}"
+        counts[key] = counts.get(key, 0) + 1
+    where = _export(ctx, original, records)
+    return StepOutcome.done(
+        failover_point={f"{tp.topic}:{tp.partition}": o for tp, o in sorted(point.items())},
+        per_partition=counts,
+        records=len(records),
+        exported_to=where,
+    )
+
+
+def _export(ctx: StepContext, cluster: str, records: list[Record]) -> str:
+    if ctx.options.export_topic:
+        alias, _, topic = ctx.options.export_topic.partition(":")
+        if not topic or alias not in ctx.config.clusters:
+            raise StepFailed(
+                f"--export-topic {ctx.options.export_topic!r}: expected CLUSTER:TOPIC with a "
+                f"configured cluster ({', '.join(ctx.config.clusters)})"
+            )
+        endpoint = ctx.endpoint(alias)
+        ctx.admin(alias).create_topics([TopicSpec(topic, 1)])
+        for record in records:
+            provenance = f"{cluster}/{record.topic}/{record.partition}/{record.offset}"
+            produce_batch(
+                endpoint,
+                topic,
+                [(record.key, record.value)],
+                partition=0,
+                headers=(*record.headers, (TAIL_HEADER, provenance.encode())),
+            )
+        return f"topic {alias}:{topic}"
+    path = Path(
+        ctx.options.export_file or ctx.state_dir / "failback" / f"run-{ctx.run.id}-tail.jsonl"
+    )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    with tmp.open("w") as out:
+        for record in records:
+            out.write(json.dumps(_line(cluster, record)) + "\n")
+    tmp.replace(path)
+    return f"file {path}"
+
+
+def _line(cluster: str, record: Record) -> dict[str, Any]:
+    def b64(raw: bytes | None) -> str | None:
+        return base64.b64encode(raw).decode() if raw is not None else None
+
+    return {
+        "cluster": cluster,
+        "topic": record.topic,
+        "partition": record.partition,
+        "offset": record.offset,
+        "timestamp_ms": record.timestamp_ms,
+        "key_b64": b64(record.key),
+        "value_b64": b64(record.value),
+        "headers": [[name, b64(value)] for name, value in record.headers],
+    }

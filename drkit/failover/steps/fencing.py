@@ -1,0 +1,94 @@
+"""Steps that fence: the old primary's writes, and drkit's own transactions on the target.
+
+Fencing is the weakest point of Kafka DR (vendors say "stop your producers"); here it is an
+explicit, verified step: DENY WRITE ACLs on every replicated topic of the old primary, checked
+by reading the ACLs back.  When the old primary does not answer (an unplanned failover) the
+fence is recorded as pending and applied as soon as it answers again.
+"""
+
+from __future__ import annotations
+
+from drkit.failover.context import StepContext, StepFailed, StepOutcome
+from drkit.failover.fences import FenceState
+from drkit.kafka.flow_clients import fence_transactional_id
+from drkit.replication.progress import ProgressStore
+
+
+def fence_source(ctx: StepContext, timeout_s: float | None) -> StepOutcome:
+    topics = ctx.replicated_topics()
+    policy = ctx.config.failover
+    if not policy.fence_with_acls:
+        return StepOutcome.skipped(
+            "failover.fence_with_acls is false: fence with a 'before' hook on this step",
+            topics=topics,
+        )
+    if not ctx.reachable(ctx.source):
+        ctx.fences.record(ctx.source, topics, FenceState.PENDING, ctx.run.id)
+        return StepOutcome.done(
+            topics=topics,
+            pending=True,
+            note=f"{ctx.source} is unreachable: fence pending, applied when it answers",
+        )
+    admin = ctx.admin(ctx.source)
+    companions = admin.deny_writes(topics, policy.fence_principal, timeout_s=timeout_s)
+    ctx.fences.record(ctx.source, topics, FenceState.APPLIED, ctx.run.id, companions)
+    denied = admin.write_denied(policy.fence_principal, timeout_s)
+    missing = sorted(set(topics) - denied)
+    if missing:
+        raise StepFailed(f"the fence did not take on {ctx.source}: {', '.join(missing)}")
+    return StepOutcome.done(topics=topics, principal=policy.fence_principal, pending=False)
+
+
+def _lift(ctx: StepContext, cluster: str, timeout_s: float | None) -> StepOutcome:
+    fenced = ctx.fences.topics(cluster, FenceState.APPLIED) | ctx.fences.topics(
+        cluster, FenceState.PENDING
+    )
+    if not fenced:
+        return StepOutcome.skipped(f"nothing fenced on {cluster}")
+    if not ctx.reachable(cluster):
+        raise StepFailed(f"{cluster} does not answer: its fence cannot be lifted")
+    ctx.admin(cluster).allow_writes(
+        fenced,
+        ctx.config.failover.fence_principal,
+        ctx.fences.reads_allowed(cluster),
+        timeout_s=timeout_s,
+    )
+    ctx.fences.record(cluster, fenced, FenceState.LIFTED, ctx.run.id)
+    return StepOutcome.done(cluster=cluster, topics=sorted(fenced))
+
+
+def unfence_source(ctx: StepContext, timeout_s: float | None) -> StepOutcome:
+    """Rollback of fence_source: the source takes writes again."""
+    return _lift(ctx, ctx.source, timeout_s)
+
+
+def unfence_target(ctx: StepContext, timeout_s: float | None) -> StepOutcome:
+    """Failback: the original primary (fenced by the failover) takes writes again."""
+    return _lift(ctx, ctx.target, timeout_s)
+
+
+def abort_open_transactions(ctx: StepContext, timeout_s: float | None) -> StepOutcome:
+    """Fence drkit's own transactional ids on the target (aborting what they left open, so
+    read_committed consumers are not stuck behind it); report other open transactions."""
+    topology = ctx.topology
+    fenced: list[str] = []
+    if ctx.flow.exactly_once:
+        store = ProgressStore(ctx.endpoint(ctx.target), topology.progress_topic, missing_ok=True)
+        try:
+            workers = {p.worker for p in store.refresh().values() if p.worker}
+        finally:
+            store.close()
+        workers |= {a.worker for a in ctx.control.acks(ctx.flow.name)}
+        for worker in sorted(workers):
+            transactional_id = topology.transactional_id(worker)
+            fence_transactional_id(ctx.endpoint(ctx.target), transactional_id, timeout_s or 30.0)
+            fenced.append(transactional_id)
+    admin = ctx.admin(ctx.target)
+    replicas = [topology.target_partition(tp) for tp in ctx.replicated_partitions()]
+    existing = [tp for tp in replicas if tp.topic in admin.list_topics()]
+    stable = admin.stable_offsets(existing)
+    ends = admin.list_offsets(existing, "latest")
+    still_open = sorted(
+        f"{tp.topic}[{tp.partition}]" for tp in existing if stable.get(tp, 0) < ends.get(tp, 0)
+    )
+    return StepOutcome.done(fenced_transactional_ids=fenced, open_transactions=still_open)

@@ -1,0 +1,119 @@
+"""Steps that move consumer groups: translate exactly, then commit on the target.
+
+``translate_offsets`` reads a fresh snapshot - replication is stopped by then, so the offset
+map is final - and records every group's S and T in the run; ``commit_group_offsets`` writes
+exactly those values, so a resumed run commits the same offsets it would have.  Only groups that
+are empty on the target are written (re-checked right before writing); ``--force`` writes
+active ones too.  The broker itself refuses a commit into a group with members: a group that
+gained members between the check and its write is skipped as active (its consumers own their
+offsets now), not a failed run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+from drkit.errors import KafkaError
+from drkit.failover.context import StepContext, StepFailed, StepOutcome
+from drkit.failover.model import StepName
+from drkit.failover.plan import translate_group
+from drkit.failover.snapshot import gather
+from drkit.kafka.records import TopicPartition
+
+
+def translate_offsets(ctx: StepContext, timeout_s: float | None) -> StepOutcome:
+    pointer = ctx.pointers.get()
+    snapshot = gather(
+        ctx.config,
+        ctx.flow,
+        ctx.procedure,
+        pointer.cluster if pointer else None,
+        ctx.options.force,
+        list(ctx.options.groups) if ctx.options.groups is not None else None,
+    )
+    if not snapshot.target_reachable:
+        raise StepFailed(f"{ctx.target} does not answer: nothing can be translated")
+    groups: dict[str, Any] = {}
+    for facts in snapshot.groups:
+        groups[facts.group] = {
+            "target_state": facts.target_state,
+            "from_checkpoints": facts.from_checkpoints,
+            "partitions": [asdict(move) for move in translate_group(snapshot, facts)],
+        }
+    rpo = [
+        {
+            "topic": tp.topic,
+            "partition": tp.partition,
+            "source_end": part.source_end,
+            "source_end_live": part.source_end_live,
+            "replicated_end": part.replicated_end,
+            "records": (
+                max(0, part.source_end - part.replicated_end)
+                if part.source_end is not None and part.replicated_end is not None
+                else None
+            ),
+        }
+        for tp, part in sorted(snapshot.partitions.items())
+    ]
+    ctx.runs.merge_result(ctx.run.id, {"rpo": rpo})
+    return StepOutcome.done(
+        mode="live" if snapshot.source_reachable else "checkpoints",
+        groups=groups,
+        groups_without_checkpoint=list(snapshot.groups_without_checkpoint),
+        rpo=rpo,
+    )
+
+
+def commit_group_offsets(ctx: StepContext, timeout_s: float | None) -> StepOutcome:
+    groups: dict[str, Any] = ctx.detail(StepName.TRANSLATE_OFFSETS).get("groups", {})
+    target = ctx.admin(ctx.target)
+    states = target.describe_groups(sorted(groups), timeout_s) if groups else {}
+    skipped: dict[str, str] = {}
+    writes: dict[str, dict[TopicPartition, int]] = {}
+    for group, entry in sorted(groups.items()):
+        offsets = {
+            TopicPartition(p["target_topic"], int(p["target_partition"])): int(p["target_offset"])
+            for p in entry["partitions"]
+            if p["target_offset"] is not None
+        }
+        state = states.get(group)
+        if not offsets:
+            skipped[group] = "nothing could be translated"
+        elif state is not None and not state.is_empty and not ctx.options.force:
+            skipped[group] = f"active on {ctx.target} ({state.state}, {state.members} members)"
+        else:
+            writes[group] = offsets
+    # Every group in one round (concurrent requests): 100 groups take one round trip.
+    refusals = target.alter_groups_offsets(writes, timeout_s) if writes else {}
+    committed: dict[str, int] = {}
+    failed: dict[str, str] = {}
+    for group, offsets in sorted(writes.items()):
+        refused = refusals.get(group)
+        if refused is None:
+            committed[group] = len(offsets)
+            continue
+        state = states.get(group)
+        if ctx.options.force and state is not None and not state.is_empty:
+            skipped[group] = f"--force, but {ctx.target} refused it: {refused}"
+            continue
+        joined = _members_now(ctx, group, timeout_s)
+        if joined is not None:  # a consumer joined between the check and the write
+            skipped[group] = f"became active on {ctx.target} ({joined} members)"
+        else:
+            failed[group] = refused
+    if failed:
+        raise StepFailed(
+            f"offsets of {len(failed)} group(s) could not be written on {ctx.target}: "
+            + "; ".join(f"{g}: {why}" for g, why in sorted(failed.items()))
+        )
+    return StepOutcome.done(committed=committed, skipped=skipped, forced=ctx.options.force)
+
+
+def _members_now(ctx: StepContext, group: str, timeout_s: float | None) -> int | None:
+    """How many members ``group`` has on the target now, if any (None: none, or no answer)."""
+    try:
+        state = ctx.admin(ctx.target).describe_groups([group], timeout_s).get(group)
+    except KafkaError:
+        return None
+    return state.members if state is not None and not state.is_empty else None

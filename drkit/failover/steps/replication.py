@@ -1,0 +1,208 @@
+"""Steps that steer replication: stop, restart, reverse, fence point, drain, replicate back.
+
+Workers obey flow directives (drkit.control); these steps write a directive and wait for the
+workers' acknowledgements.  A worker that stays silent is waited for until
+``failover.worker_silence_s`` has passed since it was last heard from - by then it has stopped
+writing on its own.
+"""
+
+from __future__ import annotations
+
+import time
+
+from drkit.control import DesiredState, FlowDirective
+from drkit.control.model import pending_workers
+from drkit.failover.context import StepContext, StepFailed, StepOutcome, deadline_loop
+from drkit.failover.fences import FenceState
+from drkit.failover.model import StepName
+from drkit.kafka.records import TopicPartition
+from drkit.replication.progress import ProgressStore
+from drkit.replication.topology import FlowTopology
+
+_LIVE_WITHIN_S = 5.0  # workers report every second; older than this is silent
+
+
+def _directive(ctx: StepContext, flow: str, desired: DesiredState) -> FlowDirective:
+    """Write the directive once per run (a resumed step reuses it)."""
+    current = ctx.control.directive(flow)
+    if current.desired is desired and current.run_id == ctx.run.id:
+        return current
+    return ctx.control.set(flow, desired, f"{ctx.procedure.value} run {ctx.run.id}", ctx.run.id)
+
+
+def wait_for_workers(
+    ctx: StepContext, directive: FlowDirective, timeout_s: float | None, strict: bool
+) -> dict[str, object]:
+    """Wait until every worker of the flow acted on ``directive``.
+
+    Live workers are waited for up to ``timeout_s``; silent ones until the silence window has
+    passed since their last report.  ``strict``: a live worker that never acknowledges fails
+    the step (else it is reported).
+    """
+    silence = ctx.config.failover.worker_silence_s
+    started = time.monotonic()
+    more = deadline_loop(timeout_s, 0.2)
+    behind: list[str] = []
+    silent: list[str] = []
+    while more():
+        acks = ctx.control.acks(directive.flow)
+        behind, silent = pending_workers(acks, directive.epoch, directive.desired, _LIVE_WITHIN_S)
+        waiting_for_silent = [
+            a.worker for a in acks if a.worker in silent and (silence is None or a.age_s < silence)
+        ]
+        if not behind and not waiting_for_silent:
+            break
+        ctx.progress(
+            f"waiting for {len(behind)} worker(s) of {directive.flow} to acknowledge "
+            f"{directive.desired.value}, {len(waiting_for_silent)} silent",
+            None,
+        )
+    detail: dict[str, object] = {
+        "flow": directive.flow,
+        "desired": directive.desired.value,
+        "epoch": directive.epoch,
+        "waited_s": round(time.monotonic() - started, 2),
+        "acknowledged": sorted(
+            a.worker
+            for a in ctx.control.acks(directive.flow)
+            if a.epoch >= directive.epoch and a.state is directive.desired
+        ),
+        "silent": sorted(silent),
+    }
+    if behind:
+        if strict:
+            raise StepFailed(
+                f"workers {', '.join(sorted(behind))} of {directive.flow} did not acknowledge "
+                f"{directive.desired.value} within {timeout_s}s"
+            )
+        detail["not_acknowledged"] = sorted(behind)
+    if silent and silence is None:
+        detail["warning"] = (
+            "silent workers cannot be known to have stopped (failover.worker_silence_s is null)"
+        )
+    return detail
+
+
+def stop_replication(ctx: StepContext, timeout_s: float | None) -> StepOutcome:
+    directive = _directive(ctx, ctx.flow.name, DesiredState.STOPPED)
+    return StepOutcome.done(**wait_for_workers(ctx, directive, timeout_s, strict=True))
+
+
+def restart_replication(ctx: StepContext, timeout_s: float | None) -> StepOutcome:
+    """Rollback of stop_replication: the flow runs again."""
+    directive = _directive(ctx, ctx.flow.name, DesiredState.RUNNING)
+    return StepOutcome.done(**wait_for_workers(ctx, directive, timeout_s, strict=False))
+
+
+def start_reverse_flow(ctx: StepContext, timeout_s: float | None) -> StepOutcome:
+    reverse = ctx.reverse_flow
+    if reverse is None:
+        return StepOutcome.skipped(
+            f"no flow {ctx.flow.target}->{ctx.flow.source} in the config: nothing replicates "
+            f"back to {ctx.flow.source}"
+        )
+    directive = _directive(ctx, reverse.name, DesiredState.RUNNING)
+    detail = wait_for_workers(ctx, directive, timeout_s, strict=False)
+    if not detail["acknowledged"]:
+        detail["note"] = (
+            f"no worker runs {reverse.name} yet: start 'drkit replicate --flow {reverse.name}' "
+            "(it starts replicating at once)"
+        )
+    return StepOutcome.done(**detail)
+
+
+# -- fence point and drain ----------------------------------------------------------------------
+
+
+def _ends(ctx: StepContext, alias: str, partitions: list[TopicPartition]) -> dict[str, int]:
+    ends = ctx.admin(alias).list_offsets(partitions, "latest")
+    return {f"{tp.topic}:{tp.partition}": end for tp, end in sorted(ends.items())}
+
+
+def record_fence_point(ctx: StepContext, timeout_s: float | None) -> StepOutcome:
+    """The source's end offsets once two reads a second apart agree (the fence holds)."""
+    partitions = ctx.replicated_partitions()
+    more = deadline_loop(timeout_s, 1.0)
+    previous: dict[str, int] | None = None
+    while more():
+        now = _ends(ctx, ctx.source, partitions)
+        if now == previous:
+            return StepOutcome.done(fence_point=now, records=sum(now.values()))
+        previous = now
+    raise StepFailed(
+        f"{ctx.source}'s end offsets kept moving for {timeout_s}s after the fence: writes are "
+        "still accepted (is the fence effective for every producer?)"
+    )
+
+
+def _progress(ctx: StepContext, topology: FlowTopology) -> dict[str, int]:
+    store = ProgressStore(ctx.endpoint(topology.target), topology.progress_topic, missing_ok=True)
+    try:
+        return {f"{tp.topic}:{tp.partition}": p.next_offset for tp, p in store.refresh().items()}
+    finally:
+        store.close()
+
+
+def _wait_caught_up(
+    ctx: StepContext, topology: FlowTopology, goal: dict[str, int], timeout_s: float | None
+) -> dict[str, object]:
+    """Wait until the flow's progress reaches ``goal`` on every partition."""
+    total = sum(goal.values())
+    started = time.monotonic()
+    more = deadline_loop(timeout_s, 0.25)
+    behind: dict[str, int] = dict(goal)
+    while more():
+        done = _progress(ctx, topology)
+        behind = {
+            key: end - done.get(key, 0) for key, end in goal.items() if done.get(key, 0) < end
+        }
+        remaining = sum(behind.values())
+        ctx.progress(
+            f"{topology.name}: {remaining} records to go on {len(behind)} partition(s)",
+            1.0 - remaining / total if total else 1.0,
+        )
+        if not behind:
+            return {"waited_s": round(time.monotonic() - started, 2), "partitions": len(goal)}
+    raise StepFailed(
+        f"{topology.name} did not reach the goal within {timeout_s:g}s: "
+        f"{sum(behind.values())} records behind on {len(behind)} partition(s)"
+    )
+
+
+def drain(ctx: StepContext, timeout_s: float | None) -> StepOutcome:
+    """Wait until replication has copied everything up to the fence point."""
+    goal = ctx.detail(StepName.RECORD_FENCE_POINT).get("fence_point", {})
+    if not goal:
+        raise StepFailed("no fence point recorded: record_fence_point must run first")
+    return StepOutcome.done(**_wait_caught_up(ctx, ctx.topology, goal, timeout_s))
+
+
+def replicate_back(ctx: StepContext, timeout_s: float | None) -> StepOutcome:
+    """Failback: run this run's flow (current primary -> original primary) until caught up."""
+    lifted = _lift_fences_in_the_way(ctx)
+    directive = _directive(ctx, ctx.flow.name, DesiredState.RUNNING)
+    acks = wait_for_workers(ctx, directive, min(timeout_s or 60.0, 60.0), strict=False)
+    if not acks["acknowledged"]:
+        raise StepFailed(
+            f"no worker runs {ctx.flow.name}: start 'drkit replicate --flow {ctx.flow.name}' "
+            "and resume this run"
+        )
+    goal = _ends(ctx, ctx.source, ctx.replicated_partitions())
+    caught = _wait_caught_up(ctx, ctx.topology, goal, timeout_s)
+    return StepOutcome.done(fences_lifted=lifted, **caught)
+
+
+def _lift_fences_in_the_way(ctx: StepContext) -> list[str]:
+    """Replicas this flow writes that a failover fenced on the original primary (identity
+    names): replication back needs them writable.  Applications must follow the pointer."""
+    topology = ctx.topology
+    replicas = {topology.target_topic(t) for t in ctx.replicated_topics()}
+    fenced = ctx.fences.topics(ctx.target, FenceState.APPLIED) & replicas
+    if fenced and ctx.reachable(ctx.target):
+        ctx.admin(ctx.target).allow_writes(
+            fenced,
+            ctx.config.failover.fence_principal,
+            ctx.fences.reads_allowed(ctx.target) & fenced,
+        )
+        ctx.fences.record(ctx.target, fenced, FenceState.LIFTED, ctx.run.id)
+    return sorted(fenced)

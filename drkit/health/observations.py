@@ -1,0 +1,102 @@
+"""What one probe of a flow found: a value object, stored as JSON and read back for status.
+
+Built by :class:`drkit.health.probes.FlowProber` (I/O), persisted by the monitor
+(``flow_status.data``) and turned into the status document by :mod:`drkit.status`;
+``to_json``/``from_json`` are inverse, so the stored form is the schema's form.
+
+``None`` means "not measured" (the cluster holding it did not answer, or nothing exists yet to
+measure), never zero.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class GroupCheckpoints:
+    """The latest checkpoints of one consumer group: how many partitions, and what moving the
+    group now would cost (records read again, records not yet replicated)."""
+
+    partitions: int = 0
+    rereads: int = 0
+    unreplicated: int = 0
+
+    def to_json(self) -> dict[str, int]:
+        return {
+            "partitions": self.partitions,
+            "rereads": self.rereads,
+            "unreplicated": self.unreplicated,
+        }
+
+
+@dataclass(frozen=True)
+class FlowObservation:
+    """One probe of a flow: replication latency, lag, checkpoints, workers, errors.
+
+    ``lag_records`` counts every record of a replicated source partition that is still
+    readable on the source and not yet on the target - including partitions that have no
+    progress yet (all their records).  ``lag_by_topic`` splits it per source topic.
+    """
+
+    flow: str
+    at: float
+    heartbeat_age_s: float | None = None
+    lag_records: int | None = None
+    lag_by_topic: Mapping[str, int] = field(default_factory=dict)
+    checkpoint_age_s: float | None = None
+    groups: Mapping[str, GroupCheckpoints] = field(default_factory=dict)
+    workers: int | None = None
+    errors: tuple[str, ...] = ()
+    group_lag: Mapping[str, str] = field(default_factory=dict)  # group -> Burrow status
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "flow": self.flow,
+            "at": self.at,
+            "heartbeat_age_s": self.heartbeat_age_s,
+            "lag_records": self.lag_records,
+            "lag_by_topic": dict(self.lag_by_topic),
+            "checkpoint_age_s": self.checkpoint_age_s,
+            "groups": {name: g.to_json() for name, g in self.groups.items()},
+            "workers": self.workers,
+            "errors": list(self.errors),
+            "group_lag": dict(self.group_lag),
+        }
+
+    @staticmethod
+    def unobserved_json(flow: str) -> dict[str, Any]:
+        """The stored form's keys for a flow no monitor has observed yet: nothing measured."""
+        return {
+            "flow": flow,
+            "at": None,
+            "heartbeat_age_s": None,
+            "lag_records": None,
+            "lag_by_topic": {},
+            "checkpoint_age_s": None,
+            "groups": {},
+            "workers": None,
+            "errors": [],
+            "group_lag": {},
+        }
+
+    @classmethod
+    def from_json(cls, flow: str, at: float, data: Mapping[str, Any]) -> FlowObservation:
+        """The observation stored as ``data`` for ``flow`` at ``at`` (the row's columns)."""
+        return cls(
+            flow=flow,
+            at=at,
+            heartbeat_age_s=data.get("heartbeat_age_s"),
+            lag_records=data.get("lag_records"),
+            lag_by_topic=dict(data.get("lag_by_topic") or {}),
+            checkpoint_age_s=data.get("checkpoint_age_s"),
+            groups={
+                name: GroupCheckpoints(**values)
+                for name, values in (data.get("groups") or {}).items()
+            },
+            workers=data.get("workers"),
+            errors=tuple(data.get("errors") or ()),
+            group_lag=dict(data.get("group_lag") or {}),
+        )

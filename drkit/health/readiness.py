@@ -1,0 +1,138 @@
+"""Could applications move to a flow's target right now, and what would it cost? (pure)
+
+Inputs: the latest observation of the flow, the target cluster's agreed state, the time, and
+the bounds of the config.  The answer is a :class:`FailoverReadiness`: ``possible`` only when
+the target is HEALTHY, the flow was observed within ``health.observation_window_s`` and every
+bound holds:
+
+=====================  =================================  =====================================
+measure                bound                              why
+=====================  =================================  =====================================
+``lag_records``        ``failover.max_rpo_records``       records not yet on the target: lost
+``heartbeat_age_s``    ``failover.max_rpo_s``             seconds of writes not yet replicated
+``heartbeat_age_s``    ``health.max_replication_lag_s``   replication is keeping up
+``checkpoint_age_s``   ``health.max_replication_lag_s``   group positions on the target are fresh
+=====================  =================================  =====================================
+
+Ages are taken *as of now*: the observed age plus the time since the observation, so a
+monitor that stopped observing cannot make a stale flow look fresh.  An unmeasured value
+(``None``: the cluster holding it did not answer, or nothing replicated yet) fails its bound -
+a failover whose cost cannot be stated is not called possible.  Every failed bound is named in
+``failed_bounds`` (config key paths) and in ``reasons``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from drkit.config.model import FailoverPolicy, HealthPolicy
+from drkit.health.evaluation import ClusterState
+from drkit.health.observations import FlowObservation
+
+
+@dataclass(frozen=True)
+class BoundCheck:
+    """``measure`` (its value now, None if unknown) against the config bound ``bound``."""
+
+    measure: str
+    bound: str
+    value: float | None
+    limit: float
+
+    @property
+    def ok(self) -> bool:
+        return self.value is not None and self.value <= self.limit
+
+    def reason(self) -> str:
+        if self.value is None:
+            return f"{self.measure} unknown ({self.bound} {self.limit:g} cannot be checked)"
+        return f"{self.measure} {self.value:g} exceeds {self.bound} {self.limit:g}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "measure": self.measure,
+            "bound": self.bound,
+            "value": self.value,
+            "limit": self.limit,
+            "ok": self.ok,
+        }
+
+
+@dataclass(frozen=True)
+class FailoverReadiness:
+    possible: bool
+    reasons: tuple[str, ...]
+    rpo_records: int | None  # unreplicated records (lag) at the last observation
+    rpo_seconds: float | None  # heartbeat age now: how far behind the target is in time
+    failed_bounds: tuple[str, ...]
+    checks: tuple[BoundCheck, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "possible": self.possible,
+            "reasons": list(self.reasons),
+            "rpo_records": self.rpo_records,
+            "rpo_seconds": self.rpo_seconds,
+            "failed_bounds": list(self.failed_bounds),
+            "checks": [c.to_json() for c in self.checks],
+        }
+
+
+def _age_now(age: float | None, observation: FlowObservation, now: float) -> float | None:
+    return None if age is None else round(age + max(0.0, now - observation.at), 3)
+
+
+def failover_readiness(
+    observation: FlowObservation | None,
+    target_state: ClusterState,
+    now: float,
+    health: HealthPolicy,
+    failover: FailoverPolicy,
+) -> FailoverReadiness:
+    """See the module docstring."""
+    reasons: list[str] = []
+    if target_state is not ClusterState.HEALTHY:
+        reasons.append(f"target is {target_state.value}")
+    if observation is None:
+        reasons.append("the flow was never observed")
+        return FailoverReadiness(False, tuple(reasons), None, None, (), ())
+    if now - observation.at > health.observation_window_s:
+        reasons.append(
+            f"no observation of the flow for {now - observation.at:.0f}s "
+            f"(health.observation_window_s {health.observation_window_s:g})"
+        )
+    heartbeat = _age_now(observation.heartbeat_age_s, observation, now)
+    checkpoint = _age_now(observation.checkpoint_age_s, observation, now)
+    lag = observation.lag_records
+    checks = (
+        BoundCheck(
+            "lag_records",
+            "failover.max_rpo_records",
+            None if lag is None else float(lag),
+            failover.max_rpo_records,
+        ),
+        BoundCheck("heartbeat_age_s", "failover.max_rpo_s", heartbeat, failover.max_rpo_s),
+        BoundCheck(
+            "heartbeat_age_s",
+            "health.max_replication_lag_s",
+            heartbeat,
+            health.max_replication_lag_s,
+        ),
+        BoundCheck(
+            "checkpoint_age_s",
+            "health.max_replication_lag_s",
+            checkpoint,
+            health.max_replication_lag_s,
+        ),
+    )
+    failed = [check for check in checks if not check.ok]
+    reasons.extend(check.reason() for check in failed)
+    return FailoverReadiness(
+        possible=not reasons,
+        reasons=tuple(reasons),
+        rpo_records=lag,
+        rpo_seconds=heartbeat,
+        failed_bounds=tuple(dict.fromkeys(check.bound for check in failed)),
+        checks=checks,
+    )

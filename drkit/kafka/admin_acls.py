@@ -1,0 +1,197 @@
+"""Write fencing with ACLs: deny, lift and list DENY WRITE ACLs on topics (a KafkaAdmin part).
+
+Changes are reported done only once a broker shows them: with KRaft, CreateAcls/DeleteAcls
+return when the controller committed the change, and brokers apply it from the metadata log a
+moment later - until then DescribeAcls (and the authorizer) still answer from the old state
+(seen on Kafka 4.x: a fence read back at once was missing, and a second ``deny_writes`` called
+the fenced topic bare again).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from confluent_kafka.admin import (
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    ResourcePatternType,
+    ResourceType,
+)
+from tenacity import retry, retry_if_result, stop_after_delay, wait_fixed
+
+from drkit.errors import RetriableKafkaError
+from drkit.kafka import acls
+from drkit.kafka.acls import TopicAcl
+from drkit.kafka.admin_base import AdminBase
+
+_OPERATIONS = {
+    acls.AclOperation.WRITE: AclOperation.WRITE,
+    acls.AclOperation.READ: AclOperation.READ,
+    acls.AclOperation.DESCRIBE: AclOperation.DESCRIBE,
+    acls.AclOperation.DESCRIBE_CONFIGS: AclOperation.DESCRIBE_CONFIGS,
+}
+_PERMISSIONS = {
+    acls.AclPermission.ALLOW: AclPermissionType.ALLOW,
+    acls.AclPermission.DENY: AclPermissionType.DENY,
+}
+# Keyed by object: confluent-kafka types a binding's operation and permission loosely.
+_OPERATION_OF: dict[object, acls.AclOperation] = {rd: ours for ours, rd in _OPERATIONS.items()}
+_PERMISSION_OF: dict[object, acls.AclPermission] = {rd: ours for ours, rd in _PERMISSIONS.items()}
+
+
+def _topic_acl(binding: AclBinding) -> TopicAcl | None:
+    """The drkit value of a literal topic ACL of a kind fencing uses; None for any other."""
+    operation = _OPERATION_OF.get(binding.operation)
+    permission = _PERMISSION_OF.get(binding.permission_type)
+    if (
+        binding.restype != ResourceType.TOPIC
+        or binding.resource_pattern_type != ResourcePatternType.LITERAL
+        or operation is None
+        or permission is None
+    ):
+        return None
+    return TopicAcl(binding.name, binding.principal, operation, permission)
+
+
+class AclAdmin(AdminBase):
+    # -- write fencing (ACLs) ---------------------------------------------------------------
+
+    @staticmethod
+    def _binding(acl: TopicAcl) -> AclBinding:
+        return AclBinding(
+            ResourceType.TOPIC, acl.topic, ResourcePatternType.LITERAL, acl.principal, "*",
+            _OPERATIONS[acl.operation], _PERMISSIONS[acl.permission],
+        )  # fmt: skip
+
+    @staticmethod
+    def _acl_filter(
+        topic: str | None,
+        principal: str | None,
+        operation: AclOperation,
+        permission: AclPermissionType,
+    ) -> AclBindingFilter:
+        # None matches any topic / principal / host (librdkafka filters).
+        return AclBindingFilter(
+            ResourceType.TOPIC,
+            topic,  # type: ignore[arg-type]
+            ResourcePatternType.LITERAL,
+            principal,  # type: ignore[arg-type]
+            None,  # type: ignore[arg-type]
+            operation,
+            permission,
+        )
+
+    def topics_with_acls(self, timeout_s: float | None = None) -> set[str]:
+        """Topics that have any literal ACL (for any principal)."""
+        query = self._acl_filter(None, None, AclOperation.ANY, AclPermissionType.ANY)
+
+        def run(t: float) -> set[str]:
+            found = self._client.describe_acls(query, request_timeout=t).result(timeout=t)
+            return {binding.name for binding in found}
+
+        return self._call("describe ACLs", timeout_s, run)
+
+    def deny_writes(
+        self,
+        topics: Iterable[str],
+        principal: str = "User:*",
+        keep_reads: bool = True,
+        timeout_s: float | None = None,
+    ) -> set[str]:
+        """Fence: a DENY WRITE ACL per topic for ``principal`` (idempotent).
+
+        With ``keep_reads``, topics that had no ACL also get ALLOW READ/DESCRIBE/
+        DESCRIBE_CONFIGS for ``principal``, so only writes stop (drkit.kafka.acls); those
+        topics are returned (:meth:`allow_writes` removes the same).  Needs an authorizer on
+        the brokers (``drkit local up`` enables StandardAuthorizer); without one the request
+        fails with SECURITY_DISABLED.
+        """
+        names = sorted(set(topics))
+        if not names:
+            return set()
+        existing = self.topics_with_acls(timeout_s) if keep_reads else set()
+        bare, wanted = acls.fence_acls(names, principal, keep_reads, existing)
+        bindings = [self._binding(acl) for acl in wanted]
+
+        def run(t: float) -> None:
+            for future in self._client.create_acls(bindings, request_timeout=t).values():
+                future.result(timeout=t)
+
+        self._call("create fencing ACLs", timeout_s, run)
+        self._await_acls(principal, set(wanted), set(), timeout_s)
+        return set(bare)
+
+    def allow_writes(
+        self,
+        topics: Iterable[str],
+        principal: str = "User:*",
+        reads_allowed: Iterable[str] = (),
+        timeout_s: float | None = None,
+    ) -> None:
+        """Lift the fence of :meth:`deny_writes` (idempotent); ``reads_allowed``: the topics
+        whose companion ALLOW ACLs it added."""
+        lifted = acls.lift_acls(topics, principal, reads_allowed)
+        filters = [
+            self._acl_filter(
+                acl.topic, acl.principal, _OPERATIONS[acl.operation], _PERMISSIONS[acl.permission]
+            )
+            for acl in lifted
+        ]
+        if not filters:
+            return
+
+        def run(t: float) -> None:
+            for future in self._client.delete_acls(filters, request_timeout=t).values():
+                future.result(timeout=t)
+
+        self._call("delete fencing ACLs", timeout_s, run)
+        self._await_acls(principal, set(), set(lifted), timeout_s)
+
+    def _principal_acls(self, principal: str, timeout_s: float | None) -> set[TopicAcl]:
+        """Every fencing-kind literal topic ACL of ``principal``, as a broker shows them now."""
+        query = self._acl_filter(None, principal, AclOperation.ANY, AclPermissionType.ANY)
+
+        def run(t: float) -> set[TopicAcl]:
+            found = self._client.describe_acls(query, request_timeout=t).result(timeout=t)
+            return {acl for binding in found if (acl := _topic_acl(binding)) is not None}
+
+        return self._call("describe ACLs", timeout_s, run)
+
+    def _await_acls(
+        self,
+        principal: str,
+        present: set[TopicAcl],
+        absent: set[TopicAcl],
+        timeout_s: float | None,
+    ) -> None:
+        """Block until a broker shows every ACL of ``present`` and none of ``absent`` (see the
+        module docstring); RetriableKafkaError at the deadline."""
+        deadline = self._deadline(timeout_s)
+
+        @retry(
+            retry=retry_if_result(lambda settled: not settled),
+            stop=stop_after_delay(deadline),
+            wait=wait_fixed(0.1),
+            retry_error_callback=lambda _state: False,
+        )
+        def settled() -> bool:
+            visible = self._principal_acls(principal, timeout_s)
+            return present <= visible and not absent & visible
+
+        if not settled():
+            raise RetriableKafkaError(
+                f"{self.endpoint.alias}: ACL changes for {principal} not visible after "
+                f"{deadline:.0f}s"
+            )
+
+    def write_denied(self, principal: str = "User:*", timeout_s: float | None = None) -> set[str]:
+        """Topics with a literal DENY WRITE ACL for ``principal`` (the fenced ones)."""
+        query = self._acl_filter(None, principal, AclOperation.WRITE, AclPermissionType.DENY)
+
+        def run(t: float) -> set[str]:
+            found = self._client.describe_acls(query, request_timeout=t).result(timeout=t)
+            return {binding.name for binding in found}
+
+        return self._call("describe ACLs", timeout_s, run)

@@ -1,0 +1,151 @@
+"""The base of the admin facade: value objects, the client, deadlines and retries.
+
+Every call takes a deadline (``timeout_s``), unwraps the futures, retries retriable broker errors
+until the deadline (tenacity) and raises drkit exceptions.  Results are frozen value objects.
+Thread-safety: one ``KafkaAdmin`` may be shared by threads (librdkafka's admin client is).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from confluent_kafka import (
+    KafkaException,
+)
+from confluent_kafka.admin import (
+    AdminClient,
+    ConfigSource,
+)
+from tenacity import retry, retry_if_exception_type, stop_after_delay, wait_exponential
+
+from drkit.errors import (
+    RetriableKafkaError,
+)
+from drkit.kafka.clients import ClusterEndpoint, client_settings
+from drkit.kafka.errors import translate
+from drkit.kafka.records import TopicPartition
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class PartitionInfo:
+    partition: int
+    leader: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+
+    @property
+    def offline(self) -> bool:
+        return self.leader < 0
+
+
+@dataclass(frozen=True)
+class TopicInfo:
+    name: str
+    partitions: tuple[PartitionInfo, ...]
+
+    @property
+    def partition_count(self) -> int:
+        return len(self.partitions)
+
+
+@dataclass(frozen=True)
+class ConfigValue:
+    """A topic config entry as the broker reports it."""
+
+    value: str | None
+    is_default: bool
+    is_sensitive: bool
+    read_only: bool
+    # Where the value comes from: "DYNAMIC_TOPIC_CONFIG" when set on the topic itself.
+    source: str = "UNKNOWN_CONFIG"
+
+    @property
+    def set_on_topic(self) -> bool:
+        return self.source == "DYNAMIC_TOPIC_CONFIG"
+
+
+@dataclass(frozen=True)
+class GroupOffsets:
+    """Committed offsets of one consumer group."""
+
+    group: str
+    offsets: Mapping[TopicPartition, int]
+
+
+@dataclass(frozen=True)
+class GroupState:
+    group: str
+    state: str
+    members: int
+
+    @property
+    def is_empty(self) -> bool:
+        """True when no member is active: the only state in which offsets may be written."""
+        return self.state.upper() in ("EMPTY", "DEAD", "UNKNOWN") and self.members == 0
+
+
+@dataclass(frozen=True)
+class TopicSpec:
+    name: str
+    partitions: int
+    replication_factor: int | None = None  # None: the broker's default
+    configs: Mapping[str, str] | None = None
+
+
+def _source_name(source: object) -> str:
+    """confluent-kafka reports a config's source as an int; name it like the enum does."""
+    try:
+        return ConfigSource(source).name
+    except ValueError:
+        return "UNKNOWN_CONFIG"
+
+
+class AdminBase:
+    """Admin operations against one cluster: the client and the retry/deadline machinery."""
+
+    def __init__(
+        self, endpoint: ClusterEndpoint, default_timeout_s: float = 15.0, isolate: bool = True
+    ) -> None:
+        self.endpoint = endpoint
+        self.default_timeout_s = default_timeout_s
+        # Consumer-group requests run in a helper process (see drkit.kafka.isolated) unless
+        # this instance *is* that helper.
+        self.isolate = isolate
+        self._client = AdminClient(client_settings(endpoint))
+
+    def _isolated(self, method: str, timeout_s: float | None, *args: Any) -> Any:
+        from drkit.kafka.isolated import helper_for
+
+        helper = helper_for(self.endpoint, self.default_timeout_s)
+        return helper.call(method, *args, timeout_s=self._deadline(timeout_s))
+
+    # -- helpers --------------------------------------------------------------------------
+
+    def _deadline(self, timeout_s: float | None) -> float:
+        return self.default_timeout_s if timeout_s is None else timeout_s
+
+    def _call(self, context: str, timeout_s: float | None, fn: Callable[[float], T]) -> T:
+        """Run ``fn(per_try_timeout)``, retrying retriable failures until the deadline."""
+        deadline = self._deadline(timeout_s)
+
+        @retry(
+            retry=retry_if_exception_type(RetriableKafkaError),
+            stop=stop_after_delay(deadline),
+            wait=wait_exponential(multiplier=0.1, max=2.0),
+            reraise=True,
+        )
+        def attempt() -> T:
+            try:
+                return fn(max(1.0, deadline))
+            except KafkaException as err:
+                raise translate(err, f"{self.endpoint.alias}: {context}") from None
+            except TimeoutError:
+                raise RetriableKafkaError(
+                    f"{self.endpoint.alias}: {context}: timed out after {deadline:.0f}s"
+                ) from None
+
+        return attempt()

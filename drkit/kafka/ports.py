@@ -1,0 +1,163 @@
+"""Ports: what orchestration logic asks of a cluster, as a protocol.
+
+:class:`ClusterAdmin` lists the admin operations the failover engine (drkit.failover), the
+group-offset sync (drkit.offsets.group_sync) and the monitor's probes use.  Code that decides
+things takes a ``ClusterAdmin`` rather than building a :class:`~drkit.kafka.admin.KafkaAdmin`,
+so its unit tests pass an in-memory fake (tests/fake_kafka.py ``FakeCluster``) instead of a
+broker - no attribute swapping.  ``KafkaAdmin`` satisfies the protocol (checked by mypy in
+tests/unit/test_cluster_admin_port.py, with the fake).
+
+Contract of every method (as KafkaAdmin keeps it):
+
+* ``timeout_s`` is a deadline for the whole call (None: the admin's default); transient broker
+  errors are retried until then;
+* failures raise :class:`drkit.errors.KafkaError` - :class:`~drkit.errors.RetriableKafkaError`
+  when trying later may help, :class:`~drkit.errors.FatalKafkaError` when it cannot, and
+  ``wait_ready`` raises :class:`~drkit.errors.UnreachableClusterError`;
+* results are plain values (drkit.kafka.admin_base, drkit.kafka.records), never client types.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import Protocol
+
+from drkit.kafka.admin_base import (
+    ConfigValue,
+    GroupOffsets,
+    GroupState,
+    TopicInfo,
+    TopicSpec,
+)
+from drkit.kafka.clients import ClusterEndpoint
+from drkit.kafka.records import TopicPartition
+
+
+class ClusterAdmin(Protocol):
+    """Admin operations against one cluster (see the module docstring for the contract)."""
+
+    # -- cluster ----------------------------------------------------------------------------
+
+    def wait_ready(self, timeout_s: float = 30.0) -> int:
+        """Block until the cluster answers; its broker count (UnreachableClusterError)."""
+        ...
+
+    def answers(self, timeout_s: float = 3.0) -> bool:
+        """Whether the cluster answers now (fast when its brokers refuse connections)."""
+        ...
+
+    def describe_cluster(self, timeout_s: float | None = None) -> tuple[str | None, int, int]:
+        """(cluster id, controller id, broker count)."""
+        ...
+
+    # -- topics -----------------------------------------------------------------------------
+
+    def list_topics(
+        self, timeout_s: float | None = None, include_internal: bool = False
+    ) -> dict[str, TopicInfo]:
+        """Every topic with its partitions; ``__``-prefixed ones only with include_internal."""
+        ...
+
+    def create_topics(self, specs: Iterable[TopicSpec], timeout_s: float | None = None) -> None:
+        """Create topics; one that exists already is not an error."""
+        ...
+
+    def topic_configs(
+        self, topics: Iterable[str], timeout_s: float | None = None
+    ) -> dict[str, dict[str, ConfigValue]]:
+        """Config entries of each topic."""
+        ...
+
+    def topic_ids(self, topics: Iterable[str], timeout_s: float | None = None) -> dict[str, str]:
+        """The topic id of each existing topic (a recreated topic gets a new one)."""
+        ...
+
+    # -- offsets ----------------------------------------------------------------------------
+
+    def list_offsets(
+        self,
+        partitions: Iterable[TopicPartition],
+        which: str = "latest",
+        timeout_s: float | None = None,
+        isolation: str = "read_uncommitted",
+    ) -> dict[TopicPartition, int]:
+        """Log start ("earliest") or end ("latest": the high watermark, or the last stable
+        offset with ``isolation="read_committed"``) of each partition."""
+        ...
+
+    def stable_offsets(
+        self, partitions: Iterable[TopicPartition], timeout_s: float | None = None
+    ) -> dict[TopicPartition, int]:
+        """The last stable offset: below the high watermark while a transaction is open."""
+        ...
+
+    def topic_offsets(
+        self, topic: str, timeout_s: float | None = None, isolation: str = "read_uncommitted"
+    ) -> dict[int, tuple[int, int]]:
+        """Per partition of ``topic``: (log start, end); FatalKafkaError if it does not exist."""
+        ...
+
+    # -- consumer groups --------------------------------------------------------------------
+
+    def list_groups(self, timeout_s: float | None = None) -> dict[str, str]:
+        """Every consumer group with its state name."""
+        ...
+
+    def describe_groups(
+        self, groups: Iterable[str], timeout_s: float | None = None
+    ) -> dict[str, GroupState]:
+        """State and member count of each group (an unknown group is DEAD with no members)."""
+        ...
+
+    def group_offsets(self, group: str, timeout_s: float | None = None) -> GroupOffsets:
+        """The committed offsets of ``group`` (partitions without a commit left out)."""
+        ...
+
+    def groups_offsets(
+        self, groups: Iterable[str], timeout_s: float | None = None
+    ) -> dict[str, GroupOffsets]:
+        """Committed offsets of many groups (groups gone meanwhile are left out)."""
+        ...
+
+    def alter_group_offsets(
+        self, group: str, offsets: Mapping[TopicPartition, int], timeout_s: float | None = None
+    ) -> None:
+        """Commit ``offsets`` for ``group``; the broker refuses while the group has members."""
+        ...
+
+    def alter_groups_offsets(
+        self, requests: Mapping[str, Mapping[TopicPartition, int]], timeout_s: float | None = None
+    ) -> dict[str, str | None]:
+        """Commit many groups' offsets concurrently; per group None, or why it was refused."""
+        ...
+
+    # -- write fencing ----------------------------------------------------------------------
+
+    def deny_writes(
+        self,
+        topics: Iterable[str],
+        principal: str = "User:*",
+        keep_reads: bool = True,
+        timeout_s: float | None = None,
+    ) -> set[str]:
+        """Fence ``topics`` (drkit.kafka.acls); returns the topics that got companion ALLOWs."""
+        ...
+
+    def allow_writes(
+        self,
+        topics: Iterable[str],
+        principal: str = "User:*",
+        reads_allowed: Iterable[str] = (),
+        timeout_s: float | None = None,
+    ) -> None:
+        """Lift the fence of ``deny_writes`` (and the companions of ``reads_allowed``)."""
+        ...
+
+    def write_denied(self, principal: str = "User:*", timeout_s: float | None = None) -> set[str]:
+        """Topics with a DENY WRITE ACL for ``principal``."""
+        ...
+
+
+# How orchestration code reaches a cluster's admin API: KafkaAdmin in production, a function
+# returning fakes in unit tests.
+AdminFactory = Callable[[ClusterEndpoint], ClusterAdmin]

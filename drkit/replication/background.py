@@ -1,0 +1,99 @@
+"""The two threads beside a flow's data path: topic sync and heartbeats.
+
+* Topic sync (every ``topic_refresh_interval_s``): create/grow replica topics and copy configs
+  (drkit.replication.topic_sync), hand the worker the new set of source topics, and watch the
+  source topics' ids - a topic deleted and recreated under the same name gets a new id, which
+  the worker must treat as a possible loss (drkit.replication.loss) and resume from scratch.
+* Heartbeats (every ``heartbeat_interval_s``): MirrorMaker 2-format records on the source's
+  ``heartbeats`` topic, replicated like data so the target can measure the flow's latency.
+  None while the flow is paused or stopped (drkit.control): such a worker writes nothing.
+
+Both end when ``quit`` is set and never raise: failures are counted and logged, then retried.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+from drkit.errors import KafkaError
+from drkit.kafka.admin import KafkaAdmin
+from drkit.kafka.clients import ClusterEndpoint
+from drkit.kafka.flow_clients import TargetProducer
+from drkit.replication.heartbeat import Heartbeat
+from drkit.replication.metrics import ReplicationMetrics
+from drkit.replication.topic_sync import TopicSynchronizer
+from drkit.replication.topology import FlowTopology
+
+log = logging.getLogger(__name__)
+
+
+class TopicWatcher:
+    """Keeps the worker's topic set and the source topics' ids current."""
+
+    def __init__(
+        self,
+        topology: FlowTopology,
+        sync: TopicSynchronizer,
+        source_admin: KafkaAdmin,
+        metrics: ReplicationMetrics,
+        lock: threading.Lock,
+        on_topics: Callable[[frozenset[str], dict[str, str]], None],
+    ) -> None:
+        self.topology = topology
+        self.sync = sync
+        self.source_admin = source_admin
+        self.metrics = metrics
+        self.lock = lock
+        self.on_topics = on_topics
+
+    def once(self) -> None:
+        """One round: sync topics, then publish the topic set with the topics' current ids."""
+        with self.lock:
+            plan = self.sync.sync()
+            topics = frozenset(self.sync.source_partitions)
+        self.metrics.drift.labels(self.topology.name).set(len(plan.drift))
+        self.on_topics(topics, self.source_admin.topic_ids(topics))
+
+    def loop(self, quit_: threading.Event) -> None:
+        interval = self.topology.flow.topic_refresh_interval_s
+        while not quit_.wait(interval):
+            try:
+                self.once()
+            except KafkaError as err:
+                self.metrics.errors.labels(self.topology.name, "topic_sync").inc()
+                log.warning(
+                    "topic sync failed; will retry",
+                    extra={"flow": self.topology.name, "error": str(err)},
+                )
+
+
+def heartbeat_loop(
+    topology: FlowTopology,
+    source: ClusterEndpoint,
+    metrics: ReplicationMetrics,
+    quit_: threading.Event,
+    active: Callable[[], bool] = lambda: True,
+) -> None:
+    """Write heartbeats to the source until ``quit_`` is set, while ``active()`` says so."""
+    producer = TargetProducer(
+        source, {"linger.ms": 0, "client.id": f"drkit-heartbeat-{topology.name}"}, False
+    )
+    key = Heartbeat(topology.source, topology.target, 0).key()
+    interval = topology.flow.heartbeat_interval_s
+    try:
+        while not quit_.is_set():
+            if not active():
+                quit_.wait(interval)
+                continue
+            beat = Heartbeat(topology.source, topology.target, int(time.time() * 1000))
+            problem = producer.try_produce(topology.heartbeats_topic, beat.value(), key, 0)
+            if problem is not None:
+                metrics.errors.labels(topology.name, "heartbeat").inc()
+                log.debug("heartbeat not sent", extra={"flow": topology.name, "error": problem})
+            producer.poll(0)
+            quit_.wait(interval)
+    finally:
+        producer.flush(5)

@@ -1,0 +1,236 @@
+"""The hot path: copy one consumed batch to the target, record by record.
+
+Per record: skip true loops (drkit.replication.provenance), apply the flow's transforms, keep
+key, value, headers, CreateTime and the partition (or hash the key when the target has fewer
+partitions), add ``drkit-src``/``drkit-origin`` and queue the source offset for its delivery
+report (drkit.replication.delivery).  Everything here runs once per record: keep it lean - no
+allocation that can be hoisted, no lookups that can be cached per partition run.
+
+Worker thread only.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any, NoReturn
+
+from drkit.errors import ReplicationError
+from drkit.kafka.flow_clients import (
+    DeliveryFailure,
+    DeliveryFailureKind,
+    RawMessage,
+    TargetProducer,
+)
+from drkit.replication.delivery import DeliveryTracker
+from drkit.replication.metrics import ReplicationMetrics
+from drkit.replication.partition_state import InflightQueue, PartitionState
+from drkit.replication.provenance import (
+    ORIGIN_HEADER,
+    SOURCE_HEADER,
+    origin_header,
+    origin_of_record,
+)
+from drkit.replication.topology import FlowTopology
+from drkit.replication.transforms import OutRecord
+
+_SAMPLE_EVERY = 64  # latency/age histograms see one record in 64 (hot-path cost)
+
+
+def replication_failure(
+    topology: FlowTopology, state: PartitionState, offset: int, reason: DeliveryFailure | str
+) -> ReplicationError:
+    """The error that stops a flow at a record it cannot replicate (progress stays before it)."""
+    return ReplicationError(
+        f"flow {topology.name}: cannot replicate {state.source.topic} partition "
+        f"{state.source.partition} offset {offset} to {topology.target} "
+        f"{state.target_topic}: {reason}. Replication of this partition stopped at offset "
+        f"{state.next_offset}; nothing after it was skipped."
+    )
+
+
+class RecordCopier:
+    """Copies consumed batches for the partitions in ``parts`` (shared with the worker)."""
+
+    def __init__(
+        self,
+        topology: FlowTopology,
+        metrics: ReplicationMetrics,
+        deliveries: DeliveryTracker,
+        parts: dict[tuple[str, int], PartitionState],
+        on_consume_error: Callable[[Any, RawMessage], None],
+        check_deliveries: Callable[[], None],
+    ) -> None:
+        self.topology = topology
+        self.metrics = metrics
+        self.deliveries = deliveries
+        self.parts = parts
+        self.on_consume_error = on_consume_error
+        self.check_deliveries = check_deliveries
+        # Kafka cluster ids (loop prevention), set once the worker has read them.
+        self.source_id = topology.source.encode()
+        self.target_id = topology.target.encode()
+
+    def _fail(self, state: PartitionState, offset: int, reason: DeliveryFailure | str) -> NoReturn:
+        self.metrics.errors.labels(self.topology.name, "fatal").inc()
+        raise replication_failure(self.topology, state, offset, reason)
+
+    def copy(self, messages: list[RawMessage], producer: TargetProducer) -> None:
+        """Produce one consumed batch.  The hot path: keep per-record work minimal."""
+        parts = self.parts
+        chain = self.topology.chain if self.topology.chain.steps else None
+        source_id = self.source_id.decode()
+        target_id = self.target_id.decode()
+        target_id_bytes = self.target_id
+        produce = producer.produce
+        now_s = time.time()
+        last: tuple[str, int] | None = None
+        state: PartitionState | None = None
+        for message in messages:
+            error = message.error()
+            if error is not None:
+                self.on_consume_error(error, message)
+                continue
+            where = (message.topic(), message.partition())
+            if where != last:  # records arrive in runs per partition: look up once per run
+                last, state = where, parts.get(where)
+            if state is None:
+                continue  # revoked between fetch and here
+            offset = message.offset()
+            if state.next_offset is None:
+                state.next_offset = offset
+            headers: Any = message.headers()
+            origin = state.native_origin
+            if headers:
+                kept = []
+                found_origin = found_src = None
+                for name, raw in headers:
+                    if name == ORIGIN_HEADER:
+                        found_origin = raw  # replaced below
+                    elif name == SOURCE_HEADER:
+                        found_src = raw  # replaced below: it names the immediate source
+                    else:
+                        kept.append((name, raw))
+                if found_origin is not None:
+                    # Only a drkit copy sitting where drkit wrote it keeps its origin; headers
+                    # an application copied into new records are not loops.
+                    home = origin_of_record(found_origin, source_id, where[0], found_src)
+                    if home == target_id:
+                        state.skip(offset)
+                        self.metrics.loop_skipped.labels(self.topology.name, where[0]).inc()
+                        continue
+                    if home != source_id:  # a copy passing through: keep where it began
+                        origin = origin_header(home.encode(), target_id_bytes, state.target_topic)
+                headers = kept
+            else:
+                headers = []
+            key: bytes | None = message.key()
+            value: bytes | None = message.value()
+            if chain is not None:
+                try:
+                    out = chain.apply(OutRecord(key, value, tuple(headers)))
+                except Exception as err:  # a plugin failed on this record: stop here, loudly
+                    self._fail(state, offset, f"transform failed: {type(err).__name__}: {err}")
+                if out is None:
+                    state.skip(offset)
+                    self.metrics.filtered.labels(self.topology.name, where[0]).inc()
+                    continue
+                key, value, headers = out.key, out.value, list(out.headers)
+            headers.append((SOURCE_HEADER, state.prefix + str(offset).encode()))
+            headers.append((ORIGIN_HEADER, origin))
+            ts_type, timestamp = message.timestamp()
+            if not ts_type:
+                timestamp = 0
+            partition = state.target_partition
+            if partition is None:
+                partition = state.placed(key, offset)
+            try:
+                produce(
+                    state.target_topic, value, key, partition, timestamp=timestamp, headers=headers
+                )
+            except BufferError:
+                self._produce_when_room(
+                    producer, state, offset, value, key, partition, timestamp, headers
+                )
+            except Exception as err:  # rejected locally: see TargetProducer.rejected
+                self._produce_after_rejection(
+                    producer, err, state, offset, value, key, partition, timestamp, headers
+                )
+            state.pending.append(offset)
+            queue = state.queue if not state.hashed else None
+            if queue is None or queue.owner is not state:
+                queue = self.deliveries.queue_for(state, partition)
+            queue.add(state, offset)
+            state.records += 1
+            state.bytes += len(value or b"") + len(key or b"")
+            if timestamp and offset % _SAMPLE_EVERY == 0:
+                self._sample(queue, offset, timestamp, now_s)
+
+    def _sample(self, queue: InflightQueue, offset: int, timestamp: int, now_s: float) -> None:
+        queue.sampled[offset] = timestamp
+        self.metrics.record_age.labels(self.topology.name).observe(
+            max(0.0, now_s - timestamp / 1000)
+        )
+
+    def _produce_when_room(
+        self,
+        producer: TargetProducer,
+        state: PartitionState,
+        offset: int,
+        value: bytes | None,
+        key: bytes | None,
+        partition: int,
+        timestamp: int,
+        headers: list[Any],
+    ) -> None:
+        """The producer queue is full: serve delivery reports until the record fits."""
+        while True:
+            producer.poll(0.05)
+            self.check_deliveries()
+            try:
+                producer.produce(
+                    state.target_topic, value, key, partition, timestamp=timestamp, headers=headers
+                )
+                return
+            except BufferError:
+                continue
+            except Exception as err:
+                self._produce_after_rejection(
+                    producer, err, state, offset, value, key, partition, timestamp, headers
+                )
+                return
+
+    def _produce_after_rejection(
+        self,
+        producer: TargetProducer,
+        err: Exception,
+        state: PartitionState,
+        offset: int,
+        value: bytes | None,
+        key: bytes | None,
+        partition: int,
+        timestamp: int,
+        headers: list[Any],
+    ) -> None:
+        """The producer refused a record locally.  A transient refusal - typically a partition
+        the target topic just gained, unknown to the producer's cached metadata - is retried
+        after refreshing the topic's metadata, until the delivery timeout; anything else stops
+        the flow at this record."""
+        failure = producer.rejected(err, state.target_topic)
+        deadline = time.monotonic() + self.topology.flow.retry.delivery_timeout_s
+        while failure.kind is DeliveryFailureKind.TRANSIENT and time.monotonic() < deadline:
+            producer.refresh_metadata(state.target_topic)
+            producer.poll(0.1)
+            try:
+                producer.produce(
+                    state.target_topic, value, key, partition, timestamp=timestamp, headers=headers
+                )
+                return
+            except BufferError:
+                self._produce_when_room(
+                    producer, state, offset, value, key, partition, timestamp, headers
+                )
+                return
+            except Exception as again:
+                failure = producer.rejected(again, state.target_topic)
+        self._fail(state, offset, failure)

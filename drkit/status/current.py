@@ -1,0 +1,53 @@
+"""Read the store and build the status picture (the I/O half of drkit.status)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from drkit.config.model import DrkitConfig
+from drkit.failover.fences import FenceRepository, FenceState
+from drkit.failover.pointer import PointerRepository
+from drkit.replication.loss import LossEvent
+from drkit.status.document import StatusSnapshot, build_status
+from drkit.store.db import StateStore
+from drkit.store.health_repo import HealthRepository
+from drkit.store.loss_repo import LossRepository
+
+
+def current_status(config: DrkitConfig, store: StateStore) -> StatusSnapshot:
+    """The picture every process sees: rows from the store, through :func:`build_status`."""
+    repo = HealthRepository(store)
+    by_flow: dict[str, list[LossEvent]] = {}
+    for event in LossRepository(store).list():
+        by_flow.setdefault(event.flow, []).append(event)
+    fences = FenceRepository(store)
+    pending = {
+        cluster: sorted(fences.topics(cluster, FenceState.PENDING))
+        for cluster in fences.clusters_with(FenceState.PENDING)
+    }
+    return build_status(
+        config,
+        repo.all_observer_states(),
+        repo.flow_statuses(),
+        repo.recent_transitions(),
+        repo.last_failover(),
+        by_flow,
+        pointer=PointerRepository(store).get(),
+        pending_fences=pending,
+    )
+
+
+def status_source(
+    config: DrkitConfig, store: StateStore, on_error: Callable[[str], None]
+) -> Callable[[], StatusSnapshot]:
+    """A status reader for the web server that reports store failures to ``on_error`` (the
+    monitor's store watch) before re-raising them (the server answers 503)."""
+
+    def read() -> StatusSnapshot:
+        try:
+            return current_status(config, store)
+        except Exception as err:
+            on_error(str(err))
+            raise
+
+    return read

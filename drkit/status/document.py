@@ -1,0 +1,358 @@
+"""The status picture shared by ``/api/status``, the status page and ``drkit status``.
+
+Built only from the state store (what every monitor has written) and the config, so any process
+sees the same picture.  :func:`build_status` is pure over those rows and returns a typed
+:class:`StatusSnapshot`; :meth:`StatusSnapshot.to_json` is the document.
+
+Schema ``drkit.status/v1``::
+
+    {"schema", "generated_at", "observers": [str],
+     "clusters": {alias: {"state", "down", "down_votes", "quorum", "observers":
+                          {name: {"state", "since", "updated_at", "fresh", "probe", "reason"}}}},
+     "flows": {name: {"source", "target", "observed_at", "flow", "at", "heartbeat_age_s",
+                      "lag_records", "lag_by_topic", "checkpoint_age_s", "workers", "groups",
+                      "group_lag", "errors",
+                      "lost_records", "losses": [{"topic", "partition", "first_offset",
+                                                  "last_offset", "count", "reason",
+                                                  "detected_at", "detected_by"}],
+                      "failover": {"possible", "reasons", "rpo_records", "rpo_seconds",
+                                   "failed_bounds", "checks": [{"measure", "bound", "value",
+                                                                "limit", "ok"}]}}},
+     "active_cluster", "pointer": {"cluster", "epoch", "run", "updated_at"} | null,
+     "last_failover": {"id", "kind", "source", "target", "state", "started_at",
+                       "finished_at"} | null,
+     "pending_fences": {cluster: [topic]},
+     "automation": {"allowed", "reason"},
+     "transitions": [{"kind", "subject", "observer", "from", "to", "at", "reason"}]}
+
+Flow fields are ``null`` until a monitor has observed the flow (``observed_at`` null).
+``lost_records`` totals the flow's recorded loss events (source records deleted before they
+were replicated, see :mod:`drkit.replication.loss`); ``losses`` lists them, oldest first.  A
+flow with losses is not OK however healthy its replication is now.  ``failover`` is
+:mod:`drkit.health.readiness`: ``failed_bounds`` names the config bounds that fail.
+``active_cluster`` is the cluster clients should use: the failover engine's active pointer
+(drkit.failover.pointer) when one was ever set, else the first flow's source.
+``pending_fences`` lists topics of clusters that could not be fenced when a failover ran
+(unreachable then); they are fenced as soon as they answer.
+
+This package sits above drkit.health and drkit.failover: it reads what both wrote.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from drkit.config.model import DrkitConfig
+from drkit.failover.model import RunState
+from drkit.failover.pointer import Pointer
+from drkit.health.evaluation import ClusterState
+from drkit.health.observations import FlowObservation
+from drkit.health.quorum import AutomationGate, ObserverReport, automation_gate, verdict
+from drkit.health.readiness import FailoverReadiness, failover_readiness
+from drkit.replication.loss import LossEvent
+from drkit.store.models import FailoverRun, FlowStatus, HealthTransition, ObserverState
+
+SCHEMA = "drkit.status/v1"
+
+
+def _ts(value: datetime | None) -> float | None:
+    return value.timestamp() if value is not None else None
+
+
+@dataclass(frozen=True)
+class ObserverView:
+    state: ClusterState
+    since: float | None
+    updated_at: float
+    fresh: bool
+    probe: Mapping[str, Any]  # the probe's evidence as stored (ProbeResult.evidence())
+    reason: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "state": self.state.value,
+            "since": self.since,
+            "updated_at": self.updated_at,
+            "fresh": self.fresh,
+            "probe": dict(self.probe),
+            "reason": self.reason,
+        }
+
+
+@dataclass(frozen=True)
+class ClusterView:
+    state: ClusterState
+    down: bool
+    down_votes: tuple[str, ...]
+    quorum: int
+    observers: Mapping[str, ObserverView]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "state": self.state.value,
+            "down": self.down,
+            "down_votes": list(self.down_votes),
+            "quorum": self.quorum,
+            "observers": {name: o.to_json() for name, o in self.observers.items()},
+        }
+
+
+def loss_json(event: LossEvent) -> dict[str, Any]:
+    return {
+        "topic": event.source.topic,
+        "partition": event.source.partition,
+        "first_offset": event.first_offset,
+        "last_offset": event.last_offset,
+        "count": event.count,
+        "reason": event.reason.value,
+        "detected_at": event.detected_at_ms / 1000,
+        "detected_by": event.detected_by,
+    }
+
+
+@dataclass(frozen=True)
+class FlowView:
+    name: str
+    source: str
+    target: str
+    observation: FlowObservation | None  # the latest, from any observer
+    losses: tuple[LossEvent, ...]
+    failover: FailoverReadiness
+
+    @property
+    def lost_records(self) -> int:
+        return sum(event.count for event in self.losses)
+
+    def to_json(self) -> dict[str, Any]:
+        observed = (
+            self.observation.to_json()
+            if self.observation is not None
+            else FlowObservation.unobserved_json(self.name)
+        )
+        return {
+            **observed,
+            "source": self.source,
+            "target": self.target,
+            "observed_at": self.observation.at if self.observation is not None else None,
+            "lost_records": self.lost_records,
+            "losses": [loss_json(event) for event in self.losses],
+            "failover": self.failover.to_json(),
+        }
+
+
+@dataclass(frozen=True)
+class TransitionView:
+    kind: str  # a SubjectKind value as stored
+    subject: str
+    observer: str
+    from_state: str | None
+    to_state: str
+    at: float | None
+    reason: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "subject": self.subject,
+            "observer": self.observer,
+            "from": self.from_state,
+            "to": self.to_state,
+            "at": self.at,
+            "reason": self.reason,
+        }
+
+
+@dataclass(frozen=True)
+class FailoverRunView:
+    id: int
+    kind: str
+    source: str
+    target: str
+    state: str
+    started_at: float | None
+    finished_at: float | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "kind": self.kind,
+            "source": self.source,
+            "target": self.target,
+            "state": self.state,
+            "started_at": self.started_at,
+            "finished_at": self.finished_at,
+        }
+
+
+@dataclass(frozen=True)
+class StatusSnapshot:
+    generated_at: float
+    observers: tuple[str, ...]  # observers with a fresh report
+    clusters: Mapping[str, ClusterView]
+    flows: Mapping[str, FlowView]
+    active_cluster: str | None
+    pointer: Pointer | None
+    last_failover: FailoverRunView | None
+    pending_fences: Mapping[str, tuple[str, ...]]
+    automation: AutomationGate
+    transitions: tuple[TransitionView, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schema": SCHEMA,
+            "generated_at": self.generated_at,
+            "observers": list(self.observers),
+            "clusters": {alias: c.to_json() for alias, c in self.clusters.items()},
+            "flows": {name: f.to_json() for name, f in self.flows.items()},
+            "active_cluster": self.active_cluster,
+            "pointer": (
+                {
+                    "cluster": self.pointer.cluster,
+                    "epoch": self.pointer.epoch,
+                    "run": self.pointer.run_id,
+                    "updated_at": self.pointer.updated_at.timestamp(),
+                }
+                if self.pointer is not None
+                else None
+            ),
+            "last_failover": self.last_failover.to_json() if self.last_failover else None,
+            "pending_fences": {c: list(t) for c, t in sorted(self.pending_fences.items())},
+            "automation": {"allowed": self.automation.allowed, "reason": self.automation.reason},
+            "transitions": [t.to_json() for t in self.transitions],
+        }
+
+
+def build_status(
+    config: DrkitConfig,
+    states: Sequence[ObserverState],
+    flows: Sequence[FlowStatus],
+    transitions: Sequence[HealthTransition],
+    last_failover: FailoverRun | None,
+    losses: Mapping[str, Sequence[LossEvent]] | None = None,
+    now: float | None = None,
+    pointer: Pointer | None = None,
+    pending_fences: Mapping[str, Sequence[str]] | None = None,
+) -> StatusSnapshot:
+    """The picture (pure over the store's rows; ``now`` defaults to the clock)."""
+    now = time.time() if now is None else now
+    policy = config.health
+    reports = [
+        ObserverReport(s.observer, s.cluster, ClusterState(s.state), s.updated_at.timestamp())
+        for s in states
+    ]
+    fresh_observers = tuple(
+        sorted({r.observer for r in reports if now - r.at <= policy.observation_window_s})
+    )
+    clusters = {alias: _cluster(alias, states, reports, config, now) for alias in config.clusters}
+    latest = _latest_observations(flows)
+    flow_views = {
+        flow.name: FlowView(
+            flow.name,
+            flow.source,
+            flow.target,
+            latest.get(flow.name),
+            tuple((losses or {}).get(flow.name, ())),
+            failover_readiness(
+                latest.get(flow.name),
+                clusters[flow.target].state,
+                now,
+                policy,
+                config.failover,
+            ),
+        )
+        for flow in config.flows
+    }
+    run = _failover_run(last_failover)
+    return StatusSnapshot(
+        generated_at=now,
+        observers=fresh_observers,
+        clusters=dict(sorted(clusters.items())),
+        flows=flow_views,
+        active_cluster=pointer.cluster if pointer is not None else _default_active(config),
+        pointer=pointer,
+        last_failover=run,
+        pending_fences={c: tuple(sorted(t)) for c, t in (pending_fences or {}).items()},
+        automation=automation_gate(
+            config.failover,
+            policy,
+            len(fresh_observers),
+            run.finished_at if run is not None and run.state == RunState.SUCCEEDED else None,
+            now,
+        ),
+        transitions=tuple(
+            TransitionView(
+                t.subject_kind,
+                t.subject,
+                t.observer,
+                t.from_state,
+                t.to_state,
+                _ts(t.at),
+                (t.evidence or {}).get("reason"),
+            )
+            for t in transitions
+        ),
+    )
+
+
+def _cluster(
+    alias: str,
+    states: Sequence[ObserverState],
+    reports: Sequence[ObserverReport],
+    config: DrkitConfig,
+    now: float,
+) -> ClusterView:
+    decided = verdict(alias, reports, config.health, now)
+    return ClusterView(
+        state=decided.state,
+        down=decided.down,
+        down_votes=decided.down_votes,
+        quorum=decided.quorum,
+        observers={
+            s.observer: ObserverView(
+                state=ClusterState(s.state),
+                since=_ts(s.since),
+                updated_at=s.updated_at.timestamp(),
+                fresh=now - s.updated_at.timestamp() <= config.health.observation_window_s,
+                probe=(s.evidence or {}).get("probe") or {},
+                reason=(s.evidence or {}).get("reason"),
+            )
+            for s in states
+            if s.cluster == alias
+        },
+    )
+
+
+def _latest_observations(rows: Sequence[FlowStatus]) -> dict[str, FlowObservation]:
+    """Per flow, the newest observation any observer stored."""
+    newest: dict[str, FlowStatus] = {}
+    for row in rows:
+        known = newest.get(row.flow)
+        if known is None or row.observed_at > known.observed_at:
+            newest[row.flow] = row
+    return {
+        flow: FlowObservation.from_json(flow, row.observed_at.timestamp(), row.data or {})
+        for flow, row in newest.items()
+    }
+
+
+def _default_active(config: DrkitConfig) -> str | None:
+    """Before any failover: the first flow's source (where applications write)."""
+    return config.flows[0].source if config.flows else None
+
+
+def _failover_run(run: FailoverRun | None) -> FailoverRunView | None:
+    if run is None:
+        return None
+    return FailoverRunView(
+        run.id,
+        run.kind,
+        run.source,
+        run.target,
+        run.state,
+        _ts(run.started_at),
+        _ts(run.finished_at),
+    )

@@ -1,0 +1,360 @@
+"""An in-memory Kafka cluster that implements drkit's ``ClusterAdmin`` port, for unit tests of
+orchestration logic (failover steps, group-offset sync, fence maintenance).
+
+What it models, in plain dicts: topics (an id, partitions with log start, high watermark and an
+optional open transaction, configs), consumer groups (state, members, committed offsets), and
+literal ACLs (drkit.kafka.acls values - fencing follows the adapter's own policy).  It answers as
+a broker does where drkit relies on it: an unknown group is DEAD with no members, committing
+offsets into a group with members is refused (UNKNOWN_MEMBER_ID), appending to a topic with a
+DENY WRITE ACL is refused (TOPIC_AUTHORIZATION_FAILED), and a cluster that is down raises
+UnreachableClusterError from ``wait_ready`` and RetriableKafkaError from everything else.
+
+It is not a broker: no records, no replication, no timing; deadlines (``timeout_s``) are
+ignored.  Behaviour of real brokers is covered by the adapter's contract tests
+(tests/integration/test_kafka_adapter.py).  ``calls`` records every port call by name, so a
+test can assert what was (not) asked; :meth:`FakeCluster.before_next` makes the world change
+between two calls (a consumer joins a group just before a write).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+
+from drkit.errors import FatalKafkaError, KafkaError, RetriableKafkaError, UnreachableClusterError
+from drkit.kafka.acls import AclOperation, AclPermission, TopicAcl, fence_acls, lift_acls
+from drkit.kafka.admin_base import (
+    ConfigValue,
+    GroupOffsets,
+    GroupState,
+    PartitionInfo,
+    TopicInfo,
+    TopicSpec,
+)
+from drkit.kafka.clients import ClusterEndpoint
+from drkit.kafka.ports import AdminFactory, ClusterAdmin
+from drkit.kafka.records import TopicPartition
+
+
+@dataclass
+class FakePartition:
+    log_start: int = 0
+    end: int = 0  # high watermark
+    open_transaction_at: int | None = None  # first offset of an open transaction, if any
+
+    @property
+    def stable_end(self) -> int:
+        return self.end if self.open_transaction_at is None else self.open_transaction_at
+
+
+@dataclass
+class FakeTopic:
+    topic_id: str
+    partitions: list[FakePartition]
+    configs: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class FakeGroup:
+    state: str = "EMPTY"
+    members: int = 0
+    offsets: dict[TopicPartition, int] = field(default_factory=dict)
+
+
+class FakeCluster:
+    """One in-memory cluster; see the module docstring for what it models."""
+
+    def __init__(self, alias: str = "fake", brokers: int = 3) -> None:
+        self.alias = alias
+        self.brokers = brokers
+        self.up = True
+        self.topics: dict[str, FakeTopic] = {}
+        self.groups: dict[str, FakeGroup] = {}
+        self.acls: set[TopicAcl] = set()
+        self.calls: list[str] = []
+        self._before: dict[str, list[Callable[[], None]]] = {}
+
+    # -- setting the scene ------------------------------------------------------------------
+
+    def add_topic(
+        self, name: str, partitions: int = 1, configs: Mapping[str, str] | None = None
+    ) -> None:
+        self.topics[name] = FakeTopic(
+            uuid.uuid4().hex, [FakePartition() for _ in range(partitions)], dict(configs or {})
+        )
+
+    def append(self, topic: str, partition: int = 0, count: int = 1) -> int:
+        """Write ``count`` records (as a producer would); returns the new high watermark.
+
+        Refused like a broker refuses a fenced topic: FatalKafkaError naming
+        TOPIC_AUTHORIZATION_FAILED while ``User:*`` has a DENY WRITE ACL on it.
+        """
+        if not self.writable(topic):
+            raise FatalKafkaError(f"{self.alias}: produce to {topic}: TOPIC_AUTHORIZATION_FAILED")
+        part = self._partition(TopicPartition(topic, partition))
+        part.end += count
+        return part.end
+
+    def truncate(self, topic: str, partition: int, log_start: int) -> None:
+        """Records below ``log_start`` are gone (retention, DeleteRecords)."""
+        self._partition(TopicPartition(topic, partition)).log_start = log_start
+
+    def open_transaction(self, topic: str, partition: int = 0) -> None:
+        """A producer left a transaction open from the current end on (stable end stays)."""
+        part = self._partition(TopicPartition(topic, partition))
+        part.open_transaction_at = part.end
+
+    def set_group_offsets(self, group: str, offsets: Mapping[TopicPartition, int]) -> None:
+        self.groups.setdefault(group, FakeGroup()).offsets.update(offsets)
+
+    def activate(self, group: str, members: int = 1) -> None:
+        """Consumers joined ``group``: it is STABLE with ``members`` members."""
+        found = self.groups.setdefault(group, FakeGroup())
+        found.state, found.members = "STABLE", members
+
+    def deactivate(self, group: str) -> None:
+        """Every member left: the group is EMPTY (its offsets stay)."""
+        found = self.groups.setdefault(group, FakeGroup())
+        found.state, found.members = "EMPTY", 0
+
+    def go_down(self) -> None:
+        """The cluster stops answering (every broker gone, or the link cut)."""
+        self.up = False
+
+    def come_back(self) -> None:
+        self.up = True
+
+    def before_next(self, call: str, action: Callable[[], None]) -> None:
+        """Run ``action`` once, right before the next port call named ``call`` is answered."""
+        self._before.setdefault(call, []).append(action)
+
+    def writable(self, topic: str, principal: str = "User:*") -> bool:
+        return TopicAcl(topic, principal, AclOperation.WRITE, AclPermission.DENY) not in self.acls
+
+    def committed(self, group: str) -> dict[TopicPartition, int]:
+        found = self.groups.get(group)
+        return dict(found.offsets) if found is not None else {}
+
+    # -- ClusterAdmin: cluster --------------------------------------------------------------
+
+    def wait_ready(self, timeout_s: float = 30.0) -> int:
+        self.calls.append("wait_ready")
+        for action in self._before.pop("wait_ready", []):
+            action()
+        if not self.up:
+            raise UnreachableClusterError(self.alias, f"{self.alias}:9092", "connection refused")
+        return self.brokers
+
+    def answers(self, timeout_s: float = 3.0) -> bool:
+        self.calls.append("answers")
+        for action in self._before.pop("answers", []):
+            action()
+        return self.up
+
+    def describe_cluster(self, timeout_s: float | None = None) -> tuple[str | None, int, int]:
+        self._answer("describe_cluster")
+        return f"{self.alias}-id", 1, self.brokers
+
+    # -- ClusterAdmin: topics ---------------------------------------------------------------
+
+    def list_topics(
+        self, timeout_s: float | None = None, include_internal: bool = False
+    ) -> dict[str, TopicInfo]:
+        self._answer("list_topics")
+        replicas = tuple(range(1, self.brokers + 1))
+        return {
+            name: TopicInfo(
+                name,
+                tuple(
+                    PartitionInfo(index, 1, replicas, replicas)
+                    for index in range(len(topic.partitions))
+                ),
+            )
+            for name, topic in sorted(self.topics.items())
+            if include_internal or not name.startswith("__")
+        }
+
+    def create_topics(self, specs: Iterable[TopicSpec], timeout_s: float | None = None) -> None:
+        self._answer("create_topics")
+        for spec in specs:
+            if spec.name not in self.topics:
+                self.add_topic(spec.name, spec.partitions, spec.configs or {})
+
+    def topic_configs(
+        self, topics: Iterable[str], timeout_s: float | None = None
+    ) -> dict[str, dict[str, ConfigValue]]:
+        self._answer("topic_configs")
+        return {
+            name: {
+                key: ConfigValue(value, False, False, False, "DYNAMIC_TOPIC_CONFIG")
+                for key, value in self.topics[name].configs.items()
+            }
+            for name in topics
+            if name in self.topics
+        }
+
+    def topic_ids(self, topics: Iterable[str], timeout_s: float | None = None) -> dict[str, str]:
+        self._answer("topic_ids")
+        return {
+            name: self.topics[name].topic_id for name in sorted(set(topics)) if name in self.topics
+        }
+
+    # -- ClusterAdmin: offsets --------------------------------------------------------------
+
+    def list_offsets(
+        self,
+        partitions: Iterable[TopicPartition],
+        which: str = "latest",
+        timeout_s: float | None = None,
+        isolation: str = "read_uncommitted",
+    ) -> dict[TopicPartition, int]:
+        self._answer("list_offsets")
+        out: dict[TopicPartition, int] = {}
+        for tp in partitions:
+            part = self._partition(tp)
+            if which == "earliest":
+                out[tp] = part.log_start
+            else:
+                out[tp] = part.stable_end if isolation == "read_committed" else part.end
+        return out
+
+    def stable_offsets(
+        self, partitions: Iterable[TopicPartition], timeout_s: float | None = None
+    ) -> dict[TopicPartition, int]:
+        self._answer("stable_offsets")
+        return {tp: self._partition(tp).stable_end for tp in partitions}
+
+    def topic_offsets(
+        self, topic: str, timeout_s: float | None = None, isolation: str = "read_uncommitted"
+    ) -> dict[int, tuple[int, int]]:
+        self._answer("topic_offsets")
+        if topic not in self.topics:
+            raise FatalKafkaError(f"{self.alias}: topic {topic} does not exist")
+        return {
+            index: (p.log_start, p.stable_end if isolation == "read_committed" else p.end)
+            for index, p in enumerate(self.topics[topic].partitions)
+        }
+
+    # -- ClusterAdmin: consumer groups ------------------------------------------------------
+
+    def list_groups(self, timeout_s: float | None = None) -> dict[str, str]:
+        self._answer("list_groups")
+        return {name: group.state for name, group in sorted(self.groups.items())}
+
+    def describe_groups(
+        self, groups: Iterable[str], timeout_s: float | None = None
+    ) -> dict[str, GroupState]:
+        self._answer("describe_groups")
+        out: dict[str, GroupState] = {}
+        for name in groups:
+            found = self.groups.get(name)
+            out[name] = (
+                GroupState(name, found.state, found.members)
+                if found is not None
+                else GroupState(name, "DEAD", 0)
+            )
+        return out
+
+    def group_offsets(self, group: str, timeout_s: float | None = None) -> GroupOffsets:
+        self._answer("group_offsets")
+        return GroupOffsets(group, self.committed(group))
+
+    def groups_offsets(
+        self, groups: Iterable[str], timeout_s: float | None = None
+    ) -> dict[str, GroupOffsets]:
+        self._answer("groups_offsets")
+        return {g: GroupOffsets(g, self.committed(g)) for g in groups if g in self.groups}
+
+    def alter_group_offsets(
+        self, group: str, offsets: Mapping[TopicPartition, int], timeout_s: float | None = None
+    ) -> None:
+        self._answer("alter_group_offsets")
+        if not offsets:
+            return
+        found = self.groups.get(group)
+        if found is not None and found.members > 0:
+            raise FatalKafkaError(
+                f"{self.alias}: alter offsets of group {group}: UNKNOWN_MEMBER_ID: "
+                f"the group has {found.members} active members"
+            )
+        self.set_group_offsets(group, offsets)
+
+    def alter_groups_offsets(
+        self, requests: Mapping[str, Mapping[TopicPartition, int]], timeout_s: float | None = None
+    ) -> dict[str, str | None]:
+        out: dict[str, str | None] = {}
+        for group, offsets in requests.items():
+            try:
+                self.alter_group_offsets(group, offsets, timeout_s)
+                out[group] = None
+            except KafkaError as err:
+                out[group] = str(err)
+        return out
+
+    # -- ClusterAdmin: write fencing --------------------------------------------------------
+
+    def deny_writes(
+        self,
+        topics: Iterable[str],
+        principal: str = "User:*",
+        keep_reads: bool = True,
+        timeout_s: float | None = None,
+    ) -> set[str]:
+        self._answer("deny_writes")
+        bare, wanted = fence_acls(topics, principal, keep_reads, {acl.topic for acl in self.acls})
+        self.acls |= set(wanted)
+        return set(bare)
+
+    def allow_writes(
+        self,
+        topics: Iterable[str],
+        principal: str = "User:*",
+        reads_allowed: Iterable[str] = (),
+        timeout_s: float | None = None,
+    ) -> None:
+        self._answer("allow_writes")
+        self.acls -= set(lift_acls(topics, principal, reads_allowed))
+
+    def write_denied(self, principal: str = "User:*", timeout_s: float | None = None) -> set[str]:
+        self._answer("write_denied")
+        return {
+            acl.topic
+            for acl in self.acls
+            if acl.principal == principal
+            and acl.operation is AclOperation.WRITE
+            and acl.permission is AclPermission.DENY
+        }
+
+    # -- internals ----------------------------------------------------------------------------
+
+    def _answer(self, call: str) -> None:
+        self.calls.append(call)
+        for action in self._before.pop(call, []):
+            action()
+        if not self.up:
+            raise RetriableKafkaError(f"{self.alias}: {call}: timed out (cluster down)")
+
+    def _partition(self, tp: TopicPartition) -> FakePartition:
+        topic = self.topics.get(tp.topic)
+        if topic is None or not 0 <= tp.partition < len(topic.partitions):
+            raise RetriableKafkaError(f"{self.alias}: {tp}: UNKNOWN_TOPIC_OR_PART")
+        return topic.partitions[tp.partition]
+
+
+class FakeClusters:
+    """Several fake clusters by alias, and the ``AdminFactory`` that hands them out."""
+
+    def __init__(self, *aliases: str) -> None:
+        self.by_alias = {alias: FakeCluster(alias) for alias in aliases}
+
+    def __getitem__(self, alias: str) -> FakeCluster:
+        return self.by_alias[alias]
+
+    def connect(self, endpoint: ClusterEndpoint) -> ClusterAdmin:
+        return self.by_alias[endpoint.alias]
+
+
+def _conforms(fake: FakeCluster, clusters: FakeClusters) -> tuple[ClusterAdmin, AdminFactory]:
+    """Never called: mypy checks here that the fake implements the port."""
+    return fake, clusters.connect

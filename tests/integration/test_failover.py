@@ -1,0 +1,506 @@
+"""Failover engine acceptance on real clusters: unplanned failover of a dead primary, planned
+switchover under load, a killed engine resumed after every step, two engines at once, and a
+plan that changes nothing."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from drkit.config import load_config
+from drkit.errors import KafkaError
+from drkit.failover.fences import FenceRepository, FenceState
+from drkit.failover.maintenance import FailoverMaintenance
+from drkit.failover.model import Procedure, StepName
+from drkit.failover.runbook import load_runbook
+from drkit.failover.runs import RunRepository
+from drkit.kafka import ClusterEndpoint, KafkaAdmin, make_consumer
+from drkit.kafka.admin import TopicSpec
+from drkit.kafka.io import commit_group_offsets, produce_batch
+from drkit.kafka.records import TopicPartition
+from drkit.replication.progress import ProgressStore
+from drkit.replication.topology import FlowTopology
+from drkit.store import StateStore
+from tests.conftest import Names
+from tests.failover_support import drkit, read_from, resumes_at, with_config
+from tests.kafka_backends import ClusterUnderTest
+from tests.replication_support import FlowSetup, Replicator, flow_setup, wait_until
+
+PARTITIONS = 3
+PER_PARTITION = 400
+
+
+def _fill(endpoint: ClusterEndpoint, topic: str, per_partition: int, start: int = 0) -> None:
+    for partition in range(PARTITIONS):
+        produce_batch(
+            endpoint,
+            topic,
+            ((None, f"{partition}-{i}".encode()) for i in range(start, start + per_partition)),
+            partition=partition,
+        )
+
+
+def _progress(setup: FlowSetup) -> dict[TopicPartition, int]:
+    """Progress stored so far ({} until the worker created its progress topic: reading a
+    missing bookkeeping topic raises)."""
+    topology = FlowTopology.of(setup.config.flows[0])
+    store = ProgressStore(setup.target_endpoint, topology.progress_topic, missing_ok=True)
+    try:
+        return {tp: p.next_offset for tp, p in store.refresh().items()}
+    finally:
+        store.close()
+
+
+def _checkpointed(setup: FlowSetup, expected: dict[str, dict[TopicPartition, int]]) -> bool:
+    from drkit.offsets.checkpoint_store import CheckpointStore
+
+    topology = FlowTopology.of(setup.config.flows[0])
+    store = CheckpointStore(setup.target_endpoint, topology.checkpoints_topic)
+    try:
+        snapshot = store.refresh()
+    finally:
+        store.close()
+    for group, offsets in expected.items():
+        found = {
+            TopicPartition(str(c.info.get("source_topic")), tp.partition): c.upstream_offset
+            for tp, c in snapshot.for_group(group).items()
+        }
+        if found != offsets:
+            return False
+    return True
+
+
+def _groups(topic: str, names: Names) -> dict[str, dict[TopicPartition, int]]:
+    """Groups at the start, in the middle, at the end and lagging far behind."""
+    at = {
+        "start": 0,
+        "middle": PER_PARTITION // 2,
+        "end": PER_PARTITION,
+        "lagging": PER_PARTITION // 10,
+    }
+    return {
+        names.group(label): {TopicPartition(topic, p): offset for p in range(PARTITIONS)}
+        for label, offset in at.items()
+    }
+
+
+# -- unplanned --------------------------------------------------------------------------------
+
+
+def test_unplanned_failover_of_a_killed_primary_resumes_every_group_exactly(
+    scratch: ClusterUnderTest, dc2: ClusterUnderTest, names: Names, tmp_path: Path
+) -> None:
+    topic = names.topic("orders")
+    setup = flow_setup(tmp_path, scratch, dc2, [topic], groups={"include": [f"{names.prefix}.*"]})
+    replica = FlowTopology.of(setup.config.flows[0]).target_topic(topic)
+    scratch.admin().create_topics([TopicSpec(topic, PARTITIONS)])
+    _fill(setup.source_endpoint, topic, PER_PARTITION)
+    groups = _groups(topic, names)
+    for group, offsets in groups.items():
+        commit_group_offsets(setup.source_endpoint, group, offsets)
+    with Replicator(setup, log_dir=tmp_path):
+        wait_until(
+            lambda: _progress(setup).get(TopicPartition(topic, 0)) == PER_PARTITION,
+            60,
+            what="replicated",
+        )
+        wait_until(lambda: _checkpointed(setup, groups), 60, what="checkpoints of every group")
+        assert scratch.local is not None
+        scratch.local.kill_broker(scratch.name)  # the primary is gone
+        done = drkit(setup, "failover", "--from", setup.source, "--to", setup.target, "--yes",
+                     "-o", "json")  # fmt: skip
+    assert done.code == 0, done.err
+    run = done.json()
+    assert run["schema"] == "drkit.failover.run/v1" and run["state"] == "succeeded"
+    assert run["plan"]["translation_mode"] == "checkpoints"
+    fence = next(s for s in run["steps"] if s["name"] == "fence_source")
+    assert fence["detail"]["pending"] is True  # dc1 unreachable: fenced when it returns
+    rpo = {(r["topic"], r["partition"]): r["records"] for r in run["result"]["rpo"]}
+    assert rpo == {(topic, p): 0 for p in range(PARTITIONS)}
+    target = KafkaAdmin(setup.target_endpoint)
+    for group, offsets in groups.items():
+        committed = target.group_offsets(group).offsets
+        replicas = {TopicPartition(replica, tp.partition): o for tp, o in offsets.items()}
+        assert set(committed) == set(replicas)
+        first = resumes_at(setup.target_endpoint, committed)
+        for tp, source_offset in replicas.items():
+            # The first record read on dc2 is the one the group would have read next on dc1
+            # (nothing skipped, nothing processed twice); at the end there is nothing to read.
+            expected = None if source_offset == PER_PARTITION else source_offset
+            assert first[tp] == expected, (group, tp, committed[tp])
+        read = read_from(setup.target_endpoint, committed)
+        for tp, offsets_read in read.items():
+            assert offsets_read == list(range(replicas[tp], PER_PARTITION))
+    shown = drkit(setup, "failover", "show", "-o", "json")
+    assert shown.code == 0 and shown.json()["id"] == run["id"]
+    # dc1 returns: it is fenced before anyone can write to it (the monitor runs this duty).
+    scratch.local.start_broker(scratch.name)
+    store = StateStore(f"sqlite:///{tmp_path / 'drkit.db'}")
+    maintenance = FailoverMaintenance(setup.config, store, tmp_path / "state")
+    assert maintenance.apply_pending_fences() == [setup.source]
+    assert scratch.admin().write_denied() == {topic}
+    assert FenceRepository(store).topics(setup.source, FenceState.APPLIED) == {topic}
+    with pytest.raises(KafkaError, match="TOPIC_AUTHORIZATION_FAILED"):
+        produce_batch(setup.source_endpoint, topic, [(None, b"late")], partition=0, timeout_s=10)
+
+
+# -- planned ----------------------------------------------------------------------------------
+
+
+class _Producer:
+    """Numbers records into dc1 until stopped; counts what dc1 accepted and refused."""
+
+    def __init__(self, endpoint: ClusterEndpoint, topic: str) -> None:
+        self.endpoint, self.topic = endpoint, topic
+        self.accepted = 0
+        self.refused: list[str] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        n = 0
+        while not self._stop.is_set():
+            try:
+                produce_batch(
+                    self.endpoint, self.topic, [(None, f"r{n + i}".encode()) for i in range(50)],
+                    timeout_s=10,
+                )  # fmt: skip
+                self.accepted += 50
+            except KafkaError as err:
+                self.refused.append(str(err))
+            n += 50
+            self._stop.wait(0.05)
+
+    def __enter__(self) -> _Producer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join(30)
+
+
+def test_planned_switchover_under_load_loses_nothing_rereads_nothing_and_reverses(
+    dc1: ClusterUnderTest, dc2: ClusterUnderTest, names: Names, tmp_path: Path
+) -> None:
+    topic, group = names.topic("orders"), names.group("billing")
+    setup = flow_setup(
+        tmp_path, dc1, dc2, [topic], reverse=True, groups={"include": [f"{names.prefix}.*"]}
+    )
+    forward = FlowTopology.of(setup.config.flows[0])
+    backward = FlowTopology.of(setup.config.flows[1])
+    dc1.admin().create_topics([TopicSpec(topic, PARTITIONS)])
+    dc2.admin().create_topics([TopicSpec(topic, PARTITIONS)])
+    processed_on_dc1: list[bytes] = []
+    with Replicator(setup, log_dir=tmp_path), _Producer(setup.source_endpoint, topic) as load:
+        wait_until(lambda: load.accepted >= 2000, 60, what="load on dc1")
+        # The application consumes part of the stream on dc1, commits, and is stopped.
+        processed_on_dc1 += _consume_and_commit(setup.source_endpoint, topic, group, 1200)
+        done = drkit(setup, "switchover", "--from", setup.source, "--to", setup.target, "--yes",
+                     "-o", "json", timeout_s=300)  # fmt: skip
+        assert done.code == 0, done.err + done.out
+        # dc1 refuses writes while fenced.
+        wait_until(lambda: load.refused, 30, what="the producer refused by dc1")
+        assert "TOPIC_AUTHORIZATION_FAILED" in load.refused[-1]
+    run = done.json()
+    assert run["state"] == "succeeded"
+    assert [s["state"] for s in run["steps"]] == ["done"] * len(run["steps"])
+    # The application resumes on dc2 from the committed offsets: every record dc1 accepted is
+    # processed exactly once across the two clusters.
+    committed = KafkaAdmin(setup.target_endpoint).group_offsets(group).offsets
+    assert {tp.topic for tp in committed} == {forward.target_topic(topic)}
+    # Partitions the group never committed start at the beginning (auto.offset.reset=earliest,
+    # on dc2 as on dc1).
+    replica_parts = [TopicPartition(forward.target_topic(topic), p) for p in range(PARTITIONS)]
+    rest = _values_from(setup.target_endpoint, {tp: committed.get(tp, 0) for tp in replica_parts})
+    accepted = _all_values(setup.source_endpoint, topic)
+    assert len(accepted) >= load.accepted  # a batch cut by the fence may be partly accepted
+    both = processed_on_dc1 + rest
+    assert sorted(both) == sorted(accepted), "skipped or re-read records across the switchover"
+    # The reverse flow runs: a record written on dc2 reaches dc1.
+    produce_batch(setup.target_endpoint, topic, [(None, b"after-switchover")], partition=0)
+    with Replicator(setup, log_dir=tmp_path):
+        wait_until(
+            lambda: (
+                b"after-switchover"
+                in _all_values(setup.source_endpoint, backward.target_topic(topic))
+            ),
+            60,
+            what="the reverse flow",
+        )
+
+
+def _consume_and_commit(
+    endpoint: ClusterEndpoint, topic: str, group: str, count: int
+) -> list[bytes]:
+    consumer = make_consumer(endpoint, group, {"auto.offset.reset": "earliest"})
+    consumer.subscribe([topic])
+    seen: list[bytes] = []
+    deadline = time.monotonic() + 60
+    while len(seen) < count and time.monotonic() < deadline:
+        for message in consumer.consume(100, 0.5):
+            if message.error() is None:
+                seen.append(message.value() or b"")
+    consumer.commit(asynchronous=False)
+    consumer.close()
+    return seen
+
+
+def _values_from(endpoint: ClusterEndpoint, committed: Mapping[TopicPartition, int]) -> list[bytes]:
+    from drkit.kafka.io import consume_ranges
+
+    ends = KafkaAdmin(endpoint).list_offsets(list(committed), "latest")
+    ranges = {tp: (offset, ends[tp]) for tp, offset in committed.items()}
+    return [r.value or b"" for r in consume_ranges(endpoint, ranges, 60)]
+
+
+def _all_values(endpoint: ClusterEndpoint, topic: str) -> list[bytes]:
+    from drkit.kafka.io import consume_all
+
+    return [r.value or b"" for r in consume_all(endpoint, topic, timeout_s=60)]
+
+
+# -- a killed engine resumes; two engines never run at once -----------------------------------
+
+
+def _replicated_setup(
+    dc1: ClusterUnderTest, dc2: ClusterUnderTest, names: Names, tmp_path: Path
+) -> tuple[FlowSetup, dict[str, dict[TopicPartition, int]]]:
+    topic = names.topic("orders")
+    setup = flow_setup(tmp_path, dc1, dc2, [topic], groups={"include": [f"{names.prefix}.*"]})
+    dc1.admin().create_topics([TopicSpec(topic, PARTITIONS)])
+    _fill(setup.source_endpoint, topic, PER_PARTITION)
+    groups = _groups(topic, names)
+    for group, offsets in groups.items():
+        commit_group_offsets(setup.source_endpoint, group, offsets)
+    with Replicator(setup, log_dir=tmp_path):
+        wait_until(
+            lambda: all(
+                _progress(setup).get(TopicPartition(topic, p)) == PER_PARTITION
+                for p in range(PARTITIONS)
+            ),
+            60,
+            what="replicated",
+        )
+    return setup, groups
+
+
+def _state(setup: FlowSetup, groups: dict[str, dict[TopicPartition, int]]) -> Any:
+    target = KafkaAdmin(setup.target_endpoint)
+    offsets = {g: dict(target.group_offsets(g).offsets) for g in groups}
+    return offsets
+
+
+def _use_store(setup: FlowSetup, name: str) -> FlowSetup:
+    """A fresh state store (a new deployment's memory) against the same clusters."""
+    return with_config(setup, state_store={"url": f"sqlite:///{setup.path.parent / f'{name}.db'}"})
+
+
+def test_engine_killed_after_each_step_resumes_to_the_same_result(
+    dc1: ClusterUnderTest, dc2: ClusterUnderTest, names: Names, tmp_path: Path
+) -> None:
+    setup, groups = _replicated_setup(dc1, dc2, names, tmp_path)
+    policy = {"fence_with_acls": False, "lease_ttl_s": 2.0}
+    target = KafkaAdmin(setup.target_endpoint)
+    move = ("failover", "--from", setup.source, "--to", setup.target, "--yes", "-o", "json")
+
+    with_config(_use_store(setup, "reference"), failover=policy)
+    reference = drkit(setup, *move)
+    assert reference.code == 0, reference.err
+    expected = _state(setup, groups)
+    assert all(expected.values())
+    steps = [s.name for s in load_runbook(Procedure.FAILOVER).steps]
+    for step in steps:
+        target.delete_groups(list(groups))
+        kill = {"when": "after", "step": step.value, "command": ["sh", "-c", "kill -9 $PPID"]}
+        with_config(
+            _use_store(setup, f"killed-after-{step.value}"), failover={**policy, "hooks": [kill]}
+        )
+        killed = drkit(setup, *move)
+        assert killed.code == -9, (step, killed.err)
+        store = StateStore(f"sqlite:///{setup.path.parent / f'killed-after-{step.value}.db'}")
+        [run] = RunRepository(store).latest()
+        assert run.state.value == "running"
+        record = run.step(step)
+        assert record is not None and record.state.value in ("done", "skipped")
+        with_config(setup, failover={**policy, "hooks": []})  # the killing hook is gone now
+        time.sleep(2.5)  # the dead engine's lease expires
+        if step is steps[-1]:
+            # The monitor's duty resumes a run whose engine died, on its own.
+            reloaded = load_config(setup.path)
+            assert FailoverMaintenance(reloaded, store, tmp_path).resume_stale_runs() == [run.id]
+            resumed = drkit(setup, "failover", "show", str(run.id), "-o", "json")
+        else:
+            resumed = drkit(setup, "failover", "--resume", str(run.id), "-o", "json")
+        assert resumed.code == 0, (step, resumed.err)
+        document = resumed.json()
+        assert document["state"] == "succeeded"
+        # No step ran twice: the killed step kept its first completion time.
+        before = {s.name: s.finished_at for s in run.steps if s.finished_at}
+        after = {s["name"]: s["finished_at"] for s in document["steps"]}
+        for name, finished in before.items():
+            assert after[name.value] == finished.isoformat(), (step, name)
+        assert _state(setup, groups) == expected, f"killed after {step.value}"
+        pointer = document["result"]["pointer"]
+        assert pointer == setup.target
+
+
+def test_two_concurrent_failovers_exactly_one_proceeds(
+    dc1: ClusterUnderTest, dc2: ClusterUnderTest, names: Names, tmp_path: Path
+) -> None:
+    setup, _groups = _replicated_setup(dc1, dc2, names, tmp_path)
+    slow = {"when": "before", "step": StepName.STOP_REPLICATION.value, "command": ["sleep", "3"]}
+    with_config(setup, failover={"fence_with_acls": False, "hooks": [slow]})
+    move = ("failover", "--from", setup.source, "--to", setup.target, "--yes")
+    results: list[int] = []
+    threads = [
+        threading.Thread(target=lambda: results.append(drkit(setup, *move).code)) for _ in range(2)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    assert sorted(results) == [0, 5], results  # 5: another run holds the lease
+    listed = drkit(setup, "failover", "list", "-o", "json").json()["runs"]
+    assert len(listed) == 1 and listed[0]["state"] == "succeeded"
+
+
+def test_plan_changes_nothing(
+    dc1: ClusterUnderTest, dc2: ClusterUnderTest, names: Names, tmp_path: Path
+) -> None:
+    setup, groups = _replicated_setup(dc1, dc2, names, tmp_path)
+    store = StateStore(f"sqlite:///{tmp_path / 'drkit.db'}")
+
+    def everything() -> Any:
+        store.ensure_current()
+        from sqlalchemy import text
+
+        tables = {}
+        with store.session() as session:
+            for table in ("failover_runs", "failover_steps", "flow_control", "active_pointer",
+                          "fences", "leases"):  # fmt: skip
+                tables[table] = session.execute(text(f"SELECT * FROM {table}")).all()
+        return (
+            tables,
+            _state(setup, groups),
+            KafkaAdmin(setup.source_endpoint).write_denied(),
+        )
+
+    before = everything()
+    for procedure in ("failover", "switchover"):
+        done = drkit(setup, procedure, "--from", setup.source, "--to", setup.target, "--plan",
+                     "-o", "json")  # fmt: skip
+        assert done.code == 0, done.err
+        plan = done.json()
+        assert plan["schema"] == "drkit.failover.plan/v1"
+        assert len(plan["groups"]) == len(groups)
+    assert everything() == before
+
+
+# -- failback ---------------------------------------------------------------------------------
+
+
+def test_failback_captures_and_exports_the_divergent_tail_then_switches_back(
+    scratch: ClusterUnderTest, dc2: ClusterUnderTest, names: Names, tmp_path: Path
+) -> None:
+    from drkit.control import ControlRepository, DesiredState
+
+    topic = names.topic("orders")
+    setup = flow_setup(tmp_path, scratch, dc2, [topic], reverse=True)
+    with_config(setup, flows=[{**f, "standby": f["source"] == setup.target}
+                              for f in _flows(setup)])  # fmt: skip
+    forward = setup.config.flows[0].name
+    scratch.admin().create_topics([TopicSpec(topic, PARTITIONS)])
+    dc2.admin().create_topics([TopicSpec(topic, PARTITIONS)])
+    _fill(setup.source_endpoint, topic, 200)
+    store = StateStore(f"sqlite:///{tmp_path / 'drkit.db'}")
+    store.ensure_current()
+    control = ControlRepository(store)
+    tail_file = tmp_path / "tail.jsonl"
+    with Replicator(setup, log_dir=tmp_path):
+        wait_until(
+            lambda: all(
+                _progress(setup).get(TopicPartition(topic, p)) == 200 for p in range(PARTITIONS)
+            ),
+            60,
+            what="replicated",
+        )
+        directive = control.set(forward, DesiredState.PAUSED, "test: replication falls behind")
+        wait_until(
+            lambda: any(a.epoch >= directive.epoch for a in control.acks(forward)),
+            30,
+            what="paused",
+        )
+        # dc1 accepts records the other side never gets, then dies.
+        _fill(setup.source_endpoint, topic, 30, start=200)
+        assert scratch.local is not None
+        scratch.local.kill_broker(scratch.name)
+        failover = drkit(setup, "failover", "--from", setup.source, "--to", setup.target,
+                         "--yes", "-o", "json")  # fmt: skip
+        assert failover.code == 0, failover.err
+        # Applications write on dc2 meanwhile; dc1 comes back.
+        _fill(setup.target_endpoint, topic, 20)
+        scratch.local.start_broker(scratch.name)
+        back = drkit(setup, "failback", "--to", setup.source, "--export-file", str(tail_file),
+                     "--yes", "-o", "json", timeout_s=300)  # fmt: skip
+    assert back.code == 0, back.err + back.out
+    run = back.json()
+    assert run["state"] == "succeeded", run
+    capture = next(s for s in run["steps"] if s["name"] == "capture_divergent_tail")["detail"]
+    assert capture["per_partition"] == {f"{topic}:{p}": 30 for p in range(PARTITIONS)}
+    assert capture["records"] == 90
+    lines = [json.loads(line) for line in tail_file.read_text().splitlines()]
+    import base64
+
+    values = sorted(base64.b64decode(line["value_b64"]).decode() for line in lines)
+    assert values == sorted(f"{p}-{i}" for p in range(PARTITIONS) for i in range(200, 230))
+    assert {line["offset"] for line in lines} == set(range(200, 230))
+    assert run["result"]["pointer"] == setup.source
+    # What applications wrote on dc2 during the outage reached dc1 before the switch back.
+    backward = FlowTopology.of(setup.config.flows[1])
+    copied = _all_values(setup.source_endpoint, backward.target_topic(topic))
+    assert sorted(copied) == sorted(
+        f"{p}-{i}".encode() for p in range(PARTITIONS) for i in range(20)
+    )
+
+
+def _flows(setup: FlowSetup) -> list[dict[str, Any]]:
+    import yaml
+
+    document: dict[str, Any] = yaml.safe_load(setup.path.read_text())
+    flows: list[dict[str, Any]] = document["flows"]
+    return flows
+
+
+def test_a_vetoed_switchover_rolls_back_and_the_source_takes_writes_again(
+    dc1: ClusterUnderTest, dc2: ClusterUnderTest, names: Names, tmp_path: Path
+) -> None:
+    from drkit.control import ControlRepository, DesiredState
+
+    setup, _groups = _replicated_setup(dc1, dc2, names, tmp_path)
+    topic = setup.config.flows[0].topics.include[0]
+    veto = {"when": "before", "step": "move_pointer", "command": ["sh", "-c", "echo no; exit 3"]}
+    with_config(setup, failover={"hooks": [veto]})
+    done = drkit(setup, "switchover", "--from", setup.source, "--to", setup.target, "--yes",
+                 "-o", "json")  # fmt: skip
+    assert done.code == 7, done.err  # vetoed
+    [run] = drkit(setup, "failover", "list", "-o", "json").json()["runs"]
+    assert run["state"] == "rolled_back"
+    states = {s["name"]: s["state"] for s in run["steps"]}
+    assert states["fence_source"] == "rolled_back"
+    assert states["stop_replication"] == "rolled_back"
+    assert states["move_pointer"] == "failed"
+    assert states["unfence_source"] == "done" and states["restart_replication"] == "done"
+    assert topic not in dc1.admin().write_denied()
+    assert produce_batch(setup.source_endpoint, topic, [(None, b"after")], partition=0) == 1
+    store = StateStore(f"sqlite:///{tmp_path / 'drkit.db'}")
+    flow = setup.config.flows[0].name
+    assert ControlRepository(store).directive(flow).desired is DesiredState.RUNNING
+    status = drkit(setup, "status", "--no-probe", "-o", "json").json()
+    assert status["active_cluster"] == setup.source and status["pointer"] is None

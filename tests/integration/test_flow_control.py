@@ -1,0 +1,350 @@
+"""Workers obey the flow control plane: pause, resume, stop, standby, and self-fencing when the
+state store goes silent.  Real brokers, a real ``drkit replicate`` child process, the state
+store it uses (the test's SQLite file, or PostgreSQL behind a TCP proxy we can cut)."""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import create_engine, text
+
+from drkit.control import ControlRepository, DesiredState, WorkerAck
+from drkit.kafka.admin import KafkaAdmin, TopicSpec
+from drkit.kafka.io import consume_all, produce_batch
+from drkit.kafka.records import TopicPartition
+from drkit.replication.progress import ProgressStore
+from drkit.replication.provenance import SOURCE_HEADER, Provenance
+from drkit.replication.topology import FlowTopology
+from drkit.store import StateStore
+from tests.conftest import Names
+from tests.kafka_backends import ClusterUnderTest
+from tests.metrics_support import free_port, metric
+from tests.replication_support import (
+    FlowSetup,
+    Replicator,
+    check_copy,
+    flow_setup,
+    free_ports,
+    wait_until,
+)
+from tests.tcp_proxy import TcpProxy
+
+PARTITIONS = 2
+FLOW_STATE = "drkit_replication_flow_state"
+
+
+class Feed:
+    """Produces to every partition of a source topic in the background until stopped."""
+
+    def __init__(self, setup: FlowSetup, topic: str, per_tick: int = 25) -> None:
+        self.setup, self.topic, self.per_tick = setup, topic, per_tick
+        self.produced = 0  # per partition
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            keys = range(self.produced, self.produced + self.per_tick)
+            for partition in range(PARTITIONS):
+                produce_batch(
+                    self.setup.source_endpoint,
+                    self.topic,
+                    ((f"k{i}".encode(), f"v{i}".encode()) for i in keys),
+                    partition=partition,
+                )
+            self.produced += self.per_tick
+            self._stop.wait(0.1)
+
+    def __enter__(self) -> Feed:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join(60)
+
+
+class Flow:
+    """One test's flow: its topic, replica, control repository and Kafka views."""
+
+    def __init__(self, setup: FlowSetup, topic: str, store_url: str) -> None:
+        self.setup, self.topic = setup, topic
+        self.name = setup.config.flows[0].name
+        topology = FlowTopology.of(setup.config.flows[0])
+        self.replica = topology.target_topic(topic)
+        self.progress_topic = topology.progress_topic
+        self.store = StateStore(store_url)
+        self.store.ensure_current()
+        self.control = ControlRepository(self.store)
+        self.source_admin = KafkaAdmin(setup.source_endpoint)
+        self.target_admin = KafkaAdmin(setup.target_endpoint)
+
+    def source_ends(self) -> dict[int, int]:
+        tps = [TopicPartition(self.topic, p) for p in range(PARTITIONS)]
+        return {tp.partition: end for tp, end in self.source_admin.list_offsets(tps).items()}
+
+    def target_ends(self) -> dict[int, int]:
+        if self.replica not in self.target_admin.list_topics():
+            return dict.fromkeys(range(PARTITIONS), 0)
+        tps = [TopicPartition(self.replica, p) for p in range(PARTITIONS)]
+        return {tp.partition: end for tp, end in self.target_admin.list_offsets(tps).items()}
+
+    def progress(self) -> dict[int, int]:
+        store = ProgressStore(self.setup.target_endpoint, self.progress_topic, missing_ok=True)
+        try:
+            found = store.refresh()
+        finally:
+            store.close()
+        return {tp.partition: p.next_offset for tp, p in found.items() if tp.topic == self.topic}
+
+    def caught_up(self) -> bool:
+        return self.progress() == self.source_ends()
+
+    def acked(self, epoch: int, state: DesiredState) -> list[WorkerAck]:
+        return [a for a in self.control.acks(self.name) if a.epoch >= epoch and a.state is state]
+
+    def set_and_time_ack(
+        self, state: DesiredState, workers: int = 1, timeout_s: float = 15.0
+    ) -> float:
+        """Write a directive; seconds until ``workers`` workers acked it."""
+        epoch = self.control.set(self.name, state, "test").epoch
+        started = time.monotonic()
+        wait_until(
+            lambda: len(self.acked(epoch, state)) >= workers,
+            timeout_s,
+            0.02,
+            f"{workers} acks of {state} {epoch}",
+        )
+        return time.monotonic() - started
+
+    def copied_up_to(self) -> dict[int, int]:
+        """Per partition, 1 + the highest source offset on the replica."""
+        out: dict[int, int] = {}
+        for record in consume_all(self.setup.target_endpoint, self.replica, timeout_s=30):
+            source = Provenance.decode(record.header(SOURCE_HEADER) or b"")
+            out[source.partition] = max(out.get(source.partition, 0), source.offset + 1)
+        return out
+
+    def check_exact(self) -> None:
+        source = consume_all(self.setup.source_endpoint, self.topic, timeout_s=30)
+        replica = consume_all(self.setup.target_endpoint, self.replica, timeout_s=30)
+        check = check_copy(source, replica)
+        assert check.missing_count == 0, check.summary()
+        assert check.exact, check.summary()
+
+
+def _flow(
+    dc1: ClusterUnderTest,
+    dc2: ClusterUnderTest,
+    names: Names,
+    tmp_path: Path,
+    store_url: str | None = None,
+    **extra: Any,
+) -> Flow:
+    topic = names.topic("orders")
+    setup = flow_setup(tmp_path, dc1, dc2, [topic], **extra)
+    dc1.admin().create_topics([TopicSpec(topic, PARTITIONS)])
+    return Flow(setup, topic, store_url or f"sqlite:///{tmp_path / 'drkit.db'}")
+
+
+def _steady(probe: Any, hold_s: float, timeout_s: float, what: str) -> tuple[Any, float]:
+    """Wait until ``probe()`` keeps one value for ``hold_s``; (that value, when it last changed).
+
+    Deadline-bound: fails if the value is still changing after ``timeout_s``.
+    """
+    deadline = time.monotonic() + timeout_s
+    value, since = probe(), time.monotonic()
+    while time.monotonic() < deadline:
+        time.sleep(0.1)
+        now = probe()
+        if now != value:
+            value, since = now, time.monotonic()
+        elif time.monotonic() - since >= hold_s:
+            return value, since
+    raise AssertionError(f"{what} still changing after {timeout_s}s (last {value!r})")
+
+
+def _replicator(flow: Flow, tmp_path: Path, port: int, *args: str) -> Replicator:
+    return Replicator(
+        flow.setup, "--no-checkpoints", "--metrics-port", str(port), *args, log_dir=tmp_path
+    )
+
+
+@pytest.mark.parametrize("exactly_once", [False, True], ids=["at-least-once", "exactly-once"])
+def test_paused_worker_settles_acks_stops_copying_then_resumes_without_loss(
+    dc1: ClusterUnderTest, dc2: ClusterUnderTest, names: Names, tmp_path: Path, exactly_once: bool
+) -> None:
+    flow = _flow(dc1, dc2, names, tmp_path, exactly_once=exactly_once)
+    port = free_port()
+    with _replicator(flow, tmp_path, port) as worker, Feed(flow.setup, flow.topic):
+        wait_until(lambda: sum(flow.target_ends().values()) >= 500, 60, 0.2, "copying")
+        wait_until(lambda: flow.acked(0, DesiredState.RUNNING), 10, 0.1, "running ack")
+
+        pause_latency = flow.set_and_time_ack(DesiredState.PAUSED)
+        # Progress was durable when the worker acked (exactly-once: its transaction committed):
+        # it covers every record on the target.
+        at_ack = flow.progress()
+        assert at_ack == flow.copied_up_to(), (at_ack, worker.log()[-3000:])
+        # The source keeps growing; the target does not.
+        held = flow.target_ends()
+        source_before = sum(flow.source_ends().values())
+        wait_until(
+            lambda: sum(flow.source_ends().values()) >= source_before + 500,
+            30,
+            0.2,
+            "source growing",
+        )
+        assert flow.target_ends() == held
+        assert flow.progress() == at_ack
+        assert metric(port, FLOW_STATE, flow=flow.name, state="paused") == 1.0
+        assert metric(port, FLOW_STATE, flow=flow.name, state="running") == 0.0
+
+        resume_latency = flow.set_and_time_ack(DesiredState.RUNNING)
+        wait_until(lambda: sum(flow.target_ends().values()) > sum(held.values()), 30, 0.2)
+        assert metric(port, FLOW_STATE, flow=flow.name, state="running") == 1.0
+    wait_until(flow.caught_up, 60, 0.5, "caught up after resuming")
+    assert worker.stop() == 0
+    flow.check_exact()
+    print(f"ack latency: pause {pause_latency:.2f}s, resume {resume_latency:.2f}s")
+
+
+@pytest.mark.parametrize("workers", [1, 2], ids=["one-process", "workers-2"])
+def test_stopped_flow_acks_exits_0_and_a_restarted_worker_stays_stopped(
+    dc1: ClusterUnderTest, dc2: ClusterUnderTest, names: Names, tmp_path: Path, workers: int
+) -> None:
+    flow = _flow(dc1, dc2, names, tmp_path)
+    produce_batch(flow.setup.source_endpoint, flow.topic, [(b"k", b"v")] * 300, partition=0)
+    spawn = ("--workers", str(workers))
+    worker = _replicator(flow, tmp_path, free_ports(workers), *spawn).start()
+    wait_until(flow.caught_up, 60, 0.3, "300 replicated")
+    wait_until(lambda: len(flow.acked(0, DesiredState.RUNNING)) == workers, 30, 0.1, "running")
+
+    stop_latency = flow.set_and_time_ack(DesiredState.STOPPED, workers)
+    # Every worker process ended its flow and exited 0; the supervisor did not restart them.
+    assert worker.wait(30) == 0, worker.log()[-3000:]
+    assert flow.progress() == {0: 300, 1: 0}
+    assert len(flow.acked(1, DesiredState.STOPPED)) == workers
+
+    produce_batch(flow.setup.source_endpoint, flow.topic, [(b"k", b"v")] * 200, partition=0)
+    again = _replicator(flow, tmp_path, free_ports(workers), *spawn).start()
+    assert again.wait(60) == 0, again.log()[-3000:]
+    # The new workers acked STOPPED at the same epoch, and copied nothing.
+    acks = flow.acked(1, DesiredState.STOPPED)
+    assert len(acks) == 2 * workers and {a.epoch for a in acks} == {1}
+    assert flow.target_ends() == {0: 300, 1: 0}
+    assert flow.progress() == {0: 300, 1: 0}
+    print(f"ack latency: stop {stop_latency:.2f}s")
+
+
+def test_a_standby_flow_does_not_replicate_until_set_running(
+    dc1: ClusterUnderTest, dc2: ClusterUnderTest, names: Names, tmp_path: Path
+) -> None:
+    flow = _flow(dc1, dc2, names, tmp_path, standby=True)
+    for partition in range(PARTITIONS):
+        produce_batch(flow.setup.source_endpoint, flow.topic, [(b"k", b"v")] * 150, partition)
+    port = free_port()
+    with _replicator(flow, tmp_path, port) as worker:
+        wait_until(lambda: flow.acked(0, DesiredState.PAUSED), 30, 0.1, "paused ack")
+        # It joined the group and holds its partitions, paused.
+        wait_until(
+            # (our topic's partitions, and the source's heartbeats partition)
+            lambda: (
+                (metric(port, "drkit_replication_assigned_partitions", flow=flow.name) or 0)
+                >= PARTITIONS + 1
+            ),
+            30,
+            0.2,
+            "partitions assigned",
+        )
+        assert metric(port, FLOW_STATE, flow=flow.name, state="paused") == 1.0
+        assert flow.target_ends() == {0: 0, 1: 0}
+
+        flow.set_and_time_ack(DesiredState.RUNNING)
+        wait_until(flow.caught_up, 60, 0.3, "replicated once running")
+        assert flow.target_ends() == {0: 150, 1: 150}
+        assert worker.stop() == 0
+    flow.check_exact()
+
+
+@pytest.fixture
+def fresh_pg_database(pg_url: str) -> Iterator[str]:
+    """A new PostgreSQL database for one test; its URL (dropped afterwards)."""
+    name = f"drkit_t_{uuid.uuid4().hex[:10]}"
+    admin = create_engine(pg_url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as connection:
+        connection.execute(text(f'CREATE DATABASE "{name}"'))
+    try:
+        yield pg_url.rsplit("/", 1)[0] + f"/{name}"
+    finally:
+        with admin.connect() as connection:
+            connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+
+SILENCE_S = 3.0
+COMMIT_INTERVAL_S = 0.5  # Replicator's --commit-interval
+
+
+def test_a_worker_cut_off_from_the_store_fences_itself_and_resumes_when_it_is_back(
+    dc1: ClusterUnderTest,
+    dc2: ClusterUnderTest,
+    names: Names,
+    tmp_path: Path,
+    fresh_pg_database: str,
+) -> None:
+    found = re.search(r"@([^/]+)/", fresh_pg_database)
+    assert found is not None
+    host, pg_port = found.group(1).rsplit(":", 1)
+    with TcpProxy((host, int(pg_port))) as link:
+        via_link = fresh_pg_database.replace(found.group(1), link.address)
+        flow = _flow(
+            dc1,
+            dc2,
+            names,
+            tmp_path,
+            fresh_pg_database,
+            document_extra={
+                "state_store": {"url": via_link},
+                "failover": {"worker_silence_s": SILENCE_S},
+            },
+        )
+        port = free_port()
+        with _replicator(flow, tmp_path, port) as worker, Feed(flow.setup, flow.topic):
+            wait_until(lambda: flow.acked(0, DesiredState.RUNNING), 30, 0.1, "running ack")
+            wait_until(lambda: sum(flow.target_ends().values()) >= 500, 60, 0.2, "copying")
+
+            link.cut()
+            cut = time.monotonic()
+            held, last_change = _steady(
+                lambda: sum(flow.target_ends().values()), 2.0, 30, "the target"
+            )
+            stopped_after = last_change - cut
+            # It stops writing within the silence window (+ a commit interval and our 0.1 s
+            # sampling) - and not before: it last read the store at most a poll (1 s) before
+            # the cut, and rides out a silence shorter than the window.
+            assert SILENCE_S - 1.5 <= stopped_after <= SILENCE_S + COMMIT_INTERVAL_S + 0.5, (
+                stopped_after
+            )
+            assert metric(port, FLOW_STATE, flow=flow.name, state="paused") == 1.0
+            assert (metric(port, "drkit_replication_errors_total", kind="control") or 0) >= 1
+            source_before = sum(flow.source_ends().values())
+            wait_until(lambda: sum(flow.source_ends().values()) >= source_before + 300, 30, 0.2)
+            assert sum(flow.target_ends().values()) == held
+
+            link.heal()
+            healed = time.monotonic()
+            wait_until(lambda: sum(flow.target_ends().values()) > held, 30, 0.1, "resumed")
+            resumed_after = time.monotonic() - healed
+            assert metric(port, FLOW_STATE, flow=flow.name, state="running") == 1.0
+        wait_until(flow.caught_up, 60, 0.5, "caught up after the store came back")
+        assert worker.stop() == 0
+        flow.check_exact()
+        flow.store.engine.dispose()
+    print(f"stopped writing {stopped_after:.2f}s after the cut; resumed {resumed_after:.2f}s")

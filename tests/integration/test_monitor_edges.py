@@ -1,0 +1,213 @@
+"""The monitor at its edges, on real clusters: an IPv6 bootstrap address, a flow whose replicas
+are renamed by a route, partitions without progress, and the state store going away."""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+import time
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import create_engine, select, text
+
+from drkit.config.model import ClusterConfig, HealthPolicy
+from drkit.health.evaluation import ProbeOutcome
+from drkit.health.probes import ClusterProber, FlowProber
+from drkit.kafka.admin import TopicSpec
+from drkit.kafka.io import produce_batch
+from drkit.replication.topology import FlowTopology
+from drkit.store import StateStore
+from drkit.store.models import ObserverState
+from tests.conftest import Names
+from tests.integration.test_monitor import FAST_HEALTH, MonitorProcess
+from tests.kafka_backends import ClusterUnderTest
+from tests.replication_support import Replicator, flow_setup, wait_until
+from tests.tcp_proxy import TcpProxy
+
+
+def _host_port(bootstrap: str) -> tuple[str, int]:
+    host, _, port = bootstrap.split(",")[0].rpartition(":")
+    return host, int(port)
+
+
+def _ipv6_loopback() -> bool:
+    try:
+        with socket.socket(socket.AF_INET6) as probe:
+            probe.bind(("::1", 0))
+    except OSError:
+        return False
+    return True
+
+
+def test_an_ipv6_bootstrap_address_is_probed_through(dc1: ClusterUnderTest) -> None:
+    if not _ipv6_loopback():
+        pytest.skip("this machine has no IPv6 loopback (::1)")
+    # dc1 listens on IPv4; a forwarder on [::1] stands in for an IPv6-only bootstrap address.
+    with TcpProxy(_host_port(dc1.bootstrap_servers), socket.AF_INET6) as v6:
+        cluster = ClusterConfig(bootstrap_servers=v6.address)
+        assert cluster.bootstrap_servers == f"[::1]:{v6.port}"
+        prober = ClusterProber("v6", cluster, HealthPolicy(probe_interval_s=10, probe_timeout_s=5))
+        result = prober.probe()
+    assert result.reachable, result.error
+    assert result.brokers >= 1 and result.canary_ok is True
+    assert result.outcome is ProbeOutcome.OK
+
+
+def test_a_routed_flow_is_probed_at_its_renamed_heartbeats_and_lag_counts_new_partitions(
+    dc1: ClusterUnderTest, dc2: ClusterUnderTest, names: Names, tmp_path: Path
+) -> None:
+    first, late = names.topic("first"), names.topic("late")
+    route = {"type": "route", "options": {"pattern": r"^(s[0-9a-f]{6})\.(.*)$",
+                                          "replacement": r"\1-routed.\2"}}  # fmt: skip
+    setup = flow_setup(tmp_path, dc1, dc2, [re.escape(names.prefix) + r"\..*"], transforms=[route])
+    topology = FlowTopology.of(setup.config.flows[0])
+    assert topology.heartbeats_replica == f"{setup.source}-routed.heartbeats"
+    dc1.admin().create_topics([TopicSpec(first, 2)])
+    for partition in (0, 1):
+        produce_batch(setup.source_endpoint, first, ((b"k", b"v") for _ in range(50)), partition)
+    prober = FlowProber(
+        topology,
+        setup.config.clusters[setup.source],
+        setup.config.clusters[setup.target],
+        setup.config.health,
+    )
+    try:
+        with Replicator(setup, log_dir=tmp_path) as replicator:
+            seen = wait_until(
+                lambda: (
+                    (o := prober.probe()).heartbeat_age_s is not None and o.lag_records == 0 and o
+                ),
+                60,
+                0.5,
+                what="the routed heartbeats seen and lag 0",
+            )
+            assert seen.heartbeat_age_s < 10, seen
+            assert seen.workers == 1 and seen.errors == ()
+            assert replicator.stop() == 0
+        assert dc2.admin().topic_offsets(f"{setup.source}-routed.{first}") == {
+            0: (0, 50),
+            1: (0, 50),
+        }
+        # With replication stopped: a topic with no progress at all lags by all its records,
+        # a partition with progress by what came after it.
+        dc1.admin().create_topics([TopicSpec(late, 1)])
+        produce_batch(setup.source_endpoint, late, ((b"k", b"v") for _ in range(30)), 0)
+        produce_batch(setup.source_endpoint, first, ((b"k", b"v") for _ in range(20)), 0)
+        observed = prober.probe()
+        assert dict(observed.lag_by_topic) == {first: 20, late: 30}
+        assert observed.lag_records == 50
+    finally:
+        prober.close()
+
+
+@pytest.fixture
+def fresh_pg_database(pg_url: str) -> Iterator[str]:
+    """A new PostgreSQL database for one test; its URL (dropped afterwards)."""
+    name = f"drkit_t_{uuid.uuid4().hex[:10]}"
+    admin = create_engine(pg_url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as connection:
+        connection.execute(text(f'CREATE DATABASE "{name}"'))
+    try:
+        yield pg_url.rsplit("/", 1)[0] + f"/{name}"
+    finally:
+        with admin.connect() as connection:
+            connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+
+def _get(monitor: MonitorProcess, path: str) -> tuple[int, bytes]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{monitor.port}{path}", timeout=5) as reply:
+            return reply.status, bytes(reply.read())
+    except urllib.error.HTTPError as err:
+        return err.code, err.read()
+    except OSError:  # not listening yet
+        return 0, b""
+
+
+def _metric(monitor: MonitorProcess, name: str, **labels: str) -> float | None:
+    wanted = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
+    pattern = re.escape(name + (f"{{{wanted}}}" if wanted else "")) + r" (\S+)"
+    found = re.search(r"^" + pattern + r"$", _get(monitor, "/metrics")[1].decode(), re.M)
+    return float(found.group(1)) if found else None
+
+
+def test_monitor_keeps_probing_with_the_store_gone_and_healthz_says_so(
+    dc1: ClusterUnderTest,
+    dc2: ClusterUnderTest,
+    names: Names,
+    tmp_path: Path,
+    fresh_pg_database: str,
+) -> None:
+    host_port = re.search(r"@([^/]+)/", fresh_pg_database)
+    assert host_port is not None
+    host, port = host_port.group(1).rsplit(":", 1)
+    with TcpProxy((host, int(port))) as link:
+        via_link = fresh_pg_database.replace(host_port.group(1), link.address)
+        setup = flow_setup(
+            tmp_path,
+            dc1,
+            dc2,
+            [names.topic("s")],
+            document_extra={**FAST_HEALTH, "state_store": {"url": via_link}},
+        )
+        probes = f"probe:{setup.source}"
+        with MonitorProcess(setup.path, "o1", tmp_path) as monitor:
+            wait_until(lambda: _get(monitor, "/healthz") == (200, b"ok\n"), 30, 0.2, "healthy")
+            wait_until(lambda: _metric(monitor, "drkit_state_store_up") == 1.0, 30, 0.2, "store up")
+
+            link.cut()
+            cut = time.time()
+            _status, body = wait_until(
+                lambda: (a := _get(monitor, "/healthz"))[0] == 503 and a, 20, 0.2, "healthz 503"
+            )
+            assert link.address in body.decode()  # names the store...
+            assert "drkit:drkit@" not in body.decode()  # ...without its password
+            assert _metric(monitor, "drkit_state_store_up") == 0.0
+            wait_until(
+                lambda: (
+                    (_metric(monitor, "drkit_state_store_errors_total", operation="probe") or 0)
+                    >= 1
+                ),
+                10,
+                0.2,
+                "a probe's write counted as a store error",
+            )
+            api_status, api_body = _get(monitor, "/api/status")
+            assert api_status == 503 and link.address in json.loads(api_body)["error"]
+            # Probing goes on without the store (1 s interval): several more rounds.
+            before = _metric(monitor, "drkit_job_duration_seconds_count", job=probes) or 0.0
+            wait_until(
+                lambda: (
+                    (_metric(monitor, "drkit_job_duration_seconds_count", job=probes) or 0)
+                    >= before + 4
+                ),
+                20,
+                0.3,
+                "probe jobs running while the store is down",
+            )
+            assert _metric(monitor, "drkit_cluster_state", cluster=setup.source) == 0.0
+
+            link.heal()
+            wait_until(lambda: _get(monitor, "/healthz") == (200, b"ok\n"), 30, 0.2, "healthy")
+            assert _metric(monitor, "drkit_state_store_up") == 1.0
+            # Results come back: probes made after the cut reach the store once it is back.
+            direct = StateStore(fresh_pg_database)
+
+            def written_after_cut() -> bool:
+                with direct.session() as session:
+                    rows = session.scalars(
+                        select(ObserverState).where(ObserverState.observer == "o1")
+                    ).all()
+                clusters = {r.cluster for r in rows if r.updated_at.timestamp() > cut}
+                return clusters == {setup.source, setup.target}
+
+            wait_until(written_after_cut, 20, 0.3, "states written after the store came back")
+            direct.engine.dispose()
+            assert monitor.running, monitor.log()

@@ -1,0 +1,333 @@
+"""Flows keep running through faults, and never claim what they have not stored.
+
+Real brokers and real ``drkit replicate`` processes: broker restarts on either side after the
+flow has been up longer than its retry window, an offset-sync topic that refuses writes,
+transaction markers, worker identities, static membership after kill -9, and an exactly-once
+zombie woken after its partitions moved.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from drkit.kafka import ClusterEndpoint, KafkaAdmin, make_producer
+from drkit.kafka.admin import TopicSpec
+from drkit.kafka.io import consume_all, produce_batch
+from drkit.kafka.records import TopicPartition
+from drkit.replication.offset_sync import OffsetSync, merge_runs
+from drkit.replication.progress import ProgressStore
+from drkit.replication.provenance import SOURCE_HEADER, Provenance
+from drkit.replication.topology import FlowTopology
+from tests.conftest import Names
+from tests.kafka_backends import ClusterUnderTest
+from tests.metrics_support import free_port, metric
+from tests.replication_support import FlowSetup, Replicator, flow_setup, wait_until
+
+
+class _Load:
+    """Writes numbered records to ``topic`` at a steady rate in a thread until stopped."""
+
+    def __init__(self, endpoint: ClusterEndpoint, topic: str, per_batch: int = 200) -> None:
+        self.endpoint, self.topic, self.per_batch = endpoint, topic, per_batch
+        self.sent = 0
+        self.errors: list[str] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            start = self.sent
+            try:
+                produce_batch(
+                    self.endpoint,
+                    self.topic,
+                    ((f"k{i}".encode(), f"v{i}".encode()) for i in range(start, start + 200)),
+                    timeout_s=120,
+                )
+                self.sent += self.per_batch
+            except Exception as err:  # the source may be down on purpose; try again
+                self.errors.append(str(err))
+            self._stop.wait(0.1)
+
+    @contextmanager
+    def running(self) -> Iterator[_Load]:
+        self._thread.start()
+        try:
+            yield self
+        finally:
+            self._stop.set()
+            self._thread.join(180)
+
+
+def _progress(setup: FlowSetup) -> dict[TopicPartition, int]:
+    store = ProgressStore(
+        setup.target_endpoint,
+        FlowTopology.of(setup.config.flows[0]).progress_topic,
+        missing_ok=True,  # polled before the worker created it
+    )
+    try:
+        return {tp: p.next_offset for tp, p in store.refresh().items()}
+    finally:
+        store.close()
+
+
+def _source_offsets(setup: FlowSetup, replica: str) -> Counter[tuple[int, int]]:
+    records = consume_all(setup.target_endpoint, replica, timeout_s=60)
+    return Counter(
+        (p.partition, p.offset)
+        for p in (Provenance.decode(r.header(SOURCE_HEADER) or b"") for r in records)
+    )
+
+
+def _caught_up(setup: FlowSetup, topic: str) -> bool:
+    ends = {
+        TopicPartition(topic, p): end
+        for p, (_s, end) in KafkaAdmin(setup.source_endpoint).topic_offsets(topic).items()
+    }
+    progress = _progress(setup)
+    return all(progress.get(tp) == end for tp, end in ends.items())
+
+
+def _none_missing(setup: FlowSetup, topic: str, replica: str) -> None:
+    """Every record on the source has at least one copy on the target."""
+    source = consume_all(setup.source_endpoint, topic, timeout_s=60)
+    expected = {(r.partition, r.offset) for r in source}
+    seen = _source_offsets(setup, replica)
+    missing = expected - set(seen)
+    assert not missing, f"{len(missing)} records missing, e.g. {sorted(missing)[:5]}"
+
+
+# -- progress never ahead of the offset map -------------------------------------------------
+
+
+def test_progress_waits_for_offset_syncs_that_could_not_be_written(
+    dc1: ClusterUnderTest, dc2: ClusterUnderTest, names: Names, tmp_path: Path
+) -> None:
+    topic = names.topic("orders")
+    setup = flow_setup(tmp_path, dc1, dc2, [topic])
+    topology = FlowTopology.of(setup.config.flows[0])
+    replica = topology.target_topic(topic)
+    dc1.admin().create_topics([TopicSpec(topic, 1)])
+    # The offset-sync topic refuses every batch (too large for it); data and progress topics work.
+    refusing = {"cleanup.policy": "compact", "max.message.bytes": "80"}
+    dc2.admin().create_topics([TopicSpec(topology.offset_syncs_topic, 1, None, refusing)])
+    produce_batch(setup.source_endpoint, topic, ((None, b"x") for _ in range(1000)), partition=0)
+    with Replicator(setup, log_dir=tmp_path) as worker:
+        wait_until(lambda: len(_source_offsets(setup, replica)) >= 1000, 60, what="data copied")
+        time.sleep(3)  # several commit rounds with failing offset-sync writes
+        stored = _progress(setup).get(TopicPartition(topic, 0))
+        assert stored in (None, 0), f"progress {stored} claims records no offset sync covers"
+        dc2.admin().set_topic_configs(topology.offset_syncs_topic, {"max.message.bytes": "1048588"})
+        wait_until(
+            lambda: _progress(setup).get(TopicPartition(topic, 0)) == 1000,
+            90,
+            what="progress once offset syncs can be written",
+        )
+        assert worker.running, worker.log()
+    syncs = consume_all(setup.target_endpoint, topology.offset_syncs_topic, timeout_s=30)
+    runs = merge_runs(OffsetSync.decode(r.key or b"", r.value or b"") for r in syncs)
+    covered = sum(s.run.length for s in runs[TopicPartition(topic, 0)])
+    assert covered == 1000
+
+
+# -- transaction markers --------------------------------------------------------------------
+
+
+def test_transactional_source_topic_reaches_lag_zero(
+    dc1: ClusterUnderTest, dc2: ClusterUnderTest, names: Names, tmp_path: Path
+) -> None:
+    topic = names.topic("ledger")
+    setup = flow_setup(tmp_path, dc1, dc2, [topic])
+    dc1.admin().create_topics([TopicSpec(topic, 1)])
+    producer = make_producer(setup.source_endpoint, {"transactional.id": names.group("txn")})
+    producer.init_transactions(30)
+    for batch in range(3):
+        producer.begin_transaction()
+        for i in range(10):
+            producer.produce(topic, f"v{batch}-{i}".encode(), partition=0)
+        producer.commit_transaction(30)
+    end = dc1.admin().topic_offsets(topic)[0][1]
+    assert end == 33  # 30 records and 3 commit markers
+    port = free_port()
+    flow = setup.config.flows[0].name
+    with Replicator(setup, "--metrics-port", str(port), log_dir=tmp_path):
+        wait_until(
+            lambda: _progress(setup).get(TopicPartition(topic, 0)) == end,
+            60,
+            what="progress past the last commit marker",
+        )
+        wait_until(
+            lambda: metric(port, "drkit_replication_lag_records", flow=flow, topic=topic) == 0,
+            30,
+            what="lag 0",
+        )
+
+
+# -- broker restarts after the flow outlived its retry window ---------------------------------
+
+
+RETRY = {"give_up_after_s": 25.0, "delivery_timeout_s": 3.0, "max_backoff_s": 2.0}
+
+
+@pytest.mark.parametrize("side", ["target", "source"])
+def test_a_broker_restart_after_the_retry_window_is_ridden_out(
+    side: str,
+    dc1: ClusterUnderTest,
+    dc2: ClusterUnderTest,
+    scratch: ClusterUnderTest,
+    names: Names,
+    tmp_path: Path,
+) -> None:
+    """The restarted broker is the scratch cluster, on the target or the source side; it stays
+    down longer than the delivery timeout, after the flow has been up longer than its retry
+    window (patience counts from the last success, not from the start)."""
+    topic = names.topic("orders")
+    source, target = (dc1, scratch) if side == "target" else (scratch, dc2)
+    setup = flow_setup(tmp_path, source, target, [topic], retry=RETRY)
+    replica = FlowTopology.of(setup.config.flows[0]).target_topic(topic)
+    source.admin().create_topics([TopicSpec(topic, 3)])
+    assert scratch.local is not None
+    with Replicator(setup, log_dir=tmp_path) as worker:
+        with _Load(setup.source_endpoint, topic).running():
+            time.sleep(30)  # longer than give_up_after_s
+            scratch.local.stop_broker(scratch.name)
+            time.sleep(8)  # longer than the delivery timeout
+            scratch.local.start_broker(scratch.name)
+            time.sleep(5)
+        wait_until(lambda: _caught_up(setup, topic), 120, 1.0, what="caught up after the restart")
+        assert worker.running, worker.log()
+    _none_missing(setup, topic, replica)
+
+
+# -- identities -----------------------------------------------------------------------------
+
+
+def test_two_exactly_once_workers_on_one_host_never_fence_each_other(
+    dc1: ClusterUnderTest, dc2: ClusterUnderTest, names: Names, tmp_path: Path
+) -> None:
+    topic = names.topic("ledger")
+    setup = flow_setup(tmp_path, dc1, dc2, [topic], exactly_once=True)
+    replica = FlowTopology.of(setup.config.flows[0]).target_topic(topic)
+    dc1.admin().create_topics([TopicSpec(topic, 4)])
+    flow = setup.config.flows[0].name
+    ports = free_port(), free_port()
+    workers = [
+        Replicator(setup, "--metrics-port", str(port), log_dir=tmp_path).start() for port in ports
+    ]
+    try:
+
+        def shared() -> bool:
+            counts = [metric(p, "drkit_replication_assigned_partitions", flow=flow) for p in ports]
+            return all(c is not None and c > 0 for c in counts)
+
+        wait_until(shared, 60, what="both workers own partitions")
+        produce_batch(setup.source_endpoint, topic, ((None, b"x") for _ in range(20_000)))
+        wait_until(lambda: _caught_up(setup, topic), 90, 1.0, what="all replicated")
+        for port in ports:
+            assert metric(port, "drkit_replication_errors_total", flow=flow, kind="fenced") == 0
+        assert all(w.running for w in workers)
+    finally:
+        for worker in workers:
+            worker.stop()
+    seen = Counter(
+        (p.partition, p.offset)
+        for p in (
+            Provenance.decode(r.header(SOURCE_HEADER) or b"")
+            for r in consume_all(setup.target_endpoint, replica, timeout_s=60)
+        )
+    )
+    assert len(seen) == 20_000 and max(seen.values()) == 1
+
+
+def test_worker_restarted_under_its_id_takes_its_partitions_back_at_once(
+    dc1: ClusterUnderTest, dc2: ClusterUnderTest, names: Names, tmp_path: Path
+) -> None:
+    topic = names.topic("orders")
+    setup = flow_setup(tmp_path, dc1, dc2, [topic])
+    replica = FlowTopology.of(setup.config.flows[0]).target_topic(topic)
+    dc1.admin().create_topics([TopicSpec(topic, 4)])
+    waits = []
+    with _Load(setup.source_endpoint, topic).running() as load:
+        worker = Replicator(setup, "--worker-id", "w1", log_dir=tmp_path).start()
+        for _ in range(3):
+            wait_until(lambda: load.sent > 0 and bool(_progress(setup)), 60, 0.2)
+            worker.kill()
+            before = dict(_progress(setup))
+            restarted = time.monotonic()
+            worker = Replicator(setup, "--worker-id", "w1", log_dir=tmp_path).start()
+            wait_until(
+                lambda before=before: any(  # type: ignore[misc]
+                    _progress(setup).get(tp, 0) > n for tp, n in before.items()
+                ),
+                30,
+                0.1,
+                what="progress again after the restart",
+            )
+            waits.append(time.monotonic() - restarted)
+    wait_until(lambda: _caught_up(setup, topic), 60, 0.5, what="caught up")
+    worker.stop()
+    print(f"partitions back after restart under the same id: {[round(w, 1) for w in waits]} s")
+    # The process start itself takes ~1-2 s here; the dead member's session timeout is 10 s.
+    assert max(waits) < 6, waits
+    _none_missing(setup, topic, replica)
+
+
+def test_exactly_once_zombie_woken_after_its_partitions_moved_commits_nothing(
+    dc1: ClusterUnderTest, dc2: ClusterUnderTest, names: Names, tmp_path: Path
+) -> None:
+    topic = names.topic("ledger")
+    setup = flow_setup(tmp_path, dc1, dc2, [topic], exactly_once=True)
+    replica = FlowTopology.of(setup.config.flows[0]).target_topic(topic)
+    dc1.admin().create_topics([TopicSpec(topic, 4)])
+    flow = setup.config.flows[0].name
+    port_a, port_b = free_port(), free_port()
+    # A transaction timeout longer than the pause: the coordinator does not abort the zombie's
+    # open transaction for us, so only drkit's own fencing can stop it.
+    slow = ("--transaction-timeout", "60")
+    a = Replicator(
+        setup, "--worker-id", "a", "--metrics-port", str(port_a), *slow, log_dir=tmp_path
+    )
+    b = Replicator(
+        setup, "--worker-id", "b", "--metrics-port", str(port_b), *slow, log_dir=tmp_path
+    )
+    a.start()
+    b.start()
+    try:
+
+        def owned(port: int) -> float:
+            return metric(port, "drkit_replication_assigned_partitions", flow=flow) or 0
+
+        wait_until(lambda: owned(port_a) > 0 and owned(port_b) > 0, 60, what="shared")
+        with _Load(setup.source_endpoint, topic).running():
+            time.sleep(3)
+            assert a.process is not None
+            os.killpg(a.process.pid, signal.SIGSTOP)  # a zombie in the middle of its work
+            wait_until(lambda: owned(port_b) == 5, 40, 0.5, what="b took over a's partitions")
+            time.sleep(2)
+            os.killpg(a.process.pid, signal.SIGCONT)
+            time.sleep(8)
+        wait_until(lambda: _caught_up(setup, topic), 90, 1.0, what="all replicated")
+    finally:
+        for worker in (a, b):
+            if worker.running:
+                worker.stop()
+    seen = Counter(
+        (p.partition, p.offset)
+        for p in (
+            Provenance.decode(r.header(SOURCE_HEADER) or b"")
+            for r in consume_all(setup.target_endpoint, replica, timeout_s=60)
+        )
+    )
+    source = consume_all(setup.source_endpoint, topic, timeout_s=60)
+    assert set(seen) == {(r.partition, r.offset) for r in source}
+    twice = {k: n for k, n in seen.items() if n > 1}
+    assert not twice, f"a zombie committed {len(twice)} records a second time"

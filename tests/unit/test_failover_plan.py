@@ -1,0 +1,146 @@
+"""The failover plan is a pure function of a snapshot: decision rules, translations, RPO."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from drkit.config.model import FailoverPolicy
+from drkit.failover.model import Procedure, Severity, StepName
+from drkit.failover.plan import make_plan
+from drkit.failover.runbook import load_runbook
+from drkit.failover.snapshot import GroupFacts, PartitionFacts, Snapshot
+from drkit.kafka.records import TopicPartition
+from drkit.replication.offset_sync import OffsetRun
+from drkit.translation import PartitionMapping, TargetBounds
+
+SRC = TopicPartition("orders", 0)
+DST = TopicPartition("dc1.orders", 0)
+
+
+def _partition(replicated_end: int = 100, source_end: int | None = 100) -> PartitionFacts:
+    mapping = PartitionMapping(SRC, DST, (OffsetRun(0, 0, replicated_end),), replicated_end)
+    return PartitionFacts(
+        SRC, DST, mapping, TargetBounds(0, replicated_end), source_end, True, replicated_end, 1.0
+    )
+
+
+def _snapshot(procedure: Procedure = Procedure.FAILOVER, **changes: object) -> Snapshot:
+    base = Snapshot(
+        procedure=procedure,
+        flow="dc1->dc2",
+        source="dc1",
+        target="dc2",
+        reverse_flow="dc2->dc1",
+        source_reachable=False,
+        target_reachable=True,
+        source_error="unreachable",
+        partitions={SRC: _partition()},
+        groups=(GroupFacts("billing", {SRC: 60}, True, "absent", 0),),
+        groups_without_checkpoint=(),
+        missing_replicas=(),
+        short_replicas=(),
+        open_transactions=(),
+        pointer=None,
+        policy=FailoverPolicy(max_rpo_records=10),
+        force=False,
+        now_ms=0,
+    )
+    return replace(base, **changes)  # type: ignore[arg-type]
+
+
+def _codes(snapshot: Snapshot) -> dict[str, Severity]:
+    plan = make_plan(snapshot, load_runbook(snapshot.procedure))
+    return {f.code: f.severity for f in plan.findings}
+
+
+def test_unplanned_failover_of_a_dead_source_translates_exactly_and_has_no_blocker() -> None:
+    plan = make_plan(_snapshot(), load_runbook(Procedure.FAILOVER))
+    assert plan.blockers == []
+    [group] = plan.groups
+    [move] = group.partitions
+    assert (move.source_offset, move.target_offset, move.expected_rereads) == (60, 60, 0)
+    assert move.method == "checkpoint+exact"
+    assert plan.steps[0].name is StepName.STOP_REPLICATION
+    assert plan.translation_mode == "checkpoints"
+
+
+def test_rpo_is_the_records_the_target_never_got() -> None:
+    snapshot = _snapshot(partitions={SRC: _partition(replicated_end=80, source_end=100)})
+    plan = make_plan(snapshot, load_runbook(Procedure.FAILOVER))
+    assert plan.rpo_records == 20
+    assert _codes(snapshot)["rpo_records"] is Severity.WARNING  # 20 > max_rpo_records=10
+
+
+def test_planned_moves_need_the_source_and_the_replicas() -> None:
+    gone = _snapshot(Procedure.SWITCHOVER)
+    assert _codes(gone)["source_unreachable"] is Severity.BLOCKER
+    missing = _snapshot(Procedure.SWITCHOVER, source_reachable=True, missing_replicas=("x",))
+    assert _codes(missing)["replicas_missing"] is Severity.BLOCKER
+    assert _codes(_snapshot(missing_replicas=("x",)))["replicas_missing"] is Severity.WARNING
+
+
+def test_nothing_can_be_promoted_without_the_target_or_twice() -> None:
+    assert _codes(_snapshot(target_reachable=False))["target_unreachable"] is Severity.BLOCKER
+    assert _codes(_snapshot(pointer="dc2"))["already_active"] is Severity.BLOCKER
+
+
+def test_active_target_groups_are_skipped_unless_forced() -> None:
+    active = (GroupFacts("billing", {SRC: 60}, True, "stable", 2),)
+    plan = make_plan(_snapshot(groups=active), load_runbook(Procedure.FAILOVER))
+    assert plan.groups[0].blocked
+    forced = make_plan(_snapshot(groups=active, force=True), load_runbook(Procedure.FAILOVER))
+    assert not forced.groups[0].blocked
+    assert "group_forced" in {f.code for f in forced.findings}
+
+
+def test_a_switchover_can_roll_back_until_the_pointer_moves() -> None:
+    plan = make_plan(
+        _snapshot(Procedure.SWITCHOVER, source_reachable=True), load_runbook(Procedure.SWITCHOVER)
+    )
+    rollbacks = {s.name: s.rollback for s in plan.steps}
+    assert rollbacks[StepName.FENCE_SOURCE] is StepName.UNFENCE_SOURCE
+    assert rollbacks[StepName.STOP_REPLICATION] is StepName.RESTART_REPLICATION
+    assert rollbacks[StepName.MOVE_POINTER] is None
+    # An unplanned failover never rolls back.
+    assert all(
+        s.rollback is None for s in make_plan(_snapshot(), load_runbook(Procedure.FAILOVER)).steps
+    )
+
+
+def test_the_switchover_timeout_governs_the_drain() -> None:
+    snapshot = _snapshot(
+        Procedure.SWITCHOVER, source_reachable=True, policy=FailoverPolicy(switchover_timeout_s=7)
+    )
+    plan = make_plan(snapshot, load_runbook(Procedure.SWITCHOVER))
+    assert {s.name: s.timeout_s for s in plan.steps}[StepName.DRAIN] == 7
+
+
+def test_plan_json_is_versioned_and_complete() -> None:
+    document = make_plan(_snapshot(), load_runbook(Procedure.FAILOVER)).to_json()
+    assert document["schema"] == "drkit.failover.plan/v1"
+    assert document["groups"][0]["partitions"][0]["target_offset"] == 60
+    assert document["rpo"]["records"] == 0
+    assert {"blockers", "warnings", "steps", "pointer", "notes"} <= set(document)
+
+
+@given(
+    committed=st.integers(0, 200),
+    replicated=st.integers(0, 200),
+    extra=st.integers(0, 50),
+)
+def test_translations_never_skip_a_replicated_record(
+    committed: int, replicated: int, extra: int
+) -> None:
+    """T never passes the copy of the first replicated record at or after S."""
+    snapshot = _snapshot(
+        partitions={SRC: _partition(replicated, replicated + extra)},
+        groups=(GroupFacts("g", {SRC: committed}, True, "absent", 0),),
+    )
+    [move] = make_plan(snapshot, load_runbook(Procedure.FAILOVER)).groups[0].partitions
+    assert move.target_offset is not None
+    assert move.target_offset == min(committed, replicated)
+    if committed > replicated:
+        assert move.unreplicated is not None

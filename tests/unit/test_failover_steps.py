@@ -1,0 +1,259 @@
+"""Failover steps over in-memory clusters: committing group offsets and fencing.
+
+The steps run as the engine runs them - a StepContext over a real SQLite state store and a
+recorded run - with ``connect`` handing out FakeClusters (tests/fake_kafka.py) instead of
+KafkaAdmins.  What is asserted is what the clusters end up holding (committed offsets, ACLs,
+whether a producer is refused) and what the fence table records.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from drkit.config import load_config_text
+from drkit.failover.context import RunOptions, StepContext, StepFailed
+from drkit.failover.fences import FenceRepository, FenceState
+from drkit.failover.maintenance import FailoverMaintenance
+from drkit.failover.model import (
+    PartitionRpo,
+    Plan,
+    PlannedStep,
+    Procedure,
+    StepName,
+    StepState,
+)
+from drkit.failover.runs import RunRepository
+from drkit.failover.steps.fencing import fence_source, unfence_source
+from drkit.failover.steps.offsets import commit_group_offsets
+from drkit.kafka.acls import AclOperation, AclPermission, TopicAcl
+from drkit.kafka.records import TopicPartition
+from drkit.store import StateStore
+from tests.fake_kafka import FakeClusters
+
+CONFIG = """
+clusters:
+  dc1: {bootstrap_servers: "127.0.0.1:9"}
+  dc2: {bootstrap_servers: "127.0.0.1:10"}
+flows:
+  - {source: dc1, target: dc2}
+"""
+
+ORDERS, PAYMENTS = "orders", "payments"
+STEPS = (StepName.FENCE_SOURCE, StepName.TRANSLATE_OFFSETS, StepName.COMMIT_GROUP_OFFSETS)
+
+
+def _plan() -> Plan:
+    """A switchover of dc1's orders and payments (one partition each: the plan's RPO rows are
+    the run's replicated partitions)."""
+    return Plan(
+        procedure=Procedure.SWITCHOVER, source="dc1", target="dc2", flow="dc1->dc2",
+        reverse_flow=None, source_reachable=True, translation_mode="live",
+        steps=tuple(PlannedStep(i + 1, name, None, None) for i, name in enumerate(STEPS)),
+        groups=(), groups_without_checkpoint=(),
+        rpo=tuple(PartitionRpo(t, 0, 0, 0, 0, 0, 0.0) for t in (ORDERS, PAYMENTS)),
+        findings=(), pointer_from="dc1", pointer_to="dc2",
+    )  # fmt: skip
+
+
+class World:
+    """Two fake clusters, a state store with one recorded switchover run, and contexts on it."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.config = load_config_text(CONFIG, env={})
+        self.store = StateStore(f"sqlite:///{tmp_path / 'drkit.db'}")
+        self.store.upgrade()
+        self.runs = RunRepository(self.store)
+        self.run_id = self.runs.create(_plan(), "test", "unit").id
+        self.clusters = FakeClusters("dc1", "dc2")
+        for topic in (ORDERS, PAYMENTS):
+            self.clusters["dc1"].add_topic(topic)
+        self.state_dir = tmp_path
+        self.fences = FenceRepository(self.store)
+
+    def context(self, options: RunOptions | None = None) -> StepContext:
+        run = self.runs.get(self.run_id)
+        assert run is not None
+        return StepContext(
+            self.config, self.config.flows[0], self.store, self.runs, run,
+            options or RunOptions(), self.state_dir, connect=self.clusters.connect,
+        )  # fmt: skip
+
+    def translated(self, groups: dict[str, dict[int, int | None]]) -> None:
+        """Record the translate step's detail: per group, T per partition of dc1.orders."""
+        detail: dict[str, Any] = {
+            "groups": {
+                group: {
+                    "target_state": "absent",
+                    "from_checkpoints": False,
+                    "partitions": [
+                        {"target_topic": f"dc1.{ORDERS}", "target_partition": p, "target_offset": t}
+                        for p, t in sorted(offsets.items())
+                    ],
+                }
+                for group, offsets in groups.items()
+            }
+        }
+        self.runs.step_finished(self.run_id, StepName.TRANSLATE_OFFSETS, StepState.DONE, detail)
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> World:
+    return World(tmp_path)
+
+
+def replica(partition: int) -> TopicPartition:
+    return TopicPartition(f"dc1.{ORDERS}", partition)
+
+
+# -- commit_group_offsets ---------------------------------------------------------------------
+
+
+def test_commit_writes_exact_offsets_into_empty_and_absent_groups_only(world: World) -> None:
+    dc2 = world.clusters["dc2"]
+    dc2.add_topic(f"dc1.{ORDERS}", 2)
+    dc2.set_group_offsets("empty", {replica(0): 1})  # an old commit, group EMPTY
+    dc2.activate("busy", members=2)
+    dc2.set_group_offsets("busy", {replica(0): 5})
+    world.translated(
+        {
+            "absent": {0: 40, 1: 17},
+            "empty": {0: 40, 1: 17},
+            "busy": {0: 40, 1: 17},
+            "untranslatable": {0: None, 1: None},
+        }
+    )
+
+    outcome = commit_group_offsets(world.context(), None)
+
+    assert outcome.state is StepState.DONE
+    assert outcome.detail["committed"] == {"absent": 2, "empty": 2}
+    assert set(outcome.detail["skipped"]) == {"busy", "untranslatable"}
+    assert "2 members" in outcome.detail["skipped"]["busy"]
+    assert dc2.committed("absent") == {replica(0): 40, replica(1): 17}
+    assert dc2.committed("empty") == {replica(0): 40, replica(1): 17}
+    assert dc2.committed("busy") == {replica(0): 5}  # the active group owns its offsets
+    assert "untranslatable" not in dc2.groups
+    assert dc2.calls.count("alter_group_offsets") == 2
+
+
+def test_commit_is_idempotent_when_a_resumed_run_repeats_it(world: World) -> None:
+    dc2 = world.clusters["dc2"]
+    world.translated({"app": {0: 40, 1: 17}})
+    first = commit_group_offsets(world.context(), None)
+    again = commit_group_offsets(world.context(), None)
+    assert first.detail == again.detail == {"committed": {"app": 2}, "skipped": {}, "forced": False}
+    assert dc2.committed("app") == {replica(0): 40, replica(1): 17}
+
+
+def test_force_writes_a_group_without_members_and_reports_the_brokers_refusal(
+    world: World,
+) -> None:
+    dc2 = world.clusters["dc2"]
+    dc2.activate("busy", members=1)
+    dc2.set_group_offsets("idle", {replica(0): 3})
+    world.translated({"busy": {0: 40}, "idle": {0: 40}})
+
+    outcome = commit_group_offsets(world.context(RunOptions(force=True)), None)
+
+    assert outcome.detail["forced"] is True
+    assert outcome.detail["committed"] == {"idle": 1}
+    # The broker refuses commits while the group has members, --force or not.
+    assert "UNKNOWN_MEMBER_ID" in outcome.detail["skipped"]["busy"]
+    assert dc2.committed("busy") == {}
+
+
+def test_a_group_that_gets_members_just_before_its_write_is_skipped_not_a_failed_run(
+    world: World,
+) -> None:
+    dc2 = world.clusters["dc2"]
+    world.translated({"late": {0: 40}, "quiet": {0: 41}})
+    # "late" is empty when the step looks, and has a member when its offsets are written.
+    dc2.before_next("alter_group_offsets", lambda: dc2.activate("late"))
+
+    outcome = commit_group_offsets(world.context(), None)
+
+    assert outcome.detail["committed"] == {"quiet": 1}
+    assert set(outcome.detail["skipped"]) == {"late"}
+    assert "1 members" in outcome.detail["skipped"]["late"]
+    assert dc2.committed("late") == {}
+    assert dc2.committed("quiet") == {replica(0): 41}
+
+
+def test_a_write_refused_for_another_reason_fails_the_step_naming_the_group(
+    world: World,
+) -> None:
+    dc2 = world.clusters["dc2"]
+    world.translated({"app": {0: 40}})
+    dc2.before_next("alter_group_offsets", dc2.go_down)
+    with pytest.raises(StepFailed) as failed:
+        commit_group_offsets(world.context(), None)
+    assert "app" in str(failed.value)
+    assert dc2.committed("app") == {}
+
+
+# -- fence_source / unfence_source -----------------------------------------------------------
+
+
+def test_fence_denies_writes_keeps_reads_and_unfence_restores_exactly_the_old_acls(
+    world: World,
+) -> None:
+    dc1 = world.clusters["dc1"]
+    # payments already has an ACL of its own: it gets no companion ALLOWs (and keeps its ACL).
+    own = TopicAcl(PAYMENTS, "User:billing", AclOperation.READ, AclPermission.ALLOW)
+    dc1.acls.add(own)
+
+    outcome = fence_source(world.context(), None)
+
+    assert outcome.detail == {"topics": [ORDERS, PAYMENTS], "principal": "User:*", "pending": False}
+    assert dc1.write_denied() == {ORDERS, PAYMENTS}
+    assert {a for a in dc1.acls if a.permission is AclPermission.ALLOW} == {
+        own,
+        *(TopicAcl(ORDERS, "User:*", op, AclPermission.ALLOW) for op in (
+            AclOperation.READ, AclOperation.DESCRIBE, AclOperation.DESCRIBE_CONFIGS)),
+    }  # fmt: skip
+    assert world.fences.topics("dc1", FenceState.APPLIED) == {ORDERS, PAYMENTS}
+    assert world.fences.reads_allowed("dc1") == {ORDERS}
+    with pytest.raises(Exception, match="TOPIC_AUTHORIZATION_FAILED"):
+        dc1.append(ORDERS)
+
+    # A resumed run fences again: nothing changes, the companions stay recorded.
+    fence_source(world.context(), None)
+    assert world.fences.reads_allowed("dc1") == {ORDERS}
+
+    lifted = unfence_source(world.context(), None)
+
+    assert lifted.detail == {"cluster": "dc1", "topics": [ORDERS, PAYMENTS]}
+    assert dc1.acls == {own}
+    assert world.fences.topics("dc1", FenceState.LIFTED) == {ORDERS, PAYMENTS}
+    assert dc1.append(ORDERS) == 1
+
+
+def test_an_unreachable_source_is_fenced_when_it_returns_then_lifted_with_its_companions(
+    world: World,
+) -> None:
+    dc1 = world.clusters["dc1"]
+    dc1.go_down()
+
+    outcome = fence_source(world.context(), None)
+
+    assert outcome.detail["pending"] is True
+    assert world.fences.topics("dc1", FenceState.PENDING) == {ORDERS, PAYMENTS}
+    assert dc1.acls == set()
+    maintenance = FailoverMaintenance(
+        world.config, world.store, world.state_dir, connect=world.clusters.connect
+    )
+    assert maintenance.apply_pending_fences() == []  # still away
+    dc1.come_back()
+    assert maintenance.apply_pending_fences() == ["dc1"]
+    assert dc1.write_denied() == {ORDERS, PAYMENTS}
+    assert world.fences.topics("dc1", FenceState.APPLIED) == {ORDERS, PAYMENTS}
+    assert world.fences.reads_allowed("dc1") == {ORDERS, PAYMENTS}
+    with pytest.raises(Exception, match="TOPIC_AUTHORIZATION_FAILED"):
+        dc1.append(PAYMENTS)
+
+    unfence_source(world.context(), None)
+    assert dc1.acls == set()  # the DENY and its companion ALLOWs, all gone
+    assert dc1.append(ORDERS) == 1

@@ -1,0 +1,36 @@
+"""Helper scripts behave on a fresh machine: quiet, correct output, from any directory."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_ensure_postgres_is_quiet_from_a_directory_postgres_cannot_enter(tmp_path: Path) -> None:
+    # A checkout under a private home: the postgres user may not enter the caller's cwd.
+    if not shutil.which("pg_lsclusters") or (os.geteuid() != 0 and not shutil.which("sudo")):
+        if os.environ.get("DRKIT_TEST_REQUIRE_PG") == "1":
+            pytest.fail("DRKIT_TEST_REQUIRE_PG=1 but no PostgreSQL cluster tools")
+        pytest.skip("no PostgreSQL (Debian's postgresql package) or no way to become postgres")
+    private = tmp_path / "private"
+    private.mkdir(mode=0o700)
+    done = subprocess.run(
+        [str(REPO / "scripts" / "ensure-postgres")],
+        cwd=private,
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "DRKIT_INSTALL_PG": "0"},
+    )
+    assert done.returncode == 0, done.stderr
+    if not done.stdout:
+        pytest.skip("no PostgreSQL cluster on this machine")
+    assert done.stdout.startswith("postgresql+psycopg://"), done.stdout
+    assert done.stdout.count("\n") == 1
+    assert done.stderr == ""

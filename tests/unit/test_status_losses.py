@@ -1,0 +1,84 @@
+"""Loss events recorded in the store show in /api/status, on the page and in `drkit status`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from drkit.cli import cli
+from drkit.config import load_config
+from drkit.kafka.records import TopicPartition
+from drkit.replication.loss import LossEvent, LossReason
+from drkit.status import current_status
+from drkit.status.web import render_page
+from drkit.store import StateStore
+from drkit.store.loss_repo import LossRepository
+
+DETECTED_MS = 1_700_000_000_000
+
+
+def config_file(tmp_path: Path) -> Path:
+    path = tmp_path / "c.yaml"
+    path.write_text(
+        "clusters:\n  dc1: {bootstrap_servers: '127.0.0.1:1'}\n"
+        "  dc2: {bootstrap_servers: '127.0.0.1:2'}\n"
+        "flows: [{source: dc1, target: dc2}, {source: dc2, target: dc1}]\n"
+        f"state_store: {{url: 'sqlite:///{tmp_path / 'drkit.db'}'}}\n"
+    )
+    return path
+
+
+def record_losses(tmp_path: Path) -> StateStore:
+    store = StateStore(f"sqlite:///{tmp_path / 'drkit.db'}")
+    store.upgrade()
+    repo = LossRepository(store)
+    orders = TopicPartition("orders", 2)
+    assert repo.record(
+        LossEvent("dc1->dc2", orders, 100, 149, LossReason.TRUNCATED, DETECTED_MS, "w1")
+    )
+    assert repo.record(
+        LossEvent("dc1->dc2", TopicPartition("payments", 0), 0, 6, LossReason.RECREATED,
+                  DETECTED_MS + 5000, "w2", "old-topic-id")
+    )  # fmt: skip
+    return store
+
+
+def test_status_document_lists_each_flows_losses(tmp_path: Path) -> None:
+    config = load_config(config_file(tmp_path))
+    store = record_losses(tmp_path)
+    picture = current_status(config, store).to_json()
+    lossy, clean = picture["flows"]["dc1->dc2"], picture["flows"]["dc2->dc1"]
+    assert lossy["lost_records"] == 57
+    assert lossy["losses"] == [
+        {"topic": "orders", "partition": 2, "first_offset": 100, "last_offset": 149,
+         "count": 50, "reason": "truncated", "detected_at": 1_700_000_000.0,
+         "detected_by": "w1"},
+        {"topic": "payments", "partition": 0, "first_offset": 0, "last_offset": 6,
+         "count": 7, "reason": "recreated", "detected_at": 1_700_000_005.0,
+         "detected_by": "w2"},
+    ]  # fmt: skip
+    assert (clean["lost_records"], clean["losses"]) == (0, [])
+    json.dumps(picture)  # the document stays plain JSON
+
+    page = render_page(picture)
+    # The lossy flow's row is marked and says how many records were lost; the clean one not.
+    assert '<tr data-flow="dc1-&gt;dc2" class="loss">' in page
+    assert '<tr data-flow="dc2-&gt;dc1">' in page
+    assert "57 records lost" in page
+    assert page.count('<span class="state LOSS">50</span>') == 1
+    assert "100..149" in page and "0..6" in page
+
+
+def test_drkit_status_prints_the_losses(tmp_path: Path) -> None:
+    path = config_file(tmp_path)
+    record_losses(tmp_path)
+    runner = CliRunner()
+    text = runner.invoke(cli, ["status", "--config", str(path), "--no-probe"])
+    assert text.exit_code == 0, text.output
+    lossy = text.output.split("dc1->dc2", 1)[1].split("dc2->dc1", 1)[0]
+    assert "57" in lossy and "orders[2]" in lossy and "100..149" in lossy
+    assert "payments[0]" in lossy and "0..6" in lossy
+    as_json = runner.invoke(cli, ["status", "--config", str(path), "--no-probe", "-o", "json"])
+    assert json.loads(as_json.output)["flows"]["dc1->dc2"]["lost_records"] == 57

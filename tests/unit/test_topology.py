@@ -1,0 +1,44 @@
+"""FlowTopology: the one place a flow's names come from."""
+
+from __future__ import annotations
+
+from drkit.config.model import FlowConfig
+from drkit.kafka.records import TopicPartition
+from drkit.replication.topology import FlowTopology
+
+
+def _flow(**extra: object) -> FlowConfig:
+    return FlowConfig.model_validate({"source": "dc1", "target": "dc2", **extra})
+
+
+def test_prefix_policy_names_and_bookkeeping_topics() -> None:
+    topology = FlowTopology.of(_flow())
+    assert topology.target_topic("orders") == "dc1.orders"
+    assert topology.target_partition(TopicPartition("orders", 3)) == TopicPartition("dc1.orders", 3)
+    assert topology.heartbeats_replica == "dc1.heartbeats"
+    assert topology.progress_topic == "drkit-progress.dc1.internal"
+    assert topology.offset_syncs_topic == "drkit-offset-syncs.dc1.internal"
+    assert topology.checkpoints_topic == "dc1.checkpoints.internal"
+    assert topology.replicate_group == "drkit-replicate.dc1.dc2"
+    assert topology.transactional_id("h-0") == "drkit-dc1-dc2-h-0"
+
+
+def test_route_renames_apply_to_every_replica_name_including_heartbeats() -> None:
+    topology = FlowTopology.of(
+        _flow(
+            transforms=[
+                {"type": "route", "options": {"pattern": r"^dc1\.(.*)$", "replacement": r"dr.\1"}}
+            ]
+        )
+    )
+    assert topology.target_topic("orders") == "dr.orders"
+    assert topology.heartbeats_replica == "dr.heartbeats"
+
+
+def test_selection_excludes_internal_and_remote_topics() -> None:
+    topology = FlowTopology.of(_flow(topics={"include": ["orders.*"]}))
+    assert topology.selects("orders")
+    assert topology.selects("heartbeats")
+    assert not topology.selects("payments")
+    assert not topology.selects("dc2.orders")  # a replica of the target: never sent back
+    assert not topology.selects("drkit-progress.dc1.internal")
