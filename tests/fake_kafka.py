@@ -105,6 +105,10 @@ class FakeCluster:
         part = self._partition(TopicPartition(topic, partition))
         part.open_transaction_at = part.end
 
+    def end_transaction(self, topic: str, partition: int = 0) -> None:
+        """The open transaction committed or aborted: the stable end catches up."""
+        self._partition(TopicPartition(topic, partition)).open_transaction_at = None
+
     def set_group_offsets(self, group: str, offsets: Mapping[TopicPartition, int]) -> None:
         self.groups.setdefault(group, FakeGroup()).offsets.update(offsets)
 

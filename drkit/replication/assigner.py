@@ -13,11 +13,13 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from typing import Protocol
 
 from drkit.config.model import TruncationPolicy
 from drkit.errors import ReplicationError, RetriableKafkaError
 from drkit.kafka.admin import KafkaAdmin, TopicInfo
+from drkit.kafka.ports import ClusterAdmin
 from drkit.kafka.records import TopicPartition
 from drkit.replication.assignment import Resume, SourceLog, StartFrom, plan_resume
 from drkit.replication.loss import LossEvent
@@ -35,6 +37,41 @@ class LossSink(Protocol):
     """Where loss events go (the state store); ``record`` raises when it cannot store."""
 
     def record(self, event: LossEvent) -> bool: ...
+
+
+def await_settled(
+    admin: ClusterAdmin,
+    topic: str,
+    timeout_s: float = 60.0,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+) -> None:
+    """Return once every transaction open on ``topic`` now has ended (committed or aborted).
+
+    Why before reading progress: a worker that lost these partitions while paused (a zombie) can
+    hold an open transaction with copies *and progress* of them.  read_committed readers stop
+    before it, so progress read now would resume below records that may still commit - copied
+    twice.  Waiting until the last stable offset reaches today's high watermark (what Kafka's
+    consumer groups do for transactional offsets, "require stable", KIP-447) lets that
+    transaction end first: committed, its progress is read; aborted or timed out, none of it
+    shows.  Live members commit within their commit interval; a dead one's transaction is
+    aborted by the coordinator at its transaction timeout.  Without transactions the topic is
+    always settled and this costs two offset queries.  Raises RetriableKafkaError after
+    ``timeout_s``.
+    """
+    ends = {p: end for p, (_, end) in admin.topic_offsets(topic).items()}
+    deadline = clock() + timeout_s
+    while True:
+        stable = admin.topic_offsets(topic, isolation="read_committed")
+        open_ = sorted(p for p, end in ends.items() if stable.get(p, (0, end))[1] < end)
+        if not open_:
+            return
+        if clock() > deadline:
+            raise RetriableKafkaError(
+                f"{topic}: a transaction stayed open on partitions {open_} for "
+                f"{timeout_s:.0f}s; not resuming below it"
+            )
+        sleep(0.1)
 
 
 class PartitionAssigner:
@@ -72,6 +109,7 @@ class PartitionAssigner:
         with self.lock:
             self.topic_sync.sync(only=topics)
         listed = self.visible_targets(partitions)
+        await_settled(self.target_admin, self.progress.topic)
         stored = self.progress.refresh()
         starts = self.source_admin.list_offsets(partitions, "earliest")
         ends = self.source_admin.list_offsets(partitions, "latest")

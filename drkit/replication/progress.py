@@ -88,6 +88,7 @@ class ProgressStore:
         creates the topic, leaves it False: for it a missing topic is an error, never "start
         from scratch"."""
         self.target_alias = target.alias
+        self.topic = topic
         self._tailer = TopicTailer(target, topic, missing_ok=missing_ok)
         self._latest: dict[TopicPartition, Progress] = {}
 

@@ -2,7 +2,8 @@
 
 The consumer's cached watermarks (refreshed by every fetch) give each partition's source end -
 stored with progress so a resumed worker can count records lost with a recreated topic - and
-the lag gauges; an idle partition whose consumer position is past its progress only skipped
+the lag gauges; a partition not fetched yet (just assigned) counts with the end seen when it
+was assigned.  An idle partition whose consumer position is past its progress only skipped
 offsets without records (transaction markers), so progress moves over them.  Worker thread
 only.
 """
@@ -31,11 +32,12 @@ def observe_source(
         if position is not None:
             state.passed(position)
         bounds = consumer.watermarks(state.source, cached=True)
-        if bounds is None:
-            continue
-        state.source_end = bounds[1]
-        if state.next_offset is not None:
-            lag = max(0, bounds[1] - state.next_offset)
+        if bounds is not None:
+            state.source_end = bounds[1]
+        # A partition not fetched yet (just assigned) still has the end seen at assignment:
+        # leaving it out would read "caught up" while it is behind.
+        if state.source_end is not None and state.next_offset is not None:
+            lag = max(0, state.source_end - state.next_offset)
             per_topic[state.source.topic] = per_topic.get(state.source.topic, 0) + lag
     for topic, lag in per_topic.items():
         metrics.lag.labels(flow, topic).set(lag)

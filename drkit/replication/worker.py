@@ -488,6 +488,10 @@ class FlowWorker:
 
     def _on_assign(self, partitions: list[TopicPartition]) -> None:
         assert self._consumer is not None and self._assigner is not None
+        if self._in_txn:
+            # Cooperative rebalancing adds partitions while ours keep flowing: end our own open
+            # transaction first, since the assigner waits for every open one to end.
+            self._commit()
         states = self._assigner.assign(partitions, self.source_id, self.target_id)
         for state in states:
             self._parts[(state.source.topic, state.source.partition)] = state

@@ -23,8 +23,9 @@ from drkit.kafka import ClusterEndpoint, KafkaAdmin, make_producer
 from drkit.kafka.admin import TopicSpec
 from drkit.kafka.io import consume_all, produce_batch
 from drkit.kafka.records import TopicPartition
+from drkit.replication.internal_topics import ensure_bookkeeping_topics
 from drkit.replication.offset_sync import OffsetSync, merge_runs
-from drkit.replication.progress import ProgressStore
+from drkit.replication.progress import Progress, ProgressStore
 from drkit.replication.provenance import SOURCE_HEADER, Provenance
 from drkit.replication.topology import FlowTopology
 from tests.conftest import Names
@@ -331,3 +332,53 @@ def test_exactly_once_zombie_woken_after_its_partitions_moved_commits_nothing(
     assert set(seen) == {(r.partition, r.offset) for r in source}
     twice = {k: n for k, n in seen.items() if n > 1}
     assert not twice, f"a zombie committed {len(twice)} records a second time"
+
+
+def test_exactly_once_takeover_waits_for_a_zombie_transaction_instead_of_copying_under_it(
+    dc1: ClusterUnderTest, dc2: ClusterUnderTest, names: Names, tmp_path: Path
+) -> None:
+    """The zombie's window made deterministic: a real transactional producer plays a worker that
+    copied records 0..49 and their progress in a transaction and then froze before committing.
+    A worker that takes the partition over must not resume below that open transaction (it
+    would copy 0..49 again if the zombie commits); it waits, the zombie commits, and the worker
+    resumes at 50: every record exactly once."""
+    topic = names.topic("frozen")
+    setup = flow_setup(tmp_path, dc1, dc2, [topic], exactly_once=True)
+    topology = FlowTopology.of(setup.config.flows[0])
+    replica = topology.target_topic(topic)
+    dc1.admin().create_topics([TopicSpec(topic, 1)])
+    produce_batch(setup.source_endpoint, topic, [(b"k", f"v{i}".encode()) for i in range(100)])
+    source_admin, target_admin = (
+        KafkaAdmin(setup.source_endpoint),
+        KafkaAdmin(setup.target_endpoint),
+    )
+    ensure_bookkeeping_topics(topology, source_admin, target_admin)
+    target_admin.create_topics([TopicSpec(replica, 1)])
+
+    zombie = make_producer(
+        setup.target_endpoint,
+        {"transactional.id": f"zombie-{topic}", "transaction.timeout.ms": 60_000},
+    )
+    zombie.init_transactions(30)
+    zombie.begin_transaction()
+    for offset in range(50):
+        where = Provenance(setup.source, topic, 0, offset).encode()
+        zombie.produce(
+            replica, f"v{offset}".encode(), b"k", partition=0, headers=[(SOURCE_HEADER, where)]
+        )
+    progress = Progress(TopicPartition(topic, 0), 50, worker="zombie")
+    zombie.produce(topology.progress_topic, progress.value(), progress.key(setup.target), 0)
+    zombie.flush(30)
+
+    worker = Replicator(setup, log_dir=tmp_path).start()
+    try:
+        time.sleep(8)  # the worker has joined, taken the partition and must be waiting
+        assert _source_offsets(setup, replica) == Counter(), "copied under an open transaction"
+        zombie.commit_transaction(30)
+        wait_until(lambda: _caught_up(setup, topic), 60, 0.5, what="replicated to the end")
+    finally:
+        worker.stop()
+    seen = _source_offsets(setup, replica)
+    assert set(seen) == {(0, offset) for offset in range(100)}
+    twice = sorted(k for k, n in seen.items() if n > 1)
+    assert not twice, f"{len(twice)} records copied twice, e.g. {twice[:5]}"

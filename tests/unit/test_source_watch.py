@@ -1,0 +1,58 @@
+"""observe_source: the lag gauge never reads 0 while an assigned partition is behind."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry
+
+from drkit.kafka.records import TopicPartition
+from drkit.replication.metrics import ReplicationMetrics
+from drkit.replication.partition_state import PartitionState
+from drkit.replication.source_watch import observe_source
+
+
+class _Consumer:
+    """A source consumer that has fetched only the partitions in ``fetched``."""
+
+    def __init__(self, fetched: dict[TopicPartition, tuple[int, int]]) -> None:
+        self.fetched = fetched
+
+    def positions(self, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
+        return {}
+
+    def watermarks(self, tp: TopicPartition, cached: bool = True) -> tuple[int, int] | None:
+        return self.fetched.get(tp)
+
+
+def _state(partition: int, next_offset: int, source_end: int | None) -> PartitionState:
+    state = PartitionState(
+        TopicPartition("orders", partition), "dc1.orders", 4, "dc1", next_offset, b"o"
+    )
+    state.source_end = source_end
+    return state
+
+
+def _lag(registry: CollectorRegistry) -> float | None:
+    return registry.get_sample_value(
+        "drkit_replication_lag_records", {"flow": "f", "topic": "orders"}
+    )
+
+
+def test_a_just_assigned_partition_without_a_fetch_counts_its_known_lag() -> None:
+    """Taken over at 7,522 with the source at 12,500 and nothing fetched yet: the gauge says
+    4,978, not 0 (a worker that had just taken partitions over once read as caught up)."""
+    registry = CollectorRegistry()
+    metrics = ReplicationMetrics.create(registry)
+    caught_up = _state(0, 12_500, 12_500)
+    taken_over = _state(2, 7_522, 12_500)
+    consumer = _Consumer({caught_up.source: (0, 12_500)})
+    observe_source(consumer, [caught_up, taken_over], metrics, "f")  # type: ignore[arg-type]
+    assert _lag(registry) == 4_978
+
+
+def test_fetched_watermarks_win_over_the_end_seen_at_assignment() -> None:
+    registry = CollectorRegistry()
+    metrics = ReplicationMetrics.create(registry)
+    state = _state(0, 100, 100)
+    observe_source(_Consumer({state.source: (0, 160)}), [state], metrics, "f")  # type: ignore[arg-type]
+    assert _lag(registry) == 60
+    assert state.source_end == 160
