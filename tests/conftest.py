@@ -11,9 +11,12 @@ import os
 import re
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+from sqlalchemy import create_engine, text
 
+from drkit.store import StateStore
 from tests.kafka_backends import ClusterUnderTest, backend, clusters, scratch_cluster
 
 
@@ -100,3 +103,31 @@ def pg_url() -> str:
             pytest.fail("DRKIT_TEST_REQUIRE_PG=1 but DRKIT_TEST_PG_URL is not set")
         pytest.skip("no PostgreSQL: set DRKIT_TEST_PG_URL (scripts/test does when it can)")
     return url
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def migrated_store(request: pytest.FixtureRequest, tmp_path: Path) -> StateStore:
+    """A state store at the newest schema: SQLite, and a fresh database on the PostgreSQL
+    server of ``pg_url`` (skipped without one)."""
+    if request.param == "sqlite":
+        fresh = StateStore(f"sqlite:///{tmp_path / 'drkit.db'}")
+        fresh.upgrade()
+        return fresh
+    base_url: str = request.getfixturevalue("pg_url")
+    name = f"drkit_f_{uuid.uuid4().hex[:10]}"
+    admin = create_engine(base_url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as connection:
+        connection.execute(text(f'CREATE DATABASE "{name}"'))
+    admin.dispose()
+    fresh = StateStore(base_url.rsplit("/", 1)[0] + f"/{name}")
+    fresh.upgrade()
+
+    def drop() -> None:
+        fresh.engine.dispose()
+        engine = create_engine(base_url, isolation_level="AUTOCOMMIT")
+        with engine.connect() as connection:
+            connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        engine.dispose()
+
+    request.addfinalizer(drop)
+    return fresh

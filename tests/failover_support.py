@@ -13,9 +13,12 @@ from typing import Any
 import yaml
 
 from drkit.kafka import ClusterEndpoint, KafkaAdmin
-from drkit.kafka.io import consume_ranges
+from drkit.kafka.io import consume_ranges, produce_batch
 from drkit.kafka.records import TopicPartition
+from drkit.replication.progress import ProgressStore
 from drkit.replication.provenance import SOURCE_HEADER, Provenance
+from drkit.replication.topology import FlowTopology
+from tests.conftest import Names
 from tests.replication_support import FlowSetup
 
 
@@ -85,3 +88,63 @@ def read_from(
             for r in consume_ranges(endpoint, {tp: (offset, ends[tp])}, 60.0)
         ]
     return out
+
+
+# -- a flow with groups at known positions -----------------------------------------------------
+
+PARTITIONS = 3
+PER_PARTITION = 400
+
+
+def fill(endpoint: ClusterEndpoint, topic: str, per_partition: int, start: int = 0) -> None:
+    for partition in range(PARTITIONS):
+        produce_batch(
+            endpoint,
+            topic,
+            ((None, f"{partition}-{i}".encode()) for i in range(start, start + per_partition)),
+            partition=partition,
+        )
+
+
+def progress_of(setup: FlowSetup) -> dict[TopicPartition, int]:
+    """Progress stored so far ({} until the worker created its progress topic: reading a
+    missing bookkeeping topic raises)."""
+    topology = FlowTopology.of(setup.config.flows[0])
+    store = ProgressStore(setup.target_endpoint, topology.progress_topic, missing_ok=True)
+    try:
+        return {tp: p.next_offset for tp, p in store.refresh().items()}
+    finally:
+        store.close()
+
+
+def checkpointed(setup: FlowSetup, expected: dict[str, dict[TopicPartition, int]]) -> bool:
+    from drkit.offsets.checkpoint_store import CheckpointStore
+
+    topology = FlowTopology.of(setup.config.flows[0])
+    store = CheckpointStore(setup.target_endpoint, topology.checkpoints_topic)
+    try:
+        snapshot = store.refresh()
+    finally:
+        store.close()
+    for group, offsets in expected.items():
+        found = {
+            TopicPartition(str(c.info.get("source_topic")), tp.partition): c.upstream_offset
+            for tp, c in snapshot.for_group(group).items()
+        }
+        if found != offsets:
+            return False
+    return True
+
+
+def groups_at_positions(topic: str, names: Names) -> dict[str, dict[TopicPartition, int]]:
+    """Groups at the start, in the middle, at the end and lagging far behind."""
+    at = {
+        "start": 0,
+        "middle": PER_PARTITION // 2,
+        "end": PER_PARTITION,
+        "lagging": PER_PARTITION // 10,
+    }
+    return {
+        names.group(label): {TopicPartition(topic, p): offset for p in range(PARTITIONS)}
+        for label, offset in at.items()
+    }

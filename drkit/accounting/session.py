@@ -59,7 +59,8 @@ def build_session(master: str | None, app_name: str, verbose: bool = False) -> A
         SparkSession.builder.appName(app_name)
         .master(master or "local[*]")
         .config("spark.jars", ",".join(connector_jars()))
-        .config("spark.ui.showConsoleProgress", "true")
+        # One self-erasing line on a terminal; in a log file it would be hundreds of lines.
+        .config("spark.ui.showConsoleProgress", str(sys.stderr.isatty()).lower())
         .config("spark.ui.enabled", "false")
         .config("spark.sql.shuffle.partitions", "16")
         .config("spark.driver.memory", os.environ.get("DRKIT_SPARK_DRIVER_MEMORY", "1g"))

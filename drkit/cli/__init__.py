@@ -69,6 +69,7 @@ def cli(ctx: click.Context, state_dir: str | None, verbose: int, log_format: str
 
 def _register() -> None:
     from drkit.cli import (
+        automation_cmd,
         checkpoint_cmd,
         clusters_cmd,
         config_cmd,
@@ -93,6 +94,7 @@ def _register() -> None:
         monitor_cmd,
         verify_cmd,
         failover_cmd,
+        automation_cmd,
         demo_cmd,
     )
     for module in modules:

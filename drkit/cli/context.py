@@ -77,3 +77,13 @@ def echo_json(payload: Any) -> None:
 
 
 pass_app = click.make_pass_decorator(AppContext)
+
+
+def operator() -> str:
+    """Who runs this command, as recorded in the audit trail: ``cli:<user>``."""
+    import getpass
+
+    try:
+        return f"cli:{getpass.getuser()}"
+    except (KeyError, OSError):
+        return "cli"

@@ -17,7 +17,14 @@ from typing import Any
 
 import click
 
-from drkit.cli.context import AppContext, config_option, echo_json, output_option, pass_app
+from drkit.cli.context import (
+    AppContext,
+    config_option,
+    echo_json,
+    operator,
+    output_option,
+    pass_app,
+)
 from drkit.errors import ConfigError, Problem
 from drkit.failover.context import RunOptions
 from drkit.failover.engine import Engine
@@ -109,7 +116,7 @@ def _run(
         _emit(output, plan.to_json(), plan_text(plan))
         return
     _confirm(plan, yes, output)
-    _finish(output, engine.start(plan, options, requested_by=_who()))
+    _finish(output, engine.start(plan, options, requested_by=operator()))
 
 
 def _confirm(plan: Plan, yes: bool, output: str) -> None:
@@ -124,15 +131,6 @@ def _confirm(plan: Plan, yes: bool, output: str) -> None:
 
 def _finish(output: str, run: RunRecord) -> None:
     _emit(output, run.to_json(), run_text(run))
-
-
-def _who() -> str:
-    import getpass
-
-    try:
-        return f"cli:{getpass.getuser()}"
-    except (KeyError, OSError):
-        return "cli"
 
 
 def _options(force: bool, groups: tuple[str, ...], **extra: Any) -> RunOptions:

@@ -98,6 +98,7 @@ def monitor(
     where other observers' monitors read them for the quorum.  Probing goes on while the state
     store is down (/healthz then fails, naming it); what was missed is written when it is back.
     """
+    from drkit.automation.runner import AutomaticFailover
     from drkit.failover.maintenance import FailoverMaintenance
     from drkit.health.jobs import make_scheduler
     from drkit.health.monitor import Monitor
@@ -116,6 +117,12 @@ def monitor(
     scheduler.add_job(
         maintenance.tick, "interval", seconds=max(5.0, config.health.probe_interval_s),
         id="failover-maintenance",
+    )  # fmt: skip
+    # Health-triggered failover: decide every probe interval, act through the engine.
+    automatic = AutomaticFailover(config, store, app.state_dir, name)
+    scheduler.add_job(
+        automatic.tick, "interval", seconds=config.health.probe_interval_s,
+        id="automatic-failover", max_instances=1, coalesce=True,
     )  # fmt: skip
     picture = status_source(config, store, mon.status_failed)
     server, _thread = serve(StatusApp(picture, mon.liveness), host, port)
@@ -183,6 +190,13 @@ def _print(picture: StatusSnapshot) -> None:
         f"active cluster: {picture.active_cluster or '-'}   "
         f"automation: {'allowed' if automation.allowed else 'off'} ({automation.reason})"
     )
+    decided = automation.last_decision
+    if decided is not None:
+        when = decided.at.strftime("%Y-%m-%d %H:%M:%S")
+        action = f"failed over (run {decided.run_id})" if decided.act else "held"
+        click.echo(
+            f"last automatic decision ({decided.observer}, {when}): {action} - {decided.summary}"
+        )
     click.echo("\nclusters")
     for alias, cluster in picture.clusters.items():
         votes = f"{len(cluster.down_votes)}/{cluster.quorum} down votes"

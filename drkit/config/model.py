@@ -339,8 +339,13 @@ class FailoverPolicy(_Frozen):
 
     automatic: bool = False
     allow_single_observer: bool = False
+    # Automatic failover acts only after a quorum of observers has had no answer at all from
+    # the source for this long (a flapping cluster answers now and then and never qualifies).
+    after_s: float = Field(default=60.0, ge=0)
     max_rpo_records: int = Field(default=0, ge=0)
     max_rpo_s: float = Field(default=60.0, ge=0)
+    # Automatic failover ignores the two RPO bounds above (the operator's explicit override).
+    accept_any_rpo: bool = False
     block_window_s: float = Field(default=3600.0, ge=0)
     # How long a switchover, cutover or failback waits for replication to reach the fence point
     # before it rolls back (overrides the runbook's drain timeout).

@@ -134,6 +134,17 @@ class Engine:
         if plan.blockers:
             raise PlanBlocked("the plan is blocked: " + "; ".join(f.message for f in plan.blockers))
         lease = self.leases.acquire(self.owner, self.config.failover.lease_ttl_s)
+        # The plan was made before the lease: if another run moved the pointer in between (two
+        # monitors deciding at once, two operators), this plan is stale - never run it.
+        pointer = self.pointers.get()
+        now_active = pointer.cluster if pointer is not None else None
+        if now_active != plan.pointer_from:
+            self.leases.release(lease)
+            was = plan.pointer_from or "unset"
+            raise PlanBlocked(
+                f"the active cluster changed since the plan was made ({was} -> {now_active}); "
+                "plan again"
+            )
         run = self.runs.create(plan, requested_by, reason)
         self.runs.merge_result(run.id, {"options": options.to_json()})
         return self._execute(run.id, lease, options)

@@ -99,6 +99,7 @@ class ClusterHealth:
     consecutive_bad: int = 0  # failed or degraded
     consecutive_ok: int = 0
     consecutive_answering: int = 0  # ok or degraded: the cluster answered
+    last_answered: float | None = None  # when a probe last got an answer (automation's clock)
     last: ProbeResult | None = None
     reason: str | None = None
 
@@ -114,6 +115,7 @@ class ClusterHealth:
             "consecutive_bad": self.consecutive_bad,
             "consecutive_ok": self.consecutive_ok,
             "consecutive_answering": self.consecutive_answering,
+            "last_answered_at": self.last_answered,
         }
 
 
@@ -133,6 +135,7 @@ def evaluate(previous: ClusterHealth, probe: ProbeResult, policy: HealthPolicy) 
         consecutive_bad=bad,
         consecutive_ok=ok,
         consecutive_answering=answering,
+        last_answered=probe.at if outcome is not ProbeOutcome.FAILED else previous.last_answered,
         last=probe,
         reason=_reason(state, previous.state, outcome, failed, bad, ok, policy),
     )

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from drkit.automation.journal import AutomationJournal
 from drkit.config.model import DrkitConfig
 from drkit.failover.fences import FenceRepository, FenceState
 from drkit.failover.pointer import PointerRepository
+from drkit.health.quorum import AutomationGate
 from drkit.replication.loss import LossEvent
-from drkit.status.document import StatusSnapshot, build_status
+from drkit.status.document import AutomationView, StatusSnapshot, build_status
 from drkit.store.db import StateStore
 from drkit.store.health_repo import HealthRepository
 from drkit.store.loss_repo import LossRepository
@@ -34,6 +36,18 @@ def current_status(config: DrkitConfig, store: StateStore) -> StatusSnapshot:
         by_flow,
         pointer=PointerRepository(store).get(),
         pending_fences=pending,
+        automation=_automation(store),
+    )
+
+
+def _automation(store: StateStore) -> AutomationView:
+    journal = AutomationJournal(store)
+    decisions = journal.decisions(limit=1)
+    return AutomationView(
+        AutomationGate(False, ""),  # build_status fills the gate in
+        journal.paused(),
+        journal.unacknowledged(),
+        decisions[0] if decisions else None,
     )
 
 

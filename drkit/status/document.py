@@ -22,7 +22,10 @@ Schema ``drkit.status/v1``::
      "last_failover": {"id", "kind", "source", "target", "state", "started_at",
                        "finished_at"} | null,
      "pending_fences": {cluster: [topic]},
-     "automation": {"allowed", "reason"},
+     "automation": {"allowed", "reason", "paused": {"by", "reason", "at"} | null,
+                    "unacknowledged_runs": [int],
+                    "last_decision": {"observer", "source", "target", "act", "summary",
+                                      "at", "run"} | null},
      "transitions": [{"kind", "subject", "observer", "from", "to", "at", "reason"}]}
 
 Flow fields are ``null`` until a monitor has observed the flow (``observed_at`` null).
@@ -32,6 +35,9 @@ flow with losses is not OK however healthy its replication is now.  ``failover``
 :mod:`drkit.health.readiness`: ``failed_bounds`` names the config bounds that fail.
 ``active_cluster`` is the cluster clients should use: the failover engine's active pointer
 (drkit.failover.pointer) when one was ever set, else the first flow's source.
+``automation`` says whether health-triggered failover may act (config, observers, block
+window, ``drkit pause``, unacknowledged automatic runs) and the reasons of the monitor's last
+stored decision (drkit.automation).
 ``pending_fences`` lists topics of clusters that could not be fenced when a failover ran
 (unreachable then); they are fenced as soon as they answer.
 
@@ -42,10 +48,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
+from drkit.automation.decision import Pause
+from drkit.automation.journal import StoredDecision
 from drkit.config.model import DrkitConfig
 from drkit.failover.model import RunState
 from drkit.failover.pointer import Pointer
@@ -198,7 +206,7 @@ class StatusSnapshot:
     pointer: Pointer | None
     last_failover: FailoverRunView | None
     pending_fences: Mapping[str, tuple[str, ...]]
-    automation: AutomationGate
+    automation: AutomationView
     transitions: tuple[TransitionView, ...]
 
     def to_json(self) -> dict[str, Any]:
@@ -221,8 +229,58 @@ class StatusSnapshot:
             ),
             "last_failover": self.last_failover.to_json() if self.last_failover else None,
             "pending_fences": {c: list(t) for c, t in sorted(self.pending_fences.items())},
-            "automation": {"allowed": self.automation.allowed, "reason": self.automation.reason},
+            "automation": self.automation.to_json(),
             "transitions": [t.to_json() for t in self.transitions],
+        }
+
+
+@dataclass(frozen=True)
+class AutomationView:
+    """Automatic failover as the status shows it: may it act, and what it decided last."""
+
+    gate: AutomationGate
+    paused: Pause | None = None
+    unacknowledged: tuple[int, ...] = ()
+    last_decision: StoredDecision | None = None
+
+    @property
+    def allowed(self) -> bool:
+        return self.gate.allowed and self.paused is None and not self.unacknowledged
+
+    @property
+    def reason(self) -> str:
+        if not self.gate.allowed:
+            return self.gate.reason
+        if self.paused is not None:
+            return f"paused by {self.paused.by}: {self.paused.reason or 'no reason given'}"
+        if self.unacknowledged:
+            return f"blocked until 'drkit ack {self.unacknowledged[0]}'"
+        return self.gate.reason
+
+    def to_json(self) -> dict[str, Any]:
+        last = self.last_decision
+        return {
+            "allowed": self.allowed,
+            "reason": self.reason,
+            "paused": (
+                {"by": self.paused.by, "reason": self.paused.reason, "at": self.paused.at}
+                if self.paused is not None
+                else None
+            ),
+            "unacknowledged_runs": list(self.unacknowledged),
+            "last_decision": (
+                {
+                    "observer": last.observer,
+                    "source": last.source,
+                    "target": last.target,
+                    "act": last.act,
+                    "summary": last.summary,
+                    "at": last.at.timestamp(),
+                    "run": last.run_id,
+                }
+                if last is not None
+                else None
+            ),
         }
 
 
@@ -236,6 +294,7 @@ def build_status(
     now: float | None = None,
     pointer: Pointer | None = None,
     pending_fences: Mapping[str, Sequence[str]] | None = None,
+    automation: AutomationView | None = None,
 ) -> StatusSnapshot:
     """The picture (pure over the store's rows; ``now`` defaults to the clock)."""
     now = time.time() if now is None else now
@@ -276,12 +335,15 @@ def build_status(
         pointer=pointer,
         last_failover=run,
         pending_fences={c: tuple(sorted(t)) for c, t in (pending_fences or {}).items()},
-        automation=automation_gate(
-            config.failover,
-            policy,
-            len(fresh_observers),
-            run.finished_at if run is not None and run.state == RunState.SUCCEEDED else None,
-            now,
+        automation=replace(
+            automation or AutomationView(AutomationGate(False, "")),
+            gate=automation_gate(
+                config.failover,
+                policy,
+                len(fresh_observers),
+                run.finished_at if run is not None and run.state == RunState.SUCCEEDED else None,
+                now,
+            ),
         ),
         transitions=tuple(
             TransitionView(

@@ -304,3 +304,31 @@ class Fence(Base):
     reads_allowed: Mapped[bool] = mapped_column(Boolean, default=False)
     run_id: Mapped[int | None] = mapped_column(Integer)
     updated_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class AutomationEvent(Base):
+    """An operator's word to automatic failover: pause, resume, or ack of a run - who and why."""
+
+    __tablename__ = "automation_events"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    kind: Mapped[str] = mapped_column(String(16))  # pause, resume, ack
+    run_id: Mapped[int | None] = mapped_column(Integer)  # ack: the run acknowledged
+    by: Mapped[str] = mapped_column(String(200))
+    reason: Mapped[str] = mapped_column(Text, default="")
+    at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class AutomationDecision(Base):
+    """One evaluation of automatic failover with its evidence (stored when it acts or its
+    reasons change; every evaluation is logged)."""
+
+    __tablename__ = "automation_decisions"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    observer: Mapped[str] = mapped_column(String(200))
+    source: Mapped[str] = mapped_column(String(128))
+    target: Mapped[str] = mapped_column(String(128))
+    act: Mapped[bool] = mapped_column(Boolean)
+    summary: Mapped[str] = mapped_column(Text)
+    evidence: Mapped[dict[str, Any]] = mapped_column(default=dict)  # Decision.to_json()
+    run_id: Mapped[int | None] = mapped_column(Integer)
+    at: Mapped[datetime] = mapped_column(default=utcnow, index=True)

@@ -24,71 +24,23 @@ from drkit.kafka import ClusterEndpoint, KafkaAdmin, make_consumer
 from drkit.kafka.admin import TopicSpec
 from drkit.kafka.io import commit_group_offsets, produce_batch
 from drkit.kafka.records import TopicPartition
-from drkit.replication.progress import ProgressStore
 from drkit.replication.topology import FlowTopology
 from drkit.store import StateStore
 from tests.conftest import Names
-from tests.failover_support import drkit, read_from, resumes_at, with_config
+from tests.failover_support import (
+    PARTITIONS,
+    PER_PARTITION,
+    checkpointed,
+    drkit,
+    fill,
+    groups_at_positions,
+    progress_of,
+    read_from,
+    resumes_at,
+    with_config,
+)
 from tests.kafka_backends import ClusterUnderTest
 from tests.replication_support import FlowSetup, Replicator, flow_setup, wait_until
-
-PARTITIONS = 3
-PER_PARTITION = 400
-
-
-def _fill(endpoint: ClusterEndpoint, topic: str, per_partition: int, start: int = 0) -> None:
-    for partition in range(PARTITIONS):
-        produce_batch(
-            endpoint,
-            topic,
-            ((None, f"{partition}-{i}".encode()) for i in range(start, start + per_partition)),
-            partition=partition,
-        )
-
-
-def _progress(setup: FlowSetup) -> dict[TopicPartition, int]:
-    """Progress stored so far ({} until the worker created its progress topic: reading a
-    missing bookkeeping topic raises)."""
-    topology = FlowTopology.of(setup.config.flows[0])
-    store = ProgressStore(setup.target_endpoint, topology.progress_topic, missing_ok=True)
-    try:
-        return {tp: p.next_offset for tp, p in store.refresh().items()}
-    finally:
-        store.close()
-
-
-def _checkpointed(setup: FlowSetup, expected: dict[str, dict[TopicPartition, int]]) -> bool:
-    from drkit.offsets.checkpoint_store import CheckpointStore
-
-    topology = FlowTopology.of(setup.config.flows[0])
-    store = CheckpointStore(setup.target_endpoint, topology.checkpoints_topic)
-    try:
-        snapshot = store.refresh()
-    finally:
-        store.close()
-    for group, offsets in expected.items():
-        found = {
-            TopicPartition(str(c.info.get("source_topic")), tp.partition): c.upstream_offset
-            for tp, c in snapshot.for_group(group).items()
-        }
-        if found != offsets:
-            return False
-    return True
-
-
-def _groups(topic: str, names: Names) -> dict[str, dict[TopicPartition, int]]:
-    """Groups at the start, in the middle, at the end and lagging far behind."""
-    at = {
-        "start": 0,
-        "middle": PER_PARTITION // 2,
-        "end": PER_PARTITION,
-        "lagging": PER_PARTITION // 10,
-    }
-    return {
-        names.group(label): {TopicPartition(topic, p): offset for p in range(PARTITIONS)}
-        for label, offset in at.items()
-    }
-
 
 # -- unplanned --------------------------------------------------------------------------------
 
@@ -100,17 +52,17 @@ def test_unplanned_failover_of_a_killed_primary_resumes_every_group_exactly(
     setup = flow_setup(tmp_path, scratch, dc2, [topic], groups={"include": [f"{names.prefix}.*"]})
     replica = FlowTopology.of(setup.config.flows[0]).target_topic(topic)
     scratch.admin().create_topics([TopicSpec(topic, PARTITIONS)])
-    _fill(setup.source_endpoint, topic, PER_PARTITION)
-    groups = _groups(topic, names)
+    fill(setup.source_endpoint, topic, PER_PARTITION)
+    groups = groups_at_positions(topic, names)
     for group, offsets in groups.items():
         commit_group_offsets(setup.source_endpoint, group, offsets)
     with Replicator(setup, log_dir=tmp_path):
         wait_until(
-            lambda: _progress(setup).get(TopicPartition(topic, 0)) == PER_PARTITION,
+            lambda: progress_of(setup).get(TopicPartition(topic, 0)) == PER_PARTITION,
             60,
             what="replicated",
         )
-        wait_until(lambda: _checkpointed(setup, groups), 60, what="checkpoints of every group")
+        wait_until(lambda: checkpointed(setup, groups), 60, what="checkpoints of every group")
         assert scratch.local is not None
         scratch.local.kill_broker(scratch.name)  # the primary is gone
         done = drkit(setup, "failover", "--from", setup.source, "--to", setup.target, "--yes",
@@ -275,14 +227,14 @@ def _replicated_setup(
     topic = names.topic("orders")
     setup = flow_setup(tmp_path, dc1, dc2, [topic], groups={"include": [f"{names.prefix}.*"]})
     dc1.admin().create_topics([TopicSpec(topic, PARTITIONS)])
-    _fill(setup.source_endpoint, topic, PER_PARTITION)
-    groups = _groups(topic, names)
+    fill(setup.source_endpoint, topic, PER_PARTITION)
+    groups = groups_at_positions(topic, names)
     for group, offsets in groups.items():
         commit_group_offsets(setup.source_endpoint, group, offsets)
     with Replicator(setup, log_dir=tmp_path):
         wait_until(
             lambda: all(
-                _progress(setup).get(TopicPartition(topic, p)) == PER_PARTITION
+                progress_of(setup).get(TopicPartition(topic, p)) == PER_PARTITION
                 for p in range(PARTITIONS)
             ),
             60,
@@ -418,7 +370,7 @@ def test_failback_captures_and_exports_the_divergent_tail_then_switches_back(
     forward = setup.config.flows[0].name
     scratch.admin().create_topics([TopicSpec(topic, PARTITIONS)])
     dc2.admin().create_topics([TopicSpec(topic, PARTITIONS)])
-    _fill(setup.source_endpoint, topic, 200)
+    fill(setup.source_endpoint, topic, 200)
     store = StateStore(f"sqlite:///{tmp_path / 'drkit.db'}")
     store.ensure_current()
     control = ControlRepository(store)
@@ -426,7 +378,7 @@ def test_failback_captures_and_exports_the_divergent_tail_then_switches_back(
     with Replicator(setup, log_dir=tmp_path):
         wait_until(
             lambda: all(
-                _progress(setup).get(TopicPartition(topic, p)) == 200 for p in range(PARTITIONS)
+                progress_of(setup).get(TopicPartition(topic, p)) == 200 for p in range(PARTITIONS)
             ),
             60,
             what="replicated",
@@ -438,14 +390,14 @@ def test_failback_captures_and_exports_the_divergent_tail_then_switches_back(
             what="paused",
         )
         # dc1 accepts records the other side never gets, then dies.
-        _fill(setup.source_endpoint, topic, 30, start=200)
+        fill(setup.source_endpoint, topic, 30, start=200)
         assert scratch.local is not None
         scratch.local.kill_broker(scratch.name)
         failover = drkit(setup, "failover", "--from", setup.source, "--to", setup.target,
                          "--yes", "-o", "json")  # fmt: skip
         assert failover.code == 0, failover.err
         # Applications write on dc2 meanwhile; dc1 comes back.
-        _fill(setup.target_endpoint, topic, 20)
+        fill(setup.target_endpoint, topic, 20)
         scratch.local.start_broker(scratch.name)
         back = drkit(setup, "failback", "--to", setup.source, "--export-file", str(tail_file),
                      "--yes", "-o", "json", timeout_s=300)  # fmt: skip

@@ -7,12 +7,11 @@ import json
 import sys
 import threading
 import time
-import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from sqlalchemy import create_engine, text, update
+from sqlalchemy import update
 
 from drkit.config.model import HookConfig
 from drkit.errors import ConfigError
@@ -26,30 +25,9 @@ from drkit.store import StateStore
 from drkit.store.models import Lease as LeaseRow
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> StateStore:
-    if request.param == "sqlite":
-        fresh = StateStore(f"sqlite:///{tmp_path / 'drkit.db'}")
-        fresh.upgrade()
-        return fresh
-    base_url: str = request.getfixturevalue("pg_url")
-    name = f"drkit_f_{uuid.uuid4().hex[:10]}"
-    admin = create_engine(base_url, isolation_level="AUTOCOMMIT")
-    with admin.connect() as connection:
-        connection.execute(text(f'CREATE DATABASE "{name}"'))
-    admin.dispose()
-    fresh = StateStore(base_url.rsplit("/", 1)[0] + f"/{name}")
-    fresh.upgrade()
-
-    def drop() -> None:
-        fresh.engine.dispose()
-        engine = create_engine(base_url, isolation_level="AUTOCOMMIT")
-        with engine.connect() as connection:
-            connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        engine.dispose()
-
-    request.addfinalizer(drop)
-    return fresh
+@pytest.fixture
+def store(migrated_store: StateStore) -> StateStore:
+    return migrated_store
 
 
 # -- runbooks ---------------------------------------------------------------------------------

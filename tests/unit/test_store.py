@@ -17,6 +17,8 @@ from drkit.store.models import FailoverRun, FailoverStep, HealthObservation
 
 EXPECTED_TABLES = {
     "alembic_version",
+    "automation_decisions",
+    "automation_events",
     "clusters_seen",
     "drills",
     "failover_runs",
@@ -114,3 +116,16 @@ def test_unreachable_database_is_a_clear_error() -> None:
         store.current_revision()
     assert "127.0.0.1:1" in str(caught.value)
     assert "secretpw" not in str(caught.value)
+
+
+def test_migrations_create_exactly_what_the_models_declare(store: StateStore) -> None:
+    """A model changed without a migration (or the reverse) fails here, not in production."""
+    from alembic.autogenerate import compare_metadata
+    from alembic.migration import MigrationContext
+
+    from drkit.store.models import Base
+
+    store.upgrade()
+    with store.engine.connect() as connection:
+        diff = compare_metadata(MigrationContext.configure(connection), Base.metadata)
+    assert diff == []

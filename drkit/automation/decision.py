@@ -1,0 +1,284 @@
+"""Whether the monitor fails over on its own now (pure).
+
+Input: an :class:`AutomationSnapshot` - every observer's latest view of the source and target
+clusters, the estimated RPO, the active pointer, the last failover, the operator's pause and
+acknowledgements, and the policy.  Output: a :class:`Decision` with one :class:`Check` per rule,
+passed or not, so every evaluation can be logged with its evidence.  It acts only when every
+check passes:
+
+* ``enabled``: ``failover.automatic`` is on;
+* ``consent``: a quorum of at least two observers, or ``failover.allow_single_observer``;
+* ``not_paused``: no ``drkit pause`` in force;
+* ``acknowledged``: every earlier automatic failover was acknowledged (``drkit ack RUN``);
+* ``block_window``: no failover finished within ``failover.block_window_s``;
+* ``idle``: no failover run in progress;
+* ``pointer``: the active pointer is on the source (or was never set);
+* ``source_down``: a quorum of fresh observers report the source UNAVAILABLE
+  (drkit.health.quorum);
+* ``sustained``: at least a quorum of those have not seen the source answer a single probe for
+  ``failover.after_s`` - a cluster that flaps answers now and then and never qualifies;
+* ``target_healthy``: the quorum's state of the target is HEALTHY;
+* ``rpo``: the records the target lacks (in total) and their age (worst partition) are within
+  ``failover.max_rpo_records`` / ``max_rpo_s``, or ``failover.accept_any_rpo`` is set.
+
+The RPO is estimated only when everything else passes (it reads the target); until then the
+``rpo`` check reads "not estimated".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from drkit.config.model import FailoverPolicy, HealthPolicy
+from drkit.health.evaluation import ClusterState
+from drkit.health.quorum import ObserverReport, QuorumVerdict, verdict
+
+
+@dataclass(frozen=True)
+class ObserverView:
+    """One observer's latest state of one cluster."""
+
+    observer: str
+    state: ClusterState
+    since: float  # when this state began
+    reported_at: float
+    last_answered_at: float | None = None  # the last probe of this observer the cluster answered
+
+    def silent_since(self) -> float:
+        """Since when this observer has had no answer from the cluster."""
+        if self.last_answered_at is None:
+            return self.since
+        return max(self.since, self.last_answered_at)
+
+
+@dataclass(frozen=True)
+class RpoEstimate:
+    """What the target lacks, from the failover plan: total records and the worst age."""
+
+    records: int | None  # None: unknown for some partition
+    seconds: float | None
+
+
+@dataclass(frozen=True)
+class Pause:
+    by: str
+    reason: str
+    at: float
+
+
+@dataclass(frozen=True)
+class AutomationSnapshot:
+    source: str
+    target: str
+    now: float
+    source_views: tuple[ObserverView, ...]
+    target_views: tuple[ObserverView, ...]
+    failover: FailoverPolicy
+    health: HealthPolicy
+    pointer: str | None = None
+    last_failover_at: float | None = None  # when the latest completed failover finished
+    unacknowledged_runs: tuple[int, ...] = ()  # automatic runs nobody acknowledged yet
+    running_run: int | None = None
+    paused: Pause | None = None
+    rpo: RpoEstimate | None = None  # None: not estimated
+
+
+class CheckName(StrEnum):
+    ENABLED = "enabled"
+    CONSENT = "consent"
+    NOT_PAUSED = "not_paused"
+    ACKNOWLEDGED = "acknowledged"
+    BLOCK_WINDOW = "block_window"
+    IDLE = "idle"
+    POINTER = "pointer"
+    SOURCE_DOWN = "source_down"
+    SUSTAINED = "sustained"
+    TARGET_HEALTHY = "target_healthy"
+    RPO = "rpo"
+
+
+@dataclass(frozen=True)
+class Check:
+    name: CheckName
+    passed: bool
+    detail: str
+
+
+@dataclass(frozen=True)
+class Decision:
+    source: str
+    target: str
+    at: float
+    checks: tuple[Check, ...]
+
+    @property
+    def act(self) -> bool:
+        return all(check.passed for check in self.checks)
+
+    @property
+    def failed(self) -> tuple[Check, ...]:
+        return tuple(check for check in self.checks if not check.passed)
+
+    @property
+    def needs_rpo(self) -> bool:
+        """Everything but the (not yet estimated) RPO passes: estimate it and decide again."""
+        return [c.name for c in self.failed] == [CheckName.RPO]
+
+    def summary(self) -> str:
+        if self.act:
+            return f"fail over {self.source}->{self.target}: every check passed"
+        return "; ".join(f"{check.name.value}: {check.detail}" for check in self.failed)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "source": self.source,
+            "target": self.target,
+            "at": self.at,
+            "act": self.act,
+            "summary": self.summary(),
+            "checks": [
+                {"name": c.name.value, "passed": c.passed, "detail": c.detail} for c in self.checks
+            ],
+        }
+
+
+def decide(snapshot: AutomationSnapshot) -> Decision:
+    """See the module docstring; evaluates every check, whatever fails first."""
+    s = snapshot
+    source = _verdict(s.source, s.source_views, s.health, s.now)
+    target = _verdict(s.target, s.target_views, s.health, s.now)
+    checks = (
+        _enabled(s.failover),
+        _consent(s.failover, s.health),
+        _not_paused(s.paused),
+        _acknowledged(s.unacknowledged_runs),
+        _block_window(s.failover, s.last_failover_at, s.now),
+        _idle(s.running_run),
+        _pointer(s.pointer, s.source, s.target),
+        _source_down(source),
+        _sustained(s.source_views, source, s.failover.after_s, s.health.observer_quorum, s.now),
+        _target_healthy(target),
+        _rpo(s.rpo, s.failover),
+    )
+    return Decision(s.source, s.target, s.now, checks)
+
+
+def _verdict(
+    cluster: str, views: tuple[ObserverView, ...], health: HealthPolicy, now: float
+) -> QuorumVerdict:
+    reports = [ObserverReport(v.observer, cluster, v.state, v.reported_at) for v in views]
+    return verdict(cluster, reports, health, now)
+
+
+def _enabled(policy: FailoverPolicy) -> Check:
+    on = policy.automatic
+    return Check(CheckName.ENABLED, on, "on" if on else "failover.automatic is off")
+
+
+def _consent(policy: FailoverPolicy, health: HealthPolicy) -> Check:
+    if health.observer_quorum >= 2:
+        return Check(CheckName.CONSENT, True, f"observer quorum {health.observer_quorum}")
+    if policy.allow_single_observer:
+        return Check(CheckName.CONSENT, True, "a single observer, allowed by the config")
+    return Check(
+        CheckName.CONSENT,
+        False,
+        "observer_quorum is 1 and failover.allow_single_observer is false",
+    )
+
+
+def _not_paused(paused: Pause | None) -> Check:
+    if paused is None:
+        return Check(CheckName.NOT_PAUSED, True, "automation running")
+    return Check(
+        CheckName.NOT_PAUSED, False, f"paused by {paused.by}: {paused.reason or 'no reason given'}"
+    )
+
+
+def _acknowledged(unacknowledged: tuple[int, ...]) -> Check:
+    if not unacknowledged:
+        return Check(CheckName.ACKNOWLEDGED, True, "no automatic failover awaits acknowledgement")
+    runs = ", ".join(str(r) for r in unacknowledged)
+    return Check(
+        CheckName.ACKNOWLEDGED,
+        False,
+        f"automatic failover run {runs} not acknowledged (drkit ack {unacknowledged[0]})",
+    )
+
+
+def _block_window(policy: FailoverPolicy, last: float | None, now: float) -> Check:
+    if last is None:
+        return Check(CheckName.BLOCK_WINDOW, True, "no earlier failover")
+    left = last + policy.block_window_s - now
+    if left > 0:
+        return Check(
+            CheckName.BLOCK_WINDOW,
+            False,
+            f"a failover finished {now - last:.0f}s ago; blocked {left:.0f}s more "
+            f"(failover.block_window_s {policy.block_window_s:g})",
+        )
+    return Check(CheckName.BLOCK_WINDOW, True, f"last failover {now - last:.0f}s ago")
+
+
+def _idle(running: int | None) -> Check:
+    if running is None:
+        return Check(CheckName.IDLE, True, "no failover running")
+    return Check(CheckName.IDLE, False, f"failover run {running} is in progress")
+
+
+def _pointer(pointer: str | None, source: str, target: str) -> Check:
+    if pointer is None or pointer == source:
+        return Check(CheckName.POINTER, True, f"active cluster is {pointer or source}")
+    if pointer == target:
+        return Check(CheckName.POINTER, False, f"already failed over: {target} is active")
+    return Check(CheckName.POINTER, False, f"the active cluster is {pointer}, not {source}")
+
+
+def _source_down(source: QuorumVerdict) -> Check:
+    detail = (
+        f"{len(source.down_votes)}/{source.quorum} observers report {source.cluster} "
+        f"unavailable (fresh observers: {', '.join(source.voters) or 'none'})"
+    )
+    return Check(CheckName.SOURCE_DOWN, source.down, detail)
+
+
+def _sustained(
+    views: tuple[ObserverView, ...],
+    source: QuorumVerdict,
+    after_s: float,
+    quorum: int,
+    now: float,
+) -> Check:
+    down = [v for v in views if v.observer in source.down_votes]
+    silent = sorted(now - v.silent_since() for v in down)
+    # The quorum-th longest silence: how long a quorum has agreed the source never answered.
+    agreed = silent[-quorum] if len(silent) >= quorum else 0.0
+    passed = len(silent) >= quorum and agreed >= after_s
+    return Check(
+        CheckName.SUSTAINED,
+        passed,
+        f"no answer for {agreed:.0f}s by a quorum (failover.after_s {after_s:g})",
+    )
+
+
+def _target_healthy(target: QuorumVerdict) -> Check:
+    healthy = target.state is ClusterState.HEALTHY
+    return Check(CheckName.TARGET_HEALTHY, healthy, f"{target.cluster} is {target.state.value}")
+
+
+def _rpo(rpo: RpoEstimate | None, policy: FailoverPolicy) -> Check:
+    if policy.accept_any_rpo:
+        return Check(CheckName.RPO, True, "any RPO accepted (failover.accept_any_rpo)")
+    if rpo is None:
+        return Check(CheckName.RPO, False, "not estimated")
+    if rpo.records is None or rpo.seconds is None:
+        return Check(CheckName.RPO, False, "unknown for some partitions")
+    within = rpo.records <= policy.max_rpo_records and rpo.seconds <= policy.max_rpo_s
+    return Check(
+        CheckName.RPO,
+        within,
+        f"{rpo.records} records, up to {rpo.seconds:.0f}s (bounds: "
+        f"{policy.max_rpo_records} records, {policy.max_rpo_s:g}s)",
+    )

@@ -1,0 +1,182 @@
+"""The monitor's automatic failover job: snapshot -> :func:`decide` -> the engine.
+
+Every tick (one per probe interval), for each active flow ``source -> target``:
+
+1. read a typed snapshot from the state store - every observer's latest view of both clusters
+   (the same rows the quorum job reads), the active pointer, runs, pauses and acks;
+2. :func:`drkit.automation.decision.decide`; when everything but the RPO passes, plan the
+   unplanned failover (the engine's own plan, same as ``drkit failover --plan``), put its RPO in
+   the snapshot and decide again;
+3. log the decision with its evidence (always) and store it (when it acts or changed);
+4. when it acts: run the engine's unplanned failover - the same code path, lease and audit trail
+   as ``drkit failover --yes``, with ``requested_by`` ``automation:<observer>``.
+
+Several monitors may decide at once; the engine's lease lets one run, and a plan whose pointer
+moved in the meantime is refused (drkit.failover.engine), so there is never a second failover.
+:meth:`AutomaticFailover.tick` never raises.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+
+from drkit.automation.decision import (
+    AutomationSnapshot,
+    Decision,
+    ObserverView,
+    RpoEstimate,
+    decide,
+)
+from drkit.automation.journal import AUTOMATION, AutomationJournal
+from drkit.config.model import DrkitConfig
+from drkit.errors import DrkitError
+from drkit.failover.context import RunOptions
+from drkit.failover.engine import Engine
+from drkit.failover.lease import LeaseHeld
+from drkit.failover.model import Plan, Procedure, RunState
+from drkit.failover.pointer import PointerRepository
+from drkit.failover.runs import RunRepository
+from drkit.health.evaluation import ClusterState
+from drkit.store.db import StateStore
+from drkit.store.health_repo import HealthRepository
+
+log = logging.getLogger(__name__)
+
+
+def rpo_of(plan: Plan) -> RpoEstimate:
+    """Total records the target lacks and the worst partition's age, from a failover plan."""
+    seconds = [p.seconds for p in plan.rpo]
+    worst = (
+        None if any(s is None for s in seconds) else max((s or 0.0 for s in seconds), default=0.0)
+    )
+    return RpoEstimate(plan.rpo_records, worst)
+
+
+class AutomaticFailover:
+    def __init__(
+        self,
+        config: DrkitConfig,
+        store: StateStore,
+        state_dir: Path,
+        observer: str,
+        engine: Callable[[], Engine] | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.config = config
+        self.store = store
+        self.observer = observer
+        self.journal = AutomationJournal(store)
+        self.health = HealthRepository(store)
+        self.runs = RunRepository(store)
+        self.pointers = PointerRepository(store)
+        self.clock = clock
+        self._engine = engine or (
+            lambda: Engine(config, store, state_dir, owner=f"{AUTOMATION}:{observer}")
+        )
+
+    def pairs(self) -> list[tuple[str, str]]:
+        """(source, target) of every flow that replicates now (standby flows wait)."""
+        return sorted({(f.source, f.target) for f in self.config.flows if not f.standby})
+
+    def snapshot(self, source: str, target: str) -> AutomationSnapshot:
+        views: dict[str, list[ObserverView]] = {source: [], target: []}
+        for row in self.health.all_observer_states():
+            if row.cluster in views:
+                answered = row.evidence.get("last_answered_at") if row.evidence else None
+                views[row.cluster].append(
+                    ObserverView(
+                        row.observer,
+                        ClusterState(row.state),
+                        row.since.timestamp(),
+                        row.updated_at.timestamp(),
+                        float(answered) if answered is not None else None,
+                    )
+                )
+        pointer = self.pointers.get()
+        recent = self.runs.latest(20)
+        finished = [
+            r.finished_at for r in recent if r.state is RunState.SUCCEEDED and r.finished_at
+        ]
+        running = [r.id for r in recent if r.state is RunState.RUNNING]
+        return AutomationSnapshot(
+            source,
+            target,
+            self.clock(),
+            tuple(views[source]),
+            tuple(views[target]),
+            self.config.failover,
+            self.config.health,
+            pointer=pointer.cluster if pointer is not None else None,
+            last_failover_at=max(f.timestamp() for f in finished) if finished else None,
+            unacknowledged_runs=self.journal.unacknowledged(),
+            running_run=running[0] if running else None,
+            paused=self.journal.paused(),
+        )
+
+    def evaluate(self, source: str, target: str) -> tuple[Decision, Plan | None]:
+        """The decision for one pair now, and the plan it was estimated with (if any)."""
+        snapshot = self.snapshot(source, target)
+        decision = decide(snapshot)
+        if not decision.needs_rpo:
+            return decision, None
+        plan = self._engine().plan(Procedure.FAILOVER, source, target, RunOptions())
+        return decide(replace(snapshot, rpo=rpo_of(plan))), plan
+
+    def tick(self) -> list[Decision]:
+        """Evaluate every pair (and act on at most one); never raises."""
+        decisions: list[Decision] = []
+        if not self.config.failover.automatic:
+            return decisions
+        for source, target in self.pairs():
+            try:
+                decision = self._tick_pair(source, target)
+            except Exception:  # a scheduled job must never kill the scheduler
+                log.exception(
+                    "automatic failover evaluation failed",
+                    extra={"source": source, "target": target},
+                )
+                continue
+            decisions.append(decision)
+            if decision.act:
+                break  # one failover per tick; the others are decided again next tick
+        return decisions
+
+    def _tick_pair(self, source: str, target: str) -> Decision:
+        decision, plan = self.evaluate(source, target)
+        log.info(
+            "automatic failover %s",
+            "ACTS" if decision.act else "holds",
+            extra={
+                "source": source,
+                "target": target,
+                "act": decision.act,
+                "reasons": decision.summary(),
+                "checks": {c.name.value: c.passed for c in decision.checks},
+            },
+        )
+        if not decision.act or plan is None:
+            self.journal.record(self.observer, decision)
+            return decision
+        try:
+            run = self._engine().start(
+                plan, RunOptions(), requested_by=f"{AUTOMATION}:{self.observer}",
+                reason=decision.summary(),
+            )  # fmt: skip
+        except LeaseHeld as err:
+            log.warning("another failover holds the lease", extra={"error": str(err)})
+            self.journal.record(self.observer, decision)
+            return decision
+        except DrkitError as err:
+            log.error("automatic failover did not run", extra={"error": str(err)})
+            self.journal.record(self.observer, decision)
+            return decision
+        self.journal.record(self.observer, decision, run.id)
+        log.warning(
+            "automatic failover finished",
+            extra={"run": run.id, "state": run.state.value, "source": source, "target": target},
+        )
+        return decision

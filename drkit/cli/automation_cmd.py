@@ -1,0 +1,70 @@
+"""``drkit pause | resume | ack``: the operator's word to automatic failover.
+
+``pause`` switches health-triggered failover off (``drkit monitor`` keeps deciding and logging,
+but never acts) until ``resume``; ``ack RUN`` acknowledges an automatic failover, which blocks
+further automatic failovers until someone has looked at it.  Each is recorded with who and
+why; ``drkit status`` shows the automation state and the last decision's reasons.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import click
+
+from drkit.cli.context import AppContext, config_option, operator, pass_app
+
+if TYPE_CHECKING:
+    from drkit.automation.journal import AutomationJournal
+
+_REASON = click.option(
+    "--reason", "-m", default="", help="Why (recorded in the audit trail with your name)."
+)
+
+
+def _journal(app: AppContext, config_file: str | None) -> AutomationJournal:
+    from drkit.automation.journal import AutomationJournal
+
+    store = app.store(config_file)
+    store.ensure_current()
+    return AutomationJournal(store)
+
+
+@click.command("pause")
+@_REASON
+@config_option
+@pass_app
+def pause(app: AppContext, reason: str, config_file: str | None) -> None:
+    """Switch automatic failover off until 'drkit resume' (manual commands still work)."""
+    journal = _journal(app, config_file)
+    journal.pause(operator(), reason)
+    click.echo(f"automatic failover paused by {operator()}" + (f": {reason}" if reason else ""))
+
+
+@click.command("resume")
+@_REASON
+@config_option
+@pass_app
+def resume(app: AppContext, reason: str, config_file: str | None) -> None:
+    """Switch automatic failover back on after 'drkit pause'."""
+    journal = _journal(app, config_file)
+    journal.resume(operator(), reason)
+    click.echo("automatic failover resumed")
+
+
+@click.command("ack")
+@click.argument("run_id", metavar="RUN", type=int)
+@_REASON
+@config_option
+@pass_app
+def ack(app: AppContext, run_id: int, reason: str, config_file: str | None) -> None:
+    """Acknowledge automatic failover RUN: lifts the block it put on further automatic
+    failovers (the block window still applies)."""
+    journal = _journal(app, config_file)
+    journal.ack(run_id, operator(), reason)
+    left = journal.unacknowledged()
+    tail = f"; still unacknowledged: {', '.join(map(str, left))}" if left else ""
+    click.echo(f"run {run_id} acknowledged{tail}")
+
+
+COMMANDS = (pause, resume, ack)

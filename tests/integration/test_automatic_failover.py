@@ -1,0 +1,208 @@
+"""Health-triggered failover on real clusters: ``drkit monitor`` processes decide and act.
+
+Two monitors (observers) share one state store with ``observer_quorum: 2``:
+* the primary's broker is killed -> exactly one automatic failover, groups resume exactly;
+* one observer loses sight of a healthy primary -> no failover, and the decision says why;
+* the primary flaps (stopped and started again and again) -> no failover, and the stored
+  decisions say why (it answered within ``after_s``).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from drkit.automation.journal import AutomationJournal, is_automatic
+from drkit.failover.model import RunState
+from drkit.failover.pointer import PointerRepository
+from drkit.failover.runs import RunRecord, RunRepository
+from drkit.kafka import KafkaAdmin
+from drkit.kafka.admin import TopicSpec
+from drkit.kafka.io import commit_group_offsets
+from drkit.kafka.records import TopicPartition
+from drkit.replication.topology import FlowTopology
+from drkit.store import StateStore
+from tests.conftest import Names
+from tests.failover_support import (
+    PARTITIONS,
+    PER_PARTITION,
+    checkpointed,
+    drkit,
+    fill,
+    groups_at_positions,
+    progress_of,
+    resumes_at,
+)
+from tests.integration.test_monitor import FAST_HEALTH, MonitorProcess, free_port
+from tests.kafka_backends import ClusterUnderTest
+from tests.replication_support import FlowSetup, Replicator, flow_setup, wait_until
+
+AFTER_S = 4.0
+
+
+def _automatic(after_s: float = AFTER_S) -> dict[str, Any]:
+    return {
+        "health": {**FAST_HEALTH["health"], "observer_quorum": 2},
+        "failover": {"automatic": True, "after_s": after_s, "max_rpo_s": 600},
+    }
+
+
+def _store(tmp_path: Path) -> StateStore:
+    return StateStore(f"sqlite:///{tmp_path / 'drkit.db'}")
+
+
+def _automatic_runs(tmp_path: Path) -> list[RunRecord]:
+    return [r for r in RunRepository(_store(tmp_path)).latest() if is_automatic(r.requested_by)]
+
+
+def _blind_copy(setup: FlowSetup, tmp_path: Path) -> Path:
+    """The same config, but the source reached through a port nobody listens on."""
+    document = yaml.safe_load(setup.path.read_text())
+    document["clusters"][setup.source]["bootstrap_servers"] = f"127.0.0.1:{free_port()}"
+    path = tmp_path / "blind.yaml"
+    path.write_text(yaml.safe_dump(document))
+    return path
+
+
+def test_a_killed_primary_fails_over_once_by_quorum_and_groups_resume_exactly(
+    scratch: ClusterUnderTest, dc2: ClusterUnderTest, names: Names, tmp_path: Path
+) -> None:
+    topic = names.topic("orders")
+    setup = flow_setup(
+        tmp_path, scratch, dc2, [topic], document_extra=_automatic(),
+        groups={"include": [f"{names.prefix}.*"]},
+    )  # fmt: skip
+    replica = FlowTopology.of(setup.config.flows[0]).target_topic(topic)
+    scratch.admin().create_topics([TopicSpec(topic, PARTITIONS)])
+    fill(setup.source_endpoint, topic, PER_PARTITION)
+    groups = groups_at_positions(topic, names)
+    for group, offsets in groups.items():
+        commit_group_offsets(setup.source_endpoint, group, offsets)
+    with (
+        Replicator(setup, log_dir=tmp_path),
+        MonitorProcess(setup.path, "east", tmp_path) as east,
+        MonitorProcess(setup.path, "west", tmp_path) as west,
+    ):
+        wait_until(
+            lambda: all(
+                progress_of(setup).get(TopicPartition(topic, p)) == PER_PARTITION
+                for p in range(PARTITIONS)
+            ),
+            60,
+            what="replicated",
+        )
+        wait_until(lambda: checkpointed(setup, groups), 60, what="checkpoints of every group")
+        wait_until(
+            lambda: (s := east.status()) is not None and len(s["observers"]) == 2,
+            30,
+            what="both observers reporting",
+        )
+        assert not _automatic_runs(tmp_path), "failed over while the primary was healthy"
+        assert scratch.local is not None
+        scratch.local.kill_broker(scratch.name)
+        killed = time.time()
+        runs = wait_until(
+            lambda: [r for r in _automatic_runs(tmp_path) if r.state is not RunState.RUNNING],
+            90,
+            0.5,
+            what="an automatic failover that ended",
+        )
+        time.sleep(2 * FAST_HEALTH["health"]["probe_interval_s"] + 3)  # both monitors decide on
+        assert len(_automatic_runs(tmp_path)) == 1, "more than one automatic failover"
+        status = west.status()
+    run = runs[0]
+    assert run.state is RunState.SUCCEEDED, run.result
+    assert run.requested_by in ("automation:east", "automation:west")
+    # Detection: failure_threshold probes, then after_s without an answer, then the next tick.
+    reaction = run.started_at.timestamp() - killed
+    assert reaction < AFTER_S + 3 * 1.0 + 1.0 + 6.0, f"acted {reaction:.1f}s after the kill"
+    assert PointerRepository(_store(tmp_path)).get().cluster == setup.target  # type: ignore[union-attr]
+    target = KafkaAdmin(setup.target_endpoint)
+    for group, offsets in groups.items():
+        committed = target.group_offsets(group).offsets
+        replicas = {TopicPartition(replica, tp.partition): o for tp, o in offsets.items()}
+        first = resumes_at(setup.target_endpoint, committed)
+        for tp, source_offset in replicas.items():
+            expected = None if source_offset == PER_PARTITION else source_offset
+            assert first[tp] == expected, (group, tp, committed[tp])
+    # The status shows why it acted and that it waits for an acknowledgement.
+    assert status is not None
+    automation = status["automation"]
+    assert automation["unacknowledged_runs"] == [run.id]
+    assert automation["allowed"] is False and f"drkit ack {run.id}" in automation["reason"]
+    acted = [d for d in AutomationJournal(_store(tmp_path)).decisions(50) if d.act]
+    assert [d.run_id for d in acted] == [run.id]
+    done = drkit(setup, "ack", str(run.id), "--reason", "checked the apps on dc2")
+    assert done.code == 0, done.err
+    assert AutomationJournal(_store(tmp_path)).unacknowledged() == ()
+
+
+def test_one_observer_cut_off_from_a_healthy_primary_never_fails_over(
+    scratch: ClusterUnderTest, dc2: ClusterUnderTest, names: Names, tmp_path: Path
+) -> None:
+    setup = flow_setup(
+        tmp_path, scratch, dc2, [names.topic("q")], document_extra=_automatic(after_s=1)
+    )
+    with (
+        MonitorProcess(setup.path, "near", tmp_path) as near,
+        MonitorProcess(_blind_copy(setup, tmp_path), "far", tmp_path),
+    ):
+
+        def far_sees_it_down() -> dict[str, Any] | None:
+            status = near.status()
+            if status is None:
+                return None
+            views = status["clusters"][setup.source]["observers"]
+            return status if views.get("far", {}).get("state") == "UNAVAILABLE" else None
+
+        wait_until(far_sees_it_down, 30, 0.3, what="far lost sight of the primary")
+        time.sleep(1 + 3 * 1.0 + 4)  # well past after_s and several decisions
+        status = near.status()
+    assert not _automatic_runs(tmp_path)
+    assert status is not None
+    last = status["automation"]["last_decision"]
+    assert last is not None and last["act"] is False
+    assert "source_down: 1/2 observers" in last["summary"], last
+
+
+def test_a_flapping_primary_never_fails_over_and_the_decisions_say_why(
+    scratch: ClusterUnderTest, dc2: ClusterUnderTest, names: Names, tmp_path: Path
+) -> None:
+    after_s = 15.0
+    setup = flow_setup(
+        tmp_path, scratch, dc2, [names.topic("f")], document_extra=_automatic(after_s)
+    )
+    assert scratch.local is not None
+    with (
+        MonitorProcess(setup.path, "east", tmp_path) as east,
+        MonitorProcess(setup.path, "west", tmp_path),
+    ):
+        wait_until(
+            lambda: (s := east.status()) is not None and len(s["observers"]) == 2,
+            30,
+            what="both observers reporting",
+        )
+        flapping_until = time.monotonic() + 45
+        while time.monotonic() < flapping_until:
+            scratch.local.kill_broker(scratch.name)
+            time.sleep(4)
+            scratch.local.start_broker(scratch.name)
+            time.sleep(3)
+        time.sleep(2)
+    assert not _automatic_runs(tmp_path), "a flapping primary was failed over"
+    decisions = AutomationJournal(_store(tmp_path)).decisions(200)
+    # While both observers had it down, the decision held because it kept answering.
+    held = [
+        d
+        for d in decisions
+        if not d.act and _passed(d.evidence, "source_down") and not _passed(d.evidence, "sustained")
+    ]
+    assert held, [d.summary for d in decisions]
+    assert all("sustained: no answer for" in d.summary for d in held)
+
+
+def _passed(evidence: dict[str, Any], check: str) -> bool:
+    return any(c["name"] == check and c["passed"] for c in evidence.get("checks", []))

@@ -1,0 +1,184 @@
+"""The automatic failover decision over generated snapshots (pure, hypothesis)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from drkit.automation.decision import (
+    AutomationSnapshot,
+    CheckName,
+    ObserverView,
+    Pause,
+    RpoEstimate,
+    decide,
+)
+from drkit.config.model import FailoverPolicy, HealthPolicy
+from drkit.health.evaluation import ClusterState
+
+NOW = 10_000.0
+STATES = st.sampled_from(list(ClusterState))
+
+
+@st.composite
+def views(draw: st.DrawFn, count: int) -> tuple[ObserverView, ...]:
+    out = []
+    for index in range(count):
+        since = draw(st.floats(NOW - 600, NOW))
+        answered = draw(st.none() | st.floats(NOW - 600, NOW))
+        out.append(
+            ObserverView(
+                f"o{index}",
+                draw(STATES),
+                since,
+                draw(st.floats(NOW - 60, NOW)),
+                answered,
+            )
+        )
+    return tuple(out)
+
+
+@st.composite
+def snapshots(draw: st.DrawFn) -> AutomationSnapshot:
+    quorum = draw(st.integers(1, 3))
+    observers = draw(st.integers(0, 4))
+    failover = FailoverPolicy(
+        automatic=draw(st.booleans()),
+        allow_single_observer=draw(st.booleans()),
+        after_s=draw(st.sampled_from([0.0, 10.0, 60.0, 300.0])),
+        max_rpo_records=draw(st.integers(0, 100)),
+        max_rpo_s=draw(st.sampled_from([0.0, 30.0, 60.0])),
+        accept_any_rpo=draw(st.booleans()),
+        block_window_s=draw(st.sampled_from([0.0, 600.0, 3600.0])),
+    )
+    health = HealthPolicy(observer_quorum=quorum)
+    rpo = draw(
+        st.none()
+        | st.builds(
+            RpoEstimate,
+            st.none() | st.integers(0, 1_000),
+            st.none() | st.floats(0, 600),
+        )
+    )
+    return AutomationSnapshot(
+        "dc1",
+        "dc2",
+        NOW,
+        draw(views(observers)),
+        draw(views(observers)),
+        failover,
+        health,
+        pointer=draw(st.sampled_from([None, "dc1", "dc2", "dc3"])),
+        last_failover_at=draw(st.none() | st.floats(NOW - 7200, NOW)),
+        unacknowledged_runs=draw(st.sampled_from([(), (7,)])),
+        running_run=draw(st.sampled_from([None, 3])),
+        paused=draw(st.none() | st.just(Pause("ops", "maintenance", NOW - 5))),
+        rpo=rpo,
+    )
+
+
+@settings(max_examples=400, deadline=None)
+@given(snapshots())
+def test_never_acts_when_a_rule_forbids_it(snapshot: AutomationSnapshot) -> None:
+    decision = decide(snapshot)
+    policy, health = snapshot.failover, snapshot.health
+    if not decision.act:
+        assert decision.summary() and decision.failed
+        return
+    assert policy.automatic
+    assert snapshot.paused is None
+    assert not snapshot.unacknowledged_runs
+    assert snapshot.running_run is None
+    assert health.observer_quorum >= 2 or policy.allow_single_observer
+    if snapshot.last_failover_at is not None:
+        assert NOW - snapshot.last_failover_at >= policy.block_window_s
+    assert snapshot.pointer in (None, "dc1")
+    # A quorum of distinct fresh observers says the source is down, each silent for after_s.
+    window = health.observation_window_s
+    silent_down = {
+        v.observer
+        for v in snapshot.source_views
+        if v.state is ClusterState.UNAVAILABLE
+        and NOW - v.reported_at <= window
+        and NOW - v.silent_since() >= policy.after_s
+    }
+    assert len(silent_down) >= health.observer_quorum
+    # The target is healthy by the fresh observers' agreement.
+    fresh_target = [v for v in snapshot.target_views if NOW - v.reported_at <= window]
+    assert any(v.state is ClusterState.HEALTHY for v in fresh_target)
+    if not policy.accept_any_rpo:
+        assert snapshot.rpo is not None
+        assert snapshot.rpo.records is not None and snapshot.rpo.seconds is not None
+        assert snapshot.rpo.records <= policy.max_rpo_records
+        assert snapshot.rpo.seconds <= policy.max_rpo_s
+
+
+def _good() -> AutomationSnapshot:
+    down = tuple(
+        ObserverView(f"o{i}", ClusterState.UNAVAILABLE, NOW - 120, NOW - 1) for i in (1, 2)
+    )
+    up = tuple(
+        ObserverView(f"o{i}", ClusterState.HEALTHY, NOW - 900, NOW - 1, NOW - 1) for i in (1, 2)
+    )
+    return AutomationSnapshot(
+        "dc1",
+        "dc2",
+        NOW,
+        down,
+        up,
+        FailoverPolicy(automatic=True, after_s=60),
+        HealthPolicy(observer_quorum=2),
+        rpo=RpoEstimate(0, 0.0),
+    )
+
+
+def test_a_source_gone_for_a_quorum_acts() -> None:
+    decision = decide(_good())
+    assert decision.act, decision.summary()
+
+
+def test_each_rule_alone_stops_it_and_says_why() -> None:
+    good = _good()
+    flapping = tuple(replace(v, last_answered_at=NOW - 4) for v in good.source_views)
+    one_voter = (good.source_views[0], replace(good.source_views[1], state=ClusterState.HEALTHY))
+    cases = {
+        CheckName.ENABLED: replace(
+            good, failover=good.failover.model_copy(update={"automatic": False})
+        ),
+        CheckName.NOT_PAUSED: replace(good, paused=Pause("ana", "db upgrade", NOW)),
+        CheckName.ACKNOWLEDGED: replace(good, unacknowledged_runs=(4,)),
+        CheckName.BLOCK_WINDOW: replace(good, last_failover_at=NOW - 60),
+        CheckName.IDLE: replace(good, running_run=9),
+        CheckName.POINTER: replace(good, pointer="dc2"),
+        CheckName.SOURCE_DOWN: replace(good, source_views=one_voter),
+        CheckName.SUSTAINED: replace(good, source_views=flapping),
+        CheckName.TARGET_HEALTHY: replace(
+            good,
+            target_views=tuple(replace(v, state=ClusterState.DEGRADED) for v in good.target_views),
+        ),
+        CheckName.RPO: replace(good, rpo=RpoEstimate(5, 3.0)),
+    }
+    for name, snapshot in cases.items():
+        decision = decide(snapshot)
+        assert [c.name for c in decision.failed] == [name] or (
+            name is CheckName.SOURCE_DOWN
+            and {c.name for c in decision.failed} == {CheckName.SOURCE_DOWN, CheckName.SUSTAINED}
+        ), (name, decision.summary())
+        assert not decision.act
+
+
+def test_rpo_is_estimated_only_once_everything_else_passes() -> None:
+    assert decide(replace(_good(), rpo=None)).needs_rpo
+    assert not decide(replace(_good(), rpo=None, running_run=2)).needs_rpo
+
+
+def test_accept_any_rpo_overrides_the_bounds() -> None:
+    good = _good()
+    snapshot = replace(
+        good,
+        failover=good.failover.model_copy(update={"accept_any_rpo": True}),
+        rpo=RpoEstimate(10**6, 900.0),
+    )
+    assert decide(snapshot).act
