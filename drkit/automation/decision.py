@@ -122,6 +122,13 @@ class Decision:
         return tuple(check for check in self.checks if not check.passed)
 
     @property
+    def source_gone(self) -> bool:
+        """A quorum has had no answer from the source for ``after_s``: only other rules can
+        keep automation back (then it is *blocked*, worth telling someone)."""
+        passed = {check.name for check in self.checks if check.passed}
+        return {CheckName.SOURCE_DOWN, CheckName.SUSTAINED} <= passed
+
+    @property
     def needs_rpo(self) -> bool:
         """Everything but the (not yet estimated) RPO passes: estimate it and decide again."""
         return [c.name for c in self.failed] == [CheckName.RPO]

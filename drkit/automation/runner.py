@@ -33,6 +33,7 @@ from drkit.automation.decision import (
 )
 from drkit.automation.journal import AUTOMATION, AutomationJournal
 from drkit.config.model import DrkitConfig
+from drkit.config.model import NotificationEvent as Event
 from drkit.errors import DrkitError
 from drkit.failover.context import RunOptions
 from drkit.failover.engine import Engine
@@ -41,6 +42,7 @@ from drkit.failover.model import Plan, Procedure, RunState
 from drkit.failover.pointer import PointerRepository
 from drkit.failover.runs import RunRepository
 from drkit.health.evaluation import ClusterState
+from drkit.notifications import Notifier
 from drkit.store.db import StateStore
 from drkit.store.health_repo import HealthRepository
 
@@ -74,6 +76,7 @@ class AutomaticFailover:
         self.runs = RunRepository(store)
         self.pointers = PointerRepository(store)
         self.clock = clock
+        self.notify = Notifier(config.notifications.webhooks)
         self._engine = engine or (
             lambda: Engine(config, store, state_dir, owner=f"{AUTOMATION}:{observer}")
         )
@@ -159,8 +162,11 @@ class AutomaticFailover:
             },
         )
         if not decision.act or plan is None:
-            self.journal.record(self.observer, decision)
+            self._record(decision)
             return decision
+        self.notify(
+            Event.FAILOVER_STARTED, source, target, decision.to_json(), None, decision.summary()
+        )
         try:
             run = self._engine().start(
                 plan, RunOptions(), requested_by=f"{AUTOMATION}:{self.observer}",
@@ -168,15 +174,34 @@ class AutomaticFailover:
             )  # fmt: skip
         except LeaseHeld as err:
             log.warning("another failover holds the lease", extra={"error": str(err)})
-            self.journal.record(self.observer, decision)
+            self._record(decision)
             return decision
         except DrkitError as err:
             log.error("automatic failover did not run", extra={"error": str(err)})
-            self.journal.record(self.observer, decision)
+            self._record(decision)
             return decision
         self.journal.record(self.observer, decision, run.id)
         log.warning(
             "automatic failover finished",
             extra={"run": run.id, "state": run.state.value, "source": source, "target": target},
         )
+        self.notify(
+            Event.FAILOVER_FINISHED, source, target,
+            {"state": run.state.value, "rpo": run.result.get("rpo")}, run.id,
+            f"automatic failover {source}->{target}: {run.state.value}",
+        )  # fmt: skip
         return decision
+
+    def _record(self, decision: Decision) -> None:
+        """Store a decision that did not act; tell the webhooks when its reasons changed."""
+        if not self.journal.record(self.observer, decision):
+            return
+        self.notify(
+            Event.DECISION, decision.source, decision.target, decision.to_json(), None,
+            decision.summary(),
+        )  # fmt: skip
+        if decision.source_gone:
+            self.notify(
+                Event.BLOCKED, decision.source, decision.target, decision.to_json(), None,
+                f"{decision.source} is gone but automatic failover holds: {decision.summary()}",
+            )  # fmt: skip

@@ -382,6 +382,28 @@ class StateStoreConfig(_Frozen):
         return value
 
 
+class NotificationEvent(StrEnum):
+    """What drkit tells webhooks about (drkit.notifications)."""
+
+    DECISION = "decision"  # an automatic-failover decision changed its reasons (or acted)
+    BLOCKED = "blocked"  # the source is gone for a quorum, but a rule keeps automation back
+    FAILOVER_STARTED = "failover_started"
+    FAILOVER_FINISHED = "failover_finished"
+    DIVERGENCE = "divergence"  # an old primary came back with records the target never got
+
+
+class WebhookConfig(_Frozen):
+    """POST an Alertmanager-webhook-compatible JSON body to ``url`` for ``events``."""
+
+    url: str = Field(pattern=r"^https?://")
+    events: tuple[NotificationEvent, ...] = tuple(NotificationEvent)
+    timeout_s: float = Field(default=5.0, gt=0)
+
+
+class NotificationsConfig(_Frozen):
+    webhooks: tuple[WebhookConfig, ...] = ()
+
+
 class DrkitConfig(_Frozen):
     """The whole configuration of one drkit deployment."""
 
@@ -391,6 +413,7 @@ class DrkitConfig(_Frozen):
     health: HealthPolicy = HealthPolicy()
     failover: FailoverPolicy = FailoverPolicy()
     state_store: StateStoreConfig = StateStoreConfig()
+    notifications: NotificationsConfig = NotificationsConfig()
 
     @field_validator("clusters")
     @classmethod

@@ -3,6 +3,10 @@
 * **Pending fences**: a failover that could not reach the old primary recorded its fence as
   pending; as soon as that cluster answers again it is fenced (DENY WRITE ACLs) before any
   application can write to it by mistake.
+* **Divergence**: once the old primary of an unplanned failover answers again (and is fenced),
+  what it accepted after the failover point that the target never got is counted per partition
+  and stored with the run (``result.divergence``, shown by ``drkit status`` and ``drkit failover
+  show``); drkit never fails back on its own - ``drkit failback`` exports those records.
 * **Stale runs**: a run whose engine process died stays RUNNING with an expiring lease; once the
   lease has expired the run is resumed from its first step that is not done (same code path as
   ``drkit failover --resume``).
@@ -13,14 +17,18 @@
 from __future__ import annotations
 
 import logging
+import time
 from pathlib import Path
 
 from drkit.config.model import DrkitConfig
+from drkit.config.model import NotificationEvent as Event
 from drkit.errors import DrkitError
 from drkit.failover.fences import FenceRepository, FenceState
+from drkit.failover.model import Procedure, RunState
 from drkit.kafka.admin import KafkaAdmin
 from drkit.kafka.clients import ClusterEndpoint
 from drkit.kafka.ports import AdminFactory
+from drkit.notifications import Notifier
 from drkit.store.db import StateStore
 
 log = logging.getLogger(__name__)
@@ -39,6 +47,7 @@ class FailoverMaintenance:
         self.state_dir = state_dir
         self.connect = connect  # how a cluster's admin API is reached (tests: fakes)
         self.fences = FenceRepository(store)
+        self.notify = Notifier(config.notifications.webhooks)
 
     def apply_pending_fences(self) -> list[str]:
         """Fence every pending cluster that answers now; returns the clusters fenced."""
@@ -62,6 +71,47 @@ class FailoverMaintenance:
             fenced.append(cluster)
         return fenced
 
+    def report_divergence(self) -> list[int]:
+        """Store, once per succeeded failover run, the old primary's divergent records per
+        partition as soon as it answers and is fenced; returns the runs reported."""
+        from drkit.failover.runs import RunRepository
+        from drkit.failover.steps.divergence import divergence, point_of
+
+        runs = RunRepository(self.store)
+        reported: list[int] = []
+        for run in runs.latest(20):
+            if (
+                run.procedure is not Procedure.FAILOVER
+                or run.state is not RunState.SUCCEEDED
+                or "divergence" in run.result
+                or run.source not in self.config.clusters
+                or self.fences.topics(run.source, FenceState.PENDING)  # not fenced yet
+            ):
+                continue
+            admin = self.connect(ClusterEndpoint(run.source, self.config.clusters[run.source]))
+            try:
+                admin.wait_ready(timeout_s=3)
+            except DrkitError:
+                continue  # still away
+            point = point_of(run)
+            per_partition = divergence(point, admin.list_offsets(list(point), "latest"))
+            report = {
+                "at": time.time(),
+                "records": sum(per_partition.values()),
+                "per_partition": per_partition,
+            }
+            runs.merge_result(run.id, {"divergence": report})
+            log.warning(
+                "the old primary is back with records the target never got",
+                extra={"run": run.id, "cluster": run.source, "records": report["records"]},
+            )
+            self.notify(
+                Event.DIVERGENCE, run.source, run.target, report, run.id,
+                f"{run.source} is back with {report['records']} records {run.target} never got",
+            )  # fmt: skip
+            reported.append(run.id)
+        return reported
+
     def resume_stale_runs(self) -> list[int]:
         """Resume every RUNNING run whose engine died (lease expired); returns their ids."""
         from drkit.failover.engine import Engine
@@ -78,7 +128,7 @@ class FailoverMaintenance:
         return resumed
 
     def tick(self) -> None:
-        for duty in (self.apply_pending_fences, self.resume_stale_runs):
+        for duty in (self.apply_pending_fences, self.report_divergence, self.resume_stale_runs):
             try:
                 duty()
             except Exception:  # a scheduled duty must never kill the scheduler

@@ -15,6 +15,7 @@ from typing import Any
 
 from drkit.failover.context import StepContext, StepFailed, StepOutcome
 from drkit.failover.model import StepName
+from drkit.failover.runs import RunRecord
 from drkit.kafka.admin import TopicSpec
 from drkit.kafka.io import consume_ranges, produce_batch
 from drkit.kafka.records import Record, TopicPartition
@@ -31,11 +32,26 @@ def failover_point(ctx: StepContext) -> dict[TopicPartition, int]:
             f"no completed move from {original} to {ctx.source} is recorded: there is no "
             "failover point to fail back from"
         )
-    rows = previous.detail(StepName.TRANSLATE_OFFSETS).get("rpo", [])
+    return point_of(previous)
+
+
+def point_of(run: RunRecord) -> dict[TopicPartition, int]:
+    """The failover point a run recorded: per source partition, the replicated end (progress)
+    when it translated offsets - every record from there on never reached the target."""
+    rows = run.detail(StepName.TRANSLATE_OFFSETS).get("rpo", [])
     return {
         TopicPartition(r["topic"], int(r["partition"])): int(r["replicated_end"])
         for r in rows
         if r.get("replicated_end") is not None
+    }
+
+
+def divergence(point: dict[TopicPartition, int], ends: dict[TopicPartition, int]) -> dict[str, int]:
+    """Records per partition (``topic:partition``) the old primary holds beyond the point."""
+    return {
+        f"{tp.topic}:{tp.partition}": ends[tp] - start
+        for tp, start in sorted(point.items())
+        if ends.get(tp, 0) > start
     }
 
 

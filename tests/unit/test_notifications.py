@@ -1,0 +1,91 @@
+"""Webhook notifications: Alertmanager's body, delivered over real HTTP, retried, never raising."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, HTTPServer
+from typing import Any
+
+import pytest
+
+from drkit.config.model import NotificationEvent, WebhookConfig
+from drkit.notifications import Notifier, alertmanager_body
+
+
+class _Receiver:
+    """An HTTP server that answers 500 to the first ``fail_first`` POSTs, then records them."""
+
+    def __init__(self, fail_first: int = 0) -> None:
+        self.bodies: list[dict[str, Any]] = []
+        self.attempts = 0
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                receiver.attempts += 1
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                if receiver.attempts <= fail_first:
+                    self.send_response(500)
+                else:
+                    receiver.bodies.append(json.loads(body))
+                    self.send_response(200)
+                self.end_headers()
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = HTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_port}/hook?token=secret"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+
+@pytest.fixture
+def receiver() -> Iterator[_Receiver]:
+    found = _Receiver(fail_first=1)
+    yield found
+    found.server.shutdown()
+
+
+def test_the_body_is_an_alertmanager_webhook() -> None:
+    body = alertmanager_body(
+        NotificationEvent.FAILOVER_STARTED, "dc1", "dc2", "failing over", {"rpo": 0}, 7, 0.0
+    )
+    assert body["version"] == "4" and body["status"] == "firing"
+    (alert,) = body["alerts"]
+    assert alert["labels"] == {
+        "alertname": "DrkitFailoverStarted",
+        "event": "failover_started",
+        "severity": "critical",
+        "source": "dc1",
+        "target": "dc2",
+        "run": "7",
+    }
+    assert alert["annotations"]["summary"] == "failing over"
+    assert json.loads(alert["annotations"]["detail"]) == {"rpo": 0}
+    assert alert["startsAt"] == "1970-01-01T00:00:00Z"
+    assert body["commonLabels"] == alert["labels"]
+
+
+def test_delivered_after_a_failed_attempt_only_for_subscribed_events(
+    receiver: _Receiver,
+) -> None:
+    hook = WebhookConfig(url=receiver.url, events=(NotificationEvent.DIVERGENCE,))
+    notify = Notifier((hook,), background=False)
+    notify(NotificationEvent.DECISION, "dc1", "dc2", {})  # not subscribed
+    notify(NotificationEvent.DIVERGENCE, "dc1", "dc2", {"records": 30}, 4, "dc1 is back")
+    assert receiver.attempts == 2  # one 500, then delivered
+    (body,) = receiver.bodies
+    assert body["alerts"][0]["labels"]["alertname"] == "DrkitDivergence"
+
+
+def test_an_unreachable_webhook_never_raises_and_is_logged_without_its_url(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    hook = WebhookConfig(url="http://127.0.0.1:9/hook?token=secret", timeout_s=0.5)
+    notify = Notifier((hook,), background=False)
+    notify(NotificationEvent.BLOCKED, "dc1", "dc2", {})
+    (record,) = [r for r in caplog.records if r.message == "webhook notification failed"]
+    assert record.host == "127.0.0.1"  # type: ignore[attr-defined]
+    assert "secret" not in caplog.text
