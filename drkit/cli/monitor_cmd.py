@@ -248,6 +248,11 @@ def _print(picture: StatusSnapshot) -> None:
         else "none"
     )
     click.echo(f"last failover: {described}")
+    if last is not None and last.divergence:
+        click.echo(
+            f"  DIVERGENCE: {last.source} came back holding {last.divergence['records']} records "
+            f"{last.target} never got (drkit failback exports them)"
+        )
     if picture.transitions:
         click.echo("\nrecent transitions")
         for t in picture.transitions[:10]:

@@ -20,7 +20,9 @@ Schema ``drkit.status/v1``::
                                                                 "limit", "ok"}]}}},
      "active_cluster", "pointer": {"cluster", "epoch", "run", "updated_at"} | null,
      "last_failover": {"id", "kind", "source", "target", "state", "started_at",
-                       "finished_at"} | null,
+                       "finished_at", "divergence": {"at", "records",
+                                                     "per_partition": {"topic:p": n}} | null}
+                      | null,
      "pending_fences": {cluster: [topic]},
      "automation": {"allowed", "reason", "paused": {"by", "reason", "at"} | null,
                     "unacknowledged_runs": [int],
@@ -183,6 +185,8 @@ class FailoverRunView:
     state: str
     started_at: float | None
     finished_at: float | None
+    # The old primary's records the target never got, once it answered again (maintenance).
+    divergence: Mapping[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -193,6 +197,7 @@ class FailoverRunView:
             "state": self.state,
             "started_at": self.started_at,
             "finished_at": self.finished_at,
+            "divergence": dict(self.divergence) if self.divergence is not None else None,
         }
 
 
@@ -417,4 +422,5 @@ def _failover_run(run: FailoverRun | None) -> FailoverRunView | None:
         run.state,
         _ts(run.started_at),
         _ts(run.finished_at),
+        (run.result or {}).get("divergence"),
     )

@@ -2,6 +2,7 @@
 
 Two monitors (observers) share one state store with ``observer_quorum: 2``:
 * the primary's broker is killed -> exactly one automatic failover, groups resume exactly;
+  when it returns it is fenced and the records it took that the target never got are counted;
 * one observer loses sight of a healthy primary -> no failover, and the decision says why;
 * the primary flaps (stopped and started again and again) -> no failover, and the stored
   decisions say why (it answered within ``after_s``).
@@ -13,15 +14,17 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from drkit.automation.journal import AutomationJournal, is_automatic
+from drkit.errors import KafkaError
 from drkit.failover.model import RunState
 from drkit.failover.pointer import PointerRepository
 from drkit.failover.runs import RunRecord, RunRepository
 from drkit.kafka import KafkaAdmin
 from drkit.kafka.admin import TopicSpec
-from drkit.kafka.io import commit_group_offsets
+from drkit.kafka.io import commit_group_offsets, produce_batch
 from drkit.kafka.records import TopicPartition
 from drkit.replication.topology import FlowTopology
 from drkit.store import StateStore
@@ -41,6 +44,7 @@ from tests.kafka_backends import ClusterUnderTest
 from tests.replication_support import FlowSetup, Replicator, flow_setup, wait_until
 
 AFTER_S = 4.0
+DIVERGENT = 25  # records per partition dc1 takes while replication is down, just before it dies
 
 
 def _automatic(after_s: float = AFTER_S) -> dict[str, Any]:
@@ -82,19 +86,21 @@ def test_a_killed_primary_fails_over_once_by_quorum_and_groups_resume_exactly(
     for group, offsets in groups.items():
         commit_group_offsets(setup.source_endpoint, group, offsets)
     with (
-        Replicator(setup, log_dir=tmp_path),
         MonitorProcess(setup.path, "east", tmp_path) as east,
         MonitorProcess(setup.path, "west", tmp_path) as west,
     ):
-        wait_until(
-            lambda: all(
-                progress_of(setup).get(TopicPartition(topic, p)) == PER_PARTITION
-                for p in range(PARTITIONS)
-            ),
-            60,
-            what="replicated",
-        )
-        wait_until(lambda: checkpointed(setup, groups), 60, what="checkpoints of every group")
+        with Replicator(setup, log_dir=tmp_path):
+            wait_until(
+                lambda: all(
+                    progress_of(setup).get(TopicPartition(topic, p)) == PER_PARTITION
+                    for p in range(PARTITIONS)
+                ),
+                60,
+                what="replicated",
+            )
+            wait_until(lambda: checkpointed(setup, groups), 60, what="checkpoints of every group")
+        # Writes dc2 never gets: replication is down when dc1 takes them, then dc1 dies.
+        fill(setup.source_endpoint, topic, DIVERGENT, start=PER_PARTITION)
         wait_until(
             lambda: (s := east.status()) is not None and len(s["observers"]) == 2,
             30,
@@ -113,6 +119,20 @@ def test_a_killed_primary_fails_over_once_by_quorum_and_groups_resume_exactly(
         time.sleep(2 * FAST_HEALTH["health"]["probe_interval_s"] + 3)  # both monitors decide on
         assert len(_automatic_runs(tmp_path)) == 1, "more than one automatic failover"
         status = west.status()
+        # dc1 comes back: it is fenced, and what it holds beyond the failover point is counted.
+        scratch.local.start_broker(scratch.name)
+        reported = wait_until(
+            lambda: (s := west.status()) and s["last_failover"]["divergence"],
+            60,
+            0.5,
+            what="the divergence report",
+        )
+        assert reported["per_partition"] == {f"{topic}:{p}": DIVERGENT for p in range(PARTITIONS)}
+        assert reported["records"] == DIVERGENT * PARTITIONS
+        with pytest.raises(KafkaError, match="TOPIC_AUTHORIZATION_FAILED"):
+            produce_batch(
+                setup.source_endpoint, topic, [(None, b"late")], partition=0, timeout_s=10
+            )
     run = runs[0]
     assert run.state is RunState.SUCCEEDED, run.result
     assert run.requested_by in ("automation:east", "automation:west")
