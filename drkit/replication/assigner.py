@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Protocol
 
 from drkit.config.model import TruncationPolicy
@@ -41,35 +41,42 @@ class LossSink(Protocol):
 
 def await_settled(
     admin: ClusterAdmin,
-    topic: str,
+    topics: Iterable[str],
     timeout_s: float = 60.0,
     sleep: Callable[[float], None] = time.sleep,
     clock: Callable[[], float] = time.monotonic,
 ) -> None:
-    """Return once every transaction open on ``topic`` now has ended (committed or aborted).
+    """Return once every transaction open on ``topics`` now has ended (committed or aborted).
 
-    Why before reading progress: a worker that lost these partitions while paused (a zombie) can
-    hold an open transaction with copies *and progress* of them.  read_committed readers stop
-    before it, so progress read now would resume below records that may still commit - copied
-    twice.  Waiting until the last stable offset reaches today's high watermark (what Kafka's
-    consumer groups do for transactional offsets, "require stable", KIP-447) lets that
-    transaction end first: committed, its progress is read; aborted or timed out, none of it
-    shows.  Live members commit within their commit interval; a dead one's transaction is
-    aborted by the coordinator at its transaction timeout.  Without transactions the topic is
-    always settled and this costs two offset queries.  Raises RetriableKafkaError after
-    ``timeout_s``.
+    Called with the progress topic and the replicas of the partitions being taken over, before
+    progress is read.  A worker that lost these partitions while paused (a zombie) can hold an
+    open transaction with copies of them - and, once it reaches its commit, their progress.
+    read_committed readers stop before it, so progress read now would resume below records that
+    may still commit: copied twice.  Waiting until each partition's last stable offset reaches
+    today's high watermark (what Kafka's consumer groups do for transactional offsets, "require
+    stable", KIP-447) lets that transaction end first: committed, its progress (same
+    transaction) is read; aborted or timed out, none of it shows.  Live members commit within
+    their commit interval; a dead one's transaction is aborted by the coordinator at its
+    transaction timeout.  Without transactions every topic is settled at once (two offset
+    queries per topic).  Raises RetriableKafkaError after ``timeout_s``.
     """
-    ends = {p: end for p, (_, end) in admin.topic_offsets(topic).items()}
+    names = sorted(set(topics))
+    ends = {
+        (topic, p): end for topic in names for p, (_, end) in admin.topic_offsets(topic).items()
+    }
     deadline = clock() + timeout_s
-    while True:
-        stable = admin.topic_offsets(topic, isolation="read_committed")
-        open_ = sorted(p for p, end in ends.items() if stable.get(p, (0, end))[1] < end)
-        if not open_:
+    while ends:
+        for topic in sorted({t for t, _ in ends}):
+            for p, (_, stable) in admin.topic_offsets(topic, isolation="read_committed").items():
+                if (topic, p) in ends and stable >= ends[(topic, p)]:
+                    del ends[(topic, p)]
+        if not ends:
             return
         if clock() > deadline:
+            where = ", ".join(f"{t}:{p}" for t, p in sorted(ends))
             raise RetriableKafkaError(
-                f"{topic}: a transaction stayed open on partitions {open_} for "
-                f"{timeout_s:.0f}s; not resuming below it"
+                f"a transaction stayed open for {timeout_s:.0f}s on {where}; "
+                "not resuming below it"
             )
         sleep(0.1)
 
@@ -109,7 +116,10 @@ class PartitionAssigner:
         with self.lock:
             self.topic_sync.sync(only=topics)
         listed = self.visible_targets(partitions)
-        await_settled(self.target_admin, self.progress.topic)
+        await_settled(
+            self.target_admin,
+            [self.progress.topic, *(self.topology.target_topic(tp.topic) for tp in partitions)],
+        )
         stored = self.progress.refresh()
         starts = self.source_admin.list_offsets(partitions, "earliest")
         ends = self.source_admin.list_offsets(partitions, "latest")

@@ -338,7 +338,7 @@ def test_exactly_once_takeover_waits_for_a_zombie_transaction_instead_of_copying
     dc1: ClusterUnderTest, dc2: ClusterUnderTest, names: Names, tmp_path: Path
 ) -> None:
     """The zombie's window made deterministic: a real transactional producer plays a worker that
-    copied records 0..49 and their progress in a transaction and then froze before committing.
+    copied records 0..49 in a transaction and froze before storing their progress and committing.
     A worker that takes the partition over must not resume below that open transaction (it
     would copy 0..49 again if the zombie commits); it waits, the zombie commits, and the worker
     resumes at 50: every record exactly once."""
@@ -366,14 +366,15 @@ def test_exactly_once_takeover_waits_for_a_zombie_transaction_instead_of_copying
         zombie.produce(
             replica, f"v{offset}".encode(), b"k", partition=0, headers=[(SOURCE_HEADER, where)]
         )
-    progress = Progress(TopicPartition(topic, 0), 50, worker="zombie")
-    zombie.produce(topology.progress_topic, progress.value(), progress.key(setup.target), 0)
-    zombie.flush(30)
+    zombie.flush(30)  # frozen before its commit: no progress record in the transaction yet
 
     worker = Replicator(setup, log_dir=tmp_path).start()
     try:
         time.sleep(8)  # the worker has joined, taken the partition and must be waiting
         assert _source_offsets(setup, replica) == Counter(), "copied under an open transaction"
+        # The zombie wakes up, stores its progress and commits (its fencing check had passed).
+        progress = Progress(TopicPartition(topic, 0), 50, worker="zombie")
+        zombie.produce(topology.progress_topic, progress.value(), progress.key(setup.target), 0)
         zombie.commit_transaction(30)
         wait_until(lambda: _caught_up(setup, topic), 60, 0.5, what="replicated to the end")
     finally:

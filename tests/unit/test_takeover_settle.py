@@ -10,6 +10,7 @@ from drkit.replication.assigner import await_settled
 from tests.fake_kafka import FakeCluster
 
 PROGRESS = "drkit-progress.dc1.internal"
+REPLICA = "dc1.orders"
 
 
 class _Clock:
@@ -28,6 +29,7 @@ class _Clock:
 def _cluster() -> FakeCluster:
     cluster = FakeCluster("dc2")
     cluster.add_topic(PROGRESS, 2)
+    cluster.add_topic(REPLICA, 3)
     cluster.append(PROGRESS, 0, 40)
     cluster.append(PROGRESS, 1, 10)
     return cluster
@@ -35,7 +37,7 @@ def _cluster() -> FakeCluster:
 
 def test_settled_topic_returns_at_once() -> None:
     clock = _Clock()
-    await_settled(_cluster(), PROGRESS, sleep=clock.sleep, clock=clock)
+    await_settled(_cluster(), [PROGRESS], sleep=clock.sleep, clock=clock)
     assert clock.sleeps == 0
 
 
@@ -50,7 +52,7 @@ def test_waits_until_the_transaction_open_now_has_ended() -> None:
         if clock.sleeps == 30:  # the zombie wakes up and commits three seconds later
             cluster.end_transaction(PROGRESS, 1)
 
-    await_settled(cluster, PROGRESS, sleep=later, clock=clock)
+    await_settled(cluster, [PROGRESS], sleep=later, clock=clock)
     assert clock.sleeps == 30
 
 
@@ -65,7 +67,7 @@ def test_later_transactions_do_not_hold_the_wait() -> None:
 
     cluster.before_next("topic_offsets", lambda: cluster.before_next("topic_offsets", open_new))
 
-    await_settled(cluster, PROGRESS, sleep=clock.sleep, clock=clock)
+    await_settled(cluster, [PROGRESS], sleep=clock.sleep, clock=clock)
     assert clock.sleeps == 0
 
 
@@ -75,5 +77,22 @@ def test_a_transaction_that_never_ends_is_an_error_naming_the_partitions() -> No
     cluster.open_transaction(PROGRESS, 0)
     cluster.append(PROGRESS, 0, 1)
     clock = _Clock()
-    with pytest.raises(RetriableKafkaError, match=r"partitions \[0\] for 5s"):
-        await_settled(cluster, PROGRESS, timeout_s=5, sleep=clock.sleep, clock=clock)
+    with pytest.raises(RetriableKafkaError, match=f"open for 5s on {PROGRESS}:0;"):
+        await_settled(cluster, [PROGRESS], timeout_s=5, sleep=clock.sleep, clock=clock)
+
+
+def test_copies_without_progress_yet_hold_the_takeover_too() -> None:
+    """Frozen while copying: the zombie's open transaction holds replica records but no progress
+    record yet.  Resuming now would copy them again if it commits after waking."""
+    cluster = _cluster()
+    cluster.open_transaction(REPLICA, 2)
+    cluster.append(REPLICA, 2, 500)
+    clock = _Clock()
+
+    def later(seconds: float) -> None:
+        clock.sleep(seconds)
+        if clock.sleeps == 5:
+            cluster.end_transaction(REPLICA, 2)
+
+    await_settled(cluster, [PROGRESS, REPLICA], sleep=later, clock=clock)
+    assert clock.sleeps == 5
