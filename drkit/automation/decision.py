@@ -97,6 +97,7 @@ class CheckName(StrEnum):
     SUSTAINED = "sustained"
     TARGET_HEALTHY = "target_healthy"
     RPO = "rpo"
+    ENGINE = "engine"  # added after the fact: the engine refused to run (lease held, stale plan)
 
 
 @dataclass(frozen=True)
@@ -104,6 +105,8 @@ class Check:
     name: CheckName
     passed: bool
     detail: str
+    # The detail holds a clock (e.g. "no answer for 12s"): a new value is not a new reason.
+    ticking: bool = False
 
 
 @dataclass(frozen=True)
@@ -120,6 +123,13 @@ class Decision:
     @property
     def failed(self) -> tuple[Check, ...]:
         return tuple(check for check in self.checks if not check.passed)
+
+    def refused(self, why: str) -> Decision:
+        """This decision after the engine refused to act on it (another monitor's run holds the
+        lease, or moved the pointer since the plan): recorded as not acted."""
+        return Decision(
+            self.source, self.target, self.at, (*self.checks, Check(CheckName.ENGINE, False, why))
+        )
 
     @property
     def source_gone(self) -> bool:
@@ -146,7 +156,8 @@ class Decision:
             "act": self.act,
             "summary": self.summary(),
             "checks": [
-                {"name": c.name.value, "passed": c.passed, "detail": c.detail} for c in self.checks
+                {"name": c.name.value, "passed": c.passed, "detail": c.detail, "ticking": c.ticking}
+                for c in self.checks
             ],
         }
 
@@ -225,8 +236,9 @@ def _block_window(policy: FailoverPolicy, last: float | None, now: float) -> Che
             False,
             f"a failover finished {now - last:.0f}s ago; blocked {left:.0f}s more "
             f"(failover.block_window_s {policy.block_window_s:g})",
+            ticking=True,
         )
-    return Check(CheckName.BLOCK_WINDOW, True, f"last failover {now - last:.0f}s ago")
+    return Check(CheckName.BLOCK_WINDOW, True, f"last failover {now - last:.0f}s ago", True)
 
 
 def _idle(running: int | None) -> Check:
@@ -267,6 +279,7 @@ def _sustained(
         CheckName.SUSTAINED,
         passed,
         f"no answer for {agreed:.0f}s by a quorum (failover.after_s {after_s:g})",
+        ticking=True,
     )
 
 

@@ -3,9 +3,10 @@
 * Operator events (``automation_events``): ``pause`` and ``resume`` switch automatic failover
   off and on; ``ack`` acknowledges an automatic failover run, lifting the block it leaves.  Each
   records who and why.  The current pause is the latest pause or resume.
-* Decisions (``automation_decisions``): an evaluation is stored when it acts or when its
-  reasons differ from the previous stored one for the same pair, so the table holds every change
-  of mind, not one row per probe interval; every evaluation is also logged.
+* Decisions (``automation_decisions``): an evaluation is stored when it acts or when the checks
+  that failed, or what they say (clocks aside: "no answer for 12s" is the same reason as "for
+  11s"), differ from the observer's previous stored one - every change of mind, not one row per
+  probe interval; every evaluation is also logged.
 """
 
 from __future__ import annotations
@@ -155,10 +156,15 @@ class AutomationJournal:
         ]
 
 
-def _failed(decision: Decision) -> list[str]:
-    return [check.name.value for check in decision.failed]
+def _failed(decision: Decision) -> list[tuple[str, str]]:
+    """A decision's change key: the checks that failed, with their details (minus clocks)."""
+    return [(c.name.value, "" if c.ticking else c.detail) for c in decision.failed]
 
 
-def _reasons(row: AutomationDecision) -> list[str]:
-    """The names of the checks that failed in a stored decision (its change key)."""
-    return [c["name"] for c in row.evidence.get("checks", []) if not c.get("passed")]
+def _reasons(row: AutomationDecision) -> list[tuple[str, str]]:
+    """The change key of a stored decision (see :func:`_failed`)."""
+    return [
+        (c["name"], "" if c.get("ticking") else c["detail"])
+        for c in row.evidence.get("checks", [])
+        if not c.get("passed")
+    ]

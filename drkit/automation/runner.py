@@ -26,6 +26,7 @@ from pathlib import Path
 
 from drkit.automation.decision import (
     AutomationSnapshot,
+    CheckName,
     Decision,
     ObserverView,
     RpoEstimate,
@@ -174,12 +175,14 @@ class AutomaticFailover:
             )  # fmt: skip
         except LeaseHeld as err:
             log.warning("another failover holds the lease", extra={"error": str(err)})
-            self._record(decision)
-            return decision
+            refused = decision.refused(str(err))
+            self._record(refused)
+            return refused
         except DrkitError as err:
             log.error("automatic failover did not run", extra={"error": str(err)})
-            self._record(decision)
-            return decision
+            refused = decision.refused(str(err))
+            self._record(refused)
+            return refused
         self.journal.record(self.observer, decision, run.id)
         log.warning(
             "automatic failover finished",
@@ -200,7 +203,8 @@ class AutomaticFailover:
             Event.DECISION, decision.source, decision.target, decision.to_json(), None,
             decision.summary(),
         )  # fmt: skip
-        if decision.source_gone:
+        engine_refused = any(c.name is CheckName.ENGINE for c in decision.failed)
+        if decision.source_gone and not engine_refused:  # another monitor's run is no news
             self.notify(
                 Event.BLOCKED, decision.source, decision.target, decision.to_json(), None,
                 f"{decision.source} is gone but automatic failover holds: {decision.summary()}",

@@ -75,8 +75,7 @@ def await_settled(
         if clock() > deadline:
             where = ", ".join(f"{t}:{p}" for t, p in sorted(ends))
             raise RetriableKafkaError(
-                f"a transaction stayed open for {timeout_s:.0f}s on {where}; "
-                "not resuming below it"
+                f"a transaction stayed open for {timeout_s:.0f}s on {where}; not resuming below it"
             )
         sleep(0.1)
 

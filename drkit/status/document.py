@@ -254,13 +254,15 @@ class AutomationView:
 
     @property
     def reason(self) -> str:
-        if not self.gate.allowed:
-            return self.gate.reason
+        """Every reason it may not act (all of them: each needs its own remedy)."""
+        reasons = []
         if self.paused is not None:
-            return f"paused by {self.paused.by}: {self.paused.reason or 'no reason given'}"
+            reasons.append(f"paused by {self.paused.by}: {self.paused.reason or 'no reason given'}")
         if self.unacknowledged:
-            return f"blocked until 'drkit ack {self.unacknowledged[0]}'"
-        return self.gate.reason
+            reasons.append(f"blocked until 'drkit ack {self.unacknowledged[0]}'")
+        if not self.gate.allowed or not reasons:
+            reasons.append(self.gate.reason)
+        return "; ".join(reasons)
 
     def to_json(self) -> dict[str, Any]:
         last = self.last_decision

@@ -84,4 +84,29 @@ def test_decisions_are_stored_when_they_act_or_their_reasons_change(
         "name": "enabled",
         "passed": True,
         "detail": "detail of enabled",
+        "ticking": False,
     }
+
+
+def test_a_new_detail_is_a_new_reason_but_a_clock_is_not(migrated_store: StateStore) -> None:
+    journal = AutomationJournal(migrated_store)
+
+    def held(votes: str, silent_s: int) -> Decision:
+        return Decision(
+            "dc1",
+            "dc2",
+            float(silent_s),
+            (
+                Check(CheckName.SOURCE_DOWN, False, f"{votes} observers report dc1 unavailable"),
+                Check(CheckName.SUSTAINED, False, f"no answer for {silent_s}s", ticking=True),
+            ),
+        )
+
+    assert journal.record("east", held("0/2", 0))
+    assert not journal.record("east", held("0/2", 3))
+    assert journal.record("east", held("1/2", 4))  # a vote changed: the audit trail shows it
+    assert not journal.record("east", held("1/2", 9))
+    assert [d.summary.split(";")[0] for d in journal.decisions()] == [
+        "source_down: 1/2 observers report dc1 unavailable",
+        "source_down: 0/2 observers report dc1 unavailable",
+    ]
