@@ -105,29 +105,36 @@ def pg_url() -> str:
     return url
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def migrated_store(request: pytest.FixtureRequest, tmp_path: Path) -> StateStore:
-    """A state store at the newest schema: SQLite, and a fresh database on the PostgreSQL
-    server of ``pg_url`` (skipped without one)."""
-    if request.param == "sqlite":
-        fresh = StateStore(f"sqlite:///{tmp_path / 'drkit.db'}")
-        fresh.upgrade()
-        return fresh
-    base_url: str = request.getfixturevalue("pg_url")
-    name = f"drkit_f_{uuid.uuid4().hex[:10]}"
-    admin = create_engine(base_url, isolation_level="AUTOCOMMIT")
+@pytest.fixture
+def fresh_pg_database(pg_url: str) -> Iterator[str]:
+    """A new PostgreSQL database for one test; its URL (dropped afterwards)."""
+    name = f"drkit_t_{uuid.uuid4().hex[:10]}"
+    admin = create_engine(pg_url, isolation_level="AUTOCOMMIT")
     with admin.connect() as connection:
         connection.execute(text(f'CREATE DATABASE "{name}"'))
-    admin.dispose()
-    fresh = StateStore(base_url.rsplit("/", 1)[0] + f"/{name}")
-    fresh.upgrade()
-
-    def drop() -> None:
-        fresh.engine.dispose()
-        engine = create_engine(base_url, isolation_level="AUTOCOMMIT")
-        with engine.connect() as connection:
+    try:
+        yield pg_url.rsplit("/", 1)[0] + f"/{name}"
+    finally:
+        with admin.connect() as connection:
             connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        engine.dispose()
+        admin.dispose()
 
-    request.addfinalizer(drop)
-    return fresh
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def empty_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StateStore]:
+    """A state store with no schema yet: a SQLite file, and a fresh database on the PostgreSQL
+    server of ``pg_url`` (skipped without one; dropped after the test)."""
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path / 'drkit.db'}"
+    else:
+        url = request.getfixturevalue("fresh_pg_database")
+    fresh = StateStore(url)
+    yield fresh
+    fresh.engine.dispose()
+
+
+@pytest.fixture
+def migrated_store(empty_store: StateStore) -> StateStore:
+    """:func:`empty_store` upgraded to the newest schema."""
+    empty_store.upgrade()
+    return empty_store

@@ -7,13 +7,10 @@ from __future__ import annotations
 import re
 import threading
 import time
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import create_engine, text
 
 from drkit.control import ControlRepository, DesiredState, WorkerAck
 from drkit.kafka.admin import KafkaAdmin, TopicSpec
@@ -271,21 +268,6 @@ def test_a_standby_flow_does_not_replicate_until_set_running(
         assert flow.target_ends() == {0: 150, 1: 150}
         assert worker.stop() == 0
     flow.check_exact()
-
-
-@pytest.fixture
-def fresh_pg_database(pg_url: str) -> Iterator[str]:
-    """A new PostgreSQL database for one test; its URL (dropped afterwards)."""
-    name = f"drkit_t_{uuid.uuid4().hex[:10]}"
-    admin = create_engine(pg_url, isolation_level="AUTOCOMMIT")
-    with admin.connect() as connection:
-        connection.execute(text(f'CREATE DATABASE "{name}"'))
-    try:
-        yield pg_url.rsplit("/", 1)[0] + f"/{name}"
-    finally:
-        with admin.connect() as connection:
-            connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
 
 
 SILENCE_S = 3.0

@@ -9,12 +9,10 @@ import socket
 import time
 import urllib.error
 import urllib.request
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from sqlalchemy import create_engine, select, text
+from sqlalchemy import select
 
 from drkit.config.model import ClusterConfig, HealthPolicy
 from drkit.health.evaluation import ProbeOutcome
@@ -104,21 +102,6 @@ def test_a_routed_flow_is_probed_at_its_renamed_heartbeats_and_lag_counts_new_pa
         assert observed.lag_records == 50
     finally:
         prober.close()
-
-
-@pytest.fixture
-def fresh_pg_database(pg_url: str) -> Iterator[str]:
-    """A new PostgreSQL database for one test; its URL (dropped afterwards)."""
-    name = f"drkit_t_{uuid.uuid4().hex[:10]}"
-    admin = create_engine(pg_url, isolation_level="AUTOCOMMIT")
-    with admin.connect() as connection:
-        connection.execute(text(f'CREATE DATABASE "{name}"'))
-    try:
-        yield pg_url.rsplit("/", 1)[0] + f"/{name}"
-    finally:
-        with admin.connect() as connection:
-            connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
 
 
 def _get(monitor: MonitorProcess, path: str) -> tuple[int, bytes]:

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import uuid
-from pathlib import Path
-
 import pytest
-from sqlalchemy import create_engine, select, text
+from sqlalchemy import select
 
 from drkit.errors import StateStoreError
 from drkit.kafka.records import TopicPartition
@@ -31,28 +28,9 @@ EXPECTED_TABLES = {
 }
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> StateStore:
-    if request.param == "sqlite":
-        return StateStore(f"sqlite:///{tmp_path / 'drkit.db'}")
-    base_url: str = request.getfixturevalue("pg_url")
-    # A fresh database per test so migrations start from nothing.
-    name = f"drkit_t_{uuid.uuid4().hex[:10]}"
-    admin = create_engine(base_url, isolation_level="AUTOCOMMIT")
-    with admin.connect() as connection:
-        connection.execute(text(f'CREATE DATABASE "{name}"'))
-    admin.dispose()
-    fresh = StateStore(base_url.rsplit("/", 1)[0] + f"/{name}")
-
-    def drop() -> None:
-        fresh.engine.dispose()
-        engine = create_engine(base_url, isolation_level="AUTOCOMMIT")
-        with engine.connect() as connection:
-            connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        engine.dispose()
-
-    request.addfinalizer(drop)
-    return fresh
+@pytest.fixture
+def store(empty_store: StateStore) -> StateStore:
+    return empty_store
 
 
 def test_upgrade_creates_every_table_and_reports_head(store: StateStore) -> None:
