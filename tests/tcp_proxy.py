@@ -8,8 +8,10 @@ port.  Listens on 127.0.0.1 or, with ``family=AF_INET6``, on ``::1``.
 from __future__ import annotations
 
 import contextlib
+import re
 import socket
 import threading
+from collections.abc import Iterator
 from types import TracebackType
 
 
@@ -96,3 +98,14 @@ class TcpProxy:
         traceback: TracebackType | None,
     ) -> None:
         self.cut()
+
+
+@contextlib.contextmanager
+def database_behind_proxy(url: str) -> Iterator[tuple[TcpProxy, str]]:
+    """A proxy in front of the database server of ``url`` (``...@host:port/db``), and the URL
+    that goes through it: cut the link to take the database away from a process."""
+    found = re.search(r"@([^/]+)/", url)
+    assert found is not None, "a URL with @host:port/"
+    host, port = found.group(1).rsplit(":", 1)
+    with TcpProxy((host, int(port))) as link:
+        yield link, url.replace(found.group(1), link.address)

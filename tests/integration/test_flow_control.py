@@ -4,7 +4,6 @@ store it uses (the test's SQLite file, or PostgreSQL behind a TCP proxy we can c
 
 from __future__ import annotations
 
-import re
 import threading
 import time
 from pathlib import Path
@@ -31,7 +30,7 @@ from tests.replication_support import (
     free_ports,
     wait_until,
 )
-from tests.tcp_proxy import TcpProxy
+from tests.tcp_proxy import database_behind_proxy
 
 PARTITIONS = 2
 FLOW_STATE = "drkit_replication_flow_state"
@@ -281,11 +280,7 @@ def test_a_worker_cut_off_from_the_store_fences_itself_and_resumes_when_it_is_ba
     tmp_path: Path,
     fresh_pg_database: str,
 ) -> None:
-    found = re.search(r"@([^/]+)/", fresh_pg_database)
-    assert found is not None
-    host, pg_port = found.group(1).rsplit(":", 1)
-    with TcpProxy((host, int(pg_port))) as link:
-        via_link = fresh_pg_database.replace(found.group(1), link.address)
+    with database_behind_proxy(fresh_pg_database) as (link, via_link):
         flow = _flow(
             dc1,
             dc2,

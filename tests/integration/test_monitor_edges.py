@@ -26,7 +26,7 @@ from tests.conftest import Names
 from tests.integration.test_monitor import FAST_HEALTH, MonitorProcess
 from tests.kafka_backends import ClusterUnderTest
 from tests.replication_support import Replicator, flow_setup, wait_until
-from tests.tcp_proxy import TcpProxy
+from tests.tcp_proxy import TcpProxy, database_behind_proxy
 
 
 def _host_port(bootstrap: str) -> tuple[str, int]:
@@ -128,11 +128,7 @@ def test_monitor_keeps_probing_with_the_store_gone_and_healthz_says_so(
     tmp_path: Path,
     fresh_pg_database: str,
 ) -> None:
-    host_port = re.search(r"@([^/]+)/", fresh_pg_database)
-    assert host_port is not None
-    host, port = host_port.group(1).rsplit(":", 1)
-    with TcpProxy((host, int(port))) as link:
-        via_link = fresh_pg_database.replace(host_port.group(1), link.address)
+    with database_behind_proxy(fresh_pg_database) as (link, via_link):
         setup = flow_setup(
             tmp_path,
             dc1,
