@@ -13,13 +13,14 @@ from typing import Any
 import yaml
 
 from drkit.kafka import ClusterEndpoint, KafkaAdmin
-from drkit.kafka.io import consume_ranges, produce_batch
+from drkit.kafka.admin import TopicSpec
+from drkit.kafka.io import commit_group_offsets, consume_ranges, produce_batch
 from drkit.kafka.records import TopicPartition
 from drkit.replication.progress import ProgressStore
 from drkit.replication.provenance import SOURCE_HEADER, Provenance
 from drkit.replication.topology import FlowTopology
 from tests.conftest import Names
-from tests.replication_support import FlowSetup
+from tests.replication_support import FlowSetup, wait_until
 
 
 @dataclass(frozen=True)
@@ -148,3 +149,52 @@ def groups_at_positions(topic: str, names: Names) -> dict[str, dict[TopicPartiti
         names.group(label): {TopicPartition(topic, p): offset for p in range(PARTITIONS)}
         for label, offset in at.items()
     }
+
+
+def source_with_groups(
+    setup: FlowSetup, topic: str, names: Names
+) -> dict[str, dict[TopicPartition, int]]:
+    """``topic`` created and filled on the source, with groups committed at start, middle, end
+    and lagging; returns the groups' positions."""
+    KafkaAdmin(setup.source_endpoint).create_topics([TopicSpec(topic, PARTITIONS)])
+    fill(setup.source_endpoint, topic, PER_PARTITION)
+    groups = groups_at_positions(topic, names)
+    for group, offsets in groups.items():
+        commit_group_offsets(setup.source_endpoint, group, offsets)
+    return groups
+
+
+def wait_replicated(
+    setup: FlowSetup, topic: str, groups: dict[str, dict[TopicPartition, int]] | None = None
+) -> None:
+    """Every partition of ``topic`` replicated to PER_PARTITION (and, given ``groups``, their
+    checkpoints written)."""
+    wait_until(
+        lambda: all(
+            progress_of(setup).get(TopicPartition(topic, p)) == PER_PARTITION
+            for p in range(PARTITIONS)
+        ),
+        60,
+        what="replicated",
+    )
+    if groups is not None:
+        wait_until(lambda: checkpointed(setup, groups), 60, what="checkpoints of every group")
+
+
+def assert_groups_resume_exactly(
+    setup: FlowSetup, replica: str, groups: dict[str, dict[TopicPartition, int]]
+) -> None:
+    """On the target, each group reads from exactly where it stood on the source: the first
+    record is the one it would have read next (nothing skipped, nothing processed twice), and
+    it reads every later record once, in order; at the end there is nothing to read."""
+    target = KafkaAdmin(setup.target_endpoint)
+    for group, offsets in groups.items():
+        committed = target.group_offsets(group).offsets
+        replicas = {TopicPartition(replica, tp.partition): o for tp, o in offsets.items()}
+        assert set(committed) == set(replicas), group
+        first = resumes_at(setup.target_endpoint, committed)
+        for tp, source_offset in replicas.items():
+            expected = None if source_offset == PER_PARTITION else source_offset
+            assert first[tp] == expected, (group, tp, committed[tp])
+        for tp, offsets_read in read_from(setup.target_endpoint, committed).items():
+            assert offsets_read == list(range(replicas[tp], PER_PARTITION)), (group, tp)

@@ -24,22 +24,18 @@ from drkit.errors import KafkaError
 from drkit.failover.model import RunState
 from drkit.failover.pointer import PointerRepository
 from drkit.failover.runs import RunRecord, RunRepository
-from drkit.kafka import KafkaAdmin
-from drkit.kafka.admin import TopicSpec
-from drkit.kafka.io import commit_group_offsets, produce_batch
-from drkit.kafka.records import TopicPartition
+from drkit.kafka.io import produce_batch
 from drkit.replication.topology import FlowTopology
 from drkit.store import StateStore
 from tests.conftest import Names
 from tests.failover_support import (
     PARTITIONS,
     PER_PARTITION,
-    checkpointed,
+    assert_groups_resume_exactly,
     drkit,
     fill,
-    groups_at_positions,
-    progress_of,
-    resumes_at,
+    source_with_groups,
+    wait_replicated,
 )
 from tests.integration.test_monitor import FAST_HEALTH, MonitorProcess, free_port
 from tests.kafka_backends import ClusterUnderTest
@@ -82,25 +78,13 @@ def test_a_killed_primary_fails_over_once_by_quorum_and_groups_resume_exactly(
         groups={"include": [f"{names.prefix}.*"]},
     )  # fmt: skip
     replica = FlowTopology.of(setup.config.flows[0]).target_topic(topic)
-    scratch.admin().create_topics([TopicSpec(topic, PARTITIONS)])
-    fill(setup.source_endpoint, topic, PER_PARTITION)
-    groups = groups_at_positions(topic, names)
-    for group, offsets in groups.items():
-        commit_group_offsets(setup.source_endpoint, group, offsets)
+    groups = source_with_groups(setup, topic, names)
     with (
         MonitorProcess(setup.path, "east", tmp_path) as east,
         MonitorProcess(setup.path, "west", tmp_path) as west,
     ):
         with Replicator(setup, log_dir=tmp_path):
-            wait_until(
-                lambda: all(
-                    progress_of(setup).get(TopicPartition(topic, p)) == PER_PARTITION
-                    for p in range(PARTITIONS)
-                ),
-                60,
-                what="replicated",
-            )
-            wait_until(lambda: checkpointed(setup, groups), 60, what="checkpoints of every group")
+            wait_replicated(setup, topic, groups)
         # Writes dc2 never gets: replication is down when dc1 takes them, then dc1 dies.
         fill(setup.source_endpoint, topic, DIVERGENT, start=PER_PARTITION)
         wait_until(
@@ -142,14 +126,7 @@ def test_a_killed_primary_fails_over_once_by_quorum_and_groups_resume_exactly(
     reaction = run.started_at.timestamp() - killed
     assert reaction < AFTER_S + 3 * 1.0 + 1.0 + 6.0, f"acted {reaction:.1f}s after the kill"
     assert PointerRepository(_store(tmp_path)).get().cluster == setup.target  # type: ignore[union-attr]
-    target = KafkaAdmin(setup.target_endpoint)
-    for group, offsets in groups.items():
-        committed = target.group_offsets(group).offsets
-        replicas = {TopicPartition(replica, tp.partition): o for tp, o in offsets.items()}
-        first = resumes_at(setup.target_endpoint, committed)
-        for tp, source_offset in replicas.items():
-            expected = None if source_offset == PER_PARTITION else source_offset
-            assert first[tp] == expected, (group, tp, committed[tp])
+    assert_groups_resume_exactly(setup, replica, groups)
     # The status shows why it acted and that it waits for an acknowledgement.
     assert status is not None
     automation = status["automation"]

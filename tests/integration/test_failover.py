@@ -22,21 +22,19 @@ from drkit.failover.runbook import load_runbook
 from drkit.failover.runs import RunRepository
 from drkit.kafka import ClusterEndpoint, KafkaAdmin, make_consumer
 from drkit.kafka.admin import TopicSpec
-from drkit.kafka.io import commit_group_offsets, produce_batch
+from drkit.kafka.io import produce_batch
 from drkit.kafka.records import TopicPartition
 from drkit.replication.topology import FlowTopology
 from drkit.store import StateStore
 from tests.conftest import Names
 from tests.failover_support import (
     PARTITIONS,
-    PER_PARTITION,
-    checkpointed,
+    assert_groups_resume_exactly,
     drkit,
     fill,
-    groups_at_positions,
     progress_of,
-    read_from,
-    resumes_at,
+    source_with_groups,
+    wait_replicated,
     with_config,
 )
 from tests.kafka_backends import ClusterUnderTest
@@ -51,18 +49,9 @@ def test_unplanned_failover_of_a_killed_primary_resumes_every_group_exactly(
     topic = names.topic("orders")
     setup = flow_setup(tmp_path, scratch, dc2, [topic], groups={"include": [f"{names.prefix}.*"]})
     replica = FlowTopology.of(setup.config.flows[0]).target_topic(topic)
-    scratch.admin().create_topics([TopicSpec(topic, PARTITIONS)])
-    fill(setup.source_endpoint, topic, PER_PARTITION)
-    groups = groups_at_positions(topic, names)
-    for group, offsets in groups.items():
-        commit_group_offsets(setup.source_endpoint, group, offsets)
+    groups = source_with_groups(setup, topic, names)
     with Replicator(setup, log_dir=tmp_path):
-        wait_until(
-            lambda: progress_of(setup).get(TopicPartition(topic, 0)) == PER_PARTITION,
-            60,
-            what="replicated",
-        )
-        wait_until(lambda: checkpointed(setup, groups), 60, what="checkpoints of every group")
+        wait_replicated(setup, topic, groups)
         assert scratch.local is not None
         scratch.local.kill_broker(scratch.name)  # the primary is gone
         done = drkit(setup, "failover", "--from", setup.source, "--to", setup.target, "--yes",
@@ -75,20 +64,7 @@ def test_unplanned_failover_of_a_killed_primary_resumes_every_group_exactly(
     assert fence["detail"]["pending"] is True  # dc1 unreachable: fenced when it returns
     rpo = {(r["topic"], r["partition"]): r["records"] for r in run["result"]["rpo"]}
     assert rpo == {(topic, p): 0 for p in range(PARTITIONS)}
-    target = KafkaAdmin(setup.target_endpoint)
-    for group, offsets in groups.items():
-        committed = target.group_offsets(group).offsets
-        replicas = {TopicPartition(replica, tp.partition): o for tp, o in offsets.items()}
-        assert set(committed) == set(replicas)
-        first = resumes_at(setup.target_endpoint, committed)
-        for tp, source_offset in replicas.items():
-            # The first record read on dc2 is the one the group would have read next on dc1
-            # (nothing skipped, nothing processed twice); at the end there is nothing to read.
-            expected = None if source_offset == PER_PARTITION else source_offset
-            assert first[tp] == expected, (group, tp, committed[tp])
-        read = read_from(setup.target_endpoint, committed)
-        for tp, offsets_read in read.items():
-            assert offsets_read == list(range(replicas[tp], PER_PARTITION))
+    assert_groups_resume_exactly(setup, replica, groups)
     shown = drkit(setup, "failover", "show", "-o", "json")
     assert shown.code == 0 and shown.json()["id"] == run["id"]
     # dc1 returns: it is fenced before anyone can write to it (the monitor runs this duty).
@@ -226,20 +202,9 @@ def _replicated_setup(
 ) -> tuple[FlowSetup, dict[str, dict[TopicPartition, int]]]:
     topic = names.topic("orders")
     setup = flow_setup(tmp_path, dc1, dc2, [topic], groups={"include": [f"{names.prefix}.*"]})
-    dc1.admin().create_topics([TopicSpec(topic, PARTITIONS)])
-    fill(setup.source_endpoint, topic, PER_PARTITION)
-    groups = groups_at_positions(topic, names)
-    for group, offsets in groups.items():
-        commit_group_offsets(setup.source_endpoint, group, offsets)
+    groups = source_with_groups(setup, topic, names)
     with Replicator(setup, log_dir=tmp_path):
-        wait_until(
-            lambda: all(
-                progress_of(setup).get(TopicPartition(topic, p)) == PER_PARTITION
-                for p in range(PARTITIONS)
-            ),
-            60,
-            what="replicated",
-        )
+        wait_replicated(setup, topic)
     return setup, groups
 
 
