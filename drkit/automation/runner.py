@@ -41,7 +41,7 @@ from drkit.failover.engine import Engine
 from drkit.failover.lease import LeaseHeld
 from drkit.failover.model import Plan, Procedure, RunState
 from drkit.failover.pointer import PointerRepository
-from drkit.failover.runs import RunRepository
+from drkit.failover.runs import RunRecord, RunRepository
 from drkit.health.evaluation import ClusterState
 from drkit.notifications import Notifier
 from drkit.store.db import StateStore
@@ -165,13 +165,17 @@ class AutomaticFailover:
         if not decision.act or plan is None:
             self._record(decision)
             return decision
-        self.notify(
-            Event.FAILOVER_STARTED, source, target, decision.to_json(), None, decision.summary()
-        )
+
+        def started(run: RunRecord) -> None:
+            self.notify(
+                Event.FAILOVER_STARTED, source, target, decision.to_json(), run.id,
+                f"automatic failover {source}->{target}: {decision.summary()}",
+            )  # fmt: skip
+
         try:
             run = self._engine().start(
                 plan, RunOptions(), requested_by=f"{AUTOMATION}:{self.observer}",
-                reason=decision.summary(),
+                reason=decision.summary(), on_started=started,
             )  # fmt: skip
         except LeaseHeld as err:
             log.warning("another failover holds the lease", extra={"error": str(err)})

@@ -113,7 +113,7 @@ def monitor(
     mon = Monitor(config, name, store)
     scheduler = make_scheduler(mon)
     # Finish what failovers left open: fence returning clusters, resume runs whose engine died.
-    maintenance = FailoverMaintenance(config, store, app.state_dir)
+    maintenance = FailoverMaintenance(config, store, app.state_dir, owner=f"monitor:{name}")
     scheduler.add_job(
         maintenance.tick, "interval", seconds=max(5.0, config.health.probe_interval_s),
         id="failover-maintenance",

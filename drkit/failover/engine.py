@@ -21,6 +21,7 @@ import logging
 import os
 import socket
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -128,9 +129,18 @@ class Engine:
     # -- running ------------------------------------------------------------------------------
 
     def start(
-        self, plan: Plan, options: RunOptions, requested_by: str = "cli", reason: str = ""
+        self,
+        plan: Plan,
+        options: RunOptions,
+        requested_by: str = "cli",
+        reason: str = "",
+        on_started: Callable[[RunRecord], None] | None = None,
     ) -> RunRecord:
-        """Record and execute ``plan``; raises PlanBlocked when it has blockers."""
+        """Record and execute ``plan``; raises PlanBlocked when it has blockers.
+
+        ``on_started`` is called with the new run once it holds the lease and is recorded,
+        before its first step (so "failover started" is said once, by the run that started).
+        """
         if plan.blockers:
             raise PlanBlocked("the plan is blocked: " + "; ".join(f.message for f in plan.blockers))
         lease = self.leases.acquire(self.owner, self.config.failover.lease_ttl_s)
@@ -147,6 +157,8 @@ class Engine:
             )
         run = self.runs.create(plan, requested_by, reason)
         self.runs.merge_result(run.id, {"options": options.to_json()})
+        if on_started is not None:
+            on_started(run)
         return self._execute(run.id, lease, options)
 
     def resume(self, run_id: int) -> RunRecord:

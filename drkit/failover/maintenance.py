@@ -16,7 +16,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
+import socket
 import time
 from pathlib import Path
 
@@ -24,6 +27,7 @@ from drkit.config.model import DrkitConfig
 from drkit.config.model import NotificationEvent as Event
 from drkit.errors import DrkitError
 from drkit.failover.fences import FenceRepository, FenceState
+from drkit.failover.lease import LeaseHeld, LeaseRepository
 from drkit.failover.model import Procedure, RunState
 from drkit.kafka.admin import KafkaAdmin
 from drkit.kafka.clients import ClusterEndpoint
@@ -33,6 +37,9 @@ from drkit.store.db import StateStore
 
 log = logging.getLogger(__name__)
 
+MAINTENANCE_LEASE = "maintenance"  # one monitor at a time runs the duties below
+MAINTENANCE_TTL_S = 60.0
+
 
 class FailoverMaintenance:
     def __init__(
@@ -41,12 +48,15 @@ class FailoverMaintenance:
         store: StateStore,
         state_dir: Path,
         connect: AdminFactory = KafkaAdmin,
+        owner: str | None = None,
     ) -> None:
         self.config = config
         self.store = store
         self.state_dir = state_dir
         self.connect = connect  # how a cluster's admin API is reached (tests: fakes)
         self.fences = FenceRepository(store)
+        self.leases = LeaseRepository(store)
+        self.owner = owner or f"maintenance:{socket.gethostname()}:{os.getpid()}"
         self.notify = Notifier(config.notifications.webhooks)
 
     def apply_pending_fences(self) -> list[str]:
@@ -128,8 +138,21 @@ class FailoverMaintenance:
         return resumed
 
     def tick(self) -> None:
-        for duty in (self.apply_pending_fences, self.report_divergence, self.resume_stale_runs):
-            try:
-                duty()
-            except Exception:  # a scheduled duty must never kill the scheduler
-                log.exception("failover maintenance failed", extra={"duty": duty.__name__})
+        """Run every duty once - unless another monitor is running them now (a lease in the
+        store: two monitors must not report one divergence twice or fence at once)."""
+        try:
+            lease = self.leases.acquire(self.owner, MAINTENANCE_TTL_S, name=MAINTENANCE_LEASE)
+        except LeaseHeld:
+            return
+        except Exception:  # the store away: the next tick tries again
+            log.exception("failover maintenance could not take its lease")
+            return
+        try:
+            for duty in (self.apply_pending_fences, self.report_divergence, self.resume_stale_runs):
+                try:
+                    duty()
+                except Exception:  # a scheduled duty must never kill the scheduler
+                    log.exception("failover maintenance failed", extra={"duty": duty.__name__})
+        finally:
+            with contextlib.suppress(Exception):
+                self.leases.release(lease)

@@ -40,6 +40,7 @@ from tests.failover_support import (
 from tests.integration.test_monitor import FAST_HEALTH, MonitorProcess, free_port
 from tests.kafka_backends import ClusterUnderTest
 from tests.replication_support import FlowSetup, Replicator, flow_setup, wait_until
+from tests.webhook_receiver import WebhookReceiver
 
 AFTER_S = 4.0
 DIVERGENT = 25  # records per partition dc1 takes while replication is down, just before it dies
@@ -73,8 +74,10 @@ def test_a_killed_primary_fails_over_once_by_quorum_and_groups_resume_exactly(
     scratch: ClusterUnderTest, dc2: ClusterUnderTest, names: Names, tmp_path: Path
 ) -> None:
     topic = names.topic("orders")
+    webhook = WebhookReceiver()
+    extra = {**_automatic(), "notifications": {"webhooks": [{"url": webhook.url}]}}
     setup = flow_setup(
-        tmp_path, scratch, dc2, [topic], document_extra=_automatic(),
+        tmp_path, scratch, dc2, [topic], document_extra=extra,
         groups={"include": [f"{names.prefix}.*"]},
     )  # fmt: skip
     replica = FlowTopology.of(setup.config.flows[0]).target_topic(topic)
@@ -134,6 +137,12 @@ def test_a_killed_primary_fails_over_once_by_quorum_and_groups_resume_exactly(
     assert automation["allowed"] is False and f"drkit ack {run.id}" in automation["reason"]
     acted = [d for d in AutomationJournal(_store(tmp_path)).decisions(50) if d.act]
     assert [d.run_id for d in acted] == [run.id]
+    # Webhooks heard it all, in Alertmanager's format.
+    events = webhook.events()
+    webhook.close()
+    for event in ("failover_started", "failover_finished", "divergence"):
+        assert events.count(event) == 1, events
+    assert events.index("failover_started") < events.index("failover_finished")
     done = drkit(setup, "ack", str(run.id), "--reason", "checked the apps on dc2")
     assert done.code == 0, done.err
     assert AutomationJournal(_store(tmp_path)).unacknowledged() == ()

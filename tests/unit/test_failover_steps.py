@@ -16,12 +16,14 @@ import pytest
 from drkit.config import load_config_text
 from drkit.failover.context import RunOptions, StepContext, StepFailed
 from drkit.failover.fences import FenceRepository, FenceState
-from drkit.failover.maintenance import FailoverMaintenance
+from drkit.failover.lease import LeaseRepository
+from drkit.failover.maintenance import MAINTENANCE_LEASE, FailoverMaintenance
 from drkit.failover.model import (
     PartitionRpo,
     Plan,
     PlannedStep,
     Procedure,
+    RunState,
     StepName,
     StepState,
 )
@@ -257,3 +259,27 @@ def test_an_unreachable_source_is_fenced_when_it_returns_then_lifted_with_its_co
     unfence_source(world.context(), None)
     assert dc1.acls == set()  # the DENY and its companion ALLOWs, all gone
     assert dc1.append(ORDERS) == 1
+
+
+def test_one_monitor_at_a_time_runs_the_maintenance_duties(world: World) -> None:
+    """Two monitors share a store: while one runs the duties (its lease), the other's tick does
+    nothing - a returning cluster is fenced, and a divergence reported, once."""
+    dc1 = world.clusters["dc1"]
+    dc1.go_down()
+    fence_source(world.context(), None)
+    dc1.come_back()
+    world.runs.finish(world.run_id, RunState.SUCCEEDED, {})  # nothing left to resume
+    east, west = (
+        FailoverMaintenance(
+            world.config, world.store, world.state_dir, connect=world.clusters.connect, owner=o
+        )
+        for o in ("monitor:east", "monitor:west")
+    )
+    held = LeaseRepository(world.store).acquire("monitor:east", 60, name=MAINTENANCE_LEASE)
+    west.tick()
+    assert world.fences.topics("dc1", FenceState.PENDING) == {ORDERS, PAYMENTS}  # untouched
+    LeaseRepository(world.store).release(held)
+    west.tick()
+    assert world.fences.topics("dc1", FenceState.APPLIED) == {ORDERS, PAYMENTS}
+    east.tick()  # the lease is free again after west's tick
+    assert dc1.write_denied() == {ORDERS, PAYMENTS}

@@ -3,47 +3,18 @@
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, HTTPServer
-from typing import Any
 
 import pytest
 
 from drkit.config.model import NotificationEvent, WebhookConfig
 from drkit.notifications import Notifier, alertmanager_body
-
-
-class _Receiver:
-    """An HTTP server that answers 500 to the first ``fail_first`` POSTs, then records them."""
-
-    def __init__(self, fail_first: int = 0) -> None:
-        self.bodies: list[dict[str, Any]] = []
-        self.attempts = 0
-        receiver = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                receiver.attempts += 1
-                body = self.rfile.read(int(self.headers["Content-Length"]))
-                if receiver.attempts <= fail_first:
-                    self.send_response(500)
-                else:
-                    receiver.bodies.append(json.loads(body))
-                    self.send_response(200)
-                self.end_headers()
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = HTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_port}/hook?token=secret"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+from tests.webhook_receiver import WebhookReceiver
 
 
 @pytest.fixture
-def receiver() -> Iterator[_Receiver]:
-    found = _Receiver(fail_first=1)
+def receiver() -> Iterator[WebhookReceiver]:
+    found = WebhookReceiver(fail_first=1)
     yield found
     found.server.shutdown()
 
@@ -69,7 +40,7 @@ def test_the_body_is_an_alertmanager_webhook() -> None:
 
 
 def test_delivered_after_a_failed_attempt_only_for_subscribed_events(
-    receiver: _Receiver,
+    receiver: WebhookReceiver,
 ) -> None:
     hook = WebhookConfig(url=receiver.url, events=(NotificationEvent.DIVERGENCE,))
     notify = Notifier((hook,), background=False)
