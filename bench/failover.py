@@ -83,10 +83,11 @@ def main(groups: int = 100, partitions: int = 50) -> str:
         source_admin.alter_group_offsets(
             group, {TopicPartition(topic, p): at for p in range(partitions)}
         )
+    replicate_log = (OUT / f"failover-{tag}-replicate.log").open("w")
     replicate = subprocess.Popen(
         [sys.executable, "-m", "drkit", "replicate", "--config", str(config_path)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        stdout=replicate_log,
+        stderr=subprocess.STDOUT,
     )
     try:
         deadline = time.monotonic() + 300

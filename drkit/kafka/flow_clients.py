@@ -18,6 +18,7 @@ Error contract:
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
@@ -164,6 +165,7 @@ class SourceConsumer:
     ) -> None:
         self.endpoint = endpoint
         self._consumer: Consumer = make_consumer(endpoint, group_id, settings)
+        self._abandoned = False
 
     def subscribe(
         self,
@@ -173,7 +175,11 @@ class SourceConsumer:
         on_lost: Assignment,
     ) -> None:
         def wrap(callback: Assignment) -> Callable[[Consumer, list[RdTP]], None]:
-            return lambda _c, parts: callback([TopicPartition(p.topic, p.partition) for p in parts])
+            def deliver(_consumer: Consumer, parts: list[RdTP]) -> None:
+                if not self._abandoned:  # an abandoned consumer's late callbacks go nowhere
+                    callback([TopicPartition(p.topic, p.partition) for p in parts])
+
+            return deliver
 
         self._consumer.subscribe(
             topics, on_assign=wrap(on_assign), on_revoke=wrap(on_revoke), on_lost=wrap(on_lost)
@@ -251,10 +257,28 @@ class SourceConsumer:
         except KafkaException as err:
             raise _translate_client_error(err, f"{self.endpoint.alias}: commit") from None
 
-    def close(self) -> None:
-        # Closing after a fatal error can fail: there is nothing left to hand over then.
-        with contextlib.suppress(KafkaException, RuntimeError):
-            self._consumer.close()
+    def close(self, timeout_s: float = 5.0) -> bool:
+        """Leave the group and free the consumer; True when that finished within ``timeout_s``.
+
+        librdkafka's close waits for the group coordinator, which a dead source never
+        provides: the process hung on SIGTERM for good.  So the close runs in a helper thread;
+        after ``timeout_s`` the consumer is abandoned - its rebalance callbacks are cut off, so
+        a late revoke never reaches the worker's next session - and the thread ends with the
+        process.  Progress is already stored on the target by then; nothing is lost.
+        """
+        done = threading.Event()
+
+        def close() -> None:
+            # Closing after a fatal error can fail: there is nothing left to hand over then.
+            with contextlib.suppress(KafkaException, RuntimeError):
+                self._consumer.close()
+            done.set()
+
+        threading.Thread(target=close, name=f"close {self.endpoint.alias}", daemon=True).start()
+        if done.wait(timeout_s):
+            return True
+        self._abandoned = True
+        return False
 
 
 class TargetProducer:

@@ -24,7 +24,7 @@ import time
 from dataclasses import dataclass, field
 
 from drkit.config.model import ClusterConfig, FlowConfig
-from drkit.errors import KafkaError
+from drkit.errors import KafkaError, UnreachableClusterError
 from drkit.kafka.admin import KafkaAdmin, TopicSpec
 from drkit.kafka.clients import ClusterEndpoint, make_producer
 from drkit.kafka.records import TopicPartition
@@ -98,6 +98,12 @@ class Checkpointer:
         while not stop.is_set():
             started = time.monotonic()
             try:
+                # A source that does not answer (refused at once, or silent for 3 s) has no
+                # group offsets to give: skip the round instead of waiting out every call's
+                # timeout, which would also hold up a shutdown.
+                if not self.source.answers(timeout_s=3.0):
+                    endpoint = self.source.endpoint
+                    raise UnreachableClusterError(endpoint.alias, endpoint.bootstrap_servers)
                 self.round()
             except KafkaError as err:
                 self.metrics.errors.labels(self.name).inc()
@@ -106,12 +112,18 @@ class Checkpointer:
             stop.wait(max(0.0, self.flow.checkpoint_interval_s - (time.monotonic() - started)))
         # Flows stop before their checkpoint workers and store final progress on the way out:
         # one last round leaves checkpoints that match it (an unplanned failover right after
-        # a shutdown must not resume from a checkpoint taken mid-catch-up).
-        try:
-            self.round()
-        except KafkaError as err:
+        # a shutdown must not resume from a checkpoint taken mid-catch-up).  With the source
+        # gone there are no group offsets to read: stop now rather than wait out timeouts.
+        if self.source.answers(timeout_s=3.0):
+            try:
+                self.round()
+            except KafkaError as err:
+                log.warning(
+                    "final checkpoint round failed", extra={"flow": self.name, "error": str(err)}
+                )
+        else:
             log.warning(
-                "final checkpoint round failed", extra={"flow": self.name, "error": str(err)}
+                "source does not answer: no final checkpoint round", extra={"flow": self.name}
             )
         self._producer.flush(10)
 

@@ -147,6 +147,7 @@ class FlowWorker:
         self._progress: ProgressStore | None = None
         self._assigner: PartitionAssigner | None = None
         self._in_txn = False
+        self._closing = False  # closing the consumer: its revoke callback must not settle
         self._flowing = False
         # After the target refused a batch as too large: per source partition, the highest
         # offset that was in flight.  Until progress passes these, the session sends one record
@@ -510,7 +511,12 @@ class FlowWorker:
             for tp in partitions
             if (tp.topic, tp.partition) in self._parts
         ]
-        if revoked and self._producer is not None and self._deliveries.failure is None:
+        if (
+            revoked
+            and not self._closing
+            and self._producer is not None
+            and self._deliveries.failure is None
+        ):
             # Hand over cleanly: everything in flight acknowledged and its progress durable
             # before the next owner reads it.
             if self.flow.exactly_once:
@@ -537,7 +543,7 @@ class FlowWorker:
         consumer = self._consumer
         assert consumer is not None
         self.settle_all()
-        consumer.close()
+        self._close(consumer)
         self._reset_session()
 
     def _abandon(self) -> None:
@@ -560,8 +566,23 @@ class FlowWorker:
             log.exception("could not store final progress", extra={"flow": self.name})
         finally:
             if self._consumer is not None:
-                self._consumer.close()
+                self._close(self._consumer)
             self._reset_session()
+
+    def _close(self, consumer: SourceConsumer) -> None:
+        """Close the session's consumer.  Whatever could be settled was settled by the caller:
+        the revoke callback that close triggers only forgets partitions (it runs on the
+        closing thread, which may be abandoned when the source does not answer)."""
+        self._closing = True
+        try:
+            closed = consumer.close()
+        finally:
+            self._closing = False
+        if not closed:
+            log.warning(
+                "source consumer did not close in time (source unreachable?); abandoned",
+                extra={"flow": self.name},
+            )
 
     def _reset_session(self) -> None:
         self._consumer = None

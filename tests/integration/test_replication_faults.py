@@ -312,10 +312,18 @@ def test_exactly_once_zombie_woken_after_its_partitions_moved_commits_nothing(
             time.sleep(3)
             assert a.process is not None
             os.killpg(a.process.pid, signal.SIGSTOP)  # a zombie in the middle of its work
-            wait_until(lambda: owned(port_b) == 5, 40, 0.5, what="b took over a's partitions")
-            time.sleep(2)
+            # The session timeout (10 s) passes: the group gives a's partitions to b, which
+            # waits for a's open transaction to end before it resumes them (it would end at
+            # the 60 s transaction timeout; here a wakes up first and ends it itself).
+            time.sleep(10 + 4)
             os.killpg(a.process.pid, signal.SIGCONT)
-            time.sleep(8)
+            wait_until(
+                lambda: owned(port_b) + owned(port_a) == 5 and owned(port_b) > 0,
+                40,
+                0.5,
+                what="the group settled after the zombie woke",
+            )
+            time.sleep(5)
         wait_until(lambda: _caught_up(setup, topic), 90, 1.0, what="all replicated")
     finally:
         for worker in (a, b):
@@ -383,3 +391,32 @@ def test_exactly_once_takeover_waits_for_a_zombie_transaction_instead_of_copying
     assert set(seen) == {(0, offset) for offset in range(100)}
     twice = sorted(k for k, n in seen.items() if n > 1)
     assert not twice, f"{len(twice)} records copied twice, e.g. {twice[:5]}"
+
+
+def test_replicate_stops_promptly_on_sigterm_with_the_source_gone(
+    scratch: ClusterUnderTest, dc2: ClusterUnderTest, names: Names, tmp_path: Path
+) -> None:
+    """An operator (or a failover) stops replication after the primary died: SIGTERM must end
+    the process in seconds, with its final progress stored, not after every timeout against
+    the dead source (it took 38-60+ s: the checkpoint worker's final round waited on it)."""
+    topic = names.topic("gone")
+    setup = flow_setup(tmp_path, scratch, dc2, [topic])
+    scratch.admin().create_topics([TopicSpec(topic, 2)])
+    produce_batch(setup.source_endpoint, topic, [(b"k", b"v")] * 100, partition=0)
+    worker = Replicator(setup, log_dir=tmp_path).start()
+    try:
+        wait_until(lambda: _caught_up(setup, topic), 60, 0.5, what="replicated")
+        assert scratch.local is not None
+        scratch.local.kill_broker(scratch.name)
+        time.sleep(3)  # the worker notices: its fetches and the checkpointer's rounds fail
+        started = time.monotonic()
+        code = worker.stop(timeout_s=90)
+        took = time.monotonic() - started
+    finally:
+        if worker.running:
+            worker.kill()
+    assert code == 0, worker.log()
+    assert took < 25, f"SIGTERM took {took:.1f}s with the source gone"
+    assert "Traceback" not in worker.log()
+    progress = _progress(setup)
+    assert progress[TopicPartition(topic, 0)] == 100
