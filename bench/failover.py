@@ -142,11 +142,33 @@ def main(groups: int = 100, partitions: int = 50) -> str:
             "met" if engine <= 5 else "MISSED",
         ],
     ]
+    run_start = datetime.fromisoformat(run["started_at"]).timestamp()
+    steps = [
+        [
+            "before the run (process start, plan)",
+            f"{run_start - started_at:.2f} s",
+        ],
+        *(
+            [
+                f"step {s['name']}",
+                f"{_ts(s['finished_at']) - _ts(s['started_at']):.2f} s"
+                if s["started_at"] and s["finished_at"]
+                else "-",
+            ]
+            for s in run["steps"]
+        ),
+    ]
     return (
         f"### Unplanned failover: {groups} groups x {partitions} partitions "
         f"({groups * partitions:,} offsets), source killed\n\n"
         + markdown_table(["what", "time", "anchor (same run)", "ratio", "target <= 5 s"], rows)
+        + "\n\nWhere the time goes:\n\n"
+        + markdown_table(["part", "time"], steps)
     )
+
+
+def _ts(iso: str) -> float:
+    return datetime.fromisoformat(iso).timestamp()
 
 
 def _anchor(

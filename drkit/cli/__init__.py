@@ -8,6 +8,7 @@ Subcommands live in one module each and stay thin: parse, call the engine, rende
 from __future__ import annotations
 
 import faulthandler
+import importlib
 import logging
 from typing import Any
 
@@ -20,7 +21,19 @@ from drkit.kafka import set_client_log_level
 
 
 class _Boundary(click.Group):
-    """A click group that turns drkit errors into clean one-line messages."""
+    """A click group that turns drkit errors into clean one-line messages, and loads each
+    subcommand's module only when that command is asked for."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(_COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        module = _COMMANDS.get(cmd_name)
+        if module is None:
+            return None
+        commands = importlib.import_module(f"drkit.cli.{module}").COMMANDS
+        found: click.Command = next(c for c in commands if c.name == cmd_name)
+        return found
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -67,42 +80,29 @@ def cli(ctx: click.Context, state_dir: str | None, verbose: int, log_format: str
     ctx.obj = AppContext(state_dir_option=state_dir)
 
 
-def _register() -> None:
-    from drkit.cli import (
-        automation_cmd,
-        checkpoint_cmd,
-        clusters_cmd,
-        config_cmd,
-        db_cmd,
-        demo_cmd,
-        failover_cmd,
-        local_cmd,
-        monitor_cmd,
-        offsets_cmd,
-        replicate_cmd,
-        verify_cmd,
-    )
-
-    modules = (
-        local_cmd,
-        config_cmd,
-        db_cmd,
-        clusters_cmd,
-        replicate_cmd,
-        checkpoint_cmd,
-        offsets_cmd,
-        monitor_cmd,
-        verify_cmd,
-        failover_cmd,
-        automation_cmd,
-        demo_cmd,
-    )
-    for module in modules:
-        for command in module.COMMANDS:
-            cli.add_command(command)
-
-
-_register()
+# Command name -> the module that defines it.  Only the invoked command's module is imported
+# (each pulls in its engine: Spark, the monitor, the failover engine ...), which keeps a
+# command's start - part of a failover's wall time - short; --help imports them all.
+_COMMANDS = {
+    "local": "local_cmd",
+    "config": "config_cmd",
+    "db": "db_cmd",
+    "clusters": "clusters_cmd",
+    "replicate": "replicate_cmd",
+    "checkpoint": "checkpoint_cmd",
+    "offsets": "offsets_cmd",
+    "monitor": "monitor_cmd",
+    "status": "monitor_cmd",
+    "verify": "verify_cmd",
+    "failover": "failover_cmd",
+    "switchover": "failover_cmd",
+    "cutover": "failover_cmd",
+    "failback": "failover_cmd",
+    "pause": "automation_cmd",
+    "resume": "automation_cmd",
+    "ack": "automation_cmd",
+    "demo": "demo_cmd",
+}
 
 
 def main() -> None:

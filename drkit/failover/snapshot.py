@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from drkit.config.model import DrkitConfig, FailoverPolicy, FlowConfig
@@ -21,7 +22,7 @@ from drkit.kafka.admin import KafkaAdmin
 from drkit.kafka.clients import ClusterEndpoint, tcp_unreachable
 from drkit.kafka.ports import ClusterAdmin
 from drkit.kafka.records import TopicPartition
-from drkit.offsets.checkpoint_store import CheckpointStore
+from drkit.offsets.checkpoint_store import CheckpointSnapshot, CheckpointStore
 from drkit.offsets.mapping_loader import MappingLoader
 from drkit.replication.internal_topics import HEARTBEATS
 from drkit.replication.progress import Progress, ProgressStore
@@ -104,15 +105,20 @@ def gather(
         log.error("target unreachable", extra={"cluster": flow.target, "error": str(err)})
         return empty
     source_error: str | None = None
-    reachable = source.answers(source_timeout_s)
+    # The source's answer and drkit's three topics on the target are independent reads, each
+    # on its own client: in parallel they cost the slowest one, not their sum (a failover's
+    # wall time is read twice from here: for the plan, and for the exact translation).
+    with ThreadPoolExecutor(max_workers=4, thread_name_prefix="snapshot") as pool:
+        answers = pool.submit(source.answers, source_timeout_s)
+        reading_progress = pool.submit(_progress, target_ep, topology)
+        reading_mappings = pool.submit(_mappings, flow, target_ep)
+        reading_checkpoints = pool.submit(_checkpoints, target_ep, topology)
+        reachable = answers.result()
+        progress = reading_progress.result()
+        mappings = reading_mappings.result()
+        checkpoints = reading_checkpoints.result()
     if not reachable:
         source_error = tcp_unreachable(source_ep, 1.0) or f"no answer within {source_timeout_s}s"
-    progress = _progress(target_ep, topology)
-    loader = MappingLoader(flow, target_ep)
-    try:
-        mappings = loader.refresh()
-    finally:
-        loader.close()
     source_parts = _source_partitions(source, topology, progress, mappings, reachable)
     live_ends = source.list_offsets(source_parts, "latest") if reachable else {}
     listed = target.list_topics()
@@ -141,7 +147,7 @@ def gather(
             (now_ms - stored.timestamp_ms) / 1000 if stored and stored.timestamp_ms else None,
         )
     group_facts, without = _groups(
-        config, flow, topology, source, target, target_ep, source_parts, reachable, groups
+        flow, source, target, checkpoints, source_parts, reachable, groups
     )
     source_topics = {tp.topic for tp in source_parts}
     missing = sorted(t for t in source_topics if topology.target_topic(t) not in listed)
@@ -187,6 +193,22 @@ def _progress(target: ClusterEndpoint, topology: FlowTopology) -> dict[TopicPart
         store.close()
 
 
+def _mappings(flow: FlowConfig, target: ClusterEndpoint) -> dict[TopicPartition, PartitionMapping]:
+    loader = MappingLoader(flow, target)
+    try:
+        return dict(loader.refresh())
+    finally:
+        loader.close()
+
+
+def _checkpoints(target: ClusterEndpoint, topology: FlowTopology) -> CheckpointSnapshot:
+    store = CheckpointStore(target, topology.checkpoints_topic)
+    try:
+        return store.refresh()
+    finally:
+        store.close()
+
+
 def _source_partitions(
     source: ClusterAdmin,
     topology: FlowTopology,
@@ -207,12 +229,10 @@ def _source_partitions(
 
 
 def _groups(
-    config: DrkitConfig,
     flow: FlowConfig,
-    topology: FlowTopology,
     source: ClusterAdmin,
     target: ClusterAdmin,
-    target_ep: ClusterEndpoint,
+    checkpoints: CheckpointSnapshot,
     source_parts: list[TopicPartition],
     reachable: bool,
     only: list[str] | None,
@@ -220,11 +240,6 @@ def _groups(
     """Every group the flow translates: (facts, groups with offsets but no checkpoint)."""
     matcher = NameMatcher.of(flow.groups)
     replicated = set(source_parts)
-    store = CheckpointStore(target_ep, topology.checkpoints_topic)
-    try:
-        checkpoints = store.refresh()
-    finally:
-        store.close()
     checkpointed: dict[str, dict[TopicPartition, int]] = {}
     for (group, target_tp), checkpoint in checkpoints.latest.items():
         topic = str(checkpoint.info.get("source_topic") or "")

@@ -230,3 +230,19 @@ def test_monitor_interval_must_stay_above_the_probe_timeout(tmp_path: Path) -> N
     assert done.returncode == 2, done.stderr
     assert "--interval" in done.stderr and "probe_timeout_s" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_the_lazy_command_map_names_every_command_of_every_module() -> None:
+    """drkit loads a command's module only when it runs; the map must match the modules."""
+    import importlib
+    import pkgutil
+
+    import drkit.cli
+    from drkit.cli import _COMMANDS
+
+    defined: dict[str, str] = {}
+    for info in pkgutil.iter_modules(drkit.cli.__path__):
+        if info.name.endswith("_cmd"):
+            module = importlib.import_module(f"drkit.cli.{info.name}")
+            defined.update({str(c.name): info.name for c in module.COMMANDS})
+    assert defined == _COMMANDS
