@@ -20,7 +20,12 @@ from drkit.store.models import Verification
 
 def all_commands(group: click.Group, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
     found: list[tuple[str, ...]] = []
-    for name, command in group.commands.items():
+    context = click.Context(group)
+    # list_commands/get_command: the root group loads its commands lazily (group.commands is
+    # empty there).
+    for name in group.list_commands(context):
+        command = group.get_command(context, name)
+        assert command is not None, name
         path = (*prefix, name)
         found.append(path)
         if isinstance(command, click.Group):
@@ -33,10 +38,11 @@ def test_every_command_has_help(path: tuple[str, ...]) -> None:
     result = CliRunner().invoke(cli, [*path, "--help"])
     assert result.exit_code == 0, result.output
     assert "Usage:" in result.output
-    command: click.Command = cli
+    command: click.Command | None = cli
     for part in path:
         assert isinstance(command, click.Group)
-        command = command.commands[part]
+        command = command.get_command(click.Context(command), part)
+    assert command is not None
     assert command.help, f"{' '.join(path)} has no help text"
     for param in command.params:
         if isinstance(param, click.Option) and not param.hidden and param.name != "help":
