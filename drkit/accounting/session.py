@@ -59,8 +59,9 @@ def build_session(master: str | None, app_name: str, verbose: bool = False) -> A
         SparkSession.builder.appName(app_name)
         .master(master or "local[*]")
         .config("spark.jars", ",".join(connector_jars()))
-        # One self-erasing line on a terminal; in a log file it would be hundreds of lines.
-        .config("spark.ui.showConsoleProgress", str(sys.stderr.isatty()).lower())
+        # Spark's own progress bar would fight drkit's lines (and fill log files): drkit
+        # reports progress itself.
+        .config("spark.ui.showConsoleProgress", "false")
         .config("spark.ui.enabled", "false")
         .config("spark.sql.shuffle.partitions", "16")
         .config("spark.driver.memory", os.environ.get("DRKIT_SPARK_DRIVER_MEMORY", "1g"))

@@ -125,9 +125,12 @@ class AutomaticFailover:
         """The decision for one pair now, and the plan it was estimated with (if any)."""
         snapshot = self.snapshot(source, target)
         decision = decide(snapshot)
-        if not decision.needs_rpo:
+        if not (decision.needs_rpo or decision.act):
             return decision, None
+        # The plan gives the RPO estimate - and, when any RPO is accepted, the run its steps.
         plan = self._engine().plan(Procedure.FAILOVER, source, target, RunOptions())
+        if decision.act:
+            return decision, plan
         return decide(replace(snapshot, rpo=rpo_of(plan))), plan
 
     def tick(self) -> list[Decision]:

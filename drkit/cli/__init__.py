@@ -102,6 +102,7 @@ _COMMANDS = {
     "resume": "automation_cmd",
     "ack": "automation_cmd",
     "demo": "demo_cmd",
+    "drill": "drill_cmd",
 }
 
 

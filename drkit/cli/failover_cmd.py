@@ -57,7 +57,7 @@ def _common(func: Any) -> Any:
     return func
 
 
-def _progress(output: str) -> Any:
+def progress_printer(output: str) -> Any:
     """Progress lines on stderr (a bar when it is a terminal); silent for JSON."""
     tty = sys.stderr.isatty()
 
@@ -79,7 +79,7 @@ def _engine(app: AppContext, config_file: str | None, output: str) -> Engine:
     config = app.config(config_file)
     store = app.store(config_file, config_required=True)
     store.ensure_current()
-    return Engine(config, store, app.state_dir, _progress(output))
+    return Engine(config, store, app.state_dir, progress_printer(output))
 
 
 def _emit(output: str, document: dict[str, Any], text: str) -> None:

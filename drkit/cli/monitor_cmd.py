@@ -99,6 +99,7 @@ def monitor(
     store is down (/healthz then fails, naming it); what was missed is written when it is back.
     """
     from drkit.automation.runner import AutomaticFailover
+    from drkit.drills.schedule import DrillSchedule
     from drkit.failover.maintenance import FailoverMaintenance
     from drkit.health.jobs import make_scheduler
     from drkit.health.monitor import Monitor
@@ -124,6 +125,10 @@ def monitor(
         automatic.tick, "interval", seconds=config.health.probe_interval_s,
         id="automatic-failover", max_instances=1, coalesce=True,
     )  # fmt: skip
+    # Drills on a cron (drills.schedule): readiness checks, or full drills on local clusters.
+    DrillSchedule(config, app.config_path, store, app.state_dir, f"monitor:{name}").add_to(
+        scheduler
+    )
     picture = status_source(config, store, mon.status_failed)
     server, _thread = serve(StatusApp(picture, mon.liveness), host, port)
     scheduler.start()

@@ -404,6 +404,38 @@ class NotificationsConfig(_Frozen):
     webhooks: tuple[WebhookConfig, ...] = ()
 
 
+class ScheduledDrill(_Frozen):
+    """A drill the monitor runs on a cron schedule (UTC): a readiness check of the flow
+    ``source`` -> ``target`` (nothing moves) or a full drill ``scenario`` (local clusters)."""
+
+    cron: str
+    scenario: str | None = None
+    source: str | None = None
+    target: str | None = None
+
+    @field_validator("cron")
+    @classmethod
+    def _crontab(cls, value: str) -> str:
+        from apscheduler.triggers.cron import CronTrigger
+
+        try:
+            CronTrigger.from_crontab(value, timezone="UTC")
+        except ValueError as err:
+            raise ValueError(f"not a crontab expression ({err})") from None
+        return value
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> ScheduledDrill:
+        pair = self.source is not None and self.target is not None
+        if (self.scenario is not None) != pair:
+            return self
+        raise ValueError("give either scenario, or source and target (a readiness check)")
+
+
+class DrillsConfig(_Frozen):
+    schedule: tuple[ScheduledDrill, ...] = ()
+
+
 class DrkitConfig(_Frozen):
     """The whole configuration of one drkit deployment."""
 
@@ -414,6 +446,7 @@ class DrkitConfig(_Frozen):
     failover: FailoverPolicy = FailoverPolicy()
     state_store: StateStoreConfig = StateStoreConfig()
     notifications: NotificationsConfig = NotificationsConfig()
+    drills: DrillsConfig = DrillsConfig()
 
     @field_validator("clusters")
     @classmethod
@@ -422,6 +455,14 @@ class DrkitConfig(_Frozen):
             if not re.fullmatch(r"[A-Za-z0-9_-]+", alias):
                 raise ValueError(f"cluster alias {alias!r} may hold only letters, digits, _ and -")
         return value
+
+    @model_validator(mode="after")
+    def _drill_clusters(self) -> DrkitConfig:
+        for index, entry in enumerate(self.drills.schedule):
+            for name in (entry.source, entry.target):
+                if name is not None and name not in self.clusters:
+                    raise ValueError(f"drills.schedule[{index}]: unknown cluster {name!r}")
+        return self
 
     @model_validator(mode="after")
     def _references(self) -> DrkitConfig:

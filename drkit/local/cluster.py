@@ -398,6 +398,26 @@ class LocalKafka:
             self._signal(state, broker, signal.SIGKILL, wait_s=10.0)
         self._save(state)
 
+    def freeze_broker(self, name: str) -> None:
+        """SIGSTOP every broker of a cluster: alive, silent (connections hang)."""
+        state = self._require(name)
+        for broker in self._brokers(state, None):
+            if _pid_is_broker(broker.pid, self._properties(name, broker.node_id)):
+                assert broker.pid is not None
+                os.kill(broker.pid, signal.SIGSTOP)
+
+    def thaw_broker(self, name: str) -> None:
+        """SIGCONT every broker of a cluster (undoes freeze_broker)."""
+        state = self._require(name)
+        for broker in self._brokers(state, None):
+            if _pid_is_broker(broker.pid, self._properties(name, broker.node_id)):
+                assert broker.pid is not None
+                os.kill(broker.pid, signal.SIGCONT)
+
+    def client_ports(self, name: str) -> list[int]:
+        """The ports clients connect to (one per broker)."""
+        return [b.port for b in self._require(name).brokers]
+
     def start_broker(self, name: str, node_id: int | None = None, timeout_s: float = 120.0) -> None:
         """Start stopped brokers of a cluster again (same ports, same data); waits for ready."""
         state = self._require(name)

@@ -283,3 +283,26 @@ def test_one_monitor_at_a_time_runs_the_maintenance_duties(world: World) -> None
     assert world.fences.topics("dc1", FenceState.APPLIED) == {ORDERS, PAYMENTS}
     east.tick()  # the lease is free again after west's tick
     assert dc1.write_denied() == {ORDERS, PAYMENTS}
+
+
+# -- drain ------------------------------------------------------------------------------------
+
+
+def test_drain_with_an_empty_fence_point_has_nothing_to_wait_for(world: World) -> None:
+    """A flow with no topics on its source yet (a failback before any application wrote to
+    the new primary) records an empty fence point: drain is done, not "never recorded"."""
+    from drkit.failover.steps.replication import drain
+
+    world.runs.step_finished(
+        world.run_id, StepName.RECORD_FENCE_POINT, StepState.DONE, {"fence_point": {}}
+    )
+    outcome = drain(world.context(), timeout_s=5)
+    assert outcome.detail["partitions"] == 0
+
+
+def test_drain_before_the_fence_point_was_recorded_fails_naming_the_step(world: World) -> None:
+    from drkit.failover.context import StepFailed
+    from drkit.failover.steps.replication import drain
+
+    with pytest.raises(StepFailed, match="record_fence_point must run first"):
+        drain(world.context(), timeout_s=5)

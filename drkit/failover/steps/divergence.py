@@ -19,7 +19,10 @@ from drkit.failover.runs import RunRecord
 from drkit.kafka.admin import TopicSpec
 from drkit.kafka.io import consume_ranges, produce_batch
 from drkit.kafka.records import Record, TopicPartition
+from drkit.replication.provenance import SOURCE_HEADER, Provenance
+from drkit.replication.topology import FlowTopology
 
+TAIL_WINDOW = 500  # replica records read back per round when looking for held copies
 TAIL_HEADER = "drkit-tail"  # on exported records: <cluster>/<topic>/<partition>/<offset>
 
 
@@ -32,7 +35,52 @@ def failover_point(ctx: StepContext) -> dict[TopicPartition, int]:
             f"no completed move from {original} to {ctx.source} is recorded: there is no "
             "failover point to fail back from"
         )
-    return point_of(previous)
+    return past_held_copies(ctx, original, point_of(previous))
+
+
+def past_held_copies(
+    ctx: StepContext, original: str, point: dict[TopicPartition, int]
+) -> dict[TopicPartition, int]:
+    """``point`` raised past copies the current primary already holds.
+
+    Progress is written after the copies it covers are acknowledged, so a worker killed in
+    between leaves copies beyond the recorded progress: they are not divergent.  The
+    replica's tail is read back (in growing windows) until a copy below the point is seen;
+    each partition's point becomes one past the newest copy of it (by provenance).
+    """
+    flow = ctx.reverse_flow  # original -> current primary: the flow that made the copies
+    if flow is None or flow.target != ctx.source:
+        return dict(point)
+    topology = FlowTopology.of(flow)
+    endpoint, admin = ctx.endpoint(ctx.source), ctx.admin(ctx.source)
+    raised = dict(point)
+    for tp, start in point.items():
+        replica = TopicPartition(topology.target_topic(tp.topic), tp.partition)
+        bounds = admin.list_offsets([replica], "earliest")[replica]
+        end = admin.list_offsets([replica], "latest")[replica]
+        window = TAIL_WINDOW
+        while end > bounds:
+            low = max(bounds, end - window)
+            copies = [
+                p.offset
+                for record in consume_ranges(endpoint, {replica: (low, end)}, 60.0)
+                if (p := _provenance(record)) is not None
+                and (p.topic, p.partition) == (tp.topic, tp.partition)
+            ]
+            if copies:
+                raised[tp] = max(raised[tp], max(copies) + 1)
+            if (copies and min(copies) < start) or low == bounds:
+                break
+            end, window = low, window * 2
+    return raised
+
+
+def _provenance(record: Record) -> Provenance | None:
+    raw = record.header(SOURCE_HEADER)
+    try:
+        return Provenance.decode(raw) if raw else None
+    except ValueError:
+        return None
 
 
 def point_of(run: RunRecord) -> dict[TopicPartition, int]:

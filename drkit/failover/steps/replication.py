@@ -147,6 +147,8 @@ def _wait_caught_up(
     ctx: StepContext, topology: FlowTopology, goal: dict[str, int], timeout_s: float | None
 ) -> dict[str, object]:
     """Wait until the flow's progress reaches ``goal`` on every partition."""
+    if not goal:
+        return {"waited_s": 0.0, "partitions": 0}  # nothing to copy: no progress to read
     total = sum(goal.values())
     started = time.monotonic()
     more = deadline_loop(timeout_s, 0.25)
@@ -171,9 +173,10 @@ def _wait_caught_up(
 
 def drain(ctx: StepContext, timeout_s: float | None) -> StepOutcome:
     """Wait until replication has copied everything up to the fence point."""
-    goal = ctx.detail(StepName.RECORD_FENCE_POINT).get("fence_point", {})
-    if not goal:
+    recorded = ctx.detail(StepName.RECORD_FENCE_POINT)
+    if "fence_point" not in recorded:
         raise StepFailed("no fence point recorded: record_fence_point must run first")
+    goal: dict[str, int] = recorded["fence_point"]  # {} when the flow has no partitions yet
     return StepOutcome.done(**_wait_caught_up(ctx, ctx.topology, goal, timeout_s))
 
 

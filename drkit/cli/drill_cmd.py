@@ -1,0 +1,393 @@
+"""``drkit drill``: rehearse disasters and read what the rehearsals measured.
+
+``drkit drill list`` and ``drkit drill show [ID]`` read the drills stored in the state store
+(``show -o json`` prints the stored ``drkit.drill/v1`` report, ``show -o html`` the path of its
+HTML page); ``drkit drill trend`` puts the finished drills side by side, oldest first, to show
+whether RTO and RPO improve.
+
+Exit codes: 0 done; 2 bad input (e.g. no such drill).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from drkit.cli.context import AppContext, config_option, echo_json, output_option, pass_app
+from drkit.errors import ConfigError, Problem
+
+if TYPE_CHECKING:
+    from drkit.drills.repo import DrillRepository, DrillRow
+    from drkit.drills.report import DrillReport
+
+_REPORT_HTML = "report.html"
+_EXACT = {None: "", True: ", verified exact", False: ", NOT exact"}
+_LIMIT = click.option(
+    "--limit", default=50, show_default=True, type=click.IntRange(min=1), help="At most N drills."
+)
+
+
+def _repository(app: AppContext, config_file: str | None) -> DrillRepository:
+    from drkit.drills.repo import DrillRepository
+
+    store = app.store(config_file)
+    store.ensure_current()
+    return DrillRepository(store)
+
+
+def _seconds(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}"
+
+
+def _count(value: int | None) -> str:
+    return "-" if value is None else str(value)
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
+    return "\n".join(
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        for row in [header, *rows]
+    )
+
+
+# -- the group -------------------------------------------------------------------------------
+
+
+@click.group("drill")
+def drill() -> None:
+    """Rehearse disasters: scripted drills, measured RTO/RPO, reports."""
+
+
+@drill.command("run")
+@click.argument("scenario")
+@config_option
+@click.option("--skip-verify", is_flag=True, help="Leave out drkit verify (the Spark proof).")
+@click.option("--spark-master", default=None, help="Spark master URL for drkit verify.")
+@click.option("--keep", is_flag=True, help="Leave the drill's topics and groups on the clusters.")
+@click.option(
+    "--output",
+    "-o",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="Output format (json: the drkit.drill/v1 report).",
+)
+@pass_app
+def run(
+    app: AppContext,
+    scenario: str,
+    config_file: str | None,
+    skip_verify: bool,
+    spark_master: str | None,
+    keep: bool,
+    output: str,
+) -> None:
+    """Run SCENARIO (a file, or a shipped name: runbooks/drills/NAME.yaml) on the local
+    clusters and store its report.
+
+    Exit codes: 0 the policy was met; 3 the drill ran and the policy was breached; 1 the drill
+    could not finish (its fault is undone, the cause is stored); 2 bad input.
+    """
+    from drkit.cli.failover_cmd import progress_printer
+    from drkit.drills.scenario import load_scenario
+    from drkit.drills.service import run_drill
+
+    loaded = load_scenario(scenario)
+    config = app.config(config_file)
+    store = app.store(config_file, config_required=True)
+    store.ensure_current()
+    assert app.config_path is not None
+    outcome = run_drill(
+        loaded,
+        config,
+        app.config_path,
+        store,
+        app.state_dir,
+        verify=not skip_verify,
+        progress=progress_printer(output),
+        spark_master=spark_master,
+        keep=keep,
+    )
+    if output == "json":
+        echo_json(outcome.report.to_json())
+    else:
+        click.echo("\n".join(_report_text(outcome.report)))
+        click.echo(f"report: {outcome.html}")
+    if outcome.report.verdict.value != "PolicyMet":
+        sys.exit(3)
+
+
+@drill.command("readiness")
+@click.option("--from", "source", required=True, metavar="CLUSTER", help="Current primary.")
+@click.option("--to", "target", required=True, metavar="CLUSTER", help="The standby.")
+@config_option
+@output_option
+@pass_app
+def readiness_cmd(
+    app: AppContext, source: str, target: str, config_file: str | None, output: str
+) -> None:
+    """Check, without moving anything, that SOURCE -> TARGET is ready to move now.
+
+    The plan (no blockers), topic and config parity, checkpoints, replication lag, and every
+    group translated, verified and committed into a shadow group (deleted again).  Stored
+    like every drill.  Exit codes: 0 ready; 3 not ready; 2 bad input.
+    """
+    from drkit.drills.service import run_readiness
+
+    config = app.config(config_file)
+    store = app.store(config_file, config_required=True)
+    store.ensure_current()
+    outcome = run_readiness(config, store, app.state_dir, source, target)
+    if output == "json":
+        echo_json(outcome.report.to_json())
+    else:
+        click.echo("\n".join(_report_text(outcome.report)))
+        click.echo(f"report: {outcome.html}")
+    if outcome.report.verdict.value != "Ready":
+        sys.exit(3)
+
+
+@drill.command("list")
+@_LIMIT
+@config_option
+@output_option
+@pass_app
+def list_drills(app: AppContext, limit: int, config_file: str | None, output: str) -> None:
+    """The latest drills, newest first."""
+    rows = _repository(app, config_file).latest(limit)
+    if output == "json":
+        echo_json([row.summary() for row in rows])
+        return
+    if not rows:
+        click.echo("no drills yet")
+        return
+    click.echo(
+        _table(
+            ("ID", "SCENARIO", "STATE", "VERDICT", "RTO S", "RPO RECORDS", "STARTED (UTC)"),
+            [
+                (
+                    str(row.id),
+                    row.name,
+                    row.state,
+                    row.verdict.value if row.verdict is not None else "-",
+                    _seconds(row.rto_s),
+                    _count(row.rpo_records),
+                    f"{row.started_at:%Y-%m-%d %H:%M:%S}",
+                )
+                for row in rows
+            ],
+        )
+    )
+
+
+@drill.command("show")
+@click.argument("drill_id", metavar="[ID]", required=False, type=int)
+@config_option
+@click.option(
+    "--output",
+    "-o",
+    type=click.Choice(["text", "json", "html"]),
+    default="text",
+    show_default=True,
+    help="Output format (html: the path of the drill's HTML report).",
+)
+@pass_app
+def show(app: AppContext, drill_id: int | None, config_file: str | None, output: str) -> None:
+    """One drill: verdict and why, RTO split, RPO, groups, checks (default: the latest)."""
+    drills = _repository(app, config_file)
+    row = drills.get(drill_id) if drill_id is not None else next(iter(drills.latest(1)), None)
+    if row is None:
+        if drill_id is not None:
+            raise ConfigError(
+                [Problem("ID", f"no drill {drill_id}; `drkit drill list` shows them")]
+            )
+        raise ConfigError([Problem("", "no drills yet")])
+    if output == "json":
+        echo_json(_document(row))
+    elif output == "html":
+        click.echo(str(_html_path(row)))
+    else:
+        click.echo(_show_text(row))
+
+
+def _document(row: DrillRow) -> dict[str, Any]:
+    """The stored ``drkit.drill/v1`` document of a finished drill, else the row's summary."""
+    if row.report is None:
+        return row.summary()
+    document = row.report.to_json()
+    if row.report_dir is not None:
+        document["report_dir"] = row.report_dir
+    return document
+
+
+def _html_path(row: DrillRow) -> Path:
+    if row.report_dir is None:
+        why = row.error or f"it is {row.state}"
+        raise ConfigError([Problem("ID", f"drill {row.id} has no HTML report ({why})")])
+    path = Path(row.report_dir) / _REPORT_HTML
+    if not path.is_file():
+        raise ConfigError([Problem("ID", f"drill {row.id}'s report is missing: {path}")])
+    return path
+
+
+def _show_text(row: DrillRow) -> str:
+    lines = [f"drill {row.id}: {row.name} (flow {row.flow}): {row.state}"]
+    finished = f", finished {row.finished_at:%H:%M:%S}" if row.finished_at else ""
+    lines.append(f"  started {row.started_at:%Y-%m-%d %H:%M:%S} UTC{finished}")
+    if row.error:
+        lines.append(f"  error: {row.error}")
+    report = row.report
+    if report is not None:
+        lines += _report_text(report)
+    if row.report_dir is not None:
+        lines += ["", f"report: {Path(row.report_dir) / _REPORT_HTML}"]
+    return "\n".join(lines)
+
+
+def _report_text(report: DrillReport) -> list[str]:
+    lines = [
+        f"  {report.title}" if report.title else "",
+        f"  {report.mode} drill, {report.procedure} {report.source} -> {report.target}",
+    ]
+    lines = [line for line in lines if line]
+    fault = report.fault or {}
+    if fault:
+        at = fault.get("at_s")
+        when = f" at {at:.1f}s" if isinstance(at, int | float) else ""
+        how = f": {fault['how']}" if fault.get("how") else ""
+        lines.append(f"  fault: {fault.get('kind', '?')}{when}{how}")
+        if fault.get("note"):
+            lines.append(f"    note: {fault['note']}")
+
+    lines += ["", f"verdict: {report.verdict.value}"]
+    lines += [f"  - {reason}" for reason in report.reasons]
+
+    targets = report.targets
+    lines.append("")
+    rto = report.rto
+    if rto is None:
+        lines.append(f"RTO: not measured (target {targets.rto_s:g}s)")
+    else:
+        lines.append(f"RTO: {rto.total_s:.1f}s (target {targets.rto_s:g}s)")
+        lines.append(
+            f"  detection {rto.detection_s:.1f}s, decision {rto.decision_s:.1f}s, "
+            f"execution {rto.execution_s:.1f}s, client resume {rto.client_resume_s:.1f}s"
+        )
+    rpo_target = f"{targets.rpo_records} records" + (
+        f", {targets.rpo_s:g}s" if targets.rpo_s is not None else ""
+    )
+    lost = [p for p in report.rpo if p.records]
+    lines.append(
+        f"RPO: {report.rpo_records} records, {report.rpo_bytes} bytes, "
+        f"{report.rpo_seconds:.1f}s (target {rpo_target}) on {len(lost)} of "
+        f"{len(report.rpo)} partitions"
+    )
+    lines += [
+        f"  {p.topic}[{p.partition}]: {p.records} records, {p.bytes} bytes, {p.seconds:.1f}s"
+        for p in lost
+    ]
+
+    if report.groups:
+        skipped = sum(g.skipped for g in report.groups)
+        reread = sum(g.reread for g in report.groups)
+        lines += ["", f"groups: {len(report.groups)} (skipped {skipped}, re-read {reread})"]
+        for group in report.groups:
+            resumed = (
+                "never resumed"
+                if group.resumed_after_s is None
+                else f"resumed after {group.resumed_after_s:.1f}s"
+            )
+            exact = _EXACT[group.verified_exact]
+            lines.append(
+                f"  {group.group}: skipped {group.skipped}, re-read {group.reread}, "
+                f"{resumed}{exact}"
+            )
+
+    if report.checks:
+        passed = sum(1 for c in report.checks if c.passed)
+        lines += ["", f"checks: {passed} of {len(report.checks)} passed"]
+        for check in report.checks:
+            detail = f"  {check.detail}" if check.detail else ""
+            lines.append(f"  {'ok  ' if check.passed else 'FAIL'} {check.name}{detail}")
+
+    if report.failover_run:
+        run = report.failover_run
+        lines += ["", f"failover run: {run.get('id', '?')} {run.get('state', '')}".rstrip()]
+    lines += [f"note: {note}" for note in report.notes]
+    return lines
+
+
+@drill.command("trend")
+@_LIMIT
+@config_option
+@output_option
+@click.option(
+    "--html",
+    "html_file",
+    type=click.Path(dir_okay=False, writable=True),
+    metavar="FILE",
+    help="Also write the trend as an HTML page to FILE.",
+)
+@pass_app
+def trend(
+    app: AppContext, limit: int, config_file: str | None, output: str, html_file: str | None
+) -> None:
+    """Finished drills side by side, oldest first: RTO, RPO and verdict over time."""
+    reports = _repository(app, config_file).reports(limit)
+    if html_file is not None:
+        from drkit.drills.html import render_trend
+
+        Path(html_file).write_text(render_trend(reports), encoding="utf-8")
+        click.echo(f"trend page written to {html_file}", err=True)
+    if output == "json":
+        echo_json([_trend_point(report) for report in reports])
+        return
+    if not reports:
+        click.echo("no finished drills yet")
+        return
+    click.echo(
+        _table(
+            _TREND_HEADER,
+            [
+                (
+                    report.started_at[:19].replace("T", " "),
+                    report.scenario,
+                    report.mode,
+                    _seconds(report.rto.total_s if report.rto is not None else None),
+                    f"{report.targets.rto_s:g}",
+                    str(report.rpo_records),
+                    str(report.targets.rpo_records),
+                    report.verdict.value,
+                )
+                for report in reports
+            ],
+        )
+    )
+
+
+_TREND_HEADER = (
+    "STARTED", "SCENARIO", "MODE", "RTO S", "RTO TARGET", "RPO RECORDS", "RPO TARGET", "VERDICT"
+)  # fmt: skip
+
+
+def _trend_point(report: DrillReport) -> dict[str, Any]:
+    return {
+        "id": report.id,
+        "scenario": report.scenario,
+        "mode": report.mode,
+        "started_at": report.started_at,
+        "rto_s": round(report.rto.total_s, 3) if report.rto is not None else None,
+        "rto_target_s": report.targets.rto_s,
+        "rpo_records": report.rpo_records,
+        "rpo_target_records": report.targets.rpo_records,
+        "rpo_seconds": report.rpo_seconds,
+        "verdict": report.verdict.value,
+    }
+
+
+COMMANDS = [drill]

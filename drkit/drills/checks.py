@@ -1,0 +1,183 @@
+"""The checks a drill reports, each passed or failed with what was seen.
+
+* link_health: replication was copying, and close behind, when the fault struck;
+* topic_parity: every workload topic has its replica on the target, as wide, same configs;
+* fencing_held: the old primary refuses a write to a workload topic after the drill
+  (after a failback instead: failed_back - the divergent tail exported is exactly what was
+  lost, and the original primary takes writes again);
+* no_write_after_fence: no write was acknowledged by the old primary once it was fenced;
+* open_transactions: no transaction is left open on the replica (last stable = high watermark);
+* nothing_skipped: no group skipped a record on the target (the drill's own recount);
+* accounting_agrees: ``drkit verify`` counted as missing exactly what the recount lost.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from drkit.drills.environment import DrillEnvironment
+from drkit.drills.parity import parity_check
+from drkit.drills.report import Check, GroupOutcome, PartitionRpo
+from drkit.drills.timeline import FAULT, RUN_STARTED
+from drkit.errors import DrkitError, KafkaError
+from drkit.failover.fences import FenceRepository, FenceState
+from drkit.failover.model import StepName
+from drkit.kafka import KafkaAdmin
+from drkit.kafka.io import produce_batch
+
+if TYPE_CHECKING:
+    from drkit.drills.runner import DrillRunner
+
+LAG_TOLERANCE_S = 5.0  # "close behind": at most this many seconds of writes not yet copied
+
+
+def await_fence(env: DrillEnvironment, cluster: str, timeout_s: float) -> bool:
+    """Wait until no fence of ``cluster`` is pending (the monitor applies them on return)."""
+    fences = FenceRepository(env.store)
+    deadline = time.monotonic() + timeout_s
+    while fences.topics(cluster, FenceState.PENDING):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.5)
+    return True
+
+
+def run_all(
+    runner: DrillRunner,
+    rpo: Sequence[PartitionRpo],
+    groups: Sequence[GroupOutcome],
+    accounting: dict[str, Any] | None,
+) -> list[Check]:
+    out = [
+        link_health(runner),
+        topic_parity(runner),
+        failed_back(runner, rpo) if runner.failback_record is not None else fencing_held(runner),
+        no_write_after_fence(runner),
+        open_transactions(runner),
+        nothing_skipped(groups),
+    ]
+    if accounting is not None:
+        out.append(accounting_agrees(rpo, accounting))
+    return out
+
+
+def link_health(runner: DrillRunner) -> Check:
+    sampler = runner._sampler
+    moment = runner.timeline.first(FAULT) or runner.timeline.first(RUN_STARTED)
+    if sampler is None or moment is None:
+        return Check("link_health", False, "no samples before the move")
+    before = [row for row in sampler.rows if row[0] <= moment.at_s]
+    if not before or before[-1][2] == 0:
+        return Check("link_health", False, "nothing had been copied before the move")
+    _, written, copied = before[-1]
+    rate = sum(t.records_per_s for t in runner.scenario.workload.topics)
+    behind = max(0, written - copied)
+    ok = behind <= rate * LAG_TOLERANCE_S
+    return Check(
+        "link_health",
+        ok,
+        f"{copied} copied, {behind} behind ({behind / rate:.1f}s of writes) at {moment.at_s:.1f}s",
+    )
+
+
+def topic_parity(runner: DrillRunner) -> Check:
+    topics = {runner.env.topic(t.name) for t in runner.scenario.workload.topics}
+    return parity_check(runner.env.config, runner.env.flow, topics)
+
+
+def fencing_held(runner: DrillRunner) -> Check:
+    if runner.run_record is None:
+        return Check("fencing_held", False, "no failover run")
+    topic = runner.env.topic(runner.scenario.workload.topics[0].name)
+    try:
+        produce_batch(
+            runner.endpoint(runner.scenario.source), topic, [(None, b"after-fence")],
+            timeout_s=10,
+        )  # fmt: skip
+    except KafkaError as err:
+        refused = "AUTHORIZATION" in str(err)
+        return Check("fencing_held", refused, f"{runner.scenario.source} refused: {err}")
+    return Check("fencing_held", False, f"{runner.scenario.source} accepted a write to {topic}")
+
+
+def failed_back(runner: DrillRunner, rpo: Sequence[PartitionRpo]) -> Check:
+    """After a failback: the tail exported is exactly what was lost, and the original
+    primary takes writes again."""
+    run = runner.failback_record
+    assert run is not None
+    exported = int(run.detail(StepName.CAPTURE_DIVERGENT_TAIL).get("records", -1))
+    lost = sum(p.records for p in rpo)
+    topic = runner.env.topic(runner.scenario.workload.topics[0].name)
+    try:
+        produce_batch(
+            runner.endpoint(runner.scenario.source), topic, [(None, b"after-failback")],
+            timeout_s=10,
+        )  # fmt: skip
+        accepted = "accepts writes again"
+    except KafkaError as err:
+        accepted = f"still refuses writes: {err}"
+    ok = exported == lost and accepted == "accepts writes again"
+    return Check(
+        "failed_back",
+        ok,
+        f"divergent tail exported: {exported} records (recount lost {lost}); "
+        f"{runner.scenario.source} {accepted}",
+    )
+
+
+def no_write_after_fence(runner: DrillRunner) -> Check:
+    run = runner.run_record
+    step = run.step(StepName.FENCE_SOURCE) if run is not None else None
+    if run is None or step is None or step.finished_at is None:
+        return Check("no_write_after_fence", False, "the source was never fenced")
+    pending = bool(step.detail.get("pending"))
+    fault = runner.timeline.first(FAULT)
+    fenced_at = (
+        runner.timeline.started + fault.at_s
+        if pending and fault is not None
+        else step.finished_at.timestamp()
+    )
+    late = sum(1 for w in runner.writers for at, _ in w.acked() if at > fenced_at)
+    how = "cut off by the fault, fence applied on return" if pending else "fenced by ACLs"
+    return Check("no_write_after_fence", late == 0, f"{late} writes acknowledged after ({how})")
+
+
+def open_transactions(runner: DrillRunner) -> Check:
+    admin = KafkaAdmin(runner.endpoint(runner.scenario.target))
+    open_partitions: list[str] = []
+    try:
+        for load in runner.scenario.workload.topics:
+            replica = runner.replica(load.name)
+            stable = admin.topic_offsets(replica, isolation="read_committed")
+            high = admin.topic_offsets(replica)
+            open_partitions += [f"{replica}-{p}" for p in high if stable[p][1] != high[p][1]]
+    except DrkitError as err:
+        return Check("open_transactions", False, f"could not read the replica: {err}")
+    detail = ", ".join(open_partitions) or "none open on the replica"
+    return Check("open_transactions", not open_partitions, detail)
+
+
+def nothing_skipped(groups: Sequence[GroupOutcome]) -> Check:
+    """A skipped record is never acceptable (re-reads are judged against the policy)."""
+    bad = [f"{g.group}: {g.skipped} skipped" for g in groups if g.skipped]
+    reread = sum(g.reread for g in groups)
+    return Check(
+        "nothing_skipped",
+        not bad,
+        "; ".join(bad) or f"{len(groups)} groups skipped nothing ({reread} re-read in all)",
+    )
+
+
+def accounting_agrees(rpo: Sequence[PartitionRpo], accounting: dict[str, Any]) -> Check:
+    totals = accounting.get("totals", {})
+    missing, lost = int(totals.get("missing", -1)), sum(p.records for p in rpo)
+    duplicated = int(totals.get("duplicated_records", 0))
+    ok = missing == lost
+    return Check(
+        "accounting_agrees",
+        ok,
+        f"drkit verify: {totals.get('records')} records, {missing} missing (recount lost "
+        f"{lost}), {duplicated} duplicated",
+    )

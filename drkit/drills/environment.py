@@ -1,0 +1,211 @@
+"""A drill's own corner of the clusters: its directory, config, state store and processes.
+
+A drill never touches the operator's flows, groups, pointer or fences: its topics and groups
+carry a unique prefix, its flow replicates only them, and its state store (failover runs,
+pointer, fences, health) lives in the drill's directory.  Only the drill's row and report go
+to the main store.  The clusters themselves are shared - which is what makes it a drill.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from drkit.config import load_config
+from drkit.config.model import DrkitConfig, FlowConfig
+from drkit.drills.scenario import Decision, Scenario
+from drkit.store import StateStore
+
+
+def drill_id(scenario: Scenario, now: datetime | None = None) -> str:
+    at = (now or datetime.now(UTC)).strftime("%Y%m%d-%H%M%S")
+    return f"{at}-{scenario.name}-{secrets.token_hex(3)}"
+
+
+@dataclass(frozen=True)
+class DrillEnvironment:
+    id: str
+    directory: Path
+    prefix: str  # of every topic and group the drill creates
+    config_path: Path
+    config: DrkitConfig
+    store: StateStore
+
+    @property
+    def flow(self) -> FlowConfig:
+        return self.config.flows[0]
+
+    def alias(self, cluster: str) -> str:
+        """The drill's own alias of a cluster: flows, internal topics and worker groups are
+        named after aliases, so the drill's never mix with the operator's."""
+        return f"{cluster}-{self.tag}"
+
+    @property
+    def tag(self) -> str:
+        """The drill id's random part: in its topic prefix and its cluster aliases."""
+        return self.id.rsplit("-", 1)[-1]
+
+    def topic(self, name: str) -> str:
+        return f"{self.prefix}.{name}"
+
+    def group(self, name: str) -> str:
+        return f"{self.prefix}.{name}"
+
+    @classmethod
+    def create(
+        cls, scenario: Scenario, base_clusters: dict[str, Any], drills_root: Path
+    ) -> DrillEnvironment:
+        """Write the drill's config (its flow, fast health, its store) and migrate its store."""
+        ident = drill_id(scenario)
+        directory = drills_root / ident
+        directory.mkdir(parents=True, exist_ok=False)
+        tag = ident.rsplit("-", 1)[-1]
+        prefix = f"drill{tag}"
+        pattern = f"{prefix}\\..*"
+        source, target = f"{scenario.source}-{tag}", f"{scenario.target}-{tag}"
+        flow = {
+            "source": source,
+            "target": target,
+            "topics": {"include": [pattern]},
+            "groups": {"include": [pattern]},
+            "replication_policy": {"kind": "prefix"},
+            "target_replication_factor": None,
+        }
+        reverse = {
+            **flow,
+            "source": target,
+            "target": source,
+            "standby": True,
+        }
+        automatic = scenario.move.decision is Decision.AUTOMATIC
+        document = {
+            "version": 1,
+            "clusters": {
+                source: base_clusters[scenario.source],
+                target: base_clusters[scenario.target],
+            },
+            "flows": [flow, reverse],
+            "health": {
+                "probe_interval_s": 1.0,
+                "probe_timeout_s": 0.8,
+                "failure_threshold": 3,
+                "recovery_threshold": 2,
+                "observer_quorum": 1,
+                "observation_window_s": 10,
+            },
+            "failover": {
+                "automatic": automatic,
+                "allow_single_observer": automatic,
+                "after_s": 3.0,
+                "accept_any_rpo": True,
+                "lease_ttl_s": 5.0,
+                "worker_silence_s": 10.0,
+            },
+            "state_store": {"url": f"sqlite:///{directory / 'drill.db'}"},
+        }
+        path = directory / "drkit.yaml"
+        path.write_text(yaml.safe_dump(document, sort_keys=False), encoding="utf-8")
+        config = load_config(path)
+        store = StateStore(f"sqlite:///{directory / 'drill.db'}")
+        store.ensure_current()
+        return cls(ident, directory, prefix, path, config, store)
+
+
+def remove_drill_data(env: DrillEnvironment, clusters: list[str]) -> list[str]:
+    """Delete the drill's topics (workload, replicas, its flows' bookkeeping) and consumer
+    groups from ``clusters`` (the scenario's names).  The report, the drill's store and its
+    logs stay in its directory.  Returns what was deleted."""
+    from drkit.kafka import ClusterEndpoint, KafkaAdmin
+
+    tag = env.tag
+
+    def ours(name: str) -> bool:
+        return env.prefix in name or f"-{tag}" in name
+
+    removed: list[str] = []
+    for cluster in clusters:
+        alias = env.alias(cluster)
+        admin = KafkaAdmin(ClusterEndpoint(alias, env.config.clusters[alias]))
+        topics = [t for t in admin.list_topics() if ours(t)]
+        groups = [g for g in admin.list_groups() if ours(g)]
+        if topics:
+            admin.delete_topics(topics)
+        if groups:
+            admin.delete_groups(groups)
+        removed += [f"{cluster}:{name}" for name in (*topics, *groups)]
+    return removed
+
+
+class DrkitChild:
+    """``python -m drkit ARGS`` in its own session, output to a log file in the drill dir."""
+
+    def __init__(self, env: DrillEnvironment, label: str, *args: str) -> None:
+        self.label = label
+        self.log_path = env.directory / f"{label}.log"
+        command = [sys.executable, "-m", "drkit", "--state-dir", str(env.directory), *args]
+        with self.log_path.open("ab") as log:
+            self.process = subprocess.Popen(
+                command,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                start_new_session=True,
+            )
+
+    @property
+    def running(self) -> bool:
+        return self.process.poll() is None
+
+    def stop(self, timeout_s: float = 60.0) -> int | None:
+        """SIGTERM, then SIGKILL after ``timeout_s``; returns the exit code."""
+        if self.running:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                return self.process.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                pass
+        return self.kill()
+
+    def kill(self) -> int | None:
+        if self.running:
+            os.killpg(self.process.pid, signal.SIGKILL)
+        return self.process.wait(30)
+
+
+def replicator(env: DrillEnvironment) -> DrkitChild:
+    return DrkitChild(
+        env,
+        "replicate",
+        "replicate",
+        "--config",
+        str(env.config_path),
+        "--commit-interval",
+        "0.5",
+    )
+
+
+def monitor(env: DrillEnvironment) -> DrkitChild:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    return DrkitChild(
+        env,
+        "monitor",
+        "monitor",
+        "--config",
+        str(env.config_path),
+        "--observer",
+        "drill",
+        "--listen",
+        f"127.0.0.1:{port}",
+    )

@@ -1,0 +1,184 @@
+"""The drill report: frozen values, and their JSON form ``drkit.drill/v1``.
+
+One report per drill.  Every figure in it was measured during the drill or recounted from the
+records afterwards; nothing is estimated unless its field says so.  Times in ``timeline`` and
+``series`` are seconds since the drill started (``started_at``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from enum import StrEnum
+from typing import Any
+
+SCHEMA = "drkit.drill/v1"
+
+
+class Verdict(StrEnum):
+    POLICY_MET = "PolicyMet"
+    POLICY_BREACHED = "PolicyBreached"
+    READY = "Ready"  # readiness mode: every check passed, nothing was moved
+    NOT_READY = "NotReady"
+
+
+@dataclass(frozen=True)
+class Event:
+    """One moment of the drill: ``kind`` is a fixed vocabulary (see ``EventKind``)."""
+
+    at_s: float
+    kind: str
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class RtoBreakdown:
+    """Recovery time, split where an operator can act on it.
+
+    detection: fault -> the monitor declares the source unavailable (0 for planned moves);
+    decision: detection -> a failover run starts (operator or automation);
+    execution: run start -> run finished (pointer moved);
+    client_resume: run finished -> every consumer group has processed on the target.
+    """
+
+    detection_s: float
+    decision_s: float
+    execution_s: float
+    client_resume_s: float
+
+    @property
+    def total_s(self) -> float:
+        return self.detection_s + self.decision_s + self.execution_s + self.client_resume_s
+
+    def to_json(self) -> dict[str, float]:
+        return {**asdict(self), "total_s": round(self.total_s, 3)}
+
+
+@dataclass(frozen=True)
+class PartitionRpo:
+    """Records the source acknowledged that never reached the target, for one partition."""
+
+    topic: str
+    partition: int
+    records: int
+    bytes: int
+    seconds: float  # newest lost record's age at the fault: its write time - last copied's
+
+
+@dataclass(frozen=True)
+class GroupOutcome:
+    """What one consumer group did across the move, counted from what it processed."""
+
+    group: str
+    processed_on_source: int
+    processed_on_target: int
+    skipped: int  # records on the target it never processed
+    reread: int  # records it processed twice
+    resumed_after_s: float | None  # after the run finished: its first record on the target
+    verified_exact: bool | None  # drkit verify: the group's position exact (None: not run)
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    passed: bool
+    detail: str
+
+
+@dataclass(frozen=True)
+class Targets:
+    """The policy a drill is judged against (from the scenario)."""
+
+    rto_s: float
+    rpo_records: int
+    rpo_s: float | None = None
+    reread_records: int = 0  # records consumer groups may process twice in all
+
+
+@dataclass(frozen=True)
+class Series:
+    """Samples taken during the drill, one per ``sample_interval_s``."""
+
+    t: tuple[float, ...] = ()
+    source_end: tuple[int, ...] = ()  # records on the source topic(s), summed over partitions
+    target_end: tuple[int, ...] = ()  # records on the replica topic(s)
+    lag: tuple[int, ...] = ()  # source_end - copied (what replication has still to copy)
+    produced_per_s: tuple[float, ...] = ()
+    copied_per_s: tuple[float, ...] = ()
+
+
+@dataclass(frozen=True)
+class DrillReport:
+    id: str
+    scenario: str
+    title: str
+    mode: str  # "full" | "readiness"
+    procedure: str  # failover | switchover | cutover | failback | none
+    source: str
+    target: str
+    started_at: str  # ISO 8601 UTC
+    finished_at: str
+    fault: dict[str, Any]  # kind, at_s, how (what was done), note (e.g. a fallback)
+    targets: Targets
+    rto: RtoBreakdown | None
+    rpo: tuple[PartitionRpo, ...]
+    groups: tuple[GroupOutcome, ...]
+    checks: tuple[Check, ...]
+    verdict: Verdict
+    reasons: tuple[str, ...]  # why the verdict (each breached target or failed check)
+    timeline: tuple[Event, ...]
+    series: Series
+    failover_run: dict[str, Any] | None = None  # id, procedure, state, steps (name, seconds)
+    accounting: dict[str, Any] | None = None  # drkit verify's totals, or None when not run
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def rpo_records(self) -> int:
+        return sum(p.records for p in self.rpo)
+
+    @property
+    def rpo_bytes(self) -> int:
+        return sum(p.bytes for p in self.rpo)
+
+    @property
+    def rpo_seconds(self) -> float:
+        return max((p.seconds for p in self.rpo), default=0.0)
+
+    def to_json(self) -> dict[str, Any]:
+        document = asdict(self)
+        document["schema"] = SCHEMA
+        document["verdict"] = self.verdict.value
+        document["rto"] = self.rto.to_json() if self.rto is not None else None
+        document["rpo_totals"] = {
+            "records": self.rpo_records,
+            "bytes": self.rpo_bytes,
+            "seconds": self.rpo_seconds,
+        }
+        return document
+
+    @classmethod
+    def from_json(cls, raw: dict[str, Any]) -> DrillReport:
+        rto = raw.get("rto")
+        return cls(
+            id=raw["id"],
+            scenario=raw["scenario"],
+            title=raw["title"],
+            mode=raw["mode"],
+            procedure=raw["procedure"],
+            source=raw["source"],
+            target=raw["target"],
+            started_at=raw["started_at"],
+            finished_at=raw["finished_at"],
+            fault=dict(raw["fault"]),
+            targets=Targets(**raw["targets"]),
+            rto=RtoBreakdown(**{k: v for k, v in rto.items() if k != "total_s"}) if rto else None,
+            rpo=tuple(PartitionRpo(**p) for p in raw["rpo"]),
+            groups=tuple(GroupOutcome(**g) for g in raw["groups"]),
+            checks=tuple(Check(**c) for c in raw["checks"]),
+            verdict=Verdict(raw["verdict"]),
+            reasons=tuple(raw["reasons"]),
+            timeline=tuple(Event(**e) for e in raw["timeline"]),
+            series=Series(**{k: tuple(v) for k, v in raw["series"].items()}),
+            failover_run=raw.get("failover_run"),
+            accounting=raw.get("accounting"),
+            notes=tuple(raw.get("notes", ())),
+        )

@@ -1,0 +1,640 @@
+"""Run one drill end to end: workload, fault, detection, decision, failover, clients resumed,
+recount, verification, report.
+
+The path is the real one: ``drkit replicate`` and ``drkit monitor`` run as child processes,
+the failover is drkit's engine (in this process, or as a child that gets killed), the
+applications are Kafka clients, and every figure in the report is measured or recounted from
+the records.  Whatever happens, the drill ends by undoing its fault and stopping what it started
+(``finally``), so a failed drill leaves the clusters as it found them.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from drkit.config.model import DrkitConfig
+from drkit.control import ControlRepository
+from drkit.drills import checks as drill_checks
+from drkit.drills.environment import DrillEnvironment, DrkitChild, monitor, replicator
+from drkit.drills.faults import LocalFaults
+from drkit.drills.measure import Unmeasured, judge, rto_of
+from drkit.drills.recount import group_outcome, rpo_of
+from drkit.drills.report import DrillReport, GroupOutcome, RtoBreakdown, Series, Targets
+from drkit.drills.scenario import Decision, Scenario
+from drkit.drills.timeline import (
+    CLIENTS_RESUMED,
+    DETECTED,
+    FAULT,
+    RUN_FINISHED,
+    RUN_STARTED,
+    Timeline,
+)
+from drkit.drills.workload import GroupMember, Writer, encode_value
+from drkit.errors import DrkitError
+from drkit.failover.context import RunOptions
+from drkit.failover.engine import Engine
+from drkit.failover.model import Procedure, RunState, StepName
+from drkit.failover.runs import RunRecord, RunRepository
+from drkit.health.evaluation import ClusterState
+from drkit.kafka import ClusterEndpoint, KafkaAdmin, TopicPartition
+from drkit.kafka.admin import TopicSpec
+from drkit.kafka.apps import AppProducer
+from drkit.kafka.io import consume_all
+from drkit.kafka.records import Record
+from drkit.local import LocalKafka
+from drkit.replication.topology import FlowTopology
+from drkit.store.health_repo import HealthRepository
+
+log = logging.getLogger("drkit.drill")
+
+Progress = Callable[[str, float | None], None]
+
+
+class DrillFailed(DrkitError):
+    """The drill could not run to a report (the cause is named); its fault was undone."""
+
+
+@dataclass
+class DrillOptions:
+    base_config: DrkitConfig  # where the clusters are
+    base_clusters: dict[str, Any]  # their raw config sections (copied into the drill config)
+    drills_root: Path
+    local: LocalKafka
+    verify: bool = True
+    progress: Progress = field(default=lambda _m, _f: None)
+    spark_master: str | None = None
+
+
+def _wall(at: datetime | None) -> float | None:
+    return at.timestamp() if at is not None else None
+
+
+class DrillRunner:
+    def __init__(self, scenario: Scenario, options: DrillOptions) -> None:
+        self.scenario, self.options = scenario, options
+        self.timeline = Timeline()
+        self.env = DrillEnvironment.create(scenario, options.base_clusters, options.drills_root)
+        self.faults = LocalFaults(options.local, f"drkit-{self.env.id}")
+        self.children: list[DrkitChild] = []
+        self.writers: list[Writer] = []
+        self.source_members: list[GroupMember] = []
+        self.target_members: list[GroupMember] = []
+        self.notes: list[str] = []
+        self.fault_how = ""
+        self.run_record: RunRecord | None = None
+        self.failback_record: RunRecord | None = None
+        self.resumed: dict[str, float] = {}
+        self._sampler: _Sampler | None = None
+        self._last_said = ""
+
+    # -- helpers ------------------------------------------------------------------------------
+
+    def endpoint(self, cluster: str) -> ClusterEndpoint:
+        """A client endpoint of ``cluster`` (the scenario's name) under the drill's alias."""
+        alias = self.env.alias(cluster)
+        return ClusterEndpoint(alias, self.env.config.clusters[alias])
+
+    @property
+    def src(self) -> str:
+        """The source's alias in the drill's config, flows and store."""
+        return self.env.alias(self.scenario.source)
+
+    @property
+    def dst(self) -> str:
+        return self.env.alias(self.scenario.target)
+
+    @property
+    def topology(self) -> FlowTopology:
+        return FlowTopology.of(self.env.flow)
+
+    def replica(self, name: str) -> str:
+        return self.topology.target_topic(self.env.topic(name))
+
+    def say(self, message: str, fraction: float | None = None) -> None:
+        """Progress: a bar for timed waits, one line per open-ended wait."""
+        if fraction is None and message == self._last_said:
+            return
+        self._last_said = message
+        self.options.progress(message, fraction)
+
+    def wait(self, seconds: float, what: str) -> None:
+        """Sleep ``seconds`` showing progress."""
+        end = time.monotonic() + seconds
+        while (left := end - time.monotonic()) > 0:
+            self.say(what, 1 - left / seconds if seconds else 1.0)
+            time.sleep(min(0.5, left))
+        self.say(what, 1.0)
+
+    def until(self, check: Callable[[], bool], timeout_s: float, what: str) -> None:
+        deadline = time.monotonic() + timeout_s
+        while not check():
+            if time.monotonic() > deadline:
+                raise DrillFailed(f"{what}: not within {timeout_s:.0f}s")
+            self.say(what, None)
+            time.sleep(0.5)
+
+    # -- the drill ----------------------------------------------------------------------------
+
+    def run(self) -> DrillReport:
+        started = datetime.now(UTC)
+        try:
+            self._prepare()
+            self._move()
+            self._resume_clients()
+            if self.scenario.move.failback:
+                self._failback()
+        finally:
+            self._stop_everything()
+        return self._report(started)
+
+    def _prepare(self) -> None:
+        s = self.scenario
+        for alias in (s.source, s.target):
+            self.faults.require(alias)
+        source = KafkaAdmin(self.endpoint(s.source))
+        source.create_topics(
+            [TopicSpec(self.env.topic(t.name), t.partitions) for t in s.workload.topics]
+        )
+        self.timeline.add("topics_created", ", ".join(t.name for t in s.workload.topics))
+        self.children.append(replicator(self.env))
+        self.children.append(monitor(self.env))
+        self.timeline.add("replication_started", f"{s.source} -> {s.target}")
+        for load in s.workload.topics:
+            writer = Writer(self.endpoint(s.source), load.model_copy(
+                update={"name": self.env.topic(load.name)}), self.timeline)  # fmt: skip
+            self.writers.append(writer)
+            writer.start()
+        for group in s.workload.groups:
+            member = GroupMember(
+                self.endpoint(s.source),
+                group.model_copy(update={"name": self.env.group(group.name)}),
+                self.env.topic(group.topic),
+            )
+            self.source_members.append(member)
+            member.start()
+        self.timeline.add("workload_started", f"{len(self.writers)} writers, "
+                          f"{len(self.source_members)} groups on {s.source}")  # fmt: skip
+        self._sampler = _Sampler(self)
+        self._sampler.start()
+        self.wait(s.workload.warmup_s, "warming up")
+        self.until(self._replicating, 120, "replication copying the workload")
+        self.wait(s.fault.at_s, "workload running")
+
+    def _replicating(self) -> bool:
+        sampler = self._sampler
+        return sampler is not None and sampler.copied_total() > 0
+
+    def _move(self) -> None:
+        s = self.scenario
+        if s.fault.divergent_records:
+            self._diverge()
+        if s.planned:
+            for member in self.source_members:
+                member.stop()
+            self.timeline.add("applications_stopped", f"consumers left {s.source}")
+            self._run_engine()
+            for writer in self.writers:
+                writer.stop()
+            return
+        self.fault_how = self.faults.inject(s.fault.kind, s.source)
+        self.timeline.add(FAULT, self.fault_how)
+        self.until(self._detected, 120, f"the monitor declaring {s.source} unavailable")
+        # The applications on the lost cluster are abandoned, not shut down: their clients may
+        # hang on it, and the move must not wait for them.
+        for writer in self.writers:
+            writer.stop(wait_s=0)
+        for member in self.source_members:
+            member.stop(wait_s=0)
+        if s.move.decision is Decision.AUTOMATIC:
+            self._await_automatic_run()
+        else:
+            if s.move.decision_delay_s:
+                self.wait(s.move.decision_delay_s, "the operator deciding")
+            self._run_engine()
+
+    def _diverge(self) -> None:
+        """Stop replication, then let the source take records the target never gets."""
+        replication = self.children[0]
+        replication.kill()
+        self.timeline.add("replication_killed", "the source now diverges from the target")
+        count = self.scenario.fault.divergent_records
+        for writer in self.writers:
+            writer.stop()
+            partitions = writer.load.partitions
+            producer = AppProducer(self.endpoint(self.scenario.source), writer.load.name, False)
+            try:
+                for partition in range(partitions):
+                    payloads = [
+                        (None, encode_value(writer.seq + i, writer.load.value_bytes))
+                        for i in range(count)
+                    ]
+                    writer.seq += count
+                    producer.send(payloads, partition=partition)
+            finally:
+                producer.close()
+        self.timeline.add("divergent_writes", f"{count} records per partition after the split")
+
+    def _detected(self) -> bool:
+        for transition in HealthRepository(self.env.store).recent_transitions(50):
+            if (
+                transition.subject_kind == "cluster"
+                and transition.subject == self.src
+                and transition.to_state == ClusterState.UNAVAILABLE.value
+            ):
+                at = transition.at.timestamp()
+                if at >= self.timeline.started + (self.timeline.first(FAULT) or _ZERO).at_s:
+                    self.timeline.add(DETECTED, "monitor: " + transition.to_state, at_wall=at)
+                    return True
+        return False
+
+    def _run_engine(self) -> None:
+        s = self.scenario
+        engine = Engine(self.env.config, self.env.store, self.env.directory, owner="drill")
+        procedure = s.move.procedure
+        if s.move.engine_killed_after is not None:
+            self._run_engine_killed(engine)
+            return
+        plan = engine.plan(procedure, self.src, self.dst, RunOptions())
+        if plan.blockers:
+            raise DrillFailed("the plan is blocked: " + "; ".join(b.message for b in plan.blockers))
+
+        def started(run: RunRecord) -> None:
+            self.timeline.add(RUN_STARTED, f"run {run.id} ({procedure.value})")
+
+        record = engine.start(plan, RunOptions(), requested_by="drill", on_started=started)
+        self._finished(record)
+
+    def _run_engine_killed(self, engine: Engine) -> None:
+        s = self.scenario
+        step = s.move.engine_killed_after
+        assert step is not None
+        command = [s.move.procedure.value, "--from", self.src, "--to", self.dst, "--yes"]
+        child = DrkitChild(self.env, "failover", *command, "--config", str(self.env.config_path))
+        runs = RunRepository(self.env.store)
+
+        def step_done() -> RunRecord | None:
+            for run in runs.latest(5):
+                done = run.step(step)
+                if done is not None and done.state.value in ("done", "skipped"):
+                    return run
+            return None
+
+        self.until(lambda: step_done() is not None or not child.running, 180,
+                   f"the engine finishing {step.value}")  # fmt: skip
+        child.kill()
+        latest = runs.latest(1)
+        run = step_done() or (latest[0] if latest else None)
+        if run is None:
+            raise DrillFailed("the failover engine exited before it recorded a run")
+        self.timeline.add(RUN_STARTED, f"run {run.id} ({run.procedure.value})",
+                          at_wall=run.started_at.timestamp())  # fmt: skip
+        self.timeline.add("engine_killed", f"kill -9 after {step.value}")
+        if run.state is RunState.SUCCEEDED:
+            self.notes.append(f"the engine finished before it could be killed after {step.value}")
+            self._finished(run)
+            return
+        self.until(lambda: (runs.get(run.id) or run).lease_expired, 60, "the lease expiring")
+        self.timeline.add("engine_resumed", f"run {run.id} resumed by a new engine")
+        self._finished(engine.resume(run.id))
+
+    def _await_automatic_run(self) -> None:
+        runs = RunRepository(self.env.store)
+
+        def finished() -> RunRecord | None:
+            for run in runs.latest(5):
+                if run.state is not RunState.RUNNING:
+                    return run
+            return None
+
+        self.until(lambda: finished() is not None, 180, "the monitor failing over by itself")
+        run = finished()
+        assert run is not None
+        self.timeline.add(RUN_STARTED, f"run {run.id} started by {run.requested_by}",
+                          at_wall=run.started_at.timestamp())  # fmt: skip
+        self._finished(run)
+
+    def _finished(self, run: RunRecord) -> None:
+        self.run_record = run
+        if run.state is not RunState.SUCCEEDED:
+            error = run.result.get("error", run.state.value)
+            raise DrillFailed(f"failover run {run.id} ended {run.state.value}: {error}")
+        self.timeline.add(RUN_FINISHED, f"run {run.id} succeeded",
+                          at_wall=_wall(run.finished_at))  # fmt: skip
+
+    def _resume_clients(self) -> None:
+        s = self.scenario
+        for group in s.workload.groups:
+            member = GroupMember(
+                self.endpoint(s.target),
+                group.model_copy(update={"name": self.env.group(group.name)}),
+                self.replica(group.topic),
+            )
+            self.target_members.append(member)
+            member.start()
+        self.until(self._all_resumed, 180, "consumer groups resuming on " + s.target)
+        last = max(self.resumed.values(), default=time.time())
+        self.timeline.add(CLIENTS_RESUMED, f"{len(self.resumed)} groups on {s.target}",
+                          at_wall=last)  # fmt: skip
+        self.until(self._all_drained, 300, "consumer groups reading the replica to its end")
+
+    def _failback(self) -> None:
+        """The source returns (fenced by the monitor), replication runs again (its reverse flow
+        is active now), and the engine fails back, exporting the source's divergent tail."""
+        s = self.scenario
+        self.say(f"{s.source} returning", None)
+        undone = self.faults.restore()
+        self.timeline.add("fault_undone", "; ".join(undone))
+        if not drill_checks.await_fence(self.env, self.src, timeout_s=60):
+            raise DrillFailed(f"the monitor did not fence {s.source} within 60s of its return")
+        self.children.insert(0, replicator(self.env))
+        control = ControlRepository(self.env.store)
+        back = f"{self.dst}->{self.src}"
+
+        def replicating_back() -> bool:
+            epoch = control.directive(back).epoch
+            return any(a.epoch >= epoch and a.age_s < 5 for a in control.acks(back))
+
+        self.until(replicating_back, 60, f"a worker running {back}")
+        export = self.env.directory / "divergent-tail.jsonl"
+        options = RunOptions(export_file=str(export))
+        engine = Engine(self.env.config, self.env.store, self.env.directory, owner="drill")
+        plan = engine.plan(Procedure.FAILBACK, self.dst, self.src, options)
+        if plan.blockers:
+            raise DrillFailed("failback blocked: " + "; ".join(b.message for b in plan.blockers))
+
+        def started(run: RunRecord) -> None:
+            self.timeline.add("failback_started", f"run {run.id}")
+
+        run = engine.start(plan, options, requested_by="drill", on_started=started)
+        if run.state is not RunState.SUCCEEDED:
+            raise DrillFailed(f"failback run {run.id} ended {run.state.value}")
+        capture = run.detail(StepName.CAPTURE_DIVERGENT_TAIL)
+        self.failback_record = run
+        self.timeline.add("failback_finished", f"run {run.id}: {capture.get('records', 0)} "
+                          f"divergent records exported to {export.name}",
+                          at_wall=_wall(run.finished_at))  # fmt: skip
+
+    def _lag(self, member: GroupMember) -> int:
+        admin = KafkaAdmin(self.endpoint(self.scenario.target))
+        ends = admin.topic_offsets(member.topic, isolation="read_committed")
+        committed = admin.group_offsets(member.load.name).offsets
+        return sum(
+            max(0, end - committed.get(TopicPartition(member.topic, p), 0))
+            for p, (_, end) in ends.items()
+        )
+
+    def _all_resumed(self) -> bool:
+        for member in self.target_members:
+            if member.load.name in self.resumed:
+                continue
+            if member.first_poll_at is not None:
+                self.resumed[member.load.name] = member.first_poll_at
+            elif self._lag(member) == 0:  # nothing left to read: resumed at the end
+                self.resumed[member.load.name] = time.time()
+        return len(self.resumed) == len(self.target_members)
+
+    def _all_drained(self) -> bool:
+        return all(self._lag(member) == 0 for member in self.target_members)
+
+    def _stop_everything(self) -> None:
+        for member in [*self.source_members, *self.target_members]:
+            member.stop()
+        for writer in self.writers:
+            writer.stop()
+        if self._sampler is not None:
+            self._sampler.stop()
+        try:
+            undone = self.faults.restore()
+            if undone:
+                self.timeline.add("fault_undone", "; ".join(undone))
+        finally:
+            # The monitor applies pending fences once the source is back: give it the chance.
+            if self.run_record is not None:
+                drill_checks.await_fence(self.env, self.src, timeout_s=30)
+            for child in reversed(self.children):
+                child.stop(timeout_s=20)  # a worker stuck on a cut link is killed
+
+    # -- the report ---------------------------------------------------------------------------
+
+    def _report(self, started: datetime) -> DrillReport:
+        s = self.scenario
+        self.say("recounting the records", None)
+        source_records, replica_records = self._read_back()
+        replica_of = {self.env.topic(t.name): self.replica(t.name) for t in s.workload.topics}
+        rpo = rpo_of(source_records, replica_records, replica_of)
+        accounting = self._accounting() if (s.verify and self.options.verify) else None
+        groups = self._groups(source_records, replica_records, accounting)
+        checks = drill_checks.run_all(self, rpo, groups, accounting)
+        try:
+            rto: RtoBreakdown | None = rto_of(self.timeline.events(), s.planned)
+        except Unmeasured as err:
+            rto = None
+            self.notes.append(f"RTO not measured: {err}")
+        targets = Targets(
+            s.policy.rto_s, s.policy.rpo_records, s.policy.rpo_s, s.policy.reread_records
+        )
+        verdict, reasons = judge(targets, rto, rpo, checks, sum(g.reread for g in groups))
+        assert self._sampler is not None
+        return DrillReport(
+            id=self.env.id,
+            scenario=s.name,
+            title=s.title,
+            mode="full",
+            procedure=s.move.procedure.value,
+            source=s.source,
+            target=s.target,
+            started_at=started.isoformat(),
+            finished_at=datetime.now(UTC).isoformat(),
+            fault={"kind": s.fault.kind.value, "at_s": s.fault.at_s, "how": self.fault_how},
+            targets=targets,
+            rto=rto,
+            rpo=rpo,
+            groups=groups,
+            checks=tuple(checks),
+            verdict=verdict,
+            reasons=reasons,
+            timeline=self.timeline.events(),
+            series=self._sampler.series(),
+            failover_run=_run_summary(self.run_record, self.failback_record),
+            accounting=accounting,
+            notes=tuple(self.notes),
+        )
+
+    def _read_back(self) -> tuple[list[Record], list[Record]]:
+        s = self.scenario
+        source: list[Record] = []
+        replica: list[Record] = []
+        for load in s.workload.topics:
+            source += consume_all(self.endpoint(s.source), self.env.topic(load.name), timeout_s=60)
+            replica += consume_all(self.endpoint(s.target), self.replica(load.name), timeout_s=60)
+        return source, replica
+
+    def _groups(
+        self, source: list[Record], replica: list[Record], accounting: dict[str, Any] | None
+    ) -> tuple[GroupOutcome, ...]:
+        s = self.scenario
+        admin = KafkaAdmin(self.endpoint(s.source))
+        finished_at = self.timeline.first(RUN_FINISHED)
+        out: list[GroupOutcome] = []
+        for group, member in zip(s.workload.groups, self.target_members, strict=True):
+            name, topic = self.env.group(group.name), self.env.topic(group.topic)
+            committed = {
+                tp.partition: offset
+                for tp, offset in admin.group_offsets(name).offsets.items()
+                if tp.topic == topic
+            }
+            resumed = self.resumed.get(name)
+            after = (
+                round(self.timeline.since_start(resumed) - finished_at.at_s, 3)
+                if resumed is not None and finished_at is not None
+                else None
+            )
+            exact = None
+            if accounting is not None:
+                exact = all(g["exact"] for g in accounting.get("groups", []) if g["group"] == name)
+            out.append(
+                group_outcome(
+                    name,
+                    topic,
+                    source,
+                    [r for r in replica if r.topic == self.replica(group.topic)],
+                    committed,
+                    member.ledger(),
+                    after,
+                    exact,
+                )
+            )
+        return tuple(out)
+
+    def _accounting(self) -> dict[str, Any] | None:
+        from drkit.accounting.verify import verify
+
+        self.say("proving it on the records with Spark (drkit verify)", None)
+        s = self.scenario
+        summary = verify(
+            self.env.config,
+            self.env.flow,
+            [self.env.group(g.name) for g in s.workload.groups],
+            [self.env.topic(t.name) for t in s.workload.topics],
+            self.env.directory / "verify",
+            self.options.spark_master,
+            self.env.store,
+        )
+        return dict(summary)
+
+
+_ZERO = type("_Zero", (), {"at_s": 0.0})()
+
+
+def _run_summary(run: RunRecord | None, failback: RunRecord | None) -> dict[str, Any] | None:
+    if run is None:
+        return None
+    steps = []
+    for step in [*run.steps, *(failback.steps if failback is not None else ())]:
+        seconds = (
+            (step.finished_at - step.started_at).total_seconds()
+            if step.started_at is not None and step.finished_at is not None
+            else None
+        )
+        steps.append({"name": step.name.value, "state": step.state.value, "seconds": seconds})
+    return {
+        "id": run.id,
+        "procedure": run.procedure.value,
+        "state": run.state.value,
+        "requested_by": run.requested_by,
+        "steps": steps,
+        "rpo_estimate": run.result.get("rpo"),
+        "translations": _translations(run),
+        "failback": None
+        if failback is None
+        else {"id": failback.id, "state": failback.state.value},
+    }
+
+
+def _translations(run: RunRecord) -> list[dict[str, Any]]:
+    """Where each group was moved: S on the source -> T on the target, per partition."""
+    groups = run.detail(StepName.TRANSLATE_OFFSETS).get("groups", {})
+    return [
+        {
+            "group": group,
+            "partition": move["source_partition"],
+            "source_offset": move["source_offset"],
+            "target_offset": move["target_offset"],
+            "method": move["method"],
+        }
+        for group, detail in sorted(groups.items())
+        for move in detail.get("partitions", [])
+    ]
+
+
+class _Sampler(threading.Thread):
+    """Samples records written (acknowledged) and copied, once per sample interval."""
+
+    def __init__(self, runner: DrillRunner) -> None:
+        super().__init__(daemon=True, name="drill-sampler")
+        self.runner = runner
+        self._stop_event = threading.Event()
+        self.rows: list[tuple[float, int, int]] = []
+        self._lock = threading.Lock()
+
+    def copied_total(self) -> int:
+        with self._lock:
+            return self.rows[-1][2] if self.rows else 0
+
+    def _copied(self, admin: KafkaAdmin) -> int:
+        total = 0
+        topics = admin.list_topics(timeout_s=2.0)
+        for load in self.runner.scenario.workload.topics:
+            replica = self.runner.replica(load.name)
+            if replica in topics:
+                ends = admin.topic_offsets(replica, timeout_s=2.0)
+                total += sum(end - start for start, end in ends.values())
+        return total
+
+    def run(self) -> None:
+        admin = KafkaAdmin(self.runner.endpoint(self.runner.scenario.target))
+        interval = self.runner.scenario.sample_interval_s
+        last_copied = 0
+        while not self._stop_event.is_set():
+            written = sum(w.acked_count for w in self.runner.writers)
+            try:
+                last_copied = self._copied(admin)
+            except DrkitError as err:
+                log.debug("sample of the target failed: %s", err)
+            with self._lock:
+                self.rows.append((self.runner.timeline.since_start(), written, last_copied))
+            self._stop_event.wait(interval)
+
+    def stop(self) -> None:
+        self._stop_event.set()
+        self.join(10)
+
+    def series(self) -> Series:
+        with self._lock:
+            rows = list(self.rows)
+        t = tuple(r[0] for r in rows)
+        produced = tuple(r[1] for r in rows)
+        copied = tuple(r[2] for r in rows)
+
+        def rate(values: tuple[int, ...]) -> tuple[float, ...]:
+            out = [0.0]
+            for i in range(1, len(values)):
+                dt = t[i] - t[i - 1]
+                out.append(round((values[i] - values[i - 1]) / dt, 1) if dt > 0 else 0.0)
+            return tuple(out)
+
+        return Series(
+            t=t,
+            source_end=produced,
+            target_end=copied,
+            lag=tuple(max(0, p - c) for p, c in zip(produced, copied, strict=True)),
+            produced_per_s=rate(produced),
+            copied_per_s=rate(copied),
+        )

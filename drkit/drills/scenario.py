@@ -1,0 +1,179 @@
+"""Drill scenarios: ``runbooks/drills/*.yaml``, one typed model.
+
+A scenario says what to rehearse: the workload (topics, rate, keys, transactional or not,
+consumer groups and their speeds), the fault and when, how the move is made (which procedure,
+manual or automatic), and the policy the result is judged against (RTO, RPO).
+
+Contract: :func:`load_scenario` returns a valid :class:`Scenario` or raises ConfigError naming
+each bad key; a scenario name given without a path is looked up in the shipped drills.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from pathlib import Path
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from drkit.errors import ConfigError, Problem
+from drkit.failover.model import Procedure, StepName
+from drkit.failover.runbook import runbooks_dir
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class FaultKind(StrEnum):
+    NONE = "none"  # planned moves: nothing breaks
+    KILL_BROKERS = "kill_brokers"  # the source's brokers are killed (SIGKILL)
+    NETWORK_CUT = "network_cut"  # the source is cut off (see faults.py for how)
+
+
+class Decision(StrEnum):
+    MANUAL = "manual"  # an operator (the drill) starts the run once the source is declared down
+    AUTOMATIC = "automatic"  # drkit's monitor decides and starts it
+
+
+class TopicLoad(_Frozen):
+    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9._-]+$")
+    partitions: int = Field(default=3, ge=1, le=64)
+    records_per_s: float = Field(default=300.0, gt=0, le=50_000)
+    keys: int = Field(default=100, ge=0, description="distinct keys; 0 writes records without keys")
+    value_bytes: int = Field(default=100, ge=16, le=100_000)
+    transactional: bool = False
+    abort_every: int = Field(
+        default=0, ge=0, description="transactional: abort every Nth transaction (0: never)"
+    )
+
+
+class GroupLoad(_Frozen):
+    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9._-]+$")
+    topic: str
+    records_per_s: float = Field(
+        default=1000.0, gt=0, description="processing speed; below the write rate the group lags"
+    )
+
+
+class Workload(_Frozen):
+    topics: tuple[TopicLoad, ...] = Field(min_length=1)
+    groups: tuple[GroupLoad, ...] = ()
+    warmup_s: float = Field(default=8.0, ge=0, le=3600)
+
+    @model_validator(mode="after")
+    def _groups_read_declared_topics(self) -> Workload:
+        names = {t.name for t in self.topics}
+        for group in self.groups:
+            if group.topic not in names:
+                raise ValueError(
+                    f"group {group.name!r} reads {group.topic!r}, not a workload topic"
+                )
+        return self
+
+
+class Fault(_Frozen):
+    kind: FaultKind = FaultKind.NONE
+    at_s: float = Field(default=5.0, ge=0, description="seconds after the warm-up")
+    divergent_records: int = Field(
+        default=0,
+        ge=0,
+        description="records the source takes per partition after replication stopped and "
+        "before the fault (a divergent tail for failback)",
+    )
+
+
+class Move(_Frozen):
+    procedure: Procedure = Procedure.FAILOVER
+    decision: Decision = Decision.MANUAL
+    decision_delay_s: float = Field(default=0.0, ge=0, le=3600)
+    failback: bool = Field(
+        default=False, description="after the move and the source's return, fail back to it"
+    )
+    engine_killed_after: StepName | None = Field(
+        default=None, description="kill -9 the engine once this step is done, then resume the run"
+    )
+
+
+class Policy(_Frozen):
+    rto_s: float = Field(gt=0)
+    rpo_records: int = Field(default=0, ge=0)
+    rpo_s: float | None = Field(default=None, ge=0)
+    reread_records: int = Field(
+        default=0,
+        ge=0,
+        description="records groups may process twice in all: after an unplanned failover, "
+        "what they committed on the source after the last checkpoint",
+    )
+
+
+class Scenario(_Frozen):
+    name: str = Field(min_length=1, pattern=r"^[a-z0-9-]+$")
+    title: str
+    description: str = ""
+    source: str = "dc1"
+    target: str = "dc2"
+    workload: Workload
+    fault: Fault = Field(default_factory=Fault)
+    move: Move = Field(default_factory=Move)
+    policy: Policy
+    verify: bool = Field(default=True, description="prove the result with drkit verify (Spark)")
+    sample_interval_s: float = Field(default=1.0, gt=0, le=60)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Scenario:
+        planned = self.move.procedure in (Procedure.SWITCHOVER, Procedure.CUTOVER)
+        if planned and self.fault.kind is not FaultKind.NONE:
+            raise ValueError(f"a {self.move.procedure.value} is planned: fault.kind must be none")
+        if not planned and self.fault.kind is FaultKind.NONE:
+            raise ValueError("an unplanned failover needs a fault")
+        if self.move.procedure is Procedure.FAILBACK:
+            raise ValueError("procedure failback: use procedure failover with failback: true")
+        if self.move.decision is Decision.AUTOMATIC and planned:
+            raise ValueError("automatic decisions are for unplanned failovers")
+        if self.source == self.target:
+            raise ValueError("source and target must differ")
+        return self
+
+    @property
+    def planned(self) -> bool:
+        return self.fault.kind is FaultKind.NONE
+
+
+def drills_dir() -> Path:
+    """The shipped scenarios (``runbooks/drills`` in a checkout, packaged in a wheel)."""
+    return runbooks_dir() / "drills"
+
+
+def shipped() -> list[Path]:
+    return sorted(drills_dir().glob("*.yaml"))
+
+
+def resolve(name_or_path: str) -> Path:
+    """A path as given, or a shipped scenario by name (``unplanned-loss-of-dc1``)."""
+    path = Path(name_or_path)
+    if path.suffix in (".yaml", ".yml") or path.exists():
+        return path
+    candidate = drills_dir() / f"{name_or_path}.yaml"
+    if candidate.exists():
+        return candidate
+    names = ", ".join(p.stem for p in shipped())
+    raise ConfigError([Problem("SCENARIO", f"no scenario {name_or_path!r} (shipped: {names})")])
+
+
+def load_scenario(name_or_path: str) -> Scenario:
+    path = resolve(name_or_path)
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError([Problem("", "file not found")], source=str(path)) from None
+    except yaml.YAMLError as err:
+        raise ConfigError([Problem("", f"invalid YAML: {err}")], source=str(path)) from None
+    try:
+        return Scenario.model_validate(raw)
+    except ValidationError as err:
+        problems = [
+            Problem(".".join(str(p) for p in e["loc"]), e["msg"])
+            for e in err.errors(include_url=False, include_input=False)
+        ]
+        raise ConfigError(problems, source=str(path)) from None

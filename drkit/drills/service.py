@@ -1,0 +1,102 @@
+"""Run a drill and keep it: the one entry point for ``drkit drill run``, ``drkit demo`` and
+scheduled drills.
+
+The drill's row goes to the main state store before anything is touched (state "running"),
+and is finished with the report - or failed with the cause - whatever happens, so a drill is
+never left "running" and every drill, passed or not, is listed by ``drkit drill list``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from drkit.config.model import DrkitConfig
+from drkit.drills.environment import remove_drill_data
+from drkit.drills.html import write_report
+from drkit.drills.repo import DrillRepository
+from drkit.drills.report import DrillReport
+from drkit.drills.runner import DrillOptions, DrillRunner, Progress
+from drkit.drills.scenario import Scenario
+from drkit.local import LocalKafka
+from drkit.store import StateStore
+
+
+@dataclass(frozen=True)
+class DrillOutcome:
+    drill_id: int
+    report: DrillReport
+    html: Path
+    json: Path
+
+
+def raw_clusters(config_path: Path) -> dict[str, Any]:
+    """The ``clusters`` section as written (``${VAR}`` references kept, secrets not copied)."""
+    document = yaml.safe_load(config_path.read_text(encoding="utf-8")) or {}
+    clusters = document.get("clusters") or {}
+    return dict(clusters)
+
+
+def run_drill(
+    scenario: Scenario,
+    config: DrkitConfig,
+    config_path: Path,
+    store: StateStore,
+    state_dir: Path,
+    verify: bool = True,
+    progress: Progress | None = None,
+    spark_master: str | None = None,
+    local: LocalKafka | None = None,
+    keep: bool = False,
+) -> DrillOutcome:
+    """Run ``scenario`` and store it; ``keep`` leaves the drill's topics and groups on the
+    clusters (default: deleted once the report is written)."""
+    repository = DrillRepository(store)
+    flow = f"{scenario.source}->{scenario.target}"
+    drill_id = repository.start(scenario.name, flow)
+    try:
+        options = DrillOptions(
+            base_config=config,
+            base_clusters=raw_clusters(config_path),
+            drills_root=state_dir / "drills",
+            local=local or LocalKafka(state_dir),
+            verify=verify,
+            progress=progress or (lambda _m, _f: None),
+            spark_master=spark_master,
+        )
+        runner = DrillRunner(scenario, options)
+        report = runner.run()
+    except BaseException as err:
+        repository.fail(drill_id, f"{type(err).__name__}: {err}")
+        raise
+    # Stored before the page is written: a report is never lost to a rendering problem.
+    repository.finish(drill_id, report, str(runner.env.directory))
+    html, json_path = write_report(report, runner.env.directory)
+    if not keep:
+        remove_drill_data(runner.env, [scenario.source, scenario.target])
+    return DrillOutcome(drill_id, report, html, json_path)
+
+
+def run_readiness(
+    config: DrkitConfig, store: StateStore, state_dir: Path, source: str, target: str
+) -> DrillOutcome:
+    """The non-disruptive drill on the operator's own flow ``source->target``, stored."""
+    from datetime import UTC, datetime
+
+    from drkit.drills.readiness import readiness
+
+    repository = DrillRepository(store)
+    drill_id = repository.start("readiness", f"{source}->{target}")
+    ident = f"{datetime.now(UTC):%Y%m%d-%H%M%S}-readiness-{source}-{target}"
+    directory = state_dir / "drills" / ident
+    try:
+        report = readiness(config, source, target, store, state_dir, ident)
+    except BaseException as err:
+        repository.fail(drill_id, f"{type(err).__name__}: {err}")
+        raise
+    repository.finish(drill_id, report, str(directory))
+    html, json_path = write_report(report, directory)
+    return DrillOutcome(drill_id, report, html, json_path)

@@ -1,0 +1,207 @@
+"""The drill's applications: writers at a steady rate, consumer groups at their own speed.
+
+Writers number their records (``seq`` in the value), so every record can be recognised on
+either cluster without trusting drkit's own headers.  A group member processes a batch, then
+commits it synchronously, and keeps a ledger of what it processed: the recount of skipped and
+re-read records (``recount.py``) is made from that ledger and the records themselves.
+
+Each runs in a thread until stopped; errors (a dead cluster, a fence) are counted, never
+raised: an application keeps trying, and the drill watches what it achieves.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+
+from drkit.drills.scenario import GroupLoad, TopicLoad
+from drkit.drills.timeline import Timeline
+from drkit.errors import KafkaError
+from drkit.kafka import ClusterEndpoint
+from drkit.kafka.apps import Acked, AppConsumer, AppProducer
+
+log = logging.getLogger(__name__)
+
+TICK_S = 0.1
+
+
+def encode_value(seq: int, size: int) -> bytes:
+    head = f"seq={seq};".encode()
+    return head + b"x" * max(0, size - len(head))
+
+
+def decode_seq(value: bytes | None) -> int | None:
+    """The writer's sequence number in a value, or None for a foreign record."""
+    if not value or not value.startswith(b"seq="):
+        return None
+    end = value.find(b";")
+    try:
+        return int(value[4:end])
+    except ValueError:
+        return None
+
+
+@dataclass
+class WriterStats:
+    acked: list[tuple[float, Acked]] = field(default_factory=list)  # (wall time, record)
+    aborted: int = 0
+    refused: int = 0
+    first_refusal: str | None = None
+
+
+class Writer(threading.Thread):
+    """Writes ``load.records_per_s`` numbered records to one topic until stopped."""
+
+    def __init__(self, endpoint: ClusterEndpoint, load: TopicLoad, timeline: Timeline) -> None:
+        super().__init__(daemon=True, name=f"drill-writer-{load.name}")
+        self.endpoint, self.load, self.timeline = endpoint, load, timeline
+        self.stats = WriterStats()
+        self._stop_event = threading.Event()
+        self._lock = threading.Lock()
+        self.seq = 0
+
+    @property
+    def acked_count(self) -> int:
+        with self._lock:
+            return len(self.stats.acked)
+
+    def acked(self) -> list[tuple[float, Acked]]:
+        with self._lock:
+            return list(self.stats.acked)
+
+    def run(self) -> None:
+        producer: AppProducer | None = None
+        owed = 0.0
+        transactions = 0
+        try:
+            while not self._stop_event.is_set():
+                owed += self.load.records_per_s * TICK_S
+                count, owed = int(owed), owed - int(owed)
+                if count:
+                    try:
+                        producer = producer or AppProducer(
+                            self.endpoint, self.load.name, self.load.transactional
+                        )
+                        transactions += 1
+                        abort = bool(self.load.abort_every) and (
+                            transactions % self.load.abort_every == 0
+                        )
+                        self._send(producer, count, abort)
+                    except KafkaError as err:
+                        self._refused(count, str(err))
+                        if producer is not None:
+                            producer.close()
+                        producer = None  # a fresh producer after a failure (fenced txn ids)
+                        self._stop_event.wait(1.0)
+                self._stop_event.wait(TICK_S)
+        finally:
+            if producer is not None:
+                producer.close()
+
+    def _send(self, producer: AppProducer, count: int, abort: bool) -> None:
+        keys = self.load.keys
+        payloads = [
+            (
+                f"k{(self.seq + i) % keys}".encode() if keys else None,
+                encode_value(self.seq + i, self.load.value_bytes),
+            )
+            for i in range(count)
+        ]
+        self.seq += count
+        acked = producer.send(payloads, abort=abort)
+        now = time.time()
+        with self._lock:
+            self.stats.acked.extend((now, a) for a in acked)
+            if abort:
+                self.stats.aborted += count
+
+    def _refused(self, count: int, error: str) -> None:
+        with self._lock:
+            self.stats.refused += count
+            first = self.stats.first_refusal is None
+            if first:
+                self.stats.first_refusal = error
+        if first:
+            self.timeline.add("writes_refused", f"{self.endpoint.alias}/{self.load.name}: {error}")
+
+    def stop(self, wait_s: float = 30.0) -> None:
+        """Stop and wait up to ``wait_s`` (a client stuck on a dead cluster is left behind:
+        its thread is a daemon and its ledger no longer grows once asked to stop)."""
+        self._stop_event.set()
+        self.join(wait_s)
+
+
+@dataclass(frozen=True)
+class Processed:
+    """One record a group processed (and committed): where, and which writer record."""
+
+    at: float  # wall time of the commit
+    cluster: str
+    topic: str
+    partition: int
+    offset: int
+    seq: int | None
+
+
+class GroupMember(threading.Thread):
+    """One consumer of ``load.name`` on one cluster: poll, process at the group's speed,
+    commit synchronously, then ledger what was committed."""
+
+    def __init__(self, endpoint: ClusterEndpoint, load: GroupLoad, topic: str) -> None:
+        super().__init__(daemon=True, name=f"drill-group-{load.name}-{endpoint.alias}")
+        self.endpoint, self.load, self.topic = endpoint, load, topic
+        self._stop_event = threading.Event()
+        self._lock = threading.Lock()
+        self._ledger: list[Processed] = []
+        self.errors = 0
+        self.last_error: str | None = None
+        self.first_poll_at: float | None = None  # first poll that returned (records or none)
+
+    def ledger(self) -> list[Processed]:
+        with self._lock:
+            return list(self._ledger)
+
+    def run(self) -> None:
+        batch = max(1, int(self.load.records_per_s * 0.2))
+        consumer: AppConsumer | None = None
+        try:
+            while not self._stop_event.is_set():
+                try:
+                    consumer = consumer or AppConsumer(self.endpoint, self.load.name, self.topic)
+                    started = time.monotonic()
+                    records = consumer.poll(batch, 0.5)
+                    if records:
+                        # Processing takes time: the group's speed.
+                        pace = len(records) / self.load.records_per_s
+                        self._stop_event.wait(max(0.0, pace - (time.monotonic() - started)))
+                        consumer.commit(records)
+                        now = time.time()
+                        with self._lock:
+                            if self.first_poll_at is None:
+                                self.first_poll_at = now
+                            self._ledger.extend(
+                                Processed(
+                                    now,
+                                    self.endpoint.alias,
+                                    r.topic,
+                                    r.partition,
+                                    r.offset,
+                                    decode_seq(r.value),
+                                )
+                                for r in records
+                            )
+                except KafkaError as err:
+                    self.errors += 1
+                    self.last_error = str(err)
+                    self._stop_event.wait(0.5)
+        finally:
+            if consumer is not None:
+                consumer.close()
+
+    def stop(self, wait_s: float = 30.0) -> None:
+        """Stop and wait up to ``wait_s`` (a client stuck on a dead cluster is left behind:
+        its thread is a daemon and its ledger no longer grows once asked to stop)."""
+        self._stop_event.set()
+        self.join(wait_s)

@@ -1,0 +1,181 @@
+"""Clients that behave like the applications a drill moves: a producer (plain or
+transactional) and a consumer-group member that commits what it processed.
+
+Drills use them to put a realistic workload on the clusters; they are not on drkit's
+replication path.  Every call is bounded; errors come out as drkit's KafkaError.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from confluent_kafka import KafkaException
+from confluent_kafka import TopicPartition as RdTP
+
+from drkit.errors import KafkaError
+from drkit.kafka.clients import ClusterEndpoint, make_consumer, make_producer
+from drkit.kafka.errors import translate
+from drkit.kafka.io import to_record
+from drkit.kafka.records import Record, TopicPartition
+
+
+@dataclass(frozen=True)
+class Acked:
+    """One record the cluster acknowledged (for a transaction: committed)."""
+
+    partition: int
+    offset: int
+    size: int
+    timestamp_ms: int
+
+
+class AppProducer:
+    """Writes batches with acks=all and idempotence; ``transactional`` commits each batch
+    as one transaction (and ``abort`` discards one), so the topic holds commit markers and
+    aborted records - its offsets are not the replica's.
+
+    ``send`` returns only records the cluster acknowledged; a refusal (a fence, a dead
+    cluster) raises KafkaError after at most ``timeout_s``.
+    """
+
+    def __init__(
+        self, endpoint: ClusterEndpoint, topic: str, transactional: bool, timeout_s: float = 10.0
+    ) -> None:
+        self.endpoint, self.topic, self.timeout_s = endpoint, topic, timeout_s
+        self.transactional = transactional
+        extra: dict[str, object] = {
+            "enable.idempotence": True,
+            "linger.ms": 5,
+            "message.timeout.ms": int(timeout_s * 1000),
+        }
+        if transactional:
+            extra["transactional.id"] = f"drkit-drill-{uuid.uuid4().hex[:10]}"
+            extra["transaction.timeout.ms"] = 30_000
+        self._producer = make_producer(endpoint, extra)
+        self._ready = False
+
+    def _init(self) -> None:
+        if self.transactional and not self._ready:
+            try:
+                self._producer.init_transactions(self.timeout_s)
+            except KafkaException as err:
+                raise translate(err, f"{self.endpoint.alias}: init transactions") from None
+            self._ready = True
+
+    def send(
+        self,
+        payloads: Sequence[tuple[bytes | None, bytes]],
+        abort: bool = False,
+        partition: int | None = None,
+    ) -> list[Acked]:
+        """Produce ``payloads`` (key, value) - to ``partition``, or as the key decides;
+        returns what was acknowledged (nothing when ``abort``: the transaction is aborted
+        after the records were written)."""
+        self._init()
+        delivered: list[Acked] = []
+        failures: list[KafkaError] = []
+
+        def on_delivery(error: object, message: object) -> None:
+            if error is not None:
+                failures.append(translate(error, f"produce to {self.topic}"))
+                return
+            record = to_record(message)
+            delivered.append(
+                Acked(record.partition, record.offset, record.size, record.timestamp_ms or 0)
+            )
+
+        try:
+            if self.transactional:
+                self._producer.begin_transaction()
+            for key, value in payloads:
+                self._producer.produce(
+                    self.topic,
+                    key=key,
+                    value=value,
+                    partition=-1 if partition is None else partition,
+                    on_delivery=on_delivery,
+                )
+            remaining = self._producer.flush(self.timeout_s)
+            if failures:
+                raise failures[0]
+            if remaining:
+                raise KafkaError(f"{self.endpoint.alias}: {remaining} records not acknowledged")
+            if self.transactional:
+                if abort:
+                    self._producer.abort_transaction(self.timeout_s)
+                    return []
+                self._producer.commit_transaction(self.timeout_s)
+        except KafkaException as err:
+            raise translate(err, f"{self.endpoint.alias}: produce to {self.topic}") from None
+        except BufferError:
+            raise KafkaError(f"{self.endpoint.alias}: producer queue full") from None
+        return delivered
+
+    def close(self) -> None:
+        """Bounded: a dead cluster never holds the caller."""
+        closer = threading.Thread(target=self._producer.flush, args=(1.0,), daemon=True)
+        closer.start()
+        closer.join(2.0)
+
+
+class AppConsumer:
+    """A consumer-group member: ``poll`` a batch, ``commit`` it synchronously.
+
+    Reads committed data only (like a careful application); starts where the group committed,
+    or at the beginning when it never did.
+    """
+
+    def __init__(self, endpoint: ClusterEndpoint, group: str, topic: str) -> None:
+        self.endpoint, self.group, self.topic = endpoint, group, topic
+        self._consumer = make_consumer(
+            endpoint,
+            group,
+            {
+                "isolation.level": "read_committed",
+                "session.timeout.ms": 10_000,
+                "fetch.wait.max.ms": 100,
+            },
+        )
+        self._consumer.subscribe([topic])
+
+    def poll(self, max_records: int, timeout_s: float) -> list[Record]:
+        try:
+            messages = self._consumer.consume(max_records, timeout_s)
+        except KafkaException as err:
+            raise translate(err, f"{self.endpoint.alias}: consume {self.topic}") from None
+        out: list[Record] = []
+        for message in messages:
+            error = message.error()
+            if error is not None:
+                if error.retriable() or error.code() < 0:
+                    continue  # transport trouble: the client retries by itself
+                raise translate(error, f"{self.endpoint.alias}: consume {self.topic}")
+            out.append(to_record(message))
+        return out
+
+    def commit(self, records: Sequence[Record]) -> None:
+        """Commit the position after the last of ``records`` in each partition (synchronous);
+        raises KafkaError when the group coordinator did not accept it."""
+        positions: dict[TopicPartition, int] = {}
+        for record in records:
+            tp = TopicPartition(record.topic, record.partition)
+            positions[tp] = max(positions.get(tp, 0), record.offset + 1)
+        if not positions:
+            return
+        request = [RdTP(tp.topic, tp.partition, o) for tp, o in sorted(positions.items())]
+        try:
+            answered = self._consumer.commit(offsets=request, asynchronous=False) or []
+        except KafkaException as err:
+            raise translate(err, f"{self.endpoint.alias}: commit {self.group}") from None
+        for answer in answered:
+            if answer.error is not None:
+                raise translate(answer.error, f"{self.endpoint.alias}: commit {self.group}")
+
+    def close(self) -> None:
+        """Leave the group; bounded (a dead cluster never answers a leave request)."""
+        closer = threading.Thread(target=self._consumer.close, daemon=True)
+        closer.start()
+        closer.join(5.0)

@@ -1,0 +1,49 @@
+"""The non-disruptive drill on real clusters: ready when replication, checkpoints and parity
+are in place; groups are translated into shadow groups that vanish again; nothing moves."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from drkit.drills.readiness import SHADOW_PREFIX
+from drkit.drills.report import Verdict
+from drkit.drills.service import run_readiness
+from drkit.failover.pointer import PointerRepository
+from drkit.kafka.admin import TopicSpec
+from drkit.store import StateStore
+from tests.conftest import Names
+from tests.failover_support import source_with_groups, wait_replicated
+from tests.kafka_backends import ClusterUnderTest
+from tests.replication_support import Replicator, flow_setup
+
+
+def test_readiness_translates_into_shadow_groups_moves_nothing_and_finds_a_missing_replica(
+    dc1: ClusterUnderTest, dc2: ClusterUnderTest, names: Names, tmp_path: Path
+) -> None:
+    topic = names.topic("orders")
+    pattern = f"{names.prefix}.*"
+    setup = flow_setup(tmp_path, dc1, dc2, [pattern], groups={"include": [pattern]})
+    groups = source_with_groups(setup, topic, names)
+    store = StateStore(f"sqlite:///{tmp_path / 'drkit.db'}")
+    store.ensure_current()
+    with Replicator(setup, log_dir=tmp_path):
+        wait_replicated(setup, topic, groups)
+        ready = run_readiness(setup.config, store, tmp_path / "state", setup.source, setup.target)
+    report = ready.report
+    assert report.verdict is Verdict.READY, report.checks
+    shadow = next(c for c in report.checks if c.name == "shadow_translation")
+    assert f"{len(groups)} groups" in shadow.detail
+    target = dc2.admin()
+    left = [g for g in target.list_groups() if g.startswith(SHADOW_PREFIX + names.prefix)]
+    assert left == []  # shadow groups removed again
+    for group in groups:  # the real groups were never written on the target
+        assert target.group_offsets(group).offsets == {}
+    assert PointerRepository(store).get() is None
+    assert ready.html.exists() and report.mode == "readiness" and report.rto is None
+
+    # A topic without its replica (no worker copies it now): not ready, and it says which.
+    dc1.admin().create_topics([TopicSpec(names.topic("late"), 1)])
+    late = run_readiness(setup.config, store, tmp_path / "state", setup.source, setup.target)
+    assert late.report.verdict is Verdict.NOT_READY
+    parity = next(c for c in late.report.checks if c.name == "topic_parity")
+    assert not parity.passed and names.topic("late") in parity.detail

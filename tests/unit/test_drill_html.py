@@ -1,0 +1,314 @@
+"""The drill report page and the trend page: content, self-containment, files on disk."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from drkit.drills.html import (
+    format_bytes,
+    format_seconds,
+    render_report,
+    render_trend,
+    write_report,
+)
+from drkit.drills.report import (
+    Check,
+    DrillReport,
+    GroupOutcome,
+    PartitionRpo,
+    Series,
+    Verdict,
+)
+from tests.drill_samples import sample_report
+
+PLOTS = ("plot-rto", "plot-rpo", "plot-series", "plot-timeline")
+SVG_NAMESPACES = {"http://www.w3.org/2000/svg", "http://www.w3.org/1999/xlink"}
+
+
+def element(page: str, element_id: str) -> str:
+    """The inner text of the (unnested) element with that id."""
+    match = re.search(rf'<(\w+)[^>]*\bid="{element_id}"[^>]*>(.*?)</\1>', page, re.DOTALL)
+    assert match is not None, f"no element #{element_id}"
+    return match.group(2).strip()
+
+
+def plot_has_svg(page: str, plot_id: str) -> bool:
+    return re.search(rf'<div class="plot" id="{plot_id}"[^>]*>\s*<svg\b', page) is not None
+
+
+def readiness_report() -> DrillReport:
+    return sample_report(
+        mode="readiness",
+        procedure="none",
+        rto=None,
+        rpo=(),
+        verdict=Verdict.READY,
+        failover_run=None,
+        accounting=None,
+        groups=(),
+    )
+
+
+@pytest.fixture(scope="module")
+def page() -> str:
+    return render_report(sample_report())
+
+
+def test_verdict_banner_is_the_verdict_and_green(page: str) -> None:
+    assert element(page, "verdict") == "PolicyMet"
+    assert '<section class="banner good" id="verdict-banner">' in page
+
+
+def test_identity_and_move(page: str) -> None:
+    report = sample_report()
+    for text in (report.title, report.scenario, report.id, report.started_at, report.finished_at):
+        assert text in page
+    assert "dc1 &rarr; dc2 (failover)" in page
+    assert element(page, "mode") == "full"
+
+
+def test_rto_total_parts_and_targets(page: str) -> None:
+    assert element(page, "rto-total") == "46.5 s"
+    parts = element(page, "rto-parts")
+    for label, seconds in (
+        ("detection", "9.5 s"),
+        ("decision", "12.0 s"),
+        ("execution", "18.25 s"),
+        ("client resume", "6.75 s"),
+    ):
+        assert re.search(rf"<td>{label}</td><td class=\"num\">{re.escape(seconds)}</td>", parts)
+    targets = element(page, "targets")
+    assert "120.0 s" in targets and "46.5 s" in targets
+    assert "1,000" in targets and ">73<" in targets
+    assert "5.0 s" in targets and "1.6 s" in targets
+
+
+def test_rpo_totals_and_partitions(page: str) -> None:
+    assert element(page, "rpo-records") == "73 records"
+    assert element(page, "rpo-bytes") == "37,376 B (36.5 KiB)"
+    assert element(page, "rpo-seconds") == "1.6 s"
+    partitions = element(page, "rpo-partitions")
+    assert partitions.count("<tr>") == 1 + 6
+    assert "15,872 B (15.5 KiB)" in partitions
+
+
+def test_every_check_group_event_step_and_note(page: str) -> None:
+    report = sample_report()
+    for check in report.checks:
+        assert f'<tr data-check="{check.name}"><td>{check.name}</td>' in page
+    for group in report.groups:
+        assert f'<tr data-group="{group.group}"><td>{group.group}</td>' in page
+    events = element(page, "events")
+    for event in report.timeline:
+        assert f"<td>{event.kind}</td>" in events
+    assert events.index("fault_injected") < events.index("clients_resumed")
+    steps = element(page, "failover-steps")
+    assert steps.count("<tr>") == 1 + 8 + 1
+    assert "18.25 s" in steps  # their total
+    assert "SUCCEEDED" in element(page, "failover-run")
+    accounting = element(page, "accounting-table")
+    assert '<td>produced</td><td class="num">124,313</td>' in accounting
+    for note in report.notes:
+        assert note.replace("'", "&#39;") in page
+
+
+def test_where_each_group_resumed_is_a_table(page: str) -> None:
+    text = " ".join(re.sub(r"<[^>]+>", " ", element(page, "translations")).split())
+    assert "billing 0 912 874 exact" in text
+    assert "billing 1 55 - unmapped" in text
+    assert "<dt>translations</dt>" not in page and "<dt>rpo_estimate</dt>" not in page
+
+
+def test_every_plot_is_inline_svg(page: str) -> None:
+    for plot_id in PLOTS:
+        assert plot_has_svg(page, plot_id), plot_id
+    assert "<?xml" not in page and "<!DOCTYPE svg" not in page and "<metadata>" not in page
+
+
+def test_self_contained(page: str) -> None:
+    urls = set(re.findall(r"""(?:https?:)?//[\w.-]+\.\w+[^\s"'<>)]*""", page))
+    assert urls <= SVG_NAMESPACES
+    lowered = page.lower()
+    for reference in ("<script", "<link", "<img", " src=", "@import", "url(http"):
+        assert reference not in lowered
+
+
+def test_ids_are_unique_across_the_embedded_plots(page: str) -> None:
+    ids = Counter(re.findall(r'\bid="([^"]+)"', page))
+    assert [name for name, count in ids.items() if count > 1] == []
+    for reference in re.findall(r'(?:href="#|url\(#)([^")]+)', page):
+        assert reference in ids, reference
+
+
+def test_rendering_is_deterministic(page: str) -> None:
+    assert render_report(sample_report()) == page
+
+
+def test_readiness_says_no_move_was_made() -> None:
+    page = render_report(readiness_report())
+    assert element(page, "verdict") == "Ready"
+    assert '<section class="banner good"' in page
+    assert "no move was made" in element(page, "rto")
+    assert not plot_has_svg(page, "plot-rto")
+    assert element(page, "plot-rpo") == "nothing lost"
+    assert element(page, "rpo-records") == "0 records"
+    assert "no consumer groups followed" in page
+    assert 'id="failover-run"' not in page and 'id="accounting"' not in page
+
+
+def test_breached_report_is_red_and_gives_its_reasons() -> None:
+    reasons = ("RTO 146.5 s exceeds the 120.0 s target", "check 'no record skipped' failed")
+    report = sample_report(
+        verdict=Verdict.POLICY_BREACHED,
+        reasons=reasons,
+        checks=(Check("no record skipped", False, "billing skipped 12 records"),),
+    )
+    page = render_report(report)
+    assert element(page, "verdict") == "PolicyBreached"
+    assert '<section class="banner bad" id="verdict-banner">' in page
+    listed = element(page, "reasons")
+    for reason in reasons:
+        assert f"<li>{reason.replace(chr(39), '&#39;')}</li>" in listed
+    assert '<span class="no">failed</span>' in page
+
+
+def test_not_ready_is_red() -> None:
+    page = render_report(sample_report(verdict=Verdict.NOT_READY, rto=None))
+    assert '<section class="banner bad"' in page
+
+
+def test_empty_series_timeline_and_rpo_say_so_instead_of_plotting() -> None:
+    page = render_report(sample_report(series=Series(), timeline=(), rpo=()))
+    assert element(page, "plot-series") == "no samples"
+    assert element(page, "plot-timeline") == "no events recorded"
+    assert element(page, "plot-rpo") == "nothing lost"
+    assert plot_has_svg(page, "plot-rto")
+
+
+def test_partitions_checked_but_nothing_lost() -> None:
+    page = render_report(sample_report(rpo=(PartitionRpo("orders", 0, 0, 0, 0.0),)))
+    assert element(page, "plot-rpo") == "nothing lost"
+    assert "rpo-partitions" in page
+
+
+def test_text_from_the_report_is_escaped_and_never_mathtext() -> None:
+    report = sample_report(
+        title="<script>alert(1)</script>",
+        checks=(Check("a & b", True, "<b>bold</b>"),),
+        rpo=(PartitionRpo("$price$", 0, 3, 30, 0.1), PartitionRpo("t", 1, 2, 20, 0.1)),
+        groups=(GroupOutcome("g<1>", 1, 1, 0, 0, None, None),),
+    )
+    page = render_report(report)
+    assert "<script>" not in page
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    assert "a &amp; b" in page and "&lt;b&gt;bold&lt;/b&gt;" in page
+    assert 'data-group="g&lt;1&gt;"' in page
+    assert plot_has_svg(page, "plot-rpo")
+
+
+def test_uneven_series_are_cut_to_the_common_length() -> None:
+    report = sample_report()
+    series = Series(t=report.series.t, lag=report.series.lag[:10], produced_per_s=(1.0, 2.0))
+    assert plot_has_svg(render_report(sample_report(series=series)), "plot-series")
+
+
+def test_big_report_renders_quickly() -> None:
+    partitions = tuple(PartitionRpo(f"topic-{i % 5}", i, i * 3, i * 300, i / 10) for i in range(50))
+    series = Series(
+        t=tuple(float(i) for i in range(300)),
+        lag=tuple(int(100 + 50 * math.sin(i / 9)) for i in range(300)),
+        produced_per_s=tuple(500.0 for _ in range(300)),
+        copied_per_s=tuple(490.0 for _ in range(300)),
+    )
+    report = sample_report(rpo=partitions, series=series)
+    render_report(report)  # warm: fonts, caches
+    started = time.perf_counter()
+    page = render_report(report)
+    elapsed = time.perf_counter() - started
+    assert all(plot_has_svg(page, plot_id) for plot_id in PLOTS)
+    assert element(page, "rpo-partitions").count("<tr>") == 51
+    assert elapsed < 3.0, f"{elapsed:.2f} s (aim: under 1.5 s)"
+
+
+def test_trend_lists_drills_in_time_order() -> None:
+    reports = [
+        sample_report(id="drill-b", started_at="2025-06-14T09:00:00+00:00"),
+        sample_report(id="drill-a", started_at="2025-03-14T09:00:00+00:00"),
+        sample_report(
+            id="drill-c",
+            started_at="2025-09-14T09:00:00+00:00",
+            rto=None,
+            rpo=(),
+            verdict=Verdict.NOT_READY,
+            mode="readiness",
+        ),
+    ]
+    page = render_trend(reports)
+    positions = [
+        page.index(f'<tr data-drill="{name}">') for name in ("drill-a", "drill-b", "drill-c")
+    ]
+    assert positions == sorted(positions)
+    assert plot_has_svg(page, "plot-trend")
+    drills = element(page, "drills")
+    assert drills.count("46.5 s") == 2 and "no move" in drills
+    assert "NotReady" in drills and drills.count("PolicyMet") == 2
+    assert drills.count('<td class="num">73</td>') == 2
+    urls = set(re.findall(r"https?://[^\s\"'<>)]+", page))
+    assert urls <= SVG_NAMESPACES
+
+
+def test_trend_of_nothing_and_of_one() -> None:
+    assert element(render_trend([]), "plot-trend") == "no drills"
+    page = render_trend([sample_report()])
+    assert plot_has_svg(page, "plot-trend")
+    assert "1 drill," in page
+
+
+def test_write_report_round_trips(tmp_path: Path) -> None:
+    report = sample_report()
+    html_path, json_path = write_report(report, tmp_path / "drills" / report.id)
+    assert html_path == tmp_path / "drills" / report.id / "report.html"
+    assert json_path == html_path.with_name("report.json")
+    assert sorted(p.name for p in html_path.parent.iterdir()) == ["report.html", "report.json"]
+    text = json_path.read_text(encoding="utf-8")
+    assert text == json.dumps(report.to_json(), indent=2, sort_keys=True) + "\n"
+    document = json.loads(text)
+    assert document["schema"] == "drkit.drill/v1"
+    assert DrillReport.from_json(document) == report
+    assert html_path.read_text(encoding="utf-8") == render_report(report)
+
+
+def test_write_report_replaces_earlier_files(tmp_path: Path) -> None:
+    write_report(sample_report(), tmp_path)
+    html_path, json_path = write_report(sample_report(verdict=Verdict.POLICY_BREACHED), tmp_path)
+    assert json.loads(json_path.read_text())["verdict"] == "PolicyBreached"
+    assert 'id="verdict">PolicyBreached<' in html_path.read_text()
+    assert not list(tmp_path.glob("*.tmp"))
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [(None, "-"), (0.0, "0.0 s"), (9.5, "9.5 s"), (18.25, "18.25 s"), (1234.0, "1,234.0 s")],
+)
+def test_format_seconds(value: float | None, text: str) -> None:
+    assert format_seconds(value) == text
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [
+        (0, "0 B"),
+        (1023, "1,023 B"),
+        (1024, "1,024 B (1.0 KiB)"),
+        (3 << 20, "3,145,728 B (3.0 MiB)"),
+    ],
+)
+def test_format_bytes(value: int, text: str) -> None:
+    assert format_bytes(value) == text

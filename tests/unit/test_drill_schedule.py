@@ -1,0 +1,75 @@
+"""Scheduled drills: the config is checked at load, one monitor runs each slot."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from drkit.config.loader import load_config_text
+from drkit.drills.schedule import DrillSchedule
+from drkit.errors import ConfigError
+from drkit.store import StateStore
+
+CLUSTERS = """
+clusters:
+  dc1: {bootstrap_servers: "127.0.0.1:1"}
+  dc2: {bootstrap_servers: "127.0.0.1:2"}
+"""
+
+
+def _config(schedule: str):  # type: ignore[no-untyped-def]
+    return load_config_text(CLUSTERS + "drills:\n  schedule:\n" + schedule, env={})
+
+
+def test_a_readiness_check_and_a_full_drill_can_be_scheduled() -> None:
+    config = _config(
+        '    - {cron: "0 3 * * 1", source: dc1, target: dc2}\n'
+        '    - {cron: "30 3 1 * *", scenario: planned-switchover}\n'
+    )
+    first, second = config.drills.schedule
+    assert (first.source, first.target, first.scenario) == ("dc1", "dc2", None)
+    assert second.scenario == "planned-switchover"
+
+
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [
+        ('{cron: "61 * * * *", source: dc1, target: dc2}', "not a crontab expression"),
+        ('{cron: "0 3 * * 1", source: dc1}', "either scenario, or source and target"),
+        ('{cron: "0 3 * * 1", scenario: x, source: dc1, target: dc2}', "either scenario"),
+        ('{cron: "0 3 * * 1", source: dc1, target: dc9}', "unknown cluster 'dc9'"),
+    ],
+)
+def test_a_bad_schedule_entry_is_refused_at_load(entry: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        _config(f"    - {entry}\n")
+
+
+def test_every_entry_becomes_a_cron_job_in_utc() -> None:
+    from apscheduler.schedulers.background import BackgroundScheduler
+
+    config = _config('    - {cron: "15 4 * * *", source: dc1, target: dc2}\n')
+    scheduler = BackgroundScheduler(timezone="UTC")
+    schedule = DrillSchedule(config, None, StateStore("sqlite://"), Path(), "m1")
+    assert schedule.add_to(scheduler) == ["drill-0"]
+    trigger = scheduler.get_job("drill-0").trigger
+    assert str(trigger) == "cron[month='*', day='*', day_of_week='*', hour='4', minute='15']"
+
+
+def test_two_monitors_firing_the_same_slot_run_it_once(tmp_path: Path) -> None:
+    config = _config('    - {cron: "0 3 * * 1", source: dc1, target: dc2}\n')
+    store = StateStore(f"sqlite:///{tmp_path / 'drkit.db'}")
+    store.ensure_current()
+    ran: list[str] = []
+
+    class Counting(DrillSchedule):
+        def _run(self, entry):  # type: ignore[no-untyped-def]
+            ran.append(self.owner)
+            return len(ran)
+
+    first = Counting(config, None, store, tmp_path, "monitor-a")
+    second = Counting(config, None, store, tmp_path, "monitor-b")
+    assert first.run(0) == 1
+    assert second.run(0) is None
+    assert ran == ["monitor-a"]
