@@ -155,11 +155,21 @@ def sample_report(**overrides: Any) -> DrillReport:
             "state": "SUCCEEDED",
             "steps": [{"name": name, "seconds": seconds} for name, seconds in FAILOVER_STEPS],
             "translations": [
-                {"group": "billing", "partition": 0, "source_offset": 912,
-                 "target_offset": 874, "method": "exact"},
-                {"group": "billing", "partition": 1, "source_offset": 55,
-                 "target_offset": None, "method": "unmapped"},
-            ],  # fmt: skip
+                {
+                    "group": "billing",
+                    "partition": 0,
+                    "source_offset": 912,
+                    "target_offset": 874,
+                    "method": "exact",
+                },
+                {
+                    "group": "billing",
+                    "partition": 1,
+                    "source_offset": 55,
+                    "target_offset": None,
+                    "method": "unmapped",
+                },
+            ],
         },
         accounting={
             "produced": 124_313,

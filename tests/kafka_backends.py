@@ -117,12 +117,13 @@ def _external(names: list[str]) -> dict[str, ClusterUnderTest]:
 
 
 @contextmanager
-def scratch_cluster(brokers: int = 1) -> Iterator[ClusterUnderTest]:
-    """A throw-away local cluster that a test may stop, kill or cut off (local backend only)."""
+def scratch_cluster(brokers: int = 1, namespaced: bool = False) -> Iterator[ClusterUnderTest]:
+    """A throw-away local cluster that a test may stop, kill or cut off (local backend only);
+    ``namespaced``: in its own network namespace (needs root)."""
     manager = LocalKafka(state_dir_for_tests())
     name = f"scratch-{uuid.uuid4().hex[:6]}"
     try:
-        status = manager.up([name], brokers=brokers)[0]
+        status = manager.up([name], brokers=brokers, namespaced=namespaced)[0]
         yield ClusterUnderTest(name, status.bootstrap_servers, manager, manager.log_files(name))
     finally:
         manager.down([name], purge=True)

@@ -87,11 +87,19 @@ def local() -> None:
     show_default=True,
     help="Brokers per new cluster (KRaft combined mode; 3 keeps quorum with one down).",
 )
+@click.option(
+    "--netns",
+    is_flag=True,
+    help="Put each new cluster in its own network namespace (a data center whose link a "
+    "drill can cut; needs root).",
+)
 @click.option("--timeout", type=float, default=120.0, show_default=True, help="Seconds to wait.")
 @_state_dir_option
 @output_option
 @pass_app
-def up(app: AppContext, clusters: str, brokers: int, timeout: float, output: str) -> None:
+def up(
+    app: AppContext, clusters: str, brokers: int, netns: bool, timeout: float, output: str
+) -> None:
     """Start the local clusters (resolving Kafka's jars on first use) and write a config.
 
     Running clusters are left as they are, so 'up' is safe to repeat.
@@ -100,7 +108,7 @@ def up(app: AppContext, clusters: str, brokers: int, timeout: float, output: str
 
     started = time.monotonic()
     manager = LocalKafka(app.state_dir)
-    statuses = manager.up(_names(clusters), brokers=brokers, timeout_s=timeout)
+    statuses = manager.up(_names(clusters), brokers=brokers, timeout_s=timeout, namespaced=netns)
     path = write_local_config(app.state_dir, statuses)
     if output == "text":
         click.echo(f"ready in {time.monotonic() - started:.1f}s")

@@ -1,10 +1,11 @@
 """Fault injection for drills on the local clusters (``drkit local up``).
 
 * ``kill_brokers``: every broker of the cluster gets SIGKILL (a crash; data on disk stays).
-* ``network_cut``: packets to the cluster's client port are dropped (iptables, needs root):
-  the brokers keep running and every connection hangs, as behind a cut link.  Without
-  iptables rights the brokers are frozen (SIGSTOP) instead - clients see the same silence -
-  and the report says which was done.
+* ``network_cut``: a cluster started in its own network namespace (``drkit local up --netns``)
+  has its veth link cut - the brokers keep running, nobody outside reaches them.  A cluster on
+  loopback gets the next best thing: packets to its client ports are dropped (iptables, needs
+  root), so every connection hangs.  Without either the brokers are frozen (SIGSTOP): clients
+  see the same silence.  The report says which was done.
 
 Every fault is undone by :meth:`LocalFaults.restore` (brokers started, thawed, rules removed),
 which the drill runner calls in ``finally``: a drill never leaves a cluster broken.
@@ -33,6 +34,7 @@ class LocalFaults:
     tag: str  # marks this drill's firewall rules
     _killed: set[str] = field(default_factory=set)
     _frozen: set[str] = field(default_factory=set)
+    _cut: set[str] = field(default_factory=set)
     _rules: list[list[str]] = field(default_factory=list)
 
     def require(self, cluster: str) -> None:
@@ -50,6 +52,14 @@ class LocalFaults:
             self._killed.add(cluster)
             return f"{cluster}'s brokers killed (SIGKILL)"
         if kind is FaultKind.NETWORK_CUT:
+            namespace = self.local.namespace(cluster)
+            if namespace is not None:
+                self.local.cut_link(cluster)
+                self._cut.add(cluster)
+                return (
+                    f"{cluster}'s link cut: its brokers run in network namespace "
+                    f"{namespace.name}, whose veth link is down"
+                )
             if self._blackhole(cluster):
                 return (
                     f"{cluster}'s client port blackholed (iptables DROP): brokers running, "
@@ -87,6 +97,10 @@ class LocalFaults:
     def restore(self) -> list[str]:
         """Undo every fault injected; returns what was undone."""
         undone: list[str] = []
+        for cluster in sorted(self._cut):
+            self.local.mend_link(cluster)
+            undone.append(f"{cluster}'s link restored")
+        self._cut.clear()
         if self._rules:
             self._unblock()
             undone.append("firewall rules removed")

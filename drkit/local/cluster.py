@@ -30,7 +30,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from drkit.errors import KafkaError, LocalClusterError
+from drkit.local import netns
 from drkit.local.jars import KAFKA_VERSION, java_executable, resolve_bundle
+from drkit.local.netns import Namespace
 
 _LOG4J2 = """\
 status = warn
@@ -72,10 +74,20 @@ class ClusterState:
     cluster_id: str
     brokers: list[BrokerState] = field(default_factory=list)
     kafka_version: str = KAFKA_VERSION
+    netns: int | None = None  # index of its network namespace (drkit.local.netns), if any
+
+    @property
+    def namespace(self) -> Namespace | None:
+        return netns.Namespace(self.netns) if self.netns is not None else None
+
+    @property
+    def address(self) -> str:
+        """Where clients reach the brokers: loopback, or the namespace's address."""
+        return self.namespace.address if self.namespace is not None else "127.0.0.1"
 
     @property
     def bootstrap_servers(self) -> str:
-        return ",".join(f"127.0.0.1:{b.port}" for b in self.brokers)
+        return ",".join(f"{self.address}:{b.port}" for b in self.brokers)
 
 
 @dataclass(frozen=True)
@@ -176,15 +188,23 @@ class LocalKafka:
     # -- lifecycle ------------------------------------------------------------------------
 
     def up(
-        self, names: Iterable[str], brokers: int = 1, timeout_s: float = 120.0
+        self,
+        names: Iterable[str],
+        brokers: int = 1,
+        timeout_s: float = 120.0,
+        namespaced: bool = False,
     ) -> list[ClusterStatus]:
         """Start (creating and formatting when new) each named cluster; wait until ready.
 
-        Running brokers are left alone, so ``up`` on running clusters is a no-op.
+        ``namespaced`` puts a new cluster in its own network namespace (a data center whose
+        link can be cut; needs root, see drkit.local.netns).  Running brokers are left alone,
+        so ``up`` on running clusters is a no-op.
         """
         jars = resolve_bundle("kafka")
-        states = [self._ensure_created(name, brokers, jars) for name in names]
+        states = [self._ensure_created(name, brokers, jars, namespaced) for name in names]
         for state in states:
+            if state.namespace is not None:
+                netns.ensure(state.namespace)
             for broker in state.brokers:
                 if not _pid_is_broker(broker.pid, self._properties(state.name, broker.node_id)):
                     broker.pid = self._spawn(state, broker, jars)
@@ -193,13 +213,22 @@ class LocalKafka:
             self._wait_ready(state, timeout_s)
         return [self.cluster_status(state.name) for state in states]
 
-    def _ensure_created(self, name: str, brokers: int, jars: Path) -> ClusterState:
+    def _ensure_created(
+        self, name: str, brokers: int, jars: Path, namespaced: bool = False
+    ) -> ClusterState:
         existing = self._load(name)
         if existing is not None:
             return existing
         if brokers < 1:
             raise LocalClusterError("--brokers must be at least 1")
         state = ClusterState(name=name, cluster_id=_new_cluster_id())
+        if namespaced:
+            if not netns.available():
+                raise LocalClusterError(
+                    "network namespaces need root and iproute2 (ip netns): run without "
+                    "--netns, or as root"
+                )
+            state.netns = netns.create().index
         for node_id in range(1, brokers + 1):
             state.brokers.append(BrokerState(node_id, _free_port(), _free_port()))
         for broker in state.brokers:
@@ -216,8 +245,11 @@ class LocalKafka:
         size = len(state.brokers)
         internal_rf = min(3, size)
         min_isr = 2 if size >= 3 else 1
+        # Clients use the cluster's address; the controllers talk over (the namespace's)
+        # loopback, so a cut link never splits a cluster from itself.
         listeners = (
-            f"PLAINTEXT://127.0.0.1:{broker.port},CONTROLLER://127.0.0.1:{broker.controller_port}"
+            f"PLAINTEXT://{state.address}:{broker.port},"
+            f"CONTROLLER://127.0.0.1:{broker.controller_port}"
         )
         settings = {
             "process.roles": "broker,controller",
@@ -280,7 +312,9 @@ class LocalKafka:
         directory = self._broker_dir(state.name, broker.node_id)
         logs = directory / "logs"
         logs.mkdir(parents=True, exist_ok=True)
+        inside = state.namespace.exec_prefix() if state.namespace is not None else []
         command = [
+            *inside,
             java_executable(),
             f"-Xms{self.heap}"
             if self.heap.endswith("m") and int(self.heap[:-1]) <= 256
@@ -366,6 +400,8 @@ class LocalKafka:
                 self._signal(state, broker, signal.SIGTERM, wait_s=30.0)
             self._save(state)
             if purge:
+                if state.namespace is not None:
+                    netns.remove(state.namespace)
                 shutil.rmtree(self._cluster_dir(name), ignore_errors=True)
 
     def _require(self, name: str) -> ClusterState:
@@ -413,6 +449,24 @@ class LocalKafka:
             if _pid_is_broker(broker.pid, self._properties(name, broker.node_id)):
                 assert broker.pid is not None
                 os.kill(broker.pid, signal.SIGCONT)
+
+    def namespace(self, name: str) -> Namespace | None:
+        """The cluster's network namespace, when it was created in one."""
+        return self._require(name).namespace
+
+    def cut_link(self, name: str) -> None:
+        """Cut the namespaced cluster's link to the host: brokers run, nobody reaches them."""
+        namespace = self._require(name).namespace
+        if namespace is None:
+            raise LocalClusterError(
+                f"{name} is not in a network namespace (drkit local up --netns)"
+            )
+        netns.cut(namespace)
+
+    def mend_link(self, name: str) -> None:
+        namespace = self._require(name).namespace
+        if namespace is not None:
+            netns.mend(namespace)
 
     def client_ports(self, name: str) -> list[int]:
         """The ports clients connect to (one per broker)."""
