@@ -42,7 +42,7 @@ TIMELINE = (
     Event(FAULT_AT_S, "fault_injected", "stopped all 3 brokers of dc1"),
     Event(69.5, "source_unavailable", "2 of 2 observers declared dc1 UNAVAILABLE"),
     Event(81.5, "failover_started", "automation started failover run fo-7c1e (dc1 -> dc2)"),
-    Event(FAILOVER_FINISHED_AT_S, "failover_finished", "active cluster pointer now dc2"),
+    Event(FAILOVER_FINISHED_AT_S, "pointer_moved", "active cluster pointer now dc2"),
     Event(101.2, "group_resumed", "billing processed its first record on dc2"),
     Event(CLIENTS_RESUMED_AT_S, "clients_resumed", "shipping resumed on dc2; every group has"),
     Event(LOAD[1], "load_stopped", "producer stopped"),

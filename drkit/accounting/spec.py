@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -83,10 +83,15 @@ def build_spec(
     groups: list[str],
     topics: list[str] | None = None,
     loss_events: Sequence[LossEvent] = (),
+    positions: Mapping[str, Mapping[TopicPartition, int]] | None = None,
 ) -> Spec:
     """Snapshot the ranges to check (log start to last stable offset, now), the groups'
     positions and the records lost before replication (``loss_events``: the flow's recorded
     ones, plus any verify finds itself; drkit/accounting/losses.py).
+
+    ``positions`` gives a group's T per replica partition to judge instead of its live commit
+    on the target: a cutover checks what it committed, while the group may already be
+    consuming there.
 
     Raises AccountingError when there is nothing to check: no selected source partition holds
     a record and nothing was lost.
@@ -129,7 +134,7 @@ def build_spec(
         "source_options": spark_kafka_options(config.clusters[flow.source]),
         "target_options": spark_kafka_options(config.clusters[flow.target]),
         "partitions": partitions,
-        "groups": _group_positions(config, flow, groups, set(chosen), target),
+        "groups": _group_positions(config, flow, groups, set(chosen), target, positions or {}),
         "filters": filter_rules(flow),
         "notes": notes(flow),
         "lost_before_replication": [loss.as_record() for loss in lost],
@@ -210,10 +215,16 @@ def notes(flow: FlowConfig) -> list[str]:
 
 
 def _group_positions(
-    config: DrkitConfig, flow: FlowConfig, groups: list[str], topics: set[str], target: KafkaAdmin
+    config: DrkitConfig,
+    flow: FlowConfig,
+    groups: list[str],
+    topics: set[str],
+    target: KafkaAdmin,
+    given: Mapping[str, Mapping[TopicPartition, int]],
 ) -> list[GroupSpec]:
-    """Per group and partition: S on the source and T on the target - the group's own commit
-    there if it has one (it already moved), else drkit's translation."""
+    """Per group and partition: S on the source and T on the target - ``given`` (what a run
+    committed), else the group's own commit there if it has one (it already moved), else
+    drkit's translation."""
     if not groups:
         return []
     report = translate_groups(config, flow, groups)
@@ -226,6 +237,8 @@ def _group_positions(
                 continue
             replica_tp = TopicPartition(row.target_topic, row.target_partition)
             committed = own.offsets.get(replica_tp) if own is not None else None
+            if group in given and replica_tp in given[group]:
+                committed = given[group][replica_tp]
             positions.append(
                 {
                     "group": group,

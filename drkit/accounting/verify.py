@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import cast
@@ -14,6 +15,7 @@ from drkit.accounting.sparkjob.schema import SCHEMA, Summary
 from drkit.accounting.spec import build_spec
 from drkit.config.model import DrkitConfig, FlowConfig
 from drkit.errors import AccountingError, ConfigError, Problem
+from drkit.kafka.records import TopicPartition
 from drkit.replication.loss import LossEvent
 from drkit.store.db import StateStore
 from drkit.store.loss_repo import LossRepository
@@ -29,10 +31,12 @@ def verify(
     master: str | None = None,
     store: StateStore | None = None,
     verbose: bool = False,
+    positions: Mapping[str, Mapping[TopicPartition, int]] | None = None,
 ) -> Summary:
-    """Run one verification; returns the ``drkit.verify/v1`` summary (also in ``out``)."""
+    """Run one verification; returns the ``drkit.verify/v1`` summary (also in ``out``).
+    ``positions``: group offsets on the target to judge instead of the live ones (spec.py)."""
     started = datetime.now(UTC)
-    spec = build_spec(config, flow, groups, topics, recorded_losses(store, flow))
+    spec = build_spec(config, flow, groups, topics, recorded_losses(store, flow), positions)
     out.mkdir(parents=True, exist_ok=True)
     try:
         spark = build_session(master, f"drkit verify {flow.name}", verbose)

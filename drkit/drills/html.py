@@ -39,7 +39,7 @@ MARKED_EVENTS: dict[str, tuple[str, str]] = {
     "fault_injected": ("fault", "#c0392b"),
     "source_unavailable": ("detected", "#d68910"),
     "failover_started": ("failover started", "#2874a6"),
-    "failover_finished": ("failover finished", "#1e8449"),
+    "pointer_moved": ("pointer moved", "#1e8449"),
     "clients_resumed": ("clients resumed", "#7d3c98"),
 }
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from drkit.drills.report import Check, Event, PartitionRpo, RtoBreakdown, Targets, Verdict
-from drkit.drills.timeline import CLIENTS_RESUMED, DETECTED, FAULT, RUN_FINISHED, RUN_STARTED
+from drkit.drills.timeline import CLIENTS_RESUMED, DETECTED, FAULT, POINTER_MOVED, RUN_STARTED
 
 
 class Unmeasured(ValueError):
@@ -22,12 +22,14 @@ def _at(events: Sequence[Event], kind: str) -> float:
 def rto_of(events: Sequence[Event], planned: bool) -> RtoBreakdown:
     """Split recovery time at the drill's moments.
 
-    Unplanned: fault -> detected -> run started -> run finished -> clients resumed.
+    Unplanned: fault -> detected -> run started -> pointer moved -> clients resumed.
     Planned: the applications stop when the run starts, so detection and decision are 0.
-    A missing moment raises Unmeasured (an RTO is never guessed).
+    Steps after the pointer moved (a cutover's verification, the reverse flow) do not hold
+    clients back and are not part of it.  A missing moment raises Unmeasured (an RTO is never
+    guessed).
     """
     started = _at(events, RUN_STARTED)
-    finished = _at(events, RUN_FINISHED)
+    finished = _at(events, POINTER_MOVED)
     resumed = _at(events, CLIENTS_RESUMED)
     if planned:
         detection = decision = 0.0

@@ -36,8 +36,8 @@ class RtoBreakdown:
 
     detection: fault -> the monitor declares the source unavailable (0 for planned moves);
     decision: detection -> a failover run starts (operator or automation);
-    execution: run start -> run finished (pointer moved);
-    client_resume: run finished -> every consumer group has processed on the target.
+    execution: run start -> the pointer moved (clients belong on the target);
+    client_resume: pointer moved -> every consumer group has processed on the target.
     """
 
     detection_s: float

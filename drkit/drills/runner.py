@@ -32,6 +32,7 @@ from drkit.drills.timeline import (
     CLIENTS_RESUMED,
     DETECTED,
     FAULT,
+    POINTER_MOVED,
     RUN_FINISHED,
     RUN_STARTED,
     Timeline,
@@ -93,6 +94,8 @@ class DrillRunner:
         self.resumed: dict[str, float] = {}
         self._sampler: _Sampler | None = None
         self._last_said = ""
+        self._mover: threading.Thread | None = None
+        self._move_error: BaseException | None = None
 
     # -- helpers ------------------------------------------------------------------------------
 
@@ -147,7 +150,9 @@ class DrillRunner:
         try:
             self._prepare()
             self._move()
+            self._await_pointer()
             self._resume_clients()
+            self._await_run()
             if self.scenario.move.failback:
                 self._failback()
         finally:
@@ -192,6 +197,8 @@ class DrillRunner:
         return sampler is not None and sampler.copied_total() > 0
 
     def _move(self) -> None:
+        """Break the source (or stop the applications, for a planned move) and start the move
+        in the background: clients follow as soon as the pointer moves, as they would."""
         s = self.scenario
         if s.fault.divergent_records:
             self._diverge()
@@ -199,9 +206,7 @@ class DrillRunner:
             for member in self.source_members:
                 member.stop()
             self.timeline.add("applications_stopped", f"consumers left {s.source}")
-            self._run_engine()
-            for writer in self.writers:
-                writer.stop()
+            self._in_background(self._run_engine)
             return
         self.fault_how = self.faults.inject(s.fault.kind, s.source)
         self.timeline.add(FAULT, self.fault_how)
@@ -213,20 +218,67 @@ class DrillRunner:
         for member in self.source_members:
             member.stop(wait_s=0)
         if s.move.decision is Decision.AUTOMATIC:
-            self._await_automatic_run()
+            self._in_background(self._await_automatic_run)
         else:
             if s.move.decision_delay_s:
                 self.wait(s.move.decision_delay_s, "the operator deciding")
-            self._run_engine()
+            self._in_background(self._run_engine)
+
+    def _in_background(self, move: Callable[[], None]) -> None:
+        def run() -> None:
+            try:
+                move()
+            except BaseException as err:  # handed to the drill's thread by _await_run
+                self._move_error = err
+
+        self._mover = threading.Thread(target=run, daemon=True, name="drill-move")
+        self._mover.start()
+
+    def _await_pointer(self) -> None:
+        """Until the run moved the pointer (clients belong on the target from then on)."""
+        runs = RunRepository(self.env.store)
+
+        def moved() -> bool:
+            if self._move_error is not None:
+                raise DrillFailed(f"the move failed: {self._move_error}") from self._move_error
+            for run in runs.latest(5):
+                step = run.step(StepName.MOVE_POINTER)
+                if (
+                    run.procedure is not Procedure.FAILBACK
+                    and step is not None
+                    and (step.state.value == "done" and step.finished_at is not None)
+                ):
+                    where = f"run {run.id}: clients belong on {self.scenario.target}"
+                    self.timeline.add(POINTER_MOVED, where, at_wall=_wall(step.finished_at))
+                    return True
+            return False
+
+        self.until(moved, 300, "the failover moving the pointer")
+        for writer in self.writers:
+            writer.stop()
+
+    def _await_run(self) -> None:
+        assert self._mover is not None
+        while self._mover.is_alive():
+            self.say("the failover run finishing", None)
+            self._mover.join(0.5)
+        if self._move_error is not None:
+            raise DrillFailed(f"the move failed: {self._move_error}") from self._move_error
 
     def _diverge(self) -> None:
-        """Stop replication, then let the source take records the target never gets."""
+        """Replication catches up and dies; then the source takes records the target never
+        gets (exactly ``divergent_records`` per partition: the divergent tail)."""
+        for writer in self.writers:
+            writer.stop()
+        sampler = self._sampler
+        assert sampler is not None
+        written = sum(w.acked_count for w in self.writers)
+        self.until(lambda: sampler.copied_total() >= written, 60, "replication catching up")
         replication = self.children[0]
         replication.kill()
         self.timeline.add("replication_killed", "the source now diverges from the target")
         count = self.scenario.fault.divergent_records
         for writer in self.writers:
-            writer.stop()
             partitions = writer.load.partitions
             producer = AppProducer(self.endpoint(self.scenario.source), writer.load.name, False)
             try:
@@ -481,7 +533,7 @@ class DrillRunner:
     ) -> tuple[GroupOutcome, ...]:
         s = self.scenario
         admin = KafkaAdmin(self.endpoint(s.source))
-        finished_at = self.timeline.first(RUN_FINISHED)
+        finished_at = self.timeline.first(POINTER_MOVED)
         out: list[GroupOutcome] = []
         for group, member in zip(s.workload.groups, self.target_members, strict=True):
             name, topic = self.env.group(group.name), self.env.topic(group.topic)

@@ -19,6 +19,7 @@ log = logging.getLogger("drkit.drill")
 FAULT = "fault_injected"
 DETECTED = "source_unavailable"
 RUN_STARTED = "failover_started"
+POINTER_MOVED = "pointer_moved"
 RUN_FINISHED = "failover_finished"
 CLIENTS_RESUMED = "clients_resumed"
 

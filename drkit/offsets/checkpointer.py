@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from drkit.config.model import ClusterConfig, FlowConfig
@@ -92,11 +93,18 @@ class Checkpointer:
     def follows(self, group: str) -> bool:
         return not group.startswith(OWN_GROUP_PREFIXES) and self.groups.matches(group)
 
-    def run(self, stop: threading.Event) -> None:
-        """Checkpoint until ``stop`` is set; a failed round is logged and retried next time."""
+    def run(self, stop: threading.Event, leading: Callable[[], bool] = lambda: True) -> None:
+        """Checkpoint until ``stop`` is set; a failed round is logged and retried next time.
+
+        Rounds run only while ``leading()`` (one checkpoint worker per flow at a time, elected
+        by drkit.kafka.election); the others stand by and take over when it goes.
+        """
         self.prepare()
         while not stop.is_set():
             started = time.monotonic()
+            if not leading():
+                stop.wait(min(1.0, self.flow.checkpoint_interval_s))
+                continue
             try:
                 # A source that does not answer (refused at once, or silent for 3 s) has no
                 # group offsets to give: skip the round instead of waiting out every call's
@@ -114,7 +122,9 @@ class Checkpointer:
         # one last round leaves checkpoints that match it (an unplanned failover right after
         # a shutdown must not resume from a checkpoint taken mid-catch-up).  With the source
         # gone there are no group offsets to read: stop now rather than wait out timeouts.
-        if self.source.answers(timeout_s=3.0):
+        if not leading():
+            pass  # the elected worker keeps checkpointing
+        elif self.source.answers(timeout_s=3.0):
             try:
                 self.round()
             except KafkaError as err:

@@ -37,11 +37,13 @@ from drkit.config.model import FlowConfig
 from drkit.control.gate import FlowGate, StoreControl
 from drkit.control.model import DesiredState
 from drkit.errors import ConfigError, DrkitError, KafkaError, Problem, ReplicationError
+from drkit.kafka import ClusterEndpoint
 from drkit.replication.assigner import LossSink
 from drkit.replication.client_settings import WorkerSettings
 from drkit.replication.loss import LossEvent
 from drkit.replication.metrics import default_metrics
 from drkit.replication.supervision import Liveness, PatienceStop, SuccessBackoff, is_transient
+from drkit.replication.topology import FlowTopology
 from drkit.replication.worker import FlowWorker
 
 log = logging.getLogger(__name__)
@@ -190,7 +192,7 @@ def run_flows(config: DrkitConfig, options: ServiceOptions, stop: threading.Even
     checkpoint_threads = [
         threading.Thread(
             target=run_checkpointer,
-            args=(config, flow, checkpoints_stop),
+            args=(config, flow, checkpoints_stop, options.settings.worker_id),
             name=f"checkpoints {flow.name}",
             daemon=True,
         )
@@ -220,18 +222,35 @@ def _interruptible(stop: threading.Event) -> Callable[[float], None]:
     return sleep
 
 
-def run_checkpointer(config: DrkitConfig, flow: FlowConfig, stop: threading.Event) -> None:
-    """Run one flow's checkpoint worker until ``stop``; it retries failed rounds itself."""
+def run_checkpointer(
+    config: DrkitConfig, flow: FlowConfig, stop: threading.Event, member: str = ""
+) -> None:
+    """Run one flow's checkpoint worker until ``stop``; it retries failed rounds itself.
+
+    Every ``drkit replicate`` process runs one; they elect, through a consumer group on the
+    target, the one that writes checkpoints (drkit.kafka.election): a dead or hung worker's
+    duty moves to another within the group's session timeout.
+    """
+    from drkit.kafka.election import GroupElection
     from drkit.offsets.checkpointer import Checkpointer
 
+    topology = FlowTopology.of(flow)
+    target = ClusterEndpoint(flow.target, config.clusters[flow.target])
     while not stop.is_set():
+        election: GroupElection | None = None
         try:
             checkpointer = Checkpointer(
                 flow, config.clusters[flow.source], config.clusters[flow.target]
             )
             try:
-                checkpointer.run(stop)
+                checkpointer.prepare()  # the election's topic must exist before it is joined
+                election = GroupElection(
+                    target, topology.checkpoint_group, topology.checkpoints_topic, member
+                )
+                checkpointer.run(stop, election.leading)
             finally:
+                if election is not None:
+                    election.close()
                 checkpointer.close()
         except KafkaError as err:
             log.warning(
@@ -276,7 +295,7 @@ def _child(config_path: str, options: ServiceOptions, index: int, log_level: int
     child_options = replace(
         options,
         workers=1,
-        checkpoints=options.checkpoints and index == 0,  # one checkpointer per flow is enough
+        checkpoints=options.checkpoints,  # every worker stands by; one is elected to write
         metrics_port=options.metrics_port + index if options.metrics_port else 0,
         settings=replace(
             options.settings,

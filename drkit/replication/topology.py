@@ -95,6 +95,12 @@ class FlowTopology:
         return internal_topics.HEARTBEATS
 
     @property
+    def checkpoint_group(self) -> str:
+        """The consumer group (on the target) whose member holding partition 0 of the
+        checkpoints topic runs the flow's checkpoint worker: one at a time, any process."""
+        return f"drkit-checkpoints.{self.flow.source}.{self.flow.target}"
+
+    @property
     def replicate_group(self) -> str:
         """The consumer group the flow's workers share on the source."""
         return f"drkit-replicate.{self.flow.source}.{self.flow.target}"

@@ -14,20 +14,20 @@ def _events(**at: float) -> list[Event]:
 
 def test_unplanned_rto_splits_at_each_moment() -> None:
     events = _events(fault_injected=10.0, source_unavailable=13.5, failover_started=15.0,
-                     failover_finished=19.0, clients_resumed=19.75)  # fmt: skip
+                     pointer_moved=19.0, clients_resumed=19.75)  # fmt: skip
     rto = rto_of(events, planned=False)
     assert rto == RtoBreakdown(3.5, 1.5, 4.0, 0.75)
     assert rto.total_s == pytest.approx(9.75)
 
 
 def test_a_planned_move_starts_counting_when_the_run_starts() -> None:
-    events = _events(failover_started=5.0, failover_finished=8.0, clients_resumed=8.5)
+    events = _events(failover_started=5.0, pointer_moved=8.0, clients_resumed=8.5)
     assert rto_of(events, planned=True) == RtoBreakdown(0.0, 0.0, 3.0, 0.5)
 
 
 def test_a_missing_moment_is_never_guessed() -> None:
     with pytest.raises(Unmeasured, match="clients_resumed"):
-        rto_of(_events(failover_started=1.0, failover_finished=2.0), planned=True)
+        rto_of(_events(failover_started=1.0, pointer_moved=2.0), planned=True)
 
 
 TARGETS = Targets(rto_s=30, rpo_records=10, rpo_s=5, reread_records=100)

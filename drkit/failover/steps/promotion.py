@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from drkit.failover.context import StepContext, StepFailed, StepOutcome
+from drkit.failover.model import StepName
+from drkit.kafka.records import TopicPartition
 
 
 def move_pointer(ctx: StepContext, timeout_s: float | None) -> StepOutcome:
@@ -26,7 +28,20 @@ def verify(ctx: StepContext, timeout_s: float | None) -> StepOutcome:
 
     groups = sorted(ctx.detail_groups())
     out = ctx.state_dir / "verify" / f"cutover-{ctx.run.id}"
-    summary = run_verify(ctx.config, ctx.flow, groups, None, Path(out), store=ctx.store)
+    # The positions this run committed: once the pointer moved, applications may already be
+    # consuming on the target, and their newer commits are not the run's to judge.
+    translated = ctx.detail(StepName.TRANSLATE_OFFSETS).get("groups", {})
+    positions = {
+        group: {
+            TopicPartition(p["target_topic"], int(p["target_partition"])): int(p["target_offset"])
+            for p in entry["partitions"]
+            if p["target_offset"] is not None
+        }
+        for group, entry in translated.items()
+    }
+    summary = run_verify(
+        ctx.config, ctx.flow, groups, None, Path(out), store=ctx.store, positions=positions
+    )
     if not summary.get("ok", False):
         raise StepFailed(
             f"the accounting of {ctx.flow.name} failed (see {out}/summary.json): "
