@@ -92,17 +92,16 @@ def _summary(report: DrillReport) -> None:
         f"{report.rpo_seconds:.1f}s (records dc1 acknowledged that never reached dc2)"
     )
     for group in report.groups:
-        exact = {None: "", True: "; drkit verify: exact", False: "; drkit verify: NOT exact"}
-        click.echo(
-            f"   {group.group}: {group.skipped} skipped, {group.reread} re-read"
-            f"{exact[group.verified_exact]}"
-        )
+        click.echo(f"   {group.group}: {group.skipped} skipped, {group.reread} re-read")
     if report.accounting is not None:
         totals = report.accounting.get("totals", {})
+        agrees = next((c for c in report.checks if c.name == "accounting_agrees"), None)
         click.echo(
-            f"5. Spark proof: {totals.get('records')} records checked, "
-            f"{totals.get('missing')} missing (= the RPO), "
-            f"{totals.get('duplicated_records')} duplicated"
+            f"5. Spark proof (drkit verify): {totals.get('records')} records checked, "
+            f"{totals.get('missing')} missing (the RPO), {totals.get('skipped_by_groups')} "
+            f"skipped and {totals.get('read_again_by_groups')} read again by the groups, "
+            f"{totals.get('duplicated_records')} duplicated - "
+            + ("the same as the recount" if agrees and agrees.passed else "NOT the recount")
         )
     passed = sum(1 for c in report.checks if c.passed)
     click.echo(f"verdict: {report.verdict.value} ({passed} of {len(report.checks)} checks passed)")

@@ -23,6 +23,7 @@ from drkit.errors import ConfigError, Problem
 if TYPE_CHECKING:
     from drkit.drills.repo import DrillRepository, DrillRow
     from drkit.drills.report import DrillReport
+    from drkit.drills.service import DrillOutcome
 
 _REPORT_HTML = "report.html"
 _EXACT = {None: "", True: ", verified exact", False: ", NOT exact"}
@@ -69,14 +70,7 @@ def drill() -> None:
 @click.option("--skip-verify", is_flag=True, help="Leave out drkit verify (the Spark proof).")
 @click.option("--spark-master", default=None, help="Spark master URL for drkit verify.")
 @click.option("--keep", is_flag=True, help="Leave the drill's topics and groups on the clusters.")
-@click.option(
-    "--output",
-    "-o",
-    type=click.Choice(["text", "json"]),
-    default="text",
-    show_default=True,
-    help="Output format (json: the drkit.drill/v1 report).",
-)
+@output_option
 @pass_app
 def run(
     app: AppContext,
@@ -113,12 +107,17 @@ def run(
         spark_master=spark_master,
         keep=keep,
     )
+    _emit(outcome, output, passed="PolicyMet")
+
+
+def _emit(outcome: DrillOutcome, output: str, passed: str) -> None:
+    """The report (text or ``drkit.drill/v1``) and its page; exit 3 unless ``passed``."""
     if output == "json":
         echo_json(outcome.report.to_json())
     else:
         click.echo("\n".join(_report_text(outcome.report)))
         click.echo(f"report: {outcome.html}")
-    if outcome.report.verdict.value != "PolicyMet":
+    if outcome.report.verdict.value != passed:
         sys.exit(3)
 
 
@@ -143,13 +142,7 @@ def readiness_cmd(
     store = app.store(config_file, config_required=True)
     store.ensure_current()
     outcome = run_readiness(config, store, app.state_dir, source, target)
-    if output == "json":
-        echo_json(outcome.report.to_json())
-    else:
-        click.echo("\n".join(_report_text(outcome.report)))
-        click.echo(f"report: {outcome.html}")
-    if outcome.report.verdict.value != "Ready":
-        sys.exit(3)
+    _emit(outcome, output, passed="Ready")
 
 
 @drill.command("list")

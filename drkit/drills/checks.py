@@ -8,7 +8,7 @@
 * no_write_after_fence: no write was acknowledged by the old primary once it was fenced;
 * open_transactions: no transaction is left open on the replica (last stable = high watermark);
 * nothing_skipped: no group skipped a record on the target (the drill's own recount);
-* accounting_agrees: ``drkit verify`` counted as missing exactly what the recount lost.
+* accounting_agrees: ``drkit verify`` counts what the recount counted: lost, skipped, re-read.
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ def run_all(
         nothing_skipped(groups),
     ]
     if accounting is not None:
-        out.append(accounting_agrees(rpo, accounting))
+        out.append(accounting_agrees(rpo, groups, accounting))
     return out
 
 
@@ -87,19 +87,24 @@ def topic_parity(runner: DrillRunner) -> Check:
     return parity_check(runner.env.config, runner.env.flow, topics)
 
 
+def _write_to_source(runner: DrillRunner, value: bytes) -> KafkaError | None:
+    """One write to the first workload topic on the source: None when accepted."""
+    topic = runner.env.topic(runner.scenario.workload.topics[0].name)
+    try:
+        produce_batch(runner.endpoint(runner.scenario.source), topic, [(None, value)], timeout_s=10)
+    except KafkaError as err:
+        return err
+    return None
+
+
 def fencing_held(runner: DrillRunner) -> Check:
     if runner.run_record is None:
         return Check("fencing_held", False, "no failover run")
-    topic = runner.env.topic(runner.scenario.workload.topics[0].name)
-    try:
-        produce_batch(
-            runner.endpoint(runner.scenario.source), topic, [(None, b"after-fence")],
-            timeout_s=10,
-        )  # fmt: skip
-    except KafkaError as err:
-        refused = "AUTHORIZATION" in str(err)
-        return Check("fencing_held", refused, f"{runner.scenario.source} refused: {err}")
-    return Check("fencing_held", False, f"{runner.scenario.source} accepted a write to {topic}")
+    refusal = _write_to_source(runner, b"after-fence")
+    if refusal is None:
+        return Check("fencing_held", False, f"{runner.scenario.source} accepted a write")
+    refused = "AUTHORIZATION" in str(refusal)
+    return Check("fencing_held", refused, f"{runner.scenario.source} refused: {refusal}")
 
 
 def failed_back(runner: DrillRunner, rpo: Sequence[PartitionRpo]) -> Check:
@@ -109,16 +114,9 @@ def failed_back(runner: DrillRunner, rpo: Sequence[PartitionRpo]) -> Check:
     assert run is not None
     exported = int(run.detail(StepName.CAPTURE_DIVERGENT_TAIL).get("records", -1))
     lost = sum(p.records for p in rpo)
-    topic = runner.env.topic(runner.scenario.workload.topics[0].name)
-    try:
-        produce_batch(
-            runner.endpoint(runner.scenario.source), topic, [(None, b"after-failback")],
-            timeout_s=10,
-        )  # fmt: skip
-        accepted = "accepts writes again"
-    except KafkaError as err:
-        accepted = f"still refuses writes: {err}"
-    ok = exported == lost and accepted == "accepts writes again"
+    refusal = _write_to_source(runner, b"after-failback")
+    accepted = "accepts writes again" if refusal is None else f"still refuses writes: {refusal}"
+    ok = exported == lost and refusal is None
     return Check(
         "failed_back",
         ok,
@@ -170,14 +168,26 @@ def nothing_skipped(groups: Sequence[GroupOutcome]) -> Check:
     )
 
 
-def accounting_agrees(rpo: Sequence[PartitionRpo], accounting: dict[str, Any]) -> Check:
+def accounting_agrees(
+    rpo: Sequence[PartitionRpo], groups: Sequence[GroupOutcome], accounting: dict[str, Any]
+) -> Check:
+    """``drkit verify`` (Spark, on the records) counts what the drill's recount counted: the
+    records lost, and the records groups skip or read again from where the failover put them."""
     totals = accounting.get("totals", {})
-    missing, lost = int(totals.get("missing", -1)), sum(p.records for p in rpo)
-    duplicated = int(totals.get("duplicated_records", 0))
-    ok = missing == lost
+    seen = (
+        int(totals.get("missing", -1)),
+        int(totals.get("skipped_by_groups", -1)),
+        int(totals.get("read_again_by_groups", -1)),
+    )
+    counted = (
+        sum(p.records for p in rpo),
+        sum(g.skipped for g in groups),
+        sum(g.reread for g in groups),
+    )
     return Check(
         "accounting_agrees",
-        ok,
-        f"drkit verify: {totals.get('records')} records, {missing} missing (recount lost "
-        f"{lost}), {duplicated} duplicated",
+        seen == counted,
+        f"drkit verify on {totals.get('records')} records: {seen[0]} missing, {seen[1]} skipped, "
+        f"{seen[2]} read again, {totals.get('duplicated_records', 0)} duplicated (recount: "
+        f"{counted[0]} lost, {counted[1]} skipped, {counted[2]} re-read)",
     )

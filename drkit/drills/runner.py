@@ -42,7 +42,7 @@ from drkit.errors import DrkitError
 from drkit.failover.context import RunOptions
 from drkit.failover.engine import Engine
 from drkit.failover.model import Procedure, RunState, StepName
-from drkit.failover.runs import RunRecord, RunRepository
+from drkit.failover.runs import RunRecord, RunRepository, translated_positions
 from drkit.health.evaluation import ClusterState
 from drkit.kafka import ClusterEndpoint, KafkaAdmin, TopicPartition
 from drkit.kafka.admin import TopicSpec
@@ -570,6 +570,9 @@ class DrillRunner:
 
         self.say("proving it on the records with Spark (drkit verify)", None)
         s = self.scenario
+        # Judge the positions the failover gave each group, not where the groups went since.
+        run = self.run_record
+        positions = translated_positions(run.detail(StepName.TRANSLATE_OFFSETS)) if run else None
         summary = verify(
             self.env.config,
             self.env.flow,
@@ -578,6 +581,7 @@ class DrillRunner:
             self.env.directory / "verify",
             self.options.spark_master,
             self.env.store,
+            positions=positions,
         )
         return dict(summary)
 

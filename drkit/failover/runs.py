@@ -14,6 +14,7 @@ from typing import Any
 from sqlalchemy import select
 
 from drkit.failover.model import RUN_SCHEMA, Plan, Procedure, RunState, StepName, StepState
+from drkit.kafka.records import TopicPartition
 from drkit.store.db import StateStore
 from drkit.store.models import FailoverRun, FailoverStep
 
@@ -84,6 +85,19 @@ class RunRecord:
             "result": self.result,
             "plan": self.plan,
         }
+
+
+def translated_positions(detail: dict[str, Any]) -> dict[str, dict[TopicPartition, int]]:
+    """The translate step's detail as positions: per group, T per replica partition (the
+    partitions that could not be translated are left out)."""
+    return {
+        group: {
+            TopicPartition(p["target_topic"], int(p["target_partition"])): int(p["target_offset"])
+            for p in entry["partitions"]
+            if p["target_offset"] is not None
+        }
+        for group, entry in detail.get("groups", {}).items()
+    }
 
 
 def _record(row: FailoverRun) -> RunRecord:

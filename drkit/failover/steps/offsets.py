@@ -18,6 +18,7 @@ from drkit.errors import KafkaError
 from drkit.failover.context import StepContext, StepFailed, StepOutcome
 from drkit.failover.model import StepName
 from drkit.failover.plan import translate_group
+from drkit.failover.runs import translated_positions
 from drkit.failover.snapshot import gather
 from drkit.kafka.records import TopicPartition
 
@@ -66,17 +67,12 @@ def translate_offsets(ctx: StepContext, timeout_s: float | None) -> StepOutcome:
 
 
 def commit_group_offsets(ctx: StepContext, timeout_s: float | None) -> StepOutcome:
-    groups: dict[str, Any] = ctx.detail(StepName.TRANSLATE_OFFSETS).get("groups", {})
+    groups = translated_positions(ctx.detail(StepName.TRANSLATE_OFFSETS))
     target = ctx.admin(ctx.target)
     states = target.describe_groups(sorted(groups), timeout_s) if groups else {}
     skipped: dict[str, str] = {}
     writes: dict[str, dict[TopicPartition, int]] = {}
-    for group, entry in sorted(groups.items()):
-        offsets = {
-            TopicPartition(p["target_topic"], int(p["target_partition"])): int(p["target_offset"])
-            for p in entry["partitions"]
-            if p["target_offset"] is not None
-        }
+    for group, offsets in sorted(groups.items()):
         state = states.get(group)
         if not offsets:
             skipped[group] = "nothing could be translated"

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from drkit.failover.context import StepContext, StepFailed, StepOutcome
 from drkit.failover.model import StepName
-from drkit.kafka.records import TopicPartition
+from drkit.failover.runs import translated_positions
 
 
 def move_pointer(ctx: StepContext, timeout_s: float | None) -> StepOutcome:
@@ -30,15 +30,7 @@ def verify(ctx: StepContext, timeout_s: float | None) -> StepOutcome:
     out = ctx.state_dir / "verify" / f"cutover-{ctx.run.id}"
     # The positions this run committed: once the pointer moved, applications may already be
     # consuming on the target, and their newer commits are not the run's to judge.
-    translated = ctx.detail(StepName.TRANSLATE_OFFSETS).get("groups", {})
-    positions = {
-        group: {
-            TopicPartition(p["target_topic"], int(p["target_partition"])): int(p["target_offset"])
-            for p in entry["partitions"]
-            if p["target_offset"] is not None
-        }
-        for group, entry in translated.items()
-    }
+    positions = translated_positions(ctx.detail(StepName.TRANSLATE_OFFSETS))
     summary = run_verify(
         ctx.config, ctx.flow, groups, None, Path(out), store=ctx.store, positions=positions
     )
