@@ -26,7 +26,6 @@ def observe_source(
     """Refresh source ends and lag gauges; move idle progress over record-less offsets."""
     parts = list(states)
     positions = consumer.positions([state.source for state in parts if state.idle])
-    per_topic: dict[str, int] = {}
     for state in parts:
         position = positions.get(state.source)
         if position is not None:
@@ -34,8 +33,18 @@ def observe_source(
         bounds = consumer.watermarks(state.source, cached=True)
         if bounds is not None:
             state.source_end = bounds[1]
-        # A partition not fetched yet (just assigned) still has the end seen at assignment:
-        # leaving it out would read "caught up" while it is behind.
+    report_lag(parts, metrics, flow)
+
+
+def report_lag(parts: Iterable[PartitionState], metrics: ReplicationMetrics, flow: str) -> None:
+    """Set the lag gauges from the partitions' source ends and progress.
+
+    A partition not fetched yet (just assigned) still has the end seen at assignment: leaving
+    it out would read "caught up" while it is behind.  Called at every commit and right after
+    an assignment - until then the gauge would still show the lag from before the rebalance.
+    """
+    per_topic: dict[str, int] = {}
+    for state in parts:
         if state.source_end is not None and state.next_offset is not None:
             lag = max(0, state.source_end - state.next_offset)
             per_topic[state.source.topic] = per_topic.get(state.source.topic, 0) + lag

@@ -69,7 +69,7 @@ from drkit.replication.internal_topics import ensure_bookkeeping_topics
 from drkit.replication.metrics import ReplicationMetrics
 from drkit.replication.partition_state import PartitionState
 from drkit.replication.progress import ProgressStore
-from drkit.replication.source_watch import count_replicated, observe_source
+from drkit.replication.source_watch import count_replicated, observe_source, report_lag
 from drkit.replication.supervision import Liveness, backoff_s, out_of_patience
 from drkit.replication.topic_sync import TopicSynchronizer
 from drkit.replication.topology import FlowTopology
@@ -499,6 +499,9 @@ class FlowWorker:
         self._consumer.assign({state.source: state.next_offset for state in states})
         if self.keeper.holding:
             self._consumer.pause([state.source for state in states])
+        # Until the next commit the lag gauge would still show the lag from before the
+        # rebalance (0 on a caught-up worker that just took a dead worker's backlog over).
+        report_lag(self._parts.values(), self.metrics, self.name)
         self.metrics.assigned.labels(self.name).set(len(self._parts))
         log.info(
             "partitions assigned",
