@@ -64,7 +64,7 @@ def run_all(
 
 
 def link_health(runner: DrillRunner) -> Check:
-    sampler = runner._sampler
+    sampler = runner.sampler
     moment = runner.timeline.first(FAULT) or runner.timeline.first(RUN_STARTED)
     if sampler is None or moment is None:
         return Check("link_health", False, "no samples before the move")

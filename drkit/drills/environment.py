@@ -27,16 +27,15 @@ from drkit.drills.scenario import Decision, Scenario
 from drkit.store import StateStore
 
 
-def drill_id(scenario: Scenario, now: datetime | None = None) -> str:
+def new_drill_id(name: str, now: datetime | None = None) -> str:
     at = (now or datetime.now(UTC)).strftime("%Y%m%d-%H%M%S")
-    return f"{at}-{scenario.name}-{secrets.token_hex(3)}"
+    return f"{at}-{name}-{secrets.token_hex(3)}"
 
 
 @dataclass(frozen=True)
 class DrillEnvironment:
     id: str
     directory: Path
-    prefix: str  # of every topic and group the drill creates
     config_path: Path
     config: DrkitConfig
     store: StateStore
@@ -55,6 +54,11 @@ class DrillEnvironment:
         """The drill id's random part: in its topic prefix and its cluster aliases."""
         return self.id.rsplit("-", 1)[-1]
 
+    @property
+    def prefix(self) -> str:
+        """Of every topic and group the drill creates."""
+        return f"drill{self.tag}"
+
     def topic(self, name: str) -> str:
         return f"{self.prefix}.{name}"
 
@@ -66,7 +70,7 @@ class DrillEnvironment:
         cls, scenario: Scenario, base_clusters: dict[str, Any], drills_root: Path
     ) -> DrillEnvironment:
         """Write the drill's config (its flow, fast health, its store) and migrate its store."""
-        ident = drill_id(scenario)
+        ident = new_drill_id(scenario.name)
         directory = drills_root / ident
         directory.mkdir(parents=True, exist_ok=False)
         tag = ident.rsplit("-", 1)[-1]
@@ -118,7 +122,7 @@ class DrillEnvironment:
         config = load_config(path)
         store = StateStore(f"sqlite:///{directory / 'drill.db'}")
         store.ensure_current()
-        return cls(ident, directory, prefix, path, config, store)
+        return cls(ident, directory, path, config, store)
 
 
 def remove_drill_data(env: DrillEnvironment, clusters: list[str]) -> list[str]:

@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -92,7 +93,7 @@ class DrillRunner:
         self.run_record: RunRecord | None = None
         self.failback_record: RunRecord | None = None
         self.resumed: dict[str, float] = {}
-        self._sampler: _Sampler | None = None
+        self.sampler: _Sampler | None = None
         self._last_said = ""
         self._mover: threading.Thread | None = None
         self._move_error: BaseException | None = None
@@ -186,14 +187,14 @@ class DrillRunner:
             member.start()
         self.timeline.add("workload_started", f"{len(self.writers)} writers, "
                           f"{len(self.source_members)} groups on {s.source}")  # fmt: skip
-        self._sampler = _Sampler(self)
-        self._sampler.start()
+        self.sampler = _Sampler(self)
+        self.sampler.start()
         self.wait(s.workload.warmup_s, "warming up")
         self.until(self._replicating, 120, "replication copying the workload")
         self.wait(s.fault.at_s, "workload running")
 
     def _replicating(self) -> bool:
-        sampler = self._sampler
+        sampler = self.sampler
         return sampler is not None and sampler.copied_total() > 0
 
     def _move(self) -> None:
@@ -270,7 +271,7 @@ class DrillRunner:
         gets (exactly ``divergent_records`` per partition: the divergent tail)."""
         for writer in self.writers:
             writer.stop()
-        sampler = self._sampler
+        sampler = self.sampler
         assert sampler is not None
         written = sum(w.acked_count for w in self.writers)
         self.until(lambda: sampler.copied_total() >= written, 60, "replication catching up")
@@ -294,6 +295,8 @@ class DrillRunner:
         self.timeline.add("divergent_writes", f"{count} records per partition after the split")
 
     def _detected(self) -> bool:
+        fault = self.timeline.first(FAULT)
+        assert fault is not None  # asked only once the fault is injected
         for transition in HealthRepository(self.env.store).recent_transitions(50):
             if (
                 transition.subject_kind == "cluster"
@@ -301,7 +304,7 @@ class DrillRunner:
                 and transition.to_state == ClusterState.UNAVAILABLE.value
             ):
                 at = transition.at.timestamp()
-                if at >= self.timeline.started + (self.timeline.first(FAULT) or _ZERO).at_s:
+                if at >= self.timeline.started + fault.at_s:
                     self.timeline.add(DETECTED, "monitor: " + transition.to_state, at_wall=at)
                     return True
         return False
@@ -433,8 +436,13 @@ class DrillRunner:
                           f"divergent records exported to {export.name}",
                           at_wall=_wall(run.finished_at))  # fmt: skip
 
+    @cached_property
+    def target_admin(self) -> KafkaAdmin:
+        """One admin client for the polling of the target (clients resuming, draining)."""
+        return KafkaAdmin(self.endpoint(self.scenario.target))
+
     def _lag(self, member: GroupMember) -> int:
-        admin = KafkaAdmin(self.endpoint(self.scenario.target))
+        admin = self.target_admin
         ends = admin.topic_offsets(member.topic, isolation="read_committed")
         committed = admin.group_offsets(member.load.name).offsets
         return sum(
@@ -460,8 +468,8 @@ class DrillRunner:
             member.stop()
         for writer in self.writers:
             writer.stop()
-        if self._sampler is not None:
-            self._sampler.stop()
+        if self.sampler is not None:
+            self.sampler.stop()
         try:
             undone = self.faults.restore()
             if undone:
@@ -493,7 +501,7 @@ class DrillRunner:
             s.policy.rto_s, s.policy.rpo_records, s.policy.rpo_s, s.policy.reread_records
         )
         verdict, reasons = judge(targets, rto, rpo, checks, sum(g.reread for g in groups))
-        assert self._sampler is not None
+        assert self.sampler is not None
         return DrillReport(
             id=self.env.id,
             scenario=s.name,
@@ -513,7 +521,7 @@ class DrillRunner:
             verdict=verdict,
             reasons=reasons,
             timeline=self.timeline.events(),
-            series=self._sampler.series(),
+            series=self.sampler.series(),
             failover_run=_run_summary(self.run_record, self.failback_record),
             accounting=accounting,
             notes=tuple(self.notes),
@@ -584,9 +592,6 @@ class DrillRunner:
             positions=positions,
         )
         return dict(summary)
-
-
-_ZERO = type("_Zero", (), {"at_s": 0.0})()
 
 
 def _run_summary(run: RunRecord | None, failback: RunRecord | None) -> dict[str, Any] | None:

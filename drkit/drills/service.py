@@ -15,7 +15,7 @@ from typing import Any
 import yaml
 
 from drkit.config.model import DrkitConfig
-from drkit.drills.environment import remove_drill_data
+from drkit.drills.environment import new_drill_id, remove_drill_data
 from drkit.drills.html import write_report
 from drkit.drills.repo import DrillRepository
 from drkit.drills.report import DrillReport
@@ -84,13 +84,11 @@ def run_readiness(
     config: DrkitConfig, store: StateStore, state_dir: Path, source: str, target: str
 ) -> DrillOutcome:
     """The non-disruptive drill on the operator's own flow ``source->target``, stored."""
-    from datetime import UTC, datetime
-
     from drkit.drills.readiness import readiness
 
     repository = DrillRepository(store)
     drill_id = repository.start("readiness", f"{source}->{target}")
-    ident = f"{datetime.now(UTC):%Y%m%d-%H%M%S}-readiness-{source}-{target}"
+    ident = new_drill_id(f"readiness-{source}-{target}")
     directory = state_dir / "drills" / ident
     try:
         report = readiness(config, source, target, store, state_dir, ident)

@@ -53,11 +53,13 @@ def past_held_copies(
         return dict(point)
     topology = FlowTopology.of(flow)
     endpoint, admin = ctx.endpoint(ctx.source), ctx.admin(ctx.source)
+    replicas = {tp: TopicPartition(topology.target_topic(tp.topic), tp.partition) for tp in point}
+    starts = admin.list_offsets(replicas.values(), "earliest")
+    ends = admin.list_offsets(replicas.values(), "latest")
     raised = dict(point)
     for tp, start in point.items():
-        replica = TopicPartition(topology.target_topic(tp.topic), tp.partition)
-        bounds = admin.list_offsets([replica], "earliest")[replica]
-        end = admin.list_offsets([replica], "latest")[replica]
+        replica = replicas[tp]
+        bounds, end = starts[replica], ends[replica]
         window = TAIL_WINDOW
         while end > bounds:
             low = max(bounds, end - window)
