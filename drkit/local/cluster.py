@@ -128,9 +128,12 @@ def _new_cluster_id() -> str:
 
 
 def _pid_is_broker(pid: int | None, properties: Path) -> bool:
-    """True when ``pid`` is alive and is the broker started with ``properties``.
+    """True when ``pid`` is alive and is the JVM of the broker started with ``properties``.
 
-    Checking the command line (not only the pid) guards against pid reuse after a reboot.
+    Checking the command line (not only the pid) guards against pid reuse after a reboot.  The
+    JVM itself, not a launcher that will exec it (``ip netns exec``): the launcher's command
+    line names the broker too, and while it execs the JVM the command line reads empty, which
+    would look like a broker that died during start-up.
     """
     if pid is None:
         return False
@@ -139,6 +142,8 @@ def _pid_is_broker(pid: int | None, properties: Path) -> bool:
     except OSError:
         return False
     if b"kafka.Kafka" not in cmdline or str(properties).encode() not in cmdline:
+        return False
+    if not Path(cmdline.split(b"\0", 1)[0].decode(errors="replace")).name.startswith("java"):
         return False
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()

@@ -61,7 +61,12 @@ def commit_unless_fenced(
     the transaction is aborted and the error re-raised, so nothing it copied becomes visible
     twice.  A transaction the coordinator already fenced (ProducerFencedError) is aborted too.
     The coordinator's own transaction timeout covers a pause that begins after the check.
+    No ``offsets`` means no partition left to prove ownership with (a worker whose assignment
+    was lost while it was paused): the transaction is aborted and GroupFencedError raised.
     """
+    if not offsets:
+        transaction.abort_transaction(10)
+        raise GroupFencedError("no partitions owned: the assignment was lost")
     try:
         member.commit(offsets, wait=True)
         transaction.commit_transaction(30)

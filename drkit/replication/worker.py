@@ -535,6 +535,11 @@ class FlowWorker:
         log.warning(
             "partitions lost (session expired)", extra={"flow": self.name, "count": len(partitions)}
         )
+        if self._in_txn and self._producer is not None:
+            # Whatever this worker copied since its last commit may be copied again by the new
+            # owner: it must never become visible.
+            self._producer.abort_transaction(10)
+            self._in_txn = False
         for tp in partitions:
             self._parts.pop((tp.topic, tp.partition), None)
         self._restart = "partitions lost (session expired)"

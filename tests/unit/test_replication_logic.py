@@ -240,6 +240,16 @@ def test_a_zombie_aborts_instead_of_committing() -> None:
     assert transaction.calls == ["abort"]
 
 
+def test_a_worker_that_lost_every_partition_aborts_instead_of_committing() -> None:
+    """No offsets, nothing to prove membership with (the group commit of nothing succeeds
+    without asking the coordinator): a worker whose assignment was lost while it was paused
+    would otherwise commit the copies it made as a zombie.  CI caught 50 records twice."""
+    transaction = _Transaction()
+    with pytest.raises(GroupFencedError):
+        commit_unless_fenced(_Member(fenced=False), transaction, {})
+    assert transaction.calls == ["abort"]
+
+
 def test_a_current_member_commits() -> None:
     transaction = _Transaction()
     commit_unless_fenced(_Member(fenced=False), transaction, {TP: 5})

@@ -1,0 +1,66 @@
+"""Telling a running local broker from a dead one (drkit.local.cluster).
+
+A namespaced broker is started as ``ip netns exec dk-N java … kafka.Kafka server.properties``:
+``ip`` joins the namespace and then execs the JVM.  Both command lines name the properties
+file, and while the kernel swaps one program for the other the process's command line reads
+empty.  CI once declared such a broker "exited during start-up" in that window.  The process
+counts as the broker only once the JVM itself runs, and from then on it stays the broker.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from drkit.local import netns
+from drkit.local.cluster import _pid_is_broker
+from drkit.local.jars import java_executable
+
+SLEEPER = """
+class Sleep {
+    public static void main(String[] args) throws Exception { Thread.sleep(4000); }
+}
+"""
+
+
+def _wait_for_broker(pid: int, properties: Path) -> None:
+    """What LocalKafka._spawn does before it hands the pid on."""
+    deadline = time.monotonic() + 20
+    while not _pid_is_broker(pid, properties):
+        assert time.monotonic() < deadline, "the JVM never showed up"
+        time.sleep(0.005)
+
+
+def test_a_namespaced_broker_is_never_taken_for_dead_while_its_launcher_execs_the_jvm(
+    tmp_path: Path,
+) -> None:
+    if not netns.available():
+        pytest.skip("needs root and iproute2 network namespaces (CI has both)")
+    sleeper = tmp_path / "Sleep.java"
+    sleeper.write_text(SLEEPER)
+    properties = tmp_path / "server.properties"
+    properties.write_text("")
+    namespace = netns.create()
+    try:
+        for _ in range(3):
+            launcher = [*namespace.exec_prefix(), java_executable(), str(sleeper)]
+            process = subprocess.Popen(
+                [*launcher, "kafka.Kafka", str(properties)], stdout=subprocess.DEVNULL
+            )
+            try:
+                _wait_for_broker(process.pid, properties)
+                misread = 0
+                deadline = time.monotonic() + 1.0
+                while time.monotonic() < deadline:
+                    misread += not _pid_is_broker(process.pid, properties)
+                assert process.poll() is None
+                assert misread == 0, f"a running broker was read as gone {misread} times"
+            finally:
+                process.kill()
+                process.wait()
+        assert not _pid_is_broker(process.pid, properties)
+    finally:
+        netns.remove(namespace)
