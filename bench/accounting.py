@@ -1,8 +1,10 @@
 """Accounting benchmark: ``drkit verify`` vs a plain Spark read + count of the same topics.
 
-Both run in the same Spark session set-up (local[*], Spark's Kafka connector) over the same
-source topic and its replica; the ratio is the price of the provenance join, the duplicate and
-order checks and the Parquet output.
+Both run in the same Spark session set-up (Spark's Kafka connector) over the same source topic
+and its replica; the ratio is the price of the provenance join, the duplicate and order checks
+and the Parquet output.  ``spark="local"`` runs both in local[*]; ``spark="standalone"`` starts a
+Spark standalone master and worker from pyspark's distribution (drkit/accounting/standalone.py)
+and runs both there: driver and executors in separate JVMs, as on a real cluster.
 """
 
 from __future__ import annotations
@@ -12,18 +14,23 @@ import subprocess
 import sys
 import time
 import uuid
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
 
 import yaml
 
 from bench.common import OUT, markdown_table, producer_perf, start_clusters, total_records
 from drkit.accounting import job
 from drkit.accounting.session import build_session
+from drkit.accounting.sparkjob.schema import Spec, Summary
 from drkit.accounting.spec import build_spec
+from drkit.accounting.standalone import standalone_cluster
 from drkit.config import load_config
 from drkit.kafka.admin import TopicSpec
 
 
-def main(records: int = 1_000_000) -> str:
+def main(records: int = 1_000_000, spark_mode: str = "local") -> str:
     clusters = start_clusters(fresh=False)
     tag = uuid.uuid4().hex[:6]
     source, target, topic = f"v{tag}", f"w{tag}", f"acct-{tag}"
@@ -57,7 +64,36 @@ def main(records: int = 1_000_000) -> str:
     worker.wait(60)
     config = load_config(path)
     spec = build_spec(config, config.flows[0], [])
-    spark = build_session(None, "drkit bench accounting")
+    with ExitStack() as stack:
+        master = None
+        if spark_mode == "standalone":
+            cluster = stack.enter_context(standalone_cluster(OUT / f"spark-{tag}"))
+            master = cluster.master_url
+        spark = build_session(master, "drkit bench accounting")
+        out = OUT / f"accounting-{tag}"
+        plain, verify, counted, summary = _timed(spark, spec, topic, replica, out)
+    assert counted == 2 * records, counted
+    assert summary["ok"] and summary["totals"]["replicated_once"] == records, summary["totals"]
+    rows = [
+        [
+            f"{records:,} source records + {records:,} replicas",
+            f"{verify:.1f} s",
+            f"{plain:.1f} s",
+            f"{verify / plain:.2f}x",
+        ]
+    ]
+    (OUT / "latest-accounting.json").write_text(json.dumps(summary["totals"]))
+    where = "local[*]" if spark_mode == "local" else "standalone: 1 master, 1 worker, 2 cores"
+    return (
+        f"### Accounting (Spark {where}, {records:,} x 100 B, 8 partitions)\n\n"
+        + markdown_table(["data", "drkit verify", "plain read + count (anchor)", "ratio"], rows)
+    )
+
+
+def _timed(
+    spark: Any, spec: Spec, topic: str, replica: str, out: Path
+) -> tuple[float, float, int, Summary]:
+    """(plain read + count seconds, verify seconds, records counted, verify's summary)."""
     try:
         started = time.perf_counter()
         counted = 0
@@ -73,28 +109,13 @@ def main(records: int = 1_000_000) -> str:
                 .count()
             )
         plain = time.perf_counter() - started
-        out = OUT / f"accounting-{tag}"
         started = time.perf_counter()
         summary = job.run(spark, spec, str(out))
         verify = time.perf_counter() - started
     finally:
         spark.stop()
-    assert counted == 2 * records, counted
-    assert summary["ok"] and summary["totals"]["replicated_once"] == records, summary["totals"]
-    rows = [
-        [
-            f"{records:,} source records + {records:,} replicas",
-            f"{verify:.1f} s",
-            f"{plain:.1f} s",
-            f"{verify / plain:.2f}x",
-        ]
-    ]
-    (OUT / "latest-accounting.json").write_text(json.dumps(summary["totals"]))
-    return (
-        f"### Accounting (Spark local[*], {records:,} x 100 B, 8 partitions)\n\n"
-        + markdown_table(["data", "drkit verify", "plain read + count (anchor)", "ratio"], rows)
-    )
+    return plain, verify, counted, summary
 
 
 if __name__ == "__main__":
-    print(main(int(sys.argv[1]) if len(sys.argv) > 1 else 1_000_000))
+    print(main(int(sys.argv[1]) if len(sys.argv) > 1 else 1_000_000, *sys.argv[2:3]))

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import cast
 
 from drkit.accounting import job
-from drkit.accounting.session import build_session
+from drkit.accounting.session import build_session, job_archive
 from drkit.accounting.sparkjob.schema import SCHEMA, Summary
 from drkit.accounting.spec import build_spec
 from drkit.config.model import DrkitConfig, FlowConfig
@@ -40,6 +40,10 @@ def verify(
     out.mkdir(parents=True, exist_ok=True)
     try:
         spark = build_session(master, f"drkit verify {flow.name}", verbose)
+        if master is not None and not master.startswith("local"):
+            # Executors on other machines may not have drkit installed: ship the job's stages
+            # (what spark-submit's --py-files does on the cluster path).
+            spark.sparkContext.addPyFile(str(job_archive(out)))
     except Exception as err:  # no Java, a bad master URL, an unreachable cluster manager...
         raise spark_failure(flow, out, err) from None
     try:

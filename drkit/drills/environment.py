@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import secrets
 import signal
-import socket
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -24,6 +23,7 @@ import yaml
 from drkit.config import load_config
 from drkit.config.model import DrkitConfig, FlowConfig
 from drkit.drills.scenario import Decision, Scenario
+from drkit.local.ports import free_port
 from drkit.store import StateStore
 
 
@@ -199,9 +199,7 @@ def replicator(env: DrillEnvironment) -> DrkitChild:
 
 
 def monitor(env: DrillEnvironment) -> DrkitChild:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     return DrkitChild(
         env,
         "monitor",

@@ -21,7 +21,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import time
 import uuid
@@ -33,6 +32,7 @@ from drkit.errors import KafkaError, LocalClusterError
 from drkit.local import netns
 from drkit.local.jars import KAFKA_VERSION, java_executable, resolve_bundle
 from drkit.local.netns import Namespace
+from drkit.local.ports import free_port
 
 _LOG4J2 = """\
 status = warn
@@ -110,12 +110,6 @@ class ClusterStatus:
             "bootstrap_servers": self.bootstrap_servers,
             "brokers": [asdict(b) for b in self.brokers],
         }
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _new_cluster_id() -> str:
@@ -235,7 +229,7 @@ class LocalKafka:
                 )
             state.netns = netns.create().index
         for node_id in range(1, brokers + 1):
-            state.brokers.append(BrokerState(node_id, _free_port(), _free_port()))
+            state.brokers.append(BrokerState(node_id, free_port(), free_port()))
         for broker in state.brokers:
             self._write_properties(state, broker)
             self._format(state, broker, jars)

@@ -15,13 +15,14 @@ from drkit.control import ControlRepository, DesiredState, WorkerAck
 from drkit.kafka.admin import KafkaAdmin, TopicSpec
 from drkit.kafka.io import consume_all, produce_batch
 from drkit.kafka.records import TopicPartition
+from drkit.local.ports import free_port
 from drkit.replication.progress import ProgressStore
 from drkit.replication.provenance import SOURCE_HEADER, Provenance
 from drkit.replication.topology import FlowTopology
 from drkit.store import StateStore
 from tests.conftest import Names
 from tests.kafka_backends import ClusterUnderTest
-from tests.metrics_support import free_port, metric
+from tests.metrics_support import metric
 from tests.replication_support import (
     FlowSetup,
     Replicator,

@@ -23,6 +23,7 @@ from drkit.kafka import ClusterEndpoint, KafkaAdmin, make_producer
 from drkit.kafka.admin import TopicSpec
 from drkit.kafka.io import consume_all, produce_batch
 from drkit.kafka.records import TopicPartition
+from drkit.local.ports import free_port
 from drkit.replication.internal_topics import ensure_bookkeeping_topics
 from drkit.replication.offset_sync import OffsetSync, merge_runs
 from drkit.replication.progress import Progress, ProgressStore
@@ -30,7 +31,7 @@ from drkit.replication.provenance import SOURCE_HEADER, Provenance
 from drkit.replication.topology import FlowTopology
 from tests.conftest import Names
 from tests.kafka_backends import ClusterUnderTest
-from tests.metrics_support import free_port, metric
+from tests.metrics_support import metric
 from tests.replication_support import FlowSetup, Replicator, flow_setup, wait_until
 
 

@@ -14,6 +14,7 @@ from drkit.kafka import ClusterEndpoint
 from drkit.kafka.admin import TopicSpec
 from drkit.kafka.io import consume_all, produce_batch
 from drkit.kafka.records import TopicPartition
+from drkit.local.ports import free_port
 from drkit.replication.loss import LossEvent, LossReason
 from drkit.replication.progress import ProgressStore
 from drkit.replication.provenance import ORIGIN_HEADER, SOURCE_HEADER, Origin, Provenance
@@ -22,7 +23,7 @@ from drkit.store import StateStore
 from drkit.store.loss_repo import LossRepository
 from tests.conftest import Names
 from tests.kafka_backends import ClusterUnderTest
-from tests.metrics_support import free_port, metric
+from tests.metrics_support import metric
 from tests.replication_support import FlowSetup, Replicator, flow_setup, wait_until
 
 
