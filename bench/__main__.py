@@ -2,9 +2,10 @@
 
     python -m bench replication [--records-100 N] [--records-1k N] [--workers N] [--quick]
     python -m bench translation
-    python -m bench accounting [--records-100 N]
+    python -m bench accounting [--records-100 N] [--spark local|standalone]
     python -m bench failover [--failover-groups N] [--partitions N]
-    python -m bench all
+    python -m bench scale        # curves for docs/scale.md (plots written to docs/scale/)
+    python -m bench all          # replication, translation, accounting, failover
 
 Every ratio compares numbers measured in the same run on the same clusters.  Results are printed
 and written to bench/out/latest-<name>.md; bench/RESULTS.md keeps the committed record.
@@ -15,8 +16,12 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from typing import TYPE_CHECKING
 
 from bench.common import OUT, markdown_table
+
+if TYPE_CHECKING:
+    from bench.replication import Result
 
 
 def replication(args: argparse.Namespace) -> str:
@@ -39,7 +44,9 @@ def replication(args: argparse.Namespace) -> str:
     return "\n\n".join(sections)
 
 
-def _replication_table(size: int, records: int, results: list, workers: int) -> str:  # type: ignore[type-arg]
+def _replication_table(size: int, records: int, results: list[Result], workers: int) -> str:
+    """The results as a markdown table, then drkit's ratios: against MirrorMaker 2 tuned with the
+    same task/worker count (the strongest opponent), and against its defaults for reference."""
     limit = results[0]
     by_name = {r.name.split(" [runs")[0]: r for r in results}
 
@@ -59,27 +66,36 @@ def _replication_table(size: int, records: int, results: list, workers: int) -> 
             ]
         )
     ratios = []
-    pairs = [("MirrorMaker 2 (tasks.max=1)", "drkit (1 worker)")]
-    if workers > 1:
-        pairs.append((f"MirrorMaker 2 (tasks.max={workers})", f"drkit ({workers} workers)"))
-    for mm2_name, drkit_name in pairs:
-        mm2, drkit = by_name[mm2_name], by_name[drkit_name]
-        line = [
-            f"{drkit_name} / {mm2_name}",
-            f"{drkit.records_per_s / mm2.records_per_s:.2f}x throughput",
-            f"{drkit.records_per_s / limit.records_per_s:.0%} of pipe limit",
-            f"{drkit.rss_mb / mm2.rss_mb:.2f}x memory" if drkit.rss_mb and mm2.rss_mb else "",
-        ]
-        if drkit.p99_ms and mm2.p99_ms:
-            line.append(f"{drkit.p99_ms / mm2.p99_ms:.2f}x p99 latency")
-        ratios.append(line)
+    for count in [1] if workers <= 1 else [1, workers]:
+        drkit_name = f"drkit ({count} worker{'s' if count > 1 else ''})"
+        for variant in ("tuned", "defaults"):
+            mm2_name = f"MirrorMaker 2 {variant} (tasks.max={count})"
+            ratios.append(_ratios(drkit_name, mm2_name, by_name, limit, variant == "defaults"))
     header = ["", "records/s", "MB/s", "p50 ms", "p99 ms", "peak RSS MB"]
     return (
         f"### {size} B records, {records:,} records, 8 partitions, acks=all\n\n"
         + markdown_table(header, rows)
         + "\n\n"
-        + "\n".join("- " + ", ".join(p for p in line if p) for line in ratios)
+        + "\n".join(f"- {line[0]}: " + ", ".join(p for p in line[1:] if p) for line in ratios)
     )
+
+
+def _ratios(
+    drkit_name: str, mm2_name: str, by_name: dict[str, Result], limit: Result, reference: bool
+) -> list[str]:
+    """One comparison line: drkit against one MirrorMaker 2 row, and both against the pipe limit."""
+    drkit, mm2 = by_name[drkit_name], by_name[mm2_name]
+    limit_rate = limit.records_per_s
+    line = [
+        f"{drkit_name} / {mm2_name}" + (" (for reference)" if reference else ""),
+        f"{drkit.records_per_s / mm2.records_per_s:.2f}x throughput",
+        f"{drkit.records_per_s / limit_rate:.0%} of pipe limit"
+        f" (MirrorMaker 2: {mm2.records_per_s / limit_rate:.0%})",
+        f"{drkit.rss_mb / mm2.rss_mb:.2f}x memory" if drkit.rss_mb and mm2.rss_mb else "",
+    ]
+    if drkit.p99_ms and mm2.p99_ms:
+        line.append(f"{drkit.p99_ms / mm2.p99_ms:.2f}x p99 latency")
+    return line
 
 
 def translation(args: argparse.Namespace) -> str:
@@ -97,7 +113,13 @@ def failover(args: argparse.Namespace) -> str:
 def accounting(args: argparse.Namespace) -> str:
     from bench import accounting as acc
 
-    return acc.main(records=args.records_100)
+    return acc.main(records=args.records_100, spark_mode=args.spark)
+
+
+def scale(args: argparse.Namespace) -> str:
+    from bench import scale as sc
+
+    return sc.main(quick=args.quick)
 
 
 def main() -> None:
@@ -106,7 +128,7 @@ def main() -> None:
         "which",
         nargs="?",
         default="all",
-        choices=["replication", "translation", "accounting", "failover", "all"],
+        choices=["replication", "translation", "accounting", "failover", "scale", "all"],
     )
     parser.add_argument("--records-100", type=int, default=1_000_000)
     parser.add_argument("--records-1k", type=int, default=300_000)
@@ -121,6 +143,12 @@ def main() -> None:
     parser.add_argument("--groups", type=int, default=1000)
     parser.add_argument("--partitions", type=int, default=50)
     parser.add_argument("--failover-groups", type=int, default=100)
+    parser.add_argument(
+        "--spark",
+        choices=["local", "standalone"],
+        default="local",
+        help="accounting: local[*], or a Spark standalone master + worker started for the run",
+    )
     parser.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
     parser.add_argument("--keep", action="store_true", help="keep the bench clusters running")
     args = parser.parse_args()

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import statistics
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,7 +31,10 @@ class Clusters:
 
 
 def _bench_kafka() -> LocalKafka:
-    return LocalKafka(OUT / "state", heap=os.environ.get("DRKIT_BENCH_KAFKA_HEAP", "1g"))
+    """The benchmark's clusters (DRKIT_BENCH_STATE_DIR: another directory, for a second bench
+    run beside the first)."""
+    state = Path(os.environ.get("DRKIT_BENCH_STATE_DIR", OUT / "state"))
+    return LocalKafka(state, heap=os.environ.get("DRKIT_BENCH_KAFKA_HEAP", "1g"))
 
 
 def stop_clusters() -> None:
@@ -73,8 +77,18 @@ def producer_perf(
     size: int,
     throughput: int = -1,
     compression: str = "none",
+    batch_size: int = 262_144,
+    linger_ms: int = 5,
+    payload_file: Path | None = None,
 ) -> float:
-    """Write ``records`` of ``size`` bytes with acks=all; returns records/s as the tool reports."""
+    """Write ``records`` of ``size`` bytes with acks=all; returns records/s as the tool reports.
+
+    ``payload_file``: draw each record from the file's lines (see :func:`payload_pool`) instead
+    of having the tool generate ``size`` random letters per record.
+    """
+    payload = ["--record-size", str(size)]
+    if payload_file is not None:
+        payload = ["--payload-file", str(payload_file)]
     out = java_tool(
         "org.apache.kafka.tools.ProducerPerformance",
         [
@@ -82,15 +96,14 @@ def producer_perf(
             topic,
             "--num-records",
             str(records),
-            "--record-size",
-            str(size),
+            *payload,
             "--throughput",
             str(throughput),
             "--producer-props",
             f"bootstrap.servers={endpoint.bootstrap_servers}",
             "acks=all",
-            "linger.ms=5",
-            "batch.size=262144",
+            f"linger.ms={linger_ms}",
+            f"batch.size={batch_size}",
             f"compression.type={compression}",
         ],
     )
@@ -98,8 +111,48 @@ def producer_perf(
     return float(match[-1][1])
 
 
-def consumer_perf(endpoint: ClusterEndpoint, topic: str, records: int) -> float:
-    """Read ``records`` from ``topic``; returns records/s."""
+def payload_pool(size: int, count: int) -> Path:
+    """A file of ``count`` lines of ``size`` random letters A-Z, for ``--payload-file``.
+
+    The same alphabet as ProducerPerformance's ``--record-size`` records (so lz4 compresses both
+    alike), but generated once here rather than per record inside the tool, whose single thread
+    otherwise spends most of its time drawing random letters.
+    """
+    path = OUT / f"payload-{size}x{count}.txt"
+    if path.exists():
+        return path
+    wanted = size * count
+    # Unbiased letters: keep the random bytes below 26 * 9 = 234, then map them modulo 26.
+    letters = bytes(65 + b % 26 for b in range(256))
+    dropped = bytes(range(234, 256))
+    text = bytearray()
+    while len(text) < wanted:
+        text += os.urandom(wanted).translate(letters, dropped)
+    lines = (bytes(text[i * size : (i + 1) * size]) for i in range(count))
+    partial = path.with_suffix(".part")
+    partial.write_bytes(b"\n".join(lines) + b"\n")
+    partial.replace(path)
+    return path
+
+
+def consumer_perf(
+    endpoint: ClusterEndpoint,
+    topic: str,
+    records: int,
+    fetch_size: int = 1_048_576,
+    props: Mapping[str, str] | None = None,
+) -> float:
+    """Read ``records`` from ``topic``; returns records/s.
+
+    ``fetch_size`` is the tool's ``--fetch-size`` (max.partition.fetch.bytes; the tool's default
+    is 1 MiB); ``props`` are further consumer settings.
+    """
+    extra: list[str] = []
+    if props:
+        text = "".join(f"{key}={value}\n" for key, value in sorted(props.items()))
+        config = OUT / f"consumer-perf-{hashlib.sha1(text.encode()).hexdigest()[:8]}.properties"
+        config.write_text(text)
+        extra = ["--consumer.config", str(config)]
     out = java_tool(
         "org.apache.kafka.tools.ConsumerPerformance",
         [
@@ -109,6 +162,9 @@ def consumer_perf(endpoint: ClusterEndpoint, topic: str, records: int) -> float:
             topic,
             "--messages",
             str(records),
+            "--fetch-size",
+            str(fetch_size),
+            *extra,
             "--timeout",
             "60000",
             "--hide-header",
@@ -181,12 +237,19 @@ class PeakRss:
 
 
 def wait_for_count(
-    admin: KafkaAdmin, topic: str, expected: int, timeout_s: float
+    admin: KafkaAdmin,
+    topic: str,
+    expected: int,
+    timeout_s: float,
+    stop: threading.Event | None = None,
 ) -> tuple[float, float]:
-    """(time first record appeared, time ``expected`` were there), monotonic seconds."""
+    """(time first record appeared, time ``expected`` were there), monotonic seconds.
+
+    ``stop``: give up early (TimeoutError) once it is set, e.g. when the writer failed.
+    """
     first = 0.0
     deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
+    while time.monotonic() < deadline and not (stop is not None and stop.is_set()):
         seen = total_records(admin, topic)
         now = time.monotonic()
         if seen and not first:
@@ -194,7 +257,7 @@ def wait_for_count(
         if seen >= expected:
             return first, now
         time.sleep(0.1)
-    raise TimeoutError(f"{topic}: fewer than {expected} records after {timeout_s}s")
+    raise TimeoutError(f"{topic}: fewer than {expected} records (timeout {timeout_s}s or stopped)")
 
 
 def percentile(values: list[float], q: float) -> float:

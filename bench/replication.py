@@ -4,12 +4,35 @@ Same two local clusters, same 8-partition topic, acks=all everywhere.
 
 * throughput: a topic pre-filled with ``records`` records is replicated from scratch; the rate is
   measured from the first record on the target to the last (start-up excluded for everyone);
-* latency at 50% load: a producer writes at half the slower replicator's measured rate while a
-  consumer on the target reads; latency = arrival time - CreateTime, p50/p99 after warm-up;
+* MirrorMaker 2 runs twice per task count (tasks.max=1 and tasks.max=N for ``--workers N``):
+  "defaults" sets only acks=all and lz4 on its producer; "tuned" also gets the producer and
+  consumer settings of drkit's replication worker, taken from
+  drkit.replication.client_settings and translated to the Java clients' names
+  (:func:`mm2_tuned_clients`).  The ratios are against the tuned run (the strongest opponent);
+* latency at 50% load: a producer writes at half the slowest single-task replicator's measured
+  rate while a consumer on the target reads; latency = arrival time - CreateTime, p50/p99 after
+  warm-up;
 * memory: peak RSS of the replicator's process tree during the throughput run;
-* pipe limit: kafka-tools ConsumerPerformance on dc1 and ProducerPerformance on dc2 run at the
-  same time; the limit is the slower of the two rates;
 * every producer (drkit, MirrorMaker 2, the pipe) compresses with lz4 and waits for acks=all.
+
+Pipe limit (:func:`pipe_limit`): an upper bound on what a replicator can reach between the
+two clusters on this machine, found with Kafka's own tools and no replicator in between:
+
+1. consume: ConsumerPerformance reads the ``records`` source records from dc1, once per entry of
+   :data:`CONSUME_SETTINGS` (the tool's 1 MiB fetch; drkit's 8 MiB fetch with 5,000 records per
+   poll); its own rate, which leaves out the group join;
+2. produce: for each entry of :data:`PRODUCE_SETTINGS` (batch.size / linger.ms combinations, with
+   1 or 2 ProducerPerformance processes at once, each sending its share of the records),
+   ``records`` records of the same size, acks=all and lz4, go to a fresh topic on dc2; the rate
+   is measured like the replicators' (first record on the topic to the last, so the processes'
+   rates add up by wall clock and the JVMs' start is left out).  The producers draw their
+   records from a pool of random A-Z payloads of the right size
+   (:func:`bench.common.payload_pool`; the source records are random A-Z too, and lz4 leaves
+   both the same size) so that generating them is not what limits the tool;
+3. limit = min(best consume rate, best produce rate).  Each run has the machine to itself,
+   as it must for an upper bound: on two cores the Java tools, run at once, would mostly
+   measure each other.  The row names the winning setting of each side; every setting's rate
+   is printed while the benchmark runs.
 """
 
 from __future__ import annotations
@@ -21,8 +44,12 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -32,13 +59,21 @@ from bench.common import (
     Clusters,
     PeakRss,
     consumer_perf,
+    payload_pool,
     percentile,
     producer_perf,
     wait_for_count,
 )
+from drkit.config.model import FlowConfig
 from drkit.kafka.admin import TopicSpec
 from drkit.kafka.clients import make_consumer
 from drkit.local.jars import java_executable, resolve_bundle
+from drkit.replication.client_settings import (
+    WorkerSettings,
+    consumer_settings,
+    producer_settings,
+)
+from drkit.replication.topology import FlowTopology
 
 PARTITIONS = 8
 
@@ -114,45 +149,57 @@ class DrkitReplicator(Replicator):
 
 
 class MirrorMaker2(Replicator):
-    def __init__(self, clusters: Clusters, tasks: int) -> None:
+    """Apache MirrorMaker 2 in dedicated mode, from Kafka's jars; ``tuned``: with drkit's client
+    settings (:func:`mm2_tuned_clients`) on top of acks=all and lz4."""
+
+    def __init__(self, clusters: Clusters, tasks: int, record_size: int, tuned: bool) -> None:
         self.tag = uuid.uuid4().hex[:6]
         self.src, self.dst = f"m{self.tag}", f"n{self.tag}"
-        super().__init__(f"MirrorMaker 2 (tasks.max={tasks})", lambda t: f"{self.src}.{t}")
+        variant = "tuned" if tuned else "defaults"
+        super().__init__(
+            f"MirrorMaker 2 {variant} (tasks.max={tasks})", lambda t: f"{self.src}.{t}"
+        )
         self.clusters = clusters
         self.tasks = tasks
+        self.record_size = record_size
+        self.tuned = tuned
+
+    def properties(self, topic: str) -> list[str]:
+        """The lines of MirrorMaker 2's properties file for replicating ``topic``."""
+        lines = [
+            f"clusters={self.src},{self.dst}",
+            f"{self.src}.bootstrap.servers={self.clusters.dc1.bootstrap_servers}",
+            f"{self.dst}.bootstrap.servers={self.clusters.dc2.bootstrap_servers}",
+            f"{self.src}->{self.dst}.enabled=true",
+            f"{self.src}->{self.dst}.topics={topic}",
+            f"{self.dst}->{self.src}.enabled=false",
+            f"tasks.max={self.tasks}",
+            "replication.factor=1",
+            "checkpoints.topic.replication.factor=1",
+            "heartbeats.topic.replication.factor=1",
+            "offset-syncs.topic.replication.factor=1",
+            "offset.storage.replication.factor=1",
+            "status.storage.replication.factor=1",
+            "config.storage.replication.factor=1",
+            "sync.topic.acls.enabled=false",
+        ]
+        # <target>.producer.* reaches the Connect worker's producer (the one that writes the
+        # replicated records); <source>.consumer.* reaches the source tasks' consumer (as
+        # source.consumer.*).  See MirrorMakerConfig.workerConfig / connectorBaseConfig.
+        producer = {"acks": "all", "compression.type": COMPRESSION}
+        consumer: dict[str, str] = {}
+        if self.tuned:
+            tuned_producer, consumer = mm2_tuned_clients(self.tasks, self.record_size)
+            producer.update(tuned_producer)
+        lines += [f"{self.dst}.producer.{k}={v}" for k, v in sorted(producer.items())]
+        lines += [f"{self.src}.consumer.{k}={v}" for k, v in sorted(consumer.items())]
+        return lines
 
     def start(self, topic: str) -> None:
         jars = resolve_bundle("mirror-maker")
-        rf = "replication.factor=1"
-        properties = "\n".join(
-            [
-                f"clusters={self.src},{self.dst}",
-                f"{self.src}.bootstrap.servers={self.clusters.dc1.bootstrap_servers}",
-                f"{self.dst}.bootstrap.servers={self.clusters.dc2.bootstrap_servers}",
-                f"{self.src}->{self.dst}.enabled=true",
-                f"{self.src}->{self.dst}.topics={topic}",
-                f"{self.dst}->{self.src}.enabled=false",
-                f"tasks.max={self.tasks}",
-                rf,
-                "checkpoints.topic.replication.factor=1",
-                "heartbeats.topic.replication.factor=1",
-                "offset-syncs.topic.replication.factor=1",
-                "offset.storage.replication.factor=1",
-                "status.storage.replication.factor=1",
-                "config.storage.replication.factor=1",
-                "sync.topic.acls.enabled=false",
-                f"{self.dst}.producer.acks=all",
-                f"{self.dst}.producer.compression.type={COMPRESSION}",
-            ]
-        )
         path = OUT / f"mm2-{self.tag}.properties"
-        path.write_text(properties + "\n")
-        log4j = OUT / "mm2-log4j2.properties"
-        log4j.write_text(
-            "rootLogger.level = WARN\nrootLogger.appenderRef.c.ref = c\n"
-            "appender.c.type = Console\nappender.c.name = c\n"
-            "appender.c.layout.type = PatternLayout\nappender.c.layout.pattern = %d %p %m%n\n"
-        )
+        path.write_text("\n".join(self.properties(topic)) + "\n")
+        log4j = _mm2_log4j()
         log = (OUT / f"mm2-{self.tag}.log").open("ab")
         # Heap as connect-mirror-maker.sh sets it when KAFKA_HEAP_OPTS is unset.
         self.process = subprocess.Popen(
@@ -172,6 +219,113 @@ class MirrorMaker2(Replicator):
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
+
+
+def _mm2_log4j() -> Path:
+    """MirrorMaker 2's log4j2 file: warnings, plus every configuration as Kafka logs it
+    ("ProducerConfig values: ...", "ConsumerConfig values: ..."), to check what the clients
+    really use."""
+    log4j = OUT / "mm2-log4j2.properties"
+    log4j.write_text(
+        "rootLogger.level = WARN\nrootLogger.appenderRef.c.ref = c\n"
+        "appender.c.type = Console\nappender.c.name = c\n"
+        "appender.c.layout.type = PatternLayout\nappender.c.layout.pattern = %d %p %m%n\n"
+        # Every Kafka config class logs its values through AbstractConfig's logger.
+        "logger.config.name = org.apache.kafka.common.config.AbstractConfig\n"
+        "logger.config.level = INFO\n"
+    )
+    return log4j
+
+
+# -- MirrorMaker 2 with drkit's client settings ----------------------------------------------
+#
+# drkit's replication worker builds its librdkafka settings in drkit.replication.client_settings
+# (producer_settings, consumer_settings); mm2_tuned_clients takes them from there and maps each
+# name to the Java client's.  None: not carried over, for the reason given.  A setting drkit adds
+# later and that is missing here stops the benchmark, so that someone decides its translation.
+
+_PRODUCER_TO_JAVA: dict[str, str | None] = {
+    "acks": "acks",  # all
+    "enable.idempotence": "enable.idempotence",  # true (Connect's worker sets false)
+    "linger.ms": "linger.ms",  # WorkerSettings.linger_ms
+    "message.timeout.ms": "delivery.timeout.ms",  # flow.retry.delivery_timeout_s
+    "message.max.bytes": "max.request.size",  # librdkafka's per-request limit
+    # Counts records; the Java producer bounds its buffer in bytes: see _buffer_memory.
+    "queue.buffering.max.messages": None,
+    "on_delivery": None,  # a Python callback, not a client setting
+    "client.id": None,  # a name
+    "batch.num.messages": None,  # only set in careful mode; Java batches are bounded in bytes
+    "transactional.id": None,  # exactly-once flows only; the benchmark's flow is not
+    "transaction.timeout.ms": None,  # exactly-once flows only
+}
+
+# librdkafka behaviour drkit's producer relies on without setting it, in Java terms.
+_PRODUCER_IMPLICIT: dict[str, str] = {
+    # drkit.kafka.clients.make_producer's default (the defaults variant has it as well).
+    "compression.type": COMPRESSION,
+    # librdkafka's batch.size default (Java: 16384).  librdkafka also caps a batch at
+    # batch.num.messages=10000 records, which has no Java equivalent.
+    "batch.size": "1000000",
+    # librdkafka caps in-flight requests at 5 with idempotence; Connect's worker sets 1.
+    "max.in.flight.requests.per.connection": "5",
+}
+
+_CONSUMER_TO_JAVA: dict[str, str | None] = {
+    "isolation.level": "isolation.level",  # read_committed (MM2's default: read_uncommitted)
+    "max.partition.fetch.bytes": "max.partition.fetch.bytes",  # 8 MiB
+    "fetch.wait.max.ms": "fetch.max.wait.ms",  # 50
+    "topic.metadata.refresh.interval.ms": "metadata.max.age.ms",
+    # No Java equivalent: the Java consumer has no prefetch queue to bound or to back off from
+    # (it keeps at most one fetch response per broker, bounded by fetch.max.bytes).
+    "queued.max.messages.kbytes": None,
+    "fetch.queue.backoff.ms": None,
+    # MM2's tasks assign() their partitions: no consumer group, so no group settings.
+    "partition.assignment.strategy": None,
+    "session.timeout.ms": None,
+    "heartbeat.interval.ms": None,
+    "group.instance.id": None,
+    # drkit: "error" (never skip silently).  MM2 needs "earliest" to start partitions that have
+    # no stored offset; a safety choice, not a speed one.
+    "auto.offset.reset": None,
+    "client.id": None,  # a name
+}
+
+
+def mm2_tuned_clients(tasks: int, record_size: int) -> tuple[dict[str, str], dict[str, str]]:
+    """(producer, consumer) Java settings equal to those of a drkit worker that is one of
+    ``tasks`` workers (each MM2 task has its own producer and consumer, as each worker has)."""
+    topology = FlowTopology.of(FlowConfig(source="dc1", target="dc2"))
+    worker = WorkerSettings(buffer_share=1.0 / tasks)
+    drkit_producer = producer_settings(topology, worker, lambda *_: None, careful=False)
+    producer = _translate(drkit_producer, _PRODUCER_TO_JAVA, "producer")
+    producer.update(_PRODUCER_IMPLICIT)
+    producer["buffer.memory"] = str(_buffer_memory(worker, record_size))
+    consumer = _translate(consumer_settings(topology, worker), _CONSUMER_TO_JAVA, "consumer")
+    # drkit's worker asks consume() for up to batch_size records at a time; librdkafka's fetch
+    # limit (fetch.max.bytes, 50 MiB) is also the Java default, set to say so.
+    consumer["max.poll.records"] = str(worker.batch_size)
+    consumer["fetch.max.bytes"] = str(52_428_800)
+    return producer, consumer
+
+
+def _translate(
+    settings: Mapping[str, Any], names: Mapping[str, str | None], what: str
+) -> dict[str, str]:
+    """``settings`` (librdkafka) under their Java names, values as properties text."""
+    out: dict[str, str] = {}
+    for key, value in settings.items():
+        if key not in names:
+            raise KeyError(f"drkit's {what} sets {key}: add its Java name to bench/replication.py")
+        java = names[key]
+        if java is not None:
+            out[java] = str(value).lower() if isinstance(value, bool) else str(value)
+    return out
+
+
+def _buffer_memory(worker: WorkerSettings, record_size: int) -> int:
+    """Java buffer.memory for drkit's producer queue of ``producer_queue_messages`` records of
+    ``record_size`` bytes (never below the Java default of 32 MiB)."""
+    return max(32 * 1024 * 1024, worker.producer_queue_messages() * record_size)
 
 
 def throughput(
@@ -240,22 +394,143 @@ def wait_until_topic(clusters: Clusters, topic: str, timeout_s: float) -> None:
     raise TimeoutError(f"{topic} never appeared on dc2")
 
 
+@dataclass(frozen=True)
+class ProduceSetting:
+    """One way of running the pipe's producer side: ``processes`` ProducerPerformance processes
+    at once, each sending an equal share of the records."""
+
+    batch_size: int
+    linger_ms: int
+    processes: int = 1
+
+    def label(self) -> str:
+        producers = f"{self.processes} producer{'s' if self.processes > 1 else ''}"
+        return f"batch {_bytes(self.batch_size)}, linger {self.linger_ms} ms, {producers}"
+
+
+@dataclass(frozen=True)
+class ConsumeSetting:
+    """One way of running the pipe's consumer side (ConsumerPerformance)."""
+
+    fetch_size: int  # max.partition.fetch.bytes
+    max_poll_records: int | None = None  # None: the Java default (500)
+
+    def label(self) -> str:
+        per_poll = f", {self.max_poll_records:,}/poll" if self.max_poll_records else ""
+        return f"fetch {_bytes(self.fetch_size)}{per_poll}"
+
+    def props(self) -> dict[str, str]:
+        """Consumer settings beyond the fetch size (ConsumerPerformance's --consumer.config)."""
+        if self.max_poll_records is None:
+            return {}
+        return {"max.poll.records": str(self.max_poll_records)}
+
+
+# At most five producer runs and two consumer runs per size and round (see pipe_limit).
+PRODUCE_SETTINGS = (
+    ProduceSetting(262_144, 5),  # the benchmark's earlier (only) setting
+    ProduceSetting(1_000_000, 5),  # drkit's: librdkafka's batch.size, linger.ms 5
+    ProduceSetting(1_000_000, 20),
+    ProduceSetting(262_144, 5, processes=2),
+    ProduceSetting(1_000_000, 20, processes=2),
+)
+CONSUME_SETTINGS = (
+    ConsumeSetting(1_048_576),  # the tool's default
+    ConsumeSetting(8 * 1_048_576, WorkerSettings().batch_size),  # drkit's fetch size and batch
+)
+# The pipe producers' payload pool: about this many bytes of distinct records, so that a record
+# rarely repeats within lz4's 64 KiB window (the pool compresses like fresh random records).
+PAYLOAD_POOL_BYTES = 16 * 1_048_576
+
+
+def _bytes(n: int) -> str:
+    """``n`` bytes for a label: "256 KiB", "8 MiB", "1 MB"."""
+    if n % 1_048_576 == 0:
+        return f"{n // 1_048_576} MiB"
+    if n % 1024 == 0:
+        return f"{n // 1024} KiB"
+    return f"{n / 1e6:g} MB"
+
+
 def pipe_limit(clusters: Clusters, topic: str, records: int, size: int) -> Result:
+    """The best rates the tools reach on each side of the pipe; see the module docstring."""
+    consumed = []
+    for consume in CONSUME_SETTINGS:
+        rate = consumer_perf(
+            clusters.dc1, topic, records, fetch_size=consume.fetch_size, props=consume.props()
+        )
+        print(f"    pipe: consume {rate:,.0f}/s ({consume.label()})", flush=True)
+        consumed.append((rate, consume.label()))
+    payload = payload_pool(size, max(1, min(records, PAYLOAD_POOL_BYTES // size)))
+    produced = []
+    for produce in PRODUCE_SETTINGS:
+        rate, tools = _produce_rate(clusters, records, size, produce, payload)
+        print(
+            f"    pipe: produce {rate:,.0f}/s on dc2 (the tool says {tools:,.0f}/s) "
+            f"({produce.label()})",
+            flush=True,
+        )
+        produced.append((rate, produce.label()))
+    (consume_rate, consume_label), (produce_rate, produce_label) = max(consumed), max(produced)
+    rate = min(consume_rate, produce_rate)
+    name = (
+        f"pipe limit (consume {consume_rate:,.0f}/s [{consume_label}], "
+        f"produce {produce_rate:,.0f}/s [{produce_label}])"
+    )
+    return Result(name, rate, rate * size / 1e6)
+
+
+def _produce_rate(
+    clusters: Clusters, records: int, size: int, setting: ProduceSetting, payload: Path
+) -> tuple[float, float]:
+    """(records/s seen on dc2, sum of the processes' own rates) for ``setting``'s producers
+    writing ``records`` records to a fresh topic.
+
+    The first number is measured like the replicators' (first record on the topic to the last),
+    so it leaves out the JVMs' start and first metadata fetch and needs no assumption about how
+    well the processes overlap; the second is the tools' own figure, for reference.
+    """
     sink = f"pipe-{size}-{uuid.uuid4().hex[:6]}"
-    clusters.admin("dc2").create_topics([TopicSpec(sink, PARTITIONS)])
-    rates: dict[str, float] = {}
-    reader = threading.Thread(
-        target=lambda: rates.__setitem__("consume", consumer_perf(clusters.dc1, topic, records))
+    admin = clusters.admin("dc2")
+    admin.create_topics([TopicSpec(sink, PARTITIONS)])
+    shares = [records // setting.processes] * setting.processes
+    shares[0] += records - sum(shares)
+    write = partial(
+        producer_perf,
+        clusters.dc2,
+        sink,
+        size=size,
+        compression=COMPRESSION,
+        batch_size=setting.batch_size,
+        linger_ms=setting.linger_ms,
+        payload_file=payload,
     )
-    reader.start()
-    rates["produce"] = producer_perf(clusters.dc2, sink, records, size, compression=COMPRESSION)
-    reader.join()
-    rate = min(rates.values())
-    return Result(
-        f"pipe limit (consume {rates['consume']:,.0f}/s, produce {rates['produce']:,.0f}/s)",
-        rate,
-        rate * size / 1e6,
-    )
+    failed = threading.Event()
+    try:
+        with ThreadPoolExecutor(setting.processes + 1) as pool:
+            window = pool.submit(wait_for_count, clusters.admin("dc2"), sink, records, 600, failed)
+            try:
+                tools = sum(pool.map(lambda share: write(records=share), shares))
+            except BaseException:
+                failed.set()  # don't wait out the window's timeout
+                raise
+            first, done = window.result()
+    finally:
+        admin.delete_topics([sink])  # the next setting starts on an empty topic and disk
+    return records / max(done - first, 1e-3), tools
+
+
+def _contenders(clusters: Clusters, size: int, workers: int) -> list[Callable[[], Replicator]]:
+    """Per task/worker count (1, then ``workers`` if more): MM2 defaults, MM2 tuned, drkit."""
+    counts = [1] if workers <= 1 else [1, workers]
+    out: list[Callable[[], Replicator]] = []
+    for count in counts:
+        out += [
+            partial(MirrorMaker2, clusters, count, size, tuned=False),
+            partial(MirrorMaker2, clusters, count, size, tuned=True),
+            partial(DrkitReplicator, clusters, count),
+        ]
+    return out
 
 
 def run(
@@ -266,22 +541,19 @@ def run(
     latency_seconds: int,
     repeat: int = 1,
 ) -> list[Result]:
-    """Throughput rows are the median of ``repeat`` runs (each from scratch, fresh aliases)."""
+    """Throughput rows are the median of ``repeat`` runs (each from scratch, fresh aliases).
+
+    Rows: the pipe limit, then per count :func:`_contenders`; latency is measured for the
+    single-task/worker rows, all at half the slowest of their throughputs.
+    """
     topic = f"bench-{size}-{uuid.uuid4().hex[:6]}"
     clusters.admin("dc1").create_topics([TopicSpec(topic, PARTITIONS)])
     print(f"filling {topic}: {records:,} x {size} B", flush=True)
     producer_perf(clusters.dc1, topic, records, size)
-    factories: list[Callable[[], Replicator]] = [
-        lambda: MirrorMaker2(clusters, 1),
-        lambda: DrkitReplicator(clusters, 1),
-    ]
-    if workers > 1:
-        factories += [
-            lambda: MirrorMaker2(clusters, workers),
-            lambda: DrkitReplicator(clusters, workers),
-        ]
+    factories = _contenders(clusters, size, workers)
     runs: dict[int, list[Result]] = {}
     for round_ in range(repeat):
+        print(f"  [{round_ + 1}/{repeat}] pipe limit ...", flush=True)
         runs.setdefault(-1, []).append(pipe_limit(clusters, topic, records, size))
         for index, factory in enumerate(factories):
             replicator = factory()
@@ -291,10 +563,11 @@ def run(
             )
     results = [_median(runs[key]) for key in sorted(runs)]
     if latency_seconds:
-        slowest = min(r.records_per_s for r in results[1:3])
+        single = range(1, 4)  # rows of the single-task/worker contenders (row 0: pipe limit)
+        slowest = min(results[index].records_per_s for index in single)
         rate = max(100, int(slowest / 2))
         print(f"  latency at {rate:,} records/s ...", flush=True)
-        for index in (1, 2):
+        for index in single:
             results[index].p50_ms, results[index].p99_ms = latency_at(
                 clusters, factories[index - 1](), size, rate, latency_seconds
             )
