@@ -94,11 +94,13 @@ def _summary(report: DrillReport) -> None:
     for group in report.groups:
         click.echo(f"   {group.group}: {group.skipped} skipped, {group.reread} re-read")
     if report.accounting is not None:
+        from drkit.drills.checks import verify_lost
+
         totals = report.accounting.get("totals", {})
         agrees = next((c for c in report.checks if c.name == "accounting_agrees"), None)
         click.echo(
             f"5. Spark proof (drkit verify): {totals.get('records')} records checked, "
-            f"{totals.get('missing')} missing (the RPO), {totals.get('skipped_by_groups')} "
+            f"{verify_lost(totals)} never reached dc2 (the RPO), {totals.get('skipped_by_groups')} "
             f"skipped and {totals.get('read_again_by_groups')} read again by the groups, "
             f"{totals.get('duplicated_records')} duplicated - "
             + ("the same as the recount" if agrees and agrees.passed else "NOT the recount")

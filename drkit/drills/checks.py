@@ -172,10 +172,13 @@ def accounting_agrees(
     rpo: Sequence[PartitionRpo], groups: Sequence[GroupOutcome], accounting: dict[str, Any]
 ) -> Check:
     """``drkit verify`` (Spark, on the records) counts what the drill's recount counted: the
-    records lost, and the records groups skip or read again from where the failover put them."""
+    records lost, and the records groups skip or read again from where the failover put them.
+
+    Lost records are verify's ``missing`` (gaps below the last replicated offset) plus its
+    ``unreplicated_tail`` (above it): the RPO of an unplanned move is usually all tail."""
     totals = accounting.get("totals", {})
     seen = (
-        int(totals.get("missing", -1)),
+        verify_lost(totals),
         int(totals.get("skipped_by_groups", -1)),
         int(totals.get("read_again_by_groups", -1)),
     )
@@ -187,7 +190,16 @@ def accounting_agrees(
     return Check(
         "accounting_agrees",
         seen == counted,
-        f"drkit verify on {totals.get('records')} records: {seen[0]} missing, {seen[1]} skipped, "
+        f"drkit verify on {totals.get('records')} records: {seen[0]} lost "
+        f"({totals.get('missing')} missing, {totals.get('unreplicated_tail')} never replicated), "
+        f"{seen[1]} skipped, "
         f"{seen[2]} read again, {totals.get('duplicated_records', 0)} duplicated (recount: "
         f"{counted[0]} lost, {counted[1]} skipped, {counted[2]} re-read)",
     )
+
+
+def verify_lost(totals: dict[str, Any]) -> int:
+    """Records the target never got, in ``drkit verify``'s totals (-1 when it has no figures)."""
+    if "missing" not in totals or "unreplicated_tail" not in totals:
+        return -1
+    return int(totals["missing"]) + int(totals["unreplicated_tail"])

@@ -355,9 +355,29 @@ class DrillRunner:
             self.notes.append(f"the engine finished before it could be killed after {step.value}")
             self._finished(run)
             return
-        self.until(lambda: (runs.get(run.id) or run).lease_expired, 60, "the lease expiring")
-        self.timeline.add("engine_resumed", f"run {run.id} resumed by a new engine")
-        self._finished(engine.resume(run.id))
+        # A dead engine's run is resumed by the first to see its lease expire: this drill, or the
+        # monitor's maintenance job (which resumes interrupted runs on its own).
+        self.until(lambda: self._resumable_or_over(runs, run.id), 60, "the lease expiring")
+        resumed_by = "the monitor"
+        current = runs.get(run.id) or run
+        if current.state is RunState.RUNNING:
+            try:
+                current = engine.resume(run.id)
+                resumed_by = "a new engine"
+            except DrkitError:  # the monitor took the run (and its lease) first
+                self.until(
+                    lambda: (runs.get(run.id) or run).state is not RunState.RUNNING,
+                    120,
+                    "the monitor finishing the resumed run",
+                )
+                current = runs.get(run.id) or run
+        self.timeline.add("engine_resumed", f"run {run.id} resumed by {resumed_by}")
+        self._finished(current)
+
+    @staticmethod
+    def _resumable_or_over(runs: RunRepository, run_id: int) -> bool:
+        current = runs.get(run_id)
+        return current is None or current.lease_expired or current.state is not RunState.RUNNING
 
     def _await_automatic_run(self) -> None:
         runs = RunRepository(self.env.store)

@@ -40,4 +40,6 @@ def test_demo_runs_a_full_drill_and_leaves_a_stored_report(tmp_path: Path) -> No
     assert report.exists() and report.read_text().lower().startswith("<!doctype html>")
     document = json.loads(shown.stdout)
     assert document["schema"] == "drkit.drill/v1" and document["verdict"] == "PolicyMet"
-    assert document["accounting"]["totals"]["missing"] == sum(p["records"] for p in document["rpo"])
+    totals = document["accounting"]["totals"]
+    lost = totals["missing"] + totals["unreplicated_tail"]
+    assert lost == sum(p["records"] for p in document["rpo"])

@@ -167,7 +167,8 @@ def _drill(
         assert set(lost.values()) == {scenario.fault.divergent_records}
     if scenario.name in VERIFIED:
         assert report.accounting is not None
-        assert report.accounting["totals"]["missing"] == sum(lost.values())
+        totals = report.accounting["totals"]
+        assert totals["missing"] + totals["unreplicated_tail"] == sum(lost.values())
     if scenario.name == "unplanned-loss-of-dc1" and chromium_path():
         _shows_in_browser(outcome.html, report, tmp_path)
 
