@@ -91,8 +91,10 @@ def _recount(
             for offset, v in on_source.get(tp.partition, [])
             if offset < s
         }
+        # A group the failover could not place (no checkpoint yet when the source died) starts
+        # where its consumer resets: the replica's beginning.
         starts = {m["target_partition"]: m["target_offset"] for m in
-                  translated[name]["partitions"]}  # fmt: skip
+                  translated.get(name, {}).get("partitions", [])}  # fmt: skip
         reread = skipped = 0
         for partition, records in on_target.items():
             start = starts.get(partition) or 0
