@@ -10,6 +10,7 @@ import json
 import logging
 import sys
 from datetime import UTC, datetime
+from pathlib import Path
 
 _STANDARD = set(logging.LogRecord("", 0, "", 0, "", (), None).__dict__) | {"message", "asctime"}
 
@@ -57,3 +58,12 @@ def configure(level: int = logging.INFO, fmt: str = "text") -> None:
     # "skipped: maximum number of running instances" on every overrun probe; drkit counts
     # overruns itself (drkit_job_failures_total{kind="timeout"}).
     logging.getLogger("apscheduler.scheduler").setLevel(max(level, logging.ERROR))
+
+
+def log_tail(path: Path, lines: int) -> str:
+    """The last ``lines`` lines of a daemon's log file ("" when it is missing or unreadable),
+    for error messages that name why a process died."""
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""

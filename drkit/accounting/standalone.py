@@ -28,6 +28,7 @@ from pathlib import Path
 
 from drkit.errors import AccountingError
 from drkit.local.ports import free_port
+from drkit.logs import log_tail
 
 HOST = "127.0.0.1"
 
@@ -92,12 +93,6 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
         process.wait(timeout=10)
 
 
-def _tail(path: Path, lines: int = 8) -> str:
-    with suppress(OSError):
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-    return ""
-
-
 @contextmanager
 def standalone_cluster(
     work: Path, cores: int = 2, memory: str = "2g", timeout_s: float = 90.0
@@ -127,7 +122,7 @@ def standalone_cluster(
                 if process.poll() is not None:
                     raise AccountingError(
                         f"the Spark {name} exited (code {process.returncode}):\n"
-                        f"{_tail(work / 'logs' / f'{name}.out')}"
+                        f"{log_tail(work / 'logs' / f'{name}.out', 8)}"
                     )
             if time.monotonic() > deadline:
                 raise AccountingError(

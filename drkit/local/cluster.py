@@ -33,6 +33,7 @@ from drkit.local import netns
 from drkit.local.jars import KAFKA_VERSION, java_executable, resolve_bundle
 from drkit.local.netns import Namespace
 from drkit.local.ports import free_port
+from drkit.logs import log_tail
 
 _LOG4J2 = """\
 status = warn
@@ -383,7 +384,7 @@ class LocalKafka:
             props = self._properties(state.name, broker.node_id)
             if broker.pid is not None and not _pid_is_broker(broker.pid, props):
                 log = self._broker_dir(state.name, broker.node_id) / "logs"
-                tail = _tail(log / "server.log", 5) or _tail(log / "broker.out", 5)
+                tail = log_tail(log / "server.log", 5) or log_tail(log / "broker.out", 5)
                 raise LocalClusterError(
                     f"{state.name} broker {broker.node_id} exited during start-up; "
                     f"last log lines:\n{tail}"
@@ -526,10 +527,3 @@ def _reap(pid: int) -> None:
     """Collect the exit status if the broker is our child (avoids zombies in long test runs)."""
     with contextlib.suppress(ChildProcessError):
         os.waitpid(pid, os.WNOHANG)
-
-
-def _tail(path: Path, lines: int) -> str:
-    try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-    except OSError:
-        return ""
