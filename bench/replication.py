@@ -252,7 +252,6 @@ _PRODUCER_TO_JAVA: dict[str, str | None] = {
     "message.max.bytes": "max.request.size",  # librdkafka's per-request limit
     # Counts records; the Java producer bounds its buffer in bytes: see _buffer_memory.
     "queue.buffering.max.messages": None,
-    "on_delivery": None,  # a Python callback, not a client setting
     "client.id": None,  # a name
     "batch.num.messages": None,  # only set in careful mode; Java batches are bounded in bytes
     "transactional.id": None,  # exactly-once flows only; the benchmark's flow is not
@@ -296,7 +295,7 @@ def mm2_tuned_clients(tasks: int, record_size: int) -> tuple[dict[str, str], dic
     ``tasks`` workers (each MM2 task has its own producer and consumer, as each worker has)."""
     topology = FlowTopology.of(FlowConfig(source="dc1", target="dc2"))
     worker = WorkerSettings(buffer_share=1.0 / tasks)
-    drkit_producer = producer_settings(topology, worker, lambda *_: None, careful=False)
+    drkit_producer = producer_settings(topology, worker, careful=False)
     producer = _translate(drkit_producer, _PRODUCER_TO_JAVA, "producer")
     producer.update(_PRODUCER_IMPLICIT)
     producer["buffer.memory"] = str(_buffer_memory(worker, record_size))

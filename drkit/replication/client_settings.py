@@ -7,7 +7,6 @@ settings.  Pure: no clients are built here.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,11 +41,11 @@ class WorkerSettings:
 def producer_settings(
     topology: FlowTopology,
     settings: WorkerSettings,
-    on_delivery: Callable[[Any, Any], None],
     careful: bool,
 ) -> dict[str, Any]:
     """The target producer's settings; ``careful``: one record per batch (to find a record the
-    target refuses as too large)."""
+    target refuses as too large).  No producer-wide delivery callback: records carry their own
+    (drkit.replication.delivery), so most records cost no report at all."""
     flow = topology.flow
     timeout_ms = int(flow.retry.delivery_timeout_s * 1000)
     extra: dict[str, Any] = {
@@ -57,7 +56,6 @@ def producer_settings(
         # Let the target's topic limit decide what is too large, not the client's default.
         "message.max.bytes": 100_000_000,
         "queue.buffering.max.messages": settings.producer_queue_messages(),
-        "on_delivery": on_delivery,
         "client.id": f"drkit-{topology.name}-{settings.worker_id}",
     }
     if careful:

@@ -12,7 +12,8 @@ Worker thread only.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from itertools import groupby
 from typing import Any, NoReturn
 
 from drkit.errors import ReplicationError
@@ -22,7 +23,7 @@ from drkit.kafka.flow_clients import (
     RawMessage,
     TargetProducer,
 )
-from drkit.replication.delivery import DeliveryTracker
+from drkit.replication.delivery import Callback, DeliveryTracker
 from drkit.replication.metrics import ReplicationMetrics
 from drkit.replication.partition_state import InflightQueue, PartitionState
 from drkit.replication.provenance import (
@@ -35,6 +36,10 @@ from drkit.replication.topology import FlowTopology
 from drkit.replication.transforms import OutRecord
 
 _SAMPLE_EVERY = 64  # latency/age histograms see one record in 64 (hot-path cost)
+
+
+def _where(message: RawMessage) -> tuple[str, int]:
+    return message.topic(), message.partition()
 
 
 def replication_failure(
@@ -76,95 +81,230 @@ class RecordCopier:
         raise replication_failure(self.topology, state, offset, reason)
 
     def copy(self, messages: list[RawMessage], producer: TargetProducer) -> None:
-        """Produce one consumed batch.  The hot path: keep per-record work minimal."""
+        """Produce one consumed batch, one run of a partition's records at a time."""
         parts = self.parts
+        for where, run in groupby(messages, _where):
+            state = parts.get(where)
+            if state is None:  # revoked between fetch and here, or an error without partition
+                for message in run:
+                    error = message.error()
+                    if error is not None:
+                        self.on_consume_error(error, message)
+                continue
+            self._copy_run(state, run, producer)
+
+    def _copy_run(
+        self, state: PartitionState, run: Iterable[RawMessage], producer: TargetProducer
+    ) -> None:
+        """Produce one run of ``state``'s records.  The hot path: keep per-record work minimal.
+
+        Each record is sent one step late, so the run's last sent record is known when it is
+        sent: it is the sentinel whose report confirms the run (drkit.replication.delivery).
+        """
         chain = self.topology.chain if self.topology.chain.steps else None
+        deliveries = self.deliveries
         source_id = self.source_id.decode()
         target_id = self.target_id.decode()
         target_id_bytes = self.target_id
+        topic = state.source.topic
+        target_topic = state.target_topic
         produce = producer.produce
         now_s = time.time()
-        last: tuple[str, int] | None = None
-        state: PartitionState | None = None
-        for message in messages:
-            error = message.error()
-            if error is not None:
-                self.on_consume_error(error, message)
-                continue
-            where = (message.topic(), message.partition())
-            if where != last:  # records arrive in runs per partition: look up once per run
-                last, state = where, parts.get(where)
-            if state is None:
-                continue  # revoked between fetch and here
-            offset = message.offset()
-            if state.next_offset is None:
-                state.next_offset = offset
-            headers: Any = message.headers()
-            origin = state.native_origin
-            if headers:
-                kept = []
-                found_origin = found_src = None
-                for name, raw in headers:
-                    if name == ORIGIN_HEADER:
-                        found_origin = raw  # replaced below
-                    elif name == SOURCE_HEADER:
-                        found_src = raw  # replaced below: it names the immediate source
-                    else:
-                        kept.append((name, raw))
-                if found_origin is not None:
-                    # Only a drkit copy sitting where drkit wrote it keeps its origin; headers
-                    # an application copied into new records are not loops.
-                    home = origin_of_record(found_origin, source_id, where[0], found_src)
-                    if home == target_id:
-                        state.skip(offset)
-                        self.metrics.loop_skipped.labels(self.topology.name, where[0]).inc()
-                        continue
-                    if home != source_id:  # a copy passing through: keep where it began
-                        origin = origin_header(home.encode(), target_id_bytes, state.target_topic)
-                headers = kept
-            else:
-                headers = []
-            key: bytes | None = message.key()
-            value: bytes | None = message.value()
-            if chain is not None:
-                try:
-                    out = chain.apply(OutRecord(key, value, tuple(headers)))
-                except Exception as err:  # a plugin failed on this record: stop here, loudly
-                    self._fail(state, offset, f"transform failed: {type(err).__name__}: {err}")
-                if out is None:
-                    state.skip(offset)
-                    self.metrics.filtered.labels(self.topology.name, where[0]).inc()
+        queue = state.queue if not state.hashed else None
+        if queue is None and not state.hashed:
+            queue = deliveries.queue_for(state, state.source.partition)
+        batched = queue is not None and deliveries.batches(state, queue)
+        each: Callback | None = None if batched else deliveries.on_delivery
+        base = batched and queue is not None and queue.needs_base()
+        held = False
+        h_value = h_key = None
+        h_offset = h_partition = h_timestamp = 0
+        h_headers: list[Any] = []
+        try:
+            for message in run:
+                error = message.error()
+                if error is not None:
+                    self.on_consume_error(error, message)
                     continue
-                key, value, headers = out.key, out.value, list(out.headers)
-            headers.append((SOURCE_HEADER, state.prefix + str(offset).encode()))
-            headers.append((ORIGIN_HEADER, origin))
-            ts_type, timestamp = message.timestamp()
-            if not ts_type:
-                timestamp = 0
-            partition = state.target_partition
-            if partition is None:
-                partition = state.placed(key, offset)
-            try:
-                produce(
-                    state.target_topic, value, key, partition, timestamp=timestamp, headers=headers
+                offset = message.offset()
+                if state.next_offset is None:
+                    state.next_offset = offset
+                headers: Any = message.headers()
+                origin = state.native_origin
+                if headers:
+                    kept = []
+                    found_origin = found_src = None
+                    for name, raw in headers:
+                        if name == ORIGIN_HEADER:
+                            found_origin = raw  # replaced below
+                        elif name == SOURCE_HEADER:
+                            found_src = raw  # replaced below: it names the immediate source
+                        else:
+                            kept.append((name, raw))
+                    if found_origin is not None:
+                        # Only a drkit copy sitting where drkit wrote it keeps its origin; headers
+                        # an application copied into new records are not loops.
+                        home = origin_of_record(found_origin, source_id, topic, found_src)
+                        if home == target_id:
+                            state.skip(offset)
+                            self.metrics.loop_skipped.labels(self.topology.name, topic).inc()
+                            continue
+                        if home != source_id:  # a copy passing through: keep where it began
+                            origin = origin_header(home.encode(), target_id_bytes, target_topic)
+                    headers = kept
+                else:
+                    headers = []
+                key: bytes | None = message.key()
+                value: bytes | None = message.value()
+                if chain is not None:
+                    try:
+                        out = chain.apply(OutRecord(key, value, tuple(headers)))
+                    except Exception as err:  # a plugin failed on this record: stop here, loudly
+                        self._fail(state, offset, f"transform failed: {type(err).__name__}: {err}")
+                    if out is None:
+                        state.skip(offset)
+                        self.metrics.filtered.labels(self.topology.name, topic).inc()
+                        continue
+                    key, value, headers = out.key, out.value, list(out.headers)
+                headers.append((SOURCE_HEADER, state.prefix + str(offset).encode()))
+                headers.append((ORIGIN_HEADER, origin))
+                ts_type, timestamp = message.timestamp()
+                if not ts_type:
+                    timestamp = 0
+                partition = state.target_partition
+                if partition is None:
+                    partition = state.placed(key, offset)
+                    queue = deliveries.queue_for(state, partition)
+                elif queue is None or queue.owner is not state:
+                    queue = deliveries.queue_for(state, partition)
+                state.pending.append(offset)
+                queue.add(state, offset)
+                state.records += 1
+                state.bytes += len(value or b"") + len(key or b"")
+                if timestamp and offset % _SAMPLE_EVERY == 0:
+                    self._sample(queue, offset, timestamp, now_s)
+                if held:
+                    held = False  # (an exception below must not send it a second time)
+                    try:
+                        produce(
+                            target_topic,
+                            h_value,
+                            h_key,
+                            h_partition,
+                            timestamp=h_timestamp,
+                            headers=h_headers,
+                            on_delivery=each,
+                        )
+                    except BufferError:
+                        self._produce_when_room(
+                            producer,
+                            state,
+                            h_offset,
+                            h_value,
+                            h_key,
+                            h_partition,
+                            h_timestamp,
+                            h_headers,
+                            each,
+                        )
+                    except Exception as err:  # rejected locally: see TargetProducer.rejected
+                        self._produce_after_rejection(
+                            producer,
+                            err,
+                            state,
+                            h_offset,
+                            h_value,
+                            h_key,
+                            h_partition,
+                            h_timestamp,
+                            h_headers,
+                            each,
+                        )
+                if base:  # the first record to this target partition: its offset is the base
+                    base = held = False
+                    self._send(
+                        producer,
+                        state,
+                        offset,
+                        value,
+                        key,
+                        partition,
+                        timestamp,
+                        headers,
+                        deliveries.sentinel(queue, offset),
+                    )
+                    continue
+                h_value, h_key, h_offset, h_partition, h_timestamp, h_headers = (
+                    value,
+                    key,
+                    offset,
+                    partition,
+                    timestamp,
+                    headers,
                 )
-            except BufferError:
-                self._produce_when_room(
-                    producer, state, offset, value, key, partition, timestamp, headers
+                held = True
+        except BaseException:
+            # Stopped inside the run (a record that cannot be replicated, a consume error):
+            # what was sent before that point is still confirmed, so progress reaches it.
+            if held and batched:
+                assert queue is not None
+                self._send(
+                    producer,
+                    state,
+                    h_offset,
+                    h_value,
+                    h_key,
+                    h_partition,
+                    h_timestamp,
+                    h_headers,
+                    deliveries.sentinel(queue, h_offset),
                 )
-            except Exception as err:  # rejected locally: see TargetProducer.rejected
-                self._produce_after_rejection(
-                    producer, err, state, offset, value, key, partition, timestamp, headers
-                )
-            state.pending.append(offset)
-            queue = state.queue if not state.hashed else None
-            if queue is None or queue.owner is not state:
-                queue = self.deliveries.queue_for(state, partition)
-            queue.add(state, offset)
-            state.records += 1
-            state.bytes += len(value or b"") + len(key or b"")
-            if timestamp and offset % _SAMPLE_EVERY == 0:
-                self._sample(queue, offset, timestamp, now_s)
+            raise
+        if held:
+            assert queue is not None
+            self._send(
+                producer,
+                state,
+                h_offset,
+                h_value,
+                h_key,
+                h_partition,
+                h_timestamp,
+                h_headers,
+                deliveries.sentinel(queue, h_offset) if batched else deliveries.on_delivery,
+            )
+
+    def _send(
+        self,
+        producer: TargetProducer,
+        state: PartitionState,
+        offset: int,
+        value: bytes | None,
+        key: bytes | None,
+        partition: int,
+        timestamp: int,
+        headers: list[Any],
+        callback: Callback,
+    ) -> None:
+        """Produce one record outside the per-record loop (a sentinel)."""
+        try:
+            producer.produce(
+                state.target_topic,
+                value,
+                key,
+                partition,
+                timestamp=timestamp,
+                headers=headers,
+                on_delivery=callback,
+            )
+        except BufferError:
+            self._produce_when_room(
+                producer, state, offset, value, key, partition, timestamp, headers, callback
+            )
+        except Exception as err:  # rejected locally: see TargetProducer.rejected
+            self._produce_after_rejection(
+                producer, err, state, offset, value, key, partition, timestamp, headers, callback
+            )
 
     def _sample(self, queue: InflightQueue, offset: int, timestamp: int, now_s: float) -> None:
         queue.sampled[offset] = timestamp
@@ -182,6 +322,7 @@ class RecordCopier:
         partition: int,
         timestamp: int,
         headers: list[Any],
+        callback: Callback | None,
     ) -> None:
         """The producer queue is full: serve delivery reports until the record fits."""
         while True:
@@ -189,14 +330,29 @@ class RecordCopier:
             self.check_deliveries()
             try:
                 producer.produce(
-                    state.target_topic, value, key, partition, timestamp=timestamp, headers=headers
+                    state.target_topic,
+                    value,
+                    key,
+                    partition,
+                    timestamp=timestamp,
+                    headers=headers,
+                    on_delivery=callback,
                 )
                 return
             except BufferError:
                 continue
             except Exception as err:
                 self._produce_after_rejection(
-                    producer, err, state, offset, value, key, partition, timestamp, headers
+                    producer,
+                    err,
+                    state,
+                    offset,
+                    value,
+                    key,
+                    partition,
+                    timestamp,
+                    headers,
+                    callback,
                 )
                 return
 
@@ -211,6 +367,7 @@ class RecordCopier:
         partition: int,
         timestamp: int,
         headers: list[Any],
+        callback: Callback | None,
     ) -> None:
         """The producer refused a record locally.  A transient refusal - typically a partition
         the target topic just gained, unknown to the producer's cached metadata - is retried
@@ -223,12 +380,18 @@ class RecordCopier:
             producer.poll(0.1)
             try:
                 producer.produce(
-                    state.target_topic, value, key, partition, timestamp=timestamp, headers=headers
+                    state.target_topic,
+                    value,
+                    key,
+                    partition,
+                    timestamp=timestamp,
+                    headers=headers,
+                    on_delivery=callback,
                 )
                 return
             except BufferError:
                 self._produce_when_room(
-                    producer, state, offset, value, key, partition, timestamp, headers
+                    producer, state, offset, value, key, partition, timestamp, headers, callback
                 )
                 return
             except Exception as again:

@@ -126,6 +126,17 @@ class RunTracker:
             self._dirty.append(OffsetRun(self._src_start, self._dst_start, length))
         self._src_start, self._dst_start, self._length = src, dst, 1
 
+    def observe_range(self, src: int, dst: int, count: int) -> None:
+        """Record that source offsets ``src .. src+count-1`` were written at target offsets
+        ``dst .. dst+count-1`` (a batch confirmed at once; ``count`` >= 1)."""
+        length = self._length
+        if length and src == self._src_start + length and dst == self._dst_start + length:
+            self._length = length + count
+            return
+        if length:
+            self._dirty.append(OffsetRun(self._src_start, self._dst_start, length))
+        self._src_start, self._dst_start, self._length = src, dst, count
+
     def drain(self) -> list[OffsetSync]:
         """Runs closed since the last drain plus the current run as it stands now."""
         runs = self._dirty

@@ -139,14 +139,28 @@ class InflightQueue:
     Usually one source partition feeds a target partition and entries are plain offsets; when a
     route transform merges several into one, ``owner`` becomes None and entries carry their
     state: ``(state, offset)``.  Timestamps are kept only for records sampled for latency.
+
+    Batched delivery reports (drkit.replication.delivery): ``covered`` counts the oldest entries
+    that a sentinel record's report will confirm; ``last_target`` is the target offset of the
+    last confirmed record (None until a report fixed it, and again after a transaction marker).
     """
 
-    __slots__ = ("entries", "owner", "sampled")
+    __slots__ = ("covered", "entries", "last_target", "owner", "sampled")
 
     def __init__(self, owner: PartitionState) -> None:
         self.owner: PartitionState | None = owner
         self.entries: deque[Any] = deque()
         self.sampled: dict[int, int] = {}
+        self.covered = 0
+        self.last_target: int | None = None
+
+    def uncovered(self) -> int:
+        """Entries no sentinel covers yet (the records since the last sentinel)."""
+        return len(self.entries) - self.covered
+
+    def needs_base(self) -> bool:
+        """No confirmed target offset to check the next sentinel against, and none coming."""
+        return self.last_target is None and not self.entries
 
     def share_with(self, state: PartitionState) -> None:
         """A second source partition feeds this target partition: tag every entry from now."""
@@ -160,6 +174,16 @@ class InflightQueue:
 
     def add(self, state: PartitionState, offset: int) -> None:
         self.entries.append(offset if self.owner is state else (state, offset))
+
+    def head(self) -> tuple[PartitionState, int] | None:
+        """The oldest entry, left in place."""
+        if not self.entries:
+            return None
+        entry = self.entries[0]
+        if self.owner is not None and not isinstance(entry, tuple):
+            return self.owner, entry
+        state, offset = entry
+        return state, offset
 
     def pop(self) -> tuple[PartitionState, int] | None:
         """The oldest entry: (state, source offset) of the record just acknowledged."""

@@ -251,7 +251,12 @@ class FlowWorker:
 
     def _session(self) -> None:
         self._restart = None
-        self._deliveries.failure = None
+        # Batched delivery reports need one source partition per target partition (no topic
+        # renames, which may merge topics) and every record in its own batch when hunting a
+        # record the target refuses as too large.
+        self._deliveries.begin_session(
+            batched_allowed=self._careful is None and not self.topology.chain.renames
+        )
         self._producer = self._make_producer()
         self._writer = ProgressWriter(
             self._producer,
@@ -282,9 +287,7 @@ class FlowWorker:
             raise
 
     def _make_producer(self) -> TargetProducer:
-        settings = producer_settings(
-            self.topology, self.settings, self._deliveries.on_delivery, self._careful is not None
-        )
+        settings = producer_settings(self.topology, self.settings, self._careful is not None)
         producer = TargetProducer(self.target, settings, self.flow.exactly_once)
         if self.flow.exactly_once:
             producer.init_transactions(30)
@@ -428,6 +431,7 @@ class FlowWorker:
             self.metrics.errors.labels(self.name, "transaction").inc()
             raise _Restart(f"transaction commit failed: {err}") from None
         self._in_txn = False
+        self._deliveries.rebase()  # each partition of the transaction got a commit marker
 
     def _next_offsets(self) -> dict[TopicPartition, int]:
         return {
@@ -494,6 +498,12 @@ class FlowWorker:
             # transaction first, since the assigner waits for every open one to end.
             self._commit()
         states = self._assigner.assign(partitions, self.source_id, self.target_id)
+        if self._deliveries.batched and any(state.hashed for state in states):
+            # Key-hashed placement feeds one target partition from several source partitions:
+            # only per-record reports can tell their records apart.
+            assert self._producer is not None
+            self._flush(self._producer)
+            self._deliveries.report_per_record("a target topic has fewer partitions")
         for state in states:
             self._parts[(state.source.topic, state.source.partition)] = state
         self._consumer.assign({state.source: state.next_offset for state in states})

@@ -26,7 +26,7 @@ from drkit.kafka.records import TopicPartition
 from drkit.local.ports import free_port
 from drkit.replication.internal_topics import ensure_bookkeeping_topics
 from drkit.replication.offset_sync import OffsetSync, merge_runs
-from drkit.replication.progress import Progress, ProgressStore
+from drkit.replication.progress import Progress, ProgressStore, decode_progress
 from drkit.replication.provenance import SOURCE_HEADER, Provenance
 from drkit.replication.topology import FlowTopology
 from tests.conftest import Names
@@ -86,7 +86,11 @@ def _source_offsets(setup: FlowSetup, replica: str) -> Counter[tuple[int, int]]:
     records = consume_all(setup.target_endpoint, replica, timeout_s=60)
     return Counter(
         (p.partition, p.offset)
-        for p in (Provenance.decode(r.header(SOURCE_HEADER) or b"") for r in records)
+        for p in (
+            Provenance.decode(r.header(SOURCE_HEADER) or b"")
+            for r in records
+            if r.header(SOURCE_HEADER)
+        )
     )
 
 
@@ -208,6 +212,117 @@ def test_a_broker_restart_after_the_retry_window_is_ridden_out(
         wait_until(lambda: _caught_up(setup, topic), 120, 1.0, what="caught up after the restart")
         assert worker.running, worker.log()
     _none_missing(setup, topic, replica)
+
+
+def test_batched_reports_never_let_progress_pass_a_record_the_target_did_not_keep(
+    dc1: ClusterUnderTest, scratch: ClusterUnderTest, names: Names, tmp_path: Path
+) -> None:
+    """Most records carry no delivery report of their own (drkit.replication.delivery): a
+    sentinel's report confirms its run.  The target broker is SIGKILLed under load and stays
+    down past the delivery timeout, so batches time out in flight; the worker is SIGKILLed
+    while catching up after the restart.  Every progress record ever written must then be
+    covered by copies on the target, and a restarted worker must leave nothing missing."""
+    topic = names.topic("batched")
+    setup = flow_setup(tmp_path, dc1, scratch, [topic], retry=RETRY)
+    replica = FlowTopology.of(setup.config.flows[0]).target_topic(topic)
+    dc1.admin().create_topics([TopicSpec(topic, 3)])
+    assert scratch.local is not None
+    with _Load(setup.source_endpoint, topic, per_batch=200).running() as load:
+        worker = Replicator(setup, log_dir=tmp_path).start()
+        wait_until(lambda: _stored(setup, topic) > 2_000, 60, 0.2, what="flowing")
+        scratch.local.kill_broker(scratch.name)
+        time.sleep(6)  # twice the delivery timeout: what was in flight times out
+        scratch.local.start_broker(scratch.name)
+        before = _stored(setup, topic)
+        wait_until(lambda: _stored(setup, topic) > before + 2_000, 90, 0.2, what="catching up")
+        worker.kill()
+        sent_at_kill = load.sent
+    claimed = {tp: n for tp, n in _every_progress_record(setup).items() if tp.topic == topic}
+    copies = _source_offsets(setup, replica)
+    assert claimed, "no progress was ever stored"
+    for tp, nexts in claimed.items():
+        on_target = {o for (p, o) in copies if p == tp.partition}
+        highest = max(nexts)
+        gaps = [o for o in range(highest) if o not in on_target]
+        assert not gaps, (
+            f"progress of {tp} reached {highest} but {len(gaps)} records below it are not "
+            f"on the target, e.g. {gaps[:5]}"
+        )
+    assert sum(max(n) for n in claimed.values()) > 4_000
+    with Replicator(setup, log_dir=tmp_path):
+        wait_until(lambda: _caught_up(setup, topic), 120, 1.0, what="caught up after the kill")
+    assert sent_at_kill > 0
+    _none_missing(setup, topic, replica)
+
+
+def test_a_foreign_writer_in_the_replica_never_bends_the_offset_map(
+    dc1: ClusterUnderTest, dc2: ClusterUnderTest, names: Names, tmp_path: Path
+) -> None:
+    """Another producer writes into the replica partition, a record every millisecond, while
+    drkit copies a backlog into it in runs of thousands.  A batched report then covers a run
+    whose target offsets are not all drkit's: confirming it would write offset-sync runs that
+    pair source offsets with foreign records.  Every run ever written must pair each source
+    offset with the target record that is its copy."""
+    topic = names.topic("shared")
+    setup = flow_setup(tmp_path, dc1, dc2, [topic])
+    topology = FlowTopology.of(setup.config.flows[0])
+    replica = topology.target_topic(topic)
+    dc1.admin().create_topics([TopicSpec(topic, 1)])
+    dc2.admin().create_topics([TopicSpec(replica, 1)])
+    produce_batch(setup.source_endpoint, topic, ((b"k", f"v{i}".encode()) for i in range(100_000)))
+    stop = threading.Event()
+
+    def foreign() -> None:
+        producer = make_producer(setup.target_endpoint, {"linger.ms": 0})
+        while not stop.is_set():
+            producer.produce(replica, b"x", b"intruder", 0)
+            producer.poll(0)
+            time.sleep(0.001)
+        producer.flush(30)
+
+    intruder = threading.Thread(target=foreign, daemon=True)
+    intruder.start()
+    try:
+        with Replicator(setup, log_dir=tmp_path) as worker:
+            wait_until(lambda: _caught_up(setup, topic), 120, 0.5, what="caught up")
+            assert worker.running, worker.log()
+    finally:
+        stop.set()
+        intruder.join(30)
+    copies = {
+        r.offset: Provenance.decode(r.header(SOURCE_HEADER) or b"").offset
+        for r in consume_all(setup.target_endpoint, replica, timeout_s=60)
+        if r.header(SOURCE_HEADER)
+    }
+    syncs = consume_all(setup.target_endpoint, topology.offset_syncs_topic, timeout_s=30)
+    claimed = wrong = 0
+    for record in syncs:
+        sync = OffsetSync.decode(record.key or b"", record.value or b"")
+        if sync.source.topic != topic:
+            continue
+        for i in range(sync.run.length):
+            claimed += 1
+            if copies.get(sync.run.dst_start + i) != sync.run.src_start + i:
+                wrong += 1
+    assert claimed >= 100_000
+    assert wrong == 0, f"{wrong} of {claimed} offset pairs point at a record that is not the copy"
+    _none_missing(setup, topic, replica)
+
+
+def _stored(setup: FlowSetup, topic: str) -> int:
+    """Records of ``topic`` the stored progress says are replicated."""
+    return sum(n for tp, n in _progress(setup).items() if tp.topic == topic)
+
+
+def _every_progress_record(setup: FlowSetup) -> dict[TopicPartition, list[int]]:
+    """Every progress value written for the flow (not only the latest): none may over-claim."""
+    topic = FlowTopology.of(setup.config.flows[0]).progress_topic
+    out: dict[TopicPartition, list[int]] = {}
+    for record in consume_all(setup.target_endpoint, topic, timeout_s=30):
+        decoded = decode_progress(record.key or b"", record.value)
+        if decoded is not None:
+            out.setdefault(decoded[1].source, []).append(decoded[1].next_offset)
+    return out
 
 
 # -- identities -----------------------------------------------------------------------------
