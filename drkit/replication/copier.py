@@ -243,10 +243,11 @@ class RecordCopier:
                     headers,
                 )
                 held = True
-        except BaseException:
-            # Stopped inside the run (a record that cannot be replicated, a consume error):
-            # what was sent before that point is still confirmed, so progress reaches it.
-            if held and batched:
+        finally:
+            # The run's last sent record goes out now - also when the run stopped early (a
+            # record that cannot be replicated, a consume error): what was sent before that
+            # point is still confirmed, so progress reaches it.
+            if held:
                 assert queue is not None
                 self._send(
                     producer,
@@ -257,22 +258,8 @@ class RecordCopier:
                     h_partition,
                     h_timestamp,
                     h_headers,
-                    deliveries.sentinel(queue, h_offset),
+                    deliveries.sentinel(queue, h_offset) if batched else deliveries.on_delivery,
                 )
-            raise
-        if held:
-            assert queue is not None
-            self._send(
-                producer,
-                state,
-                h_offset,
-                h_value,
-                h_key,
-                h_partition,
-                h_timestamp,
-                h_headers,
-                deliveries.sentinel(queue, h_offset) if batched else deliveries.on_delivery,
-            )
 
     def _send(
         self,

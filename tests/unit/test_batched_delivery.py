@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import pytest
 from prometheus_client import CollectorRegistry
 
 from drkit.config.model import FlowConfig
@@ -247,3 +248,15 @@ def test_a_run_ending_in_filtered_records_is_still_confirmed_by_its_last_sent_re
     assert state.tracker is not None
     runs = [(s.run.src_start, s.run.dst_start, s.run.length) for s in state.tracker.drain()]
     assert runs == [(0, 0, 2), (3, 2, 2)]
+
+
+def test_a_run_stopped_by_an_error_still_confirms_what_was_sent_before_it() -> None:
+    copier, tracker, parts = _copier()
+    producer = FakeProducer()
+    batch = [*_batch((0, range(0, 5))), Msg(TOPIC, 0, 5, error="broken"), Msg(TOPIC, 0, 6)]
+    with pytest.raises(AssertionError, match="unexpected consume error"):
+        copier.copy(batch, producer)  # type: ignore[arg-type]
+    assert [cb for _p, cb in producer.sent] == [True, False, False, False, True]
+    producer.poll()
+    assert tracker.failure is None
+    assert parts[(TOPIC, 0)].next_offset == 5
