@@ -68,7 +68,8 @@ class DeliveryTracker:
         self.batched = batched_allowed and self.per_record_reason is None
 
     def report_per_record(self, reason: str) -> None:
-        """From now on every record carries its own report (call with nothing in flight)."""
+        """From now on every record carries its own report.  Call with nothing in flight, or
+        with the session failing (its records are sent again from stored progress)."""
         if self.per_record_reason is None:
             log.warning("delivery reports per record from now on", extra={"reason": reason})
             self.per_record_reason = reason
@@ -106,7 +107,7 @@ class DeliveryTracker:
     def sentinel(self, queue: InflightQueue, source_offset: int) -> Callback:
         """The callback for a record that covers every uncovered entry of ``queue`` (itself
         included, already added)."""
-        count = len(queue.entries) - queue.covered
+        count = queue.uncovered()
         queue.covered += count
         return partial(self._on_chunk, queue, count, source_offset)
 
@@ -173,8 +174,7 @@ class DeliveryTracker:
                 f"{'an unknown offset' if expected is None else expected}: a record failed "
                 "without a report or another producer writes to this partition",
             )
-            self.batched = False
-            self.per_record_reason = self.per_record_reason or "a batched report did not add up"
+            self.report_per_record("a batched report did not add up")
             return
         queue.last_target = target
         queue.covered -= count

@@ -186,11 +186,8 @@ class InflightQueue:
         return state, offset
 
     def pop(self) -> tuple[PartitionState, int] | None:
-        """The oldest entry: (state, source offset) of the record just acknowledged."""
-        if not self.entries:
-            return None
-        entry = self.entries.popleft()
-        if self.owner is not None and not isinstance(entry, tuple):
-            return self.owner, entry
-        state, offset = entry
-        return state, offset
+        """The oldest entry, removed: (state, source offset) of the record just acknowledged."""
+        entry = self.head()
+        if entry is not None:
+            self.entries.popleft()
+        return entry
