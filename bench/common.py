@@ -236,6 +236,29 @@ class PeakRss:
         self._thread.join()
 
 
+def _busy_cores() -> tuple[float, float]:
+    """(busy, total) CPU seconds of the machine so far (from /proc/stat)."""
+    fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = fields[3] + fields[4]  # idle + iowait
+    tick = os.sysconf("SC_CLK_TCK")
+    return (sum(fields) - idle) / tick, sum(fields) / tick
+
+
+def settle(max_busy_cores: float = 0.3, window_s: float = 1.0, timeout_s: float = 30.0) -> float:
+    """Wait until the machine is quiet - at most ``max_busy_cores`` busy over ``window_s`` - so
+    that a timed run does not inherit the previous one's tail (a JVM exiting, brokers flushing,
+    deleting topics).  Gives up after ``timeout_s``; returns the last busy figure."""
+    deadline = time.monotonic() + timeout_s
+    busy = float("inf")
+    while time.monotonic() < deadline:
+        before = _busy_cores()[0]
+        time.sleep(window_s)
+        busy = (_busy_cores()[0] - before) / window_s
+        if busy <= max_busy_cores:
+            break
+    return busy
+
+
 def wait_for_count(
     admin: KafkaAdmin,
     topic: str,

@@ -62,6 +62,7 @@ from bench.common import (
     payload_pool,
     percentile,
     producer_perf,
+    settle,
     wait_for_count,
 )
 from drkit.config.model import FlowConfig
@@ -253,7 +254,8 @@ _PRODUCER_TO_JAVA: dict[str, str | None] = {
     # Counts records; the Java producer bounds its buffer in bytes: see _buffer_memory.
     "queue.buffering.max.messages": None,
     "client.id": None,  # a name
-    "batch.num.messages": None,  # only set in careful mode; Java batches are bounded in bytes
+    # Raised so that batch.size bounds a batch, as in Java (1 in careful mode): no Java name.
+    "batch.num.messages": None,
     "transactional.id": None,  # exactly-once flows only; the benchmark's flow is not
     "transaction.timeout.ms": None,  # exactly-once flows only
 }
@@ -262,8 +264,8 @@ _PRODUCER_TO_JAVA: dict[str, str | None] = {
 _PRODUCER_IMPLICIT: dict[str, str] = {
     # drkit.kafka.clients.make_producer's default (the defaults variant has it as well).
     "compression.type": COMPRESSION,
-    # librdkafka's batch.size default (Java: 16384).  librdkafka also caps a batch at
-    # batch.num.messages=10000 records, which has no Java equivalent.
+    # librdkafka's batch.size default (Java: 16384); drkit lifts librdkafka's record cap
+    # (batch.num.messages) so that, as in Java, only these bytes bound a batch.
     "batch.size": "1000000",
     # librdkafka caps in-flight requests at 5 with idempotence; Connect's worker sets 1.
     "max.in.flight.requests.per.connection": "5",
@@ -332,6 +334,7 @@ def throughput(
 ) -> Result:
     target = replicator.target_topic(topic)
     admin = clusters.admin("dc2")
+    settle()  # every contender starts on a quiet machine
     replicator.start(topic)
     assert replicator.process is not None
     try:
@@ -339,6 +342,7 @@ def throughput(
             first, done = wait_for_count(admin, target, records, timeout_s=900)
     finally:
         replicator.stop()
+        admin.delete_topics([target])  # the next contender starts on the same disk
     elapsed = max(done - first, 1e-3)
     rate = records / elapsed
     return Result(replicator.name, rate, rate * size / 1e6, rss.peak)
@@ -365,7 +369,12 @@ def latency_at(
 
         def read() -> None:
             while not stop.is_set():
-                for message in consumer.consume(5000, 0.1):
+                # poll() returns at the first record; consume(n, 0) then takes what is already
+                # fetched (consume(n, t) would wait out t to fill, adding it to every latency).
+                first = consumer.poll(0.1)
+                if first is None:
+                    continue
+                for message in [first, *consumer.consume(5000, 0)]:
                     if message.error() is None:
                         _, ts = message.timestamp()
                         latencies.append(time.time() * 1000 - ts)
@@ -455,6 +464,7 @@ def pipe_limit(clusters: Clusters, topic: str, records: int, size: int) -> Resul
     """The best rates the tools reach on each side of the pipe; see the module docstring."""
     consumed = []
     for consume in CONSUME_SETTINGS:
+        settle()
         rate = consumer_perf(
             clusters.dc1, topic, records, fetch_size=consume.fetch_size, props=consume.props()
         )
@@ -463,6 +473,7 @@ def pipe_limit(clusters: Clusters, topic: str, records: int, size: int) -> Resul
     payload = payload_pool(size, max(1, min(records, PAYLOAD_POOL_BYTES // size)))
     produced = []
     for produce in PRODUCE_SETTINGS:
+        settle()
         rate, tools = _produce_rate(clusters, records, size, produce, payload)
         print(
             f"    pipe: produce {rate:,.0f}/s on dc2 (the tool says {tools:,.0f}/s) "

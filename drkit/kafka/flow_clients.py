@@ -214,10 +214,20 @@ class SourceConsumer:
         except KafkaException as err:
             raise _translate_client_error(err, f"{self.endpoint.alias}: {what}") from None
 
-    def consume(self, max_records: int, timeout_s: float) -> list[RawMessage]:
-        """The next batch (may include error events; see :func:`classify_consume_error`)."""
+    def consume(self, max_records: int, timeout_s: float, fill_s: float = 0.0) -> list[RawMessage]:
+        """Up to ``max_records`` (may include error events; see :func:`classify_consume_error`):
+        waits at most ``timeout_s`` for the first, then at most ``fill_s`` more to fill the
+        batch.  (librdkafka's own batch call waits its whole timeout to fill the batch: with an
+        idle-sized timeout that wait lands on every record's latency at low rates; with a tiny
+        one, fuller batches are lost while records flow.)"""
         try:
-            return self._consumer.consume(max_records, timeout_s)  # type: ignore[return-value]
+            first = self._consumer.poll(timeout_s)
+            if first is None:
+                return []
+            if max_records <= 1:
+                return [first]  # type: ignore[list-item]
+            rest = self._consumer.consume(max_records - 1, fill_s)
+            return [first, *rest]  # type: ignore[list-item]
         except KafkaException as err:
             raise _translate_client_error(err, f"{self.endpoint.alias}: consume") from None
 

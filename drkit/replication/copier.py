@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
+from functools import partial
 from itertools import groupby
 from typing import Any, NoReturn
 
@@ -100,6 +101,7 @@ class RecordCopier:
 
         Each record is sent one step late, so the run's last sent record is known when it is
         sent: it is the sentinel whose report confirms the run (drkit.replication.delivery).
+        Everything that is constant for the run is computed once, here, before the loop.
         """
         chain = self.topology.chain if self.topology.chain.steps else None
         deliveries = self.deliveries
@@ -108,18 +110,29 @@ class RecordCopier:
         target_id_bytes = self.target_id
         topic = state.source.topic
         target_topic = state.target_topic
+        # librdkafka's produce, positional (keyword parsing costs more than the rest of the
+        # call): (topic, value, key, partition, callback, on_delivery, timestamp, headers).
         produce = producer.produce
         now_s = time.time()
-        queue = state.queue if not state.hashed else None
-        if queue is None and not state.hashed:
-            queue = deliveries.queue_for(state, state.source.partition)
+        hashed = state.hashed
+        partition = state.target_partition
+        queue: InflightQueue | None = None
+        add: Callable[[int], None] | None = None
+        if not hashed:
+            queue = state.queue
+            if queue is None or queue.owner is not state:
+                queue = deliveries.queue_for(state, state.source.partition)
+            add = queue.entries.append if queue.owner is state else partial(queue.add, state)
         batched = queue is not None and deliveries.batches(state, queue)
         each: Callback | None = None if batched else deliveries.on_delivery
         base = batched and queue is not None and queue.needs_base()
-        held = False
-        h_value = h_key = None
-        h_offset = h_partition = h_timestamp = 0
-        h_headers: list[Any] = []
+        pending_append = state.pending.append
+        src_template = state.prefix.replace(b"%", b"%%") + b"%d"  # drkit-src, by % formatting
+        native_origin = (ORIGIN_HEADER, state.native_origin)
+        unset = state.next_offset is None
+        records = size = 0
+        held: tuple[Any, ...] | None = None  # produce() arguments of the record sent next
+        held_offset = 0
         try:
             for message in run:
                 error = message.error()
@@ -127,10 +140,10 @@ class RecordCopier:
                     self.on_consume_error(error, message)
                     continue
                 offset = message.offset()
-                if state.next_offset is None:
-                    state.next_offset = offset
+                if unset:
+                    state.next_offset, unset = offset, False
                 headers: Any = message.headers()
-                origin = state.native_origin
+                origin = native_origin
                 if headers:
                     kept = []
                     found_origin = found_src = None
@@ -150,7 +163,10 @@ class RecordCopier:
                             self.metrics.loop_skipped.labels(self.topology.name, topic).inc()
                             continue
                         if home != source_id:  # a copy passing through: keep where it began
-                            origin = origin_header(home.encode(), target_id_bytes, target_topic)
+                            origin = (
+                                ORIGIN_HEADER,
+                                origin_header(home.encode(), target_id_bytes, target_topic),
+                            )
                     headers = kept
                 else:
                     headers = []
@@ -166,132 +182,65 @@ class RecordCopier:
                         self.metrics.filtered.labels(self.topology.name, topic).inc()
                         continue
                     key, value, headers = out.key, out.value, list(out.headers)
-                headers.append((SOURCE_HEADER, state.prefix + str(offset).encode()))
-                headers.append((ORIGIN_HEADER, origin))
+                headers.append((SOURCE_HEADER, src_template % offset))
+                headers.append(origin)
                 ts_type, timestamp = message.timestamp()
                 if not ts_type:
                     timestamp = 0
-                partition = state.target_partition
-                if partition is None:
+                if hashed:
                     partition = state.placed(key, offset)
                     queue = deliveries.queue_for(state, partition)
-                elif queue is None or queue.owner is not state:
-                    queue = deliveries.queue_for(state, partition)
-                state.pending.append(offset)
-                queue.add(state, offset)
-                state.records += 1
-                state.bytes += len(value or b"") + len(key or b"")
+                    queue.add(state, offset)
+                else:
+                    add(offset)  # type: ignore[misc]
+                pending_append(offset)
+                records += 1
+                size += len(value or b"") + len(key or b"")
                 if timestamp and offset % _SAMPLE_EVERY == 0:
-                    self._sample(queue, offset, timestamp, now_s)
-                if held:
-                    held = False  # (an exception below must not send it a second time)
+                    self._sample(queue, offset, timestamp, now_s)  # type: ignore[arg-type]
+                if held is not None:
+                    args, held = held, None  # (an exception below must not send it twice)
                     try:
-                        produce(
-                            target_topic,
-                            h_value,
-                            h_key,
-                            h_partition,
-                            timestamp=h_timestamp,
-                            headers=h_headers,
-                            on_delivery=each,
-                        )
+                        produce(*args)
                     except BufferError:
-                        self._produce_when_room(
-                            producer,
-                            state,
-                            h_offset,
-                            h_value,
-                            h_key,
-                            h_partition,
-                            h_timestamp,
-                            h_headers,
-                            each,
-                        )
+                        self._produce_when_room(producer, state, held_offset, args)
                     except Exception as err:  # rejected locally: see TargetProducer.rejected
-                        self._produce_after_rejection(
-                            producer,
-                            err,
-                            state,
-                            h_offset,
-                            h_value,
-                            h_key,
-                            h_partition,
-                            h_timestamp,
-                            h_headers,
-                            each,
-                        )
+                        self._produce_after_rejection(producer, err, state, held_offset, args)
                 if base:  # the first record to this target partition: its offset is the base
-                    base = held = False
-                    self._send(
-                        producer,
-                        state,
-                        offset,
-                        value,
-                        key,
-                        partition,
-                        timestamp,
-                        headers,
-                        deliveries.sentinel(queue, offset),
-                    )
+                    base = False
+                    args = (target_topic, value, key, partition, None, None, timestamp, headers)
+                    self._send(producer, state, offset, args, deliveries.sentinel(queue, offset))  # type: ignore[arg-type]
                     continue
-                h_value, h_key, h_offset, h_partition, h_timestamp, h_headers = (
-                    value,
-                    key,
-                    offset,
-                    partition,
-                    timestamp,
-                    headers,
-                )
-                held = True
+                held = (target_topic, value, key, partition, each, None, timestamp, headers)
+                held_offset = offset
         finally:
+            state.records += records
+            state.bytes += size
             # The run's last sent record goes out now - also when the run stopped early (a
             # record that cannot be replicated, a consume error): what was sent before that
             # point is still confirmed, so progress reaches it.
-            if held:
+            if held is not None:
                 assert queue is not None
-                self._send(
-                    producer,
-                    state,
-                    h_offset,
-                    h_value,
-                    h_key,
-                    h_partition,
-                    h_timestamp,
-                    h_headers,
-                    deliveries.sentinel(queue, h_offset) if batched else deliveries.on_delivery,
-                )
+                callback = deliveries.sentinel(queue, held_offset) if batched else each
+                self._send(producer, state, held_offset, held, callback)  # type: ignore[arg-type]
 
     def _send(
         self,
         producer: TargetProducer,
         state: PartitionState,
         offset: int,
-        value: bytes | None,
-        key: bytes | None,
-        partition: int,
-        timestamp: int,
-        headers: list[Any],
+        args: tuple[Any, ...],
         callback: Callback,
     ) -> None:
-        """Produce one record outside the per-record loop (a sentinel)."""
+        """Produce one record outside the per-record loop (a sentinel) with ``callback``;
+        ``args`` are produce()'s positional arguments (see :meth:`_copy_run`)."""
+        args = (*args[:4], callback, *args[5:])
         try:
-            producer.produce(
-                state.target_topic,
-                value,
-                key,
-                partition,
-                timestamp=timestamp,
-                headers=headers,
-                on_delivery=callback,
-            )
+            producer.produce(*args)
         except BufferError:
-            self._produce_when_room(
-                producer, state, offset, value, key, partition, timestamp, headers, callback
-            )
+            self._produce_when_room(producer, state, offset, args)
         except Exception as err:  # rejected locally: see TargetProducer.rejected
-            self._produce_after_rejection(
-                producer, err, state, offset, value, key, partition, timestamp, headers, callback
-            )
+            self._produce_after_rejection(producer, err, state, offset, args)
 
     def _sample(self, queue: InflightQueue, offset: int, timestamp: int, now_s: float) -> None:
         queue.sampled[offset] = timestamp
@@ -300,47 +249,19 @@ class RecordCopier:
         )
 
     def _produce_when_room(
-        self,
-        producer: TargetProducer,
-        state: PartitionState,
-        offset: int,
-        value: bytes | None,
-        key: bytes | None,
-        partition: int,
-        timestamp: int,
-        headers: list[Any],
-        callback: Callback | None,
+        self, producer: TargetProducer, state: PartitionState, offset: int, args: tuple[Any, ...]
     ) -> None:
         """The producer queue is full: serve delivery reports until the record fits."""
         while True:
             producer.poll(0.05)
             self.check_deliveries()
             try:
-                producer.produce(
-                    state.target_topic,
-                    value,
-                    key,
-                    partition,
-                    timestamp=timestamp,
-                    headers=headers,
-                    on_delivery=callback,
-                )
+                producer.produce(*args)
                 return
             except BufferError:
                 continue
             except Exception as err:
-                self._produce_after_rejection(
-                    producer,
-                    err,
-                    state,
-                    offset,
-                    value,
-                    key,
-                    partition,
-                    timestamp,
-                    headers,
-                    callback,
-                )
+                self._produce_after_rejection(producer, err, state, offset, args)
                 return
 
     def _produce_after_rejection(
@@ -349,12 +270,7 @@ class RecordCopier:
         err: Exception,
         state: PartitionState,
         offset: int,
-        value: bytes | None,
-        key: bytes | None,
-        partition: int,
-        timestamp: int,
-        headers: list[Any],
-        callback: Callback | None,
+        args: tuple[Any, ...],
     ) -> None:
         """The producer refused a record locally.  A transient refusal - typically a partition
         the target topic just gained, unknown to the producer's cached metadata - is retried
@@ -366,20 +282,10 @@ class RecordCopier:
             producer.refresh_metadata(state.target_topic)
             producer.poll(0.1)
             try:
-                producer.produce(
-                    state.target_topic,
-                    value,
-                    key,
-                    partition,
-                    timestamp=timestamp,
-                    headers=headers,
-                    on_delivery=callback,
-                )
+                producer.produce(*args)
                 return
             except BufferError:
-                self._produce_when_room(
-                    producer, state, offset, value, key, partition, timestamp, headers, callback
-                )
+                self._produce_when_room(producer, state, offset, args)
                 return
             except Exception as again:
                 failure = producer.rejected(again, state.target_topic)

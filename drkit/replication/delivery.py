@@ -46,6 +46,9 @@ log = logging.getLogger(__name__)
 
 Callback = Callable[[Any, Any], None]
 
+# DeliveryFailure.code of a batched report that did not add up (no client error behind it).
+UNCONFIRMED = "UNCONFIRMED"
+
 
 class DeliveryTracker:
     """In-flight queues per target partition and the delivery callbacks; see module docstring."""
@@ -230,7 +233,7 @@ class DeliveryTracker:
             self.failure = (
                 state,
                 offset,
-                DeliveryFailure(DeliveryFailureKind.TRANSIENT, "UNCONFIRMED", text),
+                DeliveryFailure(DeliveryFailureKind.TRANSIENT, UNCONFIRMED, text),
             )
 
     def take_failure(self) -> tuple[PartitionState, int, DeliveryFailure] | None:

@@ -63,7 +63,7 @@ from drkit.replication.client_settings import (
 )
 from drkit.replication.commit import ProgressWriter, commit_unless_fenced
 from drkit.replication.copier import RecordCopier, replication_failure
-from drkit.replication.delivery import DeliveryTracker
+from drkit.replication.delivery import UNCONFIRMED, DeliveryTracker
 from drkit.replication.gating import GateKeeper
 from drkit.replication.internal_topics import ensure_bookkeeping_topics
 from drkit.replication.metrics import ReplicationMetrics
@@ -148,7 +148,6 @@ class FlowWorker:
         self._assigner: PartitionAssigner | None = None
         self._in_txn = False
         self._closing = False  # closing the consumer: its revoke callback must not settle
-        self._flowing = False
         # After the target refused a batch as too large: per source partition, the highest
         # offset that was in flight.  Until progress passes these, the session sends one record
         # per batch so that the refusal names the one record that is too large.
@@ -330,10 +329,9 @@ class FlowWorker:
     def _pump(self) -> None:
         consumer, producer, writer = self._consumer, self._producer, self._writer
         assert consumer is not None and producer is not None and writer is not None
-        # consume() waits its whole timeout to fill a batch: short while records flow (latency),
-        # longer when idle (no busy loop).
-        messages = consumer.consume(self.settings.batch_size, 0.002 if self._flowing else 0.1)
-        self._flowing = bool(messages)
+        # Up to 100 ms for the first record (idle: no busy loop), then 2 ms to fill the batch
+        # (full batches mean long partition runs: fewer delivery callbacks).
+        messages = consumer.consume(self.settings.batch_size, 0.1, fill_s=0.002)
         if messages:
             if self.flow.exactly_once and not self._in_txn:
                 producer.begin_transaction()
@@ -376,7 +374,10 @@ class FlowWorker:
                 )
                 raise _Restart("batch too large for the target")
             if failure.kind is DeliveryFailureKind.TRANSIENT:
-                self.metrics.errors.labels(self.name, "delivery").inc()
+                # "unconfirmed": a batched report's offsets did not add up (a record lost
+                # without a report, or a foreign writer in the replica) - worth its own alert.
+                kind = "unconfirmed" if failure.code == UNCONFIRMED else "delivery"
+                self.metrics.errors.labels(self.name, kind).inc()
                 raise _Restart(f"delivery to {self.flow.target} failed: {failure}")
             self._fail(state, offset, failure)
         writer = self._writer

@@ -282,10 +282,17 @@ def test_a_foreign_writer_in_the_replica_never_bends_the_offset_map(
 
     intruder = threading.Thread(target=foreign, daemon=True)
     intruder.start()
+    port = free_port()
     try:
-        with Replicator(setup, log_dir=tmp_path) as worker:
+        with Replicator(setup, "--metrics-port", str(port), log_dir=tmp_path) as worker:
             wait_until(lambda: _caught_up(setup, topic), 120, 0.5, what="caught up")
             assert worker.running, worker.log()
+            # The first report that did not add up is counted (and alertable); the worker
+            # then reports per record for good, so it is counted once.
+            unconfirmed = metric(
+                port, "drkit_replication_errors_total", flow=topology.name, kind="unconfirmed"
+            )
+            assert unconfirmed == 1, worker.log()
     finally:
         stop.set()
         intruder.join(30)

@@ -89,10 +89,13 @@ class FakeProducer:
         value: Any,
         key: Any,
         partition: int,
+        callback: Callable[[Any, Any], None] | None = None,
+        on_delivery: Callable[[Any, Any], None] | None = None,
         timestamp: int = 0,
         headers: Any = None,
-        on_delivery: Callable[[Any, Any], None] | None = None,
     ) -> None:
+        """confluent-kafka's signature, positional order included."""
+        on_delivery = callback or on_delivery
         index = len(self.sent)
         where = (topic, partition)
         self.logs[where] = self.logs.get(where, 0) + self.foreign.get(index, 0)
@@ -260,3 +263,30 @@ def test_a_run_stopped_by_an_error_still_confirms_what_was_sent_before_it() -> N
     producer.poll()
     assert tracker.failure is None
     assert parts[(TOPIC, 0)].next_offset == 5
+
+
+def test_the_copier_relies_on_confluent_kafkas_positional_produce_order() -> None:
+    """The copier calls librdkafka's produce positionally: (topic, value, key, partition,
+    callback, on_delivery, timestamp, headers).  If a client release reorders them, the
+    callback would not fire or a header list would land in an integer slot: fail here."""
+    from drkit.kafka.clients import ClusterEndpoint, make_producer
+
+    producer = make_producer(
+        ClusterEndpoint.plain("nowhere", "127.0.0.1:1"),
+        {"message.timeout.ms": 100, "log_level": 0},
+    )
+    reports: list[tuple[bool, int | None, bytes | None, bytes | None]] = []
+    producer.produce(
+        "t",
+        b"value",
+        b"key",
+        3,
+        lambda err, msg: reports.append((err is not None, msg.partition(), msg.key(), msg.value())),
+        None,
+        1_700_000_000_000,
+        [("drkit-src", b"dc1/t/3/7")],
+    )
+    producer.flush(5)
+    assert reports == [(True, 3, b"key", b"value")]  # timed out, reported to the callback
+    with pytest.raises(TypeError):  # headers where the timestamp goes
+        producer.produce("t", b"v", b"k", 0, None, None, [("h", b"x")])  # type: ignore[arg-type]
