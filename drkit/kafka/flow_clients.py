@@ -295,9 +295,10 @@ class TargetProducer:
     """A flow's idempotent (optionally transactional) producer: the data producer on the
     target, or the heartbeat producer on the source.
 
-    ``produce`` is librdkafka's bound method: ``produce(topic, value, key, partition,
-    timestamp=, headers=, on_delivery=)``; it raises BufferError when the local queue is full
-    and anything else for a record it rejects locally (see :meth:`rejected`).
+    ``produce`` is librdkafka's bound method: ``produce(topic, value, key, partition, callback,
+    on_delivery, timestamp, headers)`` - the hot path passes them positionally, in that order
+    (pinned by a unit test); it raises BufferError when the local queue is full and anything
+    else for a record it rejects locally (see :meth:`rejected`).
     """
 
     def __init__(

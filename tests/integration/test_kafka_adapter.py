@@ -17,6 +17,8 @@ from confluent_kafka import TopicPartition as RdTP
 from drkit.errors import RetriableKafkaError
 from drkit.kafka import KafkaAdmin, make_consumer
 from drkit.kafka.admin import TopicSpec
+from drkit.kafka.flow_clients import SourceConsumer
+from drkit.kafka.io import produce_batch
 from drkit.kafka.records import TopicPartition
 from tests.conftest import Names
 from tests.kafka_backends import ClusterUnderTest
@@ -159,3 +161,26 @@ def test_canary_round_trip_reads_back_the_record_it_wrote(
     round_trips = [canary_round_trip(dc1.endpoint, topic, 10.0) for _ in range(3)]
     assert all(0 < ms < 10_000 for ms in round_trips)
     assert admin.topic_offsets(topic) == {0: (0, 3)}  # one record per round trip
+
+
+def test_source_consumer_returns_at_the_first_record_not_at_its_timeout(
+    dc1: ClusterUnderTest, names: Names
+) -> None:
+    """A lone record is handed over as soon as it is fetched: consume() must not wait out its
+    timeout to fill the batch (librdkafka's batch call does - it added the worker's whole idle
+    timeout to every record's latency at low rates).  The timeout here is 20 s; the bound on
+    the wait is a quarter of it, far from any scheduling noise."""
+    topic = names.topic()
+    dc1.admin().create_topics([TopicSpec(topic, 1)])
+    consumer = SourceConsumer(dc1.endpoint, names.group(), {"fetch.wait.max.ms": 50})
+    try:
+        consumer.assign({TopicPartition(topic, 0): None})
+        assert [m for m in consumer.consume(5000, 1.0) if m.error() is None] == []
+        produce_batch(dc1.endpoint, topic, [(b"k", b"v")])
+        started = time.monotonic()
+        batch = consumer.consume(5000, 20.0)
+        waited = time.monotonic() - started
+        assert [(m.key(), m.value()) for m in batch if m.error() is None] == [(b"k", b"v")]
+        assert waited < 5.0, f"consume waited {waited:.1f} s for a batch it could not fill"
+    finally:
+        consumer.close()
