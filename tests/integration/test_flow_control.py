@@ -180,34 +180,37 @@ def test_paused_worker_settles_acks_stops_copying_then_resumes_without_loss(
 ) -> None:
     flow = _flow(dc1, dc2, names, tmp_path, exactly_once=exactly_once)
     port = free_port()
-    with _replicator(flow, tmp_path, port) as worker, Feed(flow.setup, flow.topic):
-        wait_until(lambda: sum(flow.target_ends().values()) >= 500, 60, 0.2, "copying")
-        wait_until(lambda: flow.acked(0, DesiredState.RUNNING), 10, 0.1, "running ack")
+    # The feed stops first; the worker keeps running until it has caught up (stopping it with
+    # the feed raced its catch-up: CI saw 'caught up' time out after a SIGTERM 1 s in).
+    with _replicator(flow, tmp_path, port) as worker:
+        with Feed(flow.setup, flow.topic):
+            wait_until(lambda: sum(flow.target_ends().values()) >= 500, 60, 0.2, "copying")
+            wait_until(lambda: flow.acked(0, DesiredState.RUNNING), 10, 0.1, "running ack")
 
-        pause_latency = flow.set_and_time_ack(DesiredState.PAUSED)
-        # Progress was durable when the worker acked (exactly-once: its transaction committed):
-        # it covers every record on the target.
-        at_ack = flow.progress()
-        assert at_ack == flow.copied_up_to(), (at_ack, worker.log()[-3000:])
-        # The source keeps growing; the target does not.
-        held = flow.target_ends()
-        source_before = sum(flow.source_ends().values())
-        wait_until(
-            lambda: sum(flow.source_ends().values()) >= source_before + 500,
-            30,
-            0.2,
-            "source growing",
-        )
-        assert flow.target_ends() == held
-        assert flow.progress() == at_ack
-        assert metric(port, FLOW_STATE, flow=flow.name, state="paused") == 1.0
-        assert metric(port, FLOW_STATE, flow=flow.name, state="running") == 0.0
+            pause_latency = flow.set_and_time_ack(DesiredState.PAUSED)
+            # Progress was durable when the worker acked (exactly-once: its transaction committed):
+            # it covers every record on the target.
+            at_ack = flow.progress()
+            assert at_ack == flow.copied_up_to(), (at_ack, worker.log()[-3000:])
+            # The source keeps growing; the target does not.
+            held = flow.target_ends()
+            source_before = sum(flow.source_ends().values())
+            wait_until(
+                lambda: sum(flow.source_ends().values()) >= source_before + 500,
+                30,
+                0.2,
+                "source growing",
+            )
+            assert flow.target_ends() == held
+            assert flow.progress() == at_ack
+            assert metric(port, FLOW_STATE, flow=flow.name, state="paused") == 1.0
+            assert metric(port, FLOW_STATE, flow=flow.name, state="running") == 0.0
 
-        resume_latency = flow.set_and_time_ack(DesiredState.RUNNING)
-        wait_until(lambda: sum(flow.target_ends().values()) > sum(held.values()), 30, 0.2)
-        assert metric(port, FLOW_STATE, flow=flow.name, state="running") == 1.0
-    wait_until(flow.caught_up, 60, 0.5, "caught up after resuming")
-    assert worker.stop() == 0
+            resume_latency = flow.set_and_time_ack(DesiredState.RUNNING)
+            wait_until(lambda: sum(flow.target_ends().values()) > sum(held.values()), 30, 0.2)
+            assert metric(port, FLOW_STATE, flow=flow.name, state="running") == 1.0
+        wait_until(flow.caught_up, 60, 0.5, "caught up after resuming")
+        assert worker.stop() == 0
     flow.check_exact()
     print(f"ack latency: pause {pause_latency:.2f}s, resume {resume_latency:.2f}s")
 
@@ -294,35 +297,36 @@ def test_a_worker_cut_off_from_the_store_fences_itself_and_resumes_when_it_is_ba
             },
         )
         port = free_port()
-        with _replicator(flow, tmp_path, port) as worker, Feed(flow.setup, flow.topic):
-            wait_until(lambda: flow.acked(0, DesiredState.RUNNING), 30, 0.1, "running ack")
-            wait_until(lambda: sum(flow.target_ends().values()) >= 500, 60, 0.2, "copying")
+        with _replicator(flow, tmp_path, port) as worker:
+            with Feed(flow.setup, flow.topic):
+                wait_until(lambda: flow.acked(0, DesiredState.RUNNING), 30, 0.1, "running ack")
+                wait_until(lambda: sum(flow.target_ends().values()) >= 500, 60, 0.2, "copying")
 
-            link.cut()
-            cut = time.monotonic()
-            held, last_change = _steady(
-                lambda: sum(flow.target_ends().values()), 2.0, 30, "the target"
-            )
-            stopped_after = last_change - cut
-            # It stops writing within the silence window (+ a commit interval and our 0.1 s
-            # sampling) - and not before: it last read the store at most a poll (1 s) before
-            # the cut, and rides out a silence shorter than the window.
-            assert SILENCE_S - 1.5 <= stopped_after <= SILENCE_S + COMMIT_INTERVAL_S + 0.5, (
-                stopped_after
-            )
-            assert metric(port, FLOW_STATE, flow=flow.name, state="paused") == 1.0
-            assert (metric(port, "drkit_replication_errors_total", kind="control") or 0) >= 1
-            source_before = sum(flow.source_ends().values())
-            wait_until(lambda: sum(flow.source_ends().values()) >= source_before + 300, 30, 0.2)
-            assert sum(flow.target_ends().values()) == held
+                link.cut()
+                cut = time.monotonic()
+                held, last_change = _steady(
+                    lambda: sum(flow.target_ends().values()), 2.0, 30, "the target"
+                )
+                stopped_after = last_change - cut
+                # It stops writing within the silence window (+ a commit interval and our 0.1 s
+                # sampling) - and not before: it last read the store at most a poll (1 s) before
+                # the cut, and rides out a silence shorter than the window.
+                assert SILENCE_S - 1.5 <= stopped_after <= SILENCE_S + COMMIT_INTERVAL_S + 0.5, (
+                    stopped_after
+                )
+                assert metric(port, FLOW_STATE, flow=flow.name, state="paused") == 1.0
+                assert (metric(port, "drkit_replication_errors_total", kind="control") or 0) >= 1
+                source_before = sum(flow.source_ends().values())
+                wait_until(lambda: sum(flow.source_ends().values()) >= source_before + 300, 30, 0.2)
+                assert sum(flow.target_ends().values()) == held
 
-            link.heal()
-            healed = time.monotonic()
-            wait_until(lambda: sum(flow.target_ends().values()) > held, 30, 0.1, "resumed")
-            resumed_after = time.monotonic() - healed
-            assert metric(port, FLOW_STATE, flow=flow.name, state="running") == 1.0
-        wait_until(flow.caught_up, 60, 0.5, "caught up after the store came back")
-        assert worker.stop() == 0
+                link.heal()
+                healed = time.monotonic()
+                wait_until(lambda: sum(flow.target_ends().values()) > held, 30, 0.1, "resumed")
+                resumed_after = time.monotonic() - healed
+                assert metric(port, FLOW_STATE, flow=flow.name, state="running") == 1.0
+            wait_until(flow.caught_up, 60, 0.5, "caught up after the store came back")
+            assert worker.stop() == 0
         flow.check_exact()
         flow.store.engine.dispose()
     print(f"stopped writing {stopped_after:.2f}s after the cut; resumed {resumed_after:.2f}s")
