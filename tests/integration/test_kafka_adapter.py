@@ -184,3 +184,41 @@ def test_source_consumer_returns_at_the_first_record_not_at_its_timeout(
         assert waited < 5.0, f"consume waited {waited:.1f} s for a batch it could not fill"
     finally:
         consumer.close()
+
+
+def test_a_worker_consumer_with_a_full_prefetch_queue_does_not_spin(
+    dc1: ClusterUnderTest, names: Names
+) -> None:
+    """With the replication worker's consumer settings, a consumer whose prefetch queue is full
+    (the Python thread is busy producing) must leave the CPU alone until there is room.  With
+    ``fetch.queue.backoff.ms`` 0, librdkafka 2.16's fetcher retries a full queue in a busy loop:
+    measured at 0.7 of a core here, taken from the Python thread and the brokers.  A waiting
+    consumer uses next to nothing; the bound is far above that and far below a spinning one."""
+    import resource
+
+    from drkit.config.model import FlowConfig
+    from drkit.replication.client_settings import WorkerSettings, consumer_settings
+    from drkit.replication.topology import FlowTopology
+
+    topic = names.topic()
+    dc1.admin().create_topics([TopicSpec(topic, 1)])
+    settings = WorkerSettings(buffer_share=0.01)  # the smallest prefetch queue: 4 MiB
+    produce_batch(dc1.endpoint, topic, ((None, b"x" * 100) for _ in range(80_000)), partition=0)
+    extra = consumer_settings(FlowTopology.of(FlowConfig(source="dc1", target="dc2")), settings)
+    extra.pop("group.instance.id", None)
+    consumer = SourceConsumer(dc1.endpoint, names.group(), extra)
+    try:
+        consumer.assign({TopicPartition(topic, 0): 0})
+        assert consumer.consume(1, 10.0), "no record fetched"
+        time.sleep(2.0)  # the queue fills (80,000 x 100 B is twice its 4 MiB)
+
+        def cpu_s() -> float:
+            usage = resource.getrusage(resource.RUSAGE_SELF)
+            return usage.ru_utime + usage.ru_stime
+
+        started, wall = cpu_s(), time.monotonic()
+        time.sleep(3.0)
+        cores = (cpu_s() - started) / (time.monotonic() - wall)
+        assert cores < 0.25, f"the consumer used {cores:.2f} cores waiting for room in its queue"
+    finally:
+        consumer.close()
