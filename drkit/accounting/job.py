@@ -93,13 +93,18 @@ def run(spark: Any, spec: Spec, out: str) -> Summary:
     started = time.time()
     source = read.read_source(spark, spec)
     replicas = read.read_replicas(spark, spec)
+    cached: list[Any] = []  # unpersisted at the end, also after an error
     if replicas is not None:
         replicas = replicas.cache()  # read once: used for the copies and the mapping check
-    joined = accounting.join_copies(source, replicas, spec["filters"]).cache()
+        cached.append(replicas)
     try:
+        joined = accounting.join_copies(source, replicas, spec["filters"]).cache()
+        cached.append(joined)
         accounted = accounting.with_last_replicated(joined)
-        counts, unmapped = mapping.mapping_check(spark, spec, replicas)
-        write_table(accounting.per_partition(accounted, counts), out, "partitions")
+        check = mapping.mapping_check(spark, spec, replicas)
+        if check.cached is not None:
+            cached.append(check.cached)
+        write_table(accounting.per_partition(accounted, check.counts), out, "partitions")
         # Runs of missing records need every record numbered in offset order (a sort of the
         # whole input); with nothing missing - the healthy case - the table is known empty.
         written = spark.read.parquet(f"{out}/partitions")
@@ -107,15 +112,14 @@ def run(spark: Any, spec: Spec, out: str) -> Summary:
         ranges = accounting.missing_ranges(accounted if missing else accounted.limit(0))
         write_table(ranges, out, "missing_ranges")
         write_table(accounting.duplicates(accounted), out, "duplicates")
-        write_table(unmapped, out, "unmapped")
+        write_table(check.unmapped, out, "unmapped")
         if spec["groups"]:
             positions = groups.positions(spark, spec)
             write_table(groups.per_group(accounted, positions), out, "groups")
         summary = collect(spark, spec, out, started, with_groups=bool(spec["groups"]))
     finally:
-        joined.unpersist()
-        if replicas is not None:
-            replicas.unpersist()
+        for frame in cached:
+            frame.unpersist()
     write_summary(summary, out)
     return summary
 

@@ -37,7 +37,9 @@ def join_copies(source: Any, replicas: Any | None, filters: list[dict[str, Any]]
             F.min("dst_offset").alias("first_dst"),
             F.max("dst_offset").alias("last_dst"),
         )
-    joined = source.join(copies, RECORD_KEYS, "left").fillna({"copies": 0})
+    # A hash join on the copies (already hash-partitioned by the record by their aggregation):
+    # only the source is shuffled, and neither side is sorted as a sort-merge join would.
+    joined = source.join(copies.hint("shuffle_hash"), RECORD_KEYS, "left").fillna({"copies": 0})
     return _mark_filtered(joined, filters).drop("headers")
 
 

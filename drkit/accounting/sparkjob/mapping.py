@@ -4,11 +4,15 @@ Failover translates offsets with drkit's runs (drkit/replication/offset_sync.py)
 run covers (for its own target partition) is invisible to translation - ``unmapped``, which
 fails the verdict - and a replica a run covers but with another target offset is
 ``mismatched`` (a duplicate copy: the run names the copy that counts).
+
+Method: one map-side pass over the (cached) replicas, an anti join against the broadcast runs
+that keeps the replicas no run names exactly - none in a healthy flow; only those are looked at
+again to tell mismatched from unmapped.  Each replica counts once, however many runs cover it.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 from drkit.accounting.sparkjob.accounting import PARTITION_KEYS
 from drkit.accounting.sparkjob.read import offset_syncs
@@ -21,13 +25,19 @@ _UNMAPPED = (
 )
 
 
-def mapping_check(spark: Any, spec: Spec, replicas: Any | None) -> tuple[Any, Any]:
-    """(per source partition ``unmapped_replicas`` and ``mismatched_replicas``; the unmapped
-    replicas per source and target partition - the ``unmapped`` table, summary Unmapped)."""
+class MappingCheck(NamedTuple):
+    counts: Any  # per source partition: unmapped_replicas, mismatched_replicas
+    unmapped: Any  # unmapped replicas per source and target partition (the ``unmapped`` table)
+    cached: Any | None  # what the check cached: the caller unpersists it when done
+
+
+def mapping_check(spark: Any, spec: Spec, replicas: Any | None) -> MappingCheck:
+    """Check every replica against the runs (see the module docstring)."""
     from pyspark.sql import functions as F
 
     if replicas is None:
-        return spark.createDataFrame([], _COUNTS), spark.createDataFrame([], _UNMAPPED)
+        empty = spark.createDataFrame([], _COUNTS), spark.createDataFrame([], _UNMAPPED)
+        return MappingCheck(*empty, None)
     replica = replicas.alias("r")
     run = F.broadcast(_longest_runs(offset_syncs(spark, spec)).alias("m"))
     covers = (
@@ -44,34 +54,28 @@ def mapping_check(spark: Any, spec: Spec, replicas: Any | None) -> tuple[Any, An
         F.col("m.run_dst") - F.col("m.run_src")
     )
 
-    # Semi and anti joins against the broadcast runs keep each replica at most once,
-    # map-side: no shuffle of the replicas (a group-by per replica would move all of them).
+    # Covered by some run but named by none: mismatched (a duplicate copy); covered by none:
+    # unmapped.  Semi and anti joins keep each replica at most once.
+    inexact = replica.join(run, covers & exact, "left_anti").cache()
+    mismatched = inexact.join(run, covers, "left_semi")
+    unmapped_rows = inexact.join(run, covers, "left_anti")
+
     def counted(frame: Any, name: str) -> Any:
         return frame.groupBy(*PARTITION_KEYS).agg(F.count(F.lit(1)).alias(name))
 
-    total = counted(replicas, "replicas")
-    covered = counted(replica.join(run, covers, "left_semi"), "covered")
-    matched = counted(replica.join(run, covers & exact, "left_semi"), "matched")
     counts = (
-        total.join(covered, PARTITION_KEYS, "left")
-        .join(matched, PARTITION_KEYS, "left")
-        .fillna({"covered": 0, "matched": 0})
-        .select(
-            *PARTITION_KEYS,
-            (F.col("replicas") - F.col("covered")).alias("unmapped_replicas"),
-            (F.col("covered") - F.col("matched")).alias("mismatched_replicas"),
-        )
+        counted(unmapped_rows, "unmapped_replicas")
+        .join(counted(mismatched, "mismatched_replicas"), PARTITION_KEYS, "full")
+        .fillna({"unmapped_replicas": 0, "mismatched_replicas": 0})
     )
-    unmapped = (
-        replica.join(run, covers, "left_anti")
-        .groupBy("src_topic", "src_partition", "dst_topic", "dst_partition")
-        .agg(
-            F.count(F.lit(1)).alias("replicas"),
-            F.min("src_offset").alias("first_src_offset"),
-            F.max("src_offset").alias("last_src_offset"),
-        )
+    unmapped = unmapped_rows.groupBy(
+        "src_topic", "src_partition", "dst_topic", "dst_partition"
+    ).agg(
+        F.count(F.lit(1)).alias("replicas"),
+        F.min("src_offset").alias("first_src_offset"),
+        F.max("src_offset").alias("last_src_offset"),
     )
-    return counts, unmapped
+    return MappingCheck(counts, unmapped, inexact)
 
 
 def _longest_runs(runs: Any) -> Any:

@@ -72,11 +72,23 @@ def _kafka(spark: Any, options: dict[str, str], ranges: Ranges) -> Any:
 
 
 def header_value(column: Any, name: str) -> Any:
-    """The last value of header ``name`` (binary), null when the record has none."""
+    """The last value of header ``name`` (binary), null when the record has none.
+
+    drkit appends ``drkit-src`` and ``drkit-origin`` as a copy's last two headers, so the last
+    two entries are looked at first (compiled column expressions); only other records pay for
+    the search of the whole array (a lambda Spark evaluates row by row, uncompiled).
+    """
     from pyspark.sql import functions as F
 
+    count = F.size(column)
+    last, before = F.get(column, count - 1), F.get(column, count - 2)  # null past either end
     found = F.filter(column, lambda h: h["key"] == F.lit(name))
-    return F.when(F.size(found) > 0, F.element_at(found, -1)["value"])
+    return (
+        F.when(count < 1, F.lit(None).cast("binary"))
+        .when(last["key"] == F.lit(name), last["value"])
+        .when(before["key"] == F.lit(name), before["value"])
+        .otherwise(F.when(F.size(found) > 0, F.element_at(found, -1)["value"]))
+    )
 
 
 def read_source(spark: Any, spec: Spec) -> Any:
