@@ -91,6 +91,11 @@ __all__ = ["SCHEMA", "main", "run"]
 def run(spark: Any, spec: Spec, out: str) -> Summary:
     """Run every stage for ``spec``; write the tables under ``out``; return the summary."""
     started = time.time()
+    records = sum(max(0, p["source_end"] - p["source_start"]) for p in spec["partitions"])
+    configured = int(spark.conf.get("spark.sql.shuffle.partitions"))
+    spark.conf.set(
+        "spark.sql.shuffle.partitions", str(accounting.shuffle_partitions(records, configured))
+    )
     source = read.read_source(spark, spec)
     replicas = read.read_replicas(spark, spec)
     cached: list[Any] = []  # unpersisted at the end, also after an error

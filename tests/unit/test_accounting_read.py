@@ -1,5 +1,9 @@
-"""The job's header lookup (drkit/accounting/sparkjob/read.py ``header_value``) on every shape
-of header list: its fast path (the last two entries) must answer as a search of the whole list."""
+"""Parts of the accounting job that need no Kafka.
+
+The header lookup (drkit/accounting/sparkjob/read.py ``header_value``) on every shape of header
+list: its fast path (the last two entries) must answer as a search of the whole list.  The
+shuffle sizing of the join (sparkjob/accounting.py ``shuffle_partitions``).
+"""
 
 from __future__ import annotations
 
@@ -59,3 +63,13 @@ def test_header_value_is_the_last_value_of_its_name_in_any_list() -> None:
     for row in found:
         value = None if row["value"] is None else bytes(row["value"])
         assert value == _last_value(lists[row["i"]], SOURCE_HEADER), lists[row["i"]]
+
+
+def test_shuffle_partitions_grow_with_the_records_and_never_fall_below_the_session() -> None:
+    from drkit.accounting.sparkjob.accounting import shuffle_partitions
+
+    assert shuffle_partitions(10_000_000, 16) == 16  # the session's setting suffices
+    assert shuffle_partitions(0, 16) == 16
+    assert shuffle_partitions(100_000_000, 16) == 100  # one partition per million records
+    assert shuffle_partitions(100_000_001, 16) == 101
+    assert shuffle_partitions(5_000_000, 200) == 200  # a user's larger setting is kept

@@ -17,6 +17,18 @@ RECORD_KEYS = ["src_topic", "src_partition", "src_offset"]
 PARTITION_KEYS = ["src_topic", "src_partition"]
 
 
+# Records per shuffle partition the join is sized for: the copies side of a partition is held
+# in one hash table (a few hundred bytes per record), which must fit an executor's share.
+RECORDS_PER_SHUFFLE_PARTITION = 1_000_000
+
+
+def shuffle_partitions(records: int, configured: int) -> int:
+    """Shuffle partitions for ``records`` source records: at least ``configured`` (the session's
+    setting is never lowered), more when the hash join's partitions would outgrow
+    :data:`RECORDS_PER_SHUFFLE_PARTITION`."""
+    return max(configured, -(-records // RECORDS_PER_SHUFFLE_PARTITION))
+
+
 def join_copies(source: Any, replicas: Any | None, filters: list[dict[str, Any]]) -> Any:
     """Source records with ``copies``, ``first_dst``, ``last_dst`` (target offsets of the
     first and last copy) and ``filtered``; headers dropped.  Cache the result: every later
@@ -38,7 +50,9 @@ def join_copies(source: Any, replicas: Any | None, filters: list[dict[str, Any]]
             F.max("dst_offset").alias("last_dst"),
         )
     # A hash join on the copies (already hash-partitioned by the record by their aggregation):
-    # only the source is shuffled, and neither side is sorted as a sort-merge join would.
+    # only the source is shuffled, and neither side is sorted as a sort-merge join would.  It
+    # does not spill: job.run sizes the shuffle partitions (shuffle_partitions) to keep each
+    # partition's table small.
     joined = source.join(copies.hint("shuffle_hash"), RECORD_KEYS, "left").fillna({"copies": 0})
     return _mark_filtered(joined, filters).drop("headers")
 
