@@ -37,6 +37,12 @@ Kafka read is read_committed):
    target offset: a duplicate copy);
 6. write (sparkjob/summary.py): tables, totals, verdict, summary.
 
+Stages 2-5 first try the shortcut of sparkjob/copy_runs.py: a healthy flow's replicas form a
+few dense *copy runs* (found by a map-side aggregation, no record shuffled) from which the
+same tables follow exactly; when the runs cannot explain every record (damage, duplicates,
+filters, transactional or compacted sources, loops), the job accounts record by record as
+above.  ``--per-record`` skips the shortcut.
+
 Records lost before replication (deleted from the source before they were copied) are not in
 the source range any more: drkit verify counts them before the job runs (recorded loss events,
 and stored progress below the source log start; drkit/accounting/losses.py) and the spec
@@ -67,7 +73,8 @@ ever added; sparkjob/schema.py ``Summary``)::
      "unmapped": [{"src_topic", "src_partition", "dst_topic", "dst_partition", "replicas",
                    "first_src_offset", "last_src_offset"}],
      "notes": [str],                   # caveats of this run, e.g. plugin transforms
-     "output": DIR}
+     "output": DIR,
+     "method": "copy-runs" | "per-record"}  # how the tables were accounted
 
 ``missing_ranges`` and ``unmapped`` hold at most 100 rows (the Parquet tables hold all).
 """
@@ -81,23 +88,46 @@ import time
 from pathlib import Path
 from typing import Any
 
-from drkit.accounting.sparkjob import accounting, groups, mapping, read
+from drkit.accounting.sparkjob import accounting, copy_runs, groups, mapping, read
 from drkit.accounting.sparkjob.schema import SCHEMA, Spec, Summary
 from drkit.accounting.sparkjob.summary import collect, write_summary, write_table
 
 __all__ = ["SCHEMA", "main", "run"]
 
 
-def run(spark: Any, spec: Spec, out: str) -> Summary:
-    """Run every stage for ``spec``; write the tables under ``out``; return the summary."""
+def run(spark: Any, spec: Spec, out: str, per_record: bool = False) -> Summary:
+    """Run every stage for ``spec``; write the tables under ``out``; return the summary.
+
+    A healthy flow is accounted from its copy runs (sparkjob/copy_runs.py: exact, and no
+    record is shuffled); any flow the runs cannot explain, or every flow with ``per_record``,
+    record by record.  Both write the same tables; the summary's ``method`` says which ran."""
     started = time.time()
     records = sum(max(0, p["source_end"] - p["source_start"]) for p in spec["partitions"])
     configured = int(spark.conf.get("spark.sql.shuffle.partitions"))
     spark.conf.set(
         "spark.sql.shuffle.partitions", str(accounting.shuffle_partitions(records, configured))
     )
-    source = read.read_source(spark, spec)
     replicas = read.read_replicas(spark, spec)
+    tables = None
+    if not per_record and replicas is not None:
+        tables = copy_runs.account(spark, spec, replicas)
+    if tables is not None:
+        write_table(tables.partitions, out, "partitions")
+        for name, empty in tables.empty.items():
+            write_table(empty, out, name)
+        if tables.groups is not None:
+            write_table(tables.groups, out, "groups")
+    else:
+        _account_per_record(spark, spec, replicas, out)
+    method = "per-record" if tables is None else "copy-runs"
+    summary = collect(spark, spec, out, started, bool(spec["groups"]), method)
+    write_summary(summary, out)
+    return summary
+
+
+def _account_per_record(spark: Any, spec: Spec, replicas: Any | None, out: str) -> None:
+    """Stages 1-5 record by record: every source record joined with its copies."""
+    source = read.read_source(spark, spec)
     cached: list[Any] = []  # unpersisted at the end, also after an error
     if replicas is not None:
         replicas = replicas.cache()  # read once: used for the copies and the mapping check
@@ -111,7 +141,7 @@ def run(spark: Any, spec: Spec, out: str) -> Summary:
             cached.append(check.cached)
         write_table(accounting.per_partition(accounted, check.counts), out, "partitions")
         # Runs of missing records need every record numbered in offset order (a sort of the
-        # whole input); with nothing missing - the healthy case - the table is known empty.
+        # whole input); with nothing missing the table is known empty.
         written = spark.read.parquet(f"{out}/partitions")
         missing = written.where("missing > 0").limit(1).count() > 0
         ranges = accounting.missing_ranges(accounted if missing else accounted.limit(0))
@@ -121,12 +151,9 @@ def run(spark: Any, spec: Spec, out: str) -> Summary:
         if spec["groups"]:
             positions = groups.positions(spark, spec)
             write_table(groups.per_group(accounted, positions), out, "groups")
-        summary = collect(spark, spec, out, started, with_groups=bool(spec["groups"]))
     finally:
         for frame in cached:
             frame.unpersist()
-    write_summary(summary, out)
-    return summary
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -136,10 +163,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="drkit accounting job")
     parser.add_argument("--spec", required=True)
     parser.add_argument("--out", required=True)
+    parser.add_argument(
+        "--per-record", action="store_true", help="account record by record, never by runs"
+    )
     args = parser.parse_args(argv)
     spec: Spec = json.loads(Path(args.spec).read_text(encoding="utf-8"))
     spark = SparkSession.builder.appName(f"drkit verify {spec['flow']}").getOrCreate()
-    summary = run(spark, spec, args.out)
+    summary = run(spark, spec, args.out, args.per_record)
     print(json.dumps(summary["totals"]))
     return 0 if summary["ok"] else 1
 

@@ -266,7 +266,7 @@ def write_spec(spec: Spec, path: Path) -> None:
     partial.replace(path)
 
 
-def submit_command(spec_path: Path, out: str, archive: Path) -> list[str]:
+def submit_command(spec_path: Path, out: str, archive: Path, per_record: bool = False) -> list[str]:
     """The spark-submit command line that runs the job for ``spec_path`` on a cluster.
 
     ``--packages`` resolves Spark's own Kafka connector matching the installed pyspark;
@@ -289,4 +289,5 @@ def submit_command(spec_path: Path, out: str, archive: Path) -> list[str]:
         str(spec_path),
         "--out",
         out,
+        *(["--per-record"] if per_record else []),
     ]

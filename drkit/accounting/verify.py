@@ -32,9 +32,11 @@ def verify(
     store: StateStore | None = None,
     verbose: bool = False,
     positions: Mapping[str, Mapping[TopicPartition, int]] | None = None,
+    per_record: bool = False,
 ) -> Summary:
     """Run one verification; returns the ``drkit.verify/v1`` summary (also in ``out``).
-    ``positions``: group offsets on the target to judge instead of the live ones (spec.py)."""
+    ``positions``: group offsets on the target to judge instead of the live ones (spec.py);
+    ``per_record``: never take the copy-run shortcut (job.run)."""
     started = datetime.now(UTC)
     spec = build_spec(config, flow, groups, topics, recorded_losses(store, flow), positions)
     out.mkdir(parents=True, exist_ok=True)
@@ -47,7 +49,7 @@ def verify(
     except Exception as err:  # no Java, a bad master URL, an unreachable cluster manager...
         raise spark_failure(flow, out, err) from None
     try:
-        summary = job.run(spark, spec, str(out.resolve()))
+        summary = job.run(spark, spec, str(out.resolve()), per_record)
     except Exception as err:  # Spark raises Py4J/PySpark errors with JVM stacks
         raise spark_failure(flow, out, err) from None
     finally:

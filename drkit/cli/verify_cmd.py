@@ -63,6 +63,12 @@ _MASTER = re.compile(
     "(same output and exit code as a local run); Spark is not started.",
 )
 @click.option("--verbose-spark", is_flag=True, help="Show Spark's own INFO logs (default: quiet).")
+@click.option(
+    "--per-record",
+    is_flag=True,
+    help="Account record by record even when the flow's copy runs prove it healthy (slower; "
+    "the same tables).",
+)
 @output_option
 @pass_app
 def verify(
@@ -76,6 +82,7 @@ def verify(
     spec_file: str | None,
     summary_file: str | None,
     verbose_spark: bool,
+    per_record: bool,
     output: str,
 ) -> None:
     """Compare every source record with its replicas (Spark, joined on provenance).
@@ -111,7 +118,15 @@ def verify(
     store.ensure_current()
     if spec_file is not None:
         _write_spec_only(
-            config, flow, list(groups), topic_list, Path(spec_file), out_dir, output, store
+            config,
+            flow,
+            list(groups),
+            topic_list,
+            Path(spec_file),
+            out_dir,
+            output,
+            store,
+            per_record,
         )
         return
     out = Path(out_dir) if out_dir else default_out(app.state_dir, flow)
@@ -119,7 +134,15 @@ def verify(
         summary = import_summary(store, flow, Path(summary_file))
     else:
         summary = run_verify(
-            config, flow, list(groups), topic_list, out, spark_master, store, verbose_spark
+            config,
+            flow,
+            list(groups),
+            topic_list,
+            out,
+            spark_master,
+            store,
+            verbose_spark,
+            per_record=per_record,
         )
     if output == "json":
         echo_json(summary)
@@ -138,6 +161,7 @@ def _write_spec_only(
     out_dir: str | None,
     output: str,
     store: StateStore,
+    per_record: bool,
 ) -> None:
     """``--write-spec``: snapshot the check for spark-submit and print how to run it."""
     import shlex
@@ -149,7 +173,9 @@ def _write_spec_only(
     spec = build_spec(config, flow, groups, topics, recorded_losses(store, flow))
     write_spec(spec, spec_path)
     archive = job_archive(spec_path.parent)
-    command = submit_command(spec_path, out_dir or "<output dir on shared storage>", archive)
+    command = submit_command(
+        spec_path, out_dir or "<output dir on shared storage>", archive, per_record
+    )
     if output == "json":
         echo_json(
             {
@@ -166,11 +192,18 @@ def _write_spec_only(
     click.echo("  " + shlex.join(command))
 
 
+def _method(summary: Summary) -> str:
+    method = summary.get("method")
+    return {"copy-runs": " (from its copy runs)", "per-record": " (record by record)"}.get(
+        method or "", ""
+    )
+
+
 def _print(summary: Summary) -> None:
     t = summary["totals"]
     click.echo(
         f"flow {summary['flow']}: {t['records']} source records checked in "
-        f"{summary['elapsed_s']:.1f}s -> {summary['output']}"
+        f"{summary['elapsed_s']:.1f}s{_method(summary)} -> {summary['output']}"
     )
     click.echo(
         f"  replicated once {t['replicated_once']}, duplicated {t['duplicated_records']} "

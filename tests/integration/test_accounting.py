@@ -25,6 +25,8 @@ from tests.conftest import Names
 from tests.kafka_backends import ClusterUnderTest
 from tests.replication_support import FlowSetup, Replicator, flow_setup, wait_until
 
+TABLES = ("partitions", "groups", "missing_ranges", "duplicates", "unmapped")
+
 pytestmark = pytest.mark.spark
 
 
@@ -66,6 +68,7 @@ def test_clean_flow_of_a_million_records_proves_clean(
     # Every replica is described exactly by drkit's offset-sync runs (read by the Spark job).
     assert (totals["unmapped_replicas"], totals["mismatched_replicas"]) == (0, 0)
     assert summary["ok"] is True
+    assert summary["method"] == "copy-runs"  # a healthy flow: no record was shuffled
     assert len(summary["groups"]) == 4 and all(g["exact"] for g in summary["groups"])
     # No commit on the target: T is the latest checkpoint, as an unplanned failover would use.
     assert {g["t_kind"] for g in summary["groups"]} == {"checkpoint"}
@@ -165,6 +168,80 @@ def test_damage_is_reported_exactly_where_it_is(
     assert (checked["skipped"], checked["read_again"], checked["exact"]) == (1, 0, False)
     assert checked["t_kind"] == "target-commit"
     assert summary["ok"] is False
+    assert summary["method"] == "per-record"  # the copy runs cannot explain the damage
+
+
+def target_offset(setup: FlowSetup, replica: str, partition: int, source_offset: int) -> int:
+    """Where the copy of ``source_offset`` sits in the replica (read from its provenance)."""
+    return next(
+        r.offset
+        for r in consume_all(setup.target_endpoint, replica, partitions=[partition])
+        if Provenance.decode(r.header(SOURCE_HEADER) or b"").offset == source_offset
+    )
+
+
+def table_rows(out: Path, table: str) -> list[dict[str, object]]:
+    import pyarrow.parquet as pq
+
+    return sorted(pq.read_table(out / table).to_pylist(), key=repr)
+
+
+def test_copy_runs_and_record_by_record_write_the_same_tables_for_a_healthy_flow(
+    dc1: ClusterUnderTest, dc2: ClusterUnderTest, names: Names, tmp_path: Path
+) -> None:
+    # Exactly-once: commit markers on the target split the copies into many runs.
+    topic = names.topic("runs")
+    setup = flow_setup(tmp_path, dc1, dc2, [topic], exactly_once=True)
+    dc1.admin().create_topics([TopicSpec(topic, 3)])
+    produce_batch(
+        setup.source_endpoint, topic, ((f"k{i % 50}".encode(), b"v") for i in range(6000))
+    )
+    replica = f"{setup.source}.{topic}"
+    ends = {p: end for p, (_, end) in dc1.admin().topic_offsets(topic).items()}
+    exact, off = names.group("exact"), names.group("off")
+    commit_group_offsets(
+        setup.source_endpoint, exact, {TopicPartition(topic, p): (0, 700, ends[2])[p] for p in ends}
+    )
+    commit_group_offsets(
+        setup.source_endpoint, off, {TopicPartition(topic, p): 600 for p in (0, 1)}
+    )
+    with Replicator(setup, log_dir=tmp_path):
+        wait_until(lambda: replicated(setup, replica, 6000), 120, 0.5)
+    produce_batch(setup.source_endpoint, topic, [(b"late", b"v")] * 25, partition=0)  # the tail
+    # "off" failed over 4 records too far on partition 0 and 3 too short on partition 1.
+    ahead, behind = target_offset(setup, replica, 0, 600), target_offset(setup, replica, 1, 600)
+    commit_group_offsets(
+        setup.target_endpoint,
+        off,
+        {TopicPartition(replica, 0): ahead + 4, TopicPartition(replica, 1): behind - 3},
+    )
+    copies = {
+        p: [
+            (r.offset, Provenance.decode(r.header(SOURCE_HEADER) or b"").offset)
+            for r in consume_all(setup.target_endpoint, replica, partitions=[p])
+        ]
+        for p in (0, 1)
+    }
+    skipped = sum(1 for dst, src in copies[0] if src >= 600 and dst < ahead + 4)
+    read_again = sum(1 for dst, src in copies[1] if src < 600 and dst >= behind - 3)
+
+    flow = setup.config.flows[0]
+    by_runs = verify(setup.config, flow, [exact, off], None, tmp_path / "runs")
+    by_records = verify(
+        setup.config, flow, [exact, off], None, tmp_path / "records", per_record=True
+    )
+    assert (by_runs["method"], by_records["method"]) == ("copy-runs", "per-record")
+    for table in TABLES:
+        assert table_rows(tmp_path / "runs", table) == table_rows(tmp_path / "records", table)
+    assert by_runs["totals"] == by_records["totals"]
+    totals = by_runs["totals"]
+    assert (totals["records"], totals["replicated_once"], totals["unreplicated_tail"]) == (
+        6025,
+        6000,
+        25,
+    )
+    assert (totals["skipped_by_groups"], totals["read_again_by_groups"]) == (skipped, read_again)
+    assert skipped > 0 and read_again > 0
 
 
 def test_spark_submit_runs_the_job_from_a_written_spec(

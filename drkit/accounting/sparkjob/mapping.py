@@ -39,7 +39,7 @@ def mapping_check(spark: Any, spec: Spec, replicas: Any | None) -> MappingCheck:
         empty = spark.createDataFrame([], _COUNTS), spark.createDataFrame([], _UNMAPPED)
         return MappingCheck(*empty, None)
     replica = replicas.alias("r")
-    run = F.broadcast(_longest_runs(offset_syncs(spark, spec)).alias("m"))
+    run = F.broadcast(longest_runs(offset_syncs(spark, spec)).alias("m"))
     covers = (
         (F.col("r.src_topic") == F.col("m.src_topic"))
         & (F.col("r.src_partition") == F.col("m.src_partition"))
@@ -78,7 +78,7 @@ def mapping_check(spark: Any, spec: Spec, replicas: Any | None) -> MappingCheck:
     return MappingCheck(counts, unmapped, inexact)
 
 
-def _longest_runs(runs: Any) -> Any:
+def longest_runs(runs: Any) -> Any:
     """One row per run: its longest version.  A run's record is rewritten as it grows (one
     version per commit) and compaction keeps only the newest, but an uncompacted topic holds
     them all; every shorter version lies inside the longest, so dropping them changes no

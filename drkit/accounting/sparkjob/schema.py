@@ -7,7 +7,7 @@ and read by ``drkit verify`` and ``--import-summary``.  Fields are only ever add
 
 from __future__ import annotations
 
-from typing import Any, TypedDict
+from typing import Any, NotRequired, TypedDict
 
 SCHEMA = "drkit.verify/v1"
 
@@ -158,3 +158,6 @@ class Summary(TypedDict):
     unmapped: list[Unmapped]
     notes: list[str]
     output: str
+    # How the tables were accounted: "copy-runs" (a healthy flow, from its copy runs) or
+    # "per-record" (record by record); absent from summaries of earlier versions.
+    method: NotRequired[str]

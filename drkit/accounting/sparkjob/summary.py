@@ -83,8 +83,11 @@ def verdict(totals: Totals) -> bool:
     )
 
 
-def collect(spark: Any, spec: Spec, out: str, started: float, with_groups: bool) -> Summary:
-    """Build the summary from the written tables (see the schema in drkit/accounting/job.py)."""
+def collect(
+    spark: Any, spec: Spec, out: str, started: float, with_groups: bool, method: str
+) -> Summary:
+    """Build the summary from the written tables (see the schema in drkit/accounting/job.py);
+    ``method``: how the tables were accounted (``copy-runs`` or ``per-record``)."""
     partitions = cast(list[PartitionRow], read_rows(spark, out, "partitions", PARTITION_KEYS))
     groups = (
         cast(list[GroupRow], read_rows(spark, out, "groups", ["group", *PARTITION_KEYS]))
@@ -113,6 +116,7 @@ def collect(spark: Any, spec: Spec, out: str, started: float, with_groups: bool)
         "unmapped": cast(list[Unmapped], unmapped),
         "notes": list(spec["notes"]),
         "output": out,
+        "method": method,
     }
 
 
