@@ -192,11 +192,12 @@ def _write_spec_only(
     click.echo("  " + shlex.join(command))
 
 
+# How the job accounted (summary "method"; absent from earlier summaries).
+_METHODS = {"copy-runs": " (from its copy runs)", "per-record": " (record by record)"}
+
+
 def _method(summary: Summary) -> str:
-    method = summary.get("method")
-    return {"copy-runs": " (from its copy runs)", "per-record": " (record by record)"}.get(
-        method or "", ""
-    )
+    return _METHODS.get(summary.get("method", ""), "")
 
 
 def _print(summary: Summary) -> None:

@@ -37,6 +37,10 @@ from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any
 
+from drkit.accounting.sparkjob.accounting import PARTITION_KEYS
+from drkit.accounting.sparkjob.groups import positions
+from drkit.accounting.sparkjob.mapping import UNMAPPED_COLUMNS, longest_runs
+from drkit.accounting.sparkjob.read import offset_syncs, read_source
 from drkit.accounting.sparkjob.schema import Spec
 
 # Rows any one collect to the driver may bring back; more runs than this is no healthy flow
@@ -258,8 +262,7 @@ EMPTY_TABLES = {
     "records long",
     "duplicates": "src_topic string, src_partition int, src_offset long, copies long, "
     "first_dst long, last_dst long",
-    "unmapped": "src_topic string, src_partition int, dst_topic string, dst_partition int, "
-    "replicas long, first_src_offset long, last_src_offset long",
+    "unmapped": UNMAPPED_COLUMNS,
 }
 
 
@@ -289,7 +292,7 @@ def account(spark: Any, spec: Spec, replicas: Any) -> RunTables | None:
     syncs = _sync_runs(spark, spec, copy_runs)
     if syncs is None or not all_described(copy_runs, syncs):
         return None
-    rows = [partition_row(c, placed[(c.topic, c.partition)]) for c in ranges if c.records]
+    rows = [partition_row(c, placed[(c.topic, c.partition)]) for c in ranges]
     groups = None
     if spec["groups"]:
         groups = spark.createDataFrame(group_rows(_positions(spark, spec), placed), _GROUPS)
@@ -298,6 +301,10 @@ def account(spark: Any, spec: Spec, replicas: Any) -> RunTables | None:
         groups,
         {name: spark.createDataFrame([], schema) for name, schema in EMPTY_TABLES.items()},
     )
+
+
+def _route(row: Any) -> Route:
+    return (row.src_topic, row.src_partition, row.dst_topic, row.dst_partition)
 
 
 def _collect_bounded(frame: Any) -> list[Any] | None:
@@ -318,27 +325,16 @@ def _copy_runs(replicas: Any) -> list[CopyRun] | None:
     )
     if rows is None:
         return None
-    return [
-        CopyRun(
-            (r.src_topic, r.src_partition, r.dst_topic, r.dst_partition),
-            r.shift,
-            r.first,
-            r.last,
-            r.copies,
-        )
-        for r in rows
-    ]
+    return [CopyRun(_route(r), r.shift, r.first, r.last, r.copies) for r in rows]
 
 
 def _checked_ranges(spark: Any, spec: Spec) -> list[CheckedRange]:
     from pyspark.sql import functions as F
 
-    from drkit.accounting.sparkjob.read import read_source
-
     counted = {
         (r.src_topic, r.src_partition): r.records
         for r in read_source(spark, spec)
-        .groupBy("src_topic", "src_partition")
+        .groupBy(*PARTITION_KEYS)
         .agg(F.count(F.lit(1)).alias("records"))
         .collect()
     }
@@ -360,9 +356,6 @@ def _sync_runs(spark: Any, spec: Spec, copy_runs: Sequence[CopyRun]) -> list[Syn
     them), or None when there are more than :data:`MAX_ROWS`."""
     from pyspark.sql import functions as F
 
-    from drkit.accounting.sparkjob.mapping import longest_runs
-    from drkit.accounting.sparkjob.read import offset_syncs
-
     keys = "src_topic string, src_partition int, dst_topic string, dst_partition int, shift long"
     wanted = spark.createDataFrame(sorted({(*r.route, r.shift) for r in copy_runs}), keys)
     runs = longest_runs(offset_syncs(spark, spec)).withColumn(
@@ -372,20 +365,10 @@ def _sync_runs(spark: Any, spec: Spec, copy_runs: Sequence[CopyRun]) -> list[Syn
     rows = _collect_bounded(runs.join(F.broadcast(wanted), on, "left_semi"))
     if rows is None:
         return None
-    return [
-        SyncRun(
-            (r.src_topic, r.src_partition, r.dst_topic, r.dst_partition),
-            r.run_src,
-            r.run_dst,
-            r.run_length,
-        )
-        for r in rows
-    ]
+    return [SyncRun(_route(r), r.run_src, r.run_dst, r.run_length) for r in rows]
 
 
 def _positions(spark: Any, spec: Spec) -> list[GroupPosition]:
-    from drkit.accounting.sparkjob.groups import positions
-
     return [
         GroupPosition(r["group"], r.src_topic, r.src_partition, r.s, r.t, r.t_kind)
         for r in positions(spark, spec).collect()

@@ -19,7 +19,7 @@ from drkit.accounting.sparkjob.read import offset_syncs
 from drkit.accounting.sparkjob.schema import Spec
 
 _COUNTS = "src_topic string, src_partition int, unmapped_replicas long, mismatched_replicas long"
-_UNMAPPED = (
+UNMAPPED_COLUMNS = (
     "src_topic string, src_partition int, dst_topic string, dst_partition int, "
     "replicas long, first_src_offset long, last_src_offset long"
 )
@@ -36,7 +36,7 @@ def mapping_check(spark: Any, spec: Spec, replicas: Any | None) -> MappingCheck:
     from pyspark.sql import functions as F
 
     if replicas is None:
-        empty = spark.createDataFrame([], _COUNTS), spark.createDataFrame([], _UNMAPPED)
+        empty = spark.createDataFrame([], _COUNTS), spark.createDataFrame([], UNMAPPED_COLUMNS)
         return MappingCheck(*empty, None)
     replica = replicas.alias("r")
     run = F.broadcast(longest_runs(offset_syncs(spark, spec)).alias("m"))
