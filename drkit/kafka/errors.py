@@ -17,6 +17,13 @@ _RETRIABLE_CODES = {
     _RdKafkaError.REQUEST_TIMED_OUT,
     _RdKafkaError.NOT_LEADER_FOR_PARTITION,
     _RdKafkaError.LEADER_NOT_AVAILABLE,
+    # A broker restarting or leadership moving: the client's leader epoch is ahead of or behind
+    # the broker's, or the new leader cannot answer yet (retriable in Kafka's protocol).
+    _RdKafkaError.UNKNOWN_LEADER_EPOCH,
+    _RdKafkaError.FENCED_LEADER_EPOCH,
+    _RdKafkaError.OFFSET_NOT_AVAILABLE,
+    _RdKafkaError.KAFKA_STORAGE_ERROR,
+    _RdKafkaError.PREFERRED_LEADER_NOT_AVAILABLE,
     _RdKafkaError.NOT_COORDINATOR,
     _RdKafkaError.COORDINATOR_NOT_AVAILABLE,
     _RdKafkaError.COORDINATOR_LOAD_IN_PROGRESS,

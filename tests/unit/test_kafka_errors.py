@@ -1,0 +1,31 @@
+"""librdkafka errors translated into drkit's hierarchy: what a broker restart says is transient."""
+
+from __future__ import annotations
+
+import pytest
+from confluent_kafka import KafkaError as RdKafkaError
+
+from drkit.errors import FatalKafkaError, RetriableKafkaError
+from drkit.kafka.errors import translate
+
+# Answers a broker gives while it restarts or leadership moves (retriable in Kafka's protocol)
+# that librdkafka may hand over without its retriable flag: a CI run stopped a flow on
+# "list earliest offsets: UNKNOWN_LEADER_EPOCH" seconds after the target broker came back.
+LEADERSHIP_MOVING = [
+    "UNKNOWN_LEADER_EPOCH",
+    "FENCED_LEADER_EPOCH",
+    "OFFSET_NOT_AVAILABLE",
+    "KAFKA_STORAGE_ERROR",
+    "PREFERRED_LEADER_NOT_AVAILABLE",
+]
+
+
+@pytest.mark.parametrize("name", LEADERSHIP_MOVING)
+def test_errors_of_a_restarting_broker_are_retriable(name: str) -> None:
+    error = RdKafkaError(getattr(RdKafkaError, name))
+    assert isinstance(translate(error, "list earliest offsets"), RetriableKafkaError)
+
+
+def test_an_authorization_failure_stays_fatal() -> None:
+    error = RdKafkaError(RdKafkaError.TOPIC_AUTHORIZATION_FAILED)
+    assert isinstance(translate(error, "list earliest offsets"), FatalKafkaError)
