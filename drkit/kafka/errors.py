@@ -24,6 +24,16 @@ _RETRIABLE_CODES = {
     _RdKafkaError.OFFSET_NOT_AVAILABLE,
     _RdKafkaError.KAFKA_STORAGE_ERROR,
     _RdKafkaError.PREFERRED_LEADER_NOT_AVAILABLE,
+    _RdKafkaError.ELIGIBLE_LEADERS_NOT_AVAILABLE,
+    # The rest of the protocol's retriable answers: stale metadata, a fetch session or a quota
+    # to wait out, an offset commit behind a pending transaction.
+    _RdKafkaError.LISTENER_NOT_FOUND,
+    _RdKafkaError.UNKNOWN_TOPIC_ID,
+    _RdKafkaError.INCONSISTENT_TOPIC_ID,
+    _RdKafkaError.FETCH_SESSION_ID_NOT_FOUND,
+    _RdKafkaError.INVALID_FETCH_SESSION_EPOCH,
+    _RdKafkaError.THROTTLING_QUOTA_EXCEEDED,
+    _RdKafkaError.UNSTABLE_OFFSET_COMMIT,
     _RdKafkaError.NOT_COORDINATOR,
     _RdKafkaError.COORDINATOR_NOT_AVAILABLE,
     _RdKafkaError.COORDINATOR_LOAD_IN_PROGRESS,

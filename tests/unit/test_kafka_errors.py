@@ -19,8 +19,22 @@ LEADERSHIP_MOVING = [
     "PREFERRED_LEADER_NOT_AVAILABLE",
 ]
 
+# The rest of what Kafka's protocol calls retriable (RetriableException or
+# InvalidMetadataException in the Java client): metadata that is stale, a fetch session or a
+# quota to wait out, an offset commit still in a transaction.
+PROTOCOL_RETRIABLE = [
+    "FETCH_SESSION_ID_NOT_FOUND",
+    "INVALID_FETCH_SESSION_EPOCH",
+    "ELIGIBLE_LEADERS_NOT_AVAILABLE",
+    "LISTENER_NOT_FOUND",
+    "THROTTLING_QUOTA_EXCEEDED",
+    "UNSTABLE_OFFSET_COMMIT",
+    "UNKNOWN_TOPIC_ID",
+    "INCONSISTENT_TOPIC_ID",
+]
 
-@pytest.mark.parametrize("name", LEADERSHIP_MOVING)
+
+@pytest.mark.parametrize("name", LEADERSHIP_MOVING + PROTOCOL_RETRIABLE)
 def test_errors_of_a_restarting_broker_are_retriable(name: str) -> None:
     error = RdKafkaError(getattr(RdKafkaError, name))
     assert isinstance(translate(error, "list earliest offsets"), RetriableKafkaError)
