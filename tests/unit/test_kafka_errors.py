@@ -1,4 +1,4 @@
-"""librdkafka errors translated into drkit's hierarchy: what a broker restart says is transient."""
+"""librdkafka errors translated into drkit's hierarchy: what Kafka's protocol calls retriable is."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ PROTOCOL_RETRIABLE = [
 
 
 @pytest.mark.parametrize("name", LEADERSHIP_MOVING + PROTOCOL_RETRIABLE)
-def test_errors_of_a_restarting_broker_are_retriable(name: str) -> None:
+def test_answers_kafka_calls_retriable_are_retriable(name: str) -> None:
     error = RdKafkaError(getattr(RdKafkaError, name))
     assert isinstance(translate(error, "list earliest offsets"), RetriableKafkaError)
 
