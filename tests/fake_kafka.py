@@ -23,7 +23,14 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from drkit.errors import FatalKafkaError, KafkaError, RetriableKafkaError, UnreachableClusterError
-from drkit.kafka.acls import AclOperation, AclPermission, TopicAcl, fence_acls, lift_acls
+from drkit.kafka.acls import (
+    AclOperation,
+    AclPermission,
+    TopicAcl,
+    fence_acls,
+    fence_acls_with,
+    lift_acls,
+)
 from drkit.kafka.admin_base import (
     ConfigValue,
     GroupOffsets,
@@ -74,6 +81,7 @@ class FakeCluster:
         self.acls: set[TopicAcl] = set()
         self.calls: list[str] = []
         self._before: dict[str, list[Callable[[], None]]] = {}
+        self._fail_after: dict[str, KafkaError] = {}
 
     # -- setting the scene ------------------------------------------------------------------
 
@@ -133,8 +141,21 @@ class FakeCluster:
         """Run ``action`` once, right before the next port call named ``call`` is answered."""
         self._before.setdefault(call, []).append(action)
 
+    def fail_after_next(self, call: str, error: KafkaError) -> None:
+        """The next ``call`` applies its change, then raises ``error`` (ACLs created but not
+        seen before the deadline: a half-applied step)."""
+        self._fail_after[call] = error
+
     def writable(self, topic: str, principal: str = "User:*") -> bool:
-        return TopicAcl(topic, principal, AclOperation.WRITE, AclPermission.DENY) not in self.acls
+        """As an authorizer with ``allow.everyone.if.no.acl.found`` decides: a topic without
+        any ACL is writable; one with ACLs only where an ALLOW WRITE and no DENY WRITE exist."""
+        on_topic = {acl for acl in self.acls if acl.topic == topic}
+        if not on_topic:
+            return True
+        write = [acl for acl in on_topic if acl.operation is AclOperation.WRITE]
+        if any(acl.permission is AclPermission.DENY for acl in write):
+            return False
+        return any(acl.permission is AclPermission.ALLOW for acl in write)
 
     def committed(self, group: str) -> dict[TopicPartition, int]:
         found = self.groups.get(group)
@@ -304,11 +325,20 @@ class FakeCluster:
         principal: str = "User:*",
         keep_reads: bool = True,
         timeout_s: float | None = None,
+        companions: Iterable[str] | None = None,
     ) -> set[str]:
         self._answer("deny_writes")
-        bare, wanted = fence_acls(topics, principal, keep_reads, {acl.topic for acl in self.acls})
+        if companions is not None:
+            bare, wanted = fence_acls_with(topics, principal, companions)
+        else:
+            bare, wanted = fence_acls(topics, principal, keep_reads, self.topics_with_acls())
         self.acls |= set(wanted)
+        self._after("deny_writes")
         return set(bare)
+
+    def topics_with_acls(self, timeout_s: float | None = None) -> set[str]:
+        self._answer("topics_with_acls")
+        return {acl.topic for acl in self.acls}
 
     def allow_writes(
         self,
@@ -319,6 +349,7 @@ class FakeCluster:
     ) -> None:
         self._answer("allow_writes")
         self.acls -= set(lift_acls(topics, principal, reads_allowed))
+        self._after("allow_writes")
 
     def write_denied(self, principal: str = "User:*", timeout_s: float | None = None) -> set[str]:
         self._answer("write_denied")
@@ -338,6 +369,12 @@ class FakeCluster:
             action()
         if not self.up:
             raise RetriableKafkaError(f"{self.alias}: {call}: timed out (cluster down)")
+
+    def _after(self, call: str) -> None:
+        """A change was applied: fail now if the test said so (a half-applied change)."""
+        error = self._fail_after.pop(call, None)
+        if error is not None:
+            raise error
 
     def _partition(self, tp: TopicPartition) -> FakePartition:
         topic = self.topics.get(tp.topic)

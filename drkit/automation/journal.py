@@ -82,7 +82,7 @@ class AutomationJournal:
                 raise ConfigError(
                     [Problem("RUN", f"no automatic failover run {run_id} (drkit failover list)")]
                 )
-            if run.state == RunState.RUNNING.value:
+            if RunState(run.state).in_progress:
                 raise ConfigError(
                     [Problem("RUN", f"run {run_id} is still running; acknowledge it once it ends")]
                 )
@@ -103,7 +103,9 @@ class AutomationJournal:
             runs = session.scalars(
                 select(FailoverRun)
                 .where(FailoverRun.kind == Procedure.FAILOVER.value)
-                .where(FailoverRun.state != RunState.RUNNING.value)
+                .where(
+                    FailoverRun.state.not_in([RunState.RUNNING.value, RunState.ROLLING_BACK.value])
+                )
                 .order_by(FailoverRun.id)
             ).all()
             return tuple(r.id for r in runs if is_automatic(r.requested_by) and r.id not in acked)

@@ -79,7 +79,7 @@ class AutomaticFailover:
         self.clock = clock
         self.notify = Notifier(config.notifications.webhooks)
         self._engine = engine or (
-            lambda: Engine(config, store, state_dir, owner=f"{AUTOMATION}:{observer}")
+            lambda: Engine(config, store, state_dir, role=f"{AUTOMATION}:{observer}")
         )
 
     def pairs(self) -> list[tuple[str, str]]:
@@ -105,7 +105,7 @@ class AutomaticFailover:
         finished = [
             r.finished_at for r in recent if r.state is RunState.SUCCEEDED and r.finished_at
         ]
-        running = [r.id for r in recent if r.state is RunState.RUNNING]
+        running = [r.id for r in recent if r.state.unfinished]  # an engine's, or to resume
         return AutomationSnapshot(
             source,
             target,

@@ -1,13 +1,17 @@
 """``drkit failover | switchover | cutover | failback``: move applications between clusters.
 
 Every command shows its plan and asks for confirmation (``--yes`` skips it), ``--plan`` only
-prints the plan (nothing changes), ``--output json`` prints ``drkit.failover.plan/v1`` or
-``drkit.failover.run/v1``.  ``drkit failover show [RUN]`` and ``drkit failover list`` are the
-audit trail.
+prints the plan (nothing changes, nothing is resumed), ``--output json`` prints
+``drkit.failover.plan/v1`` or ``drkit.failover.run/v1``.  ``drkit failover show [RUN]`` and
+``drkit failover list`` are the audit trail.
+
+An unfinished run blocks every new one: ``drkit failover --resume RUN`` shows it, re-checks
+that its premise still holds and, once confirmed, continues it (forward, or on with its
+rollback); ``drkit failover abandon RUN --reason ...`` gives it up.
 
 Exit codes: 0 done; 1 a step failed (the run is resumable: ``drkit failover --resume RUN``);
-2 bad input; 4 blocked by the plan; 5 another run holds the lease; 6 rolled back; 7 vetoed by
-a hook.
+2 bad input; 4 blocked by the plan; 5 another run holds the lease (or this one lost it);
+6 rolled back; 7 vetoed by a hook; 8 abandoned (its premise no longer held).
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ from drkit.errors import ConfigError, Problem
 from drkit.failover.context import RunOptions
 from drkit.failover.engine import Engine
 from drkit.failover.model import Plan, Procedure
-from drkit.failover.render import plan_text, run_text, runs_table
+from drkit.failover.render import plan_text, remaining_text, run_text, runs_table
 from drkit.failover.runs import RunRecord, RunRepository
 
 
@@ -101,16 +105,6 @@ def _run(
     options: RunOptions,
 ) -> None:
     engine = _engine(app, config_file, output)
-    stale = [r for r in engine.stale_runs() if (r.source, r.target) == (source, target)]
-    if stale:
-        run = stale[0]
-        click.echo(
-            f"run {run.id} ({run.procedure.value} {run.source} -> {run.target}) was interrupted; "
-            "resuming it",
-            err=True,
-        )
-        _finish(output, engine.resume(run.id))
-        return
     plan = engine.plan(procedure, source, target, options)
     if plan_only:
         _emit(output, plan.to_json(), plan_text(plan))
@@ -131,6 +125,23 @@ def _confirm(plan: Plan, yes: bool, output: str) -> None:
 
 def _finish(output: str, run: RunRecord) -> None:
     _emit(output, run.to_json(), run_text(run))
+
+
+def _resume(engine: Engine, run_id: int, yes: bool, output: str) -> None:
+    """Show the unfinished run and what is left of it, check its premise, confirm, resume."""
+    run = engine.runs.get(run_id)
+    if run is None:
+        raise ConfigError([Problem("--resume", f"no failover run {run_id}")])
+    broken = engine.premise(run) if run.state.unfinished else None
+    if output == "text":
+        click.echo(run_text(run))
+        click.echo(remaining_text(run, engine.runbook(run.procedure)))
+    if broken is None and run.state.unfinished and not yes:
+        if not sys.stdin.isatty():
+            raise ConfigError([Problem("--yes", "not a terminal: confirm the resume with --yes")])
+        click.confirm(f"\nResume run {run_id}?", abort=True, err=True)
+    # A broken premise is recorded (ABANDONED) and reported by the engine, under the lease.
+    _finish(output, engine.resume(run_id))
 
 
 def _options(force: bool, groups: tuple[str, ...], **extra: Any) -> RunOptions:
@@ -164,8 +175,9 @@ def failover(
     if ctx.invoked_subcommand is not None:
         return
     if resume is not None:
-        engine = _engine(app, config_file, output)
-        _finish(output, engine.resume(resume))
+        if plan_only:
+            raise ConfigError([Problem("--plan", "'drkit failover show RUN' shows a run")])
+        _resume(_engine(app, config_file, output), resume, yes, output)
         return
     if not source or not target:
         raise ConfigError([Problem("--from/--to", "both are required (or --resume RUN)")])
@@ -185,6 +197,31 @@ def show(app: AppContext, run_id: int | None, config_file: str | None, output: s
     if run is None:
         raise ConfigError([Problem("RUN", "no such failover run" if run_id else "no runs yet")])
     _emit(output, run.to_json(), run_text(run))
+
+
+@failover.command("abandon")
+@click.argument("run_id", type=int)
+@click.option("--reason", required=True, help="Why (recorded in the audit trail).")
+@click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
+@config_option
+@output_option
+@pass_app
+def abandon(
+    app: AppContext, run_id: int, reason: str, yes: bool, config_file: str | None, output: str
+) -> None:
+    """Give an unfinished run up: nothing it did is undone, nothing is redone."""
+    engine = _engine(app, config_file, output)
+    run = engine.runs.get(run_id)
+    if run is None:
+        raise ConfigError([Problem("RUN", f"no failover run {run_id}")])
+    if output == "text":
+        click.echo(run_text(run))
+    if not yes:
+        if not sys.stdin.isatty():
+            raise ConfigError([Problem("--yes", "not a terminal: confirm with --yes")])
+        click.confirm(f"\nAbandon run {run_id}? What its steps did stays done", abort=True,
+                      err=True)  # fmt: skip
+    _finish(output, engine.abandon(run_id, reason, operator()))
 
 
 @failover.command("list")

@@ -8,14 +8,20 @@ from sqlalchemy import select
 
 from drkit.control.model import DesiredState, FlowDirective, WorkerAck
 from drkit.store.db import StateStore
+from drkit.store.guard import WriteGuard, write_session
 from drkit.store.models import FlowAck, FlowControl
 
 
 class ControlRepository:
-    """Reads and writes :class:`FlowDirective` rows and worker acks.  Thread-safe (sessions)."""
+    """Reads and writes :class:`FlowDirective` rows and worker acks.  Thread-safe (sessions).
 
-    def __init__(self, store: StateStore) -> None:
+    Directives are written only while ``guard``'s lease is held, when given (the failover
+    engine's); acks are the workers' own and never guarded.
+    """
+
+    def __init__(self, store: StateStore, guard: WriteGuard | None = None) -> None:
         self.store = store
+        self.guard = guard
 
     def directive(self, flow: str, default: DesiredState = DesiredState.RUNNING) -> FlowDirective:
         """The flow's directive; ``default`` at epoch 0 when none was ever written."""
@@ -31,7 +37,7 @@ class ControlRepository:
         self, flow: str, desired: DesiredState, reason: str, run_id: int | None = None
     ) -> FlowDirective:
         """Write a new directive (epoch + 1), even if ``desired`` is unchanged."""
-        with self.store.session() as session:
+        with write_session(self.store, self.guard) as session:
             row = session.get(FlowControl, flow, with_for_update=True)
             now = datetime.now(UTC)
             if row is None:

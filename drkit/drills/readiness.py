@@ -39,7 +39,7 @@ def readiness(
 ) -> DrillReport:
     started = datetime.now(UTC)
     timeline = Timeline()
-    engine = Engine(config, store, state_dir, owner="drill-readiness")
+    engine = Engine(config, store, state_dir, role="drill-readiness")
     plan = engine.plan(Procedure.SWITCHOVER, source, target, RunOptions())
     timeline.add("plan_made", f"{len(plan.groups)} groups, {len(plan.findings)} findings")
     flow = flow_between(config, source, target)

@@ -42,6 +42,7 @@ from drkit.drills.workload import GroupMember, Writer, encode_value
 from drkit.errors import DrkitError
 from drkit.failover.context import RunOptions
 from drkit.failover.engine import Engine
+from drkit.failover.lease import LeaseRepository
 from drkit.failover.model import Procedure, RunState, StepName
 from drkit.failover.runs import RunRecord, RunRepository, translated_positions
 from drkit.health.evaluation import ClusterState
@@ -311,7 +312,7 @@ class DrillRunner:
 
     def _run_engine(self) -> None:
         s = self.scenario
-        engine = Engine(self.env.config, self.env.store, self.env.directory, owner="drill")
+        engine = Engine(self.env.config, self.env.store, self.env.directory, role="drill")
         procedure = s.move.procedure
         if s.move.engine_killed_after is not None:
             self._run_engine_killed(engine)
@@ -360,13 +361,13 @@ class DrillRunner:
         self.until(lambda: self._resumable_or_over(runs, run.id), 60, "the lease expiring")
         resumed_by = "the monitor"
         current = runs.get(run.id) or run
-        if current.state is RunState.RUNNING:
+        if current.state.in_progress:
             try:
                 current = engine.resume(run.id)
                 resumed_by = "a new engine"
             except DrkitError:  # the monitor took the run (and its lease) first
                 self.until(
-                    lambda: (runs.get(run.id) or run).state is not RunState.RUNNING,
+                    lambda: not (runs.get(run.id) or run).state.in_progress,
                     120,
                     "the monitor finishing the resumed run",
                 )
@@ -374,17 +375,19 @@ class DrillRunner:
         self.timeline.add("engine_resumed", f"run {run.id} resumed by {resumed_by}")
         self._finished(current)
 
-    @staticmethod
-    def _resumable_or_over(runs: RunRepository, run_id: int) -> bool:
+    def _resumable_or_over(self, runs: RunRepository, run_id: int) -> bool:
         current = runs.get(run_id)
-        return current is None or current.lease_expired or current.state is not RunState.RUNNING
+        if current is None or not current.state.in_progress:
+            return True
+        holder = LeaseRepository(self.env.store).holder()
+        return holder is None or holder.expired
 
     def _await_automatic_run(self) -> None:
         runs = RunRepository(self.env.store)
 
         def finished() -> RunRecord | None:
             for run in runs.latest(5):
-                if run.state is not RunState.RUNNING:
+                if not run.state.in_progress:
                     return run
             return None
 
@@ -439,7 +442,7 @@ class DrillRunner:
         self.until(replicating_back, 60, f"a worker running {back}")
         export = self.env.directory / "divergent-tail.jsonl"
         options = RunOptions(export_file=str(export))
-        engine = Engine(self.env.config, self.env.store, self.env.directory, owner="drill")
+        engine = Engine(self.env.config, self.env.store, self.env.directory, role="drill")
         plan = engine.plan(Procedure.FAILBACK, self.dst, self.src, options)
         if plan.blockers:
             raise DrillFailed("failback blocked: " + "; ".join(b.message for b in plan.blockers))

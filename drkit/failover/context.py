@@ -3,6 +3,11 @@
 Steps are functions ``(StepContext, timeout_s) -> StepOutcome`` (drkit.failover.steps).  Each is
 idempotent: run twice, it does its work once and reports the same result - the engine relies on
 that to resume a run whose process died in the middle of a step.
+
+Lease discipline (drkit.failover.lease): every store write a step makes goes through the run's
+``guard`` (the engine's lease keeper) and changes nothing once another engine took the run
+over; a step calls :meth:`StepContext.confirm` right before each side effect on a cluster (ACLs,
+offset commits, produced records), which renews the lease synchronously or raises LeaseLost.
 """
 
 from __future__ import annotations
@@ -11,7 +16,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from drkit.config.model import DrkitConfig, FlowConfig
 from drkit.control import ControlRepository
@@ -26,6 +31,13 @@ from drkit.kafka.ports import AdminFactory, ClusterAdmin
 from drkit.kafka.records import TopicPartition
 from drkit.replication.topology import FlowTopology
 from drkit.store.db import StateStore
+from drkit.store.guard import WriteGuard
+
+
+class Confirming(WriteGuard, Protocol):
+    """A write guard that can also confirm, synchronously, that its lease is still held."""
+
+    def confirm(self) -> object: ...
 
 
 class StepFailed(DrkitError):
@@ -96,6 +108,7 @@ class StepContext:
     state_dir: Path
     progress: Progress = field(default=lambda _message, _fraction: None)
     connect: AdminFactory = KafkaAdmin
+    guard: Confirming | None = None  # the engine's lease keeper (None: unguarded, tests)
     _admins: dict[str, ClusterAdmin] = field(default_factory=dict, init=False)
 
     # -- what the run is about ------------------------------------------------------------
@@ -144,15 +157,21 @@ class StepContext:
 
     @property
     def control(self) -> ControlRepository:
-        return ControlRepository(self.store)
+        return ControlRepository(self.store, self.guard)
 
     @property
     def fences(self) -> FenceRepository:
-        return FenceRepository(self.store)
+        return FenceRepository(self.store, self.guard)
 
     @property
     def pointers(self) -> PointerRepository:
-        return PointerRepository(self.store)
+        return PointerRepository(self.store, self.guard)
+
+    def confirm(self) -> None:
+        """Right before a side effect on a cluster: the run's lease is surely still held
+        (LeaseLost otherwise - the step stops without touching the cluster)."""
+        if self.guard is not None:
+            self.guard.confirm()
 
     def endpoint(self, alias: str) -> ClusterEndpoint:
         return ClusterEndpoint(alias, self.config.clusters[alias])

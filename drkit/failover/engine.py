@@ -1,27 +1,37 @@
 """The failover engine: executes a plan as a durable, resumable, leased run.
 
-``plan()`` gathers a snapshot and returns the pure plan (nothing changes).  ``start()`` records
-the run, takes the lease (one run at a time; the fencing token is checked before every step)
-and executes the steps in runbook order; ``resume()`` continues a run from its first step that
-is not done.  Every step's start, end, outcome and error is in the state store before the next
-one begins; hooks run before and after each step (a failing ``before`` hook vetoes it).
+``plan()`` gathers a snapshot and returns the pure plan (nothing changes; an unfinished run is
+a blocker).  ``start()`` takes the failover lease, re-checks the plan's premise under it,
+records the run and executes the steps in runbook order.  ``resume()`` continues an unfinished
+run in its direction - forward from its first step that is not done, or on with its rollback -
+but only after re-checking that its premise still holds (drkit.failover.premise); otherwise the
+run is marked ABANDONED with the reason.  ``abandon()`` gives a run up on an operator's word.
 
-A failure before the runbook's ``rollback_before`` step rolls a planned move back: the
-completed steps' rollback steps run in reverse (unfence the source, restart replication) and
-the run ends ROLLED_BACK.  Later failures - and every failure of an unplanned failover - leave
-the run FAILED, to be resumed once the cause is fixed.
+The lease (drkit.failover.lease) fences everything the run does: store writes (steps, run
+state, pointer, directives, fences) are conditional on the lease token, and each side effect on
+a cluster follows a synchronous renewal.  An engine that lost its lease - frozen past it and
+woken after another took over - records nothing, rolls nothing back and exits (LeaseLost, 5)
+naming who holds the lease now.
+
+Every step records its intent (RUNNING, with its start time) before it acts, its outcome after.
+A failure before the runbook's ``rollback_before`` step rolls a planned move back: the run turns
+ROLLING_BACK (a crash now resumes the rollback, never the move), and the rollback step of every
+step that *started* - the failed one too, since it may have half-applied - runs in reverse
+order; then ROLLED_BACK.  A rollback step that fails leaves the run FAILED in the rollback
+direction (``--resume`` continues the rollback).  Failures after the pointer moved - and every
+failure of an unplanned failover - leave the run FAILED, to be resumed once the cause is fixed.
 
 Exit codes (owned by the error types): 0 done, 1 a step failed (resumable), 2 bad input,
-4 blocked by the plan, 5 another run holds the lease, 6 rolled back, 7 vetoed by a hook.
+4 blocked by the plan, 5 the lease is held by another run (or was lost), 6 rolled back,
+7 vetoed by a hook, 8 abandoned (its premise no longer held).
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import socket
-import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -29,16 +39,28 @@ from drkit.config.model import DrkitConfig, FlowConfig
 from drkit.errors import ConfigError, DrkitError, Problem
 from drkit.failover.context import Progress, RunOptions, StepContext, StepFailed, StepOutcome
 from drkit.failover.hooks import HookOutcome, run_hooks
-from drkit.failover.lease import Lease, LeaseLost, LeaseRepository
-from drkit.failover.model import Plan, Procedure, RunState, StepName, StepState
+from drkit.failover.lease import Lease, LeaseKeeper, LeaseLost, LeaseRepository, unique_owner
+from drkit.failover.model import (
+    Direction,
+    Finding,
+    Plan,
+    Procedure,
+    RunState,
+    Severity,
+    StepName,
+    StepState,
+)
 from drkit.failover.plan import make_plan
 from drkit.failover.pointer import PointerRepository
+from drkit.failover.premise import RunFacts, WorldFacts, broken_premise, pointer_moved
 from drkit.failover.runbook import Runbook, load_runbook
 from drkit.failover.runs import RunRecord, RunRepository
 from drkit.failover.snapshot import gather
-from drkit.failover.steps import STEPS
+from drkit.failover.steps import STEPS, Step
+from drkit.kafka.admin import KafkaAdmin
 from drkit.kafka.clients import ClusterEndpoint
 from drkit.kafka.isolated import prewarm
+from drkit.kafka.ports import AdminFactory
 from drkit.store.db import StateStore
 
 log = logging.getLogger(__name__)
@@ -68,6 +90,12 @@ class RunFailed(DrkitError):
     exit_code = 1
 
 
+class RunAbandoned(DrkitError):
+    """An interrupted run's premise no longer holds: it was marked ABANDONED, not resumed."""
+
+    exit_code = 8
+
+
 def flow_between(config: DrkitConfig, source: str, target: str) -> FlowConfig:
     """The configured flow ``source->target``; ConfigError naming the known flows otherwise."""
     for alias in (source, target):
@@ -84,7 +112,13 @@ def flow_between(config: DrkitConfig, source: str, target: str) -> FlowConfig:
 
 
 class Engine:
-    """Plans and runs procedures for one config and state store."""
+    """Plans and runs procedures for one config and state store.
+
+    ``role`` names the actor in the lease's owner (made unique per engine: two engines in one
+    process, or two processes with one pid, are never the same owner).  ``connect`` reaches a
+    cluster's admin API, ``steps`` maps step names to implementations and ``leases`` is the
+    lease repository (tests inject fakes, stalls and failures through these three).
+    """
 
     def __init__(
         self,
@@ -92,16 +126,25 @@ class Engine:
         store: StateStore,
         state_dir: Path,
         progress: Progress | None = None,
-        owner: str | None = None,
+        role: str = "engine",
+        connect: AdminFactory = KafkaAdmin,
+        steps: Mapping[StepName, Step] | None = None,
+        leases: LeaseRepository | None = None,
     ) -> None:
         self.config = config
         self.store = store
         self.state_dir = state_dir
         self.progress: Progress = progress or (lambda _message, _fraction: None)
-        self.owner = owner or f"{socket.gethostname()}:{os.getpid()}"
+        self.owner = unique_owner(role)
+        self.connect = connect
+        self.steps: Mapping[StepName, Step] = steps if steps is not None else STEPS
         self.runs = RunRepository(store)
-        self.leases = LeaseRepository(store)
+        self.leases = leases if leases is not None else LeaseRepository(store)
         self.pointers = PointerRepository(store)
+
+    @property
+    def ttl_s(self) -> float:
+        return self.config.failover.lease_ttl_s
 
     # -- planning -----------------------------------------------------------------------------
 
@@ -110,7 +153,8 @@ class Engine:
         return load_runbook(procedure, Path(directory) if directory else None)
 
     def plan(self, procedure: Procedure, source: str, target: str, options: RunOptions) -> Plan:
-        """The plan for moving from ``source`` to ``target`` now; changes nothing."""
+        """The plan for moving from ``source`` to ``target`` now; changes nothing.  An unfinished
+        run (to resume or abandon first) is one of its blockers."""
         flow = flow_between(self.config, source, target)
         # Group requests run in a helper process (drkit.kafka.isolated): start the target's
         # while the snapshot is read, not when the first group request needs it.
@@ -124,7 +168,20 @@ class Engine:
             options.force,
             list(options.groups) if options.groups is not None else None,
         )
-        return make_plan(snapshot, self.runbook(procedure))
+        plan = make_plan(snapshot, self.runbook(procedure))
+        return replace(plan, findings=plan.findings + self._unfinished_findings())
+
+    def _unfinished_findings(self) -> tuple[Finding, ...]:
+        return tuple(
+            Finding(
+                Severity.BLOCKER,
+                "unfinished_run",
+                f"run {run.label()} is unfinished ({_where(run)}): resume it with "
+                f"'drkit failover --resume {run.id}' or give it up with "
+                f"'drkit failover abandon {run.id} --reason ...'",
+            )
+            for run in self.runs.unfinished()
+        )
 
     # -- running ------------------------------------------------------------------------------
 
@@ -143,79 +200,171 @@ class Engine:
         """
         if plan.blockers:
             raise PlanBlocked("the plan is blocked: " + "; ".join(f.message for f in plan.blockers))
-        lease = self.leases.acquire(self.owner, self.config.failover.lease_ttl_s)
+        keeper = self._keeper(self.leases.acquire(self.owner, self.ttl_s))
+        try:
+            self._premise_of_new_run(plan)
+            run = self.runs.guarded(keeper).create(plan, requested_by, reason)
+            self.runs.guarded(keeper).merge_result(
+                run.id, {"options": options.to_json(), "direction": Direction.FORWARD.value}
+            )
+        except BaseException:
+            self._release(keeper.lease)
+            raise
+        if on_started is not None:
+            on_started(run)
+        return self._execute(run.id, keeper, options, Direction.FORWARD)
+
+    def _premise_of_new_run(self, plan: Plan) -> None:
+        """Under the lease: the plan is still about the world as it is."""
         # The plan was made before the lease: if another run moved the pointer in between (two
         # monitors deciding at once, two operators), this plan is stale - never run it.
         pointer = self.pointers.get()
         now_active = pointer.cluster if pointer is not None else None
         if now_active != plan.pointer_from:
-            self.leases.release(lease)
             was = plan.pointer_from or "unset"
             raise PlanBlocked(
                 f"the active cluster changed since the plan was made ({was} -> {now_active}); "
                 "plan again"
             )
-        run = self.runs.create(plan, requested_by, reason)
-        self.runs.merge_result(run.id, {"options": options.to_json()})
-        if on_started is not None:
-            on_started(run)
-        return self._execute(run.id, lease, options)
+        unfinished = self._unfinished_findings()
+        if unfinished:
+            raise PlanBlocked("; ".join(f.message for f in unfinished))
+
+    def premise(self, run: RunRecord) -> str | None:
+        """Why ``run`` must not be resumed any more (None: it still may be)."""
+        pointer = self.pointers.get()
+        facts = RunFacts(
+            run.id, run.procedure, run.source, run.target, run.state, run.pointer_from,
+            pointer_moved({s.name: s.state for s in run.steps}),
+        )  # fmt: skip
+        world = WorldFacts(
+            pointer.cluster if pointer else None,
+            pointer.run_id if pointer else None,
+            tuple(r.label() for r in self.runs.created_after(run.id)),
+            any(f.source == run.source and f.target == run.target for f in self.config.flows),
+        )
+        return broken_premise(facts, world)
 
     def resume(self, run_id: int) -> RunRecord:
-        """Continue a RUNNING or FAILED run from its first step that is not done."""
-        run = self.runs.get(run_id)
-        if run is None:
-            raise ConfigError([Problem("--resume", f"no failover run {run_id}")])
-        if run.state not in (RunState.RUNNING, RunState.FAILED):
-            raise ConfigError(
-                [Problem("--resume", f"run {run_id} is {run.state.value}: nothing to resume")]
-            )
-        lease = self.leases.acquire(self.owner, self.config.failover.lease_ttl_s)
-        self.runs.finish(run_id, RunState.RUNNING, {})
-        return self._execute(run_id, lease, RunOptions.from_json(run.result.get("options", {})))
-
-    def stale_runs(self) -> list[RunRecord]:
-        """RUNNING runs whose process died (their lease expired): to be resumed."""
-        return [run for run in self.runs.running() if run.lease_expired]
-
-    def _execute(self, run_id: int, lease: Lease, options: RunOptions) -> RunRecord:
-        run = self.runs.get(run_id)
-        assert run is not None
-        flow = flow_between(self.config, run.source, run.target)
-        runbook = self.runbook(run.procedure)
-        ctx = StepContext(
-            self.config, flow, self.store, self.runs, run, options, self.state_dir, self.progress
-        )
-        completed: list[StepName] = []
-        keeper = _LeaseKeeper(self, run_id, lease)
-        keeper.start()
+        """Continue an unfinished run in its direction once its premise is re-checked under the
+        lease; a run whose premise broke is marked ABANDONED (RunAbandoned)."""
+        run = self._unfinished(run_id, "--resume")
+        keeper = self._keeper(self.leases.acquire(self.owner, self.ttl_s))
         try:
-            for step in runbook.steps:
-                record = ctx.run.step(step.name)
-                if record is not None and record.state in (StepState.DONE, StepState.SKIPPED):
-                    completed.append(step.name)
-                    continue
-                keeper.check()
-                timeout = self._timeout(runbook, step.name, step.timeout_s)
-                self._run_step(ctx, runbook, step.name, timeout)
-                completed.append(step.name)
-            keeper.check()
-            self.runs.finish(run_id, RunState.SUCCEEDED, {"pointer": run.target})
-        except LeaseLost:
-            raise  # another engine owns the run now: record nothing more
-        except DrkitError as err:
-            self._fail(ctx, runbook, completed, err)
+            fresh = self._unfinished(run_id, "--resume")
+            broken = self.premise(fresh)
+            if broken is not None:
+                self._abandon(keeper, fresh, f"not resumed: {broken}", "engine")
+                raise RunAbandoned(
+                    f"run {run_id} was not resumed and is now abandoned: {broken}. Nothing was "
+                    f"changed; 'drkit failover show {run_id}' lists what its steps had done"
+                )
+            direction = fresh.direction
+            state = RunState.RUNNING if direction is Direction.FORWARD else RunState.ROLLING_BACK
+            self.runs.guarded(keeper).finish(run_id, state, {})
+        except BaseException:
+            self._release(keeper.lease)
+            raise
+        options = RunOptions.from_json(run.result.get("options", {}))
+        return self._execute(run_id, keeper, options, direction)
+
+    def abandon(self, run_id: int, reason: str, by: str) -> RunRecord:
+        """Give an unfinished run up (an operator's decision): nothing is undone or redone."""
+        self._unfinished(run_id, "RUN")
+        keeper = self._keeper(self.leases.acquire(self.owner, self.ttl_s))
+        try:
+            self._abandon(keeper, self._unfinished(run_id, "RUN"), reason, by)
         finally:
-            keeper.stop()
-            self.leases.release(keeper.lease)
+            self._release(keeper.lease)
         final = self.runs.get(run_id)
         assert final is not None
         return final
 
-    def renew(self, run_id: int, lease: Lease) -> Lease:
-        lease = self.leases.renew(lease, self.config.failover.lease_ttl_s)
-        self.runs.set_lease(run_id, lease.owner, lease.expires_at)
-        return lease
+    def _abandon(self, keeper: LeaseKeeper, run: RunRecord, reason: str, by: str) -> None:
+        log.warning("failover run abandoned", extra={"run": run.id, "reason": reason, "by": by})
+        self.runs.guarded(keeper).finish(
+            run.id,
+            RunState.ABANDONED,
+            {"abandoned": {"reason": reason, "by": by, "was": run.state.value}},
+        )
+
+    def _unfinished(self, run_id: int, what: str) -> RunRecord:
+        run = self.runs.get(run_id)
+        if run is None:
+            raise ConfigError([Problem(what, f"no failover run {run_id}")])
+        if not run.state.unfinished:
+            raise ConfigError([Problem(what, f"run {run_id} is {run.state.value}: it has ended")])
+        return run
+
+    def stale_runs(self) -> list[RunRecord]:
+        """Runs in progress whose engine died: the failover lease has lapsed (by the
+        database's clock) while they are still RUNNING or ROLLING_BACK."""
+        holder = self.leases.holder()
+        if holder is not None and not holder.expired:
+            return []
+        return self.runs.in_progress()
+
+    def _keeper(self, lease: Lease) -> LeaseKeeper:
+        return LeaseKeeper(self.leases, lease, self.ttl_s)
+
+    def _release(self, lease: Lease) -> None:
+        try:
+            self.leases.release(lease)
+        except DrkitError as err:  # it lapses on its own
+            log.warning("could not release the failover lease", extra={"error": str(err)})
+
+    def _execute(
+        self, run_id: int, keeper: LeaseKeeper, options: RunOptions, direction: Direction
+    ) -> RunRecord:
+        runs = self.runs.guarded(keeper)
+        run = runs.get(run_id)
+        assert run is not None
+        flow = flow_between(self.config, run.source, run.target)
+        runbook = self.runbook(run.procedure)
+        ctx = StepContext(
+            self.config, flow, self.store, runs, run, options, self.state_dir, self.progress,
+            connect=self.connect, guard=keeper,
+        )  # fmt: skip
+
+        def mirror(lease: Lease) -> None:  # shown by 'failover show' and 'status'
+            runs.set_lease(run_id, lease.owner, lease.expires_at)
+
+        keeper.on_renewed(mirror)
+        keeper.start()
+        try:
+            mirror(keeper.lease)
+            if direction is Direction.FORWARD:
+                self._forward(ctx, runbook, keeper)
+            else:
+                self._rollback_and_end(ctx, runbook, keeper, None)
+        except LeaseLost as lost:
+            log.error("failover lease lost", extra={"run": run_id, "error": str(lost)})
+            raise LeaseLost(
+                f"run {run_id}: {lost}. This process stopped and changed nothing more; "
+                f"'drkit failover show {run_id}' shows what the holder did"
+            ) from None
+        finally:
+            keeper.stop()
+            self._release(keeper.lease)
+        final = self.runs.get(run_id)
+        assert final is not None
+        return final
+
+    def _forward(self, ctx: StepContext, runbook: Runbook, keeper: LeaseKeeper) -> None:
+        for step in runbook.steps:
+            record = ctx.run.step(step.name)
+            if record is not None and record.state in (StepState.DONE, StepState.SKIPPED):
+                continue
+            keeper.check()
+            timeout = self._timeout(runbook, step.name, step.timeout_s)
+            try:
+                self._run_step(ctx, runbook, step.name, timeout)
+            except LeaseLost:
+                raise
+            except DrkitError as err:
+                self._fail(ctx, runbook, keeper, step.name, err)
+        keeper.check()
+        ctx.runs.finish(ctx.run.id, RunState.SUCCEEDED, {"pointer": ctx.target})
 
     def _timeout(self, runbook: Runbook, name: StepName, default: float | None) -> float | None:
         if name is StepName.DRAIN and runbook.procedure is not Procedure.FAILOVER:
@@ -242,32 +391,33 @@ class Engine:
     def _run_step(
         self, ctx: StepContext, runbook: Runbook, name: StepName, timeout: float | None
     ) -> None:
+        runs = ctx.runs
         before = run_hooks(self._hooks(runbook), "before", name.value, self._context(ctx))
         vetoed = next((h for h in before if not h.ok), None)
         if vetoed is not None:
-            self.runs.step_finished(
-                ctx.run.id, name, StepState.FAILED, {"vetoed_by": vetoed.to_json()}
-            )
+            runs.step_finished(ctx.run.id, name, StepState.FAILED, {"vetoed_by": vetoed.to_json()})
             raise Vetoed(f"step {name.value} vetoed: {vetoed.describe()}")
-        self.runs.step_started(ctx.run.id, name)
+        runs.step_started(ctx.run.id, name)  # the intent: a rollback undoes a started step
         self.progress(f"{name.value} ...", None)
         log.info("failover step started", extra={"run": ctx.run.id, "step": name.value})
         try:
-            outcome = STEPS[name](ctx, timeout)
-        except DrkitError as err:
-            self.runs.step_finished(ctx.run.id, name, StepState.FAILED, {"error": str(err)})
+            outcome = self.steps[name](ctx, timeout)
+        except (LeaseLost, DrkitError) as err:
+            if isinstance(err, LeaseLost):
+                raise
+            runs.step_finished(ctx.run.id, name, StepState.FAILED, {"error": str(err)})
             raise
         except Exception as err:  # a bug or a library error: still recorded, never a traceback
             log.exception("failover step crashed", extra={"run": ctx.run.id, "step": name.value})
-            self.runs.step_finished(
+            runs.step_finished(
                 ctx.run.id, name, StepState.FAILED, {"error": f"{type(err).__name__}: {err}"}
             )
             raise StepFailed(f"step {name.value} crashed: {type(err).__name__}: {err}") from err
-        self.runs.step_finished(ctx.run.id, name, outcome.state, self._with_hooks(outcome, before))
+        runs.step_finished(ctx.run.id, name, outcome.state, self._with_hooks(outcome, before))
         after = run_hooks(self._hooks(runbook), "after", name.value, self._context(ctx))
         if after:
             detail = {**outcome.detail, "hooks_after": [h.to_json() for h in after]}
-            self.runs.step_finished(ctx.run.id, name, outcome.state, detail)
+            runs.step_finished(ctx.run.id, name, outcome.state, detail)
             for failed in (h for h in after if not h.ok):
                 log.warning(
                     "after-hook failed", extra={"step": name.value, "hook": failed.describe()}
@@ -287,83 +437,97 @@ class Engine:
         self,
         ctx: StepContext,
         runbook: Runbook,
-        completed: list[StepName],
+        keeper: LeaseKeeper,
+        failed_at: StepName,
         err: DrkitError,
     ) -> None:
-        failed_at = next(
-            (s.name for s in runbook.steps if s.name not in completed), runbook.steps[-1].name
-        )
+        """A step failed: roll back (before the pointer moved) or stop FAILED.  Always raises.
+
+        The lease is confirmed first: an engine that lost its run - the failure may be the
+        timeout of a step it slept through - must not roll back what another engine did.
+        """
+        keeper.confirm()
         rollback = runbook.rollback_before is not None and (
             failed_at is runbook.rollback_before or runbook.may_roll_back(failed_at)
         )
+        cause = {"error": str(err), "failed_step": failed_at.value}
         if not rollback:
-            self.runs.finish(
-                ctx.run.id, RunState.FAILED, {"error": str(err), "failed_step": failed_at.value}
+            ctx.runs.finish(
+                ctx.run.id, RunState.FAILED, {**cause, "direction": Direction.FORWARD.value}
             )
             raise RunFailed(
                 f"run {ctx.run.id} stopped at {failed_at.value}: {err}. Fix the cause, then "
                 f"'drkit failover --resume {ctx.run.id}'"
             ) from None
-        undone = self._roll_back(ctx, runbook, completed)
-        self.runs.finish(
-            ctx.run.id,
-            RunState.ROLLED_BACK,
-            {"error": str(err), "failed_step": failed_at.value, "rolled_back": undone},
+        # The intent first: from here on a crash resumes the rollback, never the move.
+        ctx.runs.finish(
+            ctx.run.id, RunState.ROLLING_BACK, {**cause, "direction": Direction.ROLLBACK.value}
         )
+        self._rollback_and_end(ctx, runbook, keeper, err)
+
+    def _rollback_and_end(
+        self, ctx: StepContext, runbook: Runbook, keeper: LeaseKeeper, err: DrkitError | None
+    ) -> None:
+        """Undo every started step, then end ROLLED_BACK (raises RolledBack or Vetoed), or
+        FAILED in the rollback direction when an undo step fails (raises RunFailed)."""
+        undone, failure = self._roll_back(ctx, runbook, keeper)
+        run = ctx.runs.get(ctx.run.id) or ctx.run
+        if failure is not None:
+            ctx.runs.finish(
+                run.id, RunState.FAILED, {"rolled_back": undone, "rollback_error": failure}
+            )
+            raise RunFailed(
+                f"run {run.id}: rolling back stopped at {failure}. {run.source} may still be "
+                f"fenced or its replication stopped. Fix the cause, then 'drkit failover "
+                f"--resume {run.id}' continues the rollback"
+            )
+        ctx.runs.finish(run.id, RunState.ROLLED_BACK, {"rolled_back": undone})
+        failed_at = run.result.get("failed_step", "?")
+        error = run.result.get("error", "")
         kind = Vetoed if isinstance(err, Vetoed) else RolledBack
         raise kind(
-            f"run {ctx.run.id} failed at {failed_at.value} ({err}) and was rolled back: "
-            f"{ctx.source} is primary again"
+            f"run {run.id} failed at {failed_at} ({error}) and was rolled back: "
+            f"{run.source} is primary again"
         ) from None
 
     def _roll_back(
-        self, ctx: StepContext, runbook: Runbook, completed: list[StepName]
-    ) -> list[str]:
+        self, ctx: StepContext, runbook: Runbook, keeper: LeaseKeeper
+    ) -> tuple[list[str], str | None]:
+        """Run the rollback step of every step that started (done, failed half-way, or cut
+        off by a crash), newest first; a step already undone is skipped.  An undo step that
+        fails does not stop the others (a fenced source must take writes again even when its
+        replication cannot be restarted).  Returns what was undone and, when undo steps failed,
+        which and why (a resume retries exactly those)."""
         undone: list[str] = []
+        failures: list[str] = []
+        run = ctx.runs.get(ctx.run.id) or ctx.run
         for step in reversed(runbook.steps):
-            if step.name not in completed or step.rollback is None:
+            record = run.step(step.name)
+            if step.rollback is None or not run.started(step.name):
                 continue
+            if record is not None and record.state is StepState.ROLLED_BACK:
+                continue
+            keeper.check()
             try:
                 self._run_step(ctx, runbook, step.rollback, step.timeout_s)
-                self.runs.mark(ctx.run.id, step.name, StepState.ROLLED_BACK)
-                undone.append(step.rollback.value)
-            except DrkitError as err:
+            except LeaseLost:
+                raise
+            except DrkitError as failed:
                 log.error(
                     "rollback step failed",
-                    extra={"run": ctx.run.id, "step": step.rollback.value, "error": str(err)},
+                    extra={"run": run.id, "step": step.rollback.value, "error": str(failed)},
                 )
-                undone.append(f"{step.rollback.value} FAILED: {err}")
-        return undone
+                failures.append(f"{step.rollback.value}: {failed}")
+                continue
+            ctx.runs.mark(run.id, step.name, StepState.ROLLED_BACK)
+            undone.append(step.rollback.value)
+        return undone, "; ".join(failures) or None
 
 
-class _LeaseKeeper(threading.Thread):
-    """Renews the run's lease every third of its TTL while steps run (a drain may outlast it).
-
-    If renewal finds the lease taken over, ``check()`` raises LeaseLost before the next step.
-    """
-
-    def __init__(self, engine: Engine, run_id: int, lease: Lease) -> None:
-        super().__init__(name=f"lease run {run_id}", daemon=True)
-        self.engine, self.run_id, self.lease = engine, run_id, lease
-        self._stop_event = threading.Event()
-        self._lost: LeaseLost | None = None
-        self.lease = engine.renew(run_id, lease)
-
-    def run(self) -> None:
-        interval = self.engine.config.failover.lease_ttl_s / 3
-        while not self._stop_event.wait(interval):
-            try:
-                self.lease = self.engine.renew(self.run_id, self.lease)
-            except LeaseLost as lost:
-                self._lost = lost
-                return
-            except DrkitError as err:  # the store is away for a moment: try again
-                log.warning("lease renewal failed", extra={"error": str(err)})
-
-    def check(self) -> None:
-        if self._lost is not None:
-            raise self._lost
-
-    def stop(self) -> None:
-        self._stop_event.set()
-        self.join(5)
+def _where(run: RunRecord) -> str:
+    """Where an unfinished run stands, in a few words."""
+    if run.state is RunState.FAILED:
+        failed = run.result.get("rollback_error") or run.result.get("failed_step", "?")
+        direction = "rolling back" if run.direction is Direction.ROLLBACK else "failed"
+        return f"{direction} at {failed}"
+    return f"{run.state.value}, held by {run.lease_owner or 'nobody'}"

@@ -15,18 +15,27 @@ from enum import StrEnum
 from sqlalchemy import select
 
 from drkit.store.db import StateStore
+from drkit.store.guard import WriteGuard, write_session
 from drkit.store.models import Fence
 
 
 class FenceState(StrEnum):
+    APPLYING = "applying"  # intent: the ACLs are being created (may be half on the cluster)
     APPLIED = "applied"
     PENDING = "pending"  # the cluster was unreachable: apply when it returns
     LIFTED = "lifted"
 
 
+# Every state in which a topic may carry drkit's fence ACLs (or is about to).
+FENCED_STATES = (FenceState.APPLYING, FenceState.APPLIED, FenceState.PENDING)
+
+
 class FenceRepository:
-    def __init__(self, store: StateStore) -> None:
+    """Fence rows; written only while ``guard``'s lease is held, when given."""
+
+    def __init__(self, store: StateStore, guard: WriteGuard | None = None) -> None:
         self.store = store
+        self.guard = guard
 
     def record(
         self,
@@ -39,7 +48,7 @@ class FenceRepository:
         """Record ``topics``' fence state; ``reads_allowed`` marks topics whose companion ALLOW
         ACLs drkit added (kept until the fence is lifted)."""
         allowed = set(reads_allowed)
-        with self.store.session() as session:
+        with write_session(self.store, self.guard) as session:
             existing = {
                 row.topic: row
                 for row in session.scalars(select(Fence).where(Fence.cluster == cluster))
@@ -65,13 +74,20 @@ class FenceRepository:
                     elif topic in allowed:
                         row.reads_allowed = True
 
-    def topics(self, cluster: str, state: FenceState) -> set[str]:
+    def topics(self, cluster: str, *states: FenceState) -> set[str]:
+        """Topics of ``cluster`` in any of ``states``."""
         with self.store.session() as session:
             return set(
                 session.scalars(
-                    select(Fence.topic).where(Fence.cluster == cluster, Fence.state == state.value)
+                    select(Fence.topic).where(
+                        Fence.cluster == cluster, Fence.state.in_([s.value for s in states])
+                    )
                 )
             )
+
+    def fenced(self, cluster: str) -> set[str]:
+        """Topics of ``cluster`` that carry (or may carry) drkit's fence."""
+        return self.topics(cluster, *FENCED_STATES)
 
     def reads_allowed(self, cluster: str) -> set[str]:
         """Topics of ``cluster`` whose fence came with drkit's ALLOW READ/DESCRIBE ACLs."""

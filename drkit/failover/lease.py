@@ -1,106 +1,187 @@
-"""One failover at a time: a named lease with a fencing token in the state store.
+"""One actor at a time: named leases with a fencing token, judged by the database's clock.
 
-Acquiring succeeds when the lease is free, expired, or already ours; every acquisition by a new
-owner increments ``token``.  The holder renews before each step and checks that the token is
-still its own - a holder whose lease expired and was taken over learns it there and stops
-(:class:`LeaseLost`), so two engines never act at once even if one of them stalled.
+A lease row holds ``owner``, ``token`` and ``expires_at``.  Taking a lease that is free or
+expired gives it to the new owner with ``token + 1``; renewing keeps the token.  What makes the
+lease hold under the faults that split orchestrators' brains:
 
-Works on SQLite and PostgreSQL: taking an expired lease is one conditional UPDATE (compare and
-swap), and a concurrent first insert fails on the primary key and is retried.
+* **One clock decides expiry**: ``expires_at`` is written and compared with the database's time
+  (drkit.store.clock), never a host's - a monitor whose clock runs 40 s ahead does not take over
+  a live engine.
+* **The holder knows how long it surely holds it**: :attr:`Lease.valid_until` is a deadline on
+  the holder's monotonic clock, from the moment it *sent* its last successful renewal, minus a
+  margin - earlier than any moment the database can call the lease expired.  Past it the holder
+  acts only after a synchronous renewal (:meth:`LeaseKeeper.confirm`).
+* **Every store write is fenced by the token**: :meth:`LeaseRepository.fenced` opens a
+  transaction that first re-proves the token under the lease row's lock; a holder that was
+  frozen past its lease and woke after another took over raises :class:`LeaseLost` there and
+  writes nothing, whatever it was about to do (finish a step, fail, roll back).
+* **The keeper never dies quietly**: any error renewing is logged and retried; the holder stops
+  acting once its monotonic deadline passes without a renewal.
+
+Owners are unique per process and per actor (:func:`unique_owner`), so two monitors on one host,
+or a restarted process that got an old pid, are never "the same owner".
+
+Works on SQLite and PostgreSQL: taking a lease is a conditional UPDATE (compare and swap); a
+concurrent first insert fails on the primary key and is retried.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
 
 from sqlalchemy import update
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
 
 from drkit.errors import DrkitError
+from drkit.store.clock import database_now
 from drkit.store.db import StateStore
 from drkit.store.models import Lease as LeaseRow
+
+log = logging.getLogger(__name__)
 
 FAILOVER_LEASE = "failover"
 
 
+def unique_owner(role: str) -> str:
+    """``role:host:pid:nonce`` - never equal for two processes, nor for two actors of one."""
+    return f"{role}:{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+def validity_margin(ttl_s: float) -> float:
+    """How much earlier than the database the holder gives its own lease up: room for clock
+    rate differences and scheduling, a tenth of the TTL."""
+    return max(0.05, ttl_s / 10)
+
+
 class LeaseHeld(DrkitError):
-    """Another run holds the lease."""
+    """Another actor holds the lease."""
 
     exit_code = 5
 
-    def __init__(self, owner: str, expires_at: datetime) -> None:
-        self.owner, self.expires_at = owner, expires_at
-        left = max(0.0, (expires_at - datetime.now(UTC)).total_seconds())
-        super().__init__(
-            f"another failover is in progress: the lease is held by {owner} for {left:.0f}s more"
-        )
+    def __init__(self, owner: str, remaining_s: float, name: str = FAILOVER_LEASE) -> None:
+        self.owner, self.remaining_s = owner, remaining_s
+        what = "another failover is in progress: the lease" if name == FAILOVER_LEASE else name
+        super().__init__(f"{what} is held by {owner} for {max(0.0, remaining_s):.0f}s more")
 
 
 class LeaseLost(DrkitError):
-    """This run's lease expired and another run took it: stop now, resume later."""
+    """This actor no longer holds its lease (taken over, or unconfirmable): stop acting now."""
 
     exit_code = 5
 
 
 @dataclass(frozen=True)
 class Lease:
+    """A lease as its holder knows it.
+
+    ``expires_at`` is on the database's clock; ``valid_until`` on the holder's monotonic clock
+    (see the module docstring).  Invariant: ``valid_until`` is never later than the monotonic
+    moment at which the database's clock reaches ``expires_at``.
+    """
+
     name: str
     owner: str
     token: int
     expires_at: datetime
+    valid_until: float
+
+    def valid_for(self, now: float) -> float:
+        """Seconds this holder surely still holds the lease (<= 0: no longer sure)."""
+        return self.valid_until - now
+
+
+@dataclass(frozen=True)
+class Holder:
+    """Who holds a lease as the store says now (by the database's clock)."""
+
+    name: str
+    owner: str
+    token: int
+    expires_at: datetime
+    remaining_s: float
+
+    @property
+    def expired(self) -> bool:
+        return self.remaining_s <= 0
 
 
 class LeaseRepository:
-    def __init__(self, store: StateStore) -> None:
+    def __init__(self, store: StateStore, clock: Callable[[], float] = time.monotonic) -> None:
         self.store = store
+        self.clock = clock
 
     def acquire(self, owner: str, ttl_s: float, name: str = FAILOVER_LEASE) -> Lease:
         """Take (or renew) the lease for ``ttl_s``; LeaseHeld when someone else holds it.
 
-        Compare-and-swap updates, so two engines racing for an expired lease cannot both win.
+        Compare-and-swap updates, so two actors racing for an expired lease cannot both win.
         """
         for _attempt in range(5):
-            now = datetime.now(UTC)
-            expires = now + timedelta(seconds=ttl_s)
+            sent = self.clock()
+            valid_until = sent + ttl_s - validity_margin(ttl_s)
             with self.store.session() as session:
+                now = database_now(session)
+                expires = now + timedelta(seconds=ttl_s)
                 taken = session.execute(
                     update(LeaseRow)
                     .where(LeaseRow.name == name, LeaseRow.expires_at <= now)
-                    .values(
-                        owner=owner,
-                        token=LeaseRow.token + 1,
-                        acquired_at=now,
-                        expires_at=expires,
-                    )
-                )
+                    .values(owner=owner, token=LeaseRow.token + 1, acquired_at=now,
+                            expires_at=expires)
+                )  # fmt: skip
                 if taken.rowcount == 0:  # type: ignore[attr-defined]
                     session.execute(
                         update(LeaseRow)
                         .where(LeaseRow.name == name, LeaseRow.owner == owner)
                         .values(expires_at=expires)
                     )
-            current = self.current(name)
-            if current is None:
-                try:
-                    with self.store.session() as session:
-                        session.add(
-                            LeaseRow(
-                                name=name, owner=owner, token=1, acquired_at=now, expires_at=expires
-                            )
-                        )
-                except IntegrityError:
-                    continue  # a concurrent first insert won; look again
+                row = session.get(LeaseRow, name, populate_existing=True)
+                found = (
+                    None
+                    if row is None
+                    else (
+                        row.owner,
+                        row.token,
+                        row.expires_at,
+                        (row.expires_at - now).total_seconds(),
+                    )
+                )
+            if found is None:
+                # Never taken: insert it, then read it back (a concurrent first insert may
+                # have won instead: the next round tells).
+                self._insert(owner, name, ttl_s)
                 continue
-            if current.owner == owner:
-                return current
-            raise LeaseHeld(current.owner, current.expires_at)
-        raise LeaseHeld("an unknown owner", datetime.now(UTC))
+            holder, token, expires_at, remaining = found
+            if holder == owner:
+                return Lease(name, owner, token, expires_at, valid_until)
+            raise LeaseHeld(holder, remaining, name)
+        raise LeaseHeld("an unknown owner", 0.0, name)
+
+    def _insert(self, owner: str, name: str, ttl_s: float) -> None:
+        try:
+            with self.store.session() as session:
+                now = database_now(session)
+                expires = now + timedelta(seconds=ttl_s)
+                session.add(
+                    LeaseRow(name=name, owner=owner, token=1, acquired_at=now, expires_at=expires)
+                )
+        except IntegrityError:
+            pass  # another actor inserted it first
 
     def renew(self, lease: Lease, ttl_s: float) -> Lease:
         """Extend ``lease``; LeaseLost when its token is no longer the current one."""
-        expires = datetime.now(UTC) + timedelta(seconds=ttl_s)
+        sent = self.clock()
         with self.store.session() as session:
+            now = database_now(session)
+            expires = now + timedelta(seconds=ttl_s)
             renewed = session.execute(
                 update(LeaseRow)
                 .where(
@@ -110,23 +191,171 @@ class LeaseRepository:
                 )
                 .values(expires_at=expires)
             )
-        if renewed.rowcount == 0:  # type: ignore[attr-defined]
-            raise LeaseLost(
-                f"the failover lease was taken over (token {lease.token} is stale); "
-                "this run stops here"
-            )
-        return Lease(lease.name, lease.owner, lease.token, expires)
+            if renewed.rowcount == 0:  # type: ignore[attr-defined]
+                raise self._lost(session, lease)
+        return replace(lease, expires_at=expires, valid_until=sent + ttl_s - validity_margin(ttl_s))
 
     def release(self, lease: Lease) -> None:
         """Give the lease up (expire it now) if it is still ours."""
         with self.store.session() as session:
-            row = session.get(LeaseRow, lease.name, with_for_update=True)
-            if row is not None and row.token == lease.token and row.owner == lease.owner:
-                row.expires_at = datetime.now(UTC)
+            now = database_now(session)
+            session.execute(
+                update(LeaseRow)
+                .where(
+                    LeaseRow.name == lease.name,
+                    LeaseRow.owner == lease.owner,
+                    LeaseRow.token == lease.token,
+                )
+                .values(expires_at=now)
+            )
 
-    def current(self, name: str = FAILOVER_LEASE) -> Lease | None:
+    def holder(self, name: str = FAILOVER_LEASE) -> Holder | None:
+        """Who holds ``name`` now, judged by the database's clock (None: never taken)."""
         with self.store.session() as session:
             row = session.get(LeaseRow, name)
             if row is None:
                 return None
-            return Lease(row.name, row.owner, row.token, row.expires_at)
+            now = database_now(session)
+            return Holder(
+                row.name, row.owner, row.token, row.expires_at,
+                (row.expires_at - now).total_seconds(),
+            )  # fmt: skip
+
+    @contextmanager
+    def fenced(self, lease: Lease) -> Iterator[Session]:
+        """A transaction that writes only while ``lease``'s token is current.
+
+        Its first statement re-proves the token and locks the lease row (PostgreSQL: the row;
+        SQLite: the database's write lock) until commit, so no takeover can interleave with the
+        writes that follow.  LeaseLost (and nothing written) when another actor took over.
+        """
+        with self.store.session() as session:
+            proven = session.execute(
+                update(LeaseRow)
+                .where(
+                    LeaseRow.name == lease.name,
+                    LeaseRow.owner == lease.owner,
+                    LeaseRow.token == lease.token,
+                )
+                .values(token=LeaseRow.token)
+            )
+            if proven.rowcount == 0:  # type: ignore[attr-defined]
+                raise self._lost(session, lease)
+            yield session
+
+    @staticmethod
+    def _lost(session: Session, lease: Lease) -> LeaseLost:
+        row = session.get(LeaseRow, lease.name, populate_existing=True)
+        now_held = (
+            f"{row.owner} (token {row.token})" if row is not None else "nobody (the lease is gone)"
+        )
+        return LeaseLost(
+            f"lease {lease.name!r} was taken over: token {lease.token} of {lease.owner} is stale, "
+            f"the lease is now held by {now_held}"
+        )
+
+
+class LeaseKeeper:
+    """Holds one lease for a long-running actor: renews it in the background every third of
+    its TTL, and is the :class:`~drkit.store.guard.WriteGuard` of the actor's writes.
+
+    * :meth:`session` - a store transaction fenced by the token (LeaseLost when taken over);
+    * :meth:`confirm` - a synchronous renewal, called right before a side effect the store
+      cannot fence (a Kafka ACL change, an offset commit): afterwards the actor surely holds
+      the lease for almost a full TTL;
+    * :meth:`check` - between steps: raises once the lease is lost, and confirms when the
+      monotonic deadline has passed (a pause, a store that did not answer).
+
+    The renewal thread survives any error (logged); it ends only when the lease is lost or
+    :meth:`stop` is called.  ``on_renewed`` is told every renewal (e.g. to mirror it on a run).
+    """
+
+    def __init__(
+        self,
+        leases: LeaseRepository,
+        lease: Lease,
+        ttl_s: float,
+        on_renewed: Callable[[Lease], None] | None = None,
+    ) -> None:
+        self.leases, self.ttl_s = leases, ttl_s
+        self._lease = lease
+        self._on_renewed = on_renewed
+        self._lock = threading.Lock()
+        self._lost: LeaseLost | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name=f"lease {lease.name}", daemon=True)
+
+    @property
+    def lease(self) -> Lease:
+        with self._lock:
+            return self._lease
+
+    def on_renewed(self, callback: Callable[[Lease], None]) -> None:
+        """Tell ``callback`` every renewal from now on (it runs on the renewing thread)."""
+        self._on_renewed = callback
+
+    def start(self) -> LeaseKeeper:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(5)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.ttl_s / 3):
+            try:
+                self._renew()
+            except LeaseLost:
+                return
+            except Exception as err:  # the store away for a moment: try again, never die
+                log.warning(
+                    "lease renewal failed",
+                    extra={"lease": self.lease.name, "error": f"{type(err).__name__}: {err}"},
+                )
+
+    def _renew(self) -> Lease:
+        with self._lock:
+            if self._lost is not None:
+                raise self._lost
+            current = self._lease
+        try:
+            renewed = self.leases.renew(current, self.ttl_s)
+        except LeaseLost as lost:
+            with self._lock:
+                self._lost = lost
+            raise
+        with self._lock:
+            self._lease = renewed
+        if self._on_renewed is not None:
+            self._on_renewed(renewed)
+        return renewed
+
+    def confirm(self) -> Lease:
+        """Renew now; LeaseLost when the lease is gone or cannot be confirmed (store away)."""
+        try:
+            return self._renew()
+        except LeaseLost:
+            raise
+        except Exception as err:  # the store away, or worse: not sure, so not acting
+            raise LeaseLost(
+                f"the lease {self.lease.name!r} could not be confirmed ({err}): stopping before "
+                "any further change"
+            ) from None
+
+    def check(self) -> None:
+        """LeaseLost once the lease is lost; a synchronous renewal when its deadline passed."""
+        with self._lock:
+            lost, lease = self._lost, self._lease
+        if lost is not None:
+            raise lost
+        if lease.valid_for(self.leases.clock()) <= 0:
+            self.confirm()
+
+    @contextmanager
+    def session(self) -> Iterator[Session]:
+        """A store transaction fenced by this lease's token (see LeaseRepository.fenced)."""
+        self.check()
+        with self.leases.fenced(self.lease) as session:
+            yield session

@@ -18,22 +18,24 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
-import socket
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from drkit.config.model import DrkitConfig
 from drkit.config.model import NotificationEvent as Event
 from drkit.errors import DrkitError
 from drkit.failover.fences import FenceRepository, FenceState
-from drkit.failover.lease import LeaseHeld, LeaseRepository
+from drkit.failover.lease import LeaseHeld, LeaseRepository, unique_owner
 from drkit.failover.model import Procedure, RunState
 from drkit.kafka.admin import KafkaAdmin
 from drkit.kafka.clients import ClusterEndpoint
 from drkit.kafka.ports import AdminFactory
 from drkit.notifications import Notifier
 from drkit.store.db import StateStore
+
+if TYPE_CHECKING:
+    from drkit.failover.engine import Engine
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +58,7 @@ class FailoverMaintenance:
         self.connect = connect  # how a cluster's admin API is reached (tests: fakes)
         self.fences = FenceRepository(store)
         self.leases = LeaseRepository(store)
-        self.owner = owner or f"maintenance:{socket.gethostname()}:{os.getpid()}"
+        self.owner = owner or unique_owner("maintenance")
         self.notify = Notifier(config.notifications.webhooks)
 
     def apply_pending_fences(self) -> list[str]:
@@ -72,7 +74,13 @@ class FailoverMaintenance:
                 admin.wait_ready(timeout_s=3)
             except DrkitError:
                 continue  # still away
-            companions = admin.deny_writes(topics, policy.fence_principal)
+            # Companions are recorded (still pending) before any ACL exists: an attempt that
+            # half-applies leaves them known to the next one (the topics no longer look bare).
+            companions = (set(topics) - admin.topics_with_acls()) | (
+                self.fences.reads_allowed(cluster) & topics
+            )
+            self.fences.record(cluster, topics, FenceState.PENDING, None, companions)
+            admin.deny_writes(topics, policy.fence_principal, companions=companions)
             self.fences.record(cluster, topics, FenceState.APPLIED, None, companions)
             log.warning(
                 "fenced a returning cluster (its failover could not reach it)",
@@ -122,11 +130,15 @@ class FailoverMaintenance:
             reported.append(run.id)
         return reported
 
-    def resume_stale_runs(self) -> list[int]:
-        """Resume every RUNNING run whose engine died (lease expired); returns their ids."""
-        from drkit.failover.engine import Engine
+    def resume_stale_runs(self, engine: Engine | None = None) -> list[int]:
+        """Resume every run in progress whose engine died (its lease lapsed) - in its own
+        direction, once its premise is re-checked (drkit.failover.engine); returns their ids."""
+        from drkit.failover.engine import Engine as FailoverEngine
 
-        engine = Engine(self.config, self.store, self.state_dir, owner=None)
+        if engine is None:
+            engine = FailoverEngine(
+                self.config, self.store, self.state_dir, role="maintenance", connect=self.connect
+            )
         resumed: list[int] = []
         for run in engine.stale_runs():
             log.warning("resuming an interrupted failover run", extra={"run": run.id})

@@ -48,9 +48,28 @@ class StepName(StrEnum):
 
 class RunState(StrEnum):
     RUNNING = "running"
+    ROLLING_BACK = "rolling_back"  # a planned move being undone (a crash resumes the rollback)
     SUCCEEDED = "succeeded"
-    FAILED = "failed"  # stopped at a step; resumable with --resume
+    FAILED = "failed"  # stopped at a step (forward or rolling back); resumable with --resume
     ROLLED_BACK = "rolled_back"  # a planned move undone: the source is primary again
+    ABANDONED = "abandoned"  # given up: its premise no longer held, or an operator said so
+
+    @property
+    def in_progress(self) -> bool:
+        """An engine is (or was, until it died) executing it."""
+        return self in (RunState.RUNNING, RunState.ROLLING_BACK)
+
+    @property
+    def unfinished(self) -> bool:
+        """Not ended: in progress, or stopped at a failed step (resume or abandon it)."""
+        return self.in_progress or self is RunState.FAILED
+
+
+class Direction(StrEnum):
+    """Which way a run's steps go: its runbook's steps, or their rollback steps."""
+
+    FORWARD = "forward"
+    ROLLBACK = "rollback"
 
 
 class StepState(StrEnum):

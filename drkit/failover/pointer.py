@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from drkit.store.db import StateStore
+from drkit.store.guard import WriteGuard, write_session
 from drkit.store.models import ActivePointer
 
 DEFAULT_POINTER = "default"
@@ -27,8 +28,11 @@ class Pointer:
 
 
 class PointerRepository:
-    def __init__(self, store: StateStore) -> None:
+    """Reads the pointer; moves it only while ``guard``'s lease is held, when given."""
+
+    def __init__(self, store: StateStore, guard: WriteGuard | None = None) -> None:
         self.store = store
+        self.guard = guard
 
     def get(self, name: str = DEFAULT_POINTER) -> Pointer | None:
         """The pointer, or None when no run ever set it (clients use their configured cluster)."""
@@ -40,7 +44,7 @@ class PointerRepository:
 
     def move(self, cluster: str, run_id: int | None, name: str = DEFAULT_POINTER) -> Pointer:
         """Point at ``cluster``; idempotent for the same run (the epoch moves once per run)."""
-        with self.store.session() as session:
+        with write_session(self.store, self.guard) as session:
             row = session.get(ActivePointer, name, with_for_update=True)
             now = datetime.now(UTC)
             if row is None:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from drkit.failover.model import Plan, Severity
+from drkit.failover.model import Direction, Plan, Severity, StepState
+from drkit.failover.runbook import Runbook
 from drkit.failover.runs import RunRecord
 
 _MAX_ROWS = 20
@@ -72,6 +73,11 @@ def run_text(run: RunRecord) -> str:
         )
     if run.result.get("error"):
         lines.append(f"  error: {run.result['error']}")
+    if run.result.get("rollback_error"):
+        lines.append(f"  rollback stopped at: {run.result['rollback_error']}")
+    abandoned = run.result.get("abandoned")
+    if abandoned:
+        lines.append(f"  abandoned by {abandoned.get('by')}: {abandoned.get('reason')}")
     rpo = run.result.get("rpo") or []
     lost = [r for r in rpo if r.get("records")]
     if rpo:
@@ -80,6 +86,27 @@ def run_text(run: RunRecord) -> str:
         for row in lost[:_MAX_ROWS]:
             lines.append(f"    {row['topic']}[{row['partition']}]: {row['records']}")
     return "\n".join(lines)
+
+
+def remaining_text(run: RunRecord, runbook: Runbook) -> str:
+    """What resuming ``run`` would do: the steps left, or the steps left to undo."""
+    if run.direction is Direction.ROLLBACK:
+        undo = [
+            step.rollback.value
+            for step in reversed(runbook.steps)
+            if step.rollback is not None
+            and run.started(step.name)
+            and (found := run.step(step.name)) is not None
+            and found.state is not StepState.ROLLED_BACK
+        ]
+        return "resuming continues the rollback: " + (", ".join(undo) or "nothing left to undo")
+    done = (StepState.DONE, StepState.SKIPPED)
+    left = [
+        step.name.value
+        for step in runbook.steps
+        if (found := run.step(step.name)) is None or found.state not in done
+    ]
+    return "resuming runs: " + (", ".join(left) or "nothing (it only records its end)")
 
 
 def runs_table(runs: Iterable[RunRecord]) -> str:

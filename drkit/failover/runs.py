@@ -13,9 +13,18 @@ from typing import Any
 
 from sqlalchemy import select
 
-from drkit.failover.model import RUN_SCHEMA, Plan, Procedure, RunState, StepName, StepState
+from drkit.failover.model import (
+    RUN_SCHEMA,
+    Direction,
+    Plan,
+    Procedure,
+    RunState,
+    StepName,
+    StepState,
+)
 from drkit.kafka.records import TopicPartition
 from drkit.store.db import StateStore
+from drkit.store.guard import WriteGuard, write_session
 from drkit.store.models import FailoverRun, FailoverStep
 
 
@@ -54,8 +63,25 @@ class RunRecord:
         return found.detail if found is not None else {}
 
     @property
-    def lease_expired(self) -> bool:
-        return self.lease_expires_at is None or self.lease_expires_at <= datetime.now(UTC)
+    def direction(self) -> Direction:
+        """Rolling back (in progress, or stopped at a failed rollback step) or forward."""
+        if self.state is RunState.ROLLING_BACK:
+            return Direction.ROLLBACK
+        return Direction(self.result.get("direction", Direction.FORWARD.value))
+
+    @property
+    def pointer_from(self) -> str | None:
+        """The active cluster when the run was planned."""
+        from_: str | None = self.plan.get("pointer", {}).get("from")
+        return from_
+
+    def started(self, name: StepName) -> bool:
+        """Whether ``name`` began executing in this run (its intent was recorded)."""
+        found = self.step(name)
+        return found is not None and found.started_at is not None
+
+    def label(self) -> str:
+        return f"#{self.id} {self.procedure.value} {self.source}->{self.target}"
 
     def to_json(self) -> dict[str, Any]:
         """The ``drkit.failover.run/v1`` document."""
@@ -125,12 +151,20 @@ def _record(row: FailoverRun) -> RunRecord:
 
 
 class RunRepository:
-    def __init__(self, store: StateStore) -> None:
+    def __init__(self, store: StateStore, guard: WriteGuard | None = None) -> None:
         self.store = store
+        self.guard = guard
+
+    def guarded(self, guard: WriteGuard) -> RunRepository:
+        """The same runs, written only while ``guard``'s lease is held."""
+        return RunRepository(self.store, guard)
+
+    def _writing(self) -> Any:
+        return write_session(self.store, self.guard)
 
     def create(self, plan: Plan, requested_by: str, reason: str) -> RunRecord:
         """A new RUNNING run with every planned step PENDING."""
-        with self.store.session() as session:
+        with self._writing() as session:
             row = FailoverRun(
                 kind=plan.procedure.value,
                 source=plan.source,
@@ -161,18 +195,33 @@ class RunRepository:
             ).all()
             return [_record(row) for row in rows]
 
-    def running(self) -> list[RunRecord]:
-        """Runs still marked RUNNING (in progress, or their process died)."""
+    def in_progress(self) -> list[RunRecord]:
+        """Runs marked RUNNING or ROLLING_BACK (being executed, or their engine died)."""
+        return self._in_states(RunState.RUNNING, RunState.ROLLING_BACK)
+
+    def unfinished(self) -> list[RunRecord]:
+        """Runs that did not end: in progress, or FAILED at a step (to resume or abandon)."""
+        return self._in_states(RunState.RUNNING, RunState.ROLLING_BACK, RunState.FAILED)
+
+    def _in_states(self, *states: RunState) -> list[RunRecord]:
         with self.store.session() as session:
             rows = session.scalars(
                 select(FailoverRun)
-                .where(FailoverRun.state == RunState.RUNNING.value)
+                .where(FailoverRun.state.in_([s.value for s in states]))
                 .order_by(FailoverRun.id)
             ).all()
             return [_record(row) for row in rows]
 
-    def set_lease(self, run_id: int, owner: str | None, expires_at: datetime | None) -> None:
+    def created_after(self, run_id: int) -> list[RunRecord]:
+        """Runs recorded after ``run_id``, oldest first."""
         with self.store.session() as session:
+            rows = session.scalars(
+                select(FailoverRun).where(FailoverRun.id > run_id).order_by(FailoverRun.id)
+            ).all()
+            return [_record(row) for row in rows]
+
+    def set_lease(self, run_id: int, owner: str | None, expires_at: datetime | None) -> None:
+        with self._writing() as session:
             row = session.get(FailoverRun, run_id)
             if row is not None:
                 row.lease_owner, row.lease_expires_at = owner, expires_at
@@ -199,7 +248,7 @@ class RunRepository:
         finished: bool = False,
     ) -> None:
         now = datetime.now(UTC)
-        with self.store.session() as session:
+        with self._writing() as session:
             step = session.scalars(
                 select(FailoverStep).where(
                     FailoverStep.run_id == run_id, FailoverStep.name == name.value
@@ -222,16 +271,18 @@ class RunRepository:
                 step.finished_at = now
 
     def finish(self, run_id: int, state: RunState, result: dict[str, Any]) -> None:
-        with self.store.session() as session:
+        """Set the run's state (an end state stamps ``finished_at``) and merge ``result``."""
+        with self._writing() as session:
             row = session.get(FailoverRun, run_id)
             if row is not None:
                 row.state = state.value
                 row.result = {**row.result, **result}
-                row.finished_at = datetime.now(UTC) if state is not RunState.RUNNING else None
-                row.lease_owner, row.lease_expires_at = None, None
+                row.finished_at = None if state.in_progress else datetime.now(UTC)
+                if not state.in_progress:
+                    row.lease_owner, row.lease_expires_at = None, None
 
     def merge_result(self, run_id: int, result: dict[str, Any]) -> None:
-        with self.store.session() as session:
+        with self._writing() as session:
             row = session.get(FailoverRun, run_id)
             if row is not None:
                 row.result = {**row.result, **result}

@@ -64,6 +64,16 @@ def fence_acls(
     return bare, tuple(acls)
 
 
+def fence_acls_with(
+    topics: Iterable[str], principal: str, companions: Iterable[str]
+) -> tuple[frozenset[str], tuple[TopicAcl, ...]]:
+    """Like :func:`fence_acls`, with the companion topics decided by the caller (those of
+    ``companions`` among ``topics``)."""
+    names = sorted(set(topics))
+    bare = frozenset(names) & set(companions)
+    return fence_acls(names, principal, True, set(names) - bare)
+
+
 def lift_acls(
     topics: Iterable[str], principal: str, reads_allowed: Iterable[str]
 ) -> tuple[TopicAcl, ...]:

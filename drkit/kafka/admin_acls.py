@@ -99,20 +99,26 @@ class AclAdmin(AdminBase):
         principal: str = "User:*",
         keep_reads: bool = True,
         timeout_s: float | None = None,
+        companions: Iterable[str] | None = None,
     ) -> set[str]:
         """Fence: a DENY WRITE ACL per topic for ``principal`` (idempotent).
 
         With ``keep_reads``, topics that had no ACL also get ALLOW READ/DESCRIBE/
         DESCRIBE_CONFIGS for ``principal``, so only writes stop (drkit.kafka.acls); those
-        topics are returned (:meth:`allow_writes` removes the same).  Needs an authorizer on
-        the brokers (``drkit local up`` enables StandardAuthorizer); without one the request
-        fails with SECURITY_DISABLED.
+        topics are returned (:meth:`allow_writes` removes the same).  ``companions`` names
+        them instead (a caller that recorded them before fencing: a second attempt after a
+        half-applied one finds them no longer bare).  Needs an authorizer on the brokers
+        (``drkit local up`` enables StandardAuthorizer); without one the request fails with
+        SECURITY_DISABLED.
         """
         names = sorted(set(topics))
         if not names:
             return set()
-        existing = self.topics_with_acls(timeout_s) if keep_reads else set()
-        bare, wanted = acls.fence_acls(names, principal, keep_reads, existing)
+        if companions is not None:
+            bare, wanted = acls.fence_acls_with(names, principal, companions)
+        else:
+            existing = self.topics_with_acls(timeout_s) if keep_reads else set()
+            bare, wanted = acls.fence_acls(names, principal, keep_reads, existing)
         bindings = [self._binding(acl) for acl in wanted]
 
         def run(t: float) -> None:

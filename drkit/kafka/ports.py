@@ -133,14 +133,22 @@ class ClusterAdmin(Protocol):
 
     # -- write fencing ----------------------------------------------------------------------
 
+    def topics_with_acls(self, timeout_s: float | None = None) -> set[str]:
+        """Topics that have any literal ACL, for any principal."""
+        ...
+
     def deny_writes(
         self,
         topics: Iterable[str],
         principal: str = "User:*",
         keep_reads: bool = True,
         timeout_s: float | None = None,
+        companions: Iterable[str] | None = None,
     ) -> set[str]:
-        """Fence ``topics`` (drkit.kafka.acls); returns the topics that got companion ALLOWs."""
+        """Fence ``topics`` (drkit.kafka.acls); returns the topics that got companion ALLOWs.
+
+        ``companions``: exactly these topics get them (decided and recorded by the caller
+        before the fence is applied); None: the topics without any ACL now."""
         ...
 
     def allow_writes(

@@ -254,7 +254,7 @@ def test_engine_killed_after_each_step_resumes_to_the_same_result(
             assert FailoverMaintenance(reloaded, store, tmp_path).resume_stale_runs() == [run.id]
             resumed = drkit(setup, "failover", "show", str(run.id), "-o", "json")
         else:
-            resumed = drkit(setup, "failover", "--resume", str(run.id), "-o", "json")
+            resumed = drkit(setup, "failover", "--resume", str(run.id), "--yes", "-o", "json")
         assert resumed.code == 0, (step, resumed.err)
         document = resumed.json()
         assert document["state"] == "succeeded"

@@ -113,6 +113,7 @@ def capture_divergent_tail(ctx: StepContext, timeout_s: float | None) -> StepOut
     ends = ctx.admin(original).list_offsets(list(point), "latest")
     ranges = {tp: (start, ends[tp]) for tp, start in point.items() if ends.get(tp, 0) > start}
     records = list(consume_ranges(ctx.endpoint(original), ranges, timeout_s or 300.0))
+    ctx.confirm()
     counts: dict[str, int] = {}
     for record in records:
         key = f"{record.topic}:{record.partition}"

@@ -4,9 +4,17 @@ Fencing is the weakest point of Kafka DR (vendors say "stop your producers"); he
 explicit, verified step: DENY WRITE ACLs on every replicated topic of the old primary, checked
 by reading the ACLs back.  When the old primary does not answer (an unplanned failover) the
 fence is recorded as pending and applied as soon as it answers again.
+
+Half-applied fences: the intent (state APPLYING, with the topics that get companion ALLOWs) is
+recorded *before* any ACL is created, so a fence that created its ACLs and then failed - e.g.
+timed out waiting to see them - is known to the store, and a second attempt keeps the
+companions the first one decided (the topics no longer look bare once fenced).  Lifting a fence
+also looks at the cluster: every DENY WRITE ACL of the fence principal on the run's topics goes.
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterable
 
 from drkit.failover.context import StepContext, StepFailed, StepOutcome
 from drkit.failover.fences import FenceState
@@ -30,7 +38,14 @@ def fence_source(ctx: StepContext, timeout_s: float | None) -> StepOutcome:
             note=f"{ctx.source} is unreachable: fence pending, applied when it answers",
         )
     admin = ctx.admin(ctx.source)
-    companions = admin.deny_writes(topics, policy.fence_principal, timeout_s=timeout_s)
+    # Companions: topics without any ACL now, and those an earlier (half-applied) attempt of
+    # this fence already decided on - recorded before any ACL is created.
+    companions = (set(topics) - admin.topics_with_acls(timeout_s)) | (
+        ctx.fences.reads_allowed(ctx.source) & ctx.fences.fenced(ctx.source) & set(topics)
+    )
+    ctx.fences.record(ctx.source, topics, FenceState.APPLYING, ctx.run.id, companions)
+    ctx.confirm()
+    admin.deny_writes(topics, policy.fence_principal, timeout_s=timeout_s, companions=companions)
     ctx.fences.record(ctx.source, topics, FenceState.APPLIED, ctx.run.id, companions)
     denied = admin.write_denied(policy.fence_principal, timeout_s)
     missing = sorted(set(topics) - denied)
@@ -39,31 +54,42 @@ def fence_source(ctx: StepContext, timeout_s: float | None) -> StepOutcome:
     return StepOutcome.done(topics=topics, principal=policy.fence_principal, pending=False)
 
 
-def _lift(ctx: StepContext, cluster: str, timeout_s: float | None) -> StepOutcome:
-    fenced = ctx.fences.topics(cluster, FenceState.APPLIED) | ctx.fences.topics(
-        cluster, FenceState.PENDING
-    )
-    if not fenced:
+def _lift(
+    ctx: StepContext, cluster: str, timeout_s: float | None, also: Iterable[str] = ()
+) -> StepOutcome:
+    """Lift drkit's fence on ``cluster``: every topic the store knows fenced (or being fenced),
+    and those of ``also`` that carry a DENY WRITE ACL of the fence principal there now."""
+    principal = ctx.config.failover.fence_principal
+    fenced = ctx.fences.fenced(cluster)
+    wanted = set(also)
+    if not fenced and not wanted:
         return StepOutcome.skipped(f"nothing fenced on {cluster}")
     if not ctx.reachable(cluster):
         raise StepFailed(f"{cluster} does not answer: its fence cannot be lifted")
-    ctx.admin(cluster).allow_writes(
-        fenced,
-        ctx.config.failover.fence_principal,
-        ctx.fences.reads_allowed(cluster),
-        timeout_s=timeout_s,
+    admin = ctx.admin(cluster)
+    on_cluster = admin.write_denied(principal, timeout_s) & wanted if wanted else set()
+    lifting = fenced | on_cluster
+    if not lifting:
+        return StepOutcome.skipped(f"nothing fenced on {cluster}")
+    ctx.confirm()
+    admin.allow_writes(
+        lifting, principal, ctx.fences.reads_allowed(cluster) & lifting, timeout_s=timeout_s
     )
-    ctx.fences.record(cluster, fenced, FenceState.LIFTED, ctx.run.id)
-    return StepOutcome.done(cluster=cluster, topics=sorted(fenced))
+    ctx.fences.record(cluster, lifting, FenceState.LIFTED, ctx.run.id)
+    unrecorded = sorted(on_cluster - fenced)  # a half-applied fence the store missed
+    extra = {"found_on_cluster_only": unrecorded} if unrecorded else {}
+    return StepOutcome.done(cluster=cluster, topics=sorted(lifting), **extra)
 
 
 def unfence_source(ctx: StepContext, timeout_s: float | None) -> StepOutcome:
-    """Rollback of fence_source: the source takes writes again."""
-    return _lift(ctx, ctx.source, timeout_s)
+    """Rollback of fence_source: the source takes writes again - judged from the store and
+    from the cluster (a fence that half-applied may have left ACLs the store does not list)."""
+    return _lift(ctx, ctx.source, timeout_s, also=ctx.replicated_topics())
 
 
 def unfence_target(ctx: StepContext, timeout_s: float | None) -> StepOutcome:
-    """Failback: the original primary (fenced by the failover) takes writes again."""
+    """The new primary takes writes: after a failover (failback) or an earlier switchover
+    fenced it, its fence is lifted before the pointer moves there."""
     return _lift(ctx, ctx.target, timeout_s)
 
 
@@ -81,6 +107,7 @@ def abort_open_transactions(ctx: StepContext, timeout_s: float | None) -> StepOu
         workers |= {a.worker for a in ctx.control.acks(ctx.flow.name)}
         for worker in sorted(workers):
             transactional_id = topology.transactional_id(worker)
+            ctx.confirm()
             fence_transactional_id(ctx.endpoint(ctx.target), transactional_id, timeout_s or 30.0)
             fenced.append(transactional_id)
     admin = ctx.admin(ctx.target)

@@ -81,6 +81,8 @@ def commit_group_offsets(ctx: StepContext, timeout_s: float | None) -> StepOutco
         else:
             writes[group] = offsets
     # Every group in one round (concurrent requests): 100 groups take one round trip.
+    if writes:
+        ctx.confirm()
     refusals = target.alter_groups_offsets(writes, timeout_s) if writes else {}
     committed: dict[str, int] = {}
     failed: dict[str, str] = {}

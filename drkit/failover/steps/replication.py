@@ -89,9 +89,22 @@ def stop_replication(ctx: StepContext, timeout_s: float | None) -> StepOutcome:
 
 
 def restart_replication(ctx: StepContext, timeout_s: float | None) -> StepOutcome:
-    """Rollback of stop_replication: the flow runs again."""
+    """Rollback of stop_replication: the flow runs again - proven by the workers.
+
+    Every live worker must acknowledge RUNNING, and at least one must when the flow has
+    workers at all (workers idle on STOPPED, so they are there to answer); a flow no worker
+    ever reported for is only set RUNNING (nothing to prove it with)."""
     directive = _directive(ctx, ctx.flow.name, DesiredState.RUNNING)
-    return StepOutcome.done(**wait_for_workers(ctx, directive, timeout_s, strict=False))
+    detail = wait_for_workers(ctx, directive, timeout_s, strict=True)
+    if ctx.control.acks(ctx.flow.name) and not detail["acknowledged"]:
+        raise StepFailed(
+            f"no worker of {ctx.flow.name} acknowledged RUNNING within {timeout_s}s: replication "
+            f"is not running again (start 'drkit replicate --flow {ctx.flow.name}', then resume "
+            "the rollback)"
+        )
+    if not detail["acknowledged"]:
+        detail["note"] = f"no worker ever reported for {ctx.flow.name}: set RUNNING, unproven"
+    return StepOutcome.done(**detail)
 
 
 def start_reverse_flow(ctx: StepContext, timeout_s: float | None) -> StepOutcome:
@@ -202,6 +215,7 @@ def _lift_fences_in_the_way(ctx: StepContext) -> list[str]:
     replicas = {topology.target_topic(t) for t in ctx.replicated_topics()}
     fenced = ctx.fences.topics(ctx.target, FenceState.APPLIED) & replicas
     if fenced and ctx.reachable(ctx.target):
+        ctx.confirm()
         ctx.admin(ctx.target).allow_writes(
             fenced,
             ctx.config.failover.fence_principal,

@@ -1,0 +1,510 @@
+"""The failover engine under the faults that split orchestrators' brains, over in-memory clusters.
+
+The engine runs as in production - a real state store (SQLite, and PostgreSQL when available),
+real leases, real runbook files - with ``connect`` handing out FakeClusters and, where a test
+needs a step to stall or crash at a chosen moment, an injected step.  What is asserted is what
+the store and the clusters hold afterwards: the pointer, the run's state, the fences (ACLs), the
+flow directives - and that an engine which lost its lease changed none of them.
+
+The same faults with real processes and real brokers (SIGSTOP, kill -9, a skewed clock) are in
+tests/integration/test_failover_faults.py.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from sqlalchemy import update
+
+from drkit.config import load_config_text
+from drkit.control import ControlRepository, DesiredState
+from drkit.errors import RetriableKafkaError, StateStoreError
+from drkit.failover.context import RunOptions, StepContext, StepFailed, StepOutcome
+from drkit.failover.engine import Engine, PlanBlocked, RolledBack, RunAbandoned, RunFailed
+from drkit.failover.fences import FenceRepository, FenceState
+from drkit.failover.lease import (
+    FAILOVER_LEASE,
+    Lease,
+    LeaseHeld,
+    LeaseKeeper,
+    LeaseLost,
+    LeaseRepository,
+)
+from drkit.failover.maintenance import FailoverMaintenance
+from drkit.failover.model import (
+    Direction,
+    PartitionRpo,
+    Plan,
+    Procedure,
+    RunState,
+    StepName,
+    StepState,
+)
+from drkit.failover.pointer import PointerRepository
+from drkit.failover.runbook import load_runbook
+from drkit.failover.runs import RunRepository
+from drkit.failover.steps import STEPS, Step
+from drkit.store import StateStore
+from drkit.store.models import Lease as LeaseRow
+from tests.fake_kafka import FakeClusters
+
+ORDERS, PAYMENTS = "orders", "payments"
+TTL_S = 1.0
+
+# A switchover cut to the steps that need no real broker: fence, stop replication, a stand-in
+# for the drain (injected per test), move the pointer; a failure before move_pointer rolls back.
+SWITCHOVER = {
+    "procedure": "switchover",
+    "rollback_before": "move_pointer",
+    "steps": [
+        {"name": "fence_source", "timeout_s": 5, "rollback": "unfence_source"},
+        {"name": "stop_replication", "timeout_s": 2, "rollback": "restart_replication"},
+        {"name": "drain", "timeout_s": 5},
+        {"name": "move_pointer", "timeout_s": 5},
+    ],
+}
+
+
+def _config(runbooks: Path, silence_s: float = 1.0) -> Any:
+    text = f"""
+clusters:
+  dc1: {{bootstrap_servers: "127.0.0.1:9"}}
+  dc2: {{bootstrap_servers: "127.0.0.1:10"}}
+flows:
+  - {{source: dc1, target: dc2}}
+failover:
+  lease_ttl_s: {TTL_S}
+  worker_silence_s: {silence_s}
+  runbooks_dir: {runbooks}
+"""
+    return load_config_text(text, env={})
+
+
+def _done(_ctx: StepContext, _timeout: float | None) -> StepOutcome:
+    return StepOutcome.done(stand_in=True)
+
+
+class World:
+    """Two fake clusters (dc1 has orders and payments), a migrated store, a runbook directory,
+    and engines over them; the pointer starts on dc1."""
+
+    def __init__(self, tmp_path: Path, store: StateStore) -> None:
+        runbooks = tmp_path / "runbooks"
+        runbooks.mkdir()
+        (runbooks / "switchover.yaml").write_text(yaml.safe_dump(SWITCHOVER))
+        self.config = _config(runbooks)
+        self.store = store
+        self.clusters = FakeClusters("dc1", "dc2")
+        for topic in (ORDERS, PAYMENTS):
+            self.clusters["dc1"].add_topic(topic)
+        self.state_dir = tmp_path
+        self.runs = RunRepository(store)
+        self.pointers = PointerRepository(store)
+        self.fences = FenceRepository(store)
+        self.control = ControlRepository(store)
+        self.leases = LeaseRepository(store)
+        self.pointers.move("dc1", None)
+
+    def engine(
+        self, role: str = "engine", leases: LeaseRepository | None = None, **steps: Step
+    ) -> Engine:
+        return Engine(
+            self.config, self.store, self.state_dir, role=role, connect=self.clusters.connect,
+            steps={**STEPS, StepName.DRAIN: _done,
+                   **{StepName(name): step for name, step in steps.items()}},
+            leases=leases,
+        )  # fmt: skip
+
+    def plan(self) -> Plan:
+        runbook = load_runbook(Procedure.SWITCHOVER, Path(self.config.failover.runbooks_dir))
+        return Plan(
+            procedure=Procedure.SWITCHOVER, source="dc1", target="dc2", flow="dc1->dc2",
+            reverse_flow=None, source_reachable=True, translation_mode="live",
+            steps=runbook.planned_steps(), groups=(), groups_without_checkpoint=(),
+            rpo=tuple(PartitionRpo(t, 0, 0, 0, 0, 0, 0.0) for t in (ORDERS, PAYMENTS)),
+            findings=(), pointer_from="dc1", pointer_to="dc2",
+        )  # fmt: skip
+
+    def expire_lease(self) -> None:
+        """The holder stalled past its lease (as a frozen process does): expire it now."""
+        with self.store.session() as session:
+            session.execute(
+                update(LeaseRow)
+                .where(LeaseRow.name == FAILOVER_LEASE)
+                .values(expires_at=LeaseRow.acquired_at)
+            )
+
+    def only_run(self) -> Any:
+        [run] = self.runs.latest()
+        return run
+
+    def dc1_writable(self) -> bool:
+        return all(self.clusters["dc1"].writable(t) for t in (ORDERS, PAYMENTS))
+
+
+@pytest.fixture
+def world(tmp_path: Path, migrated_store: StateStore) -> World:
+    return World(tmp_path, migrated_store)
+
+
+class Stall:
+    """An injected drain that blocks until released, then fails (a step that timed out while
+    its process was frozen) or succeeds."""
+
+    def __init__(self, fail: bool = True) -> None:
+        self.entered = threading.Event()
+        self.release = threading.Event()
+        self.fail = fail
+
+    def __call__(self, _ctx: StepContext, _timeout: float | None) -> StepOutcome:
+        self.entered.set()
+        assert self.release.wait(30)
+        if self.fail:
+            raise StepFailed("dc1->dc2 did not reach the goal within 5s")
+        return StepOutcome.done(stalled=True)
+
+
+def _in_thread(call: Any) -> tuple[threading.Thread, list[BaseException | Any]]:
+    out: list[BaseException | Any] = []
+
+    def run() -> None:
+        try:
+            out.append(call())
+        except BaseException as err:
+            out.append(err)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread, out
+
+
+# -- an engine that lost its lease changes nothing ---------------------------------------------
+
+
+def test_a_frozen_engine_that_wakes_after_a_takeover_neither_rolls_back_nor_records(
+    world: World,
+) -> None:
+    """The split brain seen on main: an engine stalled in drain past its lease; another resumed
+    and completed the run; the first woke, its drain timed out, and it rolled the move back -
+    two writable primaries.  Now it must raise LeaseLost and leave everything as the winner
+    left it."""
+    stall = Stall(fail=True)
+    leases = _FlakyLeases(world.store)
+    frozen = world.engine("frozen", leases=leases, drain=stall)
+    thread, out = _in_thread(lambda: frozen.start(world.plan(), RunOptions()))
+    assert stall.entered.wait(10)
+    leases.failing.set()  # frozen: its step stalls, its keeper renews no more ...
+    holder = world.leases.holder()
+    assert holder is not None
+    while not holder.expired:  # ... until its lease lapses, by the database's clock
+        threading.Event().wait(0.1)
+        holder = world.leases.holder()
+        assert holder is not None
+    run = world.only_run()
+    # The monitor's maintenance resumes the run whose lease lapsed, and completes it.
+    maintenance = FailoverMaintenance(
+        world.config, world.store, world.state_dir, connect=world.clusters.connect
+    )
+    resumed = maintenance.resume_stale_runs(world.engine("monitor"))
+    assert resumed == [run.id]
+    finished = world.runs.get(run.id)
+    assert finished is not None and finished.state is RunState.SUCCEEDED
+    pointer = world.pointers.get()
+    assert pointer is not None and (pointer.cluster, pointer.run_id) == ("dc2", run.id)
+    audit_before = world.runs.get(run.id)
+
+    leases.failing.clear()
+    stall.release.set()  # the frozen engine wakes up; its drain "timed out"
+    thread.join(30)
+    [error] = out
+    assert isinstance(error, LeaseLost), error
+    assert "monitor" in str(error)  # it names who holds the lease now
+    # Nothing it would have done happened: dc1 stays fenced, the pointer on dc2, the run
+    # SUCCEEDED with the same steps, replication of dc1->dc2 stays stopped.
+    assert not world.dc1_writable()
+    pointer = world.pointers.get()
+    assert pointer is not None and pointer.cluster == "dc2"
+    assert world.runs.get(run.id) == audit_before
+    assert world.control.directive("dc1->dc2").desired is DesiredState.STOPPED
+
+
+def test_every_store_write_of_a_run_is_fenced_by_the_token(world: World) -> None:
+    leases = world.leases
+    stale = leases.acquire("engine-a", 60)
+    world.expire_lease()
+    leases.acquire("engine-b", 60)  # takes over: token + 1
+    keeper = LeaseKeeper(leases, stale, 60)
+    run = world.runs.create(world.plan(), "test", "")
+    guarded_runs = world.runs.guarded(keeper)
+    writes: list[Callable[[], object]] = [
+        lambda: guarded_runs.step_started(run.id, StepName.FENCE_SOURCE),
+        lambda: guarded_runs.finish(run.id, RunState.ROLLED_BACK, {"x": 1}),
+        lambda: PointerRepository(world.store, keeper).move("dc2", run.id),
+        lambda: ControlRepository(world.store, keeper).set("dc1->dc2", DesiredState.RUNNING, "x"),
+        lambda: FenceRepository(world.store, keeper).record("dc1", [ORDERS], FenceState.LIFTED, 1),
+    ]
+    for write in writes:
+        with pytest.raises(LeaseLost, match="engine-b"):
+            write()
+    assert world.runs.get(run.id) == run
+    pointer = world.pointers.get()
+    assert pointer is not None and pointer.cluster == "dc1"
+    assert world.control.directive("dc1->dc2").epoch == 0
+    assert world.fences.topics("dc1", *FenceState) == set()
+
+
+def test_a_kafka_side_effect_follows_a_synchronous_check(world: World) -> None:
+    """An engine that lost its lease between steps does not touch the cluster: the fence step
+    confirms the lease right before creating ACLs."""
+    lease = world.leases.acquire("engine-a", 60)
+    world.expire_lease()
+    world.leases.acquire("engine-b", 60)
+    run = world.runs.create(world.plan(), "test", "")
+    keeper = LeaseKeeper(world.leases, lease, 60)
+    ctx = StepContext(
+        world.config, world.config.flows[0], world.store, world.runs.guarded(keeper), run,
+        RunOptions(), world.state_dir, connect=world.clusters.connect, guard=keeper,
+    )  # fmt: skip
+    with pytest.raises(LeaseLost):
+        STEPS[StepName.FENCE_SOURCE](ctx, 5)
+    assert world.clusters["dc1"].acls == set()
+
+
+# -- leases: one clock, a holder that knows its deadline, a keeper that never dies ------------
+
+
+def test_lease_expiry_is_judged_by_the_database_clock_not_the_callers(world: World) -> None:
+    """The holder's own clock plays no part: a lease taken for 60 s is held for 60 s whatever
+    a contender's clock says (the skewed-process case runs in the integration suite)."""
+    held = world.leases.acquire("engine-a", 60)
+    with pytest.raises(LeaseHeld) as refused:
+        world.leases.acquire("engine-b", 60)
+    assert 50 < refused.value.remaining_s <= 60
+    holder = world.leases.holder()
+    assert holder is not None and holder.owner == held.owner and not holder.expired
+
+
+class _FlakyLeases(LeaseRepository):
+    """Renewals fail with an unexpected error while ``failing`` is set."""
+
+    def __init__(self, store: StateStore) -> None:
+        super().__init__(store)
+        self.failing = threading.Event()
+        self.attempts = 0
+
+    def renew(self, lease: Lease, ttl_s: float) -> Lease:
+        self.attempts += 1
+        if self.failing.is_set():
+            raise RuntimeError("connection reset by peer")
+        return super().renew(lease, ttl_s)
+
+
+def test_the_keeper_survives_any_store_error_and_the_holder_stops_past_its_deadline(
+    world: World,
+) -> None:
+    leases = _FlakyLeases(world.store)
+    keeper = LeaseKeeper(leases, leases.acquire("engine-a", TTL_S), TTL_S).start()
+    try:
+        leases.failing.set()
+        deadline = keeper.lease.valid_until
+        while leases.clock() < deadline + 0.2:
+            threading.Event().wait(0.05)
+        assert leases.attempts >= 2  # it kept trying
+        # Past its monotonic deadline with no renewal, the holder acts no more.
+        with pytest.raises(LeaseLost, match="could not be confirmed"):
+            keeper.check()
+        leases.failing.clear()
+        before = leases.attempts
+        threading.Event().wait(TTL_S)
+        assert leases.attempts > before  # the thread is alive
+        keeper.check()  # renewed again: nobody took it meanwhile
+    finally:
+        keeper.stop()
+
+
+def test_owners_are_unique_per_engine_so_one_role_never_holds_two_runs(world: World) -> None:
+    first, second = world.engine("drill"), world.engine("drill")
+    assert first.owner != second.owner
+    first.leases.acquire(first.owner, 60)
+    with pytest.raises(LeaseHeld):
+        second.leases.acquire(second.owner, 60)
+
+
+# -- rollback undoes what started, and resumes as a rollback -----------------------------------
+
+
+def test_a_half_applied_fence_is_rolled_back_from_what_the_cluster_holds(world: World) -> None:
+    """The fence created its ACLs, then timed out waiting to see them: the step failed.  The
+    rollback must lift them (an undone switchover that leaves dc1 fenced is an outage)."""
+    world.clusters["dc1"].fail_after_next(
+        "deny_writes", RetriableKafkaError("dc1: ACL changes for User:* not visible after 5s")
+    )
+    with pytest.raises(RolledBack, match="dc1 is primary again"):
+        world.engine().start(world.plan(), RunOptions())
+    run = world.only_run()
+    assert run.state is RunState.ROLLED_BACK
+    assert run.step(StepName.FENCE_SOURCE).state is StepState.ROLLED_BACK
+    assert world.clusters["dc1"].acls == set()
+    assert world.dc1_writable()
+
+
+def test_companions_survive_a_half_applied_fence_so_lifting_leaves_topics_writable(
+    world: World,
+) -> None:
+    """First attempt: ACLs (DENY + companion ALLOWs) created, then an error.  Second attempt
+    (the resumed step) sees the topics no longer bare; the companions it lifts must still be
+    the first attempt's, or the lone ALLOW READs leave the topics unwritable for everyone."""
+    world.clusters["dc1"].fail_after_next("deny_writes", RetriableKafkaError("not visible"))
+    world.runs.create(world.plan(), "test", "")
+    run = world.only_run()
+    ctx = StepContext(
+        world.config, world.config.flows[0], world.store, world.runs, run, RunOptions(),
+        world.state_dir, connect=world.clusters.connect,
+    )  # fmt: skip
+    with pytest.raises(RetriableKafkaError):
+        STEPS[StepName.FENCE_SOURCE](ctx, 5)
+    STEPS[StepName.FENCE_SOURCE](ctx, 5)  # the resumed step
+    assert not world.dc1_writable()
+    STEPS[StepName.UNFENCE_SOURCE](ctx, 5)
+    assert world.clusters["dc1"].acls == set()
+    assert world.dc1_writable()
+
+
+def test_a_failed_stop_replication_is_undone_and_restart_needs_a_worker_to_answer(
+    world: World,
+) -> None:
+    """stop_replication wrote STOPPED, then no worker acknowledged: rolled back, the flow is
+    RUNNING again.  When a worker exists but never answers RUNNING, the rollback does not
+    report success - the run stops FAILED in the rollback direction."""
+    world.control.ack("dc1->dc2", "worker-1", 0, DesiredState.RUNNING)  # a live worker...
+    # ... that never acts on anything again (it keeps reporting epoch 0).
+
+    def stuck_worker() -> Iterator[None]:
+        while True:
+            world.control.ack("dc1->dc2", "worker-1", 0, DesiredState.RUNNING)
+            yield
+
+    beats = stuck_worker()
+    stop = threading.Event()
+
+    def beat() -> None:
+        while not stop.wait(0.2):
+            next(beats)
+
+    beating = threading.Thread(target=beat, daemon=True)
+    beating.start()
+    try:
+        with pytest.raises(RunFailed, match="continues the rollback"):
+            world.engine().start(world.plan(), RunOptions())
+    finally:
+        stop.set()
+        beating.join(5)
+    run = world.only_run()
+    assert run.state is RunState.FAILED and run.direction is Direction.ROLLBACK
+    assert "restart_replication" in run.result["rollback_error"]
+    assert world.dc1_writable()  # the fence was undone first
+    # The directive says RUNNING (it was written), but nothing claims it was obeyed.
+    assert world.control.directive("dc1->dc2").desired is DesiredState.RUNNING
+
+
+def test_a_rollback_cut_off_by_a_crash_resumes_as_a_rollback(world: World) -> None:
+    """kill -9 in the middle of a rollback: the monitor resumes it - as a rollback, never the
+    move (old engines resumed it forward, reusing the old fence point)."""
+
+    class Crash(BaseException):
+        """A process killed: nothing after it runs, nothing is recorded."""
+
+    def crash(_ctx: StepContext, _timeout: float | None) -> StepOutcome:
+        raise Crash()
+
+    failing_drain = Stall(fail=True)
+    failing_drain.release.set()
+    engine = world.engine(drain=failing_drain, restart_replication=crash)
+    with pytest.raises(Crash):
+        engine.start(world.plan(), RunOptions())
+    run = world.only_run()
+    assert run.state is RunState.ROLLING_BACK
+    assert not world.dc1_writable()  # unfence comes after restart_replication (reverse order)
+
+    world.expire_lease()
+    resumed = FailoverMaintenance(
+        world.config, world.store, world.state_dir, connect=world.clusters.connect
+    ).resume_stale_runs(world.engine("monitor"))
+    assert resumed == [run.id]
+    final = world.runs.get(run.id)
+    assert final is not None and final.state is RunState.ROLLED_BACK
+    assert world.dc1_writable()
+    pointer = world.pointers.get()
+    assert pointer is not None and pointer.cluster == "dc1"
+    moved = final.step(StepName.MOVE_POINTER)
+    assert moved is not None and moved.state is StepState.PENDING
+
+
+# -- resume only what is still true ------------------------------------------------------------
+
+
+def test_an_old_run_whose_world_moved_on_is_abandoned_not_resumed(world: World) -> None:
+    failing = Stall(fail=True)
+    failing.release.set()
+    engine = world.engine(drain=failing)
+    # A failover (no rollback) stopped at a step: FAILED, resumable.
+    (Path(world.config.failover.runbooks_dir) / "failover.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "procedure": "failover",
+                "steps": [{"name": "drain"}, {"name": "move_pointer"}],
+            }
+        )
+    )
+    plan = world.plan()
+    failover = replace(plan, procedure=Procedure.FAILOVER)
+    with pytest.raises(RunFailed):
+        engine.start(failover, RunOptions())
+    old = world.only_run()
+    # Later, the pointer moves by other means (an operator's run elsewhere, a restored store).
+    world.pointers.move("dc2", 999)
+    with pytest.raises(RunAbandoned, match="active cluster was dc1"):
+        world.engine().resume(old.id)
+    after = world.runs.get(old.id)
+    assert after is not None and after.state is RunState.ABANDONED
+    pointer = world.pointers.get()
+    assert pointer is not None and (pointer.cluster, pointer.run_id) == ("dc2", 999)
+
+
+def test_an_unfinished_run_blocks_new_runs_until_resumed_or_abandoned(world: World) -> None:
+    failing = Stall(fail=True)
+    failing.release.set()
+    (Path(world.config.failover.runbooks_dir) / "failover.yaml").write_text(
+        yaml.safe_dump({"procedure": "failover", "steps": [{"name": "drain"}]})
+    )
+    with pytest.raises(RunFailed):
+        world.engine(drain=failing).start(
+            replace(world.plan(), procedure=Procedure.FAILOVER), RunOptions()
+        )
+    old = world.only_run()
+    with pytest.raises(PlanBlocked, match=f"--resume {old.id}"):
+        world.engine().start(world.plan(), RunOptions())
+    abandoned = world.engine().abandon(old.id, "moved by hand", "cli:alice")
+    assert abandoned.state is RunState.ABANDONED
+    assert abandoned.result["abandoned"] == {"reason": "moved by hand", "by": "cli:alice",
+                                             "was": "failed"}  # fmt: skip
+    done = world.engine().start(world.plan(), RunOptions())
+    assert done.state is RunState.SUCCEEDED
+
+
+def test_a_store_that_is_down_stops_the_run_before_any_side_effect(
+    world: World, tmp_path: Path
+) -> None:
+    """No store, no failover: the engine refuses with the store's error and touches nothing."""
+    down = StateStore("postgresql+psycopg://drkit:secret@127.0.0.1:1/drkit")  # nothing listens
+    engine = Engine(world.config, down, world.state_dir, connect=world.clusters.connect)
+    with pytest.raises(StateStoreError, match=r"127\.0\.0\.1:1") as refused:
+        engine.start(world.plan(), RunOptions())
+    assert "secret" not in str(refused.value)
+    assert world.clusters["dc1"].acls == set()
