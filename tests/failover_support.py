@@ -8,6 +8,7 @@ import subprocess
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -20,7 +21,8 @@ from drkit.replication.progress import ProgressStore
 from drkit.replication.provenance import SOURCE_HEADER, Provenance
 from drkit.replication.topology import FlowTopology
 from tests.conftest import Names
-from tests.replication_support import FlowSetup, wait_until
+from tests.kafka_backends import ClusterUnderTest
+from tests.replication_support import FlowSetup, Replicator, flow_setup, wait_until
 
 
 @dataclass(frozen=True)
@@ -198,3 +200,18 @@ def assert_groups_resume_exactly(
             assert first[tp] == expected, (group, tp, committed[tp])
         for tp, offsets_read in read_from(setup.target_endpoint, committed).items():
             assert offsets_read == list(range(replicas[tp], PER_PARTITION)), (group, tp)
+
+
+def replicated_setup(
+    source: ClusterUnderTest, target: ClusterUnderTest, names: Names, tmp_path: Path, **flow: Any
+) -> tuple[FlowSetup, dict[str, dict[TopicPartition, int]]]:
+    """A flow whose topic (PARTITIONS x PER_PARTITION records) is replicated, with groups
+    committed on the source at start, middle, end and lagging; no worker left running."""
+    topic = names.topic("orders")
+    setup = flow_setup(
+        tmp_path, source, target, [topic], groups={"include": [f"{names.prefix}.*"]}, **flow
+    )
+    groups = source_with_groups(setup, topic, names)
+    with Replicator(setup, log_dir=tmp_path):
+        wait_replicated(setup, topic)
+    return setup, groups

@@ -23,8 +23,8 @@ never the URL or the statement) and counted through ``on_error``.
 For the engine (drkit.failover): a worker that read directive N just before the engine wrote
 N+1 acts on N+1 within ``poll_s``; its ack of N may arrive after the engine first lists the
 acks, so waiting for acks is only conclusive once ``poll_s`` plus a margin has passed since the
-write.  A worker that leaves (SIGTERM, an error it cannot ride out) drops its ack row; one that
-ends because its flow is STOPPED keeps it (state STOPPED).
+write.  A worker that leaves (SIGTERM, an error it cannot ride out) drops its ack row; a flow
+that is STOPPED keeps acking (state STOPPED) while its process idles for the next directive.
 
 Threads: the poll thread owns the store calls; ``wanted``/``acted`` are called from the worker
 thread; shared fields are under one lock.

@@ -11,7 +11,7 @@ class DesiredState(StrEnum):
 
     RUNNING = "running"  # replicate
     PAUSED = "paused"  # hold: progress stored, nothing consumed, group membership kept
-    STOPPED = "stopped"  # leave: progress stored, the flow's workers end it
+    STOPPED = "stopped"  # leave: progress stored, workers leave the group and idle until told
 
 
 @dataclass(frozen=True)

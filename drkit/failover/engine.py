@@ -38,6 +38,7 @@ from typing import Any
 from drkit.config.model import DrkitConfig, FlowConfig
 from drkit.errors import ConfigError, DrkitError, Problem
 from drkit.failover.context import Progress, RunOptions, StepContext, StepFailed, StepOutcome
+from drkit.failover.fences import FenceRepository
 from drkit.failover.hooks import HookOutcome, run_hooks
 from drkit.failover.lease import Lease, LeaseKeeper, LeaseLost, LeaseRepository, unique_owner
 from drkit.failover.model import (
@@ -169,9 +170,37 @@ class Engine:
             list(options.groups) if options.groups is not None else None,
         )
         plan = make_plan(snapshot, self.runbook(procedure))
-        return replace(plan, findings=plan.findings + self._unfinished_findings())
+        extra = self._unfinished_findings() + self._fenced_by_failover(procedure, target)
+        return replace(plan, findings=plan.findings + extra)
+
+    def _fenced_by_failover(self, procedure: Procedure, target: str) -> tuple[Finding, ...]:
+        """A planned move to a cluster an unplanned failover fenced skips its divergent tail:
+        only failback captures it before the fence is lifted."""
+        if procedure not in (Procedure.SWITCHOVER, Procedure.CUTOVER):
+            return ()
+        fenced_by = FenceRepository(self.store).fenced_by_runs(target)
+        failovers = sorted(
+            run.id
+            for run_id in fenced_by
+            if (run := self.runs.get(run_id)) is not None and run.procedure is Procedure.FAILOVER
+        )
+        if not failovers:
+            return ()
+        return (
+            Finding(
+                Severity.BLOCKER,
+                "target_fenced_by_failover",
+                f"{target} was fenced by failover run(s) {', '.join(map(str, failovers))}: it may "
+                f"hold records nobody replicated - 'drkit failback --to {target}' captures them "
+                "before it takes writes again",
+            ),
+        )
 
     def _unfinished_findings(self) -> tuple[Finding, ...]:
+        """A blocker per run that did not end - except one a live engine is executing now (its
+        lease answers for it: LeaseHeld, another failover is in progress)."""
+        holder = self.leases.holder()
+        live = holder is not None and not holder.expired
         return tuple(
             Finding(
                 Severity.BLOCKER,
@@ -181,6 +210,7 @@ class Engine:
                 f"'drkit failover abandon {run.id} --reason ...'",
             )
             for run in self.runs.unfinished()
+            if not (live and run.state.in_progress)
         )
 
     # -- running ------------------------------------------------------------------------------

@@ -68,7 +68,9 @@ class FenceRepository:
                         )
                     )
                 else:
-                    row.state, row.run_id, row.updated_at = state.value, run_id, now
+                    row.state, row.updated_at = state.value, now
+                    if run_id is not None:  # a duty applying a run's pending fence keeps its run
+                        row.run_id = run_id
                     if state is FenceState.LIFTED:
                         row.reads_allowed = False
                     elif topic in allowed:
@@ -88,6 +90,20 @@ class FenceRepository:
     def fenced(self, cluster: str) -> set[str]:
         """Topics of ``cluster`` that carry (or may carry) drkit's fence."""
         return self.topics(cluster, *FENCED_STATES)
+
+    def fenced_by_runs(self, cluster: str) -> set[int]:
+        """The runs whose fences on ``cluster`` are still in place (or pending)."""
+        with self.store.session() as session:
+            return {
+                run_id
+                for run_id in session.scalars(
+                    select(Fence.run_id).where(
+                        Fence.cluster == cluster,
+                        Fence.state.in_([s.value for s in FENCED_STATES]),
+                    )
+                )
+                if run_id is not None
+            }
 
     def reads_allowed(self, cluster: str) -> set[str]:
         """Topics of ``cluster`` whose fence came with drkit's ALLOW READ/DESCRIBE ACLs."""

@@ -240,6 +240,15 @@ def _reachability(snapshot: Snapshot) -> list[Finding]:
                 f"the active pointer is already on {snapshot.target}",
             )
         )
+    if snapshot.procedure is Procedure.FAILBACK and snapshot.pointer != snapshot.source:
+        out.append(
+            Finding(
+                Severity.BLOCKER,
+                "pointer_elsewhere",
+                f"failback moves the applications from {snapshot.source}, but the active "
+                f"pointer is on {snapshot.pointer or 'nothing'}",
+            )
+        )
     return out
 
 

@@ -6,13 +6,13 @@ others within the session timeout.  The parent of ``--workers N`` only supervise
 SIGTERM/SIGINT and restarts a child that died abnormally; it never coordinates partitions.
 
 With a state store, each flow in each process has a :class:`~drkit.control.gate.FlowGate`: the
-flow pauses, resumes or stops as its directive says.  A flow that ends because it is STOPPED
-is not restarted; a process whose flows all ended exits 0 (and the supervisor does not restart
-it).
+flow pauses, resumes or stops as its directive says.  A flow whose directive is STOPPED ends
+its worker (progress durable, the source group left) and idles - acknowledging STOPPED at
+every poll - until the next directive starts a new worker; the process never exits on its own
+because of a directive, so a rollback's RUNNING is always acknowledged by someone.
 
-Exit codes: 0 after a graceful stop (or when every flow was stopped by its directive), 3 when a
-flow stopped on a non-retriable error (the error is logged with topic, partition and offset), 1
-for anything else.
+Exit codes: 0 after a graceful stop, 3 when a flow stopped on a non-retriable error (the error
+is logged with topic, partition and offset), 1 for anything else.
 """
 
 from __future__ import annotations
@@ -176,7 +176,11 @@ def run_flows(config: DrkitConfig, options: ServiceOptions, stop: threading.Even
             reraise=True,
         )
         try:
-            retrying(attempt)  # returns when stopped, or when the flow's directive is STOPPED
+            while True:
+                retrying(attempt)  # returns when stopped, or when the flow's directive is STOPPED
+                if gate is None or stop.is_set():
+                    break
+                idle_while_stopped(gate, stop)
             results[flow.name] = None
         except BaseException as err:  # recorded and reported by the caller
             results[flow.name] = err
@@ -211,6 +215,16 @@ def run_flows(config: DrkitConfig, options: ServiceOptions, stop: threading.Even
     for thread in checkpoint_threads:
         thread.join(30)
     return _exit_code(results)
+
+
+def idle_while_stopped(gate: FlowGate, stop: threading.Event) -> None:
+    """The flow's directive is STOPPED: wait (the gate acks STOPPED at every poll) until a
+    directive wants it again or ``stop`` is set."""
+    log.info("flow stopped by its directive; idle until the next one", extra={"flow": gate.flow})
+    while not stop.is_set() and gate.wanted().state is DesiredState.STOPPED:
+        stop.wait(gate.poll_s)
+    if not stop.is_set():
+        log.info("flow wanted again", extra={"flow": gate.flow, "state": gate.wanted().state})
 
 
 def _interruptible(stop: threading.Event) -> Callable[[float], None]:

@@ -33,6 +33,7 @@ from tests.failover_support import (
     drkit,
     fill,
     progress_of,
+    replicated_setup,
     source_with_groups,
     wait_replicated,
     with_config,
@@ -197,17 +198,6 @@ def _all_values(endpoint: ClusterEndpoint, topic: str) -> list[bytes]:
 # -- a killed engine resumes; two engines never run at once -----------------------------------
 
 
-def _replicated_setup(
-    dc1: ClusterUnderTest, dc2: ClusterUnderTest, names: Names, tmp_path: Path
-) -> tuple[FlowSetup, dict[str, dict[TopicPartition, int]]]:
-    topic = names.topic("orders")
-    setup = flow_setup(tmp_path, dc1, dc2, [topic], groups={"include": [f"{names.prefix}.*"]})
-    groups = source_with_groups(setup, topic, names)
-    with Replicator(setup, log_dir=tmp_path):
-        wait_replicated(setup, topic)
-    return setup, groups
-
-
 def _state(setup: FlowSetup, groups: dict[str, dict[TopicPartition, int]]) -> Any:
     target = KafkaAdmin(setup.target_endpoint)
     offsets = {g: dict(target.group_offsets(g).offsets) for g in groups}
@@ -222,7 +212,7 @@ def _use_store(setup: FlowSetup, name: str) -> FlowSetup:
 def test_engine_killed_after_each_step_resumes_to_the_same_result(
     dc1: ClusterUnderTest, dc2: ClusterUnderTest, names: Names, tmp_path: Path
 ) -> None:
-    setup, groups = _replicated_setup(dc1, dc2, names, tmp_path)
+    setup, groups = replicated_setup(dc1, dc2, names, tmp_path)
     policy = {"fence_with_acls": False, "lease_ttl_s": 2.0}
     target = KafkaAdmin(setup.target_endpoint)
     move = ("failover", "--from", setup.source, "--to", setup.target, "--yes", "-o", "json")
@@ -271,7 +261,7 @@ def test_engine_killed_after_each_step_resumes_to_the_same_result(
 def test_two_concurrent_failovers_exactly_one_proceeds(
     dc1: ClusterUnderTest, dc2: ClusterUnderTest, names: Names, tmp_path: Path
 ) -> None:
-    setup, _groups = _replicated_setup(dc1, dc2, names, tmp_path)
+    setup, _groups = replicated_setup(dc1, dc2, names, tmp_path)
     slow = {"when": "before", "step": StepName.STOP_REPLICATION.value, "command": ["sleep", "3"]}
     with_config(setup, failover={"fence_with_acls": False, "hooks": [slow]})
     move = ("failover", "--from", setup.source, "--to", setup.target, "--yes")
@@ -291,7 +281,7 @@ def test_two_concurrent_failovers_exactly_one_proceeds(
 def test_plan_changes_nothing(
     dc1: ClusterUnderTest, dc2: ClusterUnderTest, names: Names, tmp_path: Path
 ) -> None:
-    setup, groups = _replicated_setup(dc1, dc2, names, tmp_path)
+    setup, groups = replicated_setup(dc1, dc2, names, tmp_path)
     store = StateStore(f"sqlite:///{tmp_path / 'drkit.db'}")
 
     def everything() -> Any:
@@ -400,7 +390,7 @@ def test_a_vetoed_switchover_rolls_back_and_the_source_takes_writes_again(
 ) -> None:
     from drkit.control import ControlRepository, DesiredState
 
-    setup, _groups = _replicated_setup(dc1, dc2, names, tmp_path)
+    setup, _groups = replicated_setup(dc1, dc2, names, tmp_path)
     topic = setup.config.flows[0].topics.include[0]
     veto = {"when": "before", "step": "move_pointer", "command": ["sh", "-c", "echo no; exit 3"]}
     with_config(setup, failover={"hooks": [veto]})

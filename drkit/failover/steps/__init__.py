@@ -21,6 +21,7 @@ from drkit.failover.steps.fencing import (
 from drkit.failover.steps.offsets import commit_group_offsets, translate_offsets
 from drkit.failover.steps.promotion import move_pointer, verify
 from drkit.failover.steps.replication import (
+    confirm_fence,
     drain,
     record_fence_point,
     replicate_back,
@@ -39,6 +40,7 @@ STEPS: dict[StepName, Step] = {
     StepName.ABORT_OPEN_TRANSACTIONS: abort_open_transactions,
     StepName.TRANSLATE_OFFSETS: translate_offsets,
     StepName.COMMIT_GROUP_OFFSETS: commit_group_offsets,
+    StepName.CONFIRM_FENCE: confirm_fence,
     StepName.MOVE_POINTER: move_pointer,
     StepName.START_REVERSE_FLOW: start_reverse_flow,
     StepName.CAPTURE_DIVERGENT_TAIL: capture_divergent_tail,

@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from drkit.failover.context import StepContext, StepFailed, StepOutcome
+from drkit.failover.context import StepContext, StepFailed, StepOutcome, deadline_loop
 from drkit.failover.model import StepName
 from drkit.failover.runs import RunRecord
 from drkit.kafka.admin import TopicSpec
@@ -110,7 +110,7 @@ def capture_divergent_tail(ctx: StepContext, timeout_s: float | None) -> StepOut
     if not ctx.reachable(original):
         raise StepFailed(f"{original} does not answer: its divergent tail cannot be read")
     point = failover_point(ctx)
-    ends = ctx.admin(original).list_offsets(list(point), "latest")
+    ends = _settled_ends(ctx, original, list(point), timeout_s)
     ranges = {tp: (start, ends[tp]) for tp, start in point.items() if ends.get(tp, 0) > start}
     records = list(consume_ranges(ctx.endpoint(original), ranges, timeout_s or 300.0))
     ctx.confirm()
@@ -124,6 +124,38 @@ def capture_divergent_tail(ctx: StepContext, timeout_s: float | None) -> StepOut
         per_partition=counts,
         records=len(records),
         exported_to=where,
+    )
+
+
+def _settled_ends(
+    ctx: StepContext, cluster: str, partitions: list[TopicPartition], timeout_s: float | None
+) -> dict[TopicPartition, int]:
+    """The end offsets of ``partitions`` once no transaction is open below them.
+
+    The tail is read committed: a transaction left open (a producer that died mid-way) hides
+    every record after its first one until it ends.  Reading past it silently would export a
+    tail with a hole; the step waits for it to end (the broker aborts it at the producer's
+    transaction timeout) and fails, naming the partitions, if it does not within half its
+    timeout.
+    """
+    admin = ctx.admin(cluster)
+    more = deadline_loop((timeout_s or 300.0) / 2, 1.0)
+    blocked: dict[TopicPartition, tuple[int, int]] = {}
+    while more():
+        ends = admin.list_offsets(partitions, "latest")
+        stable = admin.stable_offsets(partitions)
+        blocked = {tp: (stable[tp], ends[tp]) for tp in partitions if stable[tp] < ends[tp]}
+        if not blocked:
+            return ends
+        ctx.progress(f"waiting for {len(blocked)} open transaction(s) on {cluster} to end", None)
+    listed = ", ".join(
+        f"{tp.topic}[{tp.partition}] open from offset {first} (end {end})"
+        for tp, (first, end) in sorted(blocked.items())
+    )
+    raise StepFailed(
+        f"{cluster} holds open transactions in the divergent tail ({listed}): its records "
+        "cannot be read committed until they end - wait for the producer's transaction "
+        "timeout (or abort them), then resume this run"
     )
 
 

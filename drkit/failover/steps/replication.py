@@ -193,6 +193,30 @@ def drain(ctx: StepContext, timeout_s: float | None) -> StepOutcome:
     return StepOutcome.done(**_wait_caught_up(ctx, ctx.topology, goal, timeout_s))
 
 
+def confirm_fence(ctx: StepContext, timeout_s: float | None) -> StepOutcome:
+    """Right before the pointer moves: the source's end offsets are still the fence point.
+
+    Replication stopped at the fence point, so a record the source accepted after it (a super
+    user, a principal the fence does not cover, a slow producer's retry) would be lost once
+    applications move.  Such writes are counted per partition and fail the step - the move
+    rolls back and the source stays primary - rather than moving with a loss nobody chose.
+    """
+    recorded = ctx.detail(StepName.RECORD_FENCE_POINT)
+    if "fence_point" not in recorded:
+        raise StepFailed("no fence point recorded: record_fence_point must run first")
+    point: dict[str, int] = recorded["fence_point"]
+    now = _ends(ctx, ctx.source, ctx.replicated_partitions())
+    slipped = {key: end - point.get(key, 0) for key, end in now.items() if end > point.get(key, 0)}
+    if slipped:
+        listed = ", ".join(f"{key} +{count}" for key, count in sorted(slipped.items()))
+        raise StepFailed(
+            f"{sum(slipped.values())} record(s) reached {ctx.source} after its fence point "
+            f"({listed}): the fence does not stop every writer (a super user, or a principal "
+            f"other than {ctx.config.failover.fence_principal}?); moving now would lose them"
+        )
+    return StepOutcome.done(fence_point_holds=True, partitions=len(now))
+
+
 def replicate_back(ctx: StepContext, timeout_s: float | None) -> StepOutcome:
     """Failback: run this run's flow (current primary -> original primary) until caught up."""
     lifted = _lift_fences_in_the_way(ctx)

@@ -1,0 +1,264 @@
+"""The failover engine under faults, Jepsen style: real brokers, real ``drkit`` processes,
+faults injected from outside (SIGSTOP/SIGCONT, kill -9, a clock 40 s ahead), and one
+independent checker (tests/invariants.py) run after every case:
+
+* once fenced, at most one cluster accepts application writes (after a rollback: the source);
+* the pointer matches the last succeeded run;
+* every record the source acknowledged before the fence is on the target;
+* no group's committed offset on the target moved backwards;
+* the audit trail agrees with the clusters' ACLs.
+
+The same logic over in-memory clusters, case by case, is tests/unit/test_failover_safety.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import text
+
+from drkit.failover.model import RunState, StepName, StepState
+from drkit.failover.runs import RunRecord, RunRepository
+from drkit.store import StateStore
+from tests import invariants
+from tests.conftest import Names
+from tests.failover_support import (
+    PARTITIONS,
+    drkit,
+    fill,
+    replicated_setup,
+    with_config,
+)
+from tests.kafka_backends import ClusterUnderTest
+from tests.replication_support import DrkitProcess, FlowSetup, Replicator, wait_until
+
+
+def _store(setup: FlowSetup) -> StateStore:
+    url = setup.config.state_store.url
+    assert url is not None
+    store = StateStore(url.get_secret_value())
+    store.ensure_current()
+    return store
+
+
+def _store_url(setup: FlowSetup) -> str:
+    url = setup.config.state_store.url
+    assert url is not None
+    return url.get_secret_value()
+
+
+def _engine(setup: FlowSetup, tmp_path: Path, *args: str) -> DrkitProcess:
+    """A ``drkit`` engine command as a child process (its own process group)."""
+    state = setup.path.parent / "state"
+    command = ["--state-dir", str(state), *args, "--config", str(setup.path)]
+    return DrkitProcess(command, tmp_path, "engine").start()
+
+
+def _only_run(setup: FlowSetup) -> RunRecord:
+    [run] = RunRepository(_store(setup)).latest()
+    return run
+
+
+def _step_state(setup: FlowSetup, step: StepName) -> StepState | None:
+    runs = RunRepository(_store(setup)).latest(1)
+    found = runs[0].step(step) if runs else None
+    return found.state if found is not None else None
+
+
+def _case(setup: FlowSetup, topic: str, store_url: str) -> invariants.Case:
+    from drkit.replication.topology import FlowTopology
+
+    clusters = setup.config.clusters
+    return invariants.Case(
+        source=invariants.Cluster(setup.source, clusters[setup.source].bootstrap_servers),
+        target=invariants.Cluster(setup.target, clusters[setup.target].bootstrap_servers),
+        topic=topic,
+        replica=FlowTopology.of(setup.config.flows[0]).target_topic(topic),
+        partitions=PARTITIONS,
+        store_url=store_url,
+    )  # fmt: skip
+
+
+def _fence_point(run: RunRecord) -> dict[int, int]:
+    point: dict[str, int] = run.detail(StepName.RECORD_FENCE_POINT).get("fence_point", {})
+    return {int(key.rsplit(":", 1)[1]): end for key, end in point.items()}
+
+
+def _tables(store: StateStore) -> Any:
+    with store.session() as session:
+        return {
+            table: session.execute(text(f"SELECT * FROM {table} ORDER BY 1")).all()
+            for table in ("failover_runs", "failover_steps", "flow_control", "active_pointer",
+                          "fences", "leases")
+        }  # fmt: skip
+
+
+# -- a paused engine that wakes after another took over --------------------------------------
+
+
+def test_a_switchover_frozen_in_drain_wakes_after_a_takeover_and_changes_nothing(
+    dc1: ClusterUnderTest, dc2: ClusterUnderTest, names: Names, tmp_path: Path
+) -> None:
+    """SIGSTOP the engine in drain; let its lease and its drain timeout pass; another engine
+    resumes the run and completes the switchover; SIGCONT.  The woken engine's drain has timed
+    out - on main it rolled the move back (dc1 writable again, pointer on dc2: two primaries).
+    It must exit 5 naming the holder, and change nothing."""
+    setup, _groups = replicated_setup(dc1, dc2, names, tmp_path)
+    topic = names.topic("orders")
+    with_config(setup, failover={"lease_ttl_s": 3.0, "switchover_timeout_s": 10.0,
+                                 "worker_silence_s": 10.0})  # fmt: skip
+    fill(setup.source_endpoint, topic, 200, start=400)  # the drain has something to wait for
+    frozen = _engine(setup, tmp_path, "switchover", "--from", setup.source, "--to",
+                     setup.target, "--yes", "-o", "json")  # fmt: skip
+    wait_until(lambda: _step_state(setup, StepName.DRAIN) is StepState.RUNNING, 90, 0.2,
+               "the engine draining (no worker runs: it waits)")  # fmt: skip
+    assert frozen.process is not None
+    os.killpg(frozen.process.pid, signal.SIGSTOP)
+    try:
+        time.sleep(11)  # past its lease (3 s) and its drain timeout (10 s)
+        run = _only_run(setup)
+        with Replicator(setup, log_dir=tmp_path):
+            resumed = drkit(setup, "failover", "--resume", str(run.id), "--yes", "-o", "json",
+                            timeout_s=180)  # fmt: skip
+        assert resumed.code == 0, resumed.err + resumed.out
+        assert resumed.json()["state"] == "succeeded"
+        after_takeover = _tables(_store(setup))
+    finally:
+        os.killpg(frozen.process.pid, signal.SIGCONT)
+    code = frozen.wait(60)
+    assert code == 5, frozen.log()[-3000:]
+    assert "taken over" in frozen.log() and "this process stopped" in frozen.log()
+    # The store is exactly as the engine that took over left it (lease bookkeeping aside).
+    now = _tables(_store(setup))
+    for table in ("failover_runs", "failover_steps", "flow_control", "active_pointer", "fences"):
+        assert now[table] == after_takeover[table], table
+    final = _only_run(setup)
+    assert final.state is RunState.SUCCEEDED
+    problems = invariants.check(_case(setup, topic, _store_url(setup)), _fence_point(final))
+    assert problems == []
+
+
+# -- a crash in the middle of a rollback -------------------------------------------------------
+
+
+def test_a_rollback_killed_half_way_resumes_as_a_rollback_and_plan_resumes_nothing(
+    dc1: ClusterUnderTest, dc2: ClusterUnderTest, names: Names, tmp_path: Path
+) -> None:
+    """A switchover vetoed at drain rolls back; kill -9 as it starts to unfence dc1.  Then:
+    ``--plan`` changes nothing (on main it resumed the run, forward); a new switchover is
+    refused naming the unfinished run; ``--resume`` continues the rollback - never the move -
+    and dc1 takes writes again."""
+    setup, _groups = replicated_setup(dc1, dc2, names, tmp_path)
+    topic = names.topic("orders")
+    veto = {"when": "before", "step": "drain", "command": ["sh", "-c", "exit 3"]}
+    crash = {"when": "before", "step": "unfence_source", "command": ["sh", "-c", "kill -9 $PPID"]}
+    with_config(setup, failover={"lease_ttl_s": 2.0, "hooks": [veto, crash]})
+    killed = drkit(setup, "switchover", "--from", setup.source, "--to", setup.target, "--yes")
+    assert killed.code == -9, killed.err
+    run = _only_run(setup)
+    assert run.state is RunState.ROLLING_BACK
+    with_config(setup, failover={"lease_ttl_s": 2.0, "hooks": []})
+    time.sleep(2.5)  # the dead engine's lease lapses
+
+    store = _store(setup)
+    before = _tables(store)
+    planned = drkit(setup, "failover", "--from", setup.source, "--to", setup.target, "--plan",
+                    "-o", "json")  # fmt: skip
+    assert planned.code == 0, planned.err
+    blockers = {b["code"] for b in planned.json()["blockers"]}
+    assert "unfinished_run" in blockers
+    assert _tables(store) == before, "--plan changed the store"
+    refused = drkit(setup, "switchover", "--from", setup.source, "--to", setup.target, "--yes")
+    assert refused.code == 4 and f"--resume {run.id}" in refused.err, refused.err
+    assert _tables(store) == before
+
+    resumed = drkit(setup, "failover", "--resume", str(run.id), "--yes", "-o", "json")
+    assert resumed.code == 6, resumed.err  # rolled back
+    final = _only_run(setup)
+    assert final.state is RunState.ROLLED_BACK
+    drain = final.step(StepName.DRAIN)
+    assert drain is not None and drain.state is StepState.FAILED  # never re-run forward
+    problems = invariants.check(_case(setup, topic, _store_url(setup)), None)
+    assert problems == []
+
+
+# -- clocks that disagree ----------------------------------------------------------------------
+
+
+def _faketime() -> str:
+    found = shutil.which("faketime")
+    if found is None:
+        if os.environ.get("DRKIT_TEST_REQUIRE_FAKETIME") == "1":
+            pytest.fail("DRKIT_TEST_REQUIRE_FAKETIME=1 but faketime is not installed")
+        pytest.skip("no faketime: apt install faketime to skew a process's clock")
+    return found
+
+
+def test_a_monitor_and_an_engine_whose_clocks_run_40s_ahead_never_take_over_a_live_run(
+    dc1: ClusterUnderTest,
+    dc2: ClusterUnderTest,
+    names: Names,
+    tmp_path: Path,
+    fresh_pg_database: str,
+) -> None:
+    """A live engine holds the lease (it is in a slow hook); a second engine and a monitor's
+    maintenance duty run with clocks 40 s ahead.  On main both saw the lease expired and took
+    the run over.  Expiry is the database's call now: both must leave it alone.  (PostgreSQL:
+    on SQLite every process reads its own host's clock, and libfaketime lies to one of them.)"""
+    faketime = _faketime()
+    setup, _groups = replicated_setup(dc1, dc2, names, tmp_path)
+    slow = {"when": "before", "step": "stop_replication", "command": ["sleep", "12"]}
+    with_config(setup, state_store={"url": fresh_pg_database},
+                failover={"lease_ttl_s": 6.0, "hooks": [slow]})  # fmt: skip
+    live = _engine(setup, tmp_path, "failover", "--from", setup.source, "--to", setup.target,
+                   "--yes", "-o", "json")  # fmt: skip
+    wait_until(lambda: RunRepository(_store(setup)).latest(1) != [], 60, 0.2, "the live run")
+    run = _only_run(setup)
+    skew = [faketime, "-f", "+40s"]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    state = str(setup.path.parent / "state")
+    engine = subprocess.run(
+        [*skew, sys.executable, "-m", "drkit", "--state-dir", state, "failover", "--resume",
+         str(run.id), "--yes", "--config", str(setup.path)],
+        capture_output=True, text=True, timeout=120, env=env, check=False,
+    )  # fmt: skip
+    assert engine.returncode == 5, engine.stderr
+    assert "held by" in engine.stderr
+    monitor = subprocess.run(
+        [*skew, sys.executable, "-c", _MAINTENANCE, str(setup.path), state],
+        capture_output=True, text=True, timeout=120, env=env, check=False,
+    )  # fmt: skip
+    assert monitor.returncode == 0, monitor.stderr
+    assert json.loads(monitor.stdout.strip().splitlines()[-1]) == {"resumed": []}
+    assert live.wait(120) == 0, live.log()[-3000:]
+    final = _only_run(setup)
+    assert final.state is RunState.SUCCEEDED
+    # The lease was acquired once - by the live engine - in this fresh database: a takeover
+    # would have raised the token.
+    with _store(setup).session() as session:
+        tokens = session.execute(text("SELECT name, token FROM leases")).all()
+    assert ("failover", 1) in [tuple(row) for row in tokens]
+    problems = invariants.check(_case(setup, names.topic("orders"), fresh_pg_database), None)
+    assert problems == []
+
+
+_MAINTENANCE = """
+import json, sys
+from pathlib import Path
+from drkit.config import load_config
+from drkit.failover.maintenance import FailoverMaintenance
+from drkit.store import StateStore
+config = load_config(sys.argv[1])
+store = StateStore(config.state_store.url.get_secret_value())
+resumed = FailoverMaintenance(config, store, Path(sys.argv[2])).resume_stale_runs()
+print(json.dumps({"resumed": resumed}))
+"""
