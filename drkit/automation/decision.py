@@ -257,8 +257,8 @@ def _pointer(pointer: str | None, source: str, target: str) -> Check:
 
 def _source_down(source: QuorumVerdict) -> Check:
     detail = (
-        f"{len(source.down_votes)}/{source.quorum} observers report {source.cluster} "
-        f"unavailable (fresh observers: {', '.join(source.voters) or 'none'})"
+        f"{source.cluster}: {source.explain()}; fresh observers: "
+        f"{', '.join(source.voters) or 'none'}"
     )
     return Check(CheckName.SOURCE_DOWN, source.down, detail)
 

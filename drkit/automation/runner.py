@@ -19,7 +19,6 @@ moved in the meantime is refused (drkit.failover.engine), so there is never a se
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -45,7 +44,7 @@ from drkit.failover.runs import RunRecord, RunRepository
 from drkit.health.evaluation import ClusterState
 from drkit.notifications import Notifier
 from drkit.store.db import StateStore
-from drkit.store.health_repo import HealthRepository
+from drkit.store.health_repo import HealthRepository, on_store_clock
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +66,7 @@ class AutomaticFailover:
         state_dir: Path,
         observer: str,
         engine: Callable[[], Engine] | None = None,
-        clock: Callable[[], float] = time.time,
+        clock: Callable[[], float] | None = None,
     ) -> None:
         self.config = config
         self.store = store
@@ -76,7 +75,8 @@ class AutomaticFailover:
         self.health = HealthRepository(store)
         self.runs = RunRepository(store)
         self.pointers = PointerRepository(store)
-        self.clock = clock
+        # The store's clock by default: observers on other hosts wrote with it (tests inject).
+        self.clock = clock or self.health.now
         self.notify = Notifier(config.notifications.webhooks)
         self._engine = engine or (
             lambda: Engine(config, store, state_dir, role=f"{AUTOMATION}:{observer}")
@@ -87,6 +87,7 @@ class AutomaticFailover:
         return sorted({(f.source, f.target) for f in self.config.flows if not f.standby})
 
     def snapshot(self, source: str, target: str) -> AutomationSnapshot:
+        # Every time on the store's clock: observers on other hosts judge by their own.
         views: dict[str, list[ObserverView]] = {source: [], target: []}
         for row in self.health.all_observer_states():
             if row.cluster in views:
@@ -95,9 +96,9 @@ class AutomaticFailover:
                     ObserverView(
                         row.observer,
                         ClusterState(row.state),
-                        row.since.timestamp(),
+                        on_store_clock(row, row.since.timestamp()),
                         row.updated_at.timestamp(),
-                        float(answered) if answered is not None else None,
+                        on_store_clock(row, float(answered)) if answered is not None else None,
                     )
                 )
         pointer = self.pointers.get()

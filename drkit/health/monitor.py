@@ -39,7 +39,7 @@ from drkit.health.jobs import JobKind, parse_job
 from drkit.health.metrics import STATE_VALUE, MonitorMetrics, default_metrics
 from drkit.health.observations import FlowObservation
 from drkit.health.probes import ClusterProbe, ClusterProber, FlowProber
-from drkit.health.quorum import ObserverReport, verdict
+from drkit.health.quorum import KNOWN_WINDOWS, ObserverReport, verdict
 from drkit.health.store_watch import StoreOperation, StoreWatch
 from drkit.health.subjects import SubjectKind
 from drkit.kafka.admin import GroupOffsets, KafkaAdmin
@@ -233,20 +233,25 @@ class Monitor:
     def evaluate_quorum(self) -> dict[str, ClusterState]:
         """Every observer's fresh state from the store -> the agreed state per cluster."""
         name = JobKind.QUORUM.value
-        now = time.time()
         rows: list[ObserverReport] = []
+        clock: list[float] = []
 
         def read() -> None:
-            since = now - self.policy.observation_window_s
+            # Freshness on the store's clock: observers on other hosts write with it too.
+            now, states = self.repo.observer_states(
+                self.policy.observation_window_s * KNOWN_WINDOWS
+            )
+            clock.append(now)
             rows.extend(
                 ObserverReport(
                     r.observer, r.cluster, ClusterState(r.state), r.updated_at.timestamp()
                 )
-                for r in self.repo.observer_states(since)
+                for r in states
             )
 
         if not self._store(StoreOperation.QUORUM, name, read):
             return dict(self.quorum_states)
+        now = clock[0]
         for alias in sorted(self.config.clusters):
             decided = verdict(alias, rows, self.policy, now)
             self.metrics.quorum_state.labels(alias).set(STATE_VALUE[decided.state])
@@ -262,8 +267,7 @@ class Monitor:
                 old.value if old is not None else None,
                 decided.state.value,
                 {
-                    "reason": f"{len(decided.down_votes)}/{decided.quorum} observers report "
-                    f"it unavailable",
+                    "reason": decided.explain(),
                     "voters": list(decided.voters),
                     "down_votes": list(decided.down_votes),
                 },

@@ -1,10 +1,19 @@
 """Combine several observers' views of a cluster (pure).
 
-A cluster counts as *down* only when at least ``quorum`` distinct observers reported it
-UNAVAILABLE within the last ``window_s`` seconds.  Observers whose latest report is older than the
-window do not count either way (a dead observer is not a vote).  Automated failover must also
-see the *target* healthy, and with fewer than two observers it stays off unless the failover
-policy explicitly allows a single observer.
+Votes count both ways.  An observer whose latest report is within ``observation_window_s``
+votes *down* (it reports the cluster UNAVAILABLE) or *up* (HEALTHY or DEGRADED: the cluster
+answered it).  A cluster is *down* only when
+
+* the down votes outnumber the up votes by at least ``observer_quorum`` - an observer that
+  still talks to the cluster counts against (two observers cut off from a live cluster do not
+  outvote the one that reaches it), and
+* the down votes are a strict majority of the *known* observers: those that reported within
+  ``KNOWN_WINDOWS`` windows, fresh or not - observers that went silent (dead, or cut off from
+  the store) are not votes, but a minority left standing cannot decide alone.
+
+Automated failover must also see the *target* healthy, and with fewer than two observers it
+stays off unless the failover policy explicitly allows a single observer.  Report times must
+all come from one clock (the state store's: drkit.store.clock).
 """
 
 from __future__ import annotations
@@ -24,6 +33,11 @@ class ObserverReport:
     at: float
 
 
+KNOWN_WINDOWS = 10  # an observer silent for longer is forgotten (decommissioned, renamed)
+
+_UP = (ClusterState.HEALTHY, ClusterState.DEGRADED)
+
+
 @dataclass(frozen=True)
 class QuorumVerdict:
     cluster: str
@@ -32,20 +46,38 @@ class QuorumVerdict:
     voters: tuple[str, ...]  # fresh observers
     down_votes: tuple[str, ...]
     quorum: int
+    up_votes: tuple[str, ...] = ()  # fresh observers the cluster answered
+    known: tuple[str, ...] = ()  # observers heard from within KNOWN_WINDOWS windows
+
+    def explain(self) -> str:
+        return (
+            f"{len(self.down_votes)} down, {len(self.up_votes)} up of {len(self.known)} known "
+            f"observers (down needs {self.quorum} more down than up, and a majority)"
+        )
 
 
 def verdict(
     cluster: str, reports: Iterable[ObserverReport], policy: HealthPolicy, now: float
 ) -> QuorumVerdict:
-    fresh: dict[str, ObserverReport] = {}
+    """The agreed state of ``cluster`` at ``now`` (the store's clock); see the module
+    docstring.  Invariant: ``down`` implies more down votes than up votes by at least the
+    quorum, and down votes from more than half of the known observers."""
+    latest: dict[str, ObserverReport] = {}
     for report in reports:
-        if report.cluster != cluster or now - report.at > policy.observation_window_s:
+        if report.cluster != cluster:
             continue
-        known = fresh.get(report.observer)
-        if known is None or report.at > known.at:
-            fresh[report.observer] = report
+        seen = latest.get(report.observer)
+        if seen is None or report.at > seen.at:
+            latest[report.observer] = report
+    window = policy.observation_window_s
+    known = {o: r for o, r in latest.items() if now - r.at <= window * KNOWN_WINDOWS}
+    fresh = {o: r for o, r in known.items() if now - r.at <= window}
     down_votes = tuple(sorted(o for o, r in fresh.items() if r.state is ClusterState.UNAVAILABLE))
-    down = len(down_votes) >= policy.observer_quorum
+    up_votes = tuple(sorted(o for o, r in fresh.items() if r.state in _UP))
+    down = (
+        len(down_votes) - len(up_votes) >= policy.observer_quorum
+        and len(down_votes) * 2 > len(known)
+    )
     if down:
         state = ClusterState.UNAVAILABLE
     elif fresh:
@@ -62,8 +94,9 @@ def verdict(
     else:
         state = ClusterState.UNKNOWN
     return QuorumVerdict(
-        cluster, state, down, tuple(sorted(fresh)), down_votes, policy.observer_quorum
-    )
+        cluster, state, down, tuple(sorted(fresh)), down_votes, policy.observer_quorum,
+        up_votes, tuple(sorted(known)),
+    )  # fmt: skip
 
 
 @dataclass(frozen=True)

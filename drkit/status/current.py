@@ -37,6 +37,7 @@ def current_status(config: DrkitConfig, store: StateStore) -> StatusSnapshot:
         pointer=PointerRepository(store).get(),
         pending_fences=pending,
         automation=_automation(store),
+        now=repo.now(),  # the store's clock: observers wrote their states with it
     )
 
 

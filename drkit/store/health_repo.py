@@ -1,4 +1,11 @@
-"""State-store access for health monitoring: observations, transitions, observer states."""
+"""State-store access for health monitoring: observations, transitions, observer states.
+
+Observer states are judged across machines, so their freshness is kept on the store's clock
+(drkit.store.clock): ``updated_at`` is the database's time of the write, and the observer's own
+time of the report is kept in the evidence (``observer_clock_at``) so that the observer's other
+times (when a state began, the last answer) can be moved onto the store's clock:
+:func:`on_store_clock`.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +14,7 @@ from typing import Any
 
 from sqlalchemy import delete, select
 
+from drkit.store.clock import database_now
 from drkit.store.db import StateStore
 from drkit.store.models import (
     FailoverRun,
@@ -16,9 +24,20 @@ from drkit.store.models import (
     ObserverState,
 )
 
+OBSERVER_CLOCK_AT = "observer_clock_at"
+
 
 def _at(timestamp: float) -> datetime:
     return datetime.fromtimestamp(timestamp, UTC)
+
+
+def on_store_clock(row: ObserverState, observer_time: float) -> float:
+    """``observer_time`` (a time on the row's observer's clock) moved onto the store's clock:
+    shifted by how far the observer's clock was from the store's when it wrote the row."""
+    written_by_observer = (row.evidence or {}).get(OBSERVER_CLOCK_AT)
+    if written_by_observer is None:  # written before drkit kept it: no shift known
+        return observer_time
+    return observer_time + row.updated_at.timestamp() - float(written_by_observer)
 
 
 class HealthRepository:
@@ -63,8 +82,8 @@ class HealthRepository:
             row.state, row.since, row.updated_at, row.evidence = (
                 state,
                 _at(since),
-                _at(at),
-                evidence,
+                database_now(session),
+                {**evidence, OBSERVER_CLOCK_AT: at},
             )
             if transition_from is not None and transition_from != state:
                 session.add(
@@ -84,11 +103,21 @@ class HealthRepository:
         with self.store.session() as session:
             session.add(_transition(kind, subject, observer, old, new, evidence, at))
 
-    def observer_states(self, since: float) -> list[ObserverState]:
+    def now(self) -> float:
+        """The store's clock (drkit.store.clock), as a POSIX timestamp."""
         with self.store.session() as session:
-            return list(
-                session.scalars(select(ObserverState).where(ObserverState.updated_at >= _at(since)))
+            return database_now(session).timestamp()
+
+    def observer_states(self, within_s: float) -> tuple[float, list[ObserverState]]:
+        """(the store's now, every observer state written within ``within_s`` of it)."""
+        with self.store.session() as session:
+            now = database_now(session)
+            rows = session.scalars(
+                select(ObserverState).where(
+                    ObserverState.updated_at >= now - timedelta(seconds=within_s)
+                )
             )
+            return now.timestamp(), list(rows)
 
     def all_observer_states(self) -> list[ObserverState]:
         with self.store.session() as session:

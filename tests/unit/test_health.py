@@ -6,11 +6,14 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from drkit.config import load_config_text
 from drkit.config.model import FailoverPolicy, HealthPolicy
 from drkit.health.evaluation import ClusterHealth, ClusterState, ProbeResult, evaluate
 from drkit.health.group_lag import LagSample, LagStatus, group_status, partition_status
-from drkit.health.quorum import ObserverReport, automation_gate, verdict
+from drkit.health.quorum import KNOWN_WINDOWS, ObserverReport, automation_gate, verdict
 from drkit.status import build_status
 from drkit.store.models import FlowStatus, ObserverState
 
@@ -152,6 +155,69 @@ def test_stale_observers_do_not_vote() -> None:
         now=105,
     )
     assert not found.down and found.voters == ("a",)
+
+
+def test_a_healthy_vote_counts_against_two_observers_cut_off_from_a_live_cluster() -> None:
+    """Three observers, two cut off from a live dc1, one still talking to it: not down (main
+    counted only the down votes and failed over)."""
+    found = verdict(
+        "dc1",
+        reports(
+            ("a", ClusterState.UNAVAILABLE, 100),
+            ("b", ClusterState.UNAVAILABLE, 100),
+            ("c", ClusterState.HEALTHY, 100),
+        ),
+        POLICY,
+        now=105,
+    )
+    assert not found.down
+    assert found.up_votes == ("c",) and found.down_votes == ("a", "b")
+    everyone = reports(*((o, ClusterState.UNAVAILABLE, 100.0) for o in "abc"))
+    assert verdict("dc1", everyone, POLICY, now=105).down
+
+
+def test_down_needs_a_majority_of_the_known_observers_not_just_the_fresh_ones() -> None:
+    """Five observers known; three went silent (cut off from the store, dead): the two left
+    standing are a quorum of two but not a majority - not down.  Observers silent for longer
+    than KNOWN_WINDOWS windows are forgotten."""
+    window = POLICY.observation_window_s
+    silent_at = 105 - 2 * window  # stale, but still known
+    five = reports(
+        ("a", ClusterState.UNAVAILABLE, 100),
+        ("b", ClusterState.UNAVAILABLE, 100),
+        *((o, ClusterState.HEALTHY, silent_at) for o in "cde"),
+    )
+    found = verdict("dc1", five, POLICY, now=105)
+    assert not found.down and found.known == ("a", "b", "c", "d", "e")
+    long_gone = 105 - (KNOWN_WINDOWS + 1) * window
+    forgotten = reports(
+        ("a", ClusterState.UNAVAILABLE, 100),
+        ("b", ClusterState.UNAVAILABLE, 100),
+        *((o, ClusterState.HEALTHY, long_gone) for o in "cde"),
+    )
+    assert verdict("dc1", forgotten, POLICY, now=105).down
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from("abcdefg"),
+            st.sampled_from(list(ClusterState)),
+            st.floats(min_value=0, max_value=2000),
+        ),
+        max_size=20,
+    ),
+    st.integers(min_value=1, max_value=4),
+)
+def test_down_always_means_a_net_quorum_and_a_known_majority(
+    entries: list[tuple[str, ClusterState, float]], quorum: int
+) -> None:
+    policy = POLICY.model_copy(update={"observer_quorum": quorum})
+    found = verdict("dc1", reports(*entries), policy, now=2000)
+    if found.down:
+        assert len(found.down_votes) - len(found.up_votes) >= quorum
+        assert 2 * len(found.down_votes) > len(found.known)
+        assert set(found.up_votes).isdisjoint(found.down_votes)
 
 
 def test_automation_needs_quorum_or_explicit_single_observer() -> None:
