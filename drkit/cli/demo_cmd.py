@@ -76,7 +76,8 @@ def _summary(report: DrillReport) -> None:
                f"{'T on ' + report.target:>9}  method")  # fmt: skip
     for move in moves:
         click.echo(
-            f"   {move['group']:<34} {move['partition']:>4} {move['source_offset']:>9} "
+            f"   {move['group']:<34} {move['partition']:>4} "
+            f"{move['source_offset'] if move['source_offset'] is not None else '-':>9} "
             f"{move['target_offset'] if move['target_offset'] is not None else '-':>9}  "
             f"{move['method']}"
         )

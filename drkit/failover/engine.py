@@ -63,6 +63,7 @@ from drkit.kafka.clients import ClusterEndpoint
 from drkit.kafka.isolated import prewarm
 from drkit.kafka.ports import AdminFactory
 from drkit.store.db import StateStore
+from drkit.store.health_repo import HealthRepository
 
 log = logging.getLogger(__name__)
 
@@ -169,6 +170,9 @@ class Engine:
             options.force,
             list(options.groups) if options.groups is not None else None,
         )
+        if options.groups is None:  # the flow's groups: the monitor may know more of them
+            seen = HealthRepository(self.store).groups_seen(flow.name)
+            snapshot = replace(snapshot, groups_seen=tuple(sorted(seen)))
         plan = make_plan(snapshot, self.runbook(procedure))
         extra = self._unfinished_findings() + self._fenced_by_failover(procedure, target)
         return replace(plan, findings=plan.findings + extra)

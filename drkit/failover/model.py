@@ -104,7 +104,7 @@ class PartitionMove:
     source_partition: int
     target_topic: str
     target_partition: int
-    source_offset: int  # S: the group's committed offset on the source (live or checkpointed)
+    source_offset: int | None  # S: committed on the source (live or checkpointed); None: unknown
     target_offset: int | None  # T, None when it cannot be translated (see ``reason``)
     method: str  # exact / mapped / clamped / provenance / checkpoint
     expected_rereads: int | None
@@ -161,6 +161,7 @@ class Plan:
     pointer_to: str
     open_transactions: tuple[str, ...] = ()
     created_at_ms: int = 0
+    target_reachable: bool = True
     notes: tuple[str, ...] = field(default=())
 
     @property
@@ -169,8 +170,13 @@ class Plan:
 
     @property
     def rpo_records(self) -> int | None:
-        known = [p.records for p in self.rpo if p.records is not None]
-        return sum(known) if known or not self.rpo else None
+        """Records the target lacks in all; None (unknown) when any partition's is unknown, or
+        when no partition is known at all while a cluster did not answer."""
+        if any(p.records is None for p in self.rpo):
+            return None
+        if not self.rpo and not (self.source_reachable and self.target_reachable):
+            return None
+        return sum(p.records or 0 for p in self.rpo)
 
     def to_json(self) -> dict[str, Any]:
         """The ``drkit.failover.plan/v1`` document."""

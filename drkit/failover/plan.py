@@ -82,13 +82,17 @@ def make_plan(snapshot: Snapshot, runbook: Runbook) -> Plan:
     rpo = tuple(_rpo(facts) for facts in sorted(snapshot.partitions.values(), key=_key))
     findings += _rpo_findings(snapshot, rpo)
     findings += _topic_findings(snapshot)
-    if snapshot.groups_without_checkpoint:
+    without = groups_without_checkpoint(snapshot)
+    if without:
         findings.append(
             Finding(
                 Severity.WARNING,
                 "groups_without_checkpoint",
-                "groups with committed offsets but no checkpoint on the target: "
-                + ", ".join(snapshot.groups_without_checkpoint),
+                f"groups with no checkpoint on {snapshot.target}: "
+                + ", ".join(without)
+                + " - nothing is written for them; their consumers start where their "
+                "auto.offset.reset puts them (earliest: the replica's start, re-reading; "
+                "latest: its end, skipping what they had not read)",
             )
         )
     if snapshot.open_transactions:
@@ -112,7 +116,7 @@ def make_plan(snapshot: Snapshot, runbook: Runbook) -> Plan:
         translation_mode="live" if snapshot.source_reachable else "checkpoints",
         steps=steps,
         groups=groups,
-        groups_without_checkpoint=snapshot.groups_without_checkpoint,
+        groups_without_checkpoint=without,
         rpo=rpo,
         findings=tuple(findings),
         pointer_from=snapshot.pointer,
@@ -120,7 +124,19 @@ def make_plan(snapshot: Snapshot, runbook: Runbook) -> Plan:
         open_transactions=snapshot.open_transactions,
         created_at_ms=snapshot.now_ms,
         notes=notes,
+        target_reachable=snapshot.target_reachable,
     )
+
+
+def groups_without_checkpoint(snapshot: Snapshot) -> tuple[str, ...]:
+    """Groups that will not be placed: with the source up, those with committed offsets but no
+    checkpoint; with it gone, also every group the monitor saw that no checkpoint names (they
+    would otherwise vanish from the plan without a word)."""
+    names = set(snapshot.groups_without_checkpoint)
+    if not snapshot.source_reachable:
+        placed = {g.group for g in snapshot.groups}
+        names |= {g for g in snapshot.groups_seen if g not in placed}
+    return tuple(sorted(names))
 
 
 def _key(facts: PartitionFacts) -> tuple[str, int]:
@@ -130,6 +146,8 @@ def _key(facts: PartitionFacts) -> tuple[str, int]:
 def translate_group(snapshot: Snapshot, facts: GroupFacts) -> tuple[PartitionMove, ...]:
     """Where ``facts.group`` resumes on every partition (the translation step uses this too)."""
     moves: list[PartitionMove] = []
+    if facts.from_checkpoints:
+        moves += _uncovered(snapshot, facts)
     for tp, offset in sorted(facts.committed.items()):
         part = snapshot.partitions.get(tp)
         if part is None:
@@ -157,6 +175,34 @@ def translate_group(snapshot: Snapshot, facts: GroupFacts) -> tuple[PartitionMov
             )
         )
     return tuple(moves)
+
+
+def _uncovered(snapshot: Snapshot, facts: GroupFacts) -> list[PartitionMove]:
+    """Partitions of the topics a group's checkpoints name that no checkpoint covers: nothing
+    is written there, and the plan says where its consumers will start instead."""
+    topics = {tp.topic for tp in facts.committed}
+    out: list[PartitionMove] = []
+    for tp, part in sorted(snapshot.partitions.items()):
+        if tp.topic not in topics or tp in facts.committed:
+            continue
+        bounds = part.target_bounds
+        where = f"earliest: T={bounds.start}, latest: T={bounds.end}" if bounds is not None else "?"
+        reason = f"no checkpoint here: its consumers start at auto.offset.reset ({where})"
+        out.append(
+            PartitionMove(
+                tp.topic,
+                tp.partition,
+                part.target.topic,
+                part.target.partition,
+                None,
+                None,
+                "none",
+                None,
+                None,
+                reason,
+            )
+        )
+    return out
 
 
 def _unmapped(part: PartitionFacts, offset: int, reason: str) -> PartitionMove:
@@ -189,10 +235,13 @@ def _rpo(facts: PartitionFacts) -> PartitionRpo:
     if facts.source_end is not None and facts.replicated_end is not None:
         records = max(0, facts.source_end - facts.replicated_end)
     seconds = None
-    if records == 0:
-        seconds = 0.0
-    elif facts.progress_age_s is not None and not facts.source_end_live:
-        seconds = facts.progress_age_s  # the source is gone: at most as old as the last progress
+    if records == 0 and facts.source_end_live:
+        seconds = 0.0  # measured now: the target holds everything the source holds
+    elif not facts.source_end_live:
+        # The source is gone: what it took after the last evidence is unknown, so the loss may
+        # reach back as far as that evidence is old - never 0 by default.  Caught up
+        # (records 0): the flow's newest progress; else this partition's own.
+        seconds = facts.evidence_age_s if records == 0 else facts.progress_age_s
     return PartitionRpo(
         facts.source.topic,
         facts.source.partition,

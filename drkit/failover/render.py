@@ -30,8 +30,9 @@ def plan_text(plan: Plan) -> str:
         target = "-" if move.target_offset is None else str(move.target_offset)
         rereads = "" if not move.expected_rereads else f", re-reads {move.expected_rereads}"
         lost = "" if not move.unreplicated else f", unreplicated {move.unreplicated}"
+        source = "?" if move.source_offset is None else str(move.source_offset)
         lines.append(
-            f"  {group} {move.source_topic}[{move.source_partition}] S={move.source_offset} -> "
+            f"  {group} {move.source_topic}[{move.source_partition}] S={source} -> "
             f"{move.target_topic}[{move.target_partition}] T={target} ({move.method}"
             f"{rereads}{lost}){' ' + move.reason if move.reason else ''}"
         )
@@ -81,8 +82,10 @@ def run_text(run: RunRecord) -> str:
     rpo = run.result.get("rpo") or []
     lost = [r for r in rpo if r.get("records")]
     if rpo:
-        total = sum(r.get("records") or 0 for r in rpo)
-        lines.append(f"  RPO: {total} records on {len(lost)} of {len(rpo)} partitions")
+        unknown = [r for r in rpo if r.get("records") is None]
+        total = "unknown" if unknown else str(sum(r["records"] for r in rpo))
+        lines.append(f"  RPO: {total} records on {len(lost)} of {len(rpo)} partitions"
+                     + (f" ({len(unknown)} unknown)" if unknown else ""))  # fmt: skip
         for row in lost[:_MAX_ROWS]:
             lines.append(f"    {row['topic']}[{row['partition']}]: {row['records']}")
     return "\n".join(lines)

@@ -45,6 +45,11 @@ class PartitionFacts:
     source_end_live: bool
     replicated_end: int | None  # progress
     progress_age_s: float | None  # seconds since the workers last stored progress
+    # Seconds since the flow's workers last proved themselves caught up on a partition with
+    # nothing left to copy: the newest progress of any of the flow's partitions (heartbeats
+    # are copied every second) - a worker fetching all its partitions would have copied a new
+    # record here as well.  None: no progress at all.
+    evidence_age_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -76,6 +81,9 @@ class Snapshot:
     policy: FailoverPolicy
     force: bool
     now_ms: int
+    # Groups the monitor has seen consume this flow's source (state store): with the source
+    # gone, those without a checkpoint are listed with where they will start.
+    groups_seen: tuple[str, ...] = ()
 
 
 def gather(
@@ -130,6 +138,7 @@ def gather(
     starts = target.list_offsets(existing, "earliest")
     ends = target.list_offsets(existing, "latest")
     stable = target.stable_offsets(existing)
+    newest_ms = max((p.timestamp_ms for p in progress.values() if p.timestamp_ms), default=0)
     partitions: dict[TopicPartition, PartitionFacts] = {}
     for tp in source_parts:
         replica = replicas[tp]
@@ -145,6 +154,7 @@ def gather(
             tp in live_ends,
             stored.next_offset if stored else None,
             (now_ms - stored.timestamp_ms) / 1000 if stored and stored.timestamp_ms else None,
+            (now_ms - newest_ms) / 1000 if newest_ms else None,
         )
     group_facts, without = _groups(
         flow, source, target, checkpoints, source_parts, reachable, groups

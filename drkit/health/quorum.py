@@ -74,9 +74,8 @@ def verdict(
     fresh = {o: r for o, r in known.items() if now - r.at <= window}
     down_votes = tuple(sorted(o for o, r in fresh.items() if r.state is ClusterState.UNAVAILABLE))
     up_votes = tuple(sorted(o for o, r in fresh.items() if r.state in _UP))
-    down = (
-        len(down_votes) - len(up_votes) >= policy.observer_quorum
-        and len(down_votes) * 2 > len(known)
+    down = len(down_votes) - len(up_votes) >= policy.observer_quorum and len(down_votes) * 2 > len(
+        known
     )
     if down:
         state = ClusterState.UNAVAILABLE

@@ -133,6 +133,12 @@ class HealthRepository:
                 session.add(row)
             row.observed_at, row.data = _at(at), data
 
+    def groups_seen(self, flow: str) -> set[str]:
+        """Groups any observer saw consuming ``flow``'s source (their lag was sampled)."""
+        with self.store.session() as session:
+            rows = session.scalars(select(FlowStatus).where(FlowStatus.flow == flow)).all()
+            return {group for row in rows for group in (row.data or {}).get("group_lag", {})}
+
     def flow_statuses(self) -> list[FlowStatus]:
         with self.store.session() as session:
             return list(session.scalars(select(FlowStatus).order_by(FlowStatus.observed_at)))

@@ -173,7 +173,7 @@ def test_one_observer_cut_off_from_a_healthy_primary_never_fails_over(
     assert status is not None
     last = status["automation"]["last_decision"]
     assert last is not None and last["act"] is False
-    assert "source_down: 1/2 observers" in last["summary"], last
+    assert "1 down, 1 up of 2 known observers" in last["summary"], last
 
 
 def test_a_flapping_primary_never_fails_over_and_the_decisions_say_why(

@@ -222,6 +222,7 @@ def test_a_monitor_and_an_engine_whose_clocks_run_40s_ahead_never_take_over_a_li
     live = _engine(setup, tmp_path, "failover", "--from", setup.source, "--to", setup.target,
                    "--yes", "-o", "json")  # fmt: skip
     pg = StateStore(fresh_pg_database)
+    pg.upgrade()
     wait_until(lambda: RunRepository(pg).latest(1) != [], 60, 0.2, "the live run")
     [run] = RunRepository(pg).latest()
     skew = [faketime, "-f", "+40s"]

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from drkit.config.model import FailoverPolicy
 from drkit.failover.model import Procedure, Severity, StepName
 from drkit.failover.plan import make_plan
+from drkit.failover.render import plan_text
 from drkit.failover.runbook import load_runbook
 from drkit.failover.snapshot import GroupFacts, PartitionFacts, Snapshot
 from drkit.kafka.records import TopicPartition
@@ -116,6 +117,59 @@ def test_the_switchover_timeout_governs_the_drain() -> None:
     )
     plan = make_plan(snapshot, load_runbook(Procedure.SWITCHOVER))
     assert {s.name: s.timeout_s for s in plan.steps}[StepName.DRAIN] == 7
+
+
+def test_rpo_is_unknown_not_zero_when_the_target_does_not_answer() -> None:
+    """main printed "RPO: 0 records" with the target unreachable (no partition known)."""
+    plan = make_plan(
+        _snapshot(target_reachable=False, partitions={}), load_runbook(Procedure.FAILOVER)
+    )
+    assert plan.rpo_records is None
+    assert "RPO: unknown" in plan_text(plan)
+    assert plan.to_json()["rpo"]["records"] is None
+
+
+def test_rpo_seconds_are_the_age_of_the_evidence_never_zero_by_default() -> None:
+    """The source is gone and the target has everything the workers last saw: 0 records - but
+    the source may have taken writes since that evidence (main said "0 records, 0 s")."""
+    caught_up = replace(_partition(), source_end_live=False, evidence_age_s=42.0)
+    plan = make_plan(_snapshot(partitions={SRC: caught_up}), load_runbook(Procedure.FAILOVER))
+    [rpo] = plan.rpo
+    assert rpo.records == 0 and rpo.seconds == 42.0
+    unknown = replace(caught_up, evidence_age_s=None)
+    plan = make_plan(_snapshot(partitions={SRC: unknown}), load_runbook(Procedure.FAILOVER))
+    assert plan.rpo[0].seconds is None
+    live = make_plan(
+        _snapshot(source_reachable=True, partitions={SRC: _partition()}),
+        load_runbook(Procedure.FAILOVER),
+    )
+    assert live.rpo[0].seconds == 0.0  # measured now
+
+
+def test_groups_the_checkpoints_do_not_cover_are_listed_with_where_they_start() -> None:
+    """Source gone: a group whose checkpoints cover p0 only, and a group the monitor saw with no
+    checkpoint at all - main dropped both without a word (auto.offset.reset decided)."""
+    p1 = TopicPartition("orders", 1)
+    second = replace(_partition(), source=p1, target=TopicPartition("dc1.orders", 1))
+    snapshot = _snapshot(
+        partitions={SRC: _partition(), p1: second},
+        groups_seen=("billing", "audit"),
+    )
+    plan = make_plan(snapshot, load_runbook(Procedure.FAILOVER))
+    [billing] = plan.groups
+    uncovered = [m for m in billing.partitions if m.source_partition == 1]
+    assert uncovered[0].target_offset is None and uncovered[0].source_offset is None
+    assert "auto.offset.reset (earliest: T=0, latest: T=100)" in uncovered[0].reason
+    assert plan.groups_without_checkpoint == ("audit",)
+    warning = next(f for f in plan.findings if f.code == "groups_without_checkpoint")
+    assert "audit" in warning.message and "auto.offset.reset" in warning.message
+    assert "S=?" in plan_text(plan)
+
+
+def test_failback_needs_the_pointer_on_the_cluster_it_leaves() -> None:
+    snapshot = _snapshot(Procedure.FAILBACK, source_reachable=True, pointer="dc3")
+    assert _codes(snapshot)["pointer_elsewhere"] is Severity.BLOCKER
+    assert "pointer_elsewhere" not in _codes(replace(snapshot, pointer="dc1"))
 
 
 def test_plan_json_is_versioned_and_complete() -> None:

@@ -11,16 +11,17 @@ offsets now), not a failed run.
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import Any
 
 from drkit.errors import KafkaError
 from drkit.failover.context import StepContext, StepFailed, StepOutcome
 from drkit.failover.model import StepName
-from drkit.failover.plan import translate_group
+from drkit.failover.plan import groups_without_checkpoint, translate_group
 from drkit.failover.runs import translated_positions
 from drkit.failover.snapshot import gather
 from drkit.kafka.records import TopicPartition
+from drkit.store.health_repo import HealthRepository
 
 
 def translate_offsets(ctx: StepContext, timeout_s: float | None) -> StepOutcome:
@@ -35,6 +36,9 @@ def translate_offsets(ctx: StepContext, timeout_s: float | None) -> StepOutcome:
     )
     if not snapshot.target_reachable:
         raise StepFailed(f"{ctx.target} does not answer: nothing can be translated")
+    if ctx.options.groups is None:
+        seen = HealthRepository(ctx.store).groups_seen(ctx.flow.name)
+        snapshot = replace(snapshot, groups_seen=tuple(sorted(seen)))
     groups: dict[str, Any] = {}
     for facts in snapshot.groups:
         groups[facts.group] = {
@@ -61,7 +65,7 @@ def translate_offsets(ctx: StepContext, timeout_s: float | None) -> StepOutcome:
     return StepOutcome.done(
         mode="live" if snapshot.source_reachable else "checkpoints",
         groups=groups,
-        groups_without_checkpoint=list(snapshot.groups_without_checkpoint),
+        groups_without_checkpoint=list(groups_without_checkpoint(snapshot)),
         rpo=rpo,
     )
 
