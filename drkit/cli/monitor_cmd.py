@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
+import socket
 import threading
 import time
 from typing import TYPE_CHECKING
@@ -13,7 +15,8 @@ from pydantic import ValidationError
 from drkit.cli.context import AppContext, config_option, echo_json, output_option, pass_app
 from drkit.config.loader import validation_problems
 from drkit.config.model import DrkitConfig, HealthPolicy, HostPort
-from drkit.errors import ConfigError, Problem
+from drkit.errors import ConfigError, DrkitError, Problem
+from drkit.failover.lease import unique_owner
 from drkit.health.jobs import JobKind
 from drkit.replication.service import default_worker_id, install_stop_signals
 
@@ -101,6 +104,7 @@ def monitor(
     from drkit.automation.runner import AutomaticFailover
     from drkit.drills.schedule import DrillSchedule
     from drkit.failover.maintenance import FailoverMaintenance
+    from drkit.health.identity import claim_observer
     from drkit.health.jobs import make_scheduler
     from drkit.health.monitor import Monitor
     from drkit.status.current import status_source
@@ -108,13 +112,16 @@ def monitor(
 
     host, port = _listen(listen)
     config = with_interval(app.config(config_file), interval)
-    name = observer or default_worker_id()
+    name = observer or socket.gethostname()
     store = app.store(config_file)
     store.ensure_current()
+    claim = claim_observer(store, name)  # one monitor per observer id (refused otherwise)
     mon = Monitor(config, name, store)
     scheduler = make_scheduler(mon)
     # Finish what failovers left open: fence returning clusters, resume runs whose engine died.
-    maintenance = FailoverMaintenance(config, store, app.state_dir, owner=f"monitor:{name}")
+    maintenance = FailoverMaintenance(
+        config, store, app.state_dir, owner=unique_owner(f"monitor:{name}")
+    )
     scheduler.add_job(
         maintenance.tick, "interval", seconds=max(5.0, config.health.probe_interval_s),
         id="failover-maintenance",
@@ -126,9 +133,9 @@ def monitor(
         id="automatic-failover", max_instances=1, coalesce=True,
     )  # fmt: skip
     # Drills on a cron (drills.schedule): readiness checks, or full drills on local clusters.
-    DrillSchedule(config, app.config_path, store, app.state_dir, f"monitor:{name}").add_to(
-        scheduler
-    )
+    DrillSchedule(
+        config, app.config_path, store, app.state_dir, unique_owner(f"monitor:{name}")
+    ).add_to(scheduler)
     picture = status_source(config, store, mon.status_failed)
     server, _thread = serve(StatusApp(picture, mon.liveness), host, port)
     scheduler.start()
@@ -144,6 +151,9 @@ def monitor(
         scheduler.shutdown(wait=False)
         server.shutdown()
         mon.close()
+        claim.stop()
+        with contextlib.suppress(DrkitError):
+            claim.leases.release(claim.lease)
 
 
 def _url_host(host: str) -> str:

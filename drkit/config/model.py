@@ -353,7 +353,8 @@ class FailoverPolicy(_Frozen):
     # Fence the old primary with DENY WRITE ACLs for this principal on its replicated topics.
     fence_with_acls: bool = True
     fence_principal: str = Field(default="User:*", min_length=1)
-    # One failover at a time: the lease an engine holds, renewed before every step.
+    # One failover at a time: the lease an engine holds (drkit.failover.lease), renewed every
+    # third of it and before every side effect on a cluster; expiry by the store's clock.
     lease_ttl_s: float = Field(default=60.0, gt=0)
     # A replication worker that cannot read the state store this long stops writing (its
     # epoch may be stale); the engine waits this long for a silent worker.  null: never.

@@ -209,6 +209,19 @@ class LeaseRepository:
                 .values(expires_at=now)
             )
 
+    def take_from(self, name: str, holder: str, owner: str, ttl_s: float) -> bool:
+        """Give ``name`` to ``owner`` if ``holder`` still holds it (compare and swap), whatever
+        its expiry: for a holder known to be gone (a process of this host that has ended)."""
+        with self.store.session() as session:
+            now = database_now(session)
+            taken = session.execute(
+                update(LeaseRow)
+                .where(LeaseRow.name == name, LeaseRow.owner == holder)
+                .values(owner=owner, token=LeaseRow.token + 1, acquired_at=now,
+                        expires_at=now + timedelta(seconds=ttl_s))
+            )  # fmt: skip
+            return bool(taken.rowcount)  # type: ignore[attr-defined]
+
     def holder(self, name: str = FAILOVER_LEASE) -> Holder | None:
         """Who holds ``name`` now, judged by the database's clock (None: never taken)."""
         with self.store.session() as session:

@@ -187,16 +187,43 @@ def _in_thread(call: Any) -> tuple[threading.Thread, list[BaseException | Any]]:
 # -- an engine that lost its lease changes nothing ---------------------------------------------
 
 
-def test_a_frozen_engine_that_wakes_after_a_takeover_neither_rolls_back_nor_records(
-    world: World,
+class StallThen:
+    """An injected step that blocks until released, then runs ``then`` - the real step, or a
+    failure (a drain that timed out while its process was frozen)."""
+
+    def __init__(self, then: Step) -> None:
+        self.entered = threading.Event()
+        self.release = threading.Event()
+        self.then = then
+
+    def __call__(self, ctx: StepContext, timeout: float | None) -> StepOutcome:
+        self.entered.set()
+        assert self.release.wait(30)
+        return self.then(ctx, timeout)
+
+
+def _timed_out(_ctx: StepContext, _timeout: float | None) -> StepOutcome:
+    raise StepFailed("dc1->dc2 did not reach the goal within 5s")
+
+
+@pytest.mark.parametrize(
+    ("step", "then"),
+    [
+        ("fence_source", STEPS[StepName.FENCE_SOURCE]),
+        ("stop_replication", STEPS[StepName.STOP_REPLICATION]),
+        ("drain", _timed_out),  # main rolled the move back here: two writable primaries
+        ("move_pointer", STEPS[StepName.MOVE_POINTER]),
+    ],
+)
+def test_a_frozen_engine_that_wakes_after_a_takeover_changes_nothing(
+    world: World, step: str, then: Step
 ) -> None:
-    """The split brain seen on main: an engine stalled in drain past its lease; another resumed
-    and completed the run; the first woke, its drain timed out, and it rolled the move back -
-    two writable primaries.  Now it must raise LeaseLost and leave everything as the winner
-    left it."""
-    stall = Stall(fail=True)
+    """An engine frozen inside a step past its lease (its keeper frozen too); the monitor
+    resumes the run and completes it; the engine wakes and carries on with its step.  It must
+    raise LeaseLost naming the holder, and leave everything as the winner left it."""
+    stall = StallThen(then)
     leases = _FlakyLeases(world.store)
-    frozen = world.engine("frozen", leases=leases, drain=stall)
+    frozen = world.engine("frozen", leases=leases, **{step: stall})
     thread, out = _in_thread(lambda: frozen.start(world.plan(), RunOptions()))
     assert stall.entered.wait(10)
     leases.failing.set()  # frozen: its step stalls, its keeper renews no more ...
@@ -218,18 +245,19 @@ def test_a_frozen_engine_that_wakes_after_a_takeover_neither_rolls_back_nor_reco
     pointer = world.pointers.get()
     assert pointer is not None and (pointer.cluster, pointer.run_id) == ("dc2", run.id)
     audit_before = world.runs.get(run.id)
+    acls_before = set(world.clusters["dc1"].acls)
 
     leases.failing.clear()
-    stall.release.set()  # the frozen engine wakes up; its drain "timed out"
+    stall.release.set()  # the frozen engine wakes up and goes on with its step
     thread.join(30)
     [error] = out
     assert isinstance(error, LeaseLost), error
     assert "monitor" in str(error)  # it names who holds the lease now
-    # Nothing it would have done happened: dc1 stays fenced, the pointer on dc2, the run
-    # SUCCEEDED with the same steps, replication of dc1->dc2 stays stopped.
-    assert not world.dc1_writable()
+    # Nothing it would have done happened: dc1 stays fenced (same ACLs), the pointer on dc2,
+    # the run SUCCEEDED with the same steps, replication of dc1->dc2 stays stopped.
+    assert world.clusters["dc1"].acls == acls_before and not world.dc1_writable()
     pointer = world.pointers.get()
-    assert pointer is not None and pointer.cluster == "dc2"
+    assert pointer is not None and (pointer.cluster, pointer.epoch) == ("dc2", 2)
     assert world.runs.get(run.id) == audit_before
     assert world.control.directive("dc1->dc2").desired is DesiredState.STOPPED
 
@@ -508,3 +536,44 @@ def test_a_store_that_is_down_stops_the_run_before_any_side_effect(
         engine.start(world.plan(), RunOptions())
     assert "secret" not in str(refused.value)
     assert world.clusters["dc1"].acls == set()
+
+
+# -- one monitor per observer id ----------------------------------------------------------------
+
+
+def test_a_second_monitor_with_the_same_observer_id_is_refused(world: World) -> None:
+    from drkit.errors import ConfigError
+    from drkit.health.identity import claim_observer
+
+    first = claim_observer(world.store, "site-a", ttl_s=30)
+    try:
+        with pytest.raises(ConfigError, match=r"site-a.*in use by another monitor"):
+            claim_observer(world.store, "site-a", ttl_s=30)
+        other = claim_observer(world.store, "site-b", ttl_s=30)  # another id is fine
+        other.stop()
+    finally:
+        first.stop()
+
+
+def test_a_restarted_monitor_takes_its_id_back_from_its_dead_predecessor(world: World) -> None:
+    import socket
+    import subprocess
+    import sys
+
+    from drkit.errors import ConfigError
+    from drkit.health.identity import claim_observer, lease_name
+
+    ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                           capture_output=True, text=True, check=True)  # fmt: skip
+    dead_pid = int(ended.stdout)
+    here = f"monitor:site-a:{socket.gethostname()}:{dead_pid}:0000"
+    world.leases.acquire(here, 300, name=lease_name("site-a"))
+    claim = claim_observer(world.store, "site-a", ttl_s=30)
+    claim.stop()
+    holder = world.leases.holder(lease_name("site-a"))
+    assert holder is not None and holder.owner == claim.lease.owner
+    # A live holder on another host is never taken over, however it looks.
+    elsewhere = f"monitor:site-c:other-host:{dead_pid}:0000"
+    world.leases.acquire(elsewhere, 300, name=lease_name("site-c"))
+    with pytest.raises(ConfigError, match="other-host"):
+        claim_observer(world.store, "site-c", ttl_s=30)

@@ -1,0 +1,67 @@
+"""One monitor per observer id: the id is a lease in the state store.
+
+Votes are counted per observer id (drkit.health.quorum).  Two monitors started with one
+``--observer`` would write one row between them - their views overwrite each other, and a
+quorum of two could be one site.  So a monitor claims ``observer:<id>`` before it probes; a
+second monitor with the same id is refused, naming the first.  A monitor restarted on the same
+host takes its id back at once when the process that held it is gone (same host, pid not
+alive); otherwise a claim lapses after its TTL.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+
+from drkit.errors import ConfigError, Problem
+from drkit.failover.lease import LeaseHeld, LeaseKeeper, LeaseRepository, unique_owner
+from drkit.store.db import StateStore
+
+log = logging.getLogger(__name__)
+
+CLAIM_TTL_S = 30.0
+
+
+def lease_name(observer: str) -> str:
+    return f"observer:{observer}"
+
+
+def _dead_on_this_host(owner: str) -> bool:
+    """Whether ``owner`` (``role:host:pid:nonce``) is a process of this host that has ended."""
+    parts = owner.rsplit(":", 3)
+    if len(parts) != 4 or parts[1] != socket.gethostname() or not parts[2].isdigit():
+        return False
+    try:
+        os.kill(int(parts[2]), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
+def claim_observer(store: StateStore, observer: str, ttl_s: float = CLAIM_TTL_S) -> LeaseKeeper:
+    """Claim ``observer`` for this process and keep the claim renewed; ConfigError when another
+    live monitor holds it."""
+    leases = LeaseRepository(store)
+    owner = unique_owner(f"monitor:{observer}")
+    name = lease_name(observer)
+    try:
+        lease = leases.acquire(owner, ttl_s, name=name)
+    except LeaseHeld as held:
+        if not _dead_on_this_host(held.owner) or not leases.take_from(
+            name, held.owner, owner, ttl_s
+        ):
+            raise ConfigError(
+                [
+                    Problem(
+                        "--observer",
+                        f"observer id {observer!r} is in use by another monitor ({held.owner}): "
+                        "give each monitor its own --observer, or stop the other one",
+                    )
+                ]
+            ) from None
+        log.info("took the observer id back from a monitor that ended", extra={"was": held.owner})
+        lease = leases.acquire(owner, ttl_s, name=name)
+    return LeaseKeeper(leases, lease, ttl_s).start()
