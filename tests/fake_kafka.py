@@ -22,6 +22,8 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
+from drkit.control.channel import ChannelAck, ChannelFactory, ChannelView
+from drkit.control.model import DesiredState, FlowDirective
 from drkit.errors import FatalKafkaError, KafkaError, RetriableKafkaError, UnreachableClusterError
 from drkit.kafka.acls import (
     AclOperation,
@@ -82,6 +84,8 @@ class FakeCluster:
         self.calls: list[str] = []
         self._before: dict[str, list[Callable[[], None]]] = {}
         self._fail_after: dict[str, KafkaError] = {}
+        self.channels: dict[str, dict[str, object]] = {}  # flow -> its control channel
+        self.channel_offset = 0
 
     # -- setting the scene ------------------------------------------------------------------
 
@@ -399,3 +403,40 @@ class FakeClusters:
 def _conforms(fake: FakeCluster, clusters: FakeClusters) -> tuple[ClusterAdmin, AdminFactory]:
     """Never called: mypy checks here that the fake implements the port."""
     return fake, clusters.connect
+
+
+class FakeChannel:
+    """One flow's control channel (drkit.control.channel) held by a fake target cluster: the
+    newest directive and each worker's ack, with a growing offset; unreachable while the
+    cluster is down."""
+
+    def __init__(self, cluster: FakeCluster, flow: str) -> None:
+        self.cluster, self.flow = cluster, flow
+
+    def _state(self) -> dict[str, object]:
+        self.cluster._answer("control_channel")
+        return self.cluster.channels.setdefault(self.flow, {"directive": None, "acks": {}})
+
+    def publish(self, directive: FlowDirective) -> None:
+        self._state()["directive"] = directive
+
+    def ack(self, worker: str, epoch: int, state: DesiredState) -> None:
+        acks = self._state()["acks"]
+        assert isinstance(acks, dict)
+        self.cluster.channel_offset += 1
+        acks[worker] = ChannelAck(worker, epoch, state, self.cluster.channel_offset)
+
+    def read(self) -> ChannelView:
+        state = self._state()
+        directive, acks = state["directive"], state["acks"]
+        assert directive is None or isinstance(directive, FlowDirective)
+        assert isinstance(acks, dict)
+        return ChannelView(directive, dict(acks))
+
+    def close(self) -> None:
+        pass
+
+
+def fake_channels(clusters: FakeClusters) -> ChannelFactory:
+    """Each flow's control channel on its (fake) target."""
+    return lambda flow: FakeChannel(clusters[flow.target], flow.name)

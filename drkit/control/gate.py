@@ -8,14 +8,18 @@ asks :meth:`FlowGate.wanted` (in memory, cheap) which state to be in, and calls
 :meth:`FlowGate.acted` once it is there (progress durable); that wakes the thread, so the ack
 is written at once rather than at the next poll.
 
-Self-fencing: the decision (:func:`decide`, pure) is PAUSED while the gate has not read the
-store successfully for ``failover.worker_silence_s`` - the worker's epoch is stale, so it stops
-writing - and follows the directive again as soon as a read succeeds.  Before its first
-successful read the gate does not know the flow's epoch at all: PAUSED too.  The silence is
-measured on the worker's monotonic clock from its last successful *read*; the ack of that poll
-is written after it, so by the time the engine sees an ack that old the worker has already
-decided to stop (it then settles what is in flight, which can take up to the flow's delivery
-timeout: the engine should allow for that).
+The store away (Patroni's failsafe mode is the model): each poll whose store read fails reads
+the flow's control channel on its target instead (drkit.control.channel), adopts a directive
+published there with a newer epoch, and acks on the channel.  While the channel answers, the
+worker keeps its directive however long the store is silent - a store outage alone does not stop
+healthy replication.  Self-fencing: the decision (:func:`decide`, pure) is PAUSED once the gate
+has read neither the store nor the channel for ``failover.worker_silence_s`` - its epoch may be
+stale, so it stops writing - and follows the directive again as soon as a read succeeds.
+Before its first successful read the gate does not know the flow's epoch at all: PAUSED too.
+The silence is measured on the worker's monotonic clock from its last successful *read*; the
+ack of that poll is written after it, so by the time the engine sees an ack that old (and no
+channel ack moving) the worker has already decided to stop (it then settles what is in flight,
+which can take up to the flow's delivery timeout: the engine should allow for that).
 
 Store errors never end the flow: they are logged (without secrets: the store's own message,
 never the URL or the statement) and counted through ``on_error``.
@@ -40,6 +44,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Protocol
 
+from drkit.control.channel import ChannelPort
 from drkit.control.model import DesiredState, FlowDirective
 from drkit.errors import StateStoreError
 
@@ -54,6 +59,7 @@ class GateReason(StrEnum):
     DIRECTIVE = "directive"  # the store's directive (the flow's default when none was written)
     NOT_READ_YET = "not_read_yet"  # the store has not answered yet: the epoch is unknown
     STORE_SILENT = "store_silent"  # no successful read for worker_silence_s: self-fenced
+    CHANNEL = "channel"  # the store is silent; the target's control channel vouches for it
 
 
 @dataclass(frozen=True)
@@ -66,20 +72,28 @@ class GateDecision:
 
 
 def decide(
-    directive: FlowDirective | None, silent_for_s: float, silence_s: float | None
+    directive: FlowDirective | None,
+    silent_for_s: float,
+    silence_s: float | None,
+    channel_silent_for_s: float | None = None,
 ) -> GateDecision:
     """The state a worker must be in (pure).
 
-    ``directive`` is the last one read successfully (None: none yet); ``silent_for_s`` the time
-    since that read (since the gate started when there was none); ``silence_s`` the policy's
-    ``failover.worker_silence_s`` (None: never self-fence).
+    ``directive`` is the newest one read successfully, from the store or the channel (None:
+    none yet); ``silent_for_s`` the time since the last successful store read (since the gate
+    started when there was none); ``channel_silent_for_s`` the time since the last successful
+    channel read (None: never read); ``silence_s`` the policy's ``failover.worker_silence_s``
+    (None: never self-fence).
 
-    Invariants: never RUNNING without a directive read; never RUNNING once ``silent_for_s``
-    reaches ``silence_s``; otherwise exactly the directive's state and epoch.
+    Invariants: never RUNNING without a directive read; never RUNNING once neither the store
+    nor the channel was read for ``silence_s``; otherwise exactly the directive's state and
+    epoch.
     """
     if directive is None:
         return GateDecision(DesiredState.PAUSED, 0, GateReason.NOT_READ_YET)
     if silence_s is not None and silent_for_s >= silence_s:
+        if channel_silent_for_s is not None and channel_silent_for_s < silence_s:
+            return GateDecision(directive.desired, directive.epoch, GateReason.CHANNEL)
         return GateDecision(DesiredState.PAUSED, directive.epoch, GateReason.STORE_SILENT)
     return GateDecision(directive.desired, directive.epoch, GateReason.DIRECTIVE)
 
@@ -150,6 +164,7 @@ class FlowGate:
         poll_s: float = DEFAULT_POLL_S,
         on_error: Callable[[], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
+        channel: ChannelPort | None = None,
     ) -> None:
         self.flow = flow
         self.worker = worker
@@ -163,6 +178,8 @@ class FlowGate:
         self._started = clock()
         self._directive: FlowDirective | None = None
         self._last_read: float | None = None
+        self._channel = channel
+        self._last_channel_read: float | None = None
         self._acted: tuple[int, DesiredState] | None = None
         self._failing = False
         self.errors = 0
@@ -176,9 +193,11 @@ class FlowGate:
     def wanted(self) -> GateDecision:
         """The state the worker must be in now (see :func:`decide`)."""
         with self._lock:
-            directive, last = self._directive, self._last_read
+            directive, last, channel = self._directive, self._last_read, self._last_channel_read
+        now = self._clock()
         since = self._started if last is None else last
-        return decide(directive, self._clock() - since, self.silence_s)
+        channel_silent = None if channel is None else now - channel
+        return decide(directive, now - since, self.silence_s, channel_silent)
 
     def acted(self, epoch: int, state: DesiredState) -> None:
         """The worker is in ``state`` for ``epoch`` (progress durable): ack it now."""
@@ -209,6 +228,11 @@ class FlowGate:
         self._wake.set()
         if self._thread is not None:
             self._thread.join(timeout_s)
+        if self._channel is not None:
+            try:
+                self._channel.close()
+            except Exception as err:
+                self._failed("channel close", err)
 
     def _loop(self) -> None:
         while not self._quit.is_set():
@@ -223,6 +247,7 @@ class FlowGate:
             directive = self._port.directive(self.flow, self.default)
         except Exception as err:  # a store error must never end the flow
             self._failed("read", err)
+            self._consult_channel()
             return
         with self._lock:
             self._directive, self._last_read = directive, self._clock()
@@ -236,6 +261,35 @@ class FlowGate:
                 self._port.ack(self.flow, self.worker, *acted)
             except Exception as err:
                 self._failed("ack", err)
+
+    def _consult_channel(self) -> None:
+        """The store did not answer: read the flow's control channel on the target; adopt a
+        directive published there with a newer epoch; ack there (the ack is the heartbeat)."""
+        if self._channel is None:
+            return
+        try:
+            view = self._channel.read()
+        except Exception as err:
+            self._failed("channel read", err)
+            return
+        published = view.directive or FlowDirective(self.flow, self.default, 0)
+        with self._lock:
+            known = self._directive
+            if known is None or published.epoch > known.epoch:
+                self._directive = published
+                log.warning(
+                    "flow control: following the control channel (the store does not answer)",
+                    extra={"flow": self.flow, "epoch": published.epoch,
+                           "desired": published.desired.value},
+                )  # fmt: skip
+            self._last_channel_read = self._clock()
+            acted = self._acted
+        self._read.set()
+        if acted is not None:
+            try:
+                self._channel.ack(self.worker, *acted)
+            except Exception as err:
+                self._failed("channel ack", err)
 
     def _leave(self) -> None:
         with self._lock:

@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from sqlalchemy import select
 
 from drkit.control.model import DesiredState, FlowDirective, WorkerAck
+from drkit.store.clock import database_now
 from drkit.store.db import StateStore
 from drkit.store.guard import WriteGuard, write_session
 from drkit.store.models import FlowAck, FlowControl
@@ -55,7 +56,7 @@ class ControlRepository:
             row = session.scalars(
                 select(FlowAck).where(FlowAck.flow == flow, FlowAck.worker == worker)
             ).one_or_none()
-            now = datetime.now(UTC)
+            now = database_now(session)  # ages are judged on the store's clock, not the worker's
             if row is None:
                 session.add(
                     FlowAck(flow=flow, worker=worker, epoch=epoch, state=state.value, at=now)
@@ -64,9 +65,10 @@ class ControlRepository:
                 row.epoch, row.state, row.at = epoch, state.value, now
 
     def acks(self, flow: str) -> list[WorkerAck]:
-        """Every worker that ever reported for ``flow``, with the age of its last report."""
-        now = datetime.now(UTC)
+        """Every worker that ever reported for ``flow``, with the age of its last report (on
+        the store's clock, which wrote it)."""
         with self.store.session() as session:
+            now = database_now(session)
             rows = session.scalars(select(FlowAck).where(FlowAck.flow == flow)).all()
             return [
                 WorkerAck(

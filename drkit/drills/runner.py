@@ -93,6 +93,10 @@ class DrillRunner:
         self.fault_how = ""
         self.run_record: RunRecord | None = None
         self.failback_record: RunRecord | None = None
+        # Both clusters read back once the source returned and was fenced, before the failback:
+        # the failover's loss and the groups' positions are recounted from it (the failback
+        # replicates the divergent tail to the target afterwards, as it should).
+        self.failover_records: tuple[list[Record], list[Record]] | None = None
         self.resumed: dict[str, float] = {}
         self.sampler: _Sampler | None = None
         self._last_said = ""
@@ -431,6 +435,7 @@ class DrillRunner:
         self.timeline.add("fault_undone", "; ".join(undone))
         if not drill_checks.await_fence(self.env, self.src, timeout_s=60):
             raise DrillFailed(f"the monitor did not fence {s.source} within 60s of its return")
+        self.failover_records = self._read_back()
         self.children.insert(0, replicator(self.env))
         control = ControlRepository(self.env.store)
         back = f"{self.dst}->{self.src}"
@@ -509,7 +514,7 @@ class DrillRunner:
     def _report(self, started: datetime) -> DrillReport:
         s = self.scenario
         self.say("recounting the records", None)
-        source_records, replica_records = self._read_back()
+        source_records, replica_records = self.failover_records or self._read_back()
         replica_of = {self.env.topic(t.name): self.replica(t.name) for t in s.workload.topics}
         rpo = rpo_of(source_records, replica_records, replica_of)
         accounting = self._accounting() if (s.verify and self.options.verify) else None

@@ -20,6 +20,7 @@ from typing import Any, Protocol
 
 from drkit.config.model import DrkitConfig, FlowConfig
 from drkit.control import ControlRepository
+from drkit.control.channel import ChannelFactory, ChannelPort, kafka_channels
 from drkit.errors import DrkitError
 from drkit.failover.fences import FenceRepository
 from drkit.failover.model import Procedure, StepName, StepState
@@ -109,6 +110,7 @@ class StepContext:
     progress: Progress = field(default=lambda _message, _fraction: None)
     connect: AdminFactory = KafkaAdmin
     guard: Confirming | None = None  # the engine's lease keeper (None: unguarded, tests)
+    channels: ChannelFactory | None = None  # flows' control channels (None: on Kafka)
     _admins: dict[str, ClusterAdmin] = field(default_factory=dict, init=False)
 
     # -- what the run is about ------------------------------------------------------------
@@ -166,6 +168,10 @@ class StepContext:
     @property
     def pointers(self) -> PointerRepository:
         return PointerRepository(self.store, self.guard)
+
+    def channel(self, flow: FlowConfig) -> ChannelPort:
+        """``flow``'s control channel on its target (drkit.control.channel)."""
+        return (self.channels or kafka_channels(self.config))(flow)
 
     def confirm(self) -> None:
         """Right before a side effect on a cluster: the run's lease is surely still held

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from drkit.config.model import DrkitConfig, FlowConfig
+from drkit.control.channel import ChannelFactory
 from drkit.errors import ConfigError, DrkitError, Problem
 from drkit.failover.context import Progress, RunOptions, StepContext, StepFailed, StepOutcome
 from drkit.failover.fences import FenceRepository
@@ -118,8 +119,9 @@ class Engine:
 
     ``role`` names the actor in the lease's owner (made unique per engine: two engines in one
     process, or two processes with one pid, are never the same owner).  ``connect`` reaches a
-    cluster's admin API, ``steps`` maps step names to implementations and ``leases`` is the
-    lease repository (tests inject fakes, stalls and failures through these three).
+    cluster's admin API, ``steps`` maps step names to implementations, ``leases`` is the lease
+    repository and ``channels`` gives each flow's control channel (tests inject fakes, stalls
+    and failures through these).
     """
 
     def __init__(
@@ -132,6 +134,7 @@ class Engine:
         connect: AdminFactory = KafkaAdmin,
         steps: Mapping[StepName, Step] | None = None,
         leases: LeaseRepository | None = None,
+        channels: ChannelFactory | None = None,
     ) -> None:
         self.config = config
         self.store = store
@@ -142,6 +145,7 @@ class Engine:
         self.steps: Mapping[StepName, Step] = steps if steps is not None else STEPS
         self.runs = RunRepository(store)
         self.leases = leases if leases is not None else LeaseRepository(store)
+        self.channels = channels
         self.pointers = PointerRepository(store)
 
     @property
@@ -357,7 +361,7 @@ class Engine:
         runbook = self.runbook(run.procedure)
         ctx = StepContext(
             self.config, flow, self.store, runs, run, options, self.state_dir, self.progress,
-            connect=self.connect, guard=keeper,
+            connect=self.connect, guard=keeper, channels=self.channels,
         )  # fmt: skip
 
         def mirror(lease: Lease) -> None:  # shown by 'failover show' and 'status'

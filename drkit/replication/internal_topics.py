@@ -25,6 +25,12 @@ def progress_topic(source: str) -> str:
     return f"drkit-progress.{source}.internal"
 
 
+def control_topic(source: str) -> str:
+    """Flow directives and workers' acks for flows from ``source``, beside the state store
+    (lives on the target, compacted; drkit.control.channel)."""
+    return f"drkit-control.{source}.internal"
+
+
 def checkpoints_topic(source: str) -> str:
     """MirrorMaker 2-compatible consumer-group checkpoints from ``source`` (on the target)."""
     return f"{source}.checkpoints.internal"

@@ -34,6 +34,7 @@ from tenacity import RetryCallState, Retrying, retry_if_exception
 
 from drkit.config import DrkitConfig, load_config
 from drkit.config.model import FlowConfig
+from drkit.control.channel import ControlChannel
 from drkit.control.gate import FlowGate, StoreControl
 from drkit.control.model import DesiredState
 from drkit.errors import ConfigError, DrkitError, KafkaError, Problem, ReplicationError
@@ -136,6 +137,8 @@ def run_flows(config: DrkitConfig, options: ServiceOptions, stop: threading.Even
             DesiredState.PAUSED if flow.standby else DesiredState.RUNNING,
             config.failover.worker_silence_s,
             on_error=metrics.errors.labels(flow.name, "control").inc,
+            # Read only while the store does not answer: the target vouches for the directive.
+            channel=ControlChannel.of(config, flow),
         ).start()
 
     def run_one(flow: FlowConfig) -> None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +53,7 @@ from drkit.failover.runs import RunRepository
 from drkit.failover.steps import STEPS, Step
 from drkit.store import StateStore
 from drkit.store.models import Lease as LeaseRow
-from tests.fake_kafka import FakeClusters
+from tests.fake_kafka import FakeClusters, fake_channels
 
 ORDERS, PAYMENTS = "orders", "payments"
 TTL_S = 1.0
@@ -118,7 +119,7 @@ class World:
             self.config, self.store, self.state_dir, role=role, connect=self.clusters.connect,
             steps={**STEPS, StepName.DRAIN: _done,
                    **{StepName(name): step for name, step in steps.items()}},
-            leases=leases,
+            leases=leases, channels=fake_channels(self.clusters),
         )  # fmt: skip
 
     def plan(self) -> Plan:
@@ -577,3 +578,56 @@ def test_a_restarted_monitor_takes_its_id_back_from_its_dead_predecessor(world: 
     world.leases.acquire(elsewhere, 300, name=lease_name("site-c"))
     with pytest.raises(ConfigError, match="other-host"):
         claim_observer(world.store, "site-c", ttl_s=30)
+
+
+# -- the control channel: workers cut off from the store --------------------------------------
+
+
+def _stop_context(world: World) -> StepContext:
+    run = world.runs.create(world.plan(), "test", "")
+    return StepContext(
+        world.config, world.config.flows[0], world.store, world.runs, run, RunOptions(),
+        world.state_dir, connect=world.clusters.connect, channels=fake_channels(world.clusters),
+    )  # fmt: skip
+
+
+def test_a_worker_cut_off_from_the_store_is_stopped_through_the_channel(world: World) -> None:
+    """The worker last acked in the store long ago (the store is away for it) but acks on the
+    target's channel every poll: stop_replication publishes STOPPED there and waits for its
+    channel ack - it does not take the old store silence as proof the worker stopped."""
+    world.control.ack("dc1->dc2", "worker-1", 0, DesiredState.RUNNING)
+    with world.store.session() as session:  # its last store ack: a minute ago
+        from drkit.store.models import FlowAck
+
+        session.execute(update(FlowAck).values(at=datetime.now(UTC) - timedelta(seconds=60)))
+    channel = fake_channels(world.clusters)(world.config.flows[0])
+    stop = threading.Event()
+
+    def worker() -> None:  # follows the channel, acking every 0.3 s
+        while not stop.wait(0.3):
+            view = channel.read()
+            if view.directive is not None:
+                channel.ack("worker-1", view.directive.epoch, view.directive.desired)
+            else:
+                channel.ack("worker-1", 0, DesiredState.RUNNING)
+
+    beating = threading.Thread(target=worker, daemon=True)
+    beating.start()
+    try:
+        outcome = STEPS[StepName.STOP_REPLICATION](_stop_context(world), 10)
+    finally:
+        stop.set()
+        beating.join(5)
+    assert outcome.detail["acknowledged_on_channel"] == ["worker-1"]
+    assert outcome.detail["control_channel"] == "published"
+    published = channel.read().directive
+    assert published is not None and published.desired is DesiredState.STOPPED
+
+
+def test_a_directive_that_holds_a_flow_back_must_reach_the_channel(world: World) -> None:
+    world.clusters["dc2"].go_down()
+    with pytest.raises(StepFailed, match="control channel on dc2"):
+        STEPS[StepName.STOP_REPLICATION](_stop_context(world), 5)
+    # One that lets a flow run may not (its target can be the dead old primary): noted.
+    outcome = STEPS[StepName.RESTART_REPLICATION](_stop_context(world), 5)
+    assert "not published" in str(outcome.detail["control_channel"])

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry
 from sqlalchemy.exc import OperationalError
 
+from drkit.control.channel import ChannelAck, ChannelView
 from drkit.control.gate import (
     FlowGate,
     GateDecision,
@@ -20,7 +21,7 @@ from drkit.control.gate import (
     describe_store_error,
 )
 from drkit.control.model import DesiredState, FlowDirective
-from drkit.errors import StateStoreError
+from drkit.errors import RetriableKafkaError, StateStoreError
 from drkit.replication.gating import GateKeeper
 from drkit.replication.metrics import FLOW_STATE, ReplicationMetrics
 
@@ -72,6 +73,29 @@ def test_never_running_past_the_silence_window(
         assert decision.state is PAUSED and decision.reason is GateReason.STORE_SILENT
     else:
         assert decision.state is desired and decision.reason is GateReason.DIRECTIVE
+
+
+@given(
+    st.sampled_from(list(DesiredState)),
+    st.floats(0, 10**6, allow_nan=False),
+    st.one_of(st.none(), st.floats(0, 10**6, allow_nan=False)),
+    st.floats(0.001, 10**5, allow_nan=False),
+)
+def test_never_running_once_neither_the_store_nor_the_channel_answered_for_the_window(
+    desired: DesiredState, store_silent: float, channel_silent: float | None, silence: float
+) -> None:
+    decision = decide(FlowDirective(FLOW, desired, 3), store_silent, silence, channel_silent)
+    both_silent = store_silent >= silence and (channel_silent is None or channel_silent >= silence)
+    if both_silent:
+        assert decision.state is PAUSED and decision.reason is GateReason.STORE_SILENT
+    else:
+        assert decision.state is desired  # the store, or the channel for it, vouches
+
+
+def test_a_store_outage_alone_keeps_the_directive_while_the_channel_answers() -> None:
+    running = FlowDirective(FLOW, RUNNING, 4)
+    assert decide(running, 3600.0, 30.0, 0.5) == GateDecision(RUNNING, 4, GateReason.CHANNEL)
+    assert decide(running, 3600.0, 30.0, 30.0) == GateDecision(PAUSED, 4, GateReason.STORE_SILENT)
 
 
 # -- the gate over an in-memory store -------------------------------------------------------
@@ -190,6 +214,81 @@ def test_a_silent_store_fences_the_worker_after_the_window_and_it_comes_back_aft
     gate.poll_once()
     assert gate.wanted() == GateDecision(RUNNING, 1, GateReason.DIRECTIVE)
     assert store.acks[(FLOW, "w1")] == (1, RUNNING)
+
+
+class FakeChannel:
+    """The flow's control channel in memory (drkit.control.channel.ChannelPort)."""
+
+    def __init__(self) -> None:
+        self.directive: FlowDirective | None = None
+        self.acks: dict[str, ChannelAck] = {}
+        self.down = False
+        self.offset = 0
+
+    def _check(self) -> None:
+        if self.down:
+            raise RetriableKafkaError("dc2: control channel: timed out")
+
+    def publish(self, directive: FlowDirective) -> None:
+        self._check()
+        self.directive = directive
+
+    def ack(self, worker: str, epoch: int, state: DesiredState) -> None:
+        self._check()
+        self.offset += 1
+        self.acks[worker] = ChannelAck(worker, epoch, state, self.offset)
+
+    def read(self) -> ChannelView:
+        self._check()
+        return ChannelView(self.directive, dict(self.acks))
+
+    def close(self) -> None:
+        pass
+
+
+def test_with_the_store_away_the_channel_keeps_the_flow_running_and_carries_new_directives() -> (
+    None
+):
+    """main paused every worker after worker_silence_s of store outage.  Now the target's
+    control channel vouches for the directive; a newer one published there is followed and
+    acked there; only with the channel gone too does the worker fence itself."""
+    store, clock, channel = FakeStore(), Clock(), FakeChannel()
+    gate = FlowGate(store, FLOW, "w1", RUNNING, 30.0, clock=clock, channel=channel)
+    channel.publish(store.set(RUNNING))
+    gate.poll_once()
+    gate.acted(1, RUNNING)
+    store.down = True
+    for _ in range(120):  # two minutes of store outage, a poll a second
+        clock.now += 1
+        gate.poll_once()
+    assert gate.wanted() == GateDecision(RUNNING, 1, GateReason.CHANNEL)
+    assert channel.acks["w1"].epoch == 1 and channel.acks["w1"].offset == 120  # its heartbeat
+    # The engine (which still reaches the store) pauses the flow: store and channel.
+    channel.publish(store.set(PAUSED))
+    clock.now += 1
+    gate.poll_once()
+    assert gate.wanted() == GateDecision(PAUSED, 2, GateReason.CHANNEL)
+    gate.acted(2, PAUSED)
+    clock.now += 1
+    gate.poll_once()
+    assert (channel.acks["w1"].epoch, channel.acks["w1"].state) == (2, PAUSED)
+    # An older publish (a stale engine) never wins over what the worker knows.
+    channel.publish(FlowDirective(FLOW, RUNNING, 1))
+    gate.poll_once()
+    assert gate.wanted().state is PAUSED
+    # The target gone too: once neither answered for the window, the worker holds.
+    channel.publish(store.set(RUNNING))
+    gate.poll_once()
+    assert gate.wanted() == GateDecision(RUNNING, 3, GateReason.CHANNEL)
+    channel.down = True
+    clock.now += 29
+    gate.poll_once()
+    assert gate.wanted().state is RUNNING
+    clock.now += 1
+    assert gate.wanted() == GateDecision(PAUSED, 3, GateReason.STORE_SILENT)
+    store.down = False
+    gate.poll_once()
+    assert gate.wanted() == GateDecision(RUNNING, 3, GateReason.DIRECTIVE)
 
 
 def test_a_store_that_never_answered_keeps_the_worker_held() -> None:

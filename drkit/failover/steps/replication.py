@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import time
 
+from drkit.config.model import FlowConfig
 from drkit.control import DesiredState, FlowDirective
+from drkit.control.channel import ChannelPort
 from drkit.control.model import pending_workers
+from drkit.errors import KafkaError
 from drkit.failover.context import StepContext, StepFailed, StepOutcome, deadline_loop
 from drkit.failover.fences import FenceState
 from drkit.failover.model import StepName
@@ -22,53 +25,108 @@ from drkit.replication.topology import FlowTopology
 _LIVE_WITHIN_S = 5.0  # workers report every second; older than this is silent
 
 
-def _directive(ctx: StepContext, flow: str, desired: DesiredState) -> FlowDirective:
-    """Write the directive once per run (a resumed step reuses it)."""
-    current = ctx.control.directive(flow)
-    if current.desired is desired and current.run_id == ctx.run.id:
-        return current
-    return ctx.control.set(flow, desired, f"{ctx.procedure.value} run {ctx.run.id}", ctx.run.id)
+def _directive(
+    ctx: StepContext, flow: FlowConfig, desired: DesiredState
+) -> tuple[FlowDirective, dict[str, object]]:
+    """Write the directive once per run (a resumed step reuses it), then publish it on the
+    flow's control channel; returns it and what publishing said."""
+    current = ctx.control.directive(flow.name)
+    if not (current.desired is desired and current.run_id == ctx.run.id):
+        current = ctx.control.set(
+            flow.name, desired, f"{ctx.procedure.value} run {ctx.run.id}", ctx.run.id
+        )
+    return current, _publish(ctx, flow, current)
+
+
+def _publish(ctx: StepContext, flow: FlowConfig, directive: FlowDirective) -> dict[str, object]:
+    """Publish ``directive`` on ``flow``'s control channel (its target), where workers that
+    cannot reach the store read it.  Required for a directive that holds a flow back; one that
+    lets it run may fail to publish (its target may be the dead old primary): store-silent
+    workers then keep their older, stricter directive."""
+    ctx.confirm()
+    channel = ctx.channel(flow)
+    try:
+        channel.publish(directive)
+    except KafkaError as err:
+        if directive.desired is DesiredState.RUNNING:
+            return {"control_channel": f"not published ({flow.target}): {err}"}
+        raise StepFailed(
+            f"could not publish {directive.desired.value} for {flow.name} on its control "
+            f"channel on {flow.target} ({err}): workers cut off from the state store would "
+            "not see it"
+        ) from None
+    finally:
+        channel.close()
+    return {"control_channel": "published"}
+
+
+CHANNEL_WATCH_S = 2.5  # a worker alive on the channel acks there every poll (1 s)
 
 
 def wait_for_workers(
-    ctx: StepContext, directive: FlowDirective, timeout_s: float | None, strict: bool
+    ctx: StepContext,
+    flow: FlowConfig,
+    directive: FlowDirective,
+    timeout_s: float | None,
+    strict: bool,
 ) -> dict[str, object]:
     """Wait until every worker of the flow acted on ``directive``.
 
-    Live workers are waited for up to ``timeout_s``; silent ones until the silence window has
-    passed since their last report.  ``strict``: a live worker that never acknowledges fails
-    the step (else it is reported).
+    Live workers (acking in the store) are waited for up to ``timeout_s``.  A worker silent in
+    the store may be cut off from it and following the flow's control channel: one that acked
+    ``directive`` there is done; one whose channel acks keep coming is live and waited for like
+    the others; one silent on both is waited for until the silence window has passed since its
+    last store ack - by then it has stopped writing on its own.  ``strict``: a live worker that
+    never acknowledges fails the step (else it is reported).
     """
     silence = ctx.config.failover.worker_silence_s
     started = time.monotonic()
     more = deadline_loop(timeout_s, 0.2)
     behind: list[str] = []
     silent: list[str] = []
-    while more():
-        acks = ctx.control.acks(directive.flow)
-        behind, silent = pending_workers(acks, directive.epoch, directive.desired, _LIVE_WITHIN_S)
-        waiting_for_silent = [
-            a.worker for a in acks if a.worker in silent and (silence is None or a.age_s < silence)
-        ]
-        if not behind and not waiting_for_silent:
-            break
-        ctx.progress(
-            f"waiting for {len(behind)} worker(s) of {directive.flow} to acknowledge "
-            f"{directive.desired.value}, {len(waiting_for_silent)} silent",
-            None,
-        )
+    watch = _ChannelWatch(ctx, flow, directive)
+    try:
+        while more():
+            acks = ctx.control.acks(directive.flow)
+            behind, silent = pending_workers(
+                acks, directive.epoch, directive.desired, _LIVE_WITHIN_S
+            )
+            done, moving, watching = watch.look(silent)
+            silent = [w for w in silent if w not in done]
+            behind += [w for w in silent if w in moving]
+            waiting_for_silent = [
+                a.worker
+                for a in acks
+                if a.worker in silent
+                and a.worker not in moving
+                and (silence is None or a.age_s < silence or watching)
+            ]
+            if not behind and not waiting_for_silent:
+                break
+            ctx.progress(
+                f"waiting for {len(behind)} worker(s) of {directive.flow} to acknowledge "
+                f"{directive.desired.value}, {len(waiting_for_silent)} silent",
+                None,
+            )
+    finally:
+        watch.close()
     detail: dict[str, object] = {
         "flow": directive.flow,
         "desired": directive.desired.value,
         "epoch": directive.epoch,
         "waited_s": round(time.monotonic() - started, 2),
         "acknowledged": sorted(
-            a.worker
-            for a in ctx.control.acks(directive.flow)
-            if a.epoch >= directive.epoch and a.state is directive.desired
+            {
+                a.worker
+                for a in ctx.control.acks(directive.flow)
+                if a.epoch >= directive.epoch and a.state is directive.desired
+            }
+            | watch.acknowledged
         ),
         "silent": sorted(silent),
     }
+    if watch.acknowledged:
+        detail["acknowledged_on_channel"] = sorted(watch.acknowledged)
     if behind:
         if strict:
             raise StepFailed(
@@ -83,9 +141,54 @@ def wait_for_workers(
     return detail
 
 
+class _ChannelWatch:
+    """The control channel as seen while waiting for store-silent workers: who acked the
+    directive there, whose acks keep coming (alive), and whether we have watched long enough
+    to tell (CHANNEL_WATCH_S).  Read only when some worker is silent; an unreadable channel
+    tells nothing (the store's silence rule applies alone)."""
+
+    def __init__(self, ctx: StepContext, flow: FlowConfig, directive: FlowDirective) -> None:
+        self.ctx, self.flow, self.directive = ctx, flow, directive
+        self.acknowledged: set[str] = set()
+        self._channel: ChannelPort | None = None
+        self._first: dict[str, int] | None = None
+        self._since = 0.0
+
+    def look(self, silent: list[str]) -> tuple[set[str], set[str], bool]:
+        """(acked the directive on the channel, alive on the channel, still watching)."""
+        if not silent:
+            return set(), set(), False
+        if self._channel is None:
+            self._channel = self.ctx.channel(self.flow)
+        try:
+            view = self._channel.read()
+        except KafkaError:
+            return set(), set(), False
+        if self._first is None:
+            self._first = {w: a.offset for w, a in view.acks.items()}
+            self._since = time.monotonic()
+        done = {
+            w
+            for w in silent
+            if (a := view.acks.get(w)) is not None
+            and a.epoch >= self.directive.epoch
+            and a.state is self.directive.desired
+        }
+        self.acknowledged |= done
+        moving = {
+            w for w in silent if w in view.acks and view.acks[w].offset > self._first.get(w, -1)
+        }
+        return done, moving, time.monotonic() - self._since < CHANNEL_WATCH_S
+
+    def close(self) -> None:
+        if self._channel is not None:
+            self._channel.close()
+
+
 def stop_replication(ctx: StepContext, timeout_s: float | None) -> StepOutcome:
-    directive = _directive(ctx, ctx.flow.name, DesiredState.STOPPED)
-    return StepOutcome.done(**wait_for_workers(ctx, directive, timeout_s, strict=True))
+    directive, published = _directive(ctx, ctx.flow, DesiredState.STOPPED)
+    detail = wait_for_workers(ctx, ctx.flow, directive, timeout_s, strict=True)
+    return StepOutcome.done(**detail, **published)
 
 
 def restart_replication(ctx: StepContext, timeout_s: float | None) -> StepOutcome:
@@ -94,8 +197,8 @@ def restart_replication(ctx: StepContext, timeout_s: float | None) -> StepOutcom
     Every live worker must acknowledge RUNNING, and at least one must when the flow has
     workers at all (workers idle on STOPPED, so they are there to answer); a flow no worker
     ever reported for is only set RUNNING (nothing to prove it with)."""
-    directive = _directive(ctx, ctx.flow.name, DesiredState.RUNNING)
-    detail = wait_for_workers(ctx, directive, timeout_s, strict=True)
+    directive, published = _directive(ctx, ctx.flow, DesiredState.RUNNING)
+    detail = wait_for_workers(ctx, ctx.flow, directive, timeout_s, strict=True)
     if ctx.control.acks(ctx.flow.name) and not detail["acknowledged"]:
         raise StepFailed(
             f"no worker of {ctx.flow.name} acknowledged RUNNING within {timeout_s}s: replication "
@@ -104,7 +207,7 @@ def restart_replication(ctx: StepContext, timeout_s: float | None) -> StepOutcom
         )
     if not detail["acknowledged"]:
         detail["note"] = f"no worker ever reported for {ctx.flow.name}: set RUNNING, unproven"
-    return StepOutcome.done(**detail)
+    return StepOutcome.done(**detail, **published)
 
 
 def start_reverse_flow(ctx: StepContext, timeout_s: float | None) -> StepOutcome:
@@ -114,14 +217,14 @@ def start_reverse_flow(ctx: StepContext, timeout_s: float | None) -> StepOutcome
             f"no flow {ctx.flow.target}->{ctx.flow.source} in the config: nothing replicates "
             f"back to {ctx.flow.source}"
         )
-    directive = _directive(ctx, reverse.name, DesiredState.RUNNING)
-    detail = wait_for_workers(ctx, directive, timeout_s, strict=False)
+    directive, published = _directive(ctx, reverse, DesiredState.RUNNING)
+    detail = wait_for_workers(ctx, reverse, directive, timeout_s, strict=False)
     if not detail["acknowledged"]:
         detail["note"] = (
             f"no worker runs {reverse.name} yet: start 'drkit replicate --flow {reverse.name}' "
             "(it starts replicating at once)"
         )
-    return StepOutcome.done(**detail)
+    return StepOutcome.done(**detail, **published)
 
 
 # -- fence point and drain ----------------------------------------------------------------------
@@ -220,8 +323,8 @@ def confirm_fence(ctx: StepContext, timeout_s: float | None) -> StepOutcome:
 def replicate_back(ctx: StepContext, timeout_s: float | None) -> StepOutcome:
     """Failback: run this run's flow (current primary -> original primary) until caught up."""
     lifted = _lift_fences_in_the_way(ctx)
-    directive = _directive(ctx, ctx.flow.name, DesiredState.RUNNING)
-    acks = wait_for_workers(ctx, directive, min(timeout_s or 60.0, 60.0), strict=False)
+    directive, _published = _directive(ctx, ctx.flow, DesiredState.RUNNING)
+    acks = wait_for_workers(ctx, ctx.flow, directive, min(timeout_s or 60.0, 60.0), strict=False)
     if not acks["acknowledged"]:
         raise StepFailed(
             f"no worker runs {ctx.flow.name}: start 'drkit replicate --flow {ctx.flow.name}' "

@@ -1,0 +1,106 @@
+"""A compacted topic of small JSON documents by key, on one cluster.
+
+Writes are synchronous (acks=all, flushed, raising on failure) through one producer kept for
+the object's life; reads tail the topic to its end and keep the latest document per key, with
+its offset (an offset that grows tells a reader that the writer is alive, without comparing
+anyone's clock).  Used for state that must be readable where the state store is not: the
+flow-control channel (drkit.control.channel).  Not thread-safe.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from confluent_kafka import KafkaException, Producer
+
+from drkit.errors import KafkaError
+from drkit.kafka.admin import KafkaAdmin, TopicSpec
+from drkit.kafka.clients import ClusterEndpoint, make_producer
+from drkit.kafka.errors import translate
+from drkit.kafka.tailer import TopicTailer
+
+COMPACTED = {
+    "cleanup.policy": "compact",
+    "segment.ms": "600000",
+    "min.cleanable.dirty.ratio": "0.1",
+}
+
+
+@dataclass(frozen=True)
+class KeyedValue:
+    value: dict[str, Any]
+    offset: int
+
+
+class KeyedTopic:
+    def __init__(
+        self, endpoint: ClusterEndpoint, topic: str, replication_factor: int | None = None
+    ) -> None:
+        self.endpoint, self.topic = endpoint, topic
+        self.replication_factor = replication_factor
+        self._producer: Producer | None = None
+        self._tailer: TopicTailer | None = None
+        self._latest: dict[str, KeyedValue] = {}
+        self._created = False
+
+    def ensure(self, timeout_s: float = 10.0) -> None:
+        """Create the topic (one compacted partition) unless it exists."""
+        if not self._created:
+            KafkaAdmin(self.endpoint).create_topics(
+                [TopicSpec(self.topic, 1, self.replication_factor, COMPACTED)], timeout_s
+            )
+            self._created = True
+
+    def put(self, key: str, value: dict[str, Any], timeout_s: float = 10.0) -> None:
+        """Write ``value`` under ``key`` and wait for the acknowledgement; KafkaError if not."""
+        self.ensure(timeout_s)
+        if self._producer is None:
+            self._producer = make_producer(self.endpoint, {"linger.ms": 0})
+        failures: list[KafkaError] = []
+
+        def delivered(error: object, _message: object) -> None:
+            if error is not None:
+                failures.append(translate(error, f"produce to {self.topic}"))
+
+        try:
+            self._producer.produce(
+                self.topic,
+                key=key.encode(),
+                value=json.dumps(value, separators=(",", ":")).encode(),
+                on_delivery=delivered,
+            )
+        except (BufferError, KafkaException) as err:
+            raise KafkaError(f"{self.endpoint.alias}: produce to {self.topic}: {err}") from None
+        remaining = self._producer.flush(timeout_s)
+        if failures:
+            raise failures[0]
+        if remaining:
+            raise KafkaError(
+                f"{self.endpoint.alias}: {self.topic} did not acknowledge within {timeout_s:g}s"
+            )
+
+    def latest(self, timeout_s: float = 5.0) -> dict[str, KeyedValue]:
+        """The newest document per key, read up to the topic's end (empty while it does not
+        exist); KafkaError when the cluster does not answer."""
+        if self._tailer is None:
+            self._tailer = TopicTailer(self.endpoint, self.topic, missing_ok=True)
+        for record in self._tailer.catch_up(timeout_s):
+            if record.key is None:
+                continue
+            try:
+                value = json.loads(record.value or b"{}")
+            except ValueError:
+                continue  # not ours: never trusted, never fatal
+            if isinstance(value, dict):
+                self._latest[record.key.decode(errors="replace")] = KeyedValue(value, record.offset)
+        return dict(self._latest)
+
+    def close(self) -> None:
+        if self._tailer is not None:
+            self._tailer.close()
+            self._tailer = None
+        if self._producer is not None:
+            self._producer.flush(5)
+            self._producer = None
