@@ -354,4 +354,4 @@ def _channel_acks(channel: ControlChannel) -> dict[str, tuple[int, DesiredState]
     """The single worker's latest ack on the channel, under "w" (empty: none yet)."""
     acks = list(channel.read().acks.values())
     assert len(acks) <= 1, acks
-    return {"w": (ack.epoch, ack.state) for ack in acks[:1]}
+    return {"w": (acks[0].epoch, acks[0].state)} if acks else {}
