@@ -51,6 +51,7 @@ class FakePartition:
     log_start: int = 0
     end: int = 0  # high watermark
     open_transaction_at: int | None = None  # first offset of an open transaction, if any
+    invisible: set[int] = field(default_factory=set)  # transaction markers, aborted records
 
     @property
     def stable_end(self) -> int:
@@ -105,6 +106,13 @@ class FakeCluster:
         if not self.writable(topic):
             raise FatalKafkaError(f"{self.alias}: produce to {topic}: TOPIC_AUTHORIZATION_FAILED")
         part = self._partition(TopicPartition(topic, partition))
+        part.end += count
+        return part.end
+
+    def append_invisible(self, topic: str, partition: int = 0, count: int = 1) -> int:
+        """Offsets no read_committed consumer sees (aborted records, transaction markers)."""
+        part = self._partition(TopicPartition(topic, partition))
+        part.invisible |= set(range(part.end, part.end + count))
         part.end += count
         return part.end
 
@@ -246,6 +254,18 @@ class FakeCluster:
                 out[tp] = part.log_start
             else:
                 out[tp] = part.stable_end if isolation == "read_committed" else part.end
+        return out
+
+    def visible_records(
+        self,
+        ranges: Mapping[TopicPartition, tuple[int, int]],
+        timeout_s: float | None = None,
+    ) -> dict[TopicPartition, int]:
+        self._answer("visible_records")
+        out: dict[TopicPartition, int] = {}
+        for tp, (start, end) in ranges.items():
+            hidden = self._partition(tp).invisible
+            out[tp] = sum(1 for offset in range(start, end) if offset not in hidden)
         return out
 
     def stable_offsets(

@@ -5,8 +5,10 @@
   application can write to it by mistake.
 * **Divergence**: once the old primary of an unplanned failover answers again (and is fenced),
   what it accepted after the failover point that the target never got is counted per partition
-  and stored with the run (``result.divergence``, shown by ``drkit status`` and ``drkit failover
-  show``); drkit never fails back on its own - ``drkit failback`` exports those records.
+  in visible records - read committed, so aborted records and transaction markers are not
+  counted, and only once no transaction is open there - and stored with the run
+  (``result.divergence``, shown by ``drkit status``, ``drkit failover show`` and the webhook);
+  drkit never fails back on its own - ``drkit failback`` exports those records.
 * **Stale runs**: a run whose engine process died stays RUNNING with an expiring lease; once the
   lease has expired the run is resumed from its first step that is not done (same code path as
   ``drkit failover --resume``).
@@ -18,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -93,7 +94,7 @@ class FailoverMaintenance:
         """Store, once per succeeded failover run, the old primary's divergent records per
         partition as soon as it answers and is fenced; returns the runs reported."""
         from drkit.failover.runs import RunRepository
-        from drkit.failover.steps.divergence import divergence, point_of
+        from drkit.failover.steps.divergence import divergence_report, point_of
 
         runs = RunRepository(self.store)
         reported: list[int] = []
@@ -111,13 +112,9 @@ class FailoverMaintenance:
                 admin.wait_ready(timeout_s=3)
             except DrkitError:
                 continue  # still away
-            point = point_of(run)
-            per_partition = divergence(point, admin.list_offsets(list(point), "latest"))
-            report = {
-                "at": time.time(),
-                "records": sum(per_partition.values()),
-                "per_partition": per_partition,
-            }
+            report = divergence_report(admin, point_of(run))
+            if report is None:
+                continue  # a transaction is still open in the tail: count it once it ended
             runs.merge_result(run.id, {"divergence": report})
             log.warning(
                 "the old primary is back with records the target never got",

@@ -128,9 +128,12 @@ class PartitionRpo:
     partition: int
     source_end: int | None  # the last source end offset known (live, or last seen by workers)
     replicated_end: int | None  # progress: every source offset below it is on the target
+    # Visible records (read committed) when ``exact``; else the offset span, an upper bound
+    # (transaction markers and aborted records occupy offsets too); None: unknown.
     records: int | None
     bytes: int | None
     seconds: float | None
+    exact: bool = False
 
 
 @dataclass(frozen=True)

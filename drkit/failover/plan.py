@@ -79,7 +79,7 @@ def make_plan(snapshot: Snapshot, runbook: Runbook) -> Plan:
                     f"{unmapped[0].reason})",
                 )
             )
-    rpo = tuple(_rpo(facts) for facts in sorted(snapshot.partitions.values(), key=_key))
+    rpo = tuple(partition_rpo(facts) for facts in sorted(snapshot.partitions.values(), key=_key))
     findings += _rpo_findings(snapshot, rpo)
     findings += _topic_findings(snapshot)
     without = groups_without_checkpoint(snapshot)
@@ -230,10 +230,15 @@ def _group(snapshot: Snapshot, facts: GroupFacts) -> GroupMove:
     )
 
 
-def _rpo(facts: PartitionFacts) -> PartitionRpo:
+def partition_rpo(facts: PartitionFacts) -> PartitionRpo:
+    """What the target lacks of one partition - the one RPO rule (the plan and the
+    translate step's record of the failover point both use it)."""
     records = None
-    if facts.source_end is not None and facts.replicated_end is not None:
-        records = max(0, facts.source_end - facts.replicated_end)
+    if facts.unreplicated_visible is not None:
+        records = facts.unreplicated_visible  # counted on the live source
+    elif facts.source_end is not None and facts.replicated_end is not None:
+        records = max(0, facts.source_end - facts.replicated_end)  # offsets: an upper bound
+    exact = facts.unreplicated_visible is not None or records == 0
     seconds = None
     if records == 0 and facts.source_end_live:
         seconds = 0.0  # measured now: the target holds everything the source holds
@@ -250,6 +255,7 @@ def _rpo(facts: PartitionFacts) -> PartitionRpo:
         records,
         None,
         seconds,
+        exact,
     )
 
 

@@ -40,10 +40,18 @@ def plan_text(plan: Plan) -> str:
         lines.append(f"  ... {len(moves) - _MAX_ROWS} more (--output json shows all)")
     lagging = [p for p in plan.rpo if p.records]
     total = plan.rpo_records
-    lines += ["", f"RPO: {'unknown' if total is None else total} records not on {plan.target}"]
+    bound = "" if all(p.exact for p in plan.rpo) else "at most "
+    figure = "unknown" if total is None else f"{bound}{total}"
+    lines += ["", f"RPO: {figure} records not on {plan.target}"]
+    if bound and total:
+        lines.append(
+            "  (offsets: transaction markers and aborted records count too; the exact count "
+            f"is taken once {plan.source} answers - its divergence)"
+        )
     for part in lagging[:_MAX_ROWS]:
-        seconds = f", ~{part.seconds:.1f}s" if part.seconds else ""
-        lines.append(f"  {part.topic}[{part.partition}]: {part.records} records{seconds}")
+        seconds = f", up to {part.seconds:.1f}s" if part.seconds is not None else ""
+        upto = "" if part.exact else "at most "
+        lines.append(f"  {part.topic}[{part.partition}]: {upto}{part.records} records{seconds}")
     lines += _findings(plan)
     lines += [f"note: {note}" for note in plan.notes]
     return "\n".join(lines)
@@ -83,7 +91,8 @@ def run_text(run: RunRecord) -> str:
     lost = [r for r in rpo if r.get("records")]
     if rpo:
         unknown = [r for r in rpo if r.get("records") is None]
-        total = "unknown" if unknown else str(sum(r["records"] for r in rpo))
+        bound = "" if all(r.get("exact", False) for r in rpo) else "at most "
+        total = "unknown" if unknown else bound + str(sum(r["records"] for r in rpo))
         lines.append(f"  RPO: {total} records on {len(lost)} of {len(rpo)} partitions"
                      + (f" ({len(unknown)} unknown)" if unknown else ""))  # fmt: skip
         for row in lost[:_MAX_ROWS]:

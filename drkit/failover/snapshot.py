@@ -13,7 +13,7 @@ import logging
 import time
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from drkit.config.model import DrkitConfig, FailoverPolicy, FlowConfig
 from drkit.errors import KafkaError
@@ -50,6 +50,9 @@ class PartitionFacts:
     # are copied every second) - a worker fetching all its partitions would have copied a new
     # record here as well.  None: no progress at all.
     evidence_age_s: float | None = None
+    # Visible records (read committed) of the source at [replicated_end, source_end), counted
+    # when the source answers and the span is small enough to read; None: not counted.
+    unreplicated_visible: int | None = None
 
 
 @dataclass(frozen=True)
@@ -156,6 +159,7 @@ def gather(
             (now_ms - stored.timestamp_ms) / 1000 if stored and stored.timestamp_ms else None,
             (now_ms - newest_ms) / 1000 if newest_ms else None,
         )
+    partitions = _count_unreplicated(source, partitions) if reachable else partitions
     group_facts, without = _groups(
         flow, source, target, checkpoints, source_parts, reachable, groups
     )
@@ -193,6 +197,40 @@ def gather(
         force,
         now_ms,
     )
+
+
+VISIBLE_COUNT_LIMIT = 100_000  # offsets read at most to count the RPO in visible records
+
+
+def _count_unreplicated(
+    source: ClusterAdmin, partitions: dict[TopicPartition, PartitionFacts]
+) -> dict[TopicPartition, PartitionFacts]:
+    """The live source's unreplicated span per partition counted in visible records, when no
+    transaction is open in it and it is small enough to read (else left uncounted)."""
+    ranges = {
+        tp: (f.replicated_end, f.source_end)
+        for tp, f in partitions.items()
+        if f.source_end_live
+        and f.replicated_end is not None
+        and f.source_end is not None
+        and f.source_end > f.replicated_end
+    }
+    if not ranges or sum(end - start for start, end in ranges.values()) > VISIBLE_COUNT_LIMIT:
+        return partitions
+    try:
+        stable = source.stable_offsets(list(ranges))
+        settled = {tp: r for tp, r in ranges.items() if stable.get(tp, 0) >= r[1]}
+        counted = source.visible_records(settled) if settled else {}
+    except KafkaError as err:
+        log.warning("could not count unreplicated records", extra={"error": str(err)})
+        return partitions
+    out = dict(partitions)
+    for tp, facts in partitions.items():
+        if facts.source_end_live and facts.source_end == facts.replicated_end:
+            out[tp] = replace(facts, unreplicated_visible=0)
+        elif tp in counted:
+            out[tp] = replace(facts, unreplicated_visible=counted[tp])
+    return out
 
 
 def _progress(target: ClusterEndpoint, topology: FlowTopology) -> dict[TopicPartition, Progress]:

@@ -264,6 +264,19 @@ class KafkaAdmin(GroupAdmin, AclAdmin):
 
         return self._call(f"list {which} offsets", timeout_s, run)
 
+    def visible_records(
+        self,
+        ranges: Mapping[TopicPartition, tuple[int, int]],
+        timeout_s: float | None = None,
+    ) -> dict[TopicPartition, int]:
+        """See the ClusterAdmin port: counted by reading them (read_committed)."""
+        from drkit.kafka.io import consume_ranges
+
+        counts = dict.fromkeys(ranges, 0)
+        for record in consume_ranges(self.endpoint, ranges, timeout_s or 120.0):
+            counts[TopicPartition(record.topic, record.partition)] += 1
+        return counts
+
     def stable_offsets(
         self, partitions: Iterable[TopicPartition], timeout_s: float | None = None
     ) -> dict[TopicPartition, int]:

@@ -91,6 +91,16 @@ class ClusterAdmin(Protocol):
         """The last stable offset: below the high watermark while a transaction is open."""
         ...
 
+    def visible_records(
+        self,
+        ranges: Mapping[TopicPartition, tuple[int, int]],
+        timeout_s: float | None = None,
+    ) -> dict[TopicPartition, int]:
+        """Per partition, the committed records at offsets ``[start, end)`` - what a
+        read_committed consumer gets: aborted records and transaction markers are not records.
+        Reads them; bound ``end`` by the stable offset (an open transaction hides the rest)."""
+        ...
+
     def topic_offsets(
         self, topic: str, timeout_s: float | None = None, isolation: str = "read_uncommitted"
     ) -> dict[int, tuple[int, int]]:

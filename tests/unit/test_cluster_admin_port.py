@@ -37,7 +37,7 @@ def test_the_port_lists_what_orchestration_uses() -> None:
     assert set(PORT_METHODS) == {
         "wait_ready", "answers", "describe_cluster",
         "list_topics", "create_topics", "topic_configs", "topic_ids",
-        "list_offsets", "stable_offsets", "topic_offsets",
+        "list_offsets", "stable_offsets", "visible_records", "topic_offsets",
         "list_groups", "describe_groups", "group_offsets", "groups_offsets", "alter_group_offsets",
         "alter_groups_offsets",
         "topics_with_acls", "deny_writes", "allow_writes", "write_denied",

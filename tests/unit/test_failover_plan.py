@@ -172,6 +172,21 @@ def test_failback_needs_the_pointer_on_the_cluster_it_leaves() -> None:
     assert "pointer_elsewhere" not in _codes(replace(snapshot, pointer="dc1"))
 
 
+def test_rpo_records_are_visible_records_when_counted_else_an_upper_bound_in_offsets() -> None:
+    """Transaction markers and aborted records take offsets but are not loss: counted on the
+    live source the RPO is exact; from the offsets alone (source gone) it says "at most"."""
+    behind = replace(_partition(replicated_end=80, source_end=100), unreplicated_visible=14)
+    live = make_plan(
+        _snapshot(source_reachable=True, partitions={SRC: behind}), load_runbook(Procedure.FAILOVER)
+    )
+    assert live.rpo_records == 14 and live.rpo[0].exact
+    assert "RPO: 14 records" in plan_text(live)
+    gone = replace(_partition(replicated_end=80, source_end=100), source_end_live=False)
+    plan = make_plan(_snapshot(partitions={SRC: gone}), load_runbook(Procedure.FAILOVER))
+    assert plan.rpo_records == 20 and not plan.rpo[0].exact
+    assert "RPO: at most 20 records" in plan_text(plan)
+
+
 def test_plan_json_is_versioned_and_complete() -> None:
     document = make_plan(_snapshot(), load_runbook(Procedure.FAILOVER)).to_json()
     assert document["schema"] == "drkit.failover.plan/v1"

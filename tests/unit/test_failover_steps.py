@@ -306,3 +306,39 @@ def test_drain_before_the_fence_point_was_recorded_fails_naming_the_step(world: 
 
     with pytest.raises(StepFailed, match="record_fence_point must run first"):
         drain(world.context(), timeout_s=5)
+
+
+# -- divergence, in visible records -----------------------------------------------------------
+
+
+def test_divergence_counts_visible_records_and_waits_for_open_transactions(world: World) -> None:
+    """A returning old primary's tail beyond the failover point, in records a read_committed
+    consumer sees: transaction markers and aborted records are not loss (main counted offsets:
+    its status said 33 where the drill's recount said 20); an open transaction in the tail is
+    counted once it ended, never half."""
+    from dataclasses import replace
+
+    runs = world.runs
+    failover = runs.create(replace(_plan(), procedure=Procedure.FAILOVER), "test", "")
+    rpo = [{"topic": ORDERS, "partition": 0, "replicated_end": 5}]
+    runs.step_finished(failover.id, StepName.TRANSLATE_OFFSETS, StepState.DONE, {"rpo": rpo})
+    runs.finish(failover.id, RunState.SUCCEEDED, {})
+    runs.finish(world.run_id, RunState.SUCCEEDED, {})
+    dc1 = world.clusters["dc1"]
+    dc1.append(ORDERS, 0, 5)  # replicated before the failover
+    dc1.append(ORDERS, 0, 7)  # the tail: 7 records ...
+    dc1.append_invisible(ORDERS, 0, 3)  # ... 2 aborted + a marker
+    dc1.append(ORDERS, 0, 2)
+    dc1.open_transaction(ORDERS, 0)
+    dc1.append(ORDERS, 0, 4)
+    maintenance = FailoverMaintenance(
+        world.config, world.store, world.state_dir, connect=world.clusters.connect
+    )
+    assert maintenance.report_divergence() == []  # a transaction is open in the tail
+    dc1.end_transaction(ORDERS, 0)
+    assert maintenance.report_divergence() == [failover.id]
+    reported = runs.get(failover.id)
+    assert reported is not None
+    divergence = reported.result["divergence"]
+    assert divergence["records"] == 13 and divergence["offsets"] == 16
+    assert divergence["per_partition"] == {f"{ORDERS}:0": 13}

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ from drkit.failover.model import StepName
 from drkit.failover.runs import RunRecord
 from drkit.kafka.admin import TopicSpec
 from drkit.kafka.io import consume_ranges, produce_batch
+from drkit.kafka.ports import ClusterAdmin
 from drkit.kafka.records import Record, TopicPartition
 from drkit.replication.provenance import SOURCE_HEADER, Provenance
 from drkit.replication.topology import FlowTopology
@@ -96,12 +98,31 @@ def point_of(run: RunRecord) -> dict[TopicPartition, int]:
     }
 
 
-def divergence(point: dict[TopicPartition, int], ends: dict[TopicPartition, int]) -> dict[str, int]:
-    """Records per partition (``topic:partition``) the old primary holds beyond the point."""
+def divergent_ranges(
+    point: dict[TopicPartition, int], ends: dict[TopicPartition, int]
+) -> dict[TopicPartition, tuple[int, int]]:
+    """The offsets ``[point, end)`` the old primary holds beyond the failover point."""
+    return {tp: (start, ends[tp]) for tp, start in sorted(point.items()) if ends.get(tp, 0) > start}
+
+
+def divergence_report(
+    admin: ClusterAdmin, point: dict[TopicPartition, int]
+) -> dict[str, Any] | None:
+    """What the old primary holds beyond ``point``, in visible records per ``topic:partition``
+    (``offsets``: the same span in offsets, markers included); None while a transaction is
+    still open in it (its records cannot be counted yet)."""
+    partitions = list(point)
+    ends = admin.list_offsets(partitions, "latest")
+    if any(s < ends[tp] for tp, s in admin.stable_offsets(partitions).items()):
+        return None
+    ranges = divergent_ranges(point, ends)
+    visible = admin.visible_records(ranges) if ranges else {}
+    per_partition = {f"{tp.topic}:{tp.partition}": n for tp, n in sorted(visible.items()) if n}
     return {
-        f"{tp.topic}:{tp.partition}": ends[tp] - start
-        for tp, start in sorted(point.items())
-        if ends.get(tp, 0) > start
+        "at": time.time(),
+        "records": sum(per_partition.values()),
+        "per_partition": per_partition,
+        "offsets": sum(end - start for start, end in ranges.values()),
     }
 
 

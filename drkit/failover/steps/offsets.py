@@ -17,7 +17,7 @@ from typing import Any
 from drkit.errors import KafkaError
 from drkit.failover.context import StepContext, StepFailed, StepOutcome
 from drkit.failover.model import StepName
-from drkit.failover.plan import groups_without_checkpoint, translate_group
+from drkit.failover.plan import groups_without_checkpoint, partition_rpo, translate_group
 from drkit.failover.runs import translated_positions
 from drkit.failover.snapshot import gather
 from drkit.kafka.records import TopicPartition
@@ -47,19 +47,8 @@ def translate_offsets(ctx: StepContext, timeout_s: float | None) -> StepOutcome:
             "partitions": [asdict(move) for move in translate_group(snapshot, facts)],
         }
     rpo = [
-        {
-            "topic": tp.topic,
-            "partition": tp.partition,
-            "source_end": part.source_end,
-            "source_end_live": part.source_end_live,
-            "replicated_end": part.replicated_end,
-            "records": (
-                max(0, part.source_end - part.replicated_end)
-                if part.source_end is not None and part.replicated_end is not None
-                else None
-            ),
-        }
-        for tp, part in sorted(snapshot.partitions.items())
+        {**asdict(partition_rpo(part)), "source_end_live": part.source_end_live}
+        for _tp, part in sorted(snapshot.partitions.items())
     ]
     ctx.runs.merge_result(ctx.run.id, {"rpo": rpo})
     return StepOutcome.done(
