@@ -356,8 +356,9 @@ class FailoverPolicy(_Frozen):
     # One failover at a time: the lease an engine holds (drkit.failover.lease), renewed every
     # third of it and before every side effect on a cluster; expiry by the store's clock.
     lease_ttl_s: float = Field(default=60.0, gt=0)
-    # A replication worker that cannot read the state store this long stops writing (its
-    # epoch may be stale); the engine waits this long for a silent worker.  null: never.
+    # A replication worker that can read neither the state store nor its flow's control
+    # channel this long stops writing (its epoch may be stale); the engine waits this long for
+    # a worker silent on both.  null: never.
     worker_silence_s: float | None = Field(default=30.0, gt=0)
     hooks: tuple[HookConfig, ...] = ()
     runbooks_dir: str | None = None  # default: the runbooks shipped with drkit

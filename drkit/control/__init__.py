@@ -2,9 +2,10 @@
 
 The failover engine pauses, stops, or starts flows by writing a :class:`FlowDirective`; every
 ``drkit replicate`` worker - on any host - watches it and acknowledges the epoch it acted on
-(drkit.control.gate).  A worker that cannot read the store for ``failover.worker_silence_s``
-stops writing on its own, so the engine may treat a silent worker as fenced once that much time
-has passed since it was last heard from.
+(drkit.control.gate).  Directives are also published on each flow's control channel on its
+target (drkit.control.channel), which a worker cut off from the store reads instead.  A worker
+that can read neither for ``failover.worker_silence_s`` stops writing on its own, so the engine
+may treat a worker silent on both as fenced once that much time has passed.
 """
 
 from drkit.control.model import DesiredState, FlowDirective, WorkerAck
