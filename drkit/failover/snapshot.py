@@ -24,7 +24,7 @@ from drkit.kafka.ports import ClusterAdmin
 from drkit.kafka.records import TopicPartition
 from drkit.offsets.checkpoint_store import CheckpointSnapshot, CheckpointStore
 from drkit.offsets.mapping_loader import MappingLoader
-from drkit.replication.internal_topics import HEARTBEATS
+from drkit.replication.internal_topics import HEARTBEATS, is_own_group
 from drkit.replication.progress import Progress, ProgressStore
 from drkit.replication.topic_filter import NameMatcher
 from drkit.replication.topology import FlowTopology
@@ -299,7 +299,7 @@ def _groups(
     committed: dict[str, dict[TopicPartition, int]] = {}
     if reachable:
         names = only or [
-            g for g in source.list_groups() if matcher.matches(g) and not g.startswith("drkit-")
+            g for g in source.list_groups() if matcher.matches(g) and not is_own_group(g)
         ]
         for group, offsets in source.groups_offsets(names).items():
             mine = {tp: o for tp, o in offsets.offsets.items() if tp in replicated}

@@ -45,6 +45,7 @@ from drkit.health.subjects import SubjectKind
 from drkit.kafka.admin import GroupOffsets, KafkaAdmin
 from drkit.kafka.clients import ClusterEndpoint
 from drkit.kafka.records import TopicPartition
+from drkit.replication.internal_topics import is_own_group
 from drkit.replication.topic_filter import NameMatcher
 from drkit.replication.topology import FlowTopology
 from drkit.store.db import StateStore, safe_url
@@ -356,7 +357,7 @@ class Monitor:
             names = [
                 g
                 for g in admin.list_groups()
-                if matcher.matches(g) and not g.startswith(("drkit-", "__drkit"))
+                if matcher.matches(g) and not is_own_group(g)
             ]
             committed = admin.groups_offsets(names)
             partitions = {tp for o in committed.values() for tp in o.offsets}

@@ -33,13 +33,13 @@ from drkit.offsets.checkpoint import Checkpoint, tick
 from drkit.offsets.group_sync import GroupOffsetSync
 from drkit.offsets.mapping_loader import MappingLoader
 from drkit.offsets.metrics import CheckpointMetrics, default_metrics
+from drkit.replication.internal_topics import is_own_group
 from drkit.replication.topic_filter import NameMatcher
 from drkit.replication.topology import FlowTopology
 from drkit.translation import CannotTranslate, TargetBounds, Translated, translate
 
 log = logging.getLogger(__name__)
 
-OWN_GROUP_PREFIXES = ("drkit-", "__drkit")
 TRIM_INTERVAL_S = 60.0
 
 
@@ -91,7 +91,7 @@ class Checkpointer:
         )
 
     def follows(self, group: str) -> bool:
-        return not group.startswith(OWN_GROUP_PREFIXES) and self.groups.matches(group)
+        return not is_own_group(group) and self.groups.matches(group)
 
     def run(self, stop: threading.Event, leading: Callable[[], bool] = lambda: True) -> None:
         """Checkpoint until ``stop`` is set; a failed round is logged and retried next time.

@@ -41,6 +41,15 @@ def is_internal(topic: str) -> bool:
     return topic.startswith("__") or topic.endswith(".internal") or topic.startswith("_drkit")
 
 
+OWN_GROUP_PREFIXES = ("drkit-", "__drkit")
+
+
+def is_own_group(group: str) -> bool:
+    """Consumer groups drkit itself uses (replication, checkpoint elections, readers): never
+    translated, checkpointed or watched as applications' groups."""
+    return group.startswith(OWN_GROUP_PREFIXES)
+
+
 def ensure_bookkeeping_topics(
     topology: FlowTopology, source: KafkaAdmin, target: KafkaAdmin
 ) -> None:
