@@ -9,6 +9,7 @@ run wrote on the target, and counts lost (RPO), skipped and re-read records by v
 
 from __future__ import annotations
 
+import base64
 import json
 from collections import defaultdict
 from pathlib import Path
@@ -57,6 +58,33 @@ def _values(endpoint: ClusterEndpoint, topic: str) -> dict[int, list[tuple[int, 
     return out
 
 
+def _exported_tail(drill_dir: Path) -> set[bytes]:
+    """The values a failback exported as the divergent tail (none without a failback)."""
+    path = drill_dir / "divergent-tail.jsonl"
+    if not path.exists():
+        return set()
+    return {
+        base64.b64decode(json.loads(line)["value_b64"] or "")
+        for line in path.read_text().splitlines()
+        if line.strip()
+    }
+
+
+def _before_failback(
+    on_target: dict[int, list[tuple[int, bytes]]], tail: set[bytes]
+) -> dict[int, list[tuple[int, bytes]]]:
+    """The replica as the failover left it.  After a failback the original direction runs again
+    and copies the divergent tail too - after everything else: checked here, then left out."""
+    out: dict[int, list[tuple[int, bytes]]] = {}
+    for partition, records in on_target.items():
+        late = [offset for offset, v in records if v in tail]
+        early = [(offset, v) for offset, v in records if v not in tail]
+        if late and early:
+            assert min(late) > max(o for o, _ in early), "a tail copy among earlier copies"
+        out[partition] = early
+    return out
+
+
 def _recount(
     report: DrillReport, scenario: Scenario, drill_dir: Path, source: ClusterEndpoint,
     target: ClusterEndpoint,
@@ -68,10 +96,14 @@ def _recount(
     lost: dict[tuple[str, int], int] = {}
     seen: dict[str, tuple[dict[int, list[tuple[int, bytes]]], dict[int, list[tuple[int, bytes]]]]]
     seen = {}
+    tail = _exported_tail(drill_dir)
     for load in scenario.workload.topics:
         topic = f"{prefix}.{load.name}"
         replica = f"{source_alias}.{topic}"
-        on_source, on_target = _values(source, topic), _values(target, replica)
+        on_source, on_target = (
+            _values(source, topic),
+            _before_failback(_values(target, replica), tail),
+        )
         copied = {v for records in on_target.values() for _, v in records}
         for partition, records in on_source.items():
             missing = sum(1 for _, v in records if v not in copied and v.startswith(b"seq="))
