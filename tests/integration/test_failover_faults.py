@@ -40,6 +40,7 @@ from tests.failover_support import (
 )
 from tests.kafka_backends import ClusterUnderTest
 from tests.replication_support import DrkitProcess, FlowSetup, Replicator, wait_until
+from tests.tcp_proxy import database_behind_proxy
 
 
 def _store(setup: FlowSetup) -> StateStore:
@@ -189,6 +190,62 @@ def test_a_rollback_killed_half_way_resumes_as_a_rollback_and_plan_resumes_nothi
     assert drain is not None and drain.state is StepState.FAILED  # never re-run forward
     problems = invariants.check(_case(setup, topic, _store_url(setup)), None)
     assert problems == []
+
+
+# -- the store cut off mid-run ------------------------------------------------------------------
+
+
+def test_a_switchover_that_loses_the_store_mid_run_stops_then_resumes_to_the_same_end(
+    dc1: ClusterUnderTest,
+    dc2: ClusterUnderTest,
+    names: Names,
+    tmp_path: Path,
+    fresh_pg_database: str,
+) -> None:
+    """The engine's link to PostgreSQL is cut while it drains.  It cannot confirm its lease, so
+    it stops before its next change, naming the store; replication meanwhile goes on through
+    the control channel.  Once the store is back, --resume finishes the run: one primary,
+    nothing lost."""
+    setup, _groups = replicated_setup(dc1, dc2, names, tmp_path)
+    topic = names.topic("orders")
+    direct = StateStore(fresh_pg_database)
+    direct.upgrade()
+    with database_behind_proxy(fresh_pg_database) as (link, via_link):
+        with_config(setup, state_store={"url": via_link},
+                    failover={"lease_ttl_s": 3.0, "switchover_timeout_s": 60.0,
+                              "worker_silence_s": 10.0})  # fmt: skip
+        fill(setup.source_endpoint, topic, 200, start=400)  # the drain waits for a worker
+        engine = _engine(setup, tmp_path, "switchover", "--from", setup.source, "--to",
+                         setup.target, "--yes")  # fmt: skip
+
+        def draining() -> bool:
+            runs = RunRepository(direct).latest(1)
+            step = runs[0].step(StepName.DRAIN) if runs else None
+            return step is not None and step.state is StepState.RUNNING
+
+        wait_until(draining, 90, 0.2, "the engine draining")
+        link.cut()
+        with Replicator(setup, log_dir=tmp_path):  # replicates through the channel
+            code = engine.wait(120)
+            assert code != 0, engine.log()[-3000:]
+            assert "could not be confirmed" in engine.log() or "state store" in engine.log()
+            [run] = RunRepository(direct).latest()
+            assert run.state is RunState.RUNNING  # stopped mid-run, nothing recorded half
+            fenced_before = invariants.denied_topics(
+                invariants.Cluster(setup.source, setup.config.clusters[setup.source]
+                                   .bootstrap_servers)
+            )  # fmt: skip
+            assert topic in fenced_before  # still fenced: the source stays read-only
+            link.heal()
+            time.sleep(3.5)  # its lease lapses
+            resumed = drkit(setup, "failover", "--resume", str(run.id), "--yes", "-o", "json",
+                            timeout_s=180)  # fmt: skip
+        assert resumed.code == 0, resumed.err + resumed.out
+        final = RunRepository(direct).latest()[0]
+        assert final.state is RunState.SUCCEEDED
+        problems = invariants.check(_case(setup, topic, fresh_pg_database), _fence_point(final))
+        assert problems == []
+    direct.engine.dispose()
 
 
 # -- clocks that disagree ----------------------------------------------------------------------
