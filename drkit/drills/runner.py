@@ -44,7 +44,8 @@ from drkit.failover.context import RunOptions
 from drkit.failover.engine import Engine
 from drkit.failover.lease import LeaseRepository
 from drkit.failover.model import Procedure, RunState, StepName
-from drkit.failover.runs import RunRecord, RunRepository, translated_positions
+from drkit.failover.results import Translation
+from drkit.failover.runs import RunRecord, RunRepository
 from drkit.health.evaluation import ClusterState
 from drkit.kafka import ClusterEndpoint, KafkaAdmin, TopicPartition
 from drkit.kafka.admin import TopicSpec
@@ -608,7 +609,7 @@ class DrillRunner:
         s = self.scenario
         # Judge the positions the failover gave each group, not where the groups went since.
         run = self.run_record
-        positions = translated_positions(run.detail(StepName.TRANSLATE_OFFSETS)) if run else None
+        positions = Translation.of(run).positions() if run else None
         summary = verify(
             self.env.config,
             self.env.flow,
@@ -649,17 +650,16 @@ def _run_summary(run: RunRecord | None, failback: RunRecord | None) -> dict[str,
 
 def _translations(run: RunRecord) -> list[dict[str, Any]]:
     """Where each group was moved: S on the source -> T on the target, per partition."""
-    groups = run.detail(StepName.TRANSLATE_OFFSETS).get("groups", {})
     return [
         {
-            "group": group,
-            "partition": move["source_partition"],
-            "source_offset": move["source_offset"],
-            "target_offset": move["target_offset"],
-            "method": move["method"],
+            "group": group.group,
+            "partition": move.source_partition,
+            "source_offset": move.source_offset,
+            "target_offset": move.target_offset,
+            "method": move.method,
         }
-        for group, detail in sorted(groups.items())
-        for move in detail.get("partitions", [])
+        for group in sorted(Translation.of(run).groups, key=lambda g: g.group)
+        for move in group.partitions
     ]
 
 

@@ -138,8 +138,7 @@ class StepContext:
 
     def replicated_partitions(self) -> list[TopicPartition]:
         """The flow's source data partitions as the plan recorded them."""
-        rows = self.run.plan.get("rpo", {}).get("partitions", [])
-        return sorted(TopicPartition(r["topic"], int(r["partition"])) for r in rows)
+        return sorted(TopicPartition(r.topic, r.partition) for r in self.run.planned.rpo)
 
     def replicated_topics(self) -> list[str]:
         return sorted({tp.topic for tp in self.replicated_partitions()})
@@ -150,10 +149,6 @@ class StepContext:
         if fresh is not None:
             self.run = fresh
         return self.run.detail(step)
-
-    def detail_groups(self) -> list[str]:
-        """The groups this run translated."""
-        return list(self.detail(StepName.TRANSLATE_OFFSETS).get("groups", {}))
 
     # -- stores and clusters ----------------------------------------------------------------
 

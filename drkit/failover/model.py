@@ -8,6 +8,7 @@ from a snapshot, the engine (drkit.failover.engine) records them.  JSON forms ar
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -111,6 +112,16 @@ class PartitionMove:
     unreplicated: int | None  # records of this partition at >= S the target never got
     reason: str = ""
 
+    @classmethod
+    def from_json(cls, raw: Mapping[str, Any]) -> PartitionMove:
+        return cls(
+            str(raw["source_topic"]), int(raw["source_partition"]), str(raw["target_topic"]),
+            int(raw["target_partition"]), _int(raw.get("source_offset")),
+            _int(raw.get("target_offset")), str(raw.get("method", "")),
+            _int(raw.get("expected_rereads")), _int(raw.get("unreplicated")),
+            str(raw.get("reason", "")),
+        )  # fmt: skip
+
 
 @dataclass(frozen=True)
 class GroupMove:
@@ -134,6 +145,18 @@ class PartitionRpo:
     bytes: int | None
     seconds: float | None
     exact: bool = False
+    source_end_live: bool = False  # ``source_end`` read now, not the last one workers saw
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, Any]) -> PartitionRpo:
+        """The inverse of ``asdict`` (documents written before a field existed get its
+        default)."""
+        return cls(
+            str(raw["topic"]), int(raw["partition"]), _int(raw.get("source_end")),
+            _int(raw.get("replicated_end")), _int(raw.get("records")), _int(raw.get("bytes")),
+            _float(raw.get("seconds")), bool(raw.get("exact", False)),
+            bool(raw.get("source_end_live", False)),
+        )  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -181,6 +204,51 @@ class Plan:
             return None
         return sum(p.records or 0 for p in self.rpo)
 
+    @classmethod
+    def from_json(cls, raw: Mapping[str, Any]) -> Plan:
+        """The plan of a ``drkit.failover.plan/v1`` document (as a run stored it)."""
+        findings = [
+            Finding(Severity(f["severity"]), str(f["code"]), str(f["message"]))
+            for f in [*raw.get("blockers", []), *raw.get("warnings", [])]
+        ]
+        rpo = raw.get("rpo", {})
+        return cls(
+            procedure=Procedure(raw["procedure"]),
+            source=str(raw["source"]),
+            target=str(raw["target"]),
+            flow=str(raw.get("flow", f"{raw['source']}->{raw['target']}")),
+            reverse_flow=raw.get("reverse_flow"),
+            source_reachable=bool(raw.get("source_reachable", False)),
+            translation_mode=str(raw.get("translation_mode", "")),
+            steps=tuple(
+                PlannedStep(
+                    int(s["seq"]),
+                    StepName(s["name"]),
+                    _float(s.get("timeout_s")),
+                    StepName(s["rollback"]) if s.get("rollback") else None,
+                )
+                for s in raw.get("steps", [])
+            ),
+            groups=tuple(
+                GroupMove(
+                    str(g["group"]),
+                    str(g["target_state"]),
+                    bool(g["blocked"]),
+                    tuple(PartitionMove.from_json(m) for m in g.get("partitions", [])),
+                )
+                for g in raw.get("groups", [])
+            ),
+            groups_without_checkpoint=tuple(raw.get("groups_without_checkpoint", [])),
+            rpo=tuple(PartitionRpo.from_json(r) for r in rpo.get("partitions", [])),
+            findings=tuple(findings),
+            pointer_from=raw.get("pointer", {}).get("from"),
+            pointer_to=str(raw.get("pointer", {}).get("to", raw["target"])),
+            open_transactions=tuple(raw.get("open_transactions", [])),
+            created_at_ms=int(raw.get("created_at_ms", 0)),
+            notes=tuple(raw.get("notes", [])),
+            target_reachable=bool(raw.get("target_reachable", True)),
+        )
+
     def to_json(self) -> dict[str, Any]:
         """The ``drkit.failover.plan/v1`` document."""
         return {
@@ -221,4 +289,13 @@ class Plan:
             "warnings": [asdict(f) for f in self.findings if f.severity is Severity.WARNING],
             "notes": list(self.notes),
             "created_at_ms": self.created_at_ms,
+            "target_reachable": self.target_reachable,
         }
+
+
+def _int(value: object) -> int | None:
+    return None if value is None else int(value)  # type: ignore[call-overload]
+
+
+def _float(value: object) -> float | None:
+    return None if value is None else float(value)  # type: ignore[arg-type]

@@ -256,6 +256,7 @@ def partition_rpo(facts: PartitionFacts) -> PartitionRpo:
         None,
         seconds,
         exact,
+        facts.source_end_live,
     )
 
 

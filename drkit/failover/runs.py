@@ -22,7 +22,6 @@ from drkit.failover.model import (
     StepName,
     StepState,
 )
-from drkit.kafka.records import TopicPartition
 from drkit.store.db import StateStore
 from drkit.store.guard import WriteGuard, write_session
 from drkit.store.models import FailoverRun, FailoverStep
@@ -70,10 +69,14 @@ class RunRecord:
         return Direction(self.result.get("direction", Direction.FORWARD.value))
 
     @property
+    def planned(self) -> Plan:
+        """The plan the run executes, as a value."""
+        return Plan.from_json(self.plan)
+
+    @property
     def pointer_from(self) -> str | None:
         """The active cluster when the run was planned."""
-        from_: str | None = self.plan.get("pointer", {}).get("from")
-        return from_
+        return self.planned.pointer_from
 
     def started(self, name: StepName) -> bool:
         """Whether ``name`` began executing in this run (its intent was recorded)."""
@@ -111,19 +114,6 @@ class RunRecord:
             "result": self.result,
             "plan": self.plan,
         }
-
-
-def translated_positions(detail: dict[str, Any]) -> dict[str, dict[TopicPartition, int]]:
-    """The translate step's detail as positions: per group, T per replica partition (the
-    partitions that could not be translated are left out)."""
-    return {
-        group: {
-            TopicPartition(p["target_topic"], int(p["target_partition"])): int(p["target_offset"])
-            for p in entry["partitions"]
-            if p["target_offset"] is not None
-        }
-        for group, entry in detail.get("groups", {}).items()
-    }
 
 
 def _record(row: FailoverRun) -> RunRecord:

@@ -354,11 +354,7 @@ class Monitor:
         )
         matcher = NameMatcher.of(flow.groups)
         try:
-            names = [
-                g
-                for g in admin.list_groups()
-                if matcher.matches(g) and not is_own_group(g)
-            ]
+            names = [g for g in admin.list_groups() if matcher.matches(g) and not is_own_group(g)]
             committed = admin.groups_offsets(names)
             partitions = {tp for o in committed.values() for tp in o.offsets}
             return committed, admin.list_offsets(partitions, "latest")

@@ -213,3 +213,50 @@ def test_translations_never_skip_a_replicated_record(
     assert move.target_offset == min(committed, replicated)
     if committed > replicated:
         assert move.unreplicated is not None
+
+
+@given(
+    procedure=st.sampled_from(list(Procedure)),
+    committed=st.integers(0, 200),
+    replicated=st.integers(0, 200),
+    extra=st.integers(0, 50),
+    live=st.booleans(),
+    counted=st.one_of(st.none(), st.integers(0, 50)),
+    seen=st.lists(st.sampled_from(["audit", "billing", "ledger"]), max_size=3),
+)
+def test_a_plan_reads_back_from_its_json_as_the_same_value(
+    procedure: Procedure,
+    committed: int,
+    replicated: int,
+    extra: int,
+    live: bool,
+    counted: int | None,
+    seen: list[str],
+) -> None:
+    """A run stores its plan as drkit.failover.plan/v1; what the engine reads back (the run's
+    partitions, the pointer it started from) is the plan it made - one definition, no keys."""
+    from drkit.failover.model import Plan
+    from drkit.failover.results import GroupTranslation, Translation
+
+    partition = replace(
+        _partition(replicated, replicated + extra),
+        source_end_live=live,
+        unreplicated_visible=counted,
+        evidence_age_s=3.5,
+    )
+    snapshot = _snapshot(
+        procedure,
+        source_reachable=live,
+        partitions={SRC: partition},
+        groups=(GroupFacts("g", {SRC: committed}, not live, "absent", 0),),
+        groups_seen=tuple(seen),
+    )
+    plan = make_plan(snapshot, load_runbook(procedure))
+    assert Plan.from_json(plan.to_json()) == plan
+    translation = Translation(
+        plan.translation_mode,
+        tuple(GroupTranslation(g.group, g.target_state, False, g.partitions) for g in plan.groups),
+        plan.groups_without_checkpoint,
+        plan.rpo,
+    )
+    assert Translation.from_detail(translation.to_detail()) == translation

@@ -9,7 +9,6 @@ whether a producer is refused) and what the fence table records.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -19,6 +18,7 @@ from drkit.failover.fences import FenceRepository, FenceState
 from drkit.failover.lease import LeaseRepository
 from drkit.failover.maintenance import MAINTENANCE_LEASE, FailoverMaintenance
 from drkit.failover.model import (
+    PartitionMove,
     PartitionRpo,
     Plan,
     PlannedStep,
@@ -27,6 +27,7 @@ from drkit.failover.model import (
     StepName,
     StepState,
 )
+from drkit.failover.results import GroupTranslation, Translation
 from drkit.failover.runs import RunRepository
 from drkit.failover.steps.fencing import fence_source, unfence_source
 from drkit.failover.steps.offsets import commit_group_offsets
@@ -85,20 +86,26 @@ class World:
 
     def translated(self, groups: dict[str, dict[int, int | None]]) -> None:
         """Record the translate step's detail: per group, T per partition of dc1.orders."""
-        detail: dict[str, Any] = {
-            "groups": {
-                group: {
-                    "target_state": "absent",
-                    "from_checkpoints": False,
-                    "partitions": [
-                        {"target_topic": f"dc1.{ORDERS}", "target_partition": p, "target_offset": t}
+        translation = Translation(
+            "live",
+            tuple(
+                GroupTranslation(
+                    group,
+                    "absent",
+                    False,
+                    tuple(
+                        PartitionMove(ORDERS, p, f"dc1.{ORDERS}", p, t, t, "exact", 0, 0)
                         for p, t in sorted(offsets.items())
-                    ],
-                }
+                    ),
+                )
                 for group, offsets in groups.items()
-            }
-        }
-        self.runs.step_finished(self.run_id, StepName.TRANSLATE_OFFSETS, StepState.DONE, detail)
+            ),
+            (),
+            (),
+        )
+        self.runs.step_finished(
+            self.run_id, StepName.TRANSLATE_OFFSETS, StepState.DONE, translation.to_detail()
+        )
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from drkit.failover.context import StepContext, StepFailed, StepOutcome, deadline_loop
-from drkit.failover.model import StepName
+from drkit.failover.results import Translation
 from drkit.failover.runs import RunRecord
 from drkit.kafka.admin import TopicSpec
 from drkit.kafka.io import consume_ranges, produce_batch
@@ -90,12 +90,7 @@ def _provenance(record: Record) -> Provenance | None:
 def point_of(run: RunRecord) -> dict[TopicPartition, int]:
     """The failover point a run recorded: per source partition, the replicated end (progress)
     when it translated offsets - every record from there on never reached the target."""
-    rows = run.detail(StepName.TRANSLATE_OFFSETS).get("rpo", [])
-    return {
-        TopicPartition(r["topic"], int(r["partition"])): int(r["replicated_end"])
-        for r in rows
-        if r.get("replicated_end") is not None
-    }
+    return Translation.of(run).failover_point()
 
 
 def divergent_ranges(

@@ -11,14 +11,13 @@ offsets now), not a failed run.
 
 from __future__ import annotations
 
-from dataclasses import asdict, replace
-from typing import Any
+from dataclasses import replace
 
 from drkit.errors import KafkaError
 from drkit.failover.context import StepContext, StepFailed, StepOutcome
 from drkit.failover.model import StepName
 from drkit.failover.plan import groups_without_checkpoint, partition_rpo, translate_group
-from drkit.failover.runs import translated_positions
+from drkit.failover.results import GroupTranslation, Translation
 from drkit.failover.snapshot import gather
 from drkit.kafka.records import TopicPartition
 from drkit.store.health_repo import HealthRepository
@@ -39,28 +38,28 @@ def translate_offsets(ctx: StepContext, timeout_s: float | None) -> StepOutcome:
     if ctx.options.groups is None:
         seen = HealthRepository(ctx.store).groups_seen(ctx.flow.name)
         snapshot = replace(snapshot, groups_seen=tuple(sorted(seen)))
-    groups: dict[str, Any] = {}
-    for facts in snapshot.groups:
-        groups[facts.group] = {
-            "target_state": facts.target_state,
-            "from_checkpoints": facts.from_checkpoints,
-            "partitions": [asdict(move) for move in translate_group(snapshot, facts)],
-        }
-    rpo = [
-        {**asdict(partition_rpo(part)), "source_end_live": part.source_end_live}
-        for _tp, part in sorted(snapshot.partitions.items())
-    ]
-    ctx.runs.merge_result(ctx.run.id, {"rpo": rpo})
-    return StepOutcome.done(
-        mode="live" if snapshot.source_reachable else "checkpoints",
-        groups=groups,
-        groups_without_checkpoint=list(groups_without_checkpoint(snapshot)),
-        rpo=rpo,
+    translation = Translation(
+        "live" if snapshot.source_reachable else "checkpoints",
+        tuple(
+            GroupTranslation(
+                facts.group,
+                facts.target_state,
+                facts.from_checkpoints,
+                translate_group(snapshot, facts),
+            )
+            for facts in snapshot.groups
+        ),
+        groups_without_checkpoint(snapshot),
+        tuple(partition_rpo(part) for _tp, part in sorted(snapshot.partitions.items())),
     )
+    detail = translation.to_detail()
+    ctx.runs.merge_result(ctx.run.id, {"rpo": detail["rpo"]})
+    return StepOutcome.done(**detail)
 
 
 def commit_group_offsets(ctx: StepContext, timeout_s: float | None) -> StepOutcome:
-    groups = translated_positions(ctx.detail(StepName.TRANSLATE_OFFSETS))
+    ctx.detail(StepName.TRANSLATE_OFFSETS)  # refresh the run
+    groups = Translation.of(ctx.run).positions()
     target = ctx.admin(ctx.target)
     states = target.describe_groups(sorted(groups), timeout_s) if groups else {}
     skipped: dict[str, str] = {}

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from drkit.failover.context import StepContext, StepFailed, StepOutcome
 from drkit.failover.model import StepName
-from drkit.failover.runs import translated_positions
+from drkit.failover.results import Translation
 
 
 def move_pointer(ctx: StepContext, timeout_s: float | None) -> StepOutcome:
@@ -26,11 +26,13 @@ def verify(ctx: StepContext, timeout_s: float | None) -> StepOutcome:
         return StepOutcome.skipped("--skip-verify")
     from drkit.accounting.verify import verify as run_verify
 
-    groups = sorted(ctx.detail_groups())
+    ctx.detail(StepName.TRANSLATE_OFFSETS)  # refresh the run
+    translation = Translation.of(ctx.run)
+    groups = sorted(translation.group_names)
     out = ctx.state_dir / "verify" / f"cutover-{ctx.run.id}"
     # The positions this run committed: once the pointer moved, applications may already be
     # consuming on the target, and their newer commits are not the run's to judge.
-    positions = translated_positions(ctx.detail(StepName.TRANSLATE_OFFSETS))
+    positions = translation.positions()
     summary = run_verify(
         ctx.config, ctx.flow, groups, None, Path(out), store=ctx.store, positions=positions
     )

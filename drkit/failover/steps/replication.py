@@ -18,6 +18,7 @@ from drkit.errors import KafkaError
 from drkit.failover.context import StepContext, StepFailed, StepOutcome, deadline_loop
 from drkit.failover.fences import FenceState
 from drkit.failover.model import StepName
+from drkit.failover.results import FencePoint
 from drkit.kafka.records import TopicPartition
 from drkit.replication.progress import ProgressStore
 from drkit.replication.topology import FlowTopology
@@ -243,7 +244,7 @@ def record_fence_point(ctx: StepContext, timeout_s: float | None) -> StepOutcome
     while more():
         now = _ends(ctx, ctx.source, partitions)
         if now == previous:
-            return StepOutcome.done(fence_point=now, records=sum(now.values()))
+            return StepOutcome.done(**FencePoint(now).to_detail())
         previous = now
     raise StepFailed(
         f"{ctx.source}'s end offsets kept moving for {timeout_s}s after the fence: writes are "
@@ -289,11 +290,16 @@ def _wait_caught_up(
 
 def drain(ctx: StepContext, timeout_s: float | None) -> StepOutcome:
     """Wait until replication has copied everything up to the fence point."""
-    recorded = ctx.detail(StepName.RECORD_FENCE_POINT)
-    if "fence_point" not in recorded:
+    goal = _fence_point(ctx).ends  # {} when the flow has no partitions yet
+    return StepOutcome.done(**_wait_caught_up(ctx, ctx.topology, dict(goal), timeout_s))
+
+
+def _fence_point(ctx: StepContext) -> FencePoint:
+    ctx.detail(StepName.RECORD_FENCE_POINT)  # refresh the run
+    point = FencePoint.of(ctx.run)
+    if point is None:
         raise StepFailed("no fence point recorded: record_fence_point must run first")
-    goal: dict[str, int] = recorded["fence_point"]  # {} when the flow has no partitions yet
-    return StepOutcome.done(**_wait_caught_up(ctx, ctx.topology, goal, timeout_s))
+    return point
 
 
 def confirm_fence(ctx: StepContext, timeout_s: float | None) -> StepOutcome:
@@ -304,10 +310,7 @@ def confirm_fence(ctx: StepContext, timeout_s: float | None) -> StepOutcome:
     applications move.  Such writes are counted per partition and fail the step - the move
     rolls back and the source stays primary - rather than moving with a loss nobody chose.
     """
-    recorded = ctx.detail(StepName.RECORD_FENCE_POINT)
-    if "fence_point" not in recorded:
-        raise StepFailed("no fence point recorded: record_fence_point must run first")
-    point: dict[str, int] = recorded["fence_point"]
+    point = _fence_point(ctx).ends
     now = _ends(ctx, ctx.source, ctx.replicated_partitions())
     slipped = {key: end - point.get(key, 0) for key, end in now.items() if end > point.get(key, 0)}
     if slipped:
