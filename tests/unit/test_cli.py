@@ -252,3 +252,65 @@ def test_the_lazy_command_map_names_every_command_of_every_module() -> None:
             module = importlib.import_module(f"drkit.cli.{info.name}")
             defined.update({str(c.name): info.name for c in module.COMMANDS})
     assert defined == _COMMANDS
+
+
+def _store_with_a_failed_run(tmp_path: Path) -> tuple[Path, int]:
+    """A config with its own SQLite store holding one FAILED failover run (no broker needed)."""
+    from drkit.failover.model import Direction, PartitionRpo, Plan, Procedure, RunState
+    from drkit.failover.runs import RunRepository
+    from drkit.store import StateStore
+
+    db = tmp_path / "drkit.db"
+    config = tmp_path / "c.yaml"
+    config.write_text(
+        "clusters:\n  dc1: {bootstrap_servers: '127.0.0.1:1'}\n"
+        "  dc2: {bootstrap_servers: '127.0.0.1:2'}\nflows: [{source: dc1, target: dc2}]\n"
+        f"state_store: {{url: 'sqlite:///{db}'}}\n"
+    )
+    store = StateStore(f"sqlite:///{db}")
+    store.upgrade()
+    plan = Plan(
+        procedure=Procedure.FAILOVER, source="dc1", target="dc2", flow="dc1->dc2",
+        reverse_flow=None, source_reachable=False, translation_mode="checkpoints", steps=(),
+        groups=(), groups_without_checkpoint=(), rpo=(PartitionRpo("t", 0, 1, 1, 0, 0, 0.0),),
+        findings=(), pointer_from="dc1", pointer_to="dc2",
+    )  # fmt: skip
+    runs = RunRepository(store)
+    run = runs.create(plan, "test", "")
+    runs.finish(run.id, RunState.FAILED, {"error": "x", "direction": Direction.FORWARD.value})
+    from drkit.failover.pointer import PointerRepository
+
+    PointerRepository(store).move("dc2", None)  # the world moved on since it was planned
+    store.engine.dispose()
+    return config, run.id
+
+
+def test_resume_of_a_run_whose_world_moved_on_abandons_it_and_changes_nothing(
+    tmp_path: Path,
+) -> None:
+    config, run_id = _store_with_a_failed_run(tmp_path)
+    state = ["--state-dir", str(tmp_path / "state")]
+    result = CliRunner().invoke(cli, [*state, "failover", "--resume", str(run_id), "--yes",
+                                      "--config", str(config)])  # fmt: skip
+    assert result.exit_code == 8, result.output
+    assert "abandoned" in result.output and "active cluster was dc1" in result.output
+    assert "Traceback" not in result.output
+    again = CliRunner().invoke(cli, [*state, "failover", "--resume", str(run_id), "--yes",
+                                     "--config", str(config)])  # fmt: skip
+    assert again.exit_code == 2 and "has ended" in again.output
+
+
+def test_abandon_gives_an_unfinished_run_up_and_records_who_and_why(tmp_path: Path) -> None:
+    config, run_id = _store_with_a_failed_run(tmp_path)
+    state = ["--state-dir", str(tmp_path / "state")]
+    result = CliRunner().invoke(cli, [*state, "failover", "abandon", str(run_id), "--reason",
+                                      "moved by hand", "--yes", "-o", "json",
+                                      "--config", str(config)])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.stdout)  # stderr carries the log line
+    assert document["state"] == "abandoned"
+    assert document["result"]["abandoned"]["reason"] == "moved by hand"
+    assert document["result"]["abandoned"]["by"].startswith("cli")
+    missing = CliRunner().invoke(cli, [*state, "failover", "abandon", "99", "--reason", "x",
+                                       "--yes", "--config", str(config)])  # fmt: skip
+    assert missing.exit_code == 2 and "no failover run 99" in missing.output
