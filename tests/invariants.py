@@ -17,6 +17,7 @@ fault:
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -85,17 +86,21 @@ def values(cluster: Cluster, topic: str, ends: Mapping[int, int]) -> list[bytes]
             if end <= 0:
                 continue
             consumer.assign([TopicPartition(topic, partition, 0)])
-            for _ in range(600):
-                message = consumer.poll(0.5)
-                if message is None:
-                    continue
-                if message.error() is not None:
-                    break  # end of partition
-                offset = message.offset() or 0
-                if offset < end:
-                    out.append(message.value() or b"")
-                if offset + 1 >= end:
-                    break
+            deadline = time.monotonic() + 60
+            done = False
+            while not done:
+                if time.monotonic() > deadline:
+                    raise AssertionError(f"reading {cluster.alias}/{topic}[{partition}] timed out")
+                for message in consumer.consume(1000, 0.5):
+                    if message.error() is not None:
+                        done = True  # end of partition (markers, aborted records up to it)
+                        break
+                    offset = message.offset() or 0
+                    if offset < end:
+                        out.append(message.value() or b"")
+                    if offset + 1 >= end:
+                        done = True
+                        break
     finally:
         consumer.close()
     return out
