@@ -349,3 +349,29 @@ def test_divergence_counts_visible_records_and_waits_for_open_transactions(world
     divergence = reported.result["divergence"]
     assert divergence["records"] == 13 and divergence["offsets"] == 16
     assert divergence["per_partition"] == {f"{ORDERS}:0": 13}
+
+
+# -- confirm_fence ----------------------------------------------------------------------------
+
+
+def test_a_write_that_slipped_past_the_fence_fails_confirm_fence_naming_it(world: World) -> None:
+    """A super user (whom ACLs do not stop) writes after the fence point: moving the pointer
+    now would lose that record (replication has stopped), so confirm_fence fails, counting it."""
+    from drkit.failover.results import FencePoint
+    from drkit.failover.steps.replication import confirm_fence
+
+    dc1 = world.clusters["dc1"]
+    dc1.append(ORDERS, 0, 10)
+    fence_source(world.context(), None)
+    point = FencePoint({f"{ORDERS}:0": 10, f"{PAYMENTS}:0": 0})
+    world.runs.step_finished(
+        world.run_id, StepName.RECORD_FENCE_POINT, StepState.DONE, point.to_detail()
+    )
+    assert confirm_fence(world.context(), 5).detail["fence_point_holds"] is True
+    with pytest.raises(Exception, match="TOPIC_AUTHORIZATION_FAILED"):
+        dc1.append(ORDERS, 0, 1)  # an application is refused ...
+    dc1.append(ORDERS, 0, 1, super_user=True)  # ... a super user is not
+    with pytest.raises(
+        StepFailed, match=rf"1 record\(s\) reached dc1 after its fence point \({ORDERS}:0 \+1\)"
+    ):
+        confirm_fence(world.context(), 5)
