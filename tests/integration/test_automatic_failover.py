@@ -3,13 +3,16 @@
 Two monitors (observers) share one state store with ``observer_quorum: 2``:
 * the primary's broker is killed -> exactly one automatic failover, groups resume exactly;
   when it returns it is fenced and the records it took that the target never got are counted;
-* one observer loses sight of a healthy primary -> no failover, and the decision says why;
+* one of two, or two of three, observers lose sight of a healthy primary -> no failover (a
+  healthy vote counts against), and the decision says why;
+* a second monitor with an observer id in use is refused;
 * the primary flaps (frozen and thawed again and again) -> no failover, and the stored
   decisions say why (it answered within ``after_s``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import time
@@ -148,32 +151,52 @@ def test_a_killed_primary_fails_over_once_by_quorum_and_groups_resume_exactly(
     assert AutomationJournal(_store(tmp_path)).unacknowledged() == ()
 
 
-def test_one_observer_cut_off_from_a_healthy_primary_never_fails_over(
-    scratch: ClusterUnderTest, dc2: ClusterUnderTest, names: Names, tmp_path: Path
+@pytest.mark.parametrize("blind", [1, 2], ids=["one-of-two", "two-of-three"])
+def test_observers_cut_off_from_a_healthy_primary_never_fail_it_over(
+    scratch: ClusterUnderTest, dc2: ClusterUnderTest, names: Names, tmp_path: Path, blind: int
 ) -> None:
+    """Observers that lose sight of a live primary do not outvote the one that still reaches
+    it: with three observers, two cut off are 2 down against 1 up - main counted only the down
+    votes (2 >= quorum 2) and failed over."""
     setup = flow_setup(
         tmp_path, scratch, dc2, [names.topic("q")], document_extra=_automatic(after_s=1)
     )
-    with (
-        MonitorProcess(setup.path, "near", tmp_path) as near,
-        MonitorProcess(_blind_copy(setup, tmp_path), "far", tmp_path),
-    ):
+    far = [f"far{i}" for i in range(blind)]
+    with contextlib.ExitStack() as stack:
+        near = stack.enter_context(MonitorProcess(setup.path, "near", tmp_path))
+        for name in far:
+            stack.enter_context(MonitorProcess(_blind_copy(setup, tmp_path), name, tmp_path))
 
-        def far_sees_it_down() -> dict[str, Any] | None:
+        def all_far_see_it_down() -> dict[str, Any] | None:
             status = near.status()
             if status is None:
                 return None
             views = status["clusters"][setup.source]["observers"]
-            return status if views.get("far", {}).get("state") == "UNAVAILABLE" else None
+            down = all(views.get(n, {}).get("state") == "UNAVAILABLE" for n in far)
+            return status if down else None
 
-        wait_until(far_sees_it_down, 30, 0.3, what="far lost sight of the primary")
+        wait_until(all_far_see_it_down, 30, 0.3, what="the far observers lost the primary")
         time.sleep(1 + 3 * 1.0 + 4)  # well past after_s and several decisions
         status = near.status()
     assert not _automatic_runs(tmp_path)
     assert status is not None
     last = status["automation"]["last_decision"]
     assert last is not None and last["act"] is False
-    assert "1 down, 1 up of 2 known observers" in last["summary"], last
+    assert f"{blind} down, 1 up of {blind + 1} known observers" in last["summary"], last
+
+
+def test_a_second_monitor_with_an_observer_id_in_use_is_refused(
+    scratch: ClusterUnderTest, dc2: ClusterUnderTest, names: Names, tmp_path: Path
+) -> None:
+    """Two monitors with one --observer would write one row between them (and a quorum of two
+    could be one site): the second is refused, naming the first; the first keeps running."""
+    setup = flow_setup(tmp_path, scratch, dc2, [names.topic("q")], document_extra=_automatic())
+    with MonitorProcess(setup.path, "site-a", tmp_path) as first:
+        wait_until(lambda: first.status() is not None, 30, 0.3, what="the first monitor")
+        second = MonitorProcess(setup.path, "site-a", tmp_path).start()
+        assert second.wait(30) == 2, second.log()[-2000:]
+        assert "observer id 'site-a' is in use by another monitor" in second.log()
+        assert first.running and first.status() is not None
 
 
 def test_a_flapping_primary_never_fails_over_and_the_decisions_say_why(
