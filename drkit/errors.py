@@ -15,6 +15,7 @@ Branches:
 * :class:`StateStoreError` - the SQL state store is unreachable or not migrated.
 * :class:`ReplicationError` - a flow stopped because continuing would lose or corrupt data.
 * :class:`AccountingError` - the Spark accounting job could not run to its end.
+* :class:`FailpointError` - a failpoint armed in ``DRKIT_FAILPOINTS`` fired (drkit.failpoints).
 """
 
 from __future__ import annotations
@@ -92,3 +93,7 @@ class ReplicationError(DrkitError):
 
 class AccountingError(DrkitError):
     """The Spark accounting job failed before it could give a verdict (nothing was recorded)."""
+
+
+class FailpointError(DrkitError):
+    """A failpoint armed with ``error`` fired: the operation fails as a cluster error would."""

@@ -36,14 +36,17 @@ class Done:
         return document
 
 
-def drkit(setup: FlowSetup, *args: str, timeout_s: float = 180.0) -> Done:
-    """``drkit --state-dir <tmp>/state ARGS --config <setup>`` as a child process."""
+def drkit(
+    setup: FlowSetup, *args: str, timeout_s: float = 180.0, env: Mapping[str, str] | None = None
+) -> Done:
+    """``drkit --state-dir <tmp>/state ARGS --config <setup>`` as a child process (``env``:
+    extra environment variables, e.g. ``DRKIT_FAILPOINTS``)."""
     state = setup.path.parent / "state"
     command = [sys.executable, "-m", "drkit", "--state-dir", str(state), *args]
     command += ["--config", str(setup.path)]
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    environment = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
     done = subprocess.run(
-        command, capture_output=True, text=True, timeout=timeout_s, check=False, env=env
+        command, capture_output=True, text=True, timeout=timeout_s, check=False, env=environment
     )
     return Done(done.returncode, done.stdout, done.stderr)
 

@@ -139,6 +139,21 @@ def denied_topics(cluster: Cluster, principal: str = "User:*") -> set[str]:
     return {binding.name for binding in found}
 
 
+def principal_acls(cluster: Cluster, principal: str = "User:*") -> set[tuple[str, str, str]]:
+    """Every topic ACL of ``principal`` on ``cluster``: (topic, operation, permission) - a
+    fence's DENY WRITE and the companion ALLOWs it added alike."""
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    query = AclBindingFilter(
+        ResourceType.TOPIC, None, ResourcePatternType.ANY, principal, None,  # type: ignore[arg-type]
+        AclOperation.ANY, AclPermissionType.ANY,
+    )  # fmt: skip
+    try:
+        found = admin.describe_acls(query, request_timeout=15).result(timeout=20)
+    except KafkaException as err:
+        raise AssertionError(f"cannot describe ACLs of {cluster.alias}: {err}") from None
+    return {(b.name, b.operation.name, b.permission_type.name) for b in found}
+
+
 def group_offsets(cluster: Cluster, groups: list[str]) -> dict[str, dict[tuple[str, int], int]]:
     from confluent_kafka import ConsumerGroupTopicPartitions
 

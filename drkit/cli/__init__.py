@@ -14,7 +14,7 @@ from typing import Any
 
 import click
 
-from drkit import __version__, logs
+from drkit import __version__, failpoints, logs
 from drkit.cli.context import AppContext
 from drkit.errors import ConfigError, DrkitError
 from drkit.kafka import set_client_log_level
@@ -77,6 +77,8 @@ def cli(ctx: click.Context, state_dir: str | None, verbose: int, log_format: str
     logs.configure(logging.DEBUG if verbose else logging.INFO, log_format)
     if verbose >= 2:
         set_client_log_level(7)
+    if staged := failpoints.armed():  # a typo in a staged fault is an error, not a no-op
+        logging.getLogger("drkit").warning("failpoints armed", extra={"failpoints": staged})
     ctx.obj = AppContext(state_dir_option=state_dir)
 
 

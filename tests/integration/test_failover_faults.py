@@ -192,6 +192,86 @@ def test_a_rollback_killed_half_way_resumes_as_a_rollback_and_plan_resumes_nothi
     assert problems == []
 
 
+# -- a fence that half-applied ------------------------------------------------------------------
+
+_FAILPOINT = "DRKIT_FAILPOINTS"
+
+
+def _source(setup: FlowSetup) -> invariants.Cluster:
+    return invariants.Cluster(setup.source, setup.config.clusters[setup.source].bootstrap_servers)
+
+
+def _acls_on(setup: FlowSetup, topic: str) -> set[tuple[str, str]]:
+    """The fence principal's ACLs on ``topic`` of the source (the clusters are shared)."""
+    found = invariants.principal_acls(_source(setup))
+    return {(operation, permission) for name, operation, permission in found if name == topic}
+
+
+def _fence_rows(setup: FlowSetup) -> set[tuple[str, str, bool]]:
+    with _store(setup).session() as session:
+        rows = session.execute(text("SELECT topic, state, reads_allowed FROM fences")).all()
+    return {(str(r[0]), str(r[1]), bool(r[2])) for r in rows}
+
+
+def test_a_fence_that_fails_after_its_acls_exist_is_undone_by_the_rollback(
+    dc1: ClusterUnderTest, dc2: ClusterUnderTest, names: Names, tmp_path: Path
+) -> None:
+    """fence_source creates its DENY WRITE and companion ALLOW ACLs on dc1, then fails before it
+    records them - as a timeout waiting to see them would (failpoint ``error``).  On main the
+    rollback skipped the failed step: dc1 stayed fenced while the run said it was primary
+    again.  The rollback must lift both: dc1 takes writes, no ACL of drkit's is left."""
+    setup, _groups = replicated_setup(dc1, dc2, names, tmp_path)
+    topic = names.topic("orders")
+    failed = drkit(setup, "switchover", "--from", setup.source, "--to", setup.target, "--yes",
+                   env={_FAILPOINT: "fence_source.after_acls=error"})  # fmt: skip
+    assert failed.code == 6, failed.err  # rolled back
+    assert "failpoint fence_source.after_acls fired" in failed.err + failed.out
+    run = _only_run(setup)
+    assert run.state is RunState.ROLLED_BACK
+    fence = run.step(StepName.FENCE_SOURCE)
+    assert fence is not None and fence.state is StepState.ROLLED_BACK  # the failed step undone
+    assert _acls_on(setup, topic) == set()
+    assert {(t, state) for t, state, _ in _fence_rows(setup)} == {(topic, "lifted")}
+    problems = invariants.check(_case(setup, topic, _store_url(setup)), None)
+    assert problems == []
+
+
+def test_a_fence_killed_after_its_acls_exist_resumes_with_its_companions(
+    dc1: ClusterUnderTest, dc2: ClusterUnderTest, names: Names, tmp_path: Path
+) -> None:
+    """kill -9 the engine right after fence_source created its ACLs on dc1 (failpoint
+    ``kill``).  The store holds the intent (applying, companions decided) and dc1 the ACLs.
+    --resume re-applies the fence: the topic no longer looks bare, and on main the second
+    attempt forgot the companion ALLOWs, so lifting it left dc1 refusing writes.  A veto at
+    drain rolls the resumed run back: dc1 must take writes again, no ACL of drkit's left."""
+    setup, _groups = replicated_setup(dc1, dc2, names, tmp_path)
+    topic = names.topic("orders")
+    with_config(setup, failover={"lease_ttl_s": 2.0})
+    killed = drkit(setup, "switchover", "--from", setup.source, "--to", setup.target, "--yes",
+                   env={_FAILPOINT: "fence_source.after_acls=kill"})  # fmt: skip
+    assert killed.code == -9, killed.err
+    run = _only_run(setup)
+    assert run.state is RunState.RUNNING
+    assert _step_state(setup, StepName.FENCE_SOURCE) is StepState.RUNNING
+    assert _fence_rows(setup) == {(topic, "applying", True)}  # the intent, companions decided
+    on_dc1 = _acls_on(setup, topic)
+    assert ("WRITE", "DENY") in on_dc1 and ("READ", "ALLOW") in on_dc1
+
+    veto = {"when": "before", "step": "drain", "command": ["sh", "-c", "exit 3"]}
+    with_config(setup, failover={"lease_ttl_s": 2.0, "hooks": [veto]})
+    time.sleep(2.5)  # the dead engine's lease lapses
+    resumed = drkit(setup, "failover", "--resume", str(run.id), "--yes", "-o", "json")
+    assert resumed.code == 7, resumed.err  # fenced again, vetoed at drain (7), rolled back
+    final = _only_run(setup)
+    assert final.state is RunState.ROLLED_BACK
+    fence = final.step(StepName.FENCE_SOURCE)
+    assert "step=fence_source state=done" in resumed.err  # re-applied on resume ...
+    assert fence is not None and fence.state is StepState.ROLLED_BACK  # ... and undone
+    assert _acls_on(setup, topic) == set()
+    problems = invariants.check(_case(setup, topic, _store_url(setup)), None)
+    assert problems == []
+
+
 # -- the store cut off mid-run ------------------------------------------------------------------
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from drkit import failpoints
 from drkit.failover.context import StepContext, StepFailed, StepOutcome
 from drkit.failover.fences import FenceState
 from drkit.kafka.flow_clients import fence_transactional_id
@@ -46,6 +47,7 @@ def fence_source(ctx: StepContext, timeout_s: float | None) -> StepOutcome:
     ctx.fences.record(ctx.source, topics, FenceState.APPLYING, ctx.run.id, companions)
     ctx.confirm()
     admin.deny_writes(topics, policy.fence_principal, timeout_s=timeout_s, companions=companions)
+    failpoints.reach("fence_source.after_acls")
     ctx.fences.record(ctx.source, topics, FenceState.APPLIED, ctx.run.id, companions)
     denied = admin.write_denied(policy.fence_principal, timeout_s)
     missing = sorted(set(topics) - denied)

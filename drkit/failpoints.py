@@ -1,0 +1,71 @@
+"""Failpoints: named places where drkit can be made to fail on purpose, from outside the
+process - the technique of etcd's gofail and TiKV's fail-rs, used by the fault suite to put a
+step exactly half-way (e.g. a fence whose ACLs exist on the cluster but whose engine never
+recorded them applied).
+
+Armed through the environment, never through the configuration file::
+
+    DRKIT_FAILPOINTS="fence_source.after_acls=error;other.place=kill"
+
+Actions:
+
+* ``error`` - raise :class:`~drkit.errors.FailpointError` there: the operation fails the way a
+  cluster timeout would, and drkit's own error handling (step failure, rollback) takes over;
+* ``kill``  - SIGKILL this process there: a crash with no cleanup and no last write.
+
+Unarmed (the default), :func:`reach` is one environment lookup and does nothing.  An armed
+failpoint is logged as a warning when it fires, so a report can never hide that it was staged.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+
+from drkit.errors import ConfigError, FailpointError, Problem
+
+ENVIRONMENT = "DRKIT_FAILPOINTS"
+ACTIONS = ("error", "kill")
+
+# Every failpoint drkit has; arming an unknown name is a configuration error (a typo would
+# otherwise stage nothing and the fault case would pass for the wrong reason).
+KNOWN = frozenset(
+    {
+        "fence_source.after_acls",  # the DENY (and companion) ACLs exist, not yet recorded
+    }
+)
+
+log = logging.getLogger(__name__)
+
+
+def armed(spec: str | None = None) -> dict[str, str]:
+    """The failpoints ``spec`` (default: ``$DRKIT_FAILPOINTS``) arms, name -> action."""
+    text = os.environ.get(ENVIRONMENT, "") if spec is None else spec
+    found: dict[str, str] = {}
+    problems: list[Problem] = []
+    for entry in filter(None, (part.strip() for part in text.split(";"))):
+        name, _, action = (piece.strip() for piece in entry.partition("="))
+        if name not in KNOWN:
+            problems.append(Problem(ENVIRONMENT, f"unknown failpoint {name!r}"))
+        elif action not in ACTIONS:
+            problems.append(
+                Problem(ENVIRONMENT, f"{name}: action must be one of {', '.join(ACTIONS)}")
+            )
+        else:
+            found[name] = action
+    if problems:
+        raise ConfigError(problems)
+    return found
+
+
+def reach(name: str) -> None:
+    """Pass the failpoint ``name``: fire it if it is armed, else do nothing."""
+    assert name in KNOWN, name
+    action = armed().get(name)
+    if action is None:
+        return
+    log.warning("failpoint fired", extra={"failpoint": name, "action": action})
+    if action == "kill":
+        os.kill(os.getpid(), signal.SIGKILL)
+    raise FailpointError(f"failpoint {name} fired ({ENVIRONMENT})")
