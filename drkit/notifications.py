@@ -139,14 +139,14 @@ class Notifier:
 
     def _deliver(self, hook: WebhookConfig, event: NotificationEvent, payload: bytes) -> None:
         try:
-            self._post(hook.url, payload, hook.timeout_s)
+            self._post(hook.url.get_secret_value(), payload, hook.timeout_s)
         except Exception as err:  # a webhook must never break a failover or the monitor
             _FAILED.labels(event.value).inc()
             log.error(
                 "webhook notification failed",
                 extra={
                     "event": event.value,
-                    "host": urlsplit(hook.url).hostname,
+                    "host": urlsplit(hook.url.get_secret_value()).hostname,
                     "error": type(err).__name__,
                 },
             )

@@ -395,11 +395,20 @@ class NotificationEvent(StrEnum):
 
 
 class WebhookConfig(_Frozen):
-    """POST an Alertmanager-webhook-compatible JSON body to ``url`` for ``events``."""
+    """POST an Alertmanager-webhook-compatible JSON body to ``url`` for ``events``.
 
-    url: str = Field(pattern=r"^https?://")
+    The URL is a secret: receivers (Slack, PagerDuty, Opsgenie) put their token in it."""
+
+    url: SecretStr
     events: tuple[NotificationEvent, ...] = tuple(NotificationEvent)
     timeout_s: float = Field(default=5.0, gt=0)
+
+    @field_validator("url")
+    @classmethod
+    def _http(cls, value: SecretStr) -> SecretStr:
+        if not re.match(r"^https?://", value.get_secret_value()):
+            raise ValueError("must be an http:// or https:// URL")
+        return value
 
 
 class NotificationsConfig(_Frozen):

@@ -205,6 +205,38 @@ def test_config_show_masks_secret_looking_client_overrides(tmp_path: Path) -> No
     assert len({v for k, v in shown.items() if k != "linger.ms"}) == 1  # one mask for all
 
 
+def test_config_show_masks_webhook_urls_even_resolved_from_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Webhook URLs carry the receiver's token (Slack, PagerDuty): on main `config show`
+    printed them in clear, the one resolved from ${HOOK_TOKEN} included."""
+    monkeypatch.setenv("HOOK_TOKEN", "hook-token-7f3a")
+    config = tmp_path / "c.yaml"
+    config.write_text(
+        "clusters:\n  dc1:\n    bootstrap_servers: '127.0.0.1:1'\n"
+        "notifications:\n  webhooks:\n"
+        "    - url: 'https://hooks.example.com/services/${HOOK_TOKEN}'\n"
+        "    - url: 'https://alerts.example.com/plain-token-91c2'\n"
+    )
+    result = CliRunner().invoke(cli, ["config", "show", "--config", str(config)])
+    assert result.exit_code == 0, result.output
+    assert "hook-token-7f3a" not in result.output and "plain-token-91c2" not in result.output
+    hooks = json.loads(result.stdout)["notifications"]["webhooks"]
+    assert [hook["url"] for hook in hooks] == ["**********", "**********"]
+
+
+def test_a_webhook_url_that_is_not_http_is_refused_naming_the_key(tmp_path: Path) -> None:
+    config = tmp_path / "c.yaml"
+    config.write_text(
+        "clusters:\n  dc1:\n    bootstrap_servers: '127.0.0.1:1'\n"
+        "notifications:\n  webhooks:\n    - url: 'ftp://example.com/secret-path'\n"
+    )
+    result = CliRunner().invoke(cli, ["config", "show", "--config", str(config)])
+    assert result.exit_code == 2
+    assert "notifications.webhooks[0].url: must be an http:// or https:// URL" in result.output
+    assert "secret-path" not in result.output
+
+
 def _monitor(config: Path, *args: str) -> subprocess.CompletedProcess[str]:
     # A subprocess with a deadline: a monitor that accepted the argument would run forever.
     return subprocess.run(

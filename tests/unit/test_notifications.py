@@ -6,6 +6,7 @@ import json
 from collections.abc import Iterator
 
 import pytest
+from pydantic import SecretStr
 
 from drkit.config.model import NotificationEvent, WebhookConfig
 from drkit.notifications import Notifier, alertmanager_body
@@ -42,7 +43,7 @@ def test_the_body_is_an_alertmanager_webhook() -> None:
 def test_delivered_after_a_failed_attempt_only_for_subscribed_events(
     receiver: WebhookReceiver,
 ) -> None:
-    hook = WebhookConfig(url=receiver.url, events=(NotificationEvent.DIVERGENCE,))
+    hook = WebhookConfig(url=SecretStr(receiver.url), events=(NotificationEvent.DIVERGENCE,))
     notify = Notifier((hook,), background=False)
     notify(NotificationEvent.DECISION, "dc1", "dc2", {})  # not subscribed
     notify(NotificationEvent.DIVERGENCE, "dc1", "dc2", {"records": 30}, 4, "dc1 is back")
@@ -54,7 +55,7 @@ def test_delivered_after_a_failed_attempt_only_for_subscribed_events(
 def test_an_unreachable_webhook_never_raises_and_is_logged_without_its_url(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    hook = WebhookConfig(url="http://127.0.0.1:9/hook?token=secret", timeout_s=0.5)
+    hook = WebhookConfig(url=SecretStr("http://127.0.0.1:9/hook?token=secret"), timeout_s=0.5)
     notify = Notifier((hook,), background=False)
     notify(NotificationEvent.BLOCKED, "dc1", "dc2", {})
     (record,) = [r for r in caplog.records if r.message == "webhook notification failed"]
