@@ -18,6 +18,7 @@ from drkit.config.model import DrkitConfig, HealthPolicy, HostPort
 from drkit.errors import ConfigError, DrkitError, Problem
 from drkit.failover.lease import unique_owner
 from drkit.health.jobs import JobKind
+from drkit.health.observations import FlowObservation
 from drkit.replication.service import default_worker_id, install_stop_signals
 
 if TYPE_CHECKING:
@@ -221,7 +222,7 @@ def _print(picture: StatusSnapshot) -> None:
     click.echo("\nflows")
     for name, flow in picture.flows.items():
         seen = flow.observation
-        lag = "-" if seen is None or seen.lag_records is None else str(seen.lag_records)
+        lag = _lag_text(seen)
         workers = "-" if seen is None or seen.workers is None else str(seen.workers)
         click.echo(
             f"  {name:<16} latency {_seconds(seen.heartbeat_age_s if seen else None)}  "
@@ -279,3 +280,10 @@ def _print(picture: StatusSnapshot) -> None:
 
 
 COMMANDS = [monitor, status]
+
+
+def _lag_text(seen: FlowObservation | None) -> str:
+    """A flow's lag as measured: "unknown" when not, "at most N" when only bounded."""
+    if seen is None or seen.lag_records is None:
+        return "unknown"
+    return str(seen.lag_records) if seen.lag_exact is not False else f"at most {seen.lag_records}"

@@ -22,6 +22,7 @@ from drkit.kafka.admin import KafkaAdmin
 from drkit.kafka.clients import ClusterEndpoint, tcp_unreachable
 from drkit.kafka.ports import ClusterAdmin
 from drkit.kafka.records import TopicPartition
+from drkit.lag import count_visible
 from drkit.offsets.checkpoint_store import CheckpointSnapshot, CheckpointStore
 from drkit.offsets.mapping_loader import MappingLoader
 from drkit.replication.internal_topics import HEARTBEATS, is_own_group
@@ -205,31 +206,22 @@ VISIBLE_COUNT_LIMIT = 100_000  # offsets read at most to count the RPO in visibl
 def _count_unreplicated(
     source: ClusterAdmin, partitions: dict[TopicPartition, PartitionFacts]
 ) -> dict[TopicPartition, PartitionFacts]:
-    """The live source's unreplicated span per partition counted in visible records, when no
-    transaction is open in it and it is small enough to read (else left uncounted)."""
-    ranges = {
+    """The live source's unreplicated span per partition counted in visible records
+    (drkit.lag), when it is small enough to read and no transaction is open in it."""
+    spans = {
         tp: (f.replicated_end, f.source_end)
         for tp, f in partitions.items()
-        if f.source_end_live
-        and f.replicated_end is not None
-        and f.source_end is not None
-        and f.source_end > f.replicated_end
+        if f.source_end_live and f.replicated_end is not None and f.source_end is not None
     }
-    if not ranges or sum(end - start for start, end in ranges.values()) > VISIBLE_COUNT_LIMIT:
-        return partitions
     try:
-        stable = source.stable_offsets(list(ranges))
-        settled = {tp: r for tp, r in ranges.items() if stable.get(tp, 0) >= r[1]}
-        counted = source.visible_records(settled) if settled else {}
+        counts = count_visible(source, spans, VISIBLE_COUNT_LIMIT)
     except KafkaError as err:
         log.warning("could not count unreplicated records", extra={"error": str(err)})
         return partitions
     out = dict(partitions)
-    for tp, facts in partitions.items():
-        if facts.source_end_live and facts.source_end == facts.replicated_end:
-            out[tp] = replace(facts, unreplicated_visible=0)
-        elif tp in counted:
-            out[tp] = replace(facts, unreplicated_visible=counted[tp])
+    for tp, count in counts.items():
+        if count.exact:
+            out[tp] = replace(partitions[tp], unreplicated_visible=count.records)
     return out
 
 

@@ -38,7 +38,10 @@ class FlowObservation:
 
     ``lag_records`` counts every record of a replicated source partition that is still
     readable on the source and not yet on the target - including partitions that have no
-    progress yet (all their records).  ``lag_by_topic`` splits it per source topic.
+    progress yet (all their records) - in visible records (drkit.lag: aborted records and
+    transaction markers are not records).  ``lag_exact`` is False when some partition's span
+    was too wide to read or had a transaction open: its share is then the offset width, an
+    upper bound.  ``lag_by_topic`` splits it per source topic.
     """
 
     flow: str
@@ -46,6 +49,7 @@ class FlowObservation:
     heartbeat_age_s: float | None = None
     lag_records: int | None = None
     lag_by_topic: Mapping[str, int] = field(default_factory=dict)
+    lag_exact: bool | None = None  # None: no lag measured
     checkpoint_age_s: float | None = None
     groups: Mapping[str, GroupCheckpoints] = field(default_factory=dict)
     workers: int | None = None
@@ -59,6 +63,7 @@ class FlowObservation:
             "heartbeat_age_s": self.heartbeat_age_s,
             "lag_records": self.lag_records,
             "lag_by_topic": dict(self.lag_by_topic),
+            "lag_exact": self.lag_exact,
             "checkpoint_age_s": self.checkpoint_age_s,
             "groups": {name: g.to_json() for name, g in self.groups.items()},
             "workers": self.workers,
@@ -75,6 +80,7 @@ class FlowObservation:
             "heartbeat_age_s": None,
             "lag_records": None,
             "lag_by_topic": {},
+            "lag_exact": None,
             "checkpoint_age_s": None,
             "groups": {},
             "workers": None,
@@ -91,6 +97,7 @@ class FlowObservation:
             heartbeat_age_s=data.get("heartbeat_age_s"),
             lag_records=data.get("lag_records"),
             lag_by_topic=dict(data.get("lag_by_topic") or {}),
+            lag_exact=data.get("lag_exact"),
             checkpoint_age_s=data.get("checkpoint_age_s"),
             groups={
                 name: GroupCheckpoints(**values)

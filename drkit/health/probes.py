@@ -20,6 +20,7 @@ from drkit.kafka.clients import ClusterEndpoint, tcp_unreachable
 from drkit.kafka.io import canary_round_trip
 from drkit.kafka.records import TopicPartition
 from drkit.kafka.tailer import TopicTailer
+from drkit.lag import count_visible
 from drkit.offsets.checkpoint_store import CheckpointSnapshot, CheckpointStore
 from drkit.replication import internal_topics
 from drkit.replication.heartbeat import Heartbeat
@@ -128,6 +129,11 @@ class ClusterProber:
             return False, None, f"canary failed: {err}"
 
 
+# Offsets a probe reads at most to count a flow's lag in visible records; a wider lag is
+# reported as its offset width (an upper bound, ``lag_exact`` false).
+LAG_COUNT_LIMIT = 20_000
+
+
 class FlowProber:
     """Heartbeat age on the target, lag from stored progress, checkpoint ages, worker liveness.
 
@@ -175,7 +181,7 @@ class FlowProber:
             groups=_group_checkpoints(snapshot),
         )
         try:
-            lag = self._lag(progress)
+            lag, exact = self._lag(progress)
             group = self.topology.replicate_group
             state = self.source.describe_groups([group]).get(group)
         except KafkaError as err:
@@ -184,6 +190,7 @@ class FlowProber:
             observation,
             lag_by_topic=lag,
             lag_records=sum(lag.values()),
+            lag_exact=exact,
             workers=state.members if state is not None else 0,
         )
 
@@ -195,12 +202,14 @@ class FlowProber:
             if (beat.source, beat.target) == (self.topology.source, self.topology.target):
                 self._latest_beat_ms = max(self._latest_beat_ms or 0, beat.timestamp_ms)
 
-    def _lag(self, progress: Mapping[TopicPartition, Progress]) -> dict[str, int]:
-        """Records per source topic still readable on the source and not yet replicated.
+    def _lag(self, progress: Mapping[TopicPartition, Progress]) -> tuple[dict[str, int], bool]:
+        """Records per source topic still readable on the source and not yet replicated, in
+        visible records (drkit.lag), and whether every partition's figure was counted (else
+        some are offset widths: upper bounds).
 
         Every partition of every topic the flow selects counts, with or without progress: one
         without progress lags by all its records.  Records below the log start are gone (a
-        loss event, not lag), so a partition lags by ``end - max(next, log start)``.
+        loss event, not lag), so a partition's span is ``[max(next, log start), end)``.
         """
         partitions = [
             TopicPartition(name, p.partition)
@@ -210,14 +219,17 @@ class FlowProber:
         ]
         starts = self.source.list_offsets(partitions, "earliest")
         ends = self.source.list_offsets(partitions, "latest")
+        spans = {
+            tp: (max(starts[tp], stored.next_offset) if stored else starts[tp], ends[tp])
+            for tp in partitions
+            if tp in starts and tp in ends
+            for stored in [progress.get(tp)]
+        }
+        counts = count_visible(self.source, spans, LAG_COUNT_LIMIT, self.timeout)
         lag: dict[str, int] = {}
-        for tp in partitions:
-            if tp not in starts or tp not in ends:
-                continue
-            stored = progress.get(tp)
-            replicated_to = max(starts[tp], stored.next_offset) if stored else starts[tp]
-            lag[tp.topic] = lag.get(tp.topic, 0) + max(0, ends[tp] - replicated_to)
-        return lag
+        for tp, count in counts.items():
+            lag[tp.topic] = lag.get(tp.topic, 0) + count.at_most
+        return lag, all(count.exact for count in counts.values())
 
     def close(self) -> None:
         self._heartbeats.close()

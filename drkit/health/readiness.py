@@ -17,8 +17,10 @@ measure                bound                              why
 Ages are taken *as of now*: the observed age plus the time since the observation, so a
 monitor that stopped observing cannot make a stale flow look fresh.  An unmeasured value
 (``None``: the cluster holding it did not answer, or nothing replicated yet) fails its bound -
-a failover whose cost cannot be stated is not called possible.  Every failed bound is named in
-``failed_bounds`` (config key paths) and in ``reasons``.
+a failover whose cost cannot be stated is not called possible.  ``lag_records`` is in visible
+records (drkit.lag); when the observation could only bound it (``lag_exact`` false: too wide to
+read, or a transaction open) the bound is checked - on the safe side.  Every failed bound is
+named in ``failed_bounds`` (config key paths) and in ``reasons``.
 """
 
 from __future__ import annotations

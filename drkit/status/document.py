@@ -10,8 +10,8 @@ Schema ``drkit.status/v1``::
      "clusters": {alias: {"state", "down", "down_votes", "quorum", "observers":
                           {name: {"state", "since", "updated_at", "fresh", "probe", "reason"}}}},
      "flows": {name: {"source", "target", "observed_at", "flow", "at", "heartbeat_age_s",
-                      "lag_records", "lag_by_topic", "checkpoint_age_s", "workers", "groups",
-                      "group_lag", "errors",
+                      "lag_records", "lag_by_topic", "lag_exact", "checkpoint_age_s",
+                      "workers", "groups", "group_lag", "errors",
                       "lost_records", "losses": [{"topic", "partition", "first_offset",
                                                   "last_offset", "count", "reason",
                                                   "detected_at", "detected_by"}],

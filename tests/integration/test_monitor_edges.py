@@ -17,6 +17,7 @@ from sqlalchemy import select
 from drkit.config.model import ClusterConfig, HealthPolicy
 from drkit.health.evaluation import ProbeOutcome
 from drkit.health.probes import ClusterProber, FlowProber
+from drkit.kafka import make_producer
 from drkit.kafka.admin import TopicSpec
 from drkit.kafka.io import produce_batch
 from drkit.replication.topology import FlowTopology
@@ -99,7 +100,30 @@ def test_a_routed_flow_is_probed_at_its_renamed_heartbeats_and_lag_counts_new_pa
         produce_batch(setup.source_endpoint, first, ((b"k", b"v") for _ in range(20)), 0)
         observed = prober.probe()
         assert dict(observed.lag_by_topic) == {first: 20, late: 30}
-        assert observed.lag_records == 50
+        assert observed.lag_records == 50 and observed.lag_exact is True
+        # Lag is counted in visible records (drkit.lag): a committed transaction of 5 adds 5,
+        # an aborted one of 7 adds nothing - in offsets they add 5 + 1 + 7 + 1 markers = 14.
+        producer = make_producer(setup.source_endpoint, {"transactional.id": names.prefix})
+        producer.init_transactions(30)
+        for size, commit in ((5, True), (7, False)):
+            producer.begin_transaction()
+            for _ in range(size):
+                producer.produce(late, b"v", b"k", partition=0)
+            producer.flush(30)
+            (producer.commit_transaction if commit else producer.abort_transaction)(30)
+        observed = prober.probe()
+        assert dict(observed.lag_by_topic) == {first: 20, late: 35}
+        assert observed.lag_exact is True
+        # A transaction still open: its records may abort, so the lag is not counted - it is
+        # the offset width, an upper bound, and says so.
+        producer.begin_transaction()
+        for _ in range(4):
+            producer.produce(late, b"v", b"k", partition=0)
+        producer.flush(30)
+        observed = prober.probe()
+        assert dict(observed.lag_by_topic) == {first: 20, late: 30 + 14 + 4}
+        assert observed.lag_exact is False
+        producer.abort_transaction(30)
     finally:
         prober.close()
 
