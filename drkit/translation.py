@@ -47,7 +47,7 @@ the runs a crash re-replication left behind - independent of how many runs the m
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -197,6 +197,34 @@ def translate(
         target_offset, method = table.dst_end, Method.MAPPED
         flags.add(Flag.PAST_REPLICATED)
     return _finish(source_offset, mapping, target_offset, method, flags, bounds, source_end)
+
+
+NO_REPLICA = "no replica on the target"
+NO_MAPPING = "no offset mapping for this partition"
+
+
+def translate_group(
+    committed: Mapping[TopicPartition, int],
+    mappings: Mapping[TopicPartition, PartitionMapping],
+    bounds: Mapping[TopicPartition, TargetBounds],
+    source_ends: Mapping[TopicPartition, int | None],
+) -> dict[TopicPartition, TranslationResult]:
+    """Where a group resumes on each partition it committed: the one rule the checkpointer,
+    ``drkit offsets translate`` and a failover plan share (pure).
+
+    Keyed by source partition throughout (``bounds``: the log of each one's replica).  A
+    partition whose replica is not on the target, or that has no offset map, gets a
+    :class:`CannotTranslate` saying so - in that order - never a number."""
+    out: dict[TopicPartition, TranslationResult] = {}
+    for tp, offset in sorted(committed.items()):
+        mapping, log = mappings.get(tp), bounds.get(tp)
+        if log is None:
+            out[tp] = CannotTranslate(tp, offset, NO_REPLICA)
+        elif mapping is None:
+            out[tp] = CannotTranslate(tp, offset, NO_MAPPING)
+        else:
+            out[tp] = translate(offset, mapping, log, source_ends.get(tp))
+    return out
 
 
 def _finish(

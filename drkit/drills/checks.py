@@ -24,6 +24,7 @@ from drkit.drills.timeline import FAULT, RUN_STARTED
 from drkit.errors import DrkitError, KafkaError
 from drkit.failover.fences import FenceRepository, FenceState
 from drkit.failover.model import StepName
+from drkit.failover.results import DivergentTail, SourceFence
 from drkit.kafka import KafkaAdmin
 from drkit.kafka.io import produce_batch
 
@@ -112,7 +113,8 @@ def failed_back(runner: DrillRunner, rpo: Sequence[PartitionRpo]) -> Check:
     primary takes writes again."""
     run = runner.failback_record
     assert run is not None
-    exported = int(run.detail(StepName.CAPTURE_DIVERGENT_TAIL).get("records", -1))
+    tail = DivergentTail.of(run)
+    exported = tail.records if tail is not None else -1
     lost = sum(p.records for p in rpo)
     refusal = _write_to_source(runner, b"after-failback")
     accepted = "accepts writes again" if refusal is None else f"still refuses writes: {refusal}"
@@ -126,11 +128,16 @@ def failed_back(runner: DrillRunner, rpo: Sequence[PartitionRpo]) -> Check:
 
 
 def no_write_after_fence(runner: DrillRunner) -> Check:
+    """No write *sent* once the fence was in force (its step finished, or the source was cut
+    off) was acknowledged.  Sent, not acknowledged: a transaction whose records the source
+    accepted before the fence may still commit after it - EndTxn is not a topic write, and
+    the fence point waits for the source's ends to settle, so those records are replicated."""
     run = runner.run_record
     step = run.step(StepName.FENCE_SOURCE) if run is not None else None
-    if run is None or step is None or step.finished_at is None:
+    fence = SourceFence.of(run) if run is not None else None
+    if step is None or step.finished_at is None or fence is None:
         return Check("no_write_after_fence", False, "the source was never fenced")
-    pending = bool(step.detail.get("pending"))
+    pending = fence.pending
     fault = runner.timeline.first(FAULT)
     fenced_at = (
         runner.timeline.started + fault.at_s

@@ -44,7 +44,7 @@ from drkit.failover.context import RunOptions
 from drkit.failover.engine import Engine
 from drkit.failover.lease import LeaseRepository
 from drkit.failover.model import Procedure, RunState, StepName
-from drkit.failover.results import Translation
+from drkit.failover.results import DivergentTail, Translation
 from drkit.failover.runs import RunRecord, RunRepository
 from drkit.health.evaluation import ClusterState
 from drkit.kafka import ClusterEndpoint, KafkaAdmin, TopicPartition
@@ -459,9 +459,9 @@ class DrillRunner:
         run = engine.start(plan, options, requested_by="drill", on_started=started)
         if run.state is not RunState.SUCCEEDED:
             raise DrillFailed(f"failback run {run.id} ended {run.state.value}")
-        capture = run.detail(StepName.CAPTURE_DIVERGENT_TAIL)
+        tail = DivergentTail.of(run)
         self.failback_record = run
-        self.timeline.add("failback_finished", f"run {run.id}: {capture.get('records', 0)} "
+        self.timeline.add("failback_finished", f"run {run.id}: {tail.records if tail else 0} "
                           f"divergent records exported to {export.name}",
                           at_wall=_wall(run.finished_at))  # fmt: skip
 

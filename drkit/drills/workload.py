@@ -45,7 +45,9 @@ def decode_seq(value: bytes | None) -> int | None:
 
 @dataclass
 class WriterStats:
-    acked: list[tuple[float, Acked]] = field(default_factory=list)  # (wall time, record)
+    # (wall time the write was sent, record): a transaction produced before a fence may commit
+    # after it (EndTxn is not a topic write) - its records were accepted before the fence.
+    acked: list[tuple[float, Acked]] = field(default_factory=list)
     aborted: int = 0
     refused: int = 0
     first_refusal: str | None = None
@@ -110,10 +112,10 @@ class Writer(threading.Thread):
             for i in range(count)
         ]
         self.seq += count
+        sent_at = time.time()
         acked = producer.send(payloads, abort=abort)
-        now = time.time()
         with self._lock:
-            self.stats.acked.extend((now, a) for a in acked)
+            self.stats.acked.extend((sent_at, a) for a in acked)
             if abort:
                 self.stats.aborted += count
 

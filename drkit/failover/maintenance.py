@@ -115,14 +115,14 @@ class FailoverMaintenance:
             report = divergence_report(admin, point_of(run))
             if report is None:
                 continue  # a transaction is still open in the tail: count it once it ended
-            runs.merge_result(run.id, {"divergence": report})
+            runs.merge_result(run.id, {"divergence": report.to_json()})
             log.warning(
                 "the old primary is back with records the target never got",
-                extra={"run": run.id, "cluster": run.source, "records": report["records"]},
+                extra={"run": run.id, "cluster": run.source, "records": report.records},
             )
             self.notify(
-                Event.DIVERGENCE, run.source, run.target, report, run.id,
-                f"{run.source} is back with {report['records']} records {run.target} never got",
+                Event.DIVERGENCE, run.source, run.target, report.to_json(), run.id,
+                f"{run.source} is back with {report.records} records {run.target} never got",
             )  # fmt: skip
             reported.append(run.id)
         return reported

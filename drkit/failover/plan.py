@@ -22,6 +22,7 @@ Decision rules:
 
 from __future__ import annotations
 
+from drkit import translation
 from drkit.failover.model import (
     Finding,
     GroupMove,
@@ -35,7 +36,7 @@ from drkit.failover.model import (
 )
 from drkit.failover.runbook import Runbook
 from drkit.failover.snapshot import GroupFacts, PartitionFacts, Snapshot
-from drkit.translation import CannotTranslate, translate
+from drkit.translation import CannotTranslate
 
 _PLANNED = (Procedure.SWITCHOVER, Procedure.CUTOVER, Procedure.FAILBACK)
 
@@ -144,22 +145,23 @@ def _key(facts: PartitionFacts) -> tuple[str, int]:
 
 
 def translate_group(snapshot: Snapshot, facts: GroupFacts) -> tuple[PartitionMove, ...]:
-    """Where ``facts.group`` resumes on every partition (the translation step uses this too)."""
+    """Where ``facts.group`` resumes on every partition (the translation step uses this too):
+    drkit.translation's one rule over the snapshot's facts."""
     moves: list[PartitionMove] = []
     if facts.from_checkpoints:
         moves += _uncovered(snapshot, facts)
-    for tp, offset in sorted(facts.committed.items()):
-        part = snapshot.partitions.get(tp)
-        if part is None:
-            continue  # not replicated by this flow
-        method = "checkpoint" if facts.from_checkpoints else ""
-        if part.mapping is None or part.target_bounds is None:
-            reason = "no replica on the target" if part.target_bounds is None else "no offset map"
-            moves.append(_unmapped(part, offset, reason))
-            continue
-        result = translate(offset, part.mapping, part.target_bounds, part.source_end)
+    # Partitions the snapshot does not know are not replicated by this flow.
+    parts = {tp: snapshot.partitions[tp] for tp in facts.committed if tp in snapshot.partitions}
+    results = translation.translate_group(
+        {tp: facts.committed[tp] for tp in parts},
+        {tp: part.mapping for tp, part in parts.items() if part.mapping is not None},
+        {tp: part.target_bounds for tp, part in parts.items() if part.target_bounds is not None},
+        {tp: part.source_end for tp, part in parts.items()},
+    )
+    method = "checkpoint" if facts.from_checkpoints else ""
+    for tp, result in results.items():
         if isinstance(result, CannotTranslate):
-            moves.append(_unmapped(part, offset, result.reason))
+            moves.append(_unmapped(parts[tp], result.source_offset, result.reason))
             continue
         moves.append(
             PartitionMove(
@@ -167,7 +169,7 @@ def translate_group(snapshot: Snapshot, facts: GroupFacts) -> tuple[PartitionMov
                 tp.partition,
                 result.target.topic,
                 result.target.partition,
-                offset,
+                result.source_offset,
                 result.target_offset,
                 f"{method}+{result.method.value}" if method else result.method.value,
                 result.expected_rereads,

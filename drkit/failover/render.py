@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from drkit.failover.model import Direction, Plan, Severity, StepState
+from drkit.failover.model import Direction, PartitionRpo, Plan, Severity, StepState
 from drkit.failover.runbook import Runbook
 from drkit.failover.runs import RunRecord
 
@@ -87,16 +87,16 @@ def run_text(run: RunRecord) -> str:
     abandoned = run.result.get("abandoned")
     if abandoned:
         lines.append(f"  abandoned by {abandoned.get('by')}: {abandoned.get('reason')}")
-    rpo = run.result.get("rpo") or []
-    lost = [r for r in rpo if r.get("records")]
+    rpo = [PartitionRpo.from_json(row) for row in run.result.get("rpo") or []]
+    lost = [r for r in rpo if r.records]
     if rpo:
-        unknown = [r for r in rpo if r.get("records") is None]
-        bound = "" if all(r.get("exact", False) for r in rpo) else "at most "
-        total = "unknown" if unknown else bound + str(sum(r["records"] for r in rpo))
+        unknown = [r for r in rpo if r.records is None]
+        bound = "" if all(r.exact for r in rpo) else "at most "
+        total = "unknown" if unknown else bound + str(sum(r.records or 0 for r in rpo))
         lines.append(f"  RPO: {total} records on {len(lost)} of {len(rpo)} partitions"
                      + (f" ({len(unknown)} unknown)" if unknown else ""))  # fmt: skip
         for row in lost[:_MAX_ROWS]:
-            lines.append(f"    {row['topic']}[{row['partition']}]: {row['records']}")
+            lines.append(f"    {row.topic}[{row.partition}]: {row.records}")
     return "\n".join(lines)
 
 

@@ -5,18 +5,26 @@ A step stores its outcome as a JSON document in its ``failover_steps`` row (the 
 those outcomes back: they do so through these values - written with ``to_detail`` and read with
 ``of`` - never by string keys of their own, so a document has one definition.
 
+* :class:`SourceFence` (``fence_source``): the topics fenced, and whether the fence is pending
+  (the source did not answer); drills judge writes after the fence by it.
 * :class:`FencePoint` (``record_fence_point``): the source's end offsets once the fence held;
   ``drain`` waits for them, ``confirm_fence`` checks nothing moved past them.
 * :class:`Translation` (``translate_offsets``): every group's S -> T per partition, the groups
   left without a checkpoint and the RPO per partition; ``commit_group_offsets`` writes its
   positions, the failover point (where a returning old primary's divergent tail begins) is its
   replicated ends, and drills and verify judge the groups against it.
+* :class:`DivergentTail` (``capture_divergent_tail``, failback): the records the old primary
+  held beyond the failover point, exported; drills compare it with their recount.
+* :class:`Divergence` (the run's ``result.divergence``, written by the monitor's maintenance
+  once a failed-over primary answers again): the same tail counted in visible records
+  (drkit.lag), shown by ``drkit status``, ``drkit failover show`` and the webhook.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from drkit.failover.model import PartitionMove, PartitionRpo, StepName
@@ -27,6 +35,40 @@ from drkit.kafka.records import TopicPartition
 def partition_key(tp: TopicPartition) -> str:
     """``topic:partition`` - how step documents name a partition."""
     return f"{tp.topic}:{tp.partition}"
+
+
+@dataclass(frozen=True)
+class SourceFence:
+    """What ``fence_source`` did: DENY WRITE on ``topics`` for ``principal``, or - the source
+    not answering - recorded them ``pending`` (applied when it answers)."""
+
+    topics: tuple[str, ...]
+    pending: bool
+    principal: str | None = None
+    note: str | None = None
+
+    STEP = StepName.FENCE_SOURCE
+
+    def to_detail(self) -> dict[str, Any]:
+        detail: dict[str, Any] = {"topics": list(self.topics), "pending": self.pending}
+        if self.principal is not None:
+            detail["principal"] = self.principal
+        if self.note is not None:
+            detail["note"] = self.note
+        return detail
+
+    @classmethod
+    def of(cls, run: RunRecord) -> SourceFence | None:
+        """The fence ``run`` applied (None: not done, or skipped - no ACL fencing)."""
+        detail = run.detail(cls.STEP)
+        if "pending" not in detail:
+            return None
+        return cls(
+            tuple(detail.get("topics", [])),
+            bool(detail["pending"]),
+            detail.get("principal"),
+            detail.get("note"),
+        )
 
 
 @dataclass(frozen=True)
@@ -133,3 +175,72 @@ class Translation:
             for r in self.rpo
             if r.replicated_end is not None
         }
+
+
+@dataclass(frozen=True)
+class DivergentTail:
+    """What ``capture_divergent_tail`` read beyond the failover point and exported."""
+
+    failover_point: Mapping[str, int]  # per source partition (``topic:partition``)
+    per_partition: Mapping[str, int]  # records read beyond it
+    exported_to: str
+
+    STEP = StepName.CAPTURE_DIVERGENT_TAIL
+
+    @property
+    def records(self) -> int:
+        return sum(self.per_partition.values())
+
+    def to_detail(self) -> dict[str, Any]:
+        return {
+            "failover_point": dict(self.failover_point),
+            "per_partition": dict(self.per_partition),
+            "records": self.records,
+            "exported_to": self.exported_to,
+        }
+
+    @classmethod
+    def of(cls, run: RunRecord) -> DivergentTail | None:
+        """The tail ``run`` exported (None: the step has not run)."""
+        detail = run.detail(cls.STEP)
+        if "per_partition" not in detail:
+            return None
+        return cls(
+            {str(k): int(v) for k, v in detail.get("failover_point", {}).items()},
+            {str(k): int(v) for k, v in detail["per_partition"].items()},
+            str(detail.get("exported_to", "")),
+        )
+
+
+@dataclass(frozen=True)
+class Divergence:
+    """An old primary's records beyond the failover point, counted once it answered again:
+    visible records per partition, and the same span in offsets (markers included)."""
+
+    per_partition: Mapping[str, int]
+    offsets: int
+    at: float = field(default_factory=time.time)
+
+    @property
+    def records(self) -> int:
+        return sum(self.per_partition.values())
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "at": self.at,
+            "records": self.records,
+            "per_partition": dict(self.per_partition),
+            "offsets": self.offsets,
+        }
+
+    @classmethod
+    def of(cls, run: RunRecord) -> Divergence | None:
+        """The divergence reported for ``run`` (None: not reported yet)."""
+        raw = (run.result or {}).get("divergence")
+        if not isinstance(raw, Mapping):
+            return None
+        return cls(
+            {str(k): int(v) for k, v in (raw.get("per_partition") or {}).items()},
+            int(raw.get("offsets") or 0),
+            float(raw.get("at") or 0.0),
+        )

@@ -36,7 +36,7 @@ from drkit.offsets.metrics import CheckpointMetrics, default_metrics
 from drkit.replication.internal_topics import is_own_group
 from drkit.replication.topic_filter import NameMatcher
 from drkit.replication.topology import FlowTopology
-from drkit.translation import CannotTranslate, TargetBounds, Translated, translate
+from drkit.translation import CannotTranslate, TargetBounds, Translated, translate_group
 
 log = logging.getLogger(__name__)
 
@@ -154,14 +154,15 @@ class Checkpointer:
         source_end = self.source.list_offsets(wanted, "latest")
         now = time.time()
         rereads = unreplicated = untranslatable = 0
+        bounds = {
+            tp: TargetBounds(start[mappings[tp].target], end[mappings[tp].target])
+            for tp in wanted
+            if mappings[tp].target in start and mappings[tp].target in end
+        }
         for group, offsets in committed.items():
             view = GroupView(group, now)
-            for tp, offset in offsets.offsets.items():
-                if tp not in wanted:
-                    continue
-                mapping = mappings[tp]
-                bounds = TargetBounds(start[mapping.target], end[mapping.target])
-                result = translate(offset, mapping, bounds, source_end.get(tp))
+            mine = {tp: offset for tp, offset in offsets.offsets.items() if tp in wanted}
+            for tp, result in translate_group(mine, mappings, bounds, source_end).items():
                 view.results[tp] = result
                 if isinstance(result, CannotTranslate):
                     untranslatable += 1

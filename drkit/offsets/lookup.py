@@ -52,13 +52,14 @@ from drkit.offsets.provenance_search import (
 from drkit.offsets.verification import AtTarget, Verdict, replicated_by, verify
 from drkit.replication.topology import FlowTopology
 from drkit.translation import (
+    NO_REPLICA,
     CannotTranslate,
     Flag,
     Method,
     PartitionMapping,
     TargetBounds,
     Translated,
-    translate,
+    translate_group,
 )
 
 SCHEMA = "drkit.offsets.translate/v1"
@@ -228,6 +229,11 @@ def _live(
         start = target.list_offsets(targets, "earliest")
         end = target.list_offsets(targets, "latest")
         source_end = source.list_offsets(partitions, "latest")
+        bounds = {
+            tp: TargetBounds(start[target_tp], end[target_tp])
+            for tp in partitions
+            if (target_tp := _target_of(tp, mappings, topology)) in start and target_tp in end
+        }
         if verify_rows:
             reader = ProvenanceReader.on(target_endpoint)
             source_reader = PartitionReader(source_endpoint)
@@ -248,26 +254,20 @@ def _live(
                 report.errors.append({"group": group, "reason": "group not found on the source"})
                 continue
             rows = report.groups.setdefault(group, [])
-            for tp, offset in sorted(offsets.offsets.items()):
-                if not topology.selects(tp.topic):
+            mine = {tp: o for tp, o in offsets.offsets.items() if topology.selects(tp.topic)}
+            for tp, result in translate_group(mine, mappings, bounds, source_end).items():
+                if isinstance(result, CannotTranslate) and result.reason == NO_REPLICA:
+                    report.errors.append(_error(group, tp, result.source_offset, NO_REPLICA))
                     continue
-                mapping = mappings.get(tp)
-                target_tp = _target_of(tp, mappings, topology)
-                if target_tp not in start:
-                    report.errors.append(_error(group, tp, offset, "no replica on the target"))
-                    continue
-                bounds = TargetBounds(start[target_tp], end[target_tp])
-                result = (
-                    translate(offset, mapping, bounds, source_end.get(tp))
-                    if mapping is not None
-                    else CannotTranslate(tp, offset, "no offset mapping for this partition")
-                )
                 if isinstance(result, CannotTranslate) and reader is None:
                     reader = ProvenanceReader.on(target_endpoint)
-                row = _row(topology, result, mapping, target_tp, bounds, reader, verifier)
+                target_tp = _target_of(tp, mappings, topology)
+                row = _row(
+                    topology, result, mappings.get(tp), target_tp, bounds[tp], reader, verifier
+                )
                 if row is None:
                     assert isinstance(result, CannotTranslate)
-                    report.errors.append(_error(group, tp, offset, result.reason))
+                    report.errors.append(_error(group, tp, result.source_offset, result.reason))
                 else:
                     rows.append(row)
     finally:

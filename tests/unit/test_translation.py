@@ -19,6 +19,8 @@ from drkit.kafka.records import TopicPartition
 from drkit.replication.offset_sync import OffsetRun, OffsetSync, RunTracker, merge_runs
 from drkit.replication.run_map import RunMap
 from drkit.translation import (
+    NO_MAPPING,
+    NO_REPLICA,
     CannotTranslate,
     Flag,
     Method,
@@ -27,6 +29,7 @@ from drkit.translation import (
     Translated,
     rereads,
     translate,
+    translate_group,
 )
 
 SRC = TopicPartition("orders", 0)
@@ -273,3 +276,20 @@ def test_trimming_keeps_what_either_cluster_still_holds_and_the_newest_run() -> 
         OffsetRun(10, 11, 10),
     ]
     assert run_map.expired(40, {}) == []  # target log start unknown: keep
+
+
+def test_a_groups_translation_names_a_missing_replica_before_a_missing_map() -> None:
+    """translate_group: the one rule behind the checkpointer, `drkit offsets translate` and
+    a failover plan - no number where the inputs allow none, and the same reason everywhere."""
+    mapped, no_map, no_replica = SRC, TopicPartition("orders", 1), TopicPartition("orders", 2)
+    mapping = PartitionMapping(SRC, DST, [OffsetRun(0, 0, 100)], replicated_end=100)
+    results = translate_group(
+        {no_replica: 5, no_map: 7, mapped: 40},
+        {mapped: mapping, no_replica: mapping},  # a map, but its replica is gone
+        {mapped: TargetBounds(0, 100), no_map: TargetBounds(0, 10)},
+        {mapped: 100},
+    )
+    assert list(results) == [mapped, no_map, no_replica]  # sorted: a stable document
+    assert results[mapped] == translate(40, mapping, TargetBounds(0, 100), 100)
+    assert results[no_map] == CannotTranslate(no_map, 7, NO_MAPPING)
+    assert results[no_replica] == CannotTranslate(no_replica, 5, NO_REPLICA)

@@ -10,17 +10,17 @@ from __future__ import annotations
 
 import base64
 import json
-import time
 from pathlib import Path
 from typing import Any
 
 from drkit.failover.context import StepContext, StepFailed, StepOutcome, deadline_loop
-from drkit.failover.results import Translation
+from drkit.failover.results import Divergence, DivergentTail, Translation, partition_key
 from drkit.failover.runs import RunRecord
 from drkit.kafka.admin import TopicSpec
 from drkit.kafka.io import consume_ranges, produce_batch
 from drkit.kafka.ports import ClusterAdmin
 from drkit.kafka.records import Record, TopicPartition
+from drkit.lag import count_visible
 from drkit.replication.provenance import SOURCE_HEADER, Provenance
 from drkit.replication.topology import FlowTopology
 
@@ -100,25 +100,18 @@ def divergent_ranges(
     return {tp: (start, ends[tp]) for tp, start in sorted(point.items()) if ends.get(tp, 0) > start}
 
 
-def divergence_report(
-    admin: ClusterAdmin, point: dict[TopicPartition, int]
-) -> dict[str, Any] | None:
+def divergence_report(admin: ClusterAdmin, point: dict[TopicPartition, int]) -> Divergence | None:
     """What the old primary holds beyond ``point``, in visible records per ``topic:partition``
-    (``offsets``: the same span in offsets, markers included); None while a transaction is
-    still open in it (its records cannot be counted yet)."""
-    partitions = list(point)
-    ends = admin.list_offsets(partitions, "latest")
-    if any(s < ends[tp] for tp, s in admin.stable_offsets(partitions).items()):
+    (drkit.lag); None while a transaction is still open in it (its records cannot be counted
+    yet)."""
+    ends = admin.list_offsets(list(point), "latest")
+    counts = count_visible(admin, divergent_ranges(point, ends), limit=None)
+    if not all(count.exact for count in counts.values()):
         return None
-    ranges = divergent_ranges(point, ends)
-    visible = admin.visible_records(ranges) if ranges else {}
-    per_partition = {f"{tp.topic}:{tp.partition}": n for tp, n in sorted(visible.items()) if n}
-    return {
-        "at": time.time(),
-        "records": sum(per_partition.values()),
-        "per_partition": per_partition,
-        "offsets": sum(end - start for start, end in ranges.values()),
-    }
+    return Divergence(
+        {partition_key(tp): count.at_most for tp, count in sorted(counts.items()) if count.at_most},
+        sum(count.offsets for count in counts.values()),
+    )
 
 
 def capture_divergent_tail(ctx: StepContext, timeout_s: float | None) -> StepOutcome:
@@ -132,15 +125,14 @@ def capture_divergent_tail(ctx: StepContext, timeout_s: float | None) -> StepOut
     ctx.confirm()
     counts: dict[str, int] = {}
     for record in records:
-        key = f"{record.topic}:{record.partition}"
+        key = partition_key(TopicPartition(record.topic, record.partition))
         counts[key] = counts.get(key, 0) + 1
-    where = _export(ctx, original, records)
-    return StepOutcome.done(
-        failover_point={f"{tp.topic}:{tp.partition}": o for tp, o in sorted(point.items())},
-        per_partition=counts,
-        records=len(records),
-        exported_to=where,
+    tail = DivergentTail(
+        {partition_key(tp): offset for tp, offset in sorted(point.items())},
+        counts,
+        _export(ctx, original, records),
     )
+    return StepOutcome.done(**tail.to_detail())
 
 
 def _settled_ends(

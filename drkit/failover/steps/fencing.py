@@ -19,6 +19,7 @@ from collections.abc import Iterable
 from drkit import failpoints
 from drkit.failover.context import StepContext, StepFailed, StepOutcome
 from drkit.failover.fences import FenceState
+from drkit.failover.results import SourceFence
 from drkit.kafka.flow_clients import fence_transactional_id
 from drkit.replication.progress import ProgressStore
 
@@ -33,11 +34,8 @@ def fence_source(ctx: StepContext, timeout_s: float | None) -> StepOutcome:
         )
     if not ctx.reachable(ctx.source):
         ctx.fences.record(ctx.source, topics, FenceState.PENDING, ctx.run.id)
-        return StepOutcome.done(
-            topics=topics,
-            pending=True,
-            note=f"{ctx.source} is unreachable: fence pending, applied when it answers",
-        )
+        note = f"{ctx.source} is unreachable: fence pending, applied when it answers"
+        return StepOutcome.done(**SourceFence(tuple(topics), True, note=note).to_detail())
     admin = ctx.admin(ctx.source)
     # Companions: topics without any ACL now, and those an earlier (half-applied) attempt of
     # this fence already decided on - recorded before any ACL is created.
@@ -53,7 +51,8 @@ def fence_source(ctx: StepContext, timeout_s: float | None) -> StepOutcome:
     missing = sorted(set(topics) - denied)
     if missing:
         raise StepFailed(f"the fence did not take on {ctx.source}: {', '.join(missing)}")
-    return StepOutcome.done(topics=topics, principal=policy.fence_principal, pending=False)
+    fence = SourceFence(tuple(topics), False, policy.fence_principal)
+    return StepOutcome.done(**fence.to_detail())
 
 
 def _lift(
