@@ -72,6 +72,8 @@ class StateStore:
             raise StateStoreError(f"cannot use state store {safe_url(url)}: {err}") from None
         if self.is_sqlite:
             event.listen(self.engine, "connect", _sqlite_pragmas)
+        elif parsed.get_backend_name() == "postgresql":
+            event.listen(self.engine, "connect", _postgresql_settings)
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
 
     @contextmanager
@@ -180,3 +182,16 @@ def _sqlite_pragmas(connection: object, _record: object) -> None:
     cursor.execute("PRAGMA journal_mode=WAL")
     cursor.execute("PRAGMA foreign_keys=ON")
     cursor.close()
+
+
+# drkit's transactions are short (no Kafka call inside one).  A process frozen inside one (a
+# SIGSTOP, a VM stall) would hold its row locks - the failover lease's among them - until it
+# wakes: the server ends such a transaction after this long, so a takeover waits at most that.
+IDLE_TRANSACTION_TIMEOUT_S = 20
+
+
+def _postgresql_settings(connection: object, _record: object) -> None:
+    cursor = connection.cursor()  # type: ignore[attr-defined]
+    cursor.execute(f"SET idle_in_transaction_session_timeout = {IDLE_TRANSACTION_TIMEOUT_S * 1000}")
+    cursor.close()
+    connection.commit()  # type: ignore[attr-defined]

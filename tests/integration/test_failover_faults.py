@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from sqlalchemy import text
 
 from drkit.failover.model import RunState, StepName, StepState
@@ -42,19 +43,23 @@ from tests.kafka_backends import ClusterUnderTest
 from tests.replication_support import DrkitProcess, FlowSetup, Replicator, wait_until
 from tests.tcp_proxy import database_behind_proxy
 
+_STORES: dict[str, StateStore] = {}
+
 
 def _store(setup: FlowSetup) -> StateStore:
-    url = setup.config.state_store.url
-    assert url is not None
-    store = StateStore(url.get_secret_value())
-    store.ensure_current()
-    return store
+    """The store the setup's config file names now (a case may have moved it to PostgreSQL)."""
+    url = _store_url(setup)
+    if url not in _STORES:
+        _STORES[url] = StateStore(url)
+        _STORES[url].ensure_current()
+    return _STORES[url]
 
 
 def _store_url(setup: FlowSetup) -> str:
-    url = setup.config.state_store.url
+    document = yaml.safe_load(setup.path.read_text())
+    url = (document.get("state_store") or {}).get("url") or setup.config.state_store.url
     assert url is not None
-    return url.get_secret_value()
+    return url if isinstance(url, str) else url.get_secret_value()
 
 
 def _engine(setup: FlowSetup, tmp_path: Path, *args: str) -> DrkitProcess:
@@ -107,7 +112,11 @@ def _tables(store: StateStore) -> Any:
 
 
 def test_a_switchover_frozen_in_drain_wakes_after_a_takeover_and_changes_nothing(
-    dc1: ClusterUnderTest, dc2: ClusterUnderTest, names: Names, tmp_path: Path
+    dc1: ClusterUnderTest,
+    dc2: ClusterUnderTest,
+    names: Names,
+    tmp_path: Path,
+    fresh_pg_database: str,
 ) -> None:
     """SIGSTOP the engine in drain; let its lease and its drain timeout pass; another engine
     resumes the run and completes the switchover; SIGCONT.  The woken engine's drain has timed
@@ -115,8 +124,11 @@ def test_a_switchover_frozen_in_drain_wakes_after_a_takeover_and_changes_nothing
     It must exit 5 naming the holder, and change nothing."""
     setup, _groups = replicated_setup(dc1, dc2, names, tmp_path)
     topic = names.topic("orders")
-    with_config(setup, failover={"lease_ttl_s": 3.0, "switchover_timeout_s": 10.0,
-                                 "worker_silence_s": 10.0})  # fmt: skip
+    # PostgreSQL: a process frozen inside a SQLite write transaction holds the database's one
+    # write lock until it wakes (docs/failover-safety.md); PostgreSQL ends such a transaction.
+    with_config(setup, state_store={"url": fresh_pg_database},
+                failover={"lease_ttl_s": 3.0, "switchover_timeout_s": 10.0,
+                          "worker_silence_s": 10.0})  # fmt: skip
     fill(setup.source_endpoint, topic, 200, start=400)  # the drain has something to wait for
     frozen = _engine(setup, tmp_path, "switchover", "--from", setup.source, "--to",
                      setup.target, "--yes", "-o", "json")  # fmt: skip
@@ -144,6 +156,84 @@ def test_a_switchover_frozen_in_drain_wakes_after_a_takeover_and_changes_nothing
         assert now[table] == after_takeover[table], table
     final = _only_run(setup)
     assert final.state is RunState.SUCCEEDED
+    problems = invariants.check(_case(setup, topic, _store_url(setup)), _fence_point(final))
+    assert problems == []
+
+
+def _stopped(pid: int) -> bool:
+    """Whether the process is stopped (SIGSTOP): state T in /proc/PID/stat."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return stat.rsplit(")", 1)[1].split()[0] in ("T", "t")
+
+
+def _maintenance(setup: FlowSetup) -> dict[str, Any]:
+    """The monitor's maintenance duty (resume runs whose engine's lease lapsed), as a child."""
+    state = str(setup.path.parent / "state")
+    done = subprocess.run(
+        [sys.executable, "-c", _MAINTENANCE, str(setup.path), state],
+        capture_output=True, text=True, timeout=180, check=False,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+@pytest.mark.parametrize(
+    ("step", "taker"),
+    [
+        ("fence_source", "monitor"),
+        ("translate_offsets", "engine"),
+        ("commit_group_offsets", "monitor"),
+        ("move_pointer", "engine"),
+        ("start_reverse_flow", "monitor"),
+    ],
+)
+def test_an_engine_frozen_before_a_step_wakes_after_a_takeover_and_changes_nothing(
+    dc1: ClusterUnderTest,
+    dc2: ClusterUnderTest,
+    names: Names,
+    tmp_path: Path,
+    step: str,
+    taker: str,
+    fresh_pg_database: str,
+) -> None:
+    """The engine stops itself (a before-hook sends SIGSTOP to it) as it reaches ``step``; its
+    lease lapses; the monitor's maintenance or a second engine (``--resume``) finishes the
+    switchover (waiting, if the engine froze inside a store transaction, for PostgreSQL to end
+    it); SIGCONT.  The woken engine must exit 5 and write nothing - the store exactly
+    as the taker left it - and the invariants hold."""
+    setup, _groups = replicated_setup(dc1, dc2, names, tmp_path)
+    topic = names.topic("orders")
+    freeze = {"when": "before", "step": step, "command": ["sh", "-c", "kill -STOP $PPID"]}
+    with_config(setup, state_store={"url": fresh_pg_database},  # see the drain case
+                failover={"lease_ttl_s": 3.0, "hooks": [freeze]})  # fmt: skip
+    frozen = _engine(setup, tmp_path, "switchover", "--from", setup.source, "--to",
+                     setup.target, "--yes")  # fmt: skip
+    assert frozen.process is not None
+    pid = frozen.process.pid
+    wait_until(lambda: _stopped(pid), 120, 0.2, f"the engine stopped before {step}")
+    try:
+        with_config(setup, failover={"lease_ttl_s": 3.0, "hooks": []})
+        time.sleep(3.5)  # its lease lapses
+        run = _only_run(setup)
+        with Replicator(setup, log_dir=tmp_path):
+            if taker == "monitor":
+                assert _maintenance(setup) == {"resumed": [run.id]}
+            else:
+                resumed = drkit(setup, "failover", "--resume", str(run.id), "--yes",
+                                timeout_s=180)  # fmt: skip
+                assert resumed.code == 0, resumed.err + resumed.out
+        assert _only_run(setup).state is RunState.SUCCEEDED
+        after_takeover = _tables(_store(setup))
+    finally:
+        os.killpg(pid, signal.SIGCONT)
+    code = frozen.wait(60)
+    assert code == 5, frozen.log()[-3000:]
+    now = _tables(_store(setup))
+    for table in ("failover_runs", "failover_steps", "flow_control", "active_pointer", "fences"):
+        assert now[table] == after_takeover[table], table
+    final = _only_run(setup)
     problems = invariants.check(_case(setup, topic, _store_url(setup)), _fence_point(final))
     assert problems == []
 

@@ -107,3 +107,38 @@ def test_migrations_create_exactly_what_the_models_declare(store: StateStore) ->
     with store.engine.connect() as connection:
         diff = compare_metadata(MigrationContext.configure(connection), Base.metadata)
     assert diff == []
+
+
+def test_a_postgresql_transaction_left_idle_by_a_frozen_process_ends_and_frees_its_locks(
+    fresh_pg_database: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A process frozen inside a transaction (SIGSTOP mid-renewal) holds the lease row's lock.
+    The server must end that transaction, so another engine's takeover waits a bounded time
+    instead of for ever; the frozen process's commit then fails instead of landing late."""
+    import time
+
+    from sqlalchemy import text
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from drkit.store import db
+
+    monkeypatch.setattr(db, "IDLE_TRANSACTION_TIMEOUT_S", 1)
+    frozen, other = StateStore(fresh_pg_database), StateStore(fresh_pg_database)
+    frozen.upgrade()
+    with frozen.session() as session:
+        session.execute(text("INSERT INTO leases (name, owner, token, acquired_at, expires_at) "
+                             "VALUES ('failover', 'a', 1, now(), now())"))  # fmt: skip
+    held = frozen.engine.connect()
+    held.begin()
+    held.execute(text("UPDATE leases SET token = token WHERE name = 'failover'"))  # the lock
+    started = time.monotonic()
+    with other.session() as session:  # blocks until the server ends the idle transaction
+        session.execute(text("UPDATE leases SET token = token + 1 WHERE name = 'failover'"))
+    assert time.monotonic() - started < 10
+    with pytest.raises(SQLAlchemyError):
+        held.commit()  # the woken process finds its transaction gone
+    held.close()
+    with other.session() as session:
+        assert session.execute(text("SELECT token FROM leases")).scalar() == 2
+    frozen.engine.dispose()
+    other.engine.dispose()
