@@ -9,7 +9,8 @@ Branches:
 * :class:`ConfigError` - the operator's input is wrong (config file, CLI arguments).  Carries one
   :class:`Problem` per defect so that all of them can be reported at once.
 * :class:`KafkaError` - talking to a cluster failed.  :class:`RetriableKafkaError` may succeed if
-  tried again (callers retry with a deadline); :class:`FatalKafkaError` never will.
+  tried again (callers retry with a deadline); :class:`FatalKafkaError` never will
+  (:class:`CredentialsRefusedError`: the cluster refused drkit's login).
 * :class:`UnreachableClusterError` - a cluster did not answer within the deadline.
 * :class:`LocalClusterError` - the local Maven-based Kafka clusters could not be managed.
 * :class:`StateStoreError` - the SQL state store is unreachable or not migrated.
@@ -67,6 +68,11 @@ class RetriableKafkaError(KafkaError):
 
 class FatalKafkaError(KafkaError):
     """A Kafka call failed in a way retrying cannot fix (authorization, record too large...)."""
+
+
+class CredentialsRefusedError(FatalKafkaError):
+    """The cluster answered but refused drkit's login (wrong password, unknown user, mechanism
+    not enabled): retrying cannot help, and the cluster is not unreachable."""
 
 
 class UnreachableClusterError(KafkaError):

@@ -93,12 +93,24 @@ def local() -> None:
     help="Put each new cluster in its own network namespace (a data center whose link a "
     "drill can cut; needs root).",
 )
+@click.option(
+    "--secure",
+    is_flag=True,
+    help="Create new clusters secured: SASL_SSL (SCRAM-SHA-512) for clients, mutual TLS between "
+    "controllers, and an authorizer that denies whatever no ACL allows.",
+)
 @click.option("--timeout", type=float, default=120.0, show_default=True, help="Seconds to wait.")
 @_state_dir_option
 @output_option
 @pass_app
 def up(
-    app: AppContext, clusters: str, brokers: int, netns: bool, timeout: float, output: str
+    app: AppContext,
+    clusters: str,
+    brokers: int,
+    netns: bool,
+    secure: bool,
+    timeout: float,
+    output: str,
 ) -> None:
     """Start the local clusters (resolving Kafka's jars on first use) and write a config.
 
@@ -108,13 +120,21 @@ def up(
 
     started = time.monotonic()
     manager = LocalKafka(app.state_dir)
-    statuses = manager.up(_names(clusters), brokers=brokers, timeout_s=timeout, namespaced=netns)
-    path = write_local_config(app.state_dir, statuses)
+    statuses = manager.up(
+        _names(clusters), brokers=brokers, timeout_s=timeout, namespaced=netns, secure=secure
+    )
+    path = write_local_config(app.state_dir, statuses, manager.secrets)
     if output == "text":
         click.echo(f"ready in {time.monotonic() - started:.1f}s")
     _print_status(app, statuses, output)
     if output == "text":
         click.echo(f"drkit commands now use {path} by default")
+        if any(status.secure for status in statuses):
+            click.echo(
+                f"secured: drkit connects as 'drkit' (SCRAM-SHA-512 over TLS); passwords and "
+                f"the CA are files in {manager.secrets.directory} (owner-only), referenced by "
+                "the config, never written into it"
+            )
 
 
 @local.command("down")

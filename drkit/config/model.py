@@ -13,6 +13,7 @@ import ipaddress
 import re
 from dataclasses import dataclass
 from enum import StrEnum
+from pathlib import Path
 from typing import Annotated, Literal
 
 from pydantic import (
@@ -50,6 +51,8 @@ class SecurityConfig(_Frozen):
     sasl_mechanism: SaslMechanism | None = None
     username: str | None = None
     password: SecretStr | None = None
+    # A file holding the password (its first line): keeps the secret out of the config file.
+    password_file: Path | None = None
     ssl_ca_location: str | None = None
     ssl_certificate_location: str | None = None
     ssl_key_location: str | None = None
@@ -58,6 +61,16 @@ class SecurityConfig(_Frozen):
 
     @model_validator(mode="after")
     def _sasl_complete(self) -> SecurityConfig:
+        if self.password_file is not None:
+            if self.password is not None:
+                raise ValueError("give password or password_file, not both")
+            try:
+                lines = self.password_file.read_text(encoding="utf-8").splitlines()
+            except OSError as err:
+                raise ValueError(f"password_file {self.password_file}: {err.strerror}") from None
+            if not lines or not lines[0]:
+                raise ValueError(f"password_file {self.password_file} is empty")
+            object.__setattr__(self, "password", SecretStr(lines[0]))
         if self.protocol in (SecurityProtocol.SASL_PLAINTEXT, SecurityProtocol.SASL_SSL):
             missing = [
                 name

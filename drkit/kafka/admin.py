@@ -25,7 +25,12 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from drkit.errors import FatalKafkaError, KafkaError, UnreachableClusterError
+from drkit.errors import (
+    CredentialsRefusedError,
+    FatalKafkaError,
+    KafkaError,
+    UnreachableClusterError,
+)
 from drkit.kafka.admin_acls import AclAdmin
 from drkit.kafka.admin_base import (
     ConfigValue,
@@ -71,12 +76,15 @@ class KafkaAdmin(GroupAdmin, AclAdmin):
     def wait_ready(self, timeout_s: float = 30.0) -> int:
         """Block until the cluster answers a metadata request; returns its broker count.
 
-        Raises UnreachableClusterError naming the cluster when the deadline passes.
+        Raises UnreachableClusterError naming the cluster when the deadline passes, and
+        CredentialsRefusedError when it answered but refused drkit's login.
         """
         try:
             return self._call(
                 "metadata", timeout_s, lambda t: len(self._client.list_topics(timeout=t).brokers)
             )
+        except CredentialsRefusedError:
+            raise  # it answered: not unreachable
         except KafkaError as err:
             raise UnreachableClusterError(
                 self.endpoint.alias, self.endpoint.bootstrap_servers, str(err).split(": ")[-1]

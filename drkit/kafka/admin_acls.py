@@ -83,6 +83,28 @@ class AclAdmin(AdminBase):
             permission,
         )
 
+    def allow_everything(self, principal: str, timeout_s: float | None = None) -> None:
+        """ALLOW ALL on every topic, group, transactional id and the cluster for ``principal``
+        (wildcard literal ACLs).  The local secured clusters grant it to drkit's principal
+        until per-role least-privilege ACLs exist; never used on an operator's cluster."""
+        resources = [
+            (ResourceType.TOPIC, "*"),
+            (ResourceType.GROUP, "*"),
+            (ResourceType.TRANSACTIONAL_ID, "*"),
+            (ResourceType.BROKER, "kafka-cluster"),
+        ]
+        allow = (AclOperation.ALL, AclPermissionType.ALLOW)
+        bindings = [
+            AclBinding(kind, name, ResourcePatternType.LITERAL, principal, "*", *allow)
+            for kind, name in resources
+        ]
+
+        def run(t: float) -> None:
+            for future in self._client.create_acls(bindings, request_timeout=t).values():
+                future.result(timeout=t)
+
+        self._call("create ACLs", timeout_s, run)
+
     def topics_with_acls(self, timeout_s: float | None = None) -> set[str]:
         """Topics that have any literal ACL (for any principal)."""
         query = self._acl_filter(None, None, AclOperation.ANY, AclPermissionType.ANY)

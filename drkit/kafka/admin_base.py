@@ -21,10 +21,11 @@ from confluent_kafka.admin import (
 from tenacity import retry, retry_if_exception_type, stop_after_delay, wait_exponential
 
 from drkit.errors import (
+    CredentialsRefusedError,
     RetriableKafkaError,
 )
 from drkit.kafka.clients import ClusterEndpoint, client_settings
-from drkit.kafka.errors import translate
+from drkit.kafka.errors import error_code_name, is_credentials_error, translate
 from drkit.kafka.records import TopicPartition
 
 T = TypeVar("T")
@@ -115,7 +116,16 @@ class AdminBase:
         # Consumer-group requests run in a helper process (see drkit.kafka.isolated) unless
         # this instance *is* that helper.
         self.isolate = isolate
-        self._client = AdminClient(client_settings(endpoint))
+        # librdkafka reports a refused login only to error_cb; a request then fails with a
+        # bare transport error.  Kept here so the failure names its cause.
+        self._credentials_refused: str | None = None
+        settings = client_settings(endpoint)
+        settings["error_cb"] = self._on_client_error
+        self._client = AdminClient(settings)
+
+    def _on_client_error(self, error: Any) -> None:
+        if is_credentials_error(error):
+            self._credentials_refused = f"{error_code_name(error)}: {error.str()}"
 
     def _isolated(self, method: str, timeout_s: float | None, *args: Any) -> Any:
         from drkit.kafka.isolated import helper_for
@@ -142,6 +152,11 @@ class AdminBase:
             try:
                 return fn(max(1.0, deadline))
             except KafkaException as err:
+                self._client.poll(0)  # serve error_cb: was the login refused?
+                if self._credentials_refused is not None:  # retrying cannot help
+                    raise CredentialsRefusedError(
+                        f"{self.endpoint.alias}: {context}: {self._credentials_refused}"
+                    ) from None
                 raise translate(err, f"{self.endpoint.alias}: {context}") from None
             except TimeoutError:
                 raise RetriableKafkaError(

@@ -74,6 +74,15 @@ def is_fatal_for_flow(error: Any) -> bool:
     return error is not None and error.code() in _FATAL_FOR_FLOW
 
 
+_CREDENTIALS = {_RdKafkaError._AUTHENTICATION, _RdKafkaError.SASL_AUTHENTICATION_FAILED}
+
+
+def is_credentials_error(error: Any) -> bool:
+    """Whether a client-level error says the cluster refused drkit's login (wrong password,
+    unknown user, mechanism not enabled) - never cured by retrying."""
+    return error is not None and error.code() in _CREDENTIALS
+
+
 def is_retriable(error: Any) -> bool:
     """Whether a ``confluent_kafka.KafkaError`` may succeed if retried."""
     if error is None:

@@ -27,13 +27,18 @@ import uuid
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from drkit.errors import KafkaError, LocalClusterError
-from drkit.local import netns
+from drkit.local import netns, secure
 from drkit.local.jars import KAFKA_VERSION, java_executable, resolve_bundle
 from drkit.local.netns import Namespace
 from drkit.local.ports import free_port
+from drkit.local.tls import SUPER_USER, LocalSecrets
 from drkit.logs import log_tail
+
+if TYPE_CHECKING:
+    from drkit.kafka import ClusterEndpoint
 
 _LOG4J2 = """\
 status = warn
@@ -76,6 +81,7 @@ class ClusterState:
     brokers: list[BrokerState] = field(default_factory=list)
     kafka_version: str = KAFKA_VERSION
     netns: int | None = None  # index of its network namespace (drkit.local.netns), if any
+    secure: bool = False  # SASL_SSL + mTLS controllers + deny-by-default (drkit.local.secure)
 
     @property
     def namespace(self) -> Namespace | None:
@@ -105,10 +111,12 @@ class ClusterStatus:
     name: str
     bootstrap_servers: str
     brokers: tuple[BrokerStatus, ...]
+    secure: bool = False
 
     def to_json(self) -> dict[str, object]:
         return {
             "bootstrap_servers": self.bootstrap_servers,
+            "secure": self.secure,
             "brokers": [asdict(b) for b in self.brokers],
         }
 
@@ -153,6 +161,7 @@ class LocalKafka:
     def __init__(self, state_dir: Path, heap: str = "512m") -> None:
         self.root = state_dir / "local"
         self.heap = os.environ.get("DRKIT_KAFKA_HEAP", heap)
+        self.secrets = LocalSecrets(self.root)
 
     # -- paths and state ------------------------------------------------------------------
 
@@ -193,15 +202,17 @@ class LocalKafka:
         brokers: int = 1,
         timeout_s: float = 120.0,
         namespaced: bool = False,
+        secure: bool = False,
     ) -> list[ClusterStatus]:
         """Start (creating and formatting when new) each named cluster; wait until ready.
 
         ``namespaced`` puts a new cluster in its own network namespace (a data center whose
-        link can be cut; needs root, see drkit.local.netns).  Running brokers are left alone,
-        so ``up`` on running clusters is a no-op.
+        link can be cut; needs root, see drkit.local.netns).  ``secure`` makes a new cluster
+        a secured one (drkit.local.secure); an existing cluster keeps what it was created as.
+        Running brokers are left alone, so ``up`` on running clusters is a no-op.
         """
         jars = resolve_bundle("kafka")
-        states = [self._ensure_created(name, brokers, jars, namespaced) for name in names]
+        states = [self._ensure_created(name, brokers, jars, namespaced, secure) for name in names]
         for state in states:
             if state.namespace is not None:
                 netns.ensure(state.namespace)
@@ -211,17 +222,43 @@ class LocalKafka:
             self._save(state)
         for state in states:
             self._wait_ready(state, timeout_s)
+            if state.secure:
+                self._bootstrap_acls(state)
         return [self.cluster_status(state.name) for state in states]
 
+    def _bootstrap_acls(self, state: ClusterState) -> None:
+        """As the super user, give drkit's principal what it needs (idempotent)."""
+        from drkit.kafka import ClusterEndpoint, KafkaAdmin
+
+        config = secure.client_config(self.secrets, state.bootstrap_servers, SUPER_USER)
+        KafkaAdmin(ClusterEndpoint(state.name, config)).allow_everything("User:drkit")
+
+    def endpoint_as(self, name: str, user: str) -> ClusterEndpoint:
+        """How ``user`` reaches the local cluster ``name`` (PLAINTEXT when not secured)."""
+        from drkit.kafka import ClusterEndpoint
+
+        state = self._require(name)
+        if not state.secure:
+            return ClusterEndpoint.plain(name, state.bootstrap_servers)
+        return ClusterEndpoint(
+            name, secure.client_config(self.secrets, state.bootstrap_servers, user)
+        )
+
     def _ensure_created(
-        self, name: str, brokers: int, jars: Path, namespaced: bool = False
+        self, name: str, brokers: int, jars: Path, namespaced: bool = False, secure: bool = False
     ) -> ClusterState:
         existing = self._load(name)
         if existing is not None:
+            if existing.secure != secure:
+                was = "secured" if existing.secure else "PLAINTEXT"
+                raise LocalClusterError(
+                    f"{name} was created {was}: `drkit local down --purge` first to recreate "
+                    f"it {'secured' if secure else 'PLAINTEXT'}"
+                )
             return existing
         if brokers < 1:
             raise LocalClusterError("--brokers must be at least 1")
-        state = ClusterState(name=name, cluster_id=_new_cluster_id())
+        state = ClusterState(name=name, cluster_id=_new_cluster_id(), secure=secure)
         if namespaced:
             if not netns.available():
                 raise LocalClusterError(
@@ -282,6 +319,13 @@ class LocalKafka:
             "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
             "allow.everyone.if.no.acl.found": "true",
         }
+        if state.secure:  # SASL_SSL clients, mTLS controllers, deny by default
+            node = self.secrets.node(state.name, ["127.0.0.1", state.address])
+            settings.update(
+                secure.broker_settings(
+                    state.address, broker.port, broker.controller_port, node, self.secrets
+                )
+            )
         text = "".join(f"{key}={value}\n" for key, value in settings.items())
         self._properties(state.name, broker.node_id).write_text(text)
         (directory / "log4j2.properties").write_text(_LOG4J2)
@@ -299,6 +343,8 @@ class LocalKafka:
             str(self._properties(state.name, broker.node_id)),
             "--ignore-formatted",
         ]
+        if state.secure:
+            command += secure.scram_format_arguments(self.secrets)
         done = subprocess.run(command, capture_output=True, text=True, check=False)
         if done.returncode != 0:
             raise LocalClusterError(
@@ -353,9 +399,9 @@ class LocalKafka:
         return process.pid
 
     def _wait_ready(self, state: ClusterState, timeout_s: float) -> None:
-        from drkit.kafka import ClusterEndpoint, KafkaAdmin
+        from drkit.kafka import KafkaAdmin
 
-        admin = KafkaAdmin(ClusterEndpoint.plain(state.name, state.bootstrap_servers))
+        admin = KafkaAdmin(self.endpoint_as(state.name, SUPER_USER))
         deadline = time.monotonic() + timeout_s
         expected = sum(
             1
@@ -513,7 +559,7 @@ class LocalKafka:
             )
             for b in state.brokers
         )
-        return ClusterStatus(name, state.bootstrap_servers, brokers)
+        return ClusterStatus(name, state.bootstrap_servers, brokers, state.secure)
 
     def status(self) -> list[ClusterStatus]:
         return [self.cluster_status(name) for name in self.cluster_names()]

@@ -9,17 +9,29 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 from drkit.config.discovery import default_config_path
 from drkit.config.loader import load_config
 from drkit.local.cluster import ClusterStatus
+from drkit.local.secure import client_security
+from drkit.local.tls import LocalSecrets
 from drkit.store.db import DB_FILE_NAME
 
 
-def write_local_config(state_dir: Path, clusters: list[ClusterStatus]) -> Path:
-    """Render config for ``clusters`` (flow: first -> second) and validate it; returns its path."""
+def write_local_config(
+    state_dir: Path, clusters: list[ClusterStatus], secrets: LocalSecrets | None = None
+) -> Path:
+    """Render config for ``clusters`` (flow: first -> second) and validate it; returns its path.
+
+    A secured cluster gets a ``security`` section for drkit's principal: its password and the
+    CA by file (``secrets``), so the config itself holds no secret."""
     env = Environment(
         loader=PackageLoader("drkit", "templates"), undefined=StrictUndefined, autoescape=False
     )
     names = [c.name for c in clusters]
     text = env.get_template("local-config.yaml.j2").render(
         clusters={c.name: c.bootstrap_servers for c in clusters},
+        security={
+            c.name: client_security(secrets, "drkit")
+            for c in clusters
+            if c.secure and secrets is not None
+        },
         source=names[0],
         target=names[1] if len(names) > 1 else None,
         db_path=state_dir / DB_FILE_NAME,

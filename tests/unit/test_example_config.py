@@ -173,8 +173,9 @@ def test_the_walk_covers_every_model_field_in_the_example() -> None:
         for name in model.model_fields
         if name not in fields
     )
-    # Optional TLS client-certificate settings are shown as comments (they need files).
+    # Settings that need files (TLS client certificates, a password file) are shown as comments.
     commented = {
+        "SecurityConfig.password_file",
         "SecurityConfig.ssl_certificate_location",
         "SecurityConfig.ssl_key_location",
         "SecurityConfig.ssl_key_password",

@@ -1,0 +1,75 @@
+"""What makes a local cluster secured (``drkit local up --secure``): its broker settings, its
+SCRAM users, the client settings of each local principal and the ACLs the super user
+bootstraps.
+
+The client listener is SASL_SSL with SCRAM-SHA-512; the controller listener is SSL with client
+certificates (KRaft controllers cannot authenticate SCRAM users: the credentials live in the
+metadata they serve), so nodes are ``User:CN=<cluster>-node`` there.  StandardAuthorizer denies
+whatever no ACL allows.  ``admin`` is the only super user besides the nodes; it is used to
+create the ACLs of the other principals and for nothing else.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from drkit.config.model import ClusterConfig
+from drkit.local.tls import SCRAM_MECHANISM, SUPER_USER, USERS, LocalSecrets, NodeIdentity
+
+CLIENT_LISTENER = "SASL_SSL"
+
+
+def broker_settings(
+    address: str, port: int, controller_port: int, node: NodeIdentity, secrets: LocalSecrets
+) -> dict[str, Any]:
+    """server.properties entries of a secured node (they replace the PLAINTEXT ones)."""
+    listeners = f"SASL_SSL://{address}:{port},CONTROLLER://127.0.0.1:{controller_port}"
+    jaas = (
+        "org.apache.kafka.common.security.scram.ScramLoginModule required "
+        f'username="{SUPER_USER}" password="{secrets.password(SUPER_USER)}";'
+    )
+    return {
+        "listeners": listeners,
+        "advertised.listeners": listeners,
+        "inter.broker.listener.name": CLIENT_LISTENER,
+        "listener.security.protocol.map": "CONTROLLER:SSL,SASL_SSL:SASL_SSL",
+        "sasl.enabled.mechanisms": SCRAM_MECHANISM,
+        "sasl.mechanism.inter.broker.protocol": SCRAM_MECHANISM,
+        f"listener.name.sasl_ssl.{SCRAM_MECHANISM.lower()}.sasl.jaas.config": jaas,
+        "ssl.keystore.type": "PKCS12",
+        "ssl.keystore.location": node.keystore,
+        "ssl.keystore.password": node.key_password,
+        "ssl.key.password": node.key_password,
+        "ssl.truststore.type": "PEM",
+        "ssl.truststore.location": secrets.ca,
+        "listener.name.controller.ssl.client.auth": "required",
+        "super.users": f"User:{SUPER_USER};{node.principal}",
+        "allow.everyone.if.no.acl.found": "false",
+    }
+
+
+def scram_format_arguments(secrets: LocalSecrets) -> list[str]:
+    """``kafka-storage format`` arguments that create every local SCRAM user."""
+    out: list[str] = []
+    for user in USERS:
+        out += ["--add-scram", f"{SCRAM_MECHANISM}=[name={user},password={secrets.password(user)}]"]
+    return out
+
+
+def client_security(secrets: LocalSecrets, user: str) -> dict[str, Any]:
+    """The ``security`` section of drkit's config for ``user`` (password by file)."""
+    return {
+        "protocol": CLIENT_LISTENER,
+        "sasl_mechanism": SCRAM_MECHANISM,
+        "username": user,
+        "password_file": str(secrets.password_file(user)),
+        "ssl_ca_location": str(secrets.ca),
+    }
+
+
+def client_config(secrets: LocalSecrets, bootstrap: str, user: str) -> ClusterConfig:
+    """A ClusterConfig that connects as ``user``."""
+    security = dict(client_security(secrets, user))
+    security["password"] = Path(security.pop("password_file")).read_text().strip()
+    return ClusterConfig.model_validate({"bootstrap_servers": bootstrap, "security": security})

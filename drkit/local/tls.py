@@ -1,0 +1,170 @@
+"""Credentials of secured local clusters (``drkit local up --secure``): a CA, certificates and
+SCRAM users, made once per state directory and kept under ``local/secrets/`` (mode 0700).
+
+* ``ca.pem`` - the CA every client trusts (``ssl.ca.location``); its key stays in
+  ``ca-key.pem``.
+* ``<cluster>-node.p12`` - a node's key and certificate (IP SANs: loopback and the cluster's
+  address) with the CA, a PKCS#12 key store encrypted with ``key.password`` (Kafka's PEM key
+  store cannot read modern encrypted PKCS#8 keys: "PBES2 SecretKeyFactory not available").
+  The controller listener authenticates nodes by it (mTLS, principal
+  ``User:CN=<cluster>-node``).
+* ``<user>.password`` - one file per SCRAM user (``admin``: the super user, used only to
+  bootstrap ACLs; ``drkit``; ``app``: an application principal for tests), read by drkit
+  through ``security.password_file``, never written into a config file.
+* ``key.password`` - the password of every node key store.
+
+Made with the ``cryptography`` library; nothing here is hand-rolled ASN.1.
+"""
+
+from __future__ import annotations
+
+import datetime
+import ipaddress
+import os
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.serialization import pkcs12
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+USERS = ("admin", "drkit", "app")
+SUPER_USER = "admin"
+SCRAM_MECHANISM = "SCRAM-SHA-512"
+_VALID_FOR = datetime.timedelta(days=825)
+_CA_USAGE = x509.KeyUsage(
+    digital_signature=True,
+    content_commitment=False,
+    key_encipherment=False,
+    data_encipherment=False,
+    key_agreement=False,
+    key_cert_sign=True,
+    crl_sign=True,
+    encipher_only=False,
+    decipher_only=False,
+)
+
+
+@dataclass(frozen=True)
+class NodeIdentity:
+    """One node's TLS identity: a PKCS#12 key store (key + chain) and its password."""
+
+    keystore: Path
+    key_password: str
+    principal: str  # as the controller listener sees it (mTLS)
+
+
+class LocalSecrets:
+    """The CA, node certificates and user passwords of the secured local clusters."""
+
+    def __init__(self, local_root: Path) -> None:
+        self.directory = local_root / "secrets"
+
+    @property
+    def ca(self) -> Path:
+        return self.directory / "ca.pem"
+
+    def password_file(self, user: str) -> Path:
+        return self.directory / f"{user}.password"
+
+    def password(self, user: str) -> str:
+        return self._secret(self.password_file(user))
+
+    def ensure(self) -> None:
+        """Create the directory, the CA and every user's password if missing (idempotent)."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.directory.chmod(0o700)
+        if not self.ca.exists():
+            self._make_ca()
+        for user in USERS:
+            self.password(user)
+
+    def node(self, cluster: str, addresses: list[str]) -> NodeIdentity:
+        """The node certificate of ``cluster`` (one per cluster, valid for ``addresses``)."""
+        self.ensure()
+        name = f"{cluster}-node"
+        keystore = self.directory / f"{name}.p12"
+        key_password = self._secret(self.directory / "key.password")
+        if not keystore.exists():
+            self._issue(name, addresses, keystore, key_password)
+        return NodeIdentity(keystore, key_password, f"User:CN={name}")
+
+    # -- making them ------------------------------------------------------------------------
+
+    def _secret(self, path: Path) -> str:
+        if not path.exists():
+            _write_private(path, secrets.token_urlsafe(24).encode())
+        return path.read_text().strip()
+
+    def _make_ca(self) -> None:
+        key = ec.generate_private_key(ec.SECP256R1())
+        name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "drkit local CA")])
+        now = datetime.datetime.now(datetime.UTC)
+        cert = (
+            x509.CertificateBuilder()
+            .subject_name(name)
+            .issuer_name(name)
+            .public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(minutes=5))
+            .not_valid_after(now + _VALID_FOR)
+            .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+            .add_extension(_CA_USAGE, critical=True)
+            .sign(key, hashes.SHA256())
+        )
+        _write_private(
+            self.directory / "ca-key.pem",
+            key.private_bytes(
+                serialization.Encoding.PEM,
+                serialization.PrivateFormat.PKCS8,
+                serialization.NoEncryption(),
+            ),
+        )
+        self.ca.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+
+    def _issue(self, name: str, addresses: list[str], keystore: Path, password: str) -> None:
+        ca_key = serialization.load_pem_private_key(
+            (self.directory / "ca-key.pem").read_bytes(), None
+        )
+        assert isinstance(ca_key, ec.EllipticCurvePrivateKey)
+        ca_cert = x509.load_pem_x509_certificate(self.ca.read_bytes())
+        key = ec.generate_private_key(ec.SECP256R1())
+        now = datetime.datetime.now(datetime.UTC)
+        sans: list[x509.GeneralName] = [x509.DNSName("localhost")]
+        sans += [x509.IPAddress(ipaddress.ip_address(a)) for a in dict.fromkeys(addresses)]
+        cert = (
+            x509.CertificateBuilder()
+            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)]))
+            .issuer_name(ca_cert.subject)
+            .public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(minutes=5))
+            .not_valid_after(now + _VALID_FOR)
+            .add_extension(x509.SubjectAlternativeName(sans), critical=False)
+            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+            .add_extension(
+                x509.ExtendedKeyUsage(
+                    [ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]
+                ),
+                critical=False,
+            )
+            .sign(ca_key, hashes.SHA256())
+        )
+        store = pkcs12.serialize_key_and_certificates(
+            name.encode(),
+            key,
+            cert,
+            [ca_cert],
+            serialization.BestAvailableEncryption(password.encode()),
+        )
+        _write_private(keystore, store)
+
+
+def _write_private(path: Path, content: bytes) -> None:
+    """Write ``content`` readable by its owner only (created 0600, never world-readable)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as out:
+        out.write(content)

@@ -1,0 +1,111 @@
+"""Secured local clusters' credentials (drkit.local.tls, drkit.local.secure) and the config
+drkit writes for them: secrets in owner-only files, referenced, never inlined."""
+
+from __future__ import annotations
+
+import ipaddress
+import stat
+from pathlib import Path
+
+import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives.serialization import pkcs12
+
+from drkit.config import load_config
+from drkit.config.model import SecurityConfig
+from drkit.errors import ConfigError
+from drkit.kafka.clients import ClusterEndpoint, client_settings
+from drkit.local.cluster import ClusterStatus
+from drkit.local.config_writer import write_local_config
+from drkit.local.secure import broker_settings, scram_format_arguments
+from drkit.local.tls import USERS, LocalSecrets
+
+
+def test_secrets_are_made_once_owner_only_and_the_node_certificate_fits_its_addresses(
+    tmp_path: Path,
+) -> None:
+    secrets = LocalSecrets(tmp_path)
+    node = secrets.node("dc1", ["127.0.0.1", "10.200.1.2"])
+    passwords = {user: secrets.password(user) for user in USERS}
+    assert len(set(passwords.values())) == len(USERS) and all(
+        len(p) >= 24 for p in passwords.values()
+    )
+    assert stat.S_IMODE(secrets.directory.stat().st_mode) == 0o700
+    for path in secrets.directory.iterdir():
+        if path.name != "ca.pem":
+            assert stat.S_IMODE(path.stat().st_mode) == 0o600, path
+    again = LocalSecrets(tmp_path)  # idempotent: nothing is regenerated
+    assert again.node("dc1", ["127.0.0.1"]) == node
+    assert {user: again.password(user) for user in USERS} == passwords
+
+    store = node.keystore.read_bytes()
+    with pytest.raises(ValueError):  # the key store is encrypted ...
+        pkcs12.load_key_and_certificates(store, b"wrong")
+    key, cert, chain = pkcs12.load_key_and_certificates(store, node.key_password.encode())
+    assert key is not None and cert is not None
+    ca = x509.load_pem_x509_certificate(secrets.ca.read_bytes())
+    assert chain == [ca]
+    cert.verify_directly_issued_by(ca)
+    sans = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert set(sans.get_values_for_type(x509.IPAddress)) == {
+        ipaddress.ip_address("127.0.0.1"),
+        ipaddress.ip_address("10.200.1.2"),
+    }
+    assert node.principal == "User:CN=dc1-node"
+
+
+def test_a_secured_node_denies_by_default_and_names_its_super_users(tmp_path: Path) -> None:
+    secrets = LocalSecrets(tmp_path)
+    node = secrets.node("dc1", ["127.0.0.1"])
+    settings = broker_settings("127.0.0.1", 9092, 9093, node, secrets)
+    assert settings["allow.everyone.if.no.acl.found"] == "false"
+    assert settings["super.users"] == "User:admin;User:CN=dc1-node"
+    assert settings["listener.security.protocol.map"] == "CONTROLLER:SSL,SASL_SSL:SASL_SSL"
+    assert settings["listener.name.controller.ssl.client.auth"] == "required"
+    arguments = scram_format_arguments(secrets)
+    assert arguments.count("--add-scram") == len(USERS)
+
+
+def test_the_written_config_references_secrets_by_file_and_holds_none(tmp_path: Path) -> None:
+    secrets = LocalSecrets(tmp_path / "local")
+    secrets.ensure()
+    clusters = [
+        ClusterStatus("dc1", "127.0.0.1:1", (), secure=True),
+        ClusterStatus("dc2", "127.0.0.1:2", (), secure=True),
+    ]
+    path = write_local_config(tmp_path, clusters, secrets)
+    text = path.read_text()
+    for user in USERS:
+        assert secrets.password(user) not in text
+    config = load_config(path, env={})
+    security = config.clusters["dc1"].security
+    assert security.username == "drkit" and security.password is not None
+    assert security.password.get_secret_value() == secrets.password("drkit")
+    settings = client_settings(ClusterEndpoint("dc1", config.clusters["dc1"]))
+    assert settings["security.protocol"] == "SASL_SSL"
+    assert settings["sasl.mechanism"] == "SCRAM-SHA-512"
+    assert settings["ssl.ca.location"] == str(secrets.ca)
+
+
+def test_a_password_file_that_is_missing_or_given_with_a_password_is_a_config_error(
+    tmp_path: Path,
+) -> None:
+    base = {"protocol": "SASL_SSL", "sasl_mechanism": "SCRAM-SHA-512", "username": "u"}
+    with pytest.raises(ValueError, match="No such file"):
+        SecurityConfig.model_validate({**base, "password_file": str(tmp_path / "nope")})
+    (tmp_path / "pw").write_text("s3cret\nignored\n")
+    loaded = SecurityConfig.model_validate({**base, "password_file": str(tmp_path / "pw")})
+    assert loaded.password is not None and loaded.password.get_secret_value() == "s3cret"
+    with pytest.raises(ValueError, match="not both"):
+        SecurityConfig.model_validate(
+            {**base, "password": "x", "password_file": str(tmp_path / "pw")}
+        )
+    config = tmp_path / "c.yaml"
+    config.write_text(
+        "clusters:\n  dc1:\n    bootstrap_servers: '127.0.0.1:1'\n    security:\n"
+        "      protocol: SASL_SSL\n      sasl_mechanism: SCRAM-SHA-512\n      username: u\n"
+        f"      password_file: {tmp_path / 'missing'}\n"
+    )
+    with pytest.raises(ConfigError) as raised:
+        load_config(config, env={})
+    assert "clusters.dc1.security" in str(raised.value) and "No such file" in str(raised.value)
