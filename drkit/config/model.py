@@ -133,6 +133,11 @@ class ClusterConfig(_Frozen):
     security: SecurityConfig = SecurityConfig()
     # librdkafka properties applied to every client of this cluster, after drkit's own.
     client_overrides: dict[str, str | int | float | bool] = Field(default_factory=dict)
+    # What the brokers' allow.everyone.if.no.acl.found says (drkit cannot read it: brokers
+    # report it as sensitive).  true: a topic without ACLs is open to everyone, so a fence adds
+    # companion ALLOW READ/DESCRIBE ACLs to keep it readable; false (deny by default): the
+    # DENY WRITE alone, widening nobody's reads.
+    allow_everyone_if_no_acl: bool = True
 
     @field_validator("bootstrap_servers")
     @classmethod

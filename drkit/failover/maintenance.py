@@ -29,6 +29,7 @@ from drkit.errors import DrkitError
 from drkit.failover.fences import FenceRepository, FenceState
 from drkit.failover.lease import LeaseHeld, LeaseRepository, unique_owner
 from drkit.failover.model import Procedure, RunState
+from drkit.failover.steps.fencing import fence_companions
 from drkit.kafka.admin import KafkaAdmin
 from drkit.kafka.clients import ClusterEndpoint
 from drkit.kafka.ports import AdminFactory
@@ -77,8 +78,11 @@ class FailoverMaintenance:
                 continue  # still away
             # Companions are recorded (still pending) before any ACL exists: an attempt that
             # half-applies leaves them known to the next one (the topics no longer look bare).
-            companions = (set(topics) - admin.topics_with_acls()) | (
-                self.fences.reads_allowed(cluster) & topics
+            companions = fence_companions(
+                admin,
+                self.config.clusters[cluster],
+                set(topics),
+                self.fences.reads_allowed(cluster) & topics,
             )
             self.fences.record(cluster, topics, FenceState.PENDING, None, companions)
             admin.deny_writes(topics, policy.fence_principal, companions=companions)

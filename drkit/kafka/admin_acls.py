@@ -83,6 +83,22 @@ class AclAdmin(AdminBase):
             permission,
         )
 
+    def grant(self, wanted: Iterable[TopicAcl], timeout_s: float | None = None) -> None:
+        """Create literal topic ACLs (idempotent); done once a broker shows them."""
+        wanted = set(wanted)
+        bindings = [self._binding(acl) for acl in wanted]
+        if not bindings:
+            return
+
+        def run(t: float) -> None:
+            for future in self._client.create_acls(bindings, request_timeout=t).values():
+                future.result(timeout=t)
+
+        self._call("create ACLs", timeout_s, run)
+        for principal in {acl.principal for acl in wanted}:
+            mine = {acl for acl in wanted if acl.principal == principal}
+            self._await_acls(principal, mine, set(), timeout_s)
+
     def allow_everything(self, principal: str, timeout_s: float | None = None) -> None:
         """ALLOW ALL on every topic, group, transactional id and the cluster for ``principal``
         (wildcard literal ACLs).  The local secured clusters grant it to drkit's principal
@@ -177,8 +193,12 @@ class AclAdmin(AdminBase):
         self._call("delete fencing ACLs", timeout_s, run)
         self._await_acls(principal, set(), set(lifted), timeout_s)
 
-    def _principal_acls(self, principal: str, timeout_s: float | None) -> set[TopicAcl]:
+    def principal_acls(self, principal: str, timeout_s: float | None = None) -> set[TopicAcl]:
         """Every fencing-kind literal topic ACL of ``principal``, as a broker shows them now."""
+        return self._principal_acls(principal, timeout_s)
+
+    def _principal_acls(self, principal: str, timeout_s: float | None) -> set[TopicAcl]:
+        """See :meth:`principal_acls`."""
         query = self._acl_filter(None, principal, AclOperation.ANY, AclPermissionType.ANY)
 
         def run(t: float) -> set[TopicAcl]:

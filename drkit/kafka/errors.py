@@ -100,6 +100,18 @@ def is_code(error: Any, name: str) -> bool:
     return error is not None and error.code() == getattr(_RdKafkaError, name)
 
 
+def callback_failure(error: BaseException) -> _RdKafkaException | None:
+    """The librdkafka error behind ``error`` raised by a client call that serves callbacks
+    (poll, flush): confluent-kafka sets a fatal error (e.g. CLUSTER_AUTHORIZATION_FAILED for
+    an idempotent producer) as the pending exception and then runs the delivery callbacks, so
+    the first C call inside one turns it into a SystemError whose cause is the real error."""
+    if isinstance(error, _RdKafkaException):
+        return error
+    if isinstance(error, SystemError) and isinstance(error.__cause__, _RdKafkaException):
+        return error.__cause__
+    return None
+
+
 def translate(error: Any, context: str) -> KafkaError:
     """A drkit exception for a librdkafka error (or an exception wrapping one)."""
     if isinstance(error, _RdKafkaException) and error.args:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
 from confluent_kafka import KafkaError as RdKafkaError
 from confluent_kafka import KafkaException
@@ -15,7 +15,7 @@ from confluent_kafka import TopicPartition as RdTP
 
 from drkit.errors import KafkaError, RetriableKafkaError
 from drkit.kafka.clients import ClusterEndpoint, make_consumer, make_producer
-from drkit.kafka.errors import translate
+from drkit.kafka.errors import callback_failure, translate
 from drkit.kafka.records import Headers, Record, TopicPartition
 
 Payload = tuple[bytes | None, bytes | None]
@@ -35,11 +35,14 @@ def produce_batch(
     Returns the count delivered; raises KafkaError on the first delivery failure.
     """
     producer = make_producer(endpoint, extra)
-    failures: list[KafkaError] = []
+    first_failure: list[object] = [None]
 
     def on_delivery(error: object, _message: object) -> None:
-        if error is not None:
-            failures.append(translate(error, f"produce to {topic}"))
+        # Runs inside poll/flush, possibly while confluent-kafka holds a fatal error as the
+        # pending exception: plain bytecode only - a call into C here would turn that error
+        # into a SystemError (drkit.kafka.errors.callback_failure).
+        if error is not None and first_failure[0] is None:
+            first_failure[0] = error
 
     count = 0
     header_list: list[tuple[str, str | bytes | None]] | None = list(headers) if headers else None
@@ -58,13 +61,24 @@ def produce_batch(
             except BufferError:
                 producer.poll(0.1)
         count += 1
-        producer.poll(0)
-    remaining = producer.flush(timeout_s)
-    if failures:
-        raise failures[0]
+        _serve(producer.poll, 0, topic)
+    remaining = _serve(producer.flush, timeout_s, topic)
+    if first_failure[0] is not None:
+        raise translate(first_failure[0], f"produce to {topic}")
     if remaining:
         raise KafkaError(f"{endpoint.alias}: {remaining} records to {topic} not acknowledged")
     return count
+
+
+def _serve(call: Callable[[float], int], timeout_s: float, topic: str) -> int:
+    """``producer.poll``/``flush`` with a fatal client error raised as drkit's exception."""
+    try:
+        return call(timeout_s)
+    except (SystemError, KafkaException) as err:
+        cause = callback_failure(err)
+        if cause is None:
+            raise
+        raise translate(cause, f"produce to {topic}") from None
 
 
 def consume_all(

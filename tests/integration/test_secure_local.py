@@ -11,9 +11,12 @@ from pathlib import Path
 
 import pytest
 
+from drkit.config import load_config
 from drkit.config.model import ClusterConfig
 from drkit.errors import CredentialsRefusedError, KafkaError
+from drkit.failover.steps.fencing import fence_companions
 from drkit.kafka import ClusterEndpoint, KafkaAdmin
+from drkit.kafka.acls import AclOperation, AclPermission, TopicAcl
 from drkit.kafka.admin import TopicSpec
 from drkit.kafka.io import produce_batch
 from drkit.local import LocalKafka
@@ -69,6 +72,29 @@ def test_a_secured_local_cluster_authenticates_authorizes_and_denies_by_default(
         # Nor does a PLAINTEXT client.
         with pytest.raises(KafkaError):
             KafkaAdmin(ClusterEndpoint.plain(name, bootstrap)).list_topics(timeout_s=5)
+        # Fencing on a deny-by-default cluster: the application principal may write and read
+        # its topic; the fence stops its writes and widens nobody's reads (no companion ALLOW
+        # for User:*); lifting it gives the writes back.
+        as_admin = KafkaAdmin(manager.endpoint_as(name, "admin"))
+        as_app = manager.endpoint_as(name, "app")
+        app_rights = (AclOperation.WRITE, AclOperation.READ, AclOperation.DESCRIBE)
+        as_admin.grant(TopicAcl(topic, "User:app", op, AclPermission.ALLOW) for op in app_rights)
+        as_admin.grant([TopicAcl(f"{topic}-group", "User:app", AclOperation.READ,
+                                 AclPermission.ALLOW)])  # fmt: skip
+        produce_batch(as_app, topic, [(b"k", b"before the fence")])
+        admin = KafkaAdmin(as_drkit)
+        cluster = load_config(state / "drkit.yaml").clusters[name]
+        assert cluster.allow_everyone_if_no_acl is False  # written so by local up --secure
+        companions = fence_companions(admin, cluster, {topic}, set())
+        assert companions == set()
+        admin.deny_writes([topic], "User:*", companions=companions)
+        with pytest.raises(KafkaError, match="AUTHORIZATION"):
+            produce_batch(as_app, topic, [(b"k", b"after the fence")])
+        widened = [a for a in admin.principal_acls("User:*") if a.topic == topic
+                   and a.permission is AclPermission.ALLOW]  # fmt: skip
+        assert widened == []
+        admin.allow_writes([topic], "User:*", reads_allowed=companions)
+        produce_batch(as_app, topic, [(b"k", b"after the fence was lifted")])
         # A restart keeps the same identity and users (settings rewritten, nothing regenerated).
         manager.stop_broker(name)
         manager.start_broker(name)

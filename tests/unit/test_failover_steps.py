@@ -375,3 +375,19 @@ def test_a_write_that_slipped_past_the_fence_fails_confirm_fence_naming_it(world
         StepFailed, match=rf"1 record\(s\) reached dc1 after its fence point \({ORDERS}:0 \+1\)"
     ):
         confirm_fence(world.context(), 5)
+
+
+def test_on_a_deny_by_default_cluster_the_fence_widens_nobodys_reads(world: World) -> None:
+    """allow_everyone_if_no_acl false: a companion ALLOW READ for User:* would open the topic
+    to every principal; the DENY alone stops the writes there."""
+    dc1 = world.clusters["dc1"]
+    closed = world.config.clusters["dc1"].model_copy(update={"allow_everyone_if_no_acl": False})
+    world.config = world.config.model_copy(
+        update={"clusters": {**world.config.clusters, "dc1": closed}}
+    )
+    fence_source(world.context(), None)
+    assert dc1.write_denied() == {ORDERS, PAYMENTS}
+    assert {a for a in dc1.acls if a.permission is AclPermission.ALLOW} == set()
+    assert world.fences.reads_allowed("dc1") == set()
+    unfence_source(world.context(), None)
+    assert dc1.acls == set()

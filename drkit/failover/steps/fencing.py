@@ -5,6 +5,11 @@ explicit, verified step: DENY WRITE ACLs on every replicated topic of the old pr
 by reading the ACLs back.  When the old primary does not answer (an unplanned failover) the
 fence is recorded as pending and applied as soon as it answers again.
 
+Companion ALLOWs are added only where a topic without ACLs is open to everyone
+(the cluster's ``allow_everyone_if_no_acl``, mirroring the brokers' setting): on a
+deny-by-default cluster the DENY alone stops the writes and readers keep exactly the ACLs they
+had.
+
 Half-applied fences: the intent (state APPLYING, with the topics that get companion ALLOWs) is
 recorded *before* any ACL is created, so a fence that created its ACLs and then failed - e.g.
 timed out waiting to see them - is known to the store, and a second attempt keeps the
@@ -17,11 +22,29 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from drkit import failpoints
+from drkit.config.model import ClusterConfig
 from drkit.failover.context import StepContext, StepFailed, StepOutcome
 from drkit.failover.fences import FenceState
 from drkit.failover.results import SourceFence
 from drkit.kafka.flow_clients import fence_transactional_id
+from drkit.kafka.ports import ClusterAdmin
 from drkit.replication.progress import ProgressStore
+
+
+def fence_companions(
+    admin: ClusterAdmin,
+    cluster: ClusterConfig,
+    topics: set[str],
+    decided: set[str],
+    timeout_s: float | None = None,
+) -> set[str]:
+    """The topics of ``topics`` whose fence also gets companion ALLOW READ/DESCRIBE ACLs: those
+    without any ACL now - only on a cluster where such topics are open to everyone
+    (``allow_everyone_if_no_acl``; on a deny-by-default cluster an ALLOW for ``User:*`` would
+    widen reads) - and those an earlier, half-applied attempt already ``decided`` on (once
+    fenced they no longer look bare).  Callers record the answer before creating any ACL."""
+    bare = topics - admin.topics_with_acls(timeout_s) if cluster.allow_everyone_if_no_acl else set()
+    return bare | (decided & topics)
 
 
 def fence_source(ctx: StepContext, timeout_s: float | None) -> StepOutcome:
@@ -37,11 +60,9 @@ def fence_source(ctx: StepContext, timeout_s: float | None) -> StepOutcome:
         note = f"{ctx.source} is unreachable: fence pending, applied when it answers"
         return StepOutcome.done(**SourceFence(tuple(topics), True, note=note).to_detail())
     admin = ctx.admin(ctx.source)
-    # Companions: topics without any ACL now, and those an earlier (half-applied) attempt of
-    # this fence already decided on - recorded before any ACL is created.
-    companions = (set(topics) - admin.topics_with_acls(timeout_s)) | (
-        ctx.fences.reads_allowed(ctx.source) & ctx.fences.fenced(ctx.source) & set(topics)
-    )
+    decided = ctx.fences.reads_allowed(ctx.source) & ctx.fences.fenced(ctx.source)
+    cluster = ctx.config.clusters[ctx.source]
+    companions = fence_companions(admin, cluster, set(topics), decided, timeout_s)
     ctx.fences.record(ctx.source, topics, FenceState.APPLYING, ctx.run.id, companions)
     ctx.confirm()
     admin.deny_writes(topics, policy.fence_principal, timeout_s=timeout_s, companions=companions)
