@@ -327,7 +327,9 @@ class LocalKafka:
                 )
             )
         text = "".join(f"{key}={value}\n" for key, value in settings.items())
-        self._properties(state.name, broker.node_id).write_text(text)
+        properties = self._properties(state.name, broker.node_id)
+        properties.write_text(text)
+        properties.chmod(0o600)  # a secured node's file holds the super user's password
         (directory / "log4j2.properties").write_text(_LOG4J2)
 
     def _format(self, state: ClusterState, broker: BrokerState, jars: Path) -> None:

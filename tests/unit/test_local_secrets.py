@@ -109,3 +109,15 @@ def test_a_password_file_that_is_missing_or_given_with_a_password_is_a_config_er
     with pytest.raises(ConfigError) as raised:
         load_config(config, env={})
     assert "clusters.dc1.security" in str(raised.value) and "No such file" in str(raised.value)
+
+
+def test_a_secured_nodes_properties_file_is_owner_only(tmp_path: Path) -> None:
+    """server.properties holds the super user's password (inter-broker SCRAM)."""
+    from drkit.local.cluster import BrokerState, ClusterState, LocalKafka
+
+    manager = LocalKafka(tmp_path)
+    state = ClusterState("dc1", "id", [BrokerState(1, 1, 2)], secure=True)
+    manager._write_properties(state, state.brokers[0])
+    written = tmp_path / "local" / "dc1" / "broker-1" / "server.properties"
+    assert manager.secrets.password("admin") in written.read_text()
+    assert stat.S_IMODE(written.stat().st_mode) == 0o600
