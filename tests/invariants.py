@@ -127,16 +127,10 @@ def writable(cluster: Cluster, topic: str) -> bool:
 
 
 def denied_topics(cluster: Cluster, principal: str = "User:*") -> set[str]:
-    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
-    query = AclBindingFilter(
-        ResourceType.TOPIC, None, ResourcePatternType.LITERAL, principal, None,  # type: ignore[arg-type]
-        AclOperation.WRITE, AclPermissionType.DENY,
-    )  # fmt: skip
-    try:
-        found = admin.describe_acls(query, request_timeout=15).result(timeout=20)
-    except KafkaException as err:
-        raise AssertionError(f"cannot describe ACLs of {cluster.alias}: {err}") from None
-    return {binding.name for binding in found}
+    """Topics with a literal DENY WRITE ACL of ``principal`` (a fence)."""
+    return {
+        t for t, op, perm in principal_acls(cluster, principal) if (op, perm) == ("WRITE", "DENY")
+    }
 
 
 def principal_acls(cluster: Cluster, principal: str = "User:*") -> set[tuple[str, str, str]]:
@@ -144,7 +138,7 @@ def principal_acls(cluster: Cluster, principal: str = "User:*") -> set[tuple[str
     fence's DENY WRITE and the companion ALLOWs it added alike."""
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
     query = AclBindingFilter(
-        ResourceType.TOPIC, None, ResourcePatternType.ANY, principal, None,  # type: ignore[arg-type]
+        ResourceType.TOPIC, None, ResourcePatternType.LITERAL, principal, None,  # type: ignore[arg-type]
         AclOperation.ANY, AclPermissionType.ANY,
     )  # fmt: skip
     try:

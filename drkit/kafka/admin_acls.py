@@ -83,18 +83,21 @@ class AclAdmin(AdminBase):
             permission,
         )
 
-    def grant(self, wanted: Iterable[TopicAcl], timeout_s: float | None = None) -> None:
-        """Create literal topic ACLs (idempotent); done once a broker shows them."""
-        wanted = set(wanted)
-        bindings = [self._binding(acl) for acl in wanted]
-        if not bindings:
-            return
+    def _create(self, bindings: list[AclBinding], what: str, timeout_s: float | None) -> None:
+        """CreateAcls for ``bindings``; every binding's result checked."""
 
         def run(t: float) -> None:
             for future in self._client.create_acls(bindings, request_timeout=t).values():
                 future.result(timeout=t)
 
-        self._call("create ACLs", timeout_s, run)
+        self._call(what, timeout_s, run)
+
+    def grant(self, wanted: Iterable[TopicAcl], timeout_s: float | None = None) -> None:
+        """Create literal topic ACLs (idempotent); done once a broker shows them."""
+        wanted = set(wanted)
+        if not wanted:
+            return
+        self._create([self._binding(acl) for acl in wanted], "create ACLs", timeout_s)
         for principal in {acl.principal for acl in wanted}:
             mine = {acl for acl in wanted if acl.principal == principal}
             self._await_acls(principal, mine, set(), timeout_s)
@@ -114,12 +117,7 @@ class AclAdmin(AdminBase):
             AclBinding(kind, name, ResourcePatternType.LITERAL, principal, "*", *allow)
             for kind, name in resources
         ]
-
-        def run(t: float) -> None:
-            for future in self._client.create_acls(bindings, request_timeout=t).values():
-                future.result(timeout=t)
-
-        self._call("create ACLs", timeout_s, run)
+        self._create(bindings, "create ACLs", timeout_s)
 
     def topics_with_acls(self, timeout_s: float | None = None) -> set[str]:
         """Topics that have any literal ACL (for any principal)."""
@@ -158,12 +156,7 @@ class AclAdmin(AdminBase):
             existing = self.topics_with_acls(timeout_s) if keep_reads else set()
             bare, wanted = acls.fence_acls(names, principal, keep_reads, existing)
         bindings = [self._binding(acl) for acl in wanted]
-
-        def run(t: float) -> None:
-            for future in self._client.create_acls(bindings, request_timeout=t).values():
-                future.result(timeout=t)
-
-        self._call("create fencing ACLs", timeout_s, run)
+        self._create(bindings, "create fencing ACLs", timeout_s)
         self._await_acls(principal, set(wanted), set(), timeout_s)
         return set(bare)
 
