@@ -56,6 +56,7 @@ class AppProducer:
             extra["transaction.timeout.ms"] = 30_000
         self._producer = make_producer(endpoint, extra)
         self._ready = False
+        self._in_transaction = False
 
     def _init(self) -> None:
         if self.transactional and not self._ready:
@@ -74,6 +75,39 @@ class AppProducer:
         """Produce ``payloads`` (key, value) - to ``partition``, or as the key decides;
         returns what was acknowledged (nothing when ``abort``: the transaction is aborted
         after the records were written)."""
+        delivered = self._produce(payloads, partition)
+        if self.transactional:
+            self.end_transaction(commit=not abort)
+        return [] if abort else delivered
+
+    def open_transaction(
+        self, payloads: Sequence[tuple[bytes | None, bytes]], partition: int | None = None
+    ) -> list[Acked]:
+        """Write ``payloads`` in a transaction left open - acknowledged, on the log, invisible
+        to read_committed readers - until :meth:`end_transaction` (or the coordinator's
+        timeout) ends it; a second call adds to the same transaction.  Transactional
+        producers only."""
+        if not self.transactional:
+            raise ValueError("open_transaction needs a transactional AppProducer")
+        return self._produce(payloads, partition)
+
+    def end_transaction(self, commit: bool) -> None:
+        """Commit (or abort) the open transaction; its markers are written by the coordinator,
+        so they need no WRITE on the topics - they land even on a fenced cluster."""
+        what = "commit" if commit else "abort"
+        try:
+            if commit:
+                self._producer.commit_transaction(self.timeout_s)
+            else:
+                self._producer.abort_transaction(self.timeout_s)
+            self._in_transaction = False
+        except KafkaException as err:
+            raise translate(err, f"{self.endpoint.alias}: {what} a transaction") from None
+
+    def _produce(
+        self, payloads: Sequence[tuple[bytes | None, bytes]], partition: int | None
+    ) -> list[Acked]:
+        """Every payload acknowledged (in a transaction begun here when transactional)."""
         self._init()
         delivered: list[Acked] = []
         failures: list[KafkaError] = []
@@ -88,8 +122,9 @@ class AppProducer:
             )
 
         try:
-            if self.transactional:
+            if self.transactional and not self._in_transaction:
                 self._producer.begin_transaction()
+                self._in_transaction = True
             for key, value in payloads:
                 self._producer.produce(
                     self.topic,
@@ -99,19 +134,14 @@ class AppProducer:
                     on_delivery=on_delivery,
                 )
             remaining = self._producer.flush(self.timeout_s)
-            if failures:
-                raise failures[0]
-            if remaining:
-                raise KafkaError(f"{self.endpoint.alias}: {remaining} records not acknowledged")
-            if self.transactional:
-                if abort:
-                    self._producer.abort_transaction(self.timeout_s)
-                    return []
-                self._producer.commit_transaction(self.timeout_s)
         except KafkaException as err:
             raise translate(err, f"{self.endpoint.alias}: produce to {self.topic}") from None
         except BufferError:
             raise KafkaError(f"{self.endpoint.alias}: producer queue full") from None
+        if failures:
+            raise failures[0]
+        if remaining:
+            raise KafkaError(f"{self.endpoint.alias}: {remaining} records not acknowledged")
         return delivered
 
     def close(self) -> None:

@@ -362,6 +362,53 @@ def test_a_fence_killed_after_its_acls_exist_resumes_with_its_companions(
     assert problems == []
 
 
+# -- a transaction the fence cut ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("ending", ["abort", "commit"])
+def test_a_transaction_open_across_the_fence_ends_after_it_and_nothing_is_lost(
+    dc1: ClusterUnderTest, dc2: ClusterUnderTest, names: Names, tmp_path: Path, ending: str
+) -> None:
+    """An application's transaction is open on dc1 when the fence lands; it ends after the fence
+    point was recorded (its producer aborts, or commits what it wrote before the fence).  The
+    coordinator's markers then take one offset per partition past the fence point.  They are no
+    records: the switchover completes (on main confirm_fence counted them as writes that slipped
+    past the fence and rolled the move back - a drill caught it), and a commit's records, all
+    written before the fence, are on dc2."""
+    from drkit.kafka.apps import AppProducer
+
+    setup, _groups = replicated_setup(dc1, dc2, names, tmp_path)
+    topic = names.topic("orders")
+    app = AppProducer(setup.source_endpoint, topic, transactional=True, timeout_s=30.0)
+    for partition in range(PARTITIONS):  # acknowledged on dc1: before any fence point
+        app.open_transaction([(None, f"txn-{partition}".encode())], partition)
+    reached, ended = tmp_path / "drain-reached", tmp_path / "transaction-ended"
+    wait_for_it = f"touch {reached}; while [ ! -f {ended} ]; do sleep 0.1; done"
+    hold = {"when": "before", "step": "drain", "command": ["sh", "-c", wait_for_it]}
+    with_config(setup, failover={"hooks": [hold]})
+    with Replicator(setup, log_dir=tmp_path):
+        engine = _engine(setup, tmp_path, "switchover", "--from", setup.source, "--to",
+                         setup.target, "--yes")  # fmt: skip
+        wait_until(reached.exists, 120, 0.2, "the engine past record_fence_point")
+        app.end_transaction(commit=ending == "commit")
+        ended.touch()
+        code = engine.wait(180)
+    app.close()
+    assert code == 0, engine.log()[-3000:]
+    final = _only_run(setup)
+    assert final.state is RunState.SUCCEEDED
+    confirmed = final.detail(StepName.CONFIRM_FENCE)
+    assert confirmed["markers_after_fence_point"] == PARTITIONS
+    problems = invariants.check(_case(setup, topic, _store_url(setup)), _fence_point(final))
+    assert problems == []
+    case = _case(setup, topic, _store_url(setup))
+    on_dc2 = invariants.values(
+        case.target, case.replica, invariants.end_offsets(case.target, case.replica, PARTITIONS)
+    )
+    written = {f"txn-{p}".encode() for p in range(PARTITIONS)}
+    assert (written <= set(on_dc2)) == (ending == "commit")
+
+
 # -- the store cut off mid-run ------------------------------------------------------------------
 
 

@@ -377,6 +377,44 @@ def test_a_write_that_slipped_past_the_fence_fails_confirm_fence_naming_it(world
         confirm_fence(world.context(), 5)
 
 
+def test_transaction_markers_after_the_fence_point_are_not_slipped_writes(world: World) -> None:
+    """A fenced transactional producer aborts (or the coordinator times its transaction out):
+    the ABORT markers take offsets after the fence point but are no records - nothing would
+    be lost, so confirm_fence holds and says how many marker offsets it passed over."""
+    from drkit.failover.results import FencePoint
+    from drkit.failover.steps.replication import confirm_fence
+
+    dc1 = world.clusters["dc1"]
+    dc1.append(ORDERS, 0, 10)
+    fence_source(world.context(), None)
+    point = FencePoint({f"{ORDERS}:0": 10, f"{PAYMENTS}:0": 0})
+    world.runs.step_finished(
+        world.run_id, StepName.RECORD_FENCE_POINT, StepState.DONE, point.to_detail()
+    )
+    dc1.append_invisible(ORDERS, 0, 1)  # the abort marker, written by the coordinator
+    outcome = confirm_fence(world.context(), 5)
+    assert outcome.detail["fence_point_holds"] is True
+    assert outcome.detail["markers_after_fence_point"] == 1
+
+
+def test_a_transaction_open_after_the_fence_point_fails_confirm_fence(world: World) -> None:
+    """Records past the fence point inside a transaction still open cannot be counted (they
+    may yet commit): confirm_fence does not guess 0 - it fails, naming the open transaction."""
+    from drkit.failover.results import FencePoint
+    from drkit.failover.steps.replication import confirm_fence
+
+    dc1 = world.clusters["dc1"]
+    fence_source(world.context(), None)
+    point = FencePoint({f"{ORDERS}:0": 0, f"{PAYMENTS}:0": 0})
+    world.runs.step_finished(
+        world.run_id, StepName.RECORD_FENCE_POINT, StepState.DONE, point.to_detail()
+    )
+    dc1.open_transaction(ORDERS, 0)
+    dc1.append(ORDERS, 0, 2, super_user=True)
+    with pytest.raises(StepFailed, match=r"at most 2 record\(s\).*transaction still open"):
+        confirm_fence(world.context(), 5)
+
+
 def test_on_a_deny_by_default_cluster_the_fence_widens_nobodys_reads(world: World) -> None:
     """allow_everyone_if_no_acl false: a companion ALLOW READ for User:* would open the topic
     to every principal; the DENY alone stops the writes there."""

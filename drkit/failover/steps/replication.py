@@ -20,6 +20,7 @@ from drkit.failover.fences import FenceState
 from drkit.failover.model import StepName
 from drkit.failover.results import FencePoint
 from drkit.kafka.records import TopicPartition
+from drkit.lag import count_visible
 from drkit.replication.progress import ProgressStore
 from drkit.replication.topology import FlowTopology
 
@@ -302,25 +303,54 @@ def _fence_point(ctx: StepContext) -> FencePoint:
     return point
 
 
+SLIPPED_COUNT_LIMIT = 100_000  # offsets past the fence point read at most to count records
+
+
 def confirm_fence(ctx: StepContext, timeout_s: float | None) -> StepOutcome:
-    """Right before the pointer moves: the source's end offsets are still the fence point.
+    """Right before the pointer moves: the source holds no record past the fence point.
 
     Replication stopped at the fence point, so a record the source accepted after it (a super
     user, a principal the fence does not cover, a slow producer's retry) would be lost once
     applications move.  Such writes are counted per partition and fail the step - the move
     rolls back and the source stays primary - rather than moving with a loss nobody chose.
+
+    Offsets are not records: a fenced transactional producer's ABORT markers (or the
+    coordinator's, when the transaction times out) land after the fence point and carry no
+    data, so the span is counted as a read_committed consumer sees it (``drkit.lag``).  A span
+    that cannot be counted - a transaction still open in it, or too wide - fails the step too:
+    "at most N" is not "none".
     """
     point = _fence_point(ctx).ends
-    now = _ends(ctx, ctx.source, ctx.replicated_partitions())
-    slipped = {key: end - point.get(key, 0) for key, end in now.items() if end > point.get(key, 0)}
+    partitions = ctx.replicated_partitions()
+    now = _ends(ctx, ctx.source, partitions)
+    by_key = {f"{tp.topic}:{tp.partition}": tp for tp in partitions}
+    spans = {
+        by_key[key]: (point.get(key, 0), end) for key, end in now.items() if end > point.get(key, 0)
+    }
+    counts = count_visible(ctx.admin(ctx.source), spans, SLIPPED_COUNT_LIMIT, timeout_s)
+    slipped = {tp: c for tp, c in counts.items() if not c.exact or c.at_most > 0}
     if slipped:
-        listed = ", ".join(f"{key} +{count}" for key, count in sorted(slipped.items()))
-        raise StepFailed(
-            f"{sum(slipped.values())} record(s) reached {ctx.source} after its fence point "
-            f"({listed}): the fence does not stop every writer (a super user, or a principal "
-            f"other than {ctx.config.failover.fence_principal}?); moving now would lose them"
+        listed = ", ".join(
+            f"{tp.topic}:{tp.partition} +{c.at_most}" for tp, c in sorted(slipped.items())
         )
-    return StepOutcome.done(fence_point_holds=True, partitions=len(now))
+        total = sum(c.at_most for c in slipped.values())
+        open_txn = any(not c.exact for c in slipped.values())
+        amount = f"at most {total}" if open_txn else str(total)
+        why = (
+            " (a transaction still open or too many offsets to read past the fence point, so "
+            "they cannot be counted yet)"
+            if open_txn
+            else ""
+        )
+        raise StepFailed(
+            f"{amount} record(s) reached {ctx.source} after its fence point ({listed}){why}: "
+            f"the fence does not stop every writer (a super user, or a principal other than "
+            f"{ctx.config.failover.fence_principal}?); moving now would lose them"
+        )
+    markers = sum(c.offsets for c in counts.values())
+    return StepOutcome.done(
+        fence_point_holds=True, partitions=len(now), markers_after_fence_point=markers
+    )
 
 
 def replicate_back(ctx: StepContext, timeout_s: float | None) -> StepOutcome:
