@@ -90,6 +90,8 @@ _COMMANDS = {
     "config": "config_cmd",
     "db": "db_cmd",
     "clusters": "clusters_cmd",
+    "doctor": "access_cmd",
+    "acls": "access_cmd",
     "replicate": "replicate_cmd",
     "checkpoint": "checkpoint_cmd",
     "offsets": "offsets_cmd",

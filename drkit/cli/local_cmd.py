@@ -10,6 +10,7 @@ import click
 
 from drkit.cli.context import AppContext, echo_json, output_option, pass_app
 from drkit.config.discovery import default_config_path
+from drkit.config.loader import load_config
 from drkit.errors import ConfigError, Problem
 from drkit.local import ClusterStatus, LocalKafka
 
@@ -124,6 +125,8 @@ def up(
         _names(clusters), brokers=brokers, timeout_s=timeout, namespaced=netns, secure=secure
     )
     path = write_local_config(app.state_dir, statuses, manager.secrets)
+    config = load_config(path)
+    granted = {status.name: manager.grant_roles(status.name, config) for status in statuses}
     if output == "text":
         click.echo(f"ready in {time.monotonic() - started:.1f}s")
     _print_status(app, statuses, output)
@@ -135,6 +138,12 @@ def up(
                 f"the CA are files in {manager.secrets.directory} (owner-only), referenced by "
                 "the config, never written into it"
             )
+            for name, count in granted.items():
+                if count:
+                    click.echo(
+                        f"{name}: {count} least-privilege ACL(s) for the role principals "
+                        "(drkit acls --role ROLE shows them; drkit doctor checks them)"
+                    )
 
 
 @local.command("down")

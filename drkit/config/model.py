@@ -125,6 +125,22 @@ class HostPort:
         return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
 
 
+class Role(StrEnum):
+    """The jobs a principal does on a cluster (drkit.access.roles says what each needs);
+    ``app-*`` are applications (tests, drills)."""
+
+    REPLICATOR = "replicator"
+    CHECKPOINTER = "checkpointer"
+    MONITOR = "monitor"
+    ENGINE = "engine"
+    VERIFIER = "verifier"
+    APP_PRODUCER = "app-producer"
+    APP_CONSUMER = "app-consumer"
+
+
+_PRINCIPAL = re.compile(r"[A-Za-z]+:.+")
+
+
 class ClusterConfig(_Frozen):
     """One Kafka cluster (a data center) drkit talks to."""
 
@@ -138,6 +154,26 @@ class ClusterConfig(_Frozen):
     # companion ALLOW READ/DESCRIBE ACLs to keep it readable; false (deny by default): the
     # DENY WRITE alone, widening nobody's reads.
     allow_everyone_if_no_acl: bool = True
+    # The principal (``User:name``) doing each role on this cluster, for ``drkit doctor`` and
+    # ``drkit acls``; a role not named here is drkit's own SASL user (:meth:`principal`).
+    principals: dict[Role, str] = Field(default_factory=dict)
+
+    @field_validator("principals")
+    @classmethod
+    def _principal_names(cls, value: dict[Role, str]) -> dict[Role, str]:
+        for role, principal in value.items():
+            if not _PRINCIPAL.fullmatch(principal):
+                raise ValueError(f"{role}: {principal!r} is not a principal (User:name)")
+        return value
+
+    def principal(self, role: Role) -> str | None:
+        """Who does ``role`` here: the configured principal, else ``User:<username>`` of
+        drkit's SASL login; None when unknown (PLAINTEXT or TLS-certificate identities)."""
+        if role in self.principals:
+            return self.principals[role]
+        if self.security.username is not None:
+            return f"User:{self.security.username}"
+        return None
 
     @field_validator("bootstrap_servers")
     @classmethod

@@ -194,6 +194,20 @@ class KafkaAdmin(GroupAdmin, AclAdmin):
     ) -> dict[str, dict[str, ConfigValue]]:
         """Every config entry of each topic."""
         resources = [ConfigResource(ResourceType.TOPIC, name) for name in topics]
+        return self._describe_configs(resources, "describe topic configs", timeout_s)
+
+    def broker_configs(self, timeout_s: float | None = None) -> dict[str, ConfigValue]:
+        """Every config entry of one broker (the controller the cluster names), sensitive
+        values (passwords, and ``super.users`` on some versions) reported without a value."""
+        _, controller, _ = self.describe_cluster(timeout_s)
+        resource = ConfigResource(ResourceType.BROKER, str(controller))
+        return self._describe_configs([resource], "describe broker configs", timeout_s)[
+            str(controller)
+        ]
+
+    def _describe_configs(
+        self, resources: list[ConfigResource], what: str, timeout_s: float | None
+    ) -> dict[str, dict[str, ConfigValue]]:
         if not resources:
             return {}
 
@@ -214,7 +228,7 @@ class KafkaAdmin(GroupAdmin, AclAdmin):
                 }
             return out
 
-        return self._call("describe topic configs", timeout_s, run)
+        return self._call(what, timeout_s, run)
 
     def set_topic_configs(
         self, topic: str, configs: Mapping[str, str], timeout_s: float | None = None

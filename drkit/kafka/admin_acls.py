@@ -21,7 +21,9 @@ from confluent_kafka.admin import (
 )
 from tenacity import retry, retry_if_result, stop_after_delay, wait_fixed
 
-from drkit.errors import RetriableKafkaError
+from drkit.access import rules
+from drkit.access.rules import AclEntry
+from drkit.errors import FatalKafkaError, RetriableKafkaError
 from drkit.kafka import acls
 from drkit.kafka.acls import TopicAcl
 from drkit.kafka.admin_base import AdminBase
@@ -55,7 +57,112 @@ def _topic_acl(binding: AclBinding) -> TopicAcl | None:
     return TopicAcl(binding.name, binding.principal, operation, permission)
 
 
+_RESOURCE_TYPES = {
+    rules.ResourceType.TOPIC: ResourceType.TOPIC,
+    rules.ResourceType.GROUP: ResourceType.GROUP,
+    rules.ResourceType.TRANSACTIONAL_ID: ResourceType.TRANSACTIONAL_ID,
+    rules.ResourceType.CLUSTER: ResourceType.BROKER,  # librdkafka's name for CLUSTER
+}
+_PATTERN_TYPES = {
+    rules.PatternType.LITERAL: ResourcePatternType.LITERAL,
+    rules.PatternType.PREFIXED: ResourcePatternType.PREFIXED,
+}
+_ENTRY_OPERATIONS = {op: getattr(AclOperation, op.name) for op in rules.Operation}
+_ENTRY_PERMISSIONS = {
+    rules.Permission.ALLOW: AclPermissionType.ALLOW,
+    rules.Permission.DENY: AclPermissionType.DENY,
+}
+
+
+# Keyed by object, as above.
+_RESOURCE_TYPE_OF: dict[object, rules.ResourceType] = {rd: o for o, rd in _RESOURCE_TYPES.items()}
+_PATTERN_TYPE_OF: dict[object, rules.PatternType] = {rd: o for o, rd in _PATTERN_TYPES.items()}
+_ENTRY_OPERATION_OF: dict[object, rules.Operation] = {rd: o for o, rd in _ENTRY_OPERATIONS.items()}
+_ENTRY_PERMISSION_OF: dict[object, rules.Permission] = {
+    rd: o for o, rd in _ENTRY_PERMISSIONS.items()
+}
+
+
+def _entry_binding(entry: AclEntry) -> AclBinding:
+    resource = entry.resource
+    return AclBinding(
+        _RESOURCE_TYPES[resource.type], resource.name, _PATTERN_TYPES[resource.pattern],
+        entry.principal, entry.host, _ENTRY_OPERATIONS[entry.operation],
+        _ENTRY_PERMISSIONS[entry.permission],
+    )  # fmt: skip
+
+
+def _entry_of(binding: AclBinding) -> AclEntry | None:
+    """The drkit value of any binding drkit can reason about; None for others (MATCH/ANY
+    patterns, operations drkit never needs such as CLUSTER_ACTION)."""
+    kind = _RESOURCE_TYPE_OF.get(binding.restype)
+    pattern = _PATTERN_TYPE_OF.get(binding.resource_pattern_type)
+    operation = _ENTRY_OPERATION_OF.get(binding.operation)
+    permission = _ENTRY_PERMISSION_OF.get(binding.permission_type)
+    if kind is None or pattern is None or operation is None or permission is None:
+        return None
+    resource = rules.Resource(kind, binding.name, pattern)
+    return AclEntry(binding.principal, resource, operation, permission, binding.host)
+
+
 class AclAdmin(AdminBase):
+    # -- ACLs of any kind (drkit.access) ------------------------------------------------------
+
+    def acl_entries(self, timeout_s: float | None = None) -> set[AclEntry]:
+        """Every ACL on the cluster drkit can reason about (needs DESCRIBE on the cluster).
+
+        Raises FatalKafkaError naming SECURITY_DISABLED when the brokers run no authorizer."""
+        query = AclBindingFilter(
+            ResourceType.ANY, None, ResourcePatternType.ANY, None, None,  # type: ignore[arg-type]
+            AclOperation.ANY, AclPermissionType.ANY,
+        )  # fmt: skip
+
+        def run(t: float) -> set[AclEntry]:
+            found = self._client.describe_acls(query, request_timeout=t).result(timeout=t)
+            return {entry for binding in found if (entry := _entry_of(binding)) is not None}
+
+        return self._call("describe ACLs", timeout_s, run)
+
+    def authorizer_enabled(self, timeout_s: float | None = None) -> bool:
+        """Whether the brokers run an authorizer (DescribeAcls answers SECURITY_DISABLED when
+        they do not); other failures, a refusal included, propagate."""
+        try:
+            self.acl_entries(timeout_s)
+        except FatalKafkaError as err:
+            if "SECURITY_DISABLED" in str(err):
+                return False
+            raise
+        return True
+
+    def create_entries(self, entries: Iterable[AclEntry], timeout_s: float | None = None) -> None:
+        """Create ACLs (idempotent: an existing one is left as it is)."""
+        bindings = [_entry_binding(entry) for entry in sorted(set(entries))]
+        if bindings:
+            self._create(bindings, "create ACLs", timeout_s)
+
+    def delete_entries(self, entries: Iterable[AclEntry], timeout_s: float | None = None) -> None:
+        """Delete exactly these ACLs (an absent one is no error)."""
+        filters = [
+            AclBindingFilter(
+                b.restype,
+                b.name,
+                b.resource_pattern_type,
+                b.principal,
+                b.host,
+                b.operation,
+                b.permission_type,
+            )
+            for b in (_entry_binding(entry) for entry in sorted(set(entries)))
+        ]
+        if not filters:
+            return
+
+        def run(t: float) -> None:
+            for future in self._client.delete_acls(filters, request_timeout=t).values():
+                future.result(timeout=t)
+
+        self._call("delete ACLs", timeout_s, run)
+
     # -- write fencing (ACLs) ---------------------------------------------------------------
 
     @staticmethod

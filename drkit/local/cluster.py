@@ -29,6 +29,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from drkit.config.model import Role
 from drkit.errors import KafkaError, LocalClusterError
 from drkit.local import netns, secure
 from drkit.local.jars import KAFKA_VERSION, java_executable, resolve_bundle
@@ -38,6 +39,7 @@ from drkit.local.tls import SUPER_USER, LocalSecrets
 from drkit.logs import log_tail
 
 if TYPE_CHECKING:
+    from drkit.config.model import DrkitConfig
     from drkit.kafka import ClusterEndpoint
 
 _LOG4J2 = """\
@@ -232,6 +234,25 @@ class LocalKafka:
 
         config = secure.client_config(self.secrets, state.bootstrap_servers, SUPER_USER)
         KafkaAdmin(ClusterEndpoint(state.name, config)).allow_everything("User:drkit")
+
+    def grant_roles(self, name: str, config: DrkitConfig) -> int:
+        """As the super user, give each role principal ``config`` names for the secured cluster
+        ``name`` exactly what its role needs (drkit.access.roles; idempotent).  Returns how
+        many ACLs that is; 0 for a PLAINTEXT cluster."""
+        from drkit.access.roles import role_needs
+        from drkit.kafka import KafkaAdmin
+
+        if not self._require(name).secure:
+            return 0
+        cluster = config.clusters[name]
+        entries = {
+            need.entry(principal)
+            for role in Role
+            if (principal := cluster.principal(role)) is not None and principal != "User:drkit"
+            for need in role_needs(role, name, config).needs
+        }
+        KafkaAdmin(self.endpoint_as(name, SUPER_USER)).create_entries(entries)
+        return len(entries)
 
     def endpoint_as(self, name: str, user: str) -> ClusterEndpoint:
         """How ``user`` reaches the local cluster ``name`` (PLAINTEXT when not secured)."""

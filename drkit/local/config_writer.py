@@ -9,7 +9,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 from drkit.config.discovery import default_config_path
 from drkit.config.loader import load_config
 from drkit.local.cluster import ClusterStatus
-from drkit.local.secure import client_security
+from drkit.local.secure import client_security, role_principals
 from drkit.local.tls import LocalSecrets
 from drkit.store.db import DB_FILE_NAME
 
@@ -32,6 +32,7 @@ def write_local_config(
             for c in clusters
             if c.secure and secrets is not None
         },
+        principals=role_principals(),
         source=names[0],
         target=names[1] if len(names) > 1 else None,
         db_path=state_dir / DB_FILE_NAME,

@@ -14,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from drkit.config.model import ClusterConfig
+from drkit.config.model import ClusterConfig, Role
 from drkit.local.tls import SCRAM_MECHANISM, SUPER_USER, USERS, LocalSecrets, NodeIdentity
 
 CLIENT_LISTENER = "SASL_SSL"
@@ -73,3 +73,11 @@ def client_config(secrets: LocalSecrets, bootstrap: str, user: str) -> ClusterCo
     security = dict(client_security(secrets, user))
     security["password"] = Path(security.pop("password_file")).read_text().strip()
     return ClusterConfig.model_validate({"bootstrap_servers": bootstrap, "security": security})
+
+
+def role_principals() -> dict[str, str]:
+    """The ``principals`` section of a secured local cluster: one SCRAM user per drkit role
+    (drkit.local.tls.ROLE_USERS), ``app`` for applications."""
+    out = {role.value: f"User:{role.value}" for role in Role if not role.value.startswith("app")}
+    out.update({Role.APP_PRODUCER.value: "User:app", Role.APP_CONSUMER.value: "User:app"})
+    return out

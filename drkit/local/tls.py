@@ -9,8 +9,10 @@ SCRAM users, made once per state directory and kept under ``local/secrets/`` (mo
   The controller listener authenticates nodes by it (mTLS, principal
   ``User:CN=<cluster>-node``).
 * ``<user>.password`` - one file per SCRAM user (``admin``: the super user, used only to
-  bootstrap ACLs; ``drkit``; ``app``: an application principal for tests), read by drkit
-  through ``security.password_file``, never written into a config file.
+  bootstrap ACLs; ``drkit``: every drkit role in one principal; ``replicator``,
+  ``checkpointer``, ``monitor``, ``engine``, ``verifier``: one least-privilege principal per
+  role (drkit.access.roles); ``app``: an application principal), read by drkit through
+  ``security.password_file``, never written into a config file.
 * ``key.password`` - the password of every node key store.
 
 Made with the ``cryptography`` library; nothing here is hand-rolled ASN.1.
@@ -31,7 +33,8 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.serialization import pkcs12
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-USERS = ("admin", "drkit", "app")
+ROLE_USERS = ("replicator", "checkpointer", "monitor", "engine", "verifier")
+USERS = ("admin", "drkit", *ROLE_USERS, "app")
 SUPER_USER = "admin"
 SCRAM_MECHANISM = "SCRAM-SHA-512"
 _VALID_FOR = datetime.timedelta(days=825)

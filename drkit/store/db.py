@@ -151,6 +151,19 @@ class StateStore:
 
         return ScriptDirectory.from_config(self._alembic_config()).get_current_head()
 
+    def knows_revision(self, revision: str | None) -> bool:
+        """Whether ``revision`` (None: an empty database) is one of drkit's migrations."""
+        from alembic.script import ScriptDirectory
+        from alembic.util import CommandError
+
+        if revision is None:
+            return True
+        try:
+            found = ScriptDirectory.from_config(self._alembic_config()).get_revision(revision)
+        except CommandError:
+            return False
+        return found is not None
+
     def require_current(self) -> None:
         """Raise StateStoreError unless the database is migrated to head."""
         current, head = self.current_revision(), self.head_revision()

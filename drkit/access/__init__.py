@@ -1,0 +1,1 @@
+"""Who may do what on a cluster: the ACLs each drkit role needs, and checks of them."""

@@ -1,0 +1,276 @@
+"""``drkit doctor``: is this installation able to do its job?  One finding per line.
+
+Per configured cluster: reachable; an authorizer present (fencing with ACLs needs one); each
+role's principal holding every ACL its role needs (drkit.access.roles) - a missing one is named
+with the role that needs it and why; and per flow, a target that accepts the largest record the
+source does (``message.max.bytes``).  Then, once: Java for ``drkit verify`` and the state
+store's schema revision.
+
+Facts are gathered at the edges (:func:`examine`); what they mean is decided by pure functions
+over them (:func:`cluster_findings`, :func:`message_size_findings`), tested without a broker.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from enum import StrEnum
+
+from drkit.access.roles import DRKIT_ROLES, role_needs
+from drkit.access.rules import AclEntry, missing
+from drkit.config.model import DrkitConfig, FailoverPolicy, Role
+from drkit.errors import DrkitError, FatalKafkaError
+
+
+class Status(StrEnum):
+    OK = "ok"
+    WARN = "warn"
+    FAIL = "FAIL"
+    SKIP = "skip"
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One line of the doctor's answer; ``cluster`` None for installation-wide checks."""
+
+    status: Status
+    cluster: str | None
+    check: str
+    detail: str
+
+    def line(self) -> str:
+        where = f"{self.cluster}: " if self.cluster else ""
+        return f"{self.status.value:<4} {where}{self.check}: {self.detail}"
+
+
+@dataclass(frozen=True)
+class ClusterFacts:
+    """What the doctor learned about one cluster.  ``error``: why it could not be reached;
+    ``acls``: None when the ACLs could not be read (``acl_error`` says why); ``super_users``:
+    None when the brokers do not reveal them."""
+
+    alias: str
+    error: str | None = None
+    brokers: int = 0
+    authorizer: bool | None = None
+    acls: frozenset[AclEntry] | None = None
+    acl_error: str | None = None
+    super_users: frozenset[str] | None = None
+    message_max_bytes: int | None = None
+
+
+def cluster_findings(config: DrkitConfig, facts: ClusterFacts) -> list[Finding]:
+    """Reachability, the authorizer and every drkit role's ACLs on one cluster."""
+    alias = facts.alias
+    if facts.error is not None:
+        return [Finding(Status.FAIL, alias, "reachable", facts.error)]
+    out = [Finding(Status.OK, alias, "reachable", f"{facts.brokers} broker(s)")]
+    out.append(_authorizer_finding(alias, facts, config.failover))
+    if facts.authorizer is False:
+        return out
+    if facts.acls is None:
+        out.append(Finding(Status.FAIL, alias, "ACLs", facts.acl_error or "cannot be read"))
+        return out
+    cluster = config.clusters[alias]
+    for role in DRKIT_ROLES:
+        out.extend(_role_findings(config, alias, role, facts, cluster.allow_everyone_if_no_acl))
+    return out
+
+
+def _authorizer_finding(alias: str, facts: ClusterFacts, failover: FailoverPolicy) -> Finding:
+    if facts.authorizer:
+        return Finding(Status.OK, alias, "authorizer", "present")
+    if failover.fence_with_acls:
+        return Finding(
+            Status.FAIL, alias, "authorizer",
+            "none (SECURITY_DISABLED): fencing with ACLs cannot stop writers on this cluster; "
+            "set authorizer.class.name on the brokers, or failover.fence_with_acls: false",
+        )  # fmt: skip
+    return Finding(Status.WARN, alias, "authorizer", "none: nothing stops writers to a replica")
+
+
+def _role_findings(
+    config: DrkitConfig, alias: str, role: Role, facts: ClusterFacts, allow_everyone: bool
+) -> list[Finding]:
+    needs = role_needs(role, alias, config)
+    check = f"{role} ACLs"
+    if not needs.needs:
+        return []
+    principal = config.clusters[alias].principal(role)
+    if principal is None:
+        return [
+            Finding(
+                Status.WARN,
+                alias,
+                check,
+                f"cannot tell who does it (no SASL user): set clusters.{alias}.principals.{role}",
+            )
+        ]
+    supers = facts.super_users or frozenset()
+    if principal in supers:
+        return [Finding(Status.OK, alias, check, f"{principal} is a super user")]
+    acls = facts.acls or frozenset()
+    lacking = missing(
+        principal, needs.needs, acls, super_users=supers, allow_everyone_if_no_acl=allow_everyone
+    )
+    if not lacking:
+        detail = f"{principal} holds all {len(needs.needs)}"
+        if facts.super_users is None:
+            detail += " (super users not readable)"
+        return [Finding(Status.OK, alias, check, detail)]
+    hint = "" if facts.super_users is not None else " (unless it is a super user: not readable)"
+    return [
+        Finding(
+            Status.FAIL,
+            alias,
+            check,
+            f"{principal} lacks ALLOW {need.operation.value.upper()} on {need.resource} - "
+            f"the {role} {need.why}{hint}",
+        )
+        for need in lacking
+    ]
+
+
+def message_size_findings(config: DrkitConfig, facts: dict[str, ClusterFacts]) -> list[Finding]:
+    """Per flow: the target must accept the largest record the source accepts."""
+    out: list[Finding] = []
+    for flow in config.flows:
+        source, target = facts.get(flow.source), facts.get(flow.target)
+        if source is None or target is None:
+            continue
+        check = f"{flow.name} record size"
+        if source.message_max_bytes is None or target.message_max_bytes is None:
+            if source.error is None and target.error is None:
+                out.append(Finding(Status.WARN, flow.target, check, "message.max.bytes unknown"))
+            continue
+        if target.message_max_bytes < source.message_max_bytes:
+            out.append(
+                Finding(
+                    Status.FAIL,
+                    flow.target,
+                    check,
+                    f"message.max.bytes {target.message_max_bytes} < {source.message_max_bytes} "
+                    f"on {flow.source}: a record the source accepted can be refused here",
+                )
+            )
+        else:
+            out.append(
+                Finding(
+                    Status.OK,
+                    flow.target,
+                    check,
+                    f"message.max.bytes {target.message_max_bytes} >= "
+                    f"{source.message_max_bytes} on {flow.source}",
+                )
+            )
+    return out
+
+
+# -- gathering (I/O) ---------------------------------------------------------------------------
+
+
+def examine_cluster(alias: str, config: DrkitConfig, timeout_s: float) -> ClusterFacts:
+    """Reach one cluster and read what the findings need; never raises a drkit error."""
+    from drkit.kafka import ClusterEndpoint, KafkaAdmin
+
+    admin = KafkaAdmin(ClusterEndpoint(alias, config.clusters[alias]), default_timeout_s=timeout_s)
+    try:
+        brokers = admin.wait_ready(timeout_s=timeout_s)
+    except DrkitError as err:
+        return ClusterFacts(alias, error=str(err))
+    authorizer: bool | None = True
+    acls: frozenset[AclEntry] | None = None
+    acl_error: str | None = None
+    try:
+        acls = frozenset(admin.acl_entries())
+    except FatalKafkaError as err:
+        if "SECURITY_DISABLED" in str(err):
+            authorizer = False
+        else:
+            authorizer, acl_error = None, f"cannot read them: {err} (DESCRIBE on the cluster)"
+    except DrkitError as err:
+        authorizer, acl_error = None, f"cannot read them: {err}"
+    supers: frozenset[str] | None = None
+    max_bytes: int | None = None
+    try:
+        configs = admin.broker_configs()
+    except DrkitError:
+        configs = {}
+    if (value := configs.get("super.users")) is not None and value.value is not None:
+        supers = frozenset(p.strip() for p in value.value.split(";") if p.strip())
+    elif "super.users" in configs and not configs["super.users"].is_sensitive:
+        supers = frozenset()
+    if (value := configs.get("message.max.bytes")) is not None and value.value is not None:
+        max_bytes = int(value.value)
+    return ClusterFacts(
+        alias, brokers=brokers, authorizer=authorizer, acls=acls, acl_error=acl_error,
+        super_users=supers, message_max_bytes=max_bytes,
+    )  # fmt: skip
+
+
+StoreRevision = tuple[str | None, str | None, bool]  # (current, head, current is known)
+
+
+def installation_findings(
+    java: Callable[[], str], store_revision: Callable[[], StoreRevision]
+) -> list[Finding]:
+    """Java for ``drkit verify`` and the store's schema revision (callables: the I/O).
+
+    A store behind head is fine (every command migrates it on first use); one at a revision
+    this drkit does not know was migrated by a newer drkit, which this one must not use."""
+    out: list[Finding] = []
+    try:
+        out.append(Finding(Status.OK, None, "java (for drkit verify)", java()))
+    except DrkitError as err:
+        out.append(Finding(Status.FAIL, None, "java (for drkit verify)", str(err)))
+    try:
+        current, head, known = store_revision()
+    except DrkitError as err:
+        out.append(Finding(Status.FAIL, None, "state store", str(err)))
+        return out
+    if current == head:
+        out.append(Finding(Status.OK, None, "state store", f"at revision {current}"))
+    elif not known:
+        out.append(
+            Finding(
+                Status.FAIL, None, "state store",
+                f"at revision {current}, which this drkit does not know (a newer drkit "
+                f"migrated it; this one needs {head}): upgrade drkit",
+            )
+        )  # fmt: skip
+    else:
+        out.append(
+            Finding(
+                Status.OK, None, "state store",
+                f"at revision {current or 'none (empty)'}; drkit migrates it to {head} on "
+                "first use ('drkit db upgrade' does it now)",
+            )
+        )  # fmt: skip
+    return out
+
+
+def examine(
+    config: DrkitConfig,
+    aliases: Iterable[str],
+    timeout_s: float,
+    java: Callable[[], str],
+    store_revision: Callable[[], StoreRevision],
+) -> list[Finding]:
+    """Every finding for ``aliases`` and the installation, in the order to print them."""
+    facts = {alias: examine_cluster(alias, config, timeout_s) for alias in aliases}
+    out: list[Finding] = []
+    for alias in facts:
+        out.extend(cluster_findings(config, facts[alias]))
+    out.extend(message_size_findings(config, facts))
+    out.extend(installation_findings(java, store_revision))
+    return out
+
+
+__all__ = [
+    "ClusterFacts",
+    "Finding",
+    "Status",
+    "cluster_findings",
+    "examine",
+    "message_size_findings",
+]

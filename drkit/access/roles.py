@@ -1,0 +1,266 @@
+"""What each drkit role needs on one cluster, derived from the config (pure).
+
+A role is a job one drkit principal does; an operator may run each with its own credentials
+(least privilege) or all as one principal (which then needs the union).  The needs follow from
+the flows: a cluster that is the *source* of a flow is read (topics, groups) and holds its
+``heartbeats``; a cluster that is its *target* receives the replicas and drkit's bookkeeping
+topics.  Names come from the same places the workers take them (drkit.replication.topology), so
+the ACLs and the clients cannot disagree.
+
+Topic and group selections are regexes; Kafka ACLs are literals or prefixes
+(drkit.access.rules.resource_for_pattern) - a selection that is neither becomes "every topic",
+and :func:`role_needs` reports it in :attr:`RoleNeeds.widened`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+from drkit.access.rules import (
+    Need,
+    Operation,
+    PatternType,
+    Resource,
+    ResourceType,
+    resource_for_pattern,
+)
+from drkit.config.model import (
+    DrkitConfig,
+    FlowConfig,
+    NameFilter,
+    ReplicationPolicyKind,
+    Role,
+)
+from drkit.replication import internal_topics
+
+__all__ = ["DRKIT_ROLES", "OWN_PREFIX", "Role", "RoleNeeds", "role_needs"]
+
+# drkit's own consumer groups, transactional ids and bookkeeping topics share this prefix
+# (drkit.replication.internal_topics.OWN_GROUP_PREFIXES).
+OWN_PREFIX = "drkit-"
+
+
+DRKIT_ROLES = (Role.REPLICATOR, Role.CHECKPOINTER, Role.MONITOR, Role.ENGINE, Role.VERIFIER)
+
+_READ = (Operation.READ, Operation.DESCRIBE)
+_OWN_TOPIC = (Operation.CREATE, Operation.WRITE, Operation.READ, Operation.DESCRIBE)
+
+
+@dataclass(frozen=True)
+class RoleNeeds:
+    """The needs of one role on one cluster; ``widened``: selections (regexes) that no ACL
+    pattern can express exactly, granted on a wider or narrower resource instead."""
+
+    role: Role
+    cluster: str
+    needs: tuple[Need, ...]
+    widened: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class _Selection:
+    resources: tuple[Resource, ...]
+    inexact: tuple[str, ...]
+
+
+def _select(kind: ResourceType, names: NameFilter, what: str) -> _Selection:
+    resources: list[Resource] = []
+    inexact: list[str] = []
+    for regex in names.include:
+        resource, exact = resource_for_pattern(kind, regex)
+        resources.append(resource)
+        if not exact:
+            inexact.append(f"{what} {regex!r} -> {resource}")
+    return _Selection(tuple(dict.fromkeys(resources)), tuple(inexact))
+
+
+def _replicas(flow: FlowConfig) -> _Selection:
+    """The replicas a flow writes on its target."""
+    policy = flow.replication_policy
+    if flow.transforms:
+        # Route renames can send a replica anywhere: no pattern covers them for sure.
+        every = Resource(ResourceType.TOPIC, "*")
+        note = f"replicas of {flow.name} (renamed by transforms) -> {every}"
+        return _Selection((every,), (note,))
+    if policy.kind == ReplicationPolicyKind.PREFIX:
+        prefix = f"{flow.source}{policy.separator}"
+        return _Selection((Resource(ResourceType.TOPIC, prefix, PatternType.PREFIXED),), ())
+    if policy.kind == ReplicationPolicyKind.IDENTITY:
+        return _select(ResourceType.TOPIC, flow.topics, f"topics of {flow.name}")
+    every = Resource(ResourceType.TOPIC, "*")
+    return _Selection((every,), (f"replicas of {flow.name} (policy {policy.kind}) -> {every}",))
+
+
+def _needs(
+    resources: Iterable[Resource], operations: Iterable[Operation], why: str
+) -> Iterator[Need]:
+    operations = tuple(operations)
+    for resource in resources:
+        for operation in operations:
+            yield Need(resource, operation, why)
+
+
+def _topic(name: str) -> Resource:
+    return Resource(ResourceType.TOPIC, name)
+
+
+def _own(kind: ResourceType) -> Resource:
+    return Resource(kind, OWN_PREFIX, PatternType.PREFIXED)
+
+
+def _replicator(flow: FlowConfig, cluster: str) -> Iterator[Need | str]:
+    if flow.source == cluster:
+        topics = _select(ResourceType.TOPIC, flow.topics, f"topics of {flow.name}")
+        yield from topics.inexact
+        why = f"reads the topics {flow.name} replicates"
+        ops: tuple[Operation, ...] = (*_READ, Operation.DESCRIBE_CONFIGS)
+        yield from _needs(topics.resources, ops, why)
+        heartbeats = _topic(internal_topics.HEARTBEATS)
+        yield from _needs([heartbeats], _OWN_TOPIC, f"writes {flow.name}'s heartbeats")
+        group = Resource(ResourceType.GROUP, f"drkit-replicate.{flow.source}.{flow.target}")
+        yield from _needs([group], _READ, f"the consumer group of {flow.name}'s workers")
+    if flow.target == cluster:
+        replicas = _replicas(flow)
+        yield from replicas.inexact
+        ops = (*_OWN_TOPIC, Operation.ALTER, Operation.DESCRIBE_CONFIGS, Operation.ALTER_CONFIGS)
+        why = f"creates and writes the replicas of {flow.name}"
+        yield from _needs(replicas.resources, ops, why)
+        bookkeeping = [
+            _topic(internal_topics.progress_topic(flow.source)),
+            _topic(internal_topics.offset_syncs_topic(flow.source)),
+            _topic(internal_topics.control_topic(flow.source)),
+        ]
+        yield from _needs(bookkeeping, _OWN_TOPIC, f"{flow.name}'s progress, offset syncs, control")
+        yield from _needs([_own(ResourceType.GROUP)], _READ, "drkit's readers' group ids")
+        if flow.exactly_once:
+            ids = Resource(
+                ResourceType.TRANSACTIONAL_ID,
+                f"drkit-{flow.source}-{flow.target}-",
+                PatternType.PREFIXED,
+            )
+            why = f"{flow.name}'s exactly-once transactions"
+            yield from _needs([ids], (Operation.WRITE, Operation.DESCRIBE), why)
+        why = f"idempotent writes of {flow.name}"
+        yield from _needs([Resource.cluster()], [Operation.IDEMPOTENT_WRITE], why)
+
+
+def _checkpointer(flow: FlowConfig, cluster: str) -> Iterator[Need | str]:
+    if flow.source == cluster:
+        groups = _select(ResourceType.GROUP, flow.groups, f"groups of {flow.name}")
+        yield from groups.inexact
+        yield from _needs(groups.resources, [Operation.DESCRIBE], f"reads the offsets {flow.name} "
+                          "checkpoints")  # fmt: skip
+        topics = _select(ResourceType.TOPIC, flow.topics, f"topics of {flow.name}")
+        yield from _needs(topics.resources, [Operation.DESCRIBE], "sees the groups' offsets")
+    if flow.target == cluster:
+        checkpoints = _topic(internal_topics.checkpoints_topic(flow.source))
+        yield from _needs([checkpoints], _OWN_TOPIC, f"writes {flow.name}'s checkpoints")
+        syncs = _topic(internal_topics.offset_syncs_topic(flow.source))
+        progress = _topic(internal_topics.progress_topic(flow.source))
+        why = f"translates with {flow.name}'s offset syncs and progress"
+        yield from _needs([syncs, progress], _READ, why)
+        yield from _needs([_own(ResourceType.GROUP)], _READ, "the checkpoint election group")
+        why = f"bounds translations by the log starts of {flow.name}'s replicas"
+        yield from _needs(_replicas(flow).resources, [Operation.DESCRIBE], why)
+        if flow.sync_group_offsets:
+            groups = _select(ResourceType.GROUP, flow.groups, f"groups of {flow.name}")
+            yield from _needs(groups.resources, _READ, "commits translated offsets")
+            yield from _needs(_replicas(flow).resources, _READ, "commits translated offsets")
+
+
+def _monitor(config: DrkitConfig, cluster: str) -> Iterator[Need | str]:
+    canary = _topic(config.health.canary_topic)
+    yield from _needs([canary], _OWN_TOPIC, "the canary probe")
+    yield from _needs([_own(ResourceType.GROUP)], _READ, "the canary reader's group id")
+    yield from _needs([_own(ResourceType.TOPIC)], _READ, "reads workers' progress and acks")
+    for flow in config.flows:
+        if flow.target == cluster:
+            replicas = _replicas(flow).resources
+            yield from _needs(replicas, _READ, f"measures {flow.name}'s lag and heartbeats")
+        if flow.source == cluster:
+            topics = _select(ResourceType.TOPIC, flow.topics, f"topics of {flow.name}").resources
+            yield from _needs(topics, [Operation.DESCRIBE], f"measures {flow.name}'s lag")
+
+
+def _engine(config: DrkitConfig, cluster: str) -> Iterator[Need | str]:
+    why = "fences and unfences writers with ACLs"
+    yield from _needs([Resource.cluster()], (Operation.ALTER, Operation.DESCRIBE), why)
+    why = "reads the brokers' super.users and limits"
+    yield from _needs([Resource.cluster()], [Operation.DESCRIBE_CONFIGS], why)
+    yield from _needs([_own(ResourceType.TOPIC)], _OWN_TOPIC, "flow directives and acks")
+    yield from _needs([_own(ResourceType.GROUP)], _READ, "drkit's readers' group ids")
+    why = "fences drkit's transactional ids before a move"
+    ids = _own(ResourceType.TRANSACTIONAL_ID)
+    yield from _needs([ids], (Operation.WRITE, Operation.DESCRIBE), why)
+    for flow in config.flows:
+        if cluster not in (flow.source, flow.target):
+            continue
+        topics = _select(ResourceType.TOPIC, flow.topics, f"topics of {flow.name}")
+        groups = _select(ResourceType.GROUP, flow.groups, f"groups of {flow.name}")
+        yield from topics.inexact
+        yield from groups.inexact
+        if flow.target == cluster:
+            replicas = _replicas(flow).resources
+            why = f"counts and moves {flow.name}'s replicas"
+            yield from _needs(replicas, (*_READ, Operation.DESCRIBE_CONFIGS), why)
+            checkpoints = _topic(internal_topics.checkpoints_topic(flow.source))
+            yield from _needs([checkpoints], _READ, f"reads {flow.name}'s checkpoints")
+        if flow.source == cluster:
+            why = f"counts {flow.name}'s topics and fences them"
+            yield from _needs(topics.resources, (*_READ, Operation.DESCRIBE_CONFIGS), why)
+        why = f"reads and commits the offsets of {flow.name}'s groups"
+        yield from _needs(groups.resources, _READ, why)
+
+
+def _verifier(config: DrkitConfig, cluster: str) -> Iterator[Need | str]:
+    for flow in config.flows:
+        if flow.source == cluster:
+            topics = _select(ResourceType.TOPIC, flow.topics, f"topics of {flow.name}")
+            yield from topics.inexact
+            yield from _needs(topics.resources, _READ, f"recounts {flow.name}'s source records")
+        if flow.target == cluster:
+            replicas = _replicas(flow).resources
+            yield from _needs(replicas, _READ, f"recounts {flow.name}'s replicas")
+            syncs = _topic(internal_topics.offset_syncs_topic(flow.source))
+            yield from _needs([syncs], _READ, f"maps {flow.name}'s offsets")
+
+
+def _application(role: Role, config: DrkitConfig, cluster: str) -> Iterator[Need | str]:
+    """An application of the flows' topics: writes or reads the selection on a source (and,
+    once it is promoted, the same names on the new primary - granted then, not before)."""
+    for flow in config.flows:
+        if flow.source != cluster:
+            continue
+        topics = _select(ResourceType.TOPIC, flow.topics, f"topics of {flow.name}")
+        yield from topics.inexact
+        if role is Role.APP_PRODUCER:
+            yield from _needs(topics.resources, (Operation.WRITE, Operation.DESCRIBE), "produces")
+        else:
+            yield from _needs(topics.resources, _READ, "consumes")
+            groups = _select(ResourceType.GROUP, flow.groups, f"groups of {flow.name}")
+            yield from _needs(groups.resources, _READ, "commits its offsets")
+
+
+def role_needs(role: Role, cluster: str, config: DrkitConfig) -> RoleNeeds:
+    """Every permission ``role`` needs on ``cluster`` (deduplicated, in a stable order)."""
+    if role is Role.REPLICATOR:
+        found = [item for flow in config.flows for item in _replicator(flow, cluster)]
+    elif role is Role.CHECKPOINTER:
+        found = [item for flow in config.flows for item in _checkpointer(flow, cluster)]
+    elif role is Role.MONITOR:
+        found = list(_monitor(config, cluster))
+    elif role is Role.ENGINE:
+        found = list(_engine(config, cluster))
+    elif role is Role.VERIFIER:
+        found = list(_verifier(config, cluster))
+    else:
+        found = list(_application(role, config, cluster))
+    needs: dict[tuple[Resource, Operation], Need] = {}
+    widened: dict[str, None] = {}
+    for item in found:
+        if isinstance(item, Need):
+            needs.setdefault((item.resource, item.operation), item)
+        else:
+            widened[item] = None
+    return RoleNeeds(role, cluster, tuple(needs.values()), tuple(widened))

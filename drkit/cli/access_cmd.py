@@ -1,0 +1,136 @@
+"""``drkit acls`` (the ACLs a role needs, printed or applied) and ``drkit doctor``."""
+
+from __future__ import annotations
+
+import click
+
+from drkit.access import doctor as doctor_checks
+from drkit.access.roles import role_needs
+from drkit.cli.context import AppContext, config_option, echo_json, output_option, pass_app
+from drkit.config.model import Role
+from drkit.errors import ConfigError, Problem
+
+
+@click.command("acls")
+@click.option(
+    "--role",
+    "role_name",
+    required=True,
+    type=click.Choice([role.value for role in Role]),
+    help="The job whose ACLs to show.",
+)
+@click.option("--cluster", "alias", required=True, help="A cluster alias from the config.")
+@click.option(
+    "--principal",
+    help="Who gets them (User:name); default: the config's principal for the role.",
+)
+@click.option("--apply", is_flag=True, help="Create them, with the cluster's credentials.")
+@config_option
+@output_option
+@pass_app
+def acls(
+    app: AppContext,
+    role_name: str,
+    alias: str,
+    principal: str | None,
+    apply: bool,
+    config_file: str | None,
+    output: str,
+) -> None:
+    """Print the exact ACLs ROLE needs on CLUSTER, derived from the flows (and create them with
+    --apply: idempotent, needs ALTER on the cluster)."""
+    config = app.config(config_file)
+    if alias not in config.clusters:
+        known = ", ".join(sorted(config.clusters))
+        raise click.BadParameter(
+            f"unknown cluster {alias!r} (known: {known})", param_hint="--cluster"
+        )
+    role = Role(role_name)
+    who = principal or config.clusters[alias].principal(role)
+    if who is None:
+        raise ConfigError(
+            [Problem(f"clusters.{alias}.principals.{role}", "unknown principal: give --principal")]
+        )
+    needs = role_needs(role, alias, config)
+    entries = [need.entry(who) for need in needs.needs]
+    if output == "json":
+        echo_json(
+            {
+                "role": role.value,
+                "cluster": alias,
+                "principal": who,
+                "acls": [
+                    {
+                        "permission": e.permission.value,
+                        "principal": e.principal,
+                        "operation": e.operation.value,
+                        "resource_type": e.resource.type.value,
+                        "pattern_type": e.resource.pattern.value,
+                        "resource": e.resource.name,
+                        "why": need.why,
+                    }
+                    for e, need in zip(entries, needs.needs, strict=True)
+                ],
+                "widened": list(needs.widened),
+            }
+        )
+    else:
+        if not entries:
+            click.echo(f"# the {role} needs nothing on {alias} with these flows")
+        for entry, need in zip(entries, needs.needs, strict=True):
+            click.echo(f"{entry}    # {need.why}")
+        for note in needs.widened:
+            click.echo(f"# not exact: {note} (a literal or prefix.* pattern gives exact ACLs)")
+    if apply and entries:
+        from drkit.kafka import ClusterEndpoint, KafkaAdmin
+
+        KafkaAdmin(ClusterEndpoint(alias, config.clusters[alias])).create_entries(entries)
+        click.echo(f"created {len(entries)} ACL(s) for {who} on {alias}", err=True)
+
+
+@click.command("doctor")
+@click.argument("aliases", nargs=-1)
+@click.option("--timeout", type=float, default=10.0, show_default=True, help="Seconds per cluster.")
+@config_option
+@output_option
+@pass_app
+def doctor(
+    app: AppContext, aliases: tuple[str, ...], timeout: float, config_file: str | None, output: str
+) -> None:
+    """Check that drkit can do its job: each cluster (all, or ALIASES) reachable, an authorizer
+    present, every role's principal holding the ACLs it needs, records that fit the target, Java
+    for verify and the store's revision.  One line per finding; exits 1 on any FAIL."""
+    from drkit.local.jars import java_executable
+
+    config = app.config(config_file)
+    chosen = list(aliases) or sorted(config.clusters)
+    unknown = [a for a in chosen if a not in config.clusters]
+    if unknown:
+        raise click.BadParameter(f"unknown cluster(s): {', '.join(unknown)}", param_hint="ALIASES")
+
+    def revision() -> doctor_checks.StoreRevision:
+        store = app.store(config_file)
+        current = store.current_revision()
+        return current, store.head_revision(), store.knows_revision(current)
+
+    findings = doctor_checks.examine(config, chosen, timeout, java_executable, revision)
+    if output == "json":
+        echo_json(
+            [
+                {
+                    "status": f.status.value.lower(),
+                    "cluster": f.cluster,
+                    "check": f.check,
+                    "detail": f.detail,
+                }
+                for f in findings
+            ]
+        )
+    else:
+        for finding in findings:
+            click.echo(finding.line())
+    if any(f.status is doctor_checks.Status.FAIL for f in findings):
+        raise SystemExit(1)
+
+
+COMMANDS = [acls, doctor]

@@ -1,0 +1,322 @@
+"""The ACL model (drkit.access): Kafka's authorization rules, the needs of each role, and the
+doctor's findings - pure, no broker."""
+
+from __future__ import annotations
+
+import pytest
+
+from drkit.access.doctor import (
+    ClusterFacts,
+    Status,
+    cluster_findings,
+    installation_findings,
+    message_size_findings,
+)
+from drkit.access.roles import role_needs
+from drkit.access.rules import (
+    AclEntry,
+    Need,
+    Operation,
+    PatternType,
+    Permission,
+    Resource,
+    ResourceType,
+    authorized,
+    missing,
+    resource_for_pattern,
+)
+from drkit.config.model import DrkitConfig, Role
+from drkit.errors import DrkitError
+
+TOPIC = ResourceType.TOPIC
+
+
+def _topic(name: str, prefixed: bool = False) -> Resource:
+    return Resource(TOPIC, name, PatternType.PREFIXED if prefixed else PatternType.LITERAL)
+
+
+def _need(resource: Resource, operation: Operation) -> Need:
+    return Need(resource, operation, "test")
+
+
+def _allow(principal: str, resource: Resource, operation: Operation) -> AclEntry:
+    return AclEntry(principal, resource, operation)
+
+
+def _deny(principal: str, resource: Resource, operation: Operation) -> AclEntry:
+    return AclEntry(principal, resource, operation, Permission.DENY)
+
+
+# -- Kafka's authorization rules ------------------------------------------------------------------
+
+
+def test_a_literal_a_prefix_and_the_wildcard_each_grant_a_literal_need() -> None:
+    need = _need(_topic("orders"), Operation.READ)
+    for resource in (_topic("orders"), _topic("ord", True), _topic("*")):
+        assert authorized("User:a", need, [_allow("User:a", resource, Operation.READ)])
+    assert not authorized("User:a", need, [_allow("User:a", _topic("order"), Operation.READ)])
+    assert not authorized("User:a", need, [_allow("User:b", _topic("orders"), Operation.READ)])
+    assert authorized("User:a", need, [_allow("User:*", _topic("orders"), Operation.READ)])
+
+
+def test_deny_wins_over_allow_and_a_super_user_over_both() -> None:
+    need = _need(_topic("orders"), Operation.WRITE)
+    entries = [
+        _allow("User:a", _topic("orders"), Operation.WRITE),
+        _deny("User:*", _topic("ord", True), Operation.WRITE),
+    ]
+    assert not authorized("User:a", need, entries)
+    assert authorized("User:a", need, entries, super_users=["User:a"])
+    # A DENY of another operation does not deny this one.
+    assert authorized(
+        "User:a", need, [entries[0], _deny("User:a", _topic("orders"), Operation.READ)]
+    )
+
+
+def test_implied_operations_follow_kafka() -> None:
+    orders = _topic("orders")
+    for granted in (Operation.READ, Operation.WRITE, Operation.ALTER, Operation.DELETE):
+        assert authorized(
+            "User:a", _need(orders, Operation.DESCRIBE), [_allow("User:a", orders, granted)]
+        )
+    assert not authorized(
+        "User:a", _need(orders, Operation.DESCRIBE), [_allow("User:a", orders, Operation.CREATE)]
+    )
+    configs = _need(orders, Operation.DESCRIBE_CONFIGS)
+    assert authorized("User:a", configs, [_allow("User:a", orders, Operation.ALTER_CONFIGS)])
+    assert authorized("User:a", configs, [_allow("User:a", orders, Operation.ALL)])
+    assert not authorized(
+        "User:a", _need(orders, Operation.WRITE), [_allow("User:a", orders, Operation.READ)]
+    )
+
+
+def test_a_prefix_need_is_held_only_when_an_allow_covers_the_whole_prefix() -> None:
+    need = _need(_topic("dc1.", True), Operation.WRITE)
+    assert authorized("User:r", need, [_allow("User:r", _topic("dc1", True), Operation.WRITE)])
+    assert authorized("User:r", need, [_allow("User:r", _topic("*"), Operation.WRITE)])
+    # A literal under the prefix covers one topic of it, not all.
+    assert not authorized("User:r", need, [_allow("User:r", _topic("dc1.orders"), Operation.WRITE)])
+    assert not authorized(
+        "User:r", need, [_allow("User:r", _topic("dc1.orders", True), Operation.WRITE)]
+    )
+    # A DENY on any part of it takes it away.
+    entries = [
+        _allow("User:r", _topic("dc1.", True), Operation.WRITE),
+        _deny("User:*", _topic("dc1.orders"), Operation.WRITE),
+    ]
+    assert not authorized("User:r", need, entries)
+
+
+def test_allow_everyone_if_no_acl_holds_only_where_no_acl_applies() -> None:
+    need = _need(_topic("orders"), Operation.WRITE)
+    assert authorized("User:a", need, [], allow_everyone_if_no_acl=True)
+    assert not authorized("User:a", need, [], allow_everyone_if_no_acl=False)
+    others = [_allow("User:b", _topic("orders"), Operation.READ)]
+    assert not authorized("User:a", need, others, allow_everyone_if_no_acl=True)
+    elsewhere = [_allow("User:b", _topic("payments"), Operation.READ)]
+    assert authorized("User:a", need, elsewhere, allow_everyone_if_no_acl=True)
+
+
+def test_an_acl_for_one_host_is_not_counted_as_a_grant() -> None:
+    need = _need(_topic("orders"), Operation.READ)
+    only_there = AclEntry("User:a", _topic("orders"), Operation.READ, host="10.0.0.1")
+    assert not authorized("User:a", need, [only_there])
+
+
+@pytest.mark.parametrize(
+    ("regex", "resource", "exact"),
+    [
+        (".*", Resource(TOPIC, "*"), True),
+        ("orders", Resource(TOPIC, "orders"), True),
+        ("orders\\.v1", Resource(TOPIC, "orders.v1"), True),
+        ("orders.*", Resource(TOPIC, "orders", PatternType.PREFIXED), True),
+        ("orders\\..*", Resource(TOPIC, "orders.", PatternType.PREFIXED), True),
+        ("orders.v1", Resource(TOPIC, "orders.v1"), False),
+        ("orders.v1.*", Resource(TOPIC, "orders.v1", PatternType.PREFIXED), False),
+        ("(orders|payments)", Resource(TOPIC, "*"), False),
+        ("ord[a-z]+", Resource(TOPIC, "*"), False),
+    ],
+)
+def test_a_selection_regex_becomes_the_narrowest_acl_pattern(
+    regex: str, resource: Resource, exact: bool
+) -> None:
+    assert resource_for_pattern(TOPIC, regex) == (resource, exact)
+
+
+# -- what each role needs -------------------------------------------------------------------------
+
+
+def _config(**flow: object) -> DrkitConfig:
+    return DrkitConfig.model_validate(
+        {
+            "clusters": {
+                "dc1": {"bootstrap_servers": "a:9092", "principals": {"replicator": "User:repl"}},
+                "dc2": {"bootstrap_servers": "b:9092"},
+            },
+            "flows": [{"source": "dc1", "target": "dc2", **flow}],
+        }
+    )
+
+
+def _has(needs: tuple[Need, ...], resource: Resource, operation: Operation) -> bool:
+    return any(n.resource == resource and n.operation is operation for n in needs)
+
+
+def test_the_replicator_reads_the_source_selection_and_writes_only_replicas_on_the_target() -> None:
+    config = _config(topics={"include": ["orders.*"]}, exactly_once=True)
+    source = role_needs(Role.REPLICATOR, "dc1", config).needs
+    target = role_needs(Role.REPLICATOR, "dc2", config).needs
+    orders = _topic("orders", True)
+    assert _has(source, orders, Operation.READ)
+    assert not any(n.operation is Operation.WRITE and n.resource == orders for n in source)
+    assert _has(source, _topic("heartbeats"), Operation.WRITE)
+    assert _has(source, Resource(ResourceType.GROUP, "drkit-replicate.dc1.dc2"), Operation.READ)
+    assert _has(target, _topic("dc1.", True), Operation.WRITE)
+    assert _has(target, _topic("drkit-offset-syncs.dc1.internal"), Operation.WRITE)
+    txn = Resource(ResourceType.TRANSACTIONAL_ID, "drkit-dc1-dc2-", PatternType.PREFIXED)
+    assert _has(target, txn, Operation.WRITE)
+    # Nothing on the source cluster's own application topics is writable by it.
+    assert not any(n.resource == _topic("*") for n in source + target)
+
+
+def test_identity_replicas_take_the_selection_and_unexpressible_selections_are_reported() -> None:
+    config = _config(
+        topics={"include": ["orders", "pay[a-z]+"]}, replication_policy={"kind": "identity"}
+    )
+    needs = role_needs(Role.REPLICATOR, "dc2", config)
+    assert _has(needs.needs, _topic("orders"), Operation.WRITE)
+    assert _has(needs.needs, _topic("*"), Operation.WRITE)
+    assert any("pay[a-z]+" in note for note in needs.widened)
+
+
+def test_a_cluster_in_no_flow_needs_nothing_of_the_replicator_but_the_engine_still_fences() -> None:
+    config = _config()
+    config = config.model_copy(
+        update={"clusters": {**config.clusters, "dc3": config.clusters["dc2"]}}
+    )
+    assert role_needs(Role.REPLICATOR, "dc3", config).needs == ()
+    engine = role_needs(Role.ENGINE, "dc3", config).needs
+    assert _has(engine, Resource.cluster(), Operation.ALTER)
+
+
+def test_principal_defaults_to_drkits_sasl_user_and_can_be_named_per_role() -> None:
+    config = DrkitConfig.model_validate(
+        {
+            "clusters": {
+                "dc1": {
+                    "bootstrap_servers": "a:9092",
+                    "security": {"protocol": "SASL_SSL", "sasl_mechanism": "SCRAM-SHA-512",
+                                 "username": "drkit", "password": "x"},
+                    "principals": {"monitor": "User:watcher"},
+                }
+            }
+        }
+    )  # fmt: skip
+    cluster = config.clusters["dc1"]
+    assert cluster.principal(Role.MONITOR) == "User:watcher"
+    assert cluster.principal(Role.ENGINE) == "User:drkit"
+    assert _config().clusters["dc2"].principal(Role.ENGINE) is None
+    with pytest.raises(ValueError, match="not a principal"):
+        DrkitConfig.model_validate(
+            {"clusters": {"dc1": {"bootstrap_servers": "a:9092", "principals": {"engine": "bob"}}}}
+        )
+
+
+# -- the doctor's findings -----------------------------------------------------------------------
+
+
+def _granted(config: DrkitConfig, cluster: str, role: Role, principal: str) -> set[AclEntry]:
+    return {need.entry(principal) for need in role_needs(role, cluster, config).needs}
+
+
+def _secured(config: DrkitConfig) -> DrkitConfig:
+    clusters = {
+        alias: cluster.model_copy(update={"allow_everyone_if_no_acl": False, "principals": {
+            role: f"User:{role}" for role in Role}})
+        for alias, cluster in config.clusters.items()
+    }  # fmt: skip
+    return config.model_copy(update={"clusters": clusters})
+
+
+def test_the_doctor_names_the_one_missing_acl_and_the_role_that_needs_it() -> None:
+    config = _secured(_config(topics={"include": ["orders.*"]}))
+    acls: set[AclEntry] = set()
+    for role in Role:
+        acls |= _granted(config, "dc2", role, f"User:{role}")
+    dropped = AclEntry("User:replicator", _topic("dc1.", True), Operation.WRITE)
+    assert dropped in acls
+    acls.discard(dropped)
+    facts = ClusterFacts(
+        "dc2", brokers=1, authorizer=True, acls=frozenset(acls), super_users=frozenset()
+    )
+    findings = cluster_findings(config, facts)
+    failed = [f for f in findings if f.status is Status.FAIL]
+    assert len(failed) == 1, [f.line() for f in findings]
+    assert "User:replicator lacks ALLOW WRITE on topics prefixed 'dc1.'" in failed[0].line()
+    assert "replicator ACLs" in failed[0].check and "replicas of dc1->dc2" in failed[0].detail
+    # Everything else passes, role by role.
+    assert {f.check for f in findings if f.status is Status.OK} >= {
+        "reachable",
+        "authorizer",
+        "checkpointer ACLs",
+        "monitor ACLs",
+        "engine ACLs",
+    }
+
+
+def test_the_doctor_fails_an_unreachable_cluster_and_a_missing_authorizer_when_fencing() -> None:
+    config = _config()
+    down = cluster_findings(config, ClusterFacts("dc1", error="no broker answered"))
+    assert [(f.status, f.check) for f in down] == [(Status.FAIL, "reachable")]
+    bare = cluster_findings(config, ClusterFacts("dc1", brokers=1, authorizer=False))
+    assert (Status.FAIL, "authorizer") in [(f.status, f.check) for f in bare]
+    assert "SECURITY_DISABLED" in bare[-1].detail
+
+
+def test_a_super_user_holds_every_role_and_a_plaintext_principal_is_unknown() -> None:
+    config = _secured(_config())
+    facts = ClusterFacts("dc2", brokers=1, authorizer=True, acls=frozenset(),
+                         super_users=frozenset(f"User:{r}" for r in Role))  # fmt: skip
+    assert all(f.status is Status.OK for f in cluster_findings(config, facts))
+    plain = _config()  # dc2 has no SASL user and no principals
+    facts = ClusterFacts("dc2", brokers=1, authorizer=True, acls=frozenset())
+    statuses = {f.check: f.status for f in cluster_findings(plain, facts)}
+    assert statuses["engine ACLs"] is Status.WARN
+
+
+def test_a_target_that_refuses_bigger_records_than_the_source_fails() -> None:
+    config = _config()
+    facts = {
+        "dc1": ClusterFacts("dc1", brokers=1, message_max_bytes=2_000_000),
+        "dc2": ClusterFacts("dc2", brokers=1, message_max_bytes=1_048_588),
+    }
+    [finding] = message_size_findings(config, facts)
+    assert finding.status is Status.FAIL and "1048588 < 2000000" in finding.detail
+    facts["dc2"] = ClusterFacts("dc2", brokers=1, message_max_bytes=2_000_000)
+    assert message_size_findings(config, facts)[0].status is Status.OK
+
+
+def test_installation_findings_name_a_missing_java_and_a_store_from_a_newer_drkit() -> None:
+    def no_java() -> str:
+        raise DrkitError("'java' not found")
+
+    findings = installation_findings(no_java, lambda: ("f00", "def", False))
+    assert [f.status for f in findings] == [Status.FAIL, Status.FAIL]
+    assert "newer drkit" in findings[1].detail
+    revisions: list[tuple[str | None, str | None, bool]] = [
+        (None, "def", True), ("abc", "def", True), ("def", "def", True)
+    ]  # fmt: skip
+    for revision in revisions:
+        ok = installation_findings(lambda: "/usr/bin/java", lambda r=revision: r)  # type: ignore[misc]
+        assert all(f.status is Status.OK for f in ok), revision
+
+    def unreachable() -> tuple[str | None, str | None, bool]:
+        raise DrkitError("cannot reach state store postgresql://drkit:***@db/drkit")
+
+    assert installation_findings(lambda: "java", unreachable)[1].status is Status.FAIL
+
+
+def test_missing_keeps_the_order_of_the_needs() -> None:
+    needs = [_need(_topic(name), Operation.READ) for name in ("c", "a", "b")]
+    held = [_allow("User:x", _topic("a"), Operation.READ)]
+    assert [n.resource.name for n in missing("User:x", needs, held)] == ["c", "b"]
