@@ -22,6 +22,7 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
+from drkit.access.rules import AclEntry
 from drkit.control.channel import ChannelAck, ChannelFactory, ChannelView
 from drkit.control.model import DesiredState, FlowDirective
 from drkit.errors import FatalKafkaError, KafkaError, RetriableKafkaError, UnreachableClusterError
@@ -82,6 +83,7 @@ class FakeCluster:
         self.topics: dict[str, FakeTopic] = {}
         self.groups: dict[str, FakeGroup] = {}
         self.acls: set[TopicAcl] = set()
+        self.entries: set[AclEntry] = set()  # ACLs of any kind (drkit.access), apart from fences
         self.calls: list[str] = []
         self._before: dict[str, list[Callable[[], None]]] = {}
         self._fail_after: dict[str, KafkaError] = {}
@@ -343,6 +345,22 @@ class FakeCluster:
             except KafkaError as err:
                 out[group] = str(err)
         return out
+
+    # -- ClusterAdmin: ACLs of any kind ------------------------------------------------------
+
+    def acl_entries(self, timeout_s: float | None = None) -> set[AclEntry]:
+        self._answer("acl_entries")
+        return set(self.entries)
+
+    def create_entries(self, entries: Iterable[AclEntry], timeout_s: float | None = None) -> None:
+        self._answer("create_entries")
+        self.entries |= set(entries)
+        self._after("create_entries")
+
+    def delete_entries(self, entries: Iterable[AclEntry], timeout_s: float | None = None) -> None:
+        self._answer("delete_entries")
+        self.entries -= set(entries)
+        self._after("delete_entries")
 
     # -- ClusterAdmin: write fencing --------------------------------------------------------
 

@@ -18,6 +18,7 @@ from enum import StrEnum
 
 from drkit.access.roles import DRKIT_ROLES, role_needs
 from drkit.access.rules import AclEntry, missing
+from drkit.access.standby import guard_of, guarded_flows
 from drkit.config.model import DrkitConfig, FailoverPolicy, Role
 from drkit.errors import DrkitError, FatalKafkaError
 
@@ -129,6 +130,35 @@ def _role_findings(
         )
         for need in lacking
     ]
+
+
+def standby_findings(
+    config: DrkitConfig, facts: ClusterFacts, primary: str | None
+) -> list[Finding]:
+    """Per flow into this cluster that should be read-only now (drkit.access.standby): whether
+    its guard is in place, or why there can be none."""
+    if not config.failover.read_only_standby or facts.acls is None:
+        return []
+    out: list[Finding] = []
+    for flow in guarded_flows(config, primary):
+        if flow.target != facts.alias:
+            continue
+        guard = guard_of(flow, config)
+        check = f"{flow.name} read-only standby"
+        if guard.note:
+            out.append(Finding(Status.WARN, facts.alias, check, f"no guard: {guard.note}"))
+        elif guard.entries <= facts.acls:
+            out.append(Finding(Status.OK, facts.alias, check, f"{len(guard.entries)} ACL(s)"))
+        else:
+            missing_count = len(guard.entries - facts.acls)
+            out.append(
+                Finding(
+                    Status.WARN, facts.alias, check,
+                    f"{missing_count} guard ACL(s) missing: applications could write the "
+                    "replicas (the monitor applies them; is it running?)",
+                )
+            )  # fmt: skip
+    return out
 
 
 def message_size_findings(config: DrkitConfig, facts: dict[str, ClusterFacts]) -> list[Finding]:
@@ -255,12 +285,15 @@ def examine(
     timeout_s: float,
     java: Callable[[], str],
     store_revision: Callable[[], StoreRevision],
+    primary: str | None = None,
 ) -> list[Finding]:
-    """Every finding for ``aliases`` and the installation, in the order to print them."""
+    """Every finding for ``aliases`` and the installation, in the order to print them
+    (``primary``: where the active pointer is, None before any move)."""
     facts = {alias: examine_cluster(alias, config, timeout_s) for alias in aliases}
     out: list[Finding] = []
     for alias in facts:
         out.extend(cluster_findings(config, facts[alias]))
+        out.extend(standby_findings(config, facts[alias], primary))
     out.extend(message_size_findings(config, facts))
     out.extend(installation_findings(java, store_revision))
     return out

@@ -34,7 +34,7 @@ from drkit.config.model import (
 )
 from drkit.replication import internal_topics
 
-__all__ = ["DRKIT_ROLES", "OWN_PREFIX", "Role", "RoleNeeds", "role_needs"]
+__all__ = ["DRKIT_ROLES", "OWN_PREFIX", "Role", "RoleNeeds", "replica_resources", "role_needs"]
 
 # drkit's own consumer groups, transactional ids and bookkeeping topics share this prefix
 # (drkit.replication.internal_topics.OWN_GROUP_PREFIXES).
@@ -90,6 +90,13 @@ def _replicas(flow: FlowConfig) -> _Selection:
         return _select(ResourceType.TOPIC, flow.topics, f"topics of {flow.name}")
     every = Resource(ResourceType.TOPIC, "*")
     return _Selection((every,), (f"replicas of {flow.name} (policy {policy.kind}) -> {every}",))
+
+
+def replica_resources(flow: FlowConfig) -> tuple[tuple[Resource, ...], bool]:
+    """The ACL resources of the replicas ``flow`` writes on its target, and whether they
+    stand for exactly those names (see drkit.access.rules.resource_for_pattern)."""
+    replicas = _replicas(flow)
+    return replicas.resources, not replicas.inexact
 
 
 def _needs(
@@ -170,6 +177,9 @@ def _checkpointer(flow: FlowConfig, cluster: str) -> Iterator[Need | str]:
 
 
 def _monitor(config: DrkitConfig, cluster: str) -> Iterator[Need | str]:
+    # The monitor runs the engine's periodic duties (drkit.failover.maintenance: pending
+    # fences, standby guards, resuming interrupted runs), so it needs what the engine needs.
+    yield from _engine(config, cluster)
     canary = _topic(config.health.canary_topic)
     yield from _needs([canary], _OWN_TOPIC, "the canary probe")
     yield from _needs([_own(ResourceType.GROUP)], _READ, "the canary reader's group id")
@@ -214,7 +224,12 @@ def _engine(config: DrkitConfig, cluster: str) -> Iterator[Need | str]:
 
 
 def _verifier(config: DrkitConfig, cluster: str) -> Iterator[Need | str]:
+    yield from _needs([_own(ResourceType.GROUP)], _READ, "drkit's readers' group ids")
     for flow in config.flows:
+        if cluster in (flow.source, flow.target):
+            groups = _select(ResourceType.GROUP, flow.groups, f"groups of {flow.name}")
+            why = f"reads the positions of {flow.name}'s groups"
+            yield from _needs(groups.resources, [Operation.DESCRIBE], why)
         if flow.source == cluster:
             topics = _select(ResourceType.TOPIC, flow.topics, f"topics of {flow.name}")
             yield from topics.inexact
@@ -223,7 +238,8 @@ def _verifier(config: DrkitConfig, cluster: str) -> Iterator[Need | str]:
             replicas = _replicas(flow).resources
             yield from _needs(replicas, _READ, f"recounts {flow.name}'s replicas")
             syncs = _topic(internal_topics.offset_syncs_topic(flow.source))
-            yield from _needs([syncs], _READ, f"maps {flow.name}'s offsets")
+            progress = _topic(internal_topics.progress_topic(flow.source))
+            yield from _needs([syncs, progress], _READ, f"maps {flow.name}'s offsets")
 
 
 def _application(role: Role, config: DrkitConfig, cluster: str) -> Iterator[Need | str]:

@@ -113,7 +113,9 @@ def doctor(
         current = store.current_revision()
         return current, store.head_revision(), store.knows_revision(current)
 
-    findings = doctor_checks.examine(config, chosen, timeout, java_executable, revision)
+    findings = doctor_checks.examine(
+        config, chosen, timeout, java_executable, revision, _primary(app, config_file)
+    )
     if output == "json":
         echo_json(
             [
@@ -131,6 +133,21 @@ def doctor(
             click.echo(finding.line())
     if any(f.status is doctor_checks.Status.FAIL for f in findings):
         raise SystemExit(1)
+
+
+def _primary(app: AppContext, config_file: str | None) -> str | None:
+    """Where the active pointer is (None before any move, or when the store cannot say)."""
+    from drkit.errors import DrkitError
+    from drkit.failover.pointer import PointerRepository
+
+    try:
+        store = app.store(config_file)
+        if store.current_revision() != store.head_revision():
+            return None  # the doctor changes nothing, not even the store's schema
+        pointer = PointerRepository(store).get()
+    except DrkitError:
+        return None
+    return pointer.cluster if pointer else None
 
 
 COMMANDS = [acls, doctor]

@@ -406,6 +406,9 @@ class FailoverPolicy(_Frozen):
     switchover_timeout_s: float = Field(default=120.0, gt=0)
     # Fence the old primary with DENY WRITE ACLs for this principal on its replicated topics.
     fence_with_acls: bool = True
+    # Replicas on a standby refuse application writes until promotion (drkit.access.standby);
+    # applied by move_pointer and the monitor, needs an authorizer and known principals.
+    read_only_standby: bool = True
     fence_principal: str = Field(default="User:*", min_length=1)
     # One failover at a time: the lease an engine holds (drkit.failover.lease), renewed every
     # third of it and before every side effect on a cluster; expiry by the store's clock.

@@ -9,6 +9,10 @@
   counted, and only once no transaction is open there - and stored with the run
   (``result.divergence``, shown by ``drkit status``, ``drkit failover show`` and the webhook);
   drkit never fails back on its own - ``drkit failback`` exports those records.
+* **Standby guards**: the replicas on every standby refuse application writes
+  (drkit.access.standby), as the active pointer says who is primary - a fresh set-up is
+  guarded, a cluster that was away is guarded when it answers.  Skipped while a run is in
+  progress: its ``move_pointer`` changes the guards itself.
 * **Stale runs**: a run whose engine process died stays RUNNING with an expiring lease; once the
   lease has expired the run is resumed from its first step that is not done (same code path as
   ``drkit failover --resume``).
@@ -94,6 +98,21 @@ class FailoverMaintenance:
             fenced.append(cluster)
         return fenced
 
+    def guard_standbys(self) -> list[str]:
+        """Bring every standby guard to what the pointer asks for (none while a run is in
+        progress); returns the clusters whose ACLs changed."""
+        from drkit.failover.pointer import PointerRepository
+        from drkit.failover.runs import RunRepository
+        from drkit.failover.standby_guard import reconcile_standby_guards
+
+        if RunRepository(self.store).in_progress():
+            return []
+        pointer = PointerRepository(self.store).get()
+        plans = reconcile_standby_guards(
+            self.config, self.connect, pointer.cluster if pointer else None, timeout_s=10
+        )
+        return [plan.cluster for plan in plans if plan.create or plan.delete]
+
     def report_divergence(self) -> list[int]:
         """Store, once per succeeded failover run, the old primary's divergent records per
         partition as soon as it answers and is fenced; returns the runs reported."""
@@ -161,7 +180,13 @@ class FailoverMaintenance:
             log.exception("failover maintenance could not take its lease")
             return
         try:
-            for duty in (self.apply_pending_fences, self.report_divergence, self.resume_stale_runs):
+            duties = (
+                self.apply_pending_fences,
+                self.guard_standbys,
+                self.report_divergence,
+                self.resume_stale_runs,
+            )
+            for duty in duties:
                 try:
                     duty()
                 except Exception:  # a scheduled duty must never kill the scheduler

@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Protocol
 
+from drkit.access.rules import AclEntry
 from drkit.kafka.admin_base import (
     ConfigValue,
     GroupOffsets,
@@ -139,6 +140,20 @@ class ClusterAdmin(Protocol):
         self, requests: Mapping[str, Mapping[TopicPartition, int]], timeout_s: float | None = None
     ) -> dict[str, str | None]:
         """Commit many groups' offsets concurrently; per group None, or why it was refused."""
+        ...
+
+    # -- ACLs of any kind (drkit.access) -------------------------------------------------------
+
+    def acl_entries(self, timeout_s: float | None = None) -> set[AclEntry]:
+        """Every ACL on the cluster drkit can reason about."""
+        ...
+
+    def create_entries(self, entries: Iterable[AclEntry], timeout_s: float | None = None) -> None:
+        """Create these ACLs (idempotent)."""
+        ...
+
+    def delete_entries(self, entries: Iterable[AclEntry], timeout_s: float | None = None) -> None:
+        """Delete exactly these ACLs (an absent one is no error)."""
         ...
 
     # -- write fencing ----------------------------------------------------------------------

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -15,13 +16,25 @@ from pathlib import Path
 import pytest
 import yaml
 
-from drkit.access.rules import AclEntry, Operation, PatternType, Resource, ResourceType
+from drkit.access.rules import (
+    AclEntry,
+    Operation,
+    PatternType,
+    Permission,
+    Resource,
+    ResourceType,
+)
 from drkit.config import load_config
+from drkit.drills.report import Verdict
+from drkit.drills.scenario import load_scenario
+from drkit.drills.service import run_drill
 from drkit.errors import KafkaError
 from drkit.kafka import KafkaAdmin
 from drkit.kafka.admin import TopicSpec
 from drkit.kafka.io import commit_group_offsets, produce_batch
 from drkit.local import LocalKafka
+from drkit.local.ports import free_port
+from drkit.store import StateStore
 from tests.conftest import Names
 from tests.failover_support import (
     PARTITIONS,
@@ -32,8 +45,44 @@ from tests.failover_support import (
     groups_at_positions,
     wait_replicated,
 )
+from tests.integration.test_monitor import MonitorProcess
 from tests.kafka_backends import backend
-from tests.replication_support import DrkitProcess, FlowSetup, Replicator
+from tests.replication_support import DrkitProcess, FlowSetup, Replicator, wait_until
+
+
+def _watched(monitor: MonitorProcess, flow: str) -> bool:
+    """Both clusters HEALTHY and the flow's lag, heartbeats and checkpoints measured."""
+    status = monitor.status()
+    if status is None:
+        return False
+    measured = status["flows"].get(flow, {})
+    return (
+        {c["state"] for c in status["clusters"].values()} == {"HEALTHY"}
+        and measured.get("lag_records") == 0
+        and measured.get("heartbeat_age_s") is not None
+        and measured.get("checkpoint_age_s") is not None
+    )
+
+
+def _secrets(pair: SecuredPair) -> dict[str, str]:
+    """Every secret of the secured local clusters: each user's password and the key stores'."""
+    directory = pair.manager.secrets.directory
+    return {path.name: path.read_text().strip() for path in directory.glob("*.password")}
+
+
+def _assert_no_secret(pair: SecuredPair, texts: list[str], places: list[Path]) -> None:
+    """No secret in ``texts`` (outputs, metrics) nor in any file under ``places`` (logs,
+    reports, configs, SQLite stores - read as bytes)."""
+    secrets = _secrets(pair)
+    assert len(secrets) >= 8 and all(len(value) >= 20 for value in secrets.values())
+    files = [p for place in places for p in ([place] if place.is_file() else place.rglob("*"))]
+    files = [p for p in files if p.is_file()]
+    assert files, places
+    for name, value in secrets.items():
+        for text in texts:
+            assert value not in text, f"{name} printed"
+        for path in files:
+            assert value.encode() not in path.read_bytes(), f"{name} in {path}"
 
 
 @dataclass(frozen=True)
@@ -96,19 +145,54 @@ def test_every_role_runs_as_its_own_least_privilege_principal_through_a_failover
     for group, offsets in groups.items():
         commit_group_offsets(app.source_endpoint, group, offsets)
 
+    metrics_port = free_port()
     replicator = Replicator(pair.as_user("replicator", tmp_path), "--no-checkpoints",
-                            log_dir=tmp_path)  # fmt: skip
+                            "--metrics-port", str(metrics_port), log_dir=tmp_path)  # fmt: skip
     checkpointer = DrkitProcess(
         ["checkpoint", "--config", str(pair.as_user("checkpointer", tmp_path).path)],
         tmp_path, "checkpoint",
     )  # fmt: skip
-    with replicator, checkpointer:
+    monitor = MonitorProcess(pair.as_user("monitor", tmp_path).path, "o1", tmp_path)
+    # A careless grant: the application may write every topic of the standby.
+    on_target = KafkaAdmin(admin.target_endpoint)
+    everything = Resource(ResourceType.TOPIC, "*")
+    on_target.create_entries([AclEntry("User:app", everything, Operation.WRITE)])
+    replica = f"{pair.source}.{topic}"
+    with replicator, checkpointer, monitor:
         wait_replicated(admin, topic, groups)
+        flow = f"{pair.source}->{pair.target}"
+        wait_until(lambda: _watched(monitor, flow), 60, 0.5, what="the monitor sees it all")
+        # Read-only standby: the monitor guards the replicas; the application is refused
+        # there, the replicator is not.
+        guard = AclEntry("User:app", Resource(ResourceType.TOPIC, f"{pair.source}.",
+                         PatternType.PREFIXED), Operation.WRITE, Permission.DENY)  # fmt: skip
+        wait_until(lambda: guard in on_target.acl_entries(), 30, what="the standby guarded")
+        with pytest.raises(KafkaError, match="AUTHORIZATION"):
+            produce_batch(app.target_endpoint, replica, [(None, b"split brain")], partition=0,
+                          timeout_s=10)  # fmt: skip
+        outputs = [
+            urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10)
+            .read()
+            .decode(),
+            monitor.get("/metrics").decode(),
+            monitor.get("/api/status").decode(),
+        ]
         engine = pair.as_user("engine", tmp_path)
+        plan = drkit(engine, "failover", "--from", pair.source, "--to", pair.target, "--plan")
+        assert plan.code == 0, plan.err + plan.out
         done = drkit(engine, "failover", "--from", pair.source, "--to", pair.target, "--yes",
                      "-o", "json")  # fmt: skip
         assert done.code == 0, done.err + done.out
-    for process in (replicator, checkpointer):
+        outputs += [plan.out, plan.err, done.out, done.err]
+    verified = drkit(pair.as_user("verifier", tmp_path), "verify", "--flow", flow, "--topics",
+                     topic, "--out", str(tmp_path / "verify"), "-o", "json")  # fmt: skip
+    assert verified.code == 0, verified.err + verified.out
+    totals = verified.json()["totals"]
+    assert totals["records"] == PARTITIONS * PER_PARTITION and totals["missing"] == 0, totals
+    outputs += [verified.out, verified.err]
+    outputs += [p.log_path.read_text() for p in (replicator, checkpointer, monitor)]
+    _assert_no_secret(pair, outputs, [tmp_path, pair.state / "drkit.db"])
+    for process in (replicator, checkpointer, monitor):
         log = process.log_path.read_text()
         assert "AUTHORIZATION_FAILED" not in log, log[-3000:]
     run = done.json()
@@ -118,8 +202,14 @@ def test_every_role_runs_as_its_own_least_privilege_principal_through_a_failover
     with pytest.raises(KafkaError, match="AUTHORIZATION"):
         produce_batch(app.source_endpoint, topic, [(None, b"late")], partition=0, timeout_s=10)
     # ... and every group resumes on the standby where it stopped.
-    replica = f"{pair.source}.{topic}"
     assert_groups_resume_exactly(admin, replica, groups)
+    # The new primary takes the application's writes: its guard went with the move.
+    assert guard not in on_target.acl_entries()
+    produce_batch(app.target_endpoint, replica, [(None, b"promoted")], partition=0, timeout_s=10)
+    moved = next(s for s in run["steps"] if s["name"] == "move_pointer")
+    assert any(
+        g["cluster"] == pair.target and g["deleted"] for g in moved["detail"]["standby_guard"]
+    )
 
 
 def test_the_doctor_names_a_missing_acl_and_its_role_and_drkit_acls_apply_restores_it(
@@ -147,3 +237,26 @@ def test_the_doctor_names_a_missing_acl_and_its_role_and_drkit_acls_apply_restor
     assert applied.returncode == 0, applied.stderr
     again = pair.run("doctor")
     assert again.returncode == 0, again.stdout + again.stderr
+
+
+def test_the_readme_drill_runs_secured_to_policy_met_and_leaks_no_secret(
+    secured_pair: SecuredPair, tmp_path: Path
+) -> None:
+    """The README's main job (unplanned loss of dc1) on the secured clusters, as drkit's own
+    principal; then every log, report, store and config it left is searched for every secret."""
+    pair = secured_pair
+    scenario = load_scenario("unplanned-loss-of-dc1").model_copy(
+        update={"source": pair.source, "target": pair.target}
+    )
+    config_path = pair.state / "drkit.yaml"
+    store = StateStore(f"sqlite:///{tmp_path / 'main.db'}")
+    store.ensure_current()
+    outcome = run_drill(
+        scenario, load_config(config_path), config_path, store, tmp_path / "state",
+        verify=True, local=pair.manager,
+    )  # fmt: skip
+    report = outcome.report
+    assert report.verdict is Verdict.POLICY_MET, (report.reasons, report.notes)
+    assert report.accounting is not None and report.accounting["totals"]["records"] > 0
+    # The main store (its drill row and report) is under tmp_path.
+    _assert_no_secret(pair, [], [tmp_path, outcome.html.parent, outcome.json])

@@ -320,3 +320,18 @@ def test_missing_keeps_the_order_of_the_needs() -> None:
     needs = [_need(_topic(name), Operation.READ) for name in ("c", "a", "b")]
     held = [_allow("User:x", _topic("a"), Operation.READ)]
     assert [n.resource.name for n in missing("User:x", needs, held)] == ["c", "b"]
+
+
+def test_the_doctor_says_whether_a_standbys_replicas_are_guarded() -> None:
+    from drkit.access.doctor import standby_findings
+    from drkit.access.standby import guard_of
+
+    config = _secured(_config())
+    guard = guard_of(config.flows[0], config)
+    facts = ClusterFacts("dc2", brokers=1, authorizer=True, acls=frozenset(guard.entries))
+    [found] = standby_findings(config, facts, None)
+    assert found.status is Status.OK and "read-only standby" in found.check
+    bare = ClusterFacts("dc2", brokers=1, authorizer=True, acls=frozenset())
+    [found] = standby_findings(config, bare, None)
+    assert found.status is Status.WARN and "missing" in found.detail
+    assert standby_findings(config, bare, "dc2") == []  # dc2 is the primary: no guard

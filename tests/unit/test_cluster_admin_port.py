@@ -40,6 +40,7 @@ def test_the_port_lists_what_orchestration_uses() -> None:
         "list_offsets", "stable_offsets", "visible_records", "topic_offsets",
         "list_groups", "describe_groups", "group_offsets", "groups_offsets", "alter_group_offsets",
         "alter_groups_offsets",
+        "acl_entries", "create_entries", "delete_entries",
         "topics_with_acls", "deny_writes", "allow_writes", "write_denied",
     }  # fmt: skip
 
