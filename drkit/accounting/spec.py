@@ -15,7 +15,7 @@ from typing import Any
 
 from drkit.accounting.losses import lost_before_replication
 from drkit.accounting.sparkjob.schema import GroupSpec, PartitionSpec, Spec
-from drkit.config.model import ClusterConfig, DrkitConfig, FlowConfig, SaslMechanism
+from drkit.config.model import ClusterConfig, DrkitConfig, FlowConfig, OAuthConfig, SaslMechanism
 from drkit.config.model import SecurityProtocol as Protocol
 from drkit.errors import (
     AccountingError,
@@ -38,11 +38,34 @@ from drkit.replication.transforms import BUILTIN_TYPES
 # 2 minutes by default, then moves on).
 _COMMITTED = "read_committed"
 
+_OAUTH_LOGIN = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
+_OAUTH_LOGIN_HANDLER = (
+    "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler"
+)
 _LOGIN = {
     SaslMechanism.PLAIN: "org.apache.kafka.common.security.plain.PlainLoginModule",
     SaslMechanism.SCRAM_SHA_256: "org.apache.kafka.common.security.scram.ScramLoginModule",
     SaslMechanism.SCRAM_SHA_512: "org.apache.kafka.common.security.scram.ScramLoginModule",
 }
+
+
+def _jaas_quoted(value: str) -> str:
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _oauth_options(oauth: OAuthConfig) -> dict[str, str]:
+    """The Java client's OIDC login (client-credentials grant, Kafka 3.4+ class names)."""
+    assert oauth.client_secret is not None
+    fields = {"clientId": oauth.client_id, "clientSecret": oauth.client_secret.get_secret_value()}
+    if oauth.scope:
+        fields["scope"] = oauth.scope
+    fields.update({f"extension_{key}": value for key, value in sorted(oauth.extensions.items())})
+    jaas = " ".join(f"{key}={_jaas_quoted(value)}" for key, value in fields.items())
+    return {
+        "kafka.sasl.login.callback.handler.class": _OAUTH_LOGIN_HANDLER,
+        "kafka.sasl.oauthbearer.token.endpoint.url": oauth.token_endpoint_url,
+        "kafka.sasl.jaas.config": f"{_OAUTH_LOGIN} required {jaas};",
+    }
 
 
 def spark_kafka_options(cluster: ClusterConfig) -> dict[str, str]:
@@ -53,13 +76,17 @@ def spark_kafka_options(cluster: ClusterConfig) -> dict[str, str]:
         "kafka.security.protocol": security.protocol.value,
     }
     if security.protocol in (Protocol.SASL_PLAINTEXT, Protocol.SASL_SSL):
-        assert security.sasl_mechanism is not None and security.password is not None
-        password = security.password.get_secret_value().replace('"', '\\"')
+        assert security.sasl_mechanism is not None
         options["kafka.sasl.mechanism"] = security.sasl_mechanism.value
-        options["kafka.sasl.jaas.config"] = (
-            f'{_LOGIN[security.sasl_mechanism]} required username="{security.username}" '
-            f'password="{password}";'
-        )
+        if security.sasl_mechanism is SaslMechanism.OAUTHBEARER and security.oauth is not None:
+            options.update(_oauth_options(security.oauth))
+        else:
+            assert security.password is not None
+            password = security.password.get_secret_value().replace('"', '\\"')
+            options["kafka.sasl.jaas.config"] = (
+                f'{_LOGIN[security.sasl_mechanism]} required username="{security.username}" '
+                f'password="{password}";'
+            )
     if security.protocol in (Protocol.SSL, Protocol.SASL_SSL):
         if security.ssl_ca_location:
             options["kafka.ssl.truststore.type"] = "PEM"

@@ -42,6 +42,44 @@ class SaslMechanism(StrEnum):
     PLAIN = "PLAIN"
     SCRAM_SHA_256 = "SCRAM-SHA-256"
     SCRAM_SHA_512 = "SCRAM-SHA-512"
+    OAUTHBEARER = "OAUTHBEARER"
+
+
+def _read_secret_file(path: Path, what: str) -> SecretStr:
+    """The first line of ``path``, as a secret; ValueError naming the file (never its text)."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError as err:
+        raise ValueError(f"{what} {path}: {err.strerror}") from None
+    if not lines or not lines[0]:
+        raise ValueError(f"{what} {path} is empty")
+    return SecretStr(lines[0])
+
+
+class OAuthConfig(_Frozen):
+    """OIDC client credentials for SASL/OAUTHBEARER: drkit's clients fetch a token from
+    ``token_endpoint_url`` (the client-credentials grant) and renew it before it expires -
+    librdkafka's ``oidc`` method, and the Java client's login callback in the Spark job."""
+
+    token_endpoint_url: str = Field(pattern=r"^https?://\S+$")
+    client_id: str = Field(min_length=1)
+    client_secret: SecretStr | None = None
+    # A file holding the secret (its first line): keeps it out of the config file.
+    client_secret_file: Path | None = None
+    scope: str | None = None
+    # SASL extensions sent with the token (some providers need e.g. logicalCluster).
+    extensions: dict[str, str] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _secret(self) -> OAuthConfig:
+        if self.client_secret_file is not None:
+            if self.client_secret is not None:
+                raise ValueError("give client_secret or client_secret_file, not both")
+            secret = _read_secret_file(self.client_secret_file, "client_secret_file")
+            object.__setattr__(self, "client_secret", secret)
+        if self.client_secret is None:
+            raise ValueError("OAUTHBEARER needs client_secret (or client_secret_file)")
+        return self
 
 
 class SecurityConfig(_Frozen):
@@ -58,28 +96,37 @@ class SecurityConfig(_Frozen):
     ssl_key_location: str | None = None
     ssl_key_password: SecretStr | None = None
     ssl_endpoint_identification: bool = True
+    # sasl_mechanism OAUTHBEARER: the OIDC client instead of username/password.
+    oauth: OAuthConfig | None = None
 
     @model_validator(mode="after")
     def _sasl_complete(self) -> SecurityConfig:
         if self.password_file is not None:
             if self.password is not None:
                 raise ValueError("give password or password_file, not both")
-            try:
-                lines = self.password_file.read_text(encoding="utf-8").splitlines()
-            except OSError as err:
-                raise ValueError(f"password_file {self.password_file}: {err.strerror}") from None
-            if not lines or not lines[0]:
-                raise ValueError(f"password_file {self.password_file} is empty")
-            object.__setattr__(self, "password", SecretStr(lines[0]))
-        if self.protocol in (SecurityProtocol.SASL_PLAINTEXT, SecurityProtocol.SASL_SSL):
-            missing = [
-                name
-                for name in ("sasl_mechanism", "username", "password")
-                if getattr(self, name) is None
-            ]
-            if missing:
-                raise ValueError(f"{self.protocol} needs {', '.join(missing)}")
+            object.__setattr__(
+                self, "password", _read_secret_file(self.password_file, "password_file")
+            )
+        if self.protocol not in (SecurityProtocol.SASL_PLAINTEXT, SecurityProtocol.SASL_SSL):
+            return self
+        if self.sasl_mechanism is SaslMechanism.OAUTHBEARER:
+            if self.oauth is None:
+                raise ValueError("sasl_mechanism OAUTHBEARER needs an oauth section")
+            return self
+        needed = ("sasl_mechanism", "username", "password")
+        missing = [name for name in needed if getattr(self, name) is None]
+        if missing:
+            raise ValueError(f"{self.protocol} needs {', '.join(missing)}")
         return self
+
+    @property
+    def login(self) -> str | None:
+        """Who drkit logs in as: the SASL user, or the OIDC client id (brokers map a token's
+        ``sub`` claim to the principal; for the client-credentials grant that is usually the
+        client id)."""
+        if self.sasl_mechanism is SaslMechanism.OAUTHBEARER and self.oauth is not None:
+            return self.oauth.client_id
+        return self.username
 
 
 _HOSTNAME = re.compile(r"[A-Za-z0-9._-]+")
@@ -171,8 +218,8 @@ class ClusterConfig(_Frozen):
         drkit's SASL login; None when unknown (PLAINTEXT or TLS-certificate identities)."""
         if role in self.principals:
             return self.principals[role]
-        if self.security.username is not None:
-            return f"User:{self.security.username}"
+        if self.security.login is not None:
+            return f"User:{self.security.login}"
         return None
 
     @field_validator("bootstrap_servers")

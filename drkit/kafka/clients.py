@@ -14,7 +14,13 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, Producer
 
-from drkit.config.model import ClusterConfig, SecurityConfig, SecurityProtocol
+from drkit.config.model import (
+    ClusterConfig,
+    OAuthConfig,
+    SaslMechanism,
+    SecurityConfig,
+    SecurityProtocol,
+)
 from drkit.errors import FatalKafkaError
 
 # librdkafka's syslog-style level for its own log lines (it writes them to stderr).  Every
@@ -49,10 +55,14 @@ class ClusterEndpoint:
 def _security_settings(security: SecurityConfig) -> dict[str, Any]:
     settings: dict[str, Any] = {"security.protocol": security.protocol.value}
     if security.protocol in (SecurityProtocol.SASL_PLAINTEXT, SecurityProtocol.SASL_SSL):
-        assert security.sasl_mechanism is not None and security.password is not None
+        assert security.sasl_mechanism is not None
         settings["sasl.mechanism"] = security.sasl_mechanism.value
-        settings["sasl.username"] = security.username
-        settings["sasl.password"] = security.password.get_secret_value()
+        if security.oauth is not None and security.sasl_mechanism is SaslMechanism.OAUTHBEARER:
+            settings.update(_oidc_settings(security.oauth))
+        else:
+            assert security.password is not None
+            settings["sasl.username"] = security.username
+            settings["sasl.password"] = security.password.get_secret_value()
     if security.protocol in (SecurityProtocol.SSL, SecurityProtocol.SASL_SSL):
         optional = {
             "ssl.ca.location": security.ssl_ca_location,
@@ -65,6 +75,24 @@ def _security_settings(security: SecurityConfig) -> dict[str, Any]:
         settings.update({k: v for k, v in optional.items() if v is not None})
         settings["ssl.endpoint.identification.algorithm"] = (
             "https" if security.ssl_endpoint_identification else "none"
+        )
+    return settings
+
+
+def _oidc_settings(oauth: OAuthConfig) -> dict[str, Any]:
+    """librdkafka's built-in OIDC client (client-credentials grant, renewed before expiry)."""
+    assert oauth.client_secret is not None
+    settings: dict[str, Any] = {
+        "sasl.oauthbearer.method": "oidc",
+        "sasl.oauthbearer.token.endpoint.url": oauth.token_endpoint_url,
+        "sasl.oauthbearer.client.id": oauth.client_id,
+        "sasl.oauthbearer.client.secret": oauth.client_secret.get_secret_value(),
+    }
+    if oauth.scope:
+        settings["sasl.oauthbearer.scope"] = oauth.scope
+    if oauth.extensions:
+        settings["sasl.oauthbearer.extensions"] = ",".join(
+            f"{key}={value}" for key, value in sorted(oauth.extensions.items())
         )
     return settings
 

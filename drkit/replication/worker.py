@@ -425,9 +425,12 @@ class FlowWorker:
         try:
             commit_unless_fenced(self._consumer, producer, self._next_offsets())
         except (GroupFencedError, ProducerFencedError) as err:
-            self.metrics.errors.labels(self.name, "fenced").inc()
+            # A rebalance that moved on while this commit was in flight (group generation) is
+            # ordinary when workers join; another producer taking the transactional id is not.
+            kind = "rebalanced" if isinstance(err, GroupFencedError) else "fenced"
+            self.metrics.errors.labels(self.name, kind).inc()
             self._in_txn = False
-            raise _Restart(f"fenced: {err}") from None
+            raise _Restart(f"{kind}: {err}") from None
         except RetriableKafkaError as err:
             self.metrics.errors.labels(self.name, "transaction").inc()
             raise _Restart(f"transaction commit failed: {err}") from None

@@ -180,5 +180,6 @@ def test_the_walk_covers_every_model_field_in_the_example() -> None:
         "SecurityConfig.ssl_certificate_location",
         "SecurityConfig.ssl_key_location",
         "SecurityConfig.ssl_key_password",
+        "SecurityConfig.oauth",  # an alternative to username/password
     }
     assert set(missing) <= commented, set(missing) - commented
