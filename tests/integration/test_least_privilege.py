@@ -243,7 +243,9 @@ def test_the_readme_drill_runs_secured_to_policy_met_and_leaks_no_secret(
     secured_pair: SecuredPair, tmp_path: Path
 ) -> None:
     """The README's main job (unplanned loss of dc1) on the secured clusters, as drkit's own
-    principal; then every log, report, store and config it left is searched for every secret."""
+    principal; then every log, report, store and config it left is searched for every secret.
+    Its Spark accounting is left out to keep CI short: ``drkit verify`` over SASL_SSL runs as
+    the verifier in the test above."""
     pair = secured_pair
     scenario = load_scenario("unplanned-loss-of-dc1").model_copy(
         update={"source": pair.source, "target": pair.target}
@@ -253,10 +255,10 @@ def test_the_readme_drill_runs_secured_to_policy_met_and_leaks_no_secret(
     store.ensure_current()
     outcome = run_drill(
         scenario, load_config(config_path), config_path, store, tmp_path / "state",
-        verify=True, local=pair.manager,
+        verify=False, local=pair.manager,
     )  # fmt: skip
     report = outcome.report
     assert report.verdict is Verdict.POLICY_MET, (report.reasons, report.notes)
-    assert report.accounting is not None and report.accounting["totals"]["records"] > 0
+    assert report.rto is not None and report.rto.total_s > 0
     # The main store (its drill row and report) is under tmp_path.
     _assert_no_secret(pair, [], [tmp_path, outcome.html.parent, outcome.json])
