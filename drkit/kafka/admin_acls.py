@@ -157,11 +157,7 @@ class AclAdmin(AdminBase):
         if not filters:
             return
 
-        def run(t: float) -> None:
-            for future in self._client.delete_acls(filters, request_timeout=t).values():
-                future.result(timeout=t)
-
-        self._call("delete ACLs", timeout_s, run)
+        self._delete(filters, "delete ACLs", timeout_s)
 
     # -- write fencing (ACLs) ---------------------------------------------------------------
 
@@ -195,6 +191,15 @@ class AclAdmin(AdminBase):
 
         def run(t: float) -> None:
             for future in self._client.create_acls(bindings, request_timeout=t).values():
+                future.result(timeout=t)
+
+        self._call(what, timeout_s, run)
+
+    def _delete(self, filters: list[AclBindingFilter], what: str, timeout_s: float | None) -> None:
+        """DeleteAcls for ``filters``; every filter's result checked."""
+
+        def run(t: float) -> None:
+            for future in self._client.delete_acls(filters, request_timeout=t).values():
                 future.result(timeout=t)
 
         self._call(what, timeout_s, run)
@@ -286,11 +291,7 @@ class AclAdmin(AdminBase):
         if not filters:
             return
 
-        def run(t: float) -> None:
-            for future in self._client.delete_acls(filters, request_timeout=t).values():
-                future.result(timeout=t)
-
-        self._call("delete fencing ACLs", timeout_s, run)
+        self._delete(filters, "delete fencing ACLs", timeout_s)
         self._await_acls(principal, set(), set(lifted), timeout_s)
 
     def principal_acls(self, principal: str, timeout_s: float | None = None) -> set[TopicAcl]:
