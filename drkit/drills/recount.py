@@ -91,3 +91,21 @@ def group_outcome(
         resumed_after_s=resumed_after_s,
         verified_exact=verified_exact,
     )
+
+
+def placed_or_reset(
+    translated: Mapping[str, Mapping[TopicPartition, int]],
+    wanted: Mapping[str, Sequence[TopicPartition]],
+    log_starts: Mapping[TopicPartition, int],
+) -> dict[str, dict[TopicPartition, int]]:
+    """Per group and replica partition in ``wanted``: where the group starts on the target.
+
+    ``translated`` is what the failover committed; a partition it left out (nothing to
+    translate from) starts where a consumer with ``auto.offset.reset=earliest`` (the drill's
+    workload) starts: the replica's log start.  Translated partitions outside ``wanted`` stay."""
+    out = {group: dict(positions) for group, positions in translated.items()}
+    for group, partitions in wanted.items():
+        placed = out.setdefault(group, {})
+        for tp in partitions:
+            placed.setdefault(tp, log_starts[tp])
+    return out

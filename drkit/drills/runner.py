@@ -26,7 +26,7 @@ from drkit.drills import checks as drill_checks
 from drkit.drills.environment import DrillEnvironment, DrkitChild, monitor, replicator
 from drkit.drills.faults import LocalFaults
 from drkit.drills.measure import Unmeasured, judge, rto_of
-from drkit.drills.recount import group_outcome, rpo_of
+from drkit.drills.recount import group_outcome, placed_or_reset, rpo_of
 from drkit.drills.report import DrillReport, GroupOutcome, RtoBreakdown, Series, Targets
 from drkit.drills.scenario import Decision, Scenario
 from drkit.drills.timeline import (
@@ -609,7 +609,7 @@ class DrillRunner:
         s = self.scenario
         # Judge the positions the failover gave each group, not where the groups went since.
         run = self.run_record
-        positions = Translation.of(run).positions() if run else None
+        positions = self._failover_positions(run) if run else None
         summary = verify(
             self.env.config,
             self.env.flow,
@@ -621,6 +621,24 @@ class DrillRunner:
             positions=positions,
         )
         return dict(summary)
+
+    def _failover_positions(self, run: RunRecord) -> dict[str, dict[TopicPartition, int]]:
+        """Where the failover put each workload group on the target, per replica partition.
+
+        A partition the run could not translate (no checkpoint yet when the source died) gets
+        no commit, so the drill's consumers start where ``auto.offset.reset=earliest`` puts
+        them: the replica's log start.  Judged at the group's live commit instead, records the
+        group has read on the target since would count as skipped."""
+        loads = {t.name: t for t in self.scenario.workload.topics}
+        wanted = {
+            self.env.group(g.name): [
+                TopicPartition(self.replica(g.topic), p) for p in range(loads[g.topic].partitions)
+            ]
+            for g in self.scenario.workload.groups
+        }
+        replicas = {tp for tps in wanted.values() for tp in tps}
+        starts = KafkaAdmin(self.endpoint(self.scenario.target)).list_offsets(replicas, "earliest")
+        return placed_or_reset(Translation.of(run).positions(), wanted, starts)
 
 
 def _run_summary(run: RunRecord | None, failback: RunRecord | None) -> dict[str, Any] | None:

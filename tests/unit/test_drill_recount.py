@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from drkit.drills.recount import group_outcome, rpo_of
+from drkit.drills.recount import group_outcome, placed_or_reset, rpo_of
 from drkit.drills.report import PartitionRpo
 from drkit.drills.workload import Processed, decode_seq, encode_value
-from drkit.kafka.records import Record
+from drkit.kafka.records import Record, TopicPartition
 
 
 def _record(topic: str, partition: int, offset: int, seq: int, ts: int = 0) -> Record:
@@ -54,3 +54,17 @@ def test_a_record_processed_nowhere_is_skipped() -> None:
     replica = [_record("dc1.o", 0, i, i) for i in range(10)]
     outcome = group_outcome("g", "o", source, replica, {0: 6}, _processed(8, 9), None)
     assert (outcome.skipped, outcome.reread) == (2, 0)
+
+
+def test_a_partition_the_failover_left_untranslated_is_judged_from_the_replica_start() -> None:
+    """CI once judged such a partition at the group's later commit on the target, so records
+    the group went on to read there counted as 610 skipped (consumers-lagging drill)."""
+    p0, p1, p2 = (TopicPartition("dc1.events", p) for p in range(3))
+    translated = {"slow": {p0: 87}, "other": {p0: 5}}
+    wanted = {"slow": [p0, p1, p2], "fast": [p0, p1]}
+    starts = {p0: 0, p1: 0, p2: 12}
+    assert placed_or_reset(translated, wanted, starts) == {
+        "slow": {p0: 87, p1: 0, p2: 12},  # translated kept, the rest at the log start
+        "fast": {p0: 0, p1: 0},  # not placed at all (no checkpoint): every partition resets
+        "other": {p0: 5},
+    }
