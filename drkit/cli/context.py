@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,12 +31,19 @@ class AppContext:
             self._config = load_config(self.config_path)
         return self._config
 
-    def store(self, explicit_config: str | None = None, config_required: bool = False):  # type: ignore[no-untyped-def]
+    def store(  # type: ignore[no-untyped-def]
+        self, explicit_config: str | None = None, config_required: bool = False,
+        reading: bool = False,
+    ):  # fmt: skip
         """The state store for the chosen config, or the state-dir default when there is no
         config file at all.  A config file that exists but is invalid - given or found
         ($DRKIT_CONFIG, ./drkit.yaml, the state dir's) - is an error, never a silent fallback
-        to the default SQLite store."""
-        from drkit.errors import ConfigError
+        to the default SQLite store.
+
+        ``reading``: the command only reports what is stored, so a state dir named explicitly
+        (--state-dir, $DRKIT_STATE_DIR) that does not exist is a typo to report, not a fresh
+        empty store to answer "nothing yet" from."""
+        from drkit.errors import ConfigError, Problem
         from drkit.store import StateStore, database_url
 
         config: DrkitConfig | None = None
@@ -46,7 +54,22 @@ class AppContext:
                 raise
         else:
             config = self.config(explicit_config)
-        return StateStore(database_url(config, self.state_dir))
+        url = database_url(config, self.state_dir)
+        explicit = self.state_dir_option or os.environ.get("DRKIT_STATE_DIR")
+        default = url == database_url(None, self.state_dir)
+        if reading and explicit and default and not self.state_dir.exists():
+            raise ConfigError(
+                [Problem("--state-dir", f"{self.state_dir} does not exist (a typo?): nothing "
+                         "has run with this state dir, so there is nothing to show")]
+            )  # fmt: skip
+        if default:
+            try:
+                self.state_dir.mkdir(parents=True, exist_ok=True)
+            except OSError as err:
+                raise ConfigError(
+                    [Problem("--state-dir", f"cannot create {self.state_dir}: {err.strerror}")]
+                ) from None
+        return StateStore(url)
 
 
 def config_option(func: Any) -> Any:

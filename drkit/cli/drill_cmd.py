@@ -35,7 +35,7 @@ _LIMIT = click.option(
 def _repository(app: AppContext, config_file: str | None) -> DrillRepository:
     from drkit.drills.repo import DrillRepository
 
-    store = app.store(config_file)
+    store = app.store(config_file, reading=True)
     store.ensure_current()
     return DrillRepository(store)
 

@@ -192,7 +192,7 @@ def failover(
 @pass_app
 def show(app: AppContext, run_id: int | None, config_file: str | None, output: str) -> None:
     """One run with its steps (default: the latest)."""
-    runs = RunRepository(app.store(config_file))
+    runs = RunRepository(app.store(config_file, reading=True))
     run = runs.get(run_id) if run_id is not None else next(iter(runs.latest(1)), None)
     if run is None:
         raise ConfigError([Problem("RUN", "no such failover run" if run_id else "no runs yet")])
@@ -230,7 +230,7 @@ def abandon(
 @pass_app
 def list_runs(app: AppContext, config_file: str | None, output: str) -> None:
     """The latest runs, newest first."""
-    runs = RunRepository(app.store(config_file)).latest()
+    runs = RunRepository(app.store(config_file, reading=True)).latest()
     _emit(output, {"runs": [r.to_json() for r in runs]}, runs_table(runs))
 
 

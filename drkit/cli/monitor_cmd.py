@@ -176,7 +176,7 @@ def status(app: AppContext, config_file: str | None, output: str, probe: bool | 
     from drkit.status import current_status
 
     config = app.config(config_file)
-    store = app.store(config_file)
+    store = app.store(config_file, reading=True)
     store.ensure_current()
     picture = current_status(config, store)
     if probe or (probe is None and not picture.observers):

@@ -25,14 +25,25 @@ _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
 def load_config(path: str | Path, env: Mapping[str, str] | None = None) -> DrkitConfig:
     """Read, interpolate and validate the YAML file at ``path``."""
+    return load_config_text(read_text_file(path), source=str(path), env=env)
+
+
+def read_text_file(path: str | Path) -> str:
+    """The UTF-8 text of a file an operator named; any reason it cannot be read (missing, a
+    directory, no permission, not UTF-8) is a :class:`ConfigError` naming the file."""
     file = Path(path)
     try:
-        text = file.read_text(encoding="utf-8")
+        return file.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise ConfigError([Problem("", "file not found")], source=str(file)) from None
+    except IsADirectoryError:
+        raise ConfigError([Problem("", "is a directory, not a file")], source=str(file)) from None
     except OSError as err:
         raise ConfigError([Problem("", f"cannot read: {err.strerror}")], source=str(file)) from None
-    return load_config_text(text, source=str(file), env=env)
+    except UnicodeDecodeError as err:
+        line = file.read_bytes()[: err.start].count(b"\n") + 1
+        reason = f"not UTF-8 text: byte 0x{err.object[err.start]:02x} on line {line}"
+        raise ConfigError([Problem("", reason + " (save it as UTF-8)")], source=str(file)) from None
 
 
 def load_config_text(

@@ -16,6 +16,7 @@ from pathlib import Path
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from drkit.config.loader import read_text_file
 from drkit.errors import ConfigError, Problem
 from drkit.failover.model import Procedure, StepName
 from drkit.failover.runbook import runbooks_dir
@@ -163,10 +164,9 @@ def resolve(name_or_path: str) -> Path:
 
 def load_scenario(name_or_path: str) -> Scenario:
     path = resolve(name_or_path)
+    text = read_text_file(path)
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError([Problem("", "file not found")], source=str(path)) from None
+        raw = yaml.safe_load(text)
     except yaml.YAMLError as err:
         raise ConfigError([Problem("", f"invalid YAML: {err}")], source=str(path)) from None
     try:

@@ -62,7 +62,13 @@ class StateStore:
         self.url = url
         self.is_sqlite = parsed.get_backend_name() == "sqlite"
         if self.is_sqlite and parsed.database and parsed.database != ":memory:":
-            Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+            directory = Path(parsed.database).parent
+            try:
+                directory.mkdir(parents=True, exist_ok=True)
+            except OSError as err:
+                raise StateStoreError(
+                    f"cannot create {directory} for the SQLite store: {err.strerror}"
+                ) from None
         kwargs: dict[str, object] = {"pool_pre_ping": True}
         if self.is_sqlite:
             kwargs["connect_args"] = {"timeout": 30, "check_same_thread": False}

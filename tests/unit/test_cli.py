@@ -346,3 +346,53 @@ def test_abandon_gives_an_unfinished_run_up_and_records_who_and_why(tmp_path: Pa
     missing = CliRunner().invoke(cli, [*state, "failover", "abandon", "99", "--reason", "x",
                                        "--yes", "--config", str(config)])  # fmt: skip
     assert missing.exit_code == 2 and "no failover run 99" in missing.output
+
+
+# -- operator input that once ended in a traceback or a silent fresh store (issue 25) --------
+
+_CONFIG = (
+    "clusters:\n  dc1: {bootstrap_servers: '127.0.0.1:1'}\n"
+    "  dc2: {bootstrap_servers: '127.0.0.1:2'}\n"
+)
+
+
+@pytest.mark.parametrize("command", [["config", "validate"], ["config", "show", "--config"]])
+def test_a_config_that_is_not_utf8_is_named_with_its_line(
+    tmp_path: Path, command: list[str]
+) -> None:
+    latin1 = tmp_path / "drkit.yaml"
+    latin1.write_bytes(_CONFIG.encode() + "# café\n".encode("latin-1"))
+    result = CliRunner().invoke(cli, [*command, str(latin1)])
+    assert result.exit_code == 2, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    assert f"{latin1}: not UTF-8 text: byte 0xe9 on line 4" in result.output
+
+
+@pytest.mark.parametrize("state_dir", ["/proc/drkit-x", "/etc/passwd/x"])
+def test_a_state_dir_that_cannot_be_created_is_named(tmp_path: Path, state_dir: str) -> None:
+    config = tmp_path / "drkit.yaml"
+    config.write_text(_CONFIG)
+    result = CliRunner().invoke(
+        cli, ["--state-dir", state_dir, "db", "upgrade", "--config", str(config)]
+    )
+    assert result.exit_code == 2, result.output
+    assert f"--state-dir: cannot create {state_dir}" in result.output
+
+
+@pytest.mark.parametrize("command", [["failover", "list"], ["failover", "show"], ["drill", "list"]])
+def test_a_mistyped_state_dir_is_reported_not_answered_from_a_fresh_store(
+    tmp_path: Path, command: list[str]
+) -> None:
+    config = tmp_path / "drkit.yaml"
+    config.write_text(_CONFIG)
+    typo = tmp_path / "sate"
+    result = CliRunner().invoke(cli, ["--state-dir", str(typo), *command, "--config", str(config)])
+    assert result.exit_code == 2, result.output
+    assert f"--state-dir: {typo} does not exist (a typo?)" in result.output
+    assert not typo.exists()  # nothing created behind the operator's back
+
+
+def test_a_drill_given_a_directory_says_so(tmp_path: Path) -> None:
+    result = CliRunner().invoke(cli, ["drill", "run", str(tmp_path)])
+    assert result.exit_code == 2, result.output
+    assert f"{tmp_path}: is a directory, not a file" in result.output
