@@ -7,6 +7,7 @@ import click
 from drkit.cli.context import AppContext, config_option, echo_json, pass_app
 from drkit.config import load_config
 from drkit.config.secrets import redacted_dump
+from drkit.errors import ConfigError
 
 
 @click.group("config")
@@ -18,7 +19,11 @@ def config() -> None:
 @click.argument("file", type=click.Path(dir_okay=False))
 def validate(file: str) -> None:
     """Validate FILE: exit 0 when good, else one line per problem (key path: reason)."""
+    from drkit.drills.schedule import schedule_problems
+
     loaded = load_config(file)
+    if problems := schedule_problems(loaded):
+        raise ConfigError(problems, source=file)
     click.echo(f"{file}: ok ({len(loaded.clusters)} clusters, {len(loaded.flows)} flows)")
 
 

@@ -31,7 +31,7 @@ from drkit.cli.context import (
 )
 from drkit.errors import ConfigError, Problem
 from drkit.failover.context import RunOptions
-from drkit.failover.engine import Engine
+from drkit.failover.engine import Engine, PlanBlocked, known_cluster
 from drkit.failover.model import Plan, Procedure
 from drkit.failover.render import plan_text, remaining_text, run_text, runs_table
 from drkit.failover.runs import RunRecord, RunRepository
@@ -40,7 +40,12 @@ from drkit.failover.runs import RunRecord, RunRepository
 def _common(func: Any) -> Any:
     options: list[Any] = [
         config_option,
-        click.option("--plan", "plan_only", is_flag=True, help="Print the plan; change nothing."),
+        click.option(
+            "--plan",
+            "plan_only",
+            is_flag=True,
+            help="Print the plan; change nothing (exit 4 when it has a blocker).",
+        ),
         click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation."),
         output_option,
         click.option(
@@ -108,6 +113,8 @@ def _run(
     plan = engine.plan(procedure, source, target, options)
     if plan_only:
         _emit(output, plan.to_json(), plan_text(plan))
+        if plan.blockers:  # the same answer the run itself would give, without running it
+            raise SystemExit(PlanBlocked.exit_code)
         return
     _confirm(plan, yes, output)
     _finish(output, engine.start(plan, options, requested_by=operator()))
@@ -314,6 +321,7 @@ def failback(
         raise ConfigError([Problem("--export-file/--export-topic", "choose one")])
     if source is None:
         engine = _engine(app, config_file, output)
+        known_cluster(engine.config, target, "--to")
         pointer = engine.pointers.get()
         if pointer is None:
             raise ConfigError([Problem("--from", "no active pointer recorded: name the primary")])

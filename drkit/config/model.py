@@ -468,6 +468,10 @@ class FailoverPolicy(_Frozen):
     runbooks_dir: str | None = None  # default: the runbooks shipped with drkit
 
 
+# The databases drkit's migrations and its fencing-token writes are tested on.
+STORE_BACKENDS = ("sqlite", "postgresql")
+
+
 class StateStoreConfig(_Frozen):
     """Where drkit keeps its durable state.  ``None``: a SQLite file in the state directory."""
 
@@ -482,9 +486,14 @@ class StateStoreConfig(_Frozen):
         from sqlalchemy.exc import ArgumentError
 
         try:
-            make_url(value.get_secret_value())
+            url = make_url(value.get_secret_value())
         except ArgumentError:
             raise ValueError("not a SQLAlchemy database URL") from None
+        if url.get_backend_name() not in STORE_BACKENDS:
+            raise ValueError(
+                f"{url.get_backend_name()} is not supported: drkit's store runs on "
+                + " or ".join(STORE_BACKENDS)
+            )
         return value
 
 

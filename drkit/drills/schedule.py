@@ -13,13 +13,30 @@ from pathlib import Path
 from typing import Any
 
 from drkit.config.model import DrkitConfig, ScheduledDrill
-from drkit.errors import DrkitError
+from drkit.errors import ConfigError, DrkitError, Problem
 from drkit.failover.lease import LeaseHeld, LeaseRepository
 from drkit.store import StateStore
 
 log = logging.getLogger(__name__)
 
 HOLD_S = 600.0
+
+
+def schedule_problems(config: DrkitConfig) -> list[Problem]:
+    """One problem per ``drills.schedule`` entry whose scenario does not load (unknown name,
+    unreadable file, invalid scenario) - found when the config is checked, not at 3 a.m."""
+    from drkit.drills.scenario import load_scenario
+
+    problems = []
+    for index, entry in enumerate(config.drills.schedule):
+        if entry.scenario is None:
+            continue
+        try:
+            load_scenario(entry.scenario)
+        except ConfigError as err:
+            reasons = "; ".join(p.reason for p in err.problems)
+            problems.append(Problem(f"drills.schedule[{index}].scenario", reasons))
+    return problems
 
 
 class DrillSchedule:
@@ -36,8 +53,12 @@ class DrillSchedule:
         self.leases = LeaseRepository(store)
 
     def add_to(self, scheduler: Any) -> list[str]:
-        """Add one cron job per entry; returns the job ids."""
+        """Add one cron job per entry; returns the job ids.  An entry whose scenario does not
+        load is a :class:`ConfigError` now rather than a failed drill at its hour."""
         from apscheduler.triggers.cron import CronTrigger
+
+        if problems := schedule_problems(self.config):
+            raise ConfigError(problems)
 
         ids = []
         for index, entry in enumerate(self.config.drills.schedule):

@@ -99,12 +99,21 @@ class RunAbandoned(DrkitError):
     exit_code = 8
 
 
+def known_cluster(config: DrkitConfig, alias: str, option: str) -> None:
+    """ConfigError naming ``option`` and the configured clusters unless ``alias`` is one."""
+    if alias not in config.clusters:
+        known = ", ".join(sorted(config.clusters))
+        raise ConfigError([Problem(option, f"unknown cluster {alias!r} (clusters: {known})")])
+
+
 def flow_between(config: DrkitConfig, source: str, target: str) -> FlowConfig:
     """The configured flow ``source->target``; ConfigError naming the known flows otherwise."""
-    for alias in (source, target):
-        if alias not in config.clusters:
-            known = ", ".join(sorted(config.clusters))
-            raise ConfigError([Problem("--from/--to", f"unknown cluster {alias!r} ({known})")])
+    known_cluster(config, source, "--from")
+    known_cluster(config, target, "--to")
+    if source == target:
+        raise ConfigError(
+            [Problem("--from/--to", f"both name {source}: a move needs two clusters")]
+        )
     try:
         return config.flow(f"{source}->{target}")
     except KeyError:

@@ -83,6 +83,7 @@ def make_plan(snapshot: Snapshot, runbook: Runbook) -> Plan:
     rpo = tuple(partition_rpo(facts) for facts in sorted(snapshot.partitions.values(), key=_key))
     findings += _rpo_findings(snapshot, rpo)
     findings += _topic_findings(snapshot)
+    findings += _unknown_groups(snapshot)
     without = groups_without_checkpoint(snapshot)
     if without:
         findings.append(
@@ -127,6 +128,35 @@ def make_plan(snapshot: Snapshot, runbook: Runbook) -> Plan:
         notes=notes,
         target_reachable=snapshot.target_reachable,
     )
+
+
+def _unknown_groups(snapshot: Snapshot) -> list[Finding]:
+    """Groups named with --group that the flow has no trace of.  With the source answering
+    there is no such group (a typo: blocker, rather than a run that moves "groups: 0"); with it
+    gone, the group may simply have no checkpoint yet (warning)."""
+    if snapshot.requested_groups is None or not snapshot.target_reachable:
+        return []
+    known = {g.group for g in snapshot.groups} | set(snapshot.groups_without_checkpoint)
+    unknown = [g for g in snapshot.requested_groups if g not in known]
+    if not unknown:
+        return []
+    if snapshot.source_reachable:
+        return [
+            Finding(
+                Severity.BLOCKER,
+                "unknown_groups",
+                f"--group {', '.join(unknown)}: no offsets committed on {snapshot.source} for "
+                f"the topics of {snapshot.flow} (a typo?)",
+            )
+        ]
+    return [
+        Finding(
+            Severity.WARNING,
+            "unknown_groups",
+            f"--group {', '.join(unknown)}: no checkpoint on {snapshot.target} - nothing is "
+            "written for them (their consumers start where auto.offset.reset puts them)",
+        )
+    ]
 
 
 def groups_without_checkpoint(snapshot: Snapshot) -> tuple[str, ...]:

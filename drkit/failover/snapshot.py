@@ -88,6 +88,8 @@ class Snapshot:
     # Groups the monitor has seen consume this flow's source (state store): with the source
     # gone, those without a checkpoint are listed with where they will start.
     groups_seen: tuple[str, ...] = ()
+    # The groups the operator named (--group); None: every group of the flow.
+    requested_groups: tuple[str, ...] | None = None
 
 
 def gather(
@@ -197,6 +199,7 @@ def gather(
         config.failover,
         force,
         now_ms,
+        requested_groups=tuple(groups) if groups is not None else None,
     )
 
 

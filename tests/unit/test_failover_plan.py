@@ -260,3 +260,19 @@ def test_a_plan_reads_back_from_its_json_as_the_same_value(
         plan.rpo,
     )
     assert Translation.from_detail(translation.to_detail()) == translation
+
+
+def test_a_group_named_with_group_that_the_flow_has_no_trace_of_is_not_silently_dropped() -> None:
+    """Once, ``--group no-such-group`` planned and ran a move of "groups: 0"."""
+    asked = ("billing", "biling")
+    live = _snapshot(
+        Procedure.SWITCHOVER, source_reachable=True, source_error=None, requested_groups=asked
+    )
+    plan = make_plan(live, load_runbook(Procedure.SWITCHOVER))
+    [unknown] = [f for f in plan.findings if f.code == "unknown_groups"]
+    assert unknown.severity is Severity.BLOCKER and "--group biling:" in unknown.message
+    assert "billing" not in unknown.message.split(":")[0]
+    # With the source gone the group may just lack a checkpoint: said, not blocking.
+    assert _codes(_snapshot(requested_groups=asked))["unknown_groups"] is Severity.WARNING
+    assert "unknown_groups" not in _codes(_snapshot(requested_groups=("billing",)))
+    assert "unknown_groups" not in _codes(_snapshot())  # every group of the flow
