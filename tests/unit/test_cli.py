@@ -396,3 +396,45 @@ def test_a_drill_given_a_directory_says_so(tmp_path: Path) -> None:
     result = CliRunner().invoke(cli, ["drill", "run", str(tmp_path)])
     assert result.exit_code == 2, result.output
     assert f"{tmp_path}: is a directory, not a file" in result.output
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["failover", "--from", "dc1", "--to", "dc1", "--plan"], "--from/--to: both name dc1"),
+        (["failover", "--from", "dc9", "--to", "dc1", "--plan"], "--from: unknown cluster 'dc9'"),
+        (["failback", "--to", "dc9", "--plan"], "--to: unknown cluster 'dc9' (clusters: dc1, dc2)"),
+    ],
+)
+def test_a_mistaken_move_names_the_option_at_fault(
+    tmp_path: Path, args: list[str], says: str
+) -> None:
+    config = tmp_path / "drkit.yaml"
+    config.write_text(_CONFIG + "flows: [{source: dc1, target: dc2}]\n")
+    result = CliRunner().invoke(cli, ["--state-dir", str(tmp_path), *args, "--config", str(config)])
+    assert result.exit_code == 2, result.output
+    assert says in result.output
+
+
+@pytest.mark.parametrize(
+    ("extra", "says"),
+    [
+        (
+            "drills: {schedule: [{scenario: nope, cron: '0 3 * * *'}]}\n",
+            "drills.schedule[0].scenario: no scenario 'nope'",
+        ),
+        (
+            "state_store: {url: 'mysql://u:p@h/db'}\n",
+            "state_store.url: mysql is not supported: drkit's store runs on sqlite or postgresql",
+        ),
+    ],
+)
+def test_config_validate_catches_what_would_fail_later(
+    tmp_path: Path, extra: str, says: str
+) -> None:
+    config = tmp_path / "drkit.yaml"
+    config.write_text(_CONFIG + extra)
+    result = CliRunner().invoke(cli, ["config", "validate", str(config)])
+    assert result.exit_code == 2, result.output
+    assert says in result.output
+    assert "u:p" not in result.output
