@@ -56,7 +56,7 @@ def configure(level: int = logging.INFO, fmt: str = "text") -> None:
     for noisy in ("py4j", "apscheduler.executors", "alembic"):
         logging.getLogger(noisy).setLevel(max(level, logging.WARNING))
     # "skipped: maximum number of running instances" on every overrun probe; drkit counts
-    # overruns itself (drkit_job_failures_total{kind="timeout"}).
+    # overruns itself (drkit_monitor_task_failures_total{kind="timeout"}).
     logging.getLogger("apscheduler.scheduler").setLevel(max(level, logging.ERROR))
 
 

@@ -1,5 +1,6 @@
-"""Prometheus metrics of the monitor (labels: cluster, flow, job, status, operation - all
-bounded by the config or by an enum)."""
+"""Prometheus metrics of the monitor (labels: cluster, flow, task, status, operation - all
+bounded by the config or by an enum).  No label is called ``job``: Prometheus puts its own
+``job`` label (the scrape job) on every series, and ours would be renamed ``exported_job``."""
 
 from __future__ import annotations
 
@@ -20,8 +21,8 @@ STATE_VALUE = {
 
 @dataclass(frozen=True)
 class MonitorMetrics:
-    job_duration: Histogram
-    job_failures: Counter
+    task_duration: Histogram
+    task_failures: Counter
     cluster_state: Gauge
     quorum_state: Gauge
     down_votes: Gauge
@@ -43,13 +44,16 @@ class MonitorMetrics:
         reg = registry if registry is not None else REGISTRY
         c, f = ("cluster",), ("flow",)
         return cls(
-            job_duration=Histogram(
-                "drkit_job_duration_seconds", "Monitor job durations", ("job",), registry=reg
+            task_duration=Histogram(
+                "drkit_monitor_task_duration_seconds",
+                "Monitor task durations (task: probe:<cluster>, flow:<flow>, ...)",
+                ("task",),
+                registry=reg,
             ),
-            job_failures=Counter(
-                "drkit_job_failures",
-                "Monitor jobs that failed or overran",
-                ("job", "kind"),
+            task_failures=Counter(
+                "drkit_monitor_task_failures",
+                "Monitor tasks that failed or overran",
+                ("task", "kind"),
                 registry=reg,
             ),
             cluster_state=Gauge(

@@ -12,7 +12,7 @@ Each job is two steps: the Kafka side (probing, within the job's budget) and the
 side (within its own budget, through :class:`StoreWatch`).  So:
 
 * failures never stop the scheduler: a job that raises or overruns is logged and counted in
-  ``drkit_job_failures_total``; an overrunning cluster probe is a failed probe;
+  ``drkit_monitor_task_failures_total``; an overrunning cluster probe is a failed probe;
 * the state store being down (or hanging) never stops probing: the in-memory evaluation and
   the metrics go on, ``/healthz`` fails naming the store, and once the store answers again the
   newest state - with the transition it missed, from the state last stored - is written.
@@ -145,11 +145,11 @@ class Monitor:
         except Exception as err:  # isolation: one failing job never stops the others
             self._job_failed(name, "error", err)
         finally:
-            self.metrics.job_duration.labels(name).observe(time.monotonic() - started)
+            self.metrics.task_duration.labels(name).observe(time.monotonic() - started)
             self._last_job_done = time.monotonic()
 
     def _job_failed(self, name: str, kind: str, err: BaseException) -> None:
-        self.metrics.job_failures.labels(name, kind).inc()
+        self.metrics.task_failures.labels(name, kind).inc()
         log.warning("job failed", extra={"job": name, "kind": kind, "error": str(err)})
 
     def _kafka(self, name: str, work: Callable[[], T]) -> T:

@@ -185,10 +185,15 @@ def test_monitor_keeps_probing_with_the_store_gone_and_healthz_says_so(
             api_status, api_body = _get(monitor, "/api/status")
             assert api_status == 503 and link.address in json.loads(api_body)["error"]
             # Probing goes on without the store (1 s interval): several more rounds.
-            before = _metric(monitor, "drkit_job_duration_seconds_count", job=probes) or 0.0
+            before = (
+                _metric(monitor, "drkit_monitor_task_duration_seconds_count", task=probes) or 0.0
+            )
             wait_until(
                 lambda: (
-                    (_metric(monitor, "drkit_job_duration_seconds_count", job=probes) or 0)
+                    (
+                        _metric(monitor, "drkit_monitor_task_duration_seconds_count", task=probes)
+                        or 0
+                    )
                     >= before + 4
                 ),
                 20,

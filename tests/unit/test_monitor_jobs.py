@@ -58,7 +58,7 @@ def test_hanging_probe_is_cut_off_and_the_scheduler_keeps_going(tmp_path: Path) 
 
     def timeouts() -> float:
         value = registry.get_sample_value(
-            "drkit_job_failures_total", {"job": "probe:stuck", "kind": "timeout"}
+            "drkit_monitor_task_failures_total", {"task": "probe:stuck", "kind": "timeout"}
         )
         return value or 0.0
 
@@ -79,19 +79,21 @@ def test_hanging_probe_is_cut_off_and_the_scheduler_keeps_going(tmp_path: Path) 
     # The failure counter counts each failed probe once: as many as the evaluation saw.
     assert timeouts() == monitor.health["stuck"].consecutive_failed
     assert registry.get_sample_value(
-        "drkit_job_duration_seconds_count", {"job": "probe:stuck"}
+        "drkit_monitor_task_duration_seconds_count", {"task": "probe:stuck"}
     ) == (timeouts())
     # ... while the healthy cluster kept being probed on schedule, each run timed, none failed.
     assert counting.calls >= 5
     assert monitor.health["fine"].state is ClusterState.HEALTHY
     assert (
-        registry.get_sample_value("drkit_job_duration_seconds_count", {"job": "probe:fine"})
+        registry.get_sample_value(
+            "drkit_monitor_task_duration_seconds_count", {"task": "probe:fine"}
+        )
         == counting.calls
     )
     for kind in ("timeout", "error"):
         assert (
             registry.get_sample_value(
-                "drkit_job_failures_total", {"job": "probe:fine", "kind": kind}
+                "drkit_monitor_task_failures_total", {"task": "probe:fine", "kind": kind}
             )
             is None
         )
@@ -115,7 +117,7 @@ def test_a_job_that_raises_is_contained(tmp_path: Path) -> None:
     monitor.run_job("probe:fine")  # must not raise
     assert (
         registry.get_sample_value(
-            "drkit_job_failures_total", {"job": "probe:fine", "kind": "error"}
+            "drkit_monitor_task_failures_total", {"task": "probe:fine", "kind": "error"}
         )
         == 1.0
     )
