@@ -42,6 +42,7 @@ from drkit.failover.model import Plan, Procedure, RunState
 from drkit.failover.pointer import PointerRepository
 from drkit.failover.runs import RunRecord, RunRepository
 from drkit.health.evaluation import ClusterState
+from drkit.health.metrics import MonitorMetrics, default_metrics
 from drkit.notifications import Notifier
 from drkit.store.db import StateStore
 from drkit.store.health_repo import HealthRepository, on_store_clock
@@ -67,8 +68,10 @@ class AutomaticFailover:
         observer: str,
         engine: Callable[[], Engine] | None = None,
         clock: Callable[[], float] | None = None,
+        metrics: MonitorMetrics | None = None,
     ) -> None:
         self.config = config
+        self.metrics = metrics or default_metrics()
         self.store = store
         self.observer = observer
         self.journal = AutomationJournal(store)
@@ -168,6 +171,7 @@ class AutomaticFailover:
         )
         if not decision.act or plan is None:
             self._record(decision)
+            self.metrics.automation_decisions.labels("held").inc()
             return decision
 
         def started(run: RunRecord) -> None:
@@ -185,12 +189,15 @@ class AutomaticFailover:
             log.warning("another failover holds the lease", extra={"error": str(err)})
             refused = decision.refused(str(err))
             self._record(refused)
+            self.metrics.automation_decisions.labels("refused").inc()
             return refused
         except DrkitError as err:
             log.error("automatic failover did not run", extra={"error": str(err)})
             refused = decision.refused(str(err))
             self._record(refused)
+            self.metrics.automation_decisions.labels("refused").inc()
             return refused
+        self.metrics.automation_decisions.labels("acted").inc()
         self.journal.record(self.observer, decision, run.id)
         log.warning(
             "automatic failover finished",

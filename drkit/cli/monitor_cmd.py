@@ -7,6 +7,7 @@ import math
 import socket
 import threading
 import time
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 import click
@@ -102,6 +103,7 @@ def monitor(
     where other observers' monitors read them for the quorum.  Probing goes on while the state
     store is down (/healthz then fails, naming it); what was missed is written when it is back.
     """
+    from drkit.automation.metrics import publish_failover_figures
     from drkit.automation.runner import AutomaticFailover
     from drkit.drills.schedule import DrillSchedule
     from drkit.failover.maintenance import FailoverMaintenance
@@ -128,10 +130,16 @@ def monitor(
         id="failover-maintenance",
     )  # fmt: skip
     # Health-triggered failover: decide every probe interval, act through the engine.
-    automatic = AutomaticFailover(config, store, app.state_dir, name)
+    automatic = AutomaticFailover(config, store, app.state_dir, name, metrics=mon.metrics)
     scheduler.add_job(
         automatic.tick, "interval", seconds=config.health.probe_interval_s,
         id="automatic-failover", max_instances=1, coalesce=True,
+    )  # fmt: skip
+    # Failover runs and automation, as metrics (whoever ran them).
+    scheduler.add_job(
+        publish_failover_figures, "interval", args=[store, mon.metrics],
+        seconds=max(5.0, config.health.probe_interval_s), id="failover-figures",
+        next_run_time=datetime.now(UTC),
     )  # fmt: skip
     # Drills on a cron (drills.schedule): readiness checks, or full drills on local clusters.
     DrillSchedule(

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 
 from drkit.failover.model import (
     RUN_SCHEMA,
@@ -53,6 +53,25 @@ class RunRecord:
     started_at: datetime
     finished_at: datetime | None
     steps: tuple[StepRecord, ...]
+
+    @property
+    def duration_s(self) -> float | None:
+        """Wall time from the run's start to its end (None while it has not ended)."""
+        if self.finished_at is None:
+            return None
+        return (self.finished_at - self.started_at).total_seconds()
+
+    @property
+    def rpo_records(self) -> int | None:
+        """Records the target never got, as the run's translation counted them; None when it
+        did not get that far or any partition's count is unknown (never a guessed 0)."""
+        partitions = self.result.get("rpo")
+        if not isinstance(partitions, list):
+            return None
+        counts = [p.get("records") for p in partitions]
+        if any(c is None for c in counts):
+            return None
+        return sum(int(c) for c in counts)
 
     def step(self, name: StepName) -> StepRecord | None:
         return next((s for s in self.steps if s.name is name), None)
@@ -201,6 +220,27 @@ class RunRepository:
                 .order_by(FailoverRun.id)
             ).all()
             return [_record(row) for row in rows]
+
+    def counts(self) -> dict[tuple[Procedure, RunState], int]:
+        """How many stored runs there are per (procedure, state)."""
+        with self.store.session() as session:
+            rows = session.execute(
+                select(FailoverRun.kind, FailoverRun.state, func.count()).group_by(
+                    FailoverRun.kind, FailoverRun.state
+                )
+            ).all()
+            return {(Procedure(p), RunState(s)): int(n) for p, s, n in rows}
+
+    def latest_of(self, procedure: Procedure) -> RunRecord | None:
+        """The newest run of ``procedure``, if any."""
+        with self.store.session() as session:
+            row = session.scalars(
+                select(FailoverRun)
+                .where(FailoverRun.kind == procedure.value)
+                .order_by(FailoverRun.id.desc())
+                .limit(1)
+            ).first()
+            return _record(row) if row is not None else None
 
     def created_after(self, run_id: int) -> list[RunRecord]:
         """Runs recorded after ``run_id``, oldest first."""

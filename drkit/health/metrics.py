@@ -38,6 +38,11 @@ class MonitorMetrics:
     groups: Gauge
     store_up: Gauge
     store_errors: Counter
+    failover_runs: Gauge
+    failover_last_duration: Gauge
+    failover_last_rpo: Gauge
+    automation_paused: Gauge
+    automation_decisions: Counter
 
     @classmethod
     def create(cls, registry: CollectorRegistry | None = None) -> MonitorMetrics:
@@ -120,6 +125,36 @@ class MonitorMetrics:
                 "drkit_state_store_errors",
                 "State-store operations that failed or overran their budget",
                 ("operation",),
+                registry=reg,
+            ),
+            failover_runs=Gauge(
+                "drkit_failover_runs",
+                "Failover runs in the state store, by procedure and state",
+                ("procedure", "state"),
+                registry=reg,
+            ),
+            failover_last_duration=Gauge(
+                "drkit_failover_last_run_duration_seconds",
+                "Start to end of the latest finished run of each procedure",
+                ("procedure",),
+                registry=reg,
+            ),
+            failover_last_rpo=Gauge(
+                "drkit_failover_last_run_rpo_records",
+                "Records the target never got in the latest run of each procedure (absent: "
+                "unknown)",
+                ("procedure",),
+                registry=reg,
+            ),
+            automation_paused=Gauge(
+                "drkit_automation_paused",
+                "1 while automatic failover is paused ('drkit pause'), else 0",
+                registry=reg,
+            ),
+            automation_decisions=Counter(
+                "drkit_automation_decisions",
+                "Automatic-failover decisions of this monitor (outcome: acted, held, refused)",
+                ("outcome",),
                 registry=reg,
             ),
         )

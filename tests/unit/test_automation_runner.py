@@ -9,10 +9,13 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+from prometheus_client import CollectorRegistry
+
 from drkit.automation.decision import AutomationSnapshot
 from drkit.automation.runner import AutomaticFailover
 from drkit.config.loader import load_config_text
 from drkit.failover.model import Procedure, RunState
+from drkit.health.metrics import MonitorMetrics
 from drkit.store import StateStore
 from tests.unit.test_automation_decision import _good
 
@@ -55,11 +58,14 @@ def test_accepting_any_rpo_still_starts_the_failover(tmp_path: Path) -> None:
     engine = RecordingEngine()
     good = _good()
     snapshot = replace(good, rpo=None, failover=config.failover)
+    registry = CollectorRegistry()
     job = Fixed(
         snapshot, config=config, store=store, state_dir=tmp_path, observer="o1",
-        engine=lambda: engine,
+        engine=lambda: engine, metrics=MonitorMetrics.create(registry),
     )  # fmt: skip
     [decision] = job.tick()
     assert decision.act, decision.summary()
     assert engine.planned == [(Procedure.FAILOVER, "dc1", "dc2")]
     assert len(engine.started) == 1
+    acted = registry.get_sample_value("drkit_automation_decisions_total", {"outcome": "acted"})
+    assert acted == 1
