@@ -179,7 +179,9 @@ def _url_host(host: str) -> str:
 )
 @pass_app
 def status(app: AppContext, config_file: str | None, output: str, probe: bool | None) -> None:
-    """Clusters, flows, lag, checkpoint ages, losses and whether a failover is possible now."""
+    """Clusters, flows, lag, checkpoint ages, losses and whether a failover is possible now.
+
+    Exits 3 when the active cluster is unavailable (agreed, or by every fresh observer)."""
     from drkit.health.monitor import Monitor
     from drkit.status import current_status
 
@@ -199,8 +201,10 @@ def status(app: AppContext, config_file: str | None, output: str, probe: bool | 
         picture = current_status(config, store)
     if output == "json":
         echo_json(picture.to_json())
-        return
-    _print(picture)
+    else:
+        _print(picture)
+    if picture.active_unavailable:  # scripts and probes see it without parsing the output
+        raise SystemExit(3)
 
 
 def _seconds(value: float | None, suffix: str = "") -> str:

@@ -182,7 +182,7 @@ def _reason(
     policy: HealthPolicy,
 ) -> str:
     if state is previous:
-        return f"{outcome.value} probe; state held ({failed} failed / {bad} bad / {ok} ok in a row)"
+        return _held(state, outcome, failed, bad, ok, policy)
     if previous is ClusterState.UNKNOWN and state is ClusterState.HEALTHY:
         return "first probe ok"
     if state is ClusterState.UNAVAILABLE:
@@ -190,3 +190,29 @@ def _reason(
     if state is ClusterState.DEGRADED:
         return f"{bad} consecutive degraded probes (threshold {policy.failure_threshold})"
     return f"{ok} consecutive healthy probes (recovery threshold {policy.recovery_threshold})"
+
+
+def _held(
+    state: ClusterState, outcome: ProbeOutcome, failed: int, bad: int, ok: int,
+    policy: HealthPolicy,
+) -> str:  # fmt: skip
+    """Why ``state`` did not change after this probe, and how far it is from changing."""
+    still = f"; still {state.value}"
+    if outcome is ProbeOutcome.OK:
+        if state is ClusterState.HEALTHY:
+            return "probe ok"
+        return f"probe ok ({ok} of {policy.recovery_threshold} in a row to be HEALTHY){still}"
+    if outcome is ProbeOutcome.FAILED:
+        if state is ClusterState.UNAVAILABLE:
+            return f"probe failed ({failed} in a row)"
+        return (
+            f"probe failed ({failed} of {policy.failure_threshold} in a row to be UNAVAILABLE)"
+            + still
+        )
+    if state is ClusterState.DEGRADED:
+        return f"probe degraded ({bad} in a row)"
+    if state is ClusterState.UNAVAILABLE:
+        return (
+            f"probe degraded: answering again, not yet {policy.recovery_threshold} in a row" + still
+        )
+    return f"probe degraded ({bad} of {policy.failure_threshold} in a row to be DEGRADED){still}"

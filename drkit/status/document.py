@@ -101,6 +101,18 @@ class ClusterView:
     quorum: int
     observers: Mapping[str, ObserverView]
 
+    @property
+    def unavailable(self) -> bool:
+        """Agreed UNAVAILABLE, or no fresh observer gets an answer from it now (each says
+        UNAVAILABLE or its latest probe did not reach it): not a quorum for failover, nor a
+        state change before the threshold, but what the operator must hear."""
+        if self.state is ClusterState.UNAVAILABLE:
+            return True
+        fresh = [o for o in self.observers.values() if o.fresh]
+        return bool(fresh) and all(
+            o.state is ClusterState.UNAVAILABLE or o.probe.get("reachable") is False for o in fresh
+        )
+
     def to_json(self) -> dict[str, Any]:
         return {
             "state": self.state.value,
@@ -213,6 +225,12 @@ class StatusSnapshot:
     pending_fences: Mapping[str, tuple[str, ...]]
     automation: AutomationView
     transitions: tuple[TransitionView, ...]
+
+    @property
+    def active_unavailable(self) -> bool:
+        """The cluster applications use now is unavailable (``drkit status`` exits 3)."""
+        active = self.clusters.get(self.active_cluster) if self.active_cluster else None
+        return active is not None and active.unavailable
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -438,3 +438,13 @@ def test_config_validate_catches_what_would_fail_later(
     assert result.exit_code == 2, result.output
     assert says in result.output
     assert "u:p" not in result.output
+
+
+def test_status_exits_3_when_the_active_cluster_answers_nobody(tmp_path: Path) -> None:
+    """Once it exited 0 with every cluster down: scripts had to parse the text."""
+    config = tmp_path / "drkit.yaml"
+    config.write_text(_CONFIG + "flows: [{source: dc1, target: dc2}]\n")
+    result = CliRunner().invoke(cli, ["--state-dir", str(tmp_path), "status", "--config",
+                                      str(config)])  # fmt: skip
+    assert result.exit_code == 3, result.output
+    assert "probe failed (1 of 3 in a row to be UNAVAILABLE); still UNKNOWN" in result.output

@@ -293,6 +293,8 @@ def test_status_reports_quorum_state_and_failover_readiness() -> None:
     # Ages are as of now: observed 2 s ago.
     assert (ready["rpo_records"], ready["rpo_seconds"]) == (12, 2.8)
     assert picture["active_cluster"] == "dc1"
+    assert build_status(config, observer_states(), [flow_row()], [], None,
+                        now=NOW).active_unavailable  # fmt: skip
     assert picture["automation"]["allowed"] is False
 
 
@@ -360,3 +362,18 @@ def test_automation_stays_blocked_for_the_block_window_after_a_failover() -> Non
     policy = FailoverPolicy(automatic=True, block_window_s=600)
     assert automation_gate(policy, POLICY, 2, last_failover_at=1000.0, now=1500.0).allowed is False
     assert automation_gate(policy, POLICY, 2, last_failover_at=1000.0, now=1601.0).allowed is True
+
+
+def test_a_held_state_says_how_far_it_is_from_changing() -> None:
+    health = ClusterHealth("dc1")
+    reasons = []
+    for index, probe in enumerate([DOWN, DOWN, DOWN, OK, OK]):
+        health = evaluate(health, ProbeResult("dc1", float(index), **probe), POLICY)  # type: ignore[arg-type]
+        reasons.append(health.reason)
+    assert reasons == [
+        "probe failed (1 of 3 in a row to be UNAVAILABLE); still UNKNOWN",
+        "probe failed (2 of 3 in a row to be UNAVAILABLE); still UNKNOWN",
+        "3 consecutive failed probes (threshold 3)",
+        "probe ok (1 of 2 in a row to be HEALTHY); still UNAVAILABLE",
+        "2 consecutive healthy probes (recovery threshold 2)",
+    ]
