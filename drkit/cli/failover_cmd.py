@@ -37,6 +37,15 @@ from drkit.failover.render import plan_text, remaining_text, run_text, runs_tabl
 from drkit.failover.runs import RunRecord, RunRepository
 
 
+def _renamed_force(_ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    """``--force`` read like "skip the prompt" (patronictl's meaning); it wrote offsets into
+    groups with live consumers.  Refused with the new name rather than silently remapped."""
+    if value:
+        raise ConfigError(
+            [Problem("--force", "renamed --overwrite-active-groups (--yes skips the prompt)")]
+        )
+
+
 def _common(func: Any) -> Any:
     options: list[Any] = [
         config_option,
@@ -49,9 +58,19 @@ def _common(func: Any) -> Any:
         click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation."),
         output_option,
         click.option(
-            "--force",
+            "--overwrite-active-groups",
+            "force",
             is_flag=True,
-            help="Also write offsets of groups that are not empty on the target (warned).",
+            help="Also write the offsets of groups that have members on the target (each one "
+            "warned in the plan); by default such groups are left alone.",
+        ),
+        click.option(
+            "--force",
+            "renamed_force",
+            is_flag=True,
+            hidden=True,
+            expose_value=False,
+            callback=_renamed_force,
         ),
         click.option(
             "--group",

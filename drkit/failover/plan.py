@@ -13,7 +13,8 @@ Decision rules:
 * the pointer already on the target - blocker (nothing to move);
 * a planned move whose source topics have no replica on the target - blocker (the data is not
   there); for an unplanned failover - warning;
-* a group active on the target is not written (warning); ``--force`` writes it (warning);
+* a group active on the target is not written (warning); ``--overwrite-active-groups``
+  writes it (warning);
 * RPO beyond ``failover.max_rpo_records`` / ``max_rpo_s`` - warning for a manual failover (the
   operator decides; automation uses it as a gate);
 * partitions that cannot be translated, groups with offsets but no checkpoint, open
@@ -57,7 +58,8 @@ def make_plan(snapshot: Snapshot, runbook: Runbook) -> Plan:
                     Severity.WARNING,
                     "group_active_on_target",
                     f"group {group.group} is {group.target_state} on {snapshot.target}: its "
-                    "offsets will not be written (stop its consumers there, or use --force)",
+                    "offsets will not be written (stop its consumers there, or use "
+                    "--overwrite-active-groups)",
                 )
             )
         elif snapshot.force and group.target_state not in ("empty", "dead", "absent"):
@@ -65,7 +67,7 @@ def make_plan(snapshot: Snapshot, runbook: Runbook) -> Plan:
                 Finding(
                     Severity.WARNING,
                     "group_forced",
-                    f"--force: group {group.group} is {group.target_state} on "
+                    f"--overwrite-active-groups: group {group.group} is {group.target_state} on "
                     f"{snapshot.target}; its offsets will be overwritten under running consumers",
                 )
             )

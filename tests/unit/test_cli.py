@@ -448,3 +448,13 @@ def test_status_exits_3_when_the_active_cluster_answers_nobody(tmp_path: Path) -
                                       str(config)])  # fmt: skip
     assert result.exit_code == 3, result.output
     assert "probe failed (1 of 3 in a row to be UNAVAILABLE); still UNKNOWN" in result.output
+
+
+def test_force_is_refused_with_its_new_name(tmp_path: Path) -> None:
+    """--force read like patronictl's "skip the prompt"; it overwrote live groups' offsets."""
+    config = tmp_path / "drkit.yaml"
+    config.write_text(_CONFIG + "flows: [{source: dc1, target: dc2}]\n")
+    result = CliRunner().invoke(cli, ["switchover", "--from", "dc1", "--to", "dc2", "--force",
+                                      "--config", str(config)])  # fmt: skip
+    assert result.exit_code == 2, result.output
+    assert "--force: renamed --overwrite-active-groups (--yes skips the prompt)" in result.output

@@ -169,7 +169,7 @@ def test_force_writes_a_group_without_members_and_reports_the_brokers_refusal(
 
     assert outcome.detail["forced"] is True
     assert outcome.detail["committed"] == {"idle": 1}
-    # The broker refuses commits while the group has members, --force or not.
+    # The broker refuses commits while the group has members, --overwrite-active-groups or not.
     assert "UNKNOWN_MEMBER_ID" in outcome.detail["skipped"]["busy"]
     assert dc2.committed("busy") == {}
 

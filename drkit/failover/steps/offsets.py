@@ -3,10 +3,10 @@
 ``translate_offsets`` reads a fresh snapshot - replication is stopped by then, so the offset
 map is final - and records every group's S and T in the run; ``commit_group_offsets`` writes
 exactly those values, so a resumed run commits the same offsets it would have.  Only groups that
-are empty on the target are written (re-checked right before writing); ``--force`` writes
-active ones too.  The broker itself refuses a commit into a group with members: a group that
-gained members between the check and its write is skipped as active (its consumers own their
-offsets now), not a failed run.
+are empty on the target are written (re-checked right before writing);
+``--overwrite-active-groups`` writes active ones too.  The broker itself refuses a commit into
+a group with members: a group that gained members between the check and its write is skipped
+as active (its consumers own their offsets now), not a failed run.
 """
 
 from __future__ import annotations
@@ -85,7 +85,7 @@ def commit_group_offsets(ctx: StepContext, timeout_s: float | None) -> StepOutco
             continue
         state = states.get(group)
         if ctx.options.force and state is not None and not state.is_empty:
-            skipped[group] = f"--force, but {ctx.target} refused it: {refused}"
+            skipped[group] = f"--overwrite-active-groups, but {ctx.target} refused it: {refused}"
             continue
         joined = _members_now(ctx, group, timeout_s)
         if joined is not None:  # a consumer joined between the check and the write
