@@ -8,8 +8,9 @@ check passes:
 
 * ``enabled``: ``failover.automatic`` is on;
 * ``consent``: a quorum of at least two observers, or ``failover.allow_single_observer``;
-* ``not_paused``: no ``drkit pause`` in force;
-* ``acknowledged``: every earlier automatic failover was acknowledged (``drkit ack RUN``);
+* ``not_paused``: no ``drkit automation pause`` in force;
+* ``acknowledged``: every earlier automatic failover was acknowledged
+  (``drkit automation ack RUN``);
 * ``block_window``: no failover finished within ``failover.block_window_s``;
 * ``idle``: no failover run in progress;
 * ``pointer``: the active pointer is on the source (or was never set);
@@ -222,7 +223,8 @@ def _acknowledged(unacknowledged: tuple[int, ...]) -> Check:
     return Check(
         CheckName.ACKNOWLEDGED,
         False,
-        f"automatic failover run {runs} not acknowledged (drkit ack {unacknowledged[0]})",
+        f"automatic failover run {runs} not acknowledged "
+        f"(drkit automation ack {unacknowledged[0]})",
     )
 
 

@@ -102,9 +102,7 @@ _COMMANDS = {
     "switchover": "failover_cmd",
     "cutover": "failover_cmd",
     "failback": "failover_cmd",
-    "pause": "automation_cmd",
-    "resume": "automation_cmd",
-    "ack": "automation_cmd",
+    "automation": "automation_cmd",
     "demo": "demo_cmd",
     "drill": "drill_cmd",
 }

@@ -1,4 +1,7 @@
-"""``drkit pause | resume | ack``: the operator's word to automatic failover.
+"""``drkit automation pause | resume | ack``: the operator's word to automatic failover.
+
+(A group of its own: a top-level ``drkit resume`` read like ``drkit failover --resume RUN``,
+which continues an interrupted run - an unrelated thing.)
 
 ``pause`` switches health-triggered failover off (``drkit monitor`` keeps deciding and logging,
 but never acts) until ``resume``; ``ack RUN`` acknowledges an automatic failover, which blocks
@@ -30,29 +33,35 @@ def _journal(app: AppContext, config_file: str | None) -> AutomationJournal:
     return AutomationJournal(store)
 
 
-@click.command("pause")
+@click.group("automation")
+def automation() -> None:
+    """Automatic (health-triggered) failover: pause it, resume it, acknowledge its runs."""
+
+
+@automation.command("pause")
 @_REASON
 @config_option
 @pass_app
 def pause(app: AppContext, reason: str, config_file: str | None) -> None:
-    """Switch automatic failover off until 'drkit resume' (manual commands still work)."""
+    """Switch automatic failover off until 'drkit automation resume' (manual commands still
+    work)."""
     journal = _journal(app, config_file)
     journal.pause(operator(), reason)
     click.echo(f"automatic failover paused by {operator()}" + (f": {reason}" if reason else ""))
 
 
-@click.command("resume")
+@automation.command("resume")
 @_REASON
 @config_option
 @pass_app
 def resume(app: AppContext, reason: str, config_file: str | None) -> None:
-    """Switch automatic failover back on after 'drkit pause'."""
+    """Switch automatic failover back on after 'drkit automation pause'."""
     journal = _journal(app, config_file)
     journal.resume(operator(), reason)
     click.echo("automatic failover resumed")
 
 
-@click.command("ack")
+@automation.command("ack")
 @click.argument("run_id", metavar="RUN", type=int)
 @_REASON
 @config_option
@@ -67,4 +76,4 @@ def ack(app: AppContext, run_id: int, reason: str, config_file: str | None) -> N
     click.echo(f"run {run_id} acknowledged{tail}")
 
 
-COMMANDS = (pause, resume, ack)
+COMMANDS = (automation,)

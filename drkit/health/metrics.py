@@ -148,7 +148,7 @@ class MonitorMetrics:
             ),
             automation_paused=Gauge(
                 "drkit_automation_paused",
-                "1 while automatic failover is paused ('drkit pause'), else 0",
+                "1 while automatic failover is paused ('drkit automation pause'), else 0",
                 registry=reg,
             ),
             automation_decisions=Counter(

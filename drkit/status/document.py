@@ -38,8 +38,8 @@ flow with losses is not OK however healthy its replication is now.  ``failover``
 ``active_cluster`` is the cluster clients should use: the failover engine's active pointer
 (drkit.failover.pointer) when one was ever set, else the first flow's source.
 ``automation`` says whether health-triggered failover may act (config, observers, block
-window, ``drkit pause``, unacknowledged automatic runs) and the reasons of the monitor's last
-stored decision (drkit.automation).
+window, ``drkit automation pause``, unacknowledged automatic runs) and the reasons of the
+monitor's last stored decision (drkit.automation).
 ``pending_fences`` lists topics of clusters that could not be fenced when a failover ran
 (unreachable then); they are fenced as soon as they answer.
 
@@ -277,7 +277,7 @@ class AutomationView:
         if self.paused is not None:
             reasons.append(f"paused by {self.paused.by}: {self.paused.reason or 'no reason given'}")
         if self.unacknowledged:
-            reasons.append(f"blocked until 'drkit ack {self.unacknowledged[0]}'")
+            reasons.append(f"blocked until 'drkit automation ack {self.unacknowledged[0]}'")
         if not self.gate.allowed or not reasons:
             reasons.append(self.gate.reason)
         return "; ".join(reasons)

@@ -137,7 +137,9 @@ def test_a_killed_primary_fails_over_once_by_quorum_and_groups_resume_exactly(
     assert status is not None
     automation = status["automation"]
     assert automation["unacknowledged_runs"] == [run.id]
-    assert automation["allowed"] is False and f"drkit ack {run.id}" in automation["reason"]
+    assert (
+        automation["allowed"] is False and f"drkit automation ack {run.id}" in automation["reason"]
+    )
     acted = [d for d in AutomationJournal(_store(tmp_path)).decisions(50) if d.act]
     assert [d.run_id for d in acted] == [run.id]
     # Webhooks heard it all, in Alertmanager's format.
@@ -146,7 +148,7 @@ def test_a_killed_primary_fails_over_once_by_quorum_and_groups_resume_exactly(
     for event in ("failover_started", "failover_finished", "divergence"):
         assert events.count(event) == 1, events
     assert events.index("failover_started") < events.index("failover_finished")
-    done = drkit(setup, "ack", str(run.id), "--reason", "checked the apps on dc2")
+    done = drkit(setup, "automation", "ack", str(run.id), "--reason", "checked the apps on dc2")
     assert done.code == 0, done.err
     assert AutomationJournal(_store(tmp_path)).unacknowledged() == ()
 

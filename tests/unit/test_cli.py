@@ -458,3 +458,20 @@ def test_force_is_refused_with_its_new_name(tmp_path: Path) -> None:
                                       "--config", str(config)])  # fmt: skip
     assert result.exit_code == 2, result.output
     assert "--force: renamed --overwrite-active-groups (--yes skips the prompt)" in result.output
+
+
+def test_automation_commands_live_under_their_own_name(tmp_path: Path) -> None:
+    """A top-level 'drkit resume' read like 'drkit failover --resume RUN'."""
+    from drkit.automation.journal import AutomationJournal
+
+    config = tmp_path / "drkit.yaml"
+    config.write_text(_CONFIG + f"state_store: {{url: 'sqlite:///{tmp_path / 'd.db'}'}}\n")
+    runner, base = CliRunner(), ["automation"]
+    paused = runner.invoke(cli, [*base, "pause", "-m", "dc maintenance", "--config", str(config)])
+    assert paused.exit_code == 0, paused.output
+    journal = AutomationJournal(StateStore(f"sqlite:///{tmp_path / 'd.db'}"))
+    pause = journal.paused()
+    assert pause is not None and pause.reason == "dc maintenance"
+    resumed = runner.invoke(cli, [*base, "resume", "--config", str(config)])
+    assert resumed.exit_code == 0 and journal.paused() is None, resumed.output
+    assert runner.invoke(cli, ["resume"]).exit_code == 2  # no such command any more
