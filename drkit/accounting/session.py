@@ -44,8 +44,11 @@ def connector_jars() -> list[str]:
     return sorted(str(jar) for jar in directory.glob("*.jar") if _artifact(jar) not in bundled)
 
 
-def build_session(master: str | None, app_name: str, verbose: bool = False) -> Any:
-    """A session for ``master`` (default ``local[*]``), connector jars on its classpath."""
+def build_session(
+    master: str | None, app_name: str, verbose: bool = False, java_properties: str = ""
+) -> Any:
+    """A session for ``master`` (default ``local[*]``), connector jars on its classpath;
+    ``java_properties`` (``-Dkey=value ...``) for the driver's and executors' JVMs."""
     from pyspark.sql import SparkSession
 
     # Executors run the same interpreter (and therefore the same pyspark) as the driver.
@@ -55,6 +58,7 @@ def build_session(master: str | None, app_name: str, verbose: bool = False) -> A
     log_config.parent.mkdir(parents=True, exist_ok=True)
     log_config.write_text(_LOG4J2)
     java_options = "" if verbose else f"-Dlog4j2.configurationFile=file:{log_config}"
+    java_options = f"{java_options} {java_properties}".strip()
     builder = (
         SparkSession.builder.appName(app_name)
         .master(master or "local[*]")

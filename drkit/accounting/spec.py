@@ -68,6 +68,28 @@ def _oauth_options(oauth: OAuthConfig) -> dict[str, str]:
     }
 
 
+# Kafka's Java client (3.9.1+, 4.x) fetches only the OAuth URLs this JVM property allows.
+ALLOWED_OAUTH_URLS = "org.apache.kafka.sasl.oauthbearer.allowed.urls"
+
+
+def jvm_properties(spec: Spec) -> dict[str, str]:
+    """System properties the job's JVMs (driver and executors) need for ``spec``: the token
+    endpoints of OAUTHBEARER clusters, allowed; nothing for other clusters."""
+    urls = sorted(
+        {
+            url
+            for options in (spec["source_options"], spec["target_options"])
+            if (url := options.get("kafka.sasl.oauthbearer.token.endpoint.url"))
+        }
+    )
+    return {ALLOWED_OAUTH_URLS: ",".join(urls)} if urls else {}
+
+
+def java_options(properties: Mapping[str, str]) -> str:
+    """``properties`` as JVM ``-D`` options (one string, Spark's extraJavaOptions form)."""
+    return " ".join(f"-D{key}={value}" for key, value in sorted(properties.items()))
+
+
 def spark_kafka_options(cluster: ClusterConfig) -> dict[str, str]:
     """Options for Spark's Kafka source (Java client names) from drkit's cluster config."""
     security = cluster.security
@@ -293,11 +315,18 @@ def write_spec(spec: Spec, path: Path) -> None:
     partial.replace(path)
 
 
-def submit_command(spec_path: Path, out: str, archive: Path, per_record: bool = False) -> list[str]:
+def submit_command(
+    spec_path: Path,
+    out: str,
+    archive: Path,
+    per_record: bool = False,
+    properties: Mapping[str, str] | None = None,
+) -> list[str]:
     """The spark-submit command line that runs the job for ``spec_path`` on a cluster.
 
     ``--packages`` resolves Spark's own Kafka connector matching the installed pyspark;
-    ``--py-files`` ships the job's stages (``archive``, from session.job_archive); add
+    ``--py-files`` ships the job's stages (``archive``, from session.job_archive);
+    ``properties`` (jvm_properties) go to the driver's and the executors' JVMs.  Add
     ``--master`` and the cluster's deploy options in front of the job file.
     """
     import pyspark
@@ -305,10 +334,15 @@ def submit_command(spec_path: Path, out: str, archive: Path, per_record: bool = 
     from drkit.accounting.session import job_file
 
     package = f"org.apache.spark:spark-sql-kafka-0-10_2.13:{pyspark.__version__}"
+    confs: list[str] = []
+    if properties:
+        for side in ("driver", "executor"):
+            confs += ["--conf", f"spark.{side}.extraJavaOptions={java_options(properties)}"]
     return [
         "spark-submit",
         "--packages",
         package,
+        *confs,
         "--py-files",
         str(archive),
         str(job_file()),

@@ -12,7 +12,7 @@ from typing import cast
 from drkit.accounting import job
 from drkit.accounting.session import build_session, job_archive
 from drkit.accounting.sparkjob.schema import SCHEMA, Summary
-from drkit.accounting.spec import build_spec
+from drkit.accounting.spec import build_spec, java_options, jvm_properties
 from drkit.config.model import DrkitConfig, FlowConfig
 from drkit.errors import AccountingError, ConfigError, Problem
 from drkit.kafka.records import TopicPartition
@@ -41,7 +41,8 @@ def verify(
     spec = build_spec(config, flow, groups, topics, recorded_losses(store, flow), positions)
     out.mkdir(parents=True, exist_ok=True)
     try:
-        spark = build_session(master, f"drkit verify {flow.name}", verbose)
+        properties = java_options(jvm_properties(spec))
+        spark = build_session(master, f"drkit verify {flow.name}", verbose, properties)
         if master is not None and not master.startswith("local"):
             # Executors on other machines may not have drkit installed: ship the job's stages
             # (what spark-submit's --py-files does on the cluster path).

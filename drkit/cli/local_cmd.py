@@ -100,6 +100,17 @@ def local() -> None:
     help="Create new clusters secured: SASL_SSL (SCRAM-SHA-512) for clients, mutual TLS between "
     "controllers, and an authorizer that denies whatever no ACL allows.",
 )
+@click.option(
+    "--oidc-jwks-url",
+    metavar="URL",
+    help="With --secure: also accept OAUTHBEARER tokens signed by the keys at URL (your OpenID "
+    "provider's JWKS endpoint); the principal is the token's sub claim.",
+)
+@click.option(
+    "--oidc-audience",
+    metavar="AUD",
+    help="With --oidc-jwks-url: the audience (aud claim) tokens must carry.",
+)
 @click.option("--timeout", type=float, default=120.0, show_default=True, help="Seconds to wait.")
 @_state_dir_option
 @output_option
@@ -110,6 +121,8 @@ def up(
     brokers: int,
     netns: bool,
     secure: bool,
+    oidc_jwks_url: str | None,
+    oidc_audience: str | None,
     timeout: float,
     output: str,
 ) -> None:
@@ -118,12 +131,19 @@ def up(
     Running clusters are left as they are, so 'up' is safe to repeat.
     """
     from drkit.local.config_writer import write_local_config
+    from drkit.local.secure import OidcValidation
 
+    if oidc_audience and not oidc_jwks_url:
+        raise ConfigError([Problem("--oidc-audience", "needs --oidc-jwks-url")])
+    if oidc_jwks_url and not secure:
+        raise ConfigError([Problem("--oidc-jwks-url", "needs --secure")])
+    oidc = OidcValidation(oidc_jwks_url, oidc_audience) if oidc_jwks_url else None
     started = time.monotonic()
     manager = LocalKafka(app.state_dir)
     statuses = manager.up(
-        _names(clusters), brokers=brokers, timeout_s=timeout, namespaced=netns, secure=secure
-    )
+        _names(clusters), brokers=brokers, timeout_s=timeout, namespaced=netns, secure=secure,
+        oidc=oidc,
+    )  # fmt: skip
     path = write_local_config(app.state_dir, statuses, manager.secrets)
     config = load_config(path)
     granted = {status.name: manager.grant_roles(status.name, config) for status in statuses}

@@ -167,15 +167,16 @@ def _write_spec_only(
     import shlex
 
     from drkit.accounting.session import job_archive
-    from drkit.accounting.spec import build_spec, submit_command, write_spec
+    from drkit.accounting.spec import build_spec, jvm_properties, submit_command, write_spec
     from drkit.accounting.verify import recorded_losses
 
     spec = build_spec(config, flow, groups, topics, recorded_losses(store, flow))
     write_spec(spec, spec_path)
     archive = job_archive(spec_path.parent)
     command = submit_command(
-        spec_path, out_dir or "<output dir on shared storage>", archive, per_record
-    )
+        spec_path, out_dir or "<output dir on shared storage>", archive, per_record,
+        jvm_properties(spec),
+    )  # fmt: skip
     if output == "json":
         echo_json(
             {

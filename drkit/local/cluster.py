@@ -84,6 +84,9 @@ class ClusterState:
     kafka_version: str = KAFKA_VERSION
     netns: int | None = None  # index of its network namespace (drkit.local.netns), if any
     secure: bool = False  # SASL_SSL + mTLS controllers + deny-by-default (drkit.local.secure)
+    # OAUTHBEARER beside SCRAM on the secured listener: tokens validated against this JWKS.
+    oidc_jwks_url: str | None = None
+    oidc_audience: str | None = None
 
     @property
     def namespace(self) -> Namespace | None:
@@ -205,16 +208,23 @@ class LocalKafka:
         timeout_s: float = 120.0,
         namespaced: bool = False,
         secure: bool = False,
+        oidc: secure.OidcValidation | None = None,
     ) -> list[ClusterStatus]:
         """Start (creating and formatting when new) each named cluster; wait until ready.
 
         ``namespaced`` puts a new cluster in its own network namespace (a data center whose
         link can be cut; needs root, see drkit.local.netns).  ``secure`` makes a new cluster
-        a secured one (drkit.local.secure); an existing cluster keeps what it was created as.
-        Running brokers are left alone, so ``up`` on running clusters is a no-op.
+        a secured one (drkit.local.secure); ``oidc`` (secured only) lets its clients also
+        authenticate with OAUTHBEARER tokens of that issuer.  An existing cluster keeps what it
+        was created as.  Running brokers are left alone, so ``up`` on running clusters is a
+        no-op.
         """
+        if oidc is not None and not secure:
+            raise LocalClusterError("OAUTHBEARER needs a secured cluster: add --secure")
         jars = resolve_bundle("kafka")
-        states = [self._ensure_created(name, brokers, jars, namespaced, secure) for name in names]
+        states = [
+            self._ensure_created(name, brokers, jars, namespaced, secure, oidc) for name in names
+        ]
         for state in states:
             if state.namespace is not None:
                 netns.ensure(state.namespace)
@@ -266,7 +276,13 @@ class LocalKafka:
         )
 
     def _ensure_created(
-        self, name: str, brokers: int, jars: Path, namespaced: bool = False, secure: bool = False
+        self,
+        name: str,
+        brokers: int,
+        jars: Path,
+        namespaced: bool = False,
+        secure: bool = False,
+        oidc: secure.OidcValidation | None = None,
     ) -> ClusterState:
         existing = self._load(name)
         if existing is not None:
@@ -276,10 +292,17 @@ class LocalKafka:
                     f"{name} was created {was}: `drkit local down --purge` first to recreate "
                     f"it {'secured' if secure else 'PLAINTEXT'}"
                 )
+            if oidc is not None and existing.oidc_jwks_url != oidc.jwks_url:
+                raise LocalClusterError(
+                    f"{name} was created to accept other tokens: `drkit local down --purge` "
+                    "first to recreate it with these OAUTHBEARER settings"
+                )
             return existing
         if brokers < 1:
             raise LocalClusterError("--brokers must be at least 1")
         state = ClusterState(name=name, cluster_id=_new_cluster_id(), secure=secure)
+        if oidc is not None:
+            state.oidc_jwks_url, state.oidc_audience = oidc.jwks_url, oidc.audience
         if namespaced:
             if not netns.available():
                 raise LocalClusterError(
@@ -347,6 +370,9 @@ class LocalKafka:
                     state.address, broker.port, broker.controller_port, node, self.secrets
                 )
             )
+            if state.oidc_jwks_url is not None:
+                validation = secure.OidcValidation(state.oidc_jwks_url, state.oidc_audience)
+                settings.update(secure.oauthbearer_settings(validation))
         text = "".join(f"{key}={value}\n" for key, value in settings.items())
         properties = self._properties(state.name, broker.node_id)
         properties.write_text(text)
@@ -394,6 +420,12 @@ class LocalKafka:
             "-Djava.awt.headless=true",
             f"-Dkafka.logs.dir={logs}",
             f"-Dlog4j2.configurationFile={directory / 'log4j2.properties'}",
+            # Kafka 4 fetches only the OAuth URLs a JVM property allows (none by default).
+            *(
+                [f"-D{secure.ALLOWED_URLS_PROPERTY}={state.oidc_jwks_url}"]
+                if state.oidc_jwks_url
+                else []
+            ),
             "-cp",
             f"{jars}/*",
             "kafka.Kafka",

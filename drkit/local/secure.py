@@ -11,6 +11,7 @@ create the ACLs of the other principals and for nothing else.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,19 @@ from drkit.config.model import ClusterConfig, Role
 from drkit.local.tls import SCRAM_MECHANISM, SUPER_USER, USERS, LocalSecrets, NodeIdentity
 
 CLIENT_LISTENER = "SASL_SSL"
+# The JVM system property that lists the OAuth URLs a Kafka 4 process may fetch.
+ALLOWED_URLS_PROPERTY = "org.apache.kafka.sasl.oauthbearer.allowed.urls"
+_OAUTH = "org.apache.kafka.common.security.oauthbearer"
+
+
+@dataclass(frozen=True)
+class OidcValidation:
+    """How a secured local cluster validates OAUTHBEARER tokens: against the signing keys at
+    ``jwks_url`` (an OpenID provider's JWKS endpoint), requiring ``audience`` when given.  The
+    principal is the token's ``sub`` claim (``User:<sub>``)."""
+
+    jwks_url: str
+    audience: str | None = None
 
 
 def broker_settings(
@@ -47,6 +61,23 @@ def broker_settings(
         "super.users": f"User:{SUPER_USER};{node.principal}",
         "allow.everyone.if.no.acl.found": "false",
     }
+
+
+def oauthbearer_settings(validation: OidcValidation) -> dict[str, Any]:
+    """server.properties entries that add OAUTHBEARER (Kafka's own JWT validator) beside
+    SCRAM on the client listener; brokers still talk to each other with SCRAM."""
+    prefix = "listener.name.sasl_ssl.oauthbearer."
+    settings: dict[str, Any] = {
+        "sasl.enabled.mechanisms": f"{SCRAM_MECHANISM},OAUTHBEARER",
+        f"{prefix}sasl.jaas.config": f"{_OAUTH}.OAuthBearerLoginModule required ;",
+        f"{prefix}sasl.server.callback.handler.class": (
+            f"{_OAUTH}.OAuthBearerValidatorCallbackHandler"
+        ),
+        "sasl.oauthbearer.jwks.endpoint.url": validation.jwks_url,
+    }
+    if validation.audience:
+        settings["sasl.oauthbearer.expected.audience"] = validation.audience
+    return settings
 
 
 def scram_format_arguments(secrets: LocalSecrets) -> list[str]:

@@ -31,7 +31,7 @@ from drkit.drills.service import run_drill
 from drkit.errors import KafkaError
 from drkit.kafka import KafkaAdmin
 from drkit.kafka.admin import TopicSpec
-from drkit.kafka.io import commit_group_offsets, produce_batch
+from drkit.kafka.io import commit_group_offsets, consume_all, produce_batch
 from drkit.local import LocalKafka
 from drkit.local.ports import free_port
 from drkit.store import StateStore
@@ -47,6 +47,7 @@ from tests.failover_support import (
 )
 from tests.integration.test_monitor import MonitorProcess
 from tests.kafka_backends import backend
+from tests.oidc import Issuer, running_issuer
 from tests.replication_support import DrkitProcess, FlowSetup, Replicator, wait_until
 
 
@@ -62,6 +63,13 @@ def _watched(monitor: MonitorProcess, flow: str) -> bool:
         and measured.get("heartbeat_age_s") is not None
         and measured.get("checkpoint_age_s") is not None
     )
+
+
+def _copied(admin: FlowSetup, replica: str) -> int:
+    """Visible records of ``replica`` on the target (0 while it does not exist)."""
+    if replica not in KafkaAdmin(admin.target_endpoint).list_topics():
+        return 0
+    return len(consume_all(admin.target_endpoint, replica, timeout_s=10))
 
 
 def _secrets(pair: SecuredPair) -> dict[str, str]:
@@ -85,18 +93,43 @@ def _assert_no_secret(pair: SecuredPair, texts: list[str], places: list[Path]) -
             assert value.encode() not in path.read_bytes(), f"{name} in {path}"
 
 
+# OAUTHBEARER clients the issuer knows: id -> secret.
+OIDC_CLIENTS = {"oidc-replicator": "oidc-" + uuid.uuid4().hex}
+
+
 @dataclass(frozen=True)
 class SecuredPair:
     manager: LocalKafka
     state: Path
     source: str
     target: str
+    issuer: Issuer  # the OpenID provider whose tokens the clusters accept too
 
     def run(self, *args: str, timeout_s: float = 240) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             [sys.executable, "-m", "drkit", "--state-dir", str(self.state), *args],
             capture_output=True, text=True, timeout=timeout_s, check=False,
         )  # fmt: skip
+
+    def as_oidc_client(self, client: str, secret: str, directory: Path) -> FlowSetup:
+        """The generated config, connecting with OAUTHBEARER tokens the issuer grants
+        ``client`` (secret by file), with a store of its own."""
+        document = yaml.safe_load((self.state / "drkit.yaml").read_text())
+        secret_file = directory / f"{client}.secret"
+        secret_file.write_text(secret)
+        for cluster in document["clusters"].values():
+            security = cluster["security"]
+            cluster["security"] = {
+                "protocol": security["protocol"],
+                "ssl_ca_location": security["ssl_ca_location"],
+                "sasl_mechanism": "OAUTHBEARER",
+                "oauth": {"token_endpoint_url": self.issuer.token_url, "client_id": client,
+                          "client_secret_file": str(secret_file), "scope": "kafka"},
+            }  # fmt: skip
+        document["state_store"] = {"url": f"sqlite:///{directory / f'{client}.db'}"}
+        path = directory / f"drkit-{client}.yaml"
+        path.write_text(yaml.safe_dump(document))
+        return FlowSetup(path, load_config(path), self.source, self.target)
 
     def as_user(self, user: str, directory: Path) -> FlowSetup:
         """The generated config, connecting as ``user`` (its own password file)."""
@@ -115,14 +148,17 @@ def secured_pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecuredPa
         pytest.skip("secured local clusters need DRKIT_TEST_KAFKA=local")
     state = tmp_path_factory.mktemp("least-privilege") / "state"
     tag = uuid.uuid4().hex[:4]
-    pair = SecuredPair(LocalKafka(state), state, f"lpa{tag}", f"lpb{tag}")
-    try:
-        up = pair.run("local", "up", "--clusters", f"{pair.source},{pair.target}", "--secure")
-        assert up.returncode == 0, up.stderr + up.stdout
-        assert "least-privilege ACL(s)" in up.stdout
-        yield pair
-    finally:
-        pair.manager.down([pair.source, pair.target], purge=True)
+    with running_issuer(OIDC_CLIENTS, audience="kafka") as issuer:
+        pair = SecuredPair(LocalKafka(state), state, f"lpa{tag}", f"lpb{tag}", issuer)
+        try:
+            up = pair.run("local", "up", "--clusters", f"{pair.source},{pair.target}",
+                          "--secure", "--oidc-jwks-url", issuer.jwks_url,
+                          "--oidc-audience", "kafka")  # fmt: skip
+            assert up.returncode == 0, up.stderr + up.stdout
+            assert "least-privilege ACL(s)" in up.stdout
+            yield pair
+        finally:
+            pair.manager.down([pair.source, pair.target], purge=True)
 
 
 def test_every_role_runs_as_its_own_least_privilege_principal_through_a_failover(
@@ -262,3 +298,46 @@ def test_the_readme_drill_runs_secured_to_policy_met_and_leaks_no_secret(
     assert report.rto is not None and report.rto.total_s > 0
     # The main store (its drill row and report) is under tmp_path.
     _assert_no_secret(pair, [], [tmp_path, outcome.html.parent, outcome.json])
+
+
+def test_oauthbearer_clients_get_tokens_from_an_openid_issuer_and_act_as_their_subject(
+    secured_pair: SecuredPair, tmp_path: Path, names: Names
+) -> None:
+    """librdkafka's ``oidc`` method (replicate) and the Java client's login handler (Spark's
+    connector in ``drkit verify``) fetch tokens from a real token endpoint; the brokers validate
+    them with Kafka's own validator and authorize ``User:<sub>`` by its ACLs."""
+    pair, client = secured_pair, "oidc-replicator"
+    secret = OIDC_CLIENTS[client]
+    oidc = pair.as_oidc_client(client, secret, tmp_path)
+    admin = pair.as_user("admin", tmp_path)
+    topic = names.topic("tokens")
+    KafkaAdmin(admin.source_endpoint).create_topics([TopicSpec(topic, 2)])
+    fill(admin.source_endpoint, topic, 40)
+    # Authenticated by its token, authorized as its subject: nothing yet.
+    with pytest.raises(KafkaError, match="AUTHORIZATION"):
+        produce_batch(oidc.source_endpoint, topic, [(None, b"x")], partition=0, timeout_s=10)
+    assert pair.issuer.issued[client] >= 1
+    for role in ("replicator", "verifier"):
+        for cluster in (pair.source, pair.target):
+            granted = pair.run("acls", "--role", role, "--cluster", cluster, "--principal",
+                               f"User:{client}", "--apply")  # fmt: skip
+            assert granted.returncode == 0, granted.stderr
+    replica = f"{pair.source}.{topic}"
+    with Replicator(oidc, "--no-checkpoints", log_dir=tmp_path) as replicator:
+        wait_until(lambda: _copied(admin, replica) >= 80, 60, 0.5,
+                   what="the replica filled over OAUTHBEARER")  # fmt: skip
+    flow = f"{pair.source}->{pair.target}"
+    verified = drkit(oidc, "verify", "--flow", flow, "--topics", topic, "--out",
+                     str(tmp_path / "verify"), "-o", "json")  # fmt: skip
+    assert verified.code == 0, verified.err + verified.out
+    totals = verified.json()["totals"]
+    assert (totals["records"], totals["replicated_once"], totals["missing"]) == (80, 80, 0)
+    log = replicator.log_path.read_text()
+    assert "AUTHORIZATION_FAILED" not in log and secret not in log, log[-3000:]
+    assert secret not in verified.out + verified.err
+    # A wrong secret: the token endpoint refuses it, and drkit says so, naming no secret.
+    wrong = pair.as_oidc_client(client, "not-" + secret, tmp_path / "wrong")
+    refused = drkit(wrong, "clusters", "check")
+    assert refused.code != 0 and "Traceback" not in refused.err, refused.err
+    assert pair.issuer.refused[client] >= 1
+    assert secret not in refused.out + refused.err

@@ -5,15 +5,23 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import cast
 
 import pytest
 from pydantic import ValidationError
 
-from drkit.accounting.spec import spark_kafka_options
+from drkit.accounting.sparkjob.schema import Spec
+from drkit.accounting.spec import (
+    ALLOWED_OAUTH_URLS,
+    jvm_properties,
+    spark_kafka_options,
+    submit_command,
+)
 from drkit.config.model import ClusterConfig, DrkitConfig, Role
 from drkit.config.secrets import redacted_dump
 from drkit.kafka import ClusterEndpoint
 from drkit.kafka.clients import client_settings
+from drkit.local.secure import OidcValidation, oauthbearer_settings
 
 SECRET = 's3cr3t-"quoted"-value'
 
@@ -90,3 +98,29 @@ def test_bad_oauth_settings_name_what_is_wrong() -> None:
 
 def test_the_principal_of_an_oidc_client_is_its_client_id() -> None:
     assert _cluster().principal(Role.REPLICATOR) == "User:drkit-replicator"
+
+
+def test_the_spark_jvms_may_fetch_the_token_endpoints_and_nothing_is_added_for_scram() -> None:
+    """Kafka's Java client (3.9.1+) refuses an OAuth URL no JVM property allows."""
+    oauth = spark_kafka_options(_cluster())
+    plain = {"kafka.bootstrap.servers": "b:9092", "kafka.security.protocol": "PLAINTEXT"}
+    spec = cast(Spec, {"source_options": oauth, "target_options": plain})
+    properties = jvm_properties(spec)
+    assert properties == {ALLOWED_OAUTH_URLS: "https://idp.example/oauth2/token"}
+    command = submit_command(Path("spec.json"), "out", Path("job.zip"), properties=properties)
+    allowed = f"-D{ALLOWED_OAUTH_URLS}=https://idp.example/oauth2/token"
+    assert f"spark.driver.extraJavaOptions={allowed}" in command
+    assert f"spark.executor.extraJavaOptions={allowed}" in command
+    assert jvm_properties(cast(Spec, {"source_options": plain, "target_options": plain})) == {}
+
+
+def test_a_local_cluster_validates_tokens_with_kafkas_own_validator() -> None:
+    settings = oauthbearer_settings(OidcValidation("http://127.0.0.1:1/jwks", "kafka"))
+    assert settings["sasl.enabled.mechanisms"] == "SCRAM-SHA-512,OAUTHBEARER"
+    handler = settings["listener.name.sasl_ssl.oauthbearer.sasl.server.callback.handler.class"]
+    assert handler.endswith("oauthbearer.OAuthBearerValidatorCallbackHandler")
+    assert settings["sasl.oauthbearer.jwks.endpoint.url"] == "http://127.0.0.1:1/jwks"
+    assert settings["sasl.oauthbearer.expected.audience"] == "kafka"
+    assert "sasl.oauthbearer.expected.audience" not in oauthbearer_settings(
+        OidcValidation("http://127.0.0.1:1/jwks")
+    )
