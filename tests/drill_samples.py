@@ -15,11 +15,11 @@ from dataclasses import replace
 from typing import Any
 
 from drkit.drills.report import (
-    Check,
+    DrillCheck,
     DrillReport,
     Event,
     GroupOutcome,
-    PartitionRpo,
+    PartitionLoss,
     RtoBreakdown,
     Series,
     Targets,
@@ -129,7 +129,7 @@ def sample_report(**overrides: Any) -> DrillReport:
         targets=Targets(rto_s=120.0, rpo_records=1000, rpo_s=5.0),
         rto=RtoBreakdown(detection_s=9.5, decision_s=12.0, execution_s=18.25, client_resume_s=6.75),
         rpo=tuple(
-            PartitionRpo("orders", partition, records, records * RECORD_BYTES, age)
+            PartitionLoss("orders", partition, records, records * RECORD_BYTES, age)
             for partition, (records, age) in enumerate(zip(LOST, LOST_AGE_S, strict=True))
         ),
         groups=(
@@ -137,13 +137,13 @@ def sample_report(**overrides: Any) -> DrillReport:
             GroupOutcome("shipping", 27_380, 96_790, 0, 118, 6.75, True),
         ),
         checks=(
-            Check("replica topics exist", True, "orders: 6 partitions on dc2"),
-            Check("replication caught up before the fault", True, "lag 58 records at t=57 s"),
-            Check("failover run succeeded", True, "fo-7c1e SUCCEEDED in 18.25 s"),
-            Check("pointer on target", True, "active cluster dc2"),
-            Check("every group resumed", True, "billing 1.45 s, shipping 6.75 s"),
-            Check("no record skipped", True, "0 skipped in 2 groups"),
-            Check("accounting reconciles", True, "produced = copied + lost + written on dc2"),
+            DrillCheck("replica topics exist", True, "orders: 6 partitions on dc2"),
+            DrillCheck("replication caught up before the fault", True, "lag 58 records at t=57 s"),
+            DrillCheck("failover run succeeded", True, "fo-7c1e SUCCEEDED in 18.25 s"),
+            DrillCheck("pointer on target", True, "active cluster dc2"),
+            DrillCheck("every group resumed", True, "billing 1.45 s, shipping 6.75 s"),
+            DrillCheck("no record skipped", True, "0 skipped in 2 groups"),
+            DrillCheck("accounting reconciles", True, "produced = copied + lost + written on dc2"),
         ),
         verdict=Verdict.POLICY_MET,
         reasons=(),
@@ -209,14 +209,17 @@ def small_report(
             detection_s=1.5, decision_s=0.25, execution_s=execution_s, client_resume_s=2.0
         ),
         rpo=(
-            PartitionRpo("orders", 0, lost, 300, 0.75),
-            PartitionRpo("orders", 1, 0, 0, 0.0),
+            PartitionLoss("orders", 0, lost, 300, 0.75),
+            PartitionLoss("orders", 1, 0, 0, 0.0),
         ),
         groups=(
             GroupOutcome("billing", 100, 50, 0, 7, 1.25, True),
             GroupOutcome("audit", 40, 0, 2, 0, None, None),
         ),
-        checks=(Check("pointer-moved", True, "dc2"), Check("no-skips", False, "audit skipped 2")),
+        checks=(
+            DrillCheck("pointer-moved", True, "dc2"),
+            DrillCheck("no-skips", False, "audit skipped 2"),
+        ),
         verdict=verdict,
         reasons=() if verdict is Verdict.POLICY_MET else ("RPO 30 records over the target 10",),
         timeline=(Event(0.0, "start"), Event(10.5, "fault", "kill-brokers")),

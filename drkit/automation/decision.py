@@ -38,7 +38,7 @@ from drkit.health.quorum import ObserverReport, QuorumVerdict, verdict
 
 
 @dataclass(frozen=True)
-class ObserverView:
+class ObserverVote:
     """One observer's latest state of one cluster."""
 
     observer: str
@@ -74,8 +74,8 @@ class AutomationSnapshot:
     source: str
     target: str
     now: float
-    source_views: tuple[ObserverView, ...]
-    target_views: tuple[ObserverView, ...]
+    source_views: tuple[ObserverVote, ...]
+    target_views: tuple[ObserverVote, ...]
     failover: FailoverPolicy
     health: HealthPolicy
     pointer: str | None = None
@@ -185,7 +185,7 @@ def decide(snapshot: AutomationSnapshot) -> Decision:
 
 
 def _verdict(
-    cluster: str, views: tuple[ObserverView, ...], health: HealthPolicy, now: float
+    cluster: str, views: tuple[ObserverVote, ...], health: HealthPolicy, now: float
 ) -> QuorumVerdict:
     reports = [ObserverReport(v.observer, cluster, v.state, v.reported_at) for v in views]
     return verdict(cluster, reports, health, now)
@@ -266,7 +266,7 @@ def _source_down(source: QuorumVerdict) -> Check:
 
 
 def _sustained(
-    views: tuple[ObserverView, ...],
+    views: tuple[ObserverVote, ...],
     source: QuorumVerdict,
     after_s: float,
     quorum: int,

@@ -27,7 +27,7 @@ from drkit.automation.decision import (
     AutomationSnapshot,
     CheckName,
     Decision,
-    ObserverView,
+    ObserverVote,
     RpoEstimate,
     decide,
 )
@@ -91,12 +91,12 @@ class AutomaticFailover:
 
     def snapshot(self, source: str, target: str) -> AutomationSnapshot:
         # Every time on the store's clock: observers on other hosts judge by their own.
-        views: dict[str, list[ObserverView]] = {source: [], target: []}
+        views: dict[str, list[ObserverVote]] = {source: [], target: []}
         for row in self.health.all_observer_states():
             if row.cluster in views:
                 answered = row.evidence.get("last_answered_at") if row.evidence else None
                 views[row.cluster].append(
-                    ObserverView(
+                    ObserverVote(
                         row.observer,
                         ClusterState(row.state),
                         on_store_clock(row, row.since.timestamp()),

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from drkit.drills.environment import DrillEnvironment
 from drkit.drills.parity import parity_check
-from drkit.drills.report import Check, GroupOutcome, PartitionRpo
+from drkit.drills.report import DrillCheck, GroupOutcome, PartitionLoss
 from drkit.drills.timeline import FAULT, RUN_STARTED
 from drkit.errors import DrkitError, KafkaError
 from drkit.failover.fences import FenceRepository, FenceState
@@ -47,10 +47,10 @@ def await_fence(env: DrillEnvironment, cluster: str, timeout_s: float) -> bool:
 
 def run_all(
     runner: DrillRunner,
-    rpo: Sequence[PartitionRpo],
+    rpo: Sequence[PartitionLoss],
     groups: Sequence[GroupOutcome],
     accounting: dict[str, Any] | None,
-) -> list[Check]:
+) -> list[DrillCheck]:
     out = [
         link_health(runner),
         topic_parity(runner),
@@ -64,26 +64,26 @@ def run_all(
     return out
 
 
-def link_health(runner: DrillRunner) -> Check:
+def link_health(runner: DrillRunner) -> DrillCheck:
     sampler = runner.sampler
     moment = runner.timeline.first(FAULT) or runner.timeline.first(RUN_STARTED)
     if sampler is None or moment is None:
-        return Check("link_health", False, "no samples before the move")
+        return DrillCheck("link_health", False, "no samples before the move")
     before = [row for row in sampler.rows if row[0] <= moment.at_s]
     if not before or before[-1][2] == 0:
-        return Check("link_health", False, "nothing had been copied before the move")
+        return DrillCheck("link_health", False, "nothing had been copied before the move")
     _, written, copied = before[-1]
     rate = sum(t.records_per_s for t in runner.scenario.workload.topics)
     behind = max(0, written - copied)
     ok = behind <= rate * LAG_TOLERANCE_S
-    return Check(
+    return DrillCheck(
         "link_health",
         ok,
         f"{copied} copied, {behind} behind ({behind / rate:.1f}s of writes) at {moment.at_s:.1f}s",
     )
 
 
-def topic_parity(runner: DrillRunner) -> Check:
+def topic_parity(runner: DrillRunner) -> DrillCheck:
     topics = {runner.env.topic(t.name) for t in runner.scenario.workload.topics}
     return parity_check(runner.env.config, runner.env.flow, topics)
 
@@ -98,17 +98,17 @@ def _write_to_source(runner: DrillRunner, value: bytes) -> KafkaError | None:
     return None
 
 
-def fencing_held(runner: DrillRunner) -> Check:
+def fencing_held(runner: DrillRunner) -> DrillCheck:
     if runner.run_record is None:
-        return Check("fencing_held", False, "no failover run")
+        return DrillCheck("fencing_held", False, "no failover run")
     refusal = _write_to_source(runner, b"after-fence")
     if refusal is None:
-        return Check("fencing_held", False, f"{runner.scenario.source} accepted a write")
+        return DrillCheck("fencing_held", False, f"{runner.scenario.source} accepted a write")
     refused = "AUTHORIZATION" in str(refusal)
-    return Check("fencing_held", refused, f"{runner.scenario.source} refused: {refusal}")
+    return DrillCheck("fencing_held", refused, f"{runner.scenario.source} refused: {refusal}")
 
 
-def failed_back(runner: DrillRunner, rpo: Sequence[PartitionRpo]) -> Check:
+def failed_back(runner: DrillRunner, rpo: Sequence[PartitionLoss]) -> DrillCheck:
     """After a failback: the tail exported is exactly what was lost, and the original
     primary takes writes again."""
     run = runner.failback_record
@@ -119,7 +119,7 @@ def failed_back(runner: DrillRunner, rpo: Sequence[PartitionRpo]) -> Check:
     refusal = _write_to_source(runner, b"after-failback")
     accepted = "accepts writes again" if refusal is None else f"still refuses writes: {refusal}"
     ok = exported == lost and refusal is None
-    return Check(
+    return DrillCheck(
         "failed_back",
         ok,
         f"divergent tail exported: {exported} records (recount lost {lost}); "
@@ -127,7 +127,7 @@ def failed_back(runner: DrillRunner, rpo: Sequence[PartitionRpo]) -> Check:
     )
 
 
-def no_write_after_fence(runner: DrillRunner) -> Check:
+def no_write_after_fence(runner: DrillRunner) -> DrillCheck:
     """No write *sent* once the fence was in force (its step finished, or the source was cut
     off) was acknowledged.  Sent, not acknowledged: a transaction whose records the source
     accepted before the fence may still commit after it - EndTxn is not a topic write, and
@@ -136,7 +136,7 @@ def no_write_after_fence(runner: DrillRunner) -> Check:
     step = run.step(StepName.FENCE_SOURCE) if run is not None else None
     fence = SourceFence.of(run) if run is not None else None
     if step is None or step.finished_at is None or fence is None:
-        return Check("no_write_after_fence", False, "the source was never fenced")
+        return DrillCheck("no_write_after_fence", False, "the source was never fenced")
     pending = fence.pending
     fault = runner.timeline.first(FAULT)
     fenced_at = (
@@ -146,10 +146,12 @@ def no_write_after_fence(runner: DrillRunner) -> Check:
     )
     late = sum(1 for w in runner.writers for at, _ in w.acked() if at > fenced_at)
     how = "cut off by the fault, fence applied on return" if pending else "fenced by ACLs"
-    return Check("no_write_after_fence", late == 0, f"{late} writes acknowledged after ({how})")
+    return DrillCheck(
+        "no_write_after_fence", late == 0, f"{late} writes acknowledged after ({how})"
+    )
 
 
-def open_transactions(runner: DrillRunner) -> Check:
+def open_transactions(runner: DrillRunner) -> DrillCheck:
     admin = KafkaAdmin(runner.endpoint(runner.scenario.target))
     open_partitions: list[str] = []
     try:
@@ -159,16 +161,16 @@ def open_transactions(runner: DrillRunner) -> Check:
             high = admin.topic_offsets(replica)
             open_partitions += [f"{replica}-{p}" for p in high if stable[p][1] != high[p][1]]
     except DrkitError as err:
-        return Check("open_transactions", False, f"could not read the replica: {err}")
+        return DrillCheck("open_transactions", False, f"could not read the replica: {err}")
     detail = ", ".join(open_partitions) or "none open on the replica"
-    return Check("open_transactions", not open_partitions, detail)
+    return DrillCheck("open_transactions", not open_partitions, detail)
 
 
-def nothing_skipped(groups: Sequence[GroupOutcome]) -> Check:
+def nothing_skipped(groups: Sequence[GroupOutcome]) -> DrillCheck:
     """A skipped record is never acceptable (re-reads are judged against the policy)."""
     bad = [f"{g.group}: {g.skipped} skipped" for g in groups if g.skipped]
     reread = sum(g.reread for g in groups)
-    return Check(
+    return DrillCheck(
         "nothing_skipped",
         not bad,
         "; ".join(bad) or f"{len(groups)} groups skipped nothing ({reread} re-read in all)",
@@ -176,8 +178,8 @@ def nothing_skipped(groups: Sequence[GroupOutcome]) -> Check:
 
 
 def accounting_agrees(
-    rpo: Sequence[PartitionRpo], groups: Sequence[GroupOutcome], accounting: dict[str, Any]
-) -> Check:
+    rpo: Sequence[PartitionLoss], groups: Sequence[GroupOutcome], accounting: dict[str, Any]
+) -> DrillCheck:
     """``drkit verify`` (Spark, on the records) counts what the drill's recount counted: the
     records lost, and the records groups skip or read again from where the failover put them.
 
@@ -194,7 +196,7 @@ def accounting_agrees(
         sum(g.skipped for g in groups),
         sum(g.reread for g in groups),
     )
-    return Check(
+    return DrillCheck(
         "accounting_agrees",
         seen == counted,
         f"drkit verify on {totals.get('records')} records: {seen[0]} lost "

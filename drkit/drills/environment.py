@@ -22,7 +22,7 @@ import yaml
 
 from drkit.config import load_config
 from drkit.config.model import DrkitConfig, FlowConfig
-from drkit.drills.scenario import Decision, Scenario
+from drkit.drills.scenario import DecisionMode, Scenario
 from drkit.local.ports import free_port
 from drkit.store import StateStore
 
@@ -91,7 +91,7 @@ class DrillEnvironment:
             "target": source,
             "standby": True,
         }
-        automatic = scenario.move.decision is Decision.AUTOMATIC
+        automatic = scenario.move.decision is DecisionMode.AUTOMATIC
         document = {
             "version": 1,
             "clusters": {

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from drkit.drills.report import Check, Event, PartitionRpo, RtoBreakdown, Targets, Verdict
+from drkit.drills.report import DrillCheck, Event, PartitionLoss, RtoBreakdown, Targets, Verdict
 from drkit.drills.timeline import CLIENTS_RESUMED, DETECTED, FAULT, POINTER_MOVED, RUN_STARTED
 
 
@@ -48,8 +48,8 @@ def rto_of(events: Sequence[Event], planned: bool) -> RtoBreakdown:
 def judge(
     targets: Targets,
     rto: RtoBreakdown | None,
-    rpo: Sequence[PartitionRpo],
-    checks: Sequence[Check],
+    rpo: Sequence[PartitionLoss],
+    checks: Sequence[DrillCheck],
     reread: int = 0,
 ) -> tuple[Verdict, tuple[str, ...]]:
     """PolicyMet when RTO, RPO and re-reads are within the targets and every check passed;
@@ -73,6 +73,6 @@ def judge(
     return verdict, tuple(reasons)
 
 
-def readiness_verdict(checks: Sequence[Check]) -> tuple[Verdict, tuple[str, ...]]:
+def readiness_verdict(checks: Sequence[DrillCheck]) -> tuple[Verdict, tuple[str, ...]]:
     failed = tuple(f"check {c.name} failed: {c.detail}" for c in checks if not c.passed)
     return (Verdict.NOT_READY if failed else Verdict.READY), failed

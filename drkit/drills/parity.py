@@ -4,13 +4,13 @@ target, with as many partitions and the same replicable configs?  (Read-only.)""
 from __future__ import annotations
 
 from drkit.config.model import DrkitConfig, FlowConfig
-from drkit.drills.report import Check
+from drkit.drills.report import DrillCheck
 from drkit.kafka import ClusterEndpoint, KafkaAdmin
 from drkit.replication.topic_sync import TopicSynchronizer, plan_topic_sync
 from drkit.replication.topology import FlowTopology
 
 
-def parity_check(config: DrkitConfig, flow: FlowConfig, only: set[str] | None = None) -> Check:
+def parity_check(config: DrkitConfig, flow: FlowConfig, only: set[str] | None = None) -> DrillCheck:
     """``topic_parity``: the changes topic sync would make, read as findings (none: parity)."""
     topology = FlowTopology.of(flow)
     synchronizer = TopicSynchronizer(
@@ -31,4 +31,4 @@ def parity_check(config: DrkitConfig, flow: FlowConfig, only: set[str] | None = 
         f"{d.topic} {d.key}={d.target_value} (source: {d.source_value})" for d in plan.drift
     ]
     detail = "; ".join(problems) or f"{len(sources)} topics: replicas, partitions, configs match"
-    return Check("topic_parity", not problems, detail)
+    return DrillCheck("topic_parity", not problems, detail)

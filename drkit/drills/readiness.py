@@ -19,7 +19,7 @@ from pathlib import Path
 from drkit.config.model import DrkitConfig, FlowConfig
 from drkit.drills.measure import readiness_verdict
 from drkit.drills.parity import parity_check
-from drkit.drills.report import Check, DrillReport, PartitionRpo, Series, Targets
+from drkit.drills.report import DrillCheck, DrillReport, PartitionLoss, Series, Targets
 from drkit.drills.timeline import Timeline
 from drkit.errors import DrkitError
 from drkit.failover.context import RunOptions
@@ -60,7 +60,7 @@ def readiness(
         fault={"kind": "none", "at_s": 0.0, "how": "none: a readiness check moves nothing"},
         targets=Targets(rto_s=0.0, rpo_records=LAG_LIMIT_RECORDS),
         rto=None,
-        rpo=tuple(PartitionRpo(p.topic, p.partition, p.records or 0, 0, 0.0) for p in plan.rpo),
+        rpo=tuple(PartitionLoss(p.topic, p.partition, p.records or 0, 0, 0.0) for p in plan.rpo),
         groups=(),
         checks=tuple(checks),
         verdict=verdict,
@@ -74,20 +74,20 @@ def readiness(
     )
 
 
-def _plan_unblocked(plan: Plan) -> Check:
+def _plan_unblocked(plan: Plan) -> DrillCheck:
     blockers = [f"{b.code}: {b.message}" for b in plan.blockers]
-    return Check("plan_unblocked", not blockers, "; ".join(blockers) or "no blockers")
+    return DrillCheck("plan_unblocked", not blockers, "; ".join(blockers) or "no blockers")
 
 
-def _parity(config: DrkitConfig, flow: FlowConfig, plan: Plan) -> Check:
+def _parity(config: DrkitConfig, flow: FlowConfig, plan: Plan) -> DrillCheck:
     if not plan.source_reachable:
-        return Check("topic_parity", False, f"{plan.source} does not answer")
+        return DrillCheck("topic_parity", False, f"{plan.source} does not answer")
     return parity_check(config, flow)
 
 
-def _checkpoints(plan: Plan) -> Check:
+def _checkpoints(plan: Plan) -> DrillCheck:
     missing = list(plan.groups_without_checkpoint)
-    return Check(
+    return DrillCheck(
         "checkpoints",
         not missing,
         ("no checkpoint on the target for " + ", ".join(missing))
@@ -96,28 +96,30 @@ def _checkpoints(plan: Plan) -> Check:
     )
 
 
-def _link(plan: Plan) -> Check:
+def _link(plan: Plan) -> DrillCheck:
     if not plan.source_reachable:
-        return Check("link_health", False, f"{plan.source} does not answer")
+        return DrillCheck("link_health", False, f"{plan.source} does not answer")
     behind = plan.rpo_records
     warnings = [f.message for f in plan.findings if f.severity is Severity.WARNING]
     if behind is None:
-        return Check("link_health", False, "replication progress unknown")
-    return Check(
+        return DrillCheck("link_health", False, "replication progress unknown")
+    return DrillCheck(
         "link_health",
         behind <= LAG_LIMIT_RECORDS,
         f"{behind} records not yet replicated" + (f"; {warnings[0]}" if warnings else ""),
     )
 
 
-def _shadow_translation(config: DrkitConfig, source: str, target: str, groups: list[str]) -> Check:
+def _shadow_translation(
+    config: DrkitConfig, source: str, target: str, groups: list[str]
+) -> DrillCheck:
     if not groups:
-        return Check("shadow_translation", True, "no consumer groups to translate")
+        return DrillCheck("shadow_translation", True, "no consumer groups to translate")
     flow = flow_between(config, source, target)
     try:
         report = translate_groups(config, flow, groups, verify=True)
     except DrkitError as err:
-        return Check("shadow_translation", False, f"translation failed: {err}")
+        return DrillCheck("shadow_translation", False, f"translation failed: {err}")
     problems = [f"{e.get('group')}: {e.get('reason')}" for e in report.errors]
     endpoint = ClusterEndpoint(target, config.clusters[target])
     admin = KafkaAdmin(endpoint)
@@ -148,7 +150,7 @@ def _shadow_translation(config: DrkitConfig, source: str, target: str, groups: l
         f"{len(report.groups)} groups, {rows_total} partitions translated, verified and "
         "committed into shadow groups"
     )
-    return Check("shadow_translation", not problems, detail)
+    return DrillCheck("shadow_translation", not problems, detail)
 
 
 def _read_back(

@@ -12,14 +12,14 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping, Sequence
 
-from drkit.drills.report import GroupOutcome, PartitionRpo
+from drkit.drills.report import GroupOutcome, PartitionLoss
 from drkit.drills.workload import Processed, decode_seq
 from drkit.kafka.records import Record, TopicPartition
 
 
 def rpo_of(
     source: Sequence[Record], replica: Sequence[Record], replica_topic: Mapping[str, str]
-) -> tuple[PartitionRpo, ...]:
+) -> tuple[PartitionLoss, ...]:
     """Per source partition: records the source holds that the replica does not.
 
     ``seconds`` is the span of writes lost: the newest lost record's timestamp minus the
@@ -33,7 +33,7 @@ def rpo_of(
     by_partition: dict[TopicPartition, list[Record]] = {}
     for record in source:
         by_partition.setdefault(TopicPartition(record.topic, record.partition), []).append(record)
-    out: list[PartitionRpo] = []
+    out: list[PartitionLoss] = []
     for tp, records in sorted(by_partition.items()):
         present = copied.get(replica_topic[tp.topic], set())
         lost = [r for r in records if decode_seq(r.value) not in present]
@@ -46,7 +46,7 @@ def rpo_of(
                 reference = min(r.timestamp_ms or 0 for r in lost)
             seconds = max(0.0, (newest_lost - reference) / 1000)
         out.append(
-            PartitionRpo(tp.topic, tp.partition, len(lost), sum(r.size for r in lost), seconds)
+            PartitionLoss(tp.topic, tp.partition, len(lost), sum(r.size for r in lost), seconds)
         )
     return tuple(out)
 

@@ -54,7 +54,7 @@ class RtoBreakdown:
 
 
 @dataclass(frozen=True)
-class PartitionRpo:
+class PartitionLoss:
     """Records the source acknowledged that never reached the target, for one partition."""
 
     topic: str
@@ -78,7 +78,7 @@ class GroupOutcome:
 
 
 @dataclass(frozen=True)
-class Check:
+class DrillCheck:
     name: str
     passed: bool
     detail: str
@@ -120,9 +120,9 @@ class DrillReport:
     fault: dict[str, Any]  # kind, at_s, how (what was done), note (e.g. a fallback)
     targets: Targets
     rto: RtoBreakdown | None
-    rpo: tuple[PartitionRpo, ...]
+    rpo: tuple[PartitionLoss, ...]
     groups: tuple[GroupOutcome, ...]
-    checks: tuple[Check, ...]
+    checks: tuple[DrillCheck, ...]
     verdict: Verdict
     reasons: tuple[str, ...]  # why the verdict (each breached target or failed check)
     timeline: tuple[Event, ...]
@@ -171,9 +171,9 @@ class DrillReport:
             fault=dict(raw["fault"]),
             targets=Targets(**raw["targets"]),
             rto=RtoBreakdown(**{k: v for k, v in rto.items() if k != "total_s"}) if rto else None,
-            rpo=tuple(PartitionRpo(**p) for p in raw["rpo"]),
+            rpo=tuple(PartitionLoss(**p) for p in raw["rpo"]),
             groups=tuple(GroupOutcome(**g) for g in raw["groups"]),
-            checks=tuple(Check(**c) for c in raw["checks"]),
+            checks=tuple(DrillCheck(**c) for c in raw["checks"]),
             verdict=Verdict(raw["verdict"]),
             reasons=tuple(raw["reasons"]),
             timeline=tuple(Event(**e) for e in raw["timeline"]),

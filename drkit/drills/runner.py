@@ -28,7 +28,7 @@ from drkit.drills.faults import LocalFaults
 from drkit.drills.measure import Unmeasured, judge, rto_of
 from drkit.drills.recount import group_outcome, placed_or_reset, rpo_of
 from drkit.drills.report import DrillReport, GroupOutcome, RtoBreakdown, Series, Targets
-from drkit.drills.scenario import Decision, Scenario
+from drkit.drills.scenario import DecisionMode, Scenario
 from drkit.drills.timeline import (
     CLIENTS_RESUMED,
     DETECTED,
@@ -40,7 +40,7 @@ from drkit.drills.timeline import (
 )
 from drkit.drills.workload import GroupMember, Writer, encode_value
 from drkit.errors import DrkitError
-from drkit.failover.context import RunOptions
+from drkit.failover.context import ProgressCallback, RunOptions
 from drkit.failover.engine import Engine
 from drkit.failover.lease import LeaseRepository
 from drkit.failover.model import Procedure, RunState, StepName
@@ -58,8 +58,6 @@ from drkit.store.health_repo import HealthRepository
 
 log = logging.getLogger("drkit.drill")
 
-Progress = Callable[[str, float | None], None]
-
 
 class DrillFailed(DrkitError):
     """The drill could not run to a report (the cause is named); its fault was undone."""
@@ -72,7 +70,7 @@ class DrillOptions:
     drills_root: Path
     local: LocalKafka
     verify: bool = True
-    progress: Progress = field(default=lambda _m, _f: None)
+    progress: ProgressCallback = field(default=lambda _m, _f: None)
     spark_master: str | None = None
 
 
@@ -224,7 +222,7 @@ class DrillRunner:
             writer.stop(wait_s=0)
         for member in self.source_members:
             member.stop(wait_s=0)
-        if s.move.decision is Decision.AUTOMATIC:
+        if s.move.decision is DecisionMode.AUTOMATIC:
             self._in_background(self._await_automatic_run)
         else:
             if s.move.decision_delay_s:

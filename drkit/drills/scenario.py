@@ -32,7 +32,7 @@ class FaultKind(StrEnum):
     NETWORK_CUT = "network_cut"  # the source is cut off (see faults.py for how)
 
 
-class Decision(StrEnum):
+class DecisionMode(StrEnum):
     MANUAL = "manual"  # an operator (the drill) starts the run once the source is declared down
     AUTOMATIC = "automatic"  # drkit's monitor decides and starts it
 
@@ -86,7 +86,7 @@ class Fault(_Frozen):
 
 class Move(_Frozen):
     procedure: Procedure = Procedure.FAILOVER
-    decision: Decision = Decision.MANUAL
+    decision: DecisionMode = DecisionMode.MANUAL
     decision_delay_s: float = Field(default=0.0, ge=0, le=3600)
     failback: bool = Field(
         default=False, description="after the move and the source's return, fail back to it"
@@ -130,7 +130,7 @@ class Scenario(_Frozen):
             raise ValueError("an unplanned failover needs a fault")
         if self.move.procedure is Procedure.FAILBACK:
             raise ValueError("procedure failback: use procedure failover with failback: true")
-        if self.move.decision is Decision.AUTOMATIC and planned:
+        if self.move.decision is DecisionMode.AUTOMATIC and planned:
             raise ValueError("automatic decisions are for unplanned failovers")
         if self.source == self.target:
             raise ValueError("source and target must differ")

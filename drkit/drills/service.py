@@ -19,8 +19,9 @@ from drkit.drills.environment import new_drill_id, remove_drill_data
 from drkit.drills.html import write_report
 from drkit.drills.repo import DrillRepository
 from drkit.drills.report import DrillReport
-from drkit.drills.runner import DrillOptions, DrillRunner, Progress
+from drkit.drills.runner import DrillOptions, DrillRunner
 from drkit.drills.scenario import Scenario
+from drkit.failover.context import ProgressCallback
 from drkit.local import LocalKafka
 from drkit.store import StateStore
 
@@ -47,7 +48,7 @@ def run_drill(
     store: StateStore,
     state_dir: Path,
     verify: bool = True,
-    progress: Progress | None = None,
+    progress: ProgressCallback | None = None,
     spark_master: str | None = None,
     local: LocalKafka | None = None,
     keep: bool = False,

@@ -92,7 +92,7 @@ class StepOutcome:
         return cls(StepState.SKIPPED, {"skipped": why, **detail})
 
 
-Progress = Callable[[str, float | None], None]  # (message, fraction done or None)
+ProgressCallback = Callable[[str, float | None], None]  # (message, fraction done or None)
 
 
 @dataclass
@@ -107,7 +107,7 @@ class StepContext:
     run: RunRecord
     options: RunOptions
     state_dir: Path
-    progress: Progress = field(default=lambda _message, _fraction: None)
+    progress: ProgressCallback = field(default=lambda _message, _fraction: None)
     connect: AdminFactory = KafkaAdmin
     guard: Confirming | None = None  # the engine's lease keeper (None: unguarded, tests)
     channels: ChannelFactory | None = None  # flows' control channels (None: on Kafka)

@@ -38,7 +38,13 @@ from typing import Any
 from drkit.config.model import DrkitConfig, FlowConfig
 from drkit.control.channel import ChannelFactory
 from drkit.errors import ConfigError, DrkitError, Problem
-from drkit.failover.context import Progress, RunOptions, StepContext, StepFailed, StepOutcome
+from drkit.failover.context import (
+    ProgressCallback,
+    RunOptions,
+    StepContext,
+    StepFailed,
+    StepOutcome,
+)
 from drkit.failover.fences import FenceRepository
 from drkit.failover.hooks import HookOutcome, run_hooks
 from drkit.failover.lease import Lease, LeaseKeeper, LeaseLost, LeaseRepository, unique_owner
@@ -138,7 +144,7 @@ class Engine:
         config: DrkitConfig,
         store: StateStore,
         state_dir: Path,
-        progress: Progress | None = None,
+        progress: ProgressCallback | None = None,
         role: str = "engine",
         connect: AdminFactory = KafkaAdmin,
         steps: Mapping[StepName, Step] | None = None,
@@ -148,7 +154,7 @@ class Engine:
         self.config = config
         self.store = store
         self.state_dir = state_dir
-        self.progress: Progress = progress or (lambda _message, _fraction: None)
+        self.progress: ProgressCallback = progress or (lambda _message, _fraction: None)
         self.owner = unique_owner(role)
         self.connect = connect
         self.steps: Mapping[StepName, Step] = steps if steps is not None else STEPS

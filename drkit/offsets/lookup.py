@@ -49,7 +49,7 @@ from drkit.offsets.provenance_search import (
     copy_offset,
     find_target_offset,
 )
-from drkit.offsets.verification import AtTarget, Verdict, replicated_by, verify
+from drkit.offsets.verification import AtTarget, PositionVerdict, replicated_by, verify
 from drkit.replication.topology import FlowTopology
 from drkit.translation import (
     NO_REPLICA,
@@ -173,9 +173,11 @@ class _Verifier:
         target_tp: TopicPartition,
         target_offset: int,
         replicated_end: int | None,
-    ) -> Verdict:
+    ) -> PositionVerdict:
         if source_offset < self.source_start.get(source_tp, 0):
-            return Verdict.UNVERIFIABLE  # the source no longer holds S: no record to compare
+            return (
+                PositionVerdict.UNVERIFIABLE
+            )  # the source no longer holds S: no record to compare
         scanned = 0
         expected: int | None = None
         with closing(self.source.records_from(source_tp, source_offset)) as records:
@@ -185,7 +187,7 @@ class _Verifier:
                     break
                 scanned += 1
                 if scanned >= VERIFY_SCAN_LIMIT:
-                    return Verdict.UNVERIFIABLE
+                    return PositionVerdict.UNVERIFIABLE
         first = self.target.first_record(target_tp, target_offset)
         at_target = (
             None
@@ -320,7 +322,7 @@ def _row(
             None,
             None,
             [] if exact else ["not_exact"],
-            exact if verdict is None else verdict is Verdict.MATCH,
+            exact if verdict is None else verdict is PositionVerdict.MATCH,
             None if verdict is None else verdict.value,
         )
     verdict = None
@@ -348,15 +350,15 @@ def _row(
     )
 
 
-def _verified(verdict: Verdict, result: Translated) -> bool | None:
+def _verified(verdict: PositionVerdict, result: Translated) -> bool | None:
     """Whether the record at T is what the translation promised."""
-    if verdict is Verdict.UNVERIFIABLE:
+    if verdict is PositionVerdict.UNVERIFIABLE:
         return None
-    if verdict is Verdict.REREADS and Flag.REORDERED in result.flags:
+    if verdict is PositionVerdict.REREADS and Flag.REORDERED in result.flags:
         # A crash re-replicated a range: any T that skips nothing re-reads it, and the
         # translation said so (expected_rereads).
         return result.expected_rereads > 0
-    return verdict is Verdict.MATCH
+    return verdict is PositionVerdict.MATCH
 
 
 def _error(group: str, tp: TopicPartition, offset: int, reason: str) -> dict[str, Any]:

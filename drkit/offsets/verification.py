@@ -6,7 +6,7 @@ the flow replicates.  The edges read both records (read_committed on both sides,
 flow leaves out on purpose - filtered, or loops - skipped on the source); :func:`verify` decides.
 
 Checking "the record at T comes from S or later" is not enough: it passes a T that skips
-records.  Here a T whose record is a later copy than expected is :attr:`Verdict.SKIPS`.
+records.  Here a T whose record is a later copy than expected is :attr:`PositionVerdict.SKIPS`.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from drkit.replication.provenance import ORIGIN_HEADER, SOURCE_HEADER, is_loop
 from drkit.replication.transforms import OutRecord, TransformChain
 
 
-class Verdict(StrEnum):
+class PositionVerdict(StrEnum):
     MATCH = "match"  # the record at T is the copy of the record a consumer at S reads next
     SKIPS = "skips"  # the record at T is a later copy: a consumer at T skips records
     REREADS = "rereads"  # the record at T is an earlier copy (or the source has nothing left)
@@ -40,7 +40,7 @@ def verify(
     expected: int | None,
     at_target: AtTarget | None,
     replicated_end: int | None,
-) -> Verdict:
+) -> PositionVerdict:
     """Compare the first records after S (source) and after T (target).
 
     ``expected`` is the source offset of the first record at ``>= S`` the flow replicates, None
@@ -51,15 +51,15 @@ def verify(
     """
     if at_target is None:
         if expected is None:
-            return Verdict.MATCH
+            return PositionVerdict.MATCH
         if replicated_end is None:
-            return Verdict.UNVERIFIABLE
-        return Verdict.MATCH if expected >= replicated_end else Verdict.SKIPS
+            return PositionVerdict.UNVERIFIABLE
+        return PositionVerdict.MATCH if expected >= replicated_end else PositionVerdict.SKIPS
     if at_target.copy_of is None:
-        return Verdict.FOREIGN
+        return PositionVerdict.FOREIGN
     if expected is None or at_target.copy_of < expected:
-        return Verdict.REREADS
-    return Verdict.MATCH if at_target.copy_of == expected else Verdict.SKIPS
+        return PositionVerdict.REREADS
+    return PositionVerdict.MATCH if at_target.copy_of == expected else PositionVerdict.SKIPS
 
 
 def replicated_by(

@@ -43,7 +43,7 @@ from drkit.replication.assigner import LossSink
 from drkit.replication.client_settings import WorkerSettings
 from drkit.replication.loss import LossEvent
 from drkit.replication.metrics import default_metrics
-from drkit.replication.supervision import Liveness, PatienceStop, SuccessBackoff, is_transient
+from drkit.replication.supervision import PatienceStop, SuccessBackoff, WorkerLiveness, is_transient
 from drkit.replication.topology import FlowTopology
 from drkit.replication.worker import FlowWorker
 
@@ -142,9 +142,9 @@ def run_flows(config: DrkitConfig, options: ServiceOptions, stop: threading.Even
         ).start()
 
     def run_one(flow: FlowConfig) -> None:
-        # One Liveness and one gate per flow for all its attempts: patience counts from the
+        # One WorkerLiveness and one gate per flow for all its attempts: patience counts from the
         # last success, silence from the last read of the store.
-        liveness = Liveness()
+        liveness = WorkerLiveness()
         gate = gate_of(flow)
 
         def before_retry(state: RetryCallState) -> None:

@@ -6,7 +6,7 @@ last - forever by default.  When ``retry.give_up_after_s`` is set, the flow give
 that long *without a success* (a progress round the target acknowledged), never counted from
 the flow's start: a flow that ran for a week and then meets one error gets the whole window.
 
-:class:`Liveness` is shared by the flow's attempts (a restarted worker keeps it); the
+:class:`WorkerLiveness` is shared by the flow's attempts (a restarted worker keeps it); the
 decisions are pure functions of it and the policy, so they are unit-tested without clocks.
 """
 
@@ -23,7 +23,7 @@ from drkit.errors import DrkitError, FatalKafkaError, KafkaError, StateStoreErro
 
 
 @dataclass
-class Liveness:
+class WorkerLiveness:
     """When one flow last succeeded, and how many failures followed (monotonic clock)."""
 
     last_success: float = field(default_factory=time.monotonic)
@@ -52,7 +52,9 @@ def backoff_s(failures: int, policy: RetryPolicy) -> float:
     return float(min(policy.max_backoff_s, 0.5 * 2 ** min(failures - 1, 30)))
 
 
-def out_of_patience(liveness: Liveness, policy: RetryPolicy, now: float | None = None) -> bool:
+def out_of_patience(
+    liveness: WorkerLiveness, policy: RetryPolicy, now: float | None = None
+) -> bool:
     """Whether the flow has gone ``give_up_after_s`` without a success (never, by default)."""
     return policy.give_up_after_s is not None and liveness.idle_s(now) > policy.give_up_after_s
 
@@ -71,7 +73,7 @@ def is_fatal(error: BaseException) -> bool:
 class PatienceStop:
     """tenacity ``stop``: give up when the flow has been without success for too long."""
 
-    def __init__(self, liveness: Liveness, policy: RetryPolicy) -> None:
+    def __init__(self, liveness: WorkerLiveness, policy: RetryPolicy) -> None:
         self.liveness = liveness
         self.policy = policy
 
@@ -82,7 +84,7 @@ class PatienceStop:
 class SuccessBackoff:
     """tenacity ``wait``: capped exponential in the failures since the last success."""
 
-    def __init__(self, liveness: Liveness, policy: RetryPolicy) -> None:
+    def __init__(self, liveness: WorkerLiveness, policy: RetryPolicy) -> None:
         self.liveness = liveness
         self.policy = policy
 

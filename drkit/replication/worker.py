@@ -70,7 +70,7 @@ from drkit.replication.metrics import ReplicationMetrics
 from drkit.replication.partition_state import PartitionState
 from drkit.replication.progress import ProgressStore
 from drkit.replication.source_watch import count_replicated, observe_source, report_lag
-from drkit.replication.supervision import Liveness, backoff_s, out_of_patience
+from drkit.replication.supervision import WorkerLiveness, backoff_s, out_of_patience
 from drkit.replication.topic_sync import TopicSynchronizer
 from drkit.replication.topology import FlowTopology
 
@@ -93,7 +93,7 @@ class FlowWorker:
         metrics: ReplicationMetrics,
         stop: threading.Event,
         losses: LossSink,
-        liveness: Liveness | None = None,
+        liveness: WorkerLiveness | None = None,
         gate: FlowGate | None = None,
     ) -> None:
         self.flow = flow
@@ -105,7 +105,7 @@ class FlowWorker:
         self.metrics = metrics
         self.stop = stop
         self.losses = losses
-        self.liveness = liveness or Liveness()
+        self.liveness = liveness or WorkerLiveness()
         self.keeper = GateKeeper(gate, flow.name, metrics)
         self._ended = False  # the flow is STOPPED: run() returns
         self.chain = self.topology.chain

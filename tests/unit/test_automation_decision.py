@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from drkit.automation.decision import (
     AutomationSnapshot,
     CheckName,
-    ObserverView,
+    ObserverVote,
     Pause,
     RpoEstimate,
     decide,
@@ -23,13 +23,13 @@ STATES = st.sampled_from(list(ClusterState))
 
 
 @st.composite
-def views(draw: st.DrawFn, count: int) -> tuple[ObserverView, ...]:
+def views(draw: st.DrawFn, count: int) -> tuple[ObserverVote, ...]:
     out = []
     for index in range(count):
         since = draw(st.floats(NOW - 600, NOW))
         answered = draw(st.none() | st.floats(NOW - 600, NOW))
         out.append(
-            ObserverView(
+            ObserverVote(
                 f"o{index}",
                 draw(STATES),
                 since,
@@ -117,10 +117,10 @@ def test_never_acts_when_a_rule_forbids_it(snapshot: AutomationSnapshot) -> None
 
 def _good() -> AutomationSnapshot:
     down = tuple(
-        ObserverView(f"o{i}", ClusterState.UNAVAILABLE, NOW - 120, NOW - 1) for i in (1, 2)
+        ObserverVote(f"o{i}", ClusterState.UNAVAILABLE, NOW - 120, NOW - 1) for i in (1, 2)
     )
     up = tuple(
-        ObserverView(f"o{i}", ClusterState.HEALTHY, NOW - 900, NOW - 1, NOW - 1) for i in (1, 2)
+        ObserverVote(f"o{i}", ClusterState.HEALTHY, NOW - 900, NOW - 1, NOW - 1) for i in (1, 2)
     )
     return AutomationSnapshot(
         "dc1",

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from drkit.drills.checks import accounting_agrees
-from drkit.drills.report import GroupOutcome, PartitionRpo
+from drkit.drills.report import GroupOutcome, PartitionLoss
 
 
 def _group(skipped: int, reread: int) -> GroupOutcome:
@@ -14,7 +14,7 @@ def test_records_lost_at_the_tail_are_what_verify_calls_the_unreplicated_tail() 
     """Records dc1 acknowledged that never reached dc2 sit above the last replicated offset:
     verify counts them as the unreplicated tail, not as missing (a gap below it).  CI's
     consumers-lagging drill lost 40 records that way and the check read 0 against 40."""
-    rpo = [PartitionRpo("events", 0, 40, 4000, 0.7), PartitionRpo("events", 1, 0, 0, 0.0)]
+    rpo = [PartitionLoss("events", 0, 40, 4000, 0.7), PartitionLoss("events", 1, 0, 0, 0.0)]
     totals = {
         "records": 3320,
         "missing": 0,
@@ -36,6 +36,6 @@ def test_a_gap_verify_finds_that_the_recount_did_not_fails_the_check() -> None:
         "read_again_by_groups": 0,
     }
     check = accounting_agrees(
-        [PartitionRpo("events", 0, 0, 0, 0.0)], [_group(0, 0)], {"totals": totals}
+        [PartitionLoss("events", 0, 0, 0, 0.0)], [_group(0, 0)], {"totals": totals}
     )
     assert not check.passed

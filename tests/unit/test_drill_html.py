@@ -19,10 +19,10 @@ from drkit.drills.html import (
     write_report,
 )
 from drkit.drills.report import (
-    Check,
+    DrillCheck,
     DrillReport,
     GroupOutcome,
-    PartitionRpo,
+    PartitionLoss,
     Series,
     Verdict,
 )
@@ -168,7 +168,7 @@ def test_breached_report_is_red_and_gives_its_reasons() -> None:
     report = sample_report(
         verdict=Verdict.POLICY_BREACHED,
         reasons=reasons,
-        checks=(Check("no record skipped", False, "billing skipped 12 records"),),
+        checks=(DrillCheck("no record skipped", False, "billing skipped 12 records"),),
     )
     page = render_report(report)
     assert element(page, "verdict") == "PolicyBreached"
@@ -193,7 +193,7 @@ def test_empty_series_timeline_and_rpo_say_so_instead_of_plotting() -> None:
 
 
 def test_partitions_checked_but_nothing_lost() -> None:
-    page = render_report(sample_report(rpo=(PartitionRpo("orders", 0, 0, 0, 0.0),)))
+    page = render_report(sample_report(rpo=(PartitionLoss("orders", 0, 0, 0, 0.0),)))
     assert element(page, "plot-rpo") == "nothing lost"
     assert "rpo-partitions" in page
 
@@ -201,8 +201,8 @@ def test_partitions_checked_but_nothing_lost() -> None:
 def test_text_from_the_report_is_escaped_and_never_mathtext() -> None:
     report = sample_report(
         title="<script>alert(1)</script>",
-        checks=(Check("a & b", True, "<b>bold</b>"),),
-        rpo=(PartitionRpo("$price$", 0, 3, 30, 0.1), PartitionRpo("t", 1, 2, 20, 0.1)),
+        checks=(DrillCheck("a & b", True, "<b>bold</b>"),),
+        rpo=(PartitionLoss("$price$", 0, 3, 30, 0.1), PartitionLoss("t", 1, 2, 20, 0.1)),
         groups=(GroupOutcome("g<1>", 1, 1, 0, 0, None, None),),
     )
     page = render_report(report)
@@ -220,7 +220,9 @@ def test_uneven_series_are_cut_to_the_common_length() -> None:
 
 
 def test_big_report_renders_quickly() -> None:
-    partitions = tuple(PartitionRpo(f"topic-{i % 5}", i, i * 3, i * 300, i / 10) for i in range(50))
+    partitions = tuple(
+        PartitionLoss(f"topic-{i % 5}", i, i * 3, i * 300, i / 10) for i in range(50)
+    )
     series = Series(
         t=tuple(float(i) for i in range(300)),
         lag=tuple(int(100 + 50 * math.sin(i / 9)) for i in range(300)),

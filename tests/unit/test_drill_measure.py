@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from drkit.drills.measure import Unmeasured, judge, readiness_verdict, rto_of
-from drkit.drills.report import Check, Event, PartitionRpo, RtoBreakdown, Targets, Verdict
+from drkit.drills.report import DrillCheck, Event, PartitionLoss, RtoBreakdown, Targets, Verdict
 
 
 def _events(**at: float) -> list[Event]:
@@ -31,11 +31,11 @@ def test_a_missing_moment_is_never_guessed() -> None:
 
 
 TARGETS = Targets(rto_s=30, rpo_records=10, rpo_s=5, reread_records=100)
-OK = Check("c", True, "fine")
+OK = DrillCheck("c", True, "fine")
 
 
 def test_within_every_target_the_policy_is_met() -> None:
-    rpo = [PartitionRpo("t", 0, 10, 100, 5.0)]
+    rpo = [PartitionLoss("t", 0, 10, 100, 5.0)]
     assert judge(TARGETS, RtoBreakdown(1, 1, 1, 1), rpo, [OK], reread=100) == (
         Verdict.POLICY_MET,
         (),
@@ -43,9 +43,9 @@ def test_within_every_target_the_policy_is_met() -> None:
 
 
 def test_each_breach_is_one_reason() -> None:
-    rpo = [PartitionRpo("t", 0, 8, 100, 6.0), PartitionRpo("t", 1, 3, 30, 1.0)]
+    rpo = [PartitionLoss("t", 0, 8, 100, 6.0), PartitionLoss("t", 1, 3, 30, 1.0)]
     verdict, reasons = judge(
-        TARGETS, RtoBreakdown(10, 10, 10, 1), rpo, [OK, Check("fence", False, "open")], 101
+        TARGETS, RtoBreakdown(10, 10, 10, 1), rpo, [OK, DrillCheck("fence", False, "open")], 101
     )
     assert verdict is Verdict.POLICY_BREACHED
     assert reasons == (
@@ -63,4 +63,4 @@ def test_no_rto_is_a_breach() -> None:
 
 def test_readiness_is_ready_only_when_every_check_passed() -> None:
     assert readiness_verdict([OK]) == (Verdict.READY, ())
-    assert readiness_verdict([OK, Check("lag", False, "far")])[0] is Verdict.NOT_READY
+    assert readiness_verdict([OK, DrillCheck("lag", False, "far")])[0] is Verdict.NOT_READY

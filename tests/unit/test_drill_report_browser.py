@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from drkit.drills.html import write_report
-from drkit.drills.report import Check, Verdict
+from drkit.drills.report import DrillCheck, Verdict
 from tests.browser import open_page
 from tests.drill_samples import sample_report
 
@@ -52,7 +52,7 @@ def test_breached_report_is_red_in_headless_chromium(tmp_path: Path) -> None:
     report = sample_report(
         verdict=Verdict.POLICY_BREACHED,
         reasons=("check 'no record skipped' failed",),
-        checks=(Check("no record skipped", False, "billing skipped 12 records"),),
+        checks=(DrillCheck("no record skipped", False, "billing skipped 12 records"),),
     )
     html_path, _json_path = write_report(report, tmp_path)
     with open_page(html_path.as_uri(), tmp_path / "breached.png") as page:

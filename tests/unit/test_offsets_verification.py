@@ -6,7 +6,7 @@ import pytest
 
 from drkit.config.model import TransformConfig
 from drkit.kafka.records import Record
-from drkit.offsets.verification import AtTarget, Verdict, replicated_by, verify
+from drkit.offsets.verification import AtTarget, PositionVerdict, replicated_by, verify
 from drkit.replication.provenance import ORIGIN_HEADER
 from drkit.replication.transforms import build_chain
 
@@ -14,22 +14,25 @@ from drkit.replication.transforms import build_chain
 @pytest.mark.parametrize(
     ("expected", "at_target", "replicated_end", "verdict"),
     [
-        (50, AtTarget(55, 50), 100, Verdict.MATCH),
+        (50, AtTarget(55, 50), 100, PositionVerdict.MATCH),
         # The old check ("the copy at T comes from >= S") passed this: 50..59 skipped.
-        (50, AtTarget(65, 60), 100, Verdict.SKIPS),
-        (50, AtTarget(45, 40), 100, Verdict.REREADS),
-        (50, AtTarget(45, None), 100, Verdict.FOREIGN),
+        (50, AtTarget(65, 60), 100, PositionVerdict.SKIPS),
+        (50, AtTarget(45, 40), 100, PositionVerdict.REREADS),
+        (50, AtTarget(45, None), 100, PositionVerdict.FOREIGN),
         # Nothing at T: right only when the expected record is not on the target yet.
-        (50, None, 40, Verdict.MATCH),
-        (50, None, 100, Verdict.SKIPS),
-        (50, None, None, Verdict.UNVERIFIABLE),
+        (50, None, 40, PositionVerdict.MATCH),
+        (50, None, 100, PositionVerdict.SKIPS),
+        (50, None, None, PositionVerdict.UNVERIFIABLE),
         # The source has nothing left to read at S.
-        (None, None, 100, Verdict.MATCH),
-        (None, AtTarget(99, 98), 100, Verdict.REREADS),
+        (None, None, 100, PositionVerdict.MATCH),
+        (None, AtTarget(99, 98), 100, PositionVerdict.REREADS),
     ],
 )
 def test_verify_compares_the_first_records_after_s_and_after_t(
-    expected: int | None, at_target: AtTarget | None, replicated_end: int | None, verdict: Verdict
+    expected: int | None,
+    at_target: AtTarget | None,
+    replicated_end: int | None,
+    verdict: PositionVerdict,
 ) -> None:
     assert verify(expected, at_target, replicated_end) is verdict
 

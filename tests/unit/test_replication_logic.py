@@ -22,7 +22,7 @@ from drkit.replication.loss import LossReason
 from drkit.replication.partition_state import PartitionState
 from drkit.replication.progress import Progress, decode_progress
 from drkit.replication.service import default_worker_id
-from drkit.replication.supervision import Liveness, backoff_s, out_of_patience
+from drkit.replication.supervision import WorkerLiveness, backoff_s, out_of_patience
 from drkit.replication.topology import FlowTopology
 
 TP = TopicPartition("orders", 0)
@@ -32,7 +32,7 @@ TP = TopicPartition("orders", 0)
 
 def test_a_flow_up_for_a_long_time_gets_the_whole_window_after_its_first_error() -> None:
     policy = RetryPolicy(give_up_after_s=600)
-    liveness = Liveness(last_success=0.0)
+    liveness = WorkerLiveness(last_success=0.0)
     # Up for ten minutes, succeeding all along; the first error comes at t=601 s.
     liveness.succeeded(now=600.5)
     # (drkit used tenacity's stop_after_delay(600) before: counted from the first attempt at
@@ -43,7 +43,7 @@ def test_a_flow_up_for_a_long_time_gets_the_whole_window_after_its_first_error()
 
 
 def test_by_default_a_flow_never_gives_up() -> None:
-    liveness = Liveness(last_success=0.0)
+    liveness = WorkerLiveness(last_success=0.0)
     assert not out_of_patience(liveness, RetryPolicy(), now=10**9)
 
 
