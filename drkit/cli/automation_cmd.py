@@ -15,7 +15,15 @@ from typing import TYPE_CHECKING
 
 import click
 
-from drkit.cli.context import AppContext, config_option, operator, pass_app
+from drkit.cli.context import (
+    AppContext,
+    config_option,
+    echo_document,
+    iso_utc,
+    operator,
+    output_option,
+    pass_app,
+)
 
 if TYPE_CHECKING:
     from drkit.automation.journal import AutomationJournal
@@ -41,23 +49,31 @@ def automation() -> None:
 @automation.command("pause")
 @_REASON
 @config_option
+@output_option
 @pass_app
-def pause(app: AppContext, reason: str, config_file: str | None) -> None:
+def pause(app: AppContext, reason: str, config_file: str | None, output: str) -> None:
     """Switch automatic failover off until 'drkit automation resume' (manual commands still
     work)."""
     journal = _journal(app, config_file)
     journal.pause(operator(), reason)
+    if output == "json":
+        echo_document("automation", _state(journal))
+        return
     click.echo(f"automatic failover paused by {operator()}" + (f": {reason}" if reason else ""))
 
 
 @automation.command("resume")
 @_REASON
 @config_option
+@output_option
 @pass_app
-def resume(app: AppContext, reason: str, config_file: str | None) -> None:
+def resume(app: AppContext, reason: str, config_file: str | None, output: str) -> None:
     """Switch automatic failover back on after 'drkit automation pause'."""
     journal = _journal(app, config_file)
     journal.resume(operator(), reason)
+    if output == "json":
+        echo_document("automation", _state(journal))
+        return
     click.echo("automatic failover resumed")
 
 
@@ -65,15 +81,32 @@ def resume(app: AppContext, reason: str, config_file: str | None) -> None:
 @click.argument("run_id", metavar="RUN", type=int)
 @_REASON
 @config_option
+@output_option
 @pass_app
-def ack(app: AppContext, run_id: int, reason: str, config_file: str | None) -> None:
+def ack(app: AppContext, run_id: int, reason: str, config_file: str | None, output: str) -> None:
     """Acknowledge automatic failover RUN: lifts the block it put on further automatic
     failovers (the block window still applies)."""
     journal = _journal(app, config_file)
     journal.ack(run_id, operator(), reason)
     left = journal.unacknowledged()
+    if output == "json":
+        echo_document("automation", _state(journal))
+        return
     tail = f"; still unacknowledged: {', '.join(map(str, left))}" if left else ""
     click.echo(f"run {run_id} acknowledged{tail}")
+
+
+def _state(journal: AutomationJournal) -> dict[str, object]:
+    """What the operator's word left in force (the same fields as ``drkit status``)."""
+    paused = journal.paused()
+    return {
+        "paused": (
+            {"by": paused.by, "reason": paused.reason, "at": iso_utc(paused.at)}
+            if paused is not None
+            else None
+        ),
+        "unacknowledged_runs": list(journal.unacknowledged()),
+    }
 
 
 COMMANDS = (automation,)

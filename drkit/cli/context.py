@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -97,6 +98,18 @@ def output_option(func: Any) -> Any:
 
 def echo_json(payload: Any) -> None:
     click.echo(json.dumps(payload, indent=2, sort_keys=True, default=str))
+
+
+def iso_utc(moment: datetime | float) -> str:
+    """``moment`` (a datetime, or epoch seconds) as ISO-8601 UTC to the millisecond."""
+    at = moment if isinstance(moment, datetime) else datetime.fromtimestamp(moment, UTC)
+    return at.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def echo_document(kind: str, data: dict[str, Any]) -> None:
+    """Print ``data`` in drkit's JSON envelope: ``schema`` (``drkit.<kind>/v1``; fields are only
+    ever added within a version) and ``generated_at`` (ISO-8601 UTC) beside the data."""
+    echo_json({"schema": f"drkit.{kind}/v1", "generated_at": iso_utc(datetime.now(UTC)), **data})
 
 
 pass_app = click.make_pass_decorator(AppContext)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from drkit.cli.context import AppContext, config_option, pass_app
+from drkit.cli.context import AppContext, config_option, echo_document, output_option, pass_app
 from drkit.store.db import safe_url
 
 
@@ -16,21 +16,31 @@ def db() -> None:
 @db.command("upgrade")
 @click.option("--revision", default="head", show_default=True, help="Target revision.")
 @config_option
+@output_option
 @pass_app
-def upgrade(app: AppContext, config_file: str | None, revision: str) -> None:
+def upgrade(app: AppContext, config_file: str | None, revision: str, output: str) -> None:
     """Apply Alembic migrations to the state store."""
     store = app.store(config_file)
     store.upgrade(revision)
-    click.echo(f"{safe_url(store.url)}: at revision {store.current_revision()}")
+    now = store.current_revision()
+    if output == "json":
+        echo_document("db", {"store": safe_url(store.url), "revision": now,
+                             "head": store.head_revision()})  # fmt: skip
+        return
+    click.echo(f"{safe_url(store.url)}: at revision {now}")
 
 
 @db.command("current")
 @config_option
+@output_option
 @pass_app
-def current(app: AppContext, config_file: str | None) -> None:
+def current(app: AppContext, config_file: str | None, output: str) -> None:
     """Show the state store's revision and whether it is up to date."""
     store = app.store(config_file)
     revision, head = store.current_revision(), store.head_revision()
+    if output == "json":
+        echo_document("db", {"store": safe_url(store.url), "revision": revision, "head": head})
+        return
     note = "up to date" if revision == head else f"behind head {head}: run 'drkit db upgrade'"
     click.echo(f"{safe_url(store.url)}: revision {revision or 'none'} ({note})")
 

@@ -475,3 +475,24 @@ def test_automation_commands_live_under_their_own_name(tmp_path: Path) -> None:
     resumed = runner.invoke(cli, [*base, "resume", "--config", str(config)])
     assert resumed.exit_code == 0 and journal.paused() is None, resumed.output
     assert runner.invoke(cli, ["resume"]).exit_code == 2  # no such command any more
+
+
+def test_small_commands_answer_json_in_the_one_envelope(tmp_path: Path) -> None:
+    config = tmp_path / "drkit.yaml"
+    config.write_text(_CONFIG + f"state_store: {{url: 'sqlite:///{tmp_path / 'd.db'}'}}\n")
+    runner, at = CliRunner(), ["--config", str(config)]
+    for args, kind in [
+        (["config", "validate", str(config)], "config.validate"),
+        (["db", "upgrade", *at], "db"),
+        (["db", "current", *at], "db"),
+        (["automation", "pause", "-m", "why", *at], "automation"),
+        (["automation", "resume", *at], "automation"),
+    ]:
+        result = runner.invoke(cli, [*args, "-o", "json"])
+        assert result.exit_code == 0, (args, result.output)
+        document = json.loads(result.output)
+        assert document["schema"] == f"drkit.{kind}/v1", args
+        assert document["generated_at"].endswith("Z") and "T" in document["generated_at"]
+    assert document["paused"] is None  # resumed last
+    current = json.loads(runner.invoke(cli, ["db", "current", *at, "-o", "json"]).output)
+    assert current["revision"] == current["head"] is not None
