@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+from pathlib import Path
+
 import click
 
 from drkit.cli.context import (
@@ -9,12 +12,13 @@ from drkit.cli.context import (
     config_option,
     echo_document,
     echo_json,
+    iso_utc,
     output_option,
     pass_app,
 )
 from drkit.config import load_config
 from drkit.config.secrets import redacted_dump
-from drkit.errors import ConfigError
+from drkit.errors import ConfigError, Problem
 
 
 @click.group("config")
@@ -49,6 +53,55 @@ def show(app: AppContext, config_file: str | None) -> None:
     loaded = app.config(config_file)
     click.echo(f"# {app.config_path}", err=True)
     echo_json(redacted_dump(loaded))
+
+
+@config.command("import")
+@click.argument("mm2_file", metavar="MM2_PROPERTIES", type=click.Path(dir_okay=False))
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False),
+    help="Write the drkit config here (refused if the file exists); default: standard output.",
+)
+@output_option
+def import_mm2_config(mm2_file: str, out: str | None, output: str) -> None:
+    """Turn a MirrorMaker 2 configuration (mm2.properties) into a commented drkit config.
+
+    Every MM2 key is either mapped (the comment says where) or listed as not carried over with
+    the reason and what to do.  Secrets are never copied: each becomes a ${ENV} reference, and
+    the variables to set are listed.  The result is validated before it is written."""
+    from drkit.adoption.mm2_config import import_mm2, render
+    from drkit.config.loader import load_config_text, read_text_file
+
+    imported = import_mm2(read_text_file(mm2_file))
+    if not imported.document["clusters"]:
+        raise ConfigError([Problem("clusters", "no cluster aliases (clusters = A, B)")],
+                          source=mm2_file)  # fmt: skip
+    text = render(imported, mm2_file, iso_utc(datetime.now(UTC)))
+    placeholders = dict.fromkeys(imported.env, "placeholder")
+    load_config_text(text, source=f"{mm2_file} (imported)", env=placeholders)
+    if out is not None:
+        target = Path(out)
+        if target.exists():
+            raise ConfigError([Problem("--out", f"{out} exists: choose another path")])
+        target.write_text(text, encoding="utf-8")
+    if output == "json":
+        echo_document("config.import", {
+            "source": mm2_file, "out": out, "config": imported.document,
+            "mapped": [{"key": k, "to": w} for k, w in imported.mapped],
+            "unsupported": [{"key": k, "reason": r} for k, r in imported.unsupported],
+            "env": imported.env,
+        })  # fmt: skip
+    elif out is None:
+        click.echo(text, nl=False)
+    else:
+        document = imported.document
+        click.echo(
+            f"{out}: {len(document['clusters'])} clusters, {len(document['flows'])} flows; "
+            f"{len(imported.mapped)} keys mapped, {len(imported.unsupported)} not carried over "
+            "(see its comments)"
+        )
+        if imported.env:
+            click.echo("set first: " + ", ".join(sorted(imported.env)))
 
 
 COMMANDS = [config]
