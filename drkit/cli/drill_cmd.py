@@ -243,7 +243,10 @@ def _show_text(row: DrillRow) -> str:
 
 
 def _report_text(report: DrillReport) -> list[str]:
+    from drkit.drills.summary import summary
+
     lines = [
+        summary(report),
         f"  {report.title}" if report.title else "",
         f"  {report.mode} drill, {report.procedure} {report.source} -> {report.target}",
     ]

@@ -31,6 +31,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
 from drkit.drills.report import DrillReport, Event, Verdict
+from drkit.drills.summary import summary
 
 GOOD_VERDICTS = frozenset({Verdict.POLICY_MET, Verdict.READY})
 
@@ -409,13 +410,14 @@ def _failover_view(run: dict[str, Any] | None) -> dict[str, Any] | None:
 def render_report(report: DrillReport) -> str:
     """One drill as a self-contained HTML document (inline CSS and SVG, no script, no URL).
 
-    Top to bottom: title and identity, the verdict banner (``#verdict``, its text exactly
-    ``report.verdict.value``, green for PolicyMet/Ready, red otherwise) with the reasons, the RTO
-    (``#rto``: total, parts table, ``#plot-rto``; "no move was made" when ``rto`` is None), the
-    policy targets beside the measured values (``#policy``), the RPO (``#rpo``: totals,
-    per-partition table, ``#plot-rpo``; "nothing lost" when no record was lost), consumer
-    groups (``#groups``), checks (``#checks``), lag and throughput (``#plot-series``), the event
-    timeline (``#plot-timeline`` and ``#events``), the failover run, accounting and notes.
+    Top to bottom: title, the one-sentence summary (``#summary``), identity, the verdict banner
+    (``#verdict``, its text exactly ``report.verdict.value``, green for PolicyMet/Ready, red
+    otherwise) with the reasons, the RTO (``#rto``: total, parts table, ``#plot-rto``; "no move
+    was made" when ``rto`` is None), the policy targets beside the measured values
+    (``#policy``), the RPO (``#rpo``: totals, per-partition table, ``#plot-rpo``; "nothing
+    lost" when no record was lost), consumer groups (``#groups``), checks (``#checks``), lag and
+    throughput (``#plot-series``), the event timeline (``#plot-timeline`` and ``#events``), the
+    failover run, accounting and notes.
     Deterministic: the same report gives the same text.
     """
     events = sorted(report.timeline, key=lambda event: event.at_s)
@@ -434,6 +436,7 @@ def render_report(report: DrillReport) -> str:
     accounting = sorted((report.accounting or {}).items())
     return _templates.get_template("drill-report.html.j2").render(
         r=report,
+        summary=summary(report),
         good=report.verdict in GOOD_VERDICTS,
         rto_parts=rto_parts,
         plots=plots,

@@ -25,6 +25,8 @@ def test_drill_report_renders_in_headless_chromium(tmp_path: Path) -> None:
     shot = tmp_path / "drill-report.png"
     with open_page(html_path.as_uri(), shot) as page:
         assert page.title() == f"{report.title} - drill {report.id}"
+        sentence = page.locator("#summary")
+        assert sentence.is_visible() and sentence.inner_text().startswith("dc1 lost at 09:01:00")
         verdict = page.locator("#verdict")
         assert verdict.is_visible()
         assert verdict.inner_text().strip() == "PolicyMet"
