@@ -95,6 +95,7 @@ _COMMANDS = {
     "replicate": "replicate_cmd",
     "checkpoint": "checkpoint_cmd",
     "offsets": "offsets_cmd",
+    "groups": "groups_cmd",
     "monitor": "monitor_cmd",
     "status": "monitor_cmd",
     "verify": "verify_cmd",

@@ -29,9 +29,10 @@ from drkit.cli.context import (
     output_option,
     pass_app,
 )
+from drkit.config.loader import known_cluster
 from drkit.errors import ConfigError, Problem
 from drkit.failover.context import RunOptions
-from drkit.failover.engine import Engine, PlanBlocked, known_cluster
+from drkit.failover.engine import Engine, PlanBlocked
 from drkit.failover.model import Plan, Procedure
 from drkit.failover.render import plan_text, remaining_text, run_text, runs_table
 from drkit.failover.runs import RunRecord, RunRepository

@@ -177,3 +177,10 @@ def _reason(detail: Any) -> str:
         return "required key is missing"
     message = str(detail["msg"])
     return message.removeprefix("Value error, ")
+
+
+def known_cluster(config: DrkitConfig, alias: str, option: str) -> None:
+    """ConfigError naming ``option`` and the configured clusters unless ``alias`` is one."""
+    if alias not in config.clusters:
+        known = ", ".join(sorted(config.clusters))
+        raise ConfigError([Problem(option, f"unknown cluster {alias!r} (clusters: {known})")])

@@ -35,6 +35,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from drkit.config.loader import known_cluster
 from drkit.config.model import DrkitConfig, FlowConfig
 from drkit.control.channel import ChannelFactory
 from drkit.errors import ConfigError, DrkitError, Problem
@@ -103,13 +104,6 @@ class RunAbandoned(DrkitError):
     """An interrupted run's premise no longer holds: it was marked ABANDONED, not resumed."""
 
     exit_code = 8
-
-
-def known_cluster(config: DrkitConfig, alias: str, option: str) -> None:
-    """ConfigError naming ``option`` and the configured clusters unless ``alias`` is one."""
-    if alias not in config.clusters:
-        known = ", ".join(sorted(config.clusters))
-        raise ConfigError([Problem(option, f"unknown cluster {alias!r} (clusters: {known})")])
 
 
 def flow_between(config: DrkitConfig, source: str, target: str) -> FlowConfig:

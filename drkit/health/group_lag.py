@@ -15,7 +15,7 @@ A group's status is its worst partition's status (STOP > STALL > REWIND > WARN >
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -71,3 +71,45 @@ def partition_status(samples: Sequence[LagSample], now: float) -> LagStatus:
 
 def group_status(statuses: Iterable[LagStatus]) -> LagStatus:
     return max(statuses, key=lambda s: _SEVERITY[s], default=LagStatus.OK)
+
+
+@dataclass(frozen=True)
+class GroupPartitionLag:
+    """One row of ``drkit groups lag`` (``kafka-consumer-groups --describe``'s view)."""
+
+    group: str
+    state: str  # the coordinator's: Stable, Empty, PreparingRebalance, ...
+    members: int
+    topic: str
+    partition: int
+    committed: int
+    end: int | None  # the last stable offset (what read_committed consumers reach); None: unknown
+    # end - committed, in offsets: an upper bound on records (markers and aborted records take
+    # offsets too); None when the end is unknown - never a made-up 0.
+    lag_offsets: int | None
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "group": self.group, "state": self.state, "members": self.members,
+            "topic": self.topic, "partition": self.partition, "committed": self.committed,
+            "end": self.end, "lag_offsets": self.lag_offsets,
+        }  # fmt: skip
+
+
+def lag_rows(
+    committed: Mapping[str, Mapping[tuple[str, int], int]],
+    ends: Mapping[tuple[str, int], int],
+    states: Mapping[str, tuple[str, int]],
+) -> list[GroupPartitionLag]:
+    """Per group and partition with a commit: committed, end and lag; sorted by group, topic,
+    partition.  ``states``: group -> (state, members)."""
+    rows = []
+    for group in sorted(committed):
+        state, members = states.get(group, ("Unknown", 0))
+        for (topic, partition), offset in sorted(committed[group].items()):
+            end = ends.get((topic, partition))
+            lag = None if end is None else max(0, end - offset)
+            rows.append(
+                GroupPartitionLag(group, state, members, topic, partition, offset, end, lag)
+            )
+    return rows

@@ -30,6 +30,7 @@ from tests import invariants
 from tests.conftest import Names
 from tests.failover_support import (
     PARTITIONS,
+    PER_PARTITION,
     assert_groups_resume_exactly,
     drkit,
     fill,
@@ -52,6 +53,16 @@ def test_unplanned_failover_of_a_killed_primary_resumes_every_group_exactly(
     setup = flow_setup(tmp_path, scratch, dc2, [topic], groups={"include": [f"{names.prefix}.*"]})
     replica = FlowTopology.of(setup.config.flows[0]).target_topic(topic)
     groups = source_with_groups(setup, topic, names)
+    # Where each group stands, partition by partition (drkit groups lag).
+    asked = [arg for group in sorted(groups) for arg in ("--group", group)]
+    lag = drkit(setup, "groups", "lag", "--cluster", setup.source, *asked, "-o", "json")
+    assert lag.code == 0, lag.err
+    rows = {(r["group"], r["partition"]): (r["committed"], r["end"], r["lag_offsets"])
+            for r in lag.json()["rows"]}  # fmt: skip
+    assert rows == {
+        (group, tp.partition): (offset, PER_PARTITION, PER_PARTITION - offset)
+        for group, positions in groups.items() for tp, offset in positions.items()
+    }  # fmt: skip
     with Replicator(setup, log_dir=tmp_path):
         wait_replicated(setup, topic, groups)
         assert scratch.local is not None

@@ -377,3 +377,18 @@ def test_a_held_state_says_how_far_it_is_from_changing() -> None:
         "probe ok (1 of 2 in a row to be HEALTHY); still UNAVAILABLE",
         "2 consecutive healthy probes (recovery threshold 2)",
     ]
+
+
+def test_group_lag_rows_say_unknown_rather_than_zero() -> None:
+    from drkit.health.group_lag import lag_rows
+
+    rows = lag_rows(
+        {"billing": {("orders", 1): 40, ("orders", 0): 90}, "audit": {("orders", 0): 100}},
+        {("orders", 0): 100},  # partition 1's end did not come back
+        {"billing": ("Stable", 2)},
+    )
+    assert [(r.group, r.partition, r.end, r.lag_offsets, r.state) for r in rows] == [
+        ("audit", 0, 100, 0, "Unknown"),
+        ("billing", 0, 100, 10, "Stable"),
+        ("billing", 1, None, None, "Stable"),
+    ]
