@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import os
 import re
+import time
 import uuid
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from sqlalchemy import create_engine, text
+from sqlalchemy import Engine, create_engine, text
+from sqlalchemy.exc import DBAPIError
 
 from drkit.store import StateStore
 from tests.kafka_backends import ClusterUnderTest, backend, clusters, scratch_cluster
@@ -115,9 +118,22 @@ def fresh_pg_database(pg_url: str) -> Iterator[str]:
     try:
         yield pg_url.rsplit("/", 1)[0] + f"/{name}"
     finally:
-        with admin.connect() as connection:
-            connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        _drop_database(admin, name)
         admin.dispose()
+
+
+def _drop_database(admin: Engine, name: str) -> None:
+    """Drop a test database.  ``WITH (FORCE)`` ends its other sessions, but a backend it may
+    not signal (an autovacuum worker that just started on it) makes the drop fail: that one
+    ends by itself, so try again; a database still left after that is only litter."""
+    for attempt in range(10):
+        try:
+            with admin.connect() as connection:
+                connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+            return
+        except DBAPIError:
+            time.sleep(0.2 * (attempt + 1))
+    warnings.warn(f"test database {name} could not be dropped", stacklevel=1)
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

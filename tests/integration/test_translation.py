@@ -362,13 +362,15 @@ def test_provenance_fallback_finds_the_exact_record_without_any_offset_map(
     produce_batch(setup.source_endpoint, topic, ((b"k", f"v{i}".encode()) for i in range(300)))
     # Some unrelated records first, so target offsets differ from source offsets.
     produce_batch(setup.target_endpoint, replica, ((b"x", b"local") for _ in range(7)))
+    # One producer for the 300 copies (each with its own provenance header), in order.
+    producer = make_producer(setup.target_endpoint, {"enable.idempotence": True})
     for offset in range(300):
-        produce_batch(
-            setup.target_endpoint,
-            replica,
-            [(b"k", f"v{offset}".encode())],
-            headers=((SOURCE_HEADER, f"{setup.source}/{topic}/0/{offset}".encode()),),
-        )
+        producer.produce(
+            replica, key=b"k", value=f"v{offset}".encode(), partition=0,
+            headers=[(SOURCE_HEADER, f"{setup.source}/{topic}/0/{offset}".encode())],
+        )  # fmt: skip
+        producer.poll(0)
+    assert producer.flush(30) == 0
     group = names.group("fallback")
     commit_group_offsets(setup.source_endpoint, group, {TopicPartition(topic, 0): 123})
     report = translate_groups(setup.config, setup.config.flows[0], [group])
