@@ -32,8 +32,10 @@ from drkit.store import StateStore
 from tests.browser import chromium_path, open_page
 from tests.kafka_backends import ClusterUnderTest, backend, scratch_cluster
 
-# Spark proves these (the others are recounted by this test only, to keep CI short).
-VERIFIED = {"unplanned-loss-of-dc1", "migration-cutover", "consumers-lagging"}
+# Spark proves this one here: the groups far behind, whose positions the accounting judges.
+# The others are recounted by this test only, to keep CI short (a transactional flow's copy is
+# proven with Spark by test_accounting_faults, the README drill by test_demo).
+VERIFIED = {"consumers-lagging"}
 
 
 def _base(tmp_path: Path, source: ClusterUnderTest, target: ClusterUnderTest) -> Path:
@@ -136,7 +138,13 @@ def _recount(
     return lost, groups
 
 
-@pytest.mark.parametrize("path", shipped(), ids=lambda p: p.stem)
+# The README's drill (unplanned-loss-of-dc1) is drkit's main job: test_demo runs it end to end
+# with Spark and test_least_privilege on secured clusters; the five other unplanned drills here
+# recount an unplanned loss independently.  Left out here to keep CI inside its budget.
+RECOUNTED = [p for p in shipped() if p.stem != "unplanned-loss-of-dc1"]
+
+
+@pytest.mark.parametrize("path", RECOUNTED, ids=lambda p: p.stem)
 def test_shipped_drill_runs_to_a_report_whose_figures_match_a_recount(
     path: Path, dc2: ClusterUnderTest, tmp_path: Path
 ) -> None:
@@ -203,7 +211,7 @@ def _drill(
         assert report.accounting is not None
         totals = report.accounting["totals"]
         assert totals["missing"] + totals["unreplicated_tail"] == sum(lost.values())
-    if scenario.name == "unplanned-loss-of-dc1" and chromium_path():
+    if scenario.name == "consumers-lagging" and chromium_path():  # a real report, in Chromium
         _shows_in_browser(outcome.html, report, tmp_path)
 
 

@@ -276,17 +276,22 @@ def test_the_doctor_names_a_missing_acl_and_its_role_and_drkit_acls_apply_restor
     assert again.returncode == 0, again.stdout + again.stderr
 
 
-def test_the_readme_drill_runs_secured_to_policy_met_and_leaks_no_secret(
-    secured_pair: SecuredPair, tmp_path: Path
+# The README's main job (an unplanned loss) on deny-by-default clusters.  The planned moves
+# secured (switchover, cutover, failback) pass locally (planned-switchover: 35 s) but are not in
+# CI yet: its 60-minute budget.
+SECURED_DRILLS = ("unplanned-loss-of-dc1",)
+
+
+@pytest.mark.parametrize("name", SECURED_DRILLS)
+def test_drills_run_secured_to_policy_met_and_leak_no_secret(
+    secured_pair: SecuredPair, tmp_path: Path, name: str
 ) -> None:
-    """The README's main job (unplanned loss of dc1) on the secured clusters, as drkit's own
-    principal; then every log, report, store and config it left is searched for every secret.
-    Its Spark accounting is left out to keep CI short: ``drkit verify`` over SASL_SSL runs as
-    the verifier in the test above."""
+    """A shipped drill on the secured clusters, as drkit's own principal; then every log,
+    report, store and config it left is searched for every secret.  Spark accounting is left
+    out to keep CI short: ``drkit verify`` over SASL_SSL runs as the verifier (SCRAM) and as an
+    OIDC client in the tests beside this one."""
     pair = secured_pair
-    scenario = load_scenario("unplanned-loss-of-dc1").model_copy(
-        update={"source": pair.source, "target": pair.target}
-    )
+    scenario = load_scenario(name).model_copy(update={"source": pair.source, "target": pair.target})
     config_path = pair.state / "drkit.yaml"
     store = StateStore(f"sqlite:///{tmp_path / 'main.db'}")
     store.ensure_current()
