@@ -444,6 +444,12 @@ class DrillRunner:
             return any(a.epoch >= epoch and a.age_s < 5 for a in control.acks(back))
 
         self.until(replicating_back, 60, f"a worker running {back}")
+        # A failback is a planned move: the applications leave the cluster they are on first
+        # (runbooks/switchover.md).  Left running, they would read the divergent tail the original
+        # direction copies onto the replica afterwards - re-reads no move caused.
+        for member in self.target_members:
+            member.stop()
+        self.timeline.add("applications_stopped", f"consumers left {s.target}")
         export = self.env.directory / "divergent-tail.jsonl"
         options = RunOptions(export_file=str(export))
         engine = Engine(self.env.config, self.env.store, self.env.directory, role="drill")

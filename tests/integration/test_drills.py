@@ -207,6 +207,12 @@ def _drill(
         assert sum(lost.values()) == 0 and all(r == 0 for _, r in groups.values())
     if scenario.fault.divergent_records:  # replication caught up first: the tail is the loss
         assert set(lost.values()) == {scenario.fault.divergent_records}
+    if scenario.move.failback:
+        # The applications leave the target before the failback, as the runbook asks: the tail
+        # copies the original direction brings afterwards are no group's re-reads.
+        kinds = [e.kind for e in report.timeline]
+        assert kinds.index("applications_stopped") > kinds.index("clients_resumed")
+        assert kinds.index("applications_stopped") < kinds.index("failback_started")
     if scenario.name in VERIFIED:
         assert report.accounting is not None
         totals = report.accounting["totals"]
