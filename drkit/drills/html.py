@@ -29,6 +29,7 @@ from markupsafe import Markup
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
+from matplotlib.ticker import MaxNLocator
 
 from drkit.drills.measure import objectives
 from drkit.drills.report import DrillReport, Event, Verdict
@@ -318,6 +319,12 @@ def _started_key(report: DrillReport) -> tuple[float, str, str]:
     return (started.timestamp(), report.started_at, report.id)
 
 
+def records_axis_top(values: Sequence[int]) -> float:
+    """The top of a record-count axis that starts at 0: room above the highest bar, and a
+    1-record scale when every value is 0."""
+    return max(1, max(values, default=0)) * 1.1
+
+
 def _trend_plot(reports: Sequence[DrillReport]) -> Markup | None:
     """RTO total (with its target) and RPO records per drill, drills in time order."""
     if not reports:
@@ -342,6 +349,10 @@ def _trend_plot(reports: Sequence[DrillReport]) -> Markup | None:
     colours = [_GOOD if r.verdict in GOOD_VERDICTS else _LOSS for r in reports]
     rpo_ax.bar(positions, [r.rpo_records for r in reports], color=colours, width=0.6)
     rpo_ax.set_ylabel("RPO (records)", fontsize=8)
+    # Never a negative axis, and an all-zero RPO on a 0..1 scale of whole records (matplotlib
+    # would centre zero bars on -0.04..0.04).
+    rpo_ax.set_ylim(0, records_axis_top([r.rpo_records for r in reports]))
+    rpo_ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     labels = [_mpl_text(r.started_at[:16].replace("T", " ")) for r in reports]
     rpo_ax.set_xticks(
         positions, labels, rotation=30 if count > 5 else 0, ha="right" if count > 5 else "center"

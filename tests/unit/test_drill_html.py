@@ -329,3 +329,12 @@ def test_the_policy_table_says_met_or_breached_per_objective() -> None:
 def test_event_times_are_wall_clock_beside_the_drill_offset(page: str) -> None:
     events = element(page, "events")
     assert '<td>09:01:00 UTC</td><td class="num">60.0 s</td><td>fault_injected</td>' in events
+
+
+def test_the_trend_rpo_axis_starts_at_zero_on_whole_records() -> None:
+    """With nothing ever lost, matplotlib centred the axis on zero: -0.04 .. 0.04 records."""
+    from drkit.drills.html import records_axis_top
+
+    assert records_axis_top([0, 0]) == pytest.approx(1.1)
+    assert records_axis_top([3, 40]) == pytest.approx(44.0)
+    render_trend([sample_report(rpo=()), sample_report(id="d2", rpo=())])  # draws
