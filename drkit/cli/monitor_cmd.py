@@ -16,7 +16,7 @@ from pydantic import ValidationError
 from drkit.cli.context import AppContext, config_option, echo_json, output_option, pass_app
 from drkit.config.loader import validation_problems
 from drkit.config.model import DrkitConfig, HealthPolicy, HostPort
-from drkit.errors import ConfigError, DrkitError, Problem
+from drkit.errors import ConfigError, DrkitError, ExitCode, Problem
 from drkit.failover.lease import unique_owner
 from drkit.health.jobs import JobKind
 from drkit.health.observations import FlowObservation
@@ -204,7 +204,7 @@ def status(app: AppContext, config_file: str | None, output: str, probe: bool | 
     else:
         _print(picture)
     if picture.active_unavailable:  # scripts and probes see it without parsing the output
-        raise SystemExit(3)
+        raise SystemExit(ExitCode.UNHEALTHY)
 
 
 def _seconds(value: float | None, suffix: str = "") -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from drkit.cli.context import AppContext, config_option, echo_json, output_option, pass_app
+from drkit.errors import ExitCode
 from drkit.offsets.lookup import Report, find_flow, translate_groups
 
 
@@ -72,7 +73,7 @@ def translate(
     else:
         _print(report)
     if report.errors:
-        raise SystemExit(4)
+        raise SystemExit(ExitCode.UNHEALTHY)
 
 
 def _print(report: Report) -> None:
