@@ -496,3 +496,22 @@ def test_small_commands_answer_json_in_the_one_envelope(tmp_path: Path) -> None:
     assert document["paused"] is None  # resumed last
     current = json.loads(runner.invoke(cli, ["db", "current", *at, "-o", "json"]).output)
     assert current["revision"] == current["head"] is not None
+
+
+def test_shell_completion_offers_aliases_flows_and_runs(tmp_path: Path) -> None:
+    """_DRKIT_COMPLETE=bash_source drkit prints the script; these are the answers it asks for."""
+    config = tmp_path / "drkit.yaml"
+    config.write_text(_CONFIG + "flows: [{source: dc1, target: dc2}]\n"
+                      f"state_store: {{url: 'sqlite:///{tmp_path / 'd.db'}'}}\n")  # fmt: skip
+
+    def complete(words: str) -> list[str]:
+        cword = str(len(words.split(" ")) - 1)
+        env = {"_DRKIT_COMPLETE": "bash_complete", "COMP_WORDS": words, "COMP_CWORD": cword,
+               "DRKIT_CONFIG": str(config)}  # fmt: skip
+        result = CliRunner().invoke(cli, [], env=env, prog_name="drkit")
+        return [line.split(",", 1)[1] for line in result.output.splitlines() if "," in line]
+
+    assert complete("drkit failover --from ") == ["dc1", "dc2"]
+    assert complete("drkit switchover --to d") == ["dc1", "dc2"]
+    assert complete("drkit verify --flow ") == ["dc1->dc2"]
+    assert complete("drkit failover show ") == []  # no runs yet: nothing offered, no error
