@@ -6,7 +6,14 @@ import click
 
 from drkit.access import doctor as doctor_checks
 from drkit.access.roles import role_needs
-from drkit.cli.context import AppContext, config_option, echo_json, output_option, pass_app
+from drkit.cli.context import (
+    AppContext,
+    complete_clusters,
+    config_option,
+    echo_json,
+    output_option,
+    pass_app,
+)
 from drkit.config.model import Role
 from drkit.errors import ConfigError, ExitCode, Problem
 
@@ -19,7 +26,13 @@ from drkit.errors import ConfigError, ExitCode, Problem
     type=click.Choice([role.value for role in Role]),
     help="The job whose ACLs to show.",
 )
-@click.option("--cluster", "alias", required=True, help="A cluster alias from the config.")
+@click.option(
+    "--cluster",
+    "alias",
+    required=True,
+    shell_complete=complete_clusters,
+    help="A cluster alias from the config.",
+)
 @click.option(
     "--principal",
     help="Who gets them (User:name); default: the config's principal for the role.",

@@ -17,7 +17,14 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from drkit.cli.context import AppContext, config_option, echo_json, output_option, pass_app
+from drkit.cli.context import (
+    AppContext,
+    complete_clusters,
+    config_option,
+    echo_json,
+    output_option,
+    pass_app,
+)
 from drkit.errors import ConfigError, ExitCode, Problem
 
 if TYPE_CHECKING:
@@ -122,8 +129,22 @@ def _emit(outcome: DrillOutcome, output: str, passed: str) -> None:
 
 
 @drill.command("readiness")
-@click.option("--from", "source", required=True, metavar="CLUSTER", help="Current primary.")
-@click.option("--to", "target", required=True, metavar="CLUSTER", help="The standby.")
+@click.option(
+    "--from",
+    "source",
+    required=True,
+    metavar="CLUSTER",
+    shell_complete=complete_clusters,
+    help="Current primary.",
+)
+@click.option(
+    "--to",
+    "target",
+    required=True,
+    metavar="CLUSTER",
+    shell_complete=complete_clusters,
+    help="The standby.",
+)
 @config_option
 @output_option
 @pass_app

@@ -8,7 +8,14 @@ from typing import TYPE_CHECKING
 
 import click
 
-from drkit.cli.context import AppContext, config_option, echo_json, output_option, pass_app
+from drkit.cli.context import (
+    AppContext,
+    complete_flows,
+    config_option,
+    echo_json,
+    output_option,
+    pass_app,
+)
 from drkit.config.model import DrkitConfig, FlowConfig
 from drkit.errors import ConfigError, ExitCode, Problem
 
@@ -24,7 +31,14 @@ _MASTER = re.compile(
 
 @click.command("verify")
 @config_option
-@click.option("--flow", "flow_name", required=True, metavar="SRC->DST", help="Flow to verify.")
+@click.option(
+    "--flow",
+    "flow_name",
+    required=True,
+    metavar="SRC->DST",
+    shell_complete=complete_flows,
+    help="Flow to verify.",
+)
 @click.option(
     "--group",
     "groups",

@@ -508,3 +508,22 @@ def test_one_exit_code_table_in_every_help_and_the_readme() -> None:
     for path in [(), *all_commands(cli)]:
         shown = CliRunner().invoke(cli, [*path, "--help"], terminal_width=120).output
         assert EXIT_CODES_TEXT.splitlines()[9].strip() in shown, path
+
+
+def test_shell_completion_offers_aliases_flows_and_runs(tmp_path: Path) -> None:
+    """_DRKIT_COMPLETE=bash_source drkit prints the script; these are the answers it asks for."""
+    config = tmp_path / "drkit.yaml"
+    config.write_text(_CONFIG + "flows: [{source: dc1, target: dc2}]\n"
+                      f"state_store: {{url: 'sqlite:///{tmp_path / 'd.db'}'}}\n")  # fmt: skip
+
+    def complete(words: str) -> list[str]:
+        cword = str(len(words.split(" ")) - 1)
+        env = {"_DRKIT_COMPLETE": "bash_complete", "COMP_WORDS": words, "COMP_CWORD": cword,
+               "DRKIT_CONFIG": str(config)}  # fmt: skip
+        result = CliRunner().invoke(cli, [], env=env, prog_name="drkit")
+        return [line.split(",", 1)[1] for line in result.output.splitlines() if "," in line]
+
+    assert complete("drkit failover --from ") == ["dc1", "dc2"]
+    assert complete("drkit switchover --to d") == ["dc1", "dc2"]
+    assert complete("drkit verify --flow ") == ["dc1->dc2"]
+    assert complete("drkit failover show ") == []  # no runs yet: nothing offered, no error
