@@ -280,6 +280,7 @@ def test_spark_submit_runs_the_job_from_a_written_spec(
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
     submitted = subprocess.run(
         [str(spark_submit), "--master", "local[2]", "--conf", "spark.driver.memory=768m",
+         "--conf", "spark.sql.shuffle.partitions=4",  # 200 by default: minutes on 2 cores
          "--jars", ",".join(connector_jars()), "--py-files", answer["py_files"], str(job_file()),
          "--spec", str(spec_path), "--out", str(tmp_path / "out")],
         capture_output=True, text=True, timeout=240, check=False, env=env,
