@@ -39,6 +39,7 @@ from drkit.replication.transforms import BUILTIN_TYPES
 _COMMITTED = "read_committed"
 
 _OAUTH_LOGIN = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
+_TOKEN_ENDPOINT = "kafka.sasl.oauthbearer.token.endpoint.url"
 _OAUTH_LOGIN_HANDLER = (
     "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler"
 )
@@ -63,7 +64,7 @@ def _oauth_options(oauth: OAuthConfig) -> dict[str, str]:
     jaas = " ".join(f"{key}={_jaas_quoted(value)}" for key, value in fields.items())
     return {
         "kafka.sasl.login.callback.handler.class": _OAUTH_LOGIN_HANDLER,
-        "kafka.sasl.oauthbearer.token.endpoint.url": oauth.token_endpoint_url,
+        _TOKEN_ENDPOINT: oauth.token_endpoint_url,
         "kafka.sasl.jaas.config": f"{_OAUTH_LOGIN} required {jaas};",
     }
 
@@ -79,7 +80,7 @@ def jvm_properties(spec: Spec) -> dict[str, str]:
         {
             url
             for options in (spec["source_options"], spec["target_options"])
-            if (url := options.get("kafka.sasl.oauthbearer.token.endpoint.url"))
+            if (url := options.get(_TOKEN_ENDPOINT))
         }
     )
     return {ALLOWED_OAUTH_URLS: ",".join(urls)} if urls else {}

@@ -38,9 +38,7 @@ def _publish(store: StateStore, metrics: MonitorMetrics) -> None:
                 counts.get((procedure, state), 0)
             )
     for procedure in Procedure:
-        latest = runs.latest_of(procedure)
-        duration = latest.duration_s if latest is not None else None
-        rpo = latest.rpo_records if latest is not None else None
+        duration, rpo = runs.latest_figures(procedure) or (None, None)
         _set_or_clear(metrics.failover_last_duration, procedure.value, duration)
         _set_or_clear(metrics.failover_last_rpo, procedure.value, rpo)
     metrics.automation_paused.set(1 if AutomationJournal(store).paused() is not None else 0)

@@ -56,22 +56,11 @@ class RunRecord:
 
     @property
     def duration_s(self) -> float | None:
-        """Wall time from the run's start to its end (None while it has not ended)."""
-        if self.finished_at is None:
-            return None
-        return (self.finished_at - self.started_at).total_seconds()
+        return run_duration_s(self.started_at, self.finished_at)
 
     @property
     def rpo_records(self) -> int | None:
-        """Records the target never got, as the run's translation counted them; None when it
-        did not get that far or any partition's count is unknown (never a guessed 0)."""
-        partitions = self.result.get("rpo")
-        if not isinstance(partitions, list):
-            return None
-        counts = [p.get("records") for p in partitions]
-        if any(c is None for c in counts):
-            return None
-        return sum(int(c) for c in counts)
+        return run_rpo_records(self.result)
 
     def step(self, name: StepName) -> StepRecord | None:
         return next((s for s in self.steps if s.name is name), None)
@@ -133,6 +122,23 @@ class RunRecord:
             "result": self.result,
             "plan": self.plan,
         }
+
+
+def run_duration_s(started_at: datetime, finished_at: datetime | None) -> float | None:
+    """Wall time from a run's start to its end (None while it has not ended)."""
+    return None if finished_at is None else (finished_at - started_at).total_seconds()
+
+
+def run_rpo_records(result: dict[str, Any]) -> int | None:
+    """Records the target never got, as a run's translation counted them (its ``result``);
+    None when it did not get that far or any partition's count is unknown (never a guessed 0)."""
+    partitions = result.get("rpo")
+    if not isinstance(partitions, list):
+        return None
+    counts = [p.get("records") for p in partitions]
+    if any(c is None for c in counts):
+        return None
+    return sum(int(c) for c in counts)
 
 
 def _record(row: FailoverRun) -> RunRecord:
@@ -231,16 +237,19 @@ class RunRepository:
             ).all()
             return {(Procedure(p), RunState(s)): int(n) for p, s, n in rows}
 
-    def latest_of(self, procedure: Procedure) -> RunRecord | None:
-        """The newest run of ``procedure``, if any."""
+    def latest_figures(self, procedure: Procedure) -> tuple[float | None, int | None] | None:
+        """(duration, RPO records) of the newest run of ``procedure``; None without one.  Reads
+        three columns, not the run's plan and steps: the monitor asks every few seconds."""
         with self.store.session() as session:
-            row = session.scalars(
-                select(FailoverRun)
+            row = session.execute(
+                select(FailoverRun.started_at, FailoverRun.finished_at, FailoverRun.result)
                 .where(FailoverRun.kind == procedure.value)
                 .order_by(FailoverRun.id.desc())
                 .limit(1)
             ).first()
-            return _record(row) if row is not None else None
+        if row is None:
+            return None
+        return run_duration_s(row.started_at, row.finished_at), run_rpo_records(row.result)
 
     def created_after(self, run_id: int) -> list[RunRecord]:
         """Runs recorded after ``run_id``, oldest first."""
