@@ -22,12 +22,48 @@ Branches:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import IntEnum
+
+
+class ExitCode(IntEnum):
+    """What every drkit command's exit status means - one meaning per number, for every command
+    (``drkit --help``, each command's help and the README print :data:`EXIT_CODES_TEXT`)."""
+
+    OK = 0
+    FAILED = 1
+    BAD_INPUT = 2
+    UNHEALTHY = 3
+    BLOCKED = 4
+    LEASE = 5
+    ROLLED_BACK = 6
+    VETOED = 7
+    ABANDONED = 8
+    NOT_PROVEN = 9
+    REPLICATION_STOPPED = 10
+    INTERRUPTED = 130
+
+
+EXIT_MEANINGS = {
+    ExitCode.OK: "done; or every check passed",
+    ExitCode.FAILED: "the operation failed (a failover step failed: resume the run)",
+    ExitCode.BAD_INPUT: "bad config, arguments or file: nothing was done",
+    ExitCode.UNHEALTHY: "a check found a problem (a cluster down, an ACL missing, ...)",
+    ExitCode.BLOCKED: "the plan has a blocker (also under --plan): nothing was done",
+    ExitCode.LEASE: "another failover run holds the lease, or this one lost it",
+    ExitCode.ROLLED_BACK: "a planned move failed and was undone",
+    ExitCode.VETOED: "a before-hook vetoed a step",
+    ExitCode.ABANDONED: "an interrupted run's premise no longer held: abandoned",
+    ExitCode.NOT_PROVEN: "the records disprove it (verify found loss; a drill breached policy)",
+    ExitCode.REPLICATION_STOPPED: "replicate: a flow stopped on an error it cannot ride out",
+    ExitCode.INTERRUPTED: "interrupted (Ctrl-C)",
+}
+EXIT_CODES_TEXT = "\n".join(f"{code.value:>3}  {EXIT_MEANINGS[code]}" for code in ExitCode)
 
 
 class DrkitError(Exception):
     """Base of every error drkit raises deliberately; ``str(err)`` is a complete sentence."""
 
-    exit_code: int = 1
+    exit_code: int = ExitCode.FAILED
 
 
 @dataclass(frozen=True)
@@ -44,7 +80,7 @@ class Problem:
 class ConfigError(DrkitError):
     """The configuration (file, environment or CLI arguments) is invalid."""
 
-    exit_code = 2
+    exit_code = ExitCode.BAD_INPUT
 
     def __init__(self, problems: list[Problem], source: str = "") -> None:
         self.problems = tuple(problems)

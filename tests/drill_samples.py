@@ -126,7 +126,7 @@ def sample_report(**overrides: Any) -> DrillReport:
             "how": "docker stop on dc1's 3 brokers",
             "note": "",
         },
-        targets=Targets(rto_s=120.0, rpo_records=1000, rpo_s=5.0),
+        targets=Targets(rto_s=120.0, rpo_records=1000, rpo_s=5.0, reread_records=500),
         rto=RtoBreakdown(detection_s=9.5, decision_s=12.0, execution_s=18.25, client_resume_s=6.75),
         rpo=tuple(
             PartitionLoss("orders", partition, records, records * RECORD_BYTES, age)
@@ -172,11 +172,29 @@ def sample_report(**overrides: Any) -> DrillReport:
             ],
         },
         accounting={
-            "produced": 124_313,
-            "copied_before_fault": 27_450,
-            "lost": sum(LOST),
-            "written_on_target": 96_790,
-            "duplicates": 0,
+            "method": "copy-runs",
+            "elapsed_s": 41.2,
+            "totals": {
+                "records": 124_313,
+                "replicated_once": 124_240,
+                "duplicated_records": 0,
+                "missing": 0,
+                "unreplicated_tail": sum(LOST),
+                "skipped_by_groups": 0,
+                "read_again_by_groups": 160,
+            },
+            "groups": [
+                {
+                    "group": "billing",
+                    "src_topic": "orders",
+                    "src_partition": 0,
+                    "s": 912,
+                    "t": 874,
+                    "t_kind": "checkpoint",
+                    "skipped": 0,
+                    "read_again": 42,
+                },
+            ],
         },
         notes=(
             "dc1's brokers were stopped, not killed: their logs survive for the recount.",

@@ -16,7 +16,7 @@ import click
 
 from drkit import __version__, failpoints, logs
 from drkit.cli.context import AppContext
-from drkit.errors import ConfigError, DrkitError
+from drkit.errors import EXIT_CODES_TEXT, ConfigError, DrkitError, ExitCode
 from drkit.kafka import set_client_log_level
 
 
@@ -33,6 +33,7 @@ class _Boundary(click.Group):
             return None
         commands = importlib.import_module(f"drkit.cli.{module}").COMMANDS
         found: click.Command = next(c for c in commands if c.name == cmd_name)
+        _with_exit_codes(found)
         return found
 
     def invoke(self, ctx: click.Context) -> Any:
@@ -47,10 +48,27 @@ class _Boundary(click.Group):
             ctx.exit(err.exit_code)
         except KeyboardInterrupt:
             click.echo("interrupted", err=True)
-            ctx.exit(130)
+            ctx.exit(ExitCode.INTERRUPTED)
 
 
-@click.group(cls=_Boundary, context_settings={"help_option_names": ["-h", "--help"]})
+# One table for every command; \b keeps click from rewrapping it.
+EXIT_CODES_EPILOG = "\b\nExit codes (the same for every drkit command):\n" + EXIT_CODES_TEXT
+
+
+def _with_exit_codes(command: click.Command) -> None:
+    """Print the exit-code table under the help of ``command`` and of every command in it."""
+    if command.epilog is None:
+        command.epilog = EXIT_CODES_EPILOG
+    if isinstance(command, click.Group):
+        for child in command.commands.values():
+            _with_exit_codes(child)
+
+
+@click.group(
+    cls=_Boundary,
+    context_settings={"help_option_names": ["-h", "--help"]},
+    epilog=EXIT_CODES_EPILOG,
+)
 @click.version_option(__version__, prog_name="drkit")
 @click.option(
     "--state-dir",

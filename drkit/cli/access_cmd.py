@@ -6,9 +6,16 @@ import click
 
 from drkit.access import doctor as doctor_checks
 from drkit.access.roles import role_needs
-from drkit.cli.context import AppContext, config_option, echo_json, output_option, pass_app
+from drkit.cli.context import (
+    AppContext,
+    complete_clusters,
+    config_option,
+    echo_json,
+    output_option,
+    pass_app,
+)
 from drkit.config.model import Role
-from drkit.errors import ConfigError, Problem
+from drkit.errors import ConfigError, ExitCode, Problem
 
 
 @click.command("acls")
@@ -19,7 +26,13 @@ from drkit.errors import ConfigError, Problem
     type=click.Choice([role.value for role in Role]),
     help="The job whose ACLs to show.",
 )
-@click.option("--cluster", "alias", required=True, help="A cluster alias from the config.")
+@click.option(
+    "--cluster",
+    "alias",
+    required=True,
+    shell_complete=complete_clusters,
+    help="A cluster alias from the config.",
+)
 @click.option(
     "--principal",
     help="Who gets them (User:name); default: the config's principal for the role.",
@@ -99,7 +112,7 @@ def doctor(
 ) -> None:
     """Check that drkit can do its job: each cluster (all, or ALIASES) reachable, an authorizer
     present, every role's principal holding the ACLs it needs, records that fit the target, Java
-    for verify and the store's revision.  One line per finding; exits 1 on any FAIL."""
+    for verify and the store's revision.  One line per finding; exits 3 on any FAIL."""
     from drkit.local.jars import java_executable
 
     config = app.config(config_file)
@@ -132,7 +145,7 @@ def doctor(
         for finding in findings:
             click.echo(finding.line())
     if any(f.status is doctor_checks.Status.FAIL for f in findings):
-        raise SystemExit(1)
+        raise SystemExit(ExitCode.UNHEALTHY)
 
 
 def _primary(app: AppContext, config_file: str | None) -> str | None:

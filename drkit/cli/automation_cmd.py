@@ -17,6 +17,7 @@ import click
 
 from drkit.cli.context import (
     AppContext,
+    complete_runs,
     config_option,
     echo_document,
     iso_utc,
@@ -78,7 +79,7 @@ def resume(app: AppContext, reason: str, config_file: str | None, output: str) -
 
 
 @automation.command("ack")
-@click.argument("run_id", metavar="RUN", type=int)
+@click.argument("run_id", metavar="RUN", shell_complete=complete_runs, type=int)
 @_REASON
 @config_option
 @output_option

@@ -6,7 +6,7 @@ import threading
 
 import click
 
-from drkit.cli.context import AppContext, config_option, pass_app
+from drkit.cli.context import AppContext, complete_flows, config_option, pass_app
 from drkit.replication.service import install_stop_signals, run_checkpointer, select_flows
 
 
@@ -17,6 +17,7 @@ from drkit.replication.service import install_stop_signals, run_checkpointer, se
     "flows",
     multiple=True,
     metavar="SRC->DST",
+    shell_complete=complete_flows,
     help="Only this flow (repeatable); default: every flow.",
 )
 @pass_app

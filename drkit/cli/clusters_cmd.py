@@ -7,7 +7,7 @@ import time
 import click
 
 from drkit.cli.context import AppContext, config_option, echo_json, output_option, pass_app
-from drkit.errors import UnreachableClusterError
+from drkit.errors import ExitCode, UnreachableClusterError
 from drkit.kafka import ClusterEndpoint, KafkaAdmin
 
 
@@ -27,7 +27,7 @@ def check(
 ) -> None:
     """Connect to each cluster (all, or ALIASES) and report brokers and cluster id.
 
-    Exits non-zero, naming each unreachable cluster, when any cannot be reached.
+    Exits 3, naming each unreachable cluster, when any cannot be reached.
     """
     config = app.config(config_file)
     chosen = list(aliases) or sorted(config.clusters)
@@ -65,7 +65,7 @@ def check(
     if failures:
         for failure in failures:
             click.echo(f"error: {failure}", err=True)
-        raise SystemExit(3)
+        raise SystemExit(ExitCode.UNHEALTHY)
 
 
 COMMANDS = [clusters]

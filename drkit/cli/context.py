@@ -123,3 +123,40 @@ def operator() -> str:
         return f"cli:{getpass.getuser()}"
     except (KeyError, OSError):
         return "cli"
+
+
+# -- shell completion (click's _DRKIT_COMPLETE=bash_source|zsh_source|fish_source) ------------
+
+
+def _completion_config() -> DrkitConfig | None:
+    """The config a command would use, for completion: never an error on the terminal."""
+    try:
+        return load_config(resolve_config_path(None, state_dir(None)))
+    except Exception:  # completion must stay silent whatever is wrong
+        return None
+
+
+def complete_clusters(_ctx: Any, _param: Any, incomplete: str) -> list[str]:
+    """Cluster aliases of the config, for --from/--to/--cluster."""
+    config = _completion_config()
+    return [a for a in sorted(config.clusters) if a.startswith(incomplete)] if config else []
+
+
+def complete_flows(_ctx: Any, _param: Any, incomplete: str) -> list[str]:
+    """Flow names (``source->target``) of the config, for --flow."""
+    config = _completion_config()
+    names = [f.name for f in config.flows] if config else []
+    return [n for n in names if n.startswith(incomplete)]
+
+
+def complete_runs(_ctx: Any, _param: Any, incomplete: str) -> list[str]:
+    """Failover run ids in the store, newest first, for RUN."""
+    try:
+        from drkit.failover.runs import RunRepository
+        from drkit.store import StateStore, database_url
+
+        store = StateStore(database_url(_completion_config(), state_dir(None)))
+        runs = RunRepository(store).latest(20)
+    except Exception:  # no store yet, or it is down: nothing to offer
+        return []
+    return [str(r.id) for r in runs if str(r.id).startswith(incomplete)]

@@ -16,6 +16,7 @@ import click
 
 from drkit.cli.context import AppContext, pass_app
 from drkit.drills.report import DrillReport
+from drkit.errors import ExitCode
 
 
 @click.command("demo")
@@ -65,7 +66,7 @@ def demo(app: AppContext, scenario: str, skip_verify: bool) -> None:
         "running ('drkit local down' stops them)"
     )
     if outcome.report.verdict.value != "PolicyMet":
-        sys.exit(3)
+        sys.exit(ExitCode.NOT_PROVEN)
 
 
 def _summary(report: DrillReport) -> None:

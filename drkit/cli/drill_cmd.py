@@ -17,8 +17,15 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from drkit.cli.context import AppContext, config_option, echo_json, output_option, pass_app
-from drkit.errors import ConfigError, Problem
+from drkit.cli.context import (
+    AppContext,
+    complete_clusters,
+    config_option,
+    echo_json,
+    output_option,
+    pass_app,
+)
+from drkit.errors import ConfigError, ExitCode, Problem
 
 if TYPE_CHECKING:
     from drkit.drills.repo import DrillRepository, DrillRow
@@ -84,7 +91,7 @@ def run(
     """Run SCENARIO (a file, or a shipped name: runbooks/drills/NAME.yaml) on the local
     clusters and store its report.
 
-    Exit codes: 0 the policy was met; 3 the drill ran and the policy was breached; 1 the drill
+    Exit codes: 0 the policy was met; 9 the drill ran and the policy was breached; 1 the drill
     could not finish (its fault is undone, the cause is stored); 2 bad input.
     """
     from drkit.cli.failover_cmd import progress_printer
@@ -111,19 +118,33 @@ def run(
 
 
 def _emit(outcome: DrillOutcome, output: str, passed: str) -> None:
-    """The report (text or ``drkit.drill/v1``) and its page; exit 3 unless ``passed``."""
+    """The report (text or ``drkit.drill/v1``) and its page; exit 9 unless ``passed``."""
     if output == "json":
         echo_json(outcome.report.to_json())
     else:
         click.echo("\n".join(_report_text(outcome.report)))
         click.echo(f"report: {outcome.html}")
     if outcome.report.verdict.value != passed:
-        sys.exit(3)
+        sys.exit(ExitCode.NOT_PROVEN)
 
 
 @drill.command("readiness")
-@click.option("--from", "source", required=True, metavar="CLUSTER", help="Current primary.")
-@click.option("--to", "target", required=True, metavar="CLUSTER", help="The standby.")
+@click.option(
+    "--from",
+    "source",
+    required=True,
+    metavar="CLUSTER",
+    shell_complete=complete_clusters,
+    help="Current primary.",
+)
+@click.option(
+    "--to",
+    "target",
+    required=True,
+    metavar="CLUSTER",
+    shell_complete=complete_clusters,
+    help="The standby.",
+)
 @config_option
 @output_option
 @pass_app
@@ -134,7 +155,7 @@ def readiness_cmd(
 
     The plan (no blockers), topic and config parity, checkpoints, replication lag, and every
     group translated, verified and committed into a shadow group (deleted again).  Stored
-    like every drill.  Exit codes: 0 ready; 3 not ready; 2 bad input.
+    like every drill.  Exit codes: 0 ready; 9 not ready; 2 bad input.
     """
     from drkit.drills.service import run_readiness
 

@@ -23,6 +23,8 @@ import click
 
 from drkit.cli.context import (
     AppContext,
+    complete_clusters,
+    complete_runs,
     config_option,
     echo_json,
     operator,
@@ -179,9 +181,28 @@ def _options(force: bool, groups: tuple[str, ...], **extra: Any) -> RunOptions:
 
 
 @click.group("failover", invoke_without_command=True)
-@click.option("--from", "source", metavar="CLUSTER", help="The cluster being lost.")
-@click.option("--to", "target", metavar="CLUSTER", help="The cluster to promote.")
-@click.option("--resume", "resume", type=int, metavar="RUN", help="Continue an interrupted run.")
+@click.option(
+    "--from",
+    "source",
+    metavar="CLUSTER",
+    shell_complete=complete_clusters,
+    help="The cluster being lost.",
+)
+@click.option(
+    "--to",
+    "target",
+    metavar="CLUSTER",
+    shell_complete=complete_clusters,
+    help="The cluster to promote.",
+)
+@click.option(
+    "--resume",
+    "resume",
+    type=int,
+    metavar="RUN",
+    shell_complete=complete_runs,
+    help="Continue an interrupted run.",
+)
 @_common
 @pass_app
 @click.pass_context
@@ -213,7 +234,7 @@ def failover(
 
 
 @failover.command("show")
-@click.argument("run_id", required=False, type=int)
+@click.argument("run_id", required=False, type=int, shell_complete=complete_runs)
 @config_option
 @output_option
 @pass_app
@@ -227,7 +248,7 @@ def show(app: AppContext, run_id: int | None, config_file: str | None, output: s
 
 
 @failover.command("abandon")
-@click.argument("run_id", type=int)
+@click.argument("run_id", type=int, shell_complete=complete_runs)
 @click.option("--reason", required=True, help="Why (recorded in the audit trail).")
 @click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
 @config_option
@@ -265,8 +286,22 @@ def list_runs(app: AppContext, config_file: str | None, output: str) -> None:
 
 
 @click.command("switchover")
-@click.option("--from", "source", required=True, metavar="CLUSTER", help="Current primary.")
-@click.option("--to", "target", required=True, metavar="CLUSTER", help="New primary.")
+@click.option(
+    "--from",
+    "source",
+    required=True,
+    metavar="CLUSTER",
+    shell_complete=complete_clusters,
+    help="Current primary.",
+)
+@click.option(
+    "--to",
+    "target",
+    required=True,
+    metavar="CLUSTER",
+    shell_complete=complete_clusters,
+    help="New primary.",
+)
 @_common
 @pass_app
 def switchover(
@@ -290,8 +325,22 @@ def switchover(
 
 
 @click.command("cutover")
-@click.option("--from", "source", required=True, metavar="CLUSTER", help="The old cluster.")
-@click.option("--to", "target", required=True, metavar="CLUSTER", help="The new cluster.")
+@click.option(
+    "--from",
+    "source",
+    required=True,
+    metavar="CLUSTER",
+    shell_complete=complete_clusters,
+    help="The old cluster.",
+)
+@click.option(
+    "--to",
+    "target",
+    required=True,
+    metavar="CLUSTER",
+    shell_complete=complete_clusters,
+    help="The new cluster.",
+)
 @click.option("--skip-verify", is_flag=True, help="No final Spark accounting run.")
 @_common
 @pass_app
@@ -313,9 +362,20 @@ def cutover(
 
 
 @click.command("failback")
-@click.option("--to", "target", required=True, metavar="CLUSTER", help="The original primary.")
 @click.option(
-    "--from", "source", metavar="CLUSTER", help="The current primary [default: the pointer]."
+    "--to",
+    "target",
+    required=True,
+    metavar="CLUSTER",
+    shell_complete=complete_clusters,
+    help="The original primary.",
+)
+@click.option(
+    "--from",
+    "source",
+    metavar="CLUSTER",
+    shell_complete=complete_clusters,
+    help="The current primary [default: the pointer].",
 )
 @click.option(
     "--export-file", type=click.Path(dir_okay=False), help="Divergent tail as JSON lines here."

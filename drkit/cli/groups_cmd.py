@@ -5,7 +5,14 @@ from __future__ import annotations
 
 import click
 
-from drkit.cli.context import AppContext, config_option, echo_document, output_option, pass_app
+from drkit.cli.context import (
+    AppContext,
+    complete_clusters,
+    config_option,
+    echo_document,
+    output_option,
+    pass_app,
+)
 from drkit.config.loader import known_cluster
 from drkit.errors import ConfigError, Problem
 
@@ -16,7 +23,13 @@ def groups() -> None:
 
 
 @groups.command("lag")
-@click.option("--cluster", required=True, metavar="CLUSTER", help="Where to look.")
+@click.option(
+    "--cluster",
+    required=True,
+    metavar="CLUSTER",
+    shell_complete=complete_clusters,
+    help="Where to look.",
+)
 @click.option(
     "--group",
     "names",

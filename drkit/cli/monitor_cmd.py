@@ -16,7 +16,7 @@ from pydantic import ValidationError
 from drkit.cli.context import AppContext, config_option, echo_json, output_option, pass_app
 from drkit.config.loader import validation_problems
 from drkit.config.model import DrkitConfig, HealthPolicy, HostPort
-from drkit.errors import ConfigError, DrkitError, Problem
+from drkit.errors import ConfigError, DrkitError, ExitCode, Problem
 from drkit.failover.lease import unique_owner
 from drkit.health.jobs import JobKind
 from drkit.health.observations import FlowObservation
@@ -204,7 +204,7 @@ def status(app: AppContext, config_file: str | None, output: str, probe: bool | 
     else:
         _print(picture)
     if picture.active_unavailable:  # scripts and probes see it without parsing the output
-        raise SystemExit(3)
+        raise SystemExit(ExitCode.UNHEALTHY)
 
 
 def _seconds(value: float | None, suffix: str = "") -> str:
@@ -242,6 +242,8 @@ def _print(picture: StatusSnapshot) -> None:
             f"checkpoints {_seconds(seen.checkpoint_age_s if seen else None, ' old')}  "
             f"workers {workers}"
         )
+        for line in _flow_detail(seen):
+            click.echo(f"    {line}")
         if flow.losses:
             click.echo(f"    LOST {flow.lost_records} records before replication:")
             for event in flow.losses:
@@ -292,6 +294,29 @@ def _print(picture: StatusSnapshot) -> None:
 
 
 COMMANDS = [monitor, status]
+
+
+def _flow_detail(seen: FlowObservation | None) -> list[str]:
+    """Lag per source topic, then one line per consumer group: its lag status (Burrow's rules,
+    as the monitor judged it) and what moving it now would cost, from its checkpoints."""
+    if seen is None:
+        return []
+    lines = []
+    if seen.lag_by_topic:
+        bound = "" if seen.lag_exact is not False else " (at most)"
+        topics = ", ".join(f"{t} {n}" for t, n in sorted(seen.lag_by_topic.items()))
+        lines.append(f"lag by topic{bound}: {topics}")
+    for group in sorted(set(seen.groups) | set(seen.group_lag)):
+        status = seen.group_lag.get(group, "unknown")
+        moved = seen.groups.get(group)
+        cost = (
+            f"moving it now: {moved.rereads} re-read, {moved.unreplicated} not replicated "
+            f"({moved.partitions} partitions checkpointed)"
+            if moved is not None
+            else "no checkpoint yet: it would start at its auto.offset.reset"
+        )
+        lines.append(f"group {group}: lag {status}; {cost}")
+    return lines
 
 
 def _lag_text(seen: FlowObservation | None) -> str:

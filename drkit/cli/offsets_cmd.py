@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import click
 
-from drkit.cli.context import AppContext, config_option, echo_json, output_option, pass_app
+from drkit.cli.context import (
+    AppContext,
+    complete_clusters,
+    config_option,
+    echo_json,
+    output_option,
+    pass_app,
+)
+from drkit.errors import ExitCode
 from drkit.offsets.lookup import Report, find_flow, translate_groups
 
 
@@ -22,13 +30,19 @@ def offsets() -> None:
     help="Consumer group to translate (repeatable).",
 )
 @click.option(
-    "--from", "source", required=True, metavar="CLUSTER", help="Cluster the groups consumed from."
+    "--from",
+    "source",
+    required=True,
+    metavar="CLUSTER",
+    shell_complete=complete_clusters,
+    help="Cluster the groups consumed from.",
 )
 @click.option(
     "--to",
     "target",
     required=True,
     metavar="CLUSTER",
+    shell_complete=complete_clusters,
     help="Cluster to translate to (a flow source->target must exist).",
 )
 @click.option(
@@ -72,7 +86,7 @@ def translate(
     else:
         _print(report)
     if report.errors:
-        raise SystemExit(4)
+        raise SystemExit(ExitCode.UNHEALTHY)
 
 
 def _print(report: Report) -> None:

@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import click
 
-from drkit.cli.context import AppContext, config_option, pass_app
+from drkit.cli.context import AppContext, complete_flows, config_option, pass_app
 from drkit.replication.assignment import StartFrom
 from drkit.replication.client_settings import WorkerSettings
 from drkit.replication.service import (
@@ -28,6 +28,7 @@ from drkit.store import database_url
     "flows",
     multiple=True,
     metavar="SRC->DST",
+    shell_complete=complete_flows,
     help="Replicate only this flow (repeatable); default: every flow in the config.",
 )
 @click.option(

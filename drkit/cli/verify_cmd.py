@@ -8,9 +8,16 @@ from typing import TYPE_CHECKING
 
 import click
 
-from drkit.cli.context import AppContext, config_option, echo_json, output_option, pass_app
+from drkit.cli.context import (
+    AppContext,
+    complete_flows,
+    config_option,
+    echo_json,
+    output_option,
+    pass_app,
+)
 from drkit.config.model import DrkitConfig, FlowConfig
-from drkit.errors import ConfigError, Problem
+from drkit.errors import ConfigError, ExitCode, Problem
 
 if TYPE_CHECKING:
     from drkit.accounting.sparkjob.schema import Summary
@@ -24,7 +31,14 @@ _MASTER = re.compile(
 
 @click.command("verify")
 @config_option
-@click.option("--flow", "flow_name", required=True, metavar="SRC->DST", help="Flow to verify.")
+@click.option(
+    "--flow",
+    "flow_name",
+    required=True,
+    metavar="SRC->DST",
+    shell_complete=complete_flows,
+    help="Flow to verify.",
+)
 @click.option(
     "--group",
     "groups",
@@ -89,7 +103,7 @@ def verify(
 
     Per partition: records checked, replicated once, duplicated, missing (skipped by
     replication), order violations per key, unreplicated tail (RPO).  Per group: records it
-    would skip or read again if it resumed at its target position.  Exit code 5 when anything
+    would skip or read again if it resumed at its target position.  Exit code 9 when anything
     was missing or would be skipped.
     """
     from drkit.accounting.verify import default_out, import_summary
@@ -149,7 +163,7 @@ def verify(
     else:
         _print(summary)
     if not summary["ok"]:
-        raise SystemExit(5)
+        raise SystemExit(ExitCode.NOT_PROVEN)
 
 
 def _write_spec_only(

@@ -646,6 +646,8 @@ def flow_reference_problems(
                 problems.append(
                     (f"flows[{index}].{end}", f"unknown cluster {alias!r} (known: {known})")
                 )
+        if not (isinstance(source, str) and isinstance(target, str)):
+            continue  # not names at all: the model reports their type
         if (source, target) in seen:
             problems.append((f"flows[{index}]", f"duplicate flow {source}->{target}"))
         seen.add((source, target))

@@ -18,7 +18,7 @@ import io
 import json
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -29,9 +29,11 @@ from markupsafe import Markup
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
+from matplotlib.ticker import MaxNLocator
 
+from drkit.drills.measure import objectives
 from drkit.drills.report import DrillReport, Event, Verdict
-from drkit.drills.summary import summary
+from drkit.drills.summary import summary, wall_clock
 
 GOOD_VERDICTS = frozenset({Verdict.POLICY_MET, Verdict.READY})
 
@@ -317,6 +319,12 @@ def _started_key(report: DrillReport) -> tuple[float, str, str]:
     return (started.timestamp(), report.started_at, report.id)
 
 
+def records_axis_top(values: Sequence[int]) -> float:
+    """The top of a record-count axis that starts at 0: room above the highest bar, and a
+    1-record scale when every value is 0."""
+    return max(1, max(values, default=0)) * 1.1
+
+
 def _trend_plot(reports: Sequence[DrillReport]) -> Markup | None:
     """RTO total (with its target) and RPO records per drill, drills in time order."""
     if not reports:
@@ -341,6 +349,10 @@ def _trend_plot(reports: Sequence[DrillReport]) -> Markup | None:
     colours = [_GOOD if r.verdict in GOOD_VERDICTS else _LOSS for r in reports]
     rpo_ax.bar(positions, [r.rpo_records for r in reports], color=colours, width=0.6)
     rpo_ax.set_ylabel("RPO (records)", fontsize=8)
+    # Never a negative axis, and an all-zero RPO on a 0..1 scale of whole records (matplotlib
+    # would centre zero bars on -0.04..0.04).
+    rpo_ax.set_ylim(0, records_axis_top([r.rpo_records for r in reports]))
+    rpo_ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     labels = [_mpl_text(r.started_at[:16].replace("T", " ")) for r in reports]
     rpo_ax.set_xticks(
         positions, labels, rotation=30 if count > 5 else 0, ha="right" if count > 5 else "center"
@@ -407,6 +419,22 @@ def _failover_view(run: dict[str, Any] | None) -> dict[str, Any] | None:
     }
 
 
+def _accounting_view(accounting: Mapping[str, Any] | None) -> dict[str, Any]:
+    """drkit verify's summary for the page: its totals and per-group rows as tables (not raw
+    JSON), how it ran and how long it took."""
+    if not accounting:
+        return {}
+    totals = accounting.get("totals") or {}
+    elapsed = accounting.get("elapsed_s")
+    return {
+        "totals": sorted((k.replace("_", " "), format_count(v)) for k, v in totals.items()),
+        "groups": list(accounting.get("groups") or []),
+        "method": accounting.get("method"),
+        "records": format_count(totals.get("records", 0)),
+        "elapsed": format_seconds(float(elapsed)) if elapsed is not None else "",
+    }
+
+
 def render_report(report: DrillReport) -> str:
     """One drill as a self-contained HTML document (inline CSS and SVG, no script, no URL).
 
@@ -433,17 +461,20 @@ def render_report(report: DrillReport) -> str:
         for label, attribute, _colour in RTO_PARTS:
             value = float(getattr(report.rto, attribute))
             rto_parts.append((label, value, 100 * value / total if total else 0.0))
-    accounting = sorted((report.accounting or {}).items())
+    accounting = _accounting_view(report.accounting)
     return _templates.get_template("drill-report.html.j2").render(
         r=report,
         summary=summary(report),
         good=report.verdict in GOOD_VERDICTS,
         rto_parts=rto_parts,
         plots=plots,
-        events=events,
+        events=[(e, wall_clock(report, e.at_s)) for e in events],
+        objectives=objectives(
+            report.targets, report.rto, report.rpo, sum(g.reread for g in report.groups)
+        ),
         fault=[(k, format_plain(v)) for k, v in report.fault.items() if v not in ("", None)],
         failover=_failover_view(report.failover_run),
-        accounting=[(key, format_plain(value)) for key, value in accounting],
+        accounting=accounting,
     )
 
 

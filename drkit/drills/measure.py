@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, replace
 
 from drkit.drills.report import DrillCheck, Event, PartitionLoss, RtoBreakdown, Targets, Verdict
 from drkit.drills.timeline import CLIENTS_RESUMED, DETECTED, FAULT, POINTER_MOVED, RUN_STARTED
@@ -45,6 +46,55 @@ def rto_of(events: Sequence[Event], planned: bool) -> RtoBreakdown:
     )
 
 
+@dataclass(frozen=True)
+class Objective:
+    """One line of the policy: what was asked, what was measured (None: nothing to measure -
+    the move never completed), met or not, and the reason when not."""
+
+    name: str
+    unit: str  # "s" or "records"
+    target: float
+    measured: float | None
+    met: bool
+    breach: str = ""
+
+
+def objectives(
+    targets: Targets, rto: RtoBreakdown | None, rpo: Sequence[PartitionLoss], reread: int = 0
+) -> tuple[Objective, ...]:
+    """The drill's objectives - RTO, RPO in records (and seconds when asked), records read
+    twice - each judged against its target.  No RTO (the move never completed) is a breach."""
+    lost = sum(p.records for p in rpo)
+    worst = max((p.seconds for p in rpo), default=0.0)
+    out = [
+        Objective("RTO", "s", targets.rto_s, None, False, "no RTO: the move did not complete")
+        if rto is None
+        else Objective(
+            "RTO", "s", targets.rto_s, rto.total_s, rto.total_s <= targets.rto_s,
+            f"RTO {rto.total_s:.1f}s exceeds the target {targets.rto_s:.0f}s",
+        ),
+        Objective(
+            "RPO", "records", targets.rpo_records, lost, lost <= targets.rpo_records,
+            f"RPO {lost} records exceeds the target {targets.rpo_records}",
+        ),
+    ]  # fmt: skip
+    if targets.rpo_s is not None:
+        out.append(
+            Objective(
+                "RPO", "s", targets.rpo_s, worst, worst <= targets.rpo_s,
+                f"RPO {worst:.1f}s exceeds the target {targets.rpo_s:.0f}s",
+            )
+        )  # fmt: skip
+    out.append(
+        Objective(
+            "read twice", "records", targets.reread_records, reread,
+            reread <= targets.reread_records,
+            f"{reread} records re-read exceeds the target {targets.reread_records}",
+        )
+    )  # fmt: skip
+    return tuple(o if not o.met else replace(o, breach="") for o in out)
+
+
 def judge(
     targets: Targets,
     rto: RtoBreakdown | None,
@@ -52,22 +102,9 @@ def judge(
     checks: Sequence[DrillCheck],
     reread: int = 0,
 ) -> tuple[Verdict, tuple[str, ...]]:
-    """PolicyMet when RTO, RPO and re-reads are within the targets and every check passed;
-    otherwise PolicyBreached with one reason per breach.  No RTO (the move never completed)
-    breaches."""
-    reasons: list[str] = []
-    if rto is None:
-        reasons.append("no RTO: the move did not complete")
-    elif rto.total_s > targets.rto_s:
-        reasons.append(f"RTO {rto.total_s:.1f}s exceeds the target {targets.rto_s:.0f}s")
-    lost = sum(p.records for p in rpo)
-    if lost > targets.rpo_records:
-        reasons.append(f"RPO {lost} records exceeds the target {targets.rpo_records}")
-    worst = max((p.seconds for p in rpo), default=0.0)
-    if targets.rpo_s is not None and worst > targets.rpo_s:
-        reasons.append(f"RPO {worst:.1f}s exceeds the target {targets.rpo_s:.0f}s")
-    if reread > targets.reread_records:
-        reasons.append(f"{reread} records re-read exceeds the target {targets.reread_records}")
+    """PolicyMet when every objective is met and every check passed; otherwise PolicyBreached
+    with one reason per breach."""
+    reasons = [o.breach for o in objectives(targets, rto, rpo, reread) if not o.met]
     reasons += [f"check {c.name} failed: {c.detail}" for c in checks if not c.passed]
     verdict = Verdict.POLICY_BREACHED if reasons else Verdict.POLICY_MET
     return verdict, tuple(reasons)

@@ -21,7 +21,7 @@ from typing import Any, Protocol
 from drkit.config.model import DrkitConfig, FlowConfig
 from drkit.control import ControlRepository
 from drkit.control.channel import ChannelFactory, ChannelPort, kafka_channels
-from drkit.errors import DrkitError
+from drkit.errors import DrkitError, ExitCode
 from drkit.failover.fences import FenceRepository
 from drkit.failover.model import Procedure, StepName, StepState
 from drkit.failover.pointer import PointerRepository
@@ -44,7 +44,7 @@ class Confirming(WriteGuard, Protocol):
 class StepFailed(DrkitError):
     """A step could not do its work; the run stops there (and a planned move rolls back)."""
 
-    exit_code = 1
+    exit_code = ExitCode.FAILED
 
 
 @dataclass(frozen=True)

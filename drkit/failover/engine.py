@@ -38,7 +38,7 @@ from typing import Any
 from drkit.config.loader import known_cluster
 from drkit.config.model import DrkitConfig, FlowConfig
 from drkit.control.channel import ChannelFactory
-from drkit.errors import ConfigError, DrkitError, Problem
+from drkit.errors import ConfigError, DrkitError, ExitCode, Problem
 from drkit.failover.context import (
     ProgressCallback,
     RunOptions,
@@ -79,31 +79,31 @@ log = logging.getLogger(__name__)
 class PlanBlocked(DrkitError):
     """The plan has blockers; nothing was changed."""
 
-    exit_code = 4
+    exit_code = ExitCode.BLOCKED
 
 
 class RolledBack(DrkitError):
     """A planned move failed and was undone: the source is primary again."""
 
-    exit_code = 6
+    exit_code = ExitCode.ROLLED_BACK
 
 
 class Vetoed(DrkitError):
     """A ``before`` hook vetoed a step."""
 
-    exit_code = 7
+    exit_code = ExitCode.VETOED
 
 
 class RunFailed(DrkitError):
     """A step failed; the run is FAILED and resumable."""
 
-    exit_code = 1
+    exit_code = ExitCode.FAILED
 
 
 class RunAbandoned(DrkitError):
     """An interrupted run's premise no longer holds: it was marked ABANDONED, not resumed."""
 
-    exit_code = 8
+    exit_code = ExitCode.ABANDONED
 
 
 def flow_between(config: DrkitConfig, source: str, target: str) -> FlowConfig:

@@ -42,7 +42,7 @@ from sqlalchemy import update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from drkit.errors import DrkitError
+from drkit.errors import DrkitError, ExitCode
 from drkit.store.clock import database_now
 from drkit.store.db import StateStore
 from drkit.store.models import Lease as LeaseRow
@@ -66,7 +66,7 @@ def validity_margin(ttl_s: float) -> float:
 class LeaseHeld(DrkitError):
     """Another actor holds the lease."""
 
-    exit_code = 5
+    exit_code = ExitCode.LEASE
 
     def __init__(self, owner: str, remaining_s: float, name: str = FAILOVER_LEASE) -> None:
         self.owner, self.remaining_s = owner, remaining_s
@@ -77,7 +77,7 @@ class LeaseHeld(DrkitError):
 class LeaseLost(DrkitError):
     """This actor no longer holds its lease (taken over, or unconfirmable): stop acting now."""
 
-    exit_code = 5
+    exit_code = ExitCode.LEASE
 
 
 @dataclass(frozen=True)

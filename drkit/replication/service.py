@@ -11,7 +11,7 @@ its worker (progress durable, the source group left) and idles - acknowledging S
 every poll - until the next directive starts a new worker; the process never exits on its own
 because of a directive, so a rollback's RUNNING is always acknowledged by someone.
 
-Exit codes: 0 after a graceful stop, 3 when a flow stopped on a non-retriable error (the error
+Exit codes: 0 after a graceful stop, 10 when a flow stopped on a non-retriable error (the error
 is logged with topic, partition and offset), 1 for anything else.
 """
 
@@ -37,7 +37,7 @@ from drkit.config.model import FlowConfig
 from drkit.control.channel import ControlChannel
 from drkit.control.gate import FlowGate, StoreControl
 from drkit.control.model import DesiredState
-from drkit.errors import ConfigError, DrkitError, KafkaError, Problem, ReplicationError
+from drkit.errors import ConfigError, DrkitError, ExitCode, KafkaError, Problem, ReplicationError
 from drkit.kafka import ClusterEndpoint
 from drkit.replication.assigner import LossSink
 from drkit.replication.client_settings import WorkerSettings
@@ -49,7 +49,7 @@ from drkit.replication.worker import FlowWorker
 
 log = logging.getLogger(__name__)
 
-EXIT_FATAL = 3
+EXIT_FATAL = ExitCode.REPLICATION_STOPPED
 
 
 @dataclass(frozen=True)

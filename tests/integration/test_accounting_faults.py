@@ -178,7 +178,7 @@ def test_records_deleted_before_replication_are_lost_and_verify_fails(
 
     # (a) The worker has not run since: verify finds the gap on its own.
     done, summary = run_verify(setup, tmp_path / "out-a")
-    assert done.returncode == 5, done.stdout + done.stderr
+    assert done.returncode == 9, done.stdout + done.stderr
     (line,) = [x for x in done.stdout.splitlines() if f"{topic}-0" in x and "LOST" in x]
     assert "1600" in line and "400..1999" in line
     (lost,) = summary["lost_before_replication"]
@@ -206,7 +206,7 @@ def test_records_deleted_before_replication_are_lost_and_verify_fails(
     with Replicator(setup, log_dir=tmp_path):
         wait_until(lambda: visible(setup.target_endpoint, replica) >= 800, 60, 0.5)
     done, summary = run_verify(setup, tmp_path / "out-b")
-    assert done.returncode == 5, done.stdout + done.stderr
+    assert done.returncode == 9, done.stdout + done.stderr
     (line,) = [x for x in done.stdout.splitlines() if f"{topic}-0" in x and "LOST" in x]
     assert "1600" in line
     (lost,) = summary["lost_before_replication"]
@@ -220,7 +220,7 @@ def test_records_deleted_before_replication_are_lost_and_verify_fails(
     # (c) Retention then takes every record left: nothing to compare, but the loss remains.
     assert dc1.admin().delete_records({source: 2400}) == {source: 2400}
     done, summary = run_verify(setup, tmp_path / "out-c")
-    assert done.returncode == 5, done.stdout + done.stderr
+    assert done.returncode == 9, done.stdout + done.stderr
     assert (summary["totals"]["records"], summary["totals"]["lost_before_replication"]) == (0, 1600)
     assert summary["ok"] is False
 

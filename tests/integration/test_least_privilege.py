@@ -260,7 +260,7 @@ def test_the_doctor_names_a_missing_acl_and_its_role_and_drkit_acls_apply_restor
     as_admin.delete_entries([dropped])
 
     doctor = pair.run("doctor")
-    assert doctor.returncode == 1, doctor.stdout + doctor.stderr
+    assert doctor.returncode == 3, doctor.stdout + doctor.stderr
     failed = [line for line in doctor.stdout.splitlines() if line.startswith("FAIL")]
     assert len(failed) == 1, doctor.stdout
     assert failed[0].startswith(f"FAIL {pair.target}: replicator ACLs: User:replicator lacks "

@@ -336,7 +336,7 @@ def test_record_too_large_for_the_target_stops_the_flow_at_that_offset(
     worker = Replicator(setup, log_dir=tmp_path).start()
     code = worker.wait(90)
     log = worker.log()
-    assert code == 3, log
+    assert code == 10, log
     assert f"cannot replicate {topic} partition 0 offset 10" in log
     assert "MSG_SIZE_TOO_LARGE" in log
     assert "Traceback" not in log
@@ -388,7 +388,7 @@ def test_a_plugin_transform_runs_and_a_record_it_fails_on_stops_the_flow_there(
     worker = Replicator(setup, log_dir=tmp_path).start()
     code = worker.wait(90)
     log = worker.log()
-    assert code == 3, log
+    assert code == 10, log
     assert f"cannot replicate {topic} partition 0 offset 5" in log
     assert "transform failed: ValueError: cannot parse" in log
     assert "Traceback" not in log

@@ -132,7 +132,7 @@ def test_verify_import_summary_records_a_spark_submit_run_and_rejects_other_file
     base = ["--state-dir", str(tmp_path), "verify", "--config", str(config), "--flow", "dc1->dc2"]
 
     imported = runner.invoke(cli, [*base, "--import-summary", str(path), "--output", "json"])
-    assert imported.exit_code == 5, imported.output  # it reports a missing record
+    assert imported.exit_code == 9, imported.output  # it reports a missing record
     assert json.loads(imported.output)["totals"]["missing"] == 1
     with StateStore(f"sqlite:///{tmp_path / 'drkit.db'}").session() as session:
         (row,) = session.scalars(select(Verification)).all()
@@ -496,3 +496,34 @@ def test_small_commands_answer_json_in_the_one_envelope(tmp_path: Path) -> None:
     assert document["paused"] is None  # resumed last
     current = json.loads(runner.invoke(cli, ["db", "current", *at, "-o", "json"]).output)
     assert current["revision"] == current["head"] is not None
+
+
+def test_one_exit_code_table_in_every_help_and_the_readme() -> None:
+    from drkit.errors import EXIT_CODES_TEXT, EXIT_MEANINGS
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    for code, meaning in EXIT_MEANINGS.items():
+        assert f"| {code.value} | {meaning} |" in readme
+    assert len(set(EXIT_MEANINGS.values())) == len(EXIT_MEANINGS)  # one meaning per number
+    for path in [(), *all_commands(cli)]:
+        shown = CliRunner().invoke(cli, [*path, "--help"], terminal_width=120).output
+        assert EXIT_CODES_TEXT.splitlines()[9].strip() in shown, path
+
+
+def test_shell_completion_offers_aliases_flows_and_runs(tmp_path: Path) -> None:
+    """_DRKIT_COMPLETE=bash_source drkit prints the script; these are the answers it asks for."""
+    config = tmp_path / "drkit.yaml"
+    config.write_text(_CONFIG + "flows: [{source: dc1, target: dc2}]\n"
+                      f"state_store: {{url: 'sqlite:///{tmp_path / 'd.db'}'}}\n")  # fmt: skip
+
+    def complete(words: str) -> list[str]:
+        cword = str(len(words.split(" ")) - 1)
+        env = {"_DRKIT_COMPLETE": "bash_complete", "COMP_WORDS": words, "COMP_CWORD": cword,
+               "DRKIT_CONFIG": str(config)}  # fmt: skip
+        result = CliRunner().invoke(cli, [], env=env, prog_name="drkit")
+        return [line.split(",", 1)[1] for line in result.output.splitlines() if "," in line]
+
+    assert complete("drkit failover --from ") == ["dc1", "dc2"]
+    assert complete("drkit switchover --to d") == ["dc1", "dc2"]
+    assert complete("drkit verify --flow ") == ["dc1->dc2"]
+    assert complete("drkit failover show ") == []  # no runs yet: nothing offered, no error

@@ -141,3 +141,24 @@ def test_every_dashboard_metric_exists() -> None:
     dashboard = (REPO / "config" / "grafana" / "dashboards" / "drkit-overview.json").read_text()
     referenced = set(re.findall(r"drkit_[a-z_]+", dashboard)) - {"drkit_overview"}
     assert referenced and referenced <= exposed, referenced - exposed
+
+
+def test_the_dashboard_takes_its_datasource_and_clusters_and_flows_as_variables() -> None:
+    """No hard-coded datasource (it imports into any Grafana), and every panel follows the
+    cluster and flow pickers wherever its metric has that label."""
+    import re
+
+    dashboard = json.loads(
+        (REPO / "config" / "grafana" / "dashboards" / "drkit-overview.json").read_text()
+    )
+    variables = {v["name"]: v for v in dashboard["templating"]["list"]}
+    assert variables["datasource"]["type"] == "datasource"
+    assert {"cluster", "flow"} <= set(variables)
+    for panel in dashboard["panels"]:
+        assert panel["datasource"]["uid"] == "${datasource}", panel["title"]
+        for target in panel["targets"]:
+            for metric, selector in re.findall(r"(drkit_[a-z_]+)(\{[^}]*\})?", target["expr"]):
+                if metric.startswith("drkit_cluster_"):
+                    assert 'cluster=~"$cluster"' in selector, target["expr"]
+                if metric.startswith(("drkit_flow_", "drkit_replication_")):
+                    assert 'flow=~"$flow"' in selector, target["expr"]

@@ -6,6 +6,7 @@ import json
 import math
 import re
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -113,7 +114,9 @@ def test_every_check_group_event_step_and_note(page: str) -> None:
     assert "18.25 s" in steps  # their total
     assert "SUCCEEDED" in element(page, "failover-run")
     accounting = element(page, "accounting-table")
-    assert '<td>produced</td><td class="num">124,313</td>' in accounting
+    assert '<td>records</td><td class="num">124,313</td>' in accounting
+    assert '<td>unreplicated tail</td><td class="num">73</td>' in accounting
+    assert "<td>checkpoint</td>" in element(page, "accounting-groups")
     for note in report.notes:
         assert note.replace("'", "&#39;") in page
 
@@ -310,3 +313,28 @@ def test_format_seconds(value: float | None, text: str) -> None:
 )
 def test_format_bytes(value: int, text: str) -> None:
     assert format_bytes(value) == text
+
+
+def test_the_policy_table_says_met_or_breached_per_objective() -> None:
+    rto = sample_report().rto
+    assert rto is not None
+    breached = sample_report(rto=replace(rto, client_resume_s=200.0))
+    table = element(render_report(breached), "targets")
+    rows = [" ".join(re.sub(r"<[^>]+>", " ", row).split()) for row in table.split("</tr>")]
+    assert any(row.startswith("RTO (seconds) 120.0 s 239.75 s breached") for row in rows), rows
+    assert any(row.startswith("RPO (records) 1,000 73 met") for row in rows), rows
+    assert any(row.startswith("read twice (records) 500 160 met") for row in rows), rows
+
+
+def test_event_times_are_wall_clock_beside_the_drill_offset(page: str) -> None:
+    events = element(page, "events")
+    assert '<td>09:01:00 UTC</td><td class="num">60.0 s</td><td>fault_injected</td>' in events
+
+
+def test_the_trend_rpo_axis_starts_at_zero_on_whole_records() -> None:
+    """With nothing ever lost, matplotlib centred the axis on zero: -0.04 .. 0.04 records."""
+    from drkit.drills.html import records_axis_top
+
+    assert records_axis_top([0, 0]) == pytest.approx(1.1)
+    assert records_axis_top([3, 40]) == pytest.approx(44.0)
+    render_trend([sample_report(rpo=()), sample_report(id="d2", rpo=())])  # draws

@@ -82,3 +82,25 @@ def test_drkit_status_prints_the_losses(tmp_path: Path) -> None:
     assert "payments[0]" in lossy and "0..6" in lossy
     as_json = runner.invoke(cli, ["status", "--config", str(path), "--no-probe", "-o", "json"])
     assert json.loads(as_json.output)["flows"]["dc1->dc2"]["lost_records"] == 57
+
+
+def test_status_shows_lag_per_topic_and_each_group(tmp_path: Path) -> None:
+    """What only the JSON had: lag per source topic and, per group, its lag status and what
+    moving it now would cost."""
+    from drkit.store.health_repo import HealthRepository
+
+    path = config_file(tmp_path)
+    store = StateStore(f"sqlite:///{tmp_path / 'drkit.db'}")
+    store.upgrade()
+    data = {
+        "lag_records": 12, "lag_exact": True, "lag_by_topic": {"orders": 9, "payments": 3},
+        "groups": {"billing": {"partitions": 4, "rereads": 2, "unreplicated": 0}},
+        "group_lag": {"billing": "OK", "audit": "STALL"},
+    }  # fmt: skip
+    HealthRepository(store).save_flow_status("o1", "dc1->dc2", 1_700_000_000.0, data)
+    result = CliRunner().invoke(cli, ["status", "--no-probe", "--config", str(path)])
+    assert result.exit_code == 0, result.output
+    assert "    lag by topic: orders 9, payments 3" in result.output
+    assert ("    group billing: lag OK; moving it now: 2 re-read, 0 not replicated "
+            "(4 partitions checkpointed)") in result.output  # fmt: skip
+    assert "    group audit: lag STALL; no checkpoint yet" in result.output
