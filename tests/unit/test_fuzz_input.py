@@ -4,6 +4,7 @@ arbitrary arguments - and every answer must be a config, a ConfigError or a clea
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Any
 
@@ -136,10 +137,12 @@ def test_any_arguments_end_in_an_answer_or_a_clean_error(
 ) -> None:
     config = str(workspace / "drkit.yaml")
     args = [w if w != "--config" else f"--config={config}" for w in words]
-    result = CliRunner().invoke(
-        cli, ["--state-dir", str(workspace / "state"), *command, *args],
-        env={"DRKIT_CONFIG": config}, catch_exceptions=True,
-    )  # fmt: skip
+    # In the workspace: an option taken as a file name (``--html --limit``) is written there.
+    with contextlib.chdir(workspace):
+        result = CliRunner().invoke(
+            cli, ["--state-dir", str(workspace / "state"), *command, *args],
+            env={"DRKIT_CONFIG": config}, catch_exceptions=True,
+        )  # fmt: skip
     if result.exception is not None and not isinstance(result.exception, SystemExit):
         raise AssertionError(f"{command + args}: traceback") from result.exception
     assert "Traceback" not in result.output
