@@ -49,10 +49,10 @@ and stored progress below the source log start; drkit/accounting/losses.py) and 
 carries them into the summary and the verdict.
 
 Outputs under ``--out``: Parquet tables ``partitions``, ``groups``, ``missing_ranges``,
-``duplicates``, ``unmapped`` and ``summary.json``, schema ``drkit.verify/v1`` (fields are only
+``duplicates``, ``unmapped`` and ``summary.json``, schema ``drkit.verify/v2`` (fields are only
 ever added; sparkjob/schema.py ``Summary``)::
 
-    {"schema": "drkit.verify/v1", "flow": "dc1->dc2", "checked_at": epoch s, "elapsed_s": s,
+    {"schema": "drkit.verify/v2", "flow": "dc1->dc2", "checked_at": ISO-8601 UTC, "elapsed_s": s,
      "ok": bool,                       # nothing missing or lost before replication, no group
                                        # would skip a record, no replica unmapped
      "totals": {"records", "replicated_once", "duplicated_records", "extra_copies", "missing",

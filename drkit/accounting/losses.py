@@ -64,7 +64,7 @@ class PartitionLoss:
         return self.recorded + self.unrecorded
 
     def as_record(self) -> LostPartition:
-        """The spec's and summary's JSON form (schema ``drkit.verify/v1``)."""
+        """The spec's and summary's JSON form (schema ``drkit.verify/v2``)."""
         return {
             "src_topic": self.source.topic,
             "src_partition": self.source.partition,

@@ -11,7 +11,7 @@ from typing import cast
 
 from drkit.accounting import job
 from drkit.accounting.session import build_session, job_archive
-from drkit.accounting.sparkjob.schema import SCHEMA, Summary
+from drkit.accounting.sparkjob.schema import SCHEMA, SCHEMAS, Summary
 from drkit.accounting.spec import build_spec, java_options, jvm_properties
 from drkit.config.model import DrkitConfig, FlowConfig
 from drkit.errors import AccountingError, ConfigError, Problem
@@ -34,7 +34,7 @@ def verify(
     positions: Mapping[str, Mapping[TopicPartition, int]] | None = None,
     per_record: bool = False,
 ) -> Summary:
-    """Run one verification; returns the ``drkit.verify/v1`` summary (also in ``out``).
+    """Run one verification; returns the ``drkit.verify/v2`` summary (also in ``out``).
     ``positions``: group offsets on the target to judge instead of the live ones (spec.py);
     ``per_record``: never take the copy-run shortcut (job.run)."""
     started = datetime.now(UTC)
@@ -102,7 +102,10 @@ def record_summary(
 def import_summary(store: StateStore, flow: FlowConfig, path: Path) -> Summary:
     """Record a spark-submit run's ``summary.json`` as a local run would have; returns it."""
     summary = load_summary(path, flow)
-    started = float(summary["checked_at"])
+    checked: str | float = summary["checked_at"]  # v1 (epoch seconds) or v2 (ISO-8601)
+    started = (
+        datetime.fromisoformat(checked).timestamp() if isinstance(checked, str) else float(checked)
+    )
     record_summary(
         store,
         summary,
@@ -118,7 +121,7 @@ def load_summary(path: Path, flow: FlowConfig) -> Summary:
         summary = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as err:
         raise ConfigError([Problem("--import-summary", f"cannot read {path}: {err}")]) from None
-    if not isinstance(summary, dict) or summary.get("schema") != SCHEMA:
+    if not isinstance(summary, dict) or summary.get("schema") not in SCHEMAS:
         raise ConfigError([Problem("--import-summary", f"{path} is not a {SCHEMA} summary")])
     if summary.get("flow") != flow.name:
         reason = f"{path} is for flow {summary.get('flow')!r}, not {flow.name!r}"

@@ -10,7 +10,7 @@ from drkit.cli.context import (
     AppContext,
     complete_clusters,
     config_option,
-    echo_json,
+    echo_document,
     output_option,
     pass_app,
 )
@@ -67,7 +67,8 @@ def acls(
     needs = role_needs(role, alias, config)
     entries = [need.entry(who) for need in needs.needs]
     if output == "json":
-        echo_json(
+        echo_document(
+            "acls",
             {
                 "role": role.value,
                 "cluster": alias,
@@ -85,7 +86,7 @@ def acls(
                     for e, need in zip(entries, needs.needs, strict=True)
                 ],
                 "widened": list(needs.widened),
-            }
+            },
         )
     else:
         if not entries:
@@ -130,16 +131,19 @@ def doctor(
         config, chosen, timeout, java_executable, revision, _primary(app, config_file)
     )
     if output == "json":
-        echo_json(
-            [
-                {
-                    "status": f.status.value.lower(),
-                    "cluster": f.cluster,
-                    "check": f.check,
-                    "detail": f.detail,
-                }
-                for f in findings
-            ]
+        echo_document(
+            "doctor",
+            {
+                "findings": [
+                    {
+                        "status": f.status.value.lower(),
+                        "cluster": f.cluster,
+                        "check": f.check,
+                        "detail": f.detail,
+                    }
+                    for f in findings
+                ]
+            },
         )
     else:
         for finding in findings:

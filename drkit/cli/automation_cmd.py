@@ -20,11 +20,11 @@ from drkit.cli.context import (
     complete_runs,
     config_option,
     echo_document,
-    iso_utc,
     operator,
     output_option,
     pass_app,
 )
+from drkit.timestamps import iso_utc
 
 if TYPE_CHECKING:
     from drkit.automation.journal import AutomationJournal

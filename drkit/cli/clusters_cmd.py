@@ -6,7 +6,13 @@ import time
 
 import click
 
-from drkit.cli.context import AppContext, config_option, echo_json, output_option, pass_app
+from drkit.cli.context import (
+    AppContext,
+    config_option,
+    echo_document,
+    output_option,
+    pass_app,
+)
 from drkit.errors import ExitCode, UnreachableClusterError
 from drkit.kafka import ClusterEndpoint, KafkaAdmin
 
@@ -54,7 +60,7 @@ def check(
             "latency_ms": round((time.monotonic() - started) * 1000, 1),
         }
     if output == "json":
-        echo_json(results)
+        echo_document("clusters.check", {"clusters": results})
     else:
         for alias, result in results.items():
             if result["reachable"]:

@@ -12,13 +12,13 @@ from drkit.cli.context import (
     config_option,
     echo_document,
     echo_json,
-    iso_utc,
     output_option,
     pass_app,
 )
 from drkit.config import load_config
 from drkit.config.secrets import redacted_dump
 from drkit.errors import ConfigError, Problem
+from drkit.timestamps import iso_utc
 
 
 @click.group("config")

@@ -13,6 +13,7 @@ import click
 
 from drkit.config import DrkitConfig, load_config, resolve_config_path
 from drkit.config.discovery import state_dir
+from drkit.timestamps import iso_utc
 
 
 @dataclass
@@ -98,12 +99,6 @@ def output_option(func: Any) -> Any:
 
 def echo_json(payload: Any) -> None:
     click.echo(json.dumps(payload, indent=2, sort_keys=True, default=str))
-
-
-def iso_utc(moment: datetime | float) -> str:
-    """``moment`` (a datetime, or epoch seconds) as ISO-8601 UTC to the millisecond."""
-    at = moment if isinstance(moment, datetime) else datetime.fromtimestamp(moment, UTC)
-    return at.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def echo_document(kind: str, data: dict[str, Any]) -> None:

@@ -21,11 +21,13 @@ from drkit.cli.context import (
     AppContext,
     complete_clusters,
     config_option,
+    echo_document,
     echo_json,
     output_option,
     pass_app,
 )
 from drkit.errors import ConfigError, ExitCode, Problem
+from drkit.timestamps import iso_text
 
 if TYPE_CHECKING:
     from drkit.drills.repo import DrillRepository, DrillRow
@@ -175,7 +177,7 @@ def list_drills(app: AppContext, limit: int, config_file: str | None, output: st
     """The latest drills, newest first."""
     rows = _repository(app, config_file).latest(limit)
     if output == "json":
-        echo_json([row.summary() for row in rows])
+        echo_document("drill.list", {"drills": [row.summary() for row in rows]})
         return
     if not rows:
         click.echo("no drills yet")
@@ -362,7 +364,7 @@ def trend(
         Path(html_file).write_text(render_trend(reports), encoding="utf-8")
         click.echo(f"trend page written to {html_file}", err=True)
     if output == "json":
-        echo_json([_trend_point(report) for report in reports])
+        echo_document("drill.trend", {"points": [_trend_point(report) for report in reports]})
         return
     if not reports:
         click.echo("no finished drills yet")
@@ -397,7 +399,7 @@ def _trend_point(report: DrillReport) -> dict[str, Any]:
         "id": report.id,
         "scenario": report.scenario,
         "mode": report.mode,
-        "started_at": report.started_at,
+        "started_at": iso_text(report.started_at),
         "rto_s": round(report.rto.total_s, 3) if report.rto is not None else None,
         "rto_target_s": report.targets.rto_s,
         "rpo_records": report.rpo_records,

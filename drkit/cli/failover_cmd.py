@@ -2,7 +2,7 @@
 
 Every command shows its plan and asks for confirmation (``--yes`` skips it), ``--plan`` only
 prints the plan (nothing changes, nothing is resumed), ``--output json`` prints
-``drkit.failover.plan/v1`` or ``drkit.failover.run/v1``.  ``drkit failover show [RUN]`` and
+``drkit.failover.plan/v2`` or ``drkit.failover.run/v1``.  ``drkit failover show [RUN]`` and
 ``drkit failover list`` are the audit trail.
 
 An unfinished run blocks every new one: ``drkit failover --resume RUN`` shows it, re-checks

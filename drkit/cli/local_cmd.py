@@ -8,7 +8,7 @@ from typing import TypeVar
 
 import click
 
-from drkit.cli.context import AppContext, echo_json, output_option, pass_app
+from drkit.cli.context import AppContext, echo_document, output_option, pass_app
 from drkit.config.discovery import default_config_path
 from drkit.config.loader import load_config
 from drkit.errors import ConfigError, Problem
@@ -45,12 +45,13 @@ def _state_dir_option(func: F) -> F:
 def _print_status(app: AppContext, statuses: list[ClusterStatus], output: str) -> None:
     config_path = default_config_path(app.state_dir)
     if output == "json":
-        echo_json(
+        echo_document(
+            "local.status",
             {
                 "clusters": {s.name: s.to_json() for s in statuses},
                 "config_path": str(config_path) if config_path.exists() else None,
                 "state_dir": str(app.state_dir),
-            }
+            },
         )
         return
     if not statuses:

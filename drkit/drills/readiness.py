@@ -29,6 +29,7 @@ from drkit.kafka import ClusterEndpoint, KafkaAdmin, TopicPartition
 from drkit.kafka.io import commit_group_offsets
 from drkit.offsets.lookup import translate_groups
 from drkit.store import StateStore
+from drkit.timestamps import iso_utc
 
 SHADOW_PREFIX = "drkit-shadow."
 LAG_LIMIT_RECORDS = 10_000  # link health: at most this many records not yet replicated
@@ -55,8 +56,8 @@ def readiness(
         procedure="none",
         source=source,
         target=target,
-        started_at=started.isoformat(),
-        finished_at=datetime.now(UTC).isoformat(),
+        started_at=iso_utc(started),
+        finished_at=iso_utc(datetime.now(UTC)),
         fault={"kind": "none", "at_s": 0.0, "how": "none: a readiness check moves nothing"},
         targets=Targets(rto_s=0.0, rpo_records=LAG_LIMIT_RECORDS),
         rto=None,

@@ -18,6 +18,7 @@ from sqlalchemy import select
 from drkit.drills.report import DrillReport, Verdict
 from drkit.store.db import StateStore
 from drkit.store.models import Drill
+from drkit.timestamps import iso_or_none, iso_utc
 
 REPORT_DIR_KEY = "report_dir"  # added to the stored report: where the drill's files are
 ERROR_KEY = "error"  # the stored "report" of a failed drill
@@ -57,8 +58,8 @@ class DrillRow:
             "verdict": self.verdict.value if self.verdict is not None else None,
             "rto_s": self.rto_s,
             "rpo_records": self.rpo_records,
-            "started_at": self.started_at.isoformat(),
-            "finished_at": self.finished_at.isoformat() if self.finished_at else None,
+            "started_at": iso_utc(self.started_at),
+            "finished_at": iso_or_none(self.finished_at),
             "report_dir": self.report_dir,
             "error": self.error,
         }

@@ -55,6 +55,7 @@ from drkit.kafka.records import Record
 from drkit.local import LocalKafka
 from drkit.replication.topology import FlowTopology
 from drkit.store.health_repo import HealthRepository
+from drkit.timestamps import iso_utc
 
 log = logging.getLogger("drkit.drill")
 
@@ -543,8 +544,8 @@ class DrillRunner:
             procedure=s.move.procedure.value,
             source=s.source,
             target=s.target,
-            started_at=started.isoformat(),
-            finished_at=datetime.now(UTC).isoformat(),
+            started_at=iso_utc(started),
+            finished_at=iso_utc(datetime.now(UTC)),
             fault={"kind": s.fault.kind.value, "at_s": s.fault.at_s, "how": self.fault_how},
             targets=targets,
             rto=rto,

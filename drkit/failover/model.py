@@ -2,7 +2,7 @@
 
 Everything here is a frozen value or an enum; the planner (drkit.failover.plan) produces these
 from a snapshot, the engine (drkit.failover.engine) records them.  JSON forms are versioned:
-``drkit.failover.plan/v1`` (:meth:`Plan.to_json`) and ``drkit.failover.run/v1``
+``drkit.failover.plan/v2`` (:meth:`Plan.to_json`) and ``drkit.failover.run/v1``
 (drkit.failover.runs).
 """
 
@@ -10,10 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
+from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-PLAN_SCHEMA = "drkit.failover.plan/v1"
+from drkit.timestamps import iso_utc
+
+PLAN_SCHEMA = "drkit.failover.plan/v2"
 RUN_SCHEMA = "drkit.failover.run/v1"
 
 
@@ -206,7 +209,7 @@ class Plan:
 
     @classmethod
     def from_json(cls, raw: Mapping[str, Any]) -> Plan:
-        """The plan of a ``drkit.failover.plan/v1`` document (as a run stored it)."""
+        """The plan of a ``drkit.failover.plan/v2`` (or v1, as older runs stored it) document."""
         findings = [
             Finding(Severity(f["severity"]), str(f["code"]), str(f["message"]))
             for f in [*raw.get("blockers", []), *raw.get("warnings", [])]
@@ -244,13 +247,13 @@ class Plan:
             pointer_from=raw.get("pointer", {}).get("from"),
             pointer_to=str(raw.get("pointer", {}).get("to", raw["target"])),
             open_transactions=tuple(raw.get("open_transactions", [])),
-            created_at_ms=int(raw.get("created_at_ms", 0)),
+            created_at_ms=_created_at_ms(raw),
             notes=tuple(raw.get("notes", [])),
             target_reachable=bool(raw.get("target_reachable", True)),
         )
 
     def to_json(self) -> dict[str, Any]:
-        """The ``drkit.failover.plan/v1`` document."""
+        """The ``drkit.failover.plan/v2`` document."""
         return {
             "schema": PLAN_SCHEMA,
             "procedure": self.procedure.value,
@@ -288,9 +291,17 @@ class Plan:
             "blockers": [asdict(f) for f in self.blockers],
             "warnings": [asdict(f) for f in self.findings if f.severity is Severity.WARNING],
             "notes": list(self.notes),
-            "created_at_ms": self.created_at_ms,
+            "created_at": iso_utc(self.created_at_ms / 1000),
             "target_reachable": self.target_reachable,
         }
+
+
+def _created_at_ms(raw: Mapping[str, Any]) -> int:
+    """When the plan was made: ``created_at`` (v2, ISO-8601 UTC) or ``created_at_ms`` (v1, as
+    runs stored before v2 hold it)."""
+    if isinstance(raw.get("created_at"), str):
+        return round(datetime.fromisoformat(raw["created_at"]).timestamp() * 1000)
+    return int(raw.get("created_at_ms", 0))
 
 
 def _int(value: object) -> int | None:

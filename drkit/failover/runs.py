@@ -25,6 +25,7 @@ from drkit.failover.model import (
 from drkit.store.db import StateStore
 from drkit.store.guard import WriteGuard, write_session
 from drkit.store.models import FailoverRun, FailoverStep
+from drkit.timestamps import iso_or_none, iso_utc
 
 
 @dataclass(frozen=True)
@@ -105,16 +106,16 @@ class RunRecord:
             "state": self.state.value,
             "requested_by": self.requested_by,
             "reason": self.reason,
-            "started_at": self.started_at.isoformat(),
-            "finished_at": self.finished_at.isoformat() if self.finished_at else None,
+            "started_at": iso_utc(self.started_at),
+            "finished_at": iso_or_none(self.finished_at),
             "lease_owner": self.lease_owner,
             "steps": [
                 {
                     "seq": s.seq,
                     "name": s.name.value,
                     "state": s.state.value,
-                    "started_at": s.started_at.isoformat() if s.started_at else None,
-                    "finished_at": s.finished_at.isoformat() if s.finished_at else None,
+                    "started_at": iso_or_none(s.started_at),
+                    "finished_at": iso_or_none(s.finished_at),
                     "detail": s.detail,
                 }
                 for s in self.steps

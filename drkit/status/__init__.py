@@ -1,4 +1,4 @@
-"""The status picture: one ``drkit.status/v1`` document for ``/api/status``, the page and
+"""The status picture: one ``drkit.status/v2`` document for ``/api/status``, the page and
 ``drkit status``.
 
 It sits above drkit.health (cluster and flow observations, quorum) and drkit.failover (the

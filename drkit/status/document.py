@@ -4,7 +4,8 @@ Built only from the state store (what every monitor has written) and the config,
 sees the same picture.  :func:`build_status` is pure over those rows and returns a typed
 :class:`StatusSnapshot`; :meth:`StatusSnapshot.to_json` is the document.
 
-Schema ``drkit.status/v1``::
+Schema ``drkit.status/v2`` (v1 wrote its moments as epoch seconds; v2 as ISO-8601 UTC
+strings, ``2026-11-26T15:02:19.123Z`` - every ``*_at``, ``at`` and ``since``)::
 
     {"schema", "generated_at", "observers": [str],
      "clusters": {alias: {"state", "down", "down_votes", "quorum", "observers":
@@ -65,8 +66,17 @@ from drkit.health.quorum import AutomationGate, ObserverReport, automation_gate,
 from drkit.health.readiness import FailoverReadiness, failover_readiness
 from drkit.replication.loss import LossEvent
 from drkit.store.models import FailoverRun, FlowStatus, HealthTransition, ObserverState
+from drkit.timestamps import iso_or_none, iso_utc
 
-SCHEMA = "drkit.status/v1"
+SCHEMA = "drkit.status/v2"
+
+
+def _divergence_json(divergence: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The stored divergence report, its moment (epoch seconds as stored) in ISO-8601 UTC."""
+    if divergence is None:
+        return None
+    at = divergence.get("at")
+    return {**divergence, "at": iso_utc(at) if isinstance(at, int | float) else at}
 
 
 def _ts(value: datetime | None) -> float | None:
@@ -85,8 +95,8 @@ class ObserverView:
     def to_json(self) -> dict[str, Any]:
         return {
             "state": self.state.value,
-            "since": self.since,
-            "updated_at": self.updated_at,
+            "since": iso_or_none(self.since),
+            "updated_at": iso_utc(self.updated_at),
             "fresh": self.fresh,
             "probe": dict(self.probe),
             "reason": self.reason,
@@ -131,7 +141,7 @@ def loss_json(event: LossEvent) -> dict[str, Any]:
         "last_offset": event.last_offset,
         "count": event.count,
         "reason": event.reason.value,
-        "detected_at": event.detected_at_ms / 1000,
+        "detected_at": iso_utc(event.detected_at_ms / 1000),
         "detected_by": event.detected_by,
     }
 
@@ -155,11 +165,13 @@ class FlowView:
             if self.observation is not None
             else FlowObservation.unobserved_json(self.name)
         )
+        at = iso_or_none(self.observation.at if self.observation is not None else None)
         return {
             **observed,
+            "at": at,
             "source": self.source,
             "target": self.target,
-            "observed_at": self.observation.at if self.observation is not None else None,
+            "observed_at": at,
             "lost_records": self.lost_records,
             "losses": [loss_json(event) for event in self.losses],
             "failover": self.failover.to_json(),
@@ -183,7 +195,7 @@ class TransitionView:
             "observer": self.observer,
             "from": self.from_state,
             "to": self.to_state,
-            "at": self.at,
+            "at": iso_or_none(self.at),
             "reason": self.reason,
         }
 
@@ -207,9 +219,9 @@ class FailoverRunView:
             "source": self.source,
             "target": self.target,
             "state": self.state,
-            "started_at": self.started_at,
-            "finished_at": self.finished_at,
-            "divergence": dict(self.divergence) if self.divergence is not None else None,
+            "started_at": iso_or_none(self.started_at),
+            "finished_at": iso_or_none(self.finished_at),
+            "divergence": _divergence_json(self.divergence),
         }
 
 
@@ -235,7 +247,7 @@ class StatusSnapshot:
     def to_json(self) -> dict[str, Any]:
         return {
             "schema": SCHEMA,
-            "generated_at": self.generated_at,
+            "generated_at": iso_utc(self.generated_at),
             "observers": list(self.observers),
             "clusters": {alias: c.to_json() for alias, c in self.clusters.items()},
             "flows": {name: f.to_json() for name, f in self.flows.items()},
@@ -245,7 +257,7 @@ class StatusSnapshot:
                     "cluster": self.pointer.cluster,
                     "epoch": self.pointer.epoch,
                     "run": self.pointer.run_id,
-                    "updated_at": self.pointer.updated_at.timestamp(),
+                    "updated_at": iso_utc(self.pointer.updated_at),
                 }
                 if self.pointer is not None
                 else None
@@ -288,7 +300,7 @@ class AutomationView:
             "allowed": self.allowed,
             "reason": self.reason,
             "paused": (
-                {"by": self.paused.by, "reason": self.paused.reason, "at": self.paused.at}
+                {"by": self.paused.by, "reason": self.paused.reason, "at": iso_utc(self.paused.at)}
                 if self.paused is not None
                 else None
             ),
@@ -300,7 +312,7 @@ class AutomationView:
                     "target": last.target,
                     "act": last.act,
                     "summary": last.summary,
-                    "at": last.at.timestamp(),
+                    "at": iso_utc(last.at),
                     "run": last.run_id,
                 }
                 if last is not None

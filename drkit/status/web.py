@@ -1,7 +1,7 @@
 """HTTP endpoints of the monitor: ``/metrics``, ``/healthz``, ``/api/status`` and ``/``.
 
 A small WSGI app on the standard library's threaded server: server-rendered HTML (Jinja2),
-no JavaScript build step.  The page and ``/api/status`` render the same ``drkit.status/v1``
+no JavaScript build step.  The page and ``/api/status`` render the same ``drkit.status/v2``
 document.
 
 ``/healthz`` is 200 ``ok`` while the monitor works, else 503 with one line per problem (the
@@ -35,10 +35,11 @@ LivenessSource = Callable[[], Liveness]
 StartResponse = Callable[..., Any]
 
 
-def _when(timestamp: float | None) -> str:
-    if timestamp is None:
+def _when(moment: str | None) -> str:
+    """A document's ISO-8601 moment as the page shows it, to the second."""
+    if moment is None:
         return "-"
-    return datetime.fromtimestamp(timestamp, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return datetime.fromisoformat(moment).astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 _templates = Environment(

@@ -78,7 +78,7 @@ def test_a_clean_flow_proves_clean_from_its_copy_runs(
     # No commit on the target: T is the latest checkpoint, as an unplanned failover would use.
     assert {g["t_kind"] for g in summary["groups"]} == {"checkpoint"}
     assert (
-        json.loads((tmp_path / "out" / "summary.json").read_text())["schema"] == "drkit.verify/v1"
+        json.loads((tmp_path / "out" / "summary.json").read_text())["schema"] == "drkit.verify/v2"
     )
     assert (tmp_path / "out" / "partitions").is_dir()
     print(f"verified {RECORDS} records in {summary['elapsed_s']:.1f}s")

@@ -331,7 +331,7 @@ def test_plan_changes_nothing(
                      "-o", "json")  # fmt: skip
         assert done.code == 0, done.err
         plan = done.json()
-        assert plan["schema"] == "drkit.failover.plan/v1"
+        assert plan["schema"] == "drkit.failover.plan/v2"
         assert len(plan["groups"]) == len(groups)
     assert everything() == before
 

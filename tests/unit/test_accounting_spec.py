@@ -141,7 +141,7 @@ def test_the_py_files_archive_holds_everything_the_job_imports(tmp_path: Path) -
         capture_output=True, text=True, timeout=60, check=False, cwd=tmp_path,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "drkit.verify/v1"
+    assert done.stdout.strip() == "drkit.verify/v2"
 
 
 def test_the_cli_names_every_lost_range_and_unmapped_replica_set() -> None:

@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from datetime import UTC
 from pathlib import Path
 
 import click
@@ -108,8 +109,13 @@ def test_db_upgrade_and_current_on_default_sqlite(
     assert (tmp_path / "drkit.db").exists()
 
 
+# v2 writes when it checked as ISO-8601 UTC; a v1 summary (an older job's) as epoch seconds.
+@pytest.mark.parametrize(
+    ("schema", "checked_at"),
+    [("drkit.verify/v2", "2023-11-14T22:13:20.000Z"), ("drkit.verify/v1", 1_700_000_000.0)],
+)
 def test_verify_import_summary_records_a_spark_submit_run_and_rejects_other_files(
-    tmp_path: Path,
+    tmp_path: Path, schema: str, checked_at: str | float
 ) -> None:
     config = tmp_path / "c.yaml"
     config.write_text(
@@ -122,7 +128,7 @@ def test_verify_import_summary_records_a_spark_submit_run_and_rejects_other_file
         ("records", "replicated_once", "duplicated_records", "missing", "skipped_by_groups"), 0
     ) | {"records": 10, "replicated_once": 9, "missing": 1}
     summary = {
-        "schema": "drkit.verify/v1", "flow": "dc1->dc2", "checked_at": 1_700_000_000.0,
+        "schema": schema, "flow": "dc1->dc2", "checked_at": checked_at,
         "elapsed_s": 3.5, "ok": False, "totals": totals, "partitions": [], "groups": [],
         "missing_ranges": [], "notes": [], "output": "hdfs:///drkit/run-1",
     }  # fmt: skip
@@ -139,6 +145,7 @@ def test_verify_import_summary_records_a_spark_submit_run_and_rejects_other_file
     assert (row.flow, row.ok, row.missing, row.output_dir) == (
         "dc1->dc2", False, 1, "hdfs:///drkit/run-1"
     )  # fmt: skip
+    assert row.started_at.replace(tzinfo=UTC).timestamp() == 1_700_000_000.0
 
     path.write_text(json.dumps(summary | {"flow": "dc2->dc1"}))
     wrong = runner.invoke(cli, [*base, "--import-summary", str(path)])

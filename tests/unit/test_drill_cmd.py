@@ -94,7 +94,10 @@ def test_list_shows_every_drill_newest_first(setup: Setup) -> None:
 def test_list_json_is_a_list_of_rows(setup: Setup) -> None:
     result = _invoke(setup, "list", "-o", "json")
     assert result.exit_code == 0, result.output
-    rows = json.loads(result.output)
+    document = json.loads(result.output)
+    assert document["schema"] == "drkit.drill.list/v1"
+    rows = document["drills"]
+    assert all(r["started_at"].endswith("Z") for r in rows)  # ISO-8601 UTC, never naive
     assert [r["state"] for r in rows] == ["failed", "finished", "finished"]
     assert rows[0]["error"] == "cluster dc2 is unreachable"
     assert rows[1] | {"started_at": None, "finished_at": None} == {
@@ -170,7 +173,9 @@ def test_trend_lists_finished_drills_oldest_first(setup: Setup) -> None:
 def test_trend_json(setup: Setup) -> None:
     result = _invoke(setup, "trend", "-o", "json")
     assert result.exit_code == 0, result.output
-    points = json.loads(result.output)
+    document = json.loads(result.output)
+    assert document["schema"] == "drkit.drill.trend/v1"
+    points = document["points"]
     assert [(p["scenario"], p["rto_s"], p["rpo_records"], p["verdict"]) for p in points] == [
         ("broker-loss", 11.0, 0, "PolicyMet"),
         ("region-loss", 26.0, 25, "PolicyBreached"),
@@ -208,6 +213,6 @@ def test_an_empty_store_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     listed = runner.invoke(cli, [*base, "list", "--config", str(config)])
     assert (listed.exit_code, listed.output.strip()) == (0, "no drills yet")
     trend = runner.invoke(cli, [*base, "trend", "--config", str(config), "-o", "json"])
-    assert (trend.exit_code, json.loads(trend.output)) == (0, [])
+    assert (trend.exit_code, json.loads(trend.output)["points"]) == (0, [])
     shown = runner.invoke(cli, [*base, "show", "--config", str(config)])
     assert shown.exit_code == 2 and "no drills yet" in shown.output

@@ -189,10 +189,17 @@ def test_rpo_records_are_visible_records_when_counted_else_an_upper_bound_in_off
 
 def test_plan_json_is_versioned_and_complete() -> None:
     document = make_plan(_snapshot(), load_runbook(Procedure.FAILOVER)).to_json()
-    assert document["schema"] == "drkit.failover.plan/v1"
+    assert document["schema"] == "drkit.failover.plan/v2"
     assert document["groups"][0]["partitions"][0]["target_offset"] == 60
     assert document["rpo"]["records"] == 0
     assert {"blockers", "warnings", "steps", "pointer", "notes"} <= set(document)
+    assert document["created_at"].endswith("Z") and "created_at_ms" not in document
+    # A run stored before v2 keeps its plan as v1 (epoch milliseconds): still read.
+    from drkit.failover.model import Plan
+
+    plan = Plan.from_json(document)
+    older = {k: v for k, v in document.items() if k != "created_at"}
+    assert Plan.from_json({**older, "created_at_ms": plan.created_at_ms}) == plan
 
 
 @given(
@@ -233,7 +240,7 @@ def test_a_plan_reads_back_from_its_json_as_the_same_value(
     counted: int | None,
     seen: list[str],
 ) -> None:
-    """A run stores its plan as drkit.failover.plan/v1; what the engine reads back (the run's
+    """A run stores its plan as drkit.failover.plan/v2; what the engine reads back (the run's
     partitions, the pointer it started from) is the plan it made - one definition, no keys."""
     from drkit.failover.model import Plan
     from drkit.failover.results import GroupTranslation, Translation

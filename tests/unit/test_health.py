@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import re
+from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -278,10 +279,30 @@ def flow_row(age: float = 2, data: Mapping[str, float | None] | None = None) -> 
     )
 
 
+ISO_UTC = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")
+
+
+def _moments(document: Any) -> Iterator[Any]:
+    """Every value of a moment field (``*_at``, ``at``, ``since``) anywhere in ``document``."""
+    if isinstance(document, dict):
+        for key, value in document.items():
+            if key in ("at", "since") or key.endswith("_at"):
+                yield value
+            else:
+                yield from _moments(value)
+    elif isinstance(document, list):
+        for item in document:
+            yield from _moments(item)
+
+
 def test_status_reports_quorum_state_and_failover_readiness() -> None:
     config = load_config_text(STATUS_CONFIG + "failover: {max_rpo_records: 12}\n", env={})
     picture = build_status(config, observer_states(), [flow_row()], [], None, now=NOW).to_json()
-    assert picture["schema"] == "drkit.status/v1"
+    assert picture["schema"] == "drkit.status/v2"
+    moments = list(_moments(picture))
+    assert len(moments) >= 4 and all(
+        value is None or ISO_UTC.fullmatch(value) for value in moments
+    ), moments
     assert picture["clusters"]["dc1"]["state"] == "UNAVAILABLE"
     assert picture["clusters"]["dc1"]["down"] is True
     flow = picture["flows"]["dc1->dc2"]

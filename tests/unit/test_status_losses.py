@@ -53,10 +53,10 @@ def test_status_document_lists_each_flows_losses(tmp_path: Path) -> None:
     assert lossy["lost_records"] == 57
     assert lossy["losses"] == [
         {"topic": "orders", "partition": 2, "first_offset": 100, "last_offset": 149,
-         "count": 50, "reason": "truncated", "detected_at": 1_700_000_000.0,
+         "count": 50, "reason": "truncated", "detected_at": "2023-11-14T22:13:20.000Z",
          "detected_by": "w1"},
         {"topic": "payments", "partition": 0, "first_offset": 0, "last_offset": 6,
-         "count": 7, "reason": "recreated", "detected_at": 1_700_000_005.0,
+         "count": 7, "reason": "recreated", "detected_at": "2023-11-14T22:13:25.000Z",
          "detected_by": "w2"},
     ]  # fmt: skip
     assert (clean["lost_records"], clean["losses"]) == (0, [])

@@ -1,4 +1,4 @@
-"""The job's input (the spec) and output (the ``drkit.verify/v1`` summary) as typed JSON.
+"""The job's input (the spec) and output (the ``drkit.verify/v2`` summary) as typed JSON.
 
 Plain TypedDicts: the spec is written by ``drkit verify`` (drkit/accounting/spec.py) and read
 by the job, possibly under spark-submit on another machine; the summary is written by the job
@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from typing import Any, NotRequired, TypedDict
 
-SCHEMA = "drkit.verify/v1"
+SCHEMA = "drkit.verify/v2"
+# v1 wrote ``checked_at`` as epoch seconds; v2 as ISO-8601 UTC.  ``--import-summary`` reads both.
+SCHEMAS = (SCHEMA, "drkit.verify/v1")
 
 
 # -- spec ---------------------------------------------------------------------------------
@@ -147,7 +149,7 @@ class Unmapped(TypedDict):
 class Summary(TypedDict):
     schema: str
     flow: str
-    checked_at: float
+    checked_at: str  # ISO-8601 UTC (v1: epoch seconds)
     elapsed_s: float
     ok: bool
     totals: Totals

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, cast
 
@@ -105,7 +106,10 @@ def collect(
     return {
         "schema": SCHEMA,
         "flow": spec["flow"],
-        "checked_at": started,
+        # ISO-8601 UTC, as every drkit document (the job ships without drkit.timestamps).
+        "checked_at": datetime.fromtimestamp(started, UTC)
+        .isoformat(timespec="milliseconds")
+        .replace("+00:00", "Z"),
         "elapsed_s": round(time.time() - started, 3),
         "ok": verdict(totals),
         "totals": totals,
