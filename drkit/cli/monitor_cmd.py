@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import math
 import socket
 import threading
@@ -24,6 +25,7 @@ from drkit.replication.service import default_worker_id, install_stop_signals
 
 if TYPE_CHECKING:
     from drkit.status import StatusSnapshot
+    from drkit.store.db import StateStore
 
 # A probe interval outside this range is a typo, not a setting (0.1 s would hammer the
 # clusters; more than an hour is no monitoring).
@@ -169,6 +171,14 @@ def _url_host(host: str) -> str:
     return f"[{host}]" if ":" in host else host
 
 
+def _watch_interval(
+    _ctx: click.Context, _param: click.Parameter, value: float | None
+) -> float | None:
+    if value is not None and not 1 <= value <= MAX_INTERVAL_S:
+        raise click.BadParameter(f"{value:g}: give 1 to {MAX_INTERVAL_S:g} seconds")
+    return value
+
+
 @click.command("status")
 @config_option
 @output_option
@@ -177,17 +187,57 @@ def _url_host(host: str) -> str:
     default=None,
     help="Probe now (default: only when no monitor reported recently).",
 )
+@click.option(
+    "--watch",
+    "watch_s",
+    type=float,
+    default=None,
+    metavar="SECONDS",
+    callback=_watch_interval,
+    help="Redraw every SECONDS until Ctrl-C (with -o json: one document per line).",
+)
+@click.option(
+    "--color/--no-color",
+    default=None,
+    help="Colour the states (default: on a terminal only).",
+)
 @pass_app
-def status(app: AppContext, config_file: str | None, output: str, probe: bool | None) -> None:
+def status(
+    app: AppContext,
+    config_file: str | None,
+    output: str,
+    probe: bool | None,
+    watch_s: float | None,
+    color: bool | None,
+) -> None:
     """Clusters, flows, lag, checkpoint ages, losses and whether a failover is possible now.
 
     Exits 3 when the active cluster is unavailable (agreed, or by every fresh observer)."""
-    from drkit.health.monitor import Monitor
-    from drkit.status import current_status
-
     config = app.config(config_file)
     store = app.store(config_file, reading=True)
     store.ensure_current()
+    if watch_s is None:
+        picture = _picture(config, store, probe)
+        _show(picture, output, color, compact=False)
+        if picture.active_unavailable:  # scripts and probes see it without parsing the output
+            raise SystemExit(ExitCode.UNHEALTHY)
+        return
+    with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C is how a watch ends
+        while True:
+            picture = _picture(config, store, probe)
+            if output != "json":
+                click.clear()
+            _show(picture, output, color, compact=True)
+            if output != "json":
+                click.echo(f"\nevery {watch_s:g}s - Ctrl-C to stop")
+            time.sleep(watch_s)
+
+
+def _picture(config: DrkitConfig, store: StateStore, probe: bool | None) -> StatusSnapshot:
+    """The status from the store; probed first when asked, or when no monitor reports."""
+    from drkit.health.monitor import Monitor
+    from drkit.status import current_status
+
     picture = current_status(config, store)
     if probe or (probe is None and not picture.observers):
         mon = Monitor(config, f"cli-{default_worker_id()}", store)
@@ -199,21 +249,45 @@ def status(app: AppContext, config_file: str | None, output: str, probe: bool | 
         finally:
             mon.close()
         picture = current_status(config, store)
+    return picture
+
+
+def _show(picture: StatusSnapshot, output: str, color: bool | None, compact: bool) -> None:
     if output == "json":
-        echo_json(picture.to_json())
-    else:
-        _print(picture)
-    if picture.active_unavailable:  # scripts and probes see it without parsing the output
-        raise SystemExit(ExitCode.UNHEALTHY)
+        document = picture.to_json()
+        if compact:
+            click.echo(json.dumps(document, sort_keys=True, default=str))
+        else:
+            echo_json(document)
+        return
+    for line in _lines(picture):
+        click.echo(line, color=color)
 
 
 def _seconds(value: float | None, suffix: str = "") -> str:
     return "-" if value is None else f"{value:.1f}s{suffix}"
 
 
-def _print(picture: StatusSnapshot) -> None:
+# A state's colour on a terminal: the eye finds the red line first.
+_STATE_COLOURS = {"HEALTHY": "green", "DEGRADED": "yellow", "UNAVAILABLE": "red"}
+
+
+def _state(value: str, width: int = 0) -> str:
+    """``value`` padded to ``width``, coloured by what it means (UNKNOWN stays plain)."""
+    return click.style(
+        value.ljust(width), fg=_STATE_COLOURS.get(value), bold=value == "UNAVAILABLE"
+    )
+
+
+def _alarm(word: str) -> str:
+    return click.style(word, fg="red", bold=True)
+
+
+def _lines(picture: StatusSnapshot) -> list[str]:
+    """``drkit status`` as text, states coloured (click drops the colour off a terminal)."""
+    out: list[str] = []
     automation = picture.automation
-    click.echo(
+    out.append(
         f"observers: {', '.join(picture.observers) or 'none'}   "
         f"active cluster: {picture.active_cluster or '-'}   "
         f"automation: {'allowed' if automation.allowed else 'off'} ({automation.reason})"
@@ -222,46 +296,47 @@ def _print(picture: StatusSnapshot) -> None:
     if decided is not None:
         when = decided.at.strftime("%Y-%m-%d %H:%M:%S")
         action = f"failed over (run {decided.run_id})" if decided.act else "held"
-        click.echo(
+        out.append(
             f"last automatic decision ({decided.observer}, {when}): {action} - {decided.summary}"
         )
-    click.echo("\nclusters")
+    out.append("\nclusters")
     for alias, cluster in picture.clusters.items():
         votes = f"{len(cluster.down_votes)}/{cluster.quorum} down votes"
-        click.echo(f"  {alias:<12} {cluster.state.value:<12} {votes}")
+        out.append(f"  {alias:<12} {_state(cluster.state.value, 12)} {votes}")
         for observer, view in cluster.observers.items():
-            click.echo(f"    {observer}: {view.state.value} - {view.reason or ''}")
-    click.echo("\nflows")
+            out.append(f"    {observer}: {_state(view.state.value)} - {view.reason or ''}")
+    out.append("\nflows")
     for name, flow in picture.flows.items():
         seen = flow.observation
         lag = _lag_text(seen)
         workers = "-" if seen is None or seen.workers is None else str(seen.workers)
-        click.echo(
+        out.append(
             f"  {name:<16} latency {_seconds(seen.heartbeat_age_s if seen else None)}  "
             f"lag {lag}  "
             f"checkpoints {_seconds(seen.checkpoint_age_s if seen else None, ' old')}  "
             f"workers {workers}"
         )
         for line in _flow_detail(seen):
-            click.echo(f"    {line}")
+            out.append(f"    {line}")
         if flow.losses:
-            click.echo(f"    LOST {flow.lost_records} records before replication:")
+            out.append(f"    {_alarm('LOST')} {flow.lost_records} records before replication:")
             for event in flow.losses:
                 when = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(event.detected_at_ms / 1000))
-                click.echo(
+                out.append(
                     f"      {event.source.topic}[{event.source.partition}] offsets "
                     f"{event.first_offset}..{event.last_offset} ({event.count}, "
                     f"{event.reason.value}) detected {when} UTC"
                 )
         ready = flow.failover
         verdict = (
-            f"yes (RPO {ready.rpo_records} records, {_seconds(ready.rpo_seconds)})"
+            f"{click.style('yes', fg='green')} (RPO {ready.rpo_records} records, "
+            f"{_seconds(ready.rpo_seconds)})"
             if ready.possible
-            else f"no: {'; '.join(ready.reasons)}"
+            else f"{click.style('no', fg='yellow')}: {'; '.join(ready.reasons)}"
         )
-        click.echo(f"    fail over now: {verdict}")
+        out.append(f"    fail over now: {verdict}")
     pointer = picture.pointer
-    click.echo(
+    out.append(
         "\nactive pointer: "
         + (
             f"{pointer.cluster} (epoch {pointer.epoch}, run {pointer.run_id})"
@@ -270,27 +345,32 @@ def _print(picture: StatusSnapshot) -> None:
         )
     )
     for fenced, topics in picture.pending_fences.items():
-        click.echo(f"  PENDING FENCE on {fenced} (unreachable at failover): {', '.join(topics)}")
+        out.append(
+            f"  {_alarm('PENDING FENCE')} on {fenced} (unreachable at failover): "
+            + ", ".join(topics)
+        )
     last = picture.last_failover
     described = (
         f"run {last.id} {last.kind} {last.source} -> {last.target}: {last.state}"
         if last
         else "none"
     )
-    click.echo(f"last failover: {described}")
+    out.append(f"last failover: {described}")
     if last is not None and last.divergence:
-        click.echo(
-            f"  DIVERGENCE: {last.source} came back holding {last.divergence['records']} records "
+        out.append(
+            f"  {_alarm('DIVERGENCE')}: {last.source} came back holding "
+            f"{last.divergence['records']} records "
             f"{last.target} never got (drkit failback exports them)"
         )
     if picture.transitions:
-        click.echo("\nrecent transitions")
+        out.append("\nrecent transitions")
         for t in picture.transitions[:10]:
             when = time.strftime("%H:%M:%S", time.gmtime(t.at)) if t.at else "-"
-            click.echo(
+            out.append(
                 f"  {when} {t.kind} {t.subject} ({t.observer}): "
                 f"{t.from_state or '-'} -> {t.to_state}  {t.reason or ''}"
             )
+    return out
 
 
 COMMANDS = [monitor, status]

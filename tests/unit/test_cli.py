@@ -127,7 +127,7 @@ def test_verify_import_summary_records_a_spark_submit_run_and_rejects_other_file
     totals = dict.fromkeys(
         ("records", "replicated_once", "duplicated_records", "missing", "skipped_by_groups"), 0
     ) | {"records": 10, "replicated_once": 9, "missing": 1}
-    summary = {
+    summary: dict[str, object] = {
         "schema": schema, "flow": "dc1->dc2", "checked_at": checked_at,
         "elapsed_s": 3.5, "ok": False, "totals": totals, "partitions": [], "groups": [],
         "missing_ranges": [], "notes": [], "output": "hdfs:///drkit/run-1",

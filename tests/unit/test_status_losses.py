@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import click
+import pytest
 from click.testing import CliRunner
 
 from drkit.cli import cli
@@ -104,3 +106,37 @@ def test_status_shows_lag_per_topic_and_each_group(tmp_path: Path) -> None:
     assert ("    group billing: lag OK; moving it now: 2 re-read, 0 not replicated "
             "(4 partitions checkpointed)") in result.output  # fmt: skip
     assert "    group audit: lag STALL; no checkpoint yet" in result.output
+
+
+def test_status_colours_states_on_a_terminal_only(tmp_path: Path) -> None:
+    path = config_file(tmp_path)
+    record_losses(tmp_path)
+    runner = CliRunner()
+    args = ["status", "--config", str(path), "--no-probe"]
+    plain = runner.invoke(cli, args)  # not a terminal: no escape codes for a pipe or a file
+    assert plain.exit_code == 0 and "\x1b[" not in plain.output
+    coloured = runner.invoke(cli, [*args, "--color"], color=True)
+    assert coloured.exit_code == 0, coloured.output
+    assert "\x1b[31m\x1b[1mLOST\x1b[0m 57 records" in coloured.output  # the loss in bold red
+    assert click.unstyle(coloured.output) == plain.output
+
+
+def test_status_watch_redraws_until_ctrl_c(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = config_file(tmp_path)
+    record_losses(tmp_path)
+    naps: list[float] = []
+
+    def sleep(seconds: float) -> None:  # the operator presses Ctrl-C during the third wait
+        naps.append(seconds)
+        if len(naps) == 3:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr("drkit.cli.monitor_cmd.time.sleep", sleep)
+    args = ["status", "--config", str(path), "--no-probe", "--watch", "2"]
+    watched = CliRunner().invoke(cli, [*args, "-o", "json"])
+    assert watched.exit_code == 0, watched.output
+    documents = [json.loads(line) for line in watched.output.splitlines()]
+    assert [d["flows"]["dc1->dc2"]["lost_records"] for d in documents] == [57, 57, 57]
+    assert naps == [2.0, 2.0, 2.0]
+    refused = CliRunner().invoke(cli, [*args[:-1], "0"])
+    assert refused.exit_code == 2 and "--watch" in refused.output
