@@ -69,10 +69,10 @@ def link_health(runner: DrillRunner) -> DrillCheck:
     moment = runner.timeline.first(FAULT) or runner.timeline.first(RUN_STARTED)
     if sampler is None or moment is None:
         return DrillCheck("link_health", False, "no samples before the move")
-    before = [row for row in sampler.rows if row[0] <= moment.at_s]
-    if not before or before[-1][2] == 0:
+    measured = [(t, w, c) for t, w, c in sampler.rows if t <= moment.at_s and c is not None]
+    if not measured or measured[-1][2] == 0:
         return DrillCheck("link_health", False, "nothing had been copied before the move")
-    _, written, copied = before[-1]
+    _, written, copied = measured[-1]
     rate = sum(t.records_per_s for t in runner.scenario.workload.topics)
     behind = max(0, written - copied)
     ok = behind <= rate * LAG_TOLERANCE_S

@@ -58,6 +58,7 @@ _OTHER_EVENT = "#5b6472"
 _LOSS = "#c0392b"
 _GOOD = "#1e8449"
 _INK = "#1d2430"
+_UNMEASURED = "#d5d8dc"  # samples the drill could not measure
 _GRID = "#d9dde3"
 
 
@@ -227,10 +228,23 @@ def _rpo_plot(report: DrillReport) -> Markup | None:
     return _svg(figure, "plot-rpo")
 
 
-def _aligned(times: Sequence[float], values: Sequence[float]) -> tuple[list[float], list[float]]:
-    """The samples both sequences have (a shorter one is not padded)."""
+def _aligned(
+    times: Sequence[float], values: Sequence[float | None]
+) -> tuple[list[float], list[float]]:
+    """The samples both sequences have (a shorter one is not padded); an unmeasured sample is
+    NaN, which matplotlib leaves out: a gap, not a 0."""
     size = min(len(times), len(values))
-    return list(times[:size]), [float(v) for v in values[:size]]
+    return list(times[:size]), [math.nan if v is None else float(v) for v in values[:size]]
+
+
+def _shade_unmeasured(ax: Axes, t: Sequence[float], values: Sequence[float]) -> None:
+    """Grey bands where the samples were not measured, labelled once."""
+    label: str | None = "not measured"
+    for i, value in enumerate(values):
+        if math.isnan(value):
+            end = t[i + 1] if i + 1 < len(t) else t[i]
+            ax.axvspan(t[i], end, color=_UNMEASURED, linewidth=0, label=label)
+            label = None
 
 
 def _mark_events(axes: Sequence[Axes], timeline: Sequence[Event]) -> None:
@@ -262,6 +276,7 @@ def _series_plot(report: DrillReport) -> Markup | None:
     if lag:
         lag_ax.fill_between(t, lag, step="post", color="#aed6f1", linewidth=0)
         lag_ax.plot(t, lag, drawstyle="steps-post", color="#2874a6", linewidth=1.2, label="lag")
+        _shade_unmeasured(lag_ax, t, lag)
     lag_ax.set_ylabel("lag (records)", fontsize=8)
     t, produced = _aligned(series.t, series.produced_per_s)
     if produced:

@@ -113,3 +113,15 @@ def judge(
 def readiness_verdict(checks: Sequence[DrillCheck]) -> tuple[Verdict, tuple[str, ...]]:
     failed = tuple(f"check {c.name} failed: {c.detail}" for c in checks if not c.passed)
     return (Verdict.NOT_READY if failed else Verdict.READY), failed
+
+
+def per_second(t: Sequence[float], values: Sequence[int | None]) -> tuple[float | None, ...]:
+    """The rate between consecutive samples (the first is 0); None beside an unmeasured one."""
+    out: list[float | None] = [0.0] if values else []
+    for i in range(1, len(values)):
+        now, before, dt = values[i], values[i - 1], t[i] - t[i - 1]
+        if now is None or before is None:
+            out.append(None)
+        else:
+            out.append(round((now - before) / dt, 1) if dt > 0 else 0.0)
+    return tuple(out)

@@ -96,14 +96,22 @@ class Targets:
 
 @dataclass(frozen=True)
 class Series:
-    """Samples taken during the drill, one per ``sample_interval_s``."""
+    """Samples taken during the drill, one per ``sample_interval_s``.
+
+    ``None`` is a sample that was not measured (the target did not answer in time): it is
+    drawn as a gap, never as 0 or as the previous value."""
 
     t: tuple[float, ...] = ()
-    source_end: tuple[int, ...] = ()  # records on the source topic(s), summed over partitions
-    target_end: tuple[int, ...] = ()  # records on the replica topic(s)
-    lag: tuple[int, ...] = ()  # source_end - copied (what replication has still to copy)
+    source_end: tuple[int, ...] = ()  # records the writers had acknowledged
+    target_end: tuple[int | None, ...] = ()  # records on the replica topic(s)
+    lag: tuple[int | None, ...] = ()  # source_end - copied (what replication has still to copy)
     produced_per_s: tuple[float, ...] = ()
-    copied_per_s: tuple[float, ...] = ()
+    copied_per_s: tuple[float | None, ...] = ()
+
+    @property
+    def unmeasured(self) -> int:
+        """Samples whose target side was not measured."""
+        return sum(1 for value in self.target_end if value is None)
 
 
 @dataclass(frozen=True)

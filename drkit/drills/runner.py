@@ -25,7 +25,7 @@ from drkit.control import ControlRepository
 from drkit.drills import checks as drill_checks
 from drkit.drills.environment import DrillEnvironment, DrkitChild, monitor, replicator
 from drkit.drills.faults import LocalFaults
-from drkit.drills.measure import Unmeasured, judge, rto_of
+from drkit.drills.measure import Unmeasured, judge, per_second, rto_of
 from drkit.drills.recount import group_outcome, placed_or_reset, rpo_of
 from drkit.drills.report import DrillReport, GroupOutcome, RtoBreakdown, Series, Targets
 from drkit.drills.scenario import DecisionMode, Scenario
@@ -531,11 +531,17 @@ class DrillRunner:
         except Unmeasured as err:
             rto = None
             self.notes.append(f"RTO not measured: {err}")
+        assert self.sampler is not None
+        series = self.sampler.series()
+        if series.unmeasured:
+            self.notes.append(
+                f"lag not measured in {series.unmeasured} of {len(series.t)} samples (the target "
+                "did not answer in time): drawn as gaps"
+            )
         targets = Targets(
             s.policy.rto_s, s.policy.rpo_records, s.policy.rpo_s, s.policy.reread_records
         )
         verdict, reasons = judge(targets, rto, rpo, checks, sum(g.reread for g in groups))
-        assert self.sampler is not None
         return DrillReport(
             id=self.env.id,
             scenario=s.name,
@@ -555,7 +561,7 @@ class DrillRunner:
             verdict=verdict,
             reasons=reasons,
             timeline=self.timeline.events(),
-            series=self.sampler.series(),
+            series=series,
             failover_run=_run_summary(self.run_record, self.failback_record),
             accounting=accounting,
             notes=tuple(self.notes),
@@ -693,12 +699,13 @@ class _Sampler(threading.Thread):
         super().__init__(daemon=True, name="drill-sampler")
         self.runner = runner
         self._stop_event = threading.Event()
-        self.rows: list[tuple[float, int, int]] = []
+        self.rows: list[tuple[float, int, int | None]] = []
         self._lock = threading.Lock()
 
     def copied_total(self) -> int:
+        """Records on the replica at the latest sample that measured them (0 before any)."""
         with self._lock:
-            return self.rows[-1][2] if self.rows else 0
+            return next((c for _, _, c in reversed(self.rows) if c is not None), 0)
 
     def _copied(self, admin: KafkaAdmin) -> int:
         total = 0
@@ -713,15 +720,15 @@ class _Sampler(threading.Thread):
     def run(self) -> None:
         admin = KafkaAdmin(self.runner.endpoint(self.runner.scenario.target))
         interval = self.runner.scenario.sample_interval_s
-        last_copied = 0
         while not self._stop_event.is_set():
             written = sum(w.acked_count for w in self.runner.writers)
+            copied: int | None = None  # unknown unless the target answers now
             try:
-                last_copied = self._copied(admin)
+                copied = self._copied(admin)
             except DrkitError as err:
                 log.debug("sample of the target failed: %s", err)
             with self._lock:
-                self.rows.append((self.runner.timeline.since_start(), written, last_copied))
+                self.rows.append((self.runner.timeline.since_start(), written, copied))
             self._stop_event.wait(interval)
 
     def stop(self) -> None:
@@ -735,18 +742,13 @@ class _Sampler(threading.Thread):
         produced = tuple(r[1] for r in rows)
         copied = tuple(r[2] for r in rows)
 
-        def rate(values: tuple[int, ...]) -> tuple[float, ...]:
-            out = [0.0]
-            for i in range(1, len(values)):
-                dt = t[i] - t[i - 1]
-                out.append(round((values[i] - values[i - 1]) / dt, 1) if dt > 0 else 0.0)
-            return tuple(out)
-
         return Series(
             t=t,
             source_end=produced,
             target_end=copied,
-            lag=tuple(max(0, p - c) for p, c in zip(produced, copied, strict=True)),
-            produced_per_s=rate(produced),
-            copied_per_s=rate(copied),
+            lag=tuple(
+                None if c is None else max(0, p - c) for p, c in zip(produced, copied, strict=True)
+            ),
+            produced_per_s=tuple(0.0 if r is None else r for r in per_second(t, produced)),
+            copied_per_s=per_second(t, copied),
         )

@@ -12,12 +12,14 @@ from pathlib import Path
 import pytest
 
 from drkit.drills.html import (
+    _aligned,
     format_bytes,
     format_seconds,
     render_report,
     render_trend,
     write_report,
 )
+from drkit.drills.measure import per_second
 from drkit.drills.report import (
     DrillCheck,
     DrillReport,
@@ -338,3 +340,27 @@ def test_the_trend_rpo_axis_starts_at_zero_on_whole_records() -> None:
     assert records_axis_top([0, 0]) == pytest.approx(1.1)
     assert records_axis_top([3, 40]) == pytest.approx(44.0)
     render_trend([sample_report(rpo=()), sample_report(id="d2", rpo=())])  # draws
+
+
+def test_an_unmeasured_sample_is_a_gap_and_a_grey_band_never_zero() -> None:
+    """The target did not answer for two samples: no lag is invented for them."""
+    t = tuple(float(i) for i in range(8))
+    copied = (0, 10, 20, None, None, 50, 60, 70)
+    series = Series(
+        t=t,
+        source_end=(0, 10, 20, 30, 40, 50, 60, 70),
+        target_end=copied,
+        lag=tuple(None if c is None else 0 for c in copied),
+        produced_per_s=(0.0,) + (10.0,) * 7,
+        copied_per_s=per_second(t, copied),
+    )
+    assert series.copied_per_s == (0.0, 10.0, 10.0, None, None, None, 10.0, 10.0)
+    assert series.unmeasured == 2
+    _, lag = _aligned(series.t, series.lag)
+    assert [math.isnan(v) for v in lag] == [False] * 3 + [True] * 2 + [False] * 3
+    report = sample_report(series=series)
+    assert DrillReport.from_json(json.loads(json.dumps(report.to_json()))) == report
+    shaded = render_report(report)
+    assert plot_has_svg(shaded, "plot-series") and "#d5d8dc" in element(shaded, "plot-series")
+    measured = sample_report(series=replace(series, lag=(0,) * 8, target_end=(0,) * 8))
+    assert "#d5d8dc" not in element(render_report(measured), "plot-series")
