@@ -266,7 +266,7 @@ def _show_text(row: DrillRow) -> str:
 
 
 def _report_text(report: DrillReport) -> list[str]:
-    from drkit.drills.summary import summary
+    from drkit.drills.summary import condition_lines, fault_facts, summary
 
     lines = [
         summary(report),
@@ -274,14 +274,13 @@ def _report_text(report: DrillReport) -> list[str]:
         f"  {report.mode} drill, {report.procedure} {report.source} -> {report.target}",
     ]
     lines = [line for line in lines if line]
-    fault = report.fault or {}
-    if fault:
-        at = fault.get("at_s")
-        when = f" at {at:.1f}s" if isinstance(at, int | float) else ""
-        how = f": {fault['how']}" if fault.get("how") else ""
-        lines.append(f"  fault: {fault.get('kind', '?')}{when}{how}")
-        if fault.get("note"):
-            lines.append(f"    note: {fault['note']}")
+    facts = fault_facts(report)
+    if facts:
+        lines.append("  fault: " + "; ".join(f"{key} {value}" for key, value in facts))
+    conditions = condition_lines(report)
+    if conditions:
+        lines.append("  writes:")
+        lines += [f"    {line}" for line in conditions]
 
     lines += ["", f"verdict: {report.verdict.value}"]
     lines += [f"  - {reason}" for reason in report.reasons]

@@ -33,7 +33,7 @@ from matplotlib.ticker import MaxNLocator
 
 from drkit.drills.measure import objectives
 from drkit.drills.report import DrillReport, Event, Verdict
-from drkit.drills.summary import summary, wall_clock
+from drkit.drills.summary import fault_facts, summary, wall_clock
 
 GOOD_VERDICTS = frozenset({Verdict.POLICY_MET, Verdict.READY})
 
@@ -487,7 +487,8 @@ def render_report(report: DrillReport) -> str:
         objectives=objectives(
             report.targets, report.rto, report.rpo, sum(g.reread for g in report.groups)
         ),
-        fault=[(k, format_plain(v)) for k, v in report.fault.items() if v not in ("", None)],
+        fault=fault_facts(report),
+        conditions=report.conditions,
         failover=_failover_view(report.failover_run),
         accounting=accounting,
     )

@@ -125,3 +125,11 @@ def per_second(t: Sequence[float], values: Sequence[int | None]) -> tuple[float 
         else:
             out.append(round((now - before) / dt, 1) if dt > 0 else 0.0)
     return tuple(out)
+
+
+def reached_rate(acked_at: Sequence[float]) -> float | None:
+    """Records per second between the first and the last acknowledgement (wall times, in
+    order); None when fewer than two records were acknowledged or all at one moment."""
+    if len(acked_at) < 2 or acked_at[-1] <= acked_at[0]:
+        return None
+    return round((len(acked_at) - 1) / (acked_at[-1] - acked_at[0]), 1)

@@ -65,6 +65,21 @@ class PartitionLoss:
 
 
 @dataclass(frozen=True)
+class WriteCondition:
+    """One workload topic as asked and as it ran: the rate asked, the rate reached (records
+    acknowledged over the span between the first and the last acknowledgement; None when
+    fewer than two were), records acknowledged, and records refused (a fenced or lost source).
+    A drill whose writers could not reach the rate asked tested a lighter load than planned."""
+
+    topic: str
+    partitions: int
+    asked_per_s: float
+    reached_per_s: float | None
+    written: int
+    refused: int
+
+
+@dataclass(frozen=True)
 class GroupOutcome:
     """What one consumer group did across the move, counted from what it processed."""
 
@@ -138,6 +153,7 @@ class DrillReport:
     failover_run: dict[str, Any] | None = None  # id, procedure, state, steps (name, seconds)
     accounting: dict[str, Any] | None = None  # drkit verify's totals, or None when not run
     notes: tuple[str, ...] = field(default_factory=tuple)
+    conditions: tuple[WriteCondition, ...] = ()  # the writers, as asked and as they ran
 
     @property
     def rpo_records(self) -> int:
@@ -192,4 +208,5 @@ class DrillReport:
             failover_run=raw.get("failover_run"),
             accounting=raw.get("accounting"),
             notes=tuple(raw.get("notes", ())),
+            conditions=tuple(WriteCondition(**c) for c in raw.get("conditions", ())),
         )

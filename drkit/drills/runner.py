@@ -25,9 +25,16 @@ from drkit.control import ControlRepository
 from drkit.drills import checks as drill_checks
 from drkit.drills.environment import DrillEnvironment, DrkitChild, monitor, replicator
 from drkit.drills.faults import LocalFaults
-from drkit.drills.measure import Unmeasured, judge, per_second, rto_of
+from drkit.drills.measure import Unmeasured, judge, per_second, reached_rate, rto_of
 from drkit.drills.recount import group_outcome, placed_or_reset, rpo_of
-from drkit.drills.report import DrillReport, GroupOutcome, RtoBreakdown, Series, Targets
+from drkit.drills.report import (
+    DrillReport,
+    GroupOutcome,
+    RtoBreakdown,
+    Series,
+    Targets,
+    WriteCondition,
+)
 from drkit.drills.scenario import DecisionMode, Scenario
 from drkit.drills.timeline import (
     CLIENTS_RESUMED,
@@ -565,6 +572,17 @@ class DrillRunner:
             failover_run=_run_summary(self.run_record, self.failback_record),
             accounting=accounting,
             notes=tuple(self.notes),
+            conditions=tuple(
+                WriteCondition(
+                    self.env.topic(w.load.name),
+                    w.load.partitions,
+                    w.load.records_per_s,
+                    reached_rate([at for at, _ in w.acked()]),
+                    w.acked_count,
+                    w.stats.refused,
+                )
+                for w in self.writers
+            ),
         )
 
     def _read_back(self) -> tuple[list[Record], list[Record]]:

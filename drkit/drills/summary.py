@@ -57,3 +57,34 @@ def summary(report: DrillReport) -> str:
     skipped = sum(g.skipped for g in report.groups)
     skip = f"; {skipped} skipped" if skipped else ""
     return f"{what}; {resumed}; {lost}; {twice}{skip}; {verdict}."
+
+
+def fault_facts(report: DrillReport) -> list[tuple[str, str]]:
+    """The fault as asked and as it landed, for the report's header and ``drill show``: the
+    scenario's ``at_s`` counts from the end of the warm-up, the timeline from the drill's
+    start - both are shown, named, so the two numbers never look like a contradiction."""
+    fault = report.fault or {}
+    out: list[tuple[str, str]] = []
+    if fault.get("kind"):
+        out.append(("kind", str(fault["kind"])))
+    asked = fault.get("at_s")
+    if isinstance(asked, int | float):
+        out.append(("asked", f"{asked:g} s after the warm-up"))
+    landed = next((e.at_s for e in report.timeline if e.kind == FAULT), None)
+    if landed is not None:
+        out.append(("injected", f"{wall_clock(report, landed)} ({landed:.1f} s into the drill)"))
+    out += [(k, str(v)) for k, v in fault.items() if k not in ("kind", "at_s") and v]
+    return out
+
+
+def condition_lines(report: DrillReport) -> list[str]:
+    """One line per workload topic: the write rate asked and reached, records written."""
+    out = []
+    for c in report.conditions:
+        reached = "not measured" if c.reached_per_s is None else f"{c.reached_per_s:g}/s"
+        refused = f", {c.refused} refused" if c.refused else ""
+        out.append(
+            f"{c.topic} ({c.partitions} partitions): asked {c.asked_per_s:g}/s, reached "
+            f"{reached}; {c.written} records written{refused}"
+        )
+    return out

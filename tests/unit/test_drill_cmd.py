@@ -216,3 +216,15 @@ def test_an_empty_store_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     assert (trend.exit_code, json.loads(trend.output)["points"]) == (0, [])
     shown = runner.invoke(cli, [*base, "show", "--config", str(config)])
     assert shown.exit_code == 2 and "no drills yet" in shown.output
+
+
+def test_show_text_names_the_fault_times_and_the_write_conditions() -> None:
+    from drkit.cli.drill_cmd import _report_text
+    from tests.drill_samples import sample_report
+
+    text = "\n".join(_report_text(sample_report()))
+    assert (
+        "fault: kind broker_stop; asked 60 s after the warm-up; "
+        "injected 09:01:00 UTC (60.0 s into the drill); how docker stop on dc1's 3 brokers"
+    ) in text
+    assert "orders (6 partitions): asked 500/s, reached 487.5/s; 124313 records written" in text

@@ -76,6 +76,27 @@ def test_identity_and_move(page: str) -> None:
     assert element(page, "mode") == "full"
 
 
+def test_the_fault_as_asked_and_as_it_landed(page: str) -> None:
+    """The scenario's at_s counts from the warm-up's end, the timeline from the drill's start:
+    both named, so 60 and 60.0 s into the drill are never mistaken for each other."""
+    fault = element(page, "fault")
+    assert "kind: broker_stop" in fault and "asked: 60 s after the warm-up" in fault
+    assert "injected: 09:01:00 UTC (60.0 s into the drill)" in fault
+    assert "how: docker stop on dc1" in fault and "note" not in fault  # empty note left out
+
+
+def test_conditions_show_the_rate_asked_and_reached(page: str) -> None:
+    row = re.search(r'<tr data-topic="orders">(.*?)</tr>', element(page, "conditions"), re.S)
+    assert row is not None
+    cells = re.findall(r'<td[^>]*>\s*(.*?)\s*</td>', row.group(1), re.S)
+    assert cells == ["orders", "6", "500", "487.5", "124,313", "0"]
+    unmeasured = replace(
+        sample_report().conditions[0], reached_per_s=None, written=1, refused=4
+    )
+    other = render_report(sample_report(conditions=(unmeasured,)))
+    assert "not measured" in element(other, "conditions")
+
+
 def test_rto_total_parts_and_targets(page: str) -> None:
     assert element(page, "rto-total") == "46.5 s"
     parts = element(page, "rto-parts")
