@@ -88,11 +88,9 @@ def test_the_fault_as_asked_and_as_it_landed(page: str) -> None:
 def test_conditions_show_the_rate_asked_and_reached(page: str) -> None:
     row = re.search(r'<tr data-topic="orders">(.*?)</tr>', element(page, "conditions"), re.S)
     assert row is not None
-    cells = re.findall(r'<td[^>]*>\s*(.*?)\s*</td>', row.group(1), re.S)
+    cells = re.findall(r"<td[^>]*>\s*(.*?)\s*</td>", row.group(1), re.S)
     assert cells == ["orders", "6", "500", "487.5", "124,313", "0"]
-    unmeasured = replace(
-        sample_report().conditions[0], reached_per_s=None, written=1, refused=4
-    )
+    unmeasured = replace(sample_report().conditions[0], reached_per_s=None, written=1, refused=4)
     other = render_report(sample_report(conditions=(unmeasured,)))
     assert "not measured" in element(other, "conditions")
 
