@@ -24,8 +24,8 @@ from drkit.config import load_config
 from drkit.kafka import ClusterEndpoint, KafkaAdmin
 from drkit.kafka.admin import TopicSpec
 from drkit.kafka.io import consume_all, produce_batch
-from drkit.kafka.records import TopicPartition
 from drkit.offsets.checkpoint_store import CheckpointStore
+from drkit.records import TopicPartition
 from drkit.replication.progress import ProgressStore
 from drkit.replication.topology import FlowTopology
 

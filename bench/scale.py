@@ -28,7 +28,7 @@ from pathlib import Path
 
 from bench.common import OUT, markdown_table, producer_perf, start_clusters
 from drkit.kafka.admin import TopicSpec
-from drkit.kafka.records import TopicPartition
+from drkit.records import TopicPartition
 from drkit.translation import PartitionMapping, TargetBounds, translate
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "scale"

@@ -27,10 +27,10 @@ from drkit.config import load_config_text
 from drkit.kafka.admin import TopicSpec
 from drkit.kafka.clients import ClusterEndpoint, make_producer
 from drkit.kafka.io import consume_all
-from drkit.kafka.records import TopicPartition
 from drkit.offsets.checkpoint import Checkpoint, tick
 from drkit.offsets.lookup import translate_groups
 from drkit.offsets.mapping_loader import MappingLoader
+from drkit.records import TopicPartition
 from drkit.replication.heartbeat import encode_string
 from drkit.replication.internal_topics import (
     checkpoints_topic,

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from drkit.kafka.ports import ClusterAdmin
-from drkit.kafka.records import TopicPartition
+from drkit.records import TopicPartition
 
 Span = tuple[int, int]  # offsets [start, end) of one partition
 

@@ -51,7 +51,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from drkit.kafka.records import TopicPartition
+from drkit.records import TopicPartition
 from drkit.replication.offset_sync import OffsetRun
 from drkit.replication.run_map import RunTable
 

@@ -16,7 +16,7 @@ import yaml
 from drkit.kafka import ClusterEndpoint, KafkaAdmin
 from drkit.kafka.admin import TopicSpec
 from drkit.kafka.io import commit_group_offsets, consume_ranges, produce_batch
-from drkit.kafka.records import TopicPartition
+from drkit.records import TopicPartition
 from drkit.replication.progress import ProgressStore
 from drkit.replication.provenance import SOURCE_HEADER, Provenance
 from drkit.replication.topology import FlowTopology

@@ -44,7 +44,7 @@ from drkit.kafka.admin_base import (
 )
 from drkit.kafka.clients import ClusterEndpoint
 from drkit.kafka.ports import AdminFactory, ClusterAdmin
-from drkit.kafka.records import TopicPartition
+from drkit.records import TopicPartition
 
 
 @dataclass

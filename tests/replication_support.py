@@ -28,7 +28,7 @@ from drkit.config import load_config
 from drkit.config.model import DrkitConfig
 from drkit.kafka import ClusterEndpoint
 from drkit.kafka.io import consume_all
-from drkit.kafka.records import Record
+from drkit.records import Record
 from drkit.replication.progress import Progress, decode_progress
 from drkit.replication.provenance import ORIGIN_HEADER, SOURCE_HEADER, Provenance
 from tests.kafka_backends import ClusterUnderTest

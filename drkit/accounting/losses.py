@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from drkit.accounting.sparkjob.schema import LostPartition
-from drkit.kafka.records import TopicPartition
+from drkit.records import TopicPartition
 from drkit.replication.loss import LossEvent
 
 

@@ -26,8 +26,8 @@ from drkit.errors import (
 )
 from drkit.kafka.admin import KafkaAdmin
 from drkit.kafka.clients import ClusterEndpoint
-from drkit.kafka.records import TopicPartition
 from drkit.offsets.lookup import translate_groups
+from drkit.records import TopicPartition
 from drkit.replication.loss import LossEvent
 from drkit.replication.progress import ProgressStore
 from drkit.replication.topology import FlowTopology

@@ -15,7 +15,7 @@ from drkit.accounting.sparkjob.schema import SCHEMA, SCHEMAS, Summary
 from drkit.accounting.spec import build_spec, java_options, jvm_properties
 from drkit.config.model import DrkitConfig, FlowConfig
 from drkit.errors import AccountingError, ConfigError, Problem
-from drkit.kafka.records import TopicPartition
+from drkit.records import TopicPartition
 from drkit.replication.loss import LossEvent
 from drkit.store.db import StateStore
 from drkit.store.loss_repo import LossRepository

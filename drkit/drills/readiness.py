@@ -25,9 +25,10 @@ from drkit.errors import DrkitError
 from drkit.failover.context import RunOptions
 from drkit.failover.engine import Engine, flow_between
 from drkit.failover.model import Plan, Procedure, Severity
-from drkit.kafka import ClusterEndpoint, KafkaAdmin, TopicPartition
+from drkit.kafka import ClusterEndpoint, KafkaAdmin
 from drkit.kafka.io import commit_group_offsets
 from drkit.offsets.lookup import translate_groups
+from drkit.records import TopicPartition
 from drkit.store import StateStore
 from drkit.timestamps import iso_utc
 

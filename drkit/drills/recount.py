@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping, Sequence
 
+from drkit.drills.numbered import Processed, decode_seq
 from drkit.drills.report import GroupOutcome, PartitionLoss
-from drkit.drills.workload import Processed, decode_seq
-from drkit.kafka.records import Record, TopicPartition
+from drkit.records import Record, TopicPartition
 
 
 def rpo_of(

@@ -26,6 +26,7 @@ from drkit.drills import checks as drill_checks
 from drkit.drills.environment import DrillEnvironment, DrkitChild, monitor, replicator
 from drkit.drills.faults import LocalFaults
 from drkit.drills.measure import Unmeasured, judge, per_second, reached_rate, rto_of
+from drkit.drills.numbered import encode_value
 from drkit.drills.recount import group_outcome, placed_or_reset, rpo_of
 from drkit.drills.report import (
     DrillReport,
@@ -45,7 +46,7 @@ from drkit.drills.timeline import (
     RUN_STARTED,
     Timeline,
 )
-from drkit.drills.workload import GroupMember, Writer, encode_value
+from drkit.drills.workload import GroupMember, Writer
 from drkit.errors import DrkitError
 from drkit.failover.context import ProgressCallback, RunOptions
 from drkit.failover.engine import Engine
@@ -54,12 +55,12 @@ from drkit.failover.model import Procedure, RunState, StepName
 from drkit.failover.results import DivergentTail, Translation
 from drkit.failover.runs import RunRecord, RunRepository
 from drkit.health.evaluation import ClusterState
-from drkit.kafka import ClusterEndpoint, KafkaAdmin, TopicPartition
+from drkit.kafka import ClusterEndpoint, KafkaAdmin
 from drkit.kafka.admin import TopicSpec
 from drkit.kafka.apps import AppProducer
 from drkit.kafka.io import consume_all
-from drkit.kafka.records import Record
 from drkit.local import LocalKafka
+from drkit.records import Record, TopicPartition
 from drkit.replication.topology import FlowTopology
 from drkit.store.health_repo import HealthRepository
 from drkit.timestamps import iso_utc

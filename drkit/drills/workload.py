@@ -16,6 +16,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
+from drkit.drills.numbered import Processed, decode_seq, encode_value
 from drkit.drills.scenario import GroupLoad, TopicLoad
 from drkit.drills.timeline import Timeline
 from drkit.errors import KafkaError
@@ -25,22 +26,6 @@ from drkit.kafka.apps import Acked, AppConsumer, AppProducer
 log = logging.getLogger(__name__)
 
 TICK_S = 0.1
-
-
-def encode_value(seq: int, size: int) -> bytes:
-    head = f"seq={seq};".encode()
-    return head + b"x" * max(0, size - len(head))
-
-
-def decode_seq(value: bytes | None) -> int | None:
-    """The writer's sequence number in a value, or None for a foreign record."""
-    if not value or not value.startswith(b"seq="):
-        return None
-    end = value.find(b";")
-    try:
-        return int(value[4:end])
-    except ValueError:
-        return None
 
 
 @dataclass
@@ -133,18 +118,6 @@ class Writer(threading.Thread):
         its thread is a daemon and its ledger no longer grows once asked to stop)."""
         self._stop_event.set()
         self.join(wait_s)
-
-
-@dataclass(frozen=True)
-class Processed:
-    """One record a group processed (and committed): where, and which writer record."""
-
-    at: float  # wall time of the commit
-    cluster: str
-    topic: str
-    partition: int
-    offset: int
-    seq: int | None
 
 
 class GroupMember(threading.Thread):

@@ -29,7 +29,7 @@ from drkit.failover.runs import RunRecord, RunRepository
 from drkit.kafka.admin import KafkaAdmin
 from drkit.kafka.clients import ClusterEndpoint
 from drkit.kafka.ports import AdminFactory, ClusterAdmin
-from drkit.kafka.records import TopicPartition
+from drkit.records import TopicPartition
 from drkit.replication.topology import FlowTopology
 from drkit.store.db import StateStore
 from drkit.store.guard import WriteGuard

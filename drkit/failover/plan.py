@@ -24,6 +24,7 @@ Decision rules:
 from __future__ import annotations
 
 from drkit import translation
+from drkit.failover.facts import GroupFacts, PartitionFacts, Snapshot
 from drkit.failover.model import (
     Finding,
     GroupMove,
@@ -36,7 +37,6 @@ from drkit.failover.model import (
     StepName,
 )
 from drkit.failover.runbook import Runbook
-from drkit.failover.snapshot import GroupFacts, PartitionFacts, Snapshot
 from drkit.translation import CannotTranslate
 
 _PLANNED = (Procedure.SWITCHOVER, Procedure.CUTOVER, Procedure.FAILBACK)

@@ -29,7 +29,7 @@ from typing import Any
 
 from drkit.failover.model import PartitionMove, PartitionRpo, StepName
 from drkit.failover.runs import RunRecord
-from drkit.kafka.records import TopicPartition
+from drkit.records import TopicPartition
 
 
 def partition_key(tp: TopicPartition) -> str:

@@ -1,4 +1,4 @@
-"""What the failover planner decides from: a typed, read-only snapshot of both clusters.
+"""Reading both clusters into the planner's snapshot (drkit.failover.facts).
 
 :func:`gather` is the only I/O: it asks the target (and the source, when it answers) for the
 flow's offset map and progress, the replicas' log bounds, the groups' committed offsets (live)
@@ -13,18 +13,19 @@ import logging
 import time
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
-from drkit.config.model import DrkitConfig, FailoverPolicy, FlowConfig
+from drkit.config.model import DrkitConfig, FlowConfig
 from drkit.errors import KafkaError
+from drkit.failover.facts import GroupFacts, PartitionFacts, Snapshot
 from drkit.failover.model import Procedure
 from drkit.kafka.admin import KafkaAdmin
 from drkit.kafka.clients import ClusterEndpoint, tcp_unreachable
 from drkit.kafka.ports import ClusterAdmin
-from drkit.kafka.records import TopicPartition
 from drkit.lag import count_visible
 from drkit.offsets.checkpoint_store import CheckpointSnapshot, CheckpointStore
 from drkit.offsets.mapping_loader import MappingLoader
+from drkit.records import TopicPartition
 from drkit.replication.internal_topics import HEARTBEATS, is_own_group
 from drkit.replication.progress import Progress, ProgressStore
 from drkit.replication.topic_filter import NameMatcher
@@ -32,64 +33,6 @@ from drkit.replication.topology import FlowTopology
 from drkit.translation import PartitionMapping, TargetBounds
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class PartitionFacts:
-    """One replicated source partition as both sides see it."""
-
-    source: TopicPartition
-    target: TopicPartition
-    mapping: PartitionMapping | None
-    target_bounds: TargetBounds | None  # None: the replica does not exist on the target
-    source_end: int | None  # live high watermark, or the last one the workers saw
-    source_end_live: bool
-    replicated_end: int | None  # progress
-    progress_age_s: float | None  # seconds since the workers last stored progress
-    # Seconds since the flow's workers last proved themselves caught up on a partition with
-    # nothing left to copy: the newest progress of any of the flow's partitions (heartbeats
-    # are copied every second) - a worker fetching all its partitions would have copied a new
-    # record here as well.  None: no progress at all.
-    evidence_age_s: float | None = None
-    # Visible records (read committed) of the source at [replicated_end, source_end), counted
-    # when the source answers and the span is small enough to read; None: not counted.
-    unreplicated_visible: int | None = None
-
-
-@dataclass(frozen=True)
-class GroupFacts:
-    group: str
-    committed: Mapping[TopicPartition, int]  # S per *source* partition
-    from_checkpoints: bool
-    target_state: str  # empty / stable / preparingrebalance / ... / absent
-    target_members: int
-
-
-@dataclass(frozen=True)
-class Snapshot:
-    procedure: Procedure
-    flow: str
-    source: str
-    target: str
-    reverse_flow: str | None
-    source_reachable: bool
-    target_reachable: bool
-    source_error: str | None
-    partitions: Mapping[TopicPartition, PartitionFacts]
-    groups: tuple[GroupFacts, ...]
-    groups_without_checkpoint: tuple[str, ...]
-    missing_replicas: tuple[str, ...]
-    short_replicas: tuple[str, ...]  # replicas with fewer partitions than the source topic
-    open_transactions: tuple[str, ...]
-    pointer: str | None
-    policy: FailoverPolicy
-    force: bool
-    now_ms: int
-    # Groups the monitor has seen consume this flow's source (state store): with the source
-    # gone, those without a checkpoint are listed with where they will start.
-    groups_seen: tuple[str, ...] = ()
-    # The groups the operator named (--group); None: every group of the flow.
-    requested_groups: tuple[str, ...] | None = None
 
 
 def gather(

@@ -44,7 +44,7 @@ from drkit.health.store_watch import StoreOperation, StoreWatch
 from drkit.health.subjects import SubjectKind
 from drkit.kafka.admin import GroupOffsets, KafkaAdmin
 from drkit.kafka.clients import ClusterEndpoint
-from drkit.kafka.records import TopicPartition
+from drkit.records import TopicPartition
 from drkit.replication.internal_topics import is_own_group
 from drkit.replication.topic_filter import NameMatcher
 from drkit.replication.topology import FlowTopology

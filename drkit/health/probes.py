@@ -18,10 +18,10 @@ from drkit.health.observations import FlowObservation, GroupCheckpoints
 from drkit.kafka.admin import KafkaAdmin, TopicInfo, TopicSpec
 from drkit.kafka.clients import ClusterEndpoint, tcp_unreachable
 from drkit.kafka.io import canary_round_trip
-from drkit.kafka.records import TopicPartition
 from drkit.kafka.tailer import TopicTailer
 from drkit.lag import count_visible
 from drkit.offsets.checkpoint_store import CheckpointSnapshot, CheckpointStore
+from drkit.records import TopicPartition
 from drkit.replication import internal_topics
 from drkit.replication.heartbeat import Heartbeat
 from drkit.replication.progress import Progress, ProgressStore

@@ -13,16 +13,13 @@ from drkit.kafka.clients import (
     make_producer,
     set_client_log_level,
 )
-from drkit.kafka.records import Record, TopicPartition
 
 __all__ = [
     "ClusterEndpoint",
     "GroupOffsets",
     "KafkaAdmin",
     "PartitionInfo",
-    "Record",
     "TopicInfo",
-    "TopicPartition",
     "client_settings",
     "make_consumer",
     "make_producer",

@@ -44,7 +44,7 @@ from drkit.kafka.admin_base import (
 from drkit.kafka.admin_groups import GroupAdmin
 from drkit.kafka.clients import tcp_unreachable
 from drkit.kafka.errors import is_code, translate
-from drkit.kafka.records import TopicPartition
+from drkit.records import TopicPartition
 
 __all__ = [
     "ConfigValue",

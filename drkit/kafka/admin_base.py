@@ -26,7 +26,7 @@ from drkit.errors import (
 )
 from drkit.kafka.clients import ClusterEndpoint, client_settings
 from drkit.kafka.errors import error_code_name, is_credentials_error, translate
-from drkit.kafka.records import TopicPartition
+from drkit.records import TopicPartition
 
 T = TypeVar("T")
 

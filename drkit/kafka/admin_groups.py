@@ -17,7 +17,7 @@ from confluent_kafka.admin import AdminClient
 from drkit.kafka.admin_base import AdminBase, GroupOffsets, GroupState
 from drkit.kafka.clients import client_settings
 from drkit.kafka.errors import is_code, translate
-from drkit.kafka.records import TopicPartition
+from drkit.records import TopicPartition
 
 _PARALLEL_CLIENTS = 4
 

@@ -19,7 +19,7 @@ from drkit.errors import KafkaError
 from drkit.kafka.clients import ClusterEndpoint, make_consumer, make_producer
 from drkit.kafka.errors import translate
 from drkit.kafka.io import to_record
-from drkit.kafka.records import Record, TopicPartition
+from drkit.records import Record, TopicPartition
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,7 @@ from confluent_kafka import TopicPartition as RdTP
 from drkit.errors import FatalKafkaError, KafkaError, RetriableKafkaError
 from drkit.kafka.clients import ClusterEndpoint, make_consumer, make_producer
 from drkit.kafka.errors import error_code_name, is_fatal_for_flow, translate
-from drkit.kafka.records import TopicPartition
+from drkit.records import TopicPartition
 
 
 class RawMessage(Protocol):

@@ -16,7 +16,7 @@ from confluent_kafka import TopicPartition as RdTP
 from drkit.errors import KafkaError, RetriableKafkaError
 from drkit.kafka.clients import ClusterEndpoint, make_consumer, make_producer
 from drkit.kafka.errors import callback_failure, translate
-from drkit.kafka.records import Headers, Record, TopicPartition
+from drkit.records import Headers, Record, TopicPartition
 
 Payload = tuple[bytes | None, bytes | None]
 

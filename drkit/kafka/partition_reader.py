@@ -22,7 +22,7 @@ from drkit.errors import RetriableKafkaError
 from drkit.kafka.clients import ClusterEndpoint, make_consumer
 from drkit.kafka.errors import translate
 from drkit.kafka.io import to_record
-from drkit.kafka.records import Record, TopicPartition
+from drkit.records import Record, TopicPartition
 
 
 class PartitionReader:

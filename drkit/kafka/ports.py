@@ -14,7 +14,7 @@ Contract of every method (as KafkaAdmin keeps it):
 * failures raise :class:`drkit.errors.KafkaError` - :class:`~drkit.errors.RetriableKafkaError`
   when trying later may help, :class:`~drkit.errors.FatalKafkaError` when it cannot, and
   ``wait_ready`` raises :class:`~drkit.errors.UnreachableClusterError`;
-* results are plain values (drkit.kafka.admin_base, drkit.kafka.records), never client types.
+* results are plain values (drkit.kafka.admin_base, drkit.records), never client types.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from drkit.kafka.admin_base import (
     TopicSpec,
 )
 from drkit.kafka.clients import ClusterEndpoint
-from drkit.kafka.records import TopicPartition
+from drkit.records import TopicPartition
 
 
 class ClusterAdmin(Protocol):

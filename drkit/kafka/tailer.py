@@ -27,7 +27,7 @@ from drkit.errors import FatalKafkaError, RetriableKafkaError
 from drkit.kafka.clients import ClusterEndpoint, make_consumer
 from drkit.kafka.errors import error_code_name, is_retriable, translate
 from drkit.kafka.io import to_record
-from drkit.kafka.records import Record
+from drkit.records import Record
 
 _MISSING = "UNKNOWN_TOPIC_OR_PART"
 

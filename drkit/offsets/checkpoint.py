@@ -20,7 +20,7 @@ import struct
 from dataclasses import dataclass, field
 from typing import Any
 
-from drkit.kafka.records import TopicPartition
+from drkit.records import TopicPartition
 from drkit.replication.heartbeat import decode_string, encode_string
 
 VERSION = 0

@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from drkit.kafka.clients import ClusterEndpoint
-from drkit.kafka.records import TopicPartition
 from drkit.kafka.tailer import TopicTailer
 from drkit.offsets.checkpoint import Checkpoint
+from drkit.records import TopicPartition
 
 
 @dataclass(frozen=True)

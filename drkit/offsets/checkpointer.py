@@ -28,11 +28,11 @@ from drkit.config.model import ClusterConfig, FlowConfig
 from drkit.errors import KafkaError, UnreachableClusterError
 from drkit.kafka.admin import KafkaAdmin, TopicSpec
 from drkit.kafka.clients import ClusterEndpoint, make_producer
-from drkit.kafka.records import TopicPartition
 from drkit.offsets.checkpoint import Checkpoint, tick
 from drkit.offsets.group_sync import GroupOffsetSync
 from drkit.offsets.mapping_loader import MappingLoader
 from drkit.offsets.metrics import CheckpointMetrics, default_metrics
+from drkit.records import TopicPartition
 from drkit.replication.internal_topics import is_own_group
 from drkit.replication.topic_filter import NameMatcher
 from drkit.replication.topology import FlowTopology

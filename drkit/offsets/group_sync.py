@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from drkit.errors import KafkaError
 from drkit.kafka.ports import ClusterAdmin
-from drkit.kafka.records import TopicPartition
+from drkit.records import TopicPartition
 
 log = logging.getLogger(__name__)
 

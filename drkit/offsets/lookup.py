@@ -40,7 +40,6 @@ from drkit.errors import ConfigError, KafkaError, Problem
 from drkit.kafka.admin import KafkaAdmin
 from drkit.kafka.clients import ClusterEndpoint
 from drkit.kafka.partition_reader import PartitionReader
-from drkit.kafka.records import Record, TopicPartition
 from drkit.offsets.checkpoint_store import CheckpointStore
 from drkit.offsets.mapping_loader import MappingLoader
 from drkit.offsets.provenance_search import (
@@ -50,6 +49,7 @@ from drkit.offsets.provenance_search import (
     find_target_offset,
 )
 from drkit.offsets.verification import AtTarget, PositionVerdict, replicated_by, verify
+from drkit.records import Record, TopicPartition
 from drkit.replication.topology import FlowTopology
 from drkit.translation import (
     NO_REPLICA,

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 
 from drkit.config.model import FlowConfig
 from drkit.kafka.clients import ClusterEndpoint
-from drkit.kafka.records import TopicPartition
+from drkit.records import TopicPartition
 from drkit.replication.offset_sync import OffsetSync
 from drkit.replication.offset_sync_store import OffsetSyncStore
 from drkit.replication.progress import Progress, ProgressStore

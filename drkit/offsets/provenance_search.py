@@ -26,7 +26,7 @@ from typing import Protocol
 
 from drkit.kafka.clients import ClusterEndpoint
 from drkit.kafka.partition_reader import PartitionReader
-from drkit.kafka.records import Record, TopicPartition
+from drkit.records import Record, TopicPartition
 from drkit.replication.provenance import SOURCE_HEADER, Provenance
 from drkit.translation import TargetBounds
 

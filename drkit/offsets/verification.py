@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 
-from drkit.kafka.records import Record
+from drkit.records import Record
 from drkit.replication.provenance import ORIGIN_HEADER, SOURCE_HEADER, is_loop
 from drkit.replication.transforms import OutRecord, TransformChain
 

@@ -20,7 +20,7 @@ from drkit.config.model import TruncationPolicy
 from drkit.errors import ReplicationError, RetriableKafkaError
 from drkit.kafka.admin import KafkaAdmin, TopicInfo
 from drkit.kafka.ports import ClusterAdmin
-from drkit.kafka.records import TopicPartition
+from drkit.records import TopicPartition
 from drkit.replication.assignment import Resume, SourceLog, StartFrom, plan_resume
 from drkit.replication.loss import LossEvent
 from drkit.replication.metrics import ReplicationMetrics

@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
-from drkit.kafka.records import TopicPartition
+from drkit.records import TopicPartition
 from drkit.replication.loss import LossEvent, detect_loss
 from drkit.replication.progress import Progress
 

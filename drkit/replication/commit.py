@@ -30,7 +30,7 @@ from drkit.kafka.flow_clients import (
     TargetProducer,
     classify_delivery_error,
 )
-from drkit.kafka.records import TopicPartition
+from drkit.records import TopicPartition
 from drkit.replication.partition_state import PartitionState
 from drkit.replication.progress import Progress, progress_key
 from drkit.replication.topology import FlowTopology

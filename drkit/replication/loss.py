@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from drkit.kafka.records import TopicPartition
+from drkit.records import TopicPartition
 
 
 class LossReason(StrEnum):

@@ -33,7 +33,7 @@ import struct
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from drkit.kafka.records import TopicPartition
+from drkit.records import TopicPartition
 from drkit.replication.heartbeat import decode_string, encode_string
 
 _VERSION = 0

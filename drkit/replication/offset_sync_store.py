@@ -15,8 +15,8 @@ import struct
 from collections.abc import Mapping
 
 from drkit.kafka.clients import ClusterEndpoint
-from drkit.kafka.records import TopicPartition
 from drkit.kafka.tailer import TopicTailer
+from drkit.records import TopicPartition
 from drkit.replication.offset_sync import OffsetSync, decode_key, decode_prefix, decode_value
 from drkit.replication.run_map import RunMap
 

@@ -15,7 +15,7 @@ from collections import deque
 from typing import Any
 
 from drkit.kafka.flow_clients import key_partition
-from drkit.kafka.records import TopicPartition
+from drkit.records import TopicPartition
 from drkit.replication.offset_sync import RunTracker
 from drkit.replication.provenance import source_prefix
 

@@ -24,8 +24,8 @@ import time
 from dataclasses import dataclass
 
 from drkit.kafka.clients import ClusterEndpoint
-from drkit.kafka.records import TopicPartition
 from drkit.kafka.tailer import TopicTailer
+from drkit.records import TopicPartition
 
 
 @dataclass(frozen=True)

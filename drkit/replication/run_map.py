@@ -47,7 +47,7 @@ from functools import cached_property
 from itertools import accumulate, compress, islice, repeat
 from typing import overload
 
-from drkit.kafka.records import TopicPartition
+from drkit.records import TopicPartition
 from drkit.replication.offset_sync import OffsetRun
 
 

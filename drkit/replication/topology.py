@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from drkit.config.model import FlowConfig
-from drkit.kafka.records import TopicPartition
+from drkit.records import TopicPartition
 from drkit.replication import internal_topics
 from drkit.replication.policy import ReplicationPolicy, build_policy
 from drkit.replication.topic_filter import TopicFilter

@@ -53,7 +53,7 @@ from drkit.kafka.flow_clients import (
     TargetProducer,
     classify_consume_error,
 )
-from drkit.kafka.records import TopicPartition
+from drkit.records import TopicPartition
 from drkit.replication.assigner import LossSink, PartitionAssigner
 from drkit.replication.background import TopicWatcher, heartbeat_loop
 from drkit.replication.client_settings import (

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
-from drkit.kafka.records import TopicPartition
+from drkit.records import TopicPartition
 from drkit.replication.loss import LossEvent, LossReason
 from drkit.store.db import StateStore
 from drkit.store.models import LossEventRow

@@ -17,7 +17,7 @@ from drkit.accounting.verify import verify
 from drkit.kafka import KafkaAdmin
 from drkit.kafka.admin import TopicSpec
 from drkit.kafka.io import commit_group_offsets, consume_all, produce_batch
-from drkit.kafka.records import TopicPartition
+from drkit.records import TopicPartition
 from drkit.replication.internal_topics import progress_topic
 from drkit.replication.progress import Progress, progress_key
 from drkit.replication.provenance import SOURCE_HEADER, Provenance

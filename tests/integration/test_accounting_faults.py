@@ -16,7 +16,7 @@ from drkit.accounting.verify import verify
 from drkit.kafka import ClusterEndpoint, KafkaAdmin, make_producer
 from drkit.kafka.admin import TopicSpec
 from drkit.kafka.io import consume_all, produce_batch
-from drkit.kafka.records import TopicPartition
+from drkit.records import TopicPartition
 from drkit.replication.loss import LossEvent, LossReason
 from drkit.store.db import StateStore, database_url
 from drkit.store.loss_repo import LossRepository

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from drkit.kafka.io import commit_group_offsets
-from drkit.kafka.records import TopicPartition
+from drkit.records import TopicPartition
 from tests.conftest import Names
 from tests.failover_support import PARTITIONS, checkpointed, source_with_groups, wait_replicated
 from tests.kafka_backends import ClusterUnderTest

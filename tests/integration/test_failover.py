@@ -23,7 +23,7 @@ from drkit.failover.runs import RunRepository
 from drkit.kafka import ClusterEndpoint, KafkaAdmin, make_consumer
 from drkit.kafka.admin import TopicSpec
 from drkit.kafka.io import produce_batch
-from drkit.kafka.records import TopicPartition
+from drkit.records import TopicPartition
 from drkit.replication.topology import FlowTopology
 from drkit.store import StateStore
 from tests import invariants

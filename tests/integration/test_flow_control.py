@@ -15,8 +15,8 @@ from drkit.control import ControlRepository, DesiredState, WorkerAck
 from drkit.control.channel import ControlChannel
 from drkit.kafka.admin import KafkaAdmin, TopicSpec
 from drkit.kafka.io import consume_all, produce_batch
-from drkit.kafka.records import TopicPartition
 from drkit.local.ports import free_port
+from drkit.records import TopicPartition
 from drkit.replication.progress import ProgressStore
 from drkit.replication.provenance import SOURCE_HEADER, Provenance
 from drkit.replication.topology import FlowTopology

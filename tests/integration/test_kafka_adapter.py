@@ -19,7 +19,7 @@ from drkit.kafka import KafkaAdmin, make_consumer
 from drkit.kafka.admin import TopicSpec
 from drkit.kafka.flow_clients import SourceConsumer
 from drkit.kafka.io import produce_batch
-from drkit.kafka.records import TopicPartition
+from drkit.records import TopicPartition
 from tests.conftest import Names
 from tests.kafka_backends import ClusterUnderTest
 from tests.replication_support import wait_until

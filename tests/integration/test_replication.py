@@ -15,7 +15,7 @@ import pytest
 from drkit.kafka import ClusterEndpoint, KafkaAdmin
 from drkit.kafka.admin import TopicSpec
 from drkit.kafka.io import consume_all, produce_batch
-from drkit.kafka.records import Record
+from drkit.records import Record
 from drkit.replication.heartbeat import Heartbeat
 from drkit.replication.internal_topics import progress_topic
 from drkit.replication.progress import Progress, ProgressStore
@@ -139,7 +139,7 @@ def test_kill_9_and_restart_loses_nothing_and_duplicates_only_the_uncommitted_ta
 
 
 def _tp(topic: str, partition: int):  # type: ignore[no-untyped-def]
-    from drkit.kafka.records import TopicPartition
+    from drkit.records import TopicPartition
 
     return TopicPartition(topic, partition)
 

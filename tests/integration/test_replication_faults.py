@@ -22,8 +22,8 @@ import pytest
 from drkit.kafka import ClusterEndpoint, KafkaAdmin, make_producer
 from drkit.kafka.admin import TopicSpec
 from drkit.kafka.io import consume_all, produce_batch
-from drkit.kafka.records import TopicPartition
 from drkit.local.ports import free_port
+from drkit.records import TopicPartition
 from drkit.replication.internal_topics import ensure_bookkeeping_topics
 from drkit.replication.offset_sync import OffsetSync, merge_runs
 from drkit.replication.progress import Progress, ProgressStore, decode_progress

@@ -13,8 +13,8 @@ from drkit.config.model import TruncationPolicy
 from drkit.kafka import ClusterEndpoint
 from drkit.kafka.admin import TopicSpec
 from drkit.kafka.io import consume_all, produce_batch
-from drkit.kafka.records import TopicPartition
 from drkit.local.ports import free_port
+from drkit.records import TopicPartition
 from drkit.replication.loss import LossEvent, LossReason
 from drkit.replication.progress import ProgressStore
 from drkit.replication.provenance import ORIGIN_HEADER, SOURCE_HEADER, Origin, Provenance

@@ -20,7 +20,7 @@ from drkit.accounting.standalone import standalone_cluster
 from drkit.errors import AccountingError
 from drkit.kafka.admin import TopicSpec
 from drkit.kafka.io import commit_group_offsets, produce_batch
-from drkit.kafka.records import TopicPartition
+from drkit.records import TopicPartition
 from drkit.replication.internal_topics import checkpoints_topic
 from tests.conftest import Names
 from tests.integration.test_accounting import replicated

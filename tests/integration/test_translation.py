@@ -15,10 +15,10 @@ from drkit.cli import cli
 from drkit.kafka import ClusterEndpoint, make_consumer, make_producer
 from drkit.kafka.admin import TopicSpec
 from drkit.kafka.io import commit_group_offsets, consume_all, produce_batch
-from drkit.kafka.records import Record, TopicPartition
 from drkit.kafka.tailer import TopicTailer
 from drkit.offsets.checkpoint import Checkpoint
 from drkit.offsets.lookup import translate_groups
+from drkit.records import Record, TopicPartition
 from drkit.replication.internal_topics import checkpoints_topic
 from drkit.replication.provenance import SOURCE_HEADER, Provenance
 from drkit.replication.topology import FlowTopology

@@ -22,12 +22,12 @@ from drkit.errors import RetriableKafkaError
 from drkit.kafka import ClusterEndpoint, KafkaAdmin, make_producer
 from drkit.kafka.admin import TopicSpec
 from drkit.kafka.io import commit_group_offsets, consume_all, produce_batch
-from drkit.kafka.records import TopicPartition
 from drkit.offsets.checkpoint_store import CheckpointStore
 from drkit.offsets.checkpointer import Checkpointer
 from drkit.offsets.lookup import translate_groups
 from drkit.offsets.mapping_loader import MappingLoader
 from drkit.offsets.metrics import CheckpointMetrics
+from drkit.records import TopicPartition
 from drkit.replication.internal_topics import (
     checkpoints_topic,
     offset_syncs_topic,

@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from drkit.accounting.losses import LostBy, OffsetRange, lost_before_replication, merge
-from drkit.kafka.records import TopicPartition
+from drkit.records import TopicPartition
 from drkit.replication.loss import LossEvent, LossReason
 
 TP = TopicPartition("orders", 0)

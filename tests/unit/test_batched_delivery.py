@@ -16,7 +16,7 @@ from prometheus_client import CollectorRegistry
 
 from drkit.config.model import FlowConfig
 from drkit.kafka.flow_clients import DeliveryFailureKind
-from drkit.kafka.records import TopicPartition
+from drkit.records import TopicPartition
 from drkit.replication.copier import RecordCopier
 from drkit.replication.delivery import DeliveryTracker
 from drkit.replication.metrics import ReplicationMetrics

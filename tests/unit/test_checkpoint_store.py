@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from drkit.kafka.records import TopicPartition
 from drkit.offsets.checkpoint import Checkpoint
 from drkit.offsets.checkpoint_store import CheckpointSnapshot
+from drkit.records import TopicPartition
 
 
 def test_for_group_returns_exactly_that_groups_latest_checkpoints() -> None:

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from drkit.drills.numbered import Processed, decode_seq, encode_value
 from drkit.drills.recount import group_outcome, placed_or_reset, rpo_of
 from drkit.drills.report import PartitionLoss
-from drkit.drills.workload import Processed, decode_seq, encode_value
-from drkit.kafka.records import Record, TopicPartition
+from drkit.records import Record, TopicPartition
 
 
 def _record(topic: str, partition: int, offset: int, seq: int, ts: int = 0) -> Record:

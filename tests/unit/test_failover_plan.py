@@ -8,12 +8,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from drkit.config.model import FailoverPolicy
+from drkit.failover.facts import GroupFacts, PartitionFacts, Snapshot
 from drkit.failover.model import Procedure, Severity, StepName
 from drkit.failover.plan import make_plan
 from drkit.failover.render import plan_text
 from drkit.failover.runbook import load_runbook
-from drkit.failover.snapshot import GroupFacts, PartitionFacts, Snapshot
-from drkit.kafka.records import TopicPartition
+from drkit.records import TopicPartition
 from drkit.replication.offset_sync import OffsetRun
 from drkit.translation import PartitionMapping, TargetBounds
 

@@ -32,7 +32,7 @@ from drkit.failover.runs import RunRepository
 from drkit.failover.steps.fencing import fence_source, unfence_source
 from drkit.failover.steps.offsets import commit_group_offsets
 from drkit.kafka.acls import AclOperation, AclPermission, TopicAcl
-from drkit.kafka.records import TopicPartition
+from drkit.records import TopicPartition
 from drkit.store import StateStore
 from tests.fake_kafka import FakeClusters
 

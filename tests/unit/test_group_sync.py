@@ -6,8 +6,8 @@ in-memory FakeCluster, whose committed offsets are what the assertions read.
 
 from __future__ import annotations
 
-from drkit.kafka.records import TopicPartition
 from drkit.offsets.group_sync import GroupOffsetSync, decide_group_sync
+from drkit.records import TopicPartition
 from tests.fake_kafka import FakeCluster
 
 P0, P1, P2 = (TopicPartition("dc1.orders", p) for p in range(3))

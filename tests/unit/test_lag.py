@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from drkit.kafka.records import TopicPartition
 from drkit.lag import SpanCount, count_visible
+from drkit.records import TopicPartition
 from tests.fake_kafka import FakeCluster
 
 A, B = TopicPartition("orders", 0), TopicPartition("orders", 1)

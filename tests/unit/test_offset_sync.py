@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from drkit.kafka.records import TopicPartition
+from drkit.records import TopicPartition
 from drkit.replication.offset_sync import OffsetRun, OffsetSync, RunTracker, merge_runs
 from drkit.replication.run_map import RunMap, RunTable
 from drkit.translation import Method, PartitionMapping, TargetBounds, Translated, translate

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from drkit.config.model import TransformConfig
-from drkit.kafka.records import Record
 from drkit.offsets.verification import AtTarget, PositionVerdict, replicated_by, verify
+from drkit.records import Record
 from drkit.replication.provenance import ORIGIN_HEADER
 from drkit.replication.transforms import build_chain
 

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from drkit.kafka.records import Record, TopicPartition
 from drkit.offsets.provenance_search import ProvenanceReader, SourcePartition, find_target_offset
+from drkit.records import Record, TopicPartition
 from drkit.replication.provenance import SOURCE_HEADER
 from drkit.translation import TargetBounds
 

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from drkit.config.model import FlowConfig, RetryPolicy
 from drkit.kafka.flow_clients import GroupFencedError, TargetProducer
-from drkit.kafka.records import TopicPartition
+from drkit.records import TopicPartition
 from drkit.replication.assignment import SourceLog, StartFrom, plan_resume
 from drkit.replication.commit import ProgressWriter, commit_unless_fenced
 from drkit.replication.loss import LossReason

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry
 
-from drkit.kafka.records import TopicPartition
+from drkit.records import TopicPartition
 from drkit.replication.metrics import ReplicationMetrics
 from drkit.replication.partition_state import PartitionState
 from drkit.replication.source_watch import observe_source

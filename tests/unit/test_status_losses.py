@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from drkit.cli import cli
 from drkit.config import load_config
-from drkit.kafka.records import TopicPartition
+from drkit.records import TopicPartition
 from drkit.replication.loss import LossEvent, LossReason
 from drkit.status import current_status
 from drkit.status.web import render_page

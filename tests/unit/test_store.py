@@ -6,7 +6,7 @@ import pytest
 from sqlalchemy import select
 
 from drkit.errors import StateStoreError
-from drkit.kafka.records import TopicPartition
+from drkit.records import TopicPartition
 from drkit.replication.loss import LossEvent, LossReason
 from drkit.store import StateStore
 from drkit.store.loss_repo import LossRepository

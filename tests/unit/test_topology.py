@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from drkit.config.model import FlowConfig
-from drkit.kafka.records import TopicPartition
+from drkit.records import TopicPartition
 from drkit.replication.topology import FlowTopology
 
 

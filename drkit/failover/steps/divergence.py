@@ -19,8 +19,8 @@ from drkit.failover.runs import RunRecord
 from drkit.kafka.admin import TopicSpec
 from drkit.kafka.io import consume_ranges, produce_batch
 from drkit.kafka.ports import ClusterAdmin
-from drkit.kafka.records import Record, TopicPartition
 from drkit.lag import count_visible
+from drkit.records import Record, TopicPartition
 from drkit.replication.provenance import SOURCE_HEADER, Provenance
 from drkit.replication.topology import FlowTopology
 

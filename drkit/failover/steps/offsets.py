@@ -19,7 +19,7 @@ from drkit.failover.model import StepName
 from drkit.failover.plan import groups_without_checkpoint, partition_rpo, translate_group
 from drkit.failover.results import GroupTranslation, Translation
 from drkit.failover.snapshot import gather
-from drkit.kafka.records import TopicPartition
+from drkit.records import TopicPartition
 from drkit.store.health_repo import HealthRepository
 
 

@@ -19,8 +19,8 @@ from drkit.failover.context import StepContext, StepFailed, StepOutcome, deadlin
 from drkit.failover.fences import FenceState
 from drkit.failover.model import StepName
 from drkit.failover.results import FencePoint
-from drkit.kafka.records import TopicPartition
 from drkit.lag import count_visible
+from drkit.records import TopicPartition
 from drkit.replication.progress import ProgressStore
 from drkit.replication.topology import FlowTopology
 

@@ -1,4 +1,6 @@
-"""Plain value objects for Kafka records and partitions (no confluent_kafka types leak out)."""
+"""Plain value objects for Kafka records and partitions: what the adapter (drkit.kafka) hands
+out and the pure parts (translation, recounts, plans) compute with - importing them loads no
+Kafka client library."""
 
 from __future__ import annotations
 

@@ -1,0 +1,74 @@
+"""What the failover planner decides from, as frozen values (pure; no client library).
+
+:func:`drkit.failover.snapshot.gather` reads both clusters into a :class:`Snapshot`; the planner
+(drkit.failover.plan) and the translation step decide over it only, the way Patroni's HA loop
+decides over a snapshot of the DCS.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from drkit.config.model import FailoverPolicy
+from drkit.failover.model import Procedure
+from drkit.records import TopicPartition
+from drkit.translation import PartitionMapping, TargetBounds
+
+
+@dataclass(frozen=True)
+class PartitionFacts:
+    """One replicated source partition as both sides see it."""
+
+    source: TopicPartition
+    target: TopicPartition
+    mapping: PartitionMapping | None
+    target_bounds: TargetBounds | None  # None: the replica does not exist on the target
+    source_end: int | None  # live high watermark, or the last one the workers saw
+    source_end_live: bool
+    replicated_end: int | None  # progress
+    progress_age_s: float | None  # seconds since the workers last stored progress
+    # Seconds since the flow's workers last proved themselves caught up on a partition with
+    # nothing left to copy: the newest progress of any of the flow's partitions (heartbeats
+    # are copied every second) - a worker fetching all its partitions would have copied a new
+    # record here as well.  None: no progress at all.
+    evidence_age_s: float | None = None
+    # Visible records (read committed) of the source at [replicated_end, source_end), counted
+    # when the source answers and the span is small enough to read; None: not counted.
+    unreplicated_visible: int | None = None
+
+
+@dataclass(frozen=True)
+class GroupFacts:
+    group: str
+    committed: Mapping[TopicPartition, int]  # S per *source* partition
+    from_checkpoints: bool
+    target_state: str  # empty / stable / preparingrebalance / ... / absent
+    target_members: int
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    procedure: Procedure
+    flow: str
+    source: str
+    target: str
+    reverse_flow: str | None
+    source_reachable: bool
+    target_reachable: bool
+    source_error: str | None
+    partitions: Mapping[TopicPartition, PartitionFacts]
+    groups: tuple[GroupFacts, ...]
+    groups_without_checkpoint: tuple[str, ...]
+    missing_replicas: tuple[str, ...]
+    short_replicas: tuple[str, ...]  # replicas with fewer partitions than the source topic
+    open_transactions: tuple[str, ...]
+    pointer: str | None
+    policy: FailoverPolicy
+    force: bool
+    now_ms: int
+    # Groups the monitor has seen consume this flow's source (state store): with the source
+    # gone, those without a checkpoint are listed with where they will start.
+    groups_seen: tuple[str, ...] = ()
+    # The groups the operator named (--group); None: every group of the flow.
+    requested_groups: tuple[str, ...] | None = None
