@@ -61,8 +61,8 @@ def produce_batch(
             except BufferError:
                 producer.poll(0.1)
         count += 1
-        _serve(producer.poll, 0, topic)
-    remaining = _serve(producer.flush, timeout_s, topic)
+        serve_producer(producer.poll, 0, topic)
+    remaining = serve_producer(producer.flush, timeout_s, topic)
     if first_failure[0] is not None:
         raise translate(first_failure[0], f"produce to {topic}")
     if remaining:
@@ -70,7 +70,7 @@ def produce_batch(
     return count
 
 
-def _serve(call: Callable[[float], int], timeout_s: float, topic: str) -> int:
+def serve_producer(call: Callable[[float], int], timeout_s: float, topic: str) -> int:
     """``producer.poll``/``flush`` with a fatal client error raised as drkit's exception."""
     try:
         return call(timeout_s)

@@ -23,11 +23,13 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import cast
 
 from drkit.config.model import ClusterConfig, FlowConfig
 from drkit.errors import KafkaError, UnreachableClusterError
+from drkit.kafka.acked_writer import AckedWriter
 from drkit.kafka.admin import KafkaAdmin, TopicSpec
-from drkit.kafka.clients import ClusterEndpoint, make_producer
+from drkit.kafka.clients import ClusterEndpoint
 from drkit.offsets.checkpoint import Checkpoint, tick
 from drkit.offsets.group_sync import GroupOffsetSync
 from drkit.offsets.mapping_loader import MappingLoader
@@ -72,7 +74,7 @@ class Checkpointer:
         self.topic = self.topology.checkpoints_topic
         self.loader = MappingLoader(flow, self.target_endpoint, self.topology)
         self.group_sync = GroupOffsetSync(self.target) if flow.sync_group_offsets else None
-        self._producer = make_producer(self.target_endpoint, {"linger.ms": 5})
+        self._writer = AckedWriter(self.target_endpoint, {"linger.ms": 5})
         self._written: dict[tuple[str, TopicPartition], tuple[int, int]] = {}
         self.views: dict[str, GroupView] = {}
         self.trim_interval_s = trim_interval_s
@@ -135,7 +137,7 @@ class Checkpointer:
             log.warning(
                 "source does not answer: no final checkpoint round", extra={"flow": self.name}
             )
-        self._producer.flush(10)
+        self._writer.confirm(10, self.topic)
 
     def round(self) -> None:
         """One checkpoint round (see the module docstring)."""
@@ -175,12 +177,10 @@ class Checkpointer:
                 self._sync_group(view)
         for gone in set(self.views) - set(committed):
             del self.views[gone]
-        self._producer.produce(
+        self._writer.send(
             self.topic, tick(int(now * 1000), len(committed)).value(), tick(0, 0).key()
         )
-        remaining = self._producer.flush(10)
-        if remaining:
-            raise KafkaError(f"{self.name}: {remaining} checkpoints not acknowledged")
+        self._confirm_checkpoints(10)
         if time.monotonic() >= self._next_trim:
             self._next_trim = time.monotonic() + self.trim_interval_s
             try:
@@ -223,16 +223,10 @@ class Checkpointer:
             self.target.list_offsets(targets, "earliest"),
         )
         for sync in expired:
-            while True:
-                try:
-                    # Partition 0, as the worker writes them: a tombstone must meet its key.
-                    self._producer.produce(self.loader.offset_syncs_topic, None, sync.key(), 0)
-                    break
-                except BufferError:
-                    self._producer.poll(0.05)
-        remaining = self._producer.flush(30)
-        if remaining:
-            raise KafkaError(f"{self.name}: {remaining} offset-sync tombstones not acknowledged")
+            # Partition 0, as the worker writes them: a tombstone must meet its key.
+            self._writer.send(self.loader.offset_syncs_topic, None, sync.key(), 0)
+        confirmed = self._writer.confirm(30, self.loader.offset_syncs_topic)
+        confirmed.raise_unless_all(f"{self.name}: offset-sync tombstones")
         if expired:
             self.metrics.offset_sync_trimmed.labels(self.name).inc(len(expired))
             log.info(
@@ -261,11 +255,24 @@ class Checkpointer:
                 "at_ms": int(now * 1000),
             },
         )
-        self._producer.produce(
-            self.topic, checkpoint.value(), checkpoint.key(), 0, headers=checkpoint.headers()
+        # Remembered as written once the broker acknowledged it (_confirm_checkpoints): one
+        # whose delivery failed is written again next round, not believed on the target.
+        self._writer.send(
+            self.topic, checkpoint.value(), checkpoint.key(), 0, checkpoint.headers(), (key, pair)
         )
-        self._written[key] = pair
-        self.metrics.written.labels(self.name).inc()
+
+    def _confirm_checkpoints(self, timeout_s: float) -> None:
+        """Wait for this round's checkpoints; remember the acknowledged ones as written."""
+        confirmed = self._writer.confirm(timeout_s, self.topic)
+        written = [
+            cast(tuple[tuple[str, TopicPartition], tuple[int, int]], token)
+            for token in confirmed.acknowledged
+            if token is not None
+        ]
+        for key, pair in written:
+            self._written[key] = pair
+        self.metrics.written.labels(self.name).inc(len(written))
+        confirmed.raise_unless_all(f"{self.name}: checkpoints")
 
     def _sync_group(self, view: GroupView) -> None:
         assert self.group_sync is not None
