@@ -4,6 +4,7 @@ WORKDIR /opt/drkit
 COPY pyproject.toml README.md ./
 COPY drkit ./drkit
 COPY migrations ./migrations
+COPY runbooks ./runbooks
 RUN pip install --no-cache-dir .
 ENV DRKIT_STATE_DIR=/var/lib/drkit
 ENTRYPOINT ["drkit"]

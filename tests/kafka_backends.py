@@ -19,6 +19,7 @@ from pathlib import Path
 
 from drkit.kafka import ClusterEndpoint, KafkaAdmin
 from drkit.local import KAFKA_VERSION, LocalKafka
+from drkit.local.cluster import OPEN_AUTHORIZER, as_docker_env
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -96,6 +97,8 @@ def _containers(names: list[str]) -> Iterator[dict[str, ClusterUnderTest]]:
             container = KafkaContainer(image).with_kraft()
             container.with_env("KAFKA_AUTO_CREATE_TOPICS_ENABLE", "false")
             container.with_env("KAFKA_GROUP_INITIAL_REBALANCE_DELAY_MS", "0")
+            for key, value in as_docker_env(OPEN_AUTHORIZER).items():  # fencing works there too
+                container.with_env(key, value)
             container.start()
             started.append(container)
             out[name] = ClusterUnderTest(name, container.get_bootstrap_server())

@@ -66,6 +66,20 @@ logger.controller.level = INFO
 """
 
 
+# ACLs on, open by default: the failover engine fences an old primary with DENY WRITE ACLs on
+# its replicated topics; everything without ACLs stays allowed.  docker-compose.yml and the
+# testcontainers brokers run the same (their tests check it).
+OPEN_AUTHORIZER = {
+    "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+    "allow.everyone.if.no.acl.found": "true",
+}
+
+
+def as_docker_env(settings: dict[str, str]) -> dict[str, str]:
+    """Broker settings as the apache/kafka image takes them: ``KAFKA_`` + upper snake case."""
+    return {"KAFKA_" + key.upper().replace(".", "_"): value for key, value in settings.items()}
+
+
 @dataclass
 class BrokerState:
     """What ``cluster.json`` remembers about one node."""
@@ -358,10 +372,7 @@ class LocalKafka:
             "auto.create.topics.enable": "false",
             "log.segment.bytes": 64 * 1024 * 1024,
             "log.retention.check.interval.ms": 30000,
-            # ACLs on, open by default: the failover engine fences an old primary with DENY
-            # WRITE ACLs on its replicated topics; everything without ACLs stays allowed.
-            "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-            "allow.everyone.if.no.acl.found": "true",
+            **OPEN_AUTHORIZER,
         }
         if state.secure:  # SASL_SSL clients, mTLS controllers, deny by default
             node = self.secrets.node(state.name, ["127.0.0.1", state.address])

@@ -13,6 +13,7 @@ import yaml
 
 from drkit.config import load_config
 from drkit.local import KAFKA_VERSION
+from drkit.local.cluster import OPEN_AUTHORIZER, as_docker_env
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -86,6 +87,9 @@ def test_compose_clusters_match_the_pinned_kafka_and_the_compose_config() -> Non
     published = {name: services[name]["ports"][0].split(":")[1] for name in ("dc1", "dc2")}
     for name, port in published.items():
         assert config.clusters[name].bootstrap_servers == f"127.0.0.1:{port}"
+    # An authorizer, as drkit local up runs: without one a broker refuses the fence's ACLs.
+    for name in ("dc1", "dc2"):
+        assert as_docker_env(OPEN_AUTHORIZER).items() <= services[name]["environment"].items()
 
 
 def test_compose_wires_drkit_prometheus_and_grafana() -> None:
