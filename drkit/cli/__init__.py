@@ -124,6 +124,8 @@ _COMMANDS = {
     "automation": "automation_cmd",
     "demo": "demo_cmd",
     "drill": "drill_cmd",
+    "flows": "flows_cmd",
+    "pointer": "flows_cmd",
 }
 
 

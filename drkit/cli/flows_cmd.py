@@ -1,0 +1,327 @@
+"""``drkit flows list | pause | resume | stop | start`` and ``drkit pointer show``.
+
+A change is the directive the failover engine would write (drkit.control), written under the
+failover lease - so it never lands in the middle of a run (exit 5 while one holds it) - with
+who and why in its reason, then published on the flow's control channel for workers cut off
+from the store, then waited for: each live worker acknowledges it.  What is refused and why:
+drkit.control.operator.
+"""
+
+from __future__ import annotations
+
+import time
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from drkit.cli.context import (
+    AppContext,
+    complete_flows,
+    config_option,
+    echo_document,
+    operator,
+    output_option,
+    pass_app,
+)
+from drkit.control.operator import FlowChangeFacts, FlowVerb, change_blockers, unchanged
+from drkit.errors import ConfigError, DrkitError, ExitCode, Problem
+from drkit.timestamps import iso_utc
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from drkit.config.model import DrkitConfig, FlowConfig
+    from drkit.control.model import DesiredState, FlowDirective, WorkerAck
+    from drkit.failover.lease import LeaseKeeper
+    from drkit.store.db import StateStore
+
+LIVE_WITHIN_S = 5.0  # workers report every second; older than this is silent
+_LEASE_TTL_S = 15.0
+
+
+class Blocked(DrkitError):
+    exit_code = ExitCode.BLOCKED
+
+
+class NotPublished(DrkitError):
+    exit_code = ExitCode.FAILED
+
+
+@click.group("flows")
+def flows() -> None:
+    """The replication flows: their directives and workers; pause, stop, resume, start."""
+
+
+@flows.command("list")
+@config_option
+@output_option
+@pass_app
+def list_flows(app: AppContext, config_file: str | None, output: str) -> None:
+    """Each flow's directive (desired state, epoch, who and why) and its workers' reports."""
+    from drkit.control import ControlRepository
+
+    config = app.config(config_file)
+    store = app.store(config_file, reading=True)
+    store.ensure_current()
+    control = ControlRepository(store)
+    rows = [(flow, control.directive(flow.name), control.acks(flow.name)) for flow in config.flows]
+    if output == "json":
+        echo_document("flows", {"flows": [_flow_json(f, d, a) for f, d, a in rows]})
+        return
+    for flow, directive, acks in rows:
+        set_by = f" - {directive.reason}" if directive.reason else ""
+        click.echo(f"{flow.name}: {directive.desired.value} (epoch {directive.epoch}){set_by}")
+        if not acks:
+            click.echo("  no worker has reported")
+        for ack in sorted(acks, key=lambda a: a.worker):
+            click.echo(f"  {ack.worker}: {_ack_text(ack, directive)}")
+
+
+def _ack_text(ack: WorkerAck, directive: FlowDirective) -> str:
+    current = ack.epoch >= directive.epoch and ack.state is directive.desired
+    where = "acted on it" if current else f"on epoch {ack.epoch}, {ack.state.value}"
+    heard = "silent" if ack.age_s > LIVE_WITHIN_S else "live"
+    return f"{where}; {heard}, last heard {ack.age_s:.0f}s ago"
+
+
+def _flow_json(flow: FlowConfig, directive: FlowDirective, acks: list[WorkerAck]) -> dict[str, Any]:
+    return {
+        "flow": flow.name,
+        "source": flow.source,
+        "target": flow.target,
+        "desired": directive.desired.value,
+        "epoch": directive.epoch,
+        "reason": directive.reason,
+        "run": directive.run_id,
+        "workers": [
+            {
+                "worker": a.worker,
+                "epoch": a.epoch,
+                "state": a.state.value,
+                "age_s": round(a.age_s, 1),
+                "live": a.age_s <= LIVE_WITHIN_S,
+            }
+            for a in sorted(acks, key=lambda a: a.worker)
+        ],
+    }
+
+
+def _change_command(verb: FlowVerb, help_text: str) -> click.Command:
+    @flows.command(verb.value, help=help_text)
+    @click.argument("flow_name", metavar="FLOW", shell_complete=complete_flows)
+    @click.option("--reason", "-m", required=True, help="Why (recorded with your name).")
+    @click.option(
+        "--wait",
+        "wait_s",
+        type=click.FloatRange(0, 3600),
+        default=30.0,
+        show_default=True,
+        metavar="SECONDS",
+        help="How long to wait for the live workers to acknowledge (0: do not wait).",
+    )
+    @config_option
+    @output_option
+    @pass_app
+    def change(
+        app: AppContext,
+        flow_name: str,
+        reason: str,
+        wait_s: float,
+        config_file: str | None,
+        output: str,
+    ) -> None:
+        _change(app, verb, flow_name, reason, wait_s, config_file, output)
+
+    return change
+
+
+_change_command(FlowVerb.PAUSE, "Hold FLOW: workers keep their place and group, copy nothing.")
+_change_command(FlowVerb.RESUME, "Let a paused FLOW copy again.")
+_change_command(FlowVerb.STOP, "Stop FLOW: workers store their progress and leave its group.")
+_change_command(FlowVerb.START, "Let a stopped FLOW copy again.")
+
+
+def _change(
+    app: AppContext,
+    verb: FlowVerb,
+    flow_name: str,
+    reason: str,
+    wait_s: float,
+    config_file: str | None,
+    output: str,
+) -> None:
+    from drkit.control import ControlRepository
+
+    config = app.config(config_file)
+    flow = _flow(config, flow_name)
+    store = app.store(config_file)
+    store.ensure_current()
+    who = operator()
+    with _holding_the_failover_lease(store) as keeper:
+        control = ControlRepository(store, keeper)
+        directive = control.directive(flow.name)
+        facts = _facts(config, store, flow, directive.desired)
+        note = None
+        if unchanged(verb, facts):  # nothing to write; published again (a retry after a
+            note = f"{flow.name} is already {directive.desired.value}: nothing written"  # miss)
+        else:
+            blockers = change_blockers(verb, facts)
+            if blockers:
+                raise Blocked(f"{verb.value} {flow.name} refused: " + "; ".join(blockers))
+            directive = control.set(flow.name, verb.desired, f"{who}: {reason}")
+        # Still under the lease: a run starting now publishes after this, never before.
+        published = _publish(config, flow, directive)
+    waited = _wait(store, directive, wait_s) if wait_s > 0 else {}
+    _report(output, flow, directive, published, waited, note)
+    if published != "published" and verb.desired.value != "running":
+        raise NotPublished(
+            f"{flow.name} {directive.desired.value} is in the state store, but not on its "
+            f"control channel on {flow.target} ({published}): workers cut off from the store "
+            "do not see it - run the command again once the cluster answers"
+        )
+
+
+def _flow(config: DrkitConfig, name: str) -> FlowConfig:
+    for flow in config.flows:
+        if flow.name == name:
+            return flow
+    known = ", ".join(f.name for f in config.flows) or "none"
+    raise ConfigError([Problem("FLOW", f"no flow {name!r} in the config (flows: {known})")])
+
+
+def _facts(
+    config: DrkitConfig, store: StateStore, flow: FlowConfig, current: DesiredState
+) -> FlowChangeFacts:
+    from drkit.failover.pointer import PointerRepository
+    from drkit.failover.runs import RunRepository
+
+    pointer = PointerRepository(store).get()
+    active = pointer.cluster if pointer is not None else (config.flows[0].source)
+    unfinished = tuple(run.id for run in RunRepository(store).unfinished())
+    return FlowChangeFacts(flow.name, flow.source, current, active, unfinished)
+
+
+@contextmanager
+def _holding_the_failover_lease(store: StateStore) -> Iterator[LeaseKeeper]:
+    """The failover lease for the change (LeaseHeld, exit 5, while a run holds it)."""
+    from drkit.failover.lease import LeaseKeeper, LeaseRepository, unique_owner
+
+    leases = LeaseRepository(store)
+    lease = leases.acquire(unique_owner("cli-flows"), _LEASE_TTL_S)
+    keeper = LeaseKeeper(leases, lease, _LEASE_TTL_S).start()
+    try:
+        yield keeper
+    finally:
+        keeper.stop()
+        leases.release(keeper.lease)
+
+
+def _publish(config: DrkitConfig, flow: FlowConfig, directive: FlowDirective) -> str:
+    from drkit.control.channel import ControlChannel
+    from drkit.errors import KafkaError
+
+    channel = ControlChannel.of(config, flow)
+    try:
+        channel.publish(directive)
+        return "published"
+    except KafkaError as err:
+        return f"not published: {err}"
+    finally:
+        channel.close()
+
+
+def _wait(store: StateStore, directive: FlowDirective, wait_s: float) -> dict[str, list[str]]:
+    """Wait for the live workers to act on ``directive``: who did, who did not, who is
+    silent (cannot be waited for: it holds itself back after the silence window)."""
+    from drkit.control import ControlRepository
+    from drkit.control.model import pending_workers
+
+    control = ControlRepository(store)
+    deadline = time.monotonic() + wait_s
+    while True:
+        acks = control.acks(directive.flow)
+        behind, silent = pending_workers(acks, directive.epoch, directive.desired, LIVE_WITHIN_S)
+        if not behind or time.monotonic() >= deadline:
+            done = sorted({a.worker for a in acks} - set(behind) - set(silent))
+            return {"acknowledged": done, "not_yet": sorted(behind), "silent": sorted(silent)}
+        time.sleep(0.5)
+
+
+def _report(
+    output: str,
+    flow: FlowConfig,
+    directive: FlowDirective,
+    published: str,
+    waited: dict[str, list[str]],
+    note: str | None,
+) -> None:
+    if output == "json":
+        echo_document(
+            "flows.change",
+            {
+                "flow": flow.name,
+                "desired": directive.desired.value,
+                "epoch": directive.epoch,
+                "reason": directive.reason,
+                "written": note is None,
+                "control_channel": published,
+                "workers": waited,
+                "at": iso_utc(time.time()),
+            },
+        )
+        return
+    click.echo(
+        note
+        or f"{flow.name}: {directive.desired.value} (epoch {directive.epoch}) - {directive.reason}"
+    )
+    click.echo(f"  control channel on {flow.target}: {published}")
+    if waited:
+        click.echo(
+            f"  workers: {len(waited['acknowledged'])} acknowledged"
+            + (f", not yet: {', '.join(waited['not_yet'])}" if waited["not_yet"] else "")
+            + (f", silent: {', '.join(waited['silent'])}" if waited["silent"] else "")
+        )
+
+
+@click.group("pointer")
+def pointer() -> None:
+    """The active pointer: the cluster applications should use."""
+
+
+@pointer.command("show")
+@config_option
+@output_option
+@pass_app
+def pointer_show(app: AppContext, config_file: str | None, output: str) -> None:
+    """Where the pointer is, since when, and which run moved it (before any failover: the
+    first flow's source, as applications are configured)."""
+    from drkit.failover.pointer import PointerRepository
+
+    config = app.config(config_file)
+    store = app.store(config_file, reading=True)
+    store.ensure_current()
+    found = PointerRepository(store).get()
+    default = config.flows[0].source if config.flows else None
+    if output == "json":
+        echo_document(
+            "pointer",
+            {
+                "cluster": found.cluster if found is not None else default,
+                "set": found is not None,
+                "epoch": found.epoch if found is not None else 0,
+                "run": found.run_id if found is not None else None,
+                "updated_at": iso_utc(found.updated_at) if found is not None else None,
+            },
+        )
+        return
+    if found is None:
+        click.echo(f"not set (no failover yet): applications use {default or '-'}")
+        return
+    click.echo(
+        f"{found.cluster} (epoch {found.epoch}, run {found.run_id}, "
+        f"since {iso_utc(found.updated_at)})"
+    )
+
+
+COMMANDS = [flows, pointer]

@@ -1,0 +1,151 @@
+"""``drkit flows`` and ``drkit pointer show`` against a real SQLite store.
+
+The control channel lives on a Kafka cluster; here publishing is replaced by a recorder (the
+integration suite publishes to real brokers), everything else - the lease, the directive, the
+refusals - is the real thing.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from drkit.cli import cli
+from drkit.control import ControlRepository, DesiredState
+from drkit.control.operator import FlowChangeFacts, FlowVerb, change_blockers
+from drkit.failover.lease import LeaseRepository
+from drkit.failover.pointer import PointerRepository
+from drkit.store import StateStore
+
+FORWARD, BACK = "dc1->dc2", "dc2->dc1"
+
+
+@pytest.fixture
+def setup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, StateStore, list[str]]:
+    config = tmp_path / "c.yaml"
+    config.write_text(
+        "clusters:\n  dc1: {bootstrap_servers: '127.0.0.1:1'}\n"
+        "  dc2: {bootstrap_servers: '127.0.0.1:2'}\n"
+        "flows: [{source: dc1, target: dc2}, {source: dc2, target: dc1}]\n"
+        f"state_store: {{url: 'sqlite:///{tmp_path / 'drkit.db'}'}}\n"
+    )
+    store = StateStore(f"sqlite:///{tmp_path / 'drkit.db'}")
+    store.upgrade()
+    published: list[str] = []
+
+    def publish(_config: object, flow: object, directive: object) -> str:
+        published.append(f"{directive.flow} {directive.desired.value}")  # type: ignore[attr-defined]
+        return "published"
+
+    monkeypatch.setattr("drkit.cli.flows_cmd._publish", publish)
+    return config, store, published
+
+
+def drkit(config: Path, *args: str) -> Result:
+    return CliRunner().invoke(cli, [*args, "--config", str(config)])
+
+
+def test_pause_writes_the_directive_with_who_and_why_and_publishes_it(
+    setup: tuple[Path, StateStore, list[str]],
+) -> None:
+    config, store, published = setup
+    paused = drkit(config, "flows", "pause", FORWARD, "-m", "broker maintenance", "--wait", "0")
+    assert paused.exit_code == 0, paused.output
+    directive = ControlRepository(store).directive(FORWARD)
+    assert (directive.desired, directive.epoch) == (DesiredState.PAUSED, 1)
+    assert directive.reason.startswith("cli:") and directive.reason.endswith("broker maintenance")
+    assert published == [f"{FORWARD} paused"]
+    listed = json.loads(drkit(config, "flows", "list", "-o", "json").output)
+    assert listed["schema"] == "drkit.flows/v1"
+    assert [(f["flow"], f["desired"], f["epoch"]) for f in listed["flows"]] == [
+        (FORWARD, "paused", 1), (BACK, "running", 0)
+    ]  # fmt: skip
+    again = drkit(config, "flows", "pause", FORWARD, "-m", "again", "--wait", "0")
+    assert again.exit_code == 0 and "already paused" in again.output
+    assert ControlRepository(store).directive(FORWARD).epoch == 1  # nothing written
+    resumed = drkit(config, "flows", "resume", FORWARD, "-m", "done", "--wait", "0")
+    assert resumed.exit_code == 0, resumed.output
+    assert ControlRepository(store).directive(FORWARD).desired is DesiredState.RUNNING
+
+
+def test_a_verb_that_does_not_match_the_state_is_refused_naming_the_right_one(
+    setup: tuple[Path, StateStore, list[str]],
+) -> None:
+    config, store, _published = setup
+    assert drkit(config, "flows", "stop", FORWARD, "-m", "x", "--wait", "0").exit_code == 0
+    wrong = drkit(config, "flows", "resume", FORWARD, "-m", "x", "--wait", "0")
+    assert wrong.exit_code == 4 and "'drkit flows start'" in wrong.output
+    assert ControlRepository(store).directive(FORWARD).desired is DesiredState.STOPPED
+
+
+def test_the_old_direction_does_not_run_again_after_a_failover(
+    setup: tuple[Path, StateStore, list[str]],
+) -> None:
+    """The pointer is on dc2: letting dc1->dc2 run would copy dc1's divergent tail onto dc2."""
+    config, store, published = setup
+    ControlRepository(store).set(FORWARD, DesiredState.STOPPED, "failover run 1", 1)
+    PointerRepository(store).move("dc2", 1)
+    refused = drkit(config, "flows", "start", FORWARD, "-m", "oops", "--wait", "0")
+    assert refused.exit_code == 4, refused.output
+    assert "drkit failback --to dc1" in refused.output and "Traceback" not in refused.output
+    assert ControlRepository(store).directive(FORWARD).desired is DesiredState.STOPPED
+    assert published == []
+    shown = json.loads(drkit(config, "pointer", "show", "-o", "json").output)
+    assert (shown["cluster"], shown["set"], shown["run"]) == ("dc2", True, 1)
+    assert shown["updated_at"].endswith("Z")
+
+
+def test_no_change_while_a_failover_holds_the_lease(
+    setup: tuple[Path, StateStore, list[str]],
+) -> None:
+    config, store, published = setup
+    LeaseRepository(store).acquire("engine:host:1:abcd", 60)
+    held = drkit(config, "flows", "stop", FORWARD, "-m", "x", "--wait", "0")
+    assert held.exit_code == 5, held.output
+    assert "engine:host:1:abcd" in held.output
+    assert ControlRepository(store).directive(FORWARD).epoch == 0 and published == []
+
+
+def test_an_unknown_flow_is_bad_input(setup: tuple[Path, StateStore, list[str]]) -> None:
+    config, _store, _published = setup
+    unknown = drkit(config, "flows", "pause", "dc1->dc9", "-m", "x")
+    assert unknown.exit_code == 2 and "no flow 'dc1->dc9'" in unknown.output
+    assert "dc1->dc2" in unknown.output  # the flows there are
+
+
+def test_pointer_show_before_any_failover(setup: tuple[Path, StateStore, list[str]]) -> None:
+    config, _store, _published = setup
+    shown = drkit(config, "pointer", "show")
+    assert shown.exit_code == 0 and "not set (no failover yet): applications use dc1" in (
+        shown.output
+    )
+
+
+def test_an_unfinished_run_owns_the_flows() -> None:
+    facts = FlowChangeFacts(FORWARD, "dc1", DesiredState.RUNNING, "dc1", (7,))
+    (blocker,) = change_blockers(FlowVerb.PAUSE, facts)
+    assert "failover run 7 is unfinished" in blocker and "--resume 7" in blocker
+    assert change_blockers(FlowVerb.PAUSE, FlowChangeFacts(FORWARD, "dc1", DesiredState.RUNNING,
+                                                           "dc1")) == []  # fmt: skip
+
+
+def test_a_hold_the_control_channel_did_not_get_fails_and_says_so(
+    setup: tuple[Path, StateStore, list[str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Written in the store but not on the channel: workers cut off from the store would go on
+    copying - the operator must hear it (exit 1), and running the command again publishes."""
+    config, store, _published = setup
+    monkeypatch.setattr(
+        "drkit.cli.flows_cmd._publish", lambda *_a: "not published: dc2 did not answer"
+    )
+    failed = drkit(config, "flows", "stop", FORWARD, "-m", "x", "--wait", "0")
+    assert failed.exit_code == 1, failed.output
+    assert "not on its control channel on dc2" in failed.output
+    assert ControlRepository(store).directive(FORWARD).desired is DesiredState.STOPPED
+    monkeypatch.setattr("drkit.cli.flows_cmd._publish", lambda *_a: "published")
+    again = drkit(config, "flows", "stop", FORWARD, "-m", "x", "--wait", "0")
+    assert again.exit_code == 0 and "already stopped" in again.output
+    assert "control channel on dc2: published" in again.output
