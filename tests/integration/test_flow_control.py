@@ -4,6 +4,8 @@ store it uses (the test's SQLite file, or PostgreSQL behind a TCP proxy we can c
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -169,6 +171,27 @@ def _steady(probe: Any, hold_s: float, timeout_s: float, what: str) -> tuple[Any
     raise AssertionError(f"{what} still changing after {timeout_s}s (last {value!r})")
 
 
+def _operator(flow: Flow, verb: str, workers: int) -> float:
+    """``drkit flows VERB`` as an operator runs it; seconds until it returned, every live
+    worker having acknowledged.  The directive is on the flow's control channel too."""
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "drkit", "flows", verb, flow.name, "-m", "test", "--wait", "30",
+         "--config", str(flow.setup.path)],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    took = time.monotonic() - started
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"workers: {workers} acknowledged" in done.stdout, done.stdout
+    directive = flow.control.directive(flow.name)
+    channel = ControlChannel.of(flow.setup.config, flow.setup.config.flows[0])
+    try:
+        assert channel.read().directive == directive, done.stdout
+    finally:
+        channel.close()
+    return took
+
+
 def _replicator(flow: Flow, tmp_path: Path, port: int, *args: str) -> Replicator:
     return Replicator(
         flow.setup, "--no-checkpoints", "--metrics-port", str(port), *args, log_dir=tmp_path
@@ -222,7 +245,8 @@ def test_a_stopped_flow_idles_acking_and_runs_again_when_told(
 ) -> None:
     """STOPPED ends every worker's flow (progress durable) but never the process: it idles,
     acknowledging STOPPED, so the failover engine's rollback (RUNNING again) is answered.  A
-    worker started while the flow is STOPPED idles too, without copying anything."""
+    worker started while the flow is STOPPED idles too, without copying anything.  The operator
+    stops and starts it with ``drkit flows`` (the store, the control channel, the acks)."""
     flow = _flow(dc1, dc2, names, tmp_path)
     produce_batch(flow.setup.source_endpoint, flow.topic, [(b"k", b"v")] * 300, partition=0)
     spawn = ("--workers", str(workers))
@@ -230,7 +254,7 @@ def test_a_stopped_flow_idles_acking_and_runs_again_when_told(
     wait_until(flow.caught_up, 60, 0.3, "300 replicated")
     wait_until(lambda: len(flow.acked(0, DesiredState.RUNNING)) == workers, 30, 0.1, "running")
 
-    stop_latency = flow.set_and_time_ack(DesiredState.STOPPED, workers)
+    stop_latency = _operator(flow, "stop", workers)
     assert flow.progress() == {0: 300, 1: 0}
     produce_batch(flow.setup.source_endpoint, flow.topic, [(b"k", b"v")] * 200, partition=0)
     late = _replicator(flow, tmp_path, free_ports(workers), *spawn).start()
@@ -243,7 +267,7 @@ def test_a_stopped_flow_idles_acking_and_runs_again_when_told(
     assert flow.target_ends() == {0: 300, 1: 0}
     assert flow.progress() == {0: 300, 1: 0}
 
-    run_latency = flow.set_and_time_ack(DesiredState.RUNNING, 2 * workers)
+    run_latency = _operator(flow, "start", 2 * workers)
     wait_until(flow.caught_up, 60, 0.3, "the 200 written while stopped")
     assert worker.stop() == 0 and late.stop() == 0
     flow.check_exact()
