@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import sys
+from typing import TextIO
+
 import click
 
 from drkit.cli.context import (
@@ -12,8 +16,9 @@ from drkit.cli.context import (
     output_option,
     pass_app,
 )
-from drkit.errors import ExitCode
-from drkit.offsets.lookup import Report, find_flow, translate_groups
+from drkit.errors import ConfigError, ExitCode, Problem
+from drkit.offsets.lookup import Report, find_flow, translate_groups, translate_offsets
+from drkit.records import TopicPartition
 
 
 @click.group("offsets")
@@ -26,8 +31,16 @@ def offsets() -> None:
     "--group",
     "groups",
     multiple=True,
-    required=True,
     help="Consumer group to translate (repeatable).",
+)
+@click.option(
+    "--offset",
+    "given",
+    multiple=True,
+    metavar="TOPIC:PARTITION:OFFSET",
+    help="A source position kept outside Kafka (Spark, Flink, a database) to translate "
+    "instead of a group (repeatable; '-' reads a JSON list of {topic, partition, offset} "
+    "from stdin).",
 )
 @click.option(
     "--from",
@@ -62,6 +75,7 @@ def offsets() -> None:
 def translate(
     app: AppContext,
     groups: tuple[str, ...],
+    given: tuple[str, ...],
     source: str,
     target: str,
     from_checkpoints: bool,
@@ -78,15 +92,62 @@ def translate(
     """
     config = app.config(config_file)
     flow = find_flow(config, source, target)
-    report = translate_groups(
-        config, flow, list(groups), True if from_checkpoints else None, verify
-    )
+    if bool(groups) == bool(given):
+        raise ConfigError([Problem("--group/--offset", "give groups or offsets (one of the two)")])
+    if given:
+        if from_checkpoints:
+            reason = "checkpoints are per group: given offsets translate from the offset map"
+            raise ConfigError([Problem("--from-checkpoints", reason)])
+        positions = parse_offsets(given, sys.stdin)
+        report = translate_offsets(config, flow, positions, verify)
+    else:
+        report = translate_groups(
+            config, flow, list(groups), True if from_checkpoints else None, verify
+        )
     if output == "json":
         echo_json(report.to_json())
     else:
         _print(report)
     if report.errors:
         raise SystemExit(ExitCode.UNHEALTHY)
+
+
+def parse_offsets(given: tuple[str, ...], stdin: TextIO) -> dict[TopicPartition, int]:
+    """``TOPIC:PARTITION:OFFSET`` values (``-``: a JSON list of {topic, partition, offset} on
+    stdin) as positions; ConfigError naming the one that is not."""
+    out: dict[TopicPartition, int] = {}
+    for value in given:
+        entries = _stdin_offsets(stdin) if value == "-" else [_one_offset(value)]
+        for tp, offset in entries:
+            if out.get(tp, offset) != offset:
+                raise ConfigError([Problem("--offset", f"{tp} given twice ({out[tp]}, {offset})")])
+            out[tp] = offset
+    return out
+
+
+def _one_offset(value: str) -> tuple[TopicPartition, int]:
+    parts = value.rsplit(":", 2)
+    try:
+        topic, partition, offset = parts[0], int(parts[1]), int(parts[2])
+    except (IndexError, ValueError):
+        raise ConfigError(
+            [Problem("--offset", f"{value!r} is not TOPIC:PARTITION:OFFSET (e.g. orders:0:1200)")]
+        ) from None
+    if not topic or partition < 0 or offset < 0:
+        raise ConfigError([Problem("--offset", f"{value!r}: a topic, and numbers from 0")])
+    return TopicPartition(topic, partition), offset
+
+
+def _stdin_offsets(stdin: TextIO) -> list[tuple[TopicPartition, int]]:
+    try:
+        document = json.loads(stdin.read())
+        return [
+            _one_offset(f"{e['topic']}:{int(e['partition'])}:{int(e['offset'])}") for e in document
+        ]
+    except (ValueError, TypeError, KeyError):
+        raise ConfigError(
+            [Problem("--offset -", "stdin is not a JSON list of {topic, partition, offset}")]
+        ) from None
 
 
 def _print(report: Report) -> None:

@@ -3,11 +3,14 @@
 Live mode reads the groups' committed offsets on the source and translates them with the current
 mapping (falling back to provenance search where no mapping exists).  Checkpoint mode - chosen
 automatically when the source is unreachable - reports the latest checkpoints and their age.
+Given offsets (``translate_offsets``: applications that keep theirs outside Kafka) translate
+by the same rule, live, or from the target's offset map alone when the source is gone (mode
+``map``).
 
 The JSON form (``Report.to_json``) is a stable schema, ``drkit.offsets.translate/v1``::
 
     {"schema": "drkit.offsets.translate/v1", "flow": "dc1->dc2", "source": "dc1",
-     "target": "dc2", "mode": "live" | "checkpoints", "source_reachable": bool,
+     "target": "dc2", "mode": "live" | "checkpoints" | "map", "source_reachable": bool,
      "checkpoint_age_s": float | null,
      "groups": [{"group": str, "partitions": [
         {"source_topic": str, "source_partition": int, "target_topic": str,
@@ -30,7 +33,7 @@ Every name (replica topics, bookkeeping topics) comes from the flow's
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import closing
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -141,7 +144,52 @@ def translate_groups(
             reachable = False
     if use_checkpoints or not reachable:
         return _from_checkpoints(topology, groups, target_endpoint, reachable)
-    return _live(topology, groups, source, source_endpoint, target, target_endpoint, verify)
+    found = source.groups_offsets(groups)
+    committed = {g: (o.offsets if (o := found.get(g)) is not None else None) for g in groups}
+    report = Report(topology.flow, "live", True)
+    _translate(report, topology, committed, source, source_endpoint, target, target_endpoint,
+               verify)  # fmt: skip
+    return report
+
+
+# The group name under which ``translate_offsets`` reports offsets given by hand.
+GIVEN_OFFSETS = "(given offsets)"
+
+
+def translate_offsets(
+    config: DrkitConfig,
+    flow: FlowConfig,
+    offsets: Mapping[TopicPartition, int],
+    verify: bool = False,
+    source_timeout_s: float = 5.0,
+) -> Report:
+    """Where a consumer at each given source offset resumes on the target - for applications
+    that keep their offsets outside Kafka (Spark, Flink, a database).  The same rule as a
+    group's translation; the offset map lives on the target, so the source may be gone (mode
+    ``map``: no count of unreplicated records, no ``verify``)."""
+    topology = FlowTopology.of(flow)
+    source_endpoint = ClusterEndpoint(flow.source, config.clusters[flow.source])
+    source: KafkaAdmin | None = KafkaAdmin(source_endpoint)
+    target_endpoint = ClusterEndpoint(flow.target, config.clusters[flow.target])
+    target = KafkaAdmin(target_endpoint)
+    target.wait_ready(timeout_s=15)
+    try:
+        assert source is not None
+        source.wait_ready(timeout_s=source_timeout_s)
+    except KafkaError:
+        source = None
+        if verify:
+            raise ConfigError(
+                [Problem("--verify", f"{flow.source} does not answer: nothing to verify against")]
+            ) from None
+    report = Report(flow, "live" if source is not None else "map", source is not None)
+    mine = {tp: offset for tp, offset in offsets.items() if topology.selects(tp.topic)}
+    for tp in sorted(set(offsets) - set(mine)):
+        report.errors.append(_error(GIVEN_OFFSETS, tp, offsets[tp], f"{flow.name} does not "
+                                    "replicate this topic"))  # fmt: skip
+    _translate(report, topology, {GIVEN_OFFSETS: mine}, source, source_endpoint, target,
+               target_endpoint, verify)  # fmt: skip
+    return report
 
 
 # A verification reads the source from S until a record the flow replicates; this many records
@@ -199,17 +247,18 @@ class _Verifier:
         return verify(expected, at_target, replicated_end)
 
 
-def _live(
+def _translate(
+    report: Report,
     topology: FlowTopology,
-    groups: list[str],
-    source: KafkaAdmin,
+    committed: Mapping[str, Mapping[TopicPartition, int] | None],
+    source: KafkaAdmin | None,
     source_endpoint: ClusterEndpoint,
     target: KafkaAdmin,
     target_endpoint: ClusterEndpoint,
     verify_rows: bool,
-) -> Report:
-    report = Report(topology.flow, "live", True)
-    committed = source.groups_offsets(groups)
+) -> None:
+    """Translate each group's source positions (None: the group was not found) into
+    ``report``; ``source`` None: it does not answer (no source ends, no verification)."""
     existing = target.list_topics()
     loader = MappingLoader(topology.flow, target_endpoint, topology)
     reader: ProvenanceReader | None = None
@@ -223,20 +272,23 @@ def _live(
         partitions = {
             tp
             for offsets in committed.values()
-            for tp in offsets.offsets
+            if offsets is not None
+            for tp in offsets
             if topology.selects(tp.topic)
         }
         targets = {_target_of(tp, mappings, topology) for tp in partitions}
         targets = {tp for tp in targets if tp.topic in existing}
         start = target.list_offsets(targets, "earliest")
         end = target.list_offsets(targets, "latest")
-        source_end = source.list_offsets(partitions, "latest")
+        source_end: Mapping[TopicPartition, int | None] = (
+            source.list_offsets(partitions, "latest") if source is not None else {}
+        )
         bounds = {
             tp: TargetBounds(start[target_tp], end[target_tp])
             for tp in partitions
             if (target_tp := _target_of(tp, mappings, topology)) in start and target_tp in end
         }
-        if verify_rows:
+        if verify_rows and source is not None:
             reader = ProvenanceReader.on(target_endpoint)
             source_reader = PartitionReader(source_endpoint)
             verifier = _Verifier(
@@ -250,13 +302,12 @@ def _live(
                 ),
                 source.list_offsets(partitions, "earliest"),
             )
-        for group in groups:
-            offsets = committed.get(group)
+        for group, offsets in committed.items():
             if offsets is None:
                 report.errors.append({"group": group, "reason": "group not found on the source"})
                 continue
             rows = report.groups.setdefault(group, [])
-            mine = {tp: o for tp, o in offsets.offsets.items() if topology.selects(tp.topic)}
+            mine = {tp: o for tp, o in offsets.items() if topology.selects(tp.topic)}
             for tp, result in translate_group(mine, mappings, bounds, source_end).items():
                 if isinstance(result, CannotTranslate) and result.reason == NO_REPLICA:
                     report.errors.append(_error(group, tp, result.source_offset, NO_REPLICA))
@@ -278,7 +329,6 @@ def _live(
             reader.close()
         if source_reader is not None:
             source_reader.close()
-    return report
 
 
 def _target_of(

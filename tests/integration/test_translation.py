@@ -323,6 +323,24 @@ def test_translation_from_checkpoints_when_the_source_is_down(
         ],
     )
     assert "from checkpoints" in text.output and "unreachable" in text.output
+    # An application that keeps its offsets elsewhere gives them by hand: the same answers as
+    # the group's, from the offset map on the target alone (the source is gone).
+    given = [
+        arg
+        for row in live.groups[group]
+        for arg in ("--offset", f"{row.source_topic}:{row.source_partition}:{row.source_offset}")
+    ]
+    by_hand = CliRunner().invoke(
+        cli, ["offsets", "translate", "--config", str(setup.path), "--from", setup.source,
+              "--to", setup.target, *given, "-o", "json"],
+    )  # fmt: skip
+    assert by_hand.exit_code == 0, by_hand.output
+    document = json.loads(by_hand.output)
+    assert (document["mode"], document["source_reachable"]) == ("map", False)
+    answered = {p["source_partition"]: p for p in document["groups"][0]["partitions"]}
+    assert {p: r["target_offset"] for p, r in answered.items()} == {
+        row.source_partition: row.target_offset for row in live.groups[group]
+    }
 
 
 def test_mm2_remote_cluster_utils_reads_drkit_checkpoints(
