@@ -8,8 +8,9 @@ import math
 import socket
 import threading
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 from pydantic import ValidationError
@@ -148,7 +149,7 @@ def monitor(
         config, app.config_path, store, app.state_dir, unique_owner(f"monitor:{name}")
     ).add_to(scheduler)
     picture = status_source(config, store, mon.status_failed)
-    server, _thread = serve(StatusApp(picture, mon.liveness), host, port)
+    server, _thread = serve(StatusApp(picture, mon.liveness, translator(config)), host, port)
     scheduler.start()
     click.echo(
         f"monitor {name}: http://{_url_host(host)}:{server.server_port}/ "
@@ -165,6 +166,20 @@ def monitor(
         claim.stop()
         with contextlib.suppress(DrkitError):
             claim.leases.release(claim.lease)
+
+
+def translator(config: DrkitConfig) -> Callable[[str, list[str]], dict[str, Any]]:
+    """``/api/translate``: given offsets of one flow, translated as the CLI does."""
+    from drkit.offsets.lookup import parse_offsets, translate_offsets
+
+    def translate(flow_name: str, values: list[str]) -> dict[str, Any]:
+        flows = {flow.name: flow for flow in config.flows}
+        if flow_name not in flows:
+            known = ", ".join(flows) or "none"
+            raise ConfigError([Problem("flow", f"no flow {flow_name!r} (flows: {known})")])
+        return translate_offsets(config, flows[flow_name], parse_offsets(values)).to_json()
+
+    return translate
 
 
 def _url_host(host: str) -> str:

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import json
 import sys
-from typing import TextIO
 
 import click
 
@@ -17,8 +15,13 @@ from drkit.cli.context import (
     pass_app,
 )
 from drkit.errors import ConfigError, ExitCode, Problem
-from drkit.offsets.lookup import Report, find_flow, translate_groups, translate_offsets
-from drkit.records import TopicPartition
+from drkit.offsets.lookup import (
+    Report,
+    find_flow,
+    parse_offsets,
+    translate_groups,
+    translate_offsets,
+)
 
 
 @click.group("offsets")
@@ -110,44 +113,6 @@ def translate(
         _print(report)
     if report.errors:
         raise SystemExit(ExitCode.UNHEALTHY)
-
-
-def parse_offsets(given: tuple[str, ...], stdin: TextIO) -> dict[TopicPartition, int]:
-    """``TOPIC:PARTITION:OFFSET`` values (``-``: a JSON list of {topic, partition, offset} on
-    stdin) as positions; ConfigError naming the one that is not."""
-    out: dict[TopicPartition, int] = {}
-    for value in given:
-        entries = _stdin_offsets(stdin) if value == "-" else [_one_offset(value)]
-        for tp, offset in entries:
-            if out.get(tp, offset) != offset:
-                raise ConfigError([Problem("--offset", f"{tp} given twice ({out[tp]}, {offset})")])
-            out[tp] = offset
-    return out
-
-
-def _one_offset(value: str) -> tuple[TopicPartition, int]:
-    parts = value.rsplit(":", 2)
-    try:
-        topic, partition, offset = parts[0], int(parts[1]), int(parts[2])
-    except (IndexError, ValueError):
-        raise ConfigError(
-            [Problem("--offset", f"{value!r} is not TOPIC:PARTITION:OFFSET (e.g. orders:0:1200)")]
-        ) from None
-    if not topic or partition < 0 or offset < 0:
-        raise ConfigError([Problem("--offset", f"{value!r}: a topic, and numbers from 0")])
-    return TopicPartition(topic, partition), offset
-
-
-def _stdin_offsets(stdin: TextIO) -> list[tuple[TopicPartition, int]]:
-    try:
-        document = json.loads(stdin.read())
-        return [
-            _one_offset(f"{e['topic']}:{int(e['partition'])}:{int(e['offset'])}") for e in document
-        ]
-    except (ValueError, TypeError, KeyError):
-        raise ConfigError(
-            [Problem("--offset -", "stdin is not a JSON list of {topic, partition, offset}")]
-        ) from None
 
 
 def _print(report: Report) -> None:

@@ -33,10 +33,11 @@ Every name (replica topics, bookkeeping topics) comes from the flow's
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import json
+from collections.abc import Callable, Iterable, Mapping
 from contextlib import closing
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, TextIO
 
 from drkit.config.model import DrkitConfig, FlowConfig
 from drkit.errors import ConfigError, KafkaError, Problem
@@ -190,6 +191,44 @@ def translate_offsets(
     _translate(report, topology, {GIVEN_OFFSETS: mine}, source, source_endpoint, target,
                target_endpoint, verify)  # fmt: skip
     return report
+
+
+def parse_offsets(given: Iterable[str], stdin: TextIO | None = None) -> dict[TopicPartition, int]:
+    """``TOPIC:PARTITION:OFFSET`` values (``-``: a JSON list of {topic, partition, offset} on
+    stdin) as positions; ConfigError naming the one that is not."""
+    out: dict[TopicPartition, int] = {}
+    for value in given:
+        entries = _stdin_offsets(stdin) if value == "-" and stdin else [_one_offset(value)]
+        for tp, offset in entries:
+            if out.get(tp, offset) != offset:
+                raise ConfigError([Problem("--offset", f"{tp} given twice ({out[tp]}, {offset})")])
+            out[tp] = offset
+    return out
+
+
+def _one_offset(value: str) -> tuple[TopicPartition, int]:
+    parts = value.rsplit(":", 2)
+    try:
+        topic, partition, offset = parts[0], int(parts[1]), int(parts[2])
+    except (IndexError, ValueError):
+        raise ConfigError(
+            [Problem("--offset", f"{value!r} is not TOPIC:PARTITION:OFFSET (e.g. orders:0:1200)")]
+        ) from None
+    if not topic or partition < 0 or offset < 0:
+        raise ConfigError([Problem("--offset", f"{value!r}: a topic, and numbers from 0")])
+    return TopicPartition(topic, partition), offset
+
+
+def _stdin_offsets(stdin: TextIO) -> list[tuple[TopicPartition, int]]:
+    try:
+        document = json.loads(stdin.read())
+        return [
+            _one_offset(f"{e['topic']}:{int(e['partition'])}:{int(e['offset'])}") for e in document
+        ]
+    except (ValueError, TypeError, KeyError):
+        raise ConfigError(
+            [Problem("--offset -", "stdin is not a JSON list of {topic, partition, offset}")]
+        ) from None
 
 
 # A verification reads the source from S until a record the flow replicates; this many records

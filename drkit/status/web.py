@@ -1,4 +1,5 @@
-"""HTTP endpoints of the monitor: ``/metrics``, ``/healthz``, ``/api/status`` and ``/``.
+"""HTTP endpoints of the monitor: ``/metrics``, ``/healthz``, ``/api/status``,
+``/api/translate`` and ``/``.
 
 A small WSGI app on the standard library's threaded server: server-rendered HTML (Jinja2),
 no JavaScript build step.  The page and ``/api/status`` render the same ``drkit.status/v2``
@@ -8,6 +9,10 @@ document.
 state store not taking writes - named by its URL, password masked -, jobs no longer
 finishing).  ``/api/status`` and the page answer 503 naming the problem when the state store
 cannot be read.
+
+``/api/translate?flow=dc1->dc2&offset=orders:0:1200[&offset=...]`` answers what ``drkit offsets
+translate --offset`` prints (``drkit.offsets.translate/v1``) for applications that keep their
+offsets outside Kafka: 400 naming a bad argument, 503 naming a cluster that does not answer.
 """
 
 from __future__ import annotations
@@ -20,17 +25,20 @@ from datetime import UTC, datetime
 from html import escape
 from socketserver import ThreadingMixIn
 from typing import Any
+from urllib.parse import parse_qs
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 from prometheus_client import make_wsgi_app
 from sqlalchemy.exc import SQLAlchemyError
 
-from drkit.errors import DrkitError
+from drkit.errors import ConfigError, DrkitError
 from drkit.health.monitor import Liveness
 from drkit.status.document import SCHEMA, StatusSnapshot
 
 StatusSource = Callable[[], StatusSnapshot]
+# (flow name, query values of ``offset``) -> the translation document; ConfigError: bad input.
+TranslateSource = Callable[[str, list[str]], dict[str, Any]]
 LivenessSource = Callable[[], Liveness]
 StartResponse = Callable[..., Any]
 
@@ -57,9 +65,15 @@ def render_page(status: dict[str, Any]) -> str:
 class StatusApp:
     """WSGI application; ``status`` is called per request (it reads the state store)."""
 
-    def __init__(self, status: StatusSource, liveness: LivenessSource) -> None:
+    def __init__(
+        self,
+        status: StatusSource,
+        liveness: LivenessSource,
+        translate: TranslateSource | None = None,
+    ) -> None:
         self.status = status
         self.liveness = liveness
+        self.translate = translate
         self.metrics = make_wsgi_app()
 
     def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
@@ -72,6 +86,8 @@ class StatusApp:
                 return self._send(start_response, "200 OK", "text/plain", b"ok\n")
             body = "".join(f"{problem}\n" for problem in alive.problems).encode()
             return self._send(start_response, "503 Service Unavailable", "text/plain", body)
+        if path == "/api/translate" and self.translate is not None:
+            return self._translated(environ, start_response)
         if path in ("/api/status", "/", "/index.html"):
             try:
                 document = self.status().to_json()
@@ -83,6 +99,24 @@ class StatusApp:
             body = render_page(document).encode()
             return self._send(start_response, "200 OK", "text/html; charset=utf-8", body)
         return self._send(start_response, "404 Not Found", "text/plain", b"not found\n")
+
+    def _translated(self, environ: dict[str, Any], start_response: StartResponse) -> list[bytes]:
+        assert self.translate is not None
+        query = parse_qs(environ.get("QUERY_STRING", ""))
+        flows, offsets = query.get("flow", []), query.get("offset", [])
+        status, document = "200 OK", None
+        if len(flows) != 1 or not offsets:
+            status = "400 Bad Request"
+            document = {"error": "give one flow and at least one offset=TOPIC:PARTITION:OFFSET"}
+        else:
+            try:
+                document = self.translate(flows[0], offsets)
+            except ConfigError as err:
+                status, document = "400 Bad Request", {"error": "; ".join(err.lines())}
+            except DrkitError as err:
+                status, document = "503 Service Unavailable", {"error": str(err)}
+        body = json.dumps(document, default=str, indent=2).encode()
+        return self._send(start_response, status, "application/json", body)
 
     def _unavailable(self, start_response: StartResponse, path: str, error: str) -> list[bytes]:
         if path == "/api/status":

@@ -4,15 +4,20 @@ any cluster is asked (the translation itself runs on real brokers in test_transl
 from __future__ import annotations
 
 import io
+import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
 
 from drkit.cli import cli
-from drkit.cli.offsets_cmd import parse_offsets
-from drkit.errors import ConfigError
+from drkit.cli.monitor_cmd import translator
+from drkit.config import load_config_text
+from drkit.errors import ConfigError, UnreachableClusterError
+from drkit.offsets.lookup import parse_offsets
 from drkit.records import TopicPartition
+from drkit.status.web import StatusApp
 
 
 def test_offsets_parse_from_arguments_and_from_json_on_stdin() -> None:
@@ -67,3 +72,38 @@ def test_the_command_refuses_bad_input_before_asking_a_cluster(
     )  # fmt: skip
     assert result.exit_code == 2, result.output
     assert named in result.output and "Traceback" not in result.output
+
+
+def _ask(app: StatusApp, query: str) -> tuple[str, dict[str, Any]]:
+    answer: list[str] = []
+    environ = {"PATH_INFO": "/api/translate", "QUERY_STRING": query, "REQUEST_METHOD": "GET"}
+    body = b"".join(app(environ, lambda status, _headers: answer.append(status)))
+    return answer[0], json.loads(body)
+
+
+def test_the_monitor_translates_given_offsets_over_http() -> None:
+    """/api/translate: the CLI's answer for a flow and offsets; 400 naming bad input, 503
+    naming a cluster that does not answer."""
+    config = load_config_text(
+        "clusters:\n  dc1: {bootstrap_servers: '127.0.0.1:1'}\n"
+        "  dc2: {bootstrap_servers: '127.0.0.1:2'}\nflows: [{source: dc1, target: dc2}]\n",
+        env={},
+    )
+    asked: list[tuple[str, list[str]]] = []
+
+    def translate(flow: str, values: list[str]) -> dict[str, Any]:
+        asked.append((flow, values))
+        if "orders:0:13" in values:
+            raise UnreachableClusterError("dc2", "127.0.0.1:2")
+        return translator(config)(flow, values)  # the real one: refuses before any I/O
+
+    app = StatusApp(lambda: None, lambda: None, translate)  # type: ignore[arg-type,return-value]
+    status, body = _ask(app, "flow=dc1->dc9&offset=orders:0:5")
+    assert status.startswith("400") and "no flow 'dc1->dc9'" in body["error"]
+    status, body = _ask(app, "flow=dc1->dc2&offset=orders:zero:5")
+    assert status.startswith("400") and "orders:zero:5" in body["error"]
+    status, body = _ask(app, "flow=dc1->dc2")
+    assert status.startswith("400") and "offset=TOPIC:PARTITION:OFFSET" in body["error"]
+    status, body = _ask(app, "flow=dc1-%3Edc2&offset=orders:0:13&offset=orders:1:2")
+    assert status.startswith("503") and "'dc2' at 127.0.0.1:2 is unreachable" in body["error"]
+    assert asked[-1] == ("dc1->dc2", ["orders:0:13", "orders:1:2"])
