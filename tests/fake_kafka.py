@@ -22,14 +22,11 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
-from drkit.access.rules import AclEntry
+from drkit.access.rules import AclEntry, Operation, Permission
 from drkit.control.channel import ChannelAck, ChannelFactory, ChannelView
 from drkit.control.model import DesiredState, FlowDirective
 from drkit.errors import FatalKafkaError, KafkaError, RetriableKafkaError, UnreachableClusterError
 from drkit.kafka.acls import (
-    AclOperation,
-    AclPermission,
-    TopicAcl,
     fence_acls,
     fence_acls_with,
     lift_acls,
@@ -82,7 +79,7 @@ class FakeCluster:
         self.up = True
         self.topics: dict[str, FakeTopic] = {}
         self.groups: dict[str, FakeGroup] = {}
-        self.acls: set[TopicAcl] = set()
+        self.acls: set[AclEntry] = set()
         self.entries: set[AclEntry] = set()  # ACLs of any kind (drkit.access), apart from fences
         self.calls: list[str] = []
         self._before: dict[str, list[Callable[[], None]]] = {}
@@ -166,13 +163,13 @@ class FakeCluster:
     def writable(self, topic: str, principal: str = "User:*") -> bool:
         """As an authorizer with ``allow.everyone.if.no.acl.found`` decides: a topic without
         any ACL is writable; one with ACLs only where an ALLOW WRITE and no DENY WRITE exist."""
-        on_topic = {acl for acl in self.acls if acl.topic == topic}
+        on_topic = {acl for acl in self.acls if acl.resource.name == topic}
         if not on_topic:
             return True
-        write = [acl for acl in on_topic if acl.operation is AclOperation.WRITE]
-        if any(acl.permission is AclPermission.DENY for acl in write):
+        write = [acl for acl in on_topic if acl.operation is Operation.WRITE]
+        if any(acl.permission is Permission.DENY for acl in write):
             return False
-        return any(acl.permission is AclPermission.ALLOW for acl in write)
+        return any(acl.permission is Permission.ALLOW for acl in write)
 
     def committed(self, group: str) -> dict[TopicPartition, int]:
         found = self.groups.get(group)
@@ -383,7 +380,7 @@ class FakeCluster:
 
     def topics_with_acls(self, timeout_s: float | None = None) -> set[str]:
         self._answer("topics_with_acls")
-        return {acl.topic for acl in self.acls}
+        return {acl.resource.name for acl in self.acls}
 
     def allow_writes(
         self,
@@ -399,11 +396,11 @@ class FakeCluster:
     def write_denied(self, principal: str = "User:*", timeout_s: float | None = None) -> set[str]:
         self._answer("write_denied")
         return {
-            acl.topic
+            acl.resource.name
             for acl in self.acls
             if acl.principal == principal
-            and acl.operation is AclOperation.WRITE
-            and acl.permission is AclPermission.DENY
+            and acl.operation is Operation.WRITE
+            and acl.permission is Permission.DENY
         }
 
     # -- internals ----------------------------------------------------------------------------

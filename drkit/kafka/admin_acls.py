@@ -25,37 +25,7 @@ from drkit.access import rules
 from drkit.access.rules import AclEntry
 from drkit.errors import FatalKafkaError, RetriableKafkaError
 from drkit.kafka import acls
-from drkit.kafka.acls import TopicAcl
 from drkit.kafka.admin_base import AdminBase
-
-_OPERATIONS = {
-    acls.AclOperation.WRITE: AclOperation.WRITE,
-    acls.AclOperation.READ: AclOperation.READ,
-    acls.AclOperation.DESCRIBE: AclOperation.DESCRIBE,
-    acls.AclOperation.DESCRIBE_CONFIGS: AclOperation.DESCRIBE_CONFIGS,
-}
-_PERMISSIONS = {
-    acls.AclPermission.ALLOW: AclPermissionType.ALLOW,
-    acls.AclPermission.DENY: AclPermissionType.DENY,
-}
-# Keyed by object: confluent-kafka types a binding's operation and permission loosely.
-_OPERATION_OF: dict[object, acls.AclOperation] = {rd: ours for ours, rd in _OPERATIONS.items()}
-_PERMISSION_OF: dict[object, acls.AclPermission] = {rd: ours for ours, rd in _PERMISSIONS.items()}
-
-
-def _topic_acl(binding: AclBinding) -> TopicAcl | None:
-    """The drkit value of a literal topic ACL of a kind fencing uses; None for any other."""
-    operation = _OPERATION_OF.get(binding.operation)
-    permission = _PERMISSION_OF.get(binding.permission_type)
-    if (
-        binding.restype != ResourceType.TOPIC
-        or binding.resource_pattern_type != ResourcePatternType.LITERAL
-        or operation is None
-        or permission is None
-    ):
-        return None
-    return TopicAcl(binding.name, binding.principal, operation, permission)
-
 
 _RESOURCE_TYPES = {
     rules.ResourceType.TOPIC: ResourceType.TOPIC,
@@ -74,7 +44,7 @@ _ENTRY_PERMISSIONS = {
 }
 
 
-# Keyed by object, as above.
+# Keyed by object: confluent-kafka types a binding's fields loosely.
 _RESOURCE_TYPE_OF: dict[object, rules.ResourceType] = {rd: o for o, rd in _RESOURCE_TYPES.items()}
 _PATTERN_TYPE_OF: dict[object, rules.PatternType] = {rd: o for o, rd in _PATTERN_TYPES.items()}
 _ENTRY_OPERATION_OF: dict[object, rules.Operation] = {rd: o for o, rd in _ENTRY_OPERATIONS.items()}
@@ -162,13 +132,6 @@ class AclAdmin(AdminBase):
     # -- write fencing (ACLs) ---------------------------------------------------------------
 
     @staticmethod
-    def _binding(acl: TopicAcl) -> AclBinding:
-        return AclBinding(
-            ResourceType.TOPIC, acl.topic, ResourcePatternType.LITERAL, acl.principal, "*",
-            _OPERATIONS[acl.operation], _PERMISSIONS[acl.permission],
-        )  # fmt: skip
-
-    @staticmethod
     def _acl_filter(
         topic: str | None,
         principal: str | None,
@@ -204,12 +167,15 @@ class AclAdmin(AdminBase):
 
         self._call(what, timeout_s, run)
 
-    def grant(self, wanted: Iterable[TopicAcl], timeout_s: float | None = None) -> None:
-        """Create literal topic ACLs (idempotent); done once a broker shows them."""
+    def grant(self, wanted: Iterable[AclEntry], timeout_s: float | None = None) -> None:
+        """Create literal topic ACLs of the fencing kinds (idempotent); done once a broker
+        shows them."""
         wanted = set(wanted)
         if not wanted:
             return
-        self._create([self._binding(acl) for acl in wanted], "create ACLs", timeout_s)
+        if not all(acls.is_topic_acl(acl) for acl in wanted):
+            raise ValueError("grant takes literal topic ACLs of the fencing kinds")
+        self._create([_entry_binding(acl) for acl in wanted], "create ACLs", timeout_s)
         for principal in {acl.principal for acl in wanted}:
             mine = {acl for acl in wanted if acl.principal == principal}
             self._await_acls(principal, mine, set(), timeout_s)
@@ -267,7 +233,7 @@ class AclAdmin(AdminBase):
         else:
             existing = self.topics_with_acls(timeout_s) if keep_reads else set()
             bare, wanted = acls.fence_acls(names, principal, keep_reads, existing)
-        bindings = [self._binding(acl) for acl in wanted]
+        bindings = [_entry_binding(acl) for acl in wanted]
         self._create(bindings, "create fencing ACLs", timeout_s)
         self._await_acls(principal, set(wanted), set(), timeout_s)
         return set(bare)
@@ -284,7 +250,10 @@ class AclAdmin(AdminBase):
         lifted = acls.lift_acls(topics, principal, reads_allowed)
         filters = [
             self._acl_filter(
-                acl.topic, acl.principal, _OPERATIONS[acl.operation], _PERMISSIONS[acl.permission]
+                acl.resource.name,
+                acl.principal,
+                _ENTRY_OPERATIONS[acl.operation],
+                _ENTRY_PERMISSIONS[acl.permission],
             )
             for acl in lifted
         ]
@@ -294,25 +263,29 @@ class AclAdmin(AdminBase):
         self._delete(filters, "delete fencing ACLs", timeout_s)
         self._await_acls(principal, set(), set(lifted), timeout_s)
 
-    def principal_acls(self, principal: str, timeout_s: float | None = None) -> set[TopicAcl]:
+    def principal_acls(self, principal: str, timeout_s: float | None = None) -> set[AclEntry]:
         """Every fencing-kind literal topic ACL of ``principal``, as a broker shows them now."""
         return self._principal_acls(principal, timeout_s)
 
-    def _principal_acls(self, principal: str, timeout_s: float | None) -> set[TopicAcl]:
+    def _principal_acls(self, principal: str, timeout_s: float | None) -> set[AclEntry]:
         """See :meth:`principal_acls`."""
         query = self._acl_filter(None, principal, AclOperation.ANY, AclPermissionType.ANY)
 
-        def run(t: float) -> set[TopicAcl]:
+        def run(t: float) -> set[AclEntry]:
             found = self._client.describe_acls(query, request_timeout=t).result(timeout=t)
-            return {acl for binding in found if (acl := _topic_acl(binding)) is not None}
+            return {
+                acl
+                for binding in found
+                if (acl := _entry_of(binding)) is not None and acls.is_topic_acl(acl)
+            }
 
         return self._call("describe ACLs", timeout_s, run)
 
     def _await_acls(
         self,
         principal: str,
-        present: set[TopicAcl],
-        absent: set[TopicAcl],
+        present: set[AclEntry],
+        absent: set[AclEntry],
         timeout_s: float | None,
     ) -> None:
         """Block until a broker shows every ACL of ``present`` and none of ``absent`` (see the

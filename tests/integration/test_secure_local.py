@@ -11,12 +11,13 @@ from pathlib import Path
 
 import pytest
 
+from drkit.access.rules import Operation, Permission
 from drkit.config import load_config
 from drkit.config.model import ClusterConfig
 from drkit.errors import CredentialsRefusedError, KafkaError
 from drkit.failover.steps.fencing import fence_companions
 from drkit.kafka import ClusterEndpoint, KafkaAdmin
-from drkit.kafka.acls import AclOperation, AclPermission, TopicAcl
+from drkit.kafka.acls import topic_acl
 from drkit.kafka.admin import TopicSpec
 from drkit.kafka.io import produce_batch
 from drkit.local import LocalKafka
@@ -77,10 +78,10 @@ def test_a_secured_local_cluster_authenticates_authorizes_and_denies_by_default(
         # for User:*); lifting it gives the writes back.
         as_admin = KafkaAdmin(manager.endpoint_as(name, "admin"))
         as_app = manager.endpoint_as(name, "app")
-        app_rights = (AclOperation.WRITE, AclOperation.READ, AclOperation.DESCRIBE)
-        as_admin.grant(TopicAcl(topic, "User:app", op, AclPermission.ALLOW) for op in app_rights)
-        as_admin.grant([TopicAcl(f"{topic}-group", "User:app", AclOperation.READ,
-                                 AclPermission.ALLOW)])  # fmt: skip
+        app_rights = (Operation.WRITE, Operation.READ, Operation.DESCRIBE)
+        as_admin.grant(topic_acl(topic, "User:app", op, Permission.ALLOW) for op in app_rights)
+        as_admin.grant([topic_acl(f"{topic}-group", "User:app", Operation.READ,
+                                 Permission.ALLOW)])  # fmt: skip
         produce_batch(as_app, topic, [(b"k", b"before the fence")])
         admin = KafkaAdmin(as_drkit)
         cluster = load_config(state / "drkit.yaml").clusters[name]
@@ -90,8 +91,8 @@ def test_a_secured_local_cluster_authenticates_authorizes_and_denies_by_default(
         admin.deny_writes([topic], "User:*", companions=companions)
         with pytest.raises(KafkaError, match="AUTHORIZATION"):
             produce_batch(as_app, topic, [(b"k", b"after the fence")])
-        widened = [a for a in admin.principal_acls("User:*") if a.topic == topic
-                   and a.permission is AclPermission.ALLOW]  # fmt: skip
+        widened = [a for a in admin.principal_acls("User:*") if a.resource.name == topic
+                   and a.permission is Permission.ALLOW]  # fmt: skip
         assert widened == []
         admin.allow_writes([topic], "User:*", reads_allowed=companions)
         produce_batch(as_app, topic, [(b"k", b"after the fence was lifted")])

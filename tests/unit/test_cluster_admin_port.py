@@ -7,13 +7,12 @@ import inspect
 
 import pytest
 
+from drkit.access.rules import Operation, Permission
 from drkit.kafka.acls import (
     KEPT_READS,
-    AclOperation,
-    AclPermission,
-    TopicAcl,
     fence_acls,
     lift_acls,
+    topic_acl,
 )
 from drkit.kafka.admin import KafkaAdmin
 from drkit.kafka.ports import AdminFactory, ClusterAdmin
@@ -62,16 +61,16 @@ def test_fencing_a_bare_topic_keeps_its_reads_and_one_with_acls_gets_no_companio
     bare, acls = fence_acls(["orders", "payments"], "User:*", True, topics_with_acls={"payments"})
     assert bare == {"orders"}
     assert set(acls) == {
-        TopicAcl("orders", "User:*", AclOperation.WRITE, AclPermission.DENY),
-        TopicAcl("payments", "User:*", AclOperation.WRITE, AclPermission.DENY),
-        *(TopicAcl("orders", "User:*", op, AclPermission.ALLOW) for op in KEPT_READS),
+        topic_acl("orders", "User:*", Operation.WRITE, Permission.DENY),
+        topic_acl("payments", "User:*", Operation.WRITE, Permission.DENY),
+        *(topic_acl("orders", "User:*", op, Permission.ALLOW) for op in KEPT_READS),
     }
     # Lifting removes exactly what fencing added.
     assert set(lift_acls(["orders", "payments"], "User:*", bare)) == set(acls)
     # Without keep_reads: only the DENYs, and nothing is reported as having companions.
     none, only_denies = fence_acls(["orders"], "User:x", False, topics_with_acls=())
     assert none == frozenset()
-    assert only_denies == (TopicAcl("orders", "User:x", AclOperation.WRITE, AclPermission.DENY),)
+    assert only_denies == (topic_acl("orders", "User:x", Operation.WRITE, Permission.DENY),)
 
 
 def test_fencing_twice_adds_nothing_the_second_time() -> None:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from drkit.access.rules import Operation, Permission
 from drkit.config import load_config_text
 from drkit.failover.context import RunOptions, StepContext, StepFailed
 from drkit.failover.fences import FenceRepository, FenceState
@@ -31,7 +32,7 @@ from drkit.failover.results import GroupTranslation, Translation
 from drkit.failover.runs import RunRepository
 from drkit.failover.steps.fencing import fence_source, unfence_source
 from drkit.failover.steps.offsets import commit_group_offsets
-from drkit.kafka.acls import AclOperation, AclPermission, TopicAcl
+from drkit.kafka.acls import topic_acl
 from drkit.records import TopicPartition
 from drkit.store import StateStore
 from tests.fake_kafka import FakeClusters
@@ -211,17 +212,17 @@ def test_fence_denies_writes_keeps_reads_and_unfence_restores_exactly_the_old_ac
 ) -> None:
     dc1 = world.clusters["dc1"]
     # payments already has an ACL of its own: it gets no companion ALLOWs (and keeps its ACL).
-    own = TopicAcl(PAYMENTS, "User:billing", AclOperation.READ, AclPermission.ALLOW)
+    own = topic_acl(PAYMENTS, "User:billing", Operation.READ, Permission.ALLOW)
     dc1.acls.add(own)
 
     outcome = fence_source(world.context(), None)
 
     assert outcome.detail == {"topics": [ORDERS, PAYMENTS], "principal": "User:*", "pending": False}
     assert dc1.write_denied() == {ORDERS, PAYMENTS}
-    assert {a for a in dc1.acls if a.permission is AclPermission.ALLOW} == {
+    assert {a for a in dc1.acls if a.permission is Permission.ALLOW} == {
         own,
-        *(TopicAcl(ORDERS, "User:*", op, AclPermission.ALLOW) for op in (
-            AclOperation.READ, AclOperation.DESCRIBE, AclOperation.DESCRIBE_CONFIGS)),
+        *(topic_acl(ORDERS, "User:*", op, Permission.ALLOW) for op in (
+            Operation.READ, Operation.DESCRIBE, Operation.DESCRIBE_CONFIGS)),
     }  # fmt: skip
     assert world.fences.topics("dc1", FenceState.APPLIED) == {ORDERS, PAYMENTS}
     assert world.fences.reads_allowed("dc1") == {ORDERS}
@@ -425,7 +426,7 @@ def test_on_a_deny_by_default_cluster_the_fence_widens_nobodys_reads(world: Worl
     )
     fence_source(world.context(), None)
     assert dc1.write_denied() == {ORDERS, PAYMENTS}
-    assert {a for a in dc1.acls if a.permission is AclPermission.ALLOW} == set()
+    assert {a for a in dc1.acls if a.permission is Permission.ALLOW} == set()
     assert world.fences.reads_allowed("dc1") == set()
     unfence_source(world.context(), None)
     assert dc1.acls == set()
