@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import cached_property
@@ -63,6 +63,7 @@ from drkit.local import LocalKafka
 from drkit.records import Record, TopicPartition
 from drkit.replication.topology import FlowTopology
 from drkit.store.health_repo import HealthRepository
+from drkit.store.models import ObserverState
 from drkit.timestamps import iso_utc
 
 log = logging.getLogger("drkit.drill")
@@ -222,6 +223,10 @@ class DrillRunner:
             self.timeline.add("applications_stopped", f"consumers left {s.source}")
             self._in_background(self._run_engine)
             return
+        # Detection is measured from a transition the fault causes: a monitor that already
+        # holds the source UNAVAILABLE (probes slow under load while the drill warmed up) would
+        # never make one.  It must see the source HEALTHY first.
+        self.until(self._source_healthy, 60, f"the monitor seeing {s.source} HEALTHY first")
         self.fault_how = self.faults.inject(s.fault.kind, s.source)
         self.timeline.add(FAULT, self.fault_how)
         self.until(self._detected, 120, f"the monitor declaring {s.source} unavailable")
@@ -306,6 +311,10 @@ class DrillRunner:
             finally:
                 producer.close()
         self.timeline.add("divergent_writes", f"{count} records per partition after the split")
+
+    def _source_healthy(self) -> bool:
+        _now, states = HealthRepository(self.env.store).observer_states(within_s=10.0)
+        return observed_healthy(states, self.src)
 
     def _detected(self) -> bool:
         fault = self.timeline.first(FAULT)
@@ -771,3 +780,9 @@ class _Sampler(threading.Thread):
             produced_per_s=tuple(0.0 if r is None else r for r in per_second(t, produced)),
             copied_per_s=per_second(t, copied),
         )
+
+
+def observed_healthy(states: Sequence[ObserverState], cluster: str) -> bool:
+    """Every fresh observer state of ``cluster`` is HEALTHY (and there is one)."""
+    mine = [state.state for state in states if state.cluster == cluster]
+    return bool(mine) and all(state == ClusterState.HEALTHY.value for state in mine)
