@@ -126,6 +126,7 @@ _COMMANDS = {
     "drill": "drill_cmd",
     "flows": "flows_cmd",
     "pointer": "flows_cmd",
+    "fences": "flows_cmd",
 }
 
 

@@ -1,4 +1,5 @@
-"""``drkit flows list | pause | resume | stop | start`` and ``drkit pointer show``.
+"""``drkit flows list | pause | resume | stop | start``, ``drkit pointer show``, ``drkit fences
+list``: the operator's view of (and hand on) the control plane.
 
 A change is the directive the failover engine would write (drkit.control), written under the
 failover lease - so it never lands in the middle of a run (exit 5 while one holds it) - with
@@ -324,4 +325,57 @@ def pointer_show(app: AppContext, config_file: str | None, output: str) -> None:
     )
 
 
-COMMANDS = [flows, pointer]
+@click.group("fences")
+def fences() -> None:
+    """Write fences drkit placed on old primaries (DENY WRITE ACLs), applied or pending."""
+
+
+@fences.command("list")
+@click.option("--all", "everything", is_flag=True, help="Lifted fences too.")
+@config_option
+@output_option
+@pass_app
+def fences_list(app: AppContext, everything: bool, config_file: str | None, output: str) -> None:
+    """Per cluster, each fenced topic: applied, applying (half on the cluster) or pending (the
+    cluster was unreachable: applied when it returns), and which run placed it.  Fences are
+    lifted by the procedures (rollback, failback), never one by one."""
+    from drkit.failover.fences import FenceRepository, FenceState
+
+    app.config(config_file)
+    store = app.store(config_file, reading=True)
+    store.ensure_current()
+    rows = [
+        row
+        for row in FenceRepository(store).rows()
+        if everything or row.state is not FenceState.LIFTED
+    ]
+    if output == "json":
+        echo_document(
+            "fences",
+            {
+                "fences": [
+                    {
+                        "cluster": row.cluster,
+                        "topic": row.topic,
+                        "state": row.state.value,
+                        "run": row.run_id,
+                        "reads_allowed": row.reads_allowed,
+                        "updated_at": iso_utc(row.updated_at),
+                    }
+                    for row in rows
+                ]
+            },
+        )
+        return
+    if not rows:
+        click.echo("no fences" + ("" if everything else " in place (--all: lifted ones too)"))
+        return
+    for row in rows:
+        run = f"run {row.run_id}" if row.run_id is not None else "no run"
+        click.echo(
+            f"{row.cluster:<12} {row.topic:<40} {row.state.value:<9} {run}, since "
+            f"{iso_utc(row.updated_at)}"
+        )
+
+
+COMMANDS = [flows, pointer, fences]

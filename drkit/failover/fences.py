@@ -9,6 +9,7 @@ unreachable (an unplanned failover) the fence is recorded as PENDING, shown in t
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
 
@@ -28,6 +29,18 @@ class FenceState(StrEnum):
 
 # Every state in which a topic may carry drkit's fence ACLs (or is about to).
 FENCED_STATES = (FenceState.APPLYING, FenceState.APPLIED, FenceState.PENDING)
+
+
+@dataclass(frozen=True)
+class FenceRow:
+    """One topic's fence as the store holds it."""
+
+    cluster: str
+    topic: str
+    state: FenceState
+    run_id: int | None
+    reads_allowed: bool  # drkit added ALLOW READ/DESCRIBE beside the DENY WRITE
+    updated_at: datetime
 
 
 class FenceRepository:
@@ -113,6 +126,21 @@ class FenceRepository:
                     select(Fence.topic).where(Fence.cluster == cluster, Fence.reads_allowed)
                 )
             )
+
+    def rows(self) -> list[FenceRow]:
+        """Every fence row, by cluster and topic (lifted ones too: the history of a topic)."""
+        with self.store.session() as session:
+            return [
+                FenceRow(
+                    row.cluster,
+                    row.topic,
+                    FenceState(row.state),
+                    row.run_id,
+                    bool(row.reads_allowed),
+                    row.updated_at,
+                )
+                for row in session.scalars(select(Fence).order_by(Fence.cluster, Fence.topic))
+            ]
 
     def clusters_with(self, state: FenceState) -> set[str]:
         with self.store.session() as session:

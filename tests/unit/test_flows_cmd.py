@@ -149,3 +149,26 @@ def test_a_hold_the_control_channel_did_not_get_fails_and_says_so(
     again = drkit(config, "flows", "stop", FORWARD, "-m", "x", "--wait", "0")
     assert again.exit_code == 0 and "already stopped" in again.output
     assert "control channel on dc2: published" in again.output
+
+
+def test_fences_list_shows_what_is_in_place_and_with_all_what_was_lifted(
+    setup: tuple[Path, StateStore, list[str]],
+) -> None:
+    from drkit.failover.fences import FenceRepository, FenceState
+
+    config, store, _published = setup
+    assert "no fences in place" in drkit(config, "fences", "list").output
+    fences = FenceRepository(store)
+    fences.record("dc1", ["orders", "payments"], FenceState.APPLIED, 3, reads_allowed=["orders"])
+    fences.record("dc3", ["audit"], FenceState.PENDING, 4)
+    fences.record("dc1", ["payments"], FenceState.LIFTED, 5)
+    listed = json.loads(drkit(config, "fences", "list", "-o", "json").output)
+    assert listed["schema"] == "drkit.fences/v1"
+    assert [(f["cluster"], f["topic"], f["state"], f["run"], f["reads_allowed"])
+            for f in listed["fences"]] == [
+        ("dc1", "orders", "applied", 3, True), ("dc3", "audit", "pending", 4, False)
+    ]  # fmt: skip
+    text = drkit(config, "fences", "list", "--all").output.splitlines()
+    assert [line.split()[:3] for line in text] == [
+        ["dc1", "orders", "applied"], ["dc1", "payments", "lifted"], ["dc3", "audit", "pending"]
+    ]  # fmt: skip

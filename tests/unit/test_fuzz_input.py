@@ -112,7 +112,7 @@ COMMANDS = [
     ["config", "validate"], ["config", "show"], ["config", "import"], ["db", "current"],
     ["failover", "show"], ["failover", "list"], ["drill", "list"], ["drill", "show"],
     ["drill", "trend"], ["automation", "pause"], ["automation", "ack"], ["acls"],
-    ["flows", "list"], ["pointer", "show"],
+    ["flows", "list"], ["pointer", "show"], ["fences", "list"],
 ]  # fmt: skip
 WORDS = st.sampled_from([
     "--from", "--to", "--group", "--plan", "--yes", "-o", "json", "text", "yaml", "--config",
