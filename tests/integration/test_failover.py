@@ -26,6 +26,7 @@ from drkit.kafka.io import produce_batch
 from drkit.records import TopicPartition
 from drkit.replication.topology import FlowTopology
 from drkit.store import StateStore
+from drkit.timestamps import iso_utc
 from tests import invariants
 from tests.conftest import Names
 from tests.failover_support import (
@@ -278,7 +279,7 @@ def test_engine_killed_after_each_step_resumes_to_the_same_result(
         before = {s.name: s.finished_at for s in run.steps if s.finished_at}
         after = {s["name"]: s["finished_at"] for s in document["steps"]}
         for name, finished in before.items():
-            assert after[name.value] == finished.isoformat(), (step, name)
+            assert after[name.value] == iso_utc(finished), (step, name)
         assert _state(setup, groups) == expected, f"killed after {step.value}"
         pointer = document["result"]["pointer"]
         assert pointer == setup.target
