@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from drkit.config.model import TruncationPolicy
+from drkit.errors import ExitCode
 from drkit.kafka import ClusterEndpoint
 from drkit.kafka.admin import TopicSpec
 from drkit.kafka.io import consume_all, produce_batch
@@ -101,7 +102,7 @@ def test_policy_stop_records_the_loss_and_stops_the_flow(
         dc1, dc2, names, tmp_path, on_source_truncation=TruncationPolicy.STOP.value
     )
     worker = Replicator(setup, log_dir=tmp_path).start()
-    assert worker.wait(60) == 3, worker.log()
+    assert worker.wait(60) == ExitCode.REPLICATION_STOPPED, worker.log()
     events = _losses(tmp_path, setup.config.flows[0].name)
     assert [(e.first_offset, e.count) for e in events] == [(400, 1600)]
     assert "1600 records" in worker.log()
