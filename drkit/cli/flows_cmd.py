@@ -25,8 +25,10 @@ from drkit.cli.context import (
     output_option,
     pass_app,
 )
+from drkit.config.loader import known_flow
+from drkit.control.model import LIVE_WITHIN_S
 from drkit.control.operator import FlowChangeFacts, FlowVerb, change_blockers, unchanged
-from drkit.errors import ConfigError, DrkitError, ExitCode, Problem
+from drkit.errors import DrkitError, ExitCode
 from drkit.timestamps import iso_utc
 
 if TYPE_CHECKING:
@@ -37,7 +39,6 @@ if TYPE_CHECKING:
     from drkit.failover.lease import LeaseKeeper
     from drkit.store.db import StateStore
 
-LIVE_WITHIN_S = 5.0  # workers report every second; older than this is silent
 _LEASE_TTL_S = 15.0
 
 
@@ -62,9 +63,7 @@ def list_flows(app: AppContext, config_file: str | None, output: str) -> None:
     """Each flow's directive (desired state, epoch, who and why) and its workers' reports."""
     from drkit.control import ControlRepository
 
-    config = app.config(config_file)
-    store = app.store(config_file, reading=True)
-    store.ensure_current()
+    config, store = _reading(app, config_file)
     control = ControlRepository(store)
     rows = [(flow, control.directive(flow.name), control.acks(flow.name)) for flow in config.flows]
     if output == "json":
@@ -77,6 +76,15 @@ def list_flows(app: AppContext, config_file: str | None, output: str) -> None:
             click.echo("  no worker has reported")
         for ack in sorted(acks, key=lambda a: a.worker):
             click.echo(f"  {ack.worker}: {_ack_text(ack, directive)}")
+
+
+def _reading(app: AppContext, config_file: str | None) -> tuple[DrkitConfig, StateStore]:
+    """The config and its store, for a command that only reads (a mistyped --state-dir is
+    refused, not created)."""
+    config = app.config(config_file)
+    store = app.store(config_file, reading=True)
+    store.ensure_current()
+    return config, store
 
 
 def _ack_text(ack: WorkerAck, directive: FlowDirective) -> str:
@@ -155,7 +163,7 @@ def _change(
     from drkit.control import ControlRepository
 
     config = app.config(config_file)
-    flow = _flow(config, flow_name)
+    flow = known_flow(config, flow_name, "FLOW")
     store = app.store(config_file)
     store.ensure_current()
     who = operator()
@@ -183,22 +191,13 @@ def _change(
         )
 
 
-def _flow(config: DrkitConfig, name: str) -> FlowConfig:
-    for flow in config.flows:
-        if flow.name == name:
-            return flow
-    known = ", ".join(f.name for f in config.flows) or "none"
-    raise ConfigError([Problem("FLOW", f"no flow {name!r} in the config (flows: {known})")])
-
-
 def _facts(
     config: DrkitConfig, store: StateStore, flow: FlowConfig, current: DesiredState
 ) -> FlowChangeFacts:
-    from drkit.failover.pointer import PointerRepository
+    from drkit.failover.pointer import PointerRepository, active_cluster
     from drkit.failover.runs import RunRepository
 
-    pointer = PointerRepository(store).get()
-    active = pointer.cluster if pointer is not None else (config.flows[0].source)
+    active = active_cluster(PointerRepository(store).get(), config)
     unfinished = tuple(run.id for run in RunRepository(store).unfinished())
     return FlowChangeFacts(flow.name, flow.source, current, active, unfinished)
 
@@ -297,18 +296,16 @@ def pointer() -> None:
 def pointer_show(app: AppContext, config_file: str | None, output: str) -> None:
     """Where the pointer is, since when, and which run moved it (before any failover: the
     first flow's source, as applications are configured)."""
-    from drkit.failover.pointer import PointerRepository
+    from drkit.failover.pointer import PointerRepository, active_cluster
 
-    config = app.config(config_file)
-    store = app.store(config_file, reading=True)
-    store.ensure_current()
+    config, store = _reading(app, config_file)
     found = PointerRepository(store).get()
-    default = config.flows[0].source if config.flows else None
+    default = active_cluster(found, config)
     if output == "json":
         echo_document(
             "pointer",
             {
-                "cluster": found.cluster if found is not None else default,
+                "cluster": default,
                 "set": found is not None,
                 "epoch": found.epoch if found is not None else 0,
                 "run": found.run_id if found is not None else None,
@@ -341,9 +338,7 @@ def fences_list(app: AppContext, everything: bool, config_file: str | None, outp
     lifted by the procedures (rollback, failback), never one by one."""
     from drkit.failover.fences import FenceRepository, FenceState
 
-    app.config(config_file)
-    store = app.store(config_file, reading=True)
-    store.ensure_current()
+    _config, store = _reading(app, config_file)
     rows = [
         row
         for row in FenceRepository(store).rows()

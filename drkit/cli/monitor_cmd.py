@@ -16,7 +16,7 @@ import click
 from pydantic import ValidationError
 
 from drkit.cli.context import AppContext, config_option, echo_json, output_option, pass_app
-from drkit.config.loader import validation_problems
+from drkit.config.loader import known_flow, validation_problems
 from drkit.config.model import DrkitConfig, HealthPolicy, HostPort
 from drkit.errors import ConfigError, DrkitError, ExitCode, Problem
 from drkit.failover.lease import unique_owner
@@ -173,11 +173,8 @@ def translator(config: DrkitConfig) -> Callable[[str, list[str]], dict[str, Any]
     from drkit.offsets.lookup import parse_offsets, translate_offsets
 
     def translate(flow_name: str, values: list[str]) -> dict[str, Any]:
-        flows = {flow.name: flow for flow in config.flows}
-        if flow_name not in flows:
-            known = ", ".join(flows) or "none"
-            raise ConfigError([Problem("flow", f"no flow {flow_name!r} (flows: {known})")])
-        return translate_offsets(config, flows[flow_name], parse_offsets(values)).to_json()
+        flow = known_flow(config, flow_name, "flow")
+        return translate_offsets(config, flow, parse_offsets(values)).to_json()
 
     return translate
 

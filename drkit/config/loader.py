@@ -17,7 +17,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from drkit.config.model import DrkitConfig, flow_reference_problems
+from drkit.config.model import DrkitConfig, FlowConfig, flow_reference_problems
 from drkit.errors import ConfigError, Problem
 
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
@@ -177,6 +177,15 @@ def _reason(detail: Any) -> str:
         return "required key is missing"
     message = str(detail["msg"])
     return message.removeprefix("Value error, ")
+
+
+def known_flow(config: DrkitConfig, name: str, option: str) -> FlowConfig:
+    """The flow ``name``; ConfigError naming ``option`` and the configured flows otherwise."""
+    for flow in config.flows:
+        if flow.name == name:
+            return flow
+    known = ", ".join(f.name for f in config.flows) or "none"
+    raise ConfigError([Problem(option, f"no flow {name!r} in the config (flows: {known})")])
 
 
 def known_cluster(config: DrkitConfig, alias: str, option: str) -> None:

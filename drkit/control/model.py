@@ -25,6 +25,10 @@ class FlowDirective:
     run_id: int | None = None
 
 
+# Workers report every second; one not heard from for longer than this is silent.
+LIVE_WITHIN_S = 5.0
+
+
 @dataclass(frozen=True)
 class WorkerAck:
     """A worker's latest report for one flow: the epoch it acted on and the state it is in.

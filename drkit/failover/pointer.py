@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from drkit.config.model import DrkitConfig
 from drkit.store.db import StateStore
 from drkit.store.guard import WriteGuard, write_session
 from drkit.store.models import ActivePointer
@@ -25,6 +26,14 @@ class Pointer:
     epoch: int
     run_id: int | None
     updated_at: datetime
+
+
+def active_cluster(pointer: Pointer | None, config: DrkitConfig) -> str | None:
+    """The cluster applications use: the pointer's, else (before any failover) the first
+    flow's source, as applications are configured."""
+    if pointer is not None:
+        return pointer.cluster
+    return config.flows[0].source if config.flows else None
 
 
 class PointerRepository:

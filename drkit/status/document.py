@@ -59,7 +59,7 @@ from drkit.automation.decision import Pause
 from drkit.automation.journal import StoredDecision
 from drkit.config.model import DrkitConfig
 from drkit.failover.model import RunState
-from drkit.failover.pointer import Pointer
+from drkit.failover.pointer import Pointer, active_cluster
 from drkit.health.evaluation import ClusterState
 from drkit.health.observations import FlowObservation
 from drkit.health.quorum import AutomationGate, ObserverReport, automation_gate, verdict
@@ -368,7 +368,7 @@ def build_status(
         observers=fresh_observers,
         clusters=dict(sorted(clusters.items())),
         flows=flow_views,
-        active_cluster=pointer.cluster if pointer is not None else _default_active(config),
+        active_cluster=active_cluster(pointer, config),
         pointer=pointer,
         last_failover=run,
         pending_fences={c: tuple(sorted(t)) for c, t in (pending_fences or {}).items()},
@@ -436,11 +436,6 @@ def _latest_observations(rows: Sequence[FlowStatus]) -> dict[str, FlowObservatio
         flow: FlowObservation.from_json(flow, row.observed_at.timestamp(), row.data or {})
         for flow, row in newest.items()
     }
-
-
-def _default_active(config: DrkitConfig) -> str | None:
-    """Before any failover: the first flow's source (where applications write)."""
-    return config.flows[0].source if config.flows else None
 
 
 def _failover_run(run: FailoverRun | None) -> FailoverRunView | None:

@@ -13,7 +13,7 @@ import time
 from drkit.config.model import FlowConfig
 from drkit.control import DesiredState, FlowDirective
 from drkit.control.channel import ChannelPort
-from drkit.control.model import pending_workers
+from drkit.control.model import LIVE_WITHIN_S, pending_workers
 from drkit.errors import KafkaError
 from drkit.failover.context import StepContext, StepFailed, StepOutcome, deadline_loop
 from drkit.failover.fences import FenceState
@@ -23,8 +23,6 @@ from drkit.lag import count_visible
 from drkit.records import TopicPartition
 from drkit.replication.progress import ProgressStore
 from drkit.replication.topology import FlowTopology
-
-_LIVE_WITHIN_S = 5.0  # workers report every second; older than this is silent
 
 
 def _directive(
@@ -91,7 +89,7 @@ def wait_for_workers(
         while more():
             acks = ctx.control.acks(directive.flow)
             behind, silent = pending_workers(
-                acks, directive.epoch, directive.desired, _LIVE_WITHIN_S
+                acks, directive.epoch, directive.desired, LIVE_WITHIN_S
             )
             done, moving, watching = watch.look(silent)
             silent = [w for w in silent if w not in done]
