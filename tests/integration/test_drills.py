@@ -129,10 +129,17 @@ def _recount(
         # where its consumer resets: the replica's beginning.
         starts = {m["target_partition"]: m["target_offset"] for m in
                   translated.get(name, {}).get("partitions", [])}  # fmt: skip
+        # What the group read on the target ends at its committed offsets there (a drill
+        # consumer commits before it counts a record).  The replica may hold more than it read:
+        # after a failback the original direction resumes from its last stored progress and
+        # copies again what a killed worker had copied but not yet recorded.
+        read_to = {
+            tp.partition: o for tp, o in KafkaAdmin(target).group_offsets(name).offsets.items()
+        }
         reread = skipped = 0
         for partition, records in on_target.items():
-            start = starts.get(partition) or 0
-            reread += sum(1 for offset, v in records if offset >= start and v in done)
+            start, end = starts.get(partition) or 0, read_to.get(partition, 0)
+            reread += sum(1 for offset, v in records if start <= offset < end and v in done)
             skipped += sum(1 for offset, v in records if offset < start and v not in done)
         groups[name] = (skipped, reread)
     return lost, groups

@@ -70,18 +70,20 @@ def test_a_partition_the_failover_left_untranslated_is_judged_from_the_replica_s
     }
 
 
-def test_the_fault_waits_for_a_monitor_that_sees_the_source_healthy() -> None:
+def test_the_fault_waits_for_a_monitor_that_sees_the_source_reachable() -> None:
     """A monitor that flagged the source UNAVAILABLE before the fault (slow probes on a busy
     machine) makes no transition when the fault lands: the drill waits until it sees the source
-    HEALTHY again, so detection is measured from a transition the fault caused."""
-    from drkit.drills.runner import observed_healthy
+    reachable (HEALTHY, or DEGRADED by a slow canary) again, so detection is measured from a
+    transition the fault caused."""
+    from drkit.drills.runner import observed_reachable
     from drkit.store.models import ObserverState
 
     def state(observer: str, cluster: str, value: str) -> ObserverState:
         return ObserverState(observer=observer, cluster=cluster, state=value)
 
-    assert observed_healthy([state("a", "dc1", "HEALTHY"), state("a", "dc2", "UNKNOWN")], "dc1")
-    assert not observed_healthy([state("a", "dc1", "UNAVAILABLE")], "dc1")
-    assert not observed_healthy([state("a", "dc1", "HEALTHY"), state("b", "dc1", "DEGRADED")],
-                                "dc1")  # fmt: skip
-    assert not observed_healthy([state("a", "dc2", "HEALTHY")], "dc1")  # no word on dc1 yet
+    assert observed_reachable([state("a", "dc1", "HEALTHY"), state("a", "dc2", "UNKNOWN")], "dc1")
+    assert observed_reachable([state("a", "dc1", "HEALTHY"), state("b", "dc1", "DEGRADED")], "dc1")
+    assert not observed_reachable([state("a", "dc1", "UNAVAILABLE")], "dc1")
+    assert not observed_reachable([state("a", "dc1", "HEALTHY"), state("b", "dc1", "UNKNOWN")],
+                                  "dc1")  # fmt: skip
+    assert not observed_reachable([state("a", "dc2", "HEALTHY")], "dc1")  # no word on dc1 yet
