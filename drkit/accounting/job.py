@@ -83,6 +83,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -90,6 +91,7 @@ from typing import Any
 
 from drkit.accounting.sparkjob import accounting, copy_runs, groups, mapping, read
 from drkit.accounting.sparkjob.schema import SCHEMA, Spec, Summary
+from drkit.accounting.sparkjob.secrets import MissingSecret, fill_secrets
 from drkit.accounting.sparkjob.summary import collect, write_summary, write_table
 
 __all__ = ["SCHEMA", "main", "run"]
@@ -167,7 +169,11 @@ def main(argv: list[str] | None = None) -> int:
         "--per-record", action="store_true", help="account record by record, never by runs"
     )
     args = parser.parse_args(argv)
-    spec: Spec = json.loads(Path(args.spec).read_text(encoding="utf-8"))
+    try:
+        spec = fill_secrets(json.loads(Path(args.spec).read_text(encoding="utf-8")), os.environ)
+    except MissingSecret as err:
+        print(f"drkit verify job: {err}", file=sys.stderr)
+        return 2
     spark = SparkSession.builder.appName(f"drkit verify {spec['flow']}").getOrCreate()
     summary = run(spark, spec, args.out, args.per_record)
     print(json.dumps(summary["totals"]))

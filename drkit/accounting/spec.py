@@ -1,8 +1,9 @@
 """What a verification run checks, gathered with drkit's Kafka adapter (small metadata only).
 
 The spec is plain JSON so the same job runs in-process (``drkit verify``) or under
-``spark-submit``.  It may contain secrets (SASL passwords for the Kafka source): written to disk
-only for spark-submit, with mode 0600.
+``spark-submit``.  In process it holds the clusters' secrets inline; written to disk for
+spark-submit it names them instead (``${DRKIT_SOURCE_PASSWORD}``...), and the job reads them
+from its environment (sparkjob/secrets.py).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 
 from drkit.accounting.losses import lost_before_replication
 from drkit.accounting.sparkjob.schema import GroupSpec, PartitionSpec, Spec
+from drkit.accounting.sparkjob.secrets import jaas_escaped, placeholder
 from drkit.config.model import ClusterConfig, DrkitConfig, FlowConfig, OAuthConfig, SaslMechanism
 from drkit.config.model import SecurityProtocol as Protocol
 from drkit.errors import (
@@ -51,13 +53,38 @@ _LOGIN = {
 
 
 def _jaas_quoted(value: str) -> str:
-    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return f'"{jaas_escaped(value)}"'
 
 
-def _oauth_options(oauth: OAuthConfig) -> dict[str, str]:
+class Secrets:
+    """How a secret goes into a Kafka option: inline (in process), or as a placeholder named
+    ``DRKIT_<SIDE>_<WHAT>`` that the job fills from its environment (a spec written to disk).
+
+    ``named`` collects the placeholders used (name -> what it is) for the spec's ``secret_env``.
+    """
+
+    def __init__(self, side: str | None = None, cluster: str = "") -> None:
+        self.side, self.cluster = side, cluster
+        self.named: dict[str, str] = {}
+
+    def text(self, what: str, description: str, secret: str) -> str:
+        if self.side is None:
+            return secret
+        name = f"DRKIT_{self.side.upper()}_{what}"
+        self.named[name] = f"the {self.side} cluster {self.cluster}'s {description}"
+        return placeholder(name)
+
+
+INLINE = Secrets()
+
+
+def _oauth_options(oauth: OAuthConfig, secrets: Secrets) -> dict[str, str]:
     """The Java client's OIDC login (client-credentials grant, Kafka 3.4+ class names)."""
     assert oauth.client_secret is not None
-    fields = {"clientId": oauth.client_id, "clientSecret": oauth.client_secret.get_secret_value()}
+    secret = secrets.text(
+        "OAUTH_CLIENT_SECRET", "OAuth client secret", oauth.client_secret.get_secret_value()
+    )
+    fields = {"clientId": oauth.client_id, "clientSecret": secret}
     if oauth.scope:
         fields["scope"] = oauth.scope
     fields.update({f"extension_{key}": value for key, value in sorted(oauth.extensions.items())})
@@ -91,8 +118,9 @@ def java_options(properties: Mapping[str, str]) -> str:
     return " ".join(f"-D{key}={value}" for key, value in sorted(properties.items()))
 
 
-def spark_kafka_options(cluster: ClusterConfig) -> dict[str, str]:
-    """Options for Spark's Kafka source (Java client names) from drkit's cluster config."""
+def spark_kafka_options(cluster: ClusterConfig, secrets: Secrets = INLINE) -> dict[str, str]:
+    """Options for Spark's Kafka source (Java client names) from drkit's cluster config;
+    ``secrets`` says how passwords and keys go in (inline unless a placeholder is asked for)."""
     security = cluster.security
     options = {
         "kafka.bootstrap.servers": cluster.bootstrap_servers,
@@ -102,13 +130,16 @@ def spark_kafka_options(cluster: ClusterConfig) -> dict[str, str]:
         assert security.sasl_mechanism is not None
         options["kafka.sasl.mechanism"] = security.sasl_mechanism.value
         if security.sasl_mechanism is SaslMechanism.OAUTHBEARER and security.oauth is not None:
-            options.update(_oauth_options(security.oauth))
+            options.update(_oauth_options(security.oauth, secrets))
         else:
             assert security.password is not None
-            password = security.password.get_secret_value().replace('"', '\\"')
+            password = secrets.text(
+                "PASSWORD", "SASL password", security.password.get_secret_value()
+            )
+            username = _jaas_quoted(security.username or "")
             options["kafka.sasl.jaas.config"] = (
-                f'{_LOGIN[security.sasl_mechanism]} required username="{security.username}" '
-                f'password="{password}";'
+                f"{_LOGIN[security.sasl_mechanism]} required "
+                f"username={username} password={_jaas_quoted(password)};"
             )
     if security.protocol in (Protocol.SSL, Protocol.SASL_SSL):
         if security.ssl_ca_location:
@@ -119,9 +150,16 @@ def spark_kafka_options(cluster: ClusterConfig) -> dict[str, str]:
             options["kafka.ssl.keystore.certificate.chain"] = Path(
                 security.ssl_certificate_location
             ).read_text()
-            options["kafka.ssl.keystore.key"] = Path(security.ssl_key_location).read_text()
+            options["kafka.ssl.keystore.key"] = secrets.text(
+                "SSL_KEY",
+                f"private key (PEM, the contents of {security.ssl_key_location})",
+                Path(security.ssl_key_location).read_text(),
+            )
             if security.ssl_key_password:
-                options["kafka.ssl.key.password"] = security.ssl_key_password.get_secret_value()
+                options["kafka.ssl.key.password"] = secrets.text(
+                    "SSL_KEY_PASSWORD", "private key password",
+                    security.ssl_key_password.get_secret_value(),
+                )  # fmt: skip
         if not security.ssl_endpoint_identification:
             options["kafka.ssl.endpoint.identification.algorithm"] = ""
     return options
@@ -134,6 +172,7 @@ def build_spec(
     topics: list[str] | None = None,
     loss_events: Sequence[LossEvent] = (),
     positions: Mapping[str, Mapping[TopicPartition, int]] | None = None,
+    secrets_by_name: bool = False,
 ) -> Spec:
     """Snapshot the ranges to check (log start to last stable offset, now), the groups'
     positions and the records lost before replication (``loss_events``: the flow's recorded
@@ -141,7 +180,8 @@ def build_spec(
 
     ``positions`` gives a group's T per replica partition to judge instead of its live commit
     on the target: a cutover checks what it committed, while the group may already be
-    consuming there.
+    consuming there.  ``secrets_by_name``: name the clusters' secrets (a spec to write to
+    disk, see :class:`Secrets`) instead of holding them.
 
     Raises AccountingError when there is nothing to check: no selected source partition holds
     a record and nothing was lost.
@@ -167,6 +207,11 @@ def build_spec(
         {TopicPartition(p["source_topic"], p["partition"]): p["source_start"] for p in partitions},
         source.topic_ids(chosen),
     )
+    source_secrets, target_secrets = (
+        (Secrets("source", flow.source), Secrets("target", flow.target))
+        if secrets_by_name
+        else (Secrets(), Secrets())
+    )
     if not lost and not any(p["source_end"] > p["source_start"] for p in partitions):
         selected = ", ".join(chosen) or "none"
         raise AccountingError(
@@ -181,13 +226,14 @@ def build_spec(
         "target_cluster_id": target.describe_cluster()[0] or flow.target,
         "offset_syncs_topic": topology.offset_syncs_topic,
         "checkpoints_topic": topology.checkpoints_topic,
-        "source_options": spark_kafka_options(config.clusters[flow.source]),
-        "target_options": spark_kafka_options(config.clusters[flow.target]),
+        "source_options": spark_kafka_options(config.clusters[flow.source], source_secrets),
+        "target_options": spark_kafka_options(config.clusters[flow.target], target_secrets),
         "partitions": partitions,
         "groups": _group_positions(config, flow, groups, set(chosen), target, positions or {}),
         "filters": filter_rules(flow),
         "notes": notes(flow),
         "lost_before_replication": [loss.as_record() for loss in lost],
+        "secret_env": {**source_secrets.named, **target_secrets.named},
     }
 
 
@@ -304,7 +350,8 @@ def _group_positions(
 
 
 def write_spec(spec: Spec, path: Path) -> None:
-    """Write ``spec`` for spark-submit: created with mode 0600 (it may hold SASL secrets).
+    """Write ``spec`` for spark-submit: created with mode 0600 (build it with
+    ``secrets_by_name``: it then names the clusters' secrets and holds none).
 
     The file is written next to its final name and renamed, so a reader never sees half a spec.
     """

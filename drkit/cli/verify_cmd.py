@@ -184,8 +184,11 @@ def _write_spec_only(
     from drkit.accounting.spec import build_spec, jvm_properties, submit_command, write_spec
     from drkit.accounting.verify import recorded_losses
 
-    spec = build_spec(config, flow, groups, topics, recorded_losses(store, flow))
+    spec = build_spec(
+        config, flow, groups, topics, recorded_losses(store, flow), secrets_by_name=True
+    )
     write_spec(spec, spec_path)
+    secret_env = spec.get("secret_env") or {}
     archive = job_archive(spec_path.parent)
     command = submit_command(
         spec_path, out_dir or "<output dir on shared storage>", archive, per_record,
@@ -199,12 +202,21 @@ def _write_spec_only(
                 "partitions": len(spec["partitions"]),
                 "groups": len({g["group"] for g in spec["groups"]}),
                 "command": command,
+                "secret_env": secret_env,
             }
         )
         return
     click.echo(f"spec for {flow.name} ({len(spec['partitions'])} partitions) -> {spec_path}")
     click.echo("run it on a cluster (add --master and deploy options):")
     click.echo("  " + shlex.join(command))
+    if secret_env:
+        # The spec names these and holds none: the job's driver reads them when it starts.
+        click.echo(
+            "the job reads these secrets from its driver's environment (client mode: export "
+            "them; Kubernetes: spark.kubernetes.driver.secretKeyRef.<NAME>):"
+        )
+        for name, what in secret_env.items():
+            click.echo(f"  {name}: {what}")
 
 
 # How the job accounted (summary "method"; absent from earlier summaries).

@@ -35,7 +35,7 @@ from drkit.local import netns, secure
 from drkit.local.jars import KAFKA_VERSION, java_executable, resolve_bundle
 from drkit.local.netns import Namespace
 from drkit.local.ports import free_port
-from drkit.local.tls import SUPER_USER, LocalSecrets
+from drkit.local.tls import SUPER_USER, USERS, LocalSecrets
 from drkit.logs import log_tail
 
 if TYPE_CHECKING:
@@ -403,13 +403,16 @@ class LocalKafka:
             str(self._properties(state.name, broker.node_id)),
             "--ignore-formatted",
         ]
-        if state.secure:
-            command += secure.scram_format_arguments(self.secrets)
-        done = subprocess.run(command, capture_output=True, text=True, check=False)
+        credentials = secure.scram_format_arguments(self.secrets) if state.secure else []
+        argfile = self._broker_dir(state.name, broker.node_id) / "format.args"
+        with secure.argument_file(argfile, credentials) as words:
+            done = subprocess.run(command + words, capture_output=True, text=True, check=False)
         if done.returncode != 0:
+            said = (done.stderr or done.stdout).strip()[-500:]
+            for user in USERS if credentials else ():
+                said = said.replace(self.secrets.password(user), "***")
             raise LocalClusterError(
-                f"formatting {state.name} broker {broker.node_id} failed: "
-                f"{(done.stderr or done.stdout).strip()[-500:]}"
+                f"formatting {state.name} broker {broker.node_id} failed: {said}"
             )
 
     def _spawn(self, state: ClusterState, broker: BrokerState, jars: Path) -> int:

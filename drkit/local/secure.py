@@ -11,6 +11,9 @@ create the ACLs of the other principals and for nothing else.
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -81,11 +84,41 @@ def oauthbearer_settings(validation: OidcValidation) -> dict[str, Any]:
 
 
 def scram_format_arguments(secrets: LocalSecrets) -> list[str]:
-    """``kafka-storage format`` arguments that create every local SCRAM user."""
+    """``kafka-storage format`` arguments that create every local SCRAM user.
+
+    They hold passwords: pass them through :func:`argument_file`, never on a command line
+    (any local user can read a process's arguments while it runs).
+    """
     out: list[str] = []
     for user in USERS:
         out += ["--add-scram", f"{SCRAM_MECHANISM}=[name={user},password={secrets.password(user)}]"]
     return out
+
+
+def _argfile_escaped(argument: str) -> str:
+    return argument.replace("\\", "\\\\").replace('"', '\\"')
+
+
+@contextmanager
+def argument_file(path: Path, arguments: list[str]) -> Iterator[list[str]]:
+    """A Java ``@argfile`` holding ``arguments`` (owner-only, removed on exit); yields the
+    words to put on the command line instead of them: ``["@path"]``, or ``[]`` (and no file)
+    when there are none.
+
+    The java launcher expands it in-process, after the main class too, so the secrets never
+    appear in ``/proc/<pid>/cmdline``.  Each argument is quoted (backslash and quote escaped).
+    """
+    if not arguments:
+        yield []
+        return
+    lines = "".join(f'"{_argfile_escaped(a)}"\n' for a in arguments)
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+            handle.write(lines)
+        yield [f"@{path}"]
+    finally:
+        path.unlink(missing_ok=True)
 
 
 def client_security(secrets: LocalSecrets, user: str) -> dict[str, Any]:

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from drkit.accounting.sparkjob.rules import dropped_by_filters
-from drkit.accounting.spec import filter_rules, notes, spark_kafka_options
+from drkit.accounting.sparkjob.secrets import MissingSecret, fill_secrets
+from drkit.accounting.spec import Secrets, filter_rules, notes, spark_kafka_options
 from drkit.accounting.verify import spark_failure
 from drkit.config import load_config_text
 from drkit.config.model import FlowConfig, TransformConfig
@@ -40,6 +43,54 @@ clusters:
     assert options["kafka.ssl.truststore.type"] == "PEM"
     assert options["kafka.ssl.truststore.location"] == "/etc/ca.pem"
     assert options["kafka.ssl.endpoint.identification.algorithm"] == ""
+
+
+def test_a_written_spec_names_every_secret_and_the_job_fills_them_back_exactly(
+    tmp_path: Path,
+) -> None:
+    """--write-spec: passwords, OAuth client secrets and private keys become ${DRKIT_...}
+    placeholders; the job, given them in its environment, gets the very options an in-process
+    run uses (quotes and backslashes escaped where a JAAS string needs it); one missing is an
+    error naming it and what it is."""
+    key = tmp_path / "client.key"
+    key.write_text("-----BEGIN PRIVATE KEY-----\nabc\n-----END PRIVATE KEY-----\n")
+    (tmp_path / "client.pem").write_text("-----BEGIN CERTIFICATE-----\n")
+    config = load_config_text(
+        f"""
+clusters:
+  dc1:
+    bootstrap_servers: "k1:9093"
+    security: {{protocol: SASL_SSL, sasl_mechanism: SCRAM-SHA-512, username: drkit,
+               password: "${{PW}}", ssl_certificate_location: {tmp_path}/client.pem,
+               ssl_key_location: {key}, ssl_key_password: "${{KP}}"}}
+""",
+        env={"PW": 'p"w\\x', "KP": "k3y"},
+    )
+    cluster = config.clusters["dc1"]
+    inline = spark_kafka_options(cluster)
+    named = Secrets("source", "dc1")
+    options = spark_kafka_options(cluster, named)
+    written = json.dumps(options)
+    for secret in ('p\\"w', "k3y", "abc"):
+        assert secret not in written
+    assert set(named.named) == {
+        "DRKIT_SOURCE_PASSWORD", "DRKIT_SOURCE_SSL_KEY", "DRKIT_SOURCE_SSL_KEY_PASSWORD",
+    }  # fmt: skip
+    assert "dc1" in named.named["DRKIT_SOURCE_PASSWORD"]
+    spec: Any = {"source_options": options, "target_options": {}, "secret_env": named.named}
+    environ = {
+        "DRKIT_SOURCE_PASSWORD": 'p"w\\x',
+        "DRKIT_SOURCE_SSL_KEY": key.read_text(),
+        "DRKIT_SOURCE_SSL_KEY_PASSWORD": "k3y",
+    }
+    assert fill_secrets(spec, environ)["source_options"] == inline
+    with pytest.raises(
+        MissingSecret, match=r"DRKIT_SOURCE_SSL_KEY_PASSWORD .*private key password"
+    ):
+        fill_secrets(spec, {**environ, "DRKIT_SOURCE_SSL_KEY_PASSWORD": ""})
+    # A spec written before secrets were named holds them inline: unchanged.
+    old: Any = {"source_options": inline, "target_options": {}}
+    assert fill_secrets(old, {}) == old
 
 
 def test_plaintext_needs_only_the_servers() -> None:

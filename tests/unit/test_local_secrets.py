@@ -17,7 +17,7 @@ from drkit.errors import ConfigError
 from drkit.kafka.clients import ClusterEndpoint, client_settings
 from drkit.local.cluster import ClusterStatus
 from drkit.local.config_writer import write_local_config
-from drkit.local.secure import broker_settings, scram_format_arguments
+from drkit.local.secure import argument_file, broker_settings, scram_format_arguments
 from drkit.local.tls import USERS, LocalSecrets
 
 
@@ -121,3 +121,25 @@ def test_a_secured_nodes_properties_file_is_owner_only(tmp_path: Path) -> None:
     written = tmp_path / "local" / "dc1" / "broker-1" / "server.properties"
     assert manager.secrets.password("admin") in written.read_text()
     assert stat.S_IMODE(written.stat().st_mode) == 0o600
+
+
+def test_scram_passwords_reach_kafka_storage_through_an_owner_only_argument_file(
+    tmp_path: Path,
+) -> None:
+    """The format step's SCRAM arguments go through a Java @argfile: the command line (which
+    any local user can read in /proc) names the file, the file is 0600 and gone afterwards."""
+    secrets = LocalSecrets(tmp_path / "local")
+    secrets.ensure()
+    arguments = [*scram_format_arguments(secrets), 'odd "quoted" \\ value']
+    path = tmp_path / "format.args"
+    with argument_file(path, arguments) as words:
+        assert words == [f"@{path}"]
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600
+        lines = path.read_text().splitlines()
+        assert all(secrets.password(user) not in " ".join(words) for user in USERS)
+    assert not path.exists()
+    assert len(lines) == len(arguments)
+    assert lines[-1] == '"odd \\"quoted\\" \\\\ value"'  # the launcher's quoting rules
+    assert any(secrets.password("admin") in line for line in lines)
+    with argument_file(path, []) as words:  # nothing secret: no file, no word
+        assert words == [] and not path.exists()

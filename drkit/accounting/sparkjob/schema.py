@@ -74,6 +74,9 @@ class Spec(TypedDict):
     filters: list[dict[str, Any]]
     notes: list[str]
     lost_before_replication: list[LostPartition]
+    # Secrets the options name as ${NAME} placeholders (name -> what it is), filled from the
+    # job's environment (sparkjob/secrets.py); absent or empty: the options hold them inline.
+    secret_env: NotRequired[dict[str, str]]
 
 
 # -- summary ------------------------------------------------------------------------------
