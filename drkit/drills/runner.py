@@ -696,6 +696,8 @@ def _run_summary(run: RunRecord | None, failback: RunRecord | None) -> dict[str,
         "procedure": run.procedure.value,
         "state": run.state.value,
         "requested_by": run.requested_by,
+        # A planned move's applications could not write from the fence to the pointer move.
+        "write_pause_s": run.write_pause_s,
         "steps": steps,
         "rpo_estimate": run.result.get("rpo"),
         "translations": _translations(run),

@@ -80,6 +80,11 @@ def run_text(run: RunRecord) -> str:
             f"  {step.seq:>2}. {step.name.value:<24} {step.state.value}{took}"
             + (f"  {problem}" if problem else "")
         )
+    if run.write_pause_s is not None:
+        lines.append(
+            f"  applications' write pause: {run.write_pause_s:.1f}s "
+            "(source fenced -> pointer moved)"
+        )
     if run.result.get("error"):
         lines.append(f"  error: {run.result['error']}")
     if run.result.get("rollback_error"):

@@ -63,6 +63,23 @@ class RunRecord:
     def rpo_records(self) -> int | None:
         return run_rpo_records(self.result)
 
+    @property
+    def write_pause_s(self) -> float | None:
+        """How long the applications could not write in this move: from the source's fence
+        applied (``fence_source`` done, not pending) to the pointer moved (``move_pointer``
+        done), when they may write on the target.  None when not measured: no fence applied (an
+        unplanned failover's source is gone; fencing off), or the pointer has not moved."""
+        fence, pointer = self.step(StepName.FENCE_SOURCE), self.step(StepName.MOVE_POINTER)
+        if fence is None or pointer is None or fence.state is not StepState.DONE:
+            return None
+        if fence.detail.get("pending") is not False:  # SourceFence.pending: not applied yet
+            return None
+        if fence.finished_at is None or pointer.finished_at is None:
+            return None
+        if pointer.state is not StepState.DONE:
+            return None
+        return round((pointer.finished_at - fence.finished_at).total_seconds(), 3)
+
     def step(self, name: StepName) -> StepRecord | None:
         return next((s for s in self.steps if s.name is name), None)
 
@@ -109,6 +126,7 @@ class RunRecord:
             "started_at": iso_utc(self.started_at),
             "finished_at": iso_or_none(self.finished_at),
             "lease_owner": self.lease_owner,
+            "write_pause_s": self.write_pause_s,
             "steps": [
                 {
                     "seq": s.seq,
