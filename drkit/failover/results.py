@@ -37,6 +37,12 @@ def partition_key(tp: TopicPartition) -> str:
     return f"{tp.topic}:{tp.partition}"
 
 
+def partition_of(key: str) -> TopicPartition:
+    """The partition a step document's ``topic:partition`` key names."""
+    topic, partition = key.rsplit(":", 1)
+    return TopicPartition(topic, int(partition))
+
+
 @dataclass(frozen=True)
 class SourceFence:
     """What ``fence_source`` did: DENY WRITE on ``topics`` for ``principal``, or - the source

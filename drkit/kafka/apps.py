@@ -145,10 +145,24 @@ class AppProducer:
         return delivered
 
     def close(self) -> None:
-        """Bounded: a dead cluster never holds the caller."""
-        closer = threading.Thread(target=self._producer.flush, args=(1.0,), daemon=True)
+        """Bounded: a dead cluster never holds the caller.
+
+        A transaction a failure left open is aborted first, as librdkafka asks of an
+        application: left open, it would hold every read_committed reader of its partitions
+        (a failover's drain too) until the coordinator's transaction timeout.
+        """
+        closer = threading.Thread(target=self._close, daemon=True)
         closer.start()
         closer.join(2.0)
+
+    def _close(self) -> None:
+        if self._in_transaction:
+            try:
+                self._producer.abort_transaction(1.5)
+                self._in_transaction = False
+            except KafkaException:
+                pass  # the coordinator's timeout ends it
+        self._producer.flush(0.5)
 
 
 class AppConsumer:

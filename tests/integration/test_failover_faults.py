@@ -374,7 +374,8 @@ def test_a_transaction_open_across_the_fence_ends_after_it_and_nothing_is_lost(
     coordinator's markers then take one offset per partition past the fence point.  They are no
     records: the switchover completes (on main confirm_fence counted them as writes that slipped
     past the fence and rolled the move back - a drill caught it), and a commit's records, all
-    written before the fence, are on dc2."""
+    written before the fence, are on dc2.  While it waits, the drain names what holds it: a
+    transaction still open on dc1, on every partition (its write pause is the producer's)."""
     from drkit.kafka.apps import AppProducer
 
     setup, _groups = replicated_setup(dc1, dc2, names, tmp_path)
@@ -382,21 +383,20 @@ def test_a_transaction_open_across_the_fence_ends_after_it_and_nothing_is_lost(
     app = AppProducer(setup.source_endpoint, topic, transactional=True, timeout_s=30.0)
     for partition in range(PARTITIONS):  # acknowledged on dc1: before any fence point
         app.open_transaction([(None, f"txn-{partition}".encode())], partition)
-    reached, ended = tmp_path / "drain-reached", tmp_path / "transaction-ended"
-    wait_for_it = f"touch {reached}; while [ ! -f {ended} ]; do sleep 0.1; done"
-    hold = {"when": "before", "step": "drain", "command": ["sh", "-c", wait_for_it]}
-    with_config(setup, failover={"hooks": [hold]})
     with Replicator(setup, log_dir=tmp_path):
         engine = _engine(setup, tmp_path, "switchover", "--from", setup.source, "--to",
                          setup.target, "--yes")  # fmt: skip
-        wait_until(reached.exists, 120, 0.2, "the engine past record_fence_point")
+        held = f"{PARTITIONS} held by a transaction still open on {setup.source}"
+        wait_until(lambda: held in engine.log(), 120, 0.2, "the drain naming the transaction")
         app.end_transaction(commit=ending == "commit")
-        ended.touch()
         code = engine.wait(180)
     app.close()
     assert code == 0, engine.log()[-3000:]
     final = _only_run(setup)
     assert final.state is RunState.SUCCEEDED
+    assert final.detail(StepName.DRAIN)["open_transactions"] == [
+        f"{topic}:{p}" for p in range(PARTITIONS)
+    ]
     confirmed = final.detail(StepName.CONFIRM_FENCE)
     assert confirmed["markers_after_fence_point"] == PARTITIONS
     problems = invariants.check(_case(setup, topic, _store_url(setup)), _fence_point(final))

@@ -9,6 +9,7 @@ writing on its own.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 from drkit.config.model import FlowConfig
 from drkit.control import DesiredState, FlowDirective
@@ -18,7 +19,7 @@ from drkit.errors import KafkaError
 from drkit.failover.context import StepContext, StepFailed, StepOutcome, deadline_loop
 from drkit.failover.fences import FenceState
 from drkit.failover.model import StepName
-from drkit.failover.results import FencePoint
+from drkit.failover.results import FencePoint, partition_of
 from drkit.lag import count_visible
 from drkit.records import TopicPartition
 from drkit.replication.progress import ProgressStore
@@ -260,37 +261,86 @@ def _progress(ctx: StepContext, topology: FlowTopology) -> dict[str, int]:
 
 
 def _wait_caught_up(
-    ctx: StepContext, topology: FlowTopology, goal: dict[str, int], timeout_s: float | None
+    ctx: StepContext,
+    topology: FlowTopology,
+    goal: dict[str, int],
+    timeout_s: float | None,
+    waiting_on: Callable[[dict[str, int]], str] | None = None,
 ) -> dict[str, object]:
-    """Wait until the flow's progress reaches ``goal`` on every partition."""
+    """Wait until the flow's progress reaches ``goal`` on every partition.
+
+    ``waiting_on`` (given the partitions still behind and their progress) says what holds
+    them, for the progress line and the failure; "" when nothing in particular.
+    """
     if not goal:
         return {"waited_s": 0.0, "partitions": 0}  # nothing to copy: no progress to read
     total = sum(goal.values())
     started = time.monotonic()
     more = deadline_loop(timeout_s, 0.25)
     behind: dict[str, int] = dict(goal)
+    held = ""
     while more():
         done = _progress(ctx, topology)
         behind = {
             key: end - done.get(key, 0) for key, end in goal.items() if done.get(key, 0) < end
         }
         remaining = sum(behind.values())
+        if behind and waiting_on is not None:
+            held = waiting_on({key: done.get(key, 0) for key in behind})
         ctx.progress(
-            f"{topology.name}: {remaining} records to go on {len(behind)} partition(s)",
+            f"{topology.name}: {remaining} records to go on {len(behind)} partition(s){held}",
             1.0 - remaining / total if total else 1.0,
         )
         if not behind:
             return {"waited_s": round(time.monotonic() - started, 2), "partitions": len(goal)}
     raise StepFailed(
         f"{topology.name} did not reach the goal within {timeout_s:g}s: "
-        f"{sum(behind.values())} records behind on {len(behind)} partition(s)"
+        f"{sum(behind.values())} records behind on {len(behind)} partition(s){held}"
     )
 
 
 def drain(ctx: StepContext, timeout_s: float | None) -> StepOutcome:
-    """Wait until replication has copied everything up to the fence point."""
-    goal = _fence_point(ctx).ends  # {} when the flow has no partitions yet
-    return StepOutcome.done(**_wait_caught_up(ctx, ctx.topology, dict(goal), timeout_s))
+    """Wait until replication has copied everything up to the fence point.
+
+    A transaction a source producer left open below the fence point cannot be copied until it
+    ends (the replicator reads committed data only): its producer commits or aborts it, or its
+    coordinator aborts it after the producer's ``transaction.timeout.ms``.  The drain says so
+    while it waits and records the partitions that held one (``open_transactions``): that part
+    of the applications' write pause is the producer's, not the copy's.
+    """
+    goal = dict(_fence_point(ctx).ends)  # {} when the flow has no partitions yet
+    held: set[str] = set()
+    asked_at = 0.0
+
+    def waiting_on(progress: dict[str, int]) -> str:
+        nonlocal asked_at
+        if time.monotonic() - asked_at >= 1.0:  # one read of the source a second at most
+            asked_at = time.monotonic()
+            held.update(_held_by_open_transactions(ctx, progress, goal))
+        stuck = held & set(progress)
+        if not stuck:
+            return ""
+        return f"; {len(stuck)} held by a transaction still open on {ctx.source}"
+
+    caught = _wait_caught_up(ctx, ctx.topology, goal, timeout_s, waiting_on)
+    return StepOutcome.done(**caught, open_transactions=sorted(held))
+
+
+def _held_by_open_transactions(
+    ctx: StepContext, progress: dict[str, int], goal: dict[str, int]
+) -> set[str]:
+    """Partitions (``topic:partition``) whose copy reached the source's last stable offset
+    while that offset is still below the goal: what is left is an open transaction's."""
+    partitions = {key: partition_of(key) for key in progress}
+    try:
+        stable = ctx.admin(ctx.source).stable_offsets(partitions.values(), timeout_s=5.0)
+    except KafkaError:
+        return set()  # only an explanation: the wait itself goes on
+    return {
+        key
+        for key, tp in partitions.items()
+        if tp in stable and progress[key] >= stable[tp] and stable[tp] < goal[key]
+    }
 
 
 def _fence_point(ctx: StepContext) -> FencePoint:
