@@ -408,7 +408,19 @@ def _flow_detail(seen: FlowObservation | None) -> list[str]:
             else "no checkpoint yet: it would start at its auto.offset.reset"
         )
         lines.append(f"group {group}: lag {status}; {cost}")
+    lines.append(_drift_text(seen))
     return lines
+
+
+def _drift_text(seen: FlowObservation) -> str:
+    """Config drift as the monitor last compared it: none, the differences, or not known."""
+    if seen.drift is None:
+        return "config drift: not compared yet"
+    if not seen.drift:
+        return "config drift: none (replicas match their source topics)"
+    more = (seen.drift_total or 0) - len(seen.drift)
+    listed = "; ".join(seen.drift) + (f"; and {more} more" if more > 0 else "")
+    return f"{_alarm('CONFIG DRIFT')} {seen.drift_total}: {listed}"
 
 
 def _lag_text(seen: FlowObservation | None) -> str:

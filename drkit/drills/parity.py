@@ -6,7 +6,7 @@ from __future__ import annotations
 from drkit.config.model import DrkitConfig, FlowConfig
 from drkit.drills.report import DrillCheck
 from drkit.kafka import ClusterEndpoint, KafkaAdmin
-from drkit.replication.topic_sync import TopicSynchronizer, plan_topic_sync
+from drkit.replication.topic_sync import TopicSynchronizer, differences
 from drkit.replication.topology import FlowTopology
 
 
@@ -21,14 +21,7 @@ def parity_check(config: DrkitConfig, flow: FlowConfig, only: set[str] | None = 
         flow.target_replication_factor,
         sync_configs=False,
     )
-    sources = synchronizer.read_sources(only)
-    plan = plan_topic_sync(
-        sources, synchronizer.read_targets(sources), topology.target_topic, None, False
-    )
-    problems = [f"{spec.name} missing" for spec in plan.create]
-    problems += [f"{topic} has fewer partitions (source: {n})" for topic, n in plan.add_partitions]
-    problems += [
-        f"{d.topic} {d.key}={d.target_value} (source: {d.source_value})" for d in plan.drift
-    ]
-    detail = "; ".join(problems) or f"{len(sources)} topics: replicas, partitions, configs match"
+    selected, plan = synchronizer.compare(only)
+    problems = differences(plan)
+    detail = "; ".join(problems) or f"{selected} topics: replicas, partitions, configs match"
     return DrillCheck("topic_parity", not problems, detail)

@@ -14,6 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+DRIFT_LINES = 20  # config drift lines a flow observation keeps (the total is kept too)
+
 
 @dataclass(frozen=True)
 class GroupCheckpoints:
@@ -55,6 +57,10 @@ class FlowObservation:
     workers: int | None = None
     errors: tuple[str, ...] = ()
     group_lag: Mapping[str, str] = field(default_factory=dict)  # group -> Burrow status
+    # Config drift: how the replicas differ from their source topics (topic_sync.differences),
+    # at most DRIFT_LINES of them; None: not compared (yet, or a cluster did not answer).
+    drift: tuple[str, ...] | None = None
+    drift_total: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -69,6 +75,8 @@ class FlowObservation:
             "workers": self.workers,
             "errors": list(self.errors),
             "group_lag": dict(self.group_lag),
+            "drift": None if self.drift is None else list(self.drift),
+            "drift_total": self.drift_total,
         }
 
     @staticmethod
@@ -86,6 +94,8 @@ class FlowObservation:
             "workers": None,
             "errors": [],
             "group_lag": {},
+            "drift": None,
+            "drift_total": None,
         }
 
     @classmethod
@@ -106,4 +116,6 @@ class FlowObservation:
             workers=data.get("workers"),
             errors=tuple(data.get("errors") or ()),
             group_lag=dict(data.get("group_lag") or {}),
+            drift=None if data.get("drift") is None else tuple(data["drift"]),
+            drift_total=data.get("drift_total"),
         )

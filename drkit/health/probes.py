@@ -14,7 +14,7 @@ from typing import Protocol
 from drkit.config.model import ClusterConfig, HealthPolicy
 from drkit.errors import KafkaError
 from drkit.health.evaluation import ProbeResult
-from drkit.health.observations import FlowObservation, GroupCheckpoints
+from drkit.health.observations import DRIFT_LINES, FlowObservation, GroupCheckpoints
 from drkit.kafka.admin import KafkaAdmin, TopicInfo, TopicSpec
 from drkit.kafka.clients import ClusterEndpoint, tcp_unreachable
 from drkit.kafka.io import canary_round_trip
@@ -25,6 +25,7 @@ from drkit.records import TopicPartition
 from drkit.replication import internal_topics
 from drkit.replication.heartbeat import Heartbeat
 from drkit.replication.progress import Progress, ProgressStore
+from drkit.replication.topic_sync import TopicSynchronizer, differences
 from drkit.replication.topology import FlowTopology
 
 
@@ -132,6 +133,8 @@ class ClusterProber:
 # Offsets a probe reads at most to count a flow's lag in visible records; a wider lag is
 # reported as its offset width (an upper bound, ``lag_exact`` false).
 LAG_COUNT_LIMIT = 20_000
+DRIFT_EVERY_S = 60.0  # how often a flow probe compares the replicas' topic configs
+FIRST_DRIFT_AFTER_S = 5.0
 
 
 class FlowProber:
@@ -159,6 +162,12 @@ class FlowProber:
         self._checkpoints = CheckpointStore(target_endpoint, topology.checkpoints_topic)
         self._latest_beat_ms: int | None = None
         self.timeout = policy.probe_timeout_s
+        self._parity = TopicSynchronizer(
+            self.source, self.target, topology.selects, topology.target_topic, None, False
+        )
+        self._drift: tuple[tuple[str, ...], int] | None = None
+        # monotonic; the first comparison waits a little: a monitor's first probes are busy
+        self._drift_read_at = time.monotonic() - DRIFT_EVERY_S + FIRST_DRIFT_AFTER_S
 
     def probe(self) -> FlowObservation:
         now = time.time()
@@ -186,13 +195,30 @@ class FlowProber:
             state = self.source.describe_groups([group]).get(group)
         except KafkaError as err:
             return replace(observation, errors=(f"source: {err}",))
+        drift = self._config_drift()
         return replace(
             observation,
             lag_by_topic=lag,
             lag_records=sum(lag.values()),
             lag_exact=exact,
             workers=state.members if state is not None else 0,
+            drift=None if drift is None else drift[0],
+            drift_total=None if drift is None else drift[1],
         )
+
+    def _config_drift(self) -> tuple[tuple[str, ...], int] | None:
+        """How the replicas differ from their sources (the first DRIFT_LINES, and how many);
+        compared once a minute (topic configs change rarely), None until a comparison worked."""
+        if time.monotonic() - self._drift_read_at > DRIFT_EVERY_S:
+            self._drift_read_at = time.monotonic()
+            try:
+                _selected, plan = self._parity.compare()
+            except KafkaError:
+                self._drift = None  # unknown now, not "no drift"
+            else:
+                lines = differences(plan)
+                self._drift = (tuple(lines[:DRIFT_LINES]), len(lines))
+        return self._drift
 
     def _read_heartbeats(self) -> None:
         if self.topology.heartbeats_replica not in self.target.list_topics():

@@ -129,6 +129,19 @@ def plan_topic_sync(
     return TopicSyncPlan(tuple(create), tuple(grow), tuple(set_configs), tuple(drift), tuple(wider))
 
 
+def differences(plan: TopicSyncPlan) -> list[str]:
+    """What differs between the selected source topics and their replicas, one line each (a
+    replica missing, fewer or more partitions, a replicable config with another value)."""
+    lines = [f"{spec.name} missing" for spec in plan.create]
+    lines += [f"{topic} has fewer partitions (source: {n})" for topic, n in plan.add_partitions]
+    lines += [
+        f"{topic} has more partitions ({target}; source: {source})"
+        for topic, source, target in plan.wider_target
+    ]
+    lines += [f"{d.topic} {d.key}={d.target_value} (source: {d.source_value})" for d in plan.drift]
+    return lines
+
+
 class TopicSynchronizer:
     """Reads both clusters, plans and applies topic changes for one flow.
 
@@ -180,6 +193,13 @@ class TopicSynchronizer:
             }
             out[name] = TopicState(name, listed[name].partition_count, current)  # type: ignore[arg-type]
         return out
+
+    def compare(self, only: set[str] | None = None) -> tuple[int, TopicSyncPlan]:
+        """Read-only: (selected source topics, the changes sync would make) - the parity of the
+        source topics and their replicas, for checks and status."""
+        sources = self.read_sources(only)
+        plan = plan_topic_sync(sources, self.read_targets(sources), self.target_name, None, False)
+        return len(sources), plan
 
     def sync(self, only: set[str] | None = None) -> TopicSyncPlan:
         """Bring the target in line with the source (for all selected topics, or ``only``)."""

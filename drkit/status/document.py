@@ -12,7 +12,7 @@ strings, ``2026-11-26T15:02:19.123Z`` - every ``*_at``, ``at`` and ``since``)::
                           {name: {"state", "since", "updated_at", "fresh", "probe", "reason"}}}},
      "flows": {name: {"source", "target", "observed_at", "flow", "at", "heartbeat_age_s",
                       "lag_records", "lag_by_topic", "lag_exact", "checkpoint_age_s",
-                      "workers", "groups", "group_lag", "errors",
+                      "workers", "groups", "group_lag", "errors", "drift", "drift_total",
                       "lost_records", "losses": [{"topic", "partition", "first_offset",
                                                   "last_offset", "count", "reason",
                                                   "detected_at", "detected_by"}],
@@ -32,9 +32,12 @@ strings, ``2026-11-26T15:02:19.123Z`` - every ``*_at``, ``at`` and ``since``)::
      "transitions": [{"kind", "subject", "observer", "from", "to", "at", "reason"}]}
 
 Flow fields are ``null`` until a monitor has observed the flow (``observed_at`` null).
-``lost_records`` totals the flow's recorded loss events (source records deleted before they
-were replicated, see :mod:`drkit.replication.loss`); ``losses`` lists them, oldest first.  A
-flow with losses is not OK however healthy its replication is now.  ``failover`` is
+``drift`` lists how the replicas differ from their source topics (missing, partitions, topic
+configs; the first 20, ``drift_total`` counts them all), compared once a minute; null until
+compared.  ``lost_records`` totals the flow's recorded loss events (source records deleted
+before they were replicated, see :mod:`drkit.replication.loss`); ``losses`` lists them,
+oldest first.  A flow with losses is not OK however healthy its replication is now.
+``failover`` is
 :mod:`drkit.health.readiness`: ``failed_bounds`` names the config bounds that fail.
 ``active_cluster`` is the cluster clients should use: the failover engine's active pointer
 (drkit.failover.pointer) when one was ever set, else the first flow's source.

@@ -102,6 +102,7 @@ def test_status_shows_both_clusters_healthy_and_the_flow_caught_up(
                 and flow.get("heartbeat_age_s") is not None
                 # The first checkpoint tick may land a probe after the lag reaches 0.
                 and flow.get("checkpoint_age_s") is not None
+                and flow.get("drift") is not None  # compared a few seconds after the start
             ):
                 return status
             return None
@@ -112,6 +113,7 @@ def test_status_shows_both_clusters_healthy_and_the_flow_caught_up(
         clusters = {setup.source: dc1, setup.target: dc2}
         assert flow["heartbeat_age_s"] < 5
         assert flow["workers"] == 1
+        assert (flow["drift"], flow["drift_total"]) == ([], 0)  # the replica matches its source
         assert flow["failover"]["possible"] is True, flow["failover"]
         brokers = {alias: c.admin().describe_cluster()[2] for alias, c in clusters.items()}
 

@@ -17,6 +17,7 @@ from drkit.replication.topic_filter import TopicFilter
 from drkit.replication.topic_sync import (
     EXCLUDED_CONFIGS,
     TopicState,
+    differences,
     plan_topic_sync,
     replicable_configs,
 )
@@ -106,6 +107,14 @@ def test_plan_creates_grows_syncs_and_reports_drift_but_never_shrinks() -> None:
     assert plan.wider_target == (("dc1.wider", 2, 5),)
     report_only = plan_topic_sync(sources, targets, lambda t: f"dc1.{t}", 3, sync_configs=False)
     assert report_only.set_configs == () and len(report_only.drift) == 1
+    # What status and the drills' parity check show: one line per difference.
+    assert differences(plan) == [
+        "dc1.new missing",
+        "dc1.grown has fewer partitions (source: 6)",
+        "dc1.wider has more partitions (5; source: 2)",
+        "dc1.drifted retention.ms=99 (source: 10)",
+    ]
+    assert differences(plan_topic_sync({}, {}, str, None, False)) == []
 
 
 def test_filter_drops_or_keeps_by_key_and_header() -> None:

@@ -106,6 +106,32 @@ def test_status_shows_lag_per_topic_and_each_group(tmp_path: Path) -> None:
     assert ("    group billing: lag OK; moving it now: 2 re-read, 0 not replicated "
             "(4 partitions checkpointed)") in result.output  # fmt: skip
     assert "    group audit: lag STALL; no checkpoint yet" in result.output
+    assert "    config drift: not compared yet" in result.output  # an older row: no drift key
+
+
+def test_status_shows_config_drift_on_the_terminal_the_page_and_in_json(tmp_path: Path) -> None:
+    """How the replicas differ from their source topics, as the monitor last compared them:
+    listed (the first ones, and how many in all) wherever status is read."""
+    from drkit.store.health_repo import HealthRepository
+
+    path = config_file(tmp_path)
+    store = StateStore(f"sqlite:///{tmp_path / 'drkit.db'}")
+    store.upgrade()
+    repo = HealthRepository(store)
+    drifted = {"drift": ["dc1.orders retention.ms=99 (source: 10)", "dc1.audit missing"],
+               "drift_total": 3}  # fmt: skip
+    repo.save_flow_status("o1", "dc1->dc2", 1_700_000_000.0, drifted)
+    repo.save_flow_status("o1", "dc2->dc1", 1_700_000_000.0, {"drift": [], "drift_total": 0})
+    result = CliRunner().invoke(cli, ["status", "--no-probe", "--config", str(path)])
+    assert result.exit_code == 0, result.output
+    assert ("    CONFIG DRIFT 3: dc1.orders retention.ms=99 (source: 10); dc1.audit missing; "
+            "and 1 more") in result.output  # fmt: skip
+    assert "    config drift: none (replicas match their source topics)" in result.output
+    picture = current_status(load_config(path), store).to_json()
+    assert picture["flows"]["dc1->dc2"]["drift"] == drifted["drift"]
+    assert picture["flows"]["dc1->dc2"]["drift_total"] == 3
+    page = render_page(picture)
+    assert '<span class="state DEGRADED">3</span>' in page and "and 1 more" in page
 
 
 def test_status_colours_states_on_a_terminal_only(tmp_path: Path) -> None:
