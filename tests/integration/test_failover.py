@@ -42,6 +42,7 @@ from tests.failover_support import (
     with_config,
 )
 from tests.kafka_backends import ClusterUnderTest
+from tests.kip848 import NEW_PROTOCOL, group_type, kip848_first_offsets, kip848_member_commits
 from tests.replication_support import FlowSetup, Replicator, flow_setup, wait_until
 
 # -- unplanned --------------------------------------------------------------------------------
@@ -54,6 +55,10 @@ def test_unplanned_failover_of_a_killed_primary_resumes_every_group_exactly(
     setup = flow_setup(tmp_path, scratch, dc2, [topic], groups={"include": [f"{names.prefix}.*"]})
     replica = FlowTopology.of(setup.config.flows[0]).target_topic(topic)
     groups = source_with_groups(setup, topic, names)
+    # Beside the classic groups, one on KIP-848's protocol (a real member committed it).
+    next_gen = names.group("next-gen")
+    groups[next_gen] = {TopicPartition(topic, p): 7 * (p + 1) for p in range(PARTITIONS)}
+    assert kip848_member_commits(setup.source_endpoint, next_gen, groups[next_gen]) == "CONSUMER"
     # Where each group stands, partition by partition (drkit groups lag).
     asked = [arg for group in sorted(groups) for arg in ("--group", group)]
     lag = drkit(setup, "groups", "lag", "--cluster", setup.source, *asked, "-o", "json")
@@ -79,6 +84,9 @@ def test_unplanned_failover_of_a_killed_primary_resumes_every_group_exactly(
     rpo = {(r["topic"], r["partition"]): r["records"] for r in run["result"]["rpo"]}
     assert rpo == {(topic, p): 0 for p in range(PARTITIONS)}
     assert_groups_resume_exactly(setup, replica, groups)
+    # A member on the new protocol joins on dc2 and reads first the record after its commit.
+    first = kip848_first_offsets(setup.target_endpoint, replica, next_gen, PARTITIONS)
+    assert first == {tp.partition: o for tp, o in groups[next_gen].items()}
     shown = drkit(setup, "failover", "show", "-o", "json")
     assert shown.code == 0 and shown.json()["id"] == run["id"]
     # dc1 returns: it is fenced before anyone can write to it (the monitor runs this duty).
@@ -131,7 +139,7 @@ class _Producer:
 def test_planned_switchover_under_load_loses_nothing_rereads_nothing_and_reverses(
     dc1: ClusterUnderTest, dc2: ClusterUnderTest, names: Names, tmp_path: Path
 ) -> None:
-    topic, group = names.topic("orders"), names.group("billing")
+    topic, group, ledger = names.topic("orders"), names.group("billing"), names.group("ledger")
     setup = flow_setup(
         tmp_path, dc1, dc2, [topic], reverse=True, groups={"include": [f"{names.prefix}.*"]}
     )
@@ -144,6 +152,8 @@ def test_planned_switchover_under_load_loses_nothing_rereads_nothing_and_reverse
         wait_until(lambda: load.accepted >= 2000, 60, what="load on dc1")
         # The application consumes part of the stream on dc1, commits, and is stopped.
         processed_on_dc1 += _consume_and_commit(setup.source_endpoint, topic, group, 1200)
+        # A second application on KIP-848's protocol, stopped at another point.
+        ledger_on_dc1 = _consume_and_commit(setup.source_endpoint, topic, ledger, 700, NEW_PROTOCOL)
         done = drkit(setup, "switchover", "--from", setup.source, "--to", setup.target, "--yes",
                      "-o", "json", timeout_s=300)  # fmt: skip
         assert done.code == 0, done.err + done.out
@@ -167,6 +177,17 @@ def test_planned_switchover_under_load_loses_nothing_rereads_nothing_and_reverse
     assert len(accepted) >= load.accepted  # a batch cut by the fence may be partly accepted
     both = processed_on_dc1 + rest
     assert sorted(both) == sorted(accepted), "skipped or re-read records across the switchover"
+    # The KIP-848 group too, and a member on the new protocol resumes it where it stopped.
+    assert group_type(setup.source_endpoint, ledger) == "CONSUMER"
+    moved = KafkaAdmin(setup.target_endpoint).group_offsets(ledger).offsets
+    rest = _values_from(setup.target_endpoint, {tp: moved.get(tp, 0) for tp in replica_parts})
+    assert sorted(ledger_on_dc1 + rest) == sorted(accepted), "the KIP-848 group moved inexactly"
+    stood = KafkaAdmin(setup.source_endpoint).group_offsets(ledger).offsets
+    first = kip848_first_offsets(
+        setup.target_endpoint, forward.target_topic(topic), ledger, PARTITIONS
+    )
+    at = {p: stood.get(TopicPartition(topic, p), 0) for p in range(PARTITIONS)}
+    assert first == {p: o for p, o in at.items() if o < _end(dc1, TopicPartition(topic, p))}
     # The reverse flow runs: a record written on dc2 reaches dc1.
     produce_batch(setup.target_endpoint, topic, [(None, b"after-switchover")], partition=0)
     with Replicator(setup, log_dir=tmp_path):
@@ -192,10 +213,18 @@ def test_planned_switchover_under_load_loses_nothing_rereads_nothing_and_reverse
     assert invariants.check(case, point) == []
 
 
+def _end(cluster: ClusterUnderTest, tp: TopicPartition) -> int:
+    return cluster.admin().list_offsets([tp], "latest")[tp]
+
+
 def _consume_and_commit(
-    endpoint: ClusterEndpoint, topic: str, group: str, count: int
+    endpoint: ClusterEndpoint,
+    topic: str,
+    group: str,
+    count: int,
+    protocol: Mapping[str, str] | None = None,
 ) -> list[bytes]:
-    consumer = make_consumer(endpoint, group, {"auto.offset.reset": "earliest"})
+    consumer = make_consumer(endpoint, group, {"auto.offset.reset": "earliest", **(protocol or {})})
     consumer.subscribe([topic])
     seen: list[bytes] = []
     deadline = time.monotonic() + 60
