@@ -53,7 +53,17 @@ def _when(moment: str | None) -> str:
 _templates = Environment(
     loader=PackageLoader("drkit", "templates"), autoescape=select_autoescape(["html", "j2"])
 )
+# A group's Burrow lag status, drawn in the cluster states' colours.
+_LAG_COLOURS = {"OK": "HEALTHY", "WARN": "DEGRADED", "STALL": "UNAVAILABLE", "STOP": "UNAVAILABLE",
+                "REWIND": "UNAVAILABLE"}  # fmt: skip
+
+
+def _lag_colour(status: str | None) -> str:
+    return _LAG_COLOURS.get(status or "", "UNKNOWN")
+
+
 _templates.filters["when"] = _when
+_templates.filters["lag_colour"] = _lag_colour
 
 
 def render_page(status: dict[str, Any]) -> str:

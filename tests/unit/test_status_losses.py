@@ -106,6 +106,15 @@ def test_status_shows_lag_per_topic_and_each_group(tmp_path: Path) -> None:
     assert ("    group billing: lag OK; moving it now: 2 re-read, 0 not replicated "
             "(4 partitions checkpointed)") in result.output  # fmt: skip
     assert "    group audit: lag STALL; no checkpoint yet" in result.output
+    # The status page shows the same, per group.
+    page = render_page(current_status(load_config(path), store).to_json())
+    assert '<tr data-flow="dc1-&gt;dc2" data-group="billing">' in page
+    billing = page.split('data-group="billing">', 1)[1].split("</tr>", 1)[0]
+    assert '<span class="state HEALTHY">OK</span>' in billing
+    assert "2 re-read, 0 not replicated (4 partitions checkpointed)" in billing
+    audit = page.split('data-group="audit">', 1)[1].split("</tr>", 1)[0]
+    assert '<span class="state UNAVAILABLE">STALL</span>' in audit and "no checkpoint yet" in audit
+    assert "lag by topic: orders 9, payments 3" in page
     assert "    config drift: not compared yet" in result.output  # an older row: no drift key
 
 
