@@ -7,6 +7,7 @@ import threading
 import click
 
 from drkit.cli.context import AppContext, complete_flows, config_option, pass_app
+from drkit.config.model import Role
 from drkit.replication.service import install_stop_signals, run_checkpointer, select_flows
 
 
@@ -27,7 +28,7 @@ def checkpoint(app: AppContext, config_file: str | None, flows: tuple[str, ...])
     Use this when replication runs elsewhere (or with --no-checkpoints); 'drkit replicate'
     runs the same workers by default.
     """
-    config = app.config(config_file)
+    config = app.config(config_file).as_role(Role.CHECKPOINTER)
     stop = threading.Event()
     install_stop_signals(stop)
     threads = [

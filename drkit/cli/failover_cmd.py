@@ -32,6 +32,7 @@ from drkit.cli.context import (
     pass_app,
 )
 from drkit.config.loader import known_cluster
+from drkit.config.model import Role
 from drkit.errors import ConfigError, Problem
 from drkit.failover.context import RunOptions
 from drkit.failover.engine import Engine, PlanBlocked
@@ -107,7 +108,7 @@ def progress_printer(output: str) -> Any:
 
 
 def _engine(app: AppContext, config_file: str | None, output: str) -> Engine:
-    config = app.config(config_file)
+    config = app.config(config_file).as_role(Role.ENGINE)
     store = app.store(config_file, config_required=True)
     store.ensure_current()
     return Engine(config, store, app.state_dir, progress_printer(output))

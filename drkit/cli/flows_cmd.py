@@ -26,6 +26,7 @@ from drkit.cli.context import (
     pass_app,
 )
 from drkit.config.loader import known_flow
+from drkit.config.model import Role
 from drkit.control.model import LIVE_WITHIN_S
 from drkit.control.operator import FlowChangeFacts, FlowVerb, change_blockers, unchanged
 from drkit.errors import DrkitError, ExitCode
@@ -162,7 +163,7 @@ def _change(
 ) -> None:
     from drkit.control import ControlRepository
 
-    config = app.config(config_file)
+    config = app.config(config_file).as_role(Role.ENGINE)  # it publishes as the engine does
     flow = known_flow(config, flow_name, "FLOW")
     store = app.store(config_file)
     store.ensure_current()

@@ -17,7 +17,7 @@ from pydantic import ValidationError
 
 from drkit.cli.context import AppContext, config_option, echo_json, output_option, pass_app
 from drkit.config.loader import known_flow, validation_problems
-from drkit.config.model import DrkitConfig, HealthPolicy, HostPort
+from drkit.config.model import DrkitConfig, HealthPolicy, HostPort, Role, connects_as
 from drkit.errors import ConfigError, DrkitError, ExitCode, Problem
 from drkit.failover.lease import unique_owner
 from drkit.health.jobs import JobKind
@@ -117,7 +117,7 @@ def monitor(
     from drkit.status.web import StatusApp, serve
 
     host, port = _listen(listen)
-    config = with_interval(app.config(config_file), interval)
+    config = with_interval(app.config(config_file).as_role(Role.MONITOR), interval)
     name = observer or socket.gethostname()
     store = app.store(config_file)
     store.ensure_current()
@@ -153,7 +153,8 @@ def monitor(
     scheduler.start()
     click.echo(
         f"monitor {name}: http://{_url_host(host)}:{server.server_port}/ "
-        f"(probing every {config.health.probe_interval_s:g}s)"
+        f"(probing every {config.health.probe_interval_s:g}s; "
+        f"as {connects_as(config, config.clusters)})"
     )
     stop = threading.Event()
     install_stop_signals(stop)
@@ -225,7 +226,7 @@ def status(
     """Clusters, flows, lag, checkpoint ages, losses and whether a failover is possible now.
 
     Exits 3 when the active cluster is unavailable (agreed, or by every fresh observer)."""
-    config = app.config(config_file)
+    config = app.config(config_file).as_role(Role.MONITOR)
     store = app.store(config_file, reading=True)
     store.ensure_current()
     if watch_s is None:

@@ -16,7 +16,7 @@ from drkit.cli.context import (
     output_option,
     pass_app,
 )
-from drkit.config.model import DrkitConfig, FlowConfig
+from drkit.config.model import DrkitConfig, FlowConfig, Role
 from drkit.errors import ConfigError, ExitCode, Problem
 
 if TYPE_CHECKING:
@@ -109,7 +109,7 @@ def verify(
     from drkit.accounting.verify import default_out, import_summary
     from drkit.accounting.verify import verify as run_verify
 
-    config = app.config(config_file)
+    config = app.config(config_file).as_role(Role.VERIFIER)
     try:
         flow = config.flow(flow_name)
     except KeyError:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -204,6 +205,12 @@ class ClusterConfig(_Frozen):
     # The principal (``User:name``) doing each role on this cluster, for ``drkit doctor`` and
     # ``drkit acls``; a role not named here is drkit's own SASL user (:meth:`principal`).
     principals: dict[Role, str] = Field(default_factory=dict)
+    # Credentials per role, for processes of different roles that share this config file (one
+    # host, a drill): each connects with its role's (``drkit replicate`` as the replicator, its
+    # checkpoint worker as the checkpointer, ``drkit monitor`` as the monitor, the failover
+    # commands as the engine, ``drkit verify`` as the verifier; see DrkitConfig.as_role).
+    # A role not listed connects with ``security``.
+    role_security: dict[Role, SecurityConfig] = Field(default_factory=dict)
 
     @field_validator("principals")
     @classmethod
@@ -214,13 +221,18 @@ class ClusterConfig(_Frozen):
         return value
 
     def principal(self, role: Role) -> str | None:
-        """Who does ``role`` here: the configured principal, else ``User:<username>`` of
-        drkit's SASL login; None when unknown (PLAINTEXT or TLS-certificate identities)."""
+        """Who does ``role`` here: the configured principal, else ``User:<login>`` of the
+        role's credentials (``role_security``, else drkit's own); None when unknown
+        (PLAINTEXT or TLS-certificate identities)."""
         if role in self.principals:
             return self.principals[role]
-        if self.security.login is not None:
-            return f"User:{self.security.login}"
-        return None
+        login = self.for_role(role).security.login
+        return f"User:{login}" if login is not None else None
+
+    def for_role(self, role: Role) -> ClusterConfig:
+        """This cluster as a process doing ``role`` connects to it (its ``role_security``)."""
+        chosen = self.role_security.get(role)
+        return self if chosen is None else self.model_copy(update={"security": chosen})
 
     @field_validator("bootstrap_servers")
     @classmethod
@@ -610,6 +622,23 @@ class DrkitConfig(_Frozen):
     def cluster(self, alias: str) -> ClusterConfig:
         """The cluster with this alias; raises ``KeyError`` for an unknown alias."""
         return self.clusters[alias]
+
+    def as_role(self, role: Role) -> DrkitConfig:
+        """This config as a process doing ``role`` sees it: every cluster connects with the
+        role's credentials (``role_security``), everything else unchanged."""
+        if not any(role in cluster.role_security for cluster in self.clusters.values()):
+            return self
+        clusters = {alias: cluster.for_role(role) for alias, cluster in self.clusters.items()}
+        return self.model_copy(update={"clusters": clusters})
+
+
+def connects_as(config: DrkitConfig, aliases: Iterable[str]) -> str:
+    """Who a process logs in as on each of ``aliases`` (``dc1=User:replicator,...``; ``-``
+    for no SASL login) - for its start-up log line; never a secret."""
+    return ",".join(
+        f"{alias}={'User:' + login if (login := config.clusters[alias].security.login) else '-'}"
+        for alias in sorted(aliases)
+    )
 
 
 def reference_problems(config: DrkitConfig) -> list[tuple[str, str]]:

@@ -20,8 +20,10 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from drkit.config.model import DrkitConfig
+from drkit.access.rules import AclEntry
+from drkit.config.model import DrkitConfig, Role
 from drkit.control import ControlRepository
+from drkit.drills import access as drill_access
 from drkit.drills import checks as drill_checks
 from drkit.drills.environment import DrillEnvironment, DrkitChild, monitor, replicator
 from drkit.drills.faults import LocalFaults
@@ -47,7 +49,7 @@ from drkit.drills.timeline import (
     Timeline,
 )
 from drkit.drills.workload import GroupMember, Writer
-from drkit.errors import DrkitError
+from drkit.errors import DrkitError, KafkaError
 from drkit.failover.context import ProgressCallback, RunOptions
 from drkit.failover.engine import Engine
 from drkit.failover.lease import LeaseRepository
@@ -110,14 +112,17 @@ class DrillRunner:
         self.sampler: _Sampler | None = None
         self._last_said = ""
         self._mover: threading.Thread | None = None
+        self.granted: dict[str, frozenset[AclEntry]] = {}  # ACLs the drill added, per cluster
         self._move_error: BaseException | None = None
 
     # -- helpers ------------------------------------------------------------------------------
 
-    def endpoint(self, cluster: str) -> ClusterEndpoint:
-        """A client endpoint of ``cluster`` (the scenario's name) under the drill's alias."""
+    def endpoint(self, cluster: str, role: Role | None = None) -> ClusterEndpoint:
+        """A client endpoint of ``cluster`` (the scenario's name) under the drill's alias,
+        connecting as ``role`` does (``role_security``; None: as the drill itself)."""
         alias = self.env.alias(cluster)
-        return ClusterEndpoint(alias, self.env.config.clusters[alias])
+        config = self.env.config if role is None else self.env.config.as_role(role)
+        return ClusterEndpoint(alias, config.clusters[alias])
 
     @property
     def src(self) -> str:
@@ -183,17 +188,21 @@ class DrillRunner:
             [TopicSpec(self.env.topic(t.name), t.partitions) for t in s.workload.topics]
         )
         self.timeline.add("topics_created", ", ".join(t.name for t in s.workload.topics))
+        self.granted = drill_access.grant(self.env.config)
+        if any(self.granted.values()):
+            count = sum(len(entries) for entries in self.granted.values())
+            self.timeline.add("roles_granted", f"{count} ACLs for the drill's role principals")
         self.children.append(replicator(self.env))
         self.children.append(monitor(self.env))
         self.timeline.add("replication_started", f"{s.source} -> {s.target}")
         for load in s.workload.topics:
-            writer = Writer(self.endpoint(s.source), load.model_copy(
+            writer = Writer(self.endpoint(s.source, Role.APP_PRODUCER), load.model_copy(
                 update={"name": self.env.topic(load.name)}), self.timeline)  # fmt: skip
             self.writers.append(writer)
             writer.start()
         for group in s.workload.groups:
             member = GroupMember(
-                self.endpoint(s.source),
+                self.endpoint(s.source, Role.APP_CONSUMER),
                 group.model_copy(update={"name": self.env.group(group.name)}),
                 self.env.topic(group.topic),
             )
@@ -299,7 +308,9 @@ class DrillRunner:
         count = self.scenario.fault.divergent_records
         for writer in self.writers:
             partitions = writer.load.partitions
-            producer = AppProducer(self.endpoint(self.scenario.source), writer.load.name, False)
+            producer = AppProducer(
+                self.endpoint(self.scenario.source, Role.APP_PRODUCER), writer.load.name, False
+            )
             try:
                 for partition in range(partitions):
                     payloads = [
@@ -333,7 +344,9 @@ class DrillRunner:
 
     def _run_engine(self) -> None:
         s = self.scenario
-        engine = Engine(self.env.config, self.env.store, self.env.directory, role="drill")
+        engine = Engine(
+            self.env.config.as_role(Role.ENGINE), self.env.store, self.env.directory, role="drill"
+        )
         procedure = s.move.procedure
         if s.move.engine_killed_after is not None:
             self._run_engine_killed(engine)
@@ -431,7 +444,7 @@ class DrillRunner:
         s = self.scenario
         for group in s.workload.groups:
             member = GroupMember(
-                self.endpoint(s.target),
+                self.endpoint(s.target, Role.APP_CONSUMER),
                 group.model_copy(update={"name": self.env.group(group.name)}),
                 self.replica(group.topic),
             )
@@ -470,7 +483,9 @@ class DrillRunner:
         self.timeline.add("applications_stopped", f"consumers left {s.target}")
         export = self.env.directory / "divergent-tail.jsonl"
         options = RunOptions(export_file=str(export))
-        engine = Engine(self.env.config, self.env.store, self.env.directory, role="drill")
+        engine = Engine(
+            self.env.config.as_role(Role.ENGINE), self.env.store, self.env.directory, role="drill"
+        )
         plan = engine.plan(Procedure.FAILBACK, self.dst, self.src, options)
         if plan.blockers:
             raise DrillFailed("failback blocked: " + "; ".join(b.message for b in plan.blockers))
@@ -531,6 +546,10 @@ class DrillRunner:
                 drill_checks.await_fence(self.env, self.src, timeout_s=30)
             for child in reversed(self.children):
                 child.stop(timeout_s=20)  # a worker stuck on a cut link is killed
+            try:
+                drill_access.revoke(self.env.config, self.granted)
+            except KafkaError as err:  # reported, never masking the drill's own outcome
+                log.warning("the drill's ACLs could not all be revoked: %s", err)
 
     # -- the report ---------------------------------------------------------------------------
 
@@ -650,7 +669,7 @@ class DrillRunner:
         run = self.run_record
         positions = self._failover_positions(run) if run else None
         summary = verify(
-            self.env.config,
+            self.env.config.as_role(Role.VERIFIER),
             self.env.flow,
             [self.env.group(g.name) for g in s.workload.groups],
             [self.env.topic(t.name) for t in s.workload.topics],

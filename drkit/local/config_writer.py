@@ -19,8 +19,9 @@ def write_local_config(
 ) -> Path:
     """Render config for ``clusters`` (flow: first -> second) and validate it; returns its path.
 
-    A secured cluster gets a ``security`` section for drkit's principal: its password and the
-    CA by file (``secrets``), so the config itself holds no secret."""
+    A secured cluster gets a ``security`` section for drkit's principal and a
+    ``role_security`` one per role principal (each process connects as its role): passwords
+    and the CA by file (``secrets``), so the config itself holds no secret."""
     env = Environment(
         loader=PackageLoader("drkit", "templates"), undefined=StrictUndefined, autoescape=False
     )
@@ -33,6 +34,14 @@ def write_local_config(
             if c.secure and secrets is not None
         },
         principals=role_principals(),
+        role_security=(
+            {
+                role: client_security(secrets, principal.split(":", 1)[1])
+                for role, principal in role_principals().items()
+            }
+            if secrets is not None
+            else {}
+        ),
         source=names[0],
         target=names[1] if len(names) > 1 else None,
         db_path=state_dir / DB_FILE_NAME,

@@ -33,7 +33,7 @@ from prometheus_client import start_http_server
 from tenacity import RetryCallState, Retrying, retry_if_exception
 
 from drkit.config import DrkitConfig, load_config
-from drkit.config.model import FlowConfig
+from drkit.config.model import FlowConfig, Role, connects_as
 from drkit.control.channel import ControlChannel
 from drkit.control.gate import FlowGate, StoreControl
 from drkit.control.model import DesiredState
@@ -117,7 +117,13 @@ def loss_sink(options: ServiceOptions) -> LossSink:
 
 
 def run_flows(config: DrkitConfig, options: ServiceOptions, stop: threading.Event) -> int:
-    """Replicate the selected flows in this process until ``stop`` is set or all flows end."""
+    """Replicate the selected flows in this process until ``stop`` is set or all flows end.
+
+    Each part connects with its role's credentials (``role_security``): the flows as the
+    replicator, the checkpoint workers as the checkpointer.
+    """
+    checkpointing = config.as_role(Role.CHECKPOINTER)
+    config = config.as_role(Role.REPLICATOR)
     flows = select_flows(config, options.flows)
     metrics = default_metrics()
     if options.metrics_port:
@@ -199,7 +205,7 @@ def run_flows(config: DrkitConfig, options: ServiceOptions, stop: threading.Even
     checkpoint_threads = [
         threading.Thread(
             target=run_checkpointer,
-            args=(config, flow, checkpoints_stop, options.settings.worker_id),
+            args=(checkpointing, flow, checkpoints_stop, options.settings.worker_id),
             name=f"checkpoints {flow.name}",
             daemon=True,
         )
@@ -210,7 +216,11 @@ def run_flows(config: DrkitConfig, options: ServiceOptions, stop: threading.Even
         thread.start()
     log.info(
         "replicating",
-        extra={"flows": ",".join(f.name for f in flows), "worker": options.settings.worker_id},
+        extra={
+            "flows": ",".join(f.name for f in flows),
+            "worker": options.settings.worker_id,
+            "as": connects_as(config, {c for f in flows for c in (f.source, f.target)}),
+        },
     )
     for thread in flow_threads:
         thread.join()

@@ -286,8 +286,11 @@ SECURED_DRILLS = ("unplanned-loss-of-dc1",)
 def test_drills_run_secured_to_policy_met_and_leak_no_secret(
     secured_pair: SecuredPair, tmp_path: Path, name: str
 ) -> None:
-    """A shipped drill on the secured clusters, as drkit's own principal; then every log,
-    report, store and config it left is searched for every secret.  Spark accounting is left
+    """A shipped drill on the secured clusters, each of its processes as its role's principal
+    (the config's role_security: the replicator, the checkpointer, the monitor, the engine,
+    the application 'app'), with least-privilege ACLs the drill grants for its own flows and
+    revokes after; then every log, report, store and config it left is searched for every
+    secret.  Spark accounting is left
     out to keep CI short: ``drkit verify`` over SASL_SSL runs as the verifier (SCRAM) and as an
     OIDC client in the tests beside this one."""
     pair = secured_pair
@@ -302,6 +305,15 @@ def test_drills_run_secured_to_policy_met_and_leak_no_secret(
     report = outcome.report
     assert report.verdict is Verdict.POLICY_MET, (report.reasons, report.notes)
     assert report.rto is not None and report.rto.total_s > 0
+    drill_dir = outcome.html.parent
+    assert "=User:replicator" in (drill_dir / "replicate.log").read_text()
+    assert "=User:monitor" in (drill_dir / "monitor.log").read_text()
+    assert any(event.kind == "roles_granted" for event in report.timeline), report.timeline
+    # What the drill granted is gone again: the role principals hold no ACL on its names.
+    for alias in (pair.source, pair.target):
+        admin = KafkaAdmin(pair.manager.endpoint_as(alias, "admin"))
+        tag = drill_dir.name.rsplit("-", 1)[-1]
+        assert not [e for e in admin.acl_entries() if tag in e.resource.name], alias
     # The main store (its drill row and report) is under tmp_path.
     _assert_no_secret(pair, [], [tmp_path, outcome.html.parent, outcome.json])
 

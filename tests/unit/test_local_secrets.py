@@ -12,7 +12,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives.serialization import pkcs12
 
 from drkit.config import load_config
-from drkit.config.model import SecurityConfig
+from drkit.config.model import Role, SecurityConfig, connects_as
 from drkit.errors import ConfigError
 from drkit.kafka.clients import ClusterEndpoint, client_settings
 from drkit.local.cluster import ClusterStatus
@@ -83,6 +83,15 @@ def test_the_written_config_references_secrets_by_file_and_holds_none(tmp_path: 
     assert security.password.get_secret_value() == secrets.password("drkit")
     settings = client_settings(ClusterEndpoint("dc1", config.clusters["dc1"]))
     assert settings["security.protocol"] == "SASL_SSL"
+    # Each role's process connects as its own principal, password by file too.
+    for role, user in ((Role.REPLICATOR, "replicator"), (Role.MONITOR, "monitor"),
+                       (Role.APP_PRODUCER, "app")):  # fmt: skip
+        as_role = config.as_role(role).clusters["dc1"].security
+        assert as_role.username == user and as_role.password is not None
+        assert as_role.password.get_secret_value() == secrets.password(user)
+    assert connects_as(config.as_role(Role.ENGINE), ["dc2", "dc1"]) == (
+        "dc1=User:engine,dc2=User:engine"
+    )
     assert settings["sasl.mechanism"] == "SCRAM-SHA-512"
     assert settings["ssl.ca.location"] == str(secrets.ca)
 

@@ -1,0 +1,61 @@
+"""A drill's role principals and their ACLs on deny-by-default clusters.
+
+A config with ``role_security`` runs each drill process as its role (drkit replicate as the
+replicator, the monitor as the monitor, the failover as the engine, the workload as the
+application).  Their least-privilege ACLs follow the flows (drkit.access.roles), and a drill
+has flows of its own (its aliases, topic prefix, bookkeeping topics): the drill grants what
+they need for those when it starts, as its own principal, and revokes exactly the ACLs it added
+when it stops - the clusters' other ACLs are left as they were.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from drkit.access.roles import replica_resources, role_needs
+from drkit.access.rules import AclEntry, Operation
+from drkit.config.model import DrkitConfig, Role
+from drkit.kafka import ClusterEndpoint, KafkaAdmin
+
+_READ = (Operation.READ, Operation.DESCRIBE)
+
+
+def drill_grants(config: DrkitConfig) -> dict[str, frozenset[AclEntry]]:
+    """Per cluster of the drill's ``config``: the ALLOW ACLs every role with credentials of its
+    own there needs for the drill's flows, plus what the drill's consumers need to resume on a
+    flow's target (READ on its replicas; their groups are the reverse flow's).  Pure."""
+    out: dict[str, frozenset[AclEntry]] = {}
+    for alias, cluster in config.clusters.items():
+        entries: set[AclEntry] = set()
+        for role in cluster.role_security:
+            principal = cluster.principal(role)
+            if principal is not None:
+                entries |= {need.entry(principal) for need in role_needs(role, alias, config).needs}
+        consumer = cluster.principal(Role.APP_CONSUMER)
+        if Role.APP_CONSUMER in cluster.role_security and consumer is not None:
+            for flow in config.flows:
+                if flow.target == alias and not flow.standby:
+                    replicas, _exact = replica_resources(flow)
+                    entries |= {AclEntry(consumer, r, op) for r in replicas for op in _READ}
+        if entries:
+            out[alias] = frozenset(entries)
+    return out
+
+
+def grant(config: DrkitConfig) -> dict[str, frozenset[AclEntry]]:
+    """Create the drill's ACLs that are missing (as the drill's own principal); returns the ones
+    it added, per cluster - what :func:`revoke` takes away again."""
+    added: dict[str, frozenset[AclEntry]] = {}
+    for alias, wanted in drill_grants(config).items():
+        admin = KafkaAdmin(ClusterEndpoint(alias, config.clusters[alias]))
+        missing = wanted - admin.acl_entries()
+        admin.create_entries(missing)
+        added[alias] = frozenset(missing)
+    return added
+
+
+def revoke(config: DrkitConfig, added: Mapping[str, frozenset[AclEntry]]) -> None:
+    """Delete exactly the ACLs :func:`grant` added."""
+    for alias, entries in added.items():
+        if entries:
+            KafkaAdmin(ClusterEndpoint(alias, config.clusters[alias])).delete_entries(entries)

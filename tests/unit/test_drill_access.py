@@ -1,0 +1,57 @@
+"""A drill's role principals get the ACLs the drill's own flows need (drkit.drills.access)."""
+
+from __future__ import annotations
+
+from drkit.access.rules import AclEntry, Operation, PatternType, Resource, ResourceType
+from drkit.config import load_config_text
+from drkit.config.model import Role
+from drkit.drills.access import drill_grants
+
+SECURITY = "{protocol: SASL_PLAINTEXT, sasl_mechanism: SCRAM-SHA-512, username: %s, password: x}"
+DRILL = f"""
+clusters:
+  dc1-ab12:
+    bootstrap_servers: "127.0.0.1:1"
+    security: {SECURITY % "drkit"}
+    principals: {{app-producer: "User:app", app-consumer: "User:app"}}
+    role_security:
+      replicator: {SECURITY % "replicator"}
+      app-producer: {SECURITY % "app"}
+      app-consumer: {SECURITY % "app"}
+  dc2-ab12:
+    bootstrap_servers: "127.0.0.1:2"
+    security: {SECURITY % "drkit"}
+    principals: {{app-producer: "User:app", app-consumer: "User:app"}}
+    role_security:
+      replicator: {SECURITY % "replicator"}
+      app-consumer: {SECURITY % "app"}
+flows:
+  - {{source: dc1-ab12, target: dc2-ab12, topics: {{include: ["drillab12\\\\..*"]}},
+     groups: {{include: ["drillab12\\\\..*"]}}}}
+  - {{source: dc2-ab12, target: dc1-ab12, topics: {{include: ["drillab12\\\\..*"]}},
+     groups: {{include: ["drillab12\\\\..*"]}}, standby: true}}
+"""
+
+
+def test_each_role_with_its_own_credentials_gets_what_the_drills_flows_need() -> None:
+    config = load_config_text(DRILL, env={})
+    grants = drill_grants(config)
+    replicas = Resource(ResourceType.TOPIC, "dc1-ab12.", PatternType.PREFIXED)
+    workload = Resource(ResourceType.TOPIC, "drillab12.", PatternType.PREFIXED)
+    # The replicator writes the drill's replicas on the target and reads its topics at the source.
+    assert AclEntry("User:replicator", replicas, Operation.WRITE) in grants["dc2-ab12"]
+    assert AclEntry("User:replicator", workload, Operation.READ) in grants["dc1-ab12"]
+    # The application writes the workload on the source and, moved, reads the replicas.
+    assert AclEntry("User:app", workload, Operation.WRITE) in grants["dc1-ab12"]
+    assert AclEntry("User:app", replicas, Operation.READ) in grants["dc2-ab12"]
+    assert AclEntry("User:app", replicas, Operation.WRITE) not in grants["dc2-ab12"]
+    # drkit's own principal (no role credentials) is granted nothing: it sets the drill up.
+    assert not any(e.principal == "User:drkit" for entries in grants.values() for e in entries)
+    # A config without role credentials: nothing to grant.
+    plain = config.model_copy(
+        update={"clusters": {a: c.model_copy(update={"role_security": {}})
+                             for a, c in config.clusters.items()}}
+    )  # fmt: skip
+    assert drill_grants(plain) == {}
+    assert config.as_role(Role.REPLICATOR).clusters["dc1-ab12"].security.username == "replicator"
+    assert config.as_role(Role.ENGINE).clusters["dc1-ab12"].security.username == "drkit"
