@@ -13,17 +13,19 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from drkit.access.roles import replica_resources, role_needs
-from drkit.access.rules import AclEntry, Operation
+from drkit.access.rules import AclEntry, Operation, PatternType, Resource, ResourceType
 from drkit.config.model import DrkitConfig, Role
 from drkit.kafka import ClusterEndpoint, KafkaAdmin
+from drkit.kafka.apps import APP_TRANSACTIONAL_PREFIX
 
 _READ = (Operation.READ, Operation.DESCRIBE)
 
 
 def drill_grants(config: DrkitConfig) -> dict[str, frozenset[AclEntry]]:
     """Per cluster of the drill's ``config``: the ALLOW ACLs every role with credentials of its
-    own there needs for the drill's flows, plus what the drill's consumers need to resume on a
-    flow's target (READ on its replicas; their groups are the reverse flow's).  Pure."""
+    own there needs for the drill's flows, plus what the drill's applications need beyond an
+    application's role: their transactional ids, and READ on a flow's replicas to resume on
+    its target (their groups are the reverse flow's).  Pure."""
     out: dict[str, frozenset[AclEntry]] = {}
     for alias, cluster in config.clusters.items():
         entries: set[AclEntry] = set()
@@ -31,6 +33,11 @@ def drill_grants(config: DrkitConfig) -> dict[str, frozenset[AclEntry]]:
             principal = cluster.principal(role)
             if principal is not None:
                 entries |= {need.entry(principal) for need in role_needs(role, alias, config).needs}
+        producer = cluster.principal(Role.APP_PRODUCER)
+        if Role.APP_PRODUCER in cluster.role_security and producer is not None:
+            ids = Resource(ResourceType.TRANSACTIONAL_ID, APP_TRANSACTIONAL_PREFIX,
+                           PatternType.PREFIXED)  # fmt: skip
+            entries |= {AclEntry(producer, ids, op) for op in (Operation.WRITE, Operation.DESCRIBE)}
         consumer = cluster.principal(Role.APP_CONSUMER)
         if Role.APP_CONSUMER in cluster.role_security and consumer is not None:
             for flow in config.flows:

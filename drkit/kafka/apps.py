@@ -32,6 +32,10 @@ class Acked:
     timestamp_ms: int
 
 
+# The transactional ids of AppProducers (a drill's applications: their ACLs are granted on it).
+APP_TRANSACTIONAL_PREFIX = "drkit-drill-"
+
+
 class AppProducer:
     """Writes batches with acks=all and idempotence; ``transactional`` commits each batch
     as one transaction (and ``abort`` discards one), so the topic holds commit markers and
@@ -52,7 +56,7 @@ class AppProducer:
             "message.timeout.ms": int(timeout_s * 1000),
         }
         if transactional:
-            extra["transactional.id"] = f"drkit-drill-{uuid.uuid4().hex[:10]}"
+            extra["transactional.id"] = f"{APP_TRANSACTIONAL_PREFIX}{uuid.uuid4().hex[:10]}"
             extra["transaction.timeout.ms"] = 30_000
         self._producer = make_producer(endpoint, extra)
         self._ready = False

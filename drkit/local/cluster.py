@@ -35,7 +35,7 @@ from drkit.local import netns, secure
 from drkit.local.jars import KAFKA_VERSION, java_executable, resolve_bundle
 from drkit.local.netns import Namespace
 from drkit.local.ports import free_port
-from drkit.local.tls import SUPER_USER, USERS, LocalSecrets
+from drkit.local.tls import SUPER_USER, LocalSecrets
 from drkit.logs import log_tail
 
 if TYPE_CHECKING:
@@ -408,9 +408,7 @@ class LocalKafka:
         with secure.argument_file(argfile, credentials) as words:
             done = subprocess.run(command + words, capture_output=True, text=True, check=False)
         if done.returncode != 0:
-            said = (done.stderr or done.stdout).strip()[-500:]
-            for user in USERS if credentials else ():
-                said = said.replace(self.secrets.password(user), "***")
+            said = secure.redact_scram((done.stderr or done.stdout).strip(), self.secrets)[-500:]
             raise LocalClusterError(
                 f"formatting {state.name} broker {broker.node_id} failed: {said}"
             )

@@ -12,6 +12,7 @@ create the ACLs of the other principals and for nothing else.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -95,8 +96,14 @@ def scram_format_arguments(secrets: LocalSecrets) -> list[str]:
     return out
 
 
-def _argfile_escaped(argument: str) -> str:
-    return argument.replace("\\", "\\\\").replace('"', '\\"')
+def redact_scram(text: str, secrets: LocalSecrets) -> str:
+    """``text`` (a tool's output that may echo its SCRAM arguments) without any password: every
+    ``password=...`` up to its ``]`` - across the line breaks a tool wraps long lines with - and
+    every local password wherever else it appears."""
+    text = re.sub(r"password=[^\]]*", "password=***", text)
+    for user in USERS:
+        text = text.replace(secrets.password(user), "***")
+    return text
 
 
 @contextmanager
@@ -106,16 +113,20 @@ def argument_file(path: Path, arguments: list[str]) -> Iterator[list[str]]:
     when there are none.
 
     The java launcher expands it in-process, after the main class too, so the secrets never
-    appear in ``/proc/<pid>/cmdline``.  Each argument is quoted (backslash and quote escaped).
+    appear in ``/proc/<pid>/cmdline``.  After the main class it splits on whitespace and keeps
+    quotes as they are, so an argument holding either is refused (drkit's own passwords are
+    URL-safe tokens).
     """
     if not arguments:
         yield []
         return
-    lines = "".join(f'"{_argfile_escaped(a)}"\n' for a in arguments)
+    unsafe = [i for i, a in enumerate(arguments) if not a or re.search(r"[\s\"'\\]", a)]
+    if unsafe:
+        raise ValueError(f"arguments {unsafe} hold whitespace, a quote or a backslash")
     descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
         with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
-            handle.write(lines)
+            handle.write("".join(f"{a}\n" for a in arguments))
         yield [f"@{path}"]
     finally:
         path.unlink(missing_ok=True)
