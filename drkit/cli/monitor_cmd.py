@@ -243,7 +243,13 @@ def status(
             _show(picture, output, color, compact=True)
             if output != "json":
                 click.echo(f"\nevery {watch_s:g}s - Ctrl-C to stop")
-            time.sleep(watch_s)
+            _between_redraws(watch_s)
+
+
+def _between_redraws(seconds: float) -> None:
+    """The wait of ``status --watch``; its own name so a test can press Ctrl-C here alone
+    (patching ``time.sleep`` would reach every thread in the process)."""
+    time.sleep(seconds)
 
 
 def _picture(config: DrkitConfig, store: StateStore, probe: bool | None) -> StatusSnapshot:

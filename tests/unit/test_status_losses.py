@@ -166,7 +166,7 @@ def test_status_watch_redraws_until_ctrl_c(tmp_path: Path, monkeypatch: pytest.M
         if len(naps) == 3:
             raise KeyboardInterrupt
 
-    monkeypatch.setattr("drkit.cli.monitor_cmd.time.sleep", sleep)
+    monkeypatch.setattr("drkit.cli.monitor_cmd._between_redraws", sleep)
     args = ["status", "--config", str(path), "--no-probe", "--watch", "2"]
     watched = CliRunner().invoke(cli, [*args, "-o", "json"])
     assert watched.exit_code == 0, watched.output
