@@ -39,6 +39,13 @@ gaps, restarts, truncation and trimming):
    record whose last copy the target holds - a group committed below the source's log start
    resumes no later than the full map would have clamped it.
 
+7. Adopted flows (``drkit adopt``): below the point where drkit took a flow over from MirrorMaker
+   2, only MM2's sparse offset syncs exist (:class:`Mm2Syncs`).  There ``T`` is rounded down to
+   the last sync at or below ``S`` (``method == MM2``): the sync's own target offset when
+   ``S`` is the synced record, the position after it otherwise - never skipping, and
+   ``expected_rereads`` counts the records between (exact while the source range holds no
+   gaps, an upper bound otherwise).
+
 The runs are kept as a :class:`~drkit.replication.run_map.RunTable` (compact columns, indexes
 computed once per snapshot): one translation is a binary search plus, for re-reads, a walk over
 the runs a crash re-replication left behind - independent of how many runs the map holds.
@@ -50,6 +57,7 @@ from bisect import bisect_right
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
+from itertools import pairwise
 
 from drkit.records import TopicPartition
 from drkit.replication.offset_sync import OffsetRun
@@ -61,6 +69,7 @@ class Method(StrEnum):
     MAPPED = "mapped"  # S is in a gap / before the map / past it: first position not skipping
     PROVENANCE = "provenance"  # found by searching the target's provenance headers
     CLAMPED = "clamped"  # the mapped position lay outside the target log and was clamped
+    MM2 = "mm2"  # below an adoption point: rounded down to MirrorMaker 2's last offset sync
 
 
 class Flag(StrEnum):
@@ -105,6 +114,46 @@ TranslationResult = Translated | CannotTranslate
 
 
 @dataclass(frozen=True)
+class Mm2Syncs:
+    """MirrorMaker 2's offset syncs of one partition below the point drkit adopted it at.
+
+    ``upstream[i]`` -> ``downstream[i]`` is a record MM2 copied (its source and target offset),
+    both strictly increasing; ``end`` is the first source offset drkit's own runs map (exactly)
+    and ``end_target`` that record's target offset.  Written by ``drkit adopt``
+    (drkit/adoption/adopted.py) and never changed after.
+    """
+
+    upstream: tuple[int, ...]
+    downstream: tuple[int, ...]
+    end: int
+    end_target: int
+
+    def __post_init__(self) -> None:
+        pairs = list(zip(self.upstream, self.downstream, strict=True))
+        for (u0, d0), (u1, d1) in pairwise(pairs):
+            if u1 <= u0 or d1 <= d0:
+                raise ValueError("MirrorMaker 2 syncs must increase on both sides")
+        if pairs and (pairs[-1][0] > self.end or pairs[-1][1] > self.end_target):
+            raise ValueError("MirrorMaker 2 syncs must lie below the adoption point")
+
+    def round_down(self, source_offset: int, log_start: int) -> tuple[int, int, bool]:
+        """(target offset, records read again, before the first sync) for ``source_offset <
+        end``: the rule of invariant 7 in the module docstring."""
+        index = bisect_right(self.upstream, source_offset) - 1
+        if index < 0:  # before every sync: from the start of the replica
+            first = self.downstream[0] if self.downstream else self.end_target
+            return log_start, max(0, first - log_start), True
+        upstream, downstream = self.upstream[index], self.downstream[index]
+        if upstream == source_offset:
+            return downstream, 0, False
+        following = (
+            self.downstream[index + 1] if index + 1 < len(self.downstream) else self.end_target
+        )
+        between = min(source_offset - upstream - 1, following - downstream - 1)
+        return downstream + 1, max(0, between), False
+
+
+@dataclass(frozen=True)
 class PartitionMapping:
     """Everything known about one source partition's replication, as plain values.
 
@@ -119,6 +168,7 @@ class PartitionMapping:
     replicated_end: int | None = None  # progress: first source offset not yet done
     hashed: bool = False
     split: bool = False  # runs point at more than one target partition
+    adopted: Mm2Syncs | None = None  # MirrorMaker 2's syncs below drkit's adoption point
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "runs", RunTable.of(self.runs))  # ValueError unless sorted
@@ -157,6 +207,13 @@ def translate(
             mapping.source,
             source_offset,
             "source partition is spread over several target partitions (key-hash placement)",
+        )
+    adopted = mapping.adopted
+    if adopted is not None and source_offset < adopted.end:
+        target_offset, known, before = adopted.round_down(source_offset, bounds.start)
+        marks = {Flag.BEFORE_MAPPING} if before else set()
+        return _finish(
+            source_offset, mapping, target_offset, Method.MM2, marks, bounds, source_end, known
         )
     table = mapping.table
     starts, dsts = table.src, table.dst
@@ -235,7 +292,10 @@ def _finish(
     flags: set[Flag],
     bounds: TargetBounds,
     source_end: int | None,
+    known_rereads: int = 0,
 ) -> Translated:
+    """The result, clamped into the target log; ``known_rereads`` adds re-reads the runs do
+    not show (MirrorMaker 2's range of an adopted flow)."""
     unreachable = 0
     if target_offset < bounds.start:
         unreachable = bounds.start - target_offset
@@ -250,7 +310,7 @@ def _finish(
         source_offset=source_offset,
         target_offset=target_offset,
         method=method,
-        expected_rereads=rereads(mapping.runs, source_offset, target_offset),
+        expected_rereads=known_rereads + rereads(mapping.runs, source_offset, target_offset),
         unreplicated=_unreplicated(source_offset, mapping, source_end),
         unreachable=unreachable,
         flags=frozenset(flags),

@@ -1,2 +1,2 @@
-"""Adoption: start drkit from an existing MirrorMaker 2 deployment (its configuration today;
-continuing its replicated flows is coming)."""
+"""Adoption: start drkit from an existing MirrorMaker 2 deployment - its configuration
+(``mm2_config``) and the flows it replicated so far (``adopt``, without copying them again)."""

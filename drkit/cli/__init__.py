@@ -106,6 +106,7 @@ def cli(ctx: click.Context, state_dir: str | None, verbose: int, log_format: str
 _COMMANDS = {
     "local": "local_cmd",
     "config": "config_cmd",
+    "adopt": "adopt_cmd",
     "db": "db_cmd",
     "clusters": "clusters_cmd",
     "doctor": "access_cmd",

@@ -1,6 +1,7 @@
 """Load what translation needs for one flow from the target cluster.
 
-Combines the merged offset-sync runs and the stored progress of every source partition into
+Combines the merged offset-sync runs, the stored progress and - for a flow ``drkit adopt`` took
+over from MirrorMaker 2 - MM2's syncs below the adoption point of every source partition into
 :class:`drkit.translation.PartitionMapping` values.  Works with the source cluster gone: all of
 it lives on the target.
 """
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from drkit.adoption.adopted import AdoptedStore
 from drkit.config.model import FlowConfig
 from drkit.kafka.clients import ClusterEndpoint
 from drkit.records import TopicPartition
@@ -17,7 +19,7 @@ from drkit.replication.offset_sync_store import OffsetSyncStore
 from drkit.replication.progress import Progress, ProgressStore
 from drkit.replication.run_map import RunMap
 from drkit.replication.topology import FlowTopology
-from drkit.translation import PartitionMapping
+from drkit.translation import Mm2Syncs, PartitionMapping
 
 
 class MappingLoader:
@@ -35,6 +37,7 @@ class MappingLoader:
         # A reader: a flow that never ran has no bookkeeping topics yet, which means no mapping.
         self._syncs = OffsetSyncStore(target, self.topology.offset_syncs_topic, missing_ok=True)
         self._progress = ProgressStore(target, self.topology.progress_topic, missing_ok=True)
+        self._adopted = AdoptedStore(target, self.topology.adopted_topic)
         self._cache: dict[TopicPartition, tuple[object, PartitionMapping]] = {}
 
     def target_of(self, source: TopicPartition) -> TopicPartition:
@@ -50,26 +53,33 @@ class MappingLoader:
         """
         runs = self._syncs.refresh(timeout_s)
         progress = self._progress.refresh(timeout_s)
+        adopted = self._adopted.refresh(timeout_s)
         out: dict[TopicPartition, PartitionMapping] = {}
         for source in runs.keys() | progress.keys():
             run_map = runs.get(source)
             stored = progress.get(source)
+            mm2 = adopted.get(source)
             signature = (
                 run_map.version if run_map is not None else None,
                 stored.next_offset if stored else None,
                 stored.hashed if stored else None,
+                id(mm2),
             )
             cached = self._cache.get(source)
             if cached is not None and cached[0] == signature:
                 out[source] = cached[1]
                 continue
-            mapping = self._build(source, run_map, stored)
+            mapping = self._build(source, run_map, stored, mm2)
             self._cache[source] = (signature, mapping)
             out[source] = mapping
         return out
 
     def _build(
-        self, source: TopicPartition, run_map: RunMap | None, stored: Progress | None
+        self,
+        source: TopicPartition,
+        run_map: RunMap | None,
+        stored: Progress | None,
+        adopted: Mm2Syncs | None,
     ) -> PartitionMapping:
         targets = run_map.targets() if run_map is not None else frozenset()
         split = len(targets) > 1
@@ -83,6 +93,7 @@ class MappingLoader:
             replicated_end=stored.next_offset if stored else None,
             hashed=stored.hashed if stored else False,
             split=split,
+            adopted=adopted,
         )
 
     def run_partitions(self) -> dict[TopicPartition, frozenset[TopicPartition]]:
@@ -107,3 +118,4 @@ class MappingLoader:
     def close(self) -> None:
         self._syncs.close()
         self._progress.close()
+        self._adopted.close()

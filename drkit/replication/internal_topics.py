@@ -31,6 +31,12 @@ def control_topic(source: str) -> str:
     return f"drkit-control.{source}.internal"
 
 
+def adopted_topic(source: str) -> str:
+    """MirrorMaker 2's offset syncs below the point ``drkit adopt`` took a flow from ``source``
+    over at (lives on the target, compacted; drkit.adoption.adopted)."""
+    return f"drkit-adopted.{source}.internal"
+
+
 def checkpoints_topic(source: str) -> str:
     """MirrorMaker 2-compatible consumer-group checkpoints from ``source`` (on the target)."""
     return f"{source}.checkpoints.internal"

@@ -86,6 +86,11 @@ class FlowTopology:
         return internal_topics.offset_syncs_topic(self.flow.source)
 
     @property
+    def adopted_topic(self) -> str:
+        """MirrorMaker 2's range of a flow drkit adopted (drkit.adoption.adopted)."""
+        return internal_topics.adopted_topic(self.flow.source)
+
+    @property
     def control_topic(self) -> str:
         """Flow directives and acks beside the store (drkit.control.channel)."""
         return internal_topics.control_topic(self.flow.source)
