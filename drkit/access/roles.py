@@ -44,6 +44,7 @@ OWN_PREFIX = "drkit-"
 DRKIT_ROLES = (Role.REPLICATOR, Role.CHECKPOINTER, Role.MONITOR, Role.ENGINE, Role.VERIFIER)
 
 _READ = (Operation.READ, Operation.DESCRIBE)
+_DESCRIBE = (Operation.DESCRIBE,)
 _OWN_TOPIC = (Operation.CREATE, Operation.WRITE, Operation.READ, Operation.DESCRIBE)
 
 
@@ -150,6 +151,21 @@ def _replicator(flow: FlowConfig, cluster: str) -> Iterator[Need | str]:
             yield from _needs([ids], (Operation.WRITE, Operation.DESCRIBE), why)
         why = f"idempotent writes of {flow.name}"
         yield from _needs([Resource.cluster()], [Operation.IDEMPOTENT_WRITE], why)
+    if flow.acl_sync.enabled:
+        why = f"copies the consumers' topic ACLs of {flow.name} (acl_sync)"
+        ops = (Operation.DESCRIBE, Operation.ALTER) if flow.target == cluster else _DESCRIBE
+        if cluster in (flow.source, flow.target):
+            yield from _needs([Resource.cluster()], ops, why)
+
+
+def _mapping_topics(flow: FlowConfig) -> list[Resource]:
+    """What a translation reads on the target (drkit.offsets.mapping_loader): offset syncs,
+    progress and - for a flow taken over from MirrorMaker 2 - its adopted range."""
+    return [
+        _topic(internal_topics.offset_syncs_topic(flow.source)),
+        _topic(internal_topics.progress_topic(flow.source)),
+        _topic(internal_topics.adopted_topic(flow.source)),
+    ]
 
 
 def _checkpointer(flow: FlowConfig, cluster: str) -> Iterator[Need | str]:
@@ -163,10 +179,8 @@ def _checkpointer(flow: FlowConfig, cluster: str) -> Iterator[Need | str]:
     if flow.target == cluster:
         checkpoints = _topic(internal_topics.checkpoints_topic(flow.source))
         yield from _needs([checkpoints], _OWN_TOPIC, f"writes {flow.name}'s checkpoints")
-        syncs = _topic(internal_topics.offset_syncs_topic(flow.source))
-        progress = _topic(internal_topics.progress_topic(flow.source))
         why = f"translates with {flow.name}'s offset syncs and progress"
-        yield from _needs([syncs, progress], _READ, why)
+        yield from _needs(_mapping_topics(flow), _READ, why)
         yield from _needs([_own(ResourceType.GROUP)], _READ, "the checkpoint election group")
         why = f"bounds translations by the log starts of {flow.name}'s replicas"
         yield from _needs(_replicas(flow).resources, [Operation.DESCRIBE], why)
@@ -237,9 +251,7 @@ def _verifier(config: DrkitConfig, cluster: str) -> Iterator[Need | str]:
         if flow.target == cluster:
             replicas = _replicas(flow).resources
             yield from _needs(replicas, _READ, f"recounts {flow.name}'s replicas")
-            syncs = _topic(internal_topics.offset_syncs_topic(flow.source))
-            progress = _topic(internal_topics.progress_topic(flow.source))
-            yield from _needs([syncs, progress], _READ, f"maps {flow.name}'s offsets")
+            yield from _needs(_mapping_topics(flow), _READ, f"maps {flow.name}'s offsets")
 
 
 def _application(role: Role, config: DrkitConfig, cluster: str) -> Iterator[Need | str]:

@@ -339,6 +339,26 @@ class RetryPolicy(_Frozen):
     delivery_timeout_s: float = Field(default=120.0, gt=0)
 
 
+class AclSyncConfig(_Frozen):
+    """Copying consumers' topic ACLs to the replicas (opt-in; drkit.replication.acl_sync).
+
+    ``principals`` maps a source principal to its name on the target (``null``: not copied);
+    unmapped principals are copied as they are."""
+
+    enabled: bool = False
+    principals: dict[str, str | None] = Field(default_factory=dict)
+    interval_s: float = Field(default=60.0, gt=0)
+
+    @field_validator("principals")
+    @classmethod
+    def _principals(cls, value: dict[str, str | None]) -> dict[str, str | None]:
+        for source, target in value.items():
+            for principal in (source, target):
+                if principal is not None and not _PRINCIPAL.fullmatch(principal):
+                    raise ValueError(f"{principal!r} is not a principal (User:name)")
+        return value
+
+
 class FlowConfig(_Frozen):
     """Replication from one source cluster to one target cluster."""
 
@@ -357,6 +377,7 @@ class FlowConfig(_Frozen):
     transforms: tuple[TransformConfig, ...] = ()
     on_source_truncation: TruncationPolicy = TruncationPolicy.CONTINUE
     retry: RetryPolicy = RetryPolicy()
+    acl_sync: AclSyncConfig = AclSyncConfig()
     # A standby flow (e.g. the reverse direction of an active/passive pair) is PAUSED until a
     # directive in the state store starts it (drkit.control).
     standby: bool = False

@@ -23,6 +23,7 @@ from drkit.lag import count_visible
 from drkit.offsets.checkpoint_store import CheckpointSnapshot, CheckpointStore
 from drkit.records import TopicPartition
 from drkit.replication import internal_topics
+from drkit.replication.acl_sync import AclSynchronizer, drift_lines
 from drkit.replication.heartbeat import Heartbeat
 from drkit.replication.progress import Progress, ProgressStore
 from drkit.replication.topic_sync import TopicSynchronizer, differences
@@ -165,6 +166,11 @@ class FlowProber:
         self._parity = TopicSynchronizer(
             self.source, self.target, topology.selects, topology.target_topic, None, False
         )
+        self._acls = (
+            AclSynchronizer(topology, self.source, self.target)
+            if topology.flow.acl_sync.enabled
+            else None
+        )
         self._drift: tuple[tuple[str, ...], int] | None = None
         # monotonic; the first comparison waits a little: a monitor's first probes are busy
         self._drift_read_at = time.monotonic() - DRIFT_EVERY_S + FIRST_DRIFT_AFTER_S
@@ -207,16 +213,17 @@ class FlowProber:
         )
 
     def _config_drift(self) -> tuple[tuple[str, ...], int] | None:
-        """How the replicas differ from their sources (the first DRIFT_LINES, and how many);
-        compared once a minute (topic configs change rarely), None until a comparison worked."""
+        """How the replicas differ from their sources - configs, and with ``acl_sync`` the
+        consumers' ACLs (the first DRIFT_LINES, and how many); compared once a minute (topic configs change rarely), None until a comparison worked."""
         if time.monotonic() - self._drift_read_at > DRIFT_EVERY_S:
             self._drift_read_at = time.monotonic()
             try:
                 _selected, plan = self._parity.compare()
+                acls = self._acls.compare() if self._acls is not None else ()
             except KafkaError:
                 self._drift = None  # unknown now, not "no drift"
             else:
-                lines = differences(plan)
+                lines = differences(plan) + drift_lines(acls, self.topology.target)
                 self._drift = (tuple(lines[:DRIFT_LINES]), len(lines))
         return self._drift
 

@@ -4,6 +4,8 @@
   (drkit.replication.topic_sync), hand the worker the new set of source topics, and watch the
   source topics' ids - a topic deleted and recreated under the same name gets a new id, which
   the worker must treat as a possible loss (drkit.replication.loss) and resume from scratch.
+  With ``acl_sync`` on, every ``acl_sync.interval_s`` it also copies the consumers' topic ACLs
+  to the replicas (drkit.replication.acl_sync); a failure there never stops the topic sync.
 * Heartbeats (every ``heartbeat_interval_s``): MirrorMaker 2-format records on the source's
   ``heartbeats`` topic, replicated like data so the target can measure the flow's latency.
   None while the flow is paused or stopped (drkit.control): such a worker writes nothing.
@@ -22,6 +24,7 @@ from drkit.errors import KafkaError
 from drkit.kafka.admin import KafkaAdmin
 from drkit.kafka.clients import ClusterEndpoint
 from drkit.kafka.flow_clients import TargetProducer
+from drkit.replication.acl_sync import AclSynchronizer
 from drkit.replication.heartbeat import Heartbeat
 from drkit.replication.metrics import ReplicationMetrics
 from drkit.replication.topic_sync import TopicSynchronizer
@@ -41,6 +44,7 @@ class TopicWatcher:
         metrics: ReplicationMetrics,
         lock: threading.Lock,
         on_topics: Callable[[frozenset[str], dict[str, str]], None],
+        acls: AclSynchronizer | None = None,
     ) -> None:
         self.topology = topology
         self.sync = sync
@@ -48,6 +52,8 @@ class TopicWatcher:
         self.metrics = metrics
         self.lock = lock
         self.on_topics = on_topics
+        self.acls = acls
+        self._acls_synced_at: float | None = None
 
     def once(self) -> None:
         """One round: sync topics, then publish the topic set with the topics' current ids."""
@@ -56,6 +62,25 @@ class TopicWatcher:
             topics = frozenset(self.sync.source_partitions)
         self.metrics.drift.labels(self.topology.name).set(len(plan.drift))
         self.on_topics(topics, self.source_admin.topic_ids(topics))
+        self._sync_acls()
+
+    def _sync_acls(self) -> None:
+        """Copy the ACLs when due (after the replicas exist: an ACL needs no topic, but an
+        operator reading them expects both together)."""
+        due = self.topology.flow.acl_sync.interval_s
+        if self.acls is None or (
+            self._acls_synced_at is not None and time.monotonic() - self._acls_synced_at < due
+        ):
+            return
+        self._acls_synced_at = time.monotonic()
+        try:
+            self.acls.sync()
+        except KafkaError as err:
+            self.metrics.errors.labels(self.topology.name, "acl_sync").inc()
+            log.warning(
+                "ACL sync failed; will retry",
+                extra={"flow": self.topology.name, "error": str(err)},
+            )
 
     def loop(self, quit_: threading.Event) -> None:
         interval = self.topology.flow.topic_refresh_interval_s

@@ -55,6 +55,7 @@ from drkit.kafka.flow_clients import (
 )
 from drkit.records import TopicPartition
 from drkit.replication.assigner import LossSink, PartitionAssigner
+from drkit.replication.acl_sync import AclSynchronizer
 from drkit.replication.background import TopicWatcher, heartbeat_loop
 from drkit.replication.client_settings import (
     WorkerSettings,
@@ -174,6 +175,11 @@ class FlowWorker:
             self.metrics,
             self._lock,
             self._set_topics,
+            (
+                AclSynchronizer(self.topology, self.source_admin, self.target_admin)
+                if self.flow.acl_sync.enabled
+                else None
+            ),
         )
         threads = [
             threading.Thread(

@@ -103,6 +103,10 @@ def test_drkit_adopts_a_flow_mirrormaker_2_replicated_copying_nothing_twice_and_
     for group, offsets in groups.items():
         commit_group_offsets(setup.source_endpoint, group, offsets)
 
+    dry = drkit(setup, "adopt", "--flow", flow, "--quiet", "1", "--dry-run")
+    assert dry.code == 0 and "would adopt (dry run, nothing written)" in dry.out, dry.err
+    assert f"{topic}-0 -> {replica}-0: resumes at {MM2_COPIES}" in dry.out, dry.out
+    assert progress_of(setup) == {}
     adopted = drkit(setup, "adopt", "--flow", flow, "--quiet", "2", "-o", "json")
     assert adopted.code == 0, adopted.out + adopted.err
     document = adopted.json()
