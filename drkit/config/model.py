@@ -378,6 +378,9 @@ class FlowConfig(_Frozen):
     on_source_truncation: TruncationPolicy = TruncationPolicy.CONTINUE
     retry: RetryPolicy = RetryPolicy()
     acl_sync: AclSyncConfig = AclSyncConfig()
+    # Kafka Streams application ids: their changelogs are replicated under their own names,
+    # their repartition topics never (drkit.replication.streams, docs/kafka-streams.md).
+    kafka_streams: tuple[Annotated[str, Field(pattern=r"^[A-Za-z0-9._-]+$")], ...] = ()
     # A standby flow (e.g. the reverse direction of an active/passive pair) is PAUSED until a
     # directive in the state store starts it (drkit.control).
     standby: bool = False

@@ -214,7 +214,8 @@ class FlowProber:
 
     def _config_drift(self) -> tuple[tuple[str, ...], int] | None:
         """How the replicas differ from their sources - configs, and with ``acl_sync`` the
-        consumers' ACLs (the first DRIFT_LINES, and how many); compared once a minute (topic configs change rarely), None until a comparison worked."""
+        consumers' ACLs (the first DRIFT_LINES, and how many); compared once a minute (both
+        change rarely), None until a comparison worked."""
         if time.monotonic() - self._drift_read_at > DRIFT_EVERY_S:
             self._drift_read_at = time.monotonic()
             try:

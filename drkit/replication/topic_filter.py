@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from drkit.config.model import FlowConfig, NameFilter
 from drkit.replication.internal_topics import HEARTBEATS, is_internal
 from drkit.replication.policy import ReplicationPolicy
+from drkit.replication.streams import StreamsTopic, streams_topic
 
 
 @dataclass(frozen=True)
@@ -34,9 +35,11 @@ class NameMatcher:
 class TopicFilter:
     """Selects the source topics of one flow.
 
-    Always excluded: internal topics (``__*``, ``*.internal``) and topics that are themselves
-    replicas of the flow's target cluster (no ping-pong under the prefix policy).  Always
-    included: ``heartbeats``, so the target can measure replication latency.
+    Always excluded: internal topics (``__*``, ``*.internal``), topics that are themselves
+    replicas of the flow's target cluster (no ping-pong under the prefix policy) and the
+    repartition topics of the flow's Kafka Streams applications.  Always included:
+    ``heartbeats``, so the target can measure replication latency, and those applications'
+    changelogs (drkit.replication.streams).
     """
 
     flow: FlowConfig
@@ -52,4 +55,7 @@ class TopicFilter:
             return True
         if is_internal(topic) or self.policy.is_remote_of(self.flow.target, topic):
             return False
+        kind = streams_topic(topic, self.flow.kafka_streams)
+        if kind is not None:
+            return kind is StreamsTopic.CHANGELOG
         return self.matcher.matches(topic)

@@ -20,6 +20,7 @@ from drkit.config.model import FlowConfig
 from drkit.records import TopicPartition
 from drkit.replication import internal_topics
 from drkit.replication.policy import ReplicationPolicy, build_policy
+from drkit.replication.streams import StreamsTopic, streams_topic
 from drkit.replication.topic_filter import TopicFilter
 from drkit.replication.transforms import TransformChain, build_chain
 
@@ -63,7 +64,10 @@ class FlowTopology:
         return self.topic_filter.selects(source_topic)
 
     def target_topic(self, source_topic: str) -> str:
-        """The replica's name on the target: the policy's name after the route renames."""
+        """The replica's name on the target: the policy's name after the route renames - but
+        a Kafka Streams application's changelog keeps its name (drkit.replication.streams)."""
+        if streams_topic(source_topic, self.flow.kafka_streams) is StreamsTopic.CHANGELOG:
+            return source_topic
         return self.chain.rename(self.policy.target_topic(self.flow.source, source_topic))
 
     def target_partition(self, source: TopicPartition) -> TopicPartition:

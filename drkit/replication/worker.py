@@ -54,8 +54,8 @@ from drkit.kafka.flow_clients import (
     classify_consume_error,
 )
 from drkit.records import TopicPartition
-from drkit.replication.assigner import LossSink, PartitionAssigner
 from drkit.replication.acl_sync import AclSynchronizer
+from drkit.replication.assigner import LossSink, PartitionAssigner
 from drkit.replication.background import TopicWatcher, heartbeat_loop
 from drkit.replication.client_settings import (
     WorkerSettings,

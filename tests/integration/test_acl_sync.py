@@ -65,11 +65,9 @@ def test_consumers_acls_reach_the_replicas_and_status_shows_them_missing_until_t
                 return flow if flow.get("drift") is not None else None
 
             flow = wait_until(drift, 60, 0.5, what="the monitor compared the flow")
-            assert flow["drift_total"] == len(wanted), flow["drift"]
-            assert (
-                f"ACL missing on {setup.target}: ALLOW User:bob-dr READ on topic '{replica}'"
-                in (flow["drift"])
-            )
+            # (the heartbeats replica is missing too: no worker has run yet)
+            acl_lines = [line for line in flow["drift"] if line.startswith("ACL missing")]
+            assert acl_lines == [f"ACL missing on {setup.target}: {e}" for e in sorted(wanted)]
         with Replicator(setup, log_dir=tmp_path):
             wait_until(lambda: wanted <= target.acl_entries(), 60, 0.5, what="ACLs copied")
         mine = {e for e in target.acl_entries() if e.resource.name.startswith(setup.source)}
