@@ -76,8 +76,32 @@ def _select(kind: ResourceType, names: NameFilter, what: str) -> _Selection:
     return _Selection(tuple(dict.fromkeys(resources)), tuple(inexact))
 
 
+def _topics_of(flow: FlowConfig) -> _Selection:
+    """The source topics a flow selects: its ``topics`` and its Kafka Streams applications'
+    changelogs (drkit.replication.streams), as ``<application.id>-`` prefixes - wider than the
+    changelogs alone (the applications' other internal topics too), so reported as inexact."""
+    selected = _select(ResourceType.TOPIC, flow.topics, f"topics of {flow.name}")
+    return _with_streams(flow, selected)
+
+
+def _with_streams(flow: FlowConfig, selected: _Selection) -> _Selection:
+    if not flow.kafka_streams:
+        return selected
+    prefixes = [Resource(ResourceType.TOPIC, f"{app}-", PatternType.PREFIXED)
+                for app in flow.kafka_streams]  # fmt: skip
+    notes = [f"changelogs of the Kafka Streams application {app} -> {prefix}"
+             for app, prefix in zip(flow.kafka_streams, prefixes, strict=True)]  # fmt: skip
+    return _Selection(
+        tuple(dict.fromkeys([*selected.resources, *prefixes])), (*selected.inexact, *notes)
+    )
+
+
 def _replicas(flow: FlowConfig) -> _Selection:
-    """The replicas a flow writes on its target."""
+    """The replicas a flow writes on its target (changelogs keep their names there)."""
+    return _with_streams(flow, _policy_replicas(flow))
+
+
+def _policy_replicas(flow: FlowConfig) -> _Selection:
     policy = flow.replication_policy
     if flow.transforms:
         # Route renames can send a replica anywhere: no pattern covers them for sure.
@@ -119,7 +143,7 @@ def _own(kind: ResourceType) -> Resource:
 
 def _replicator(flow: FlowConfig, cluster: str) -> Iterator[Need | str]:
     if flow.source == cluster:
-        topics = _select(ResourceType.TOPIC, flow.topics, f"topics of {flow.name}")
+        topics = _topics_of(flow)
         yield from topics.inexact
         why = f"reads the topics {flow.name} replicates"
         ops: tuple[Operation, ...] = (*_READ, Operation.DESCRIBE_CONFIGS)
@@ -174,7 +198,7 @@ def _checkpointer(flow: FlowConfig, cluster: str) -> Iterator[Need | str]:
         yield from groups.inexact
         yield from _needs(groups.resources, [Operation.DESCRIBE], f"reads the offsets {flow.name} "
                           "checkpoints")  # fmt: skip
-        topics = _select(ResourceType.TOPIC, flow.topics, f"topics of {flow.name}")
+        topics = _topics_of(flow)
         yield from _needs(topics.resources, [Operation.DESCRIBE], "sees the groups' offsets")
     if flow.target == cluster:
         checkpoints = _topic(internal_topics.checkpoints_topic(flow.source))
@@ -203,7 +227,7 @@ def _monitor(config: DrkitConfig, cluster: str) -> Iterator[Need | str]:
             replicas = _replicas(flow).resources
             yield from _needs(replicas, _READ, f"measures {flow.name}'s lag and heartbeats")
         if flow.source == cluster:
-            topics = _select(ResourceType.TOPIC, flow.topics, f"topics of {flow.name}").resources
+            topics = _topics_of(flow).resources
             yield from _needs(topics, [Operation.DESCRIBE], f"measures {flow.name}'s lag")
 
 
@@ -220,7 +244,7 @@ def _engine(config: DrkitConfig, cluster: str) -> Iterator[Need | str]:
     for flow in config.flows:
         if cluster not in (flow.source, flow.target):
             continue
-        topics = _select(ResourceType.TOPIC, flow.topics, f"topics of {flow.name}")
+        topics = _topics_of(flow)
         groups = _select(ResourceType.GROUP, flow.groups, f"groups of {flow.name}")
         yield from topics.inexact
         yield from groups.inexact
@@ -245,7 +269,7 @@ def _verifier(config: DrkitConfig, cluster: str) -> Iterator[Need | str]:
             why = f"reads the positions of {flow.name}'s groups"
             yield from _needs(groups.resources, [Operation.DESCRIBE], why)
         if flow.source == cluster:
-            topics = _select(ResourceType.TOPIC, flow.topics, f"topics of {flow.name}")
+            topics = _topics_of(flow)
             yield from topics.inexact
             yield from _needs(topics.resources, _READ, f"recounts {flow.name}'s source records")
         if flow.target == cluster:
@@ -260,7 +284,7 @@ def _application(role: Role, config: DrkitConfig, cluster: str) -> Iterator[Need
     for flow in config.flows:
         if flow.source != cluster:
             continue
-        topics = _select(ResourceType.TOPIC, flow.topics, f"topics of {flow.name}")
+        topics = _topics_of(flow)
         yield from topics.inexact
         if role is Role.APP_PRODUCER:
             yield from _needs(topics.resources, (Operation.WRITE, Operation.DESCRIBE), "produces")

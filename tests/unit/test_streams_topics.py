@@ -54,3 +54,21 @@ def test_a_flow_replicates_changelogs_under_their_names_and_never_repartition_to
 def test_an_application_id_that_is_a_pattern_is_refused() -> None:
     with pytest.raises(ConfigError, match="kafka_streams"):
         load_config_text(CONFIG.replace("[wordcount, fraud.v2]", '["word.*"]'))
+
+
+def test_the_replicator_may_read_and_write_the_applications_changelogs_by_their_prefix() -> None:
+    from drkit.access.roles import role_needs
+    from drkit.access.rules import Operation, PatternType, Resource, ResourceType
+    from drkit.config.model import Role
+
+    config = load_config_text(CONFIG)
+    prefix = Resource(ResourceType.TOPIC, "wordcount-", PatternType.PREFIXED)
+    on_source = role_needs(Role.REPLICATOR, "dc1", config)
+    on_target = role_needs(Role.REPLICATOR, "dc2", config)
+    assert {Operation.READ, Operation.DESCRIBE} <= {
+        n.operation for n in on_source.needs if n.resource == prefix
+    }
+    assert {Operation.CREATE, Operation.WRITE} <= {
+        n.operation for n in on_target.needs if n.resource == prefix
+    }
+    assert any("Kafka Streams application wordcount" in note for note in on_target.widened)
