@@ -79,6 +79,7 @@ class FakeCluster:
         self.up = True
         self.topics: dict[str, FakeTopic] = {}
         self.groups: dict[str, FakeGroup] = {}
+        self.share_groups: set[str] = set()  # groups of another type (KIP-932 share groups)
         self.acls: set[AclEntry] = set()
         self.entries: set[AclEntry] = set()  # ACLs of any kind (drkit.access), apart from fences
         self.calls: list[str] = []
@@ -292,6 +293,10 @@ class FakeCluster:
     def list_groups(self, timeout_s: float | None = None) -> dict[str, str]:
         self._answer("list_groups")
         return {name: group.state for name, group in sorted(self.groups.items())}
+
+    def other_groups(self, timeout_s: float | None = None) -> tuple[str, ...]:
+        self._answer("other_groups")
+        return tuple(sorted(self.share_groups))
 
     def describe_groups(
         self, groups: Iterable[str], timeout_s: float | None = None

@@ -72,3 +72,6 @@ class Snapshot:
     groups_seen: tuple[str, ...] = ()
     # The groups the operator named (--group); None: every group of the flow.
     requested_groups: tuple[str, ...] | None = None
+    # The flow's groups of another type (KIP-932 share groups, streams groups): never moved,
+    # always named in the plan (source reachable only: nobody can list them otherwise).
+    untranslatable_groups: tuple[str, ...] = ()

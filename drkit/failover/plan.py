@@ -86,6 +86,17 @@ def make_plan(snapshot: Snapshot, runbook: Runbook) -> Plan:
     findings += _rpo_findings(snapshot, rpo)
     findings += _topic_findings(snapshot)
     findings += _unknown_groups(snapshot)
+    if snapshot.untranslatable_groups:
+        findings.append(
+            Finding(
+                Severity.WARNING,
+                "untranslatable_groups",
+                f"not consumer groups, not moved: {', '.join(snapshot.untranslatable_groups)} "
+                "(share groups of KIP-932, or streams groups, keep no committed offsets to "
+                f"translate: their consumers on {snapshot.target} start where "
+                "share.auto.offset.reset puts them - latest by default)",
+            )
+        )
     without = groups_without_checkpoint(snapshot)
     if without:
         findings.append(

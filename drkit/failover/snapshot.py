@@ -143,7 +143,19 @@ def gather(
         force,
         now_ms,
         requested_groups=tuple(groups) if groups is not None else None,
+        untranslatable_groups=_other_groups(flow, source) if reachable else (),
     )
+
+
+def _other_groups(flow: FlowConfig, source: ClusterAdmin) -> tuple[str, ...]:
+    """The flow's groups that are not consumer groups (share groups ...): no offsets to move."""
+    matcher = NameMatcher.of(flow.groups)
+    try:
+        names = source.other_groups()
+    except KafkaError as err:  # a listing, not a step: the plan goes on without it
+        log.warning("could not list groups of other types", extra={"error": str(err)})
+        return ()
+    return tuple(g for g in names if matcher.matches(g) and not is_own_group(g))
 
 
 VISIBLE_COUNT_LIMIT = 100_000  # offsets read at most to count the RPO in visible records

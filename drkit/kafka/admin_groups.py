@@ -7,6 +7,7 @@ the ``_direct_*`` methods.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 
@@ -56,6 +57,23 @@ class GroupAdmin(AdminBase):
             }
 
         return self._call("list consumer groups", timeout_s, run)
+
+    def other_groups(self, timeout_s: float | None = None) -> tuple[str, ...]:
+        """Groups the brokers hold that are not consumer groups - share groups (KIP-932),
+        streams groups (KIP-1071): no committed offsets to translate.
+
+        librdkafka lists and describes consumer groups only; the older ListGroups call names
+        groups of every type, so these are the names it adds.  It lists first: a consumer
+        group created between the two calls shows in both, never here."""
+
+        def run(t: float) -> tuple[str, ...]:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", DeprecationWarning)  # the only way to ask
+                every = {str(g.id) for g in self._client.list_groups(timeout=t)}
+            consumer = self._client.list_consumer_groups(request_timeout=t).result(timeout=t)
+            return tuple(sorted(every - {g.group_id for g in consumer.valid}))
+
+        return self._call("list groups of every type", timeout_s, run)
 
     def _direct_describe_groups(
         self, groups: Iterable[str], timeout_s: float | None = None

@@ -120,6 +120,10 @@ class ClusterAdmin(Protocol):
         """State and member count of each group (an unknown group is DEAD with no members)."""
         ...
 
+    def other_groups(self, timeout_s: float | None = None) -> tuple[str, ...]:
+        """Groups that are not consumer groups (share, streams): nothing to translate."""
+        ...
+
     def group_offsets(self, group: str, timeout_s: float | None = None) -> GroupOffsets:
         """The committed offsets of ``group`` (partitions without a commit left out)."""
         ...

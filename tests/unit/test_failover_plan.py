@@ -166,6 +166,16 @@ def test_groups_the_checkpoints_do_not_cover_are_listed_with_where_they_start() 
     assert "S=?" in plan_text(plan)
 
 
+def test_share_groups_are_named_as_not_moved_never_dropped_silently() -> None:
+    plan = make_plan(
+        _snapshot(untranslatable_groups=("queue-workers",)), load_runbook(Procedure.FAILOVER)
+    )
+    warning = next(f for f in plan.findings if f.code == "untranslatable_groups")
+    assert warning.severity is Severity.WARNING
+    assert "queue-workers" in warning.message and "share.auto.offset.reset" in warning.message
+    assert "queue-workers" in plan_text(plan)
+
+
 def test_failback_needs_the_pointer_on_the_cluster_it_leaves() -> None:
     snapshot = _snapshot(Procedure.FAILBACK, source_reachable=True, pointer="dc3")
     assert _codes(snapshot)["pointer_elsewhere"] is Severity.BLOCKER
