@@ -54,7 +54,11 @@ def backend() -> str:
 
 
 def state_dir_for_tests() -> Path:
-    return Path(os.environ.get("DRKIT_TEST_STATE_DIR", REPO / ".drkit-test"))
+    """Where the local clusters live: one directory per pytest-xdist worker, so that parallel
+    workers each run their own dc1/dc2 (ports are chosen free per cluster)."""
+    base = Path(os.environ.get("DRKIT_TEST_STATE_DIR", REPO / ".drkit-test"))
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    return base / worker if worker else base
 
 
 @contextmanager

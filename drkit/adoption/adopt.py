@@ -6,9 +6,10 @@ MM2's offset syncs and from the records themselves:
 
 1. MM2's last sync ``U -> D`` of a partition pairs a source record with its copy.  Everything MM2
    copied after it lies at ``D..end`` of the replica, in source order: drkit reads those copies
-   and the source records from ``U`` on and pairs them one by one (key and value must match, or
-   the partition is refused).  The pairs become exact runs, and progress is the source offset
-   after the last paired record - so the worker resumes exactly where MM2 stopped.
+   and the source records from ``U`` on and pairs them one by one (key, value and headers must
+   match, or the partition is refused).  The pairs become exact runs, and progress is the
+   source offset after the last paired record - so the worker resumes exactly where MM2
+   stopped.
 2. Below ``U`` only MM2's sparse syncs exist: they are kept as the partition's MirrorMaker 2
    range (drkit.adoption.adopted) and translate rounded down, the re-reads counted
    (drkit.translation.Mm2Syncs).
@@ -70,7 +71,9 @@ def pair_tail(source: Sequence[Record], target: Sequence[Record]) -> TailPairing
     end) with the source records read from the sync's upstream offset, one by one.
 
     Returns the runs and the source offset after the last copied record, or why the copies do
-    not match the source (then nothing may be adopted for the partition)."""
+    not match the source (then nothing may be adopted for the partition).  A copy MM2 made
+    twice shifts every later pair: unless the shifted records are identical, a comparison fails
+    and the partition is refused."""
     if not target:
         return "the replica holds nothing at MirrorMaker 2's last offset sync"
     if len(source) < len(target):
@@ -80,7 +83,7 @@ def pair_tail(source: Sequence[Record], target: Sequence[Record]) -> TailPairing
         )
     runs: list[OffsetRun] = []
     for copy, original in zip(target, source, strict=False):
-        if (copy.key, copy.value) != (original.key, original.value):
+        if (copy.key, copy.value, copy.headers) != (original.key, original.value, original.headers):
             return (
                 f"the copy at target offset {copy.offset} is not the source record at "
                 f"{original.offset}"

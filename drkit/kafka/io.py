@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from confluent_kafka import KafkaError as RdKafkaError
 from confluent_kafka import KafkaException
 from confluent_kafka import TopicPartition as RdTP
+from tenacity import Retrying, retry_if_exception, stop_after_delay, wait_exponential
 
 from drkit.errors import KafkaError, RetriableKafkaError
 from drkit.kafka.clients import ClusterEndpoint, make_consumer, make_producer
@@ -180,17 +181,43 @@ def consume_ranges(
         consumer.close()
 
 
+# The group coordinator is loading, moving or not elected yet (a broker just started or
+# restarted): the commit succeeds once it is there.
+_COORDINATOR_BUSY = ("COORDINATOR_LOAD_IN_PROGRESS", "NOT_COORDINATOR", "COORDINATOR_NOT_AVAILABLE")
+
+
+def _coordinator_busy(err: BaseException) -> bool:
+    return isinstance(err, RetriableKafkaError) and any(c in str(err) for c in _COORDINATOR_BUSY)
+
+
 def commit_group_offsets(
-    endpoint: ClusterEndpoint, group: str, offsets: Mapping[TopicPartition, int]
+    endpoint: ClusterEndpoint,
+    group: str,
+    offsets: Mapping[TopicPartition, int],
+    coordinator_wait_s: float = 30.0,
 ) -> None:
     """Commit ``offsets`` for ``group`` the way an application that consumed up to them does
     (a consumer's synchronous commit, without joining the group).
 
     The broker refuses it while the group has active members.  Raises KafkaError naming the
-    group and the first partition it refused.
+    group and the first partition it refused - after trying again for ``coordinator_wait_s``
+    while the group coordinator is loading or moving (any other refusal at once).
     """
     if not offsets:
         return
+    for attempt in Retrying(
+        retry=retry_if_exception(_coordinator_busy),
+        stop=stop_after_delay(coordinator_wait_s),
+        wait=wait_exponential(multiplier=0.1, max=2.0),
+        reraise=True,
+    ):
+        with attempt:
+            _commit_once(endpoint, group, offsets)
+
+
+def _commit_once(
+    endpoint: ClusterEndpoint, group: str, offsets: Mapping[TopicPartition, int]
+) -> None:
     request = [RdTP(tp.topic, tp.partition, offset) for tp, offset in sorted(offsets.items())]
     consumer = make_consumer(endpoint, group)
     try:

@@ -68,27 +68,39 @@ def _taken() -> set[int]:
 
 def create(index: int | None = None) -> Namespace:
     """A new namespace (the first free index, or ``index``) with its link up; raises
-    LocalClusterError naming the failed step (and leaves nothing half made)."""
-    if index is None:
-        taken = _taken()
-        index = next((i for i in range(1, 250) if i not in taken), None)
-        if index is None:
-            raise LocalClusterError("no free 10.213.<n>.0/24 network for another namespace")
-    ns = Namespace(index)
-    try:
-        _ip("netns", "add", ns.name)
-        _ip("link", "add", ns.host_link, "type", "veth", "peer", "name", ns.inner_link)
-        _ip("link", "set", ns.inner_link, "netns", ns.name)
-        _ip("addr", "add", f"{SUBNET}.{index}.1/24", "dev", ns.host_link)
-        _ip("link", "set", ns.host_link, "up")
-        inside = ["netns", "exec", ns.name, "ip"]
-        _ip(*inside, "addr", "add", f"{ns.address}/24", "dev", ns.inner_link)
-        _ip(*inside, "link", "set", ns.inner_link, "up")
-        _ip(*inside, "link", "set", "lo", "up")
-    except LocalClusterError:
-        remove(ns)
-        raise
-    return ns
+    LocalClusterError naming the failed step (and leaves nothing half made).
+
+    ``ip netns add`` is the claim: another process (a parallel test worker) that took the same
+    free index first makes it fail, and the next index is tried - never removing a namespace
+    this call did not make."""
+    candidates = [index] if index is not None else [i for i in range(1, 250) if i not in _taken()]
+    for candidate in candidates:
+        ns = Namespace(candidate)
+        try:
+            _ip("netns", "add", ns.name)
+        except LocalClusterError:
+            if index is not None:
+                raise
+            continue  # claimed meanwhile
+        try:
+            _link(ns)
+        except LocalClusterError:
+            remove(ns)
+            raise
+        return ns
+    raise LocalClusterError("no free 10.213.<n>.0/24 network for another namespace")
+
+
+def _link(ns: Namespace) -> None:
+    """The veth pair and addresses of a namespace just added."""
+    _ip("link", "add", ns.host_link, "type", "veth", "peer", "name", ns.inner_link)
+    _ip("link", "set", ns.inner_link, "netns", ns.name)
+    _ip("addr", "add", f"{SUBNET}.{ns.index}.1/24", "dev", ns.host_link)
+    _ip("link", "set", ns.host_link, "up")
+    inside = ["netns", "exec", ns.name, "ip"]
+    _ip(*inside, "addr", "add", f"{ns.address}/24", "dev", ns.inner_link)
+    _ip(*inside, "link", "set", ns.inner_link, "up")
+    _ip(*inside, "link", "set", "lo", "up")
 
 
 def ensure(ns: Namespace) -> None:

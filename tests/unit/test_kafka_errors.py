@@ -43,3 +43,14 @@ def test_answers_kafka_calls_retriable_are_retriable(name: str) -> None:
 def test_an_authorization_failure_stays_fatal() -> None:
     error = RdKafkaError(RdKafkaError.TOPIC_AUTHORIZATION_FAILED)
     assert isinstance(translate(error, "list earliest offsets"), FatalKafkaError)
+
+
+def test_a_commit_is_tried_again_only_while_the_group_coordinator_is_busy() -> None:
+    from drkit.errors import FatalKafkaError, RetriableKafkaError
+    from drkit.kafka.io import _coordinator_busy
+
+    loading = "dc1: commit offsets of group g: COORDINATOR_LOAD_IN_PROGRESS: Commit failed"
+    assert _coordinator_busy(RetriableKafkaError(loading))
+    assert _coordinator_busy(RetriableKafkaError("dc1: commit g: NOT_COORDINATOR"))
+    assert not _coordinator_busy(RetriableKafkaError("dc1: commit g: REBALANCE_IN_PROGRESS"))
+    assert not _coordinator_busy(FatalKafkaError(loading))
