@@ -156,8 +156,19 @@ class Monitor:
         """``work()`` (the Kafka side of a job) within the job's budget."""
         return self._runner.run(work, self.budget(name), name)  # type: ignore[no-any-return]
 
-    def _store(self, operation: StoreOperation, name: str, work: Callable[[], object]) -> bool:
-        """Run a state-store call within its own budget; False (recorded) when it failed."""
+    def _store(
+        self,
+        operation: StoreOperation,
+        name: str,
+        work: Callable[[], object],
+        *,
+        writes: bool = True,
+    ) -> bool:
+        """Run a state-store call within its own budget; False (recorded) when it failed.
+
+        Only a call that ``writes`` marks the store available again when it succeeds: a store
+        that answers reads and refuses writes (read-only, a full disk) must not flap back to
+        "up" - and /healthz to 200 - on every successful read."""
         try:
             self._runner.run(work, self.budget(name), f"store:{name}")
         except (StateStoreError, SQLAlchemyError, jobs.BudgetExceeded) as err:
@@ -167,7 +178,8 @@ class Monitor:
                 extra={"job": name, "operation": operation.value, "error": str(err)},
             )
             return False
-        self.store_watch.succeeded()
+        if writes:
+            self.store_watch.succeeded()
         return True
 
     # -- clusters -------------------------------------------------------------------------
@@ -250,7 +262,7 @@ class Monitor:
                 for r in states
             )
 
-        if not self._store(StoreOperation.QUORUM, name, read):
+        if not self._store(StoreOperation.QUORUM, name, read, writes=False):
             return dict(self.quorum_states)
         now = clock[0]
         for alias in sorted(self.config.clusters):

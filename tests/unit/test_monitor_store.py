@@ -20,7 +20,7 @@ from sqlalchemy import event, select
 
 from drkit.config import load_config_text
 from drkit.health.evaluation import ClusterState, ProbeResult
-from drkit.health.jobs import make_scheduler
+from drkit.health.jobs import JobKind, make_scheduler
 from drkit.health.metrics import MonitorMetrics
 from drkit.health.monitor import Monitor
 from drkit.status import status_source
@@ -203,3 +203,22 @@ def test_status_is_served_on_an_ipv6_listen_address(
             assert set(json.loads(reply.read())["clusters"]) == {"flaky", "steady"}
     finally:
         server.shutdown()
+
+
+def test_a_read_the_read_only_store_answers_does_not_mark_it_up(
+    monitored: tuple[Monitor, ReadOnlySwitch, CollectorRegistry, dict[str, Prober]],
+) -> None:
+    """The quorum job reads every observer's state: on a store that refuses writes the read
+    succeeds, and used to set drkit_state_store_up back to 1 (and /healthz to 200) until the
+    next write failed - the store flapped "up" several times a second."""
+    monitor, switch, registry, _probers = monitored
+    eventually(lambda: stored_state(monitor, "flaky") == "HEALTHY", what="flaky HEALTHY stored")
+    eventually(lambda: set(monitor.evaluate_quorum().values()) == {ClusterState.HEALTHY},
+               what="the quorum's states recorded")  # fmt: skip
+    switch.set(True)
+    monitor.run_job(f"{JobKind.PROBE}:flaky")  # writes an observation: refused
+    assert not monitor.store_watch.health.available
+    # Reads the observers' states (answered) and decides what it decided before: no write.
+    assert set(monitor.evaluate_quorum().values()) == {ClusterState.HEALTHY}
+    assert not monitor.store_watch.health.available
+    assert registry.get_sample_value("drkit_state_store_up") == 0.0
