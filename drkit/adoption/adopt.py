@@ -38,7 +38,7 @@ from drkit.kafka.io import consume_ranges, produce_batch
 from drkit.kafka.tailer import TopicTailer
 from drkit.records import Record, TopicPartition
 from drkit.replication.internal_topics import ensure_bookkeeping_topics
-from drkit.replication.offset_sync import OffsetRun, OffsetSync
+from drkit.replication.offset_sync import OffsetRun, OffsetSync, RunTracker
 from drkit.replication.progress import Progress, ProgressStore
 from drkit.replication.topology import FlowTopology
 from drkit.translation import Mm2Syncs
@@ -81,19 +81,20 @@ def pair_tail(source: Sequence[Record], target: Sequence[Record]) -> TailPairing
             f"the replica holds {len(target)} records from the last sync on, the source only "
             f"{len(source)}: MirrorMaker 2 copied some twice"
         )
-    runs: list[OffsetRun] = []
+    # The worker's own rule for cutting runs (a run ends at a gap on either side).
+    tracker = RunTracker(
+        TopicPartition(source[0].topic, source[0].partition),
+        TopicPartition(target[0].topic, target[0].partition),
+    )
     for copy, original in zip(target, source, strict=False):
         if (copy.key, copy.value, copy.headers) != (original.key, original.value, original.headers):
             return (
                 f"the copy at target offset {copy.offset} is not the source record at "
                 f"{original.offset}"
             )
-        last = runs[-1] if runs else None
-        if last is not None and (original.offset, copy.offset) == (last.src_end, last.dst_end):
-            runs[-1] = OffsetRun(last.src_start, last.dst_start, last.length + 1)
-        else:
-            runs.append(OffsetRun(original.offset, copy.offset, 1))
-    return TailPairing(tuple(runs), source[len(target) - 1].offset + 1)
+        tracker.observe(original.offset, copy.offset)
+    runs = tuple(sync.run for sync in tracker.drain())
+    return TailPairing(runs, source[len(target) - 1].offset + 1)
 
 
 @dataclass(frozen=True)
@@ -196,11 +197,9 @@ class Adopter:
             f"MirrorMaker 2's checkpoints stay in {self.topology.checkpoints_topic} until "
             "drkit's checkpointer replaces them (same format)",
         )
-        adoption = Adoption(self.flow.name, partitions, fresh, tuple(ignored), False, notes)
         if not dry_run:
             self._write(partitions)
-            adoption = Adoption(self.flow.name, partitions, fresh, tuple(ignored), True, notes)
-        return adoption
+        return Adoption(self.flow.name, partitions, fresh, tuple(ignored), not dry_run, notes)
 
     # -- reading ------------------------------------------------------------------------------
 
@@ -369,10 +368,9 @@ class Adopter:
             self.target_endpoint,
             self.topology.progress_topic,
             (
-                (
-                    Progress(p.source, p.next_offset, ADOPT_WORKER).key(alias),
-                    Progress(p.source, p.next_offset, ADOPT_WORKER).value(),
+                (progress.key(alias), progress.value())
+                for progress in (
+                    Progress(p.source, p.next_offset, ADOPT_WORKER) for p in partitions
                 )
-                for p in partitions
             ),
         )
