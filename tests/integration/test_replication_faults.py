@@ -181,7 +181,7 @@ def test_transactional_source_topic_reaches_lag_zero(
 # -- broker restarts after the flow outlived its retry window ---------------------------------
 
 
-RETRY = {"give_up_after_s": 25.0, "delivery_timeout_s": 3.0, "max_backoff_s": 2.0}
+RETRY = {"give_up_after_s": 22.0, "delivery_timeout_s": 3.0, "max_backoff_s": 2.0}
 
 
 @pytest.mark.parametrize("side", ["target", "source"])
@@ -204,7 +204,7 @@ def test_a_broker_restart_after_the_retry_window_is_ridden_out(
     assert scratch.local is not None
     with Replicator(setup, log_dir=tmp_path) as worker:
         with _Load(setup.source_endpoint, topic).running():
-            time.sleep(30)  # longer than give_up_after_s
+            time.sleep(24)  # longer than give_up_after_s
             scratch.local.stop_broker(scratch.name)
             time.sleep(8)  # longer than the delivery timeout
             scratch.local.start_broker(scratch.name)
