@@ -97,7 +97,17 @@ def output_option(func: Any) -> Any:
     )(func)
 
 
+# Above this, documents are printed on one line: Python's JSON encoder only uses its C
+# implementation without indentation, and a failover run of 10,000 groups is ~100 MB indented.
+INDENT_LIMIT_BYTES = 1_000_000
+
+
 def echo_json(payload: Any) -> None:
+    """``payload`` as JSON on stdout: indented, or on one line when it is large."""
+    compact = json.dumps(payload, sort_keys=True, default=str)
+    if len(compact) > INDENT_LIMIT_BYTES:
+        click.echo(compact)
+        return
     click.echo(json.dumps(payload, indent=2, sort_keys=True, default=str))
 
 

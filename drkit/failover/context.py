@@ -26,6 +26,7 @@ from drkit.failover.fences import FenceRepository
 from drkit.failover.model import Procedure, StepName, StepState
 from drkit.failover.pointer import PointerRepository
 from drkit.failover.runs import RunRecord, RunRepository
+from drkit.failover.snapshot import TargetReaders
 from drkit.kafka.admin import KafkaAdmin
 from drkit.kafka.clients import ClusterEndpoint
 from drkit.kafka.ports import AdminFactory, ClusterAdmin
@@ -111,6 +112,7 @@ class StepContext:
     connect: AdminFactory = KafkaAdmin
     guard: Confirming | None = None  # the engine's lease keeper (None: unguarded, tests)
     channels: ChannelFactory | None = None  # flows' control channels (None: on Kafka)
+    readers: TargetReaders | None = None  # the plan's readers of the flow's target topics
     _admins: dict[str, ClusterAdmin] = field(default_factory=dict, init=False)
 
     # -- what the run is about ------------------------------------------------------------

@@ -64,7 +64,7 @@ from drkit.failover.pointer import PointerRepository
 from drkit.failover.premise import RunFacts, WorldFacts, broken_premise, pointer_moved
 from drkit.failover.runbook import Runbook, load_runbook
 from drkit.failover.runs import RunRecord, RunRepository
-from drkit.failover.snapshot import gather
+from drkit.failover.snapshot import TargetReaders, gather
 from drkit.failover.steps import STEPS, Step
 from drkit.kafka.admin import KafkaAdmin
 from drkit.kafka.clients import ClusterEndpoint
@@ -156,6 +156,9 @@ class Engine:
         self.leases = leases if leases is not None else LeaseRepository(store)
         self.channels = channels
         self.pointers = PointerRepository(store)
+        # Per flow: the plan's readers of drkit's topics on the target, handed to the run that
+        # executes the plan (its translation then reads only what was appended since).
+        self._readers: dict[str, TargetReaders] = {}
 
     @property
     def ttl_s(self) -> float:
@@ -175,6 +178,10 @@ class Engine:
         # while the snapshot is read, not when the first group request needs it.
         prewarm(ClusterEndpoint(target, self.config.clusters[target]))
         pointer = self.pointers.get()
+        readers = self._readers.get(flow.name)
+        if readers is None:
+            readers = TargetReaders(flow, ClusterEndpoint(target, self.config.clusters[target]))
+            self._readers[flow.name] = readers
         snapshot = gather(
             self.config,
             flow,
@@ -182,6 +189,7 @@ class Engine:
             pointer.cluster if pointer else None,
             options.force,
             list(options.groups) if options.groups is not None else None,
+            readers=readers,
         )
         if options.groups is None:  # the flow's groups: the monitor may know more of them
             seen = HealthRepository(self.store).groups_seen(flow.name)
@@ -259,7 +267,16 @@ class Engine:
             raise
         if on_started is not None:
             on_started(run)
-        return self._execute(run.id, keeper, options, Direction.FORWARD)
+        try:
+            return self._execute(run.id, keeper, options, Direction.FORWARD)
+        finally:
+            self.close_readers()
+
+    def close_readers(self) -> None:
+        """Close the readers plans left open (a run closes them when it ends)."""
+        readers, self._readers = self._readers, {}
+        for reader in readers.values():
+            reader.close()
 
     def _premise_of_new_run(self, plan: Plan) -> None:
         """Under the lease: the plan is still about the world as it is."""
@@ -371,6 +388,7 @@ class Engine:
         ctx = StepContext(
             self.config, flow, self.store, runs, run, options, self.state_dir, self.progress,
             connect=self.connect, guard=keeper, channels=self.channels,
+            readers=self._readers.get(flow.name),
         )  # fmt: skip
 
         def mirror(lease: Lease) -> None:  # shown by 'failover show' and 'status'

@@ -9,7 +9,7 @@ from a snapshot, the engine (drkit.failover.engine) records them.  JSON forms ar
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
@@ -115,8 +115,15 @@ class PartitionMove:
     unreplicated: int | None  # records of this partition at >= S the target never got
     reason: str = ""
 
+    def to_json(self) -> dict[str, Any]:
+        """``asdict`` for this flat row (primitives only), without its recursive deep copy: a
+        plan at 10,000 groups x 50 partitions holds 500,000 of these."""
+        return dict(vars(self))
+
     @classmethod
     def from_json(cls, raw: Mapping[str, Any]) -> PartitionMove:
+        if raw.keys() == _MOVE_FIELDS:  # written by to_json: every field, JSON's own types
+            return cls(**raw)
         return cls(
             str(raw["source_topic"]), int(raw["source_partition"]), str(raw["target_topic"]),
             int(raw["target_partition"]), _int(raw.get("source_offset")),
@@ -124,6 +131,9 @@ class PartitionMove:
             _int(raw.get("expected_rereads")), _int(raw.get("unreplicated")),
             str(raw.get("reason", "")),
         )  # fmt: skip
+
+
+_MOVE_FIELDS = {f.name for f in fields(PartitionMove)}
 
 
 @dataclass(frozen=True)
@@ -149,6 +159,10 @@ class PartitionRpo:
     seconds: float | None
     exact: bool = False
     source_end_live: bool = False  # ``source_end`` read now, not the last one workers saw
+
+    def to_json(self) -> dict[str, Any]:
+        """``asdict`` for this flat row (primitives only), without its deep copy."""
+        return dict(vars(self))
 
     @classmethod
     def from_json(cls, raw: Mapping[str, Any]) -> PartitionRpo:
@@ -278,14 +292,14 @@ class Plan:
                     "group": g.group,
                     "target_state": g.target_state,
                     "blocked": g.blocked,
-                    "partitions": [asdict(p) for p in g.partitions],
+                    "partitions": [p.to_json() for p in g.partitions],
                 }
                 for g in self.groups
             ],
             "groups_without_checkpoint": list(self.groups_without_checkpoint),
             "rpo": {
                 "records": self.rpo_records,
-                "partitions": [asdict(p) for p in self.rpo],
+                "partitions": [p.to_json() for p in self.rpo],
             },
             "open_transactions": list(self.open_transactions),
             "blockers": [asdict(f) for f in self.blockers],

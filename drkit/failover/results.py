@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from drkit.failover.model import PartitionMove, PartitionRpo, StepName
@@ -135,12 +135,12 @@ class Translation:
                 g.group: {
                     "target_state": g.target_state,
                     "from_checkpoints": g.from_checkpoints,
-                    "partitions": [asdict(m) for m in g.partitions],
+                    "partitions": [m.to_json() for m in g.partitions],
                 }
                 for g in self.groups
             },
             "groups_without_checkpoint": list(self.groups_without_checkpoint),
-            "rpo": [asdict(r) for r in self.rpo],
+            "rpo": [r.to_json() for r in self.rpo],
         }
 
     @classmethod

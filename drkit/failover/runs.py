@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import cached_property
 from typing import Any
 
 from sqlalchemy import func, select
@@ -94,9 +95,10 @@ class RunRecord:
             return Direction.ROLLBACK
         return Direction(self.result.get("direction", Direction.FORWARD.value))
 
-    @property
+    @cached_property
     def planned(self) -> Plan:
-        """The plan the run executes, as a value."""
+        """The plan the run executes, as a value (parsed once per record: at 10,000 groups
+        it holds 500,000 partition rows)."""
         return Plan.from_json(self.plan)
 
     @property

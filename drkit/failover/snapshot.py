@@ -35,6 +35,48 @@ from drkit.translation import PartitionMapping, TargetBounds
 log = logging.getLogger(__name__)
 
 
+class TargetReaders:
+    """drkit's three topics of one flow on its target (progress, offset syncs, checkpoints),
+    read by tailers kept open between snapshots.
+
+    A failover reads them twice - for the plan, then in ``translate_offsets`` once replication
+    stopped - and at 10,000 groups the checkpoint topic alone holds 500,000 records: kept open,
+    the second read costs only what was appended since the first.  Each refresh returns the
+    whole state, exactly what a fresh reader would.  Not thread-safe per topic: one snapshot
+    at a time.
+    """
+
+    def __init__(self, flow: FlowConfig, target: ClusterEndpoint) -> None:
+        self.flow, self.target = flow, target
+        self.topology = FlowTopology.of(flow)
+        self._progress: ProgressStore | None = None
+        self._mappings: MappingLoader | None = None
+        self._checkpoints: CheckpointStore | None = None
+
+    def progress(self) -> dict[TopicPartition, Progress]:
+        if self._progress is None:
+            self._progress = ProgressStore(
+                self.target, self.topology.progress_topic, missing_ok=True
+            )
+        return self._progress.refresh()
+
+    def mappings(self) -> dict[TopicPartition, PartitionMapping]:
+        if self._mappings is None:
+            self._mappings = MappingLoader(self.flow, self.target)
+        return dict(self._mappings.refresh())
+
+    def checkpoints(self) -> CheckpointSnapshot:
+        if self._checkpoints is None:
+            self._checkpoints = CheckpointStore(self.target, self.topology.checkpoints_topic)
+        return self._checkpoints.refresh()
+
+    def close(self) -> None:
+        for reader in (self._progress, self._mappings, self._checkpoints):
+            if reader is not None:
+                reader.close()
+        self._progress = self._mappings = self._checkpoints = None
+
+
 def gather(
     config: DrkitConfig,
     flow: FlowConfig,
@@ -43,8 +85,32 @@ def gather(
     force: bool = False,
     groups: list[str] | None = None,
     source_timeout_s: float = 3.0,
+    readers: TargetReaders | None = None,
 ) -> Snapshot:
-    """Read everything the planner needs; never raises for an unreachable source."""
+    """Read everything the planner needs; never raises for an unreachable source.
+
+    ``readers``: the flow's target topics as read by an earlier snapshot (left open); without
+    them, read from the start and closed here."""
+    target_ep = ClusterEndpoint(flow.target, config.clusters[flow.target])
+    if readers is not None:
+        return _gather(config, flow, procedure, pointer, force, groups, source_timeout_s, readers)
+    own = TargetReaders(flow, target_ep)
+    try:
+        return _gather(config, flow, procedure, pointer, force, groups, source_timeout_s, own)
+    finally:
+        own.close()
+
+
+def _gather(
+    config: DrkitConfig,
+    flow: FlowConfig,
+    procedure: Procedure,
+    pointer: str | None,
+    force: bool,
+    groups: list[str] | None,
+    source_timeout_s: float,
+    readers: TargetReaders,
+) -> Snapshot:
     topology = FlowTopology.of(flow)
     source_ep = ClusterEndpoint(flow.source, config.clusters[flow.source])
     target_ep = ClusterEndpoint(flow.target, config.clusters[flow.target])
@@ -67,9 +133,9 @@ def gather(
     # wall time is read twice from here: for the plan, and for the exact translation).
     with ThreadPoolExecutor(max_workers=4, thread_name_prefix="snapshot") as pool:
         answers = pool.submit(source.answers, source_timeout_s)
-        reading_progress = pool.submit(_progress, target_ep, topology)
-        reading_mappings = pool.submit(_mappings, flow, target_ep)
-        reading_checkpoints = pool.submit(_checkpoints, target_ep, topology)
+        reading_progress = pool.submit(readers.progress)
+        reading_mappings = pool.submit(readers.mappings)
+        reading_checkpoints = pool.submit(readers.checkpoints)
         reachable = answers.result()
         progress = reading_progress.result()
         mappings = reading_mappings.result()
@@ -181,30 +247,6 @@ def _count_unreplicated(
         if count.exact:
             out[tp] = replace(partitions[tp], unreplicated_visible=count.records)
     return out
-
-
-def _progress(target: ClusterEndpoint, topology: FlowTopology) -> dict[TopicPartition, Progress]:
-    store = ProgressStore(target, topology.progress_topic, missing_ok=True)
-    try:
-        return store.refresh()
-    finally:
-        store.close()
-
-
-def _mappings(flow: FlowConfig, target: ClusterEndpoint) -> dict[TopicPartition, PartitionMapping]:
-    loader = MappingLoader(flow, target)
-    try:
-        return dict(loader.refresh())
-    finally:
-        loader.close()
-
-
-def _checkpoints(target: ClusterEndpoint, topology: FlowTopology) -> CheckpointSnapshot:
-    store = CheckpointStore(target, topology.checkpoints_topic)
-    try:
-        return store.refresh()
-    finally:
-        store.close()
 
 
 def _source_partitions(

@@ -20,7 +20,7 @@ from drkit.kafka.clients import client_settings
 from drkit.kafka.errors import is_code, translate
 from drkit.records import TopicPartition
 
-_PARALLEL_CLIENTS = 4
+_PARALLEL_CLIENTS = 16
 
 
 def _alter(
@@ -184,9 +184,10 @@ class GroupAdmin(AdminBase):
 
         # librdkafka takes one group per request and one admin client works through its
         # requests one at a time: several clients in parallel cut 100 groups from ~0.7 s to
-        # ~0.2 s here.
+        # ~0.2 s here, and 1,000 groups x 50 partitions from 6.5 s (one client) to 1.8 s (4),
+        # 1.1 s (8) and 0.9 s (16).  A client per ~100 groups beyond the first four.
         groups = sorted(pending)
-        lanes = min(_PARALLEL_CLIENTS, len(groups))
+        lanes = min(_PARALLEL_CLIENTS, len(groups), 4 + len(groups) // 100)
         clients = self._lane_clients(lanes)
 
         def lane(index: int) -> dict[str, str | None]:

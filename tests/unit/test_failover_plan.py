@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
+import json
+from dataclasses import asdict, replace
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from drkit.cli.context import INDENT_LIMIT_BYTES, echo_json
 from drkit.config.model import FailoverPolicy
 from drkit.failover.facts import GroupFacts, PartitionFacts, Snapshot
-from drkit.failover.model import Procedure, Severity, StepName
+from drkit.failover.model import PartitionMove, PartitionRpo, Procedure, Severity, StepName
 from drkit.failover.plan import make_plan
 from drkit.failover.render import plan_text
 from drkit.failover.runbook import load_runbook
@@ -293,3 +296,54 @@ def test_a_group_named_with_group_that_the_flow_has_no_trace_of_is_not_silently_
     assert _codes(_snapshot(requested_groups=asked))["unknown_groups"] is Severity.WARNING
     assert "unknown_groups" not in _codes(_snapshot(requested_groups=("billing",)))
     assert "unknown_groups" not in _codes(_snapshot())  # every group of the flow
+
+
+# -- the plan's partition rows: fast to write and to read back, same document ---------------
+
+_moves = st.builds(
+    PartitionMove,
+    st.text(max_size=8),
+    st.integers(0, 99),
+    st.text(max_size=8),
+    st.integers(0, 99),
+    st.none() | st.integers(0, 2**40),
+    st.none() | st.integers(0, 2**40),
+    st.sampled_from(["exact", "mm2", "checkpoint"]),
+    st.none() | st.integers(0, 10**6),
+    st.none() | st.integers(0, 10**6),
+    st.text(max_size=20),
+)
+
+
+@given(_moves)
+def test_a_partition_move_is_written_as_asdict_and_read_back_equal(move: PartitionMove) -> None:
+    document = json.loads(json.dumps(move.to_json()))
+    assert document == asdict(move)
+    assert PartitionMove.from_json(document) == move
+
+
+def test_a_partition_move_written_before_a_field_existed_still_reads() -> None:
+    old = {"source_topic": "t", "source_partition": 1, "target_topic": "dc1.t",
+           "target_partition": 1, "source_offset": 5, "target_offset": "7", "method": "exact",
+           "expected_rereads": 0}  # fmt: skip
+    move = PartitionMove.from_json(old)
+    assert (move.target_offset, move.unreplicated, move.reason) == (7, None, "")
+
+
+@given(st.builds(PartitionRpo, st.text(max_size=8), st.integers(0, 99),
+                 st.none() | st.integers(0), st.none() | st.integers(0),
+                 st.none() | st.integers(0), st.none() | st.integers(0),
+                 st.none() | st.floats(0, 1e6), st.booleans(), st.booleans()))  # fmt: skip
+def test_an_rpo_row_is_written_as_asdict(row: PartitionRpo) -> None:
+    assert row.to_json() == asdict(row)
+
+
+def test_a_large_json_document_is_printed_on_one_line_a_small_one_indented(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    echo_json({"a": [1]})
+    assert capsys.readouterr().out.count("\n") > 1
+    big = {"rows": [{"n": i} for i in range(INDENT_LIMIT_BYTES // 8)]}
+    echo_json(big)
+    out = capsys.readouterr().out
+    assert out.count("\n") == 1 and json.loads(out) == big

@@ -32,6 +32,7 @@ def translate_offsets(ctx: StepContext, timeout_s: float | None) -> StepOutcome:
         pointer.cluster if pointer else None,
         ctx.options.force,
         list(ctx.options.groups) if ctx.options.groups is not None else None,
+        readers=ctx.readers,
     )
     if not snapshot.target_reachable:
         raise StepFailed(f"{ctx.target} does not answer: nothing can be translated")
