@@ -3,7 +3,7 @@
     python -m bench replication [--records-100 N] [--records-1k N] [--workers N] [--quick]
     python -m bench translation
     python -m bench accounting [--records-100 N] [--spark local|standalone]
-    python -m bench failover [--failover-groups N] [--partitions N]
+    python -m bench failover [--failover-groups N[,N...]] [--partitions N] [--repeat R]
     python -m bench scale        # curves for docs/scale.md (plots written to docs/scale/)
     python -m bench all          # replication, translation, accounting, failover
 
@@ -107,7 +107,8 @@ def translation(args: argparse.Namespace) -> str:
 def failover(args: argparse.Namespace) -> str:
     from bench import failover as fo
 
-    return fo.main(groups=args.failover_groups, partitions=args.partitions)
+    counts = [int(n) for n in str(args.failover_groups).split(",")]
+    return fo.main(groups=counts, partitions=args.partitions, runs=args.repeat)
 
 
 def accounting(args: argparse.Namespace) -> str:
@@ -142,7 +143,9 @@ def main() -> None:
     )
     parser.add_argument("--groups", type=int, default=1000)
     parser.add_argument("--partitions", type=int, default=50)
-    parser.add_argument("--failover-groups", type=int, default=100)
+    parser.add_argument(
+        "--failover-groups", default="100", help="groups per failover; a list (100,1000) is a curve"
+    )
     parser.add_argument(
         "--spark",
         choices=["local", "standalone"],

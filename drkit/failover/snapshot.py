@@ -86,17 +86,25 @@ def gather(
     groups: list[str] | None = None,
     source_timeout_s: float = 3.0,
     readers: TargetReaders | None = None,
+    target_states: Mapping[str, str] | None = None,
 ) -> Snapshot:
     """Read everything the planner needs; never raises for an unreachable source.
 
     ``readers``: the flow's target topics as read by an earlier snapshot (left open); without
-    them, read from the start and closed here."""
+    them, read from the start and closed here.  ``target_states``: the groups' states on the
+    target as the plan saw them, instead of asking the target again (a group it lacks is
+    ``unchecked``) - for a step that writes nothing and before one that checks again."""
     target_ep = ClusterEndpoint(flow.target, config.clusters[flow.target])
     if readers is not None:
-        return _gather(config, flow, procedure, pointer, force, groups, source_timeout_s, readers)
+        return _gather(
+            config, flow, procedure, pointer, force, groups, source_timeout_s, readers,
+            target_states,
+        )  # fmt: skip
     own = TargetReaders(flow, target_ep)
     try:
-        return _gather(config, flow, procedure, pointer, force, groups, source_timeout_s, own)
+        return _gather(
+            config, flow, procedure, pointer, force, groups, source_timeout_s, own, target_states
+        )
     finally:
         own.close()
 
@@ -110,6 +118,7 @@ def _gather(
     groups: list[str] | None,
     source_timeout_s: float,
     readers: TargetReaders,
+    target_states: Mapping[str, str] | None,
 ) -> Snapshot:
     topology = FlowTopology.of(flow)
     source_ep = ClusterEndpoint(flow.source, config.clusters[flow.source])
@@ -173,7 +182,7 @@ def _gather(
         )
     partitions = _count_unreplicated(source, partitions) if reachable else partitions
     group_facts, without = _groups(
-        flow, source, target, checkpoints, source_parts, reachable, groups
+        flow, source, target, checkpoints, source_parts, reachable, groups, target_states
     )
     source_topics = {tp.topic for tp in source_parts}
     missing = sorted(t for t in source_topics if topology.target_topic(t) not in listed)
@@ -276,6 +285,7 @@ def _groups(
     source_parts: list[TopicPartition],
     reachable: bool,
     only: list[str] | None,
+    known_states: Mapping[str, str] | None = None,
 ) -> tuple[list[GroupFacts], list[str]]:
     """Every group the flow translates: (facts, groups with offsets but no checkpoint)."""
     matcher = NameMatcher.of(flow.groups)
@@ -304,6 +314,12 @@ def _groups(
             if (only is None or g in only) and matcher.matches(g)
         }
     without = sorted(g for g in committed if g not in checkpointed)
+    if known_states is not None:
+        facts = [
+            GroupFacts(group, offsets, not reachable, known_states.get(group, "unchecked"), 0)
+            for group, offsets in sorted(committed.items())
+        ]
+        return facts, without
     states = target.describe_groups(sorted(committed)) if committed else {}
     facts = [
         GroupFacts(
