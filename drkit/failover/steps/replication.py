@@ -252,12 +252,8 @@ def record_fence_point(ctx: StepContext, timeout_s: float | None) -> StepOutcome
     )
 
 
-def _progress(ctx: StepContext, topology: FlowTopology) -> dict[str, int]:
-    store = ProgressStore(ctx.endpoint(topology.target), topology.progress_topic, missing_ok=True)
-    try:
-        return {f"{tp.topic}:{tp.partition}": p.next_offset for tp, p in store.refresh().items()}
-    finally:
-        store.close()
+def _progress(store: ProgressStore) -> dict[str, int]:
+    return {f"{tp.topic}:{tp.partition}": p.next_offset for tp, p in store.refresh().items()}
 
 
 def _wait_caught_up(
@@ -274,13 +270,30 @@ def _wait_caught_up(
     """
     if not goal:
         return {"waited_s": 0.0, "partitions": 0}  # nothing to copy: no progress to read
+    more = deadline_loop(timeout_s, 0.25)
+    # One reader for the whole wait: each poll reads only the progress records appended since.
+    store = ProgressStore(ctx.endpoint(topology.target), topology.progress_topic, missing_ok=True)
+    try:
+        return _poll_until_caught_up(ctx, topology, goal, timeout_s, waiting_on, store, more)
+    finally:
+        store.close()
+
+
+def _poll_until_caught_up(
+    ctx: StepContext,
+    topology: FlowTopology,
+    goal: dict[str, int],
+    timeout_s: float | None,
+    waiting_on: Callable[[dict[str, int]], str] | None,
+    store: ProgressStore,
+    more: Callable[[], bool],
+) -> dict[str, object]:
     total = sum(goal.values())
     started = time.monotonic()
-    more = deadline_loop(timeout_s, 0.25)
     behind: dict[str, int] = dict(goal)
     held = ""
     while more():
-        done = _progress(ctx, topology)
+        done = _progress(store)
         behind = {
             key: end - done.get(key, 0) for key, end in goal.items() if done.get(key, 0) < end
         }
