@@ -46,6 +46,10 @@ class TargetReaders:
     at a time.
     """
 
+    # Reading to the end may take a while at scale (500,000 checkpoints at 10,000 groups x 50
+    # partitions, decoded one by one): bounded, but not by the 30 s a small flow would need.
+    READ_TIMEOUT_S = 180.0
+
     def __init__(self, flow: FlowConfig, target: ClusterEndpoint) -> None:
         self.flow, self.target = flow, target
         self.topology = FlowTopology.of(flow)
@@ -58,17 +62,17 @@ class TargetReaders:
             self._progress = ProgressStore(
                 self.target, self.topology.progress_topic, missing_ok=True
             )
-        return self._progress.refresh()
+        return self._progress.refresh(self.READ_TIMEOUT_S)
 
     def mappings(self) -> dict[TopicPartition, PartitionMapping]:
         if self._mappings is None:
             self._mappings = MappingLoader(self.flow, self.target)
-        return dict(self._mappings.refresh())
+        return dict(self._mappings.refresh(self.READ_TIMEOUT_S))
 
     def checkpoints(self) -> CheckpointSnapshot:
         if self._checkpoints is None:
             self._checkpoints = CheckpointStore(self.target, self.topology.checkpoints_topic)
-        return self._checkpoints.refresh()
+        return self._checkpoints.refresh(self.READ_TIMEOUT_S)
 
     def close(self) -> None:
         for reader in (self._progress, self._mappings, self._checkpoints):
