@@ -15,8 +15,10 @@ from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
+from tenacity import retry, retry_if_exception_type, stop_after_delay, wait_exponential
+
 from drkit.config.model import DrkitConfig, FlowConfig
-from drkit.errors import KafkaError
+from drkit.errors import KafkaError, RetriableKafkaError
 from drkit.failover.facts import GroupFacts, PartitionFacts, Snapshot
 from drkit.failover.model import Procedure
 from drkit.kafka.admin import KafkaAdmin
@@ -57,6 +59,17 @@ class TargetReaders:
         self._mappings: MappingLoader | None = None
         self._checkpoints: CheckpointStore | None = None
 
+    # A busy target may drop a connection or answer metadata late (its controller stalled 5 s
+    # under 10,000 groups here): a read that fails retriably is tried again, from where the
+    # reader got to, for up to a minute - the refresh is cumulative.
+    _retrying = retry(
+        retry=retry_if_exception_type(RetriableKafkaError),
+        stop=stop_after_delay(60),
+        wait=wait_exponential(multiplier=0.2, max=5.0),
+        reraise=True,
+    )
+
+    @_retrying
     def progress(self) -> dict[TopicPartition, Progress]:
         if self._progress is None:
             self._progress = ProgressStore(
@@ -64,11 +77,13 @@ class TargetReaders:
             )
         return self._progress.refresh(self.READ_TIMEOUT_S)
 
+    @_retrying
     def mappings(self) -> dict[TopicPartition, PartitionMapping]:
         if self._mappings is None:
             self._mappings = MappingLoader(self.flow, self.target)
         return dict(self._mappings.refresh(self.READ_TIMEOUT_S))
 
+    @_retrying
     def checkpoints(self) -> CheckpointSnapshot:
         if self._checkpoints is None:
             self._checkpoints = CheckpointStore(self.target, self.topology.checkpoints_topic)

@@ -222,3 +222,23 @@ def test_a_worker_consumer_with_a_full_prefetch_queue_does_not_spin(
         assert cores < 0.25, f"the consumer used {cores:.2f} cores waiting for room in its queue"
     finally:
         consumer.close()
+
+
+def test_many_groups_are_written_read_and_described_over_several_clients_in_waves(
+    dc1: ClusterUnderTest, names: Names
+) -> None:
+    """More groups than one wave of one client (``GroupAdmin._spread``): every group's own
+    offsets come back, each from its own request; one client with 10,000 requests queued
+    aborted librdkafka 2.16 (an ``rd_kafka_enq_once`` assertion)."""
+    topic = names.topic()
+    dc1.admin().create_topics([TopicSpec(topic, 3, 1)])
+    admin = KafkaAdmin(dc1.endpoint)
+    groups = [names.group(f"many-{i}") for i in range(3_300)]  # 16 clients, 2 waves each
+    wanted = {
+        g: {TopicPartition(topic, p): i * 3 + p for p in range(3)} for i, g in enumerate(groups)
+    }
+    assert admin.alter_groups_offsets(wanted) == dict.fromkeys(groups)
+    read = admin.groups_offsets(groups)
+    assert {g: dict(o.offsets) for g, o in read.items()} == wanted
+    states = admin.describe_groups(groups)
+    assert set(states) == set(groups) and {s.state for s in states.values()} == {"EMPTY"}
