@@ -178,10 +178,9 @@ class Engine:
         # while the snapshot is read, not when the first group request needs it.
         prewarm(ClusterEndpoint(target, self.config.clusters[target]))
         pointer = self.pointers.get()
-        readers = self._readers.get(flow.name)
-        if readers is None:
-            readers = TargetReaders(flow, ClusterEndpoint(target, self.config.clusters[target]))
-            self._readers[flow.name] = readers
+        readers = self._readers.setdefault(
+            flow.name, TargetReaders(flow, ClusterEndpoint(target, self.config.clusters[target]))
+        )
         snapshot = gather(
             self.config,
             flow,

@@ -113,19 +113,18 @@ def gather(
     them, read from the start and closed here.  ``target_states``: the groups' states on the
     target as the plan saw them, instead of asking the target again (a group it lacks is
     ``unchecked``) - for a step that writes nothing and before one that checks again."""
-    target_ep = ClusterEndpoint(flow.target, config.clusters[flow.target])
-    if readers is not None:
+    own = readers is None
+    readers = readers or TargetReaders(
+        flow, ClusterEndpoint(flow.target, config.clusters[flow.target])
+    )
+    try:
         return _gather(
             config, flow, procedure, pointer, force, groups, source_timeout_s, readers,
             target_states,
         )  # fmt: skip
-    own = TargetReaders(flow, target_ep)
-    try:
-        return _gather(
-            config, flow, procedure, pointer, force, groups, source_timeout_s, own, target_states
-        )
     finally:
-        own.close()
+        if own:
+            readers.close()
 
 
 def _gather(
@@ -334,20 +333,12 @@ def _groups(
         }
     without = sorted(g for g in committed if g not in checkpointed)
     if known_states is not None:
-        facts = [
-            GroupFacts(group, offsets, not reachable, known_states.get(group, "unchecked"), 0)
-            for group, offsets in sorted(committed.items())
-        ]
-        return facts, without
-    states = target.describe_groups(sorted(committed)) if committed else {}
+        states = {g: (known_states.get(g, "unchecked"), 0) for g in committed}
+    else:
+        described = target.describe_groups(sorted(committed)) if committed else {}
+        states = {g: (d.state.lower(), d.members) for g, d in described.items()}
     facts = [
-        GroupFacts(
-            group,
-            offsets,
-            not reachable,
-            states[group].state.lower() if group in states else "absent",
-            states[group].members if group in states else 0,
-        )
+        GroupFacts(group, offsets, not reachable, *states.get(group, ("absent", 0)))
         for group, offsets in sorted(committed.items())
     ]
     return facts, without

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from contextlib import closing
 
 from drkit.config.model import FlowConfig
 from drkit.control import DesiredState, FlowDirective
@@ -270,42 +271,28 @@ def _wait_caught_up(
     """
     if not goal:
         return {"waited_s": 0.0, "partitions": 0}  # nothing to copy: no progress to read
-    more = deadline_loop(timeout_s, 0.25)
-    # One reader for the whole wait: each poll reads only the progress records appended since.
-    store = ProgressStore(ctx.endpoint(topology.target), topology.progress_topic, missing_ok=True)
-    try:
-        return _poll_until_caught_up(ctx, topology, goal, timeout_s, waiting_on, store, more)
-    finally:
-        store.close()
-
-
-def _poll_until_caught_up(
-    ctx: StepContext,
-    topology: FlowTopology,
-    goal: dict[str, int],
-    timeout_s: float | None,
-    waiting_on: Callable[[dict[str, int]], str] | None,
-    store: ProgressStore,
-    more: Callable[[], bool],
-) -> dict[str, object]:
     total = sum(goal.values())
     started = time.monotonic()
+    more = deadline_loop(timeout_s, 0.25)
     behind: dict[str, int] = dict(goal)
     held = ""
-    while more():
-        done = _progress(store)
-        behind = {
-            key: end - done.get(key, 0) for key, end in goal.items() if done.get(key, 0) < end
-        }
-        remaining = sum(behind.values())
-        if behind and waiting_on is not None:
-            held = waiting_on({key: done.get(key, 0) for key in behind})
-        ctx.progress(
-            f"{topology.name}: {remaining} records to go on {len(behind)} partition(s){held}",
-            1.0 - remaining / total if total else 1.0,
-        )
-        if not behind:
-            return {"waited_s": round(time.monotonic() - started, 2), "partitions": len(goal)}
+    # One reader for the whole wait: each poll reads only the progress records appended since.
+    store = ProgressStore(ctx.endpoint(topology.target), topology.progress_topic, missing_ok=True)
+    with closing(store):
+        while more():
+            done = _progress(store)
+            behind = {
+                key: end - done.get(key, 0) for key, end in goal.items() if done.get(key, 0) < end
+            }
+            remaining = sum(behind.values())
+            if behind and waiting_on is not None:
+                held = waiting_on({key: done.get(key, 0) for key in behind})
+            ctx.progress(
+                f"{topology.name}: {remaining} records to go on {len(behind)} partition(s){held}",
+                1.0 - remaining / total if total else 1.0,
+            )
+            if not behind:
+                return {"waited_s": round(time.monotonic() - started, 2), "partitions": len(goal)}
     raise StepFailed(
         f"{topology.name} did not reach the goal within {timeout_s:g}s: "
         f"{sum(behind.values())} records behind on {len(behind)} partition(s){held}"
