@@ -6,8 +6,10 @@ with every line.  Never pass secrets: nothing here knows which values are sensit
 
 from __future__ import annotations
 
+import faulthandler
 import json
 import logging
+import signal
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
@@ -58,6 +60,14 @@ def configure(level: int = logging.INFO, fmt: str = "text") -> None:
     # "skipped: maximum number of running instances" on every overrun probe; drkit counts
     # overruns itself (drkit_monitor_task_failures_total{kind="timeout"}).
     logging.getLogger("apscheduler.scheduler").setLevel(max(level, logging.ERROR))
+
+
+def dump_stacks_on_sigusr1() -> None:
+    """``kill -USR1 <pid>`` prints every thread's Python stack to stderr (the log) and the
+    process goes on: how an operator - or a test that gave up waiting - sees where a process
+    that does not stop is waiting.  No-op where the signal does not exist (Windows)."""
+    if hasattr(signal, "SIGUSR1"):
+        faulthandler.register(signal.SIGUSR1, all_threads=True, chain=False)
 
 
 def log_tail(path: Path, lines: int) -> str:

@@ -155,10 +155,21 @@ class DrkitProcess:
         return self
 
     def stop(self, timeout_s: float = 60.0) -> int:
+        """SIGTERM the process group and wait for the exit code.  A process that does not stop
+        in time is asked for every thread's stack (SIGUSR1) first, so the failure shows where
+        it waits."""
         assert self.process is not None
         if self.process.poll() is None:
             os.killpg(self.process.pid, signal.SIGTERM)
-        return self.process.wait(timeout_s)
+        try:
+            return self.process.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.process.pid, signal.SIGUSR1)
+            time.sleep(2)
+            raise AssertionError(
+                f"{self.command[3:5]} did not stop within {timeout_s:.0f}s of SIGTERM; its log "
+                f"ends:\n{self.log()[-12000:]}"
+            ) from None
 
     def kill(self) -> None:
         """kill -9 the process (and its children, for --workers N)."""
@@ -185,7 +196,7 @@ class DrkitProcess:
         if self.running:
             try:
                 self.stop(30)
-            except subprocess.TimeoutExpired:
+            except AssertionError:  # stuck: its stacks are in its log
                 self.kill()
 
 

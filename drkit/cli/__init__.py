@@ -136,6 +136,7 @@ def main() -> None:
     # A crash inside a C library (librdkafka asserts abort the process) then leaves the
     # Python stacks of every thread on stderr, naming the call that triggered it.
     faulthandler.enable(all_threads=True)
+    logs.dump_stacks_on_sigusr1()
     cli.main(prog_name="drkit")
 
 

@@ -11,6 +11,7 @@ from drkit.cli.context import AppContext, complete_flows, config_option, pass_ap
 from drkit.replication.assignment import StartFrom
 from drkit.replication.client_settings import WorkerSettings
 from drkit.replication.service import (
+    STOP_GRACE_S,
     ServiceOptions,
     default_worker_id,
     install_stop_signals,
@@ -123,7 +124,8 @@ def replicate(
         ),
     )
     stop = threading.Event()
-    install_stop_signals(stop)
+    # A supervisor outlives its children's own stop deadline, to collect their exit codes.
+    install_stop_signals(stop, STOP_GRACE_S if workers == 1 else STOP_GRACE_S + 15)
     if workers == 1:
         code = run_flows(
             config,

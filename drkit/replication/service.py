@@ -17,6 +17,7 @@ is logged with topic, partition and offset), 1 for anything else.
 
 from __future__ import annotations
 
+import faulthandler
 import logging
 import multiprocessing
 import os
@@ -303,9 +304,25 @@ def _exit_code(results: dict[str, BaseException | None]) -> int:
     return code
 
 
-def install_stop_signals(stop: threading.Event) -> None:
+STOP_GRACE_S = 50.0
+
+
+def install_stop_signals(stop: threading.Event, grace_s: float = STOP_GRACE_S) -> None:
+    """SIGTERM/SIGINT set ``stop``; a process still running ``grace_s`` after the first one
+    writes every thread's stack to stderr and exits with code 1.
+
+    The graceful stop delivers what is in flight and stores progress; should it wait on
+    something that never answers, the deadline ends it anyway.  That loses nothing: progress
+    lives on the target, so a forced exit is a kill -9 the next start resumes from, and the
+    stacks say where it waited.  (The supervisor of ``--workers N`` waits longer than this for
+    its children.)  The deadline runs in faulthandler's own thread, so it fires even when a
+    thread holds the interpreter lock.
+    """
+
     def handler(signum: int, _frame: FrameType | None) -> None:
-        log.info("stopping on %s", signal.Signals(signum).name)
+        if not stop.is_set():
+            log.info("stopping on %s (forced after %.0fs)", signal.Signals(signum).name, grace_s)
+            faulthandler.dump_traceback_later(grace_s, exit=True)
         stop.set()
 
     signal.signal(signal.SIGTERM, handler)
@@ -316,6 +333,7 @@ def _child(config_path: str, options: ServiceOptions, index: int, log_level: int
     from drkit import logs
 
     logs.configure(log_level)
+    logs.dump_stacks_on_sigusr1()
     stop = threading.Event()
     install_stop_signals(stop)
     config = load_config(config_path)
@@ -379,7 +397,7 @@ def run_workers(config_path: Path, options: ServiceOptions, stop: threading.Even
         if process.is_alive() and process.pid is not None:
             os.kill(process.pid, signal.SIGTERM)
     for process in children.values():
-        process.join(timeout=60)
+        process.join(timeout=STOP_GRACE_S + 10)  # a child forces its own exit at STOP_GRACE_S
         if process.is_alive():
             process.kill()
         if process.exitcode not in (0, None) and code == 0:
