@@ -98,6 +98,15 @@ def guard_of(flow: FlowConfig, config: DrkitConfig) -> StandbyGuard:
     return StandbyGuard(flow.name, flow.target, frozenset(deny))
 
 
+def guard_entries(config: DrkitConfig) -> dict[str, frozenset[AclEntry]]:
+    """Per cluster: every ACL a guard of one of ``config``'s flows can hold there (pure) - what
+    taking the flows away (a drill's scratch flows at its end) deletes."""
+    out: dict[str, set[AclEntry]] = {}
+    for flow in config.flows:
+        out.setdefault(flow.target, set()).update(guard_of(flow, config).entries)
+    return {cluster: frozenset(entries) for cluster, entries in out.items() if entries}
+
+
 def guarded_flows(config: DrkitConfig, primary: str | None) -> tuple[FlowConfig, ...]:
     """The flows whose replicas must be read-only: those into a cluster that is not
     ``primary``; with no primary known yet, those that replicate now (not ``standby``)."""

@@ -5,7 +5,8 @@ replicator, the monitor as the monitor, the failover as the engine, the workload
 application).  Their least-privilege ACLs follow the flows (drkit.access.roles), and a drill
 has flows of its own (its aliases, topic prefix, bookkeeping topics): the drill grants what
 they need for those when it starts, as its own principal, and revokes exactly the ACLs it added
-when it stops - the clusters' other ACLs are left as they were.
+when it stops, with the standby guards of its flows and the write fences its runs left on its
+own topics - the clusters' other ACLs are left as they were.
 """
 
 from __future__ import annotations
@@ -14,9 +15,12 @@ from collections.abc import Mapping
 
 from drkit.access.roles import replica_resources, role_needs
 from drkit.access.rules import AclEntry, Operation, PatternType, Resource, ResourceType
+from drkit.access.standby import guard_entries
 from drkit.config.model import DrkitConfig, Role
+from drkit.failover.fences import FENCED_STATES, FenceRepository, FenceState
 from drkit.kafka import ClusterEndpoint, KafkaAdmin
 from drkit.kafka.apps import APP_TRANSACTIONAL_PREFIX
+from drkit.store import StateStore
 
 _READ = (Operation.READ, Operation.DESCRIBE)
 
@@ -62,7 +66,29 @@ def grant(config: DrkitConfig) -> dict[str, frozenset[AclEntry]]:
 
 
 def revoke(config: DrkitConfig, added: Mapping[str, frozenset[AclEntry]]) -> None:
-    """Delete exactly the ACLs :func:`grant` added."""
-    for alias, entries in added.items():
-        if entries:
+    """Delete exactly the ACLs :func:`grant` added, and the standby guards of the drill's own
+    flows (the monitor and ``move_pointer`` placed them on its replicas; they name nothing
+    outside the drill's prefix)."""
+    guards = guard_entries(config)
+    for alias in sorted(set(added) | set(guards)):
+        entries = added.get(alias, frozenset()) | guards.get(alias, frozenset())
+        if entries:  # deleting an absent ACL is no error
             KafkaAdmin(ClusterEndpoint(alias, config.clusters[alias])).delete_entries(entries)
+
+
+def lift_fences(config: DrkitConfig, store: StateStore) -> list[str]:
+    """Lift the write fences the drill's runs left on its own topics - its store holds exactly
+    those - where the cluster runs an authorizer; returns the clusters lifted.  Called once the
+    report's checks (``fencing_held`` writes to the fenced source) are done."""
+    fences = FenceRepository(store)
+    lifted: list[str] = []
+    for cluster in sorted({row.cluster for row in fences.rows() if row.state in FENCED_STATES}):
+        topics = fences.fenced(cluster)
+        admin = KafkaAdmin(ClusterEndpoint(cluster, config.clusters[cluster]))
+        if not admin.authorizer_enabled():
+            continue
+        principal = config.failover.fence_principal
+        admin.allow_writes(topics, principal, fences.reads_allowed(cluster) & topics)
+        fences.record(cluster, topics, FenceState.LIFTED, None)
+        lifted.append(cluster)
+    return lifted

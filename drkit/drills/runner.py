@@ -48,7 +48,7 @@ from drkit.drills.timeline import (
     RUN_STARTED,
     Timeline,
 )
-from drkit.drills.workload import GroupMember, Writer
+from drkit.drills.workload import GroupMember, Writer, stop_all
 from drkit.errors import DrkitError, KafkaError
 from drkit.failover.context import ProgressCallback, RunOptions
 from drkit.failover.engine import Engine
@@ -168,16 +168,19 @@ class DrillRunner:
     def run(self) -> DrillReport:
         started = datetime.now(UTC)
         try:
-            self._prepare()
-            self._move()
-            self._await_pointer()
-            self._resume_clients()
-            self._await_run()
-            if self.scenario.move.failback:
-                self._failback()
+            try:
+                self._prepare()
+                self._move()
+                self._await_pointer()
+                self._resume_clients()
+                self._await_run()
+                if self.scenario.move.failback:
+                    self._failback()
+            finally:
+                self._stop_everything()
+            return self._report(started)
         finally:
-            self._stop_everything()
-        return self._report(started)
+            self._release_access()
 
     def _prepare(self) -> None:
         s = self.scenario
@@ -227,8 +230,7 @@ class DrillRunner:
         if s.fault.divergent_records:
             self._diverge()
         if s.planned:
-            for member in self.source_members:
-                member.stop()
+            stop_all(self.source_members)
             self.timeline.add("applications_stopped", f"consumers left {s.source}")
             self._in_background(self._run_engine)
             return
@@ -282,8 +284,7 @@ class DrillRunner:
             return False
 
         self.until(moved, 300, "the failover moving the pointer")
-        for writer in self.writers:
-            writer.stop()
+        stop_all(self.writers)
 
     def _await_run(self) -> None:
         assert self._mover is not None
@@ -296,8 +297,7 @@ class DrillRunner:
     def _diverge(self) -> None:
         """Replication catches up and dies; then the source takes records the target never
         gets (exactly ``divergent_records`` per partition: the divergent tail)."""
-        for writer in self.writers:
-            writer.stop()
+        stop_all(self.writers)
         sampler = self.sampler
         assert sampler is not None
         written = sum(w.acked_count for w in self.writers)
@@ -478,8 +478,7 @@ class DrillRunner:
         # A failback is a planned move: the applications leave the cluster they are on first
         # (runbooks/switchover.md).  Left running, they would read the divergent tail the original
         # direction copies onto the replica afterwards - re-reads no move caused.
-        for member in self.target_members:
-            member.stop()
+        stop_all(self.target_members)
         self.timeline.add("applications_stopped", f"consumers left {s.target}")
         export = self.env.directory / "divergent-tail.jsonl"
         options = RunOptions(export_file=str(export))
@@ -530,10 +529,8 @@ class DrillRunner:
         return all(self._lag(member) == 0 for member in self.target_members)
 
     def _stop_everything(self) -> None:
-        for member in [*self.source_members, *self.target_members]:
-            member.stop()
-        for writer in self.writers:
-            writer.stop()
+        # At once: consumers stuck on the lost cluster share one wait.
+        stop_all([*self.source_members, *self.target_members, *self.writers])
         if self.sampler is not None:
             self.sampler.stop()
         try:
@@ -546,10 +543,15 @@ class DrillRunner:
                 drill_checks.await_fence(self.env, self.src, timeout_s=30)
             for child in reversed(self.children):
                 child.stop(timeout_s=20)  # a worker stuck on a cut link is killed
-            try:
-                drill_access.revoke(self.env.config, self.granted)
-            except KafkaError as err:  # reported, never masking the drill's own outcome
-                log.warning("the drill's ACLs could not all be revoked: %s", err)
+
+    def _release_access(self) -> None:
+        """Once the report's checks are done (one writes to the fenced source): the drill's
+        grants, its flows' standby guards and its runs' fences go."""
+        try:
+            drill_access.revoke(self.env.config, self.granted)
+            drill_access.lift_fences(self.env.config, self.env.store)
+        except KafkaError as err:  # reported, never masking the drill's own outcome
+            log.warning("the drill's ACLs could not all be removed: %s", err)
 
     # -- the report ---------------------------------------------------------------------------
 

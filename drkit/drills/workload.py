@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from drkit.drills.numbered import Processed, decode_seq, encode_value
@@ -26,6 +27,7 @@ from drkit.kafka.apps import Acked, AppConsumer, AppProducer
 log = logging.getLogger(__name__)
 
 TICK_S = 0.1
+STOP_WAIT_S = 30.0
 
 
 @dataclass
@@ -38,14 +40,40 @@ class WriterStats:
     first_refusal: str | None = None
 
 
-class Writer(threading.Thread):
+class App(threading.Thread):
+    """One application client in its own (daemon) thread, until asked to stop."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(daemon=True, name=name)
+        self._stop_event = threading.Event()
+
+    def ask_stop(self) -> None:
+        self._stop_event.set()
+
+    def stop(self, wait_s: float = STOP_WAIT_S) -> None:
+        """Stop and wait up to ``wait_s`` (a client stuck on a dead cluster is left behind:
+        its thread is a daemon and its ledger no longer grows once asked to stop)."""
+        stop_all([self], wait_s)
+
+
+def stop_all(apps: Iterable[App], wait_s: float = STOP_WAIT_S) -> None:
+    """Ask every one of ``apps`` to stop, then wait for them all within one ``wait_s``: clients
+    stuck on a dead cluster cost the wait once, not once each."""
+    apps = list(apps)
+    for app in apps:
+        app.ask_stop()
+    deadline = time.monotonic() + wait_s
+    for app in apps:
+        app.join(max(0.0, deadline - time.monotonic()))
+
+
+class Writer(App):
     """Writes ``load.records_per_s`` numbered records to one topic until stopped."""
 
     def __init__(self, endpoint: ClusterEndpoint, load: TopicLoad, timeline: Timeline) -> None:
-        super().__init__(daemon=True, name=f"drill-writer-{load.name}")
+        super().__init__(f"drill-writer-{load.name}")
         self.endpoint, self.load, self.timeline = endpoint, load, timeline
         self.stats = WriterStats()
-        self._stop_event = threading.Event()
         self._lock = threading.Lock()
         self.seq = 0
 
@@ -113,21 +141,14 @@ class Writer(threading.Thread):
         if first:
             self.timeline.add("writes_refused", f"{self.endpoint.alias}/{self.load.name}: {error}")
 
-    def stop(self, wait_s: float = 30.0) -> None:
-        """Stop and wait up to ``wait_s`` (a client stuck on a dead cluster is left behind:
-        its thread is a daemon and its ledger no longer grows once asked to stop)."""
-        self._stop_event.set()
-        self.join(wait_s)
 
-
-class GroupMember(threading.Thread):
+class GroupMember(App):
     """One consumer of ``load.name`` on one cluster: poll, process at the group's speed,
     commit synchronously, then ledger what was committed."""
 
     def __init__(self, endpoint: ClusterEndpoint, load: GroupLoad, topic: str) -> None:
-        super().__init__(daemon=True, name=f"drill-group-{load.name}-{endpoint.alias}")
+        super().__init__(f"drill-group-{load.name}-{endpoint.alias}")
         self.endpoint, self.load, self.topic = endpoint, load, topic
-        self._stop_event = threading.Event()
         self._lock = threading.Lock()
         self._ledger: list[Processed] = []
         self.errors = 0
@@ -174,9 +195,3 @@ class GroupMember(threading.Thread):
         finally:
             if consumer is not None:
                 consumer.close()
-
-    def stop(self, wait_s: float = 30.0) -> None:
-        """Stop and wait up to ``wait_s`` (a client stuck on a dead cluster is left behind:
-        its thread is a daemon and its ledger no longer grows once asked to stop)."""
-        self._stop_event.set()
-        self.join(wait_s)

@@ -309,13 +309,12 @@ def test_drills_run_secured_to_policy_met_and_leak_no_secret(
     assert "=User:replicator" in (drill_dir / "replicate.log").read_text()
     assert "=User:monitor" in (drill_dir / "monitor.log").read_text()
     assert any(event.kind == "roles_granted" for event in report.timeline), report.timeline
-    # What the drill granted is gone again: no ALLOW on its names is left (the standby guard
-    # move_pointer placed on the old primary's replicas is a DENY, and stays as the move left it).
+    # No ACL on the drill's names is left: what it granted is gone, and so is the standby guard
+    # (a DENY) that move_pointer placed on the old primary's replicas of its reverse flow.
     for alias in (pair.source, pair.target):
         admin = KafkaAdmin(pair.manager.endpoint_as(alias, "admin"))
         tag = drill_dir.name.rsplit("-", 1)[-1]
-        left = [e for e in admin.acl_entries()
-                if tag in e.resource.name and e.permission is Permission.ALLOW]  # fmt: skip
+        left = [e for e in admin.acl_entries() if tag in e.resource.name]
         assert not left, (alias, left)
     # The main store (its drill row and report) is under tmp_path.
     _assert_no_secret(pair, [], [tmp_path, outcome.html.parent, outcome.json])

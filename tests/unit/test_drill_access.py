@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
-from drkit.access.rules import AclEntry, Operation, PatternType, Resource, ResourceType
+from drkit.access.rules import (
+    AclEntry,
+    Operation,
+    PatternType,
+    Permission,
+    Resource,
+    ResourceType,
+)
+from drkit.access.standby import guard_entries
 from drkit.config import load_config_text
 from drkit.config.model import Role
 from drkit.drills.access import drill_grants
@@ -55,3 +63,24 @@ def test_each_role_with_its_own_credentials_gets_what_the_drills_flows_need() ->
     assert drill_grants(plain) == {}
     assert config.as_role(Role.REPLICATOR).clusters["dc1-ab12"].security.username == "replicator"
     assert config.as_role(Role.ENGINE).clusters["dc1-ab12"].security.username == "drkit"
+
+
+def test_the_drill_takes_away_the_standby_guards_of_both_its_flows_and_nothing_else() -> None:
+    """A drill ends by deleting its grants and every guard its flows can hold (the monitor and
+    move_pointer place them on whichever side is standby then) - all inside its own prefix."""
+    config = load_config_text(DRILL, env={})
+    guards = guard_entries(config)
+    assert set(guards) == {"dc1-ab12", "dc2-ab12"}
+    for cluster, other in (("dc2-ab12", "dc1-ab12"), ("dc1-ab12", "dc2-ab12")):
+        replicas = Resource(ResourceType.TOPIC, f"{other}.", PatternType.PREFIXED)
+        assert {e.resource for e in guards[cluster]} == {replicas}
+        # Open cluster: only the replicator may write; everyone may still read.
+        writers = {e.principal for e in guards[cluster] if e.operation is Operation.WRITE}
+        assert writers == {"User:replicator"}
+    closed = config.model_copy(
+        update={"clusters": {a: c.model_copy(update={"allow_everyone_if_no_acl": False})
+                             for a, c in config.clusters.items()}}
+    )  # fmt: skip
+    replicas = Resource(ResourceType.TOPIC, "dc1-ab12.", PatternType.PREFIXED)
+    deny = AclEntry("User:app", replicas, Operation.WRITE, Permission.DENY)
+    assert guard_entries(closed)["dc2-ab12"] == {deny}

@@ -1,0 +1,45 @@
+"""The drill's applications stop together: clients stuck on a lost cluster share one wait."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from drkit.drills.workload import App, stop_all
+
+
+class _Stuck(App):
+    """A client blocked in a call to a cluster that never answers (it ignores the stop)."""
+
+    def __init__(self, released: threading.Event) -> None:
+        super().__init__("stuck")
+        self.released = released
+
+    def run(self) -> None:
+        self.released.wait()
+
+
+class _Polite(App):
+    def run(self) -> None:
+        self._stop_event.wait()
+
+
+def test_stuck_clients_cost_the_wait_once_and_the_others_stop_at_once() -> None:
+    released = threading.Event()
+    stuck = [_Stuck(released) for _ in range(3)]
+    polite = [_Polite("polite") for _ in range(2)]
+    for app in [*stuck, *polite]:
+        app.start()
+    started = time.monotonic()
+    stop_all([*stuck, *polite], wait_s=0.5)
+    took = time.monotonic() - started
+    released.set()
+    assert 0.5 <= took < 1.0, took  # three stuck clients, one wait (0.5 s each would be 1.5 s)
+    assert not any(app.is_alive() for app in polite)
+
+
+def test_a_single_app_stops_within_its_wait() -> None:
+    app = _Polite("polite")
+    app.start()
+    app.stop(wait_s=5)
+    assert not app.is_alive()
