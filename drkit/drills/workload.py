@@ -27,7 +27,8 @@ from drkit.kafka.apps import Acked, AppConsumer, AppProducer
 log = logging.getLogger(__name__)
 
 TICK_S = 0.1
-STOP_WAIT_S = 30.0
+# A healthy client stops within a few seconds (a consumer's close is bounded at 5 s).
+STOP_WAIT_S = 10.0
 
 
 @dataclass
@@ -41,30 +42,44 @@ class WriterStats:
 
 
 class App(threading.Thread):
-    """One application client in its own (daemon) thread, until asked to stop."""
+    """One application client in its own (daemon) thread, until asked to stop.
+
+    A client still stuck on a dead cluster when the wait is over is :attr:`abandoned`: a
+    consumer's ledger takes no commit that completes after that (once the cluster is back) -
+    what the drill counted when it stopped the applications is final.  A writer's acks are
+    facts about the source log and are always kept.
+    """
 
     def __init__(self, name: str) -> None:
         super().__init__(daemon=True, name=name)
         self._stop_event = threading.Event()
+        self._lock = threading.Lock()
+        self.abandoned = False
 
     def ask_stop(self) -> None:
         self._stop_event.set()
 
+    def abandon(self) -> None:
+        with self._lock:
+            self.abandoned = True
+
     def stop(self, wait_s: float = STOP_WAIT_S) -> None:
-        """Stop and wait up to ``wait_s`` (a client stuck on a dead cluster is left behind:
-        its thread is a daemon and its ledger no longer grows once asked to stop)."""
+        """Stop and wait up to ``wait_s``; a client still stuck then is abandoned (its thread
+        is a daemon)."""
         stop_all([self], wait_s)
 
 
 def stop_all(apps: Iterable[App], wait_s: float = STOP_WAIT_S) -> None:
-    """Ask every one of ``apps`` to stop, then wait for them all within one ``wait_s``: clients
-    stuck on a dead cluster cost the wait once, not once each."""
+    """Ask every one of ``apps`` to stop, then wait for them all within one ``wait_s`` and
+    abandon those still running: clients stuck on a dead cluster cost the wait once."""
     apps = list(apps)
     for app in apps:
         app.ask_stop()
     deadline = time.monotonic() + wait_s
     for app in apps:
         app.join(max(0.0, deadline - time.monotonic()))
+        if app.is_alive():
+            app.abandon()
 
 
 class Writer(App):
@@ -74,7 +89,6 @@ class Writer(App):
         super().__init__(f"drill-writer-{load.name}")
         self.endpoint, self.load, self.timeline = endpoint, load, timeline
         self.stats = WriterStats()
-        self._lock = threading.Lock()
         self.seq = 0
 
     @property
@@ -149,7 +163,6 @@ class GroupMember(App):
     def __init__(self, endpoint: ClusterEndpoint, load: GroupLoad, topic: str) -> None:
         super().__init__(f"drill-group-{load.name}-{endpoint.alias}")
         self.endpoint, self.load, self.topic = endpoint, load, topic
-        self._lock = threading.Lock()
         self._ledger: list[Processed] = []
         self.errors = 0
         self.last_error: str | None = None
@@ -175,6 +188,8 @@ class GroupMember(App):
                         consumer.commit(records)
                         now = time.time()
                         with self._lock:
+                            if self.abandoned:
+                                break
                             if self.first_poll_at is None:
                                 self.first_poll_at = now
                             self._ledger.extend(

@@ -269,7 +269,8 @@ def test_a_stopped_flow_idles_acking_and_runs_again_when_told(
 
     run_latency = _operator(flow, "start", 2 * workers)
     wait_until(flow.caught_up, 60, 0.3, "the 200 written while stopped")
-    assert worker.stop() == 0 and late.stop() == 0
+    assert worker.stop() == 0, worker.log()[-6000:]  # a forced stop logs every thread's stack
+    assert late.stop() == 0, late.log()[-6000:]
     flow.check_exact()
     print(f"ack latency: stop {stop_latency:.2f}s, run again {run_latency:.2f}s")
 

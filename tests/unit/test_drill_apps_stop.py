@@ -36,6 +36,8 @@ def test_stuck_clients_cost_the_wait_once_and_the_others_stop_at_once() -> None:
     released.set()
     assert 0.5 <= took < 1.0, took  # three stuck clients, one wait (0.5 s each would be 1.5 s)
     assert not any(app.is_alive() for app in polite)
+    # Those left behind are abandoned: nothing they achieve later is counted.
+    assert all(app.abandoned for app in stuck) and not any(app.abandoned for app in polite)
 
 
 def test_a_single_app_stops_within_its_wait() -> None:
