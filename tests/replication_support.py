@@ -167,7 +167,7 @@ class DrkitProcess:
             os.killpg(self.process.pid, signal.SIGUSR1)
             time.sleep(2)
             raise AssertionError(
-                f"{self.command[3:5]} did not stop within {timeout_s:.0f}s of SIGTERM; its log "
+                f"drkit {self.command[3]} did not stop within {timeout_s:.0f}s of SIGTERM; its log "
                 f"ends:\n{self.log()[-12000:]}"
             ) from None
 

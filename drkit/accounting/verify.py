@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import cast
+
+from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, wait_fixed
 
 from drkit.accounting import job
 from drkit.accounting.session import build_session, job_archive
@@ -20,6 +23,8 @@ from drkit.replication.loss import LossEvent
 from drkit.store.db import StateStore
 from drkit.store.loss_repo import LossRepository
 from drkit.store.models import Verification
+
+log = logging.getLogger(__name__)
 
 
 def verify(
@@ -50,7 +55,7 @@ def verify(
     except Exception as err:  # no Java, a bad master URL, an unreachable cluster manager...
         raise spark_failure(flow, out, err) from None
     try:
-        summary = job.run(spark, spec, str(out.resolve()), per_record)
+        summary = run_retrying(lambda: job.run(spark, spec, str(out.resolve()), per_record))
     except Exception as err:  # Spark raises Py4J/PySpark errors with JVM stacks
         raise spark_failure(flow, out, err) from None
     finally:
@@ -58,6 +63,39 @@ def verify(
     if store is not None:
         record_summary(store, summary, started, datetime.now(UTC))
     return summary
+
+
+# What a cluster that just came back answers for a moment (partitions still loading, leaders
+# moving).  Spark's connector gives up on them at once in its admin offset requests
+# (SPARK-55561); a drill verifies right after the lost cluster returned.
+TRANSIENT_KAFKA_ERRORS = (
+    "UnknownTopicOrPartitionException",
+    "NotLeaderOrFollowerException",
+    "LeaderNotAvailableException",
+)
+
+
+def is_transient_kafka(error: BaseException) -> bool:
+    """Whether a failed job's error names one of :data:`TRANSIENT_KAFKA_ERRORS`."""
+    return any(name in str(error) for name in TRANSIENT_KAFKA_ERRORS)
+
+
+def run_retrying(run: Callable[[], Summary], attempts: int = 3, wait_s: float = 5.0) -> Summary:
+    """``run()`` the job; again (up to ``attempts`` in all, ``wait_s`` apart) when it failed on
+    a transient Kafka error.  The job overwrites its output, so a retry starts clean."""
+
+    def log_retry(state: RetryCallState) -> None:
+        error = state.outcome.exception() if state.outcome else None
+        log.warning("the Spark job met a transient Kafka error; retrying: %s", str(error)[:200])
+
+    retrying = Retrying(
+        retry=retry_if_exception(is_transient_kafka),
+        stop=stop_after_attempt(attempts),
+        wait=wait_fixed(wait_s),
+        before_sleep=log_retry,
+        reraise=True,
+    )
+    return retrying(run)
 
 
 def recorded_losses(store: StateStore | None, flow: FlowConfig) -> list[LossEvent]:
