@@ -138,6 +138,13 @@ class AdminHelper:
         with self._lock:
             self._discard()
 
+    def kill(self) -> None:
+        """Kill the helper without waiting for the lock: a request in flight then ends at once
+        (its pipe closes) instead of holding the exiting process for its whole deadline."""
+        process = self._process
+        if process is not None and process.is_alive():
+            process.kill()
+
 
 _HELPERS: dict[tuple[str, str], AdminHelper] = {}
 _HELPERS_LOCK = threading.Lock()
@@ -162,5 +169,7 @@ def prewarm(endpoint: Any, default_timeout_s: float = 15.0) -> None:
 
 @atexit.register
 def _close_all() -> None:
+    """At exit: no request is waited for (a thread may still be in one, holding its helper's
+    lock until the request's deadline) - the helpers are killed."""
     for helper in list(_HELPERS.values()):
-        helper.close()
+        helper.kill()
