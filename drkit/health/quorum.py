@@ -4,9 +4,12 @@ Votes count both ways.  An observer whose latest report is within ``observation_
 votes *down* (it reports the cluster UNAVAILABLE) or *up* (HEALTHY or DEGRADED: the cluster
 answered it).  A cluster is *down* only when
 
-* the down votes outnumber the up votes by at least ``observer_quorum`` - an observer that
-  still talks to the cluster counts against (two observers cut off from a live cluster do not
-  outvote the one that reaches it), and
+* the down votes outnumber the votes against by at least ``observer_quorum`` - an observer
+  that still talks to the cluster counts against (two observers cut off from a live cluster do
+  not outvote the one that reaches it), and so does a fresh observer that has not decided yet
+  (UNKNOWN: just started, its first probes still out): it is alive and has not seen the cluster
+  fail - a monitor starting under load was counted as no vote, and two cut-off observers
+  failed a live primary over before it had answered its first probe, and
 * the down votes are a strict majority of the *known* observers: those that reported within
   ``KNOWN_WINDOWS`` windows, fresh or not - observers that went silent (dead, or cut off from
   the store) are not votes, but a minority left standing cannot decide alone.
@@ -48,11 +51,14 @@ class QuorumVerdict:
     quorum: int
     up_votes: tuple[str, ...] = ()  # fresh observers the cluster answered
     known: tuple[str, ...] = ()  # observers heard from within KNOWN_WINDOWS windows
+    undecided: tuple[str, ...] = ()  # fresh observers still UNKNOWN (they count against)
 
     def explain(self) -> str:
+        waiting = f", {len(self.undecided)} undecided" if self.undecided else ""
         return (
-            f"{len(self.down_votes)} down, {len(self.up_votes)} up of {len(self.known)} known "
-            f"observers (down needs {self.quorum} more down than up, and a majority)"
+            f"{len(self.down_votes)} down, {len(self.up_votes)} up{waiting} of "
+            f"{len(self.known)} known observers (down needs {self.quorum} more down than up "
+            "and undecided, and a majority)"
         )
 
 
@@ -60,8 +66,8 @@ def verdict(
     cluster: str, reports: Iterable[ObserverReport], policy: HealthPolicy, now: float
 ) -> QuorumVerdict:
     """The agreed state of ``cluster`` at ``now`` (the store's clock); see the module
-    docstring.  Invariant: ``down`` implies more down votes than up votes by at least the
-    quorum, and down votes from more than half of the known observers."""
+    docstring.  Invariant: ``down`` implies more down votes than up and undecided ones by at
+    least the quorum, and down votes from more than half of the known observers."""
     latest: dict[str, ObserverReport] = {}
     for report in reports:
         if report.cluster != cluster:
@@ -74,9 +80,9 @@ def verdict(
     fresh = {o: r for o, r in known.items() if now - r.at <= window}
     down_votes = tuple(sorted(o for o, r in fresh.items() if r.state is ClusterState.UNAVAILABLE))
     up_votes = tuple(sorted(o for o, r in fresh.items() if r.state in _UP))
-    down = len(down_votes) - len(up_votes) >= policy.observer_quorum and len(down_votes) * 2 > len(
-        known
-    )
+    undecided = tuple(sorted(o for o, r in fresh.items() if r.state is ClusterState.UNKNOWN))
+    against = len(up_votes) + len(undecided)
+    down = len(down_votes) - against >= policy.observer_quorum and len(down_votes) * 2 > len(known)
     if down:
         state = ClusterState.UNAVAILABLE
     elif fresh:
@@ -94,7 +100,7 @@ def verdict(
         state = ClusterState.UNKNOWN
     return QuorumVerdict(
         cluster, state, down, tuple(sorted(fresh)), down_votes, policy.observer_quorum,
-        up_votes, tuple(sorted(known)),
+        up_votes, tuple(sorted(known)), undecided,
     )  # fmt: skip
 
 

@@ -177,6 +177,28 @@ def test_a_healthy_vote_counts_against_two_observers_cut_off_from_a_live_cluster
     assert verdict("dc1", everyone, POLICY, now=105).down
 
 
+def test_an_observer_that_has_not_decided_yet_counts_against_down() -> None:
+    """Three observers: two cut off from a live dc1 report it UNAVAILABLE while the third has
+    just started and not answered its first probes yet (UNKNOWN).  Main counted it as no vote:
+    2 down, 0 up, a quorum - and failed over a live primary (CI, a monitor starting under load).
+    """
+    found = verdict(
+        "dc1",
+        reports(
+            ("a", ClusterState.UNAVAILABLE, 100),
+            ("b", ClusterState.UNAVAILABLE, 100),
+            ("c", ClusterState.UNKNOWN, 100),
+        ),
+        POLICY,
+        now=105,
+    )
+    assert not found.down and found.undecided == ("c",)
+    assert "1 undecided" in found.explain()
+    # Once it decides the cluster is gone too, it is a down vote like the others.
+    decided = reports(*((o, ClusterState.UNAVAILABLE, 101.0) for o in "abc"))
+    assert verdict("dc1", decided, POLICY, now=105).down
+
+
 def test_down_needs_a_majority_of_the_known_observers_not_just_the_fresh_ones() -> None:
     """Five observers known; three went silent (cut off from the store, dead): the two left
     standing are a quorum of two but not a majority - not down.  Observers silent for longer
@@ -216,7 +238,7 @@ def test_down_always_means_a_net_quorum_and_a_known_majority(
     policy = POLICY.model_copy(update={"observer_quorum": quorum})
     found = verdict("dc1", reports(*entries), policy, now=2000)
     if found.down:
-        assert len(found.down_votes) - len(found.up_votes) >= quorum
+        assert len(found.down_votes) - len(found.up_votes) - len(found.undecided) >= quorum
         assert 2 * len(found.down_votes) > len(found.known)
         assert set(found.up_votes).isdisjoint(found.down_votes)
 
