@@ -12,6 +12,7 @@ from drkit.replication.assignment import StartFrom
 from drkit.replication.client_settings import WorkerSettings
 from drkit.replication.service import (
     STOP_GRACE_S,
+    SUPERVISOR_STOP_GRACE_S,
     ServiceOptions,
     default_worker_id,
     install_stop_signals,
@@ -124,8 +125,7 @@ def replicate(
         ),
     )
     stop = threading.Event()
-    # A supervisor outlives its children's own stop deadline, to collect their exit codes.
-    install_stop_signals(stop, STOP_GRACE_S if workers == 1 else STOP_GRACE_S + 15)
+    install_stop_signals(stop, STOP_GRACE_S if workers == 1 else SUPERVISOR_STOP_GRACE_S)
     if workers == 1:
         code = run_flows(
             config,

@@ -17,7 +17,7 @@ from drkit.access.roles import replica_resources, role_needs
 from drkit.access.rules import AclEntry, Operation, PatternType, Resource, ResourceType
 from drkit.access.standby import guard_entries
 from drkit.config.model import DrkitConfig, Role
-from drkit.failover.fences import FENCED_STATES, FenceRepository, FenceState
+from drkit.failover.fences import FENCED_STATES, FenceRepository, FenceRow, FenceState
 from drkit.kafka import ClusterEndpoint, KafkaAdmin
 from drkit.kafka.apps import APP_TRANSACTIONAL_PREFIX
 from drkit.store import StateStore
@@ -81,14 +81,18 @@ def lift_fences(config: DrkitConfig, store: StateStore) -> list[str]:
     those - where the cluster runs an authorizer; returns the clusters lifted.  Called once the
     report's checks (``fencing_held`` writes to the fenced source) are done."""
     fences = FenceRepository(store)
+    fenced: dict[str, list[FenceRow]] = {}
+    for row in fences.rows():
+        if row.state in FENCED_STATES:
+            fenced.setdefault(row.cluster, []).append(row)
     lifted: list[str] = []
-    for cluster in sorted({row.cluster for row in fences.rows() if row.state in FENCED_STATES}):
-        topics = fences.fenced(cluster)
+    for cluster, rows in sorted(fenced.items()):
         admin = KafkaAdmin(ClusterEndpoint(cluster, config.clusters[cluster]))
         if not admin.authorizer_enabled():
             continue
-        principal = config.failover.fence_principal
-        admin.allow_writes(topics, principal, fences.reads_allowed(cluster) & topics)
+        topics = {row.topic for row in rows}
+        with_reads = {row.topic for row in rows if row.reads_allowed}
+        admin.allow_writes(topics, config.failover.fence_principal, with_reads)
         fences.record(cluster, topics, FenceState.LIFTED, None)
         lifted.append(cluster)
     return lifted

@@ -82,8 +82,7 @@ class AdminHelper:
                 self._start()
 
     def _discard(self) -> None:
-        if self._process is not None and self._process.is_alive():
-            self._process.kill()
+        self.kill()
         if self._connection is not None:
             self._connection.close()
         self._process = self._connection = None

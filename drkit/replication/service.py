@@ -305,6 +305,8 @@ def _exit_code(results: dict[str, BaseException | None]) -> int:
 
 
 STOP_GRACE_S = 50.0
+# The --workers supervisor outlives its children's own deadline, to collect their exit codes.
+SUPERVISOR_STOP_GRACE_S = STOP_GRACE_S + 15
 
 
 def install_stop_signals(stop: threading.Event, grace_s: float = STOP_GRACE_S) -> None:
@@ -397,7 +399,7 @@ def run_workers(config_path: Path, options: ServiceOptions, stop: threading.Even
         if process.is_alive() and process.pid is not None:
             os.kill(process.pid, signal.SIGTERM)
     for process in children.values():
-        process.join(timeout=STOP_GRACE_S + 10)  # a child forces its own exit at STOP_GRACE_S
+        process.join(timeout=SUPERVISOR_STOP_GRACE_S - 5)  # a child exits at STOP_GRACE_S
         if process.is_alive():
             process.kill()
         if process.exitcode not in (0, None) and code == 0:

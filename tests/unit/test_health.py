@@ -14,7 +14,13 @@ from drkit.config import load_config_text
 from drkit.config.model import FailoverPolicy, HealthPolicy
 from drkit.health.evaluation import ClusterHealth, ClusterState, ProbeResult, evaluate
 from drkit.health.group_lag import LagSample, LagStatus, group_status, partition_status
-from drkit.health.quorum import KNOWN_WINDOWS, ObserverReport, automation_gate, verdict
+from drkit.health.quorum import (
+    KNOWN_WINDOWS,
+    ObserverReport,
+    QuorumVerdict,
+    automation_gate,
+    verdict,
+)
 from drkit.status import build_status
 from drkit.store.models import FlowStatus, ObserverState
 
@@ -158,19 +164,20 @@ def test_stale_observers_do_not_vote() -> None:
     assert not found.down and found.voters == ("a",)
 
 
+def _two_cut_off_and_c(third: ClusterState) -> QuorumVerdict:
+    """Observers a and b cut off from dc1 (UNAVAILABLE); c reports ``third``."""
+    three = reports(
+        ("a", ClusterState.UNAVAILABLE, 100),
+        ("b", ClusterState.UNAVAILABLE, 100),
+        ("c", third, 100),
+    )
+    return verdict("dc1", three, POLICY, now=105)
+
+
 def test_a_healthy_vote_counts_against_two_observers_cut_off_from_a_live_cluster() -> None:
     """Three observers, two cut off from a live dc1, one still talking to it: not down (main
     counted only the down votes and failed over)."""
-    found = verdict(
-        "dc1",
-        reports(
-            ("a", ClusterState.UNAVAILABLE, 100),
-            ("b", ClusterState.UNAVAILABLE, 100),
-            ("c", ClusterState.HEALTHY, 100),
-        ),
-        POLICY,
-        now=105,
-    )
+    found = _two_cut_off_and_c(ClusterState.HEALTHY)
     assert not found.down
     assert found.up_votes == ("c",) and found.down_votes == ("a", "b")
     everyone = reports(*((o, ClusterState.UNAVAILABLE, 100.0) for o in "abc"))
@@ -182,16 +189,7 @@ def test_an_observer_that_has_not_decided_yet_counts_against_down() -> None:
     just started and not answered its first probes yet (UNKNOWN).  Main counted it as no vote:
     2 down, 0 up, a quorum - and failed over a live primary (CI, a monitor starting under load).
     """
-    found = verdict(
-        "dc1",
-        reports(
-            ("a", ClusterState.UNAVAILABLE, 100),
-            ("b", ClusterState.UNAVAILABLE, 100),
-            ("c", ClusterState.UNKNOWN, 100),
-        ),
-        POLICY,
-        now=105,
-    )
+    found = _two_cut_off_and_c(ClusterState.UNKNOWN)
     assert not found.down and found.undecided == ("c",)
     assert "1 undecided" in found.explain()
     # Once it decides the cluster is gone too, it is a down vote like the others.
