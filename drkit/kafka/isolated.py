@@ -10,7 +10,8 @@ error and the next call starts a fresh helper; the caller's process never sees t
 (DescribeCluster is avoided altogether: cluster id and controller come from metadata.)
 
 Requests to one helper are serialised; they are small and infrequent (checkpoint rounds,
-probes, group syncs).
+probes, group syncs).  A helper runs in its own process group (a signal to its owner's group
+does not reach it: its owner decides when it ends) and prints its stacks on SIGUSR1.
 """
 
 from __future__ import annotations
@@ -18,7 +19,9 @@ from __future__ import annotations
 import atexit
 import logging
 import multiprocessing
+import os
 import threading
+import time
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -35,7 +38,18 @@ class _HelperLost(Exception):
 
 def _serve(endpoint: Any, default_timeout_s: float, connection: Connection) -> None:
     """Helper process: run requested KafkaAdmin methods until the pipe closes."""
+    from drkit import logs
     from drkit.kafka.admin import KafkaAdmin
+
+    # The helper lives and dies with its owner, not with its owner's process group: a SIGTERM
+    # or Ctrl-C sent to the whole group (a supervisor's or test's killpg, a terminal) must not
+    # kill it under a request the stopping owner would then repeat in a freshly spawned
+    # helper.  The owner ends it (multiprocessing terminates daemon children at exit; atexit:
+    # _close_all); an orphan (owner killed -9) exits within a second, even mid-request.
+    os.setpgrp()
+    logs.dump_stacks_on_sigusr1()
+    owner = os.getppid()
+    threading.Thread(target=_exit_when_orphaned, args=(owner,), daemon=True).start()
 
     admin = KafkaAdmin(endpoint, default_timeout_s, isolate=False)
     while True:
@@ -47,6 +61,12 @@ def _serve(endpoint: Any, default_timeout_s: float, connection: Connection) -> N
             connection.send(("ok", getattr(admin, method)(*args, **kwargs)))
         except DrkitError as err:
             connection.send(("error", type(err).__name__, str(err)))
+
+
+def _exit_when_orphaned(owner: int) -> None:
+    while os.getppid() == owner:
+        time.sleep(1.0)
+    os._exit(0)
 
 
 class AdminHelper:

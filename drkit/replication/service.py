@@ -226,9 +226,33 @@ def run_flows(config: DrkitConfig, options: ServiceOptions, stop: threading.Even
     for thread in flow_threads:
         thread.join()
     checkpoints_stop.set()
-    for thread in checkpoint_threads:
-        thread.join(30)
+    join_within(checkpoint_threads, CHECKPOINT_STOP_BUDGET_S)
     return _exit_code(results)
+
+
+# How long a stopping replicator waits for its checkpoint worker's final round (it reads every
+# followed group's offsets: slow on a cluster with thousands of groups or a loaded broker).
+CHECKPOINT_STOP_BUDGET_S = 15.0
+
+
+def join_within(threads: Sequence[threading.Thread], budget_s: float) -> list[str]:
+    """Join ``threads`` against one shared deadline; returns (and logs) the names of those
+    still running, which the process then leaves behind (they must be daemon threads).
+
+    Leaving a checkpoint worker mid-round loses nothing: checkpoints are latest-wins per group
+    and partition, so the next start's first round writes what this one did not.
+    """
+    deadline = time.monotonic() + budget_s
+    for thread in threads:
+        thread.join(max(0.0, deadline - time.monotonic()))
+    left = [thread.name for thread in threads if thread.is_alive()]
+    if left:
+        log.warning(
+            "stopping without waiting longer for the final checkpoint round; the next start "
+            "writes it",
+            extra={"threads": ",".join(left), "waited_s": budget_s},
+        )
+    return left
 
 
 def idle_while_stopped(gate: FlowGate, stop: threading.Event) -> None:

@@ -6,8 +6,14 @@ listens on: the request would wait for its whole deadline; exit must not.
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
+import textwrap
 import threading
 import time
+from pathlib import Path
 
 from drkit.errors import KafkaError
 from drkit.kafka.clients import ClusterEndpoint
@@ -37,3 +43,82 @@ def test_exit_kills_a_helper_in_the_middle_of_a_request_without_waiting_for_it()
     helper.kill()
     caller.join(60.0)
     assert outcome and isinstance(outcome[0], KafkaError)
+
+
+# An owner that, like a stopping replicator, finishes its request after SIGTERM/SIGINT.
+OWNER = textwrap.dedent(
+    """
+    import signal, sys, time
+    from drkit.errors import KafkaError
+    from drkit.kafka.clients import ClusterEndpoint
+    from drkit.kafka.isolated import helper_for
+
+    if __name__ == "__main__":
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, lambda *_: None)
+        timeout_s = float(sys.argv[1])
+        helper = helper_for(ClusterEndpoint.plain("nowhere", "127.0.0.1:1"), timeout_s)
+        helper.start()
+        print("pid", helper._process.pid, flush=True)
+        try:
+            helper.call("_direct_group_offsets", "g", timeout_s=timeout_s)
+        except KafkaError as err:
+            print("error", type(err).__name__, flush=True)
+        print("restarts", helper.restarts, "alive", helper._process.is_alive(), flush=True)
+    """
+)
+
+
+def test_a_stop_signal_to_the_owners_process_group_leaves_its_helper_serving(
+    tmp_path: Path,
+) -> None:
+    """``kill -TERM -<pgid>`` (a supervisor, a test harness, Ctrl-C's SIGINT from a terminal)
+    must not kill the helper under the request in flight: the stopping owner would have to
+    repeat it in a freshly spawned helper (CI: a replicator's final checkpoint round did, and
+    its stop outlasted the 30 s it had)."""
+    owner, _ = _owner_in_a_request(tmp_path, timeout_s=4.0)
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        os.killpg(owner.pid, signum)
+    output, _ = owner.communicate(timeout=60)
+    # The request ended on its own deadline, answered by the helper it was sent to.
+    assert "error RetriableKafkaError" in output or "error KafkaError" in output, output
+    assert "restarts 0 alive True" in output, output
+
+
+def test_a_helper_whose_owner_was_killed_exits_without_finishing_its_request(
+    tmp_path: Path,
+) -> None:
+    """Its own process group keeps a helper out of its owner's killpg -9 too: it must notice
+    it is orphaned and exit, not live on for its request's deadline (or forever, if hung)."""
+    owner, helper_pid = _owner_in_a_request(tmp_path, timeout_s=60.0)
+    os.killpg(owner.pid, signal.SIGKILL)
+    owner.wait(10)
+    deadline = time.monotonic() + 10.0
+    while time.monotonic() < deadline and _running(helper_pid):
+        time.sleep(0.2)
+    assert not _running(helper_pid), "the orphaned helper is still running"
+
+
+def _owner_in_a_request(tmp_path: Path, timeout_s: float) -> tuple[subprocess.Popen[str], int]:
+    script = tmp_path / "owner.py"
+    script.write_text(OWNER)
+    owner = subprocess.Popen(
+        [sys.executable, str(script), str(timeout_s)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    assert owner.stdout is not None
+    first = owner.stdout.readline()
+    assert first.startswith("pid"), first + owner.stdout.read()
+    time.sleep(1.0)  # the request is in flight
+    return owner, int(first.split()[1])
+
+
+def _running(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().split(") ")[1][0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"

@@ -11,7 +11,12 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
+
+import pytest
+
+from drkit.replication.service import join_within
 
 HUNG_STOP = textwrap.dedent(
     """
@@ -91,3 +96,28 @@ def test_sigusr1_prints_the_stacks_and_the_process_goes_on() -> None:
         process.kill()
         _, stderr = process.communicate(timeout=30)
     assert "busy_with_a_long_request" in stderr
+
+
+def test_a_checkpoint_worker_stuck_in_its_final_round_holds_the_stop_for_its_budget_only(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The final checkpoint round reads every followed group's offsets; on a loaded cluster
+    with many groups it can outlast any harness's patience.  The stop waits one shared budget
+    for all checkpoint workers, then leaves them (daemon threads) and says so."""
+    release = threading.Event()
+    stuck = [
+        threading.Thread(target=release.wait, name=f"checkpoints f{i}", daemon=True)
+        for i in range(2)
+    ]
+    done = threading.Thread(target=lambda: None, name="checkpoints done", daemon=True)
+    for thread in (*stuck, done):
+        thread.start()
+    started = time.monotonic()
+    try:
+        left = join_within([*stuck, done], budget_s=1.0)
+    finally:
+        release.set()
+    waited = time.monotonic() - started
+    assert left == ["checkpoints f0", "checkpoints f1"]
+    assert 0.9 <= waited < 1.5, f"one shared budget, not one per thread: {waited:.2f}s"
+    assert "final checkpoint round" in caplog.text
