@@ -359,10 +359,16 @@ class Monitor:
     def _sample_groups(
         self, flow: FlowConfig
     ) -> tuple[dict[str, GroupOffsets], dict[TopicPartition, int]] | None:
-        """Committed and end offsets of the flow's groups on its source (None: no answer)."""
+        """Committed and end offsets of the flow's groups on its source (None: no answer).
+
+        Bulk work (one offsets request per group: thousands on a busy cluster) with the whole
+        job budget for its requests, not a probe's timeout, and in a helper process of its own
+        (drkit.kafka.isolated): the probes' group requests never queue behind it, and a client
+        crash while sampling leaves them alone."""
         admin = KafkaAdmin(
             ClusterEndpoint(flow.source, self.config.clusters[flow.source]),
-            default_timeout_s=self.policy.probe_timeout_s,
+            default_timeout_s=self.budget(f"{JobKind.GROUPS}:{flow.name}"),
+            helper="group-sampling",
         )
         matcher = NameMatcher.of(flow.groups)
         try:

@@ -109,13 +109,20 @@ class AdminBase:
     """Admin operations against one cluster: the client and the retry/deadline machinery."""
 
     def __init__(
-        self, endpoint: ClusterEndpoint, default_timeout_s: float = 15.0, isolate: bool = True
+        self,
+        endpoint: ClusterEndpoint,
+        default_timeout_s: float = 15.0,
+        isolate: bool = True,
+        helper: str = "requests",
     ) -> None:
         self.endpoint = endpoint
         self.default_timeout_s = default_timeout_s
         # Consumer-group requests run in a helper process (see drkit.kafka.isolated) unless
-        # this instance *is* that helper.
+        # this instance *is* that helper.  ``helper`` names which of the endpoint's helpers:
+        # bulk work (sampling every group's offsets) gets its own, so small timely requests
+        # (a probe's) never queue behind it or share its crashes.
         self.isolate = isolate
+        self.helper = helper
         # librdkafka reports a refused login only to error_cb; a request then fails with a
         # bare transport error.  Kept here so the failure names its cause.
         self._credentials_refused: str | None = None
@@ -130,7 +137,7 @@ class AdminBase:
     def _isolated(self, method: str, timeout_s: float | None, *args: Any) -> Any:
         from drkit.kafka.isolated import helper_for
 
-        helper = helper_for(self.endpoint, self.default_timeout_s)
+        helper = helper_for(self.endpoint, self.default_timeout_s, self.helper)
         return helper.call(method, *args, timeout_s=self._deadline(timeout_s))
 
     # -- helpers --------------------------------------------------------------------------

@@ -72,9 +72,10 @@ def _exit_when_orphaned(owner: int) -> None:
 class AdminHelper:
     """One helper process for one cluster endpoint (started lazily, restarted after a crash)."""
 
-    def __init__(self, endpoint: Any, default_timeout_s: float) -> None:
+    def __init__(self, endpoint: Any, default_timeout_s: float, name: str = "requests") -> None:
         self.endpoint = endpoint
         self.default_timeout_s = default_timeout_s
+        self.name = name
         self._lock = threading.Lock()
         self._process: multiprocessing.process.BaseProcess | None = None
         self._connection: Connection | None = None
@@ -86,7 +87,7 @@ class AdminHelper:
         process = context.Process(
             target=_serve,
             args=(self.endpoint, self.default_timeout_s, child),
-            name=f"drkit-admin-{self.endpoint.alias}",
+            name=f"drkit-admin-{self.endpoint.alias}-{self.name}",
             daemon=True,
         )
         process.start()
@@ -140,6 +141,7 @@ class AdminHelper:
                     "admin helper lost; a fresh one serves the next request",
                     extra={
                         "cluster": self.endpoint.alias,
+                        "helper": self.name,
                         "request": method,
                         "exit_code": exit_code,
                     },
@@ -165,17 +167,19 @@ class AdminHelper:
             process.kill()
 
 
-_HELPERS: dict[tuple[str, str], AdminHelper] = {}
+_HELPERS: dict[tuple[str, str, str], AdminHelper] = {}
 _HELPERS_LOCK = threading.Lock()
 
 
-def helper_for(endpoint: Any, default_timeout_s: float) -> AdminHelper:
-    """The process-wide helper for this endpoint (one per alias and connection settings)."""
-    key = (endpoint.alias, endpoint.config.model_dump_json())
+def helper_for(endpoint: Any, default_timeout_s: float, name: str = "requests") -> AdminHelper:
+    """The process-wide helper ``name`` for this endpoint (one per alias, connection settings
+    and name: a monitor samples every group's offsets in a helper of its own, so its probes'
+    requests neither wait behind that bulk work nor die with it)."""
+    key = (endpoint.alias, endpoint.config.model_dump_json(), name)
     with _HELPERS_LOCK:
         helper = _HELPERS.get(key)
         if helper is None:
-            helper = _HELPERS[key] = AdminHelper(endpoint, default_timeout_s)
+            helper = _HELPERS[key] = AdminHelper(endpoint, default_timeout_s, name)
         return helper
 
 

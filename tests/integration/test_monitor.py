@@ -107,7 +107,13 @@ def test_status_shows_both_clusters_healthy_and_the_flow_caught_up(
                 return status
             return None
 
-        status = wait_until(caught_up, 60, 0.5, what="both HEALTHY, lag 0, checkpoints seen")
+        try:
+            status = wait_until(caught_up, 60, 0.5, what="both HEALTHY, lag 0, checkpoints seen")
+        except AssertionError as err:  # show what the monitor saw and did
+            raise AssertionError(
+                f"{err}\nlast status: {monitor.status()}\n"
+                f"monitor log ends:\n{monitor.log()[-8000:]}"
+            ) from None
         flow_name = f"{setup.source}->{setup.target}"
         flow = status["flows"][flow_name]
         clusters = {setup.source: dc1, setup.target: dc2}

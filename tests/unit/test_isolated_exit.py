@@ -6,6 +6,7 @@ listens on: the request would wait for its whole deadline; exit must not.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -16,6 +17,7 @@ import time
 from pathlib import Path
 
 from drkit.errors import KafkaError
+from drkit.kafka.admin import KafkaAdmin
 from drkit.kafka.clients import ClusterEndpoint
 from drkit.kafka.isolated import _close_all, helper_for
 
@@ -122,3 +124,32 @@ def _running(pid: int) -> bool:
     except (OSError, IndexError):
         return False
     return state != "Z"
+
+
+def test_a_request_is_not_queued_behind_bulk_work_in_another_helper_of_its_endpoint() -> None:
+    """The monitor samples every group's offsets in a helper of its own: a probe's group
+    request must be answered on its own deadline while that bulk work holds its helper (one
+    helper serialises its requests; CI: the flow probe missed its budget behind it)."""
+    endpoint = ClusterEndpoint.plain("nowhere-bulk", "127.0.0.1:1")
+    bulk = KafkaAdmin(endpoint, 20.0, helper="group-sampling")
+    probe = KafkaAdmin(endpoint, 1.0)
+    outcome: list[object] = []
+
+    def sample() -> None:
+        try:
+            outcome.append(bulk.groups_offsets(["g1", "g2"]))
+        except KafkaError as err:
+            outcome.append(err)
+
+    for helper in (helper_for(endpoint, 20.0, "group-sampling"), helper_for(endpoint, 1.0)):
+        helper.start()
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    time.sleep(2.0)  # the bulk request is in flight
+    started = time.monotonic()
+    with contextlib.suppress(KafkaError):  # nothing listens: an error, on the probe's deadline
+        probe.describe_groups(["g"])
+    waited = time.monotonic() - started
+    assert sampler.is_alive(), outcome
+    assert waited < 6.0, f"the probe waited {waited:.1f}s behind the bulk request"
+    _close_all()
