@@ -10,6 +10,7 @@ drkit.control.operator.
 
 from __future__ import annotations
 
+import logging
 import time
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
@@ -18,6 +19,7 @@ import click
 
 from drkit.cli.context import (
     AppContext,
+    complete_clusters,
     complete_flows,
     config_option,
     echo_document,
@@ -25,7 +27,7 @@ from drkit.cli.context import (
     output_option,
     pass_app,
 )
-from drkit.config.loader import known_flow
+from drkit.config.loader import known_cluster, known_flow
 from drkit.config.model import Role
 from drkit.control.model import LIVE_WITHIN_S
 from drkit.control.operator import FlowChangeFacts, FlowVerb, change_blockers, unchanged
@@ -39,6 +41,8 @@ if TYPE_CHECKING:
     from drkit.control.model import DesiredState, FlowDirective, WorkerAck
     from drkit.failover.lease import LeaseKeeper
     from drkit.store.db import StateStore
+
+log = logging.getLogger(__name__)
 
 _LEASE_TTL_S = 15.0
 
@@ -325,7 +329,7 @@ def pointer_show(app: AppContext, config_file: str | None, output: str) -> None:
 
 @click.group("fences")
 def fences() -> None:
-    """Write fences drkit placed on old primaries (DENY WRITE ACLs), applied or pending."""
+    """Write fences drkit placed on old primaries (DENY WRITE ACLs): list them, lift them."""
 
 
 @fences.command("list")
@@ -335,8 +339,8 @@ def fences() -> None:
 @pass_app
 def fences_list(app: AppContext, everything: bool, config_file: str | None, output: str) -> None:
     """Per cluster, each fenced topic: applied, applying (half on the cluster) or pending (the
-    cluster was unreachable: applied when it returns), and which run placed it.  Fences are
-    lifted by the procedures (rollback, failback), never one by one."""
+    cluster was unreachable: applied when it returns), and which run placed it.  The procedures
+    lift their own fences (rollback, failback); `drkit fences lift` is for the rest."""
     from drkit.failover.fences import FenceRepository, FenceState
 
     _config, store = _reading(app, config_file)
@@ -372,6 +376,88 @@ def fences_list(app: AppContext, everything: bool, config_file: str | None, outp
             f"{row.cluster:<12} {row.topic:<40} {row.state.value:<9} {run}, since "
             f"{iso_utc(row.updated_at)}"
         )
+
+
+@fences.command("lift")
+@click.option(
+    "--cluster",
+    "cluster_alias",
+    required=True,
+    metavar="ALIAS",
+    shell_complete=complete_clusters,
+    help="The cluster whose fence to lift.",
+)
+@click.option(
+    "--topic",
+    "topics",
+    multiple=True,
+    metavar="TOPIC",
+    help="Only this fenced topic (repeatable; default: every one fenced there).",
+)
+@click.option("--reason", "-m", required=True, help="Why (logged with your name).")
+@click.option(
+    "--even-if-standby",
+    is_flag=True,
+    help="Lift although ALIAS is not the active cluster (it is being rebuilt or retired): "
+    "applications could then write to both.",
+)
+@config_option
+@output_option
+@pass_app
+def fences_lift(
+    app: AppContext,
+    cluster_alias: str,
+    topics: tuple[str, ...],
+    reason: str,
+    even_if_standby: bool,
+    config_file: str | None,
+    output: str,
+) -> None:
+    """Let applications write to ALIAS's fenced topics again: deletes drkit's DENY WRITE ACLs
+    (and the ALLOWs it added beside them) and records the fence lifted.  Refused (exit 4) while
+    a run has not ended, and when ALIAS is not the active cluster unless --even-if-standby.
+    Idempotent: a lift cut short is run again."""
+    from drkit.failover.fences import FenceRepository
+    from drkit.failover.pointer import PointerRepository, active_cluster
+    from drkit.failover.runs import RunRepository
+    from drkit.failover.unfence import LiftFacts, lift, lift_blockers
+    from drkit.kafka import ClusterEndpoint, KafkaAdmin
+
+    config = app.config(config_file).as_role(Role.ENGINE)  # it changes ACLs as the engine does
+    known_cluster(config, cluster_alias, "--cluster")
+    store = app.store(config_file, reading=True)
+    store.ensure_current()
+    with _holding_the_failover_lease(store) as keeper:
+        fences = FenceRepository(store, keeper)
+        facts = LiftFacts(
+            cluster_alias,
+            active_cluster(PointerRepository(store).get(), config),
+            frozenset(fences.fenced(cluster_alias)),
+            frozenset(topics),
+            tuple(run.id for run in RunRepository(store).unfinished()),
+            even_if_standby,
+        )
+        blockers = lift_blockers(facts)
+        if blockers:
+            raise Blocked(f"lifting the fence on {cluster_alias} refused: " + "; ".join(blockers))
+        lifted: list[str] = []
+        if facts.topics:
+            admin = KafkaAdmin(ClusterEndpoint(cluster_alias, config.clusters[cluster_alias]))
+            admin.wait_ready(timeout_s=10)
+            principal = config.failover.fence_principal
+            lifted = lift(admin, fences, cluster_alias, facts.topics, principal)
+            log.warning(
+                "write fence lifted by hand",
+                extra={"cluster": cluster_alias, "topics": ",".join(lifted),
+                       "by": operator(), "reason": reason},
+            )  # fmt: skip
+    if output == "json":
+        echo_document("fences_lifted", {"cluster": cluster_alias, "lifted": lifted})
+    elif lifted:
+        click.echo(f"{cluster_alias}: writes allowed again on {len(lifted)} topic(s): "
+                   + ", ".join(lifted))  # fmt: skip
+    else:
+        click.echo(f"{cluster_alias}: nothing fenced")
 
 
 COMMANDS = [flows, pointer, fences]

@@ -17,7 +17,8 @@ from drkit.access.roles import replica_resources, role_needs
 from drkit.access.rules import AclEntry, Operation, PatternType, Resource, ResourceType
 from drkit.access.standby import guard_entries
 from drkit.config.model import DrkitConfig, Role
-from drkit.failover.fences import FENCED_STATES, FenceRepository, FenceRow, FenceState
+from drkit.failover.fences import FENCED_STATES, FenceRepository, FenceRow
+from drkit.failover.unfence import lift
 from drkit.kafka import ClusterEndpoint, KafkaAdmin
 from drkit.kafka.apps import APP_TRANSACTIONAL_PREFIX
 from drkit.store import StateStore
@@ -90,9 +91,6 @@ def lift_fences(config: DrkitConfig, store: StateStore) -> list[str]:
         admin = KafkaAdmin(ClusterEndpoint(cluster, config.clusters[cluster]))
         if not admin.authorizer_enabled():
             continue
-        topics = {row.topic for row in rows}
-        with_reads = {row.topic for row in rows if row.reads_allowed}
-        admin.allow_writes(topics, config.failover.fence_principal, with_reads)
-        fences.record(cluster, topics, FenceState.LIFTED, None)
+        lift(admin, fences, cluster, {row.topic for row in rows}, config.failover.fence_principal)
         lifted.append(cluster)
     return lifted

@@ -98,6 +98,18 @@ def test_unplanned_failover_of_a_killed_primary_resumes_every_group_exactly(
     assert FenceRepository(store).topics(setup.source, FenceState.APPLIED) == {topic}
     with pytest.raises(KafkaError, match="TOPIC_AUTHORIZATION_FAILED"):
         produce_batch(setup.source_endpoint, topic, [(None, b"late")], partition=0, timeout_s=10)
+    # Lifting the old primary's fence by hand: refused while dc2 is active (a split brain) ...
+    lift = ("fences", "lift", "--cluster", setup.source, "-m", "retiring dc1")
+    refused = drkit(setup, *lift)
+    assert refused.code == 4, refused.out + refused.err
+    assert "split brain" in refused.err and scratch.admin().write_denied() == {topic}
+    # ... done when the operator says it is being retired: dc1 takes writes again.
+    lifted = drkit(setup, *lift, "--even-if-standby", "-o", "json")
+    assert lifted.code == 0, lifted.err
+    assert lifted.json()["lifted"] == [topic]
+    assert scratch.admin().write_denied() == set()
+    assert FenceRepository(store).fenced(setup.source) == set()
+    produce_batch(setup.source_endpoint, topic, [(None, b"after")], partition=0, timeout_s=10)
 
 
 # -- planned ----------------------------------------------------------------------------------

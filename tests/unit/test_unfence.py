@@ -1,0 +1,45 @@
+"""When a fence may be lifted by hand (drkit fences lift): the pure judgement."""
+
+from __future__ import annotations
+
+from drkit.failover.unfence import LiftFacts, lift_blockers
+
+
+def _facts(**changes: object) -> LiftFacts:
+    base: dict[str, object] = {
+        "cluster": "dc1",
+        "active": "dc1",
+        "fenced": frozenset({"orders", "payments"}),
+        "requested": frozenset(),
+        "unfinished_runs": (),
+    }
+    return LiftFacts(**{**base, **changes})  # type: ignore[arg-type]
+
+
+def test_the_active_clusters_fence_may_be_lifted_and_lifts_every_fenced_topic() -> None:
+    facts = _facts()
+    assert lift_blockers(facts) == []
+    assert facts.topics == {"orders", "payments"}
+
+
+def test_a_standbys_fence_is_lifted_only_when_the_operator_says_so() -> None:
+    standby = _facts(active="dc2")
+    (blocker,) = lift_blockers(standby)
+    assert "dc1 is not the active cluster (dc2 is)" in blocker and "split brain" in blocker
+    assert "--even-if-standby" in blocker
+    assert lift_blockers(_facts(active="dc2", even_if_standby=True)) == []
+    (no_pointer,) = lift_blockers(_facts(active=None))
+    assert "none set" in no_pointer
+
+
+def test_an_unfinished_run_blocks_the_lift_whatever_the_flags() -> None:
+    (blocker,) = lift_blockers(_facts(unfinished_runs=(7, 9), even_if_standby=True))
+    assert "run #7, #9 has not ended" in blocker
+
+
+def test_only_fenced_topics_can_be_named() -> None:
+    facts = _facts(requested=frozenset({"orders", "ghost"}))
+    (blocker,) = lift_blockers(facts)
+    assert blocker.startswith("not fenced on dc1: ghost")
+    assert lift_blockers(_facts(requested=frozenset({"orders"}))) == []
+    assert _facts(requested=frozenset({"orders"})).topics == {"orders"}
