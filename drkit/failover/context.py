@@ -140,7 +140,7 @@ class StepContext:
 
     def replicated_partitions(self) -> list[TopicPartition]:
         """The flow's source data partitions as the plan recorded them."""
-        return sorted(TopicPartition(r.topic, r.partition) for r in self.run.planned.rpo)
+        return sorted(TopicPartition(r.topic, r.partition) for r in self.run.plan_head.rpo)
 
     def replicated_topics(self) -> list[str]:
         return sorted({tp.topic for tp in self.replicated_partitions()})

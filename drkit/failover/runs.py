@@ -3,16 +3,23 @@
 Every step's start, end, result and error is written before the engine moves on, so a run
 whose process died is resumed from its last completed step and the audit trail
 (``drkit failover show RUN``) tells exactly what happened.  JSON form: ``drkit.failover.run/v1``.
+
+Per-group rows - the plan's ``groups`` and a step's ``detail.groups`` (the translation) - live
+in ``failover_run_groups``, one row per group, written once; the run's JSON carries
+``group_rows`` (their count) in their place.  Every step reads the run back, and at 10,000
+groups x 50 partitions the rows are 500,000: a :class:`RunRecord` loads them only when asked
+(``planned``, ``detail``, ``to_json``), once.  Runs stored before keep them inline.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from functools import cached_property
+from functools import cached_property, partial
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import delete, func, insert, select
 
 from drkit.failover.model import (
     RUN_SCHEMA,
@@ -25,7 +32,7 @@ from drkit.failover.model import (
 )
 from drkit.store.db import StateStore
 from drkit.store.guard import WriteGuard, write_session
-from drkit.store.models import FailoverRun, FailoverStep
+from drkit.store.models import FailoverRun, FailoverRunGroup, FailoverStep
 from drkit.timestamps import iso_or_none, iso_utc
 
 
@@ -37,6 +44,46 @@ class StepRecord:
     detail: dict[str, Any]
     started_at: datetime | None
     finished_at: datetime | None
+
+
+# In a run's JSON (its plan, a step's detail): the per-group list kept in failover_run_groups,
+# and the key that says so (the number of rows).
+ROWS_KEY = "groups"
+ROWS_MARK = "group_rows"
+ROWS_KEYED = "group_rows_keyed"  # the list was a mapping by group name
+PLAN_PART = "plan"
+
+RowLoader = Callable[[str], list[Any]]
+
+
+def _no_rows(_part: str) -> list[Any]:
+    return []
+
+
+def split_rows(document: dict[str, Any]) -> tuple[dict[str, Any], list[Any] | None]:
+    """``document`` without its per-group ``groups`` (a list, or a mapping by group name),
+    marked with their count, and the rows; the document unchanged and None without any."""
+    rows = document.get(ROWS_KEY)
+    if isinstance(rows, dict):
+        rest = {k: v for k, v in document.items() if k != ROWS_KEY}
+        keyed = [{"key": key, "value": value} for key, value in rows.items()]
+        return {**rest, ROWS_MARK: len(keyed), ROWS_KEYED: True}, keyed
+    if isinstance(rows, list):
+        rest = {k: v for k, v in document.items() if k != ROWS_KEY}
+        return {**rest, ROWS_MARK: len(rows)}, rows
+    return document, None
+
+
+def join_rows(document: dict[str, Any], load: Callable[[], list[Any]]) -> dict[str, Any]:
+    """``document`` with its per-group ``groups`` back in place (loaded only when it was
+    split)."""
+    if ROWS_MARK not in document:
+        return document
+    rest = {k: v for k, v in document.items() if k not in (ROWS_MARK, ROWS_KEYED)}
+    rows = load()
+    if document.get(ROWS_KEYED):
+        return {**rest, ROWS_KEY: {row["key"]: row["value"] for row in rows}}
+    return {**rest, ROWS_KEY: rows}
 
 
 @dataclass(frozen=True)
@@ -55,6 +102,23 @@ class RunRecord:
     started_at: datetime
     finished_at: datetime | None
     steps: tuple[StepRecord, ...]
+    # Reads the run's per-group rows of a part ("plan", a step's name) from the store.
+    load_rows: RowLoader = field(default=_no_rows, compare=False, repr=False)
+    _rows: dict[str, list[Any]] = field(
+        default_factory=dict, compare=False, repr=False, init=False
+    )
+
+    def rows(self, part: str) -> list[Any]:
+        """The per-group rows of ``part``, read once per record."""
+        if part not in self._rows:
+            self._rows[part] = self.load_rows(part)
+        return self._rows[part]
+
+    @property
+    def groups_planned(self) -> int:
+        """How many groups the plan moves (without reading their rows)."""
+        stored = self.plan.get(ROWS_MARK)
+        return int(stored) if stored is not None else len(self.plan.get(ROWS_KEY, []))
 
     @property
     def duration_s(self) -> float | None:
@@ -85,6 +149,15 @@ class RunRecord:
         return next((s for s in self.steps if s.name is name), None)
 
     def detail(self, name: StepName) -> dict[str, Any]:
+        """What step ``name`` recorded, its per-group rows included (read on first use)."""
+        found = self.step(name)
+        if found is None:
+            return {}
+        return join_rows(found.detail, partial(self.rows, name.value))
+
+    def detail_head(self, name: StepName) -> dict[str, Any]:
+        """What step ``name`` recorded, without its per-group rows when they are stored apart
+        (``group_rows`` counts them)."""
         found = self.step(name)
         return found.detail if found is not None else {}
 
@@ -98,13 +171,19 @@ class RunRecord:
     @cached_property
     def planned(self) -> Plan:
         """The plan the run executes, as a value (parsed once per record: at 10,000 groups
-        it holds 500,000 partition rows)."""
+        it holds 500,000 partition rows, read from their table only here)."""
+        return Plan.from_json(join_rows(self.plan, partial(self.rows, PLAN_PART)))
+
+    @cached_property
+    def plan_head(self) -> Plan:
+        """The plan without its per-group rows (``groups`` is empty when they are stored
+        apart): its steps, pointer, reachability and RPO, without reading 500,000 rows."""
         return Plan.from_json(self.plan)
 
     @property
     def pointer_from(self) -> str | None:
         """The active cluster when the run was planned."""
-        return self.planned.pointer_from
+        return self.plan_head.pointer_from
 
     def started(self, name: StepName) -> bool:
         """Whether ``name`` began executing in this run (its intent was recorded)."""
@@ -114,8 +193,13 @@ class RunRecord:
     def label(self) -> str:
         return f"#{self.id} {self.procedure.value} {self.source}->{self.target}"
 
-    def to_json(self) -> dict[str, Any]:
-        """The ``drkit.failover.run/v1`` document."""
+    def to_json(self, rows: bool = True) -> dict[str, Any]:
+        """The ``drkit.failover.run/v1`` document; ``rows=False``: the per-group lists are left
+        out (``group_rows`` says how many there are)."""
+
+        def full(document: dict[str, Any], part: str) -> dict[str, Any]:
+            return join_rows(document, partial(self.rows, part)) if rows else document
+
         return {
             "schema": RUN_SCHEMA,
             "id": self.id,
@@ -136,12 +220,12 @@ class RunRecord:
                     "state": s.state.value,
                     "started_at": iso_or_none(s.started_at),
                     "finished_at": iso_or_none(s.finished_at),
-                    "detail": s.detail,
+                    "detail": full(s.detail, s.name.value),
                 }
                 for s in self.steps
             ],
             "result": self.result,
-            "plan": self.plan,
+            "plan": full(self.plan, PLAN_PART),
         }
 
 
@@ -162,7 +246,7 @@ def run_rpo_records(result: dict[str, Any]) -> int | None:
     return sum(int(c) for c in counts)
 
 
-def _record(row: FailoverRun) -> RunRecord:
+def _record(row: FailoverRun, load_rows: RowLoader = _no_rows) -> RunRecord:
     return RunRecord(
         row.id,
         Procedure(row.kind),
@@ -183,6 +267,7 @@ def _record(row: FailoverRun) -> RunRecord:
             )
             for s in row.steps
         ),
+        load_rows,
     )
 
 
@@ -198,8 +283,38 @@ class RunRepository:
     def _writing(self) -> Any:
         return write_session(self.store, self.guard)
 
+    def _record(self, row: FailoverRun) -> RunRecord:
+        return _record(row, partial(self.load_rows, row.id))
+
+    def load_rows(self, run_id: int, part: str) -> list[Any]:
+        """Run ``run_id``'s per-group rows of ``part`` ("plan", a step's name), in order."""
+        with self.store.session() as session:
+            return list(
+                session.scalars(
+                    select(FailoverRunGroup.body)
+                    .where(FailoverRunGroup.run_id == run_id, FailoverRunGroup.part == part)
+                    .order_by(FailoverRunGroup.seq)
+                )
+            )
+
+    @staticmethod
+    def _store_rows(session: Any, run_id: int, part: str, rows: list[Any]) -> None:
+        """Replace ``part``'s rows (a step that runs again records its rows afresh)."""
+        session.execute(
+            delete(FailoverRunGroup).where(
+                FailoverRunGroup.run_id == run_id, FailoverRunGroup.part == part
+            )
+        )
+        if rows:
+            session.execute(
+                insert(FailoverRunGroup),
+                [{"run_id": run_id, "part": part, "seq": i, "body": r} for i, r in enumerate(rows)],
+            )
+
     def create(self, plan: Plan, requested_by: str, reason: str) -> RunRecord:
-        """A new RUNNING run with every planned step PENDING."""
+        """A new RUNNING run with every planned step PENDING; the plan's per-group rows go to
+        their own table."""
+        document, groups = split_rows(plan.to_json())
         with self._writing() as session:
             row = FailoverRun(
                 kind=plan.procedure.value,
@@ -208,7 +323,7 @@ class RunRepository:
                 state=RunState.RUNNING.value,
                 requested_by=requested_by,
                 reason=reason,
-                plan=plan.to_json(),
+                plan=document,
                 result={},
             )
             row.steps = [
@@ -217,19 +332,20 @@ class RunRepository:
             ]
             session.add(row)
             session.flush()
-            return _record(row)
+            self._store_rows(session, row.id, PLAN_PART, groups or [])
+            return self._record(row)
 
     def get(self, run_id: int) -> RunRecord | None:
         with self.store.session() as session:
             row = session.get(FailoverRun, run_id)
-            return _record(row) if row is not None else None
+            return self._record(row) if row is not None else None
 
     def latest(self, limit: int = 50) -> list[RunRecord]:
         with self.store.session() as session:
             rows = session.scalars(
                 select(FailoverRun).order_by(FailoverRun.id.desc()).limit(limit)
             ).all()
-            return [_record(row) for row in rows]
+            return [self._record(row) for row in rows]
 
     def in_progress(self) -> list[RunRecord]:
         """Runs marked RUNNING or ROLLING_BACK (being executed, or their engine died)."""
@@ -246,7 +362,7 @@ class RunRepository:
                 .where(FailoverRun.state.in_([s.value for s in states]))
                 .order_by(FailoverRun.id)
             ).all()
-            return [_record(row) for row in rows]
+            return [self._record(row) for row in rows]
 
     def counts(self) -> dict[tuple[Procedure, RunState], int]:
         """How many stored runs there are per (procedure, state)."""
@@ -278,7 +394,7 @@ class RunRepository:
             rows = session.scalars(
                 select(FailoverRun).where(FailoverRun.id > run_id).order_by(FailoverRun.id)
             ).all()
-            return [_record(row) for row in rows]
+            return [self._record(row) for row in rows]
 
     def set_lease(self, run_id: int, owner: str | None, expires_at: datetime | None) -> None:
         with self._writing() as session:
@@ -324,7 +440,9 @@ class RunRepository:
                 session.add(step)
             step.state = state.value
             if detail is not None:
-                step.detail = detail
+                step.detail, rows = split_rows(detail)
+                if rows is not None:
+                    self._store_rows(session, run_id, name.value, rows)
             if started:
                 step.started_at, step.finished_at = now, None
             if finished:
@@ -359,4 +477,4 @@ class RunRepository:
                 )
                 .order_by(FailoverRun.id.desc())
             ).first()
-            return _record(row) if row is not None else None
+            return self._record(row) if row is not None else None

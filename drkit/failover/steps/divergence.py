@@ -90,7 +90,8 @@ def _provenance(record: Record) -> Provenance | None:
 def point_of(run: RunRecord) -> dict[TopicPartition, int]:
     """The failover point a run recorded: per source partition, the replicated end (progress)
     when it translated offsets - every record from there on never reached the target."""
-    return Translation.of(run).failover_point()
+    # Only the RPO rows are needed: the groups' rows stay in their table.
+    return Translation.from_detail(run.detail_head(Translation.STEP)).failover_point()
 
 
 def divergent_ranges(

@@ -35,7 +35,7 @@ def move_pointer(ctx: StepContext, timeout_s: float | None) -> StepOutcome:
     # A source that was down when the run was planned is not waited for here (the monitor
     # guards it when it is back): a move's wall time is the RTO.  One that is down now is
     # skipped by the reconcile's own probe.
-    if ctx.run.planned.source_reachable:
+    if ctx.run.plan_head.source_reachable:
         try:
             guarded = reconcile_standby_guards(
                 ctx.config, connect, ctx.target, [ctx.source], timeout_s, ctx.confirm
