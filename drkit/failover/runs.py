@@ -104,9 +104,7 @@ class RunRecord:
     steps: tuple[StepRecord, ...]
     # Reads the run's per-group rows of a part ("plan", a step's name) from the store.
     load_rows: RowLoader = field(default=_no_rows, compare=False, repr=False)
-    _rows: dict[str, list[Any]] = field(
-        default_factory=dict, compare=False, repr=False, init=False
-    )
+    _rows: dict[str, list[Any]] = field(default_factory=dict, compare=False, repr=False, init=False)
 
     def rows(self, part: str) -> list[Any]:
         """The per-group rows of ``part``, read once per record."""
