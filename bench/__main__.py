@@ -4,6 +4,7 @@
     python -m bench translation
     python -m bench accounting [--records-100 N] [--spark local|standalone]
     python -m bench failover [--failover-groups N[,N...]] [--partitions N] [--repeat R]
+    python -m bench runstore [--failover-groups N[,N...]]   # a run's plan stored and read back
     python -m bench scale        # curves for docs/scale.md (plots written to docs/scale/)
     python -m bench all          # replication, translation, accounting, failover
 
@@ -117,6 +118,13 @@ def accounting(args: argparse.Namespace) -> str:
     return acc.main(records=args.records_100, spark_mode=args.spark)
 
 
+def runstore(args: argparse.Namespace) -> str:
+    from bench import runstore as rs
+
+    counts = [int(n) for n in str(args.failover_groups).split(",")]
+    return rs.main(groups=counts, partitions=args.partitions, runs=args.repeat)
+
+
 def scale(args: argparse.Namespace) -> str:
     from bench import scale as sc
 
@@ -129,7 +137,15 @@ def main() -> None:
         "which",
         nargs="?",
         default="all",
-        choices=["replication", "translation", "accounting", "failover", "scale", "all"],
+        choices=[
+            "replication",
+            "translation",
+            "accounting",
+            "failover",
+            "runstore",
+            "scale",
+            "all",
+        ],
     )
     parser.add_argument("--records-100", type=int, default=1_000_000)
     parser.add_argument("--records-1k", type=int, default=300_000)

@@ -111,7 +111,7 @@ def test_a_steps_rows_are_stored_apart_replaced_when_it_runs_again_and_read_whol
         parts = session.execute(
             select(FailoverRunGroup.part, func.count()).group_by(FailoverRunGroup.part)
         ).all()
-    assert dict(parts) == {"plan": 2, "translate_offsets": 3}
+    assert {part: count for part, count in parts} == {"plan": 2, "translate_offsets": 3}
 
 
 def test_a_run_stored_with_its_rows_inline_reads_as_before(runs: RunRepository) -> None:
