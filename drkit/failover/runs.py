@@ -178,6 +178,12 @@ class RunRecord:
         apart): its steps, pointer, reachability and RPO, without reading 500,000 rows."""
         return Plan.from_json(self.plan)
 
+    def planned_target_states(self) -> dict[str, str]:
+        """Per planned group, its state on the target when the run was planned - from the
+        stored rows, without building their 500,000 partition values."""
+        groups = join_rows(self.plan, partial(self.rows, PLAN_PART)).get(ROWS_KEY, [])
+        return {str(g["group"]): str(g.get("target_state", "")) for g in groups}
+
     @property
     def pointer_from(self) -> str | None:
         """The active cluster when the run was planned."""

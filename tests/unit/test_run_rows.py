@@ -87,6 +87,7 @@ def test_the_plans_rows_are_stored_apart_and_read_back_only_when_asked(
     assert loaded.groups_planned == 40
     assert loaded.plan_head.groups == () and loaded.pointer_from == "dc1"
     assert loaded.planned == plan  # every group and partition, in order
+    assert loaded.planned_target_states() == {g.group: "empty" for g in plan.groups}
     assert loaded.to_json()["plan"]["groups"] == plan.to_json()["groups"]
     assert ROWS_MARK in loaded.to_json(rows=False)["plan"]
 
@@ -110,8 +111,9 @@ def test_a_steps_rows_are_stored_apart_replaced_when_it_runs_again_and_read_whol
     with runs.store.session() as session:
         parts = session.execute(
             select(FailoverRunGroup.part, func.count()).group_by(FailoverRunGroup.part)
-        ).all()
-    assert {part: count for part, count in parts} == {"plan": 2, "translate_offsets": 3}
+        ).tuples()
+        counts: dict[str, int] = dict(parts.all())
+    assert counts == {"plan": 2, "translate_offsets": 3}
 
 
 def test_a_run_stored_with_its_rows_inline_reads_as_before(runs: RunRepository) -> None:
@@ -125,4 +127,5 @@ def test_a_run_stored_with_its_rows_inline_reads_as_before(runs: RunRepository) 
     loaded = runs.get(run_id)
     assert loaded is not None
     assert loaded.planned == plan and loaded.groups_planned == 4
+    assert loaded.planned_target_states() == {g.group: "empty" for g in plan.groups}
     assert loaded.to_json()["plan"] == plan.to_json()

@@ -34,7 +34,7 @@ def translate_offsets(ctx: StepContext, timeout_s: float | None) -> StepOutcome:
         list(ctx.options.groups) if ctx.options.groups is not None else None,
         readers=ctx.readers,
         # commit_group_offsets reads the states again right before it writes
-        target_states={g.group: g.target_state for g in ctx.run.planned.groups},
+        target_states=ctx.run.planned_target_states(),
     )
     if not snapshot.target_reachable:
         raise StepFailed(f"{ctx.target} does not answer: nothing can be translated")
