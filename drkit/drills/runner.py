@@ -27,17 +27,18 @@ from drkit.drills import access as drill_access
 from drkit.drills import checks as drill_checks
 from drkit.drills.environment import DrillEnvironment, DrkitChild, monitor, replicator
 from drkit.drills.faults import LocalFaults
-from drkit.drills.measure import Unmeasured, judge, per_second, reached_rate, rto_of
+from drkit.drills.measure import Unmeasured, judge, reached_rate, rto_of
 from drkit.drills.numbered import encode_value
 from drkit.drills.recount import group_outcome, placed_or_reset, rpo_of
 from drkit.drills.report import (
     DrillReport,
     GroupOutcome,
     RtoBreakdown,
-    Series,
     Targets,
     WriteCondition,
 )
+from drkit.drills.run_summary import run_summary
+from drkit.drills.sampler import Sampler
 from drkit.drills.scenario import DecisionMode, Scenario
 from drkit.drills.timeline import (
     CLIENTS_RESUMED,
@@ -109,7 +110,7 @@ class DrillRunner:
         # replicates the divergent tail to the target afterwards, as it should).
         self.failover_records: tuple[list[Record], list[Record]] | None = None
         self.resumed: dict[str, float] = {}
-        self.sampler: _Sampler | None = None
+        self.sampler: Sampler | None = None
         self._last_said = ""
         self._mover: threading.Thread | None = None
         self.granted: dict[str, frozenset[AclEntry]] = {}  # ACLs the drill added, per cluster
@@ -213,7 +214,13 @@ class DrillRunner:
             member.start()
         self.timeline.add("workload_started", f"{len(self.writers)} writers, "
                           f"{len(self.source_members)} groups on {s.source}")  # fmt: skip
-        self.sampler = _Sampler(self)
+        self.sampler = Sampler(
+            self.endpoint(s.target),
+            [self.replica(load.name) for load in s.workload.topics],
+            lambda: sum(w.acked_count for w in self.writers),
+            self.timeline.since_start,
+            s.sample_interval_s,
+        )
         self.sampler.start()
         self.wait(s.workload.warmup_s, "warming up")
         self.until(self._replicating, 120, "replication copying the workload")
@@ -600,7 +607,7 @@ class DrillRunner:
             reasons=reasons,
             timeline=self.timeline.events(),
             series=series,
-            failover_run=_run_summary(self.run_record, self.failback_record),
+            failover_run=run_summary(self.run_record, self.failback_record),
             accounting=accounting,
             notes=tuple(self.notes),
             conditions=tuple(
@@ -699,110 +706,6 @@ class DrillRunner:
         replicas = {tp for tps in wanted.values() for tp in tps}
         starts = KafkaAdmin(self.endpoint(self.scenario.target)).list_offsets(replicas, "earliest")
         return placed_or_reset(Translation.of(run).positions(), wanted, starts)
-
-
-def _run_summary(run: RunRecord | None, failback: RunRecord | None) -> dict[str, Any] | None:
-    if run is None:
-        return None
-    steps = []
-    for step in [*run.steps, *(failback.steps if failback is not None else ())]:
-        seconds = (
-            (step.finished_at - step.started_at).total_seconds()
-            if step.started_at is not None and step.finished_at is not None
-            else None
-        )
-        steps.append({"name": step.name.value, "state": step.state.value, "seconds": seconds})
-    return {
-        "id": run.id,
-        "procedure": run.procedure.value,
-        "state": run.state.value,
-        "requested_by": run.requested_by,
-        # A planned move's applications could not write from the fence to the pointer move.
-        "write_pause_s": run.write_pause_s,
-        "steps": steps,
-        "rpo_estimate": run.result.get("rpo"),
-        "translations": _translations(run),
-        "failback": None
-        if failback is None
-        else {"id": failback.id, "state": failback.state.value},
-    }
-
-
-def _translations(run: RunRecord) -> list[dict[str, Any]]:
-    """Where each group was moved: S on the source -> T on the target, per partition."""
-    return [
-        {
-            "group": group.group,
-            "partition": move.source_partition,
-            "source_offset": move.source_offset,
-            "target_offset": move.target_offset,
-            "method": move.method,
-        }
-        for group in sorted(Translation.of(run).groups, key=lambda g: g.group)
-        for move in group.partitions
-    ]
-
-
-class _Sampler(threading.Thread):
-    """Samples records written (acknowledged) and copied, once per sample interval."""
-
-    def __init__(self, runner: DrillRunner) -> None:
-        super().__init__(daemon=True, name="drill-sampler")
-        self.runner = runner
-        self._stop_event = threading.Event()
-        self.rows: list[tuple[float, int, int | None]] = []
-        self._lock = threading.Lock()
-
-    def copied_total(self) -> int:
-        """Records on the replica at the latest sample that measured them (0 before any)."""
-        with self._lock:
-            return next((c for _, _, c in reversed(self.rows) if c is not None), 0)
-
-    def _copied(self, admin: KafkaAdmin) -> int:
-        total = 0
-        topics = admin.list_topics(timeout_s=2.0)
-        for load in self.runner.scenario.workload.topics:
-            replica = self.runner.replica(load.name)
-            if replica in topics:
-                ends = admin.topic_offsets(replica, timeout_s=2.0)
-                total += sum(end - start for start, end in ends.values())
-        return total
-
-    def run(self) -> None:
-        admin = KafkaAdmin(self.runner.endpoint(self.runner.scenario.target))
-        interval = self.runner.scenario.sample_interval_s
-        while not self._stop_event.is_set():
-            written = sum(w.acked_count for w in self.runner.writers)
-            copied: int | None = None  # unknown unless the target answers now
-            try:
-                copied = self._copied(admin)
-            except DrkitError as err:
-                log.debug("sample of the target failed: %s", err)
-            with self._lock:
-                self.rows.append((self.runner.timeline.since_start(), written, copied))
-            self._stop_event.wait(interval)
-
-    def stop(self) -> None:
-        self._stop_event.set()
-        self.join(10)
-
-    def series(self) -> Series:
-        with self._lock:
-            rows = list(self.rows)
-        t = tuple(r[0] for r in rows)
-        produced = tuple(r[1] for r in rows)
-        copied = tuple(r[2] for r in rows)
-
-        return Series(
-            t=t,
-            source_end=produced,
-            target_end=copied,
-            lag=tuple(
-                None if c is None else max(0, p - c) for p, c in zip(produced, copied, strict=True)
-            ),
-            produced_per_s=tuple(0.0 if r is None else r for r in per_second(t, produced)),
-            copied_per_s=per_second(t, copied),
-        )
 
 
 REACHABLE_STATES = frozenset({ClusterState.HEALTHY.value, ClusterState.DEGRADED.value})
