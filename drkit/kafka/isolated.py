@@ -69,6 +69,12 @@ def _exit_when_orphaned(owner: int) -> None:
     os._exit(0)
 
 
+# A helper lost twice in a row starts again only after a pause, 1 s doubling up to this: a
+# request that aborts librdkafka every time (seen under load) then costs one Python start per
+# pause, not one per call.  The first loss is retried at once (AdminHelper.call).
+RESPAWN_BACKOFF_MAX_S = 30.0
+
+
 class AdminHelper:
     """One helper process for one cluster endpoint (started lazily, restarted after a crash)."""
 
@@ -80,6 +86,8 @@ class AdminHelper:
         self._process: multiprocessing.process.BaseProcess | None = None
         self._connection: Connection | None = None
         self.restarts = 0
+        self._lost_in_a_row = 0
+        self._respawn_at = 0.0  # time.monotonic() before which no new helper is started
 
     def _start(self) -> Connection:
         context = multiprocessing.get_context("spawn")
@@ -100,7 +108,8 @@ class AdminHelper:
         with self._lock:
             if self._process is None or not self._process.is_alive():
                 self._discard()
-                self._start()
+                if time.monotonic() >= self._respawn_at:
+                    self._start()
 
     def _discard(self) -> None:
         self.kill()
@@ -126,6 +135,13 @@ class AdminHelper:
             connection = self._connection
             if connection is None or self._process is None or not self._process.is_alive():
                 self._discard()
+                pause = self._respawn_at - time.monotonic()
+                if pause > 0:
+                    raise RetriableKafkaError(
+                        f"{self.endpoint.alias}: {method}: its isolated helper was lost "
+                        f"{self._lost_in_a_row} times in a row; the next one starts in "
+                        f"{pause:.0f}s"
+                    )
                 connection = self._start()
             try:
                 connection.send((method, args, {**kwargs, "timeout_s": timeout_s}))
@@ -137,6 +153,10 @@ class AdminHelper:
                 exit_code = self._process.exitcode if self._process is not None else None
                 self._discard()
                 self.restarts += 1
+                self._lost_in_a_row += 1
+                if self._lost_in_a_row >= 2:
+                    pause = min(2.0 ** (self._lost_in_a_row - 2), RESPAWN_BACKOFF_MAX_S)
+                    self._respawn_at = time.monotonic() + pause
                 log.warning(
                     "admin helper lost; a fresh one serves the next request",
                     extra={
@@ -150,6 +170,7 @@ class AdminHelper:
                     f"{self.endpoint.alias}: {method}: the Kafka client crashed or hung in an "
                     f"isolated helper (exit code {exit_code}); retry"
                 ) from None
+            self._lost_in_a_row = 0  # it answered
         if reply[0] == "ok":
             return reply[1]
         _, kind, message = reply

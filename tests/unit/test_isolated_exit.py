@@ -19,7 +19,7 @@ from pathlib import Path
 from drkit.errors import KafkaError
 from drkit.kafka.admin import KafkaAdmin
 from drkit.kafka.clients import ClusterEndpoint
-from drkit.kafka.isolated import _close_all, helper_for
+from drkit.kafka.isolated import AdminHelper, _close_all, helper_for
 
 
 def test_exit_kills_a_helper_in_the_middle_of_a_request_without_waiting_for_it() -> None:
@@ -153,3 +153,45 @@ def test_a_request_is_not_queued_behind_bulk_work_in_another_helper_of_its_endpo
     assert sampler.is_alive(), outcome
     assert waited < 6.0, f"the probe waited {waited:.1f}s behind the bulk request"
     _close_all()
+
+
+def test_a_helper_lost_twice_in_a_row_is_not_started_again_at_once() -> None:
+    """A request that aborts librdkafka every time (seen under load) must not respawn a Python
+    process per call: after two losses in a row the next start waits (1 s, doubling)."""
+    helper = helper_for(ClusterEndpoint.plain("nowhere-loop", "127.0.0.1:1"), 20.0, "loop")
+    outcome: list[object] = []
+    caller = threading.Thread(
+        target=lambda: outcome.append(_call_catching(helper, timeout_s=20.0)), daemon=True
+    )
+    caller.start()
+    killed: set[int] = set()
+    deadline = time.monotonic() + 30.0
+    while len(killed) < 2 and time.monotonic() < deadline:  # crash it under the request twice
+        process = helper._process
+        if process is not None and process.pid is not None and process.pid not in killed:
+            time.sleep(1.0)  # the request is in flight
+            process.kill()
+            killed.add(process.pid)
+        time.sleep(0.1)
+    caller.join(30.0)
+    assert len(killed) == 2 and outcome and isinstance(outcome[0], KafkaError), outcome
+    assert helper.restarts == 2
+    started = time.monotonic()
+    refused = _call_catching(helper, timeout_s=20.0)
+    assert isinstance(refused, KafkaError) and "2 times in a row" in str(refused), refused
+    assert time.monotonic() - started < 0.5 and not _alive(helper)  # nothing spawned
+    time.sleep(1.2)  # the pause is over: it starts again
+    helper.start()
+    assert _alive(helper)
+    helper.kill()
+
+
+def _alive(helper: AdminHelper) -> bool:
+    return helper._process is not None and helper._process.is_alive()
+
+
+def _call_catching(helper: AdminHelper, timeout_s: float) -> object:
+    try:
+        return helper.call("_direct_group_offsets", "g", timeout_s=timeout_s)
+    except KafkaError as err:
+        return err
