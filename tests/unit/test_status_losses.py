@@ -175,3 +175,24 @@ def test_status_watch_redraws_until_ctrl_c(tmp_path: Path, monkeypatch: pytest.M
     assert naps == [2.0, 2.0, 2.0]
     refused = CliRunner().invoke(cli, [*args[:-1], "0"])
     assert refused.exit_code == 2 and "--watch" in refused.output
+
+
+def test_status_summarises_thousands_of_groups_and_lists_the_worst_first(tmp_path: Path) -> None:
+    """At 10,000 groups one line each is unreadable: counts per lag status, then the worst
+    groups (stopped and stalled first), and where the rest are."""
+    from drkit.store.health_repo import HealthRepository
+
+    path = config_file(tmp_path)
+    store = StateStore(f"sqlite:///{tmp_path / 'drkit.db'}")
+    store.upgrade()
+    group_lag = {f"app-{i:05d}": "OK" for i in range(2_500)}
+    group_lag |= {"app-00007": "STALL", "app-02001": "STOP", "app-00100": "WARN"}
+    data = {"lag_records": 0, "lag_exact": True, "groups": {}, "group_lag": group_lag}
+    HealthRepository(store).save_flow_status("o1", "dc1->dc2", 1_700_000_000.0, data)
+    result = CliRunner().invoke(cli, ["status", "--no-probe", "--config", str(path)])
+    assert result.exit_code == 0, result.output
+    flow = result.output.split("dc1->dc2", 1)[1]
+    assert "groups: 2,500 (OK 2,497, STALL 1, STOP 1, WARN 1); the worst 20 first" in flow
+    listed = [line.split()[1].rstrip(":") for line in flow.splitlines() if "    group " in line]
+    assert listed[:3] == ["app-02001", "app-00007", "app-00100"] and len(listed) == 20
+    assert "... 2,480 more groups" in flow
