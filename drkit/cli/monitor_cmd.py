@@ -8,7 +8,6 @@ import math
 import socket
 import threading
 import time
-from collections import Counter
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -21,6 +20,7 @@ from drkit.config.loader import known_flow, validation_problems
 from drkit.config.model import DrkitConfig, HealthPolicy, HostPort, Role, connects_as
 from drkit.errors import ConfigError, DrkitError, ExitCode, Problem
 from drkit.failover.lease import unique_owner
+from drkit.health.group_lag import group_listing
 from drkit.health.jobs import JobKind
 from drkit.health.observations import FlowObservation
 from drkit.replication.service import default_worker_id, install_stop_signals
@@ -406,15 +406,12 @@ def _flow_detail(seen: FlowObservation | None) -> list[str]:
         bound = "" if seen.lag_exact is not False else " (at most)"
         topics = ", ".join(f"{t} {n}" for t, n in sorted(seen.lag_by_topic.items()))
         lines.append(f"lag by topic{bound}: {topics}")
-    groups = sorted(set(seen.groups) | set(seen.group_lag))
-    shown = groups
-    if len(groups) > GROUP_LINES:  # thousands of groups: counts, then the worst first
-        counts = Counter(seen.group_lag.get(g, "unknown") for g in groups)
-        by_count = ", ".join(f"{status} {n:,}" for status, n in sorted(counts.items()))
-        lines.append(f"groups: {len(groups):,} ({by_count}); the worst {GROUP_LINES} first")
-        shown = sorted(groups, key=lambda g: (_lag_rank(seen.group_lag.get(g)), g))
-        shown = shown[:GROUP_LINES]
-    for group in shown:
+    listing = group_listing(seen.group_lag, seen.groups)
+    if listing.left_out:  # thousands of groups: counts, then the worst first
+        by_count = ", ".join(f"{status} {n:,}" for status, n in listing.counts.items())
+        worst = len(listing.shown)
+        lines.append(f"groups: {listing.total:,} ({by_count}); the worst {worst} first")
+    for group in listing.shown:
         status = seen.group_lag.get(group, "unknown")
         moved = seen.groups.get(group)
         cost = (
@@ -424,21 +421,10 @@ def _flow_detail(seen: FlowObservation | None) -> list[str]:
             else "no checkpoint yet: it would start at its auto.offset.reset"
         )
         lines.append(f"group {group}: lag {status}; {cost}")
-    if len(shown) < len(groups):
-        lines.append(f"... {len(groups) - len(shown):,} more groups (drkit groups lag, or -o json)")
+    if listing.left_out:
+        lines.append(f"... {listing.left_out:,} more groups (drkit groups lag, or -o json)")
     lines.append(_drift_text(seen))
     return lines
-
-
-# Beyond this many groups a flow's status lists counts per lag status and the worst groups.
-GROUP_LINES = 20
-# Worst first: a stopped or stalled group before a lagging one, unknown before OK.
-_LAG_ORDER = ("STOP", "STALL", "REWIND", "WARN", "unknown", "OK")
-
-
-def _lag_rank(status: str | None) -> int:
-    status = status or "unknown"
-    return _LAG_ORDER.index(status) if status in _LAG_ORDER else 0
 
 
 def _drift_text(seen: FlowObservation) -> str:

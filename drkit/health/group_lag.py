@@ -15,6 +15,7 @@ A group's status is its worst partition's status (STOP > STALL > REWIND > WARN >
 from __future__ import annotations
 
 import itertools
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
@@ -113,3 +114,51 @@ def lag_rows(
                 GroupPartitionLag(group, state, members, topic, partition, offset, end, lag)
             )
     return rows
+
+
+# How many groups a person-facing listing (drkit status, the status page) shows per flow.
+LISTED_GROUPS = 20
+_UNKNOWN = "unknown"  # a group with checkpoints the monitor has not judged yet
+
+
+@dataclass(frozen=True)
+class GroupListing:
+    """A flow's groups as a person reads them: counts per lag status, then the groups to show
+    - all of them up to ``LISTED_GROUPS``, else the worst first - and how many are left out."""
+
+    total: int
+    counts: Mapping[str, int]  # lag status (or "unknown") -> groups
+    shown: tuple[str, ...]
+
+    @property
+    def left_out(self) -> int:
+        return self.total - len(self.shown)
+
+
+def group_listing(lag: Mapping[str, str], others: Iterable[str] = ()) -> GroupListing:
+    """``lag``: group -> Burrow status; ``others``: groups known without one (unknown).  Beyond
+    ``LISTED_GROUPS`` the worst come first: STOP, STALL, REWIND, WARN, unknown, OK, then by
+    name."""
+    names = sorted(set(lag) | set(others))
+    statuses = [lag.get(name, _UNKNOWN) for name in names]
+    counts = dict(sorted(Counter(statuses).items()))
+    if len(names) <= LISTED_GROUPS:
+        return GroupListing(len(names), counts, tuple(names))
+    worst = sorted(names, key=lambda name: (_display_rank(lag.get(name, _UNKNOWN)), name))
+    return GroupListing(len(names), counts, tuple(worst[:LISTED_GROUPS]))
+
+
+# Worst first: stopped, stalled, rewinding, falling behind, not judged yet, fine.
+_DISPLAY_ORDER = (
+    LagStatus.STOP.value,
+    LagStatus.STALL.value,
+    LagStatus.REWIND.value,
+    LagStatus.WARN.value,
+    _UNKNOWN,
+    LagStatus.OK.value,
+)
+
+
+def _display_rank(status: str) -> int:
+    """0 for the worst; a status this version does not know ranks before all (-1)."""
+    return _DISPLAY_ORDER.index(status) if status in _DISPLAY_ORDER else -1

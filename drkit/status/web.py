@@ -33,6 +33,7 @@ from prometheus_client import make_wsgi_app
 from sqlalchemy.exc import SQLAlchemyError
 
 from drkit.errors import ConfigError, DrkitError
+from drkit.health.group_lag import group_listing
 from drkit.health.monitor import Liveness
 from drkit.status.document import SCHEMA, StatusSnapshot
 
@@ -64,6 +65,7 @@ def _lag_colour(status: str | None) -> str:
 
 _templates.filters["when"] = _when
 _templates.filters["lag_colour"] = _lag_colour
+_templates.filters["group_listing"] = group_listing
 
 
 def render_page(status: dict[str, Any]) -> str:

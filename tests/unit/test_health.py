@@ -433,3 +433,18 @@ def test_group_lag_rows_say_unknown_rather_than_zero() -> None:
         ("billing", 0, 100, 10, "Stable"),
         ("billing", 1, None, None, "Stable"),
     ]
+
+
+def test_a_group_listing_shows_every_group_up_to_its_limit_then_the_worst_first() -> None:
+    from drkit.health.group_lag import LISTED_GROUPS, group_listing
+
+    few = group_listing({"b": "OK", "a": "STALL"}, ["c"])
+    assert few.shown == ("a", "b", "c") and few.left_out == 0
+    assert few.counts == {"OK": 1, "STALL": 1, "unknown": 1}
+    many = {f"g{i:03d}": "OK" for i in range(100)} | {"g050": "WARN", "g099": "STOP"}
+    listing = group_listing(many, ["zz-new"])
+    assert listing.total == 101 and listing.left_out == 101 - LISTED_GROUPS
+    assert listing.shown[:3] == ("g099", "g050", "zz-new")  # STOP, WARN, unknown, then OK
+    assert listing.shown[3:6] == ("g000", "g001", "g002")  # the OK ones by name
+    odd = group_listing({f"g{i:03d}": "OK" for i in range(30)} | {"g029": "NEW-KIND"})
+    assert odd.shown[0] == "g029"  # a status this version does not know comes first

@@ -196,3 +196,7 @@ def test_status_summarises_thousands_of_groups_and_lists_the_worst_first(tmp_pat
     listed = [line.split()[1].rstrip(":") for line in flow.splitlines() if "    group " in line]
     assert listed[:3] == ["app-02001", "app-00007", "app-00100"] and len(listed) == 20
     assert "... 2,480 more groups" in flow
+    # The status page: the same counts, the worst 20 rows, the rest in /api/status.
+    page = render_page(current_status(load_config(path), store).to_json())
+    assert "2,500 groups (OK 2,497, STALL 1, STOP 1, WARN 1); the worst 20 below" in page
+    assert page.count('data-group="app-') == 20 and 'data-group="app-02001"' in page
