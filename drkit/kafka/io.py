@@ -89,11 +89,14 @@ def consume_all(
     timeout_s: float = 30.0,
     partitions: Sequence[int] | None = None,
     isolation: str = "read_committed",
+    complete: bool = False,
 ) -> list[Record]:
     """Read ``topic`` from the beginning to the end of every partition (throw-away consumer).
 
     Stops when every partition reported its end (and ``expected`` records arrived, if given),
-    or at ``timeout_s`` with whatever was read.
+    or at ``timeout_s`` with whatever was read - unless ``complete``: then a read that did not
+    reach every partition's end raises KafkaError naming them (a recount must never be made of
+    part of a topic: it would report what it did not read as not there).
     """
     from confluent_kafka import OFFSET_BEGINNING
 
@@ -109,7 +112,10 @@ def consume_all(
     )
     try:
         if partitions is None:
-            metadata = consumer.list_topics(topic, timeout=10)
+            try:
+                metadata = consumer.list_topics(topic, timeout=10)
+            except KafkaException as err:
+                raise translate(err.args[0], f"{endpoint.alias}: metadata of {topic}") from None
             partitions = sorted(metadata.topics[topic].partitions)
         consumer.assign([RdTP(topic, p, OFFSET_BEGINNING) for p in partitions])
         records: list[Record] = []
@@ -128,6 +134,12 @@ def consume_all(
                     raise translate(error, f"consume {topic}")
                 at_end.discard(message.partition() or 0)
                 records.append(to_record(message))
+        behind = sorted(set(partitions) - at_end)
+        if complete and behind:
+            raise KafkaError(
+                f"{endpoint.alias}: reading {topic}: partitions {behind} did not reach their end "
+                f"within {timeout_s:g}s ({len(records)} records read)"
+            )
         return records
     finally:
         consumer.close()

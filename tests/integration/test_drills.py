@@ -55,7 +55,7 @@ def _base(tmp_path: Path, source: ClusterUnderTest, target: ClusterUnderTest) ->
 def _values(endpoint: ClusterEndpoint, topic: str) -> dict[int, list[tuple[int, bytes]]]:
     """Per partition: (offset, value) of every committed record, in order."""
     out: dict[int, list[tuple[int, bytes]]] = defaultdict(list)
-    for record in consume_all(endpoint, topic, timeout_s=60):
+    for record in consume_all(endpoint, topic, timeout_s=60, complete=True):
         out[record.partition].append((record.offset, record.value or b""))
     return out
 
