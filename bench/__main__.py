@@ -5,6 +5,7 @@
     python -m bench accounting [--records-100 N] [--spark local|standalone]
     python -m bench failover [--failover-groups N[,N...]] [--partitions N] [--repeat R]
     python -m bench runstore [--failover-groups N[,N...]]   # a run's plan stored and read back
+    python -m bench checkpoint [--checkpoint-groups N[,N...]]  # rounds and freshness
     python -m bench scale        # curves for docs/scale.md (plots written to docs/scale/)
     python -m bench all          # replication, translation, accounting, failover
 
@@ -125,6 +126,13 @@ def runstore(args: argparse.Namespace) -> str:
     return rs.main(groups=counts, partitions=args.partitions, runs=args.repeat)
 
 
+def checkpoint(args: argparse.Namespace) -> str:
+    from bench import checkpoint as cp
+
+    counts = [int(n) for n in str(args.checkpoint_groups).split(",")]
+    return cp.main(groups=counts, partitions=args.partitions)
+
+
 def scale(args: argparse.Namespace) -> str:
     from bench import scale as sc
 
@@ -143,6 +151,7 @@ def main() -> None:
             "accounting",
             "failover",
             "runstore",
+            "checkpoint",
             "scale",
             "all",
         ],
@@ -161,6 +170,9 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=50)
     parser.add_argument(
         "--failover-groups", default="100", help="groups per failover; a list (100,1000) is a curve"
+    )
+    parser.add_argument(
+        "--checkpoint-groups", default="1000", help="groups followed by the checkpoint worker"
     )
     parser.add_argument(
         "--spark",

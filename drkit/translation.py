@@ -58,6 +58,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from itertools import pairwise
+from typing import NamedTuple
 
 from drkit.records import TopicPartition
 from drkit.replication.offset_sync import OffsetRun
@@ -282,6 +283,111 @@ def translate_group(
         else:
             out[tp] = translate(offset, mapping, log, source_ends.get(tp))
     return out
+
+
+class PartitionInputs(NamedTuple):
+    """What a round translates one partition with (a tuple: one lookup per offset, not four)."""
+
+    mapping: PartitionMapping
+    bounds: TargetBounds
+    source_end: int | None
+    stable: int  # stable_below(previous round's mapping, mapping); 0 without one
+
+
+def translate_group_again(
+    committed: Mapping[TopicPartition, int],
+    inputs: Mapping[TopicPartition, PartitionInputs],
+    previous: Mapping[TopicPartition, TranslationResult],
+) -> tuple[dict[TopicPartition, TranslationResult], int]:
+    """:func:`translate_group` over ``inputs``, keeping the previous round's answers
+    :func:`carry_over` allows; also how many offsets were translated anew.  The results equal
+    :func:`translate_group`'s (a partition without inputs: no replica), in no set order (pure).
+    """
+    out: dict[TopicPartition, TranslationResult] = {}
+    fresh = 0
+    for tp, offset in committed.items():
+        given = inputs.get(tp)
+        if given is None:
+            out[tp] = CannotTranslate(tp, offset, NO_REPLICA)
+            fresh += 1
+            continue
+        mapping, bounds, source_end, stable = given
+        kept = carry_over(previous.get(tp), offset, mapping, bounds, source_end, stable)
+        if kept is None:
+            out[tp] = translate(offset, mapping, bounds, source_end)
+            fresh += 1
+        else:
+            out[tp] = kept
+    return out, fresh
+
+
+EVERYWHERE = 2**63  # stable_below of a table that did not change: every offset
+
+
+def stable_below(older: PartitionMapping, newer: PartitionMapping) -> int:
+    """The source offsets below which ``newer`` translates as ``older`` did (pure).
+
+    Every offset when the run table is the same, below ``older``'s last run's end when the
+    table only grew at its end (:meth:`RunTable.extends` - the replicator copied on), none
+    otherwise (a restart's re-replication, a trim, another target, key hashing, an adoption
+    written meanwhile).  An empty table translates from the target's bounds and progress:
+    none.  Bounds and the source end are not compared here: :func:`carry_over` does.
+    """
+    if (
+        older.target != newer.target
+        or older.adopted is not newer.adopted
+        or newer.hashed
+        or newer.split
+        or older.hashed
+        or older.split
+        or not newer.table
+    ):
+        return 0
+    if older.table is newer.table:
+        return EVERYWHERE
+    return older.table.src_end if newer.table.extends(older.table) else 0
+
+
+def carry_over(
+    previous: TranslationResult | None,
+    source_offset: int,
+    mapping: PartitionMapping,
+    bounds: TargetBounds,
+    source_end: int | None,
+    stable: int,
+) -> Translated | None:
+    """The previous round's answer for a group that did not move, when it is still the answer;
+    None when the offset must be translated again (pure).
+
+    Equal to ``translate(source_offset, mapping, bounds, source_end)`` whenever it returns a
+    value (tests/unit/test_translation_reuse.py checks it with hypothesis): the previous answer
+    was for the same offset, computed from the runs alone (exact or mapped - not clamped, not
+    MirrorMaker 2's rounding, which read the target's log start), the offset lies where the new
+    runs translate alike (``stable``, from :func:`stable_below`) and the answer still lies in
+    the target log (else it would be clamped now).  Only the records not yet replicated are
+    counted again: they move with the source's end.
+    """
+    if (
+        not isinstance(previous, Translated)
+        or previous.source_offset != source_offset
+        or previous.method not in (Method.EXACT, Method.MAPPED)
+        or source_offset >= stable
+        or not bounds.start <= previous.target_offset <= bounds.end
+    ):
+        return None
+    unreplicated = _unreplicated(source_offset, mapping, source_end)
+    if unreplicated == previous.unreplicated:
+        return previous
+    return _with_unreplicated(previous, unreplicated)
+
+
+def _with_unreplicated(result: Translated, unreplicated: int | None) -> Translated:
+    """``dataclasses.replace(result, unreplicated=...)`` at a fraction of its cost (a round does
+    it for every partition of every group that did not move while the source grew): the frozen
+    value's fields copied as they are, one changed."""
+    copy = object.__new__(Translated)
+    copy.__dict__.update(result.__dict__, unreplicated=unreplicated)
+    return copy
 
 
 def _finish(

@@ -149,7 +149,8 @@ def _replicator(flow: FlowConfig, cluster: str) -> Iterator[Need | str]:
         ops: tuple[Operation, ...] = (*_READ, Operation.DESCRIBE_CONFIGS)
         yield from _needs(topics.resources, ops, why)
         heartbeats = _topic(internal_topics.HEARTBEATS)
-        yield from _needs([heartbeats], _OWN_TOPIC, f"writes {flow.name}'s heartbeats")
+        why = f"writes {flow.name}'s heartbeats and replicates them (configs included)"
+        yield from _needs([heartbeats], (*_OWN_TOPIC, Operation.DESCRIBE_CONFIGS), why)
         group = Resource(ResourceType.GROUP, f"drkit-replicate.{flow.source}.{flow.target}")
         yield from _needs([group], _READ, f"the consumer group of {flow.name}'s workers")
     if flow.target == cluster:

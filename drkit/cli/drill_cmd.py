@@ -3,7 +3,8 @@
 ``drkit drill list`` and ``drkit drill show [ID]`` read the drills stored in the state store
 (``show -o json`` prints the stored ``drkit.drill/v1`` report, ``show -o html`` the path of its
 HTML page); ``drkit drill trend`` puts the finished drills side by side, oldest first, to show
-whether RTO and RPO improve.
+whether RTO and RPO improve; ``drkit drill cleanup DRILL`` removes what a drill killed before
+its own clean-up left on the clusters.
 
 Exit codes: 0 done; 2 bad input (e.g. no such drill).
 """
@@ -117,6 +118,33 @@ def run(
         keep=keep,
     )
     _emit(outcome, output, passed="PolicyMet")
+
+
+@drill.command("cleanup")
+@click.argument("drill_id", metavar="DRILL")
+@output_option
+@pass_app
+def cleanup(app: AppContext, drill_id: str, output: str) -> None:
+    """Remove what DRILL (an id from the state directory's drills/, or its directory) left on
+    the clusters when it was killed before its own clean-up: the ACLs it granted its role
+    principals (as recorded in its directory), its flows' standby guards and its runs' write
+    fences.  Safe to run again; refused while the drill still runs.
+
+    Exit codes: 0 done; 2 no such drill; 4 the drill is still running.
+    """
+    from drkit.drills.cleanup import clean_up, drill_directory
+
+    cleaned = clean_up(drill_directory(app.state_dir, drill_id))
+    if output == "json":
+        echo_document("drill.cleanup", cleaned.to_json())
+        return
+    grants = (
+        f"{cleaned.grants_removed} recorded ACL grant(s) removed"
+        if cleaned.record_found
+        else "no grants left to remove (none recorded)"
+    )
+    fences = ", ".join(cleaned.fences_lifted) or "none"
+    click.echo(f"{cleaned.drill}: {grants}; standby guards removed; fences lifted on: {fences}")
 
 
 def _emit(outcome: DrillOutcome, output: str, passed: str) -> None:

@@ -11,10 +11,21 @@ own topics - the clusters' other ACLs are left as they were.
 
 from __future__ import annotations
 
+import json
+import os
 from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
 
 from drkit.access.roles import replica_resources, role_needs
-from drkit.access.rules import AclEntry, Operation, PatternType, Resource, ResourceType
+from drkit.access.rules import (
+    AclEntry,
+    Operation,
+    PatternType,
+    Permission,
+    Resource,
+    ResourceType,
+)
 from drkit.access.standby import guard_entries
 from drkit.config.model import DrkitConfig, Role
 from drkit.failover.fences import FENCED_STATES, FenceRepository, FenceRow
@@ -54,16 +65,104 @@ def drill_grants(config: DrkitConfig) -> dict[str, frozenset[AclEntry]]:
     return out
 
 
-def grant(config: DrkitConfig) -> dict[str, frozenset[AclEntry]]:
+def grant(config: DrkitConfig, directory: Path) -> dict[str, frozenset[AclEntry]]:
     """Create the drill's ACLs that are missing (as the drill's own principal); returns the ones
-    it added, per cluster - what :func:`revoke` takes away again."""
+    it added, per cluster - what :func:`revoke` takes away again.
+
+    What it is about to add is recorded in the drill's ``directory`` first (:data:`RECORD`,
+    with this process's id): a drill killed before its clean-up leaves the record, and
+    ``drkit drill cleanup`` (:func:`clean_up`) removes exactly those ACLs later."""
     added: dict[str, frozenset[AclEntry]] = {}
+    admins = {alias: KafkaAdmin(ClusterEndpoint(alias, config.clusters[alias]))
+              for alias in drill_grants(config)}  # fmt: skip
     for alias, wanted in drill_grants(config).items():
-        admin = KafkaAdmin(ClusterEndpoint(alias, config.clusters[alias]))
-        missing = wanted - admin.acl_entries()
-        admin.create_entries(missing)
-        added[alias] = frozenset(missing)
+        added[alias] = frozenset(wanted - admins[alias].acl_entries())
+    write_record(directory, added)
+    for alias, missing in added.items():
+        admins[alias].create_entries(missing)
     return added
+
+
+RECORD = "granted-acls.json"
+
+
+def write_record(directory: Path, added: Mapping[str, frozenset[AclEntry]]) -> None:
+    """Record ``added`` (and this process) in the drill's directory, atomically."""
+    document = {
+        "pid": os.getpid(),
+        "grants": {alias: [_entry_json(e) for e in sorted(entries)]
+                   for alias, entries in added.items()},
+    }  # fmt: skip
+    staged = directory / f".{RECORD}.tmp"
+    staged.write_text(json.dumps(document, indent=1))
+    staged.replace(directory / RECORD)
+
+
+def _entry_json(entry: AclEntry) -> dict[str, str]:
+    return {
+        "principal": entry.principal,
+        "resource_type": entry.resource.type.value,
+        "resource": entry.resource.name,
+        "pattern": entry.resource.pattern.value,
+        "operation": entry.operation.value,
+        "permission": entry.permission.value,
+        "host": entry.host,
+    }
+
+
+def _entry_of(document: Mapping[str, str]) -> AclEntry:
+    resource = Resource(
+        ResourceType(document["resource_type"]),
+        document["resource"],
+        PatternType(document["pattern"]),
+    )
+    return AclEntry(
+        document["principal"],
+        resource,
+        Operation(document["operation"]),
+        Permission(document["permission"]),
+        document["host"],
+    )
+
+
+@dataclass(frozen=True)
+class Leftovers:
+    """What a drill's record says it granted, and which process recorded it."""
+
+    pid: int | None
+    grants: dict[str, frozenset[AclEntry]]
+
+
+def read_record(directory: Path) -> Leftovers | None:
+    """The drill's record of its grants (None when it has none: never granted, or released).
+
+    Raises ValueError for a record that is not one."""
+    path = directory / RECORD
+    if not path.exists():
+        return None
+    try:
+        document = json.loads(path.read_text())
+        grants = {alias: frozenset(_entry_of(e) for e in entries)
+                  for alias, entries in document["grants"].items()}  # fmt: skip
+        return Leftovers(document.get("pid"), grants)
+    except (json.JSONDecodeError, KeyError, TypeError, ValueError) as err:
+        raise ValueError(f"{path}: not a record of a drill's grants ({err})") from None
+
+
+def release(
+    config: DrkitConfig,
+    added: Mapping[str, frozenset[AclEntry]],
+    store: StateStore,
+    directory: Path,
+) -> list[str]:
+    """Everything a drill leaves on the clusters goes: its grants (:func:`revoke`, with its
+    flows' standby guards) and its runs' fences (:func:`lift_fences`); then its record.  Cut
+    short anywhere, running it again finishes (an absent ACL deletes without error).  Returns
+    the clusters whose fences were lifted."""
+    revoke(config, added)
+    lifted = lift_fences(config, store)
+    (directory / RECORD).unlink(missing_ok=True)
+    return lifted
 
 
 def revoke(config: DrkitConfig, added: Mapping[str, frozenset[AclEntry]]) -> None:

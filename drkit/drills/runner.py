@@ -198,7 +198,7 @@ class DrillRunner:
             [TopicSpec(self.env.topic(t.name), t.partitions) for t in s.workload.topics]
         )
         self.timeline.add("topics_created", ", ".join(t.name for t in s.workload.topics))
-        self.granted = drill_access.grant(self.env.config)
+        self.granted = drill_access.grant(self.env.config, self.env.directory)
         if any(self.granted.values()):
             count = sum(len(entries) for entries in self.granted.values())
             self.timeline.add("roles_granted", f"{count} ACLs for the drill's role principals")
@@ -561,8 +561,7 @@ class DrillRunner:
         """Once the report's checks are done (one writes to the fenced source): the drill's
         grants, its flows' standby guards and its runs' fences go."""
         try:
-            drill_access.revoke(self.env.config, self.granted)
-            drill_access.lift_fences(self.env.config, self.env.store)
+            drill_access.release(self.env.config, self.granted, self.env.store, self.env.directory)
         except KafkaError as err:  # reported, never masking the drill's own outcome
             log.warning("the drill's ACLs could not all be removed: %s", err)
 

@@ -215,7 +215,11 @@ class KafkaAdmin(GroupAdmin, AclAdmin):
             out: dict[str, dict[str, ConfigValue]] = {}
             futures = self._client.describe_configs(resources, request_timeout=t)
             for resource, future in futures.items():
-                entries = future.result(timeout=t)
+                try:
+                    entries = future.result(timeout=t)
+                except KafkaException as err:  # name the resource: "which topic?" is the question
+                    place = f"{self.endpoint.alias}: {what} of {resource.name or 'the cluster'}"
+                    raise translate(err, place) from None
                 out[resource.name] = {
                     name: ConfigValue(
                         entry.value,

@@ -7,6 +7,7 @@ replication path.  Every call is bounded; errors come out as drkit's KafkaError.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import uuid
 from collections.abc import Sequence
@@ -166,7 +167,9 @@ class AppProducer:
                 self._in_transaction = False
             except KafkaException:
                 pass  # the coordinator's timeout ends it
-        self._producer.flush(0.5)
+        # A fenced or failed transactional producer raises here: it has nothing left to deliver.
+        with contextlib.suppress(KafkaException):
+            self._producer.flush(0.5)
 
 
 class AppConsumer:

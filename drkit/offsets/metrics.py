@@ -17,6 +17,8 @@ class CheckpointMetrics:
     age_max: Gauge
     groups: Gauge
     written: Counter
+    translations: Counter
+    translations_kept: Counter
     untranslatable: Gauge
     rereads: Gauge
     unreplicated: Gauge
@@ -46,6 +48,19 @@ class CheckpointMetrics:
             groups=Gauge("drkit_checkpoint_groups", "Groups followed", f, registry=reg),
             written=Counter(
                 "drkit_checkpoints_written", "Checkpoint records written", f, registry=reg
+            ),
+            translations=Counter(
+                "drkit_checkpoint_translations",
+                "Committed offsets translated by checkpoint rounds",
+                f,
+                registry=reg,
+            ),
+            translations_kept=Counter(
+                "drkit_checkpoint_translations_kept",
+                "Committed offsets whose previous answer a round kept: the group did not move "
+                "and its partition's runs only grew after it",
+                f,
+                registry=reg,
             ),
             untranslatable=Gauge(
                 "drkit_translation_untranslatable_partitions",

@@ -151,6 +151,33 @@ class RunTable(Sequence[OffsetRun]):
             return self.dst[-1] + self.length[-1]
         return int(max(map(operator.add, self.dst, self.length)))
 
+    @property
+    def src_end(self) -> int:
+        """The source offset after the last run (0 for an empty table)."""
+        return self.src[-1] + self.length[-1] if self.src else 0
+
+    def extends(self, older: RunTable) -> bool:
+        """Whether this table is ``older`` grown at its end only: the same runs, the last one
+        possibly longer, then runs whose copies all lie after every copy ``older`` mapped.
+
+        Then every source offset below ``older.src_end`` has the same copies, the same later
+        runs' smallest ``dst_start`` and the same re-reads in both: it translates alike
+        (:func:`drkit.translation.stable_below`).  This is how a table grows while the
+        replicator copies on without a restart.
+        """
+        n = len(older)
+        if n == 0 or len(self) < n:
+            return False
+        last = n - 1
+        if (
+            self.src[:n] != older.src[:n]
+            or self.dst[:n] != older.dst[:n]
+            or self.length[:last] != older.length[:last]
+            or self.length[last] < older.length[last]
+        ):
+            return False
+        return n == len(self) or min(self.dst[n:]) >= older.dst_end
+
     def rereads(self, source_offset: int, target_offset: int) -> int:
         """Records with source offset ``< S`` mapped at target offsets ``>= T``.
 

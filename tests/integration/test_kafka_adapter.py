@@ -14,7 +14,7 @@ import time
 import pytest
 from confluent_kafka import TopicPartition as RdTP
 
-from drkit.errors import RetriableKafkaError
+from drkit.errors import KafkaError, RetriableKafkaError
 from drkit.kafka import KafkaAdmin, make_consumer
 from drkit.kafka.admin import TopicSpec
 from drkit.kafka.flow_clients import SourceConsumer
@@ -265,3 +265,16 @@ def test_a_complete_read_of_a_topic_that_does_not_answer_fails_instead_of_return
             consume_all(scratch.endpoint, topic, timeout_s=3, partitions=[0, 1], complete=True)
     finally:
         scratch.local.thaw_broker(scratch.name)
+
+
+def test_a_refused_config_read_names_the_topic_it_was_refused_for(
+    dc1: ClusterUnderTest, names: Names
+) -> None:
+    """ "describe topic configs: TOPIC_AUTHORIZATION_FAILED" left an operator guessing which of
+    the flow's topics lacked an ACL (a secured failback's reverse flow): the error names it."""
+    present, absent = names.topic(), names.topic("absent")
+    admin = dc1.admin()
+    admin.create_topics([TopicSpec(present, 1, 1)])
+    assert "cleanup.policy" in admin.topic_configs([present], timeout_s=10)[present]
+    with pytest.raises(KafkaError, match=f"describe topic configs of {absent}: UNKNOWN_TOPIC"):
+        admin.topic_configs([present, absent], timeout_s=10)

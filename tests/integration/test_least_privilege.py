@@ -5,6 +5,7 @@ names an ACL that goes missing and the role that needs it."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import urllib.request
@@ -24,10 +25,13 @@ from drkit.access.rules import (
     Resource,
     ResourceType,
 )
+from drkit.access.standby import guard_entries
 from drkit.config import load_config
+from drkit.drills.access import read_record
+from drkit.drills.environment import DrillEnvironment
 from drkit.drills.report import Verdict
 from drkit.drills.scenario import load_scenario
-from drkit.drills.service import run_drill
+from drkit.drills.service import raw_clusters, run_drill
 from drkit.errors import KafkaError
 from drkit.kafka import KafkaAdmin
 from drkit.kafka.admin import TopicSpec
@@ -276,10 +280,12 @@ def test_the_doctor_names_a_missing_acl_and_its_role_and_drkit_acls_apply_restor
     assert again.returncode == 0, again.stdout + again.stderr
 
 
-# The README's main job (an unplanned loss) on deny-by-default clusters.  The planned moves
-# secured (switchover, cutover, failback) pass locally (planned-switchover: 35 s) but are not in
-# CI yet: its 60-minute budget.
-SECURED_DRILLS = ("unplanned-loss-of-dc1",)
+# The README's main job (an unplanned loss) and a planned switchover on deny-by-default
+# clusters.  The other planned moves pass secured too, run by hand on 2026-11-27 with this test
+# (SECURED_DRILLS edited): migration-cutover 152 s, failback-divergent-tail 106 s (it found that
+# the replicator lacked DESCRIBE_CONFIGS on the reverse flow's heartbeats); they stay out of CI
+# for its 60-minute budget.
+SECURED_DRILLS = ("unplanned-loss-of-dc1", "planned-switchover")
 
 
 @pytest.mark.parametrize("name", SECURED_DRILLS)
@@ -365,3 +371,63 @@ def test_oauthbearer_clients_get_tokens_from_an_openid_issuer_and_act_as_their_s
     assert "Failed to acquire SASL OAUTHBEARER token" in refused.err, refused.err
     assert pair.issuer.refused[client] >= 1
     assert secret not in refused.out + refused.err
+
+
+def test_drill_cleanup_removes_what_a_drill_killed_before_its_own_clean_up_left(
+    secured_pair: SecuredPair,
+) -> None:
+    """A drill grants its role principals ACLs and its flows' replicas get standby guards; killed
+    with -9 it removes neither.  ``drkit drill cleanup`` refuses while the drill's process
+    lives, then removes exactly those, and is safe to run again."""
+    pair = secured_pair
+    scenario = load_scenario("unplanned-loss-of-dc1").model_copy(
+        update={"source": pair.source, "target": pair.target}
+    )
+    env = DrillEnvironment.create(scenario, raw_clusters(pair.state / "drkit.yaml"),
+                                  pair.state / "drills")  # fmt: skip
+    drill = subprocess.Popen(
+        [sys.executable, "-c",
+         "import sys, time; from pathlib import Path; from drkit.config import load_config; "
+         "from drkit.drills.access import grant; d = Path(sys.argv[1]); "
+         "grant(load_config(d / 'drkit.yaml'), d); print('granted', flush=True); time.sleep(600)",
+         str(env.directory)],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert drill.stdout is not None and drill.stdout.readline().strip() == "granted"
+        admins = {env.alias(cluster): KafkaAdmin(pair.manager.endpoint_as(cluster, "admin"))
+                  for cluster in (pair.source, pair.target)}  # fmt: skip
+        guards = guard_entries(env.config)  # what the drill's monitor would have placed
+        for alias, entries in guards.items():
+            admins[alias].create_entries(entries)
+        recorded = read_record(env.directory)
+        assert recorded is not None and recorded.pid == drill.pid
+        granted = {alias: entries for alias, entries in recorded.grants.items() if entries}
+        assert granted, recorded
+        for alias, entries in granted.items():
+            assert entries <= admins[alias].acl_entries()
+
+        running = pair.run("drill", "cleanup", env.id)
+        assert running.returncode == 4, running.stdout + running.stderr
+        assert "still running" in running.stderr
+        assert all(entries <= admins[a].acl_entries() for a, entries in granted.items())
+    finally:
+        drill.kill()  # -9: no clean-up of its own
+        drill.wait(30)
+
+    cleaned = pair.run("drill", "cleanup", env.id, "-o", "json")
+    assert cleaned.returncode == 0, cleaned.stdout + cleaned.stderr
+    document = json.loads(cleaned.stdout)
+    assert document["record_found"] is True
+    assert document["grants_removed"] == sum(len(e) for e in granted.values())
+    for alias, admin in admins.items():
+        left = admin.acl_entries()
+        assert not left & granted.get(alias, frozenset()), alias
+        assert not left & guards.get(alias, frozenset()), alias
+        assert not [e for e in left if env.tag in e.resource.name], alias
+    again = pair.run("drill", "cleanup", str(env.directory))
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "none recorded" in again.stdout
+    unknown = pair.run("drill", "cleanup", "no-such-drill")
+    assert unknown.returncode == 2 and "no-such-drill" in unknown.stderr
+    assert "Traceback" not in unknown.stderr

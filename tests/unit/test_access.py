@@ -170,6 +170,9 @@ def test_the_replicator_reads_the_source_selection_and_writes_only_replicas_on_t
     assert _has(source, orders, Operation.READ)
     assert not any(n.operation is Operation.WRITE and n.resource == orders for n in source)
     assert _has(source, _topic("heartbeats"), Operation.WRITE)
+    # Heartbeats are replicated like a selected topic: their configs are read too (a secured
+    # failback's reverse flow stopped on exactly that).
+    assert _has(source, _topic("heartbeats"), Operation.DESCRIBE_CONFIGS)
     assert _has(source, Resource(ResourceType.GROUP, "drkit-replicate.dc1.dc2"), Operation.READ)
     assert _has(target, _topic("dc1.", True), Operation.WRITE)
     assert _has(target, _topic("drkit-offset-syncs.dc1.internal"), Operation.WRITE)

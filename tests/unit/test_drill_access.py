@@ -2,6 +2,14 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
 from drkit.access.rules import (
     AclEntry,
     Operation,
@@ -13,7 +21,9 @@ from drkit.access.rules import (
 from drkit.access.standby import guard_entries
 from drkit.config import load_config_text
 from drkit.config.model import Role
-from drkit.drills.access import drill_grants
+from drkit.drills.access import RECORD, drill_grants, read_record, write_record
+from drkit.drills.cleanup import DrillStillRunning, clean_up, drill_directory
+from drkit.errors import ConfigError
 
 SECURITY = "{protocol: SASL_PLAINTEXT, sasl_mechanism: SCRAM-SHA-512, username: %s, password: x}"
 DRILL = f"""
@@ -84,3 +94,42 @@ def test_the_drill_takes_away_the_standby_guards_of_both_its_flows_and_nothing_e
     replicas = Resource(ResourceType.TOPIC, "dc1-ab12.", PatternType.PREFIXED)
     deny = AclEntry("User:app", replicas, Operation.WRITE, Permission.DENY)
     assert guard_entries(closed)["dc2-ab12"] == {deny}
+
+
+def test_the_record_of_a_drills_grants_reads_back_exactly_and_a_damaged_one_is_refused(
+    tmp_path: Path,
+) -> None:
+    prefix = Resource(ResourceType.TOPIC, "drillab12.", PatternType.PREFIXED)
+    odd = AclEntry("User:app", prefix, Operation.WRITE, Permission.DENY, "10.0.0.1")
+    granted = {
+        "dc1-ab12": frozenset(drill_grants(load_config_text(DRILL))["dc1-ab12"]),
+        "dc2-ab12": frozenset({odd}),
+    }
+    assert read_record(tmp_path) is None  # never granted, or released
+    write_record(tmp_path, granted)
+    recorded = read_record(tmp_path)
+    assert recorded is not None
+    assert recorded.grants == granted and recorded.pid == os.getpid()
+    (tmp_path / RECORD).write_text('{"grants": {"dc1": [{"principal": "User:x"}]}}')
+    with pytest.raises(ValueError, match="not a record of a drill's grants"):
+        read_record(tmp_path)
+
+
+def test_drill_cleanup_names_an_unknown_drill_and_refuses_while_the_drill_runs(
+    tmp_path: Path,
+) -> None:
+    with pytest.raises(ConfigError, match="'nope': no drill directory"):
+        drill_directory(tmp_path, "nope")
+    directory = tmp_path / "drills" / "20261127-000000-x-ab12"
+    directory.mkdir(parents=True)
+    (directory / "drkit.yaml").write_text(DRILL)
+    assert drill_directory(tmp_path, directory.name) == directory
+    assert drill_directory(tmp_path, str(directory)) == directory
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        (directory / RECORD).write_text(json.dumps({"pid": sleeper.pid, "grants": {}}))
+        with pytest.raises(DrillStillRunning, match=f"process {sleeper.pid}"):
+            clean_up(directory)
+    finally:
+        sleeper.kill()
+        sleeper.wait()
