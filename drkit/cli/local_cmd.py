@@ -102,6 +102,12 @@ def local() -> None:
     "controllers, and an authorizer that denies whatever no ACL allows.",
 )
 @click.option(
+    "--mtls",
+    is_flag=True,
+    help="With --secure: clients authenticate with TLS client certificates (one per principal, "
+    "CN = the user, made for the run) instead of SCRAM; the same principals and ACLs.",
+)
+@click.option(
     "--oidc-jwks-url",
     metavar="URL",
     help="With --secure: also accept OAUTHBEARER tokens signed by the keys at URL (your OpenID "
@@ -122,6 +128,7 @@ def up(
     brokers: int,
     netns: bool,
     secure: bool,
+    mtls: bool,
     oidc_jwks_url: str | None,
     oidc_audience: str | None,
     timeout: float,
@@ -132,18 +139,22 @@ def up(
     Running clusters are left as they are, so 'up' is safe to repeat.
     """
     from drkit.local.config_writer import write_local_config
-    from drkit.local.secure import OidcValidation
+    from drkit.local.secure import MTLS, SCRAM, OidcValidation
 
     if oidc_audience and not oidc_jwks_url:
         raise ConfigError([Problem("--oidc-audience", "needs --oidc-jwks-url")])
     if oidc_jwks_url and not secure:
         raise ConfigError([Problem("--oidc-jwks-url", "needs --secure")])
+    if mtls and not secure:
+        raise ConfigError([Problem("--mtls", "needs --secure")])
+    if mtls and oidc_jwks_url:
+        raise ConfigError([Problem("--mtls", "OAUTHBEARER needs SASL: not with --oidc-jwks-url")])
     oidc = OidcValidation(oidc_jwks_url, oidc_audience) if oidc_jwks_url else None
     started = time.monotonic()
     manager = LocalKafka(app.state_dir)
     statuses = manager.up(
         _names(clusters), brokers=brokers, timeout_s=timeout, namespaced=netns, secure=secure,
-        oidc=oidc,
+        oidc=oidc, client_auth=MTLS if mtls else SCRAM,
     )  # fmt: skip
     path = write_local_config(app.state_dir, statuses, manager.secrets)
     config = load_config(path)
@@ -154,10 +165,13 @@ def up(
     if output == "text":
         click.echo(f"drkit commands now use {path} by default")
         if any(status.secure for status in statuses):
+            how = ("a TLS client certificate (CN=drkit)" if mtls
+                   else "SCRAM-SHA-512 over TLS")  # fmt: skip
+            what = "keys, certificates" if mtls else "passwords"
             click.echo(
-                f"secured: drkit connects as 'drkit' (SCRAM-SHA-512 over TLS); passwords and "
-                f"the CA are files in {manager.secrets.directory} (owner-only), referenced by "
-                "the config, never written into it"
+                f"secured: drkit connects as 'drkit' ({how}); {what} and the CA are files in "
+                f"{manager.secrets.directory} (owner-only), referenced by the config, never "
+                "written into it"
             )
             for name, count in granted.items():
                 if count:

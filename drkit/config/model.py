@@ -657,12 +657,18 @@ class DrkitConfig(_Frozen):
 
 
 def connects_as(config: DrkitConfig, aliases: Iterable[str]) -> str:
-    """Who a process logs in as on each of ``aliases`` (``dc1=User:replicator,...``; ``-``
-    for no SASL login) - for its start-up log line; never a secret."""
-    return ",".join(
-        f"{alias}={'User:' + login if (login := config.clusters[alias].security.login) else '-'}"
-        for alias in sorted(aliases)
-    )
+    """Who a process logs in as on each of ``aliases`` (``dc1=User:replicator,...``; the
+    certificate file for TLS client authentication; ``-`` for neither) - for its start-up log
+    line; never a secret."""
+
+    def who(security: SecurityConfig) -> str:
+        if security.login:
+            return f"User:{security.login}"
+        if security.ssl_certificate_location:
+            return f"certificate {Path(security.ssl_certificate_location).name}"
+        return "-"
+
+    return ",".join(f"{alias}={who(config.clusters[alias].security)}" for alias in sorted(aliases))
 
 
 def reference_problems(config: DrkitConfig) -> list[tuple[str, str]]:

@@ -73,10 +73,11 @@ def grant(config: DrkitConfig, directory: Path) -> dict[str, frozenset[AclEntry]
     with this process's id): a drill killed before its clean-up leaves the record, and
     ``drkit drill cleanup`` (:func:`clean_up`) removes exactly those ACLs later."""
     added: dict[str, frozenset[AclEntry]] = {}
+    wanted = drill_grants(config)
     admins = {alias: KafkaAdmin(ClusterEndpoint(alias, config.clusters[alias]))
-              for alias in drill_grants(config)}  # fmt: skip
-    for alias, wanted in drill_grants(config).items():
-        added[alias] = frozenset(wanted - admins[alias].acl_entries())
+              for alias in wanted}  # fmt: skip
+    for alias, entries in wanted.items():
+        added[alias] = frozenset(entries - admins[alias].acl_entries())
     write_record(directory, added)
     for alias, missing in added.items():
         admins[alias].create_entries(missing)
@@ -144,7 +145,10 @@ def read_record(directory: Path) -> Leftovers | None:
         document = json.loads(path.read_text())
         grants = {alias: frozenset(_entry_of(e) for e in entries)
                   for alias, entries in document["grants"].items()}  # fmt: skip
-        return Leftovers(document.get("pid"), grants)
+        pid = document.get("pid")
+        if pid is not None and not isinstance(pid, int):
+            raise ValueError(f"pid {pid!r} is not a process id")
+        return Leftovers(pid, grants)
     except (json.JSONDecodeError, KeyError, TypeError, ValueError) as err:
         raise ValueError(f"{path}: not a record of a drill's grants ({err})") from None
 
@@ -158,7 +162,17 @@ def release(
     """Everything a drill leaves on the clusters goes: its grants (:func:`revoke`, with its
     flows' standby guards) and its runs' fences (:func:`lift_fences`); then its record.  Cut
     short anywhere, running it again finishes (an absent ACL deletes without error).  Returns
-    the clusters whose fences were lifted."""
+    the clusters whose fences were lifted.
+
+    The grants recorded in ``directory`` go too: a :func:`grant` that failed half-way returned
+    nothing to its caller, but recorded what it was creating."""
+    try:
+        recorded = read_record(directory)
+    except ValueError:
+        recorded = None  # a damaged record: what the caller knows is all there is
+    if recorded is not None:
+        added = {alias: added.get(alias, frozenset()) | recorded.grants.get(alias, frozenset())
+                 for alias in set(added) | set(recorded.grants)}  # fmt: skip
     revoke(config, added)
     lifted = lift_fences(config, store)
     (directory / RECORD).unlink(missing_ok=True)

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING
 from drkit.config.model import Role
 from drkit.errors import KafkaError, LocalClusterError
 from drkit.local import netns, secure
+from drkit.local import secure as secure_module  # where a parameter named secure hides it
 from drkit.local.jars import KAFKA_VERSION, java_executable, resolve_bundle
 from drkit.local.netns import Namespace
 from drkit.local.ports import free_port
@@ -101,6 +102,8 @@ class ClusterState:
     # OAUTHBEARER beside SCRAM on the secured listener: tokens validated against this JWKS.
     oidc_jwks_url: str | None = None
     oidc_audience: str | None = None
+    # How clients of a secured cluster authenticate: secure.SCRAM or secure.MTLS.
+    client_auth: str = secure_module.SCRAM
 
     @property
     def namespace(self) -> Namespace | None:
@@ -131,11 +134,13 @@ class ClusterStatus:
     bootstrap_servers: str
     brokers: tuple[BrokerStatus, ...]
     secure: bool = False
+    client_auth: str = secure_module.SCRAM  # of a secured cluster
 
     def to_json(self) -> dict[str, object]:
         return {
             "bootstrap_servers": self.bootstrap_servers,
             "secure": self.secure,
+            **({"client_auth": self.client_auth} if self.secure else {}),
             "brokers": [asdict(b) for b in self.brokers],
         }
 
@@ -223,21 +228,30 @@ class LocalKafka:
         namespaced: bool = False,
         secure: bool = False,
         oidc: secure.OidcValidation | None = None,
+        client_auth: str = secure_module.SCRAM,
     ) -> list[ClusterStatus]:
         """Start (creating and formatting when new) each named cluster; wait until ready.
 
         ``namespaced`` puts a new cluster in its own network namespace (a data center whose
         link can be cut; needs root, see drkit.local.netns).  ``secure`` makes a new cluster
         a secured one (drkit.local.secure); ``oidc`` (secured only) lets its clients also
-        authenticate with OAUTHBEARER tokens of that issuer.  An existing cluster keeps what it
-        was created as.  Running brokers are left alone, so ``up`` on running clusters is a
+        authenticate with OAUTHBEARER tokens of that issuer; ``client_auth`` (secured only) is
+        how its clients authenticate (SCRAM, or TLS certificates).  An existing cluster keeps
+        what it was created as.  Running brokers are left alone, so ``up`` on running clusters is a
         no-op.
         """
         if oidc is not None and not secure:
             raise LocalClusterError("OAUTHBEARER needs a secured cluster: add --secure")
+        if client_auth not in secure_module.CLIENT_AUTH:
+            raise LocalClusterError(f"unknown client authentication {client_auth!r}")
+        if client_auth != secure_module.SCRAM and not secure:
+            raise LocalClusterError("TLS client certificates need a secured cluster: add --secure")
+        if client_auth == secure_module.MTLS and oidc is not None:
+            raise LocalClusterError("OAUTHBEARER needs SASL: leave out --mtls")
         jars = resolve_bundle("kafka")
         states = [
-            self._ensure_created(name, brokers, jars, namespaced, secure, oidc) for name in names
+            self._ensure_created(name, brokers, jars, namespaced, secure, oidc, client_auth)
+            for name in names
         ]
         for state in states:
             if state.namespace is not None:
@@ -256,7 +270,9 @@ class LocalKafka:
         """As the super user, give drkit's principal what it needs (idempotent)."""
         from drkit.kafka import ClusterEndpoint, KafkaAdmin
 
-        config = secure.client_config(self.secrets, state.bootstrap_servers, SUPER_USER)
+        config = secure.client_config(
+            self.secrets, state.bootstrap_servers, SUPER_USER, state.client_auth
+        )
         KafkaAdmin(ClusterEndpoint(state.name, config)).allow_everything("User:drkit")
 
     def grant_roles(self, name: str, config: DrkitConfig) -> int:
@@ -286,7 +302,8 @@ class LocalKafka:
         if not state.secure:
             return ClusterEndpoint.plain(name, state.bootstrap_servers)
         return ClusterEndpoint(
-            name, secure.client_config(self.secrets, state.bootstrap_servers, user)
+            name,
+            secure.client_config(self.secrets, state.bootstrap_servers, user, state.client_auth),
         )
 
     def _ensure_created(
@@ -297,6 +314,7 @@ class LocalKafka:
         namespaced: bool = False,
         secure: bool = False,
         oidc: secure.OidcValidation | None = None,
+        client_auth: str = secure_module.SCRAM,
     ) -> ClusterState:
         existing = self._load(name)
         if existing is not None:
@@ -306,6 +324,11 @@ class LocalKafka:
                     f"{name} was created {was}: `drkit local down --purge` first to recreate "
                     f"it {'secured' if secure else 'PLAINTEXT'}"
                 )
+            if secure and existing.client_auth != client_auth:
+                raise LocalClusterError(
+                    f"{name} was created for {existing.client_auth} clients: `drkit local down "
+                    f"--purge` first to recreate it for {client_auth}"
+                )
             if oidc is not None and existing.oidc_jwks_url != oidc.jwks_url:
                 raise LocalClusterError(
                     f"{name} was created to accept other tokens: `drkit local down --purge` "
@@ -314,7 +337,9 @@ class LocalKafka:
             return existing
         if brokers < 1:
             raise LocalClusterError("--brokers must be at least 1")
-        state = ClusterState(name=name, cluster_id=_new_cluster_id(), secure=secure)
+        state = ClusterState(
+            name=name, cluster_id=_new_cluster_id(), secure=secure, client_auth=client_auth
+        )
         if oidc is not None:
             state.oidc_jwks_url, state.oidc_audience = oidc.jwks_url, oidc.audience
         if namespaced:
@@ -378,7 +403,12 @@ class LocalKafka:
             node = self.secrets.node(state.name, ["127.0.0.1", state.address])
             settings.update(
                 secure.broker_settings(
-                    state.address, broker.port, broker.controller_port, node, self.secrets
+                    state.address,
+                    broker.port,
+                    broker.controller_port,
+                    node,
+                    self.secrets,
+                    state.client_auth,
                 )
             )
             if state.oidc_jwks_url is not None:
@@ -403,7 +433,8 @@ class LocalKafka:
             str(self._properties(state.name, broker.node_id)),
             "--ignore-formatted",
         ]
-        credentials = secure.scram_format_arguments(self.secrets) if state.secure else []
+        scram = state.secure and state.client_auth == secure.SCRAM
+        credentials = secure.scram_format_arguments(self.secrets) if scram else []
         argfile = self._broker_dir(state.name, broker.node_id) / "format.args"
         with secure.argument_file(argfile, credentials) as words:
             done = subprocess.run(command + words, capture_output=True, text=True, check=False)
@@ -626,7 +657,9 @@ class LocalKafka:
             )
             for b in state.brokers
         )
-        return ClusterStatus(name, state.bootstrap_servers, brokers, state.secure)
+        return ClusterStatus(
+            name, state.bootstrap_servers, brokers, state.secure, state.client_auth
+        )
 
     def status(self) -> list[ClusterStatus]:
         return [self.cluster_status(name) for name in self.cluster_names()]

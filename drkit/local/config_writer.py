@@ -20,8 +20,9 @@ def write_local_config(
     """Render config for ``clusters`` (flow: first -> second) and validate it; returns its path.
 
     A secured cluster gets a ``security`` section for drkit's principal and a
-    ``role_security`` one per role principal (each process connects as its role): passwords
-    and the CA by file (``secrets``), so the config itself holds no secret."""
+    ``role_security`` one per role principal (each process connects as its role): passwords -
+    or client certificates and keys - and the CA by file (``secrets``), so the config itself
+    holds no secret."""
     env = Environment(
         loader=PackageLoader("drkit", "templates"), undefined=StrictUndefined, autoescape=False
     )
@@ -29,19 +30,19 @@ def write_local_config(
     text = env.get_template("local-config.yaml.j2").render(
         clusters={c.name: c.bootstrap_servers for c in clusters},
         security={
-            c.name: client_security(secrets, "drkit")
+            c.name: client_security(secrets, "drkit", c.client_auth)
             for c in clusters
             if c.secure and secrets is not None
         },
         principals=role_principals(),
-        role_security=(
-            {
-                role: client_security(secrets, principal.split(":", 1)[1])
+        role_security={
+            c.name: {
+                role: client_security(secrets, principal.split(":", 1)[1], c.client_auth)
                 for role, principal in role_principals().items()
             }
-            if secrets is not None
-            else {}
-        ),
+            for c in clusters
+            if c.secure and secrets is not None
+        },
         source=names[0],
         target=names[1] if len(names) > 1 else None,
         db_path=state_dir / DB_FILE_NAME,

@@ -2,11 +2,14 @@
 SCRAM users, the client settings of each local principal and the ACLs the super user
 bootstraps.
 
-The client listener is SASL_SSL with SCRAM-SHA-512; the controller listener is SSL with client
-certificates (KRaft controllers cannot authenticate SCRAM users: the credentials live in the
-metadata they serve), so nodes are ``User:CN=<cluster>-node`` there.  StandardAuthorizer denies
-whatever no ACL allows.  ``admin`` is the only super user besides the nodes; it is used to
-create the ACLs of the other principals and for nothing else.
+The client listener is SASL_SSL with SCRAM-SHA-512 - or, created with ``--mtls``, SSL with
+client certificates (:data:`MTLS`): each user's certificate has the user as its CN and the
+listener maps ``CN=<user>`` to ``User:<user>``, so the same principals hold the same ACLs either
+way.  The controller listener is SSL with client certificates (KRaft controllers cannot
+authenticate SCRAM users: the credentials live in the metadata they serve), so nodes are
+``User:CN=<cluster>-node`` there.  StandardAuthorizer denies whatever no ACL allows.  ``admin``
+is the only super user besides the nodes; it is used to create the ACLs of the other
+principals and for nothing else.
 """
 
 from __future__ import annotations
@@ -23,6 +26,11 @@ from drkit.config.model import ClusterConfig, Role
 from drkit.local.tls import SCRAM_MECHANISM, SUPER_USER, USERS, LocalSecrets, NodeIdentity
 
 CLIENT_LISTENER = "SASL_SSL"
+SCRAM = "scram"  # how clients of a secured local cluster authenticate: SCRAM-SHA-512 ...
+MTLS = "mtls"  # ... or TLS client certificates
+CLIENT_AUTH = (SCRAM, MTLS)
+# CN=<user> -> User:<user> on the mTLS client listener (the controller listener keeps the DN).
+_CN_TO_USER = "RULE:^CN=([^,]+)$/$1/,DEFAULT"
 # The JVM system property that lists the OAuth URLs a Kafka 4 process may fetch.
 ALLOWED_URLS_PROPERTY = "org.apache.kafka.sasl.oauthbearer.allowed.urls"
 _OAUTH = "org.apache.kafka.common.security.oauthbearer"
@@ -39,9 +47,16 @@ class OidcValidation:
 
 
 def broker_settings(
-    address: str, port: int, controller_port: int, node: NodeIdentity, secrets: LocalSecrets
+    address: str,
+    port: int,
+    controller_port: int,
+    node: NodeIdentity,
+    secrets: LocalSecrets,
+    client_auth: str = SCRAM,
 ) -> dict[str, Any]:
     """server.properties entries of a secured node (they replace the PLAINTEXT ones)."""
+    if client_auth == MTLS:
+        return _mtls_settings(address, port, controller_port, node, secrets)
     listeners = f"SASL_SSL://{address}:{port},CONTROLLER://127.0.0.1:{controller_port}"
     jaas = (
         "org.apache.kafka.common.security.scram.ScramLoginModule required "
@@ -63,6 +78,31 @@ def broker_settings(
         "ssl.truststore.location": secrets.ca,
         "listener.name.controller.ssl.client.auth": "required",
         "super.users": f"User:{SUPER_USER};{node.principal}",
+        "allow.everyone.if.no.acl.found": "false",
+    }
+
+
+def _mtls_settings(
+    address: str, port: int, controller_port: int, node: NodeIdentity, secrets: LocalSecrets
+) -> dict[str, Any]:
+    """An SSL client listener that requires a certificate (brokers use it among themselves
+    too, as their node identity, mapped to ``User:<cluster>-node``)."""
+    listeners = f"SSL://{address}:{port},CONTROLLER://127.0.0.1:{controller_port}"
+    return {
+        "listeners": listeners,
+        "advertised.listeners": listeners,
+        "inter.broker.listener.name": "SSL",
+        "listener.security.protocol.map": "CONTROLLER:SSL,SSL:SSL",
+        "listener.name.ssl.ssl.client.auth": "required",
+        "listener.name.ssl.ssl.principal.mapping.rules": _CN_TO_USER,
+        "ssl.keystore.type": "PKCS12",
+        "ssl.keystore.location": node.keystore,
+        "ssl.keystore.password": node.key_password,
+        "ssl.key.password": node.key_password,
+        "ssl.truststore.type": "PEM",
+        "ssl.truststore.location": secrets.ca,
+        "listener.name.controller.ssl.client.auth": "required",
+        "super.users": f"User:{SUPER_USER};{node.principal};User:{node.common_name}",
         "allow.everyone.if.no.acl.found": "false",
     }
 
@@ -132,8 +172,17 @@ def argument_file(path: Path, arguments: list[str]) -> Iterator[list[str]]:
         path.unlink(missing_ok=True)
 
 
-def client_security(secrets: LocalSecrets, user: str) -> dict[str, Any]:
-    """The ``security`` section of drkit's config for ``user`` (password by file)."""
+def client_security(secrets: LocalSecrets, user: str, client_auth: str = SCRAM) -> dict[str, Any]:
+    """The ``security`` section of drkit's config for ``user``: password, or certificate and
+    key, by file."""
+    if client_auth == MTLS:
+        made = secrets.client_certificate(user)
+        return {
+            "protocol": "SSL",
+            "ssl_ca_location": str(secrets.ca),
+            "ssl_certificate_location": str(made.certificate),
+            "ssl_key_location": str(made.key),
+        }
     return {
         "protocol": CLIENT_LISTENER,
         "sasl_mechanism": SCRAM_MECHANISM,
@@ -143,10 +192,13 @@ def client_security(secrets: LocalSecrets, user: str) -> dict[str, Any]:
     }
 
 
-def client_config(secrets: LocalSecrets, bootstrap: str, user: str) -> ClusterConfig:
+def client_config(
+    secrets: LocalSecrets, bootstrap: str, user: str, client_auth: str = SCRAM
+) -> ClusterConfig:
     """A ClusterConfig that connects as ``user``."""
-    security = dict(client_security(secrets, user))
-    security["password"] = Path(security.pop("password_file")).read_text().strip()
+    security = dict(client_security(secrets, user, client_auth))
+    if "password_file" in security:
+        security["password"] = Path(security.pop("password_file")).read_text().strip()
     return ClusterConfig.model_validate({"bootstrap_servers": bootstrap, "security": security})
 
 

@@ -14,6 +14,9 @@ SCRAM users, made once per state directory and kept under ``local/secrets/`` (mo
   role (drkit.access.roles); ``app``: an application principal), read by drkit through
   ``security.password_file``, never written into a config file.
 * ``key.password`` - the password of every node key store.
+* ``<user>.pem`` and ``<user>-key.pem`` - a client certificate (CN = the user) and its key, made
+  for clusters whose clients authenticate with TLS certificates (``--mtls``); the key file is
+  owner-only, referenced by the config (``ssl_key_location``), never copied into it.
 
 Made with the ``cryptography`` library; nothing here is hand-rolled ASN.1.
 """
@@ -58,6 +61,15 @@ class NodeIdentity:
     keystore: Path
     key_password: str
     principal: str  # as the controller listener sees it (mTLS)
+    common_name: str
+
+
+@dataclass(frozen=True)
+class ClientCertificate:
+    """A user's client certificate (PEM) and its private key (PEM, PKCS#8, owner-only)."""
+
+    certificate: Path
+    key: Path
 
 
 class LocalSecrets:
@@ -93,7 +105,24 @@ class LocalSecrets:
         key_password = self._secret(self.directory / "key.password")
         if not keystore.exists():
             self._issue(name, addresses, keystore, key_password)
-        return NodeIdentity(keystore, key_password, f"User:CN={name}")
+        return NodeIdentity(keystore, key_password, f"User:CN={name}", name)
+
+    def client_certificate(self, user: str) -> ClientCertificate:
+        """``user``'s client certificate (CN = ``user``), made once."""
+        self.ensure()
+        made = ClientCertificate(self.directory / f"{user}.pem", self.directory / f"{user}-key.pem")
+        if not (made.certificate.exists() and made.key.exists()):
+            key, cert = self._sign(user, [], [ExtendedKeyUsageOID.CLIENT_AUTH])
+            _write_private(
+                made.key,
+                key.private_bytes(
+                    serialization.Encoding.PEM,
+                    serialization.PrivateFormat.PKCS8,
+                    serialization.NoEncryption(),
+                ),
+            )
+            made.certificate.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+        return made
 
     # -- making them ------------------------------------------------------------------------
 
@@ -129,16 +158,33 @@ class LocalSecrets:
         self.ca.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
 
     def _issue(self, name: str, addresses: list[str], keystore: Path, password: str) -> None:
+        usages = [ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]
+        key, cert = self._sign(name, addresses, usages)
+        store = pkcs12.serialize_key_and_certificates(
+            name.encode(),
+            key,
+            cert,
+            [self._ca_certificate()],
+            serialization.BestAvailableEncryption(password.encode()),
+        )
+        _write_private(keystore, store)
+
+    def _ca_certificate(self) -> x509.Certificate:
+        return x509.load_pem_x509_certificate(self.ca.read_bytes())
+
+    def _sign(
+        self, name: str, addresses: list[str], usages: list[x509.ObjectIdentifier]
+    ) -> tuple[ec.EllipticCurvePrivateKey, x509.Certificate]:
+        """A new key and its certificate (CN ``name``), signed by the CA; with IP SANs for
+        ``addresses`` (nodes) or none (users)."""
         ca_key = serialization.load_pem_private_key(
             (self.directory / "ca-key.pem").read_bytes(), None
         )
         assert isinstance(ca_key, ec.EllipticCurvePrivateKey)
-        ca_cert = x509.load_pem_x509_certificate(self.ca.read_bytes())
+        ca_cert = self._ca_certificate()
         key = ec.generate_private_key(ec.SECP256R1())
         now = datetime.datetime.now(datetime.UTC)
-        sans: list[x509.GeneralName] = [x509.DNSName("localhost")]
-        sans += [x509.IPAddress(ipaddress.ip_address(a)) for a in dict.fromkeys(addresses)]
-        cert = (
+        builder = (
             x509.CertificateBuilder()
             .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)]))
             .issuer_name(ca_cert.subject)
@@ -146,24 +192,14 @@ class LocalSecrets:
             .serial_number(x509.random_serial_number())
             .not_valid_before(now - datetime.timedelta(minutes=5))
             .not_valid_after(now + _VALID_FOR)
-            .add_extension(x509.SubjectAlternativeName(sans), critical=False)
             .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-            .add_extension(
-                x509.ExtendedKeyUsage(
-                    [ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]
-                ),
-                critical=False,
-            )
-            .sign(ca_key, hashes.SHA256())
+            .add_extension(x509.ExtendedKeyUsage(usages), critical=False)
         )
-        store = pkcs12.serialize_key_and_certificates(
-            name.encode(),
-            key,
-            cert,
-            [ca_cert],
-            serialization.BestAvailableEncryption(password.encode()),
-        )
-        _write_private(keystore, store)
+        if addresses:
+            sans: list[x509.GeneralName] = [x509.DNSName("localhost")]
+            sans += [x509.IPAddress(ipaddress.ip_address(a)) for a in dict.fromkeys(addresses)]
+            builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
+        return key, builder.sign(ca_key, hashes.SHA256())
 
 
 def _write_private(path: Path, content: bytes) -> None:

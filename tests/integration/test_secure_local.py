@@ -23,6 +23,7 @@ from drkit.kafka.io import produce_batch
 from drkit.local import LocalKafka
 from drkit.local.secure import client_security
 from tests.kafka_backends import backend
+from tests.replication_support import DrkitProcess, wait_until
 
 
 @pytest.fixture
@@ -102,3 +103,61 @@ def test_a_secured_local_cluster_authenticates_authorizes_and_denies_by_default(
         assert topic in KafkaAdmin(manager.endpoint_as(name, "drkit")).list_topics()
     finally:
         manager.down([name], purge=True)
+
+
+def test_mtls_clients_authenticate_by_certificate_as_the_same_least_privilege_principals(
+    tmp_path: Path,
+) -> None:
+    """``local up --secure --mtls``: no SASL anywhere; each principal has a client certificate
+    (CN = its user) that the brokers map to ``User:<user>`` - so the least-privilege ACLs of
+    the SCRAM setup apply unchanged: the doctor finds every role's ACLs, a user no ACL names is
+    refused until one does, and the replicator copies a topic as itself."""
+    if backend() != "local":
+        pytest.skip("secured local clusters need DRKIT_TEST_KAFKA=local")
+    state = tmp_path / "state"
+    manager = LocalKafka(state)
+    tag = uuid.uuid4().hex[:4]
+    source, target, topic = f"mta{tag}", f"mtb{tag}", f"orders-{tag}"
+
+    def drkit(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "drkit", "--state-dir", str(state), *args],
+                              capture_output=True, text=True, timeout=240, check=False)  # fmt: skip
+
+    try:
+        up = drkit("local", "up", "--clusters", f"{source},{target}", "--secure", "--mtls")
+        assert up.returncode == 0, up.stderr + up.stdout
+        assert "TLS client certificate" in up.stdout and "least-privilege ACL(s)" in up.stdout
+        config_text = (state / "drkit.yaml").read_text()
+        assert "ssl_key_location" in config_text and "PRIVATE KEY" not in config_text
+        doctor = drkit("doctor")
+        assert doctor.returncode == 0, doctor.stdout + doctor.stderr
+        for role in ("replicator", "checkpointer", "monitor", "engine", "verifier"):
+            assert f"{role} ACLs: User:{role} holds all" in doctor.stdout, doctor.stdout
+
+        as_admin = KafkaAdmin(manager.endpoint_as(source, "admin"))
+        as_admin.create_topics([TopicSpec(topic, 2)])
+        # A certificate the CA signed for a user no ACL names: authenticated, then refused ...
+        stranger = manager.endpoint_as(source, "stranger")
+        with pytest.raises(KafkaError, match="AUTHORIZATION"):
+            produce_batch(stranger, topic, [(b"k", b"v")], partition=0, timeout_s=10)
+        # ... until an ACL names User:stranger: the certificate's CN is the principal.
+        as_admin.grant([topic_acl(topic, "User:stranger", Operation.WRITE, Permission.ALLOW)])
+        produce_batch(stranger, topic, [(b"k", b"v")], partition=0, timeout_s=10)
+        as_app = manager.endpoint_as(source, "app")  # the application role's grants (local up)
+        for partition in (0, 1):
+            produce_batch(as_app, topic, [(b"k", b"v")] * 20, partition=partition, timeout_s=10)
+
+        replica = f"{source}.{topic}"
+        target_admin = KafkaAdmin(manager.endpoint_as(target, "admin"))
+        with DrkitProcess(["--state-dir", str(state), "replicate", "--no-checkpoints"],
+                          tmp_path, "replicate") as replicating:  # fmt: skip
+            wait_until(
+                lambda: replica in target_admin.list_topics()
+                and sum(end for _, end in target_admin.topic_offsets(replica).values()) == 41,
+                90, 1.0, what="41 records copied as the replicator",
+            )  # fmt: skip
+        log = replicating.log()
+        assert f"{source}=certificate replicator.pem" in log, log[-3000:]
+        assert "AUTHORIZATION_FAILED" not in log, log[-3000:]
+    finally:
+        manager.down([source, target], purge=True)

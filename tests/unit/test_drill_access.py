@@ -133,3 +133,21 @@ def test_drill_cleanup_names_an_unknown_drill_and_refuses_while_the_drill_runs(
     finally:
         sleeper.kill()
         sleeper.wait()
+
+
+def test_release_takes_the_recorded_grants_too_when_grant_failed_half_way(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """grant() records, then creates; when a create fails its caller holds nothing, yet some
+    ACLs exist: release() must take what the record names (then drop the record)."""
+    from drkit.drills import access
+
+    config = load_config_text(DRILL)
+    recorded = {"dc1-ab12": frozenset(drill_grants(config)["dc1-ab12"])}
+    write_record(tmp_path, recorded)
+    revoked: list[dict[str, frozenset[AclEntry]]] = []
+    monkeypatch.setattr(access, "revoke", lambda _c, added: revoked.append(dict(added)))
+    monkeypatch.setattr(access, "lift_fences", lambda _c, _s: [])
+    access.release(config, {}, None, tmp_path)  # type: ignore[arg-type]
+    assert revoked == [recorded]
+    assert read_record(tmp_path) is None

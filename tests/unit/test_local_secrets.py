@@ -18,6 +18,7 @@ from drkit.kafka.clients import ClusterEndpoint, client_settings
 from drkit.local.cluster import ClusterStatus
 from drkit.local.config_writer import write_local_config
 from drkit.local.secure import (
+    MTLS,
     argument_file,
     broker_settings,
     redact_scram,
@@ -175,3 +176,54 @@ def test_a_format_failure_names_no_password_even_when_the_tool_wraps_its_lines(
     said = redact_scram(echoed, secrets)
     assert password[:10] not in said and password[10:] not in said
     assert secrets.password("admin") not in said and "password=***]" in said
+
+
+def test_mtls_clients_get_a_certificate_named_after_their_user_and_the_broker_maps_it(
+    tmp_path: Path,
+) -> None:
+    """--mtls: an SSL client listener that requires a certificate and maps CN=<user> to
+    User:<user> (the same principals, so the same ACLs, as SCRAM); no SASL at all; the nodes
+    are super users under both names (mapped on the client listener, the DN on the
+    controllers')."""
+    secrets = LocalSecrets(tmp_path)
+    node = secrets.node("dc1", ["127.0.0.1"])
+    settings = broker_settings("127.0.0.1", 9092, 9093, node, secrets, MTLS)
+    assert settings["listeners"] == "SSL://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093"
+    assert settings["listener.name.ssl.ssl.client.auth"] == "required"
+    assert settings["listener.name.ssl.ssl.principal.mapping.rules"].startswith("RULE:^CN=")
+    assert settings["super.users"] == "User:admin;User:CN=dc1-node;User:dc1-node"
+    assert not any("sasl" in key for key in settings)
+
+    made = secrets.client_certificate("replicator")
+    assert stat.S_IMODE(made.key.stat().st_mode) == 0o600
+    cert = x509.load_pem_x509_certificate(made.certificate.read_bytes())
+    cert.verify_directly_issued_by(x509.load_pem_x509_certificate(secrets.ca.read_bytes()))
+    common = cert.subject.get_attributes_for_oid(x509.oid.NameOID.COMMON_NAME)
+    assert [a.value for a in common] == ["replicator"]
+    usage = cert.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value
+    assert list(usage) == [x509.oid.ExtendedKeyUsageOID.CLIENT_AUTH]
+    first = made.certificate.read_bytes()
+    assert secrets.client_certificate("replicator") == made  # made once, not again
+    assert made.certificate.read_bytes() == first
+
+
+def test_the_written_mtls_config_names_each_roles_certificate_and_holds_no_key(
+    tmp_path: Path,
+) -> None:
+    secrets = LocalSecrets(tmp_path / "local")
+    secrets.ensure()
+    clusters = [
+        ClusterStatus("dc1", "127.0.0.1:1", (), secure=True, client_auth=MTLS),
+        ClusterStatus("dc2", "127.0.0.1:2", (), secure=True, client_auth=MTLS),
+    ]
+    path = write_local_config(tmp_path, clusters, secrets)
+    text = path.read_text()
+    assert "PRIVATE KEY" not in text and "password" not in text
+    config = load_config(path, env={})
+    settings = client_settings(ClusterEndpoint("dc1", config.clusters["dc1"]))
+    assert settings["security.protocol"] == "SSL"
+    drkit_certificate = secrets.client_certificate("drkit").certificate
+    assert settings["ssl.certificate.location"] == str(drkit_certificate)
+    replicator = config.as_role(Role.REPLICATOR).clusters["dc2"].security
+    assert replicator.ssl_key_location == str(secrets.client_certificate("replicator").key)
+    assert connects_as(config.as_role(Role.REPLICATOR), ["dc1"]) == "dc1=certificate replicator.pem"
