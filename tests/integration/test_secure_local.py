@@ -10,6 +10,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+import yaml
 
 from drkit.access.rules import Operation, Permission
 from drkit.config import load_config
@@ -19,7 +20,7 @@ from drkit.failover.steps.fencing import fence_companions
 from drkit.kafka import ClusterEndpoint, KafkaAdmin
 from drkit.kafka.acls import topic_acl
 from drkit.kafka.admin import TopicSpec
-from drkit.kafka.io import produce_batch
+from drkit.kafka.io import consume_all, produce_batch
 from drkit.local import LocalKafka
 from drkit.local.secure import client_security
 from tests.kafka_backends import backend
@@ -159,5 +160,28 @@ def test_mtls_clients_authenticate_by_certificate_as_the_same_least_privilege_pr
         log = replicating.log()
         assert f"{source}=certificate replicator.pem" in log, log[-3000:]
         assert "AUTHORIZATION_FAILED" not in log, log[-3000:]
+
+        # The other delivery mode: exactly-once needs transactional ids the at-least-once flow
+        # did not; `drkit acls --apply` grants them for the changed config.
+        document = yaml.safe_load(config_text)
+        document["flows"][0]["exactly_once"] = True
+        exactly_once = state / "drkit-exactly-once.yaml"
+        exactly_once.write_text(yaml.safe_dump(document))
+        applied = drkit("acls", "--role", "replicator", "--cluster", target, "--apply",
+                        "--config", str(exactly_once))  # fmt: skip
+        assert applied.returncode == 0, applied.stdout + applied.stderr
+        assert "transactional" in applied.stdout.lower(), applied.stdout
+        for partition in (0, 1):
+            produce_batch(as_app, topic, [(b"k", b"w")] * 10, partition=partition, timeout_s=10)
+        as_target = manager.endpoint_as(target, "admin")
+        command = ["--state-dir", str(state), "replicate", "--config", str(exactly_once),
+                   "--no-checkpoints"]  # fmt: skip
+        with DrkitProcess(command, tmp_path, "replicate-eos") as transactional:
+            wait_until(lambda: len(consume_all(as_target, replica, timeout_s=10)) == 61, 90, 1.0,
+                       what="61 records visible on the replica")  # fmt: skip
+        log = transactional.log()
+        assert "AUTHORIZATION_FAILED" not in log, log[-3000:]
+        # Written in transactions: their commit markers take offsets too.
+        assert sum(end for _, end in target_admin.topic_offsets(replica).values()) > 61
     finally:
         manager.down([source, target], purge=True)
