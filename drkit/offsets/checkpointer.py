@@ -187,6 +187,7 @@ class Checkpointer:
             for tp, log in bounds.items()
         }
         translated = 0
+        views: dict[str, GroupView] = {}
         for group, offsets in committed.items():
             view = GroupView(group, now)
             mine = {tp: offset for tp, offset in offsets.offsets.items() if tp in wanted}
@@ -201,15 +202,17 @@ class Checkpointer:
                 rereads += result.expected_rereads
                 unreplicated += result.unreplicated or 0
                 self._emit(group, result, now)
-            self.views[group] = view
+            views[group] = view
             if self.group_sync is not None:
                 self._sync_group(view)
-        for gone in set(self.views) - set(committed):
-            del self.views[gone]
-        self._mappings = {tp: mappings[tp] for tp in wanted}
+        # Answers and the mappings they were computed with change together: a round cut short
+        # above (a failed group sync) leaves both as the last whole round had them, so the next
+        # one never judges one round's answers against another round's runs.  Groups gone
+        # from the source go with the old views.
+        self.views, self._mappings = views, {tp: mappings[tp] for tp in wanted}
         self.metrics.translations.labels(self.name).inc(translated)
         self.metrics.translations_kept.labels(self.name).inc(
-            sum(len(view.results) for view in self.views.values()) - translated
+            sum(len(view.results) for view in views.values()) - translated
         )
         self._writer.send(
             self.topic, tick(int(now * 1000), len(committed)).value(), tick(0, 0).key()
