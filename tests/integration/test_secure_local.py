@@ -4,6 +4,7 @@ secrets it reads from files."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import uuid
@@ -183,5 +184,11 @@ def test_mtls_clients_authenticate_by_certificate_as_the_same_least_privilege_pr
         assert "AUTHORIZATION_FAILED" not in log, log[-3000:]
         # Written in transactions: their commit markers take offsets too.
         assert sum(end for _, end in target_admin.topic_offsets(replica).values()) > 61
+        # Spark's Java client with the verifier's certificate (a PEM key store) proves it all.
+        verified = drkit("verify", "--flow", f"{source}->{target}", "--topics", topic,
+                         "--out", str(tmp_path / "verify"), "-o", "json")  # fmt: skip
+        assert verified.returncode == 0, verified.stdout[-3000:] + verified.stderr[-3000:]
+        totals = json.loads(verified.stdout)["totals"]
+        assert totals["records"] == 61 and totals["missing"] == 0, totals
     finally:
         manager.down([source, target], purge=True)
