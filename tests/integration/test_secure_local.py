@@ -190,5 +190,24 @@ def test_mtls_clients_authenticate_by_certificate_as_the_same_least_privilege_pr
         assert verified.returncode == 0, verified.stdout[-3000:] + verified.stderr[-3000:]
         totals = json.loads(verified.stdout)["totals"]
         assert totals["records"] == 61 and totals["missing"] == 0, totals
+        # The private keys went to the clients, and nowhere else: not into a log, an output,
+        # the verify directory or the store.
+        keys = {user: _key_body(manager.secrets.client_certificate(user).key)
+                for user in ("drkit", "replicator", "verifier")}  # fmt: skip
+        texts = [up.stdout, up.stderr, doctor.stdout, verified.stdout, verified.stderr,
+                 replicating.log(), transactional.log()]  # fmt: skip
+        brokers = state / "local"  # the clusters' own data and the key files themselves
+        files = [p for p in tmp_path.rglob("*") if p.is_file() and brokers not in p.parents]
+        for user, body in keys.items():
+            assert not any(body in text for text in texts), f"{user}'s key printed"
+            for path in files:
+                if path.suffix != ".pem":
+                    assert body.encode() not in path.read_bytes(), f"{user}'s key in {path}"
     finally:
         manager.down([source, target], purge=True)
+
+
+def _key_body(path: Path) -> str:
+    """The base64 body of a PEM private key, on one line as it would leak into a log."""
+    lines = path.read_text().strip().splitlines()
+    return "".join(line for line in lines if not line.startswith("-----"))[:64]
