@@ -70,6 +70,15 @@ def broker_settings(
         "sasl.enabled.mechanisms": SCRAM_MECHANISM,
         "sasl.mechanism.inter.broker.protocol": SCRAM_MECHANISM,
         f"listener.name.sasl_ssl.{SCRAM_MECHANISM.lower()}.sasl.jaas.config": jaas,
+        **_node_tls(node, secrets),
+        "super.users": f"User:{SUPER_USER};{node.principal}",
+        "allow.everyone.if.no.acl.found": "false",
+    }
+
+
+def _node_tls(node: NodeIdentity, secrets: LocalSecrets) -> dict[str, Any]:
+    """The node's key store and the CA it trusts; controllers require each other's certificate."""
+    return {
         "ssl.keystore.type": "PKCS12",
         "ssl.keystore.location": node.keystore,
         "ssl.keystore.password": node.key_password,
@@ -77,8 +86,6 @@ def broker_settings(
         "ssl.truststore.type": "PEM",
         "ssl.truststore.location": secrets.ca,
         "listener.name.controller.ssl.client.auth": "required",
-        "super.users": f"User:{SUPER_USER};{node.principal}",
-        "allow.everyone.if.no.acl.found": "false",
     }
 
 
@@ -95,13 +102,7 @@ def _mtls_settings(
         "listener.security.protocol.map": "CONTROLLER:SSL,SSL:SSL",
         "listener.name.ssl.ssl.client.auth": "required",
         "listener.name.ssl.ssl.principal.mapping.rules": _CN_TO_USER,
-        "ssl.keystore.type": "PKCS12",
-        "ssl.keystore.location": node.keystore,
-        "ssl.keystore.password": node.key_password,
-        "ssl.key.password": node.key_password,
-        "ssl.truststore.type": "PEM",
-        "ssl.truststore.location": secrets.ca,
-        "listener.name.controller.ssl.client.auth": "required",
+        **_node_tls(node, secrets),
         "super.users": f"User:{SUPER_USER};{node.principal};User:{node.common_name}",
         "allow.everyone.if.no.acl.found": "false",
     }
