@@ -41,6 +41,7 @@ from drkit.drills.run_summary import run_summary
 from drkit.drills.sampler import Sampler
 from drkit.drills.scenario import DecisionMode, Scenario
 from drkit.drills.timeline import (
+    CHECKPOINTED,
     CLIENTS_RESUMED,
     DETECTED,
     FAULT,
@@ -63,6 +64,7 @@ from drkit.kafka.admin import TopicSpec
 from drkit.kafka.apps import AppProducer
 from drkit.kafka.io import consume_all
 from drkit.local import LocalKafka
+from drkit.offsets.checkpoint_store import CheckpointStore, groups_without_checkpoint
 from drkit.records import Record, TopicPartition
 from drkit.replication.topology import FlowTopology
 from drkit.store.health_repo import HealthRepository
@@ -230,11 +232,31 @@ class DrillRunner:
         self.sampler.start()
         self.wait(s.workload.warmup_s, "warming up")
         self.until(self._replicating, 120, "replication copying the workload")
+        self._await_checkpoints()
         self.wait(s.fault.at_s, "workload running")
 
     def _replicating(self) -> bool:
         sampler = self.sampler
         return sampler is not None and sampler.copied_total() > 0
+
+    def _await_checkpoints(self) -> None:
+        """Until every workload group has a checkpoint on the target: the steady state a drill
+        breaks.  A fault before the first checkpoint round completes (slow on a busy machine:
+        SASL handshakes, the first read of the offset syncs) would measure the flow's start-up
+        - every group re-reading from the replica's start - not the loss of a running one."""
+        groups = [self.env.group(g.name) for g in self.scenario.workload.groups]
+        store = CheckpointStore(
+            self.endpoint(self.scenario.target), self.topology.checkpoints_topic
+        )
+        try:
+            self.until(
+                lambda: not groups_without_checkpoint(store.refresh(5.0), groups),
+                120,
+                "a checkpoint of every group on the target",
+            )
+        finally:
+            store.close()
+        self.timeline.add(CHECKPOINTED, f"{len(groups)} groups on {self.scenario.target}")
 
     def _move(self) -> None:
         """Break the source (or stop the applications, for a planned move) and start the move

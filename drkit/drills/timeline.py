@@ -15,6 +15,8 @@ from drkit.drills.report import Event
 
 log = logging.getLogger("drkit.drill")
 
+# Every workload group has a checkpoint on the target: the steady state a fault may break.
+CHECKPOINTED = "checkpoints_current"
 # The moments RTO is measured between (see measure.rto_of).
 FAULT = "fault_injected"
 DETECTED = "source_unavailable"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -33,6 +34,11 @@ class CheckpointSnapshot:
     def for_group(self, group: str) -> dict[TopicPartition, Checkpoint]:
         """The group's latest checkpoints (indexed once: a lookup is not a scan of them all)."""
         return dict(self._by_group.get(group, {}))
+
+
+def groups_without_checkpoint(snapshot: CheckpointSnapshot, groups: Iterable[str]) -> list[str]:
+    """Those of ``groups`` with no checkpoint in ``snapshot``, in the order given."""
+    return [group for group in groups if not snapshot.for_group(group)]
 
 
 class CheckpointStore:
