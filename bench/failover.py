@@ -14,6 +14,7 @@ the median of three runs per point.
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -142,8 +143,11 @@ def measure(clusters: Clusters, groups: int, partitions: int) -> Measurement:
         clusters.manager.kill_broker("dc1")  # the primary is lost
         started = time.perf_counter()
         started_at = time.time()
+        # DRKIT_BENCH_PROFILE=FILE: the failover command runs under cProfile, stats to FILE.
+        profile = os.environ.get("DRKIT_BENCH_PROFILE")
+        python = [sys.executable, *(["-m", "cProfile", "-o", profile] if profile else [])]
         done = subprocess.run(
-            [sys.executable, "-m", "drkit", "failover", "--config", str(config_path),
+            [*python, "-m", "drkit", "failover", "--config", str(config_path),
              "--from", source, "--to", target, "--yes", "-o", "json"],
             capture_output=True, text=True, timeout=900, check=False,
         )  # fmt: skip

@@ -137,5 +137,9 @@ class AccountingError(DrkitError):
     """The Spark accounting job failed before it could give a verdict (nothing was recorded)."""
 
 
+class DrillFailed(DrkitError):
+    """A drill could not run to a report (the cause is named); its fault was undone."""
+
+
 class FailpointError(DrkitError):
     """A failpoint armed with ``error`` fired: the operation fails as a cluster error would."""

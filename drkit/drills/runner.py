@@ -24,20 +24,14 @@ from drkit.access.rules import AclEntry
 from drkit.config.model import DrkitConfig, Role
 from drkit.control import ControlRepository
 from drkit.drills import access as drill_access
-from drkit.drills import checks as drill_checks
 from drkit.drills.environment import DrillEnvironment, DrkitChild, monitor, replicator
 from drkit.drills.faults import LocalFaults
-from drkit.drills.measure import Unmeasured, judge, reached_rate, rto_of
 from drkit.drills.numbered import encode_value
-from drkit.drills.recount import group_outcome, placed_or_reset, rpo_of
+from drkit.drills.observe import await_fence
+from drkit.drills.outcome import build_report, read_back
 from drkit.drills.report import (
     DrillReport,
-    GroupOutcome,
-    RtoBreakdown,
-    Targets,
-    WriteCondition,
 )
-from drkit.drills.run_summary import run_summary
 from drkit.drills.sampler import Sampler
 from drkit.drills.scenario import DecisionMode, Scenario
 from drkit.drills.timeline import (
@@ -51,31 +45,25 @@ from drkit.drills.timeline import (
     Timeline,
 )
 from drkit.drills.workload import GroupMember, Writer, stop_all
-from drkit.errors import DrkitError, KafkaError
+from drkit.errors import DrillFailed, DrkitError, KafkaError
 from drkit.failover.context import ProgressCallback, RunOptions
 from drkit.failover.engine import Engine
 from drkit.failover.lease import LeaseRepository
 from drkit.failover.model import Procedure, RunState, StepName
-from drkit.failover.results import DivergentTail, Translation
+from drkit.failover.results import DivergentTail
 from drkit.failover.runs import RunRecord, RunRepository
 from drkit.health.evaluation import ClusterState
 from drkit.kafka import ClusterEndpoint, KafkaAdmin
 from drkit.kafka.admin import TopicSpec
 from drkit.kafka.apps import AppProducer
-from drkit.kafka.io import consume_all
 from drkit.local import LocalKafka
 from drkit.offsets.checkpoint_store import CheckpointStore, groups_without_checkpoint
 from drkit.records import Record, TopicPartition
 from drkit.replication.topology import FlowTopology
 from drkit.store.health_repo import HealthRepository
 from drkit.store.models import ObserverState
-from drkit.timestamps import iso_utc
 
 log = logging.getLogger("drkit.drill")
-
-
-class DrillFailed(DrkitError):
-    """The drill could not run to a report (the cause is named); its fault was undone."""
 
 
 @dataclass
@@ -91,12 +79,6 @@ class DrillOptions:
 
 def _wall(at: datetime | None) -> float | None:
     return at.timestamp() if at is not None else None
-
-
-# How long a drill waits for transactions its writers left open on the source to end before it
-# recounts: their transaction timeout (30 s) plus the broker's abort check interval (10 s),
-# with room to spare.
-SETTLE_S = 60.0
 
 
 class DrillRunner:
@@ -187,7 +169,7 @@ class DrillRunner:
                     self._failback()
             finally:
                 self._stop_everything()
-            return self._report(started)
+            return build_report(self, started)
         finally:
             self._release_access()
 
@@ -498,9 +480,9 @@ class DrillRunner:
         self.say(f"{s.source} returning", None)
         undone = self.faults.restore()
         self.timeline.add("fault_undone", "; ".join(undone))
-        if not drill_checks.await_fence(self.env, self.src, timeout_s=60):
+        if not await_fence(self.env, self.src, timeout_s=60):
             raise DrillFailed(f"the monitor did not fence {s.source} within 60s of its return")
-        self.failover_records = self._read_back()
+        self.failover_records = read_back(self)
         self.children.insert(0, replicator(self.env))
         control = ControlRepository(self.env.store)
         back = f"{self.dst}->{self.src}"
@@ -575,7 +557,7 @@ class DrillRunner:
         finally:
             # The monitor applies pending fences once the source is back: give it the chance.
             if self.run_record is not None:
-                drill_checks.await_fence(self.env, self.src, timeout_s=30)
+                await_fence(self.env, self.src, timeout_s=30)
             for child in reversed(self.children):
                 child.stop(timeout_s=20)  # a worker stuck on a cut link is killed
 
@@ -586,188 +568,6 @@ class DrillRunner:
             drill_access.release(self.env.config, self.granted, self.env.store, self.env.directory)
         except KafkaError as err:  # reported, never masking the drill's own outcome
             log.warning("the drill's ACLs could not all be removed: %s", err)
-
-    # -- the report ---------------------------------------------------------------------------
-
-    def _report(self, started: datetime) -> DrillReport:
-        s = self.scenario
-        self.say("recounting the records", None)
-        source_records, replica_records = self.failover_records or self._read_back()
-        replica_of = {self.env.topic(t.name): self.replica(t.name) for t in s.workload.topics}
-        rpo = rpo_of(source_records, replica_records, replica_of)
-        accounting = self._accounting() if (s.verify and self.options.verify) else None
-        groups = self._groups(source_records, replica_records, accounting)
-        checks = drill_checks.run_all(self, rpo, groups, accounting)
-        try:
-            rto: RtoBreakdown | None = rto_of(self.timeline.events(), s.planned)
-        except Unmeasured as err:
-            rto = None
-            self.notes.append(f"RTO not measured: {err}")
-        assert self.sampler is not None
-        series = self.sampler.series()
-        if series.unmeasured:
-            self.notes.append(
-                f"lag not measured in {series.unmeasured} of {len(series.t)} samples (the target "
-                "did not answer in time): drawn as gaps"
-            )
-        targets = Targets(
-            s.policy.rto_s, s.policy.rpo_records, s.policy.rpo_s, s.policy.reread_records
-        )
-        verdict, reasons = judge(targets, rto, rpo, checks, sum(g.reread for g in groups))
-        return DrillReport(
-            id=self.env.id,
-            scenario=s.name,
-            title=s.title,
-            mode="full",
-            procedure=s.move.procedure.value,
-            source=s.source,
-            target=s.target,
-            started_at=iso_utc(started),
-            finished_at=iso_utc(datetime.now(UTC)),
-            fault={"kind": s.fault.kind.value, "at_s": s.fault.at_s, "how": self.fault_how},
-            targets=targets,
-            rto=rto,
-            rpo=rpo,
-            groups=groups,
-            checks=tuple(checks),
-            verdict=verdict,
-            reasons=reasons,
-            timeline=self.timeline.events(),
-            series=series,
-            failover_run=run_summary(self.run_record, self.failback_record),
-            accounting=accounting,
-            notes=tuple(self.notes),
-            conditions=tuple(
-                WriteCondition(
-                    self.env.topic(w.load.name),
-                    w.load.partitions,
-                    w.load.records_per_s,
-                    reached_rate([at for at, _ in w.acked()]),
-                    w.acked_count,
-                    w.stats.refused,
-                )
-                for w in self.writers
-            ),
-        )
-
-    def _read_back(self) -> tuple[list[Record], list[Record]]:
-        """Both clusters' workload records, read committed, every partition to its end - or
-        DrillFailed: part of a topic recounted reports what it did not read as not lost (CI: a
-        network-cut drill reported 0 lost where 16 were).  Read once no transaction is open on
-        the source: an open one hides every record after its first until the broker ends it,
-        at the writer's transaction timeout."""
-        s = self.scenario
-        self.until(
-            self._source_settled,
-            SETTLE_S,
-            f"open transactions on {s.source} ending (the broker aborts them at the writer's "
-            "transaction timeout)",
-        )
-        source: list[Record] = []
-        replica: list[Record] = []
-        try:
-            for load in s.workload.topics:
-                source += consume_all(
-                    self.endpoint(s.source), self.env.topic(load.name), timeout_s=60, complete=True
-                )
-                replica += consume_all(
-                    self.endpoint(s.target), self.replica(load.name), timeout_s=60, complete=True
-                )
-        except KafkaError as err:  # part of a topic recounted would be loss reported as none
-            raise DrillFailed(f"the records cannot be recounted: {err}") from None
-        return source, replica
-
-    def _source_settled(self) -> bool:
-        """No transaction is open on the source's workload partitions (last stable offset =
-        high watermark); False while one is, or while the source does not answer."""
-        s = self.scenario
-        partitions = [
-            TopicPartition(self.env.topic(load.name), p)
-            for load in s.workload.topics
-            for p in range(load.partitions)
-        ]
-        admin = KafkaAdmin(self.endpoint(s.source))
-        try:
-            ends = admin.list_offsets(partitions, "latest", timeout_s=5)
-            stable = admin.stable_offsets(partitions, timeout_s=5)
-        except DrkitError:
-            return False
-        return all(stable.get(tp, -1) >= ends.get(tp, 0) for tp in partitions)
-
-    def _groups(
-        self, source: list[Record], replica: list[Record], accounting: dict[str, Any] | None
-    ) -> tuple[GroupOutcome, ...]:
-        s = self.scenario
-        admin = KafkaAdmin(self.endpoint(s.source))
-        finished_at = self.timeline.first(POINTER_MOVED)
-        out: list[GroupOutcome] = []
-        for group, member in zip(s.workload.groups, self.target_members, strict=True):
-            name, topic = self.env.group(group.name), self.env.topic(group.topic)
-            committed = {
-                tp.partition: offset
-                for tp, offset in admin.group_offsets(name).offsets.items()
-                if tp.topic == topic
-            }
-            resumed = self.resumed.get(name)
-            after = (
-                round(self.timeline.since_start(resumed) - finished_at.at_s, 3)
-                if resumed is not None and finished_at is not None
-                else None
-            )
-            exact = None
-            if accounting is not None:
-                exact = all(g["exact"] for g in accounting.get("groups", []) if g["group"] == name)
-            out.append(
-                group_outcome(
-                    name,
-                    topic,
-                    source,
-                    [r for r in replica if r.topic == self.replica(group.topic)],
-                    committed,
-                    member.ledger(),
-                    after,
-                    exact,
-                )
-            )
-        return tuple(out)
-
-    def _accounting(self) -> dict[str, Any] | None:
-        from drkit.accounting.verify import verify
-
-        self.say("proving it on the records with Spark (drkit verify)", None)
-        s = self.scenario
-        # Judge the positions the failover gave each group, not where the groups went since.
-        run = self.run_record
-        positions = self._failover_positions(run) if run else None
-        summary = verify(
-            self.env.config.as_role(Role.VERIFIER),
-            self.env.flow,
-            [self.env.group(g.name) for g in s.workload.groups],
-            [self.env.topic(t.name) for t in s.workload.topics],
-            self.env.directory / "verify",
-            self.options.spark_master,
-            self.env.store,
-            positions=positions,
-        )
-        return dict(summary)
-
-    def _failover_positions(self, run: RunRecord) -> dict[str, dict[TopicPartition, int]]:
-        """Where the failover put each workload group on the target, per replica partition.
-
-        A partition the run could not translate (no checkpoint yet when the source died) gets
-        no commit, so the drill's consumers start where ``auto.offset.reset=earliest`` puts
-        them: the replica's log start.  Judged at the group's live commit instead, records the
-        group has read on the target since would count as skipped."""
-        loads = {t.name: t for t in self.scenario.workload.topics}
-        wanted = {
-            self.env.group(g.name): [
-                TopicPartition(self.replica(g.topic), p) for p in range(loads[g.topic].partitions)
-            ]
-            for g in self.scenario.workload.groups
-        }
-        replicas = {tp for tps in wanted.values() for tp in tps}
-        starts = KafkaAdmin(self.endpoint(self.scenario.target)).list_offsets(replicas, "earliest")
-        return placed_or_reset(Translation.of(run).positions(), wanted, starts)
 
 
 REACHABLE_STATES = frozenset({ClusterState.HEALTHY.value, ClusterState.DEGRADED.value})

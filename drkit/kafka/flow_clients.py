@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
@@ -267,8 +268,14 @@ class SourceConsumer:
         except KafkaException as err:
             raise _translate_client_error(err, f"{self.endpoint.alias}: commit") from None
 
-    def close(self, timeout_s: float = 5.0) -> bool:
-        """Leave the group and free the consumer; True when that finished within ``timeout_s``.
+    def close(self, timeout_s: float = 5.0, leave_group: bool = False) -> bool:
+        """Free the consumer; True when that finished within ``timeout_s``.
+
+        ``leave_group``: leave the group first, static member or not.  A static member
+        (``group.instance.id``) does not leave on close (KIP-345), so one that comes back under
+        the same id takes its place without a rebalance - and partitions a cooperative
+        rebalance it interrupted had taken from it stay unowned.  A session that ends inside
+        the process must leave; a process that exits keeps its place for its restart.
 
         librdkafka's close waits for the group coordinator, which a dead source never
         provides: the process hung on SIGTERM for good.  So the close runs in a helper thread;
@@ -281,6 +288,8 @@ class SourceConsumer:
         def close() -> None:
             # Closing after a fatal error can fail: there is nothing left to hand over then.
             with contextlib.suppress(KafkaException, RuntimeError):
+                if leave_group:
+                    self._leave(timeout_s)
                 self._consumer.close()
             done.set()
 
@@ -289,6 +298,15 @@ class SourceConsumer:
             return True
         self._abandoned = True
         return False
+
+    def _leave(self, timeout_s: float) -> None:
+        """Unsubscribe and serve the revoke until nothing is assigned: librdkafka then sends
+        LeaveGroup, which its close skips for a static member."""
+        self._consumer.unsubscribe()
+        deadline = time.monotonic() + timeout_s
+        while self._consumer.assignment() and time.monotonic() < deadline:
+            self._consumer.poll(0.1)
+        self._consumer.poll(0.1)  # the LeaveGroup goes out once the unassign is done
 
 
 class TargetProducer:

@@ -600,10 +600,16 @@ class FlowWorker:
     def _close(self, consumer: SourceConsumer) -> None:
         """Close the session's consumer.  Whatever could be settled was settled by the caller:
         the revoke callback that close triggers only forgets partitions (it runs on the
-        closing thread, which may be abandoned when the source does not answer)."""
+        closing thread, which may be abandoned when the source does not answer).
+
+        Unless the process is stopping, the consumer leaves the group first: the next session's
+        consumer joins as a new member and the group rebalances.  A static member that came
+        back without leaving would take its own place unnoticed, and partitions a cooperative
+        rebalance in progress had taken from it would stay unowned (CI: a joining worker of an
+        exactly-once flow got none for a minute after this one restarted mid-rebalance)."""
         self._closing = True
         try:
-            closed = consumer.close()
+            closed = consumer.close(leave_group=not self.stop.is_set())
         finally:
             self._closing = False
         if not closed:

@@ -278,3 +278,61 @@ def test_a_refused_config_read_names_the_topic_it_was_refused_for(
     assert "cleanup.policy" in admin.topic_configs([present], timeout_s=10)[present]
     with pytest.raises(KafkaError, match=f"describe topic configs of {absent}: UNKNOWN_TOPIC"):
         admin.topic_configs([present, absent], timeout_s=10)
+
+
+def test_a_static_member_restarted_mid_rebalance_leaves_no_partition_unowned(
+    dc1: ClusterUnderTest, names: Names
+) -> None:
+    """CI: an exactly-once worker's commit failed with REBALANCE_IN_PROGRESS while a second
+    worker joined; it restarted its session (a new consumer, same group.instance.id) and the
+    new worker got nothing for a minute.  Under the cooperative protocol the partitions the old
+    consumer gave up are handed out in a second rebalance its rejoin starts; a static member
+    that closes (no LeaveGroup, KIP-345) and comes back under the same id replaces itself
+    without one, so they stay unowned.  A session that ends inside the process must leave."""
+    topic, group = names.topic(), names.group()
+    dc1.admin().create_topics([TopicSpec(topic, 4)])
+    settings = {
+        "partition.assignment.strategy": "cooperative-sticky",
+        "group.instance.id": f"{group}.a",
+        "session.timeout.ms": 30000,
+        "heartbeat.interval.ms": 500,
+    }
+    owned: dict[str, set[TopicPartition]] = {"a": set(), "b": set()}
+
+    def member(name: str, consumer: SourceConsumer) -> SourceConsumer:
+        def assign(parts: list[TopicPartition]) -> None:
+            owned[name] |= set(parts)
+
+        def revoke(parts: list[TopicPartition]) -> None:
+            owned[name] -= set(parts)
+
+        consumer.subscribe([topic], on_assign=assign, on_revoke=revoke, on_lost=revoke)
+        return consumer
+
+    a = member("a", SourceConsumer(dc1.endpoint, group, settings))
+    wait_until(lambda: a.consume(10, 0.2) is not None and len(owned["a"]) == 4, 60, what="a")
+    b = member(
+        "b", SourceConsumer(dc1.endpoint, group, {**settings, "group.instance.id": f"{group}.b"})
+    )
+    try:
+        # b joins; a takes part in the first rebalance (background thread) but, not polled,
+        # never hands its revoked partitions over - as a worker busy failing its commit.
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not b.consume(10, 0.2) and not owned["b"]:
+            if KafkaAdmin(dc1.endpoint).describe_groups([group])[group].members == 2:
+                break
+        time.sleep(1.5)
+        assert a.close(leave_group=True, timeout_s=10)
+        owned["a"] = set()
+        a = member("a", SourceConsumer(dc1.endpoint, group, settings))
+
+        def all_owned() -> bool:
+            a.consume(10, 0.1)
+            b.consume(10, 0.1)
+            return len(owned["a"] | owned["b"]) == 4 and bool(owned["b"])
+
+        wait_until(all_owned, 30, what=f"every partition owned again ({owned})")
+        assert not owned["a"] & owned["b"], owned
+    finally:
+        a.close()
+        b.close()

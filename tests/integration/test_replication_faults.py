@@ -14,10 +14,9 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
+from functools import partial
 from pathlib import Path
-
-import pytest
 
 from drkit.kafka import ClusterEndpoint, KafkaAdmin, make_producer
 from drkit.kafka.admin import TopicSpec
@@ -186,34 +185,46 @@ def test_transactional_source_topic_reaches_lag_zero(
 RETRY = {"give_up_after_s": 40.0, "delivery_timeout_s": 3.0, "max_backoff_s": 2.0}
 
 
-@pytest.mark.parametrize("side", ["target", "source"])
-def test_a_broker_restart_after_the_retry_window_is_ridden_out(
-    side: str,
+def test_a_broker_restart_after_the_retry_window_is_ridden_out_on_either_side(
     dc1: ClusterUnderTest,
     dc2: ClusterUnderTest,
     scratch: ClusterUnderTest,
     names: Names,
     tmp_path: Path,
 ) -> None:
-    """The restarted broker is the scratch cluster, on the target or the source side; it stays
-    down longer than the delivery timeout, after the flow has been up longer than its retry
-    window (patience counts from the last success, not from the start)."""
-    topic = names.topic("orders")
-    source, target = (dc1, scratch) if side == "target" else (scratch, dc2)
-    setup = flow_setup(tmp_path, source, target, [topic], retry=RETRY)
-    replica = FlowTopology.of(setup.config.flows[0]).target_topic(topic)
-    source.admin().create_topics([TopicSpec(topic, 3)])
+    """The restarted broker is the scratch cluster, the target of one flow (dc1 -> scratch)
+    and the source of another (scratch -> dc2), both copying under load; it stays down longer
+    than the delivery timeout, after the flows have been up longer than their retry window
+    (patience counts from the last success, not from the start).  One restart serves both
+    sides: each flow must catch up with nothing missing and its worker still running."""
+    flows: list[tuple[str, FlowSetup, str]] = []
+    for side, (source, target) in {"target": (dc1, scratch), "source": (scratch, dc2)}.items():
+        topic = names.topic(f"orders-{side}")
+        (tmp_path / side).mkdir()
+        flows.append(
+            (side, flow_setup(tmp_path / side, source, target, [topic], retry=RETRY), topic)
+        )
+        source.admin().create_topics([TopicSpec(topic, 3)])
     assert scratch.local is not None
-    with Replicator(setup, log_dir=tmp_path) as worker:
-        with _Load(setup.source_endpoint, topic).running():
+    with ExitStack() as workers:
+        running = [
+            (side, workers.enter_context(Replicator(setup, log_dir=tmp_path / side)))
+            for side, setup, _ in flows
+        ]
+        with ExitStack() as loads:
+            for _side, setup, topic in flows:
+                loads.enter_context(_Load(setup.source_endpoint, topic).running())
             time.sleep(42)  # longer than give_up_after_s
             scratch.local.stop_broker(scratch.name)
             time.sleep(8)  # longer than the delivery timeout
             scratch.local.start_broker(scratch.name)
             time.sleep(5)
-        wait_until(lambda: _caught_up(setup, topic), 120, 1.0, what="caught up after the restart")
-        assert worker.running, worker.log()
-    _none_missing(setup, topic, replica)
+        for side, setup, topic in flows:
+            wait_until(partial(_caught_up, setup, topic), 120, 1.0, what=f"{side}: caught up")
+        for side, worker in running:
+            assert worker.running, f"{side}: {worker.log()}"
+    for _side, setup, topic in flows:
+        _none_missing(setup, topic, FlowTopology.of(setup.config.flows[0]).target_topic(topic))
 
 
 def test_batched_reports_never_let_progress_pass_a_record_the_target_did_not_keep(
