@@ -1,5 +1,5 @@
-"""Run one drill end to end: workload, fault, detection, decision, failover, clients resumed,
-recount, verification, report.
+"""Run one drill end to end: workload, steady state, fault, detection, decision, failover,
+clients resumed, failback - then drills.outcome recounts, verifies and reports.
 
 The path is the real one: ``drkit replicate`` and ``drkit monitor`` run as child processes,
 the failover is drkit's engine (in this process, or as a child that gets killed), the
@@ -29,9 +29,7 @@ from drkit.drills.faults import LocalFaults
 from drkit.drills.numbered import encode_value
 from drkit.drills.observe import await_fence
 from drkit.drills.outcome import build_report, read_back
-from drkit.drills.report import (
-    DrillReport,
-)
+from drkit.drills.report import DrillReport
 from drkit.drills.sampler import Sampler
 from drkit.drills.scenario import DecisionMode, Scenario
 from drkit.drills.timeline import (

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cached_property
 
 from drkit.config.model import FailoverPolicy
 from drkit.failover.model import Procedure
@@ -75,3 +76,12 @@ class Snapshot:
     # The flow's groups of another type (KIP-932 share groups, streams groups): never moved,
     # always named in the plan (source reachable only: nobody can list them otherwise).
     untranslatable_groups: tuple[str, ...] = ()
+
+    @cached_property
+    def partitions_by_topic(self) -> Mapping[str, tuple[PartitionFacts, ...]]:
+        """The replicated partitions of each source topic, in partition order - built once, not
+        scanned per group: 10,000 groups over 5,000 partitions would be 50 million visits."""
+        out: dict[str, list[PartitionFacts]] = {}
+        for tp, part in sorted(self.partitions.items()):
+            out.setdefault(tp.topic, []).append(part)
+        return {topic: tuple(parts) for topic, parts in out.items()}

@@ -225,32 +225,21 @@ def translate_group(snapshot: Snapshot, facts: GroupFacts) -> tuple[PartitionMov
 def _uncovered(snapshot: Snapshot, facts: GroupFacts) -> list[PartitionMove]:
     """Partitions of the topics a group's checkpoints name that no checkpoint covers: nothing
     is written there, and the plan says where its consumers will start instead."""
-    topics = {tp.topic for tp in facts.committed}
     out: list[PartitionMove] = []
-    for tp, part in sorted(snapshot.partitions.items()):
-        if tp.topic not in topics or tp in facts.committed:
-            continue
-        bounds = part.target_bounds
-        where = f"earliest: T={bounds.start}, latest: T={bounds.end}" if bounds is not None else "?"
-        reason = f"no checkpoint here: its consumers start at auto.offset.reset ({where})"
-        out.append(
-            PartitionMove(
-                tp.topic,
-                tp.partition,
-                part.target.topic,
-                part.target.partition,
-                None,
-                None,
-                "none",
-                None,
-                None,
-                reason,
+    for topic in sorted({tp.topic for tp in facts.committed}):
+        for part in snapshot.partitions_by_topic.get(topic, ()):
+            if part.source in facts.committed:
+                continue
+            bounds = part.target_bounds
+            where = (
+                f"earliest: T={bounds.start}, latest: T={bounds.end}" if bounds is not None else "?"
             )
-        )
+            reason = f"no checkpoint here: its consumers start at auto.offset.reset ({where})"
+            out.append(_unmapped(part, None, reason))
     return out
 
 
-def _unmapped(part: PartitionFacts, offset: int, reason: str) -> PartitionMove:
+def _unmapped(part: PartitionFacts, offset: int | None, reason: str) -> PartitionMove:
     return PartitionMove(
         part.source.topic,
         part.source.partition,

@@ -347,3 +347,37 @@ def test_a_large_json_document_is_printed_on_one_line_a_small_one_indented(
     echo_json(big)
     out = capsys.readouterr().out
     assert out.count("\n") == 1 and json.loads(out) == big
+
+
+@given(
+    st.dictionaries(
+        st.tuples(st.sampled_from(["a", "b", "c"]), st.integers(0, 5)),
+        st.integers(0, 99),
+        max_size=12,
+    ),
+    st.sets(st.tuples(st.sampled_from(["a", "b", "c", "d"]), st.integers(0, 5)), max_size=18),
+)
+def test_uncovered_partitions_are_those_of_the_groups_topics_without_a_checkpoint(
+    committed: dict[tuple[str, int], int], replicated: set[tuple[str, int]]
+) -> None:
+    """The per-topic index answers what a scan of every partition did: each replicated
+    partition of a topic the group's checkpoints name, not covered by one, in (topic,
+    partition) order; topics the group never named stay out."""
+    partitions = {
+        TopicPartition(t, p): replace(
+            _partition(), source=TopicPartition(t, p), target=TopicPartition(f"dc1.{t}", p)
+        )
+        for t, p in replicated
+    }
+    offsets = {TopicPartition(t, p): s for (t, p), s in committed.items()}
+    snapshot = _snapshot(
+        partitions=partitions, groups=(GroupFacts("billing", offsets, True, "absent", 0),)
+    )
+    [group] = make_plan(snapshot, load_runbook(Procedure.FAILOVER)).groups
+    uncovered = [
+        (m.source_topic, m.source_partition)
+        for m in group.partitions
+        if m.method == "none" and m.source_offset is None
+    ]
+    named = {t for t, _ in committed}
+    assert uncovered == sorted(k for k in replicated if k[0] in named and k not in committed)
