@@ -55,7 +55,7 @@ from drkit.kafka import ClusterEndpoint, KafkaAdmin
 from drkit.kafka.admin import TopicSpec
 from drkit.kafka.apps import AppProducer
 from drkit.local import LocalKafka
-from drkit.offsets.checkpoint_store import CheckpointStore, groups_without_checkpoint
+from drkit.offsets.checkpoint_store import CheckpointStore
 from drkit.records import Record, TopicPartition
 from drkit.replication.topology import FlowTopology
 from drkit.store.health_repo import HealthRepository
@@ -230,7 +230,7 @@ class DrillRunner:
         )
         try:
             self.until(
-                lambda: not groups_without_checkpoint(store.refresh(5.0), groups),
+                lambda: not store.refresh(5.0).unchecked(groups),
                 120,
                 "a checkpoint of every group on the target",
             )

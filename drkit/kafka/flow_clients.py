@@ -167,6 +167,7 @@ class SourceConsumer:
         self.endpoint = endpoint
         self._consumer: Consumer = make_consumer(endpoint, group_id, settings)
         self._abandoned = False
+        self._static = "group.instance.id" in settings  # KIP-345: close does not leave
 
     def subscribe(
         self,
@@ -271,7 +272,7 @@ class SourceConsumer:
     def close(self, timeout_s: float = 5.0, leave_group: bool = False) -> bool:
         """Free the consumer; True when that finished within ``timeout_s``.
 
-        ``leave_group``: leave the group first, static member or not.  A static member
+        ``leave_group``: leave the group, as a dynamic member's close always does.  A static member
         (``group.instance.id``) does not leave on close (KIP-345), so one that comes back under
         the same id takes its place without a rebalance - and partitions a cooperative
         rebalance it interrupted had taken from it stay unowned.  A session that ends inside
@@ -288,7 +289,7 @@ class SourceConsumer:
         def close() -> None:
             # Closing after a fatal error can fail: there is nothing left to hand over then.
             with contextlib.suppress(KafkaException, RuntimeError):
-                if leave_group:
+                if leave_group and self._static:  # a dynamic member's close leaves anyway
                     self._leave(timeout_s)
                 self._consumer.close()
             done.set()

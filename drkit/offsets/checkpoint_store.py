@@ -35,10 +35,9 @@ class CheckpointSnapshot:
         """The group's latest checkpoints (indexed once: a lookup is not a scan of them all)."""
         return dict(self._by_group.get(group, {}))
 
-
-def groups_without_checkpoint(snapshot: CheckpointSnapshot, groups: Iterable[str]) -> list[str]:
-    """Those of ``groups`` with no checkpoint in ``snapshot``, in the order given."""
-    return [group for group in groups if not snapshot.for_group(group)]
+    def unchecked(self, groups: Iterable[str]) -> list[str]:
+        """Those of ``groups`` with no checkpoint here, in the order given."""
+        return [group for group in groups if group not in self._by_group]
 
 
 class CheckpointStore:

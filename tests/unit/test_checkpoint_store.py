@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from drkit.offsets.checkpoint import Checkpoint
-from drkit.offsets.checkpoint_store import CheckpointSnapshot, groups_without_checkpoint
+from drkit.offsets.checkpoint_store import CheckpointSnapshot
 from drkit.records import TopicPartition
 
 
@@ -24,13 +24,13 @@ def test_for_group_returns_exactly_that_groups_latest_checkpoints() -> None:
     assert snapshot.for_group("unknown") == {}
 
 
-def test_groups_without_checkpoint_names_each_group_not_yet_checkpointed_in_order() -> None:
+def test_unchecked_names_each_group_not_yet_checkpointed_in_order() -> None:
     """What a drill waits on before it breaks the source: a tick alone is not a checkpoint."""
     tp = TopicPartition("dc1.orders", 0)
     snapshot = CheckpointSnapshot({("billing", tp): Checkpoint("billing", tp, 5, 5)}, 1_000)
-    assert groups_without_checkpoint(snapshot, ["analytics", "billing", "audit"]) == [
+    assert snapshot.unchecked(["analytics", "billing", "audit"]) == [
         "analytics",
         "audit",
     ]
-    assert groups_without_checkpoint(snapshot, ["billing"]) == []
-    assert groups_without_checkpoint(CheckpointSnapshot({}, 1_000), ["billing"]) == ["billing"]
+    assert snapshot.unchecked(["billing"]) == []
+    assert CheckpointSnapshot({}, 1_000).unchecked(["billing"]) == ["billing"]
