@@ -24,6 +24,7 @@ from drkit.control.channel import ChannelFactory, ChannelPort, kafka_channels
 from drkit.errors import DrkitError, ExitCode
 from drkit.failover.fences import FenceRepository
 from drkit.failover.model import Procedure, StepName, StepState
+from drkit.failover.plan import TranslationMemo
 from drkit.failover.pointer import PointerRepository
 from drkit.failover.runs import RunRecord, RunRepository
 from drkit.failover.snapshot import TargetReaders
@@ -113,6 +114,7 @@ class StepContext:
     guard: Confirming | None = None  # the engine's lease keeper (None: unguarded, tests)
     channels: ChannelFactory | None = None  # flows' control channels (None: on Kafka)
     readers: TargetReaders | None = None  # the plan's readers of the flow's target topics
+    translations: TranslationMemo | None = None  # the plan's translations, by their inputs
     _admins: dict[str, ClusterAdmin] = field(default_factory=dict, init=False)
 
     # -- what the run is about ------------------------------------------------------------

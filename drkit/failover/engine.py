@@ -59,7 +59,7 @@ from drkit.failover.model import (
     StepName,
     StepState,
 )
-from drkit.failover.plan import make_plan
+from drkit.failover.plan import TranslationMemo, make_plan
 from drkit.failover.pointer import PointerRepository
 from drkit.failover.premise import RunFacts, WorldFacts, broken_premise, pointer_moved
 from drkit.failover.runbook import Runbook, load_runbook
@@ -159,6 +159,9 @@ class Engine:
         # Per flow: the plan's readers of drkit's topics on the target, handed to the run that
         # executes the plan (its translation then reads only what was appended since).
         self._readers: dict[str, TargetReaders] = {}
+        # ... and the plan's translations, which that run's translation step reuses for every
+        # group whose inputs did not change since.
+        self._memos: dict[str, TranslationMemo] = {}
 
     @property
     def ttl_s(self) -> float:
@@ -193,7 +196,8 @@ class Engine:
         if options.groups is None:  # the flow's groups: the monitor may know more of them
             seen = HealthRepository(self.store).groups_seen(flow.name)
             snapshot = replace(snapshot, groups_seen=tuple(sorted(seen)))
-        plan = make_plan(snapshot, self.runbook(procedure))
+        memo = self._memos.setdefault(flow.name, TranslationMemo())
+        plan = make_plan(snapshot, self.runbook(procedure), memo)
         extra = self._unfinished_findings() + self._fenced_by_failover(procedure, target)
         return replace(plan, findings=plan.findings + extra)
 
@@ -274,6 +278,7 @@ class Engine:
     def close_readers(self) -> None:
         """Close the readers plans left open (a run closes them when it ends)."""
         readers, self._readers = self._readers, {}
+        self._memos = {}
         for reader in readers.values():
             reader.close()
 
@@ -387,7 +392,7 @@ class Engine:
         ctx = StepContext(
             self.config, flow, self.store, runs, run, options, self.state_dir, self.progress,
             connect=self.connect, guard=keeper, channels=self.channels,
-            readers=self._readers.get(flow.name),
+            readers=self._readers.get(flow.name), translations=self._memos.get(flow.name),
         )  # fmt: skip
 
         def mirror(lease: Lease) -> None:  # shown by 'failover show' and 'status'

@@ -23,6 +23,8 @@ Decision rules:
 
 from __future__ import annotations
 
+from typing import Any
+
 from drkit import translation
 from drkit.failover.facts import GroupFacts, PartitionFacts, Snapshot
 from drkit.failover.model import (
@@ -42,15 +44,16 @@ from drkit.translation import CannotTranslate
 _PLANNED = (Procedure.SWITCHOVER, Procedure.CUTOVER, Procedure.FAILBACK)
 
 
-def make_plan(snapshot: Snapshot, runbook: Runbook) -> Plan:
-    """The plan for ``snapshot`` following ``runbook``; see the module docstring."""
+def make_plan(snapshot: Snapshot, runbook: Runbook, memo: TranslationMemo | None = None) -> Plan:
+    """The plan for ``snapshot`` following ``runbook``; see the module docstring.  ``memo``
+    keeps the groups' translations for the run's own translation step (same answers)."""
     findings: list[Finding] = []
     timeouts: dict[StepName, float] = {}
     if snapshot.procedure in _PLANNED and snapshot.policy.switchover_timeout_s:
         timeouts[StepName.DRAIN] = snapshot.policy.switchover_timeout_s
     steps = runbook.planned_steps(timeouts)
     findings += _reachability(snapshot)
-    groups = tuple(_group(snapshot, facts) for facts in snapshot.groups)
+    groups = tuple(_group(snapshot, facts, memo) for facts in snapshot.groups)
     for group in groups:
         if group.blocked:
             findings.append(
@@ -254,13 +257,58 @@ def _unmapped(part: PartitionFacts, offset: int | None, reason: str) -> Partitio
     )
 
 
-def _group(snapshot: Snapshot, facts: GroupFacts) -> GroupMove:
+class TranslationMemo:
+    """Each group's translation with the inputs it came from, kept from the plan for the run's
+    translation step: a group whose inputs are unchanged gets the moves it had, without being
+    translated again (at 10,000 groups x 50 partitions, ~10 s of Python per translation).
+
+    Invariant: ``moves(snapshot, facts)`` always equals ``translate_group(snapshot, facts)``.
+    The inputs are the group's offsets and, per partition the translation reads, the mapping,
+    the target's bounds and the source's end; a mapping is usually compared by identity - a
+    snapshot's reader hands out the same object for a partition whose runs did not change - and
+    by value otherwise.  Not thread-safe.
+    """
+
+    def __init__(self) -> None:
+        self._kept: dict[str, tuple[tuple[Any, ...], tuple[PartitionMove, ...]]] = {}
+        self.reused = 0
+
+    def moves(self, snapshot: Snapshot, facts: GroupFacts) -> tuple[PartitionMove, ...]:
+        inputs = _inputs(snapshot, facts)
+        kept = self._kept.get(facts.group)
+        if kept is not None and kept[0] == inputs:
+            self.reused += 1
+            return kept[1]
+        moves = translate_group(snapshot, facts)
+        self._kept[facts.group] = (inputs, moves)
+        return moves
+
+
+def _inputs(snapshot: Snapshot, facts: GroupFacts) -> tuple[Any, ...]:
+    """Everything ``translate_group`` reads for ``facts``."""
+    parts = snapshot.partitions
+    read: list[Any] = [facts.from_checkpoints]
+    for tp, offset in facts.committed.items():
+        part = parts.get(tp)
+        read.append((tp, offset, None if part is None else _partition_inputs(part)))
+    if facts.from_checkpoints:  # _uncovered reads every partition of the group's topics
+        for topic in sorted({tp.topic for tp in facts.committed}):
+            for part in snapshot.partitions_by_topic.get(topic, ()):
+                read.append((part.source, part.target, part.target_bounds))
+    return tuple(read)
+
+
+def _partition_inputs(part: PartitionFacts) -> tuple[Any, ...]:
+    return part.target, part.mapping, part.target_bounds, part.source_end
+
+
+def _group(snapshot: Snapshot, facts: GroupFacts, memo: TranslationMemo | None) -> GroupMove:
     active = facts.target_members > 0 or facts.target_state not in ("empty", "dead", "absent")
     return GroupMove(
         facts.group,
         facts.target_state,
         active and not snapshot.force,
-        translate_group(snapshot, facts),
+        memo.moves(snapshot, facts) if memo is not None else translate_group(snapshot, facts),
     )
 
 

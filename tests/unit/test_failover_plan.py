@@ -13,7 +13,7 @@ from drkit.cli.context import INDENT_LIMIT_BYTES, echo_json
 from drkit.config.model import FailoverPolicy
 from drkit.failover.facts import GroupFacts, PartitionFacts, Snapshot
 from drkit.failover.model import PartitionMove, PartitionRpo, Procedure, Severity, StepName
-from drkit.failover.plan import make_plan
+from drkit.failover.plan import TranslationMemo, make_plan, translate_group
 from drkit.failover.render import plan_text
 from drkit.failover.runbook import load_runbook
 from drkit.records import TopicPartition
@@ -381,3 +381,36 @@ def test_uncovered_partitions_are_those_of_the_groups_topics_without_a_checkpoin
     ]
     named = {t for t, _ in committed}
     assert uncovered == sorted(k for k in replicated if k[0] in named and k not in committed)
+
+
+_changes = st.sampled_from(["none", "offset", "mapping", "bounds", "source_end", "same_value"])
+
+
+@given(st.lists(st.tuples(_changes, st.integers(1, 99)), min_size=1, max_size=6))
+def test_the_translation_memo_answers_what_translating_again_would(
+    changes: list[tuple[str, int]],
+) -> None:
+    """The run's translation step reuses the plan's moves only for groups whose inputs did not
+    change: whatever changes between snapshots (the group's offset, the mapping, the target's
+    bounds, the source's end), the memo answers what a fresh translation does - and it does
+    reuse a group nothing changed for, even when a mapping is rebuilt equal to the last."""
+    memo = TranslationMemo()
+    snapshot = _snapshot()
+    assert memo.moves(snapshot, snapshot.groups[0]) == translate_group(snapshot, snapshot.groups[0])
+    for change, n in changes:
+        part, facts = snapshot.partitions[SRC], snapshot.groups[0]
+        if change == "offset":
+            facts = replace(facts, committed={SRC: n})
+        elif change == "mapping":
+            part = replace(part, mapping=_partition(replicated_end=100 + n).mapping)
+        elif change == "bounds":
+            part = replace(part, target_bounds=TargetBounds(n % 7, 100))
+        elif change == "source_end":
+            part = replace(part, source_end=100 + n)
+        elif change == "same_value":
+            part = replace(part, mapping=replace(part.mapping))  # type: ignore[type-var]
+        snapshot = _snapshot(partitions={SRC: part}, groups=(facts,))
+        reused = memo.reused
+        assert memo.moves(snapshot, facts) == translate_group(snapshot, facts), change
+        if change in ("none", "same_value"):
+            assert memo.reused == reused + 1, change

@@ -11,16 +11,23 @@ as active (its consumers own their offsets now), not a failed run.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import replace
 
 from drkit.errors import KafkaError
 from drkit.failover.context import StepContext, StepFailed, StepOutcome
 from drkit.failover.model import StepName
-from drkit.failover.plan import groups_without_checkpoint, partition_rpo, translate_group
+from drkit.failover.plan import (
+    TranslationMemo,
+    groups_without_checkpoint,
+    partition_rpo,
+)
 from drkit.failover.results import GroupTranslation, Translation
 from drkit.failover.snapshot import gather
 from drkit.records import TopicPartition
 from drkit.store.health_repo import HealthRepository
+
+log = logging.getLogger(__name__)
 
 
 def translate_offsets(ctx: StepContext, timeout_s: float | None) -> StepOutcome:
@@ -41,6 +48,7 @@ def translate_offsets(ctx: StepContext, timeout_s: float | None) -> StepOutcome:
     if ctx.options.groups is None:
         seen = HealthRepository(ctx.store).groups_seen(ctx.flow.name)
         snapshot = replace(snapshot, groups_seen=tuple(sorted(seen)))
+    memo = ctx.translations or TranslationMemo()
     translation = Translation(
         "live" if snapshot.source_reachable else "checkpoints",
         tuple(
@@ -48,7 +56,7 @@ def translate_offsets(ctx: StepContext, timeout_s: float | None) -> StepOutcome:
                 facts.group,
                 facts.target_state,
                 facts.from_checkpoints,
-                translate_group(snapshot, facts),
+                memo.moves(snapshot, facts),
             )
             for facts in snapshot.groups
         ),
@@ -56,6 +64,7 @@ def translate_offsets(ctx: StepContext, timeout_s: float | None) -> StepOutcome:
         tuple(partition_rpo(part) for _tp, part in sorted(snapshot.partitions.items())),
     )
     detail = translation.to_detail()
+    log.info("translated", extra={"groups": len(snapshot.groups), "kept": memo.reused})
     ctx.runs.merge_result(ctx.run.id, {"rpo": detail["rpo"]})
     return StepOutcome.done(**detail)
 
