@@ -6,6 +6,7 @@
     python -m bench failover [--failover-groups N[,N...]] [--partitions N] [--repeat R]
     python -m bench runstore [--failover-groups N[,N...]]   # a run's plan stored and read back
     python -m bench checkpoint [--checkpoint-groups N[,N...]]  # rounds and freshness
+    python -m bench switchover [--rate N] [--repeat 3]     # write pause of planned moves
     python -m bench scale        # curves for docs/scale.md (plots written to docs/scale/)
     python -m bench all          # replication, translation, accounting, failover
 
@@ -133,6 +134,12 @@ def checkpoint(args: argparse.Namespace) -> str:
     return cp.main(groups=counts, partitions=args.partitions)
 
 
+def switchover(args: argparse.Namespace) -> str:
+    from bench import switchover as sw
+
+    return sw.main(rate=args.rate, runs=args.repeat)
+
+
 def scale(args: argparse.Namespace) -> str:
     from bench import scale as sc
 
@@ -152,6 +159,7 @@ def main() -> None:
             "failover",
             "runstore",
             "checkpoint",
+            "switchover",
             "scale",
             "all",
         ],
@@ -179,6 +187,9 @@ def main() -> None:
         choices=["local", "standalone"],
         default="local",
         help="accounting: local[*], or a Spark standalone master + worker started for the run",
+    )
+    parser.add_argument(
+        "--rate", type=int, default=2000, help="switchover: the source's producer, records/s"
     )
     parser.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
     parser.add_argument("--keep", action="store_true", help="keep the bench clusters running")

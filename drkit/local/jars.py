@@ -40,7 +40,9 @@ def _log4j() -> tuple[Artifact, ...]:
 
 
 def bundle_artifacts(bundle: str, version: str | None = None) -> tuple[Artifact, ...]:
-    """The root artifacts of a named bundle: ``kafka``, ``mirror-maker`` or ``spark-kafka``."""
+    """The root artifacts of a named bundle: ``kafka``, ``mirror-maker``, ``kafka-streams``
+    (the library applications link; drkit's tests run a Streams application through a
+    failover) or ``spark-kafka``."""
     if bundle == "kafka":
         v = version or KAFKA_VERSION
         return (
@@ -51,6 +53,9 @@ def bundle_artifacts(bundle: str, version: str | None = None) -> tuple[Artifact,
     if bundle == "mirror-maker":
         v = version or KAFKA_VERSION
         return (Artifact("org.apache.kafka", "connect-mirror", v), *_log4j())
+    if bundle == "kafka-streams":
+        v = version or KAFKA_VERSION
+        return (Artifact("org.apache.kafka", "kafka-streams", v), *_log4j())
     if bundle == "spark-kafka":
         if version is None:
             raise LocalClusterError("the spark-kafka bundle needs the pyspark version")

@@ -29,11 +29,14 @@ from sqlalchemy import text
 
 from drkit.failover.model import RunState, StepName, StepState
 from drkit.failover.runs import RunRecord, RunRepository
+from drkit.kafka import KafkaAdmin
+from drkit.records import TopicPartition
 from drkit.store import StateStore
 from tests import invariants
 from tests.conftest import Names
 from tests.failover_support import (
     PARTITIONS,
+    PER_PARTITION,
     drkit,
     fill,
     replicated_setup,
@@ -179,14 +182,29 @@ def _maintenance(setup: FlowSetup) -> dict[str, Any]:
     return result
 
 
+def _many_groups(setup: FlowSetup, topic: str, names: Names, count: int) -> dict[str, Any]:
+    """``count`` more groups of the flow committed on the source, each partition at its own
+    offset; {group: {TopicPartition: offset}}."""
+    wanted = {
+        names.group(f"bulk-{i:04d}"): {
+            TopicPartition(topic, p): (i * 7 + p * 13) % (PER_PARTITION + 1)
+            for p in range(PARTITIONS)
+        }
+        for i in range(count)
+    }
+    refused = KafkaAdmin(setup.source_endpoint).alter_groups_offsets(wanted)
+    assert not any(refused.values()), refused
+    return wanted
+
+
 @pytest.mark.parametrize(
-    ("step", "taker"),
+    ("step", "taker", "extra_groups"),
     [
-        ("fence_source", "monitor"),
-        ("translate_offsets", "engine"),
-        ("commit_group_offsets", "monitor"),
-        ("move_pointer", "engine"),
-        ("start_reverse_flow", "monitor"),
+        ("fence_source", "monitor", 0),
+        ("translate_offsets", "engine", 0),
+        ("commit_group_offsets", "monitor", 1000),  # at scale: 1,004 groups to write
+        ("move_pointer", "engine", 0),
+        ("start_reverse_flow", "monitor", 0),
     ],
 )
 def test_an_engine_frozen_before_a_step_wakes_after_a_takeover_and_changes_nothing(
@@ -196,15 +214,19 @@ def test_an_engine_frozen_before_a_step_wakes_after_a_takeover_and_changes_nothi
     tmp_path: Path,
     step: str,
     taker: str,
+    extra_groups: int,
     fresh_pg_database: str,
 ) -> None:
     """The engine stops itself (a before-hook sends SIGSTOP to it) as it reaches ``step``; its
     lease lapses; the monitor's maintenance or a second engine (``--resume``) finishes the
     switchover (waiting, if the engine froze inside a store transaction, for PostgreSQL to end
     it); SIGCONT.  The woken engine must exit 5 and write nothing - the store exactly
-    as the taker left it - and the invariants hold."""
-    setup, _groups = replicated_setup(dc1, dc2, names, tmp_path)
+    as the taker left it - and the invariants hold.  With ``extra_groups``, every one of
+    them is on the target exactly where it stood on the source (the replica has the source's
+    offsets: it was copied from the first record)."""
+    setup, groups = replicated_setup(dc1, dc2, names, tmp_path)
     topic = names.topic("orders")
+    groups.update(_many_groups(setup, topic, names, extra_groups))
     freeze = {"when": "before", "step": step, "command": ["sh", "-c", "kill -STOP $PPID"]}
     with_config(setup, state_store={"url": fresh_pg_database},  # see the drain case
                 failover={"lease_ttl_s": 3.0, "hooks": [freeze]})  # fmt: skip
@@ -236,6 +258,16 @@ def test_an_engine_frozen_before_a_step_wakes_after_a_takeover_and_changes_nothi
     final = _only_run(setup)
     problems = invariants.check(_case(setup, topic, _store_url(setup)), _fence_point(final))
     assert problems == []
+    if extra_groups:
+        replica = _case(setup, topic, "").replica
+        expected = {
+            group: {TopicPartition(replica, tp.partition): o for tp, o in offsets.items()}
+            for group, offsets in groups.items()
+        }
+        on_target = KafkaAdmin(setup.target_endpoint).groups_offsets(sorted(groups))
+        found = {group: dict(offsets.offsets) for group, offsets in on_target.items()}
+        wrong = sorted(group for group in expected if found.get(group) != expected[group])
+        assert not wrong, f"{len(wrong)} of {len(groups)} groups not exact, e.g. {wrong[:3]}"
 
 
 # -- a crash in the middle of a rollback -------------------------------------------------------

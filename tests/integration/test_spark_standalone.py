@@ -80,19 +80,28 @@ def test_verify_runs_on_a_spark_standalone_cluster_end_to_end(
     assert master["completedapps"][0]["cores"] == 2
 
 
-def _spark_daemons() -> set[str]:
+def _spark_daemons(work: Path) -> set[str]:
+    """Spark daemons running in ``work`` (their working directory): this test's own, not
+    those of a test another worker runs beside it."""
     found = subprocess.run(
         ["pgrep", "-f", "org.apache.spark.deploy"], capture_output=True, text=True, check=False
     )
-    return set(found.stdout.split())
+    mine = set()
+    for pid in found.stdout.split():
+        try:
+            if Path(f"/proc/{pid}/cwd").resolve().is_relative_to(work):
+                mine.add(pid)
+        except OSError:  # it exited meanwhile
+            continue
+    return mine
 
 
 def test_a_worker_that_cannot_start_is_named_and_nothing_is_left_running(tmp_path: Path) -> None:
-    before = _spark_daemons()
+    assert _spark_daemons(tmp_path) == set()
     with (
         pytest.raises(AccountingError, match="the Spark worker exited") as raised,
         standalone_cluster(tmp_path / "spark", memory="lots"),
     ):
         pass
     assert "memory" in str(raised.value).lower()
-    assert _spark_daemons() == before, "the master was left running"
+    assert _spark_daemons(tmp_path) == set(), "the master was left running"
