@@ -24,6 +24,7 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from confluent_kafka import OFFSET_END, Consumer, KafkaException, Producer
 from confluent_kafka import TopicPartition as RdTopicPartition
@@ -149,6 +150,7 @@ class Move:
     wall_s: float
     latency_s: float  # the anchor
     producer_refused_after_s: float | None  # the command started -> the producer refused
+    in_pause: tuple[tuple[str, float], ...]  # the steps after the fence, up to the pointer
 
 
 def _caught_up(config: Path, topic: str, ends: dict[int, int]) -> bool:
@@ -208,7 +210,15 @@ def measure(clusters: Clusters, procedure: str, transactional: bool, rate: int) 
     run = json.loads(done.stdout)
     drain = next((s for s in run["steps"] if s["name"] == "drain"), None)
     refused = writer.refused_at - started_at if writer.refused_at is not None else None
-    return Move(run["write_pause_s"], _span(drain), wall, latency, refused)
+    return Move(run["write_pause_s"], _span(drain), wall, latency, refused, _in_pause(run))
+
+
+def _in_pause(run: dict[str, Any]) -> tuple[tuple[str, float], ...]:
+    """The steps that ran while applications could not write: after ``fence_source`` up to
+    and including ``move_pointer``."""
+    names = [s["name"] for s in run["steps"]]
+    window = run["steps"][names.index("fence_source") + 1 : names.index("move_pointer") + 1]
+    return tuple((s["name"], span) for s in window if (span := _span(s)) is not None)
 
 
 def _span(step: dict[str, object] | None) -> float | None:
@@ -220,11 +230,14 @@ def _span(step: dict[str, object] | None) -> float | None:
 
 def main(rate: int = 2000, runs: int = 1) -> str:
     clusters = start_clusters(fresh=False)
-    rows = []
+    rows, pauses = [], []
     for procedure in ("switchover", "cutover"):
         for transactional in (False, True):
             moves = [measure(clusters, procedure, transactional, rate) for _ in range(runs)]
             rows.append(_row(procedure, transactional, moves))
+            middle = sorted(moves, key=lambda m: m.write_pause_s)[len(moves) // 2]
+            steps = ", ".join(f"{n} {t:.2f} s" for n, t in middle.in_pause if t > 0.05)
+            pauses.append((rows[-1][0], steps))
     header = [
         "move, source writes", "write pause (median) [runs]", "drain",
         "anchor: replication latency", "ratio", "command wall time", "target <= 3 s",
@@ -232,6 +245,8 @@ def main(rate: int = 2000, runs: int = 1) -> str:
     return (
         f"### Planned moves under a {rate:,} rec/s producer ({PARTITIONS} partitions)\n\n"
         + markdown_table(header, rows)
+        + "\n\nWhere the pause goes (the median run of each row; steps over 0.05 s):\n\n"
+        + "\n".join(f"- {name}: {where}" for name, where in pauses)
     )
 
 
