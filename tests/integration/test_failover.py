@@ -79,6 +79,10 @@ def test_unplanned_failover_of_a_killed_primary_resumes_every_group_exactly(
     run = done.json()
     assert run["schema"] == "drkit.failover.run/v1" and run["state"] == "succeeded"
     assert run["plan"]["translation_mode"] == "checkpoints"
+    translate = next(s for s in run["steps"] if s["name"] == "translate_offsets")
+    # Nothing moved between the plan and the step (the source is gone): every group kept the
+    # plan's moves instead of being translated again.
+    assert translate["detail"]["reused_from_plan"] == len(groups), translate["detail"]
     fence = next(s for s in run["steps"] if s["name"] == "fence_source")
     assert fence["detail"]["pending"] is True  # dc1 unreachable: fenced when it returns
     rpo = {(r["topic"], r["partition"]): r["records"] for r in run["result"]["rpo"]}

@@ -11,7 +11,6 @@ as active (its consumers own their offsets now), not a failed run.
 
 from __future__ import annotations
 
-import logging
 from dataclasses import replace
 
 from drkit.errors import KafkaError
@@ -26,8 +25,6 @@ from drkit.failover.results import GroupTranslation, Translation
 from drkit.failover.snapshot import gather
 from drkit.records import TopicPartition
 from drkit.store.health_repo import HealthRepository
-
-log = logging.getLogger(__name__)
 
 
 def translate_offsets(ctx: StepContext, timeout_s: float | None) -> StepOutcome:
@@ -64,9 +61,9 @@ def translate_offsets(ctx: StepContext, timeout_s: float | None) -> StepOutcome:
         tuple(partition_rpo(part) for _tp, part in sorted(snapshot.partitions.items())),
     )
     detail = translation.to_detail()
-    log.info("translated", extra={"groups": len(snapshot.groups), "kept": memo.reused})
     ctx.runs.merge_result(ctx.run.id, {"rpo": detail["rpo"]})
-    return StepOutcome.done(**detail)
+    # How many groups kept the plan's moves (their inputs unchanged since): read by no step.
+    return StepOutcome.done(**detail, reused_from_plan=memo.reused)
 
 
 def commit_group_offsets(ctx: StepContext, timeout_s: float | None) -> StepOutcome:
