@@ -16,11 +16,7 @@ from dataclasses import replace
 from drkit.errors import KafkaError
 from drkit.failover.context import StepContext, StepFailed, StepOutcome
 from drkit.failover.model import StepName
-from drkit.failover.plan import (
-    TranslationMemo,
-    groups_without_checkpoint,
-    partition_rpo,
-)
+from drkit.failover.plan import TranslationMemo, groups_without_checkpoint, partition_rpo
 from drkit.failover.results import GroupTranslation, Translation
 from drkit.failover.snapshot import gather
 from drkit.records import TopicPartition
@@ -46,6 +42,7 @@ def translate_offsets(ctx: StepContext, timeout_s: float | None) -> StepOutcome:
         seen = HealthRepository(ctx.store).groups_seen(ctx.flow.name)
         snapshot = replace(snapshot, groups_seen=tuple(sorted(seen)))
     memo = ctx.translations or TranslationMemo()
+    reused_before = memo.reused
     translation = Translation(
         "live" if snapshot.source_reachable else "checkpoints",
         tuple(
@@ -63,7 +60,7 @@ def translate_offsets(ctx: StepContext, timeout_s: float | None) -> StepOutcome:
     detail = translation.to_detail()
     ctx.runs.merge_result(ctx.run.id, {"rpo": detail["rpo"]})
     # How many groups kept the plan's moves (their inputs unchanged since): read by no step.
-    return StepOutcome.done(**detail, reused_from_plan=memo.reused)
+    return StepOutcome.done(**detail, reused_from_plan=memo.reused - reused_before)
 
 
 def commit_group_offsets(ctx: StepContext, timeout_s: float | None) -> StepOutcome:
