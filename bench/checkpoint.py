@@ -31,8 +31,8 @@ from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry
 
-from bench.common import OUT, Clusters, markdown_table, start_clusters
-from bench.failover import RECORDS_PER_PARTITION, _set_offsets, _write_config
+from bench.common import OUT, Clusters, markdown_table, start_clusters, write_flow_config
+from bench.failover import RECORDS_PER_PARTITION, _set_offsets
 from drkit.config import load_config
 from drkit.kafka import KafkaAdmin
 from drkit.kafka.admin import TopicSpec
@@ -77,7 +77,9 @@ def measure(clusters: Clusters, groups: int, partitions: int) -> Measurement:
     tag = uuid.uuid4().hex[:6]
     source, target = f"c{tag}", f"d{tag}"
     topic = f"bench-cp-{tag}"
-    path = _write_config(clusters, source, target, topic, OUT / f"checkpoint-{tag}.yaml")
+    path = write_flow_config(
+        clusters, source, target, topic, OUT / f"checkpoint-{tag}.yaml", groups=f"{topic}-g.*"
+    )
     config = load_config(path)
     flow = config.flows[0].model_copy(update={"checkpoint_interval_s": 1.0})
     source_admin, target_admin = clusters.admin("dc1"), clusters.admin("dc2")

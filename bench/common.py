@@ -11,7 +11,9 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from drkit.kafka import ClusterEndpoint, KafkaAdmin
 from drkit.local import LocalKafka
@@ -53,6 +55,37 @@ def start_clusters(fresh: bool = True) -> Clusters:
         ClusterEndpoint.plain("dc2", statuses["dc2"].bootstrap_servers),
         manager,
     )
+
+
+def write_flow_config(
+    clusters: Clusters, source: str, target: str, topic: str, path: Path, groups: str | None = None
+) -> Path:
+    """A drkit config at ``path``: ``source`` (dc1) -> ``target`` (dc2) replicating ``topic``
+    (and the groups matching the regex ``groups``), fencing with ACLs, a SQLite store beside it."""
+    group_filter = f",\n      groups: {{include: ['{groups}']}}" if groups else ""
+    path.write_text(
+        f"clusters:\n"
+        f"  {source}: {{bootstrap_servers: '{clusters.dc1.bootstrap_servers}'}}\n"
+        f"  {target}: {{bootstrap_servers: '{clusters.dc2.bootstrap_servers}'}}\n"
+        f"flows:\n"
+        f"  - {{source: {source}, target: {target}, topics: {{include: ['{topic}']}}"
+        f"{group_filter}}}\n"
+        f"failover: {{fence_with_acls: true}}\n"
+        f"state_store: {{url: 'sqlite:///{path.with_suffix('.db')}'}}\n"
+    )
+    return path
+
+
+def timestamp(iso: str) -> float:
+    """Epoch seconds of an ISO-8601 time as drkit prints it."""
+    return datetime.fromisoformat(iso).timestamp()
+
+
+def step_span(step: dict[str, Any]) -> float | None:
+    """Seconds a failover run's step took, as ``-o json`` prints it (None: not finished)."""
+    if not step.get("started_at") or not step.get("finished_at"):
+        return None
+    return timestamp(str(step["finished_at"])) - timestamp(str(step["started_at"]))
 
 
 def java_tool(main_class: str, args: Sequence[str], timeout_s: float = 600) -> str:

@@ -22,14 +22,21 @@ import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 
 from confluent_kafka import ConsumerGroupTopicPartitions
 from confluent_kafka import TopicPartition as RdTopicPartition
 from confluent_kafka.admin import AdminClient
 
-from bench.common import OUT, Clusters, markdown_table, start_clusters
+from bench.common import (
+    OUT,
+    Clusters,
+    markdown_table,
+    start_clusters,
+    step_span,
+    timestamp,
+    write_flow_config,
+)
 from drkit.config import load_config
 from drkit.kafka import ClusterEndpoint, KafkaAdmin
 from drkit.kafka.admin import TopicSpec
@@ -40,20 +47,6 @@ from drkit.replication.progress import ProgressStore
 from drkit.replication.topology import FlowTopology
 
 RECORDS_PER_PARTITION = 40
-
-
-def _write_config(clusters: Clusters, source: str, target: str, topic: str, path: Path) -> Path:
-    path.write_text(
-        f"clusters:\n"
-        f"  {source}: {{bootstrap_servers: '{clusters.dc1.bootstrap_servers}'}}\n"
-        f"  {target}: {{bootstrap_servers: '{clusters.dc2.bootstrap_servers}'}}\n"
-        f"flows:\n"
-        f"  - {{source: {source}, target: {target}, topics: {{include: ['{topic}']}},\n"
-        f"      groups: {{include: ['{topic}-g.*']}}}}\n"
-        f"failover: {{fence_with_acls: true}}\n"
-        f"state_store: {{url: 'sqlite:///{path.with_suffix('.db')}'}}\n"
-    )
-    return path
 
 
 class _Readiness:
@@ -117,7 +110,9 @@ def measure(clusters: Clusters, groups: int, partitions: int) -> Measurement:
     tag = uuid.uuid4().hex[:6]
     source, target = f"f{tag}", f"g{tag}"
     topic = f"bench-fo-{tag}"
-    config_path = _write_config(clusters, source, target, topic, OUT / f"failover-{tag}.yaml")
+    config_path = write_flow_config(
+        clusters, source, target, topic, OUT / f"failover-{tag}.yaml", groups=f"{topic}-g.*"
+    )
     source_admin = clusters.admin("dc1")
     source_admin.create_topics([TopicSpec(topic, partitions)])
     for p in range(partitions):
@@ -160,8 +155,8 @@ def measure(clusters: Clusters, groups: int, partitions: int) -> Measurement:
         raise RuntimeError(f"failover failed: {done.stderr[-2000:]}")
     run = json.loads(done.stdout)
     moved = next(s for s in run["steps"] if s["name"] == "move_pointer")
-    pointer_moved = _ts(moved["finished_at"])
-    run_start = _ts(run["started_at"])
+    pointer_moved = timestamp(moved["finished_at"])
+    run_start = timestamp(run["started_at"])
     committed = next(s for s in run["steps"] if s["name"] == "commit_group_offsets")
     assert len(committed["detail"]["committed"]) == groups, committed["detail"]
     topology = FlowTopology.of(load_config(config_path).flows[0])
@@ -169,12 +164,7 @@ def measure(clusters: Clusters, groups: int, partitions: int) -> Measurement:
     parts: list[tuple[str, float | None]] = [("before the run (process start, plan)",
                                               run_start - started_at)]  # fmt: skip
     for step in run["steps"]:
-        span = (
-            _ts(step["finished_at"]) - _ts(step["started_at"])
-            if step["started_at"] and step["finished_at"]
-            else None
-        )
-        parts.append((f"step {step['name']}", span))
+        parts.append((f"step {step['name']}", step_span(step)))
     return Measurement(
         groups, pointer_moved - started_at, wall, pointer_moved - run_start, anchor, tuple(parts)
     )
@@ -222,10 +212,6 @@ def _section(groups: int, partitions: int, runs: list[Measurement]) -> str:
         + "\n\nWhere the time goes (the median run):\n\n"
         + markdown_table(["part", "time"], parts)
     )
-
-
-def _ts(iso: str) -> float:
-    return datetime.fromisoformat(iso).timestamp()
 
 
 ANCHOR_CLIENTS = 16

@@ -22,14 +22,20 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from confluent_kafka import OFFSET_END, Consumer, KafkaException, Producer
 from confluent_kafka import TopicPartition as RdTopicPartition
 
-from bench.common import OUT, Clusters, markdown_table, start_clusters
+from bench.common import (
+    OUT,
+    Clusters,
+    markdown_table,
+    start_clusters,
+    step_span,
+    write_flow_config,
+)
 from drkit.config import load_config
 from drkit.kafka import ClusterEndpoint
 from drkit.kafka.admin import TopicSpec
@@ -39,19 +45,6 @@ from drkit.replication.topology import FlowTopology
 
 PARTITIONS = 6
 BATCH_S = 0.05
-
-
-def _write_config(clusters: Clusters, source: str, target: str, topic: str, path: Path) -> Path:
-    path.write_text(
-        f"clusters:\n"
-        f"  {source}: {{bootstrap_servers: '{clusters.dc1.bootstrap_servers}'}}\n"
-        f"  {target}: {{bootstrap_servers: '{clusters.dc2.bootstrap_servers}'}}\n"
-        f"flows:\n"
-        f"  - {{source: {source}, target: {target}, topics: {{include: ['{topic}']}}}}\n"
-        f"failover: {{fence_with_acls: true}}\n"
-        f"state_store: {{url: 'sqlite:///{path.with_suffix('.db')}'}}\n"
-    )
-    return path
 
 
 class SteadyProducer:
@@ -153,17 +146,19 @@ class Move:
     in_pause: tuple[tuple[str, float], ...]  # the steps after the fence, up to the pointer
 
 
-def _caught_up(config: Path, topic: str, ends: dict[int, int]) -> bool:
-    cfg = load_config(config)
-    flow = cfg.flows[0]
-    store = ProgressStore(ClusterEndpoint(flow.target, cfg.clusters[flow.target]),
-                          FlowTopology.of(flow).progress_topic, missing_ok=True)  # fmt: skip
-    try:
-        done = store.refresh(30)
-    finally:
-        store.close()
-    return all((p := done.get(TopicPartition(topic, i))) is not None and p.next_offset >= end
-               for i, end in ends.items())  # fmt: skip
+class _Progress:
+    """The flow's stored progress on the target, its reader kept open between looks."""
+
+    def __init__(self, config_path: Path) -> None:
+        config = load_config(config_path)
+        flow = config.flows[0]
+        target = ClusterEndpoint(flow.target, config.clusters[flow.target])
+        self.store = ProgressStore(target, FlowTopology.of(flow).progress_topic, missing_ok=True)
+
+    def reached(self, topic: str, ends: dict[int, int]) -> bool:
+        done = self.store.refresh(30)
+        return all((p := done.get(TopicPartition(topic, i))) is not None and p.next_offset >= end
+                   for i, end in ends.items())  # fmt: skip
 
 
 def measure(clusters: Clusters, procedure: str, transactional: bool, rate: int) -> Move:
@@ -171,7 +166,7 @@ def measure(clusters: Clusters, procedure: str, transactional: bool, rate: int) 
     tag = uuid.uuid4().hex[:6]
     source, target = f"s{tag}", f"t{tag}"
     topic = f"bench-sw-{tag}"
-    config = _write_config(clusters, source, target, topic, OUT / f"switchover-{tag}.yaml")
+    config = write_flow_config(clusters, source, target, topic, OUT / f"switchover-{tag}.yaml")
     clusters.admin("dc1").create_topics([TopicSpec(topic, PARTITIONS)])
     replica = f"{source}.{topic}"
     log = (OUT / f"switchover-{tag}-replicate.log").open("w")
@@ -189,10 +184,14 @@ def measure(clusters: Clusters, procedure: str, transactional: bool, rate: int) 
             for tp, end in clusters.admin("dc1").list_offsets(partitions, "latest").items()
         }
         deadline = time.monotonic() + 120
-        while not _caught_up(config, topic, ends):
-            if time.monotonic() > deadline:
-                raise RuntimeError("replication did not catch up with the producer")
-            time.sleep(0.5)
+        progress = _Progress(config)
+        try:
+            while not progress.reached(topic, ends):
+                if time.monotonic() > deadline:
+                    raise RuntimeError("replication did not catch up with the producer")
+                time.sleep(0.5)
+        finally:
+            progress.store.close()
         extra = ["--skip-verify"] if procedure == "cutover" else []
         started_at, started = time.time(), time.perf_counter()
         done = subprocess.run(
@@ -210,7 +209,8 @@ def measure(clusters: Clusters, procedure: str, transactional: bool, rate: int) 
     run = json.loads(done.stdout)
     drain = next((s for s in run["steps"] if s["name"] == "drain"), None)
     refused = writer.refused_at - started_at if writer.refused_at is not None else None
-    return Move(run["write_pause_s"], _span(drain), wall, latency, refused, _in_pause(run))
+    span = step_span(drain) if drain is not None else None
+    return Move(run["write_pause_s"], span, wall, latency, refused, _in_pause(run))
 
 
 def _in_pause(run: dict[str, Any]) -> tuple[tuple[str, float], ...]:
@@ -218,14 +218,7 @@ def _in_pause(run: dict[str, Any]) -> tuple[tuple[str, float], ...]:
     and including ``move_pointer``."""
     names = [s["name"] for s in run["steps"]]
     window = run["steps"][names.index("fence_source") + 1 : names.index("move_pointer") + 1]
-    return tuple((s["name"], span) for s in window if (span := _span(s)) is not None)
-
-
-def _span(step: dict[str, object] | None) -> float | None:
-    if step is None or not step.get("started_at") or not step.get("finished_at"):
-        return None
-    start = datetime.fromisoformat(str(step["started_at"])).timestamp()
-    return datetime.fromisoformat(str(step["finished_at"])).timestamp() - start
+    return tuple((s["name"], span) for s in window if (span := step_span(s)) is not None)
 
 
 def main(rate: int = 2000, runs: int = 1) -> str:

@@ -6,6 +6,7 @@ import subprocess
 from pathlib import Path
 
 from drkit.local.jars import java_executable, resolve_bundle
+from tests.processes import stop_gracefully
 
 SOURCE = Path(__file__).resolve().parent / "java" / "Mm2Offsets.java"
 
@@ -106,14 +107,7 @@ class MirrorMaker2:
         return self
 
     def stop(self) -> None:
-        if self.process is None or self.process.poll() is not None:
-            return
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait(timeout=10)
+        stop_gracefully(self.process, 30)
 
     def __exit__(self, *_exc: object) -> None:
         self.stop()

@@ -12,6 +12,7 @@ from pathlib import Path
 from drkit.kafka import ClusterEndpoint
 from drkit.kafka.io import consume_all
 from drkit.local.jars import java_executable, resolve_bundle
+from tests.processes import stop_gracefully
 
 SOURCE = Path(__file__).resolve().parent / "java" / "StreamsCount.java"
 STORE = "counts"
@@ -80,14 +81,7 @@ class StreamsCountApp:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
     def stop(self) -> None:
-        if self.process is None or self.process.poll() is not None:
-            return
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=40)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait(timeout=10)
+        stop_gracefully(self.process, 40)
 
     def __exit__(self, *_exc: object) -> None:
         self.stop()

@@ -182,7 +182,9 @@ def _maintenance(setup: FlowSetup) -> dict[str, Any]:
     return result
 
 
-def _many_groups(setup: FlowSetup, topic: str, names: Names, count: int) -> dict[str, Any]:
+def _many_groups(
+    setup: FlowSetup, topic: str, names: Names, count: int
+) -> dict[str, dict[TopicPartition, int]]:
     """``count`` more groups of the flow committed on the source, each partition at its own
     offset; {group: {TopicPartition: offset}}."""
     wanted = {
