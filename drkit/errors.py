@@ -143,3 +143,8 @@ class DrillFailed(DrkitError):
 
 class FailpointError(DrkitError):
     """A failpoint armed with ``error`` fired: the operation fails as a cluster error would."""
+
+
+class SchemaRegistryError(DrkitError):
+    """A schema registry did not answer, refused a request, or holds schemas that conflict
+    with the ones drkit would copy (drkit.schemas)."""

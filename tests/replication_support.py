@@ -98,9 +98,11 @@ def flow_setup(
     topics: list[str],
     reverse: bool = False,
     document_extra: dict[str, Any] | None = None,
+    cluster_extra: tuple[dict[str, Any], dict[str, Any]] = ({}, {}),
     **flow: Any,
 ) -> FlowSetup:
-    """Write a config replicating ``topics`` (regexes) from ``source`` to ``target``."""
+    """Write a config replicating ``topics`` (regexes) from ``source`` to ``target``
+    (``cluster_extra``: more settings of the source's and the target's cluster entries)."""
     tag = uuid.uuid4().hex[:6]
     src, dst = f"s{tag}", f"t{tag}"
     flows = [{"source": src, "target": dst, "topics": {"include": topics}, **flow}]
@@ -108,8 +110,8 @@ def flow_setup(
         flows.append({"source": dst, "target": src, "topics": {"include": topics}, **flow})
     document = {
         "clusters": {
-            src: {"bootstrap_servers": source.bootstrap_servers},
-            dst: {"bootstrap_servers": target.bootstrap_servers},
+            src: {"bootstrap_servers": source.bootstrap_servers, **cluster_extra[0]},
+            dst: {"bootstrap_servers": target.bootstrap_servers, **cluster_extra[1]},
         },
         "flows": flows,
         "state_store": {"url": f"sqlite:///{tmp_path / 'drkit.db'}"},

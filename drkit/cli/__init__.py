@@ -128,6 +128,7 @@ _COMMANDS = {
     "flows": "flows_cmd",
     "pointer": "flows_cmd",
     "fences": "flows_cmd",
+    "schemas": "schemas_cmd",
 }
 
 

@@ -189,6 +189,43 @@ class Role(StrEnum):
 _PRINCIPAL = re.compile(r"[A-Za-z]+:.+")
 
 
+_APICURIO_CCOMPAT = re.compile(r"/apis/ccompat/v[67]$")
+
+
+class SchemaRegistryConfig(_Frozen):
+    """A cluster's schema registry (drkit.schemas): read through its Confluent-compatible API
+    (``url`` is that API's root, e.g. ``http://host:8080/apis/ccompat/v7`` for Apicurio).
+
+    ``kind`` says how schemas are written with their ids kept: ``apicurio`` (Apicurio Registry
+    2.x: its export/import API beside the Confluent one) is the only kind drkit writes today."""
+
+    url: str = Field(pattern=r"^https?://\S+$")
+    kind: Literal["apicurio"] = "apicurio"
+    # HTTP basic authentication, when the registry asks for it.
+    username: str | None = None
+    password: SecretStr | None = None
+    timeout_s: float = Field(default=10.0, gt=0)
+
+    @field_validator("url")
+    @classmethod
+    def _no_trailing_slash(cls, value: str) -> str:
+        return value.rstrip("/")
+
+    @model_validator(mode="after")
+    def _api_root(self) -> SchemaRegistryConfig:
+        if self.kind == "apicurio" and not _APICURIO_CCOMPAT.search(self.url):
+            raise ValueError(
+                f"{self.url} is not Apicurio's Confluent-compatible API: give its root, "
+                "ending in /apis/ccompat/v7 (or v6)"
+            )
+        return self
+
+    @property
+    def registry_api(self) -> str:
+        """Apicurio's own API root beside the Confluent-compatible one (export, import)."""
+        return _APICURIO_CCOMPAT.sub("/apis/registry/v2", self.url)
+
+
 class ClusterConfig(_Frozen):
     """One Kafka cluster (a data center) drkit talks to."""
 
@@ -211,6 +248,8 @@ class ClusterConfig(_Frozen):
     # commands as the engine, ``drkit verify`` as the verifier; see DrkitConfig.as_role).
     # A role not listed connects with ``security``.
     role_security: dict[Role, SecurityConfig] = Field(default_factory=dict)
+    # The schema registry the cluster's applications use (flows' ``schema_sync`` copies it).
+    schema_registry: SchemaRegistryConfig | None = None
 
     @field_validator("principals")
     @classmethod
@@ -359,6 +398,14 @@ class AclSyncConfig(_Frozen):
         return value
 
 
+class SchemaSyncConfig(_Frozen):
+    """Copying the source's schema registry to the target's, ids kept (opt-in;
+    drkit.schemas).  Both clusters need a ``schema_registry``."""
+
+    enabled: bool = False
+    interval_s: float = Field(default=30.0, gt=0)
+
+
 class FlowConfig(_Frozen):
     """Replication from one source cluster to one target cluster."""
 
@@ -378,6 +425,7 @@ class FlowConfig(_Frozen):
     on_source_truncation: TruncationPolicy = TruncationPolicy.CONTINUE
     retry: RetryPolicy = RetryPolicy()
     acl_sync: AclSyncConfig = AclSyncConfig()
+    schema_sync: SchemaSyncConfig = SchemaSyncConfig()
     # Kafka Streams application ids: their changelogs are replicated under their own names,
     # their repartition topics never (drkit.replication.streams, docs/kafka-streams.md).
     kafka_streams: tuple[Annotated[str, Field(pattern=r"^[A-Za-z0-9._-]+$")], ...] = ()
@@ -686,6 +734,18 @@ def reference_problems(config: DrkitConfig) -> list[tuple[str, str]]:
                 "failover.allow_single_observer",
             )
         )
+    for index, flow in enumerate(config.flows):
+        if not flow.schema_sync.enabled:
+            continue
+        for end in (flow.source, flow.target):
+            cluster = config.clusters.get(end)
+            if cluster is not None and cluster.schema_registry is None:
+                problems.append(
+                    (
+                        f"flows[{index}].schema_sync",
+                        f"cluster {end!r} has no schema_registry to sync with",
+                    )
+                )
     return problems
 
 

@@ -39,6 +39,7 @@ class StepName(StrEnum):
     ABORT_OPEN_TRANSACTIONS = "abort_open_transactions"
     TRANSLATE_OFFSETS = "translate_offsets"
     COMMIT_GROUP_OFFSETS = "commit_group_offsets"
+    SYNC_SCHEMAS = "sync_schemas"
     CONFIRM_FENCE = "confirm_fence"
     MOVE_POINTER = "move_pointer"
     START_REVERSE_FLOW = "start_reverse_flow"

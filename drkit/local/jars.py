@@ -11,6 +11,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import zipfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -180,34 +181,73 @@ def _maven(
         pom = Path(work) / "pom.xml"
         pom.write_text(_pom(artifacts, pins), encoding="utf-8")
         staging = Path(work) / "jars"
-        command = [
+        failure = _run_maven(
             mvn,
-            "-B",
-            "-f",
-            str(pom),
-            f"{DEPENDENCY_PLUGIN}:copy-dependencies",
-            "-DincludeScope=runtime",
-            f"-DoutputDirectory={staging}",
-        ]
-        if quiet:
-            command.insert(2, "-q")
-        if not (Path.home() / ".m2" / "settings.xml").exists():
-            settings = Path(work) / "settings.xml"
-            settings.write_text(_SETTINGS, encoding="utf-8")
-            command[2:2] = ["-s", str(settings)]
-        done = subprocess.run(
-            command,
-            capture_output=True,
-            text=True,
-            check=False,
-            env={**os.environ, "MAVEN_OPTS": os.environ.get("MAVEN_OPTS", "-Xmx512m")},
-        )
-        if done.returncode != 0:
-            return "\n".join((done.stdout + done.stderr).strip().splitlines()[-15:])
+            ["-f", str(pom), f"{DEPENDENCY_PLUGIN}:copy-dependencies", "-DincludeScope=runtime",
+             f"-DoutputDirectory={staging}"],
+            Path(work),
+            quiet,
+        )  # fmt: skip
+        if failure:
+            return failure
         if target.exists():
             shutil.rmtree(target)
         shutil.move(str(staging), str(target))
     return None
+
+
+def _run_maven(mvn: str, arguments: list[str], work: Path, quiet: bool) -> str | None:
+    """Run Maven in batch mode (Central mirrored for Spark's POM unless the user has Maven
+    settings); the tail of its output on failure."""
+    command = [mvn, "-B", *(["-q"] if quiet else [])]
+    if not (Path.home() / ".m2" / "settings.xml").exists():
+        settings = work / "settings.xml"
+        settings.write_text(_SETTINGS, encoding="utf-8")
+        command += ["-s", str(settings)]
+    done = subprocess.run(
+        [*command, *arguments],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "MAVEN_OPTS": os.environ.get("MAVEN_OPTS", "-Xmx512m")},
+    )
+    if done.returncode != 0:
+        return "\n".join((done.stdout + done.stderr).strip().splitlines()[-15:])
+    return None
+
+
+def resolve_distribution(coordinate: str, name: str, quiet: bool = True) -> Path:
+    """The directory holding the unpacked zip ``coordinate`` (``group:artifact:version:zip:
+    classifier``, e.g. a server's distribution), fetched from Maven Central on first use."""
+    target = cache_dir() / "dists" / name
+    marker = target / ".complete"
+    if marker.exists():
+        return target
+    mvn = shutil.which("mvn")
+    if mvn is None:
+        raise LocalClusterError(f"Maven ('mvn') is not on PATH; it is needed once to fetch {name}")
+    with _locked(target.with_suffix(".lock")):
+        if marker.exists():
+            return target
+        with tempfile.TemporaryDirectory(prefix="drkit-mvn-") as work:
+            staging = Path(work) / "dist"
+            failure = _run_maven(
+                mvn,
+                [f"{DEPENDENCY_PLUGIN}:copy", f"-Dartifact={coordinate}",
+                 f"-DoutputDirectory={staging}"],
+                Path(work),
+                quiet,
+            )  # fmt: skip
+            if failure:
+                raise LocalClusterError(f"Maven could not fetch {coordinate}:\n{failure}")
+            if target.exists():
+                shutil.rmtree(target)
+            target.mkdir(parents=True)
+            for archive in staging.glob("*.zip"):
+                with zipfile.ZipFile(archive) as unpacked:
+                    unpacked.extractall(target)
+        marker.write_text("ok\n", encoding="utf-8")
+    return target
 
 
 def java_executable() -> str:

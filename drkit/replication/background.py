@@ -4,8 +4,9 @@
   (drkit.replication.topic_sync), hand the worker the new set of source topics, and watch the
   source topics' ids - a topic deleted and recreated under the same name gets a new id, which
   the worker must treat as a possible loss (drkit.replication.loss) and resume from scratch.
-  With ``acl_sync`` on, every ``acl_sync.interval_s`` it also copies the consumers' topic ACLs
-  to the replicas (drkit.replication.acl_sync); a failure there never stops the topic sync.
+  Beside it run the flow's side syncs (:class:`SideSync`), each when due: with ``acl_sync`` on
+  the consumers' topic ACLs (drkit.replication.acl_sync), with ``schema_sync`` on the schema
+  registry (drkit.schemas.sync).  A failure there never stops the topic sync.
 * Heartbeats (every ``heartbeat_interval_s``): MirrorMaker 2-format records on the source's
   ``heartbeats`` topic, replicated like data so the target can measure the flow's latency.
   None while the flow is paused or stopped (drkit.control): such a worker writes nothing.
@@ -18,9 +19,10 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
-from drkit.errors import KafkaError
+from drkit.errors import KafkaError, SchemaRegistryError
 from drkit.kafka.admin import KafkaAdmin
 from drkit.kafka.clients import ClusterEndpoint
 from drkit.kafka.flow_clients import TargetProducer
@@ -31,6 +33,37 @@ from drkit.replication.topic_sync import TopicSynchronizer
 from drkit.replication.topology import FlowTopology
 
 log = logging.getLogger(__name__)
+
+
+@dataclass
+class SideSync:
+    """A copy beside the topic sync, due every ``interval_s`` (the first right away); its
+    failures are counted as ``kind`` and logged, never raised."""
+
+    kind: str  # the errors metric's label: acl_sync, schema_sync
+    interval_s: float
+    run: Callable[[], object]
+    last_at: float | None = None
+
+    def due(self, now: float) -> bool:
+        return self.last_at is None or now - self.last_at >= self.interval_s
+
+
+def side_syncs(
+    topology: FlowTopology,
+    source_admin: KafkaAdmin,
+    target_admin: KafkaAdmin,
+    schemas: Callable[[], object] | None,
+) -> list[SideSync]:
+    """The side syncs a flow's config turns on (``schemas``: its registry copy, if any)."""
+    flow = topology.flow
+    syncs: list[SideSync] = []
+    if flow.acl_sync.enabled:
+        acls = AclSynchronizer(topology, source_admin, target_admin)
+        syncs.append(SideSync("acl_sync", flow.acl_sync.interval_s, acls.sync))
+    if schemas is not None:
+        syncs.append(SideSync("schema_sync", flow.schema_sync.interval_s, schemas))
+    return syncs
 
 
 class TopicWatcher:
@@ -44,7 +77,7 @@ class TopicWatcher:
         metrics: ReplicationMetrics,
         lock: threading.Lock,
         on_topics: Callable[[frozenset[str], dict[str, str]], None],
-        acls: AclSynchronizer | None = None,
+        extra: Sequence[SideSync] = (),
     ) -> None:
         self.topology = topology
         self.sync = sync
@@ -52,8 +85,7 @@ class TopicWatcher:
         self.metrics = metrics
         self.lock = lock
         self.on_topics = on_topics
-        self.acls = acls
-        self._acls_synced_at: float | None = None
+        self.extra = list(extra)
 
     def once(self) -> None:
         """One round: sync topics, then publish the topic set with the topics' current ids."""
@@ -62,25 +94,24 @@ class TopicWatcher:
             topics = frozenset(self.sync.source_partitions)
         self.metrics.drift.labels(self.topology.name).set(len(plan.drift))
         self.on_topics(topics, self.source_admin.topic_ids(topics))
-        self._sync_acls()
+        self._side_syncs()
 
-    def _sync_acls(self) -> None:
-        """Copy the ACLs when due (after the replicas exist: an ACL needs no topic, but an
+    def _side_syncs(self) -> None:
+        """Each side sync when due (after the replicas exist: an ACL needs no topic, but an
         operator reading them expects both together)."""
-        due = self.topology.flow.acl_sync.interval_s
-        if self.acls is None or (
-            self._acls_synced_at is not None and time.monotonic() - self._acls_synced_at < due
-        ):
-            return
-        self._acls_synced_at = time.monotonic()
-        try:
-            self.acls.sync()
-        except KafkaError as err:
-            self.metrics.errors.labels(self.topology.name, "acl_sync").inc()
-            log.warning(
-                "ACL sync failed; will retry",
-                extra={"flow": self.topology.name, "error": str(err)},
-            )
+        for side in self.extra:
+            now = time.monotonic()
+            if not side.due(now):
+                continue
+            side.last_at = now
+            try:
+                side.run()
+            except (KafkaError, SchemaRegistryError) as err:
+                self.metrics.errors.labels(self.topology.name, side.kind).inc()
+                log.warning(
+                    f"{side.kind.replace('_', ' ')} failed; will retry",
+                    extra={"flow": self.topology.name, "error": str(err)},
+                )
 
     def loop(self, quit_: threading.Event) -> None:
         interval = self.topology.flow.topic_refresh_interval_s

@@ -54,9 +54,8 @@ from drkit.kafka.flow_clients import (
     classify_consume_error,
 )
 from drkit.records import TopicPartition
-from drkit.replication.acl_sync import AclSynchronizer
 from drkit.replication.assigner import LossSink, PartitionAssigner
-from drkit.replication.background import TopicWatcher, heartbeat_loop
+from drkit.replication.background import TopicWatcher, heartbeat_loop, side_syncs
 from drkit.replication.client_settings import (
     WorkerSettings,
     consumer_settings,
@@ -74,6 +73,7 @@ from drkit.replication.source_watch import count_replicated, observe_source, rep
 from drkit.replication.supervision import WorkerLiveness, backoff_s, out_of_patience
 from drkit.replication.topic_sync import TopicSynchronizer
 from drkit.replication.topology import FlowTopology
+from drkit.schemas.sync import flow_schema_sync
 
 log = logging.getLogger(__name__)
 
@@ -112,6 +112,8 @@ class FlowWorker:
         self.chain = self.topology.chain
         self.source_admin = KafkaAdmin(self.source)
         self.target_admin = KafkaAdmin(self.target)
+        schemas = flow_schema_sync(flow, source, target)
+        self.schemas = schemas.sync if schemas is not None else None
         self.topic_sync = TopicSynchronizer(
             self.source_admin,
             self.target_admin,
@@ -175,11 +177,7 @@ class FlowWorker:
             self.metrics,
             self._lock,
             self._set_topics,
-            (
-                AclSynchronizer(self.topology, self.source_admin, self.target_admin)
-                if self.flow.acl_sync.enabled
-                else None
-            ),
+            side_syncs(self.topology, self.source_admin, self.target_admin, self.schemas),
         )
         threads = [
             threading.Thread(

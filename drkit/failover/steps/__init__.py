@@ -29,6 +29,7 @@ from drkit.failover.steps.replication import (
     start_reverse_flow,
     stop_replication,
 )
+from drkit.failover.steps.schemas import sync_schemas
 
 Step = Callable[[StepContext, float | None], StepOutcome]
 
@@ -40,6 +41,7 @@ STEPS: dict[StepName, Step] = {
     StepName.ABORT_OPEN_TRANSACTIONS: abort_open_transactions,
     StepName.TRANSLATE_OFFSETS: translate_offsets,
     StepName.COMMIT_GROUP_OFFSETS: commit_group_offsets,
+    StepName.SYNC_SCHEMAS: sync_schemas,
     StepName.CONFIRM_FENCE: confirm_fence,
     StepName.MOVE_POINTER: move_pointer,
     StepName.START_REVERSE_FLOW: start_reverse_flow,

@@ -1,0 +1,114 @@
+"""Copy a flow's source schema registry to its target's, ids kept (``flows[].schema_sync``).
+
+Run by the flow's replication worker every ``schema_sync.interval_s`` (beside the topic sync),
+by ``drkit schemas sync``, and once more by a failover's ``sync_schemas`` step.  Copying only
+adds: nothing the target holds is changed or deleted.
+
+A copy is refused, naming each one, when the registries conflict (drkit.schemas.catalogue):
+an id that means different schemas on the two sides can only come from both taking writes, and
+overwriting either would make records unreadable.  After a copy every source version is looked
+up on the target again; one still missing is an error - the import API keeps quiet about what
+it skipped.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from drkit.config.model import ClusterConfig, DrkitConfig, FlowConfig
+from drkit.errors import SchemaRegistryError
+from drkit.schemas.catalogue import SchemaSyncPlan, SchemaVersion, plan_sync
+from drkit.schemas.registry import SchemaRegistry
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class SchemaSyncResult:
+    """What one sync found and did."""
+
+    copied: int  # subject versions added to the target
+    present: int  # subject versions the target already had
+    ids: tuple[int, ...]  # the ids copied
+
+    def to_json(self) -> dict[str, object]:
+        return {"copied": self.copied, "present": self.present, "ids": list(self.ids)}
+
+
+class SchemaSynchronizer:
+    """The source's registry to the target's, for one flow."""
+
+    def __init__(self, source: SchemaRegistry, target: SchemaRegistry) -> None:
+        self.source = source
+        self.target = target
+
+    @classmethod
+    def of(cls, config: DrkitConfig, flow: FlowConfig) -> SchemaSynchronizer:
+        """The flow's two registries; a SchemaRegistryError when one is not configured."""
+        return cls(registry_of(config, flow.source), registry_of(config, flow.target))
+
+    def plan(self) -> tuple[tuple[SchemaVersion, ...], SchemaSyncPlan]:
+        """The source's catalogue and what copying it would add (nothing is written)."""
+        source = self.source.catalogue()
+        return source, plan_sync(source, self.target.catalogue())
+
+    def sync(self) -> SchemaSyncResult:
+        """Copy what is missing; raises SchemaRegistryError on a conflict, an unreachable
+        registry, or a version still missing after the copy."""
+        source, plan = self.plan()
+        self._refuse_conflicts(plan)
+        if not plan.missing:
+            return SchemaSyncResult(0, plan.present, ())
+        self.target.import_archive(self.source.export_archive())
+        after = plan_sync(source, self.target.catalogue())
+        self._refuse_conflicts(after)
+        if after.missing:
+            raise SchemaRegistryError(
+                f"{len(after.missing)} schema version(s) are still missing on "
+                f"{self.target.alias}'s registry after the copy (ids "
+                f"{', '.join(map(str, after.missing_ids()))}); was it written to meanwhile?"
+            )
+        log.info(
+            "schemas copied",
+            extra={
+                "source": self.source.alias,
+                "target": self.target.alias,
+                "copied": len(plan.missing),
+                "ids": len(plan.missing_ids()),
+            },
+        )
+        return SchemaSyncResult(len(plan.missing), plan.present, plan.missing_ids())
+
+    def _refuse_conflicts(self, plan: SchemaSyncPlan) -> None:
+        if plan.conflicts:
+            shown = "; ".join(plan.conflicts[:5])
+            more = f" (and {len(plan.conflicts) - 5} more)" if len(plan.conflicts) > 5 else ""
+            raise SchemaRegistryError(
+                f"the registries of {self.source.alias} and {self.target.alias} conflict - "
+                f"nothing was copied: {shown}{more}.  Both took writes; settle which schema "
+                "each id means before syncing again"
+            )
+
+
+def registry_of(config: DrkitConfig, alias: str) -> SchemaRegistry:
+    """Cluster ``alias``'s registry; a SchemaRegistryError when it has none configured."""
+    settings = config.clusters[alias].schema_registry
+    if settings is None:
+        raise SchemaRegistryError(f"cluster {alias!r} has no schema_registry configured")
+    return SchemaRegistry(alias, settings)
+
+
+def flow_schema_sync(
+    flow: FlowConfig, source: ClusterConfig, target: ClusterConfig
+) -> SchemaSynchronizer | None:
+    """The flow's registry copy when ``schema_sync`` is on (the config guarantees both
+    registries then), else None."""
+    if not flow.schema_sync.enabled:
+        return None
+    if source.schema_registry is None or target.schema_registry is None:
+        return None
+    return SchemaSynchronizer(
+        SchemaRegistry(flow.source, source.schema_registry),
+        SchemaRegistry(flow.target, target.schema_registry),
+    )

@@ -1,0 +1,243 @@
+"""Schema registry copies, pure and over in-memory registries: what is missing, what conflicts,
+what a copy that skipped something reports, and what a failover's sync_schemas step does when a
+registry is gone.  The real registries' behaviour is tested in
+tests/integration/test_schemas.py."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from drkit.config import load_config_text
+from drkit.config.model import SchemaRegistryConfig
+from drkit.errors import ConfigError, SchemaRegistryError
+from drkit.failover.context import RunOptions, StepContext, StepFailed
+from drkit.failover.model import Plan, PlannedStep, Procedure, StepName, StepState
+from drkit.failover.runs import RunRepository
+from drkit.failover.steps import schemas as schema_step
+from drkit.schemas.catalogue import SchemaVersion, drift_lines, plan_sync
+from drkit.schemas.sync import SchemaSynchronizer
+from drkit.store import StateStore
+
+
+def version(subject: str, number: int, id_: int, schema: str | None = None) -> SchemaVersion:
+    return SchemaVersion(subject, number, id_, "AVRO", schema or f'"{subject}-{number}"')
+
+
+# -- plan_sync --------------------------------------------------------------------------------
+
+
+def test_what_the_target_lacks_is_missing_and_what_it_holds_is_present() -> None:
+    source = [version("orders", 1, 2), version("orders", 2, 3), version("pay", 1, 4)]
+    plan = plan_sync(source, [version("orders", 1, 2)])
+    assert plan.present == 1 and not plan.conflicts
+    assert [v.id for v in plan.missing] == [3, 4] and plan.missing_ids() == (3, 4)
+    assert drift_lines(plan, "dc2") == ["2 schema version(s) missing on dc2's registry (ids 3, 4)"]
+
+
+def test_an_id_that_means_another_schema_on_the_target_is_a_conflict_not_missing() -> None:
+    plan = plan_sync([version("orders", 1, 5)], [version("other", 1, 5, '"x"')])
+    assert plan.missing == () and plan.present == 0
+    assert plan.conflicts == (
+        "id 5 is a different schema on the target than orders version 1 on the source",
+    )
+
+
+def test_a_subject_version_under_another_id_on_the_target_is_a_conflict() -> None:
+    plan = plan_sync([version("orders", 1, 5)], [version("orders", 1, 7)])
+    assert plan.conflicts == ("orders version 1 is id 7 on the target, id 5 on the source",)
+
+
+def test_one_schema_under_two_subjects_shares_its_id_without_conflict() -> None:
+    same = '"shared"'
+    plan = plan_sync(
+        [version("a", 1, 9, same), version("b", 1, 9, same)], [version("a", 1, 9, same)]
+    )
+    assert not plan.conflicts and plan.present == 1 and plan.missing_ids() == (9,)
+
+
+catalogues = st.lists(
+    st.builds(
+        version,
+        st.sampled_from(["a", "b", "c"]),
+        st.integers(1, 3),
+        st.integers(1, 6),
+    ),
+    unique_by=lambda v: (v.subject, v.version),
+)
+
+
+@given(catalogues)
+def test_a_catalogue_copied_onto_itself_or_nothing(source: list[SchemaVersion]) -> None:
+    onto_itself = plan_sync(source, source)
+    # version() derives the schema from subject and version: two of them under one id are a
+    # conflict the source itself holds; otherwise the catalogue is in sync with itself.
+    contents = {v.id: {x.content for x in source if x.id == v.id} for v in source}
+    if all(len(c) == 1 for c in contents.values()):
+        assert onto_itself.in_sync and onto_itself.present == len(source)
+        onto_nothing = plan_sync(source, [])
+        assert len(onto_nothing.missing) == len(source) and not onto_nothing.conflicts
+
+
+# -- SchemaSynchronizer over in-memory registries ----------------------------------------------
+
+
+class MemoryRegistry:
+    """A registry as drkit uses one: a catalogue, an export, an import that keeps ids and -
+    like Apicurio's - quietly skips an id it already holds (or, ``drops``, others too)."""
+
+    def __init__(self, alias: str, versions: list[SchemaVersion], drops: set[int] | None = None):
+        self.alias = alias
+        self.versions = list(versions)
+        self.drops = drops or set()
+        self.imports = 0
+        self.modes: list[str] = []
+        self.down = False
+
+    def catalogue(self) -> tuple[SchemaVersion, ...]:
+        if self.down:
+            raise SchemaRegistryError(f"schema registry of {self.alias} is unreachable")
+        return tuple(self.versions)
+
+    def export_archive(self) -> bytes:
+        return json.dumps([dataclasses.astuple(v) for v in self.catalogue()]).encode()
+
+    def import_archive(self, archive: bytes) -> None:
+        self.imports += 1
+        held = {v.id for v in self.versions}
+        for raw in json.loads(archive):
+            incoming = SchemaVersion(*raw[:5])
+            if incoming.id not in held and incoming.id not in self.drops:
+                self.versions.append(incoming)
+
+    def set_mode(self, mode: str) -> str:
+        if self.down:
+            raise SchemaRegistryError(f"schema registry of {self.alias} is unreachable")
+        self.modes.append(mode)
+        return mode
+
+
+def sync_of(source: MemoryRegistry, target: MemoryRegistry) -> SchemaSynchronizer:
+    return SchemaSynchronizer(source, target)  # type: ignore[arg-type]
+
+
+def test_a_copy_adds_what_is_missing_and_a_second_finds_nothing_to_do() -> None:
+    source = MemoryRegistry("dc1", [version("orders", 1, 2), version("orders", 2, 3)])
+    target = MemoryRegistry("dc2", [])
+    first = sync_of(source, target).sync()
+    assert (first.copied, first.present, first.ids) == (2, 0, (2, 3))
+    assert plan_sync(source.versions, target.versions).in_sync
+    second = sync_of(source, target).sync()
+    assert (second.copied, second.present) == (0, 2) and target.imports == 1
+
+
+def test_a_conflict_copies_nothing_and_names_the_id() -> None:
+    source = MemoryRegistry("dc1", [version("orders", 1, 2), version("pay", 1, 3)])
+    target = MemoryRegistry("dc2", [version("theirs", 1, 2, '"other"')])
+    with pytest.raises(SchemaRegistryError, match=r"copied: id 2 is a different"):
+        sync_of(source, target).sync()
+    assert target.imports == 0 and [v.subject for v in target.versions] == ["theirs"]
+
+
+def test_an_import_that_skipped_a_schema_is_an_error_naming_it() -> None:
+    source = MemoryRegistry("dc1", [version("orders", 1, 2), version("pay", 1, 3)])
+    target = MemoryRegistry("dc2", [], drops={3})
+    with pytest.raises(SchemaRegistryError, match=r"still missing on dc2's registry .*ids 3\)"):
+        sync_of(source, target).sync()
+
+
+# -- the failover step ------------------------------------------------------------------------
+
+CONFIG = """
+clusters:
+  dc1:
+    bootstrap_servers: "127.0.0.1:9"
+    schema_registry: {url: "http://127.0.0.1:1/apis/ccompat/v7"}
+  dc2:
+    bootstrap_servers: "127.0.0.1:10"
+    schema_registry: {url: "http://127.0.0.1:2/apis/ccompat/v7"}
+flows:
+  - {source: dc1, target: dc2, schema_sync: {enabled: true}}
+"""
+
+
+def step_context_for(
+    tmp_path: Path,
+    procedure: Procedure,
+    registries: dict[str, MemoryRegistry],
+    monkeypatch: pytest.MonkeyPatch,
+) -> StepContext:
+    config = load_config_text(CONFIG, env={})
+    store = StateStore(f"sqlite:///{tmp_path / 'drkit.db'}")
+    store.upgrade()
+    runs = RunRepository(store)
+    plan = Plan(
+        procedure=procedure, source="dc1", target="dc2", flow="dc1->dc2", reverse_flow=None,
+        source_reachable=False, translation_mode="checkpoints",
+        steps=(PlannedStep(1, StepName.SYNC_SCHEMAS, None, None),), groups=(),
+        groups_without_checkpoint=(), rpo=(), findings=(), pointer_from="dc1", pointer_to="dc2",
+    )  # fmt: skip
+    run = runs.create(plan, "test", "unit")
+    monkeypatch.setattr(schema_step, "registry_of", lambda _config, alias: registries[alias])
+    return StepContext(config, config.flows[0], store, runs, run, RunOptions(), tmp_path)
+
+
+def test_a_failover_with_the_source_registry_gone_goes_on_and_says_what_dc2_holds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source = MemoryRegistry("dc1", [version("orders", 1, 2)])
+    source.down = True
+    target = MemoryRegistry("dc2", [version("orders", 1, 2)])
+    ctx = step_context_for(
+        tmp_path, Procedure.FAILOVER, {"dc1": source, "dc2": target}, monkeypatch
+    )
+    outcome = schema_step.sync_schemas(ctx, 30)
+    assert outcome.state is StepState.DONE
+    assert "unreachable" in outcome.detail["copy"]
+    assert outcome.detail["target_versions"] == 1
+    assert outcome.detail["target_mode"] == "READWRITE" and target.modes == ["READWRITE"]
+    assert outcome.detail["source_mode"].startswith("not set")
+
+
+def test_a_switchover_that_cannot_copy_the_schemas_fails_its_step(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source = MemoryRegistry("dc1", [version("orders", 1, 2)])
+    target = MemoryRegistry("dc2", [version("x", 1, 2, '"x"')])  # a conflict
+    ctx = step_context_for(
+        tmp_path, Procedure.SWITCHOVER, {"dc1": source, "dc2": target}, monkeypatch
+    )
+    with pytest.raises(StepFailed, match=r"could not be copied to dc2: .*id 2"):
+        schema_step.sync_schemas(ctx, 30)
+    assert target.modes == [] and source.modes == []  # nothing switched
+
+
+def test_a_flow_without_schema_sync_skips_the_step(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ctx = step_context_for(tmp_path, Procedure.FAILOVER, {}, monkeypatch)
+    ctx.flow = ctx.flow.model_copy(update={"schema_sync": ctx.flow.schema_sync.model_copy(
+        update={"enabled": False})})  # fmt: skip
+    assert schema_step.sync_schemas(ctx, 30).state is StepState.SKIPPED
+
+
+# -- configuration ----------------------------------------------------------------------------
+
+
+def test_a_registry_url_must_be_apicurios_confluent_compatible_api() -> None:
+    with pytest.raises(ValueError, match="ending in /apis/ccompat/v7"):
+        SchemaRegistryConfig(url="http://registry:8080/apis/registry/v2")
+    config = SchemaRegistryConfig(url="http://registry:8080/apis/ccompat/v7/")
+    assert config.url == "http://registry:8080/apis/ccompat/v7"
+    assert config.registry_api == "http://registry:8080/apis/registry/v2"
+
+
+def test_schema_sync_on_a_flow_whose_clusters_have_no_registry_is_a_config_error() -> None:
+    text = CONFIG.replace('    schema_registry: {url: "http://127.0.0.1:2/apis/ccompat/v7"}\n', "")
+    with pytest.raises(ConfigError, match=r"flows\[0\].schema_sync: cluster 'dc2' has no"):
+        load_config_text(text, env={})
