@@ -12,7 +12,7 @@ from dataclasses import replace
 from typing import Protocol
 
 from drkit.config.model import ClusterConfig, HealthPolicy
-from drkit.errors import KafkaError
+from drkit.errors import KafkaError, SchemaRegistryError
 from drkit.health.evaluation import ProbeResult
 from drkit.health.observations import DRIFT_LINES, FlowObservation, GroupCheckpoints
 from drkit.kafka.admin import KafkaAdmin, TopicInfo, TopicSpec
@@ -28,6 +28,8 @@ from drkit.replication.heartbeat import Heartbeat
 from drkit.replication.progress import Progress, ProgressStore
 from drkit.replication.topic_sync import TopicSynchronizer, differences
 from drkit.replication.topology import FlowTopology
+from drkit.schemas.catalogue import drift_lines as schema_drift_lines
+from drkit.schemas.sync import flow_schema_sync
 
 
 class ClusterProbe(Protocol):
@@ -171,6 +173,7 @@ class FlowProber:
             if topology.flow.acl_sync.enabled
             else None
         )
+        self._schemas = flow_schema_sync(topology.flow, source, target)
         self._drift: tuple[tuple[str, ...], int] | None = None
         # monotonic; the first comparison waits a little: a monitor's first probes are busy
         self._drift_read_at = time.monotonic() - DRIFT_EVERY_S + FIRST_DRIFT_AFTER_S
@@ -213,9 +216,10 @@ class FlowProber:
         )
 
     def _config_drift(self) -> tuple[tuple[str, ...], int] | None:
-        """How the replicas differ from their sources - configs, and with ``acl_sync`` the
-        consumers' ACLs (the first DRIFT_LINES, and how many); compared once a minute (both
-        change rarely), None until a comparison worked."""
+        """How the replicas differ from their sources - configs, with ``acl_sync`` the
+        consumers' ACLs, with ``schema_sync`` the schema registry (the first DRIFT_LINES, and
+        how many); compared once a minute (all change rarely), None until a comparison
+        worked."""
         if time.monotonic() - self._drift_read_at > DRIFT_EVERY_S:
             self._drift_read_at = time.monotonic()
             try:
@@ -225,8 +229,20 @@ class FlowProber:
                 self._drift = None  # unknown now, not "no drift"
             else:
                 lines = differences(plan) + drift_lines(acls, self.topology.target)
+                lines += self._schema_drift()
                 self._drift = (tuple(lines[:DRIFT_LINES]), len(lines))
         return self._drift
+
+    def _schema_drift(self) -> list[str]:
+        """What the target's registry lacks or holds differently; a line saying it is
+        unknown when a registry does not answer (never "no drift")."""
+        if self._schemas is None:
+            return []
+        try:
+            _source, plan = self._schemas.plan()
+        except SchemaRegistryError as err:
+            return [f"schemas on {self.topology.target}: unknown ({err})"]
+        return schema_drift_lines(plan, self.topology.target)
 
     def _read_heartbeats(self) -> None:
         if self.topology.heartbeats_replica not in self.target.list_topics():

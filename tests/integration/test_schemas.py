@@ -203,7 +203,10 @@ def test_a_sync_into_a_registry_that_took_other_writes_copies_nothing_and_names_
         tmp_path, dc1, dc2, [names.topic("unused")],
         schema_sync={"enabled": True}, cluster_extra=_registry_config(registries),
     )  # fmt: skip
-    done = drkit(setup, "schemas", "sync", "--flow", setup.config.flows[0].name)
+    flow = setup.config.flows[0].name
+    shown = drkit(setup, "schemas", "sync", "--flow", flow, "--dry-run")
+    assert shown.code == 1 and f"schema conflict on {setup.target}: id {clashing}" in shown.out
+    done = drkit(setup, "schemas", "sync", "--flow", flow)
     assert done.code == 1, done.out + done.err
     assert f"id {clashing} is a different schema" in done.err, done.err
     assert "nothing was copied" in done.err
