@@ -1,17 +1,18 @@
-"""The two threads beside a flow's data path: topic sync and heartbeats.
+"""The threads beside a flow's data path: topic sync, heartbeats, side syncs.
 
 * Topic sync (every ``topic_refresh_interval_s``): create/grow replica topics and copy configs
   (drkit.replication.topic_sync), hand the worker the new set of source topics, and watch the
   source topics' ids - a topic deleted and recreated under the same name gets a new id, which
   the worker must treat as a possible loss (drkit.replication.loss) and resume from scratch.
-  Beside it run the flow's side syncs (:class:`SideSync`), each when due: with ``acl_sync`` on
-  the consumers' topic ACLs (drkit.replication.acl_sync), with ``schema_sync`` on the schema
-  registry (drkit.schemas.sync).  A failure there never stops the topic sync.
 * Heartbeats (every ``heartbeat_interval_s``): MirrorMaker 2-format records on the source's
   ``heartbeats`` topic, replicated like data so the target can measure the flow's latency.
   None while the flow is paused or stopped (drkit.control): such a worker writes nothing.
+* Side syncs (:class:`SideSync`, each in its own thread, so a slow one - a schema registry
+  that does not answer waits out its HTTP timeouts - never delays the topic sync): with
+  ``acl_sync`` on the consumers' topic ACLs (drkit.replication.acl_sync), with ``schema_sync``
+  on the schema registry (drkit.schemas.sync).
 
-Both end when ``quit`` is set and never raise: failures are counted and logged, then retried.
+All end when ``quit`` is set and never raise: failures are counted and logged, then retried.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from drkit.errors import KafkaError, SchemaRegistryError
@@ -35,18 +36,31 @@ from drkit.replication.topology import FlowTopology
 log = logging.getLogger(__name__)
 
 
-@dataclass
+@dataclass(frozen=True)
 class SideSync:
-    """A copy beside the topic sync, due every ``interval_s`` (the first right away); its
-    failures are counted as ``kind`` and logged, never raised."""
+    """A copy beside the topic sync, every ``interval_s`` (the first right away); its failures
+    are counted as ``kind`` and logged, never raised (:func:`side_sync_loop`)."""
 
     kind: str  # the errors metric's label: acl_sync, schema_sync
     interval_s: float
     run: Callable[[], object]
-    last_at: float | None = None
 
-    def due(self, now: float) -> bool:
-        return self.last_at is None or now - self.last_at >= self.interval_s
+
+def side_sync_loop(
+    side: SideSync, flow: str, metrics: ReplicationMetrics, quit_: threading.Event
+) -> None:
+    """Run ``side`` now and then every ``interval_s`` until ``quit_`` is set."""
+    while True:
+        try:
+            side.run()
+        except (KafkaError, SchemaRegistryError) as err:
+            metrics.errors.labels(flow, side.kind).inc()
+            log.warning(
+                f"{side.kind.replace('_', ' ')} failed; will retry",
+                extra={"flow": flow, "error": str(err)},
+            )
+        if quit_.wait(side.interval_s):
+            return
 
 
 def side_syncs(
@@ -77,7 +91,6 @@ class TopicWatcher:
         metrics: ReplicationMetrics,
         lock: threading.Lock,
         on_topics: Callable[[frozenset[str], dict[str, str]], None],
-        extra: Sequence[SideSync] = (),
     ) -> None:
         self.topology = topology
         self.sync = sync
@@ -85,7 +98,6 @@ class TopicWatcher:
         self.metrics = metrics
         self.lock = lock
         self.on_topics = on_topics
-        self.extra = list(extra)
 
     def once(self) -> None:
         """One round: sync topics, then publish the topic set with the topics' current ids."""
@@ -94,24 +106,6 @@ class TopicWatcher:
             topics = frozenset(self.sync.source_partitions)
         self.metrics.drift.labels(self.topology.name).set(len(plan.drift))
         self.on_topics(topics, self.source_admin.topic_ids(topics))
-        self._side_syncs()
-
-    def _side_syncs(self) -> None:
-        """Each side sync when due (after the replicas exist: an ACL needs no topic, but an
-        operator reading them expects both together)."""
-        for side in self.extra:
-            now = time.monotonic()
-            if not side.due(now):
-                continue
-            side.last_at = now
-            try:
-                side.run()
-            except (KafkaError, SchemaRegistryError) as err:
-                self.metrics.errors.labels(self.topology.name, side.kind).inc()
-                log.warning(
-                    f"{side.kind.replace('_', ' ')} failed; will retry",
-                    extra={"flow": self.topology.name, "error": str(err)},
-                )
 
     def loop(self, quit_: threading.Event) -> None:
         interval = self.topology.flow.topic_refresh_interval_s

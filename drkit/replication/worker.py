@@ -55,7 +55,12 @@ from drkit.kafka.flow_clients import (
 )
 from drkit.records import TopicPartition
 from drkit.replication.assigner import LossSink, PartitionAssigner
-from drkit.replication.background import TopicWatcher, heartbeat_loop, side_syncs
+from drkit.replication.background import (
+    TopicWatcher,
+    heartbeat_loop,
+    side_sync_loop,
+    side_syncs,
+)
 from drkit.replication.client_settings import (
     WorkerSettings,
     consumer_settings,
@@ -177,7 +182,6 @@ class FlowWorker:
             self.metrics,
             self._lock,
             self._set_topics,
-            side_syncs(self.topology, self.source_admin, self.target_admin, self.schemas),
         )
         threads = [
             threading.Thread(
@@ -189,6 +193,17 @@ class FlowWorker:
                 name=f"heartbeat {self.name}",
                 daemon=True,
             ),
+        ]
+        threads += [
+            threading.Thread(
+                target=side_sync_loop,
+                args=(side, self.name, self.metrics, self._quit),
+                name=f"{side.kind} {self.name}",
+                daemon=True,
+            )
+            for side in side_syncs(
+                self.topology, self.source_admin, self.target_admin, self.schemas
+            )
         ]
         for thread in threads:
             thread.start()

@@ -241,3 +241,29 @@ def test_schema_sync_on_a_flow_whose_clusters_have_no_registry_is_a_config_error
     text = CONFIG.replace('    schema_registry: {url: "http://127.0.0.1:2/apis/ccompat/v7"}\n', "")
     with pytest.raises(ConfigError, match=r"flows\[0\].schema_sync: cluster 'dc2' has no"):
         load_config_text(text, env={})
+
+
+# -- the worker's side-sync thread -------------------------------------------------------------
+
+
+def test_a_failing_side_sync_is_counted_and_retried_and_ends_when_told() -> None:
+    import threading
+
+    from prometheus_client import CollectorRegistry
+
+    from drkit.replication.background import SideSync, side_sync_loop
+    from drkit.replication.metrics import ReplicationMetrics
+
+    metrics = ReplicationMetrics.create(CollectorRegistry())
+    quit_ = threading.Event()
+    calls: list[int] = []
+
+    def flaky() -> None:
+        calls.append(1)
+        if len(calls) == 3:
+            quit_.set()
+        raise SchemaRegistryError("schema registry of dc1 is unreachable")
+
+    side_sync_loop(SideSync("schema_sync", 0.01, flaky), "dc1->dc2", metrics, quit_)
+    assert len(calls) == 3  # failures never ended the loop; the quit did
+    assert metrics.errors.labels("dc1->dc2", "schema_sync")._value.get() == 3
