@@ -64,7 +64,7 @@ from drkit.failover.pointer import PointerRepository
 from drkit.failover.premise import RunFacts, WorldFacts, broken_premise, pointer_moved
 from drkit.failover.runbook import Runbook, load_runbook
 from drkit.failover.runs import RunRecord, RunRepository
-from drkit.failover.snapshot import TargetReaders, gather
+from drkit.failover.snapshot import TargetReaders, gather, schema_facts
 from drkit.failover.steps import STEPS, Step
 from drkit.kafka.admin import KafkaAdmin
 from drkit.kafka.clients import ClusterEndpoint
@@ -196,6 +196,7 @@ class Engine:
         if options.groups is None:  # the flow's groups: the monitor may know more of them
             seen = HealthRepository(self.store).groups_seen(flow.name)
             snapshot = replace(snapshot, groups_seen=tuple(sorted(seen)))
+        snapshot = replace(snapshot, schemas=schema_facts(self.config, flow))
         memo = self._memos.setdefault(flow.name, TranslationMemo())
         plan = make_plan(snapshot, self.runbook(procedure), memo)
         extra = self._unfinished_findings() + self._fenced_by_failover(procedure, target)

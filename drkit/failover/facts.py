@@ -49,6 +49,16 @@ class GroupFacts:
 
 
 @dataclass(frozen=True)
+class SchemaFacts:
+    """The flow's two schema registries compared (``schema_sync`` flows only)."""
+
+    missing_ids: tuple[int, ...]  # schema ids the target's registry lacks
+    missing_versions: int  # subject versions it lacks
+    conflicts: tuple[str, ...]  # one id, two schemas (drkit.schemas.catalogue)
+    error: str | None  # why they could not be compared (a registry did not answer)
+
+
+@dataclass(frozen=True)
 class Snapshot:
     procedure: Procedure
     flow: str
@@ -76,6 +86,8 @@ class Snapshot:
     # The flow's groups of another type (KIP-932 share groups, streams groups): never moved,
     # always named in the plan (source reachable only: nobody can list them otherwise).
     untranslatable_groups: tuple[str, ...] = ()
+    # The schema registries compared (None: the flow has no schema_sync).
+    schemas: SchemaFacts | None = None
 
     @cached_property
     def partitions_by_topic(self) -> Mapping[str, tuple[PartitionFacts, ...]]:

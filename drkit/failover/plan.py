@@ -89,6 +89,7 @@ def make_plan(snapshot: Snapshot, runbook: Runbook, memo: TranslationMemo | None
     findings += _rpo_findings(snapshot, rpo)
     findings += _topic_findings(snapshot)
     findings += _unknown_groups(snapshot)
+    findings += _schema_findings(snapshot)
     if snapshot.untranslatable_groups:
         findings.append(
             Finding(
@@ -470,3 +471,48 @@ def _notes(snapshot: Snapshot, steps: tuple[PlannedStep, ...]) -> tuple[str, ...
             "when it answers again"
         )
     return tuple(notes)
+
+
+def _schema_findings(snapshot: Snapshot) -> list[Finding]:
+    """What the target's schema registry will hold when the applications arrive.
+
+    A planned move blocks on what would fail its ``sync_schemas`` step after the fence: a
+    registry that does not answer, or ids that mean two schemas.  An unplanned failover only
+    warns - it goes on with what the target holds."""
+    facts = snapshot.schemas
+    if facts is None:
+        return []
+    planned = snapshot.procedure is not Procedure.FAILOVER
+    severity = Severity.BLOCKER if planned else Severity.WARNING
+    if facts.error is not None:
+        why = (
+            "a planned move makes a last copy of the schemas before the pointer moves"
+            if planned
+            else f"{snapshot.target}'s registry has what the last schema sync copied"
+        )
+        return [Finding(severity, "schemas_unknown", f"{facts.error}: {why}")]
+    findings: list[Finding] = []
+    if facts.conflicts:
+        shown = "; ".join(facts.conflicts[:3])
+        more = f" (and {len(facts.conflicts) - 3} more)" if len(facts.conflicts) > 3 else ""
+        findings.append(
+            Finding(
+                severity,
+                "schema_conflicts",
+                f"the schema registries of {snapshot.source} and {snapshot.target} conflict - "
+                f"records may decode into other schemas on {snapshot.target}: {shown}{more}",
+            )
+        )
+    if facts.missing_versions:
+        ids = ", ".join(str(i) for i in facts.missing_ids[:10])
+        more = " ..." if len(facts.missing_ids) > 10 else ""
+        findings.append(
+            Finding(
+                Severity.WARNING,
+                "schemas_missing",
+                f"{facts.missing_versions} schema version(s) of {snapshot.source}'s registry "
+                f"are not on {snapshot.target}'s yet (ids {ids}{more}): sync_schemas copies "
+                "them before the pointer moves",
+            )
+        )
+    return findings

@@ -18,8 +18,8 @@ from dataclasses import replace
 from tenacity import retry, retry_if_exception_type, stop_after_delay, wait_exponential
 
 from drkit.config.model import DrkitConfig, FlowConfig
-from drkit.errors import KafkaError, RetriableKafkaError
-from drkit.failover.facts import GroupFacts, PartitionFacts, Snapshot
+from drkit.errors import KafkaError, RetriableKafkaError, SchemaRegistryError
+from drkit.failover.facts import GroupFacts, PartitionFacts, SchemaFacts, Snapshot
 from drkit.failover.model import Procedure
 from drkit.kafka.admin import KafkaAdmin
 from drkit.kafka.clients import ClusterEndpoint, tcp_unreachable
@@ -32,6 +32,7 @@ from drkit.replication.internal_topics import HEARTBEATS, is_own_group
 from drkit.replication.progress import Progress, ProgressStore
 from drkit.replication.topic_filter import NameMatcher
 from drkit.replication.topology import FlowTopology
+from drkit.schemas.sync import SchemaSynchronizer, registry_of
 from drkit.translation import PartitionMapping, TargetBounds
 
 log = logging.getLogger(__name__)
@@ -342,3 +343,18 @@ def _groups(
         for group, offsets in sorted(committed.items())
     ]
     return facts, without
+
+
+def schema_facts(config: DrkitConfig, flow: FlowConfig) -> SchemaFacts | None:
+    """The flow's two schema registries compared (one short try each: part of a failover's
+    wall time); None when the flow has no ``schema_sync``."""
+    if not flow.schema_sync.enabled:
+        return None
+    synchronizer = SchemaSynchronizer(
+        registry_of(config, flow.source, quick=True), registry_of(config, flow.target, quick=True)
+    )
+    try:
+        _source, plan = synchronizer.plan()
+    except SchemaRegistryError as err:
+        return SchemaFacts((), 0, (), str(err))
+    return SchemaFacts(plan.missing_ids(), len(plan.missing), plan.conflicts, None)

@@ -25,7 +25,7 @@ import urllib.request
 from typing import Any
 
 from tenacity import (
-    retry,
+    Retrying,
     retry_if_exception_type,
     stop_after_attempt,
     wait_exponential,
@@ -45,9 +45,10 @@ class _Unavailable(Exception):
 class SchemaRegistry:
     """The registry of cluster ``alias``."""
 
-    def __init__(self, alias: str, config: SchemaRegistryConfig) -> None:
+    def __init__(self, alias: str, config: SchemaRegistryConfig, attempts: int = 3) -> None:
         self.alias = alias
         self.config = config
+        self.attempts = attempts  # tries per request on connection failures and 5xx answers
 
     def __repr__(self) -> str:
         return f"SchemaRegistry({self.alias!r}, {self.config.url!r})"
@@ -110,23 +111,21 @@ class SchemaRegistry:
             ) from None
 
     def _request(self, method: str, url: str, body: bytes | None, headers: dict[str, str]) -> bytes:
+        retrying = Retrying(
+            retry=retry_if_exception_type(_Unavailable),
+            stop=stop_after_attempt(self.attempts),
+            wait=wait_exponential(multiplier=0.2, max=2),
+            reraise=True,
+        )
         try:
-            return self._with_retries(method, url, body, headers)
+            return retrying(self._once, method, url, body, headers)
         except _Unavailable as err:
             raise SchemaRegistryError(
                 f"schema registry of {self.alias} at {self.config.url} is unreachable "
                 f"({method} {_path(url)}: {err})"
             ) from None
 
-    @retry(
-        retry=retry_if_exception_type(_Unavailable),
-        stop=stop_after_attempt(3),
-        wait=wait_exponential(multiplier=0.2, max=2),
-        reraise=True,
-    )
-    def _with_retries(
-        self, method: str, url: str, body: bytes | None, headers: dict[str, str]
-    ) -> bytes:
+    def _once(self, method: str, url: str, body: bytes | None, headers: dict[str, str]) -> bytes:
         request = urllib.request.Request(url, data=body, method=method, headers=headers)
         if self.config.username is not None and self.config.password is not None:
             token = f"{self.config.username}:{self.config.password.get_secret_value()}"

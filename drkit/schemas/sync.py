@@ -91,12 +91,20 @@ class SchemaSynchronizer:
             )
 
 
-def registry_of(config: DrkitConfig, alias: str) -> SchemaRegistry:
-    """Cluster ``alias``'s registry; a SchemaRegistryError when it has none configured."""
+# A failover's wall time is its RTO: a registry that does not answer gets one short try there.
+QUICK_TIMEOUT_S = 3.0
+
+
+def registry_of(config: DrkitConfig, alias: str, quick: bool = False) -> SchemaRegistry:
+    """Cluster ``alias``'s registry (``quick``: one try of at most QUICK_TIMEOUT_S per
+    request); a SchemaRegistryError when it has none configured."""
     settings = config.clusters[alias].schema_registry
     if settings is None:
         raise SchemaRegistryError(f"cluster {alias!r} has no schema_registry configured")
-    return SchemaRegistry(alias, settings)
+    if not quick:
+        return SchemaRegistry(alias, settings)
+    short = min(settings.timeout_s, QUICK_TIMEOUT_S)
+    return SchemaRegistry(alias, settings.model_copy(update={"timeout_s": short}), attempts=1)
 
 
 def flow_schema_sync(

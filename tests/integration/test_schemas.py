@@ -154,6 +154,8 @@ def test_a_failover_leaves_every_schema_id_resolvable_on_the_standby(
         done = drkit(setup, "failover", "--from", setup.source, "--to", setup.target, "--yes",
                      "-o", "json")  # fmt: skip
     assert done.code == 0, done.err
+    warned = {w["code"]: w["message"] for w in done.json()["plan"]["warnings"]}
+    assert "unreachable" in warned["schemas_unknown"], warned  # the plan said so first
     step = next(s for s in done.json()["steps"] if s["name"] == "sync_schemas")
     assert step["state"] == "done", step
     assert "unreachable" in step["detail"]["copy"], step  # said, not hidden

@@ -98,6 +98,7 @@ class MemoryRegistry:
         self.imports = 0
         self.modes: list[str] = []
         self.down = False
+        self.quick = False  # handed out for one short try per request (a failover's RTO)
 
     def catalogue(self) -> tuple[SchemaVersion, ...]:
         if self.down:
@@ -183,7 +184,12 @@ def step_context_for(
         groups_without_checkpoint=(), rpo=(), findings=(), pointer_from="dc1", pointer_to="dc2",
     )  # fmt: skip
     run = runs.create(plan, "test", "unit")
-    monkeypatch.setattr(schema_step, "registry_of", lambda _config, alias: registries[alias])
+
+    def registry_of(_config: object, alias: str, quick: bool = False) -> MemoryRegistry:
+        registries[alias].quick = quick
+        return registries[alias]
+
+    monkeypatch.setattr(schema_step, "registry_of", registry_of)
     return StepContext(config, config.flows[0], store, runs, run, RunOptions(), tmp_path)
 
 
@@ -202,6 +208,7 @@ def test_a_failover_with_the_source_registry_gone_goes_on_and_says_what_dc2_hold
     assert outcome.detail["target_versions"] == 1
     assert outcome.detail["target_mode"] == "READWRITE" and target.modes == ["READWRITE"]
     assert outcome.detail["source_mode"].startswith("not set")
+    assert source.quick and target.quick  # a dead registry costs one short try, not retries
 
 
 def test_a_switchover_that_cannot_copy_the_schemas_fails_its_step(
@@ -215,6 +222,7 @@ def test_a_switchover_that_cannot_copy_the_schemas_fails_its_step(
     with pytest.raises(StepFailed, match=r"could not be copied to dc2: .*id 2"):
         schema_step.sync_schemas(ctx, 30)
     assert target.modes == [] and source.modes == []  # nothing switched
+    assert not source.quick  # a planned move gives the registries their configured retries
 
 
 def test_a_flow_without_schema_sync_skips_the_step(
@@ -267,3 +275,32 @@ def test_a_failing_side_sync_is_counted_and_retried_and_ends_when_told() -> None
     side_sync_loop(SideSync("schema_sync", 0.01, flaky), "dc1->dc2", metrics, quit_)
     assert len(calls) == 3  # failures never ended the loop; the quit did
     assert metrics.errors.labels("dc1->dc2", "schema_sync")._value.get() == 3
+
+
+# -- the plan: what the target's registry will hold -------------------------------------------
+
+
+def _plan_codes(procedure: Procedure, facts: object) -> dict[str, str]:
+    from drkit.failover.plan import make_plan
+    from drkit.failover.runbook import load_runbook
+    from tests.unit.test_failover_plan import _snapshot
+
+    snapshot = _snapshot(procedure, schemas=facts)
+    plan = make_plan(snapshot, load_runbook(procedure))
+    return {f.code: f.severity.value for f in plan.findings if "schema" in f.code}
+
+
+def test_a_planned_move_is_blocked_by_what_would_fail_its_schema_step() -> None:
+    from drkit.failover.facts import SchemaFacts
+
+    down = SchemaFacts((), 0, (), "schema registry of dc1 at http://r1 is unreachable")
+    clash = SchemaFacts((), 0, ("id 4 is a different schema on the target than a version 1",), None)
+    behind = SchemaFacts((7, 8), 2, (), None)
+    assert _plan_codes(Procedure.SWITCHOVER, down) == {"schemas_unknown": "blocker"}
+    assert _plan_codes(Procedure.CUTOVER, clash) == {"schema_conflicts": "blocker"}
+    # Missing versions are the step's work, not a reason to stop.
+    assert _plan_codes(Procedure.SWITCHOVER, behind) == {"schemas_missing": "warning"}
+    # An unplanned failover goes on with what the target holds: warnings only.
+    assert _plan_codes(Procedure.FAILOVER, down) == {"schemas_unknown": "warning"}
+    assert _plan_codes(Procedure.FAILOVER, clash) == {"schema_conflicts": "warning"}
+    assert _plan_codes(Procedure.FAILOVER, None) == {}

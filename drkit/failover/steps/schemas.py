@@ -25,8 +25,11 @@ def sync_schemas(ctx: StepContext, timeout_s: float | None) -> StepOutcome:
     """
     if not ctx.flow.schema_sync.enabled:
         return StepOutcome.skipped(f"schema_sync is off for {ctx.flow.name}")
-    source = registry_of(ctx.config, ctx.source)
-    target = registry_of(ctx.config, ctx.target)
+    # An unplanned failover's wall time is its RTO: a registry gone with its data center
+    # gets one short try, not the configured retries.
+    quick = ctx.procedure is Procedure.FAILOVER
+    source = registry_of(ctx.config, ctx.source, quick)
+    target = registry_of(ctx.config, ctx.target, quick)
     detail: dict[str, object] = {}
     ctx.confirm()
     try:
