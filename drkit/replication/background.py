@@ -53,6 +53,7 @@ def side_sync_loop(
     while True:
         try:
             side.run()
+            metrics.side_sync_success.labels(flow, side.kind).set_to_current_time()
         except (KafkaError, SchemaRegistryError) as err:
             metrics.errors.labels(flow, side.kind).inc()
             log.warning(

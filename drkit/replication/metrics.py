@@ -25,6 +25,7 @@ DRIFT = "drkit_replication_topic_config_drift"
 COMMITS = "drkit_replication_progress_commits"
 LOST = "drkit_replication_lost_records"
 FLOW_STATE = "drkit_replication_flow_state"
+SIDE_SYNC_SUCCESS = "drkit_replication_side_sync_last_success_timestamp_seconds"
 
 _LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300)
 
@@ -44,6 +45,7 @@ class ReplicationMetrics:
     commits: Counter
     lost: Counter
     flow_state: Gauge
+    side_sync_success: Gauge
 
     @classmethod
     def create(cls, registry: CollectorRegistry | None = None) -> ReplicationMetrics:
@@ -95,6 +97,12 @@ class ReplicationMetrics:
                 "1 for the state this process's worker of the flow is in (running, paused, "
                 "stopped; see drkit.control), 0 for the others",
                 ("flow", "state"),
+                registry=reg,
+            ),
+            side_sync_success=Gauge(
+                SIDE_SYNC_SUCCESS,
+                "When a side sync (kind: acl_sync, schema_sync) last succeeded, Unix seconds",
+                ("flow", "kind"),
                 registry=reg,
             ),
         )

@@ -275,6 +275,12 @@ def test_a_failing_side_sync_is_counted_and_retried_and_ends_when_told() -> None
     side_sync_loop(SideSync("schema_sync", 0.01, flaky), "dc1->dc2", metrics, quit_)
     assert len(calls) == 3  # failures never ended the loop; the quit did
     assert metrics.errors.labels("dc1->dc2", "schema_sync")._value.get() == 3
+    success = metrics.side_sync_success.labels("dc1->dc2", "schema_sync")
+    assert success._value.get() == 0  # never succeeded: no time to show
+    calls.clear()
+    quit_.clear()
+    side_sync_loop(SideSync("schema_sync", 0.01, quit_.set), "dc1->dc2", metrics, quit_)
+    assert success._value.get() > 0
 
 
 # -- the plan: what the target's registry will hold -------------------------------------------
