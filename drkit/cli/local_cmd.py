@@ -13,6 +13,7 @@ from drkit.config.discovery import default_config_path
 from drkit.config.loader import load_config
 from drkit.errors import ConfigError, Problem
 from drkit.local import ClusterStatus, LocalKafka
+from drkit.local.registry import LocalRegistries
 
 
 def _names(value: str) -> list[str]:
@@ -118,6 +119,12 @@ def local() -> None:
     metavar="AUD",
     help="With --oidc-jwks-url: the audience (aud claim) tokens must carry.",
 )
+@click.option(
+    "--schema-registry",
+    is_flag=True,
+    help="Also run a schema registry per cluster (Apicurio Registry 2.x from Maven Central, "
+    "in memory) and sync the flow's schemas (docs/schemas.md).",
+)
 @click.option("--timeout", type=float, default=120.0, show_default=True, help="Seconds to wait.")
 @_state_dir_option
 @output_option
@@ -131,6 +138,7 @@ def up(
     mtls: bool,
     oidc_jwks_url: str | None,
     oidc_audience: str | None,
+    schema_registry: bool,
     timeout: float,
     output: str,
 ) -> None:
@@ -156,13 +164,19 @@ def up(
         _names(clusters), brokers=brokers, timeout_s=timeout, namespaced=netns, secure=secure,
         oidc=oidc, client_auth=MTLS if mtls else SCRAM,
     )  # fmt: skip
-    path = write_local_config(app.state_dir, statuses, manager.secrets)
+    registries = LocalRegistries(app.state_dir)
+    if schema_registry:
+        registries.up([status.name for status in statuses], timeout)
+    urls = registries.urls()
+    path = write_local_config(app.state_dir, statuses, manager.secrets, urls)
     config = load_config(path)
     granted = {status.name: manager.grant_roles(status.name, config) for status in statuses}
     if output == "text":
         click.echo(f"ready in {time.monotonic() - started:.1f}s")
     _print_status(app, statuses, output)
     if output == "text":
+        for name, url in urls.items():
+            click.echo(f"{name}: schema registry at {url}")
         click.echo(f"drkit commands now use {path} by default")
         if any(status.secure for status in statuses):
             how = ("a TLS client certificate (CN=drkit)" if mtls
@@ -189,6 +203,7 @@ def down(app: AppContext, purge: bool) -> None:
     """Stop every local broker cleanly (SIGTERM, controlled shutdown)."""
     manager = LocalKafka(app.state_dir)
     names = manager.cluster_names()
+    LocalRegistries(app.state_dir).down()
     manager.down(purge=purge)
     if purge:
         default_config_path(app.state_dir).unlink(missing_ok=True)

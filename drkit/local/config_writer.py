@@ -15,9 +15,15 @@ from drkit.store.db import DB_FILE_NAME
 
 
 def write_local_config(
-    state_dir: Path, clusters: list[ClusterStatus], secrets: LocalSecrets | None = None
+    state_dir: Path,
+    clusters: list[ClusterStatus],
+    secrets: LocalSecrets | None = None,
+    registries: dict[str, str] | None = None,
 ) -> Path:
     """Render config for ``clusters`` (flow: first -> second) and validate it; returns its path.
+
+    ``registries``: a schema registry's URL per cluster (``drkit local up --schema-registry``);
+    the flow syncs schemas when both of its clusters have one.
 
     A secured cluster gets a ``security`` section for drkit's principal and a
     ``role_security`` one per role principal (each process connects as its role): passwords -
@@ -43,6 +49,7 @@ def write_local_config(
             for c in clusters
             if c.secure and secrets is not None
         },
+        registries=registries or {},
         source=names[0],
         target=names[1] if len(names) > 1 else None,
         db_path=state_dir / DB_FILE_NAME,

@@ -148,6 +148,21 @@ def test_local_config_replicates_first_to_second_or_has_no_flow(tmp_path: Path) 
     assert config.state_store.url is not None
     one = [ClusterStatus("solo", "127.0.0.1:1", ())]
     assert load_config(write_local_config(tmp_path / "b", one), env={}).flows == ()
+    assert config.clusters["dc1"].schema_registry is None
+    assert not config.flows[0].schema_sync.enabled
+    # With a registry per cluster (drkit local up --schema-registry) the flow syncs schemas;
+    # with one only, it cannot.
+    urls = {dc: f"http://127.0.0.1:{port}/apis/ccompat/v7" for dc, port in (("dc1", 5), ("dc2", 6))}
+    both = load_config(write_local_config(tmp_path / "c", two, registries=urls), env={})
+    assert both.clusters["dc2"].schema_registry is not None
+    assert both.clusters["dc2"].schema_registry.url == urls["dc2"]
+    assert both.flows[0].schema_sync.enabled
+    half = {"dc1": urls["dc1"]}
+    assert (
+        not load_config(write_local_config(tmp_path / "d", two, registries=half), env={})
+        .flows[0]
+        .schema_sync.enabled
+    )
 
 
 ROUTE = MINIMAL.replace(
