@@ -12,7 +12,7 @@ from dataclasses import replace
 from typing import Protocol
 
 from drkit.config.model import ClusterConfig, HealthPolicy
-from drkit.errors import KafkaError, SchemaRegistryError
+from drkit.errors import KafkaError
 from drkit.health.evaluation import ProbeResult
 from drkit.health.observations import DRIFT_LINES, FlowObservation, GroupCheckpoints
 from drkit.kafka.admin import KafkaAdmin, TopicInfo, TopicSpec
@@ -28,8 +28,7 @@ from drkit.replication.heartbeat import Heartbeat
 from drkit.replication.progress import Progress, ProgressStore
 from drkit.replication.topic_sync import TopicSynchronizer, differences
 from drkit.replication.topology import FlowTopology
-from drkit.schemas.catalogue import drift_lines as schema_drift_lines
-from drkit.schemas.sync import flow_schema_sync
+from drkit.schemas.sync import SchemaDriftWatch, flow_schema_sync
 
 
 class ClusterProbe(Protocol):
@@ -173,7 +172,8 @@ class FlowProber:
             if topology.flow.acl_sync.enabled
             else None
         )
-        self._schemas = flow_schema_sync(topology.flow, source, target)
+        schemas = flow_schema_sync(topology.flow, source, target)
+        self._schemas = SchemaDriftWatch(schemas) if schemas is not None else None
         self._drift: tuple[tuple[str, ...], int] | None = None
         # monotonic; the first comparison waits a little: a monitor's first probes are busy
         self._drift_read_at = time.monotonic() - DRIFT_EVERY_S + FIRST_DRIFT_AFTER_S
@@ -234,15 +234,9 @@ class FlowProber:
         return self._drift
 
     def _schema_drift(self) -> list[str]:
-        """What the target's registry lacks or holds differently; a line saying it is
-        unknown when a registry does not answer (never "no drift")."""
-        if self._schemas is None:
-            return []
-        try:
-            _source, plan = self._schemas.plan()
-        except SchemaRegistryError as err:
-            return [f"schemas on {self.topology.target}: unknown ({err})"]
-        return schema_drift_lines(plan, self.topology.target)
+        """What the target's registry lacks or holds differently, as last compared (in the
+        background: a registry's timeouts never spend the probe's budget)."""
+        return self._schemas.lines() if self._schemas is not None else []
 
     def _read_heartbeats(self) -> None:
         if self.topology.heartbeats_replica not in self.target.list_topics():

@@ -14,11 +14,12 @@ it skipped.
 from __future__ import annotations
 
 import logging
+import threading
 from dataclasses import dataclass
 
 from drkit.config.model import ClusterConfig, DrkitConfig, FlowConfig
 from drkit.errors import SchemaRegistryError
-from drkit.schemas.catalogue import SchemaSyncPlan, SchemaVersion, plan_sync
+from drkit.schemas.catalogue import SchemaSyncPlan, SchemaVersion, drift_lines, plan_sync
 from drkit.schemas.registry import SchemaRegistry
 
 log = logging.getLogger(__name__)
@@ -120,3 +121,34 @@ def flow_schema_sync(
         SchemaRegistry(flow.source, source.schema_registry),
         SchemaRegistry(flow.target, target.schema_registry),
     )
+
+
+class SchemaDriftWatch:
+    """The latest comparison of a flow's registries, refreshed in a daemon thread: the
+    monitor's flow probe has a time budget, and a registry's HTTP timeouts must not spend it.
+
+    :meth:`lines` returns at once - the last result (``unknown`` until one comparison ended,
+    and when a registry did not answer; never "no drift" for lack of an answer) - and starts
+    a new comparison unless one is still running."""
+
+    def __init__(self, schemas: SchemaSynchronizer) -> None:
+        self.schemas = schemas
+        self.target = schemas.target.alias
+        self._lines = [f"schemas on {self.target}: unknown (not compared yet)"]
+        self._thread: threading.Thread | None = None
+
+    def lines(self) -> list[str]:
+        if self._thread is None or not self._thread.is_alive():
+            self._thread = threading.Thread(
+                target=self._compare, name=f"schema drift {self.target}", daemon=True
+            )
+            self._thread.start()
+        return list(self._lines)
+
+    def _compare(self) -> None:
+        try:
+            _source, plan = self.schemas.plan()
+        except SchemaRegistryError as err:
+            self._lines = [f"schemas on {self.target}: unknown ({err})"]
+            return
+        self._lines = drift_lines(plan, self.target)

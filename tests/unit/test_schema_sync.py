@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import threading
 from pathlib import Path
 
 import pytest
@@ -99,8 +100,11 @@ class MemoryRegistry:
         self.modes: list[str] = []
         self.down = False
         self.quick = False  # handed out for one short try per request (a failover's RTO)
+        self.gate: threading.Event | None = None
 
     def catalogue(self) -> tuple[SchemaVersion, ...]:
+        if self.gate is not None:
+            self.gate.wait(5)  # a slow registry
         if self.down:
             raise SchemaRegistryError(f"schema registry of {self.alias} is unreachable")
         return tuple(self.versions)
@@ -255,7 +259,6 @@ def test_schema_sync_on_a_flow_whose_clusters_have_no_registry_is_a_config_error
 
 
 def test_a_failing_side_sync_is_counted_and_retried_and_ends_when_told() -> None:
-    import threading
 
     from prometheus_client import CollectorRegistry
 
@@ -310,3 +313,30 @@ def test_a_planned_move_is_blocked_by_what_would_fail_its_schema_step() -> None:
     assert _plan_codes(Procedure.FAILOVER, down) == {"schemas_unknown": "warning"}
     assert _plan_codes(Procedure.FAILOVER, clash) == {"schema_conflicts": "warning"}
     assert _plan_codes(Procedure.FAILOVER, None) == {}
+
+
+# -- drkit status: the drift, compared in the background ---------------------------------------
+
+
+def test_schema_drift_is_unknown_until_compared_then_names_what_is_missing() -> None:
+    import time
+
+    from drkit.schemas.sync import SchemaDriftWatch
+
+    source = MemoryRegistry("dc1", [version("orders", 1, 2), version("orders", 2, 3)])
+    target = MemoryRegistry("dc2", [version("orders", 1, 2)])
+    source.gate = threading.Event()
+    watch = SchemaDriftWatch(sync_of(source, target))
+    # The registry is slow: the caller (the probe) gets an answer at once, and it is unknown.
+    assert watch.lines() == ["schemas on dc2: unknown (not compared yet)"]
+    source.gate.set()
+    deadline = time.monotonic() + 5
+    while watch.lines() == ["schemas on dc2: unknown (not compared yet)"]:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    assert watch.lines() == ["1 schema version(s) missing on dc2's registry (ids 3)"]
+    source.down = True  # a registry that stops answering is unknown, not "no drift"
+    while "unknown" not in watch.lines()[0]:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    assert watch.lines() == ["schemas on dc2: unknown (schema registry of dc1 is unreachable)"]
