@@ -167,17 +167,18 @@ class LocalRegistries:
                 out[record.parent.name] = LocalRegistry(running[1], Path()).url
         return out
 
+    def stop(self, name: str) -> bool:
+        """Stop the cluster's registry (SIGTERM, then SIGKILL after 20 s); whether one ran."""
+        running = self._running(name)
+        if running is not None:
+            _terminate(*running)
+        self._record(name).unlink(missing_ok=True)
+        return running is not None
+
     def down(self) -> list[str]:
-        """Stop every recorded registry (SIGTERM, then SIGKILL after 20 s); the clusters'
-        names whose registry was stopped."""
-        stopped: list[str] = []
-        for record in sorted(self.root.glob("*/registry.json")):
-            running = self._running(record.parent.name)
-            if running is not None:
-                _terminate(running[0], running[1])
-                stopped.append(record.parent.name)
-            record.unlink(missing_ok=True)
-        return stopped
+        """Stop every recorded registry; the clusters' names whose registry was running."""
+        names = sorted(record.parent.name for record in self.root.glob("*/registry.json"))
+        return [name for name in names if self.stop(name)]
 
 
 def _terminate(pid: int, port: int) -> None:

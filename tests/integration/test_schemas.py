@@ -22,8 +22,7 @@ from confluent_kafka.serialization import MessageField, SerializationContext
 from drkit.config.model import SchemaRegistryConfig
 from drkit.kafka.admin import KafkaAdmin, TopicSpec
 from drkit.kafka.io import commit_group_offsets, consume_ranges, produce_batch
-from drkit.local.ports import free_port
-from drkit.local.registry import LocalRegistry
+from drkit.local.registry import LocalRegistries
 from drkit.records import TopicPartition
 from drkit.replication.topology import FlowTopology
 from drkit.schemas.catalogue import SchemaVersion
@@ -48,20 +47,16 @@ Serialize = Callable[[Mapping[str, object], SerializationContext], bytes]
 
 
 @pytest.fixture(scope="module")
-def registries(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalRegistry, ...]]:
-    """Two registries, dc1's and dc2's, empty at first, for this module's tests (a test that
-    stops one leaves it stopped: the next starts it again)."""
-    logs = tmp_path_factory.mktemp("registries")
-    pair = tuple(LocalRegistry(free_port(), logs / f"registry-{dc}.log") for dc in ("dc1", "dc2"))
+def registries(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalRegistries]:
+    """A registry for dc1 and one for dc2, empty at first, for this module's tests - run the
+    way ``drkit local up --schema-registry`` runs them (a test that stops one leaves it
+    stopped: the next starts it again)."""
+    local = LocalRegistries(tmp_path_factory.mktemp("registries"))
     try:
-        for registry in pair:
-            registry.start()
-        for registry in pair:
-            registry.wait_ready()
-        yield pair
+        local.up(["dc1", "dc2"])
+        yield local
     finally:
-        for registry in pair:
-            registry.stop()
+        local.down()
 
 
 def _serializer(url: str, schema: Mapping[str, object]) -> Serialize:
@@ -93,10 +88,8 @@ def _catalogue(url: str) -> tuple[SchemaVersion, ...]:
     return SchemaRegistry("test", SchemaRegistryConfig(url=url)).catalogue()
 
 
-def _registry_config(
-    registries: tuple[LocalRegistry, ...],
-) -> tuple[dict[str, object], dict[str, object]]:
-    return tuple({"schema_registry": {"url": r.url}} for r in registries)  # type: ignore[return-value]
+def _registry_config(urls: dict[str, str]) -> tuple[dict[str, object], dict[str, object]]:
+    return ({"schema_registry": {"url": urls["dc1"]}}, {"schema_registry": {"url": urls["dc2"]}})
 
 
 def test_a_failover_leaves_every_schema_id_resolvable_on_the_standby(
@@ -104,31 +97,32 @@ def test_a_failover_leaves_every_schema_id_resolvable_on_the_standby(
     dc2: ClusterUnderTest,
     names: Names,
     tmp_path: Path,
-    registries: tuple[LocalRegistry, ...],
+    registries: LocalRegistries,
 ) -> None:
     """Producers serialize against dc1's registry (two versions of a subject, ids a fresh
     registry would number differently); replication and the schema sync run; dc1's registry
     is lost before the failover. On dc2 the group resumes at its translated offsets and every
     record it reads deserializes, against dc2's registry, to exactly what was written."""
-    source_registry, target_registry = registries
+    urls = registries.urls()
+    source_url, target_url = urls["dc1"], urls["dc2"]
     topic, group = names.topic("orders"), names.group("billing")
     # A subject registered and deleted first: dc1's ids start at 2, so a copy that registers
     # the schemas again (in any order) numbers them differently; only one that keeps ids
     # makes the records resolve on dc2.
     noise = SerializationContext("noise", MessageField.VALUE)
-    _serializer(source_registry.url, UNRELATED)({"x": 1.0}, noise)
-    _delete_subject(source_registry.url, "noise-value")
+    _serializer(source_url, UNRELATED)({"x": 1.0}, noise)
+    _delete_subject(source_url, "noise-value")
     setup = flow_setup(
         tmp_path, dc1, dc2, [topic], groups={"include": [group]},
         schema_sync={"enabled": True, "interval_s": 1.0},
-        cluster_extra=_registry_config(registries),
+        cluster_extra=_registry_config(urls),
     )  # fmt: skip
     source = setup.source_endpoint
     dc1.admin().create_topics([TopicSpec(topic, PARTITIONS)])
     written: dict[int, list[dict[str, object]]] = {p: [] for p in range(PARTITIONS)}
     context = SerializationContext(topic, MessageField.VALUE)
     for version, schema in enumerate((ORDER_V1, ORDER_V2)):
-        serialize = _serializer(source_registry.url, schema)
+        serialize = _serializer(source_url, schema)
         for partition in range(PARTITIONS):
             orders = [
                 {"n": i, "item": f"item-{partition}-{i}", **({"qty": i % 5} if version else {})}
@@ -140,17 +134,17 @@ def test_a_failover_leaves_every_schema_id_resolvable_on_the_standby(
             )
     consumed = {TopicPartition(topic, p): CONSUMED for p in range(PARTITIONS)}
     commit_group_offsets(source, group, consumed)
-    on_dc1 = {v.id: v.content for v in _catalogue(source_registry.url)}
+    on_dc1 = {v.id: v.content for v in _catalogue(source_url)}
     assert sorted(on_dc1) == [2, 3], on_dc1  # Order v1, Order v2
     ends = {TopicPartition(topic, p): 2 * PER_VERSION for p in range(PARTITIONS)}
     with Replicator(setup, log_dir=tmp_path):
         wait_until(
             lambda: all(progress_of(setup).get(tp) == end for tp, end in ends.items())
             and checkpointed(setup, {group: consumed})
-            and {v.id: v.content for v in _catalogue(target_registry.url)} == on_dc1,
+            and {v.id: v.content for v in _catalogue(target_url)} == on_dc1,
             90, 0.5, what="records, checkpoints and schemas (ids kept) on dc2",
         )  # fmt: skip
-        source_registry.stop()  # dc1's registry is lost with its data center
+        assert registries.stop("dc1")  # dc1's registry is lost with its data center
         done = drkit(setup, "failover", "--from", setup.source, "--to", setup.target, "--yes",
                      "-o", "json")  # fmt: skip
     assert done.code == 0, done.err
@@ -167,7 +161,7 @@ def test_a_failover_leaves_every_schema_id_resolvable_on_the_standby(
     target = KafkaAdmin(setup.target_endpoint)
     committed = target.group_offsets(group).offsets
     assert committed == {TopicPartition(replica, p): CONSUMED for p in range(PARTITIONS)}
-    deserialize = AvroDeserializer(SchemaRegistryClient({"url": target_registry.url}))
+    deserialize = AvroDeserializer(SchemaRegistryClient({"url": target_url}))
     ranges = {tp: (offset, 2 * PER_VERSION) for tp, offset in committed.items()}
     read: dict[int, list[object]] = {p: [] for p in range(PARTITIONS)}
     for record in consume_ranges(setup.target_endpoint, ranges, 60.0):
@@ -180,30 +174,33 @@ def test_a_sync_into_a_registry_that_took_other_writes_copies_nothing_and_names_
     dc2: ClusterUnderTest,
     names: Names,
     tmp_path: Path,
-    registries: tuple[LocalRegistry, ...],
+    registries: LocalRegistries,
 ) -> None:
     """Both registries took writes (dc1's rebuilt empty and written to while dc2 was primary):
     the same id means two schemas. ``drkit schemas sync`` must refuse, name the id, and leave
     dc2's schema as it was - overwriting it would make dc2's records decode into garbage."""
-    source_registry, target_registry = registries
-    source_registry.stop()
-    source_registry.start().wait_ready()  # in-memory: empty again
-    taken = _serializer(target_registry.url, UNRELATED | {"name": "OnDc2"})(
+    kept = registries.urls()["dc2"]
+    registries.stop("dc1")
+    assert "dc1" not in registries.urls()
+    urls = registries.up(["dc1", "dc2"])  # dc1's starts again (in memory: empty), dc2's runs on
+    assert urls["dc2"] == kept
+    source_url, target_url = urls["dc1"], urls["dc2"]
+    taken = _serializer(target_url, UNRELATED | {"name": "OnDc2"})(
         {"x": 2.0}, SerializationContext("dc2-only", MessageField.VALUE)
     )
     clashing = _schema_id(taken)
     filler = 0
     while True:  # dc1's registry hands out ids up to the one dc2 used, for other schemas
         schema = UNRELATED | {"name": f"OnDc1n{filler}"}
-        made = _serializer(source_registry.url, schema)({"x": 3.0}, SerializationContext(
+        made = _serializer(source_url, schema)({"x": 3.0}, SerializationContext(
             f"dc1-only-{filler}", MessageField.VALUE))  # fmt: skip
         filler += 1
         if _schema_id(made) >= clashing:
             break
-    before = {v.id: v.content for v in _catalogue(target_registry.url)}
+    before = {v.id: v.content for v in _catalogue(target_url)}
     setup = flow_setup(
         tmp_path, dc1, dc2, [names.topic("unused")],
-        schema_sync={"enabled": True}, cluster_extra=_registry_config(registries),
+        schema_sync={"enabled": True}, cluster_extra=_registry_config(urls),
     )  # fmt: skip
     flow = setup.config.flows[0].name
     shown = drkit(setup, "schemas", "sync", "--flow", flow, "--dry-run")
@@ -212,4 +209,4 @@ def test_a_sync_into_a_registry_that_took_other_writes_copies_nothing_and_names_
     assert done.code == 1, done.out + done.err
     assert f"id {clashing} is a different schema" in done.err, done.err
     assert "nothing was copied" in done.err
-    assert {v.id: v.content for v in _catalogue(target_registry.url)} == before
+    assert {v.id: v.content for v in _catalogue(target_url)} == before
