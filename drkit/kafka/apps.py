@@ -8,6 +8,7 @@ replication path.  Every call is bounded; errors come out as drkit's KafkaError.
 from __future__ import annotations
 
 import contextlib
+import logging
 import threading
 import uuid
 from collections.abc import Sequence
@@ -37,6 +38,24 @@ class Acked:
 APP_TRANSACTIONAL_PREFIX = "drkit-drill-"
 
 
+class _ApplicationsBusiness(logging.Filter):
+    """librdkafka's own lines about the applications' clients (a producer fenced by the
+    failover it is being moved through, a consumer whose cluster was killed) are what the
+    drill is there to cause: each refusal comes out as a KafkaError the drill records and
+    reports.  So they are logged at DEBUG (``drkit -v``), not printed raw on stderr as
+    librdkafka's ``%0|...|FATAL|`` lines would be."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+        # The emitting logger judged the record at its first level: judge it again.
+        return logging.getLogger().isEnabledFor(logging.DEBUG)
+
+
+# Given to the applications' clients (librdkafka hands them its log lines on poll/flush).
+APP_CLIENT_LOG = logging.getLogger("drkit.kafka.apps.librdkafka")
+APP_CLIENT_LOG.addFilter(_ApplicationsBusiness())
+
+
 class AppProducer:
     """Writes batches with acks=all and idempotence; ``transactional`` commits each batch
     as one transaction (and ``abort`` discards one), so the topic holds commit markers and
@@ -52,6 +71,7 @@ class AppProducer:
         self.endpoint, self.topic, self.timeout_s = endpoint, topic, timeout_s
         self.transactional = transactional
         extra: dict[str, object] = {
+            "logger": APP_CLIENT_LOG,
             "enable.idempotence": True,
             "linger.ms": 5,
             "message.timeout.ms": int(timeout_s * 1000),
@@ -185,6 +205,7 @@ class AppConsumer:
             endpoint,
             group,
             {
+                "logger": APP_CLIENT_LOG,
                 "isolation.level": "read_committed",
                 "session.timeout.ms": 10_000,
                 "fetch.wait.max.ms": 100,
