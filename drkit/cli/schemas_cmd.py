@@ -54,7 +54,7 @@ def sync(
     if dry_run:
         if output == "json":
             echo_document(
-                "schemas-plan",
+                "schemas.plan",
                 {
                     "flow": flow.name,
                     "source_versions": len(source),
@@ -63,15 +63,15 @@ def sync(
                     "conflicts": list(plan.conflicts),
                 },
             )
-            return
-        lines = drift_lines(plan, flow.target) or [f"{flow.target}'s registry has every schema"]
-        click.echo("\n".join(lines))
+        else:
+            lines = drift_lines(plan, flow.target)
+            click.echo("\n".join(lines or [f"{flow.target}'s registry has every schema"]))
         if plan.conflicts:
             raise SchemaRegistryError(f"the registries of {flow.name} conflict")
         return
     result = synchronizer.sync()
     if output == "json":
-        echo_document("schemas-sync", {"flow": flow.name, **result.to_json()})
+        echo_document("schemas.sync", {"flow": flow.name, **result.to_json()})
         return
     click.echo(
         f"{flow.name}: {result.copied} subject version(s) copied "

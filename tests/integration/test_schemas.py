@@ -203,8 +203,11 @@ def test_a_sync_into_a_registry_that_took_other_writes_copies_nothing_and_names_
         schema_sync={"enabled": True}, cluster_extra=_registry_config(urls),
     )  # fmt: skip
     flow = setup.config.flows[0].name
-    shown = drkit(setup, "schemas", "sync", "--flow", flow, "--dry-run")
-    assert shown.code == 1 and f"schema conflict on {setup.target}: id {clashing}" in shown.out
+    shown = drkit(setup, "schemas", "sync", "--flow", flow, "--dry-run", "-o", "json")
+    assert shown.code == 1, shown.err
+    plan = shown.json()
+    assert plan["schema"] == "drkit.schemas.plan/v1"
+    assert any(c.startswith(f"id {clashing} is a different schema") for c in plan["conflicts"])
     done = drkit(setup, "schemas", "sync", "--flow", flow)
     assert done.code == 1, done.out + done.err
     assert f"id {clashing} is a different schema" in done.err, done.err
