@@ -10,7 +10,7 @@
 * Side syncs (:class:`SideSync`, each in its own thread, so a slow one - a schema registry
   that does not answer waits out its HTTP timeouts - never delays the topic sync): with
   ``acl_sync`` on the consumers' topic ACLs (drkit.replication.acl_sync), with ``schema_sync``
-  on the schema registry (drkit.schemas.sync).
+  on the schema registry (drkit.schemas.sync).  Like heartbeats, none while paused.
 
 All end when ``quit`` is set and never raise: failures are counted and logged, then retried.
 """
@@ -47,10 +47,20 @@ class SideSync:
 
 
 def side_sync_loop(
-    side: SideSync, flow: str, metrics: ReplicationMetrics, quit_: threading.Event
+    side: SideSync,
+    flow: str,
+    metrics: ReplicationMetrics,
+    quit_: threading.Event,
+    active: Callable[[], bool] = lambda: True,
 ) -> None:
-    """Run ``side`` now and then every ``interval_s`` until ``quit_`` is set."""
+    """Run ``side`` now and then every ``interval_s`` until ``quit_`` is set - only while
+    ``active()`` says so: a paused worker (a standby flow, drkit.control) writes nothing, and a
+    standby flow's registry copy would write into the primary's registry."""
     while True:
+        if not active():
+            if quit_.wait(side.interval_s):
+                return
+            continue
         try:
             side.run()
             metrics.side_sync_success.labels(flow, side.kind).set_to_current_time()

@@ -197,7 +197,7 @@ class FlowWorker:
         threads += [
             threading.Thread(
                 target=side_sync_loop,
-                args=(side, self.name, self.metrics, self._quit),
+                args=(side, self.name, self.metrics, self._quit, self._running),
                 name=f"{side.kind} {self.name}",
                 daemon=True,
             )
@@ -219,7 +219,8 @@ class FlowWorker:
                 thread.join(timeout=10)
 
     def _running(self) -> bool:
-        """Whether the flow is running (read by the heartbeat thread: paused, it writes none)."""
+        """Whether the flow is running (read by the heartbeat and side-sync threads: paused,
+        they write nothing)."""
         return self.keeper.state is DesiredState.RUNNING
 
     def _after_restart(self, reason: str) -> None:

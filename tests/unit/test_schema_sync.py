@@ -340,3 +340,26 @@ def test_schema_drift_is_unknown_until_compared_then_names_what_is_missing() -> 
         assert time.monotonic() < deadline
         time.sleep(0.01)
     assert watch.lines() == ["schemas on dc2: unknown (schema registry of dc1 is unreachable)"]
+
+
+def test_a_paused_flow_syncs_nothing_until_it_runs_again() -> None:
+    from prometheus_client import CollectorRegistry
+
+    from drkit.replication.background import SideSync, side_sync_loop
+    from drkit.replication.metrics import ReplicationMetrics
+
+    quit_ = threading.Event()
+    checks: list[bool] = []
+    calls: list[int] = []
+
+    def active() -> bool:
+        checks.append(len(checks) >= 2)  # resumed after two paused rounds
+        return checks[-1]
+
+    def sync() -> None:
+        calls.append(len(checks))
+        quit_.set()
+
+    metrics = ReplicationMetrics.create(CollectorRegistry())
+    side_sync_loop(SideSync("schema_sync", 0.01, sync), "dc2->dc1", metrics, quit_, active)
+    assert checks == [False, False, True] and calls == [3]
