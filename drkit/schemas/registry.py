@@ -58,11 +58,18 @@ class SchemaRegistry:
     def catalogue(self) -> tuple[SchemaVersion, ...]:
         """Every version of every subject (soft-deleted ones are not listed)."""
         versions: list[SchemaVersion] = []
-        for subject in self._get_json("/subjects"):
-            quoted = urllib.parse.quote(subject, safe="")
-            for number in self._get_json(f"/subjects/{quoted}/versions"):
-                raw = self._get_json(f"/subjects/{quoted}/versions/{number}")
-                versions.append(_version(subject, raw))
+        try:
+            for subject in _strings(self._get_json("/subjects")):
+                quoted = urllib.parse.quote(subject, safe="")
+                for number in self._get_json(f"/subjects/{quoted}/versions"):
+                    raw = self._get_json(f"/subjects/{quoted}/versions/{int(number)}")
+                    versions.append(_version(subject, raw))
+        except (KeyError, TypeError, ValueError, AttributeError) as err:
+            raise SchemaRegistryError(
+                f"schema registry of {self.alias} at {self.config.url} answered something that "
+                f"is not the Confluent-compatible API ({type(err).__name__}: {err}); is the url "
+                "its root?"
+            ) from None
         return tuple(versions)
 
     def answers(self) -> bool:
@@ -152,6 +159,12 @@ class SchemaRegistry:
 
 class _Unsupported(Exception):
     """The registry has no such operation (Apicurio 2.x and ``/mode``)."""
+
+
+def _strings(raw: Any) -> list[str]:
+    if not isinstance(raw, list) or not all(isinstance(item, str) for item in raw):
+        raise TypeError(f"expected a list of subject names, got {str(raw)[:80]}")
+    return raw
 
 
 def _version(subject: str, raw: dict[str, Any]) -> SchemaVersion:

@@ -363,3 +363,34 @@ def test_a_paused_flow_syncs_nothing_until_it_runs_again() -> None:
     metrics = ReplicationMetrics.create(CollectorRegistry())
     side_sync_loop(SideSync("schema_sync", 0.01, sync), "dc2->dc1", metrics, quit_, active)
     assert checks == [False, False, True] and calls == [3]
+
+
+# -- a url that is not a registry --------------------------------------------------------------
+
+
+def test_a_server_that_is_not_a_registry_is_a_clear_error_not_a_traceback() -> None:
+    import http.server
+
+    from drkit.schemas.registry import SchemaRegistry
+
+    class NotARegistry(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = b'{"status": "ok"}'  # a health endpoint, say
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *_args: object) -> None:
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), NotARegistry)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_port}/apis/ccompat/v7"
+        registry = SchemaRegistry("dc1", SchemaRegistryConfig(url=url))
+        with pytest.raises(SchemaRegistryError, match="not the Confluent-compatible API"):
+            registry.catalogue()
+    finally:
+        server.shutdown()
