@@ -29,7 +29,7 @@ def schemas() -> None:
     "--flow",
     "flow_name",
     required=True,
-    metavar="SOURCE->TARGET",
+    metavar="SRC->DST",
     shell_complete=complete_flows,
     help="The flow whose registries to sync.",
 )

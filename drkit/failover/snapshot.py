@@ -32,7 +32,7 @@ from drkit.replication.internal_topics import HEARTBEATS, is_own_group
 from drkit.replication.progress import Progress, ProgressStore
 from drkit.replication.topic_filter import NameMatcher
 from drkit.replication.topology import FlowTopology
-from drkit.schemas.sync import SchemaSynchronizer, registry_of
+from drkit.schemas.sync import SchemaSynchronizer
 from drkit.translation import PartitionMapping, TargetBounds
 
 log = logging.getLogger(__name__)
@@ -350,11 +350,8 @@ def schema_facts(config: DrkitConfig, flow: FlowConfig) -> SchemaFacts | None:
     wall time); None when the flow has no ``schema_sync``."""
     if not flow.schema_sync.enabled:
         return None
-    synchronizer = SchemaSynchronizer(
-        registry_of(config, flow.source, quick=True), registry_of(config, flow.target, quick=True)
-    )
     try:
-        _source, plan = synchronizer.plan()
+        _source, plan = SchemaSynchronizer.of(config, flow, quick=True).plan()
     except SchemaRegistryError as err:
         return SchemaFacts((), 0, (), str(err))
     return SchemaFacts(plan.missing_ids(), len(plan.missing), plan.conflicts, None)

@@ -27,6 +27,11 @@ APICURIO_VERSION = "2.6.13.Final"
 _COORDINATE = f"io.apicurio:apicurio-registry-app:{APICURIO_VERSION}:zip:all"
 
 
+def ccompat_url(port: int) -> str:
+    """The Confluent-compatible API's root of a local registry on ``port``."""
+    return f"http://127.0.0.1:{port}/apis/ccompat/v7"
+
+
 def registry_runner() -> Path:
     """The registry's runnable jar (its libraries beside it), fetched on first use."""
     home = resolve_distribution(_COORDINATE, f"apicurio-registry-{APICURIO_VERSION}")
@@ -51,7 +56,7 @@ class LocalRegistry:
     @property
     def url(self) -> str:
         """The Confluent-compatible API's root (what drkit's config and serializers take)."""
-        return f"http://127.0.0.1:{self.port}/apis/ccompat/v7"
+        return ccompat_url(self.port)
 
     def start(self) -> LocalRegistry:
         runner = registry_runner()
@@ -164,7 +169,7 @@ class LocalRegistries:
         for record in sorted(self.root.glob("*/registry.json")):
             running = self._running(record.parent.name)
             if running is not None:
-                out[record.parent.name] = LocalRegistry(running[1], Path()).url
+                out[record.parent.name] = ccompat_url(running[1])
         return out
 
     def stop(self, name: str) -> bool:

@@ -45,9 +45,10 @@ class SchemaSynchronizer:
         self.target = target
 
     @classmethod
-    def of(cls, config: DrkitConfig, flow: FlowConfig) -> SchemaSynchronizer:
-        """The flow's two registries; a SchemaRegistryError when one is not configured."""
-        return cls(registry_of(config, flow.source), registry_of(config, flow.target))
+    def of(cls, config: DrkitConfig, flow: FlowConfig, quick: bool = False) -> SchemaSynchronizer:
+        """The flow's two registries (``quick``: see :func:`registry_of`); a
+        SchemaRegistryError when one is not configured."""
+        return cls(registry_of(config, flow.source, quick), registry_of(config, flow.target, quick))
 
     def plan(self) -> tuple[tuple[SchemaVersion, ...], SchemaSyncPlan]:
         """The source's catalogue and what copying it would add (nothing is written)."""

@@ -21,6 +21,7 @@ from drkit.failover.context import RunOptions, StepContext, StepFailed
 from drkit.failover.model import Plan, PlannedStep, Procedure, StepName, StepState
 from drkit.failover.runs import RunRepository
 from drkit.failover.steps import schemas as schema_step
+from drkit.schemas import sync as schema_sync_module
 from drkit.schemas.catalogue import SchemaVersion, drift_lines, plan_sync
 from drkit.schemas.sync import SchemaSynchronizer
 from drkit.store import StateStore
@@ -193,7 +194,7 @@ def step_context_for(
         registries[alias].quick = quick
         return registries[alias]
 
-    monkeypatch.setattr(schema_step, "registry_of", registry_of)
+    monkeypatch.setattr(schema_sync_module, "registry_of", registry_of)
     return StepContext(config, config.flows[0], store, runs, run, RunOptions(), tmp_path)
 
 

@@ -10,7 +10,7 @@ from drkit.errors import SchemaRegistryError
 from drkit.failover.context import StepContext, StepFailed, StepOutcome
 from drkit.failover.model import Procedure
 from drkit.schemas.registry import SchemaRegistry
-from drkit.schemas.sync import SchemaSynchronizer, registry_of
+from drkit.schemas.sync import SchemaSynchronizer
 
 
 def sync_schemas(ctx: StepContext, timeout_s: float | None) -> StepOutcome:
@@ -27,13 +27,14 @@ def sync_schemas(ctx: StepContext, timeout_s: float | None) -> StepOutcome:
         return StepOutcome.skipped(f"schema_sync is off for {ctx.flow.name}")
     # An unplanned failover's wall time is its RTO: a registry gone with its data center
     # gets one short try, not the configured retries.
-    quick = ctx.procedure is Procedure.FAILOVER
-    source = registry_of(ctx.config, ctx.source, quick)
-    target = registry_of(ctx.config, ctx.target, quick)
+    synchronizer = SchemaSynchronizer.of(
+        ctx.config, ctx.flow, quick=ctx.procedure is Procedure.FAILOVER
+    )
+    source, target = synchronizer.source, synchronizer.target
     detail: dict[str, object] = {}
     ctx.confirm()
     try:
-        detail.update(SchemaSynchronizer(source, target).sync().to_json())
+        detail.update(synchronizer.sync().to_json())
     except SchemaRegistryError as err:
         if ctx.procedure is not Procedure.FAILOVER:
             raise StepFailed(f"the schemas could not be copied to {ctx.target}: {err}") from None
