@@ -54,7 +54,7 @@ the runs a crash re-replication left behind - independent of how many runs the m
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from itertools import pairwise
@@ -379,6 +379,46 @@ def carry_over(
     if unreplicated == previous.unreplicated:
         return previous
     return _with_unreplicated(previous, unreplicated)
+
+
+def settled(result: TranslationResult, mapping: PartitionMapping) -> bool:
+    """True when ``result`` (computed with ``mapping``) is kept by :func:`carry_over` in every
+    later round whose inputs only widen (:func:`only_widened`) while its group does not move
+    (pure): computed from the runs alone, for an offset below the runs' end."""
+    return (
+        isinstance(result, Translated)
+        and result.method in (Method.EXACT, Method.MAPPED)
+        and bool(mapping.table)
+        and result.source_offset < mapping.table.src_end
+    )
+
+
+def only_widened(older: PartitionInputs, newer: PartitionInputs) -> bool:
+    """True when a partition's inputs changed only in ways that keep every :func:`settled`
+    answer of ``older`` (pure): the runs are the same or grew at their end (``newer.stable``
+    covers everything ``older``'s runs held) and the target log lost nothing at either end.
+    Only the answers' unreplicated counts move (they follow the source's end)."""
+    return (
+        bool(older.mapping.table)
+        and newer.stable >= older.mapping.table.src_end
+        and newer.bounds.start <= older.bounds.start
+        and newer.bounds.end >= older.bounds.end
+    )
+
+
+def unreplicated_total(
+    offsets: Iterable[int], mapping: PartitionMapping, source_end: int | None
+) -> int:
+    """The sum of ``Translated.unreplicated`` over groups committed at ``offsets`` (pure):
+    what :func:`translate` would count for each, without translating."""
+    if source_end is None:
+        return 0
+    done = mapping.replicated_end
+    if done is None:
+        done = mapping.runs[-1].src_end if mapping.runs else 0
+    if done >= source_end:
+        return 0
+    return sum(source_end - (s if s > done else done) for s in offsets if s < source_end)
 
 
 def _with_unreplicated(result: Translated, unreplicated: int | None) -> Translated:

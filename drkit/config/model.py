@@ -364,6 +364,13 @@ class TruncationPolicy(StrEnum):
     STOP = "stop"  # stop the flow with an error naming the loss
 
 
+class CommitSource(StrEnum):
+    """Where the checkpoint worker reads the source's commits (drkit.offsets.commit_follower)."""
+
+    ADMIN_API = "admin_api"  # every group's offsets, every round (no extra ACL)
+    OFFSETS_TOPIC = "offsets_topic"  # once, then the commits on __consumer_offsets (READ on it)
+
+
 class RetryPolicy(_Frozen):
     """How a flow rides out transient errors (brokers down, leaders moving, timeouts).
 
@@ -420,6 +427,7 @@ class FlowConfig(_Frozen):
     sync_group_offsets: bool = False
     heartbeat_interval_s: float = Field(default=1.0, gt=0)
     checkpoint_interval_s: float = Field(default=1.0, gt=0)
+    checkpoint_commits_from: CommitSource = CommitSource.ADMIN_API
     topic_refresh_interval_s: float = Field(default=5.0, gt=0)
     transforms: tuple[TransformConfig, ...] = ()
     on_source_truncation: TruncationPolicy = TruncationPolicy.CONTINUE

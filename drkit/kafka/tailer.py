@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -90,7 +90,9 @@ class TopicTailer:
         isolation: str = "read_committed",
         *,
         missing_ok: bool = False,
+        start: Mapping[int, int] | None = None,
     ) -> None:
+        """``start``: where to begin per partition (partitions not in it: their beginning)."""
         self.endpoint = endpoint
         self.topic = topic
         self.missing_ok = missing_ok
@@ -107,7 +109,7 @@ class TopicTailer:
         # Next offset to read per partition.  Every call re-assigns at these positions because
         # librdkafka emits PARTITION_EOF only once per end position: a fresh assignment resets
         # that, so an unchanged partition reports its end again instead of hanging.
-        self._next: dict[int, int] = {}
+        self._next: dict[int, int] = dict(start or {})
 
     def _assign(self, timeout_s: float) -> None:
         try:

@@ -27,16 +27,17 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import cast
 
-from drkit.config.model import ClusterConfig, FlowConfig
+from drkit.config.model import ClusterConfig, CommitSource, FlowConfig
 from drkit.errors import KafkaError, UnreachableClusterError
 from drkit.kafka.acked_writer import AckedWriter
 from drkit.kafka.admin import KafkaAdmin, TopicSpec
 from drkit.kafka.clients import ClusterEndpoint
 from drkit.offsets.checkpoint import Checkpoint, tick
+from drkit.offsets.commit_follower import AdminCommits, CommitFollower, CommitsRead
 from drkit.offsets.group_sync import GroupOffsetSync
 from drkit.offsets.mapping_loader import MappingLoader
 from drkit.offsets.metrics import CheckpointMetrics, default_metrics
@@ -50,8 +51,11 @@ from drkit.translation import (
     PartitionMapping,
     TargetBounds,
     Translated,
+    only_widened,
+    settled,
     stable_below,
     translate_group_again,
+    unreplicated_total,
 )
 
 log = logging.getLogger(__name__)
@@ -61,11 +65,40 @@ TRIM_INTERVAL_S = 60.0
 
 @dataclass
 class GroupView:
-    """What the last round found for one group (served to status pages)."""
+    """What the rounds found for one group (the checkpointer's own bookkeeping).
+
+    ``verified_at`` is the last round that confirmed the answers.  A group that did not move is
+    not translated again when its partitions' inputs only widened (drkit.translation.settled):
+    its results keep the ``unreplicated`` count of the round that translated them, so that
+    count is never read from a view - the rounds count it per partition.
+    """
 
     group: str
     verified_at: float
     results: dict[TopicPartition, Translated | CannotTranslate] = field(default_factory=dict)
+    rereads: int = 0
+    untranslatable: int = 0
+    pending: bool = False  # some answer is not settled: translate it again every round
+
+    @classmethod
+    def of(
+        cls,
+        group: str,
+        now: float,
+        results: dict[TopicPartition, Translated | CannotTranslate],
+        inputs: Mapping[TopicPartition, PartitionInputs],
+    ) -> GroupView:
+        rereads = untranslatable = 0
+        pending = False
+        for tp, result in results.items():
+            if isinstance(result, CannotTranslate):
+                untranslatable += 1
+                pending = True
+                continue
+            rereads += result.expected_rereads
+            given = inputs.get(tp)
+            pending = pending or given is None or not settled(result, given.mapping)
+        return cls(group, now, results, rereads, untranslatable, pending)
 
 
 class Checkpointer:
@@ -90,10 +123,20 @@ class Checkpointer:
         self.group_sync = GroupOffsetSync(self.target) if flow.sync_group_offsets else None
         self._writer = AckedWriter(self.target_endpoint, {"linger.ms": 5})
         self._written: dict[tuple[str, TopicPartition], tuple[int, int]] = {}
+        self.commits: AdminCommits | CommitFollower = (
+            CommitFollower(self.source, self.follows)
+            if flow.checkpoint_commits_from is CommitSource.OFFSETS_TOPIC
+            else AdminCommits(self.source, self.follows)
+        )
         self.views: dict[str, GroupView] = {}
-        # The mappings the last round translated with: a partition whose runs only grew since
-        # keeps the answers of groups that did not move (translate_group_again).
-        self._mappings: dict[TopicPartition, PartitionMapping] = {}
+        # The inputs the last round translated with: a partition whose runs only grew since
+        # keeps the answers of groups that did not move (translate_group_again), and with the
+        # commits followed on the log those groups are not even looked at (_todo).
+        self._inputs: dict[TopicPartition, PartitionInputs] = {}
+        # Totals and indexes over self.views, kept as views come and go (_count).
+        self._translated_on: dict[TopicPartition, dict[str, int]] = {}
+        self._pending: set[str] = set()
+        self._rereads = self._untranslatable = self._results = 0
         self.trim_interval_s = trim_interval_s
         self._next_trim = 0.0  # monotonic; the first round trims
 
@@ -157,65 +200,51 @@ class Checkpointer:
         self._writer.confirm(10, self.topic)
 
     def round(self) -> None:
-        """One checkpoint round (see the module docstring)."""
-        groups = [g for g in self.source.list_groups() if self.follows(g)]
-        committed = self.source.groups_offsets(groups)
+        """One checkpoint round (see the module docstring).  After a failed round the next one
+        looks at every group again: what this one changed may be half-applied."""
+        try:
+            self._round()
+        except BaseException:
+            self.commits.restart()
+            raise
+
+    def _round(self) -> None:
+        read = self.commits.read()
         mappings = self.loader.refresh()
         # The replicated partitions some group committed on: the topic filter (regexes, some
         # microseconds) is asked once per partition, not once per group's commit - 500,000
         # times at 10,000 groups.  Only committed ones: a mapping can outlive its topic.
-        committed_on = set().union(*(offsets.offsets.keys() for offsets in committed.values()))
-        wanted = {tp for tp in committed_on if tp in mappings and self.topology.selects(tp.topic)}
-        targets = {mappings[tp].target for tp in wanted}
-        start = self.target.list_offsets(targets, "earliest")
-        end = self.target.list_offsets(targets, "latest")
-        source_end = self.source.list_offsets(wanted, "latest")
+        wanted = {
+            tp for tp in read.partitions if tp in mappings and self.topology.selects(tp.topic)
+        }
+        inputs = self._inputs_of(wanted, mappings)
+        todo = self._todo(read, wanted, inputs)
         now = time.time()
-        rereads = unreplicated = untranslatable = 0
-        bounds = {
-            tp: TargetBounds(start[mappings[tp].target], end[mappings[tp].target])
-            for tp in wanted
-            if mappings[tp].target in start and mappings[tp].target in end
-        }
-        inputs = {
-            tp: PartitionInputs(
-                mappings[tp],
-                log,
-                source_end.get(tp),
-                stable_below(self._mappings[tp], mappings[tp]) if tp in self._mappings else 0,
-            )
-            for tp, log in bounds.items()
-        }
+        updates: dict[str, GroupView | None] = {}
         translated = 0
-        views: dict[str, GroupView] = {}
-        for group, offsets in committed.items():
-            view = GroupView(group, now)
-            mine = {tp: offset for tp, offset in offsets.offsets.items() if tp in wanted}
+        for group in read.committed if todo is None else todo:
+            offsets = read.committed.get(group)
+            if offsets is None:  # no commit left (deleted, expired)
+                updates[group] = None
+                continue
+            mine = {tp: offset for tp, offset in offsets.items() if tp in wanted}
             before = self.views.get(group)
             results, fresh = translate_group_again(mine, inputs, before.results if before else {})
             translated += fresh
-            for tp, result in results.items():
-                view.results[tp] = result
-                if isinstance(result, CannotTranslate):
-                    untranslatable += 1
-                    continue
-                rereads += result.expected_rereads
-                unreplicated += result.unreplicated or 0
-                self._emit(group, result, now)
-            views[group] = view
-            if self.group_sync is not None:
-                self._sync_group(view)
-        # Answers and the mappings they were computed with change together: a round cut short
+            updates[group] = GroupView.of(group, now, results, inputs)
+            for result in results.values():
+                if isinstance(result, Translated):
+                    self._emit(group, result, now)
+        if self.group_sync is not None:
+            self._sync_groups(updates)
+        # Answers and the inputs they were computed with change together: a round cut short
         # above (a failed group sync) leaves both as the last whole round had them, so the next
-        # one never judges one round's answers against another round's runs.  Groups gone
-        # from the source go with the old views.
-        self.views, self._mappings = views, {tp: mappings[tp] for tp in wanted}
+        # one never judges one round's answers against another round's runs.
+        self._apply(updates, inputs, full=todo is None, now=now)
         self.metrics.translations.labels(self.name).inc(translated)
-        self.metrics.translations_kept.labels(self.name).inc(
-            sum(len(view.results) for view in views.values()) - translated
-        )
+        self.metrics.translations_kept.labels(self.name).inc(self._results - translated)
         self._writer.send(
-            self.topic, tick(int(now * 1000), len(committed)).value(), tick(0, 0).key()
+            self.topic, tick(int(now * 1000), len(read.committed)).value(), tick(0, 0).key()
         )
         self._confirm_checkpoints(10)
         if time.monotonic() >= self._next_trim:
@@ -225,13 +254,102 @@ class Checkpointer:
             except KafkaError as err:  # the checkpoints are written: only the trim waits
                 self.metrics.errors.labels(self.name).inc()
                 log.warning("offset-sync trim failed", extra={"flow": self.name, "error": str(err)})
+        unreplicated = sum(
+            unreplicated_total(self._translated_on.get(tp, {}).values(), given[0], given[2])
+            for tp, given in inputs.items()
+        )
         self.metrics.offset_sync_runs.labels(self.name).set(self.loader.stored_runs())
-        self.metrics.groups.labels(self.name).set(len(committed))
-        self.metrics.rereads.labels(self.name).set(rereads)
+        self.metrics.groups.labels(self.name).set(len(read.committed))
+        self.metrics.rereads.labels(self.name).set(self._rereads)
         self.metrics.unreplicated.labels(self.name).set(unreplicated)
-        self.metrics.untranslatable.labels(self.name).set(untranslatable)
+        self.metrics.untranslatable.labels(self.name).set(self._untranslatable)
         if self.group_sync is not None:
             self.metrics.active_skips.labels(self.name).set(len(self.group_sync.active_skips))
+
+    def _inputs_of(
+        self, wanted: set[TopicPartition], mappings: Mapping[TopicPartition, PartitionMapping]
+    ) -> dict[TopicPartition, PartitionInputs]:
+        """What this round translates each wanted partition with (partitions whose replica's
+        log bounds are unknown have none: their groups get "no replica")."""
+        targets = {mappings[tp].target for tp in wanted}
+        start = self.target.list_offsets(targets, "earliest")
+        end = self.target.list_offsets(targets, "latest")
+        source_end = self.source.list_offsets(wanted, "latest")
+        inputs: dict[TopicPartition, PartitionInputs] = {}
+        for tp in wanted:
+            mapping = mappings[tp]
+            if mapping.target not in start or mapping.target not in end:
+                continue
+            before = self._inputs.get(tp)
+            inputs[tp] = PartitionInputs(
+                mapping,
+                TargetBounds(start[mapping.target], end[mapping.target]),
+                source_end.get(tp),
+                stable_below(before.mapping, mapping) if before is not None else 0,
+            )
+        return inputs
+
+    def _todo(
+        self,
+        read: CommitsRead,
+        wanted: set[TopicPartition],
+        inputs: Mapping[TopicPartition, PartitionInputs],
+    ) -> set[str] | None:
+        """The groups this round must translate again; None for every group.
+
+        With the commits followed on the log: the groups that moved, the groups with an answer
+        that is not settled, and every group on a partition whose inputs did more than widen
+        (or that joined or left the wanted partitions).  Every other group's answers are what
+        translating again would give, but for the unreplicated counts (translation.settled).
+        """
+        if read.changed is None:
+            return None
+        todo = set(read.changed) | self._pending
+        for tp in wanted | self._inputs.keys():
+            new, old = inputs.get(tp), self._inputs.get(tp)
+            if new is None or old is None or not only_widened(old, new):
+                todo |= read.on(tp)
+        return todo
+
+    def _apply(
+        self,
+        updates: Mapping[str, GroupView | None],
+        inputs: dict[TopicPartition, PartitionInputs],
+        *,
+        full: bool,
+        now: float,
+    ) -> None:
+        """Make this round's answers the checkpointer's, with the inputs they came from."""
+        if full:  # groups not seen this round are gone from the source
+            self.views, self._translated_on, self._pending = {}, {}, set()
+            self._rereads = self._untranslatable = self._results = 0
+        for group, view in updates.items():
+            old = self.views.pop(group, None)
+            if old is not None:
+                self._count(old, -1)
+            if view is not None:
+                self.views[group] = view
+                self._count(view, +1)
+        for view in self.views.values():  # the commits were read to their end: all current
+            view.verified_at = now
+        self._inputs = inputs
+
+    def _count(self, view: GroupView, sign: int) -> None:
+        """Add (+1) or remove (-1) a view's share of the per-flow totals and indexes."""
+        self._rereads += sign * view.rereads
+        self._untranslatable += sign * view.untranslatable
+        self._results += sign * len(view.results)
+        for tp, result in view.results.items():
+            if isinstance(result, Translated):
+                on = self._translated_on.setdefault(tp, {})
+                if sign > 0:
+                    on[view.group] = result.source_offset
+                else:
+                    on.pop(view.group, None)
+        if sign > 0 and view.pending:
+            self._pending.add(view.group)
+        elif sign < 0:
+            self._pending.discard(view.group)
 
     def trim(self) -> int:
         """Tombstone offset-sync runs with no record left on either cluster; returns how many.
@@ -311,13 +429,19 @@ class Checkpointer:
         self.metrics.written.labels(self.name).inc(len(written))
         confirmed.raise_unless_all(f"{self.name}: checkpoints")
 
-    def _sync_group(self, view: GroupView) -> None:
+    def _sync_groups(self, updates: Mapping[str, GroupView | None]) -> None:
+        """Move the target groups of this round's answers forward - and retry the groups an
+        earlier round found active on the target, though their answers did not change."""
         assert self.group_sync is not None
-        translated = {
-            r.target: r.target_offset for r in view.results.values() if isinstance(r, Translated)
-        }
-        if translated:
-            self.group_sync.sync(view.group, translated)
+        retry = [self.views[g] for g in self.group_sync.active_skips if g in self.views]
+        for view in [*(v for v in updates.values() if v is not None), *retry]:
+            translated = {
+                r.target: r.target_offset
+                for r in view.results.values()
+                if isinstance(r, Translated)
+            }
+            if translated:
+                self.group_sync.sync(view.group, translated)
 
     def _observe_ages(self) -> None:
         now = time.time()
@@ -327,4 +451,5 @@ class Checkpointer:
         self.metrics.age_max.labels(self.name).set(max(ages, default=0.0))
 
     def close(self) -> None:
+        self.commits.close()
         self.loader.close()

@@ -1,0 +1,86 @@
+"""Checkpoints that follow the source's ``__consumer_offsets`` (``checkpoint_commits_from:
+offsets_topic``), on real brokers: every way a group's offsets get committed reaches the
+standby's checkpoints - and a transaction that was aborted never does."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from confluent_kafka import TopicPartition as RdTP
+
+from drkit.kafka import make_consumer, make_producer
+from drkit.kafka.admin import TopicSpec
+from drkit.kafka.io import produce_batch
+from drkit.offsets.checkpoint_store import CheckpointStore
+from drkit.records import TopicPartition
+from drkit.replication.topology import FlowTopology
+from tests.conftest import Names
+from tests.failover_support import checkpointed
+from tests.kafka_backends import ClusterUnderTest
+from tests.kip848 import kip848_member_commits
+from tests.replication_support import FlowSetup, Replicator, flow_setup, wait_until
+
+
+def _transactional_commit(
+    setup: FlowSetup, group: str, tp: TopicPartition, offset: int, *, abort: bool
+) -> None:
+    """What an exactly-once application does: its offsets committed inside a transaction."""
+    consumer = make_consumer(setup.source_endpoint, group)
+    producer = make_producer(setup.source_endpoint, {"transactional.id": f"{group}-tx"})
+    try:
+        producer.init_transactions(30)
+        producer.begin_transaction()
+        producer.send_offsets_to_transaction(
+            [RdTP(tp.topic, tp.partition, offset)], consumer.consumer_group_metadata(), 30
+        )
+        if abort:
+            producer.abort_transaction(30)
+        else:
+            producer.commit_transaction(30)
+    finally:
+        consumer.close()
+
+
+def test_checkpoints_follow_every_kind_of_commit_on_the_log_and_never_an_aborted_one(
+    dc1: ClusterUnderTest, dc2: ClusterUnderTest, names: Names, tmp_path: Path
+) -> None:
+    topic = names.topic("orders")
+    setup = flow_setup(
+        tmp_path, dc1, dc2, [topic], groups={"include": [f"{names.prefix}.*"]},
+        checkpoint_commits_from="offsets_topic",
+    )  # fmt: skip
+    admin = dc1.admin()
+    admin.create_topics([TopicSpec(topic, 2)])
+    tp0, tp1 = TopicPartition(topic, 0), TopicPartition(topic, 1)
+    for p in (0, 1):
+        produce_batch(setup.source_endpoint, topic, [(None, b"x")] * 100, partition=p)
+    before = names.group("before")  # committed before the worker starts: its admin snapshot
+    admin.alter_group_offsets(before, {tp0: 10, tp1: 20})
+    classic, new_protocol = names.group("classic"), names.group("kip848")
+    exactly_once, aborted = names.group("eos"), names.group("aborted")
+    with Replicator(setup, log_dir=tmp_path):
+        wait_until(lambda: checkpointed(setup, {before: {tp0: 10, tp1: 20}}), 60, 0.5,
+                   what="the snapshot's group checkpointed")  # fmt: skip
+        # Then only the log tells: a consumer's commit, a KIP-848 member's, a transaction's,
+        # an admin's move - and a transaction aborted after sending its offsets.
+        consumer = make_consumer(setup.source_endpoint, classic)
+        consumer.commit(offsets=[RdTP(topic, 0, 30)], asynchronous=False)
+        consumer.close()
+        kip848_member_commits(setup.source_endpoint, new_protocol, {tp1: 40})
+        _transactional_commit(setup, exactly_once, tp0, 50, abort=False)
+        _transactional_commit(setup, aborted, tp0, 60, abort=True)
+        admin.alter_group_offsets(before, {tp0: 70, tp1: 20})
+        expected = {
+            before: {tp0: 70, tp1: 20},
+            classic: {tp0: 30},
+            new_protocol: {tp1: 40},
+            exactly_once: {tp0: 50},
+        }
+        wait_until(lambda: checkpointed(setup, expected), 60, 0.5,
+                   what="every commit checkpointed")  # fmt: skip
+    topology = FlowTopology.of(setup.config.flows[0])
+    store = CheckpointStore(setup.target_endpoint, topology.checkpoints_topic)
+    try:
+        assert store.refresh().for_group(aborted) == {}  # never committed: never checkpointed
+    finally:
+        store.close()

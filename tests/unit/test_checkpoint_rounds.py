@@ -1,0 +1,186 @@
+"""Checkpoint rounds that follow the commits on the log translate only what moved - and still
+answer, every round, what translating every group afresh would answer (hypothesis).
+
+A Checkpointer runs its real rounds with its I/O edges replaced: the committed offsets come from
+drkit's real :class:`CommittedOffsets` (as the follower fills it from ``__consumer_offsets``),
+the offset-sync map from a random replication history seen a little further each round
+(restarts re-replicate, so tables are sometimes replaced rather than grown), the target log's
+bounds move (retention trims its start), and groups commit, move back, or lose their commits.
+After every round each group's answers must equal :func:`drkit.translation.translate`'s (but for
+the unreplicated count, which the rounds count per partition), and the flow's totals must equal
+the totals over fresh answers.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Hashable, Iterable, Mapping
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from prometheus_client import CollectorRegistry
+
+from drkit.config.model import ClusterConfig, CommitSource, FlowConfig
+from drkit.kafka.acked_writer import Confirmed
+from drkit.offsets.checkpointer import Checkpointer
+from drkit.offsets.commit_follower import CommitsRead
+from drkit.offsets.commit_log import CommittedOffsets, OffsetCommit
+from drkit.offsets.metrics import CheckpointMetrics
+from drkit.records import TopicPartition
+from drkit.replication.offset_sync import merge_runs
+from drkit.translation import (
+    CannotTranslate,
+    PartitionMapping,
+    TargetBounds,
+    Translated,
+    translate,
+)
+from tests.unit.test_translation import DST, SRC, History, histories
+
+UNMAPPED = TopicPartition("orders", 1)  # committed on, never replicated
+GROUPS = [f"g{i}" for i in range(6)]
+
+
+class Edges:
+    """The Checkpointer's I/O: commits, offset-sync map, log bounds, the checkpoint topic."""
+
+    def __init__(self, state: CommittedOffsets, follow: bool) -> None:
+        self.state, self.follow = state, follow
+        self.mapping: PartitionMapping | None = None
+        self.bounds = TargetBounds(0, 0)
+        self.source_end = 0
+        self.full_next = True
+        self.sent: list[Hashable] = []
+
+    # commits
+    def read(self, timeout_s: float | None = None) -> CommitsRead:
+        changed: set[str] | None = self.state.take_changed()
+        if self.full_next or not self.follow:
+            changed, self.full_next = None, False
+        return CommitsRead(self.state.by_group, self.state.partitions(), changed, self.state.on)
+
+    def restart(self) -> None:
+        self.full_next = True
+
+    def close(self) -> None:
+        pass
+
+    # offset-sync map
+    def refresh(self, timeout_s: float = 30.0) -> dict[TopicPartition, PartitionMapping]:
+        return {SRC: self.mapping} if self.mapping is not None else {}
+
+    def stored_runs(self) -> int:
+        return 0
+
+    # both clusters' logs
+    def list_offsets(self, partitions: Iterable[TopicPartition], which: str) -> dict[Any, int]:
+        out = {}
+        for tp in partitions:
+            if tp == DST:
+                out[tp] = self.bounds.start if which == "earliest" else self.bounds.end
+            elif tp == SRC:
+                out[tp] = self.source_end
+        return out
+
+    # the checkpoint topic
+    def send(self, topic: str, value: Any, key: Any, *args: Any) -> None:
+        token = args[-1] if len(args) == 3 else None
+        self.sent.append(token)
+
+    def confirm(self, timeout_s: float, topic: str = "") -> Confirmed:
+        sent, self.sent = self.sent, []
+        return Confirmed(tuple(sent), 0, None)
+
+
+def _checkpointer(edges: Edges) -> Checkpointer:
+    follow = edges.follow
+    flow = FlowConfig(
+        source="dc1",
+        target="dc2",
+        checkpoint_commits_from=CommitSource.OFFSETS_TOPIC if follow else CommitSource.ADMIN_API,
+    )
+    cluster = ClusterConfig(bootstrap_servers="127.0.0.1:1")
+    worker = Checkpointer(flow, cluster, cluster, CheckpointMetrics.create(CollectorRegistry()))
+    worker.commits = edges  # type: ignore[assignment]
+    worker.loader = edges  # type: ignore[assignment]
+    worker.source = worker.target = edges  # type: ignore[assignment]
+    worker._writer = edges  # type: ignore[assignment]
+    worker._next_trim = math.inf
+    return worker
+
+
+def _fresh(
+    state: CommittedOffsets, mapping: PartitionMapping | None, edges: Edges
+) -> dict[str, dict[TopicPartition, Translated | CannotTranslate]]:
+    out = {}
+    for group, offsets in state.by_group.items():
+        out[group] = {
+            tp: translate(offset, mapping, edges.bounds, edges.source_end)
+            for tp, offset in offsets.items()
+            if tp == SRC and mapping is not None
+        }
+    return out
+
+
+def _without_unreplicated(results: Mapping[TopicPartition, Any]) -> dict[TopicPartition, Any]:
+    return {
+        tp: dataclasses.replace(r, unreplicated=None) if isinstance(r, Translated) else r
+        for tp, r in results.items()
+    }
+
+
+def _gauge(worker: Checkpointer, name: str) -> float:
+    return float(getattr(worker.metrics, name).labels(worker.name)._value.get())
+
+
+@given(histories(), st.data())
+@settings(max_examples=150, deadline=None)
+def test_rounds_that_follow_the_log_answer_as_fresh_translations_every_round(
+    history: History, data: st.DataObject
+) -> None:
+    state = CommittedOffsets(lambda group: True)
+    edges = Edges(state, follow=data.draw(st.booleans(), label="follow the log"))
+    worker = _checkpointer(edges)
+    seen = 0
+    previous_runs: list[Any] | None = None
+    start = history.target_start
+    for _ in range(data.draw(st.integers(1, 8), label="rounds")):
+        # the replicator writes more offset syncs (a restart's re-replication among them)
+        seen = data.draw(st.integers(seen, len(history.syncs)), label="syncs seen")
+        runs = [s.run for s in merge_runs(history.syncs[:seen]).get(SRC, [])]
+        if runs != previous_runs:  # the loader keeps an unchanged partition's object
+            edges.mapping = PartitionMapping(SRC, DST, runs, replicated_end=None)
+            previous_runs = runs
+        end = edges.mapping.dst_end if edges.mapping is not None and runs else 0
+        end = max(end, edges.bounds.end)
+        if data.draw(st.integers(0, 5), label="retention") == 0:
+            start = data.draw(st.integers(start, max(start, end)), label="log start")
+        edges.bounds = TargetBounds(min(start, end), end)
+        edges.source_end = data.draw(
+            st.integers(history.source_end // 2, history.source_end), label="source end"
+        )
+        # groups commit, move back, lose their commits
+        commits = []
+        for group in data.draw(st.lists(st.sampled_from(GROUPS), max_size=6), label="moved"):
+            tp = data.draw(st.sampled_from([SRC, SRC, UNMAPPED]), label="partition")
+            offset = data.draw(st.none() | st.integers(-1, history.source_end + 2), label="offset")
+            commits.append(OffsetCommit(group, tp, offset))
+        state.apply(commits)
+        if data.draw(st.integers(0, 9), label="failed round") == 0:
+            worker.commits.restart()  # a round that failed after reading the commits
+            state.take_changed()
+        worker.round()
+
+        fresh = _fresh(state, edges.mapping, edges)
+        assert set(worker.views) == set(fresh)
+        for group, results in fresh.items():
+            assert _without_unreplicated(worker.views[group].results) == _without_unreplicated(
+                results
+            ), group
+        answers = [r for results in fresh.values() for r in results.values()]
+        translated = [r for r in answers if isinstance(r, Translated)]
+        assert _gauge(worker, "unreplicated") == sum(r.unreplicated or 0 for r in translated)
+        assert _gauge(worker, "rereads") == sum(r.expected_rereads for r in translated)
+        assert _gauge(worker, "untranslatable") == len(answers) - len(translated)
