@@ -2,11 +2,14 @@
 
 A flow replicates one 50-partition topic while N consumer groups have committed offsets on every
 partition; ``drkit replicate --no-checkpoints`` keeps copying, and one checkpoint worker
-(:class:`drkit.offsets.checkpointer.Checkpointer`, in this process) is timed:
+(:class:`drkit.offsets.checkpointer.Checkpointer`, in this process) is timed for each way of
+reading the source's commits (``checkpoint_commits_from``: the admin API every round, or one
+admin pass and then ``__consumer_offsets``), one after the other over the same groups:
 
 * the first round (every committed offset translated) and a round after the replicator copied
   more records to every partition and 1 % of the groups committed again (incremental: the
-  others keep their answers, drkit.translation.carry_over);
+  others keep their answers, drkit.translation.carry_over; following the log, the others are
+  not even looked at);
 * the anchor, measured in the same run: reading every group's committed offsets once with the
   admin API - what any checkpointer that follows groups through the admin API must do each round;
 * freshness: the worker runs with ``checkpoint_interval_s: 1``; a probe group commits a new
@@ -34,6 +37,7 @@ from prometheus_client import CollectorRegistry
 from bench.common import OUT, Clusters, markdown_table, start_clusters, write_flow_config
 from bench.failover import RECORDS_PER_PARTITION, _set_offsets
 from drkit.config import load_config
+from drkit.config.model import CommitSource, DrkitConfig, FlowConfig
 from drkit.kafka import KafkaAdmin
 from drkit.kafka.admin import TopicSpec
 from drkit.kafka.io import produce_batch
@@ -48,6 +52,7 @@ PROBES = 5
 @dataclass(frozen=True)
 class Measurement:
     groups: int
+    source: CommitSource
     full_round_s: float
     full_translated: int
     incremental_round_s: float
@@ -73,7 +78,8 @@ def _wait(check: object, what: str, timeout_s: float = 600) -> None:
         time.sleep(0.5)
 
 
-def measure(clusters: Clusters, groups: int, partitions: int) -> Measurement:
+def measure(clusters: Clusters, groups: int, partitions: int) -> list[Measurement]:
+    """Both commit sources over the same groups, one after the other, each with its anchor."""
     tag = uuid.uuid4().hex[:6]
     source, target = f"c{tag}", f"d{tag}"
     topic = f"bench-cp-{tag}"
@@ -81,7 +87,6 @@ def measure(clusters: Clusters, groups: int, partitions: int) -> Measurement:
         clusters, source, target, topic, OUT / f"checkpoint-{tag}.yaml", groups=f"{topic}-g.*"
     )
     config = load_config(path)
-    flow = config.flows[0].model_copy(update={"checkpoint_interval_s": 1.0})
     source_admin, target_admin = clusters.admin("dc1"), clusters.admin("dc2")
     source_admin.create_topics([TopicSpec(topic, partitions)])
     for p in range(partitions):
@@ -95,10 +100,39 @@ def measure(clusters: Clusters, groups: int, partitions: int) -> Measurement:
         stdout=log,
         stderr=subprocess.STDOUT,
     )
-    metrics = CheckpointMetrics.create(CollectorRegistry())
-    worker = Checkpointer(flow, config.clusters[source], config.clusters[target], metrics)
+    out = []
     try:
         _wait(lambda: _replicated(source_admin, target_admin, topic, replica), "replicated")
+        for rounds, commits in enumerate(CommitSource):
+            flow = config.flows[0].model_copy(
+                update={"checkpoint_interval_s": 1.0, "checkpoint_commits_from": commits}
+            )
+            print(f"  commits from {commits.value}:", flush=True)
+            out.append(
+                _measure_worker(
+                    clusters, config, flow, names, topic, replica, partitions, moved_at=rounds
+                )
+            )
+    finally:
+        replicate.terminate()
+        replicate.wait(60)
+    return out
+
+
+def _measure_worker(
+    clusters: Clusters,
+    config: DrkitConfig,
+    flow: FlowConfig,
+    names: list[str],
+    topic: str,
+    replica: str,
+    partitions: int,
+    moved_at: int,
+) -> Measurement:
+    source_admin, target_admin = clusters.admin("dc1"), clusters.admin("dc2")
+    metrics = CheckpointMetrics.create(CollectorRegistry())
+    worker = Checkpointer(flow, config.clusters[flow.source], config.clusters[flow.target], metrics)
+    try:
         worker.prepare()
 
         def counted() -> tuple[float, float]:
@@ -110,19 +144,23 @@ def measure(clusters: Clusters, groups: int, partitions: int) -> Measurement:
         worker.round()
         full_s = time.perf_counter() - started
         full_translated = int(counted()[0])
-        print(f"  first round: {full_s:.2f} s", flush=True)
+        print(f"    first round: {full_s:.2f} s", flush=True)
 
         started = time.perf_counter()
         worker.source.groups_offsets(names)
         anchor_s = time.perf_counter() - started
-        print(f"  every group's offsets read: {anchor_s:.2f} s", flush=True)
+        print(f"    every group's offsets read: {anchor_s:.2f} s", flush=True)
 
         # The replicator copies on (every partition's runs grow) and 1 % of the groups move.
         for p in range(partitions):
             produce_batch(clusters.dc1, topic, [(None, b"y")] * 10, partition=p)
         _wait(lambda: _replicated(source_admin, target_admin, topic, replica), "copied on")
-        moved = names[: max(1, groups // 100)]
-        position = {TopicPartition(topic, p): RECORDS_PER_PARTITION + 5 for p in range(partitions)}
+        groups = len(names)
+        moved = names[groups // 100 * moved_at : groups // 100 * (moved_at + 1) or 1]
+        position = {
+            TopicPartition(topic, p): RECORDS_PER_PARTITION + 5 + moved_at
+            for p in range(partitions)
+        }
         source_admin.alter_groups_offsets(dict.fromkeys(moved, position))
         before = counted()
         started = time.perf_counter()
@@ -130,15 +168,13 @@ def measure(clusters: Clusters, groups: int, partitions: int) -> Measurement:
             worker.round()
         incremental_s = time.perf_counter() - started
         after = counted()
-        print(f"  round after 1 % moved: {incremental_s:.2f} s", flush=True)
+        print(f"    round after 1 % moved: {incremental_s:.2f} s", flush=True)
         freshness = _freshness(clusters, worker, flow.name, topic, partitions)
     finally:
-        replicate.terminate()
-        replicate.wait(60)
         worker.close()
     return Measurement(
-        groups, full_s, full_translated, incremental_s, int(after[0] - before[0]),
-        int(after[1] - before[1]), anchor_s, freshness,
+        groups, flow.checkpoint_commits_from, full_s, full_translated, incremental_s,
+        int(after[0] - before[0]), int(after[1] - before[1]), anchor_s, freshness,
     )  # fmt: skip
 
 
@@ -170,9 +206,10 @@ def _freshness(
     store.refresh(600)  # the first read takes every checkpoint (500,000 at 10,000 groups)
     probe, replica_tp = f"{topic}-gprobe", TopicPartition(worker.topology.target_topic(topic), 0)
     out: list[float] = []
+    first = _probe_at(store, probe, replica_tp)  # the other source's worker moved it
     try:
         for i in range(PROBES):
-            offset = 1 + i
+            offset = first + 1 + i
             source.alter_group_offsets(probe, {TopicPartition(topic, 0): offset})
             committed = time.monotonic()
             while True:
@@ -191,22 +228,33 @@ def _freshness(
     return tuple(out)
 
 
+def _probe_at(store: CheckpointStore, probe: str, replica: TopicPartition) -> int:
+    """Where the probe's checkpoint stands (0 before the first worker's probes)."""
+    seen = store.refresh(30).latest.get((probe, replica))
+    return seen.upstream_offset if seen is not None else 0
+
+
+def _row(m: Measurement, partitions: int) -> list[str]:
+    fresh = statistics.median(m.freshness_s)
+    return [
+        f"{m.groups:,} x {partitions}", m.source.value,
+        f"{m.full_round_s:.2f} s ({m.full_translated:,})",
+        f"{m.incremental_round_s:.2f} s ({m.incremental_translated:,} translated, "
+        f"{m.incremental_kept:,} kept)", f"{m.read_offsets_s:.2f} s",
+        f"{m.incremental_round_s / m.read_offsets_s:.2f}x",
+        f"{fresh:.2f} s (max {max(m.freshness_s):.2f} s)",
+        "met" if fresh <= 1 else "MISSED",
+    ]  # fmt: skip
+
+
 def main(groups: list[int] | None = None, partitions: int = 50) -> str:
     clusters = start_clusters(fresh=False)
     rows = []
     for count in groups or [1000]:
-        m = measure(clusters, count, partitions)
-        fresh = statistics.median(m.freshness_s)
-        rows.append(
-            [f"{count:,} x {partitions}", f"{m.full_round_s:.2f} s ({m.full_translated:,})",
-             f"{m.incremental_round_s:.2f} s ({m.incremental_translated:,} translated, "
-             f"{m.incremental_kept:,} kept)", f"{m.read_offsets_s:.2f} s",
-             f"{m.incremental_round_s / m.read_offsets_s:.2f}x",
-             f"{fresh:.2f} s (max {max(m.freshness_s):.2f} s)",
-             "met" if fresh <= 1 else "MISSED"]
-        )  # fmt: skip
-        print(rows[-1], flush=True)
-    header = ["groups x partitions", "first round (translated)", "round after 1 % moved",
-              "anchor: read every group's offsets", "ratio", "freshness, median of 5",
-              "target <= 1 s"]  # fmt: skip
+        for m in measure(clusters, count, partitions):
+            rows.append(_row(m, partitions))
+            print(rows[-1], flush=True)
+    header = ["groups x partitions", "commits from", "first round (translated)",
+              "round after 1 % moved", "anchor: read every group's offsets", "ratio",
+              "freshness, median of 5", "target <= 1 s"]  # fmt: skip
     return "### Checkpoint rounds and freshness (one worker)\n\n" + markdown_table(header, rows)
