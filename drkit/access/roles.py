@@ -26,12 +26,14 @@ from drkit.access.rules import (
     resource_for_pattern,
 )
 from drkit.config.model import (
+    CommitSource,
     DrkitConfig,
     FlowConfig,
     NameFilter,
     ReplicationPolicyKind,
     Role,
 )
+from drkit.offsets.commit_log import OFFSETS_TOPIC
 from drkit.replication import internal_topics
 
 __all__ = ["DRKIT_ROLES", "OWN_PREFIX", "Role", "RoleNeeds", "replica_resources", "role_needs"]
@@ -201,6 +203,9 @@ def _checkpointer(flow: FlowConfig, cluster: str) -> Iterator[Need | str]:
                           "checkpoints")  # fmt: skip
         topics = _topics_of(flow)
         yield from _needs(topics.resources, [Operation.DESCRIBE], "sees the groups' offsets")
+        if flow.checkpoint_commits_from is CommitSource.OFFSETS_TOPIC:
+            why = f"follows the commits {flow.name} checkpoints on the log"
+            yield from _needs([_topic(OFFSETS_TOPIC)], _READ, why)
     if flow.target == cluster:
         checkpoints = _topic(internal_topics.checkpoints_topic(flow.source))
         yield from _needs([checkpoints], _OWN_TOPIC, f"writes {flow.name}'s checkpoints")

@@ -182,6 +182,18 @@ def test_the_replicator_reads_the_source_selection_and_writes_only_replicas_on_t
     assert not any(n.resource == _topic("*") for n in source + target)
 
 
+@pytest.mark.parametrize("commits_from", ["admin_api", "offsets_topic"])
+def test_the_checkpointer_reads_the_offsets_topic_only_when_it_follows_the_log(
+    commits_from: str,
+) -> None:
+    config = _config(checkpoint_commits_from=commits_from)
+    needs = role_needs(Role.CHECKPOINTER, "dc1", config).needs
+    follows = commits_from == "offsets_topic"
+    assert _has(needs, _topic("__consumer_offsets"), Operation.READ) is follows
+    assert not _has(role_needs(Role.CHECKPOINTER, "dc2", config).needs,
+                    _topic("__consumer_offsets"), Operation.READ)  # fmt: skip
+
+
 def test_identity_replicas_take_the_selection_and_unexpressible_selections_are_reported() -> None:
     config = _config(
         topics={"include": ["orders", "pay[a-z]+"]}, replication_policy={"kind": "identity"}
