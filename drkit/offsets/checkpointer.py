@@ -165,6 +165,9 @@ class Checkpointer:
         while not stop.is_set():
             started = time.monotonic()
             if not leading():
+                # A standby's followed commits would go stale (the log's tombstones are
+                # removed after a day): whoever leads next starts from a fresh snapshot.
+                self.commits.forget()
                 stop.wait(min(1.0, self.flow.checkpoint_interval_s))
                 continue
             try:
@@ -433,7 +436,11 @@ class Checkpointer:
         """Move the target groups of this round's answers forward - and retry the groups an
         earlier round found active on the target, though their answers did not change."""
         assert self.group_sync is not None
-        retry = [self.views[g] for g in self.group_sync.active_skips if g in self.views]
+        retry = [
+            self.views[g]
+            for g in self.group_sync.active_skips
+            if g in self.views and g not in updates
+        ]
         for view in [*(v for v in updates.values() if v is not None), *retry]:
             translated = {
                 r.target: r.target_offset

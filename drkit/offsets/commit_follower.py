@@ -67,7 +67,10 @@ class AdminCommits:
         return CommitsRead(committed, set(index), None, lambda tp: index.get(tp, set()))
 
     def restart(self) -> None:
-        """Nothing to forget: every read is a full pass."""
+        """Nothing to do: every read is a full pass."""
+
+    def forget(self) -> None:
+        """Nothing held between reads."""
 
     def close(self) -> None:
         pass
@@ -103,6 +106,16 @@ class CommitFollower:
 
     def restart(self) -> None:
         """The next read names every group: the round that used the last one did not finish."""
+        self._full = True
+
+    def forget(self) -> None:
+        """Drop what was followed: the next read starts again from an admin snapshot (a
+        checkpoint worker that stood by for a while must not resume from an old position -
+        the log may have dropped the tombstones of groups deleted meanwhile)."""
+        if self._tailer is not None:
+            self._tailer.close()
+            self._tailer = None
+        self.state = CommittedOffsets(self.follows)
         self._full = True
 
     def _start(self, timeout_s: float) -> None:

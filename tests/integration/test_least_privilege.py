@@ -13,6 +13,7 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -38,12 +39,14 @@ from drkit.kafka.admin import TopicSpec
 from drkit.kafka.io import commit_group_offsets, consume_all, produce_batch
 from drkit.local import LocalKafka
 from drkit.local.ports import free_port
+from drkit.records import TopicPartition
 from drkit.store import StateStore
 from tests.conftest import Names
 from tests.failover_support import (
     PARTITIONS,
     PER_PARTITION,
     assert_groups_resume_exactly,
+    checkpointed,
     drkit,
     fill,
     groups_at_positions,
@@ -136,12 +139,15 @@ class SecuredPair:
         path.write_text(yaml.safe_dump(document))
         return FlowSetup(path, load_config(path), self.source, self.target)
 
-    def as_user(self, user: str, directory: Path) -> FlowSetup:
-        """The generated config, connecting as ``user`` (its own password file)."""
+    def as_user(self, user: str, directory: Path, **flow: Any) -> FlowSetup:
+        """The generated config, connecting as ``user`` (its own password file; "admin" is
+        the super user), its flows with ``flow``'s settings."""
         document = yaml.safe_load((self.state / "drkit.yaml").read_text())
         for cluster in document["clusters"].values():
             cluster["security"]["username"] = user
             cluster["security"]["password_file"] = str(self.manager.secrets.password_file(user))
+        for entry in document["flows"]:
+            entry.update(flow)
         path = directory / f"drkit-{user}.yaml"
         path.write_text(yaml.safe_dump(document))
         return FlowSetup(path, load_config(path), self.source, self.target)
@@ -189,8 +195,14 @@ def test_every_role_runs_as_its_own_least_privilege_principal_through_a_failover
     metrics_port = free_port()
     replicator = Replicator(pair.as_user("replicator", tmp_path), "--no-checkpoints",
                             "--metrics-port", str(metrics_port), log_dir=tmp_path)  # fmt: skip
+    # The checkpointer follows the commits on the source's log: the ACLs that takes are the
+    # role's for that config, applied as an operator would.
+    follows = {"checkpoint_commits_from": "offsets_topic"}
+    applied = pair.run("acls", "--config", str(pair.as_user("admin", tmp_path, **follows).path),
+                       "--role", "checkpointer", "--cluster", pair.source, "--apply")  # fmt: skip
+    assert applied.returncode == 0, applied.stderr + applied.stdout
     checkpointer = DrkitProcess(
-        ["checkpoint", "--config", str(pair.as_user("checkpointer", tmp_path).path)],
+        ["checkpoint", "--config", str(pair.as_user("checkpointer", tmp_path, **follows).path)],
         tmp_path, "checkpoint",
     )  # fmt: skip
     monitor = MonitorProcess(pair.as_user("monitor", tmp_path).path, "o1", tmp_path)
@@ -201,6 +213,10 @@ def test_every_role_runs_as_its_own_least_privilege_principal_through_a_failover
     replica = f"{pair.source}.{topic}"
     with replicator, checkpointer, monitor:
         wait_replicated(admin, topic, groups)
+        late = {names.group("late"): {TopicPartition(topic, 0): 3}}  # only the log tells
+        for group, offsets in late.items():
+            commit_group_offsets(app.source_endpoint, group, offsets)
+        wait_until(lambda: checkpointed(admin, late), 60, 0.5, what="the late commit followed")
         flow = f"{pair.source}->{pair.target}"
         wait_until(lambda: _watched(monitor, flow), 60, 0.5, what="the monitor sees it all")
         # Read-only standby: the monitor guards the replicas; the application is refused
