@@ -13,7 +13,7 @@ offset commits, produced records), which renews the lease synchronously or raise
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -26,6 +26,7 @@ from drkit.failover.fences import FenceRepository
 from drkit.failover.model import Procedure, StepName, StepState
 from drkit.failover.plan import TranslationMemo
 from drkit.failover.pointer import PointerRepository
+from drkit.failover.results import Translation
 from drkit.failover.runs import RunRecord, RunRepository
 from drkit.failover.snapshot import TargetReaders
 from drkit.kafka.admin import KafkaAdmin
@@ -115,6 +116,11 @@ class StepContext:
     channels: ChannelFactory | None = None  # flows' control channels (None: on Kafka)
     readers: TargetReaders | None = None  # the plan's readers of the flow's target topics
     translations: TranslationMemo | None = None  # the plan's translations, by their inputs
+    # What this run's translate step recorded, as values: the commit step in the same process
+    # writes exactly these (a resumed run reads them back from the store - the same values).
+    translated: Translation | None = None
+    # Per planned group, its state on the target in the plan (None: read the stored plan).
+    planned_states: Mapping[str, str] | None = None
     _admins: dict[str, ClusterAdmin] = field(default_factory=dict, init=False)
 
     # -- what the run is about ------------------------------------------------------------

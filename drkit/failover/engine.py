@@ -272,7 +272,8 @@ class Engine:
         if on_started is not None:
             on_started(run)
         try:
-            return self._execute(run.id, keeper, options, Direction.FORWARD)
+            states = {g.group: g.target_state for g in plan.groups}
+            return self._execute(run.id, keeper, options, Direction.FORWARD, states)
         finally:
             self.close_readers()
 
@@ -383,8 +384,15 @@ class Engine:
             log.warning("could not release the failover lease", extra={"error": str(err)})
 
     def _execute(
-        self, run_id: int, keeper: LeaseKeeper, options: RunOptions, direction: Direction
+        self,
+        run_id: int,
+        keeper: LeaseKeeper,
+        options: RunOptions,
+        direction: Direction,
+        planned_states: Mapping[str, str] | None = None,
     ) -> RunRecord:
+        """Run the steps; ``planned_states``: the groups' target states in the plan this
+        process just recorded (else read back from the store when a step needs them)."""
         runs = self.runs.guarded(keeper)
         run = runs.get(run_id)
         assert run is not None
@@ -394,6 +402,7 @@ class Engine:
             self.config, flow, self.store, runs, run, options, self.state_dir, self.progress,
             connect=self.connect, guard=keeper, channels=self.channels,
             readers=self._readers.get(flow.name), translations=self._memos.get(flow.name),
+            planned_states=planned_states,
         )  # fmt: skip
 
         def mirror(lease: Lease) -> None:  # shown by 'failover show' and 'status'

@@ -39,7 +39,7 @@ from drkit.failover.model import (
     StepName,
 )
 from drkit.failover.runbook import Runbook
-from drkit.translation import CannotTranslate
+from drkit.translation import CannotTranslate, Method
 
 _PLANNED = (Procedure.SWITCHOVER, Procedure.CUTOVER, Procedure.FAILBACK)
 
@@ -191,6 +191,12 @@ def _key(facts: PartitionFacts) -> tuple[str, int]:
     return facts.source.topic, facts.source.partition
 
 
+# A move's method as stored, per translation method: looked up, not formatted - a plan at
+# 10,000 groups x 50 partitions names one for each of 500,000 moves.
+_LIVE = {method: method.value for method in Method}
+_FROM_CHECKPOINT = {method: f"checkpoint+{method.value}" for method in Method}
+
+
 def translate_group(snapshot: Snapshot, facts: GroupFacts) -> tuple[PartitionMove, ...]:
     """Where ``facts.group`` resumes on every partition (the translation step uses this too):
     drkit.translation's one rule over the snapshot's facts."""
@@ -205,7 +211,7 @@ def translate_group(snapshot: Snapshot, facts: GroupFacts) -> tuple[PartitionMov
         {tp: part.target_bounds for tp, part in parts.items() if part.target_bounds is not None},
         {tp: part.source_end for tp, part in parts.items()},
     )
-    method = "checkpoint" if facts.from_checkpoints else ""
+    methods = _FROM_CHECKPOINT if facts.from_checkpoints else _LIVE
     for tp, result in results.items():
         if isinstance(result, CannotTranslate):
             moves.append(_unmapped(parts[tp], result.source_offset, result.reason))
@@ -218,7 +224,7 @@ def translate_group(snapshot: Snapshot, facts: GroupFacts) -> tuple[PartitionMov
                 result.target.partition,
                 result.source_offset,
                 result.target_offset,
-                f"{method}+{result.method.value}" if method else result.method.value,
+                methods[result.method],
                 result.expected_rereads,
                 result.unreplicated,
             )

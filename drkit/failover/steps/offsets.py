@@ -34,7 +34,11 @@ def translate_offsets(ctx: StepContext, timeout_s: float | None) -> StepOutcome:
         list(ctx.options.groups) if ctx.options.groups is not None else None,
         readers=ctx.readers,
         # commit_group_offsets reads the states again right before it writes
-        target_states=ctx.run.planned_target_states(),
+        target_states=(
+            ctx.planned_states
+            if ctx.planned_states is not None
+            else ctx.run.planned_target_states()
+        ),
     )
     if not snapshot.target_reachable:
         raise StepFailed(f"{ctx.target} does not answer: nothing can be translated")
@@ -59,13 +63,17 @@ def translate_offsets(ctx: StepContext, timeout_s: float | None) -> StepOutcome:
     )
     detail = translation.to_detail()
     ctx.runs.merge_result(ctx.run.id, {"rpo": detail["rpo"]})
+    ctx.translated = translation
     # How many groups kept the plan's moves (their inputs unchanged since): read by no step.
     return StepOutcome.done(**detail, reused_from_plan=memo.reused - reused_before)
 
 
 def commit_group_offsets(ctx: StepContext, timeout_s: float | None) -> StepOutcome:
-    ctx.detail(StepName.TRANSLATE_OFFSETS)  # refresh the run
-    groups = Translation.of(ctx.run).positions()
+    translation = ctx.translated
+    if translation is None:  # a resumed run: what its translate step recorded
+        ctx.detail(StepName.TRANSLATE_OFFSETS)  # refresh the run
+        translation = Translation.of(ctx.run)
+    groups = translation.positions()
     target = ctx.admin(ctx.target)
     states = target.describe_groups(sorted(groups), timeout_s) if groups else {}
     skipped: dict[str, str] = {}
