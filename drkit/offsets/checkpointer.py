@@ -1,15 +1,21 @@
 """The checkpoint worker of one flow: follow source groups, translate, write checkpoints.
 
-Every ``flow.checkpoint_interval_s`` it lists the source's consumer groups (new groups are seen
-on the next round), reads their committed offsets, translates each partition of a replicated
-topic with :func:`drkit.translation.translate` and writes a checkpoint when S or T changed, then
-a tick record.  With ``flow.sync_group_offsets`` it also moves empty target groups forward.
+Every ``flow.checkpoint_interval_s`` it reads the source groups' committed offsets (new groups
+are seen on the next round), translates each partition of a replicated topic with
+:func:`drkit.translation.translate` and writes a checkpoint when S or T changed, then a tick
+record.  With ``flow.sync_group_offsets`` it also moves empty target groups forward.
 
 Rounds are incremental where that changes nothing: a group whose committed offset did not move,
 on a partition whose runs only grew after it (the replicator copied on), keeps the previous
 round's answer (:func:`drkit.translation.carry_over`, equal to a fresh translation - a
-hypothesis test checks it); everything else is translated again.  Reading every group's
-committed offsets stays a full pass: the admin API has no "what changed since".
+hypothesis test checks it); everything else is translated again.  How the commits are read
+(drkit.offsets.commit_follower): through the admin API, every group every round - a full pass,
+the admin API has no "what changed since" - or, with ``checkpoint_commits_from:
+offsets_topic``, from the commits the source logs on ``__consumer_offsets``; then a round does
+not even look at a group that did not move while its partitions' inputs only widened (its
+answers are settled, :func:`drkit.translation.settled`; tests/unit/test_checkpoint_rounds.py
+checks every round against fresh translations).  A failed round makes the next one look at
+every group again.
 
 The latest checkpoints on the target are what an unplanned failover uses once the source is
 gone, so they are written in MirrorMaker 2's format (:mod:`drkit.offsets.checkpoint`).
