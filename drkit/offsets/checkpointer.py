@@ -264,7 +264,9 @@ class Checkpointer:
                 self.metrics.errors.labels(self.name).inc()
                 log.warning("offset-sync trim failed", extra={"flow": self.name, "error": str(err)})
         unreplicated = sum(
-            unreplicated_total(self._translated_on.get(tp, {}).values(), given[0], given[2])
+            unreplicated_total(
+                self._translated_on.get(tp, {}).values(), given.mapping, given.source_end
+            )
             for tp, given in inputs.items()
         )
         self.metrics.offset_sync_runs.labels(self.name).set(self.loader.stored_runs())

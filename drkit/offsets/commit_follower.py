@@ -88,10 +88,10 @@ class CommitFollower:
 
     def read(self, timeout_s: float = 30.0) -> CommitsRead:
         """The offsets as of now: the log applied to its end (its last stable offsets)."""
-        if self._tailer is None:
-            self._start(timeout_s)
-        assert self._tailer is not None
         try:
+            if self._tailer is None:
+                self._start(timeout_s)
+            assert self._tailer is not None
             self.state.apply(_commits(self._tailer.catch_up(timeout_s), self.source.endpoint.alias))
         except FatalKafkaError as err:
             if "AUTHORIZATION" not in str(err).upper():
