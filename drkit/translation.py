@@ -413,9 +413,7 @@ def unreplicated_total(
     what :func:`translate` would count for each, without translating."""
     if source_end is None:
         return 0
-    done = mapping.replicated_end
-    if done is None:
-        done = mapping.runs[-1].src_end if mapping.runs else 0
+    done = _replicated_end(mapping)
     if done >= source_end:
         return 0
     return sum(source_end - (s if s > done else done) for s in offsets if s < source_end)
@@ -486,7 +484,11 @@ def _unreplicated(
     """Source records the group has not consumed that are not on the target (its RPO)."""
     if source_end is None:
         return None
-    done = mapping.replicated_end
-    if done is None:
-        done = mapping.runs[-1].src_end if mapping.runs else 0
-    return max(0, source_end - max(source_offset, done))
+    return max(0, source_end - max(source_offset, _replicated_end(mapping)))
+
+
+def _replicated_end(mapping: PartitionMapping) -> int:
+    """The first source offset not replicated: the worker's progress, else the runs' end."""
+    if mapping.replicated_end is not None:
+        return mapping.replicated_end
+    return mapping.runs[-1].src_end if mapping.runs else 0
