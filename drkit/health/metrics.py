@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
 
 from drkit.health.evaluation import ClusterState
+from drkit.process_wide import ProcessWide
 
 # The gauge encoding of a state (documented in the gauges' help).
 STATE_VALUE = {
@@ -160,11 +161,10 @@ class MonitorMetrics:
         )
 
 
-_DEFAULT: MonitorMetrics | None = None
+# Looked up when first made (not bound at import), so a test can stand in for ``create``.
+_DEFAULT: ProcessWide[MonitorMetrics] = ProcessWide(lambda: MonitorMetrics.create())
 
 
 def default_metrics() -> MonitorMetrics:
-    global _DEFAULT
-    if _DEFAULT is None:
-        _DEFAULT = MonitorMetrics.create()
-    return _DEFAULT
+    """The process-wide metrics in the default registry (created once)."""
+    return _DEFAULT.get()

@@ -10,6 +10,8 @@ from dataclasses import dataclass
 
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
 
+from drkit.process_wide import ProcessWide
+
 
 @dataclass(frozen=True)
 class CheckpointMetrics:
@@ -102,11 +104,10 @@ class CheckpointMetrics:
         )
 
 
-_DEFAULT: CheckpointMetrics | None = None
+# Looked up when first made (not bound at import), so a test can stand in for ``create``.
+_DEFAULT: ProcessWide[CheckpointMetrics] = ProcessWide(lambda: CheckpointMetrics.create())
 
 
 def default_metrics() -> CheckpointMetrics:
-    global _DEFAULT
-    if _DEFAULT is None:
-        _DEFAULT = CheckpointMetrics.create()
-    return _DEFAULT
+    """The process-wide metrics in the default registry (created once)."""
+    return _DEFAULT.get()

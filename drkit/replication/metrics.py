@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
 
+from drkit.process_wide import ProcessWide
+
 RECORDS = "drkit_replication_records"
 BYTES = "drkit_replication_bytes"
 FILTERED = "drkit_replication_filtered_records"
@@ -108,12 +110,10 @@ class ReplicationMetrics:
         )
 
 
-_DEFAULT: ReplicationMetrics | None = None
+# Looked up when first made (not bound at import), so a test can stand in for ``create``.
+_DEFAULT: ProcessWide[ReplicationMetrics] = ProcessWide(lambda: ReplicationMetrics.create())
 
 
 def default_metrics() -> ReplicationMetrics:
     """The process-wide metrics in the default registry (created once)."""
-    global _DEFAULT
-    if _DEFAULT is None:
-        _DEFAULT = ReplicationMetrics.create()
-    return _DEFAULT
+    return _DEFAULT.get()
