@@ -159,6 +159,7 @@ def _groups(
     out: list[GroupOutcome] = []
     for group, member in zip(s.workload.groups, runner.target_members, strict=True):
         name, topic = runner.env.group(group.name), runner.env.topic(group.topic)
+        replica_topic = runner.replica(group.topic)
         committed = {
             tp.partition: offset
             for tp, offset in admin.group_offsets(name).offsets.items()
@@ -178,7 +179,7 @@ def _groups(
                 name,
                 topic,
                 source,
-                [r for r in replica if r.topic == runner.replica(group.topic)],
+                [r for r in replica if r.topic == replica_topic],
                 committed,
                 member.ledger(),
                 after,

@@ -122,8 +122,9 @@ class DrillRunner:
     def dst(self) -> str:
         return self.env.alias(self.scenario.target)
 
-    @property
+    @cached_property
     def topology(self) -> FlowTopology:
+        """The drill's one flow (its config never changes during the drill)."""
         return FlowTopology.of(self.env.flow)
 
     def replica(self, name: str) -> str:
