@@ -22,6 +22,10 @@ from sqlalchemy.exc import DBAPIError
 from drkit.store import StateStore
 from tests.kafka_backends import ClusterUnderTest, backend, clusters, scratch_cluster
 
+# The tests' brokers start and idle on less CPU with the quick JIT only (2 cores share them
+# with Spark and drkit's processes); the benchmarks keep the full JIT.
+os.environ.setdefault("DRKIT_KAFKA_JVM_OPTIONS", "-XX:TieredStopAtLevel=1")
+
 
 @pytest.fixture(scope="session")
 def kafka_clusters() -> Iterator[dict[str, ClusterUnderTest]]:

@@ -19,6 +19,7 @@ import base64
 import contextlib
 import json
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -185,6 +186,9 @@ class LocalKafka:
     def __init__(self, state_dir: Path, heap: str = "512m") -> None:
         self.root = state_dir / "local"
         self.heap = os.environ.get("DRKIT_KAFKA_HEAP", heap)
+        # Extra JVM flags for every broker and format run, e.g. "-XX:TieredStopAtLevel=1"
+        # (the test suite's: brokers that start and idle on less CPU, at some peak speed).
+        self.jvm_options = shlex.split(os.environ.get("DRKIT_KAFKA_JVM_OPTIONS", ""))
         self.secrets = LocalSecrets(self.root)
 
     # -- paths and state ------------------------------------------------------------------
@@ -397,6 +401,11 @@ class LocalKafka:
             "auto.create.topics.enable": "false",
             "log.segment.bytes": 64 * 1024 * 1024,
             "log.retention.check.interval.ms": 30000,
+            # A broker killed -9 and started again is refused (DUPLICATE_BROKER_REGISTRATION)
+            # until its old incarnation's session times out: 9 s by default, 4 s here, so a
+            # drill's "restore the killed cluster" and a test's restart wait less.
+            "broker.session.timeout.ms": 4000,
+            "broker.heartbeat.interval.ms": 1000,
             **OPEN_AUTHORIZER,
         }
         if state.secure:  # SASL_SSL clients, mTLS controllers, deny by default
@@ -424,6 +433,7 @@ class LocalKafka:
         command = [
             java_executable(),
             "-Xmx256m",
+            *self.jvm_options,
             "-cp",
             f"{jars}/*",
             "kafka.tools.StorageTool",
@@ -461,6 +471,7 @@ class LocalKafka:
             "-XX:+UseG1GC",
             "-XX:MaxGCPauseMillis=20",
             "-Djava.awt.headless=true",
+            *self.jvm_options,
             f"-Dkafka.logs.dir={logs}",
             f"-Dlog4j2.configurationFile={directory / 'log4j2.properties'}",
             # Kafka 4 fetches only the OAuth URLs a JVM property allows (none by default).
