@@ -12,6 +12,12 @@ error and the next call starts a fresh helper; the caller's process never sees t
 Requests to one helper are serialised; they are small and infrequent (checkpoint rounds,
 probes, group syncs).  A helper runs in its own process group (a signal to its owner's group
 does not reach it: its owner decides when it ends) and prints its stacks on SIGUSR1.
+
+Helpers are forked from multiprocessing's fork server (one per owner, started with the first
+helper, the Kafka adapter imported once), not spawned: a fresh Python with librdkafka's
+bindings costs about a second of CPU, and a replicator, monitor or failover starts one per
+cluster and again after every crash.  The fork server holds no Kafka client and no thread
+worth copying.  It too leaves its owner's process group (drkit.kafka.forkserver_preload).
 """
 
 from __future__ import annotations
@@ -22,7 +28,9 @@ import multiprocessing
 import os
 import threading
 import time
+from dataclasses import dataclass
 from multiprocessing.connection import Connection
+from pathlib import Path
 from typing import Any
 
 from drkit.errors import DrkitError, FatalKafkaError, RetriableKafkaError
@@ -36,19 +44,20 @@ class _HelperLost(Exception):
     """The helper process died or hung during a request."""
 
 
-def _serve(endpoint: Any, default_timeout_s: float, connection: Connection) -> None:
+def _serve(
+    endpoint: Any, default_timeout_s: float, connection: Connection, owner: OwnerIdentity
+) -> None:
     """Helper process: run requested KafkaAdmin methods until the pipe closes."""
     from drkit import logs
     from drkit.kafka.admin import KafkaAdmin
 
     # The helper lives and dies with its owner, not with its owner's process group: a SIGTERM
     # or Ctrl-C sent to the whole group (a supervisor's or test's killpg, a terminal) must not
-    # kill it under a request the stopping owner would then repeat in a freshly spawned
+    # kill it under a request the stopping owner would then repeat in a freshly started
     # helper.  The owner ends it (multiprocessing terminates daemon children at exit; atexit:
     # _close_all); an orphan (owner killed -9) exits within a second, even mid-request.
     os.setpgrp()
     logs.dump_stacks_on_sigusr1()
-    owner = os.getppid()
     threading.Thread(target=_exit_when_orphaned, args=(owner,), daemon=True).start()
 
     admin = KafkaAdmin(endpoint, default_timeout_s, isolate=False)
@@ -63,10 +72,65 @@ def _serve(endpoint: Any, default_timeout_s: float, connection: Connection) -> N
             connection.send(("error", type(err).__name__, str(err)))
 
 
-def _exit_when_orphaned(owner: int) -> None:
-    while os.getppid() == owner:
+@dataclass(frozen=True)
+class OwnerIdentity:
+    """The process that owns a helper: its pid and, where /proc tells it, its start time (a
+    pid the system reuses for another process is not the owner)."""
+
+    pid: int
+    started: str | None
+
+    @classmethod
+    def of_this_process(cls) -> OwnerIdentity:
+        stat = _proc_stat(os.getpid())
+        return cls(os.getpid(), stat[19] if stat else None)
+
+    def alive(self) -> bool:
+        """Whether the owner still runs (a zombie - killed, not yet reaped - does not)."""
+        if _PROC is not None:
+            stat = _proc_stat(self.pid)
+            return (
+                stat is not None
+                and stat[0] != "Z"
+                and (self.started is None or stat[19] == self.started)
+            )
+        try:
+            os.kill(self.pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+
+
+_PROC: Path | None = Path("/proc") if Path("/proc/self").is_dir() else None
+
+
+def _proc_stat(pid: int) -> list[str] | None:
+    """The fields of /proc/<pid>/stat after the command name (state first), or None."""
+    if _PROC is None:
+        return None
+    try:
+        text = (_PROC / str(pid) / "stat").read_text()
+    except OSError:
+        return None
+    return text[text.rfind(")") + 2 :].split()
+
+
+def _exit_when_orphaned(owner: OwnerIdentity) -> None:
+    # Not the parent pid: a helper's parent is the fork server, which may go first.
+    while owner.alive():
         time.sleep(1.0)
     os._exit(0)
+
+
+def _context() -> multiprocessing.context.ForkServerContext | multiprocessing.context.SpawnContext:
+    """Fork server where the platform has one (Linux, macOS), spawn elsewhere."""
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context("spawn")
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(["__main__", "drkit.kafka.forkserver_preload"])
+    return context
 
 
 # A helper lost twice in a row starts again only after a pause, 1 s doubling up to this: a
@@ -90,11 +154,11 @@ class AdminHelper:
         self._respawn_at = 0.0  # time.monotonic() before which no new helper is started
 
     def _start(self) -> Connection:
-        context = multiprocessing.get_context("spawn")
+        context = _context()
         parent, child = context.Pipe()
         process = context.Process(
             target=_serve,
-            args=(self.endpoint, self.default_timeout_s, child),
+            args=(self.endpoint, self.default_timeout_s, child, OwnerIdentity.of_this_process()),
             name=f"drkit-admin-{self.endpoint.alias}-{self.name}",
             daemon=True,
         )
@@ -104,7 +168,8 @@ class AdminHelper:
         return parent
 
     def start(self) -> None:
-        """Start the helper process now (it takes about half a second) unless it runs."""
+        """Start the helper process now unless it runs (the owner's first helper waits for the
+        fork server to start: about half a second)."""
         with self._lock:
             if self._process is None or not self._process.is_alive():
                 self._discard()
