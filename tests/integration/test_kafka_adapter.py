@@ -336,3 +336,27 @@ def test_a_static_member_restarted_mid_rebalance_leaves_no_partition_unowned(
     finally:
         a.close()
         b.close()
+
+
+def test_a_tailer_holds_no_partition_between_reads_and_still_reads_what_came_since(
+    dc1: ClusterUnderTest, names: Names
+) -> None:
+    """An assigned consumer fetches in the background for ever, at the end of an idle topic
+    too (every ``fetch.wait.max.ms``): a replicator's tailers kept its target broker at ~11
+    CPU-s a minute doing nothing (3 after this).  Between reads a tailer is assigned nothing;
+    the next read starts where the last ended."""
+    from drkit.kafka.tailer import TopicTailer
+
+    topic = names.topic()
+    dc1.admin().create_topics([TopicSpec(topic, 2)])
+    produce_batch(dc1.endpoint, topic, ((b"k", b"a") for _ in range(5)), partition=0)
+    tailer = TopicTailer(dc1.endpoint, topic)
+    try:
+        assert len(list(tailer.catch_up(10))) == 5
+        assert tailer._consumer.assignment() == []
+        produce_batch(dc1.endpoint, topic, ((b"k", b"b") for _ in range(3)), partition=1)
+        again = list(tailer.catch_up(10))
+        assert [(r.partition, r.value) for r in again] == [(1, b"b")] * 3
+        assert tailer._consumer.assignment() == []
+    finally:
+        tailer.close()

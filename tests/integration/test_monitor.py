@@ -207,11 +207,18 @@ def test_stopped_broker_becomes_unavailable_then_healthy_after_recovery(
     changes = cluster_transitions(setup, setup.source)
     assert [r.id for r in changes[: len(start_up)]] == [r.id for r in start_up]
     outage = changes[len(start_up) :]
-    assert [(r.from_state, r.to_state) for r in outage] == [
-        ("HEALTHY", "UNAVAILABLE"),
-        ("UNAVAILABLE", "HEALTHY"),
-    ]
-    down, up = outage
+    # A broker that just started may answer before it can take writes: its first answering
+    # probes' canary fails (more likely on a loaded machine), and the way back then passes
+    # through DEGRADED - once, and only on the way up.
+    steps = [(r.from_state, r.to_state) for r in outage]
+    assert steps in (
+        [("HEALTHY", "UNAVAILABLE"), ("UNAVAILABLE", "HEALTHY")],
+        [("HEALTHY", "UNAVAILABLE"), ("UNAVAILABLE", "DEGRADED"), ("DEGRADED", "HEALTHY")],
+    ), steps
+    if len(outage) == 3:
+        assert outage[1].evidence["probe"]["reachable"] is True
+        assert outage[1].evidence["probe"]["outcome"] == "degraded"
+    down, up = outage[0], outage[-1]
     assert down.evidence["consecutive_failed"] == policy.failure_threshold
     assert down.evidence["probe"]["reachable"] is False
     assert up.evidence["consecutive_ok"] == policy.recovery_threshold
