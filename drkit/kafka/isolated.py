@@ -23,11 +23,14 @@ worth copying.  It too leaves its owner's process group (drkit.kafka.forkserver_
 from __future__ import annotations
 
 import atexit
+import contextlib
 import logging
 import multiprocessing
 import os
+import signal
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -57,6 +60,7 @@ def _serve(
     # helper.  The owner ends it (multiprocessing terminates daemon children at exit; atexit:
     # _close_all); an orphan (owner killed -9) exits within a second, even mid-request.
     os.setpgrp()
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)  # blocked by the owner's start
     logs.dump_stacks_on_sigusr1()
     threading.Thread(target=_exit_when_orphaned, args=(owner,), daemon=True).start()
 
@@ -117,6 +121,20 @@ def _proc_stat(pid: int) -> list[str] | None:
     return text[text.rfind(")") + 2 :].split()
 
 
+STOP_SIGNALS = frozenset({signal.SIGTERM, signal.SIGINT, signal.SIGHUP})
+
+
+@contextlib.contextmanager
+def _stop_signals_blocked() -> Iterator[None]:
+    """Block the stop signals in this thread (a signal sent to the process meanwhile waits,
+    or goes to another thread)."""
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
 def _exit_when_orphaned(owner: OwnerIdentity) -> None:
     # Not the parent pid: a helper's parent is the fork server, which may go first.
     while owner.alive():
@@ -162,19 +180,31 @@ class AdminHelper:
             name=f"drkit-admin-{self.endpoint.alias}-{self.name}",
             daemon=True,
         )
-        process.start()
+        try:
+            # Blocked here, the stop signals are blocked in a fork server this start launches
+            # (the mask is inherited): it starts in the owner's process group and would die of
+            # a signal sent to that group before it can leave it (forkserver_preload).
+            with _stop_signals_blocked():
+                process.start()
+        except (EOFError, OSError) as err:
+            parent.close()
+            child.close()
+            raise _HelperLost(
+                f"{self.endpoint.alias}: its isolated helper could not be started: {err}"
+            ) from None
         child.close()
         self._process, self._connection = process, parent
         return parent
 
     def start(self) -> None:
         """Start the helper process now unless it runs (the owner's first helper waits for the
-        fork server to start: about half a second)."""
+        fork server to start: about half a second).  A failed start is left to the next call."""
         with self._lock:
             if self._process is None or not self._process.is_alive():
                 self._discard()
                 if time.monotonic() >= self._respawn_at:
-                    self._start()
+                    with contextlib.suppress(_HelperLost):
+                        self._start()
 
     def _discard(self) -> None:
         self.kill()

@@ -195,3 +195,61 @@ def _call_catching(helper: AdminHelper, timeout_s: float) -> object:
         return helper.call("_direct_group_offsets", "g", timeout_s=timeout_s)
     except KafkaError as err:
         return err
+
+
+# An owner that starts its first helper while its process group is being signalled (a
+# replicator stopped the moment its checkpoint worker made its first group request).
+STARTING_OWNER = textwrap.dedent(
+    """
+    import signal, sys
+    from drkit.errors import KafkaError
+    from drkit.kafka.clients import ClusterEndpoint
+    from drkit.kafka.isolated import helper_for
+
+    if __name__ == "__main__":
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, lambda *_: None)
+        print("ready", flush=True)
+        sys.stdin.readline()
+        helper = helper_for(ClusterEndpoint.plain("nowhere", "127.0.0.1:1"), 1.0)
+        try:
+            helper.call("_direct_group_offsets", "g", timeout_s=1.0)
+            print("answered", flush=True)
+        except KafkaError as err:
+            print("error", type(err).__name__, err, flush=True)
+        print("restarts", helper.restarts, flush=True)
+    """
+)
+
+
+def test_signals_to_the_owners_group_while_its_first_helper_starts_lose_no_helper(
+    tmp_path: Path,
+) -> None:
+    """The helpers' fork server starts with the owner's first helper, in the owner's process
+    group: a SIGTERM to that group in that moment (CI: a replicator stopped just as its
+    checkpoint worker began) must neither kill the server - the request then died with an
+    EOFError traceback - nor the helper: the request gets its own answer, in the first helper."""
+    script = tmp_path / "owner.py"
+    script.write_text(STARTING_OWNER)
+    owner = subprocess.Popen(
+        [sys.executable, str(script)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    assert owner.stdin is not None and owner.stdout is not None
+    assert owner.stdout.readline().startswith("ready")
+    owner.stdin.write("go\n")
+    owner.stdin.flush()
+    deadline = time.monotonic() + 3.0
+    while time.monotonic() < deadline and owner.poll() is None:
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(owner.pid, signum)
+        time.sleep(0.01)
+    output, _ = owner.communicate(timeout=60)
+    assert "error RetriableKafkaError" in output or "error KafkaError" in output, output
+    assert "isolated helper" not in output, output  # the cluster's answer, not a lost helper
+    assert "restarts 0" in output, output
