@@ -184,3 +184,52 @@ def test_rounds_that_follow_the_log_answer_as_fresh_translations_every_round(
         assert _gauge(worker, "unreplicated") == sum(r.unreplicated or 0 for r in translated)
         assert _gauge(worker, "rereads") == sum(r.expected_rereads for r in translated)
         assert _gauge(worker, "untranslatable") == len(answers) - len(translated)
+
+
+def test_a_worker_that_stands_by_forgets_what_it_followed_and_leads_again_from_a_snapshot() -> None:
+    """While another worker leads, this one's followed commits would go stale (the log drops
+    tombstones after a day): it forgets them, and its first round as leader again reads a fresh
+    snapshot (a full read) instead of the log from an old position."""
+    import threading
+
+    class Recording(Edges):
+        def __init__(self) -> None:
+            super().__init__(CommittedOffsets(lambda _g: True), follow=True)
+            self.calls: list[str] = []
+
+        def read(self, timeout_s: float | None = None) -> CommitsRead:
+            self.calls.append("full read" if self.full_next else "log read")
+            return super().read(timeout_s)
+
+        def forget(self) -> None:
+            self.calls.append("forget")
+            self.full_next = True
+
+        def answers(self, timeout_s: float = 3.0) -> bool:
+            return True
+
+        def create_topics(self, specs: Any) -> None:
+            pass
+
+    edges = Recording()
+    worker = _checkpointer(edges)
+    worker.flow = worker.flow.model_copy(update={"checkpoint_interval_s": 0.01})
+    # Leads for two rounds, stands by for two, leads again for two; then stops (as one who no
+    # longer leads: it forgets once more and writes no final round).
+    script = iter([True, True, False, False, True, True])
+    stop = threading.Event()
+
+    def leading() -> bool:
+        step = next(script, None)
+        if step is None:
+            stop.set()
+            return False
+        return step
+
+    worker.run(stop, leading)
+    assert edges.calls == [
+        *("full read", "log read"),
+        *("forget", "forget"),
+        *("full read", "log read"),
+        "forget",
+    ]
