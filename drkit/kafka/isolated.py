@@ -32,6 +32,7 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from multiprocessing import resource_tracker
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
@@ -183,7 +184,9 @@ class AdminHelper:
         try:
             # Blocked here, the stop signals are blocked in a fork server this start launches
             # (the mask is inherited): it starts in the owner's process group and would die of
-            # a signal sent to that group before it can leave it (forkserver_preload).
+            # a signal sent to that group before it can leave it (forkserver_preload).  The
+            # resource tracker first: starting one unblocks SIGINT and SIGTERM on its way out.
+            resource_tracker.ensure_running()
             with _stop_signals_blocked():
                 process.start()
         except (EOFError, OSError) as err:
