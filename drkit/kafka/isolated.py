@@ -100,11 +100,11 @@ class OwnerIdentity:
                 and (self.started is None or stat[19] == self.started)
             )
         try:
-            os.kill(self.pid, 0)
+            os.kill(self.pid, 0)  # no /proc (macOS): whether the pid exists at all
         except ProcessLookupError:
             return False
         except PermissionError:
-            return True
+            pass  # it exists, owned by another user
         return True
 
 
