@@ -127,8 +127,9 @@ def run(
 def cleanup(app: AppContext, drill_id: str, output: str) -> None:
     """Remove what DRILL (an id from the state directory's drills/, or its directory) left on
     the clusters when it was killed before its own clean-up: the ACLs it granted its role
-    principals (as recorded in its directory), its flows' standby guards and its runs' write
-    fences.  Safe to run again; refused while the drill still runs.
+    principals (as recorded in its directory), its flows' standby guards, its runs' write
+    fences, and its topics and consumer groups (a group whose members have not timed out yet
+    is named and left).  Safe to run again; refused while the drill still runs.
 
     Exit codes: 0 done; 2 no such drill; 4 the drill is still running.
     """
@@ -144,7 +145,15 @@ def cleanup(app: AppContext, drill_id: str, output: str) -> None:
         else "no grants left to remove (none recorded)"
     )
     fences = ", ".join(cleaned.fences_lifted) or "none"
-    click.echo(f"{cleaned.drill}: {grants}; standby guards removed; fences lifted on: {fences}")
+    click.echo(
+        f"{cleaned.drill}: {grants}; standby guards removed; fences lifted on: {fences}; "
+        f"{len(cleaned.removed)} topic(s)/group(s) deleted"
+    )
+    if cleaned.left:
+        click.echo(
+            f"left (their members had not gone yet): {', '.join(cleaned.left)}; run it again",
+            err=True,
+        )
 
 
 def _emit(outcome: DrillOutcome, output: str, passed: str) -> None:
@@ -154,6 +163,13 @@ def _emit(outcome: DrillOutcome, output: str, passed: str) -> None:
     else:
         click.echo("\n".join(_report_text(outcome.report)))
         click.echo(f"report: {outcome.html}")
+    if outcome.left_on_clusters:  # on stderr: a JSON reader's stdout stays the report
+        click.echo(
+            "left on the clusters (their members had not gone yet): "
+            f"{', '.join(outcome.left_on_clusters)}; remove them with "
+            f"`drkit drill cleanup {outcome.html.parent}`",
+            err=True,
+        )
     if outcome.report.verdict.value != passed:
         sys.exit(ExitCode.NOT_PROVEN)
 

@@ -2,10 +2,12 @@
 
 A drill grants ACLs to its role principals, its flows' standby guards go on its replicas and
 its runs fence its topics; it removes all of them when it ends (drkit.drills.access.release).
-Killed first (kill -9, a lost machine), it leaves them.  Its directory still holds what is
-needed to remove exactly those: its config (the guards it placed follow from its flows), its
-store (the fences its runs recorded) and the record of its grants, written before the first
-ACL was created.  ``drkit drill cleanup`` runs :func:`clean_up` on it.
+Killed first (kill -9, a lost machine), it leaves them - and its topics and groups, which it
+deletes last.  Its directory still holds what is
+needed to remove exactly those: its config (the guards it placed follow from its flows, its
+topics and groups carry its prefix), its store (the fences its runs recorded) and the record of
+its grants, written before the first ACL was created.  ``drkit drill cleanup`` runs
+:func:`clean_up` on it.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from pathlib import Path
 
 from drkit.config import load_config
 from drkit.drills import access
+from drkit.drills.environment import DrillEnvironment, remove_drill_data
 from drkit.errors import ConfigError, DrkitError, ExitCode, Problem
 from drkit.store import StateStore
 
@@ -32,6 +35,8 @@ class Cleaned:
     grants_removed: int  # the recorded grants deleted (absent ones included)
     fences_lifted: tuple[str, ...]  # clusters whose fences of the drill's runs were lifted
     record_found: bool  # False: the drill released its grants itself, or never granted any
+    removed: tuple[str, ...]  # cluster:name of the drill's topics and groups deleted
+    left: tuple[str, ...]  # cluster:group still with members after the wait (run it again)
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -39,6 +44,8 @@ class Cleaned:
             "grants_removed": self.grants_removed,
             "fences_lifted": list(self.fences_lifted),
             "record_found": self.record_found,
+            "removed": list(self.removed),
+            "left": list(self.left),
         }
 
 
@@ -67,7 +74,8 @@ def _alive(pid: int) -> bool:
 
 
 def clean_up(directory: Path) -> Cleaned:
-    """Remove the recorded grants, the guards of the drill's flows and its runs' fences.
+    """Remove the recorded grants, the guards of the drill's flows and its runs' fences, then
+    the drill's topics and groups.
 
     Refused (:class:`DrillStillRunning`) while the process that recorded the grants lives.
     Idempotent: a clean-up cut short is finished by running it again."""
@@ -86,9 +94,13 @@ def clean_up(directory: Path) -> Cleaned:
     store.ensure_current()  # a drill killed while it started may not have created its tables
     grants = leftovers.grants if leftovers is not None else {}
     lifted = access.release(config, grants, store, directory)
+    env = DrillEnvironment(directory.name, directory, directory / "drkit.yaml", config, store)
+    data = remove_drill_data(env)
     return Cleaned(
         directory.name,
         sum(len(entries) for entries in grants.values()),
         tuple(lifted),
         leftovers is not None,
+        data.removed,
+        data.left,
     )

@@ -16,15 +16,19 @@ import sys
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
+from tenacity import retry, retry_if_result, stop_after_delay, wait_fixed
 
 from drkit.config import load_config
 from drkit.config.model import DrkitConfig, FlowConfig
 from drkit.drills.scenario import DecisionMode, Scenario
 from drkit.local.ports import free_port
 from drkit.store import StateStore
+
+if TYPE_CHECKING:
+    from drkit.kafka import KafkaAdmin
 
 
 def new_drill_id(name: str, now: datetime | None = None) -> str:
@@ -125,29 +129,67 @@ class DrillEnvironment:
         return cls(ident, directory, path, config, store)
 
 
-def remove_drill_data(env: DrillEnvironment, clusters: list[str]) -> list[str]:
+# The drill's consumers time out within 10 s (drkit.kafka.apps, the workers' settings); a
+# member of one killed -9 - or restored with its cluster after the fault - holds its group
+# until then, and the broker refuses to delete a group with members.
+MEMBERS_GONE_S = 15.0
+
+
+@dataclass(frozen=True)
+class DrillDataRemoved:
+    """What a drill's clean-up deleted, and what it had to leave (``cluster:group`` names of
+    groups that still had members when the wait ran out; ``drkit drill cleanup`` removes
+    them later)."""
+
+    removed: tuple[str, ...]
+    left: tuple[str, ...]
+
+
+def remove_drill_data(
+    env: DrillEnvironment, members_gone_s: float = MEMBERS_GONE_S
+) -> DrillDataRemoved:
     """Delete the drill's topics (workload, replicas, its flows' bookkeeping) and consumer
-    groups from ``clusters`` (the scenario's names).  The report, the drill's store and its
-    logs stay in its directory.  Returns what was deleted."""
+    groups from every cluster of its config.  A group that still has members is retried until
+    they are gone or ``members_gone_s`` has passed, then left and named; nothing else here is
+    left silently (a cluster that refuses raises).  The report, the drill's store and its logs
+    stay in its directory."""
     from drkit.kafka import ClusterEndpoint, KafkaAdmin
 
-    tag = env.tag
-
     def ours(name: str) -> bool:
-        return env.prefix in name or f"-{tag}" in name
+        return env.prefix in name or f"-{env.tag}" in name
 
     removed: list[str] = []
-    for cluster in clusters:
-        alias = env.alias(cluster)
-        admin = KafkaAdmin(ClusterEndpoint(alias, env.config.clusters[alias]))
+    left: list[str] = []
+    for alias, cluster in env.config.clusters.items():
+        admin = KafkaAdmin(ClusterEndpoint(alias, cluster))
         topics = [t for t in admin.list_topics() if ours(t)]
         groups = [g for g in admin.list_groups() if ours(g)]
         if topics:
             admin.delete_topics(topics)
-        if groups:
-            admin.delete_groups(groups)
-        removed += [f"{cluster}:{name}" for name in (*topics, *groups)]
-    return removed
+        busy = _delete_when_empty(admin, groups, members_gone_s)
+        removed += [f"{alias}:{name}" for name in (*topics, *groups) if name not in busy]
+        left += [f"{alias}:{name}" for name in busy]
+    return DrillDataRemoved(tuple(removed), tuple(left))
+
+
+def _delete_when_empty(admin: KafkaAdmin, groups: list[str], wait_s: float) -> tuple[str, ...]:
+    """Delete ``groups``, retrying the ones that still have members for up to ``wait_s``;
+    returns those that kept them."""
+    if not groups:
+        return ()
+
+    @retry(
+        retry=retry_if_result(bool),
+        stop=stop_after_delay(wait_s),
+        wait=wait_fixed(1.0),
+        retry_error_callback=lambda state: state.outcome.result(),  # type: ignore[union-attr]
+    )
+    def attempt() -> tuple[str, ...]:
+        nonlocal groups
+        groups = list(admin.delete_groups(groups))
+        return tuple(groups)
+
+    return attempt()
 
 
 class DrkitChild:

@@ -32,6 +32,9 @@ class DrillOutcome:
     report: DrillReport
     html: Path
     json: Path
+    # ``cluster:group`` names the clean-up had to leave (members still there after its wait);
+    # ``drkit drill cleanup <the report's directory>`` removes them later.
+    left_on_clusters: tuple[str, ...] = ()
 
 
 def raw_clusters(config_path: Path) -> dict[str, Any]:
@@ -76,9 +79,8 @@ def run_drill(
     # Stored before the page is written: a report is never lost to a rendering problem.
     repository.finish(drill_id, report, str(runner.env.directory))
     html, json_path = write_report(report, runner.env.directory)
-    if not keep:
-        remove_drill_data(runner.env, [scenario.source, scenario.target])
-    return DrillOutcome(drill_id, report, html, json_path)
+    left = () if keep else remove_drill_data(runner.env).left
+    return DrillOutcome(drill_id, report, html, json_path, left)
 
 
 def run_readiness(

@@ -238,20 +238,27 @@ class GroupAdmin(AdminBase):
             extra.append(AdminClient(client_settings(self.endpoint)))
         return [self._client, *extra[: count - 1]]
 
-    def _direct_delete_groups(self, groups: Iterable[str], timeout_s: float | None = None) -> None:
+    def _direct_delete_groups(
+        self, groups: Iterable[str], timeout_s: float | None = None
+    ) -> tuple[str, ...]:
         names = list(groups)
         if not names:
-            return
+            return ()
 
-        def run(t: float) -> None:
-            for future in self._client.delete_consumer_groups(names, request_timeout=t).values():
+        def run(t: float) -> tuple[str, ...]:
+            busy: list[str] = []
+            futures = self._client.delete_consumer_groups(names, request_timeout=t)
+            for group, future in futures.items():
                 try:
                     future.result(timeout=t)
                 except KafkaException as err:
-                    if not is_code(err.args[0], "GROUP_ID_NOT_FOUND"):
+                    if is_code(err.args[0], "NON_EMPTY_GROUP"):
+                        busy.append(group)
+                    elif not is_code(err.args[0], "GROUP_ID_NOT_FOUND"):
                         raise
+            return tuple(busy)
 
-        self._call("delete groups", timeout_s, run)
+        return self._call("delete groups", timeout_s, run)
 
     # -- consumer-group requests, isolated ---------------------------------------------------
 
@@ -298,9 +305,13 @@ class GroupAdmin(AdminBase):
             return self._direct_alter_groups_offsets(plain, timeout_s)
         return dict(self._isolated("_direct_alter_groups_offsets", timeout_s, plain))
 
-    def delete_groups(self, groups: Iterable[str], timeout_s: float | None = None) -> None:
+    def delete_groups(
+        self, groups: Iterable[str], timeout_s: float | None = None
+    ) -> tuple[str, ...]:
+        """Delete ``groups`` (absent ones count as deleted); returns those the broker refused
+        because they still have members - a member whose process died stays until its session
+        times out."""
         names = list(groups)
         if not self.isolate or not names:
-            self._direct_delete_groups(names, timeout_s)
-            return
-        self._isolated("_direct_delete_groups", timeout_s, names)
+            return self._direct_delete_groups(names, timeout_s)
+        return tuple(self._isolated("_direct_delete_groups", timeout_s, names))

@@ -393,8 +393,8 @@ def test_drill_cleanup_removes_what_a_drill_killed_before_its_own_clean_up_left(
     secured_pair: SecuredPair,
 ) -> None:
     """A drill grants its role principals ACLs and its flows' replicas get standby guards; killed
-    with -9 it removes neither.  ``drkit drill cleanup`` refuses while the drill's process
-    lives, then removes exactly those, and is safe to run again."""
+    with -9 it removes neither, nor its topics.  ``drkit drill cleanup`` refuses while the
+    drill's process lives, then removes exactly those, and is safe to run again."""
     pair = secured_pair
     scenario = load_scenario("unplanned-loss-of-dc1").model_copy(
         update={"source": pair.source, "target": pair.target}
@@ -422,6 +422,8 @@ def test_drill_cleanup_removes_what_a_drill_killed_before_its_own_clean_up_left(
         assert granted, recorded
         for alias, entries in granted.items():
             assert entries <= admins[alias].acl_entries()
+        source = admins[env.alias(pair.source)]
+        source.create_topics([TopicSpec(env.topic("orders"), 1)])  # the drill's workload
 
         running = pair.run("drill", "cleanup", env.id)
         assert running.returncode == 4, running.stdout + running.stderr
@@ -436,6 +438,8 @@ def test_drill_cleanup_removes_what_a_drill_killed_before_its_own_clean_up_left(
     document = json.loads(cleaned.stdout)
     assert document["record_found"] is True
     assert document["grants_removed"] == sum(len(e) for e in granted.values())
+    assert f"{env.alias(pair.source)}:{env.topic('orders')}" in document["removed"], document
+    assert document["left"] == [] and env.topic("orders") not in source.list_topics()
     for alias, admin in admins.items():
         left = admin.acl_entries()
         assert not left & granted.get(alias, frozenset()), alias
