@@ -20,7 +20,13 @@ from sqlalchemy import Engine, create_engine, text
 from sqlalchemy.exc import DBAPIError
 
 from drkit.store import StateStore
-from tests.kafka_backends import ClusterUnderTest, backend, clusters, scratch_cluster
+from tests.kafka_backends import (
+    ClusterUnderTest,
+    backend,
+    clusters,
+    scratch_cluster,
+    scratch_pool,
+)
 
 # The tests' brokers start and idle on less CPU with the quick JIT only (2 cores share them
 # with Spark and drkit's processes); the benchmarks keep the full JIT.
@@ -41,6 +47,13 @@ def dc1(kafka_clusters: dict[str, ClusterUnderTest]) -> ClusterUnderTest:
 @pytest.fixture(scope="session")
 def dc2(kafka_clusters: dict[str, ClusterUnderTest]) -> ClusterUnderTest:
     return kafka_clusters["dc2"]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def scratch_clusters_stopped() -> Iterator[None]:
+    """The pooled scratch clusters (the spare, those being stopped) are gone at the end."""
+    yield
+    scratch_pool.close()
 
 
 @pytest.fixture

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import os
 import uuid
+import warnings
 from collections.abc import Iterator
-from contextlib import contextmanager
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -123,14 +125,72 @@ def _external(names: list[str]) -> dict[str, ClusterUnderTest]:
     return out
 
 
+class ScratchPool:
+    """Single-broker scratch clusters started one ahead and taken down behind, per test process.
+
+    A test that breaks a cluster needs a fresh one; starting a broker and stopping it again
+    took ~10 s of each such test's wall time.  Once a test has taken one, the next is started
+    in the background (its start overlaps that test), and a used one is stopped and purged in
+    the background too.  :meth:`close` (end of the session) waits for both.  Only plain
+    single-broker clusters are pooled; a namespaced or multi-broker one starts on demand."""
+
+    def __init__(self) -> None:
+        self._work = ThreadPoolExecutor(max_workers=2, thread_name_prefix="scratch")
+        self._spare: Future[ClusterUnderTest] | None = None
+        self._pending: list[Future[None]] = []
+
+    @staticmethod
+    def start(brokers: int = 1, namespaced: bool = False) -> ClusterUnderTest:
+        manager = LocalKafka(state_dir_for_tests())
+        name = f"scratch-{uuid.uuid4().hex[:6]}"
+        try:
+            status = manager.up([name], brokers=brokers, namespaced=namespaced)[0]
+        except BaseException:
+            manager.down([name], purge=True)
+            raise
+        return ClusterUnderTest(name, status.bootstrap_servers, manager, manager.log_files(name))
+
+    def take(self) -> ClusterUnderTest:
+        """A running single-broker cluster no test has used; the spare when it started."""
+        spare, self._spare = self._spare, None
+        cluster = None
+        if spare is not None:
+            try:
+                cluster = spare.result()
+            except Exception as err:  # a spare that failed to start: start one here instead
+                warnings.warn(f"the spare scratch cluster did not start: {err}", stacklevel=2)
+        if cluster is None:
+            cluster = self.start()
+        self._spare = self._work.submit(self.start)
+        return cluster
+
+    def release(self, cluster: ClusterUnderTest) -> None:
+        assert cluster.local is not None
+        self._pending.append(self._work.submit(cluster.local.down, [cluster.name], purge=True))
+
+    def close(self) -> None:
+        spare, self._spare = self._spare, None
+        if spare is not None:
+            with suppress(Exception):
+                self.release(spare.result())
+        for future in self._pending:
+            with suppress(Exception):
+                future.result()
+        self._pending.clear()
+        self._work.shutdown(wait=True)
+        self._work = ThreadPoolExecutor(max_workers=2, thread_name_prefix="scratch")
+
+
+scratch_pool = ScratchPool()
+
+
 @contextmanager
 def scratch_cluster(brokers: int = 1, namespaced: bool = False) -> Iterator[ClusterUnderTest]:
     """A throw-away local cluster that a test may stop, kill or cut off (local backend only);
     ``namespaced``: in its own network namespace (needs root)."""
-    manager = LocalKafka(state_dir_for_tests())
-    name = f"scratch-{uuid.uuid4().hex[:6]}"
+    pooled = brokers == 1 and not namespaced
+    cluster = scratch_pool.take() if pooled else ScratchPool.start(brokers, namespaced)
     try:
-        status = manager.up([name], brokers=brokers, namespaced=namespaced)[0]
-        yield ClusterUnderTest(name, status.bootstrap_servers, manager, manager.log_files(name))
+        yield cluster
     finally:
-        manager.down([name], purge=True)
+        scratch_pool.release(cluster)
