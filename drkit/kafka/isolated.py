@@ -48,10 +48,25 @@ class _HelperLost(Exception):
     """The helper process died or hung during a request."""
 
 
+# A helper with no request for this long ends itself: one kept for every endpoint a process
+# ever used (a test session, a drill's short-lived aliases) would hold a librdkafka client
+# reconnecting to clusters long gone.  Its next request starts a fresh one (~0.1 s).
+IDLE_RETIRE_S = 60.0
+# What a retiring helper answers instead of a request it has not run: the owner starts a
+# fresh helper and sends the request again (not a lost helper).
+_RETIRED = ("retired",)
+
+
 def _serve(
-    endpoint: Any, default_timeout_s: float, connection: Connection, owner: OwnerIdentity
+    endpoint: Any,
+    default_timeout_s: float,
+    connection: Connection,
+    owner: OwnerIdentity,
+    idle_retire_s: float = IDLE_RETIRE_S,
 ) -> None:
-    """Helper process: run requested KafkaAdmin methods until the pipe closes."""
+    """Helper process: run requested KafkaAdmin methods until the pipe closes, or until no
+    request came for ``idle_retire_s`` - then it answers :data:`_RETIRED` (to a request sent
+    meanwhile, which it never runs) and ends."""
     from drkit import logs
     from drkit.kafka.admin import KafkaAdmin
 
@@ -68,6 +83,9 @@ def _serve(
     admin = KafkaAdmin(endpoint, default_timeout_s, isolate=False)
     while True:
         try:
+            if not connection.poll(idle_retire_s):
+                connection.send(_RETIRED)
+                return
             method, args, kwargs = connection.recv()
         except (EOFError, OSError):
             return
@@ -161,10 +179,17 @@ RESPAWN_BACKOFF_MAX_S = 30.0
 class AdminHelper:
     """One helper process for one cluster endpoint (started lazily, restarted after a crash)."""
 
-    def __init__(self, endpoint: Any, default_timeout_s: float, name: str = "requests") -> None:
+    def __init__(
+        self,
+        endpoint: Any,
+        default_timeout_s: float,
+        name: str = "requests",
+        idle_retire_s: float = IDLE_RETIRE_S,
+    ) -> None:
         self.endpoint = endpoint
         self.default_timeout_s = default_timeout_s
         self.name = name
+        self.idle_retire_s = idle_retire_s
         self._lock = threading.Lock()
         self._process: multiprocessing.process.BaseProcess | None = None
         self._connection: Connection | None = None
@@ -177,7 +202,13 @@ class AdminHelper:
         parent, child = context.Pipe()
         process = context.Process(
             target=_serve,
-            args=(self.endpoint, self.default_timeout_s, child, OwnerIdentity.of_this_process()),
+            args=(
+                self.endpoint,
+                self.default_timeout_s,
+                child,
+                OwnerIdentity.of_this_process(),
+                self.idle_retire_s,
+            ),
             name=f"drkit-admin-{self.endpoint.alias}-{self.name}",
             daemon=True,
         )
@@ -229,6 +260,20 @@ class AdminHelper:
     def _call_once(
         self, method: str, args: tuple[Any, ...], kwargs: dict[str, Any], timeout_s: float
     ) -> Any:
+        """One request; a helper that retired instead of running it (it was idle when the
+        request came) is replaced and the request sent again - once: a fresh helper does not
+        retire before its first request."""
+        reply = self._request(method, args, kwargs, timeout_s)
+        if reply == _RETIRED:
+            reply = self._request(method, args, kwargs, timeout_s)
+        if reply[0] == "ok":
+            return reply[1]
+        _, kind, message = reply
+        raise (FatalKafkaError if kind in _FATAL else RetriableKafkaError)(message)
+
+    def _request(
+        self, method: str, args: tuple[Any, ...], kwargs: dict[str, Any], timeout_s: float
+    ) -> tuple[Any, ...]:
         with self._lock:
             connection = self._connection
             if connection is None or self._process is None or not self._process.is_alive():
@@ -246,7 +291,7 @@ class AdminHelper:
                 # Start-up of a fresh helper (imports) plus the request's own deadline.
                 if not connection.poll(timeout_s + 30):
                     raise TimeoutError
-                reply = connection.recv()
+                reply: tuple[Any, ...] = connection.recv()
             except (EOFError, OSError, TimeoutError):
                 exit_code = self._process.exitcode if self._process is not None else None
                 self._discard()
@@ -268,11 +313,11 @@ class AdminHelper:
                     f"{self.endpoint.alias}: {method}: the Kafka client crashed or hung in an "
                     f"isolated helper (exit code {exit_code}); retry"
                 ) from None
+            if reply == _RETIRED:
+                self._discard()  # it ends by itself; not lost
+                return reply
             self._lost_in_a_row = 0  # it answered
-        if reply[0] == "ok":
-            return reply[1]
-        _, kind, message = reply
-        raise (FatalKafkaError if kind in _FATAL else RetriableKafkaError)(message)
+        return reply
 
     def close(self) -> None:
         with self._lock:

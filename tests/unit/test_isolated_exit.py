@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -15,6 +16,8 @@ import textwrap
 import threading
 import time
 from pathlib import Path
+
+import pytest
 
 from drkit.errors import KafkaError
 from drkit.kafka.admin import KafkaAdmin
@@ -253,3 +256,28 @@ def test_signals_to_the_owners_group_while_its_first_helper_starts_lose_no_helpe
     assert "error RetriableKafkaError" in output or "error KafkaError" in output, output
     assert "isolated helper" not in output, output  # the cluster's answer, not a lost helper
     assert "restarts 0" in output, output
+
+
+def test_an_idle_helper_ends_itself_and_a_request_racing_its_end_is_answered_by_a_fresh_one(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A helper kept for every endpoint a process ever used would hold a client reconnecting
+    to clusters long gone (a test session's, a drill's): one idle for ``idle_retire_s`` ends.
+    A request sent just as it ends is not lost and not run twice: the retiring helper answers
+    that it did not run it, and a fresh helper does - no helper counted lost, no warning."""
+    helper = AdminHelper(ClusterEndpoint.plain("nowhere", "127.0.0.1:1"), 5.0, "idle", 0.3)
+    try:
+        assert helper.call("_direct_delete_groups", [], timeout_s=5.0) == ()
+        first = helper._process
+        assert first is not None
+        first.join(10.0)  # idle: it ends by itself
+        assert first.exitcode == 0
+        # Requests at random moments around the end of each fresh helper's idle time.
+        rng = random.Random(7)
+        for _ in range(20):
+            time.sleep(rng.uniform(0.25, 0.35))
+            assert helper.call("_direct_delete_groups", [], timeout_s=5.0) == ()
+        assert helper.restarts == 0
+        assert not [r for r in caplog.records if "helper lost" in r.getMessage()]
+    finally:
+        helper.close()
