@@ -3,11 +3,10 @@
 A drill grants ACLs to its role principals, its flows' standby guards go on its replicas and
 its runs fence its topics; it removes all of them when it ends (drkit.drills.access.release).
 Killed first (kill -9, a lost machine), it leaves them - and its topics and groups, which it
-deletes last.  Its directory still holds what is
-needed to remove exactly those: its config (the guards it placed follow from its flows, its
-topics and groups carry its prefix), its store (the fences its runs recorded) and the record of
-its grants, written before the first ACL was created.  ``drkit drill cleanup`` runs
-:func:`clean_up` on it.
+deletes last.  Its directory still holds what is needed to remove exactly those: its config
+(the guards it placed follow from its flows, its topics and groups carry its prefix), its store
+(the fences its runs recorded) and the record of its grants, written before the first ACL was
+created.  ``drkit drill cleanup`` runs :func:`clean_up` on it.
 """
 
 from __future__ import annotations
