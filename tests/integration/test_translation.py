@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import json
 import random
+import re
 import struct
 import time
 from pathlib import Path
@@ -194,13 +195,20 @@ def test_checkpoints_follow_commits_within_a_second_in_mm2_format(
     dc1: ClusterUnderTest, dc2: ClusterUnderTest, names: Names, tmp_path: Path
 ) -> None:
     topic = names.topic("ckpt")
-    setup = flow_setup(tmp_path, dc1, dc2, [topic], checkpoint_interval_s=0.5)
+    # The flow follows this test's groups only: with the default filter a round reads every
+    # group on the shared dc1 - hundreds by this point of a test session, which made rounds
+    # take seconds.  How rounds scale with the number of groups is measured in bench/
+    # (checkpoint freshness at 1,000 and 10,000 groups), not bounded here.
+    group = names.group("app")
+    setup = flow_setup(
+        tmp_path, dc1, dc2, [topic], checkpoint_interval_s=0.5,
+        groups={"include": [re.escape(names.prefix) + r"\..*"]},
+    )  # fmt: skip
     dc1.admin().create_topics([TopicSpec(topic, 2)])
     for partition in (0, 1):
         produce_batch(
             setup.source_endpoint, topic, ((b"k", b"v") for _ in range(1000)), partition=partition
         )
-    group = names.group("app")
     with Replicator(setup, log_dir=tmp_path):
         wait_until(
             lambda: (
@@ -211,24 +219,36 @@ def test_checkpoints_follow_commits_within_a_second_in_mm2_format(
             ),
             60,
         )
-        time.sleep(2)  # the checkpoint worker is polling groups now
-        # The reader is assigned and caught up before the commit: the bound below is on the
-        # checkpointer, not on this test's consumer joining a topic on a loaded machine.
-        tailer = TopicTailer(setup.target_endpoint, checkpoints_topic(setup.source))
-        list(tailer.catch_up(10))
+        # The checkpoint worker is elected and running its rounds (its round's tick is on the
+        # target) before the commit: the bound below is on following a commit, not on the
+        # worker's start-up.  The reader is caught up by then, too.
+        tailer = TopicTailer(
+            setup.target_endpoint, checkpoints_topic(setup.source), missing_ok=True
+        )
+        wait_until(
+            lambda: any(Checkpoint.decode(r.key or b"", r.value or b"").is_tick
+                        for r in tailer.catch_up(10)),
+            60, 0.1, what="the checkpoint worker's first round",
+        )  # fmt: skip
         committed_at = time.time()
         commit_group_offsets(setup.source_endpoint, group, {TopicPartition(topic, 0): 700})
 
-        def checkpoint() -> Checkpoint | None:
+        def checkpoint() -> tuple[Checkpoint, Record] | None:
             for record in tailer.catch_up(5):
                 decoded = _decode_documented(record)
                 if decoded.group == group and decoded.upstream_offset == 700:
-                    return decoded
+                    return decoded, record
             return None
 
-        found = wait_until(checkpoint, 10, 0.02, what="checkpoint of the new commit")
-        lag = time.time() - committed_at
+        found, record = wait_until(checkpoint, 10, 0.02, what="checkpoint of the new commit")
+        seen = time.time() - committed_at
         tailer.close()
+    # The bound is on the checkpointer: from the commit to the checkpoint's record being
+    # written (its CreateTime, set when the checkpointer produced it; same clock).  What this
+    # test's own reader adds on top (a metadata request and a fetch per look, seconds on a
+    # loaded 2-core machine) is printed, bounded only by the wait above.
+    assert record.timestamp_ms is not None
+    lag = record.timestamp_ms / 1000 - committed_at
     assert found.target == TopicPartition(f"{setup.source}.{topic}", 0)
     records_before = consume_all(
         setup.target_endpoint, f"{setup.source}.{topic}", partitions=[0], timeout_s=10
@@ -236,8 +256,8 @@ def test_checkpoints_follow_commits_within_a_second_in_mm2_format(
     at_t = next(r for r in records_before if r.offset == found.downstream_offset)
     raw = at_t.header(SOURCE_HEADER)
     assert raw is not None and Provenance.decode(raw).offset == 700
-    assert lag < 3.0, f"checkpoint appeared {lag:.2f}s after the commit"
-    print(f"checkpoint visible {lag:.2f}s after the commit")
+    assert lag < 3.0, f"checkpoint written {lag:.2f}s after the commit"
+    print(f"checkpoint written {lag:.2f}s after the commit, seen by the test {seen:.2f}s after")
 
 
 def _decode_documented(record: Record) -> Checkpoint:
