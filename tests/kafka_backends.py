@@ -176,9 +176,7 @@ class ScratchPool:
         for future in self._pending:
             with suppress(Exception):
                 future.result()
-        self._pending.clear()
         self._work.shutdown(wait=True)
-        self._work = ThreadPoolExecutor(max_workers=2, thread_name_prefix="scratch")
 
 
 scratch_pool = ScratchPool()

@@ -150,10 +150,15 @@ def cleanup(app: AppContext, drill_id: str, output: str) -> None:
         f"{len(cleaned.removed)} topic(s)/group(s) deleted"
     )
     if cleaned.left:
-        click.echo(
-            f"left (their members had not gone yet): {', '.join(cleaned.left)}; run it again",
-            err=True,
-        )
+        _echo_left(cleaned.left, "run it again")
+
+
+def _echo_left(groups: tuple[str, ...], remedy: str) -> None:
+    """Groups a clean-up had to leave, on stderr (a JSON reader's stdout stays the document)."""
+    click.echo(
+        f"left on the clusters (their members had not gone yet): {', '.join(groups)}; {remedy}",
+        err=True,
+    )
 
 
 def _emit(outcome: DrillOutcome, output: str, passed: str) -> None:
@@ -163,12 +168,10 @@ def _emit(outcome: DrillOutcome, output: str, passed: str) -> None:
     else:
         click.echo("\n".join(_report_text(outcome.report)))
         click.echo(f"report: {outcome.html}")
-    if outcome.left_on_clusters:  # on stderr: a JSON reader's stdout stays the report
-        click.echo(
-            "left on the clusters (their members had not gone yet): "
-            f"{', '.join(outcome.left_on_clusters)}; remove them with "
-            f"`drkit drill cleanup {outcome.html.parent}`",
-            err=True,
+    if outcome.left_on_clusters:
+        _echo_left(
+            outcome.left_on_clusters,
+            f"remove them with `drkit drill cleanup {outcome.html.parent}`",
         )
     if outcome.report.verdict.value != passed:
         sys.exit(ExitCode.NOT_PROVEN)

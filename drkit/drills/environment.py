@@ -175,8 +175,6 @@ def remove_drill_data(
 def _delete_when_empty(admin: KafkaAdmin, groups: list[str], wait_s: float) -> tuple[str, ...]:
     """Delete ``groups``, retrying the ones that still have members for up to ``wait_s``;
     returns those that kept them."""
-    if not groups:
-        return ()
 
     @retry(
         retry=retry_if_result(bool),
