@@ -244,6 +244,40 @@ def test_many_groups_are_written_read_and_described_over_several_clients_in_wave
     assert set(states) == set(groups) and {s.state for s in states.values()} == {"EMPTY"}
 
 
+def test_many_groups_described_through_one_listing_answer_as_describing_each_would(
+    dc1: ClusterUnderTest, names: Names
+) -> None:
+    """Beyond a handful of groups the states come from one listing and only groups that may
+    have members are described: an empty, an absent and an active group answer exactly as a
+    describe of each (state and members), so a failover never writes into an active group."""
+    topic = names.topic()
+    dc1.admin().create_topics([TopicSpec(topic, 1, 1)])
+    admin = KafkaAdmin(dc1.endpoint)
+    empty = [names.group(f"empty-{i}") for i in range(30)]
+    absent = [names.group(f"absent-{i}") for i in range(5)]
+    active = names.group("active")
+    admin.alter_groups_offsets({g: {TopicPartition(topic, 0): 1} for g in empty})
+    member = make_consumer(dc1.endpoint, active)
+    member.subscribe([topic])
+    try:
+        wait_until(
+            lambda: (
+                member.poll(0.2) is None and admin.describe_groups([active])[active].members == 1
+            ),
+            60,
+            what="a member in the active group",
+        )
+        asked = [*empty, *absent, active]
+        listed = admin.describe_groups(asked)
+        each = {g: admin.describe_groups([g])[g] for g in asked}
+    finally:
+        member.close()
+    assert listed == each
+    assert listed[active].members == 1 and not listed[active].is_empty
+    assert {listed[g].state for g in empty} == {"EMPTY"}
+    assert all(listed[g].is_empty for g in [*empty, *absent])
+
+
 def test_a_complete_read_of_a_topic_that_does_not_answer_fails_instead_of_returning_a_part(
     scratch: ClusterUnderTest, names: Names
 ) -> None:
