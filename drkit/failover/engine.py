@@ -66,6 +66,7 @@ from drkit.failover.runbook import Runbook, load_runbook
 from drkit.failover.runs import RunRecord, RunRepository
 from drkit.failover.snapshot import TargetReaders, gather, schema_facts
 from drkit.failover.steps import STEPS, Step
+from drkit.gc_pause import collection_paused
 from drkit.kafka.admin import KafkaAdmin
 from drkit.kafka.clients import ClusterEndpoint
 from drkit.kafka.isolated import prewarm
@@ -180,10 +181,16 @@ class Engine:
         # Group requests run in a helper process (drkit.kafka.isolated): start the target's
         # while the snapshot is read, not when the first group request needs it.
         prewarm(ClusterEndpoint(target, self.config.clusters[target]))
-        pointer = self.pointers.get()
         readers = self._readers.setdefault(
             flow.name, TargetReaders(flow, ClusterEndpoint(target, self.config.clusters[target]))
         )
+        with collection_paused():  # millions of acyclic objects at 10,000 groups
+            return self._plan(procedure, flow, readers, options)
+
+    def _plan(
+        self, procedure: Procedure, flow: FlowConfig, readers: TargetReaders, options: RunOptions
+    ) -> Plan:
+        pointer = self.pointers.get()
         snapshot = gather(
             self.config,
             flow,
@@ -199,7 +206,7 @@ class Engine:
         snapshot = replace(snapshot, schemas=schema_facts(self.config, flow))
         memo = self._memos.setdefault(flow.name, TranslationMemo())
         plan = make_plan(snapshot, self.runbook(procedure), memo)
-        extra = self._unfinished_findings() + self._fenced_by_failover(procedure, target)
+        extra = self._unfinished_findings() + self._fenced_by_failover(procedure, flow.target)
         return replace(plan, findings=plan.findings + extra)
 
     def _fenced_by_failover(self, procedure: Procedure, target: str) -> tuple[Finding, ...]:
@@ -412,10 +419,11 @@ class Engine:
         keeper.start()
         try:
             mirror(keeper.lease)
-            if direction is Direction.FORWARD:
-                self._forward(ctx, runbook, keeper)
-            else:
-                self._rollback_and_end(ctx, runbook, keeper, None)
+            with collection_paused():  # steps build a move per group and partition
+                if direction is Direction.FORWARD:
+                    self._forward(ctx, runbook, keeper)
+                else:
+                    self._rollback_and_end(ctx, runbook, keeper, None)
         except LeaseLost as lost:
             log.error("failover lease lost", extra={"run": run_id, "error": str(lost)})
             raise LeaseLost(

@@ -203,18 +203,19 @@ def translate_group(snapshot: Snapshot, facts: GroupFacts) -> tuple[PartitionMov
     moves: list[PartitionMove] = []
     if facts.from_checkpoints:
         moves += _uncovered(snapshot, facts)
-    # Partitions the snapshot does not know are not replicated by this flow.
-    parts = {tp: snapshot.partitions[tp] for tp in facts.committed if tp in snapshot.partitions}
-    results = translation.translate_group(
-        {tp: facts.committed[tp] for tp in parts},
-        {tp: part.mapping for tp, part in parts.items() if part.mapping is not None},
-        {tp: part.target_bounds for tp, part in parts.items() if part.target_bounds is not None},
-        {tp: part.source_end for tp, part in parts.items()},
-    )
     methods = _FROM_CHECKPOINT if facts.from_checkpoints else _LIVE
-    for tp, result in results.items():
+    known = snapshot.partitions
+    # translation.translate_group's rule, partition by partition over the snapshot's facts
+    # (no per-group dicts: a plan at 10,000 groups x 50 partitions runs this 500,000 times).
+    for tp, offset in sorted(facts.committed.items(), key=translation.by_partition):
+        part = known.get(tp)
+        if part is None:  # a partition the snapshot does not know: not replicated by this flow
+            continue
+        result = translation.translate_partition(
+            tp, offset, part.mapping, part.target_bounds, part.source_end
+        )
         if isinstance(result, CannotTranslate):
-            moves.append(_unmapped(parts[tp], result.source_offset, result.reason))
+            moves.append(_unmapped(part, result.source_offset, result.reason))
             continue
         moves.append(
             PartitionMove(
