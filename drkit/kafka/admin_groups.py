@@ -90,17 +90,12 @@ class GroupAdmin(AdminBase):
         a failover's groups are empty or absent on the target, and 10,000 describes cost
         seconds where one listing per broker costs milliseconds."""
         names = list(groups)
-        if not names:
-            return {}
         listed = self._listed_states(timeout_s) if len(names) > _LIST_FIRST else None
         if listed is None:
             return self._describe_each(names, timeout_s)
-        quiet = {
-            g: GroupState(g, listed.get(g, "DEAD"), 0)
-            for g in names
-            if listed.get(g, "DEAD") in _QUIET_STATES
-        }
-        rest = [g for g in names if g not in quiet]
+        states = {g: listed.get(g, "DEAD") for g in names}
+        quiet = {g: GroupState(g, s, 0) for g, s in states.items() if s in _QUIET_STATES}
+        rest = [g for g, s in states.items() if s not in _QUIET_STATES]
         return {**quiet, **self._describe_each(rest, timeout_s)}
 
     def _listed_states(self, timeout_s: float | None) -> dict[str, str] | None:
@@ -114,9 +109,6 @@ class GroupAdmin(AdminBase):
         return self._call("list consumer groups", timeout_s, run)
 
     def _describe_each(self, names: list[str], timeout_s: float | None) -> dict[str, GroupState]:
-        if not names:
-            return {}
-
         def describe(client: AdminClient, some: list[str], t: float) -> dict[str, GroupState]:
             futures = [
                 client.describe_consumer_groups(some[i : i + 100], request_timeout=t)
