@@ -269,7 +269,8 @@ class Engine:
         keeper = self._keeper(self.leases.acquire(self.owner, self.ttl_s))
         try:
             self._premise_of_new_run(plan)
-            run = self.runs.guarded(keeper).create(plan, requested_by, reason)
+            with collection_paused():  # the plan's rows: 500,000 dicts at 10,000 groups
+                run = self.runs.guarded(keeper).create(plan, requested_by, reason)
             self.runs.guarded(keeper).merge_result(
                 run.id, {"options": options.to_json(), "direction": Direction.FORWARD.value}
             )

@@ -27,7 +27,7 @@ from drkit.kafka.ports import ClusterAdmin
 from drkit.lag import count_visible
 from drkit.offsets.checkpoint_store import CheckpointSnapshot, CheckpointStore
 from drkit.offsets.mapping_loader import MappingLoader
-from drkit.records import TopicPartition
+from drkit.records import TopicPartition, shared_partition
 from drkit.replication.internal_topics import HEARTBEATS, is_own_group
 from drkit.replication.progress import Progress, ProgressStore
 from drkit.replication.topic_filter import NameMatcher
@@ -314,7 +314,7 @@ def _groups(
         topic = str(checkpoint.info.get("source_topic") or "")
         if not topic:
             continue
-        checkpointed.setdefault(group, {})[TopicPartition(topic, target_tp.partition)] = (
+        checkpointed.setdefault(group, {})[shared_partition(topic, target_tp.partition)] = (
             checkpoint.upstream_offset
         )
     committed: dict[str, dict[TopicPartition, int]] = {}
