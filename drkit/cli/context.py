@@ -11,6 +11,7 @@ from typing import Any
 
 import click
 
+from drkit import json_codec
 from drkit.config import DrkitConfig, load_config, resolve_config_path
 from drkit.config.discovery import state_dir
 from drkit.timestamps import iso_utc
@@ -104,7 +105,7 @@ INDENT_LIMIT_BYTES = 1_000_000
 
 def echo_json(payload: Any) -> None:
     """``payload`` as JSON on stdout: indented, or on one line when it is large."""
-    compact = json.dumps(payload, sort_keys=True, default=str)
+    compact = json_codec.dumps_sorted(payload)
     if len(compact) > INDENT_LIMIT_BYTES:
         click.echo(compact)
         return

@@ -15,26 +15,17 @@ timestamp tells how fresh the checkpoints are when the source cluster is gone.
 
 from __future__ import annotations
 
-import functools
-import json
 import struct
 from dataclasses import dataclass, field
 from typing import Any
 
-from drkit.records import TopicPartition
+from drkit import json_codec
+from drkit.records import TopicPartition, shared_partition
 from drkit.replication.heartbeat import decode_string, encode_string
 
 VERSION = 0
 HEADER = "drkit-checkpoint"
 TICK_GROUP = "__drkit.tick"
-
-
-@functools.lru_cache(maxsize=1 << 16)
-def _partition(topic: str, partition: int) -> TopicPartition:
-    """One shared value per target partition: a flow's checkpoints name few partitions many
-    times (10,000 groups x 50 partitions name 50), and building a frozen dataclass costs
-    several times a dictionary look-up."""
-    return TopicPartition(topic, partition)
 
 
 @dataclass(frozen=True)
@@ -59,9 +50,7 @@ class Checkpoint:
         ) + encode_string(self.metadata)
 
     def headers(self) -> list[tuple[str, str | bytes | None]]:
-        return (
-            [(HEADER, json.dumps(self.info, separators=(",", ":")).encode())] if self.info else []
-        )
+        return [(HEADER, json_codec.dumps(self.info).encode())] if self.info else []
 
     @classmethod
     def decode(
@@ -75,8 +64,8 @@ class Checkpoint:
         info: dict[str, Any] = {}
         for name, raw in headers:
             if name == HEADER and raw:
-                info = json.loads(raw)
-        return cls(group, _partition(topic, partition), upstream, downstream, metadata, info)
+                info = json_codec.loads(raw)
+        return cls(group, shared_partition(topic, partition), upstream, downstream, metadata, info)
 
     @property
     def is_tick(self) -> bool:

@@ -14,6 +14,7 @@ from sqlalchemy.engine import URL, Engine, make_url
 from sqlalchemy.exc import ArgumentError, OperationalError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
+from drkit import json_codec
 from drkit.config.model import DrkitConfig
 from drkit.errors import StateStoreError
 
@@ -69,7 +70,12 @@ class StateStore:
                 raise StateStoreError(
                     f"cannot create {directory} for the SQLite store: {err.strerror}"
                 ) from None
-        kwargs: dict[str, object] = {"pool_pre_ping": True}
+        kwargs: dict[str, object] = {
+            "pool_pre_ping": True,
+            # JSON columns hold a run's per-group rows: 500,000 moves at 10,000 groups.
+            "json_serializer": json_codec.dumps,
+            "json_deserializer": json_codec.loads,
+        }
         if self.is_sqlite:
             kwargs["connect_args"] = {"timeout": 30, "check_same_thread": False}
         try:
