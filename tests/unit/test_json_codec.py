@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 from drkit import json_codec
 from drkit.records import TopicPartition
 
-_scalars = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text()
+_finite = st.floats(allow_nan=False, allow_infinity=False)
+_scalars = st.none() | st.booleans() | st.integers() | _finite | st.text()
 _documents = st.recursive(
     _scalars,
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
