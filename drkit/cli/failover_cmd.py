@@ -138,27 +138,14 @@ def _run(
     # millions of acyclic objects built at 10,000 groups are not walked again at every pause's
     # end (cycles made meanwhile wait for the command's end).
     with collection_paused():
-        _plan_and_run(engine, procedure, source, target, plan_only, yes, output, options)
-
-
-def _plan_and_run(
-    engine: Engine,
-    procedure: Procedure,
-    source: str,
-    target: str,
-    plan_only: bool,
-    yes: bool,
-    output: str,
-    options: RunOptions,
-) -> None:
-    plan = engine.plan(procedure, source, target, options)
-    if plan_only:
-        _emit(output, plan.to_json(), plan_text(plan))
-        if plan.blockers:  # the same answer the run itself would give, without running it
-            raise SystemExit(PlanBlocked.exit_code)
-        return
-    _confirm(plan, yes, output)
-    _finish(output, engine.start(plan, options, requested_by=operator()))
+        plan = engine.plan(procedure, source, target, options)
+        if plan_only:
+            _emit(output, plan.to_json(), plan_text(plan))
+            if plan.blockers:  # the same answer the run itself would give, without running it
+                raise SystemExit(PlanBlocked.exit_code)
+            return
+        _confirm(plan, yes, output)
+        _finish(output, engine.start(plan, options, requested_by=operator()))
 
 
 def _confirm(plan: Plan, yes: bool, output: str) -> None:
