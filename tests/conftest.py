@@ -31,6 +31,8 @@ from tests.kafka_backends import (
 # The tests' brokers start and idle on less CPU with the quick JIT only (2 cores share them
 # with Spark and drkit's processes); the benchmarks keep the full JIT.
 os.environ.setdefault("DRKIT_KAFKA_JVM_OPTIONS", "-XX:TieredStopAtLevel=1")
+# The same for Spark: the tests' jobs are small, a cold JVM's full JIT costs more than it wins.
+os.environ.setdefault("DRKIT_SPARK_JVM_OPTIONS", "-XX:TieredStopAtLevel=1")
 
 
 @pytest.fixture(scope="session")

@@ -26,6 +26,7 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
+from drkit.accounting.session import spark_jvm_options
 from drkit.errors import AccountingError
 from drkit.local.ports import free_port
 from drkit.logs import log_tail
@@ -55,6 +56,7 @@ def _environment(work: Path) -> dict[str, str]:
         "SPARK_WORKER_DIR": str(work / "worker"),
         # Executors run this interpreter, which has pyspark (and drkit) installed.
         "PYSPARK_PYTHON": sys.executable,
+        "SPARK_DAEMON_JAVA_OPTS": spark_jvm_options(),
     }
 
 
