@@ -319,9 +319,14 @@ def _groups(
         )
     committed: dict[str, dict[TopicPartition, int]] = {}
     if reachable:
-        names = only or [
-            g for g in source.list_groups() if matcher.matches(g) and not is_own_group(g)
-        ]
+        # The listing is best effort: a broker that has just started lists no group, without
+        # an error, until it leads __consumer_offsets.  The groups the checkpoints name are
+        # asked too, so such a listing cannot drop a group from a planned move.
+        names = only or sorted(
+            g
+            for g in {*source.list_groups(), *checkpointed}
+            if matcher.matches(g) and not is_own_group(g)
+        )
         for group, offsets in source.groups_offsets(names).items():
             mine = {tp: o for tp, o in offsets.offsets.items() if tp in replicated}
             if mine:
