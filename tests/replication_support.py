@@ -26,10 +26,11 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from drkit.config import load_config
 from drkit.config.model import DrkitConfig
-from drkit.kafka import ClusterEndpoint
+from drkit.kafka import ClusterEndpoint, KafkaAdmin
 from drkit.kafka.io import consume_all
 from drkit.records import Record
-from drkit.replication.progress import Progress, decode_progress
+from drkit.replication.internal_topics import progress_topic
+from drkit.replication.progress import Progress, ProgressStore, decode_progress
 from drkit.replication.provenance import ORIGIN_HEADER, SOURCE_HEADER, Provenance
 from tests.kafka_backends import ClusterUnderTest
 
@@ -317,6 +318,31 @@ def check_copy(source: list[Record], replica: list[Record]) -> CopyCheck:
         misplaced,
         sorted(out_of_order),
     )
+
+
+def progress_behind(setup: FlowSetup, topic: str) -> dict[int, int]:
+    """Per partition of the source ``topic``: offsets between the flow's stored progress and
+    the source's end (empty when every partition's progress reached the end).
+
+    The independent view of "caught up": a worker's lag gauge is its own word (three times it
+    read 0 too early), while stored progress is what a takeover or a failover resumes from -
+    and the offset syncs are stored before it, so translation can map what it covers."""
+    ends = KafkaAdmin(setup.source_endpoint).topic_offsets(topic)
+    store = ProgressStore(setup.target_endpoint, progress_topic(setup.source), missing_ok=True)
+    try:
+        stored = store.refresh()
+    finally:
+        store.close()
+    behind = {}
+    for partition, (_, end) in ends.items():
+        progress = next(
+            (p for tp, p in stored.items() if tp.topic == topic and tp.partition == partition),
+            None,
+        )
+        reached = progress.next_offset if progress is not None else 0
+        if reached < end:
+            behind[partition] = end - reached
+    return behind
 
 
 def progress_history(target: ClusterEndpoint, topic: str) -> list[Progress]:

@@ -3,9 +3,14 @@
 The consumer's cached watermarks (refreshed by every fetch) give each partition's source end -
 stored with progress so a resumed worker can count records lost with a recreated topic - and
 the lag gauges; a partition not fetched yet (just assigned) counts with the end seen when it
-was assigned.  An idle partition whose consumer position is past its progress only skipped
-offsets without records (transaction markers), so progress moves over them.  Worker thread
-only.
+was assigned.  The end only grows while a partition stays assigned: librdkafka keeps a
+partition's cached watermarks across assignments, so one taken back reads the end from its
+earlier ownership until its first fetch (an empty partition's (0, 0) with 10,000 records
+to copy, on a real broker).  A log truncated under a running assignment ends in an
+offset-out-of-range restart, which assigns afresh.
+
+An idle partition whose consumer position is past its progress only skipped offsets without
+records (transaction markers), so progress moves over them.  Worker thread only.
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ def observe_source(
         if position is not None:
             state.passed(position)
         bounds = consumer.watermarks(state.source, cached=True)
-        if bounds is not None:
+        if bounds is not None and (state.source_end is None or bounds[1] > state.source_end):
             state.source_end = bounds[1]
     report_lag(parts, metrics, flow)
 

@@ -30,6 +30,7 @@ from tests.replication_support import (
     Replicator,
     flow_setup,
     free_ports,
+    progress_behind,
     scrape,
     wait_until,
 )
@@ -174,6 +175,14 @@ def test_translation_stays_exact_after_restarts_compaction_and_transactions(
                 return w <= {(p, src) for p, pairs in view.items() for _, src in pairs}
 
             wait_until(replicated, 60, 1.0, what=f"{topic} replicated")
+
+            # The offset syncs are stored before the progress behind them: once the progress
+            # reached the end, translation maps every record (before, it may fall back to
+            # provenance, which cannot count re-reads).
+            def synced(t: str = topic) -> bool:
+                return not progress_behind(setup, t)
+
+            wait_until(synced, 60, 0.5, what=f"{topic} synced")
             for label in ("a", "b", "c"):
                 group = names.group(f"{topic[-4:]}-{label}")
                 offsets = {}

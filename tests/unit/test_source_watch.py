@@ -56,3 +56,17 @@ def test_fetched_watermarks_win_over_the_end_seen_at_assignment() -> None:
     observe_source(_Consumer({state.source: (0, 160)}), [state], metrics, "f")  # type: ignore[arg-type]
     assert _lag(registry) == 60
     assert state.source_end == 160
+
+
+def test_a_stale_cached_end_from_an_earlier_assignment_does_not_hide_a_backlog() -> None:
+    """librdkafka keeps a partition's cached watermarks across assignments: a worker that owned
+    partition 2 while it was empty, lost it, and took it back at 2,500 with the source at
+    12,500 reads (0, 0) until its first fetch of it (measured on a real broker).  The gauge
+    says 10,000, not 0 - a test once stopped a worker that read 'caught up' with 3,938 records
+    of a taken-over partition still to copy."""
+    registry = CollectorRegistry()
+    metrics = ReplicationMetrics.create(registry)
+    taken_back = _state(2, 2_500, 12_500)
+    observe_source(_Consumer({taken_back.source: (0, 0)}), [taken_back], metrics, "f")  # type: ignore[arg-type]
+    assert _lag(registry) == 10_000
+    assert taken_back.source_end == 12_500
