@@ -23,7 +23,7 @@ from drkit.failover.facts import GroupFacts, PartitionFacts, SchemaFacts, Snapsh
 from drkit.failover.model import Procedure
 from drkit.kafka.admin import KafkaAdmin
 from drkit.kafka.clients import ClusterEndpoint, tcp_unreachable
-from drkit.kafka.ports import ClusterAdmin
+from drkit.kafka.ports import ClusterAdmin, groups_to_read
 from drkit.lag import count_visible
 from drkit.offsets.checkpoint_store import CheckpointSnapshot, CheckpointStore
 from drkit.offsets.mapping_loader import MappingLoader
@@ -319,13 +319,12 @@ def _groups(
         )
     committed: dict[str, dict[TopicPartition, int]] = {}
     if reachable:
-        # The listing is best effort: a broker that has just started lists no group, without
-        # an error, until it leads __consumer_offsets.  The groups the checkpoints name are
-        # asked too, so such a listing cannot drop a group from a planned move.
-        names = only or sorted(
-            g
-            for g in {*source.list_groups(), *checkpointed}
-            if matcher.matches(g) and not is_own_group(g)
+        # The groups the checkpoints name are asked too: a listing taken right after the
+        # source's broker started names none (groups_to_read).
+        names = only or groups_to_read(
+            source.list_groups(),
+            checkpointed,
+            lambda g: matcher.matches(g) and not is_own_group(g),
         )
         for group, offsets in source.groups_offsets(names).items():
             mine = {tp: o for tp, o in offsets.offsets.items() if tp in replicated}

@@ -24,7 +24,7 @@ import functools
 import logging
 import time
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import TypeVar
 
@@ -44,6 +44,7 @@ from drkit.health.store_watch import StoreOperation, StoreWatch
 from drkit.health.subjects import SubjectKind
 from drkit.kafka.admin import GroupOffsets, KafkaAdmin
 from drkit.kafka.clients import ClusterEndpoint
+from drkit.kafka.ports import ClusterAdmin, groups_to_read, still_present
 from drkit.records import TopicPartition
 from drkit.replication.internal_topics import is_own_group
 from drkit.replication.topic_filter import NameMatcher
@@ -370,12 +371,9 @@ class Monitor:
             default_timeout_s=self.budget(f"{JobKind.GROUPS}:{flow.name}"),
             helper="group-sampling",
         )
-        matcher = NameMatcher.of(flow.groups)
+        known = [g for (f, g) in self._group_states if f == flow.name]
         try:
-            names = [g for g in admin.list_groups() if matcher.matches(g) and not is_own_group(g)]
-            committed = admin.groups_offsets(names)
-            partitions = {tp for o in committed.values() for tp in o.offsets}
-            return committed, admin.list_offsets(partitions, "latest")
+            return sample_groups(admin, NameMatcher.of(flow.groups), known)
         except KafkaError as err:
             log.debug("group sampling failed", extra={"flow": flow.name, "error": str(err)})
             return None
@@ -453,3 +451,18 @@ class Monitor:
     def close(self) -> None:
         for prober in self._flows.values():
             prober.close()
+
+
+def sample_groups(
+    admin: ClusterAdmin, matcher: NameMatcher, known: Iterable[str]
+) -> tuple[dict[str, GroupOffsets], dict[TopicPartition, int]]:
+    """The committed offsets of the groups ``matcher`` selects, and their partitions' ends.
+
+    The groups earlier rounds saw (``known``) are asked too: a listing right after the source's
+    broker started names none, and the status would read "0 groups" for a round
+    (drkit.kafka.ports.groups_to_read)."""
+    listed = admin.list_groups()
+    names = groups_to_read(listed, known, lambda g: matcher.matches(g) and not is_own_group(g))
+    committed = still_present(admin.groups_offsets(names), listed)
+    partitions = {tp for o in committed.values() for tp in o.offsets}
+    return committed, admin.list_offsets(partitions, "latest")

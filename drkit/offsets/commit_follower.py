@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 from drkit.errors import FatalKafkaError
 from drkit.kafka.admin import KafkaAdmin
+from drkit.kafka.ports import groups_to_read, still_present
 from drkit.kafka.tailer import TopicTailer
 from drkit.offsets.commit_log import OFFSETS_TOPIC, CommittedOffsets, OffsetCommit, decode
 from drkit.records import Record, TopicPartition
@@ -48,18 +49,23 @@ class CommitsRead:
 
 
 class AdminCommits:
-    """Every followed group's offsets through the admin API, every round."""
+    """Every followed group's offsets through the admin API, every round.
+
+    The groups of the previous read are asked as well as those listed: a listing right after
+    the source's broker started names none, and a round would have dropped every group's
+    answers (drkit.kafka.ports.groups_to_read)."""
 
     def __init__(self, source: KafkaAdmin, follows: Callable[[str], bool]) -> None:
         self.source = source
         self.follows = follows
+        self._known: list[str] = []
 
     def read(self, timeout_s: float | None = None) -> CommitsRead:
-        groups = [g for g in self.source.list_groups(timeout_s) if self.follows(g)]
-        committed = {
-            group: offsets.offsets
-            for group, offsets in self.source.groups_offsets(groups, timeout_s).items()
-        }
+        listed = self.source.list_groups(timeout_s)
+        groups = groups_to_read(listed, self._known, self.follows)
+        answers = still_present(self.source.groups_offsets(groups, timeout_s), listed)
+        committed = {group: offsets.offsets for group, offsets in answers.items()}
+        self._known = list(committed)
         partitions: set[TopicPartition] = set().union(*(o.keys() for o in committed.values()))
         # A full read names no changed groups, so a round never asks who is on a partition:
         # no per-partition index is built on this path (500,000 entries at 10,000 groups).
@@ -71,7 +77,8 @@ class AdminCommits:
         """Nothing to do: every read is a full pass."""
 
     def forget(self) -> None:
-        """Nothing held between reads."""
+        """Drop the groups known from earlier reads."""
+        self._known = []
 
     def close(self) -> None:
         pass
