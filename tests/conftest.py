@@ -27,6 +27,7 @@ from tests.kafka_backends import (
     scratch_cluster,
     scratch_pool,
 )
+from tests.machine_load import MachineLoad
 
 # The tests' brokers start and idle on less CPU with the quick JIT only (2 cores share them
 # with Spark and drkit's processes); the benchmarks keep the full JIT.
@@ -79,6 +80,10 @@ class Names:
 
     def group(self, label: str = "g") -> str:
         return f"{self.prefix}.{label}"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.pluginmanager.register(MachineLoad(), "drkit-machine-load")
 
 
 @pytest.fixture

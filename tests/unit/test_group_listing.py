@@ -15,8 +15,8 @@ from drkit.config.model import NameFilter
 from drkit.health.monitor import sample_groups
 from drkit.kafka.admin_base import GroupOffsets
 from drkit.offsets.commit_follower import AdminCommits
-from drkit.replication.topic_filter import NameMatcher
 from drkit.records import TopicPartition
+from drkit.replication.topic_filter import NameMatcher
 
 ORDERS = TopicPartition("orders", 0)
 
@@ -60,7 +60,7 @@ def test_a_checkpoint_round_keeps_the_groups_an_empty_listing_left_out() -> None
 
 def test_the_monitor_samples_known_groups_an_empty_listing_left_out() -> None:
     source = Source([], {"billing": 10, "audit": 20, "other": 5})
-    matcher = NameMatcher.of(NameFilter(include=["billing", "audit", "gone"]))
+    matcher = NameMatcher.of(NameFilter(include=("billing", "audit", "gone")))
     committed, ends = sample_groups(source, matcher, ["billing", "audit", "gone"])  # type: ignore[arg-type]
     assert sorted(committed) == ["audit", "billing"]
     assert ends == {ORDERS: 100}
