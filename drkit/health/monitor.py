@@ -384,7 +384,11 @@ class Monitor:
         committed: dict[str, GroupOffsets],
         ends: dict[TopicPartition, int],
     ) -> dict[str, LagStatus]:
+        """Judge each group's lag and store the transitions.  ``committed`` holds every group of
+        the flow still on the source (sample_groups asks the known ones too), so a group not in
+        it is gone: forgotten here, or every later round would ask for it again."""
         now = time.time()
+        self._forget_groups_except(flow.name, committed)
         statuses: dict[str, LagStatus] = {}
         for group, offsets in committed.items():
             per_partition = []
@@ -419,6 +423,14 @@ class Monitor:
             if self._store(StoreOperation.GROUPS, f"{JobKind.GROUPS}:{flow.name}", record):
                 self._group_states[(flow.name, group)] = status
         return statuses
+
+    def _forget_groups_except(self, flow: str, present: Mapping[str, object]) -> None:
+        gone = [k for k in self._group_states if k[0] == flow and k[1] not in present]
+        for state in gone:
+            del self._group_states[state]
+        windows = [k for k in self._group_windows if k[0] == flow and k[1] not in present]
+        for window in windows:
+            del self._group_windows[window]
 
     # -- status ---------------------------------------------------------------------------
 

@@ -10,13 +10,19 @@ has no offsets left is gone.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 
+from prometheus_client import CollectorRegistry
+
+from drkit.config import load_config_text
 from drkit.config.model import NameFilter
-from drkit.health.monitor import sample_groups
+from drkit.health.metrics import MonitorMetrics
+from drkit.health.monitor import Monitor, sample_groups
 from drkit.kafka.admin_base import GroupOffsets
 from drkit.offsets.commit_follower import AdminCommits
 from drkit.records import TopicPartition
 from drkit.replication.topic_filter import NameMatcher
+from drkit.store import StateStore
 
 ORDERS = TopicPartition("orders", 0)
 
@@ -64,3 +70,30 @@ def test_the_monitor_samples_known_groups_an_empty_listing_left_out() -> None:
     committed, ends = sample_groups(source, matcher, ["billing", "audit", "gone"])  # type: ignore[arg-type]
     assert sorted(committed) == ["audit", "billing"]
     assert ends == {ORDERS: 100}
+
+
+def test_the_monitor_forgets_a_group_that_is_gone_and_keeps_the_rest(tmp_path: Path) -> None:
+    """Known groups are asked every round; one found gone (not listed, no offsets) leaves the
+    monitor's state, or every later round would ask for it again."""
+    config = load_config_text(
+        "clusters:\n  dc1: {bootstrap_servers: '127.0.0.1:9'}\n"
+        "  dc2: {bootstrap_servers: '127.0.0.1:10'}\n"
+        "flows:\n  - {source: dc1, target: dc2, topics: {include: [orders]}}\n",
+        env={},
+    )
+    store = StateStore(f"sqlite:///{tmp_path / 'drkit.db'}")
+    store.upgrade()
+    monitor = Monitor(config, "o1", store, MonitorMetrics.create(CollectorRegistry()), {})
+    flow = config.flows[0]
+    matcher = NameMatcher.of(flow.groups)
+    source = Source(["billing", "audit"], {"billing": 10, "audit": 20})
+    monitor.record_groups(flow, *sample_groups(source, matcher, []))  # type: ignore[arg-type]
+    known = [g for (_, g) in monitor._group_states]
+    assert sorted(known) == ["audit", "billing"]
+    source.listed = []  # a restarted broker: nothing listed, both still there
+    monitor.record_groups(flow, *sample_groups(source, matcher, known))  # type: ignore[arg-type]
+    assert sorted(g for (_, g) in monitor._group_states) == ["audit", "billing"]
+    del source.committed["audit"]  # deleted
+    known = [g for (_, g) in monitor._group_states]
+    monitor.record_groups(flow, *sample_groups(source, matcher, known))  # type: ignore[arg-type]
+    assert [g for (_, g) in monitor._group_states] == ["billing"]
