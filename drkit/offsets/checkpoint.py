@@ -72,6 +72,12 @@ class Checkpoint:
         return self.group == TICK_GROUP
 
 
+def group_of(key: bytes) -> str:
+    """The group a checkpoint's key names (its first field; nothing else is decoded).  Raises
+    ValueError, UnicodeDecodeError or struct.error on a key that is not a checkpoint's."""
+    return decode_string(key, 0)[0]
+
+
 def tick(timestamp_ms: int, groups: int) -> Checkpoint:
     """The freshness record of one checkpoint round."""
     return Checkpoint(

@@ -31,6 +31,7 @@ translation stays "never skip").
 from __future__ import annotations
 
 import logging
+import struct
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -42,7 +43,8 @@ from drkit.errors import KafkaError, UnreachableClusterError
 from drkit.kafka.acked_writer import AckedWriter
 from drkit.kafka.admin import KafkaAdmin, TopicSpec
 from drkit.kafka.clients import ClusterEndpoint
-from drkit.offsets.checkpoint import Checkpoint, tick
+from drkit.kafka.tailer import TopicTailer
+from drkit.offsets.checkpoint import TICK_GROUP, Checkpoint, group_of, tick
 from drkit.offsets.commit_follower import AdminCommits, CommitFollower, CommitsRead
 from drkit.offsets.group_sync import GroupOffsetSync
 from drkit.offsets.mapping_loader import MappingLoader
@@ -130,7 +132,7 @@ class Checkpointer:
         self._writer = AckedWriter(self.target_endpoint, {"linger.ms": 5})
         self._written: dict[tuple[str, TopicPartition], tuple[int, int]] = {}
         self.commits: AdminCommits | CommitFollower = (
-            CommitFollower(self.source, self.follows)
+            CommitFollower(self.source, self.follows, self.checkpointed_groups)
             if flow.checkpoint_commits_from is CommitSource.OFFSETS_TOPIC
             else AdminCommits(self.source, self.follows)
         )
@@ -145,6 +147,23 @@ class Checkpointer:
         self._rereads = self._untranslatable = self._results = 0
         self.trim_interval_s = trim_interval_s
         self._next_trim = 0.0  # monotonic; the first round trims
+
+    def checkpointed_groups(self) -> list[str]:
+        """Every group the flow's checkpoints name (keys only: nothing else is decoded)."""
+        tailer = TopicTailer(self.target_endpoint, self.topic, missing_ok=True)
+        groups: set[str] = set()
+        try:
+            for record in tailer.catch_up(30.0):
+                if record.key is None or record.value is None:  # a tombstone names no group
+                    continue
+                try:
+                    groups.add(group_of(record.key))
+                except (ValueError, UnicodeDecodeError, struct.error):
+                    continue
+        finally:
+            tailer.close()
+        groups.discard(TICK_GROUP)
+        return sorted(groups)
 
     def prepare(self) -> None:
         self.target.create_topics(

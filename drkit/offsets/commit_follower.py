@@ -85,11 +85,22 @@ class AdminCommits:
 
 
 class CommitFollower:
-    """Committed offsets from one admin pass, then from ``__consumer_offsets`` only."""
+    """Committed offsets from one admin pass, then from ``__consumer_offsets`` only.
 
-    def __init__(self, source: KafkaAdmin, follows: Callable[[str], bool]) -> None:
+    The admin pass asks the groups ``known()`` names (the flow's checkpoints) as well as those
+    listed: a follower that started right after the source's broker, whose listing named no
+    group, would otherwise follow an idle group only once it committed again
+    (drkit.kafka.ports.groups_to_read)."""
+
+    def __init__(
+        self,
+        source: KafkaAdmin,
+        follows: Callable[[str], bool],
+        known: Callable[[], Iterable[str]] = tuple,
+    ) -> None:
         self.source = source
         self.follows = follows
+        self.known = known
         self.state = CommittedOffsets(follows)
         self._tailer: TopicTailer | None = None
         self._full = True
@@ -133,9 +144,7 @@ class CommitFollower:
             [TopicPartition(OFFSETS_TOPIC, p.partition) for p in found.partitions] if found else []
         )
         ends = self.source.list_offsets(parts, "latest", timeout_s, isolation="read_committed")
-        groups = [g for g in self.source.list_groups(timeout_s) if self.follows(g)]
-        snapshot = self.source.groups_offsets(groups, timeout_s)
-        self.state.load({group: offsets.offsets for group, offsets in snapshot.items()})
+        self.state.load(self._snapshot(timeout_s))
         self._tailer = TopicTailer(
             self.source.endpoint,
             OFFSETS_TOPIC,
@@ -146,6 +155,13 @@ class CommitFollower:
             "following committed offsets on the source's log",
             extra={"cluster": self.source.endpoint.alias, "groups": len(self.state.by_group)},
         )
+
+    def _snapshot(self, timeout_s: float) -> dict[str, Mapping[TopicPartition, int]]:
+        """The admin pass: the offsets of the followed groups listed or known."""
+        listed = self.source.list_groups(timeout_s)
+        groups = groups_to_read(listed, self.known(), self.follows)
+        answers = still_present(self.source.groups_offsets(groups, timeout_s), listed)
+        return {group: offsets.offsets for group, offsets in answers.items()}
 
     def close(self) -> None:
         if self._tailer is not None:

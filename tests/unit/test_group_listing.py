@@ -19,7 +19,7 @@ from drkit.config.model import NameFilter
 from drkit.health.metrics import MonitorMetrics
 from drkit.health.monitor import Monitor, sample_groups
 from drkit.kafka.admin_base import GroupOffsets
-from drkit.offsets.commit_follower import AdminCommits
+from drkit.offsets.commit_follower import AdminCommits, CommitFollower
 from drkit.records import TopicPartition
 from drkit.replication.topic_filter import NameMatcher
 from drkit.store import StateStore
@@ -97,3 +97,11 @@ def test_the_monitor_forgets_a_group_that_is_gone_and_keeps_the_rest(tmp_path: P
     known = [g for (_, g) in monitor._group_states]
     monitor.record_groups(flow, *sample_groups(source, matcher, known))  # type: ignore[arg-type]
     assert [g for (_, g) in monitor._group_states] == ["billing"]
+
+
+def test_a_following_checkpointer_starts_from_the_checkpointed_groups_too() -> None:
+    """offsets_topic mode: the first snapshot asks the groups the checkpoints name, or a
+    follower started inside the window would follow an idle group only once it commits."""
+    source = Source([], {"billing": 10, "audit": 20})
+    follower = CommitFollower(source, lambda g: True, lambda: ["billing", "audit", "gone"])  # type: ignore[arg-type]
+    assert follower._snapshot(5.0) == {"billing": {ORDERS: 10}, "audit": {ORDERS: 20}}
