@@ -28,7 +28,7 @@ from drkit.config import load_config
 from drkit.config.model import DrkitConfig
 from drkit.kafka import ClusterEndpoint, KafkaAdmin
 from drkit.kafka.io import consume_all
-from drkit.records import Record
+from drkit.records import Record, TopicPartition
 from drkit.replication.internal_topics import progress_topic
 from drkit.replication.progress import Progress, ProgressStore, decode_progress
 from drkit.replication.provenance import ORIGIN_HEADER, SOURCE_HEADER, Provenance
@@ -335,10 +335,7 @@ def progress_behind(setup: FlowSetup, topic: str) -> dict[int, int]:
         store.close()
     behind = {}
     for partition, (_, end) in ends.items():
-        progress = next(
-            (p for tp, p in stored.items() if tp.topic == topic and tp.partition == partition),
-            None,
-        )
+        progress = stored.get(TopicPartition(topic, partition))
         reached = progress.next_offset if progress is not None else 0
         if reached < end:
             behind[partition] = end - reached

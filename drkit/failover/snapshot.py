@@ -23,7 +23,7 @@ from drkit.failover.facts import GroupFacts, PartitionFacts, SchemaFacts, Snapsh
 from drkit.failover.model import Procedure
 from drkit.kafka.admin import KafkaAdmin
 from drkit.kafka.clients import ClusterEndpoint, tcp_unreachable
-from drkit.kafka.ports import ClusterAdmin, groups_to_read
+from drkit.kafka.ports import ClusterAdmin, read_group_offsets
 from drkit.lag import count_visible
 from drkit.offsets.checkpoint_store import CheckpointSnapshot, CheckpointStore
 from drkit.offsets.mapping_loader import MappingLoader
@@ -320,13 +320,15 @@ def _groups(
     committed: dict[str, dict[TopicPartition, int]] = {}
     if reachable:
         # The groups the checkpoints name are asked too: a listing taken right after the
-        # source's broker started names none (groups_to_read).
-        names = only or groups_to_read(
-            source.list_groups(),
-            checkpointed,
-            lambda g: matcher.matches(g) and not is_own_group(g),
+        # source's broker started names none (read_group_offsets).
+        answers = (
+            source.groups_offsets(only)
+            if only
+            else read_group_offsets(
+                source, checkpointed, lambda g: matcher.matches(g) and not is_own_group(g)
+            )
         )
-        for group, offsets in source.groups_offsets(names).items():
+        for group, offsets in answers.items():
             mine = {tp: o for tp, o in offsets.offsets.items() if tp in replicated}
             if mine:
                 committed[group] = mine

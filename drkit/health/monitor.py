@@ -44,7 +44,7 @@ from drkit.health.store_watch import StoreOperation, StoreWatch
 from drkit.health.subjects import SubjectKind
 from drkit.kafka.admin import GroupOffsets, KafkaAdmin
 from drkit.kafka.clients import ClusterEndpoint
-from drkit.kafka.ports import ClusterAdmin, groups_to_read, still_present
+from drkit.kafka.ports import ClusterAdmin, read_group_offsets
 from drkit.records import TopicPartition
 from drkit.replication.internal_topics import is_own_group
 from drkit.replication.topic_filter import NameMatcher
@@ -472,9 +472,9 @@ def sample_groups(
 
     The groups earlier rounds saw (``known``) are asked too: a listing right after the source's
     broker started names none, and the status would read "0 groups" for a round
-    (drkit.kafka.ports.groups_to_read)."""
-    listed = admin.list_groups()
-    names = groups_to_read(listed, known, lambda g: matcher.matches(g) and not is_own_group(g))
-    committed = still_present(admin.groups_offsets(names), listed)
+    (drkit.kafka.ports.read_group_offsets)."""
+    committed = read_group_offsets(
+        admin, known, lambda g: matcher.matches(g) and not is_own_group(g)
+    )
     partitions = {tp for o in committed.values() for tp in o.offsets}
     return committed, admin.list_offsets(partitions, "latest")

@@ -195,27 +195,25 @@ class ClusterAdmin(Protocol):
         ...
 
 
-def groups_to_read(
-    listed: Iterable[str], known: Iterable[str], wanted: Callable[[str], bool]
-) -> list[str]:
-    """The groups whose offsets to read (sorted): every wanted group listed, and every wanted
-    group the caller already knows of (from checkpoints, an earlier round).
+def read_group_offsets(
+    admin: ClusterAdmin,
+    known: Iterable[str],
+    wanted: Callable[[str], bool],
+    timeout_s: float | None = None,
+) -> dict[str, GroupOffsets]:
+    """The committed offsets of every wanted group listed and of every wanted group the caller
+    already knows of (from checkpoints, an earlier round).
 
     Kafka's group listing is best effort: a broker that has just started lists no group -
     without an error - until it leads ``__consumer_offsets`` (0 groups listed, 3,306 one second
     later, on a real broker).  Asking the known groups too keeps such a listing from dropping
-    them; see :func:`still_present` for reading the answers."""
-    return sorted(g for g in {*listed, *known} if wanted(g))
-
-
-def still_present(
-    answers: Mapping[str, GroupOffsets], listed: Iterable[str]
-) -> dict[str, GroupOffsets]:
-    """The answers of :func:`groups_to_read` without the known groups that are gone: a group
-    the listing left out and with no committed offset left was deleted or expired (a listed
-    group without offsets is kept, as the listing says it exists)."""
-    names = set(listed)
-    return {g: o for g, o in answers.items() if g in names or o.offsets}
+    them.  A known group the listing left out and with no committed offset left was deleted or
+    expired: it is left out of the answer (a listed group without offsets is kept, as the
+    listing says it exists)."""
+    listed = set(admin.list_groups(timeout_s))
+    names = sorted(g for g in {*listed, *known} if wanted(g))
+    answers = admin.groups_offsets(names, timeout_s)
+    return {g: o for g, o in answers.items() if g in listed or o.offsets}
 
 
 # How orchestration code reaches a cluster's admin API: KafkaAdmin in production, a function

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from drkit.errors import FatalKafkaError
 from drkit.kafka.admin import KafkaAdmin
-from drkit.kafka.ports import groups_to_read, still_present
+from drkit.kafka.ports import read_group_offsets
 from drkit.kafka.tailer import TopicTailer
 from drkit.offsets.commit_log import OFFSETS_TOPIC, CommittedOffsets, OffsetCommit, decode
 from drkit.records import Record, TopicPartition
@@ -53,7 +53,7 @@ class AdminCommits:
 
     The groups of the previous read are asked as well as those listed: a listing right after
     the source's broker started names none, and a round would have dropped every group's
-    answers (drkit.kafka.ports.groups_to_read)."""
+    answers (drkit.kafka.ports.read_group_offsets)."""
 
     def __init__(self, source: KafkaAdmin, follows: Callable[[str], bool]) -> None:
         self.source = source
@@ -61,9 +61,7 @@ class AdminCommits:
         self._known: list[str] = []
 
     def read(self, timeout_s: float | None = None) -> CommitsRead:
-        listed = self.source.list_groups(timeout_s)
-        groups = groups_to_read(listed, self._known, self.follows)
-        answers = still_present(self.source.groups_offsets(groups, timeout_s), listed)
+        answers = read_group_offsets(self.source, self._known, self.follows, timeout_s)
         committed = {group: offsets.offsets for group, offsets in answers.items()}
         self._known = list(committed)
         partitions: set[TopicPartition] = set().union(*(o.keys() for o in committed.values()))
@@ -90,7 +88,7 @@ class CommitFollower:
     The admin pass asks the groups ``known()`` names (the flow's checkpoints) as well as those
     listed: a follower that started right after the source's broker, whose listing named no
     group, would otherwise follow an idle group only once it committed again
-    (drkit.kafka.ports.groups_to_read)."""
+    (drkit.kafka.ports.read_group_offsets)."""
 
     def __init__(
         self,
@@ -158,9 +156,7 @@ class CommitFollower:
 
     def _snapshot(self, timeout_s: float) -> dict[str, Mapping[TopicPartition, int]]:
         """The admin pass: the offsets of the followed groups listed or known."""
-        listed = self.source.list_groups(timeout_s)
-        groups = groups_to_read(listed, self.known(), self.follows)
-        answers = still_present(self.source.groups_offsets(groups, timeout_s), listed)
+        answers = read_group_offsets(self.source, self.known(), self.follows, timeout_s)
         return {group: offsets.offsets for group, offsets in answers.items()}
 
     def close(self) -> None:

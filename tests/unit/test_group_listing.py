@@ -1,5 +1,5 @@
 """A group listing that names no group must not make groups vanish from the monitor's status
-or from the checkpointer's round (drkit.kafka.ports.groups_to_read).
+or from the checkpointer's round (drkit.kafka.ports.read_group_offsets).
 
 Kafka's listing is best effort: a broker that has just started answers with no group and no
 error until it leads ``__consumer_offsets`` (a restarted local broker: 0 groups listed, 3,306

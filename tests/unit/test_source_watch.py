@@ -31,30 +31,28 @@ def _state(partition: int, next_offset: int, source_end: int | None) -> Partitio
     return state
 
 
-def _lag(registry: CollectorRegistry) -> float | None:
-    return registry.get_sample_value(
+def _lag_after(fetched: dict[TopicPartition, tuple[int, int]], *states: PartitionState) -> float:
+    """The lag gauge after one observe_source over ``states`` with ``fetched`` watermarks."""
+    registry = CollectorRegistry()
+    observe_source(_Consumer(fetched), states, ReplicationMetrics.create(registry), "f")  # type: ignore[arg-type]
+    lag = registry.get_sample_value(
         "drkit_replication_lag_records", {"flow": "f", "topic": "orders"}
     )
+    assert lag is not None
+    return lag
 
 
 def test_a_just_assigned_partition_without_a_fetch_counts_its_known_lag() -> None:
     """Taken over at 7,522 with the source at 12,500 and nothing fetched yet: the gauge says
     4,978, not 0 (a worker that had just taken partitions over once read as caught up)."""
-    registry = CollectorRegistry()
-    metrics = ReplicationMetrics.create(registry)
     caught_up = _state(0, 12_500, 12_500)
     taken_over = _state(2, 7_522, 12_500)
-    consumer = _Consumer({caught_up.source: (0, 12_500)})
-    observe_source(consumer, [caught_up, taken_over], metrics, "f")  # type: ignore[arg-type]
-    assert _lag(registry) == 4_978
+    assert _lag_after({caught_up.source: (0, 12_500)}, caught_up, taken_over) == 4_978
 
 
 def test_fetched_watermarks_win_over_the_end_seen_at_assignment() -> None:
-    registry = CollectorRegistry()
-    metrics = ReplicationMetrics.create(registry)
     state = _state(0, 100, 100)
-    observe_source(_Consumer({state.source: (0, 160)}), [state], metrics, "f")  # type: ignore[arg-type]
-    assert _lag(registry) == 60
+    assert _lag_after({state.source: (0, 160)}, state) == 60
     assert state.source_end == 160
 
 
@@ -64,9 +62,6 @@ def test_a_stale_cached_end_from_an_earlier_assignment_does_not_hide_a_backlog()
     12,500 reads (0, 0) until its first fetch of it (measured on a real broker).  The gauge
     says 10,000, not 0 - a test once stopped a worker that read 'caught up' with 3,938 records
     of a taken-over partition still to copy."""
-    registry = CollectorRegistry()
-    metrics = ReplicationMetrics.create(registry)
     taken_back = _state(2, 2_500, 12_500)
-    observe_source(_Consumer({taken_back.source: (0, 0)}), [taken_back], metrics, "f")  # type: ignore[arg-type]
-    assert _lag(registry) == 10_000
+    assert _lag_after({taken_back.source: (0, 0)}, taken_back) == 10_000
     assert taken_back.source_end == 12_500
