@@ -26,6 +26,7 @@ from tests.kafka_backends import (
     clusters,
     scratch_cluster,
     scratch_pool,
+    stop_shared_clusters,
 )
 from tests.machine_load import MachineLoad
 
@@ -80,6 +81,13 @@ class Names:
 
     def group(self, label: str = "g") -> str:
         return f"{self.prefix}.{label}"
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    # The controller of several test processes (pytest-xdist) stops the dc1/dc2 they shared,
+    # after the last of them finished; a worker never does (see tests/kafka_backends.py).
+    if not hasattr(session.config, "workerinput"):
+        stop_shared_clusters()
 
 
 def pytest_configure(config: pytest.Config) -> None:

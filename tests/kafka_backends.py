@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 import uuid
 import warnings
@@ -55,12 +56,21 @@ def backend() -> str:
     return os.environ.get("DRKIT_TEST_KAFKA", "local")
 
 
+# Left in the shared state dir by a test process that found or started dc1/dc2 there as one
+# of several (pytest-xdist): the run's controller takes them down at its end (see conftest).
+SHARED_MARK = "shared-by-test-processes"
+
+
+def shared_state_dir() -> Path:
+    """Where dc1/dc2 live: one pair for the whole test run, shared by every test process."""
+    return Path(os.environ.get("DRKIT_TEST_STATE_DIR", REPO / ".drkit-test"))
+
+
 def state_dir_for_tests() -> Path:
-    """Where the local clusters live: one directory per pytest-xdist worker, so that parallel
-    workers each run their own dc1/dc2 (ports are chosen free per cluster)."""
-    base = Path(os.environ.get("DRKIT_TEST_STATE_DIR", REPO / ".drkit-test"))
+    """Where this process's scratch clusters live: one directory per pytest-xdist worker (a
+    scratch cluster belongs to one test; ports are chosen free per cluster)."""
     worker = os.environ.get("PYTEST_XDIST_WORKER")
-    return base / worker if worker else base
+    return shared_state_dir() / worker if worker else shared_state_dir()
 
 
 @contextmanager
@@ -78,8 +88,18 @@ def clusters(names: list[str]) -> Iterator[dict[str, ClusterUnderTest]]:
 
 
 def _local(names: list[str]) -> Iterator[dict[str, ClusterUnderTest]]:
-    manager = LocalKafka(state_dir_for_tests())
-    statuses = manager.up(names)
+    """dc1/dc2 for this process.  One of several test processes (pytest-xdist) shares them:
+    the first to get here starts them (the others wait on a file lock and find them running),
+    and none stops them - the controller does, once every process has finished."""
+    base = shared_state_dir()
+    base.mkdir(parents=True, exist_ok=True)
+    manager = LocalKafka(base)
+    shared = "PYTEST_XDIST_WORKER" in os.environ
+    with (base / "clusters.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        statuses = manager.up(names)
+        if shared:
+            (base / SHARED_MARK).write_text(" ".join(names))
     try:
         yield {
             s.name: ClusterUnderTest(
@@ -88,8 +108,20 @@ def _local(names: list[str]) -> Iterator[dict[str, ClusterUnderTest]]:
             for s in statuses
         }
     finally:
-        if os.environ.get("DRKIT_TEST_KEEP_CLUSTERS") != "1":
+        if not shared and os.environ.get("DRKIT_TEST_KEEP_CLUSTERS") != "1":
             manager.down(names)
+
+
+def stop_shared_clusters() -> None:
+    """Take down the dc1/dc2 that test processes shared (the run's controller, at its end);
+    nothing when no process shared them, or when the clusters are to be kept."""
+    base = shared_state_dir()
+    mark = base / SHARED_MARK
+    if backend() != "local" or not mark.exists():
+        return
+    if os.environ.get("DRKIT_TEST_KEEP_CLUSTERS") != "1":
+        LocalKafka(base).down(mark.read_text().split())
+    mark.unlink()
 
 
 def _containers(names: list[str]) -> Iterator[dict[str, ClusterUnderTest]]:

@@ -5,12 +5,14 @@ them (all processes: brokers, Spark, drkit's children).  A slow test on an idle 
 (timeouts, fixed phases, polling) - the place to look for time; a slow test on a busy machine
 computes.  With ``DRKIT_TEST_TIMES=FILE`` every test's row is appended to FILE (tab-separated:
 phase, test id, seconds, busy share).  Linux only (/proc/stat); elsewhere nothing is printed.
+
+Under pytest-xdist each test process measures its own tests and hands the busy share to the
+controller on the test's report (``user_properties``), which prints and writes every row.
 """
 
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +39,9 @@ def cpu_ticks() -> tuple[int, int] | None:
     return sum(values) - idle, sum(values)
 
 
+_BUSY = "machine-busy-"  # user property name prefix, one per phase
+
+
 class MachineLoad:
     """The pytest plugin (registered by tests/conftest.py)."""
 
@@ -45,18 +50,27 @@ class MachineLoad:
         self.out = os.environ.get("DRKIT_TEST_TIMES")
 
     def _timed(self, phase: str, item: pytest.Item) -> Iterator[None]:
-        before, start = cpu_ticks(), time.monotonic()
-        yield
-        seconds, after = time.monotonic() - start, cpu_ticks()
-        busy = None
-        if before is not None and after is not None and after[1] > before[1]:
-            busy = (after[0] - before[0]) / (after[1] - before[1])
-        row = Timed(phase, item.nodeid, seconds, busy)
+        before = cpu_ticks()
+        try:
+            yield  # raises when the phase failed: its row is kept all the same
+        finally:
+            after = cpu_ticks()
+            if before is not None and after is not None and after[1] > before[1]:
+                busy = (after[0] - before[0]) / (after[1] - before[1])
+                item.user_properties.append((f"{_BUSY}{phase}", busy))
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        """Keep the row of a setup or call phase (here or, under xdist, in the controller)."""
+        if report.when not in ("setup", "call"):
+            return
+        value = dict(report.user_properties).get(f"{_BUSY}{report.when}")
+        busy = float(value) if isinstance(value, float) else None
+        row = Timed(report.when, report.nodeid, report.duration, busy)
         self.rows.append(row)
         if self.out:
             with Path(self.out).open("a", encoding="utf-8") as f:
                 shown = "" if busy is None else f"{busy:.2f}"
-                f.write(f"{phase}\t{item.nodeid}\t{seconds:.2f}\t{shown}\n")
+                f.write(f"{row.phase}\t{row.test}\t{row.seconds:.2f}\t{shown}\n")
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> Iterator[None]:
