@@ -61,16 +61,11 @@ def backend() -> str:
 SHARED_MARK = "shared-by-test-processes"
 
 
-def shared_state_dir() -> Path:
-    """Where dc1/dc2 live: one pair for the whole test run, shared by every test process."""
-    return Path(os.environ.get("DRKIT_TEST_STATE_DIR", REPO / ".drkit-test"))
-
-
 def state_dir_for_tests() -> Path:
-    """Where this process's scratch clusters live: one directory per pytest-xdist worker (a
-    scratch cluster belongs to one test; ports are chosen free per cluster)."""
-    worker = os.environ.get("PYTEST_XDIST_WORKER")
-    return shared_state_dir() / worker if worker else shared_state_dir()
+    """Where the local test clusters live: dc1/dc2 and every scratch cluster, one directory for
+    the whole run, shared by its test processes (scratch clusters have names of their own; a
+    drill's fault injector must find its scratch source and dc2 in one place)."""
+    return Path(os.environ.get("DRKIT_TEST_STATE_DIR", REPO / ".drkit-test"))
 
 
 @contextmanager
@@ -91,7 +86,7 @@ def _local(names: list[str]) -> Iterator[dict[str, ClusterUnderTest]]:
     """dc1/dc2 for this process.  One of several test processes (pytest-xdist) shares them:
     the first to get here starts them (the others wait on a file lock and find them running),
     and none stops them - the controller does, once every process has finished."""
-    base = shared_state_dir()
+    base = state_dir_for_tests()
     base.mkdir(parents=True, exist_ok=True)
     manager = LocalKafka(base)
     shared = "PYTEST_XDIST_WORKER" in os.environ
@@ -115,7 +110,7 @@ def _local(names: list[str]) -> Iterator[dict[str, ClusterUnderTest]]:
 def stop_shared_clusters() -> None:
     """Take down the dc1/dc2 that test processes shared (the run's controller, at its end);
     nothing when no process shared them, or when the clusters are to be kept."""
-    base = shared_state_dir()
+    base = state_dir_for_tests()
     mark = base / SHARED_MARK
     if backend() != "local" or not mark.exists():
         return

@@ -24,9 +24,12 @@ Made with the ``cryptography`` library; nothing here is hand-rolled ASN.1.
 from __future__ import annotations
 
 import datetime
+import fcntl
 import ipaddress
 import os
 import secrets
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -86,30 +89,52 @@ class LocalSecrets:
         return self.directory / f"{user}.password"
 
     def password(self, user: str) -> str:
-        return self._secret(self.password_file(user))
+        with self._exclusive():
+            return self._secret(self.password_file(user))
 
     def ensure(self) -> None:
         """Create the directory, the CA and every user's password if missing (idempotent)."""
-        self.directory.mkdir(parents=True, exist_ok=True)
-        self.directory.chmod(0o700)
-        if not self.ca.exists():
-            self._make_ca()
-        for user in USERS:
-            self.password(user)
+        with self._exclusive():
+            self._ensure()
 
     def node(self, cluster: str, addresses: list[str]) -> NodeIdentity:
         """The node certificate of ``cluster`` (one per cluster, valid for ``addresses``)."""
-        self.ensure()
-        name = f"{cluster}-node"
-        keystore = self.directory / f"{name}.p12"
-        key_password = self._secret(self.directory / "key.password")
-        if not keystore.exists():
-            self._issue(name, addresses, keystore, key_password)
-        return NodeIdentity(keystore, key_password, f"User:CN={name}", name)
+        with self._exclusive():
+            self._ensure()
+            name = f"{cluster}-node"
+            keystore = self.directory / f"{name}.p12"
+            key_password = self._secret(self.directory / "key.password")
+            if not keystore.exists():
+                self._issue(name, addresses, keystore, key_password)
+            return NodeIdentity(keystore, key_password, f"User:CN={name}", name)
 
     def client_certificate(self, user: str) -> ClientCertificate:
         """``user``'s client certificate (CN = ``user``), made once."""
-        self.ensure()
+        with self._exclusive():
+            return self._client_certificate(user)
+
+    # -- making them ------------------------------------------------------------------------
+
+    @contextmanager
+    def _exclusive(self) -> Iterator[None]:
+        """One process at a time looks for and makes secrets: two clusters started at once
+        (two ``drkit local up --secure``, parallel test processes) would otherwise each make
+        a CA or a password, and one cluster would hold what the other's files no longer say.
+        Not reentrant: the public methods take it, the private ones assume it."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.directory.chmod(0o700)
+        with (self.directory / ".lock").open("w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            yield
+
+    def _ensure(self) -> None:
+        if not self.ca.exists():
+            self._make_ca()
+        for user in USERS:
+            self._secret(self.password_file(user))
+
+    def _client_certificate(self, user: str) -> ClientCertificate:
+        self._ensure()
         made = ClientCertificate(self.directory / f"{user}.pem", self.directory / f"{user}-key.pem")
         if not (made.certificate.exists() and made.key.exists()):
             key, cert = self._sign(user, [], [ExtendedKeyUsageOID.CLIENT_AUTH])
@@ -123,8 +148,6 @@ class LocalSecrets:
             )
             made.certificate.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
         return made
-
-    # -- making them ------------------------------------------------------------------------
 
     def _secret(self, path: Path) -> str:
         if not path.exists():

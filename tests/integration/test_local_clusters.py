@@ -10,7 +10,7 @@ from drkit.cli import cli
 from drkit.kafka.admin import TopicSpec
 from drkit.kafka.io import consume_all, produce_batch
 from tests.conftest import Names
-from tests.kafka_backends import ClusterUnderTest, shared_state_dir, state_dir_for_tests
+from tests.kafka_backends import ClusterUnderTest, state_dir_for_tests
 
 
 def test_produce_and_consume_on_both_clusters(
@@ -70,7 +70,7 @@ def test_status_json_has_documented_shape(dc1: ClusterUnderTest) -> None:
     if dc1.local is None:
         return
     out = CliRunner().invoke(
-        cli, ["--state-dir", str(shared_state_dir()), "local", "status", "--output", "json"]
+        cli, ["--state-dir", str(state_dir_for_tests()), "local", "status", "--output", "json"]
     )
     payload = json.loads(out.output)
     entry = payload["clusters"]["dc1"]
