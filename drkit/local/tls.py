@@ -123,7 +123,9 @@ class LocalSecrets:
         Not reentrant: the public methods take it, the private ones assume it."""
         self.directory.mkdir(parents=True, exist_ok=True)
         self.directory.chmod(0o700)
-        with (self.directory / ".lock").open("w") as lock:
+        # owner-only like everything in the directory (an empty file, but the rule is simple)
+        fd = os.open(self.directory / ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+        with os.fdopen(fd, "r+b") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             yield
 
