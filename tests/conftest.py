@@ -91,7 +91,8 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.pluginmanager.register(MachineLoad(), "drkit-machine-load")
+    worker = hasattr(config, "workerinput")  # an xdist worker: its controller keeps the rows
+    config.pluginmanager.register(MachineLoad(keeps_rows=not worker), "drkit-machine-load")
 
 
 @pytest.fixture

@@ -45,9 +45,12 @@ _BUSY = "machine-busy-"  # user property name prefix, one per phase
 class MachineLoad:
     """The pytest plugin (registered by tests/conftest.py)."""
 
-    def __init__(self) -> None:
+    def __init__(self, keeps_rows: bool = True) -> None:
         self.rows: list[Timed] = []
         self.out = os.environ.get("DRKIT_TEST_TIMES")
+        # An xdist worker only measures: its reports reach the controller, which keeps the rows
+        # (a worker that kept them too wrote every row twice).
+        self.keeps_rows = keeps_rows
 
     def _timed(self, phase: str, item: pytest.Item) -> Iterator[None]:
         before = cpu_ticks()
@@ -61,7 +64,7 @@ class MachineLoad:
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         """Keep the row of a setup or call phase (here or, under xdist, in the controller)."""
-        if report.when not in ("setup", "call"):
+        if not self.keeps_rows or report.when not in ("setup", "call"):
             return
         value = dict(report.user_properties).get(f"{_BUSY}{report.when}")
         busy = float(value) if isinstance(value, float) else None
