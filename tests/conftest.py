@@ -141,7 +141,7 @@ ALONE_FILES = ("test_automatic_failover.py", "test_monitor.py", "test_monitor_ed
 
 
 def _file_rank(item: pytest.Item) -> int:
-    name = Path(str(item.fspath)).name
+    name = item.path.name
     return LONGEST_FILES.index(name) if name in LONGEST_FILES else len(LONGEST_FILES)
 
 
@@ -150,7 +150,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "integration" in str(item.fspath):
             item.add_marker(pytest.mark.integration)
-        if Path(str(item.fspath)).name in ALONE_FILES:
+        if item.path.name in ALONE_FILES:
             item.add_marker(pytest.mark.alone)
     items.sort(key=_file_rank)  # stable: a file's tests keep their order
 
