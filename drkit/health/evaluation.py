@@ -17,7 +17,11 @@ Rules (thresholds from :class:`drkit.config.model.HealthPolicy`):
   from UNAVAILABLE to DEGRADED only after ``recovery_threshold`` consecutive answering probes;
 * a cluster starts UNKNOWN: one healthy probe makes it HEALTHY, but it needs the same
   ``failure_threshold`` consecutive bad probes as anyone else to become DEGRADED or UNAVAILABLE
-  (a monitor starting next to a cluster that is still starting must not report an outage).
+  (a monitor starting next to a cluster that is still starting must not report an outage);
+* an *inconclusive* probe - it overran its budget while the monitor itself was starved of CPU
+  (drkit.health.cpu_wait) - says nothing about the cluster: no state change, and the runs of
+  failed, bad and healthy probes neither grow nor break.  A starved monitor that failed a live
+  primary over would be worse than a blind one.
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ class ProbeOutcome(StrEnum):
     OK = "ok"
     DEGRADED = "degraded"
     FAILED = "failed"
+    INCONCLUSIVE = "inconclusive"  # the monitor, not the cluster, was too slow
 
 
 @dataclass(frozen=True)
@@ -58,9 +63,12 @@ class ProbeResult:
     offline_partitions: int = 0
     under_min_isr_partitions: int = 0
     error: str | None = None
+    inconclusive: bool = False  # overran while the monitor was starved of CPU
 
     @property
     def outcome(self) -> ProbeOutcome:
+        if self.inconclusive:
+            return ProbeOutcome.INCONCLUSIVE
         if not self.reachable:
             return ProbeOutcome.FAILED
         if self.canary_ok is False or self.offline_partitions or self.under_min_isr_partitions:
@@ -99,6 +107,7 @@ class ClusterHealth:
     consecutive_bad: int = 0  # failed or degraded
     consecutive_ok: int = 0
     consecutive_answering: int = 0  # ok or degraded: the cluster answered
+    consecutive_inconclusive: int = 0  # the monitor starved: no verdict either way
     last_answered: float | None = None  # when a probe last got an answer (automation's clock)
     last: ProbeResult | None = None
     reason: str | None = None
@@ -115,6 +124,7 @@ class ClusterHealth:
             "consecutive_bad": self.consecutive_bad,
             "consecutive_ok": self.consecutive_ok,
             "consecutive_answering": self.consecutive_answering,
+            "consecutive_inconclusive": self.consecutive_inconclusive,
             "last_answered_at": self.last_answered,
         }
 
@@ -122,6 +132,17 @@ class ClusterHealth:
 def evaluate(previous: ClusterHealth, probe: ProbeResult, policy: HealthPolicy) -> ClusterHealth:
     """The new health of ``probe.cluster`` (pure; see the module docstring)."""
     outcome = probe.outcome
+    if outcome is ProbeOutcome.INCONCLUSIVE:
+        inconclusive = previous.consecutive_inconclusive + 1
+        return replace(
+            previous,
+            consecutive_inconclusive=inconclusive,
+            last=probe,
+            reason=(
+                f"probe inconclusive ({inconclusive} in a row: this monitor was starved of CPU)"
+                f"; still {previous.state.value}"
+            ),
+        )
     failed = previous.consecutive_failed + 1 if outcome is ProbeOutcome.FAILED else 0
     bad = previous.consecutive_bad + 1 if outcome is not ProbeOutcome.OK else 0
     ok = previous.consecutive_ok + 1 if outcome is ProbeOutcome.OK else 0
@@ -135,6 +156,7 @@ def evaluate(previous: ClusterHealth, probe: ProbeResult, policy: HealthPolicy) 
         consecutive_bad=bad,
         consecutive_ok=ok,
         consecutive_answering=answering,
+        consecutive_inconclusive=0,
         last_answered=probe.at if outcome is not ProbeOutcome.FAILED else previous.last_answered,
         last=probe,
         reason=_reason(state, previous.state, outcome, failed, bad, ok, policy),

@@ -6,16 +6,22 @@ state store would stop every job with it).
 
 :class:`BudgetedRunner` runs the work in its own daemon thread and waits at most the budget: a
 hung probe (or a hung state-store call) is abandoned (its thread finishes or dies later),
-counted as a failure, and the scheduler's worker thread is free for the next job.
+counted as a failure, and the scheduler's worker thread is free for the next job.  A run that
+asks (``watch_cpu``) also learns whether the overrun was this process's own: how long its
+threads waited for a CPU meanwhile (:mod:`drkit.health.cpu_wait`).
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Protocol
+
+from drkit.health import cpu_wait
 
 if TYPE_CHECKING:
     from apscheduler.schedulers.background import BackgroundScheduler
@@ -38,7 +44,30 @@ def parse_job(name: str) -> tuple[JobKind, str]:
 
 
 class BudgetExceeded(Exception):
-    """The job did not finish within its time budget."""
+    """The job did not finish within its time budget.
+
+    ``elapsed_s``: since the overrunning run started (for "the previous run is still going",
+    since *that* run started).  ``cpu_wait_s``: the longest any thread of this process waited
+    for a CPU meanwhile (None: not watched, or the kernel does not say)."""
+
+    def __init__(self, message: str, elapsed_s: float, cpu_wait_s: float | None) -> None:
+        if cpu_wait_s is not None:
+            message += f" (this process waited {cpu_wait_s:.1f}s of {elapsed_s:.1f}s for a CPU)"
+        super().__init__(message)
+        self.elapsed_s = elapsed_s
+        self.cpu_wait_s = cpu_wait_s
+
+    @property
+    def starved(self) -> bool:
+        """The overrun is this process's own: it was kept from running, not kept waiting."""
+        return cpu_wait.starved(self.cpu_wait_s, self.elapsed_s)
+
+
+@dataclass(frozen=True)
+class _Run:
+    thread: threading.Thread
+    started: float  # monotonic
+    waits: Mapping[int, int] | None  # run_queue_waits() when it started, if watched
 
 
 class BudgetedRunner:
@@ -47,13 +76,20 @@ class BudgetedRunner:
     A job whose previous run is still alive (abandoned after overrunning) is not started again:
     the new run fails at once with BudgetExceeded.  So a hung probe never has company using
     the same Kafka client, and abandoned threads cannot pile up.
+
+    ``cpu_waits``: how to read the threads' run-queue waits (tests pass their own).
     """
 
-    def __init__(self) -> None:
-        self._running: dict[str, threading.Thread] = {}
+    def __init__(
+        self, cpu_waits: Callable[[], Mapping[int, int] | None] = cpu_wait.run_queue_waits
+    ) -> None:
+        self._running: dict[str, _Run] = {}
         self._lock = threading.Lock()
+        self._cpu_waits = cpu_waits
 
-    def run(self, work: Callable[[], Any], budget_s: float, name: str) -> Any:
+    def run(
+        self, work: Callable[[], Any], budget_s: float, name: str, *, watch_cpu: bool = False
+    ) -> Any:
         """``work()``'s result, or BudgetExceeded after ``budget_s``; exceptions propagate."""
         outcome: dict[str, Any] = {}
 
@@ -65,17 +101,32 @@ class BudgetedRunner:
 
         with self._lock:
             previous = self._running.get(name)
-            if previous is not None and previous.is_alive():
-                raise BudgetExceeded(f"job {name}: the previous run is still going")
-            thread = threading.Thread(target=target, name=f"job {name}", daemon=True)
-            self._running[name] = thread
-        thread.start()
-        thread.join(budget_s)
-        if thread.is_alive():
-            raise BudgetExceeded(f"job {name} exceeded its {budget_s:.1f}s budget")
+            if previous is not None and previous.thread.is_alive():
+                raise self._exceeded(previous, f"job {name}: the previous run is still going")
+            run = _Run(
+                threading.Thread(target=target, name=f"job {name}", daemon=True),
+                time.monotonic(),
+                self._cpu_waits() if watch_cpu else None,
+            )
+            self._running[name] = run
+        run.thread.start()
+        run.thread.join(budget_s)
+        if run.thread.is_alive():
+            raise self._exceeded(run, f"job {name} exceeded its {budget_s:.1f}s budget")
+        # Taken out of ``outcome``: left there, the error's traceback (which holds ``target``'s
+        # frame, which holds ``outcome``) would make a cycle keeping every frame of the failed
+        # job alive - Kafka clients among them - until the cyclic collector frees them on
+        # whichever thread it runs (drkit.kafka.admin_base._LoginWatch says why that matters).
         if "error" in outcome:
-            raise outcome["error"]
-        return outcome.get("value")
+            raise outcome.pop("error")
+        return outcome.pop("value", None)
+
+    def _exceeded(self, run: _Run, message: str) -> BudgetExceeded:
+        waited = None
+        if run.waits is not None:
+            now = self._cpu_waits()
+            waited = None if now is None else cpu_wait.longest_wait_s(run.waits, now)
+        return BudgetExceeded(message, time.monotonic() - run.started, waited)
 
 
 class Schedulable(Protocol):

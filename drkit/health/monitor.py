@@ -12,7 +12,9 @@ Each job is two steps: the Kafka side (probing, within the job's budget) and the
 side (within its own budget, through :class:`StoreWatch`).  So:
 
 * failures never stop the scheduler: a job that raises or overruns is logged and counted in
-  ``drkit_monitor_task_failures_total``; an overrunning cluster probe is a failed probe;
+  ``drkit_monitor_task_failures_total``; an overrunning cluster probe is a failed probe -
+  unless this process was starved of CPU meanwhile: then it is inconclusive (kind
+  ``starved``), no evidence either way, and ``/healthz`` fails once they run in a row;
 * the state store being down (or hanging) never stops probing: the in-memory evaluation and
   the metrics go on, ``/healthz`` fails naming the store, and once the store answers again the
   newest state - with the transition it missed, from the state last stored - is written.
@@ -78,9 +80,11 @@ class Monitor:
         store: StateStore,
         metrics: MonitorMetrics | None = None,
         probers: Mapping[str, ClusterProbe] | None = None,
+        runner: jobs.BudgetedRunner | None = None,
     ) -> None:
         """``probers``: how to probe some clusters instead of a :class:`ClusterProber` (tests
-        pass probes that hang, fail or count)."""
+        pass probes that hang, fail or count); ``runner``: the jobs' runner (tests pass one
+        that reads CPU waits of their choosing)."""
         self.config = config
         self.observer = observer
         self.store = store
@@ -105,7 +109,7 @@ class Monitor:
         self._flows: dict[str, FlowProber] = {}
         self._group_windows: dict[tuple[str, str, TopicPartition], deque[LagSample]] = {}
         self._group_states: dict[tuple[str, str], LagStatus] = {}
-        self._runner = jobs.BudgetedRunner()
+        self._runner = runner or jobs.BudgetedRunner()
         self._last_job_done = time.monotonic()
 
     # -- jobs -----------------------------------------------------------------------------
@@ -187,10 +191,16 @@ class Monitor:
 
     def _probe_job(self, name: str, alias: str) -> None:
         try:
-            result = self._kafka(name, self.clusters[alias].probe)
+            result = self._runner.run(
+                self.clusters[alias].probe, self.budget(name), name, watch_cpu=True
+            )
         except jobs.BudgetExceeded as err:
-            self._job_failed(name, "timeout", err)
-            result = ProbeResult(alias, time.time(), reachable=False, error=str(err))
+            # An overrun while this process waited for a CPU is no evidence against the
+            # cluster (drkit.health.evaluation: inconclusive).
+            self._job_failed(name, "starved" if err.starved else "timeout", err)
+            result = ProbeResult(
+                alias, time.time(), reachable=False, error=str(err), inconclusive=err.starved
+            )
         self.record_probe(alias, result)
 
     def probe_cluster(self, alias: str) -> ClusterHealth:
@@ -215,9 +225,10 @@ class Monitor:
             )
         m = self.metrics
         m.cluster_state.labels(alias).set(STATE_VALUE[current.state])
-        m.brokers.labels(alias).set(result.brokers)
-        m.offline.labels(alias).set(result.offline_partitions)
-        m.under_min_isr.labels(alias).set(result.under_min_isr_partitions)
+        if result.outcome is not ProbeOutcome.INCONCLUSIVE:  # it measured nothing
+            m.brokers.labels(alias).set(result.brokers)
+            m.offline.labels(alias).set(result.offline_partitions)
+            m.under_min_isr.labels(alias).set(result.under_min_isr_partitions)
         if result.latency_ms is not None:
             m.probe_latency.labels(alias).set(result.latency_ms / 1000)
         if result.canary_ms is not None:
@@ -366,17 +377,17 @@ class Monitor:
         job budget for its requests, not a probe's timeout, and in a helper process of its own
         (drkit.kafka.isolated): the probes' group requests never queue behind it, and a client
         crash while sampling leaves them alone."""
-        admin = KafkaAdmin(
+        known = [g for (f, g) in self._group_states if f == flow.name]
+        with KafkaAdmin(
             ClusterEndpoint(flow.source, self.config.clusters[flow.source]),
             default_timeout_s=self.budget(f"{JobKind.GROUPS}:{flow.name}"),
             helper="group-sampling",
-        )
-        known = [g for (f, g) in self._group_states if f == flow.name]
-        try:
-            return sample_groups(admin, NameMatcher.of(flow.groups), known)
-        except KafkaError as err:
-            log.debug("group sampling failed", extra={"flow": flow.name, "error": str(err)})
-            return None
+        ) as admin:
+            try:
+                return sample_groups(admin, NameMatcher.of(flow.groups), known)
+            except KafkaError as err:
+                log.debug("group sampling failed", extra={"flow": flow.name, "error": str(err)})
+                return None
 
     def record_groups(
         self,
@@ -458,6 +469,13 @@ class Monitor:
         stalled_after = _STALL_INTERVALS * self.policy.probe_interval_s + self.budget("")
         if idle > stalled_after:
             problems.append(f"no monitor job finished for {idle:.0f}s (the scheduler is stuck)")
+        for alias, health in sorted(self.health.items()):
+            if health.consecutive_inconclusive >= self.policy.failure_threshold:
+                problems.append(
+                    f"{health.consecutive_inconclusive} probes of {alias} in a row inconclusive:"
+                    " this monitor is starved of CPU (a CPU limit, an overloaded host) and"
+                    " cannot tell whether the cluster is up"
+                )
         return Liveness(not problems, tuple(problems))
 
     def close(self) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Self, TypeVar
 
 from confluent_kafka import (
     KafkaException,
@@ -24,6 +24,7 @@ from drkit.errors import (
     CredentialsRefusedError,
     RetriableKafkaError,
 )
+from drkit.kafka import lifetimes
 from drkit.kafka.clients import ClusterEndpoint, client_settings
 from drkit.kafka.errors import error_code_name, is_credentials_error, translate
 from drkit.records import TopicPartition
@@ -105,6 +106,19 @@ def _source_name(source: object) -> str:
         return "UNKNOWN_CONFIG"
 
 
+class _LoginWatch:
+    """The admin client's error callback: remembers a refused login (and holds nothing)."""
+
+    __slots__ = ("refused",)
+
+    def __init__(self) -> None:
+        self.refused: str | None = None
+
+    def __call__(self, error: Any) -> None:
+        if is_credentials_error(error):
+            self.refused = f"{error_code_name(error)}: {error.str()}"
+
+
 class AdminBase:
     """Admin operations against one cluster: the client and the retry/deadline machinery."""
 
@@ -124,15 +138,28 @@ class AdminBase:
         self.isolate = isolate
         self.helper = helper
         # librdkafka reports a refused login only to error_cb; a request then fails with a
-        # bare transport error.  Kept here so the failure names its cause.
-        self._credentials_refused: str | None = None
+        # bare transport error.  Kept so the failure names its cause - in an object of its own:
+        # a bound method of ``self`` would make a cycle (client -> callback -> self -> client),
+        # and a client freed by the cyclic collector may be freed on one of librdkafka's own
+        # threads, which aborts the process.
+        self._login = _LoginWatch()
         settings = client_settings(endpoint)
-        settings["error_cb"] = self._on_client_error
+        settings["error_cb"] = self._login
         self._client = AdminClient(settings)
+        # Destroyed by close(), or by the reaper once this object is dropped: never by the
+        # cyclic collector on a librdkafka thread (drkit.kafka.lifetimes).
+        self._lifetime = lifetimes.owned_by(self, self._client)
 
-    def _on_client_error(self, error: Any) -> None:
-        if is_credentials_error(error):
-            self._credentials_refused = f"{error_code_name(error)}: {error.str()}"
+    def close(self) -> None:
+        """Destroy the admin client now (idempotent); this object is unusable after."""
+        if self._lifetime.detach() is not None:
+            lifetimes.destroy(self._client)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
 
     def _isolated(self, method: str, timeout_s: float | None, *args: Any) -> Any:
         from drkit.kafka.isolated import helper_for
@@ -160,9 +187,9 @@ class AdminBase:
                 return fn(max(1.0, deadline))
             except KafkaException as err:
                 self._client.poll(0)  # serve error_cb: was the login refused?
-                if self._credentials_refused is not None:  # retrying cannot help
+                if self._login.refused is not None:  # retrying cannot help
                     raise CredentialsRefusedError(
-                        f"{self.endpoint.alias}: {context}: {self._credentials_refused}"
+                        f"{self.endpoint.alias}: {context}: {self._login.refused}"
                     ) from None
                 raise translate(err, f"{self.endpoint.alias}: {context}") from None
             except TimeoutError:

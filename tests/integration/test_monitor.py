@@ -223,7 +223,12 @@ def test_stopped_broker_becomes_unavailable_then_healthy_after_recovery(
     assert down.evidence["probe"]["reachable"] is False
     assert up.evidence["consecutive_ok"] == policy.recovery_threshold
     # The other cluster's state did not move because of this one's outage.
-    assert [r for r in cluster_transitions(setup, setup.target) if r.at >= down.at] == []
+    moved = [
+        (r.from_state, r.to_state, r.evidence)
+        for r in cluster_transitions(setup, setup.target)
+        if r.at >= down.at
+    ]
+    assert moved == [], f"{setup.target} changed state during {setup.source}'s outage: {moved}"
     print(
         f"UNAVAILABLE {detected:.1f}s after the stop began (it took {stopped - stopping:.1f}s), "
         f"HEALTHY {recovered:.1f}s after restart"

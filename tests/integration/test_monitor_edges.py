@@ -24,9 +24,15 @@ from drkit.replication.topology import FlowTopology
 from drkit.store import StateStore
 from drkit.store.models import ObserverState
 from tests.conftest import Names
-from tests.integration.test_monitor import FAST_HEALTH, MonitorProcess
+from tests.cpu_limit import cpu_limited
+from tests.integration.test_monitor import (
+    FAST_HEALTH,
+    MonitorProcess,
+    cluster_state,
+    cluster_transitions,
+)
 from tests.kafka_backends import ClusterUnderTest
-from tests.replication_support import Replicator, flow_setup, wait_until
+from tests.replication_support import MetricsSnapshot, Replicator, flow_setup, wait_until
 from tests.tcp_proxy import TcpProxy, database_behind_proxy
 
 
@@ -219,3 +225,63 @@ def test_monitor_keeps_probing_with_the_store_gone_and_healthz_says_so(
             wait_until(written_after_cut, 20, 0.3, "states written after the store came back")
             direct.engine.dispose()
             assert monitor.running, monitor.log()
+
+
+def test_a_monitor_starved_of_cpu_beside_a_healthy_cluster_never_reports_it_down(
+    dc1: ClusterUnderTest, dc2: ClusterUnderTest, names: Names, tmp_path: Path
+) -> None:
+    """A monitor held to 2% of a CPU (a container at its CPU limit) overruns its probes' budget
+    while both clusters answer.  Those probes say nothing about the clusters: no state changes
+    (in CI37 a starved observer failed a healthy primary over this way), the overruns are
+    counted as ``starved``, and once the monitor gets CPU again its probes find both healthy."""
+    setup = flow_setup(tmp_path, dc1, dc2, [names.topic("s")], document_extra=FAST_HEALTH)
+    policy = setup.config.health
+
+    def snapshot(monitor: MonitorProcess) -> MetricsSnapshot:
+        return MetricsSnapshot.parse(_get(monitor, "/metrics")[1].decode())
+
+    def probes_done(monitor: MonitorProcess, alias: str) -> float:
+        task = f"probe:{alias}"
+        return snapshot(monitor).value("drkit_monitor_task_duration_seconds_count", task=task) or 0
+
+    with MonitorProcess(setup.path, "o1", tmp_path) as monitor:
+        wait_until(
+            lambda: (
+                {cluster_state(monitor, a) for a in (setup.source, setup.target)} == {"HEALTHY"}
+            ),
+            30,
+            0.2,
+            "both clusters HEALTHY",
+        )
+        before = {a: cluster_transitions(setup, a) for a in (setup.source, setup.target)}
+        assert monitor.process is not None
+        with cpu_limited(monitor.process.pid, 0.02):
+            # Long enough for failure_threshold probes to overrun: the probes are scheduled
+            # every interval, each abandoned after its budget.
+            time.sleep(4 * policy.failure_threshold * policy.probe_interval_s)
+        # Once it has CPU again, its probes conclude again: /healthz stops reporting them, and
+        # two more probes of each cluster finish.
+        wait_until(lambda: _get(monitor, "/healthz") == (200, b"ok\n"), 30, 0.2, "healthz ok")
+        done = {a: probes_done(monitor, a) for a in (setup.source, setup.target)}
+        wait_until(
+            lambda: all(probes_done(monitor, a) >= n + 2 for a, n in done.items()),
+            30,
+            0.2,
+            "two probes of each cluster after the CPU came back",
+        )
+        after = {a: cluster_transitions(setup, a) for a in (setup.source, setup.target)}
+        metrics = snapshot(monitor)
+        starved = sum(
+            metrics.value("drkit_monitor_task_failures_total", task=f"probe:{a}", kind="starved")
+            or 0
+            for a in (setup.source, setup.target)
+        )
+        states = {a: cluster_state(monitor, a) for a in (setup.source, setup.target)}
+    for alias in (setup.source, setup.target):
+        new = [(r.from_state, r.to_state, r.evidence) for r in after[alias][len(before[alias]) :]]
+        assert new == [], f"{alias} changed state while its monitor was starved: {new}"
+    # The starvation did make probes overrun (else this test proves nothing), and they were
+    # recognised as the monitor's own.  (Before the fix, the same 12 s at 2% of a CPU took both
+    # clusters to UNAVAILABLE: four overruns in a row.)
+    assert starved >= 1, monitor.log()
+    assert states == {setup.source: "HEALTHY", setup.target: "HEALTHY"}

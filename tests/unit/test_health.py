@@ -29,6 +29,7 @@ POLICY = HealthPolicy(
 )
 OK = {"reachable": True, "brokers": 1, "canary_ok": True}
 DOWN = {"reachable": False, "error": "unreachable"}
+STARVED = {"reachable": False, "inconclusive": True, "error": "the monitor waited for a CPU"}
 
 
 def run(*probes: Mapping[str, object], start: ClusterHealth | None = None) -> list[ClusterState]:
@@ -117,6 +118,29 @@ def test_a_failed_canary_alone_is_degraded_never_unavailable() -> None:
     assert run(OK, *[no_writes] * 6) == [ClusterState.HEALTHY] * 3 + [ClusterState.DEGRADED] * 4
     assert run(*[no_writes] * 3)[-1] is ClusterState.DEGRADED  # from UNKNOWN as well
     assert run(OK, no_writes, no_writes, no_writes, OK, OK)[-1] is ClusterState.HEALTHY
+
+
+def test_an_inconclusive_probe_neither_changes_the_state_nor_breaks_a_run() -> None:
+    assert run(OK, *[STARVED] * 10) == [ClusterState.HEALTHY] * 11
+    assert run(*[STARVED] * 5) == [ClusterState.UNKNOWN] * 5
+    # Two failures, the monitor starved a while, one more failure: three in a row.
+    assert run(OK, DOWN, DOWN, STARVED, STARVED, DOWN)[-1] is ClusterState.UNAVAILABLE
+    # Recovering: healthy, starved, healthy is two healthy probes in a row.
+    assert run(DOWN, DOWN, DOWN, OK, STARVED, OK)[-3:] == [
+        ClusterState.UNAVAILABLE,
+        ClusterState.UNAVAILABLE,
+        ClusterState.HEALTHY,
+    ]
+    health = ClusterHealth("dc1")
+    for index, probe in enumerate([OK, STARVED, STARVED]):
+        health = evaluate(health, ProbeResult("dc1", float(index), **probe), POLICY)  # type: ignore[arg-type]
+    assert health.since == 0.0 and health.last_answered == 0.0
+    assert health.consecutive_inconclusive == 2
+    assert health.reason == (
+        "probe inconclusive (2 in a row: this monitor was starved of CPU); still HEALTHY"
+    )
+    health = evaluate(health, ProbeResult("dc1", 3.0, **OK), POLICY)  # type: ignore[arg-type]
+    assert health.consecutive_inconclusive == 0
 
 
 def test_transition_evidence_names_the_reason() -> None:

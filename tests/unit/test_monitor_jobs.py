@@ -11,7 +11,8 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from prometheus_client import CollectorRegistry
 
 from drkit.config import load_config_text
-from drkit.health.evaluation import ClusterState, ProbeResult
+from drkit.health.evaluation import ClusterState, ProbeOutcome, ProbeResult
+from drkit.health.jobs import BudgetedRunner, BudgetExceeded
 from drkit.health.metrics import MonitorMetrics
 from drkit.health.monitor import Monitor
 from drkit.health.probes import ClusterProbe
@@ -50,7 +51,10 @@ def test_hanging_probe_is_cut_off_and_the_scheduler_keeps_going(tmp_path: Path) 
     registry = CollectorRegistry()
     hanging, counting = HangingProber(), CountingProber()
     probers: dict[str, ClusterProbe] = {"stuck": hanging, "fine": counting}
-    monitor = Monitor(config, "o1", store, MonitorMetrics.create(registry), probers)
+    # This process's CPU waits are not read: a loaded test machine must not make the hung
+    # probe's overruns look like starvation.
+    runner = BudgetedRunner(cpu_waits=lambda: None)
+    monitor = Monitor(config, "o1", store, MonitorMetrics.create(registry), probers, runner)
     scheduler = BackgroundScheduler(job_defaults={"coalesce": True, "max_instances": 1})
     for name in ("probe:stuck", "probe:fine"):
         scheduler.add_job(monitor.run_job, "interval", seconds=0.5, args=[name], id=name)
@@ -121,3 +125,77 @@ def test_a_job_that_raises_is_contained(tmp_path: Path) -> None:
         )
         == 1.0
     )
+
+
+class AnswersThenHangs(HangingProber):
+    """Answers its first probe, then hangs like a monitor that gets no CPU."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls = 0
+
+    def probe(self) -> ProbeResult:
+        self.calls += 1
+        if self.calls == 1:
+            return ProbeResult("stuck", time.time(), reachable=True, brokers=1, canary_ok=True)
+        return super().probe()
+
+
+class StarvingClock:
+    """Run-queue waits of a process that waits for a CPU all the time (1 s per read)."""
+
+    def __init__(self) -> None:
+        self.reads = 0
+
+    def __call__(self) -> dict[int, int]:
+        self.reads += 1
+        return {1: self.reads * 1_000_000_000}
+
+
+def test_overruns_while_the_monitor_is_starved_are_inconclusive_not_failures(
+    tmp_path: Path,
+) -> None:
+    config = load_config_text(CONFIG, env={})
+    store = StateStore(f"sqlite:///{tmp_path / 'drkit.db'}")
+    store.upgrade()
+    registry = CollectorRegistry()
+    prober = AnswersThenHangs()
+    monitor = Monitor(
+        config,
+        "o1",
+        store,
+        MonitorMetrics.create(registry),
+        {"stuck": prober, "fine": CountingProber()},
+        BudgetedRunner(cpu_waits=StarvingClock()),
+    )
+    try:
+        for _ in range(5):  # failure_threshold is 2: five failures would be UNAVAILABLE
+            monitor.run_job("probe:stuck")
+    finally:
+        prober.release.set()
+    health = monitor.health["stuck"]
+    assert health.state is ClusterState.HEALTHY
+    assert health.consecutive_failed == 0 and health.consecutive_inconclusive == 4
+    assert health.last is not None and health.last.outcome is ProbeOutcome.INCONCLUSIVE
+    assert "for a CPU" in (health.last.error or "")
+    starved = registry.get_sample_value(
+        "drkit_monitor_task_failures_total", {"task": "probe:stuck", "kind": "starved"}
+    )
+    assert starved == 4.0
+    # The gauges keep what the last conclusive probe measured.
+    assert registry.get_sample_value("drkit_cluster_brokers", {"cluster": "stuck"}) == 1.0
+    liveness = monitor.liveness()
+    assert not liveness.ok
+    assert any("probes of stuck in a row inconclusive" in p for p in liveness.problems)
+
+
+def test_an_overrun_is_the_monitors_own_only_when_it_waited_for_a_cpu() -> None:
+    def exceeded(waited_s: float | None) -> BudgetExceeded:
+        return BudgetExceeded("job probe:dc1 exceeded its 2.0s budget", 2.0, waited_s)
+
+    assert exceeded(1.5).starved
+    assert exceeded(0.5).starved  # a quarter of the time
+    assert not exceeded(0.4).starved  # a loaded host, but the cluster was slow
+    assert not exceeded(None).starved  # the kernel does not say: the cluster's
+    assert str(exceeded(1.5)).endswith("(this process waited 1.5s of 2.0s for a CPU)")
+    assert str(exceeded(None)) == "job probe:dc1 exceeded its 2.0s budget"
