@@ -116,7 +116,7 @@ class BudgetedRunner:
         # Taken out of ``outcome``: left there, the error's traceback (which holds ``target``'s
         # frame, which holds ``outcome``) would make a cycle keeping every frame of the failed
         # job alive - Kafka clients among them - until the cyclic collector frees them on
-        # whichever thread it runs (drkit.kafka.admin_base._LoginWatch says why that matters).
+        # whichever thread it runs (drkit.kafka.lifetimes says why that matters).
         if "error" in outcome:
             raise outcome.pop("error")
         return outcome.pop("value", None)
