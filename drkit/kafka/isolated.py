@@ -95,6 +95,14 @@ def _serve(
             connection.send(("error", type(err).__name__, str(err)))
 
 
+def _retired(connection: Connection) -> bool:
+    """Whether the helper's last word in the pipe is :data:`_RETIRED`."""
+    try:
+        return bool(connection.poll(0)) and connection.recv() == _RETIRED
+    except (EOFError, OSError):
+        return False
+
+
 @dataclass(frozen=True)
 class OwnerIdentity:
     """The process that owns a helper: its pid and, where /proc tells it, its start time (a
@@ -287,7 +295,16 @@ class AdminHelper:
                     )
                 connection = self._start()
             try:
-                connection.send((method, args, {**kwargs, "timeout_s": timeout_s}))
+                try:
+                    connection.send((method, args, {**kwargs, "timeout_s": timeout_s}))
+                except OSError:
+                    # A helper that retired as we sent (its end closed, its exit not yet seen)
+                    # left its answer in the pipe: it never read this request, so it is not
+                    # lost - a fresh helper runs it.
+                    if _retired(connection):
+                        self._discard()
+                        return _RETIRED
+                    raise
                 # Start-up of a fresh helper (imports) plus the request's own deadline.
                 if not connection.poll(timeout_s + 30):
                     raise TimeoutError
