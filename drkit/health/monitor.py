@@ -157,9 +157,12 @@ class Monitor:
         self.metrics.task_failures.labels(name, kind).inc()
         log.warning("job failed", extra={"job": name, "kind": kind, "error": str(err)})
 
-    def _kafka(self, name: str, work: Callable[[], T]) -> T:
-        """``work()`` (the Kafka side of a job) within the job's budget."""
-        return self._runner.run(work, self.budget(name), name)  # type: ignore[no-any-return]
+    def _kafka(self, name: str, work: Callable[[], T], *, watch_cpu: bool = False) -> T:
+        """``work()`` (the Kafka side of a job) within the job's budget; ``watch_cpu``: an
+        overrun says whether this process was starved meanwhile (jobs.BudgetExceeded)."""
+        return self._runner.run(  # type: ignore[no-any-return]
+            work, self.budget(name), name, watch_cpu=watch_cpu
+        )
 
     def _store(
         self,
@@ -191,9 +194,7 @@ class Monitor:
 
     def _probe_job(self, name: str, alias: str) -> None:
         try:
-            result = self._runner.run(
-                self.clusters[alias].probe, self.budget(name), name, watch_cpu=True
-            )
+            result = self._kafka(name, self.clusters[alias].probe, watch_cpu=True)
         except jobs.BudgetExceeded as err:
             # An overrun while this process waited for a CPU is no evidence against the
             # cluster (drkit.health.evaluation: inconclusive).
