@@ -461,12 +461,11 @@ class Checkpointer:
 
     def _sync_groups(self, updates: Mapping[str, GroupView | None]) -> None:
         """Move the target groups of this round's answers forward - and retry the groups an
-        earlier round found active on the target, though their answers did not change."""
+        earlier round did not write (active on the target, or the write failed), though their
+        answers did not change."""
         assert self.group_sync is not None
         retry = [
-            self.views[g]
-            for g in self.group_sync.active_skips
-            if g in self.views and g not in updates
+            self.views[g] for g in self.group_sync.unsynced if g in self.views and g not in updates
         ]
         for view in [*(v for v in updates.values() if v is not None), *retry]:
             translated = {
@@ -474,8 +473,8 @@ class Checkpointer:
                 for r in view.results.values()
                 if isinstance(r, Translated)
             }
-            if translated:
-                self.group_sync.sync(view.group, translated)
+            if translated and self.group_sync.sync(view.group, translated).failed:
+                self.metrics.errors.labels(self.name).inc()
 
     def _observe_ages(self) -> None:
         now = time.time()

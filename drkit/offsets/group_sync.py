@@ -6,7 +6,9 @@ Rules (``decide_group_sync`` is the pure part):
 * only forward: a partition whose target commit is already at or past T is left alone;
 * emptiness is re-checked right before writing (the broker also refuses commits for groups with
   members, which closes the remaining race);
-* idempotent: writing the same offsets twice changes nothing.
+* idempotent: writing the same offsets twice changes nothing;
+* a group not written (active, or its write failed) is tried again by every later round until
+  it is (:attr:`GroupOffsetSync.unsynced`), though its answers do not change meanwhile.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ class GroupSyncDecision:
     group: str
     write: Mapping[TopicPartition, int]
     skipped_active: bool = False
+    failed: str | None = None  # why the write failed (nothing was written)
 
 
 def decide_group_sync(
@@ -50,8 +53,18 @@ class GroupOffsetSync:
     def __init__(self, target: ClusterAdmin) -> None:
         self.target = target
         self.active_skips: set[str] = set()
+        self.failed: set[str] = set()
+
+    @property
+    def unsynced(self) -> set[str]:
+        """The groups whose last sync wrote nothing it should have: to try again."""
+        return self.active_skips | self.failed
 
     def sync(self, group: str, translated: Mapping[TopicPartition, int]) -> GroupSyncDecision:
+        """Write what :func:`decide_group_sync` decides; a refused or failed write is reported
+        in the decision (never raised) and leaves ``group`` in :attr:`unsynced`.  Errors
+        reading the target's group state are raised: the caller's round fails as a whole."""
+        self.failed.discard(group)
         states = self.target.describe_groups([group])
         state = states.get(group)
         empty = state is None or state.is_empty
@@ -74,7 +87,9 @@ class GroupOffsetSync:
         try:
             self.target.alter_group_offsets(group, decision.write)
         except KafkaError as err:
-            # The broker refuses commits for a group that gained members meanwhile.
+            # The broker refuses commits for a group that gained members meanwhile; a timeout
+            # or a coordinator still loading fails the same way.  Either way: try again later.
             log.warning("group offset sync refused", extra={"group": group, "error": str(err)})
-            return GroupSyncDecision(group, {}, skipped_active=True)
+            self.failed.add(group)
+            return GroupSyncDecision(group, {}, failed=str(err))
         return decision

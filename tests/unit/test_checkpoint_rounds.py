@@ -23,13 +23,15 @@ from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry
 
 from drkit.config.model import ClusterConfig, CommitSource, FlowConfig
+from drkit.errors import RetriableKafkaError
 from drkit.kafka.acked_writer import Confirmed
 from drkit.offsets.checkpointer import Checkpointer
 from drkit.offsets.commit_follower import CommitsRead
 from drkit.offsets.commit_log import CommittedOffsets, OffsetCommit
+from drkit.offsets.group_sync import GroupOffsetSync
 from drkit.offsets.metrics import CheckpointMetrics
 from drkit.records import TopicPartition
-from drkit.replication.offset_sync import merge_runs
+from drkit.replication.offset_sync import OffsetRun, merge_runs
 from drkit.translation import (
     CannotTranslate,
     PartitionMapping,
@@ -37,6 +39,7 @@ from drkit.translation import (
     Translated,
     translate,
 )
+from tests.fake_kafka import FakeCluster
 from tests.unit.test_translation import DST, SRC, History, histories
 
 UNMAPPED = TopicPartition("orders", 1)  # committed on, never replicated
@@ -233,3 +236,28 @@ def test_a_worker_that_stands_by_forgets_what_it_followed_and_leads_again_from_a
         *("full read", "log read"),
         "forget",
     ]
+
+
+def test_a_group_whose_target_write_failed_is_synced_next_round_though_it_did_not_move() -> None:
+    """Group-offset sync writes a round's answers into the target groups.  A write that fails
+    for a passing reason (a timeout, a coordinator still loading) must be tried again by the
+    next round - although the group's commit and the runs did not move, so the round does not
+    translate it again.  (Found by CI on b0bdd8c: a group left unsynced for 30 s.)"""
+    state = CommittedOffsets(lambda _g: True)
+    edges = Edges(state, follow=True)
+    worker = _checkpointer(edges)
+    target = FakeCluster("dc2")
+    worker.group_sync = GroupOffsetSync(target)
+    edges.mapping = PartitionMapping(SRC, DST, [OffsetRun(0, 0, 1000)], replicated_end=None)
+    edges.bounds, edges.source_end = TargetBounds(0, 1000), 1000
+    state.apply([OffsetCommit("idle", SRC, 400)])
+
+    def timed_out() -> None:
+        raise RetriableKafkaError("dc2: alter offsets of group idle: REQUEST_TIMED_OUT")
+
+    target.before_next("alter_group_offsets", timed_out)
+    worker.round()
+    assert target.committed("idle") == {}
+    worker.round()  # nothing moved
+    assert target.committed("idle") == {DST: 400}
+    assert _gauge(worker, "active_skips") == 0  # a failed write is no active group

@@ -67,7 +67,7 @@ def test_a_consumer_joining_between_the_check_and_the_write_wins() -> None:
     assert "alter_group_offsets" not in target.calls
 
 
-def test_a_write_the_broker_refuses_counts_as_an_active_group() -> None:
+def test_a_write_the_broker_refuses_is_reported_and_tried_again() -> None:
     target = FakeCluster("dc2")
     sync = GroupOffsetSync(target)
     # ... and one joining after the re-check: the broker refuses the commit itself.
@@ -75,5 +75,11 @@ def test_a_write_the_broker_refuses_counts_as_an_active_group() -> None:
 
     refused = sync.sync("app", {P0: 40})
 
-    assert refused.skipped_active
+    assert refused.failed is not None and "active members" in refused.failed
+    assert dict(refused.write) == {}
     assert target.committed("app") == {}
+    assert sync.unsynced == {"app"}
+    target.deactivate("app")
+    assert dict(sync.sync("app", {P0: 40}).write) == {P0: 40}
+    assert sync.unsynced == set()
+    assert target.committed("app") == {P0: 40}
