@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import signal
 import socket
 import time
 import urllib.error
@@ -227,6 +228,12 @@ def test_monitor_keeps_probing_with_the_store_gone_and_healthz_says_so(
             assert monitor.running, monitor.log()
 
 
+def _probes_done(monitor: MonitorProcess, alias: str) -> float:
+    metrics = MetricsSnapshot.parse(_get(monitor, "/metrics")[1].decode())
+    task = f"probe:{alias}"
+    return metrics.value("drkit_monitor_task_duration_seconds_count", task=task) or 0
+
+
 def test_a_monitor_starved_of_cpu_beside_a_healthy_cluster_never_reports_it_down(
     dc1: ClusterUnderTest, dc2: ClusterUnderTest, names: Names, tmp_path: Path
 ) -> None:
@@ -239,10 +246,6 @@ def test_a_monitor_starved_of_cpu_beside_a_healthy_cluster_never_reports_it_down
 
     def snapshot(monitor: MonitorProcess) -> MetricsSnapshot:
         return MetricsSnapshot.parse(_get(monitor, "/metrics")[1].decode())
-
-    def probes_done(monitor: MonitorProcess, alias: str) -> float:
-        task = f"probe:{alias}"
-        return snapshot(monitor).value("drkit_monitor_task_duration_seconds_count", task=task) or 0
 
     with MonitorProcess(setup.path, "o1", tmp_path) as monitor:
         wait_until(
@@ -262,9 +265,9 @@ def test_a_monitor_starved_of_cpu_beside_a_healthy_cluster_never_reports_it_down
         # Once it has CPU again, its probes conclude again: /healthz stops reporting them, and
         # two more probes of each cluster finish.
         wait_until(lambda: _get(monitor, "/healthz") == (200, b"ok\n"), 30, 0.2, "healthz ok")
-        done = {a: probes_done(monitor, a) for a in (setup.source, setup.target)}
+        done = {a: _probes_done(monitor, a) for a in (setup.source, setup.target)}
         wait_until(
-            lambda: all(probes_done(monitor, a) >= n + 2 for a, n in done.items()),
+            lambda: all(_probes_done(monitor, a) >= n + 2 for a, n in done.items()),
             30,
             0.2,
             "two probes of each cluster after the CPU came back",
@@ -284,4 +287,47 @@ def test_a_monitor_starved_of_cpu_beside_a_healthy_cluster_never_reports_it_down
     # recognised as the monitor's own.  (Before the fix, the same 12 s at 2% of a CPU took both
     # clusters to UNAVAILABLE: four overruns in a row.)
     assert starved >= 1, monitor.log()
+    assert states == {setup.source: "HEALTHY", setup.target: "HEALTHY"}
+
+
+def test_a_monitor_frozen_beside_healthy_clusters_never_reports_them_down(
+    dc1: ClusterUnderTest, dc2: ClusterUnderTest, names: Names, tmp_path: Path
+) -> None:
+    """A monitor frozen whole (SIGSTOP: a paused VM or container, a debugger, a stall of the
+    host) for three failure thresholds' worth of probe intervals, twice.  When it wakes, its
+    clocks say its probes are long overdue (a probe in flight when it froze has overrun its
+    budget) - but it was the monitor that did not run, not the clusters that did not answer:
+    no state change, and its next probes find both clusters healthy."""
+    setup = flow_setup(tmp_path, dc1, dc2, [names.topic("z")], document_extra=FAST_HEALTH)
+    policy = setup.config.health
+    freeze_s = 3 * policy.failure_threshold * policy.probe_interval_s
+    with MonitorProcess(setup.path, "o1", tmp_path) as monitor:
+        aliases = (setup.source, setup.target)
+        wait_until(
+            lambda: {cluster_state(monitor, a) for a in aliases} == {"HEALTHY"},
+            30,
+            0.2,
+            "both clusters HEALTHY",
+        )
+        before = {a: cluster_transitions(setup, a) for a in aliases}
+        probes_before, started = _probes_done(monitor, setup.source), time.monotonic()
+        assert monitor.process is not None
+        for _ in range(2):
+            monitor.process.send_signal(signal.SIGSTOP)
+            try:
+                time.sleep(freeze_s)
+            finally:
+                monitor.process.send_signal(signal.SIGCONT)
+            time.sleep(2 * policy.probe_interval_s)
+        wait_until(lambda: _get(monitor, "/healthz") == (200, b"ok\n"), 30, 0.2, "healthz ok")
+        probed = _probes_done(monitor, setup.source) - probes_before
+        elapsed = time.monotonic() - started
+        after = {a: cluster_transitions(setup, a) for a in aliases}
+        states = {a: cluster_state(monitor, a) for a in aliases}
+        log = monitor.log()
+    # The freezes were real (else this test proves nothing): the probes missed while frozen.
+    assert probed <= (elapsed - 2 * freeze_s) / policy.probe_interval_s + 3, (probed, elapsed)
+    for alias in aliases:
+        new = [(r.from_state, r.to_state, r.evidence) for r in after[alias][len(before[alias]) :]]
+        assert new == [], f"{alias} changed state while its monitor was frozen: {new}\n{log}"
     assert states == {setup.source: "HEALTHY", setup.target: "HEALTHY"}
