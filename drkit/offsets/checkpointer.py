@@ -464,6 +464,7 @@ class Checkpointer:
         earlier round did not write (active on the target, or the write failed), though their
         answers did not change."""
         assert self.group_sync is not None
+        self.group_sync.forget(g for g, view in updates.items() if view is None)
         retry = [
             self.views[g] for g in self.group_sync.unsynced if g in self.views and g not in updates
         ]

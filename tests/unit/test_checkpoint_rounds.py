@@ -261,3 +261,23 @@ def test_a_group_whose_target_write_failed_is_synced_next_round_though_it_did_no
     worker.round()  # nothing moved
     assert target.committed("idle") == {DST: 400}
     assert _gauge(worker, "active_skips") == 0  # a failed write is no active group
+
+
+def test_a_group_active_on_the_target_is_retried_until_it_is_gone_from_the_source() -> None:
+    state = CommittedOffsets(lambda _g: True)
+    edges = Edges(state, follow=True)
+    worker = _checkpointer(edges)
+    target = FakeCluster("dc2")
+    target.activate("busy")
+    worker.group_sync = GroupOffsetSync(target)
+    edges.mapping = PartitionMapping(SRC, DST, [OffsetRun(0, 0, 1000)], replicated_end=None)
+    edges.bounds, edges.source_end = TargetBounds(0, 1000), 1000
+    state.apply([OffsetCommit("busy", SRC, 400)])
+    worker.round()
+    worker.round()
+    assert target.calls.count("describe_groups") == 2  # looked at again, though it did not move
+    assert _gauge(worker, "active_skips") == 1
+    state.apply([OffsetCommit("busy", SRC, None)])  # its commits deleted on the source
+    worker.round()
+    assert worker.group_sync.unsynced == set()
+    assert _gauge(worker, "active_skips") == 0

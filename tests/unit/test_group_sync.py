@@ -83,3 +83,13 @@ def test_a_write_the_broker_refuses_is_reported_and_tried_again() -> None:
     assert dict(sync.sync("app", {P0: 40}).write) == {P0: 40}
     assert sync.unsynced == set()
     assert target.committed("app") == {P0: 40}
+
+
+def test_a_group_gone_from_the_source_is_no_longer_retried() -> None:
+    target = FakeCluster("dc2")
+    target.activate("app")
+    sync = GroupOffsetSync(target)
+    sync.sync("app", {P0: 40})
+    assert sync.unsynced == {"app"}
+    sync.forget(["app"])
+    assert sync.unsynced == set() and sync.active_skips == set()
