@@ -269,6 +269,8 @@ class Checkpointer:
         # above (a failed group sync) leaves both as the last whole round had them, so the next
         # one never judges one round's answers against another round's runs.
         self._apply(updates, inputs, full=todo is None, now=now)
+        if self.group_sync is not None:  # a group gone from the source has nothing to sync
+            self.group_sync.retain(self.views)
         self.metrics.translations.labels(self.name).inc(translated)
         self.metrics.translations_kept.labels(self.name).inc(self._results - translated)
         self._writer.send(
@@ -464,7 +466,6 @@ class Checkpointer:
         earlier round did not write (active on the target, or the write failed), though their
         answers did not change."""
         assert self.group_sync is not None
-        self.group_sync.forget(g for g, view in updates.items() if view is None)
         retry = [
             self.views[g] for g in self.group_sync.unsynced if g in self.views and g not in updates
         ]

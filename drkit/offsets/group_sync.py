@@ -14,7 +14,7 @@ Rules (``decide_group_sync`` is the pure part):
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Container, Mapping
 from dataclasses import dataclass
 
 from drkit.errors import KafkaError
@@ -60,11 +60,11 @@ class GroupOffsetSync:
         """The groups whose last sync wrote nothing it should have: to try again."""
         return self.active_skips | self.failed
 
-    def forget(self, groups: Iterable[str]) -> None:
-        """Stop retrying ``groups`` (gone from the source: nothing left to sync)."""
-        for group in groups:
-            self.active_skips.discard(group)
-            self.failed.discard(group)
+    def retain(self, groups: Container[str]) -> None:
+        """Retry only the unsynced groups among ``groups`` (the others are gone from the source:
+        nothing left to sync)."""
+        self.active_skips = {g for g in self.active_skips if g in groups}
+        self.failed = {g for g in self.failed if g in groups}
 
     def sync(self, group: str, translated: Mapping[TopicPartition, int]) -> GroupSyncDecision:
         """Write what :func:`decide_group_sync` decides; a refused or failed write is reported
