@@ -23,6 +23,7 @@ Decision rules:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from drkit import translation
@@ -39,6 +40,7 @@ from drkit.failover.model import (
     StepName,
 )
 from drkit.failover.runbook import Runbook
+from drkit.records import TopicPartition
 from drkit.translation import CannotTranslate, Method
 
 _PLANNED = (Procedure.SWITCHOVER, Procedure.CUTOVER, Procedure.FAILBACK)
@@ -209,28 +211,30 @@ def translate_group(snapshot: Snapshot, facts: GroupFacts) -> tuple[PartitionMov
     # (no per-group dicts: a plan at 10,000 groups x 50 partitions runs this 500,000 times).
     for tp, offset in sorted(facts.committed.items(), key=translation.by_partition):
         part = known.get(tp)
-        if part is None:  # a partition the snapshot does not know: not replicated by this flow
-            continue
-        result = translation.translate_partition(
-            tp, offset, part.mapping, part.target_bounds, part.source_end
-        )
-        if isinstance(result, CannotTranslate):
-            moves.append(_unmapped(part, result.source_offset, result.reason))
-            continue
-        moves.append(
-            PartitionMove(
-                tp.topic,
-                tp.partition,
-                result.target.topic,
-                result.target.partition,
-                result.source_offset,
-                result.target_offset,
-                methods[result.method],
-                result.expected_rereads,
-                result.unreplicated,
-            )
-        )
+        if part is not None:  # else a partition this flow does not replicate: not moved
+            moves.append(_move(part, offset, methods))
     return tuple(moves)
+
+
+def _move(part: PartitionFacts, offset: int, methods: Mapping[Method, str]) -> PartitionMove:
+    """Where a group committed at ``offset`` on ``part`` resumes: one partition of
+    :func:`translate_group`."""
+    result = translation.translate_partition(
+        part.source, offset, part.mapping, part.target_bounds, part.source_end
+    )
+    if isinstance(result, CannotTranslate):
+        return _unmapped(part, result.source_offset, result.reason)
+    return PartitionMove(
+        part.source.topic,
+        part.source.partition,
+        result.target.topic,
+        result.target.partition,
+        result.source_offset,
+        result.target_offset,
+        methods[result.method],
+        result.expected_rereads,
+        result.unreplicated,
+    )
 
 
 def _uncovered(snapshot: Snapshot, facts: GroupFacts) -> list[PartitionMove]:
@@ -241,13 +245,15 @@ def _uncovered(snapshot: Snapshot, facts: GroupFacts) -> list[PartitionMove]:
         for part in snapshot.partitions_by_topic.get(topic, ()):
             if part.source in facts.committed:
                 continue
-            bounds = part.target_bounds
-            where = (
-                f"earliest: T={bounds.start}, latest: T={bounds.end}" if bounds is not None else "?"
-            )
-            reason = f"no checkpoint here: its consumers start at auto.offset.reset ({where})"
-            out.append(_unmapped(part, None, reason))
+            out.append(_uncovered_move(part))
     return out
+
+
+def _uncovered_move(part: PartitionFacts) -> PartitionMove:
+    bounds = part.target_bounds
+    where = f"earliest: T={bounds.start}, latest: T={bounds.end}" if bounds is not None else "?"
+    reason = f"no checkpoint here: its consumers start at auto.offset.reset ({where})"
+    return _unmapped(part, None, reason)
 
 
 def _unmapped(part: PartitionFacts, offset: int | None, reason: str) -> PartitionMove:
@@ -266,49 +272,100 @@ def _unmapped(part: PartitionFacts, offset: int | None, reason: str) -> Partitio
 
 
 class TranslationMemo:
-    """Each group's translation with the inputs it came from, kept from the plan for the run's
-    translation step: a group whose inputs are unchanged gets the moves it had, without being
-    translated again (measured at 10,000 groups x 50 partitions: the translation step went from
-    31.7 s to 8.8 s; bench/RESULTS.md, Failover).
+    """Moves by partition and committed offset, kept across the groups of a plan and from the
+    plan to the run's translation step.
+
+    A move depends only on the partition's facts (its replica, offset map, the target's bounds,
+    the source's end) and the committed offset, never on the group: groups that committed the
+    same offset on a partition share one frozen :class:`PartitionMove`, translated once, and a
+    snapshot whose partition facts did not change answers from the moves the last one made
+    (the translation step after the plan, with replication stopped).
 
     Invariant: ``moves(snapshot, facts)`` always equals ``translate_group(snapshot, facts)``.
-    The inputs are the group's offsets and, per partition the translation reads, the mapping,
-    the target's bounds and the source's end; a mapping is usually compared by identity - a
-    snapshot's reader hands out the same object for a partition whose runs did not change - and
-    by value otherwise.  Not thread-safe.
+    A partition's facts are compared by value (a mapping usually by identity: a snapshot's
+    reader hands out the same object for a partition whose runs did not change); any change
+    drops that partition's moves.  ``reused`` counts the groups answered without translating
+    anything.  Not thread-safe.
     """
 
     def __init__(self) -> None:
-        self._kept: dict[str, tuple[tuple[Any, ...], tuple[PartitionMove, ...]]] = {}
+        # per source partition: (its facts as translated, moves by offset: live, checkpointed)
+        self._parts: dict[TopicPartition, _PartitionMoves] = {}
+        self._prepared: tuple[Mapping[TopicPartition, PartitionFacts], dict[Any, Any]] | None
+        self._prepared = None
         self.reused = 0
 
     def moves(self, snapshot: Snapshot, facts: GroupFacts) -> tuple[PartitionMove, ...]:
-        inputs = _inputs(snapshot, facts)
-        kept = self._kept.get(facts.group)
-        if kept is not None and kept[0] == inputs:
+        tables = self._tables(snapshot)
+        moves: list[PartitionMove] = []
+        if facts.from_checkpoints:
+            moves += self._uncovered(snapshot, facts, tables)
+        kind = 1 if facts.from_checkpoints else 0
+        methods = _FROM_CHECKPOINT if facts.from_checkpoints else _LIVE
+        fresh = False
+        for tp, offset in sorted(facts.committed.items(), key=translation.by_partition):
+            table = tables.get(tp)
+            if table is None:  # a partition this flow does not replicate: not moved
+                continue
+            known = table.by_offset[kind]
+            move = known.get(offset)
+            if move is None:
+                move = known[offset] = _move(table.part, offset, methods)
+                fresh = True
+            moves.append(move)
+        if not fresh:
             self.reused += 1
-            return kept[1]
-        moves = translate_group(snapshot, facts)
-        self._kept[facts.group] = (inputs, moves)
-        return moves
+        return tuple(moves)
 
-
-def _inputs(snapshot: Snapshot, facts: GroupFacts) -> tuple[Any, ...]:
-    """Everything ``translate_group`` reads for ``facts``."""
-    parts = snapshot.partitions
-    read: list[Any] = [facts.from_checkpoints]
-    for tp, offset in facts.committed.items():
-        part = parts.get(tp)
-        read.append((tp, offset, None if part is None else _partition_inputs(part)))
-    if facts.from_checkpoints:  # _uncovered reads every partition of the group's topics
+    def _uncovered(
+        self, snapshot: Snapshot, facts: GroupFacts, tables: Mapping[TopicPartition, Any]
+    ) -> list[PartitionMove]:
+        """:func:`_uncovered`, skipping the scan when the group covers every partition of its
+        topics (the usual case) and sharing each partition's one move."""
+        topics: dict[str, int] = {}
+        for tp in facts.committed:
+            if tp in tables:
+                topics[tp.topic] = topics.get(tp.topic, 0) + 1
+        by_topic = snapshot.partitions_by_topic
+        if all(count == len(by_topic.get(topic, ())) for topic, count in topics.items()):
+            others = {tp.topic for tp in facts.committed if tp.topic not in topics}
+            if not any(by_topic.get(topic) for topic in others):
+                return []
+        out: list[PartitionMove] = []
         for topic in sorted({tp.topic for tp in facts.committed}):
-            for part in snapshot.partitions_by_topic.get(topic, ()):
-                read.append((part.source, part.target, part.target_bounds))
-    return tuple(read)
+            for part in by_topic.get(topic, ()):
+                if part.source not in facts.committed:
+                    out.append(tables[part.source].uncovered)
+        return out
+
+    def _tables(self, snapshot: Snapshot) -> Mapping[TopicPartition, _PartitionMoves]:
+        """The moves of every partition of ``snapshot``: kept where its facts did not change."""
+        prepared = self._prepared
+        if prepared is not None and prepared[0] is snapshot.partitions:
+            return prepared[1]
+        kept = self._parts
+        for tp, part in snapshot.partitions.items():
+            inputs = _partition_inputs(part)
+            old = kept.get(tp)
+            if old is None or old.inputs != inputs:
+                kept[tp] = _PartitionMoves(part, inputs)
+        tables = {tp: kept[tp] for tp in snapshot.partitions}
+        self._prepared = (snapshot.partitions, tables)
+        return tables
+
+
+class _PartitionMoves:
+    """One partition's facts as translated, and its moves by committed offset."""
+
+    def __init__(self, part: PartitionFacts, inputs: tuple[Any, ...]) -> None:
+        self.part, self.inputs = part, inputs
+        self.by_offset: tuple[dict[int, PartitionMove], dict[int, PartitionMove]] = ({}, {})
+        self.uncovered = _uncovered_move(part)
 
 
 def _partition_inputs(part: PartitionFacts) -> tuple[Any, ...]:
-    return part.target, part.mapping, part.target_bounds, part.source_end
+    """Everything a move on ``part`` is made of, besides the committed offset."""
+    return part.source, part.target, part.mapping, part.target_bounds, part.source_end
 
 
 def _group(snapshot: Snapshot, facts: GroupFacts, memo: TranslationMemo | None) -> GroupMove:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any
 
 from confluent_kafka import KafkaError as RdKafkaError
 from confluent_kafka import KafkaException
@@ -281,14 +282,16 @@ def canary_round_trip(endpoint: ClusterEndpoint, topic: str, timeout_s: float) -
 
 def to_record(message: object) -> Record:
     """A drkit Record from a confluent_kafka Message."""
-    ts_type, ts = message.timestamp()  # type: ignore[attr-defined]
-    raw_headers = message.headers() or ()  # type: ignore[attr-defined]
+    m: Any = message
+    ts_type, ts = m.timestamp()
+    # Positional, in Record's field order: a reader of drkit's own topics builds 500,000 of
+    # these for one failover plan at 10,000 groups.
     return Record(
-        topic=message.topic(),  # type: ignore[attr-defined]
-        partition=message.partition(),  # type: ignore[attr-defined]
-        offset=message.offset(),  # type: ignore[attr-defined]
-        key=message.key(),  # type: ignore[attr-defined]
-        value=message.value(),  # type: ignore[attr-defined]
-        headers=tuple(raw_headers),
-        timestamp_ms=ts if ts_type != 0 else None,
+        m.topic(),
+        m.partition(),
+        m.offset(),
+        m.key(),
+        m.value(),
+        tuple(m.headers() or ()),
+        ts if ts_type != 0 else None,
     )

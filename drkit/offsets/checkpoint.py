@@ -27,6 +27,14 @@ VERSION = 0
 HEADER = "drkit-checkpoint"
 TICK_GROUP = "__drkit.tick"
 
+# Decoded headers by their bytes.  One checkpoint round stamps every checkpoint it writes with
+# the same time, and most partitions of a round share method, flags and counts: 500,000
+# checkpoints at 10,000 groups carried 2 distinct headers in the failover benchmark (decoding
+# each one: 0.53 s of a 1.35 s read).  Bounded: cleared when full.  The dicts are shared
+# between checkpoints - read only, like the frozen value that holds them.
+_INFO_CACHE: dict[bytes, dict[str, Any]] = {}
+_INFO_CACHE_SIZE = 4096
+
 
 @dataclass(frozen=True)
 class Checkpoint:
@@ -64,12 +72,22 @@ class Checkpoint:
         info: dict[str, Any] = {}
         for name, raw in headers:
             if name == HEADER and raw:
-                info = json_codec.loads(raw)
+                info = _decoded_info(raw)
         return cls(group, shared_partition(topic, partition), upstream, downstream, metadata, info)
 
     @property
     def is_tick(self) -> bool:
         return self.group == TICK_GROUP
+
+
+def _decoded_info(raw: bytes) -> dict[str, Any]:
+    """``raw`` decoded, from the cache when another checkpoint carried the same bytes."""
+    info = _INFO_CACHE.get(raw)
+    if info is None:
+        if len(_INFO_CACHE) >= _INFO_CACHE_SIZE:
+            _INFO_CACHE.clear()
+        info = _INFO_CACHE[raw] = json_codec.loads(raw)
+    return info
 
 
 def group_of(key: bytes) -> str:

@@ -10,10 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from drkit.kafka.clients import FETCH_QUEUE_BACKOFF_MS
 from drkit.replication.assignment import StartFrom
 from drkit.replication.topology import FlowTopology
-
-FETCH_QUEUE_BACKOFF_MS = 10
 
 
 @dataclass(frozen=True)

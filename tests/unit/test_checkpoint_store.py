@@ -34,3 +34,24 @@ def test_unchecked_names_each_group_not_yet_checkpointed_in_order() -> None:
     ]
     assert snapshot.unchecked(["billing"]) == []
     assert CheckpointSnapshot({}, 1_000).unchecked(["billing"]) == ["billing"]
+
+
+def test_checkpoints_decoded_with_a_header_seen_before_carry_the_same_info() -> None:
+    """Decoded headers are kept by their bytes (a round stamps its checkpoints alike): a
+    checkpoint decodes to what it was encoded from whether its header was seen or not, and the
+    kept headers stay bounded however many distinct ones arrive."""
+    from drkit.offsets import checkpoint as module
+
+    tp = TopicPartition("dc1.orders", 0)
+    infos = [{"source_topic": "orders", "rereads": n % 3, "at_ms": 1_000} for n in range(9)]
+    for n, info in enumerate(infos):
+        written = Checkpoint(f"g{n}", tp, 100 + n, 90 + n, "", info)
+        for _twice in range(2):
+            read = Checkpoint.decode(written.key(), written.value(), tuple(written.headers()))
+            assert (read, read.info) == (written, info)
+    for n in range(module._INFO_CACHE_SIZE + 10):
+        written = Checkpoint("g", tp, n, n, "", {"at_ms": n})
+        assert Checkpoint.decode(written.key(), written.value(), tuple(written.headers())).info == {
+            "at_ms": n
+        }
+    assert len(module._INFO_CACHE) <= module._INFO_CACHE_SIZE

@@ -414,3 +414,54 @@ def test_the_translation_memo_answers_what_translating_again_would(
         assert memo.moves(snapshot, facts) == translate_group(snapshot, facts), change
         if change in ("none", "same_value"):
             assert memo.reused == reused + 1, change
+
+
+_offsets = st.dictionaries(
+    st.tuples(st.sampled_from(["a", "b", "c"]), st.integers(0, 3)), st.integers(0, 120), max_size=8
+)
+
+
+@given(
+    st.lists(st.tuples(_offsets, st.booleans()), min_size=1, max_size=6),
+    st.sets(st.tuples(st.sampled_from(["a", "b", "c", "d"]), st.integers(0, 3)), max_size=12),
+    st.sets(st.tuples(st.sampled_from(["a", "b", "c", "d"]), st.integers(0, 3)), max_size=4),
+)
+def test_groups_sharing_offsets_get_the_moves_translating_each_one_would(
+    groups: list[tuple[dict[tuple[str, int], int], bool]],
+    replicated: set[tuple[str, int]],
+    changed: set[tuple[str, int]],
+) -> None:
+    """The memo translates each (partition, offset) once for all groups, skips the scan for
+    uncovered partitions when a group covers all of its topics, and keeps a partition's moves
+    into the next snapshot only while its facts are unchanged: every group's moves equal a
+    fresh translation of that group, in both snapshots (offsets past the replicated end,
+    uncovered partitions and partitions the flow does not replicate included)."""
+
+    def parts(shift: set[tuple[str, int]]) -> dict[TopicPartition, PartitionFacts]:
+        out = {}
+        for t, p in replicated:
+            end = 90 if (t, p) in shift else 100
+            out[TopicPartition(t, p)] = replace(
+                _partition(replicated_end=end, source_end=110),
+                source=TopicPartition(t, p),
+                target=TopicPartition(f"dc1.{t}", p),
+            )
+        return out
+
+    facts = tuple(
+        GroupFacts(
+            f"g{i}",
+            {TopicPartition(t, p): s for (t, p), s in offsets.items()},
+            from_checkpoints,
+            "absent",
+            0,
+        )
+        for i, (offsets, from_checkpoints) in enumerate(groups)
+    )
+    memo = TranslationMemo()
+    for snapshot in (
+        _snapshot(partitions=parts(set()), groups=facts),
+        _snapshot(partitions=parts(changed), groups=facts),
+    ):
+        for group in snapshot.groups:
+            assert memo.moves(snapshot, group) == translate_group(snapshot, group), group
