@@ -27,7 +27,7 @@ from drkit.kafka.ports import ClusterAdmin, read_group_offsets
 from drkit.lag import count_visible
 from drkit.offsets.checkpoint_store import CheckpointSnapshot, CheckpointStore
 from drkit.offsets.mapping_loader import MappingLoader
-from drkit.records import TopicPartition, shared_partition
+from drkit.records import TopicPartition
 from drkit.replication.internal_topics import HEARTBEATS, is_own_group
 from drkit.replication.progress import Progress, ProgressStore
 from drkit.replication.topic_filter import NameMatcher
@@ -309,14 +309,7 @@ def _groups(
     """Every group the flow translates: (facts, groups with offsets but no checkpoint)."""
     matcher = NameMatcher.of(flow.groups)
     replicated = set(source_parts)
-    checkpointed: dict[str, dict[TopicPartition, int]] = {}
-    for (group, target_tp), checkpoint in checkpoints.latest.items():
-        topic = str(checkpoint.info.get("source_topic") or "")
-        if not topic:
-            continue
-        checkpointed.setdefault(group, {})[shared_partition(topic, target_tp.partition)] = (
-            checkpoint.upstream_offset
-        )
+    checkpointed = checkpoints.committed_by_group
     committed: dict[str, dict[TopicPartition, int]] = {}
     if reachable:
         # The groups the checkpoints name are asked too: a listing taken right after the

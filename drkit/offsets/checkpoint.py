@@ -24,6 +24,8 @@ from drkit.records import TopicPartition, shared_partition
 from drkit.replication.heartbeat import decode_string, encode_string
 
 VERSION = 0
+_INT32 = struct.Struct(">i")
+_VALUE_HEAD = struct.Struct(">hqq")  # version, upstreamOffset, offset
 HEADER = "drkit-checkpoint"
 TICK_GROUP = "__drkit.tick"
 
@@ -64,11 +66,12 @@ class Checkpoint:
     def decode(
         cls, key: bytes, value: bytes, headers: tuple[tuple[str, bytes | None], ...] = ()
     ) -> Checkpoint:
-        group, offset = decode_string(key, 0)
-        topic, offset = decode_string(key, offset)
-        (partition,) = struct.unpack_from(">i", key, offset)
-        _version, upstream, downstream = struct.unpack_from(">hqq", value, 0)
-        metadata, _ = decode_string(value, 18)
+        """Raises ValueError, UnicodeDecodeError or struct.error for what is not a checkpoint."""
+        group, at = decode_string(key, 0)
+        topic, at = decode_string(key, at)
+        (partition,) = _INT32.unpack_from(key, at)
+        _version, upstream, downstream = _VALUE_HEAD.unpack_from(value, 0)
+        metadata, _ = decode_string(value, _VALUE_HEAD.size)
         info: dict[str, Any] = {}
         for name, raw in headers:
             if name == HEADER and raw:

@@ -55,3 +55,25 @@ def test_checkpoints_decoded_with_a_header_seen_before_carry_the_same_info() -> 
             "at_ms": n
         }
     assert len(module._INFO_CACHE) <= module._INFO_CACHE_SIZE
+
+
+def test_committed_by_group_maps_each_checkpoint_back_to_its_source_partition() -> None:
+    """S per source partition, named by each checkpoint's ``source_topic`` header and its
+    replica's partition; a checkpoint without the header is left out, ticks are not groups."""
+    info = {"source_topic": "orders"}
+    latest = {
+        ("a", TopicPartition("dc1.orders", 0)): Checkpoint(
+            "a", TopicPartition("dc1.orders", 0), 5, 4, "", info
+        ),
+        ("a", TopicPartition("dc1.orders", 1)): Checkpoint(
+            "a", TopicPartition("dc1.orders", 1), 7, 7, "", info
+        ),
+        ("b", TopicPartition("dc1.orders", 0)): Checkpoint(
+            "b", TopicPartition("dc1.orders", 0), 9, 9
+        ),
+    }
+    snapshot = CheckpointSnapshot(latest, 1_000)
+    assert snapshot.committed_by_group == {
+        "a": {TopicPartition("orders", 0): 5, TopicPartition("orders", 1): 7}
+    }
+    assert snapshot.committed_by_group is snapshot.committed_by_group  # built once
