@@ -27,9 +27,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from drkit.failover.model import PartitionMove, PartitionRpo, StepName
+from drkit.failover.model import (
+    PACKED_MOVES,
+    PartitionMove,
+    PartitionRpo,
+    StepName,
+    packed_moves,
+    unpacked_moves,
+)
 from drkit.failover.runs import RunRecord
-from drkit.records import TopicPartition
+from drkit.records import TopicPartition, shared_partition
 
 
 def partition_key(tp: TopicPartition) -> str:
@@ -111,7 +118,7 @@ class GroupTranslation:
     def positions(self) -> dict[TopicPartition, int]:
         """T per replica partition; partitions that could not be translated are left out."""
         return {
-            TopicPartition(m.target_topic, m.target_partition): m.target_offset
+            shared_partition(m.target_topic, m.target_partition): m.target_offset
             for m in self.partitions
             if m.target_offset is not None
         }
@@ -129,13 +136,16 @@ class Translation:
     STEP = StepName.TRANSLATE_OFFSETS
 
     def to_detail(self) -> dict[str, Any]:
+        """The step's document; each group's moves packed (drkit.failover.model.packed_moves:
+        the store keeps them so, and hands them back as ``partitions``)."""
+        seen: dict[int, list[Any]] = {}
         return {
             "mode": self.mode,
             "groups": {
                 g.group: {
                     "target_state": g.target_state,
                     "from_checkpoints": g.from_checkpoints,
-                    "partitions": [m.to_json() for m in g.partitions],
+                    PACKED_MOVES: packed_moves(g.partitions, seen),
                 }
                 for g in self.groups
             },
@@ -152,7 +162,7 @@ class Translation:
                     str(group),
                     str(entry.get("target_state", "")),
                     bool(entry.get("from_checkpoints", False)),
-                    tuple(PartitionMove.from_json(m) for m in entry.get("partitions", [])),
+                    tuple(PartitionMove.from_json(m) for m in _moves(entry)),
                 )
                 for group, entry in detail.get("groups", {}).items()
             ),
@@ -250,3 +260,9 @@ class Divergence:
             int(raw.get("offsets") or 0),
             float(raw.get("at") or 0.0),
         )
+
+
+def _moves(entry: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """A group's move dicts in a translation document, packed or not."""
+    packed = entry.get(PACKED_MOVES)
+    return unpacked_moves(packed) if packed is not None else list(entry.get("partitions", []))

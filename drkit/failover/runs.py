@@ -22,6 +22,7 @@ from typing import Any
 from sqlalchemy import delete, func, insert, select
 
 from drkit.failover.model import (
+    PACKED_MOVES,
     RUN_SCHEMA,
     Direction,
     Plan,
@@ -29,6 +30,7 @@ from drkit.failover.model import (
     RunState,
     StepName,
     StepState,
+    unpacked_moves,
 )
 from drkit.store.db import StateStore
 from drkit.store.guard import WriteGuard, write_session
@@ -72,6 +74,22 @@ def split_rows(document: dict[str, Any]) -> tuple[dict[str, Any], list[Any] | No
         rest = {k: v for k, v in document.items() if k != ROWS_KEY}
         return {**rest, ROWS_MARK: len(rows)}, rows
     return document, None
+
+
+def unpack_row(row: Any) -> Any:
+    """A stored row as its document has it: a group's packed moves
+    (drkit.failover.model.packed_moves, the plan's rows and the translation's) as
+    ``partitions``, one dict per move; a keyed row (``{"key", "value"}``) unpacks its value."""
+    if not isinstance(row, dict):
+        return row
+    if row.keys() == {"key", "value"}:
+        return {"key": row["key"], "value": unpack_row(row["value"])}
+    packed = row.get(PACKED_MOVES)
+    if packed is None:
+        return row
+    out = {key: value for key, value in row.items() if key != PACKED_MOVES}
+    out["partitions"] = unpacked_moves(packed)
+    return out
 
 
 def join_rows(document: dict[str, Any], load: Callable[[], list[Any]]) -> dict[str, Any]:
@@ -293,13 +311,14 @@ class RunRepository:
     def load_rows(self, run_id: int, part: str) -> list[Any]:
         """Run ``run_id``'s per-group rows of ``part`` ("plan", a step's name), in order."""
         with self.store.session() as session:
-            return list(
-                session.scalars(
+            return [
+                unpack_row(body)
+                for body in session.scalars(
                     select(FailoverRunGroup.body)
                     .where(FailoverRunGroup.run_id == run_id, FailoverRunGroup.part == part)
                     .order_by(FailoverRunGroup.seq)
                 )
-            )
+            ]
 
     @staticmethod
     def _store_rows(session: Any, run_id: int, part: str, rows: list[Any]) -> None:
@@ -318,7 +337,8 @@ class RunRepository:
     def create(self, plan: Plan, requested_by: str, reason: str) -> RunRecord:
         """A new RUNNING run with every planned step PENDING; the plan's per-group rows go to
         their own table."""
-        document, groups = split_rows(plan.to_json())
+        document = {**plan.to_json(groups=False), ROWS_MARK: len(plan.groups)}
+        groups = plan.group_rows()
         with self._writing() as session:
             row = FailoverRun(
                 kind=plan.procedure.value,

@@ -3,6 +3,7 @@ groups, and every reader still sees the whole plan and translation (SQLite and P
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -17,7 +18,7 @@ from drkit.failover.model import (
     StepName,
     StepState,
 )
-from drkit.failover.results import Translation
+from drkit.failover.results import GroupTranslation, Translation
 from drkit.failover.runs import ROWS_MARK, RunRepository
 from drkit.store import StateStore
 from drkit.store.models import FailoverRun, FailoverRunGroup
@@ -129,3 +130,38 @@ def test_a_run_stored_with_its_rows_inline_reads_as_before(runs: RunRepository) 
     assert loaded.planned == plan and loaded.groups_planned == 4
     assert loaded.planned_target_states() == {g.group: "empty" for g in plan.groups}
     assert loaded.to_json()["plan"] == plan.to_json()
+
+
+def test_moves_are_stored_packed_and_read_back_as_the_documents_had_them(
+    runs: RunRepository,
+) -> None:
+    """Groups that share move objects (the planner's memo) are stored as columns and rows and
+    read back as one dict per move: the plan, the translation and the run's JSON are what they
+    were, whether a move is shared or a group's own."""
+    shared = PartitionMove("orders", 0, "dc1.orders", 0, 40, 38, "checkpoint+exact", 2, 0)
+    own = PartitionMove("orders", 1, "dc1.orders", 1, None, None, "none", None, None, "why")
+    groups = tuple(
+        GroupMove(f"g{g}", "empty", g == 2, (shared, own) if g % 2 else (shared,)) for g in range(4)
+    )
+    plan = replace(_plan(0), groups=groups)
+    run = runs.create(plan, "test", "why")
+    translation = Translation(
+        "checkpoints",
+        tuple(GroupTranslation(g.group, "empty", True, g.partitions) for g in groups),
+        (),
+        (),
+    )
+    runs.step_finished(run.id, StepName.TRANSLATE_OFFSETS, StepState.DONE, translation.to_detail())
+    with runs.store.session() as session:
+        bodies = list(session.scalars(select(FailoverRunGroup.body)))
+    rows = [body.get("value", body) for body in bodies]
+    assert len(rows) == 8 and all(row.keys() & {"partitions"} == set() for row in rows)
+    assert all(row["packed_partitions"]["columns"][0] == "source_topic" for row in rows)
+    loaded = runs.get(run.id)
+    assert loaded is not None
+    assert loaded.planned == plan
+    assert loaded.to_json()["plan"]["groups"] == plan.to_json()["groups"]
+    assert Translation.of(loaded) == translation
+    stored = loaded.detail(StepName.TRANSLATE_OFFSETS)["groups"]
+    assert stored["g1"]["partitions"] == [shared.to_json(), own.to_json()]
+    assert Translation.from_detail(translation.to_detail()) == translation
