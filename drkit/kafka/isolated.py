@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from drkit.errors import DrkitError, FatalKafkaError, RetriableKafkaError
+from drkit.gc_pause import collection_paused
 
 log = logging.getLogger(__name__)
 
@@ -86,13 +87,29 @@ def _serve(
             if not connection.poll(idle_retire_s):
                 connection.send(_RETIRED)
                 return
-            method, args, kwargs = connection.recv()
         except (EOFError, OSError):
             return
-        try:
-            connection.send(("ok", getattr(admin, method)(*args, **kwargs)))
-        except DrkitError as err:
-            connection.send(("error", type(err).__name__, str(err)))
+        # A request and its answer are bursts of acyclic objects - 500,000 offsets for a
+        # failover at 10,000 groups, each a librdkafka TopicPartition the collector tracks -
+        # during which generation-2 passes cost a third of the helper's CPU, taken from the
+        # broker beside it on a small machine (writing 10,000 groups x 50: 3.1 -> 2.1 CPU-s,
+        # 4.3 -> 3.6 s).  Cycles made meanwhile are collected once the request is answered.
+        with collection_paused():
+            if not _answer(admin, connection):
+                return
+
+
+def _answer(admin: Any, connection: Connection) -> bool:
+    """Receive one request, run it, send its answer; False when the pipe closed."""
+    try:
+        method, args, kwargs = connection.recv()
+    except (EOFError, OSError):
+        return False
+    try:
+        connection.send(("ok", getattr(admin, method)(*args, **kwargs)))
+    except DrkitError as err:
+        connection.send(("error", type(err).__name__, str(err)))
+    return True
 
 
 def _retired(connection: Connection) -> bool:
