@@ -50,7 +50,11 @@ from drkit.errors import StateStoreError
 
 log = logging.getLogger(__name__)
 
-DEFAULT_POLL_S = 1.0
+# How often a worker reads its flow's directive (and acks it: the ack is its heartbeat).  A
+# failover's stop_replication waits for the workers' next read - on average half of this: at
+# 1 s it was a tenth of an unplanned failover of 10,000 groups (0.85-1.08 s of ~10 s).  Two
+# reads and two ack writes a second per worker and flow; LIVE_WITHIN_S (5 s) is unchanged.
+DEFAULT_POLL_S = 0.5
 
 
 class GateReason(StrEnum):
@@ -306,7 +310,7 @@ class FlowGate:
         self.errors += 1
         if self._on_error is not None:
             self._on_error()
-        # One warning per outage; the rest at debug (the poll runs every second).
+        # One warning per outage; the rest at debug (the poll runs twice a second).
         level = logging.DEBUG if self._failing else logging.WARNING
         self._failing = True
         log.log(

@@ -25,7 +25,8 @@ class FlowDirective:
     run_id: int | None = None
 
 
-# Workers report every second; one not heard from for longer than this is silent.
+# Workers report twice a second (drkit.control.gate); one not heard from for longer than this
+# is silent.
 LIVE_WITHIN_S = 5.0
 
 

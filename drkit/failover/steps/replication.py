@@ -62,7 +62,7 @@ def _publish(ctx: StepContext, flow: FlowConfig, directive: FlowDirective) -> di
     return {"control_channel": "published"}
 
 
-CHANNEL_WATCH_S = 2.5  # a worker alive on the channel acks there every poll (1 s)
+CHANNEL_WATCH_S = 2.5  # a worker alive on the channel acks there every poll (0.5 s)
 
 
 def wait_for_workers(
