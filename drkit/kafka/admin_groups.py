@@ -19,7 +19,7 @@ from confluent_kafka.admin import AdminClient
 from drkit.kafka.admin_base import AdminBase, GroupOffsets, GroupState
 from drkit.kafka.clients import client_settings
 from drkit.kafka.errors import is_code, translate
-from drkit.records import TopicPartition
+from drkit.records import TopicPartition, shared_partition
 
 _PARALLEL_CLIENTS = 32
 _WAVE = 200  # group requests in flight per admin client at most (see GroupAdmin._spread)
@@ -152,20 +152,24 @@ class GroupAdmin(AdminBase):
 
         return self._call(f"offsets of group {group}", timeout_s, run)
 
-    def _direct_groups_offsets(
+    def _direct_group_offset_rows(
         self, groups: Iterable[str], timeout_s: float | None = None
-    ) -> dict[str, GroupOffsets]:
-        """Committed offsets of many groups: one request each, spread over clients in waves
-        (``_spread``).  Groups that vanished between listing and this call are left out."""
+    ) -> dict[str, list[tuple[str, int, int]]]:
+        """Committed offsets of many groups as ``(topic, partition, offset)`` rows: one request
+        each, spread over clients in waves (``_spread``).  Groups that vanished between listing
+        and this call are left out.  Rows, not TopicPartition keys, because they cross from the
+        isolated helper (see ``_direct_alter_group_rows``)."""
 
-        def fetch(client: AdminClient, names: list[str], t: float) -> dict[str, GroupOffsets]:
+        def fetch(
+            client: AdminClient, names: list[str], t: float
+        ) -> dict[str, list[tuple[str, int, int]]]:
             futures = {
                 name: client.list_consumer_group_offsets(
                     [ConsumerGroupTopicPartitions(name)], request_timeout=t
                 )[name]
                 for name in names
             }
-            out: dict[str, GroupOffsets] = {}
+            out: dict[str, list[tuple[str, int, int]]] = {}
             for name, future in futures.items():
                 try:
                     result = future.result(timeout=t)
@@ -173,14 +177,11 @@ class GroupAdmin(AdminBase):
                     if is_code(err.args[0], "GROUP_ID_NOT_FOUND"):
                         continue
                     raise
-                out[name] = GroupOffsets(
-                    name,
-                    {
-                        TopicPartition(tp.topic, tp.partition): int(tp.offset)
-                        for tp in result.topic_partitions
-                        if tp.offset >= 0 and tp.error is None
-                    },
-                )
+                out[name] = [
+                    (tp.topic, tp.partition, int(tp.offset))
+                    for tp in result.topic_partitions
+                    if tp.offset >= 0 and tp.error is None
+                ]
             return out
 
         return self._spread(list(groups), "offsets of groups", timeout_s, fetch)
@@ -322,8 +323,13 @@ class GroupAdmin(AdminBase):
         """Committed offsets of many groups (groups gone meanwhile are left out)."""
         names = list(groups)
         if not self.isolate or not names:
-            return self._direct_groups_offsets(names, timeout_s)
-        return dict(self._isolated("_direct_groups_offsets", timeout_s, names))
+            rows = self._direct_group_offset_rows(names, timeout_s)
+        else:
+            rows = self._isolated("_direct_group_offset_rows", timeout_s, names)
+        return {
+            group: GroupOffsets(group, {shared_partition(t, p): o for t, p, o in offsets})
+            for group, offsets in rows.items()
+        }
 
     def alter_group_offsets(
         self, group: str, offsets: Mapping[TopicPartition, int], timeout_s: float | None = None
