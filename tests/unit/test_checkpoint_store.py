@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from typing import Any
+
 from drkit.offsets.checkpoint import Checkpoint
-from drkit.offsets.checkpoint_store import CheckpointSnapshot
+from drkit.offsets.checkpoint_store import CheckpointSnapshot, CheckpointStore
 from drkit.records import TopicPartition
 
 
@@ -84,3 +87,36 @@ def test_committed_by_group_maps_each_checkpoint_back_to_its_source_partition() 
         "a": {TopicPartition("orders", 0): 5, TopicPartition("orders", 1): 7}
     }
     assert snapshot.committed_by_group is snapshot.committed_by_group  # built once
+
+
+class _Payloads:
+    """A tailer that hands over fixed ``(key, value, headers)`` records once."""
+
+    def __init__(self, records: list[tuple[bytes | None, bytes | None, tuple[Any, ...]]]) -> None:
+        self.records = records
+
+    def catch_up_payloads(self, timeout_s: float) -> Iterator[Any]:
+        yield from self.records
+        self.records = []
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_truncated_checkpoint_record_is_skipped_and_the_rest_are_read() -> None:
+    """A record on the checkpoints topic that is not a checkpoint - here a key cut short, which
+    the decoder reports as struct.error - is skipped like any undecodable record, not the end of
+    the read (before, it failed every plan that read the topic).  Nothing appended since: the
+    same snapshot comes back."""
+    tp = TopicPartition("dc1.orders", 0)
+    good = Checkpoint("billing", tp, 5, 4, "", {"source_topic": "orders"})
+    store = CheckpointStore.__new__(CheckpointStore)
+    store._latest, store._tick, store._snapshot = {}, None, None
+    store._tailer = _Payloads(  # type: ignore[assignment]
+        [(good.key()[:3], good.value(), ()), (good.key(), good.value()[:5], ()),
+         (good.key(), good.value(), _headers(good))]
+    )  # fmt: skip
+    first = store.refresh()
+    assert first.latest == {("billing", tp): good}
+    assert first.committed_by_group == {"billing": {TopicPartition("orders", 0): 5}}
+    assert store.refresh() is first
