@@ -8,7 +8,7 @@ from a snapshot, the engine (drkit.failover.engine) records them.  JSON forms ar
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, fields
 from datetime import datetime
 from enum import StrEnum
@@ -270,13 +270,20 @@ class Plan:
     def group_rows(self) -> list[dict[str, Any]]:
         """The ``groups`` of :meth:`to_json` as stored, each group's moves packed
         (:func:`packed_moves`)."""
-        seen: dict[int, list[Any]] = {}
+        return self._group_documents(PACKED_MOVES, packed_moves)
+
+    def _group_documents(
+        self, key: str, encode: Callable[[tuple[PartitionMove, ...], dict[int, Any]], Any]
+    ) -> list[dict[str, Any]]:
+        """One document per group, its moves under ``key`` as ``encode`` writes them (a move
+        shared by groups encoded once: :func:`moves_json`, :func:`packed_moves`)."""
+        seen: dict[int, Any] = {}
         return [
             {
                 "group": g.group,
                 "target_state": g.target_state,
                 "blocked": g.blocked,
-                PACKED_MOVES: packed_moves(g.partitions, seen),
+                key: encode(g.partitions, seen),
             }
             for g in self.groups
         ]
@@ -284,8 +291,7 @@ class Plan:
     def to_json(self, groups: bool = True) -> dict[str, Any]:
         """The ``drkit.failover.plan/v2`` document (``groups=False``: without its ``groups``,
         for a store that keeps :meth:`group_rows` apart)."""
-        seen: dict[int, dict[str, Any]] = {}
-        document = {
+        return {
             "schema": PLAN_SCHEMA,
             "procedure": self.procedure.value,
             "source": self.source,
@@ -304,15 +310,7 @@ class Plan:
                 }
                 for s in self.steps
             ],
-            "groups": [
-                {
-                    "group": g.group,
-                    "target_state": g.target_state,
-                    "blocked": g.blocked,
-                    "partitions": moves_json(g.partitions, seen),
-                }
-                for g in (self.groups if groups else ())
-            ],
+            **({"groups": self._group_documents("partitions", moves_json)} if groups else {}),
             "groups_without_checkpoint": list(self.groups_without_checkpoint),
             "rpo": {
                 "records": self.rpo_records,
@@ -325,9 +323,6 @@ class Plan:
             "created_at": iso_utc(self.created_at_ms / 1000),
             "target_reachable": self.target_reachable,
         }
-        if not groups:
-            del document["groups"]
-        return document
 
 
 MOVE_COLUMNS = tuple(f.name for f in fields(PartitionMove))
@@ -336,16 +331,9 @@ MOVE_COLUMNS = tuple(f.name for f in fields(PartitionMove))
 PACKED_MOVES = "packed_partitions"
 
 
-def packed_moves(moves: tuple[PartitionMove, ...], seen: dict[int, list[Any]]) -> dict[str, Any]:
-    """``moves`` as columns and rows; a move object met before (``seen``, by its id, for one
-    document's making) gives the same row."""
-    rows = []
-    for move in moves:
-        row = seen.get(id(move))
-        if row is None:
-            row = seen[id(move)] = list(vars(move).values())
-        rows.append(row)
-    return {"columns": list(MOVE_COLUMNS), "rows": rows}
+def packed_moves(moves: tuple[PartitionMove, ...], seen: dict[int, Any]) -> dict[str, Any]:
+    """``moves`` as columns and rows (see :data:`PACKED_MOVES`)."""
+    return {"columns": list(MOVE_COLUMNS), "rows": _once_per_move(moves, seen, _values)}
 
 
 def unpacked_moves(packed: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -354,19 +342,29 @@ def unpacked_moves(packed: Mapping[str, Any]) -> list[dict[str, Any]]:
     return [dict(zip(columns, row, strict=True)) for row in packed["rows"]]
 
 
-def moves_json(
-    moves: tuple[PartitionMove, ...], seen: dict[int, dict[str, Any]]
-) -> list[dict[str, Any]]:
-    """The moves' JSON rows for one document.  Groups that committed the same offset share one
-    move object (drkit.failover.plan.TranslationMemo): such a move becomes one dict, used at
-    each of its places - ``seen`` holds them by the move's id, for one document's making.  A
-    document is written out or stored, never changed in place."""
+def moves_json(moves: tuple[PartitionMove, ...], seen: dict[int, Any]) -> list[dict[str, Any]]:
+    """The moves' JSON rows, one dict per move."""
+    return _once_per_move(moves, seen, PartitionMove.to_json)
+
+
+def _values(move: PartitionMove) -> list[Any]:
+    return list(vars(move).values())  # the fields in MOVE_COLUMNS' order
+
+
+def _once_per_move(
+    moves: tuple[PartitionMove, ...], seen: dict[int, Any], encode: Callable[[PartitionMove], Any]
+) -> list[Any]:
+    """Each move encoded for one document.  Groups that committed the same offset share one
+    move object (drkit.failover.plan.TranslationMemo): such a move is encoded once and its
+    encoding used at each of its places - ``seen`` holds them by the move's id (the moves
+    outlive the document's making, so an id is never reused meanwhile).  A document is written
+    out or stored, never changed in place."""
     out = []
     for move in moves:
-        row = seen.get(id(move))
-        if row is None:
-            row = seen[id(move)] = move.to_json()  # the move outlives the call: its id is its own
-        out.append(row)
+        encoded = seen.get(id(move))
+        if encoded is None:
+            encoded = seen[id(move)] = encode(move)
+        out.append(encoded)
     return out
 
 

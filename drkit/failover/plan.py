@@ -23,7 +23,7 @@ Decision rules:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from drkit import translation
@@ -237,15 +237,21 @@ def _move(part: PartitionFacts, offset: int, methods: Mapping[Method, str]) -> P
     )
 
 
-def _uncovered(snapshot: Snapshot, facts: GroupFacts) -> list[PartitionMove]:
+def _uncovered(
+    snapshot: Snapshot,
+    facts: GroupFacts,
+    move_of: Callable[[PartitionFacts], PartitionMove] | None = None,
+) -> list[PartitionMove]:
     """Partitions of the topics a group's checkpoints name that no checkpoint covers: nothing
-    is written there, and the plan says where its consumers will start instead."""
+    is written there, and the plan says where its consumers will start instead (``move_of``:
+    that move, made anew by default)."""
+    make = move_of or _uncovered_move
     out: list[PartitionMove] = []
     for topic in sorted({tp.topic for tp in facts.committed}):
         for part in snapshot.partitions_by_topic.get(topic, ()):
             if part.source in facts.committed:
                 continue
-            out.append(_uncovered_move(part))
+            out.append(make(part))
     return out
 
 
@@ -364,12 +370,7 @@ class TranslationMemo:
             others = {tp.topic for tp in facts.committed if tp.topic not in topics}
             if not any(by_topic.get(topic) for topic in others):
                 return []
-        out: list[PartitionMove] = []
-        for topic in sorted({tp.topic for tp in facts.committed}):
-            for part in by_topic.get(topic, ()):
-                if part.source not in facts.committed:
-                    out.append(tables[part.source].uncovered)
-        return out
+        return _uncovered(snapshot, facts, lambda part: tables[part.source].uncovered)
 
     def _tables(self, snapshot: Snapshot) -> Mapping[TopicPartition, _PartitionMoves]:
         """The moves of every partition of ``snapshot``: kept where its facts did not change."""

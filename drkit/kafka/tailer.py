@@ -33,10 +33,11 @@ from drkit.records import Headers, Record
 _MISSING = "UNKNOWN_TOPIC_OR_PART"
 
 T = TypeVar("T")
-Payload = tuple[bytes | None, bytes | None, Headers]
+# A record as (key, value, headers) - not drkit.kafka.io.Payload, which is (key, value).
+RawRecord = tuple[bytes | None, bytes | None, Headers]
 
 
-def _payload(message: Any) -> Payload:
+def _raw(message: Any) -> RawRecord:
     return message.key(), message.value(), tuple(message.headers() or ())
 
 
@@ -144,11 +145,11 @@ class TopicTailer:
         """
         return self._catch_up(timeout_s, to_record)
 
-    def catch_up_payloads(self, timeout_s: float = 30.0) -> Iterator[Payload]:
+    def catch_up_payloads(self, timeout_s: float = 30.0) -> Iterator[RawRecord]:
         """:meth:`catch_up` as ``(key, value, headers)`` only, for readers that decode every
         record of a large topic (500,000 checkpoints for one failover plan at 10,000 groups):
         no :class:`Record` is built for them."""
-        return self._catch_up(timeout_s, _payload)
+        return self._catch_up(timeout_s, _raw)
 
     def _catch_up(self, timeout_s: float, convert: Callable[[Any], T]) -> Iterator[T]:
         self._assign(min(timeout_s, 10.0))
