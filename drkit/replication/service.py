@@ -21,6 +21,7 @@ import faulthandler
 import logging
 import multiprocessing
 import os
+import queue
 import signal
 import socket
 import threading
@@ -343,14 +344,25 @@ def install_stop_signals(stop: threading.Event, grace_s: float = STOP_GRACE_S) -
     stacks say where it waited.  (The supervisor of ``--workers N`` waits longer than this for
     its children.)  The deadline runs in faulthandler's own thread, so it fires even when a
     thread holds the interpreter lock.
+
+    The handler itself only hands the signal to a relay thread, through the one queue whose put
+    is re-entrant: a Python signal handler runs in the main thread between two of its bytecodes,
+    possibly while that thread holds ``stop``'s (non re-entrant) lock - inside ``stop.wait``, or
+    inside the ``set`` of the signal before (a supervisor's children get its forwarded SIGTERM
+    and the group's own).  Setting the event from the handler deadlocked there.
     """
+    received: queue.SimpleQueue[int] = queue.SimpleQueue()
+
+    def relay() -> None:
+        signum = received.get()
+        log.info("stopping on %s (forced after %.0fs)", signal.Signals(signum).name, grace_s)
+        faulthandler.dump_traceback_later(grace_s, exit=True)
+        stop.set()  # later signals change nothing: the stop and its deadline are under way
 
     def handler(signum: int, _frame: FrameType | None) -> None:
-        if not stop.is_set():
-            log.info("stopping on %s (forced after %.0fs)", signal.Signals(signum).name, grace_s)
-            faulthandler.dump_traceback_later(grace_s, exit=True)
-        stop.set()
+        received.put(signum)
 
+    threading.Thread(target=relay, name="stop signals", daemon=True).start()
     signal.signal(signal.SIGTERM, handler)
     signal.signal(signal.SIGINT, handler)
 

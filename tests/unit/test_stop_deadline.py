@@ -55,6 +55,30 @@ GOES_ON = textwrap.dedent(
 )
 
 
+# The supervisor of ``--workers N`` waits on its stop event in a loop, and forwards SIGTERM to
+# its children while an operator's or a service manager's SIGTERM reaches the whole group: a
+# signal can arrive while the main thread holds the event's lock (inside ``wait`` or inside the
+# handler's own ``set`` for the signal before).  ``Event``'s lock is not re-entrant.
+SIGNAL_WHILE_WAITING = textwrap.dedent(
+    """
+    import os, signal, threading, time
+    from drkit import logs
+    from drkit.replication.service import install_stop_signals
+
+    logs.configure()
+    stop = threading.Event()
+    install_stop_signals(stop, grace_s=20)
+    print("ready", flush=True)
+    with stop._cond:  # where Event.wait holds it before it sleeps
+        os.kill(os.getpid(), signal.SIGTERM)
+        for _ in range(100):  # the handler runs between these bytecodes
+            pass
+    os.kill(os.getpid(), signal.SIGTERM)  # and a second signal, as the supervisor forwards one
+    print("stopped" if stop.wait(5) else "not stopped", flush=True)
+    """
+)
+
+
 def _started(source: str) -> subprocess.Popen[str]:
     process = subprocess.Popen(
         [sys.executable, "-c", source], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
@@ -83,6 +107,21 @@ def test_a_stop_that_completes_in_time_is_not_forced() -> None:
     _, stderr = process.communicate(timeout=30)
     assert process.returncode == 0, stderr
     assert "waits_on_something_that_never_answers" not in stderr
+
+
+def test_a_signal_arriving_while_the_main_thread_holds_the_stop_events_lock_still_stops() -> None:
+    """Failed before (the handler set the event itself: the process hung in the handler until the
+    forced exit, a `--workers 2` replicator exited 1 after 50 s in CI)."""
+    process = _started(SIGNAL_WHILE_WAITING)
+    try:
+        stdout, stderr = process.communicate(timeout=10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        _, stderr = process.communicate(timeout=30)
+        pytest.fail(f"the stop signal deadlocked its handler:\n{stderr[-2000:]}")
+    assert process.returncode == 0, stderr
+    assert stdout.strip() == "stopped"
+    assert stderr.count("stopping on SIGTERM") == 1, stderr  # said once, for the first signal
 
 
 def test_sigusr1_prints_the_stacks_and_the_process_goes_on() -> None:
