@@ -1,8 +1,10 @@
-"""Checkpoint rounds that follow the commits on the log translate only what moved - and still
-answer, every round, what translating every group afresh would answer (hypothesis).
+"""Checkpoint rounds translate only what moved - named by the commits followed on the log, or
+found by comparing the admin API's full passes - and still answer, every round, what translating
+every group afresh would answer (hypothesis).
 
 A Checkpointer runs its real rounds with its I/O edges replaced: the committed offsets come from
-drkit's real :class:`CommittedOffsets` (as the follower fills it from ``__consumer_offsets``),
+drkit's real :class:`CommittedOffsets` (as the follower fills it from ``__consumer_offsets``;
+an admin API pass copies it and is compared with the pass before, ``compared_read``),
 the offset-sync map from a random replication history seen a little further each round
 (restarts re-replicate, so tables are sometimes replaced rather than grown), the target log's
 bounds move (retention trims its start), and groups commit, move back, or lose their commits.
@@ -26,7 +28,7 @@ from drkit.config.model import ClusterConfig, CommitSource, FlowConfig
 from drkit.errors import RetriableKafkaError
 from drkit.kafka.acked_writer import Confirmed
 from drkit.offsets.checkpointer import Checkpointer
-from drkit.offsets.commit_follower import CommitsRead
+from drkit.offsets.commit_follower import CommitsRead, compared_read
 from drkit.offsets.commit_log import CommittedOffsets, OffsetCommit
 from drkit.offsets.group_sync import GroupOffsetSync
 from drkit.offsets.metrics import CheckpointMetrics
@@ -55,12 +57,18 @@ class Edges:
         self.bounds = TargetBounds(0, 0)
         self.source_end = 0
         self.full_next = True
+        self.before: dict[str, dict[TopicPartition, int]] = {}
         self.sent: list[Hashable] = []
 
     # commits
     def read(self, timeout_s: float | None = None) -> CommitsRead:
         changed: set[str] | None = self.state.take_changed()
-        if self.full_next or not self.follow:
+        if not self.follow:  # the admin API's pass: new dicts every read, compared with the last
+            committed = {group: dict(offsets) for group, offsets in self.state.by_group.items()}
+            read = compared_read(committed, None if self.full_next else self.before)
+            self.before, self.full_next = committed, False
+            return read
+        if self.full_next:
             changed, self.full_next = None, False
         return CommitsRead(self.state.by_group, self.state.partitions(), changed, self.state.on)
 
