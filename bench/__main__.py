@@ -4,6 +4,7 @@
     python -m bench translation
     python -m bench accounting [--records-100 N] [--spark local|standalone]
     python -m bench failover [--failover-groups N[,N...]] [--partitions N] [--repeat R]
+                             [--failover-offsets shared|distinct]
     python -m bench runstore [--failover-groups N[,N...]]   # a run's plan stored and read back
     python -m bench checkpoint [--checkpoint-groups N[,N...]]  # rounds and freshness
     python -m bench switchover [--rate N] [--repeat 3]     # write pause of planned moves
@@ -111,7 +112,8 @@ def failover(args: argparse.Namespace) -> str:
     from bench import failover as fo
 
     counts = [int(n) for n in str(args.failover_groups).split(",")]
-    return fo.main(groups=counts, partitions=args.partitions, runs=args.repeat)
+    distinct = args.failover_offsets == "distinct"
+    return fo.main(groups=counts, partitions=args.partitions, runs=args.repeat, distinct=distinct)
 
 
 def accounting(args: argparse.Namespace) -> str:
@@ -178,6 +180,12 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=50)
     parser.add_argument(
         "--failover-groups", default="100", help="groups per failover; a list (100,1000) is a curve"
+    )
+    parser.add_argument(
+        "--failover-offsets",
+        choices=["shared", "distinct"],
+        default="shared",
+        help="groups share 41 offsets per partition, or each commits its own (worst case)",
     )
     parser.add_argument(
         "--checkpoint-groups", default="1000", help="groups followed by the checkpoint worker"

@@ -92,7 +92,7 @@ def measure(clusters: Clusters, groups: int, partitions: int) -> list[Measuremen
     for p in range(partitions):
         produce_batch(clusters.dc1, topic, [(None, b"x")] * RECORDS_PER_PARTITION, partition=p)
     names = [f"{topic}-g{i:05d}" for i in range(groups)]
-    _set_offsets(source_admin, topic, names, partitions)
+    _set_offsets(source_admin, topic, names, partitions, RECORDS_PER_PARTITION)
     replica = f"{source}.{topic}"
     log = (OUT / f"checkpoint-{tag}-replicate.log").open("w")
     replicate = subprocess.Popen(

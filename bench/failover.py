@@ -9,6 +9,11 @@ target with the admin API, as fast as the broker takes them (32 admin clients in
 every request in flight at once).  Target: <= 10 s from the command to the pointer moved at
 10,000 groups x 50 partitions.  ``--failover-groups 100,1000`` measures a curve, ``--runs 3``
 the median of three runs per point.
+
+Offsets: by default the groups share 41 committed offsets per partition (a plan translates
+each distinct (partition, offset) once: drkit.failover.plan.TranslationMemo);
+``--failover-offsets distinct`` gives every group its own offset on every partition (each
+partition then holds as many records as there are groups) - the worst case for the plan.
 """
 
 from __future__ import annotations
@@ -55,7 +60,9 @@ class _Readiness:
     its readers stay open, so each look reads only what was appended (500,000 checkpoints at
     10,000 groups)."""
 
-    def __init__(self, config_path: Path, topic: str, groups: list[str], partitions: int) -> None:
+    def __init__(
+        self, config_path: Path, topic: str, groups: list[str], partitions: int, records: int
+    ) -> None:
         config = load_config(config_path)
         flow = config.flows[0]
         topology = FlowTopology.of(flow)
@@ -63,13 +70,14 @@ class _Readiness:
         self.progress = ProgressStore(target, topology.progress_topic, missing_ok=True)
         self.checkpoints = CheckpointStore(target, topology.checkpoints_topic)
         self.topic, self.groups, self.partitions = topic, groups, partitions
+        self.records = records
 
     def __call__(self) -> bool:
         done = self.progress.refresh(300)
         snapshot = self.checkpoints.refresh(300)
         caught_up = all(
             (p := done.get(TopicPartition(self.topic, i))) is not None
-            and p.next_offset == RECORDS_PER_PARTITION
+            and p.next_offset == self.records
             for i in range(self.partitions)
         )
         return caught_up and all(len(snapshot.for_group(g)) == self.partitions for g in self.groups)
@@ -89,11 +97,15 @@ class Measurement:
     parts: tuple[tuple[str, float | None], ...]  # before the run, then each step
 
 
-def _set_offsets(admin: KafkaAdmin, topic: str, names: list[str], partitions: int) -> None:
-    """Every group's offsets on the source (start, middle, end and everything between); a
-    fresh broker refuses the first commits while it loads its offsets topic: those again."""
+def _set_offsets(
+    admin: KafkaAdmin, topic: str, names: list[str], partitions: int, records: int
+) -> None:
+    """Every group's offsets on the source (start, middle, end and everything between; with as
+    many records as groups, every group's own offset per partition); a fresh broker refuses
+    the first commits while it loads its offsets topic: those again."""
+    shift = 1 if records > RECORDS_PER_PARTITION else 0  # distinct offsets: per partition too
     wanted = {
-        group: {TopicPartition(topic, p): index % (RECORDS_PER_PARTITION + 1)
+        group: {TopicPartition(topic, p): (index + shift * p) % (records + 1)
                 for p in range(partitions)}
         for index, group in enumerate(names)
     }  # fmt: skip
@@ -106,8 +118,12 @@ def _set_offsets(admin: KafkaAdmin, topic: str, names: list[str], partitions: in
     raise RuntimeError(f"{len(wanted)} groups' offsets refused: {next(iter(refused.values()))}")
 
 
-def measure(clusters: Clusters, groups: int, partitions: int) -> Measurement:
-    """One unplanned failover of ``groups`` x ``partitions`` on fresh names, and its anchor."""
+def measure(
+    clusters: Clusters, groups: int, partitions: int, distinct: bool = False
+) -> Measurement:
+    """One unplanned failover of ``groups`` x ``partitions`` on fresh names, and its anchor;
+    ``distinct``: every group commits its own offset on every partition."""
+    records = max(RECORDS_PER_PARTITION, groups) if distinct else RECORDS_PER_PARTITION
     tag = uuid.uuid4().hex[:6]
     source, target = f"f{tag}", f"g{tag}"
     topic = f"bench-fo-{tag}"
@@ -117,9 +133,9 @@ def measure(clusters: Clusters, groups: int, partitions: int) -> Measurement:
     source_admin = clusters.admin("dc1")
     source_admin.create_topics([TopicSpec(topic, partitions)])
     for p in range(partitions):
-        produce_batch(clusters.dc1, topic, [(None, b"x")] * RECORDS_PER_PARTITION, partition=p)
+        produce_batch(clusters.dc1, topic, [(None, b"x")] * records, partition=p)
     names = [f"{topic}-g{i:05d}" for i in range(groups)]
-    _set_offsets(source_admin, topic, names, partitions)
+    _set_offsets(source_admin, topic, names, partitions, records)
     replicate_log = (OUT / f"failover-{tag}-replicate.log").open("w")
     replicate = subprocess.Popen(
         [sys.executable, "-m", "drkit", "replicate", "--config", str(config_path)],
@@ -128,7 +144,7 @@ def measure(clusters: Clusters, groups: int, partitions: int) -> Measurement:
     )
     try:
         deadline = time.monotonic() + 900
-        ready = _Readiness(config_path, topic, names, partitions)
+        ready = _Readiness(config_path, topic, names, partitions, records)
         try:
             while not ready():
                 if time.monotonic() > deadline or replicate.poll() is not None:
@@ -184,19 +200,21 @@ def _forget_groups(clusters: Clusters, names: list[str]) -> None:
             print(f"(groups of this run left on {side}: {err})", file=sys.stderr, flush=True)
 
 
-def main(groups: list[int] | None = None, partitions: int = 50, runs: int = 1) -> str:
+def main(
+    groups: list[int] | None = None, partitions: int = 50, runs: int = 1, distinct: bool = False
+) -> str:
     clusters = start_clusters(fresh=False)
     out: list[str] = []
     for count in groups or [100]:
-        measured = [measure(clusters, count, partitions) for _ in range(runs)]
-        out.append(_section(count, partitions, measured))
+        measured = [measure(clusters, count, partitions, distinct) for _ in range(runs)]
+        out.append(_section(count, partitions, measured, distinct))
     return "\n\n".join(out)
 
 
 HEADER = ["what", "time (median)", "anchor (same runs)", "ratio", "target <= 10 s at 10,000 groups"]
 
 
-def _section(groups: int, partitions: int, runs: list[Measurement]) -> str:
+def _section(groups: int, partitions: int, runs: list[Measurement], distinct: bool) -> str:
     def median_of(values: list[float]) -> float:
         return statistics.median(values)
 
@@ -221,7 +239,8 @@ def _section(groups: int, partitions: int, runs: list[Measurement]) -> str:
     parts = [[name, f"{span:.2f} s" if span is not None else "-"] for name, span in middle.parts]
     return (
         f"### Unplanned failover: {groups:,} groups x {partitions} partitions "
-        f"({groups * partitions:,} offsets), source killed\n\n"
+        f"({groups * partitions:,} offsets, {'each group its own' if distinct else '41 shared'}"
+        " per partition), source killed\n\n"
         + markdown_table(HEADER, rows)
         + "\n\nWhere the time goes (the median run):\n\n"
         + markdown_table(["part", "time"], parts)

@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+_Frozen = TypeVar("_Frozen")
 
 Headers = tuple[tuple[str, bytes | None], ...]
 
@@ -27,6 +30,19 @@ def shared_partition(topic: str, partition: int) -> TopicPartition:
     (10,000 groups' checkpoints name a flow's 50 partitions 500,000 times): a cache look-up
     costs a fraction of building a frozen dataclass."""
     return TopicPartition(topic, partition)
+
+
+def built(cls: type[_Frozen], fields: dict[str, Any]) -> _Frozen:
+    """A frozen dataclass instance with ``fields`` set at once, for the few values made
+    hundreds of thousands of times (a 10,000-group plan's translations and moves): a frozen
+    dataclass's ``__init__`` sets its fields one ``object.__setattr__`` at a time (1.1 us for
+    nine fields here, 0.4 us this way).  ``fields`` must name every field, in declaration
+    order (the order ``vars()`` and so a JSON form show), and ``cls`` must have no
+    ``__post_init__`` - the caller's contract; values compare, hash and pickle as constructed.
+    """
+    value: _Frozen = object.__new__(cls)
+    value.__dict__.update(fields)
+    return value
 
 
 @dataclass(frozen=True)

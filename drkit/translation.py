@@ -60,7 +60,7 @@ from enum import StrEnum
 from itertools import pairwise
 from typing import Any, NamedTuple
 
-from drkit.records import TopicPartition
+from drkit.records import TopicPartition, built
 from drkit.replication.offset_sync import OffsetRun
 from drkit.replication.run_map import RunTable
 
@@ -464,16 +464,19 @@ def _finish(
     elif target_offset > bounds.end:
         target_offset, method = bounds.end, Method.CLAMPED
         flags.add(Flag.BEYOND_TARGET_END)
-    return Translated(
-        source=mapping.source,
-        target=mapping.target,
-        source_offset=source_offset,
-        target_offset=target_offset,
-        method=method,
-        expected_rereads=known_rereads + rereads(mapping.runs, source_offset, target_offset),
-        unreplicated=_unreplicated(source_offset, mapping, source_end),
-        unreachable=unreachable,
-        flags=frozenset(flags),
+    return built(
+        Translated,
+        {
+            "source": mapping.source,
+            "target": mapping.target,
+            "source_offset": source_offset,
+            "target_offset": target_offset,
+            "method": method,
+            "expected_rereads": known_rereads + rereads(mapping.runs, source_offset, target_offset),
+            "unreplicated": _unreplicated(source_offset, mapping, source_end),
+            "unreachable": unreachable,
+            "flags": frozenset(flags),
+        },
     )
 
 

@@ -40,7 +40,7 @@ from drkit.failover.model import (
     StepName,
 )
 from drkit.failover.runbook import Runbook
-from drkit.records import TopicPartition
+from drkit.records import TopicPartition, built
 from drkit.translation import CannotTranslate, Method
 
 _PLANNED = (Procedure.SWITCHOVER, Procedure.CUTOVER, Procedure.FAILBACK)
@@ -224,16 +224,21 @@ def _move(part: PartitionFacts, offset: int, methods: Mapping[Method, str]) -> P
     )
     if isinstance(result, CannotTranslate):
         return _unmapped(part, result.source_offset, result.reason)
-    return PartitionMove(
-        part.source.topic,
-        part.source.partition,
-        result.target.topic,
-        result.target.partition,
-        result.source_offset,
-        result.target_offset,
-        methods[result.method],
-        result.expected_rereads,
-        result.unreplicated,
+    target = result.target
+    return built(
+        PartitionMove,
+        {
+            "source_topic": part.source.topic,
+            "source_partition": part.source.partition,
+            "target_topic": target.topic,
+            "target_partition": target.partition,
+            "source_offset": result.source_offset,
+            "target_offset": result.target_offset,
+            "method": methods[result.method],
+            "expected_rereads": result.expected_rereads,
+            "unreplicated": result.unreplicated,
+            "reason": "",
+        },
     )
 
 
