@@ -20,6 +20,7 @@ import math
 from collections.abc import Hashable, Iterable, Mapping
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry
@@ -246,13 +247,16 @@ def test_a_worker_that_stands_by_forgets_what_it_followed_and_leads_again_from_a
     ]
 
 
-def test_a_group_whose_target_write_failed_is_synced_next_round_though_it_did_not_move() -> None:
+@pytest.mark.parametrize("follow", [True, False], ids=["log", "admin-api"])
+def test_a_group_whose_target_write_failed_is_synced_next_round_though_it_did_not_move(
+    follow: bool,
+) -> None:
     """Group-offset sync writes a round's answers into the target groups.  A write that fails
     for a passing reason (a timeout, a coordinator still loading) must be tried again by the
     next round - although the group's commit and the runs did not move, so the round does not
     translate it again.  (Found by CI on b0bdd8c: a group left unsynced for 30 s.)"""
     state = CommittedOffsets(lambda _g: True)
-    edges = Edges(state, follow=True)
+    edges = Edges(state, follow=follow)
     worker = _checkpointer(edges)
     target = FakeCluster("dc2")
     worker.group_sync = GroupOffsetSync(target)
@@ -271,9 +275,12 @@ def test_a_group_whose_target_write_failed_is_synced_next_round_though_it_did_no
     assert _gauge(worker, "active_skips") == 0  # a failed write is no active group
 
 
-def test_a_group_active_on_the_target_is_retried_until_it_is_gone_from_the_source() -> None:
+@pytest.mark.parametrize("follow", [True, False], ids=["log", "admin-api"])
+def test_a_group_active_on_the_target_is_retried_until_it_is_gone_from_the_source(
+    follow: bool,
+) -> None:
     state = CommittedOffsets(lambda _g: True)
-    edges = Edges(state, follow=True)
+    edges = Edges(state, follow=follow)
     worker = _checkpointer(edges)
     target = FakeCluster("dc2")
     target.activate("busy")
