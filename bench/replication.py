@@ -298,10 +298,15 @@ def mm2_tuned_clients(tasks: int, record_size: int) -> tuple[dict[str, str], dic
     topology = FlowTopology.of(FlowConfig(source="dc1", target="dc2"))
     worker = WorkerSettings(buffer_share=1.0 / tasks)
     drkit_producer = producer_settings(topology, worker, careful=False)
-    producer = _translate(drkit_producer, _PRODUCER_TO_JAVA, "producer")
+    producer = _translate(
+        {**drkit_producer.tuning, **drkit_producer.required}, _PRODUCER_TO_JAVA, "producer"
+    )
     producer.update(_PRODUCER_IMPLICIT)
     producer["buffer.memory"] = str(_buffer_memory(worker, record_size))
-    consumer = _translate(consumer_settings(topology, worker), _CONSUMER_TO_JAVA, "consumer")
+    drkit_consumer = consumer_settings(topology, worker)
+    consumer = _translate(
+        {**drkit_consumer.tuning, **drkit_consumer.required}, _CONSUMER_TO_JAVA, "consumer"
+    )
     # drkit's worker asks consume() for up to batch_size records at a time; librdkafka's fetch
     # limit (fetch.max.bytes, 50 MiB) is also the Java default, set to say so.
     consumer["max.poll.records"] = str(worker.batch_size)

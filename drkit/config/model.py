@@ -226,13 +226,33 @@ class SchemaRegistryConfig(_Frozen):
         return _APICURIO_CCOMPAT.sub("/apis/registry/v2", self.url)
 
 
+# librdkafka settings drkit sets itself on the clients that need them, because its guarantees
+# rest on them; a cluster's ``client_overrides`` naming one is refused at load (it would be
+# silently outvoted: drkit.kafka.clients layers overrides below what a client requires).
+RESERVED_CLIENT_SETTINGS = {
+    "bootstrap.servers": "set bootstrap_servers",
+    "acks": "every write waits for all in-sync replicas",
+    "enable.idempotence": "replication and drkit's own topics write without duplicates",
+    "transactional.id": "exactly_once flows name their transactions per worker",
+    "enable.auto.commit": "drkit stores its progress itself",
+    "group.id": "each reader has its own group",
+    "group.instance.id": "replication workers choose static membership themselves",
+    "isolation.level": "replication reads committed records only",
+    "auto.offset.reset": "a missing position is a loss to record, never a silent jump",
+    "partition.assignment.strategy": "replication workers rebalance cooperatively",
+    "enable.partition.eof": "drkit's readers find a partition's end themselves",
+}
+
+
 class ClusterConfig(_Frozen):
     """One Kafka cluster (a data center) drkit talks to."""
 
     # Comma-separated host:port / [ipv6]:port list, normalised (no blanks) at load.
     bootstrap_servers: str = Field(min_length=1)
     security: SecurityConfig = SecurityConfig()
-    # librdkafka properties applied to every client of this cluster, after drkit's own.
+    # librdkafka properties applied to every client of this cluster, after drkit's tuning
+    # (batching, compression, fetch sizes, client ids); never the settings drkit's correctness
+    # rests on (RESERVED_CLIENT_SETTINGS: refused at load).
     client_overrides: dict[str, str | int | float | bool] = Field(default_factory=dict)
     # What the brokers' allow.everyone.if.no.acl.found says (drkit cannot read it: brokers
     # report it as sensitive).  true: a topic without ACLs is open to everyone, so a fence adds
@@ -250,6 +270,19 @@ class ClusterConfig(_Frozen):
     role_security: dict[Role, SecurityConfig] = Field(default_factory=dict)
     # The schema registry the cluster's applications use (flows' ``schema_sync`` copies it).
     schema_registry: SchemaRegistryConfig | None = None
+
+    @field_validator("client_overrides")
+    @classmethod
+    def _not_reserved(
+        cls, value: dict[str, str | int | float | bool]
+    ) -> dict[str, str | int | float | bool]:
+        for key in value:
+            if key in RESERVED_CLIENT_SETTINGS:
+                raise ValueError(
+                    f"{key} cannot be overridden: drkit sets it per client "
+                    f"({RESERVED_CLIENT_SETTINGS[key]})"
+                )
+        return value
 
     @field_validator("principals")
     @classmethod

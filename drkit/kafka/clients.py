@@ -1,15 +1,17 @@
 """Build confluent-kafka clients from drkit's typed cluster config.
 
-Settings are layered: drkit's defaults for the client's role, then the cluster's security, then
-the cluster's ``client_overrides``, then the caller's explicit ``extra`` settings (which carry
-correctness requirements such as ``enable.idempotence`` and therefore win).
+Settings are layered: drkit's connection defaults, then drkit's *tuning* for the client's role
+(batching, compression, fetch sizes: what an operator may want otherwise), then the cluster's
+security, then the cluster's ``client_overrides``, then the caller's *required* settings (what
+drkit's correctness rests on - ``acks``, idempotence, no auto-commit, the group - which
+therefore win over any override).
 """
 
 from __future__ import annotations
 
 import socket
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, Producer
@@ -104,10 +106,23 @@ def _oidc_settings(oauth: OAuthConfig) -> dict[str, Any]:
     return settings
 
 
+@dataclass(frozen=True)
+class ClientSettings:
+    """What a caller asks of one client, in the two layers around a cluster's
+    ``client_overrides`` (see the module docstring): ``tuning`` gives way to them, ``required``
+    wins over them."""
+
+    required: Mapping[str, Any] = field(default_factory=dict)
+    tuning: Mapping[str, Any] = field(default_factory=dict)
+
+
 def client_settings(
-    endpoint: ClusterEndpoint, extra: Mapping[str, Any] | None = None
+    endpoint: ClusterEndpoint,
+    extra: Mapping[str, Any] | None = None,
+    tuning: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """librdkafka settings for a client of ``endpoint`` with ``extra`` applied last."""
+    """librdkafka settings for a client of ``endpoint``: ``tuning`` below the cluster's
+    security and ``client_overrides``, ``extra`` (required settings) above them."""
     settings: dict[str, Any] = {
         "bootstrap.servers": endpoint.bootstrap_servers,
         "client.id": f"drkit-{endpoint.alias}",
@@ -117,6 +132,7 @@ def client_settings(
         "log_level": _CLIENT_LOG_LEVEL,
         "log.connection.close": False,
     }
+    settings.update(tuning or {})
     settings.update(_security_settings(endpoint.config.security))
     settings.update(endpoint.config.client_overrides)
     settings.update(extra or {})
@@ -147,35 +163,58 @@ def redacted(settings: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def make_producer(endpoint: ClusterEndpoint, extra: Mapping[str, Any] | None = None) -> Producer:
-    """A producer with acks=all and idempotence on unless ``extra`` says otherwise."""
-    defaults: dict[str, Any] = {
-        "acks": "all",
-        "enable.idempotence": True,
-        "linger.ms": 5,
-        "compression.type": "lz4",
-    }
-    defaults.update(extra or {})
+def producer_config(
+    endpoint: ClusterEndpoint,
+    extra: Mapping[str, Any] | None = None,
+    tuning: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """:func:`make_producer`'s settings (pure)."""
+    tuned: dict[str, Any] = {"linger.ms": 5, "compression.type": "lz4", **(tuning or {})}
+    required: dict[str, Any] = {"acks": "all", "enable.idempotence": True, **(extra or {})}
+    return client_settings(endpoint, required, tuned)
+
+
+def make_producer(
+    endpoint: ClusterEndpoint,
+    extra: Mapping[str, Any] | None = None,
+    tuning: Mapping[str, Any] | None = None,
+) -> Producer:
+    """A producer with acks=all and idempotence on unless ``extra`` says otherwise; batching
+    and compression are tuning (a cluster's ``client_overrides`` change them)."""
     try:
-        return Producer(client_settings(endpoint, defaults))
+        return Producer(producer_config(endpoint, extra, tuning))
     except KafkaException as err:
         raise _client_error(err, endpoint, "producer") from None
 
 
-def make_consumer(
-    endpoint: ClusterEndpoint, group_id: str, extra: Mapping[str, Any] | None = None
-) -> Consumer:
-    """A consumer that never auto-commits (drkit stores progress itself)."""
-    defaults: dict[str, Any] = {
+def consumer_config(
+    endpoint: ClusterEndpoint,
+    group_id: str,
+    extra: Mapping[str, Any] | None = None,
+    tuning: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """:func:`make_consumer`'s settings (pure)."""
+    tuned: dict[str, Any] = {"fetch.queue.backoff.ms": FETCH_QUEUE_BACKOFF_MS, **(tuning or {})}
+    required: dict[str, Any] = {
         "group.id": group_id,
         "enable.auto.commit": False,
         "auto.offset.reset": "earliest",
         "enable.partition.eof": False,
-        "fetch.queue.backoff.ms": FETCH_QUEUE_BACKOFF_MS,
+        **(extra or {}),
     }
-    defaults.update(extra or {})
+    return client_settings(endpoint, required, tuned)
+
+
+def make_consumer(
+    endpoint: ClusterEndpoint,
+    group_id: str,
+    extra: Mapping[str, Any] | None = None,
+    tuning: Mapping[str, Any] | None = None,
+) -> Consumer:
+    """A consumer that never auto-commits (drkit stores progress itself) and reads from the
+    earliest offset where it has none; how it fetches is tuning."""
     try:
-        return Consumer(client_settings(endpoint, defaults))
+        return Consumer(consumer_config(endpoint, group_id, extra, tuning))
     except KafkaException as err:
         raise _client_error(err, endpoint, "consumer") from None
 

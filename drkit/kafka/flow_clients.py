@@ -30,7 +30,7 @@ from confluent_kafka import KafkaError as RdKafkaError
 from confluent_kafka import TopicPartition as RdTP
 
 from drkit.errors import FatalKafkaError, KafkaError, RetriableKafkaError
-from drkit.kafka.clients import ClusterEndpoint, make_consumer, make_producer
+from drkit.kafka.clients import ClientSettings, ClusterEndpoint, make_consumer, make_producer
 from drkit.kafka.errors import error_code_name, is_fatal_for_flow, translate
 from drkit.records import TopicPartition
 
@@ -161,13 +161,13 @@ class SourceConsumer:
     from inside :meth:`consume`.
     """
 
-    def __init__(
-        self, endpoint: ClusterEndpoint, group_id: str, settings: Mapping[str, Any]
-    ) -> None:
+    def __init__(self, endpoint: ClusterEndpoint, group_id: str, settings: ClientSettings) -> None:
         self.endpoint = endpoint
-        self._consumer: Consumer = make_consumer(endpoint, group_id, settings)
+        self._consumer: Consumer = make_consumer(
+            endpoint, group_id, settings.required, settings.tuning
+        )
         self._abandoned = False
-        self._static = "group.instance.id" in settings  # KIP-345: close does not leave
+        self._static = "group.instance.id" in settings.required  # KIP-345: close does not leave
 
     def subscribe(
         self,
@@ -321,11 +321,11 @@ class TargetProducer:
     """
 
     def __init__(
-        self, endpoint: ClusterEndpoint, settings: Mapping[str, Any], transactional: bool
+        self, endpoint: ClusterEndpoint, settings: ClientSettings, transactional: bool
     ) -> None:
         self.endpoint = endpoint
         self.transactional = transactional
-        self._producer: Producer = make_producer(endpoint, settings)
+        self._producer: Producer = make_producer(endpoint, settings.required, settings.tuning)
         self.produce = self._producer.produce
         self.poll = self._producer.poll
 
@@ -385,7 +385,9 @@ def fence_transactional_id(
     Initialising a producer with the id bumps its epoch at the coordinator: a zombie that wakes
     up with the old epoch can no longer commit.
     """
-    producer = TargetProducer(endpoint, {"transactional.id": transactional_id}, True)
+    producer = TargetProducer(
+        endpoint, ClientSettings({"transactional.id": transactional_id}), True
+    )
     producer.init_transactions(timeout_s)
     producer.flush(1)
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from drkit.errors import KafkaError, SchemaRegistryError
 from drkit.kafka.admin import KafkaAdmin
-from drkit.kafka.clients import ClusterEndpoint
+from drkit.kafka.clients import ClientSettings, ClusterEndpoint
 from drkit.kafka.flow_clients import TargetProducer
 from drkit.replication.acl_sync import AclSynchronizer
 from drkit.replication.heartbeat import Heartbeat
@@ -140,7 +140,9 @@ def heartbeat_loop(
 ) -> None:
     """Write heartbeats to the source until ``quit_`` is set, while ``active()`` says so."""
     producer = TargetProducer(
-        source, {"linger.ms": 0, "client.id": f"drkit-heartbeat-{topology.name}"}, False
+        source,
+        ClientSettings({"linger.ms": 0}, {"client.id": f"drkit-heartbeat-{topology.name}"}),
+        False,
     )
     key = Heartbeat(topology.source, topology.target, 0).key()
     interval = topology.flow.heartbeat_interval_s

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from drkit.kafka.clients import FETCH_QUEUE_BACKOFF_MS
+from drkit.kafka.clients import FETCH_QUEUE_BACKOFF_MS, ClientSettings
 from drkit.replication.assignment import StartFrom
 from drkit.replication.topology import FlowTopology
 
@@ -43,19 +43,22 @@ def producer_settings(
     topology: FlowTopology,
     settings: WorkerSettings,
     careful: bool,
-) -> dict[str, Any]:
+) -> ClientSettings:
     """The target producer's settings; ``careful``: one record per batch (to find a record the
     target refuses as too large).  No producer-wide delivery callback: records carry their own
-    (drkit.replication.delivery), so most records cost no report at all."""
+    (drkit.replication.delivery), so most records cost no report at all.  Batching and the
+    client id are tuning: a cluster's ``client_overrides`` change them."""
     flow = topology.flow
     timeout_ms = int(flow.retry.delivery_timeout_s * 1000)
-    extra: dict[str, Any] = {
+    required: dict[str, Any] = {
         "acks": "all",
         "enable.idempotence": True,
-        "linger.ms": settings.linger_ms,
         "message.timeout.ms": timeout_ms,
         # Let the target's topic limit decide what is too large, not the client's default.
         "message.max.bytes": 100_000_000,
+    }
+    tuning: dict[str, Any] = {
+        "linger.ms": settings.linger_ms,
         "queue.buffering.max.messages": settings.producer_queue_messages(),
         # Let batch.size (1 MB) bound a batch, not librdkafka's 10,000-record cap: small records
         # then travel in fewer, fuller requests (less producer-thread CPU per record).
@@ -63,18 +66,19 @@ def producer_settings(
         "client.id": f"drkit-{topology.name}-{settings.worker_id}",
     }
     if careful:
-        extra.update({"batch.num.messages": 1, "linger.ms": 0})
+        required.update({"batch.num.messages": 1, "linger.ms": 0})
     if flow.exactly_once:
         # librdkafka requires message.timeout.ms <= transaction.timeout.ms.
-        extra["message.timeout.ms"] = min(timeout_ms, settings.transaction_timeout_ms)
-        extra["transactional.id"] = topology.transactional_id(settings.worker_id)
-        extra["transaction.timeout.ms"] = settings.transaction_timeout_ms
-    return extra
+        required["message.timeout.ms"] = min(timeout_ms, settings.transaction_timeout_ms)
+        required["transactional.id"] = topology.transactional_id(settings.worker_id)
+        required["transaction.timeout.ms"] = settings.transaction_timeout_ms
+    return ClientSettings(required, tuning)
 
 
-def consumer_settings(topology: FlowTopology, settings: WorkerSettings) -> dict[str, Any]:
-    """The source consumer's settings (member of the flow's replication group)."""
-    out: dict[str, Any] = {
+def consumer_settings(topology: FlowTopology, settings: WorkerSettings) -> ClientSettings:
+    """The source consumer's settings (member of the flow's replication group); how it
+    fetches, and the client id, are tuning."""
+    required: dict[str, Any] = {
         "partition.assignment.strategy": "cooperative-sticky",
         "session.timeout.ms": settings.session_timeout_ms,
         "heartbeat.interval.ms": max(500, settings.session_timeout_ms // 10),
@@ -82,6 +86,11 @@ def consumer_settings(topology: FlowTopology, settings: WorkerSettings) -> dict[
         # Never jump silently: an offset that is no longer on the source is a loss to record
         # (drkit.replication.loss), not something to reset past.
         "auto.offset.reset": "error",
+        # Partitions added to a subscribed topic are seen on metadata refresh (default 5 min):
+        # refresh as often as the flow looks for new topics.
+        "topic.metadata.refresh.interval.ms": int(topology.flow.topic_refresh_interval_s * 1000),
+    }
+    tuning: dict[str, Any] = {
         "client.id": f"drkit-{topology.name}-{settings.worker_id}",
         # Fetch in big per-partition chunks and come back soon once the prefetch queue (bounded
         # for memory) has room: with librdkafka's defaults (1 MiB per partition, 1 s queue
@@ -93,10 +102,7 @@ def consumer_settings(topology: FlowTopology, settings: WorkerSettings) -> dict[
         "fetch.queue.backoff.ms": FETCH_QUEUE_BACKOFF_MS,
         "queued.max.messages.kbytes": settings.consumer_queue_kbytes(),
         "fetch.wait.max.ms": 50,
-        # Partitions added to a subscribed topic are seen on metadata refresh (default 5 min):
-        # refresh as often as the flow looks for new topics.
-        "topic.metadata.refresh.interval.ms": int(topology.flow.topic_refresh_interval_s * 1000),
     }
     if settings.static_membership:
-        out["group.instance.id"] = f"{topology.replicate_group}.{settings.worker_id}"
-    return out
+        required["group.instance.id"] = f"{topology.replicate_group}.{settings.worker_id}"
+    return ClientSettings(required, tuning)

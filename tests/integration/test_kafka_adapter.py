@@ -17,6 +17,7 @@ from confluent_kafka import TopicPartition as RdTP
 from drkit.errors import KafkaError, RetriableKafkaError
 from drkit.kafka import KafkaAdmin, make_consumer
 from drkit.kafka.admin import TopicSpec
+from drkit.kafka.clients import ClientSettings
 from drkit.kafka.flow_clients import SourceConsumer
 from drkit.kafka.io import produce_batch
 from drkit.records import TopicPartition
@@ -172,7 +173,9 @@ def test_source_consumer_returns_at_the_first_record_not_at_its_timeout(
     the wait is a quarter of it, far from any scheduling noise."""
     topic = names.topic()
     dc1.admin().create_topics([TopicSpec(topic, 1)])
-    consumer = SourceConsumer(dc1.endpoint, names.group(), {"fetch.wait.max.ms": 50})
+    consumer = SourceConsumer(
+        dc1.endpoint, names.group(), ClientSettings(tuning={"fetch.wait.max.ms": 50})
+    )
     try:
         consumer.assign({TopicPartition(topic, 0): None})
         assert [m for m in consumer.consume(5000, 1.0) if m.error() is None] == []
@@ -204,9 +207,9 @@ def test_a_worker_consumer_with_a_full_prefetch_queue_does_not_spin(
     dc1.admin().create_topics([TopicSpec(topic, 1)])
     settings = WorkerSettings(buffer_share=0.01)  # the smallest prefetch queue: 4 MiB
     produce_batch(dc1.endpoint, topic, ((None, b"x" * 100) for _ in range(80_000)), partition=0)
-    extra = consumer_settings(FlowTopology.of(FlowConfig(source="dc1", target="dc2")), settings)
-    extra.pop("group.instance.id", None)
-    consumer = SourceConsumer(dc1.endpoint, names.group(), extra)
+    chosen = consumer_settings(FlowTopology.of(FlowConfig(source="dc1", target="dc2")), settings)
+    assert "group.instance.id" not in chosen.required
+    consumer = SourceConsumer(dc1.endpoint, names.group(), chosen)
     try:
         consumer.assign({TopicPartition(topic, 0): 0})
         assert consumer.consume(1, 10.0), "no record fetched"
@@ -332,12 +335,14 @@ def test_a_static_member_restarted_mid_rebalance_leaves_no_partition_unowned(
     without one, so they stay unowned.  A session that ends inside the process must leave."""
     topic, group = names.topic(), names.group()
     dc1.admin().create_topics([TopicSpec(topic, 4)])
-    settings = {
-        "partition.assignment.strategy": "cooperative-sticky",
-        "group.instance.id": f"{group}.a",
-        "session.timeout.ms": 30000,
-        "heartbeat.interval.ms": 500,
-    }
+    settings = ClientSettings(
+        {
+            "partition.assignment.strategy": "cooperative-sticky",
+            "group.instance.id": f"{group}.a",
+            "session.timeout.ms": 30000,
+            "heartbeat.interval.ms": 500,
+        }
+    )
     owned: dict[str, set[TopicPartition]] = {"a": set(), "b": set()}
 
     def member(name: str, consumer: SourceConsumer) -> SourceConsumer:
@@ -353,7 +358,12 @@ def test_a_static_member_restarted_mid_rebalance_leaves_no_partition_unowned(
     a = member("a", SourceConsumer(dc1.endpoint, group, settings))
     wait_until(lambda: a.consume(10, 0.2) is not None and len(owned["a"]) == 4, 60, what="a")
     b = member(
-        "b", SourceConsumer(dc1.endpoint, group, {**settings, "group.instance.id": f"{group}.b"})
+        "b",
+        SourceConsumer(
+            dc1.endpoint,
+            group,
+            ClientSettings({**settings.required, "group.instance.id": f"{group}.b"}),
+        ),
     )
     try:
         # b joins; a takes part in the first rebalance (background thread) but, not polled,
