@@ -355,9 +355,11 @@ def install_stop_signals(stop: threading.Event, grace_s: float = STOP_GRACE_S) -
 
     def relay() -> None:
         signum = received.get()
-        log.info("stopping on %s (forced after %.0fs)", signal.Signals(signum).name, grace_s)
+        # The deadline first, then the stop: neither may wait on the log (a handler's lock
+        # held by a hung thread must not keep the process from stopping).
         faulthandler.dump_traceback_later(grace_s, exit=True)
         stop.set()  # later signals change nothing: the stop and its deadline are under way
+        log.info("stopping on %s (forced after %.0fs)", signal.Signals(signum).name, grace_s)
 
     def handler(signum: int, _frame: FrameType | None) -> None:
         received.put(signum)
