@@ -14,8 +14,7 @@ Offsets: by default the groups share 41 committed offsets per partition (a plan 
 each distinct (partition, offset) once: drkit.failover.plan.TranslationMemo);
 ``--failover-offsets distinct`` gives every group its own offset on every partition (each
 partition then holds as many records as there are groups) - the worst case for the plan.
-Each group count's timed runs follow one untimed run of up to 1,000 groups that warms the
-brokers up.
+Each group count's timed runs follow one untimed run of up to 1,000 groups (see ``main``).
 """
 
 from __future__ import annotations
@@ -237,8 +236,9 @@ def main(
     warm_up: bool = True,
 ) -> str:
     """Each group count's runs follow one untimed failover of up to 1,000 groups (``warm_up``):
-    the first run on freshly started brokers was 2-4 s slower at 10,000 groups (their JVMs
-    not yet compiled the paths an offset commit takes), which says nothing about drkit."""
+    without it the first run of each of four 10,000-group series was 2-4 s slower than the
+    other two (cause not established - the target broker had been running for the series
+    before in three of them)."""
     clusters = start_clusters(fresh=False)
     cleanup = _Cleanup(clusters)
     out: list[str] = []
