@@ -12,6 +12,7 @@ import threading
 import time
 
 import pytest
+from confluent_kafka import KafkaException
 from confluent_kafka import TopicPartition as RdTP
 
 from drkit.errors import KafkaError, RetriableKafkaError
@@ -31,7 +32,19 @@ def test_group_requests_survive_broker_restarts(scratch: ClusterUnderTest, names
     admin = KafkaAdmin(scratch.endpoint, default_timeout_s=1.0)
     admin.create_topics([TopicSpec(topic, 1)])
     consumer = make_consumer(scratch.endpoint, group)
-    consumer.commit(offsets=[RdTP(topic, 0, 42)], asynchronous=False)
+
+    def committed() -> bool:
+        """The group's first commit; on a just-started broker its coordinator may still be
+        coming up (CI on b4c1781: NOT_COORDINATOR on the scratch cluster's first commit)."""
+        try:
+            consumer.commit(offsets=[RdTP(topic, 0, 42)], asynchronous=False)
+        except KafkaException as err:
+            if "COORDINATOR" not in err.args[0].name():
+                raise
+            return False
+        return True
+
+    wait_until(committed, 30, 0.5, "the group's first commit")
     consumer.close()
     stop = threading.Event()
     outcomes = {"ok": 0, "retriable": 0}
