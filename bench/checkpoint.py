@@ -3,8 +3,9 @@
 A flow replicates one 50-partition topic while N consumer groups have committed offsets on every
 partition; ``drkit replicate --no-checkpoints`` keeps copying, and one checkpoint worker
 (:class:`drkit.offsets.checkpointer.Checkpointer`, in this process) is timed for each way of
-reading the source's commits (``checkpoint_commits_from``: the admin API every round, or one
-admin pass and then ``__consumer_offsets``), one after the other over the same groups:
+reading the source's commits (``checkpoint_commits_from``: ``auto`` - the default, which here,
+on open clusters, follows the log -, the admin API every round, or one admin pass and then
+``__consumer_offsets``), one after the other over the same groups:
 
 * the first round (every committed offset translated) and a round after the replicator copied
   more records to every partition and 1 % of the groups committed again (incremental: the
@@ -53,6 +54,7 @@ PROBES = 5
 class Measurement:
     groups: int
     source: CommitSource
+    used: str  # where the rounds read the commits (``auto`` picks one of the other two)
     full_round_s: float
     full_translated: int
     incremental_round_s: float
@@ -170,10 +172,11 @@ def _measure_worker(
         after = counted()
         print(f"    round after 1 % moved: {incremental_s:.2f} s", flush=True)
         freshness = _freshness(clusters, worker, flow.name, topic, partitions)
+        used = worker.commits.using
     finally:
         worker.close()
     return Measurement(
-        groups, flow.checkpoint_commits_from, full_s, full_translated, incremental_s,
+        groups, flow.checkpoint_commits_from, used, full_s, full_translated, incremental_s,
         int(after[0] - before[0]), int(after[1] - before[1]), anchor_s, freshness,
     )  # fmt: skip
 
@@ -237,7 +240,8 @@ def _probe_at(store: CheckpointStore, probe: str, replica: TopicPartition) -> in
 def _row(m: Measurement, partitions: int) -> list[str]:
     fresh = statistics.median(m.freshness_s)
     return [
-        f"{m.groups:,} x {partitions}", m.source.value,
+        f"{m.groups:,} x {partitions}",
+        m.source.value if m.source.value == m.used else f"{m.source.value} ({m.used})",
         f"{m.full_round_s:.2f} s ({m.full_translated:,})",
         f"{m.incremental_round_s:.2f} s ({m.incremental_translated:,} translated, "
         f"{m.incremental_kept:,} kept)", f"{m.read_offsets_s:.2f} s",

@@ -106,6 +106,11 @@ class FatalKafkaError(KafkaError):
     """A Kafka call failed in a way retrying cannot fix (authorization, record too large...)."""
 
 
+class CommitLogUnreadable(FatalKafkaError):
+    """The source's ``__consumer_offsets`` cannot be followed: this principal may not read it,
+    or it holds a record this drkit cannot decode (a format newer than it knows)."""
+
+
 class CredentialsRefusedError(FatalKafkaError):
     """The cluster answered but refused drkit's login (wrong password, unknown user, mechanism
     not enabled): retrying cannot help, and the cluster is not unreachable."""

@@ -124,6 +124,13 @@ def _role_findings(
         detail = f"{principal} holds all {len(needs.needs)}"
         if facts.super_users is None:
             detail += " (super users not readable)"
+        unused = missing(
+            principal, needs.optional, acls, super_users=supers,
+            allow_everyone_if_no_acl=allow_everyone,
+        )  # fmt: skip
+        if unused:
+            grants = ", ".join(f"{n.operation.value.upper()} on {n.resource}" for n in unused)
+            detail += f"; optional, not held: {grants} - the {role} {unused[0].why}"
         return [Finding(Status.OK, alias, check, detail)]
     hint = "" if facts.super_users is not None else " (unless it is a super user: not readable)"
     return [

@@ -53,12 +53,20 @@ _OWN_TOPIC = (Operation.CREATE, Operation.WRITE, Operation.READ, Operation.DESCR
 @dataclass(frozen=True)
 class RoleNeeds:
     """The needs of one role on one cluster; ``widened``: selections (regexes) that no ACL
-    pattern can express exactly, granted on a wider or narrower resource instead."""
+    pattern can express exactly, granted on a wider or narrower resource instead;
+    ``optional``: grants the role works without but uses when it holds them (a faster way to
+    the same answers) - never part of ``needs``, so least privilege stays least."""
 
     role: Role
     cluster: str
     needs: tuple[Need, ...]
     widened: tuple[str, ...] = ()
+    optional: tuple[Need, ...] = ()
+
+
+@dataclass(frozen=True)
+class _Optional:
+    need: Need
 
 
 @dataclass(frozen=True)
@@ -195,7 +203,7 @@ def _mapping_topics(flow: FlowConfig) -> list[Resource]:
     ]
 
 
-def _checkpointer(flow: FlowConfig, cluster: str) -> Iterator[Need | str]:
+def _checkpointer(flow: FlowConfig, cluster: str) -> Iterator[Need | str | _Optional]:
     if flow.source == cluster:
         groups = _select(ResourceType.GROUP, flow.groups, f"groups of {flow.name}")
         yield from groups.inexact
@@ -203,9 +211,12 @@ def _checkpointer(flow: FlowConfig, cluster: str) -> Iterator[Need | str]:
                           "checkpoints")  # fmt: skip
         topics = _topics_of(flow)
         yield from _needs(topics.resources, [Operation.DESCRIBE], "sees the groups' offsets")
+        why = f"follows the commits {flow.name} checkpoints on the log"
         if flow.checkpoint_commits_from is CommitSource.OFFSETS_TOPIC:
-            why = f"follows the commits {flow.name} checkpoints on the log"
             yield from _needs([_topic(OFFSETS_TOPIC)], _READ, why)
+        elif flow.checkpoint_commits_from is CommitSource.AUTO:
+            why += " (without it every round reads every group's offsets)"
+            yield from map(_Optional, _needs([_topic(OFFSETS_TOPIC)], _READ, why))
     if flow.target == cluster:
         checkpoints = _topic(internal_topics.checkpoints_topic(flow.source))
         yield from _needs([checkpoints], _OWN_TOPIC, f"writes {flow.name}'s checkpoints")
@@ -302,6 +313,7 @@ def _application(role: Role, config: DrkitConfig, cluster: str) -> Iterator[Need
 
 def role_needs(role: Role, cluster: str, config: DrkitConfig) -> RoleNeeds:
     """Every permission ``role`` needs on ``cluster`` (deduplicated, in a stable order)."""
+    found: list[Need | str | _Optional]
     if role is Role.REPLICATOR:
         found = [item for flow in config.flows for item in _replicator(flow, cluster)]
     elif role is Role.CHECKPOINTER:
@@ -315,10 +327,15 @@ def role_needs(role: Role, cluster: str, config: DrkitConfig) -> RoleNeeds:
     else:
         found = list(_application(role, config, cluster))
     needs: dict[tuple[Resource, Operation], Need] = {}
+    optional: dict[tuple[Resource, Operation], Need] = {}
     widened: dict[str, None] = {}
     for item in found:
         if isinstance(item, Need):
             needs.setdefault((item.resource, item.operation), item)
+        elif isinstance(item, _Optional):
+            optional.setdefault((item.need.resource, item.need.operation), item.need)
         else:
             widened[item] = None
-    return RoleNeeds(role, cluster, tuple(needs.values()), tuple(widened))
+    # A grant another flow needs is not optional.
+    wanted = tuple(need for key, need in optional.items() if key not in needs)
+    return RoleNeeds(role, cluster, tuple(needs.values()), tuple(widened), wanted)

@@ -38,6 +38,12 @@ from drkit.errors import ConfigError, ExitCode, Problem
     help="Who gets them (User:name); default: the config's principal for the role.",
 )
 @click.option("--apply", is_flag=True, help="Create them, with the cluster's credentials.")
+@click.option(
+    "--with-optional",
+    is_flag=True,
+    help="Also the optional ones: grants the role works without but uses to do its job faster "
+    "(e.g. the checkpointer following __consumer_offsets).",
+)
 @config_option
 @output_option
 @pass_app
@@ -47,11 +53,13 @@ def acls(
     alias: str,
     principal: str | None,
     apply: bool,
+    with_optional: bool,
     config_file: str | None,
     output: str,
 ) -> None:
     """Print the exact ACLs ROLE needs on CLUSTER, derived from the flows (and create them with
-    --apply: idempotent, needs ALTER on the cluster)."""
+    --apply: idempotent, needs ALTER on the cluster).  Optional ones are printed as comments
+    and created only with --with-optional."""
     config = app.config(config_file)
     if alias not in config.clusters:
         known = ", ".join(sorted(config.clusters))
@@ -64,8 +72,9 @@ def acls(
         raise ConfigError(
             [Problem(f"clusters.{alias}.principals.{role}", "unknown principal: give --principal")]
         )
-    needs = role_needs(role, alias, config)
-    entries = [need.entry(who) for need in needs.needs]
+    found = role_needs(role, alias, config)
+    chosen = (*found.needs, *found.optional) if with_optional else found.needs
+    entries = [need.entry(who) for need in chosen]
     if output == "json":
         echo_document(
             "acls",
@@ -83,17 +92,24 @@ def acls(
                         "resource": e.resource.name,
                         "why": need.why,
                     }
-                    for e, need in zip(entries, needs.needs, strict=True)
+                    for e, need in zip(entries, chosen, strict=True)
                 ],
-                "widened": list(needs.widened),
+                "optional": [
+                    {"operation": n.operation.value, "resource": str(n.resource), "why": n.why}
+                    for n in found.optional
+                ],
+                "widened": list(found.widened),
             },
         )
     else:
         if not entries:
             click.echo(f"# the {role} needs nothing on {alias} with these flows")
-        for entry, need in zip(entries, needs.needs, strict=True):
+        for entry, need in zip(entries, chosen, strict=True):
             click.echo(f"{entry}    # {need.why}")
-        for note in needs.widened:
+        if not with_optional:
+            for need in found.optional:
+                click.echo(f"# optional (--with-optional): {need.entry(who)}    # {need.why}")
+        for note in found.widened:
             click.echo(f"# not exact: {note} (a literal or prefix.* pattern gives exact ACLs)")
     if apply and entries:
         from drkit.kafka import ClusterEndpoint, KafkaAdmin

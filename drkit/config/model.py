@@ -400,6 +400,7 @@ class TruncationPolicy(StrEnum):
 class CommitSource(StrEnum):
     """Where the checkpoint worker reads the source's commits (drkit.offsets.commit_follower)."""
 
+    AUTO = "auto"  # offsets_topic where the principal may read the log, else admin_api
     ADMIN_API = "admin_api"  # every group's offsets, every round (no extra ACL)
     OFFSETS_TOPIC = "offsets_topic"  # once, then the commits on __consumer_offsets (READ on it)
 
@@ -460,7 +461,7 @@ class FlowConfig(_Frozen):
     sync_group_offsets: bool = False
     heartbeat_interval_s: float = Field(default=1.0, gt=0)
     checkpoint_interval_s: float = Field(default=1.0, gt=0)
-    checkpoint_commits_from: CommitSource = CommitSource.ADMIN_API
+    checkpoint_commits_from: CommitSource = CommitSource.AUTO
     topic_refresh_interval_s: float = Field(default=5.0, gt=0)
     transforms: tuple[TransformConfig, ...] = ()
     on_source_truncation: TruncationPolicy = TruncationPolicy.CONTINUE

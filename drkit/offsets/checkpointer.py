@@ -34,7 +34,7 @@ import logging
 import struct
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import cast
 
@@ -45,7 +45,12 @@ from drkit.kafka.admin import KafkaAdmin, TopicSpec
 from drkit.kafka.clients import ClusterEndpoint
 from drkit.kafka.tailer import TopicTailer
 from drkit.offsets.checkpoint import TICK_GROUP, Checkpoint, group_of, tick
-from drkit.offsets.commit_follower import AdminCommits, CommitFollower, CommitsRead
+from drkit.offsets.commit_follower import (
+    AdminCommits,
+    AutoCommits,
+    CommitFollower,
+    CommitsRead,
+)
 from drkit.offsets.group_sync import GroupOffsetSync
 from drkit.offsets.mapping_loader import MappingLoader
 from drkit.offsets.metrics import CheckpointMetrics, default_metrics
@@ -109,6 +114,22 @@ class GroupView:
         return cls(group, now, results, rereads, untranslatable, pending)
 
 
+def commit_source(
+    kind: CommitSource,
+    source: KafkaAdmin,
+    follows: Callable[[str], bool],
+    known: Callable[[], Iterable[str]],
+) -> AdminCommits | CommitFollower | AutoCommits:
+    """The reader of the source's commits ``checkpoint_commits_from`` asks for."""
+    if kind is CommitSource.OFFSETS_TOPIC:
+        return CommitFollower(source, follows, known)
+    if kind is CommitSource.ADMIN_API:
+        return AdminCommits(source, follows)
+    return AutoCommits(
+        CommitFollower(source, follows, known), AdminCommits(source, follows), source.endpoint.alias
+    )
+
+
 class Checkpointer:
     def __init__(
         self,
@@ -131,10 +152,8 @@ class Checkpointer:
         self.group_sync = GroupOffsetSync(self.target) if flow.sync_group_offsets else None
         self._writer = AckedWriter(self.target_endpoint, {"linger.ms": 5})
         self._written: dict[tuple[str, TopicPartition], tuple[int, int]] = {}
-        self.commits: AdminCommits | CommitFollower = (
-            CommitFollower(self.source, self.follows, self.checkpointed_groups)
-            if flow.checkpoint_commits_from is CommitSource.OFFSETS_TOPIC
-            else AdminCommits(self.source, self.follows)
+        self.commits = commit_source(
+            flow.checkpoint_commits_from, self.source, self.follows, self.checkpointed_groups
         )
         self.views: dict[str, GroupView] = {}
         # The inputs the last round translated with: a partition whose runs only grew since
@@ -238,6 +257,8 @@ class Checkpointer:
 
     def _round(self) -> None:
         read = self.commits.read()
+        for source in ("admin_api", "offsets_topic"):
+            self.metrics.commit_source.labels(self.name, source).set(source == self.commits.using)
         mappings = self.loader.refresh()
         # The replicated partitions some group committed on: the topic filter (regexes, some
         # microseconds) is asked once per partition, not once per group's commit - 500,000

@@ -1,28 +1,37 @@
 """Where a checkpoint round gets the source's committed offsets from.
 
-Two sources, chosen per flow by ``checkpoint_commits_from`` (drkit.config.model.CommitSource):
+Three sources, chosen per flow by ``checkpoint_commits_from`` (drkit.config.model.CommitSource):
 
-* :class:`AdminCommits` (the default): every round lists the groups and reads every group's
-  offsets through the admin API - a full pass, ~1.9 s at 10,000 groups x 50 partitions here
+* :class:`AdminCommits`: every round lists the groups and reads every group's offsets through
+  the admin API - a full pass, ~1.9 s at 10,000 groups x 50 partitions here
   (bench/RESULTS.md) - and names the groups whose offsets differ from the pass before;
 * :class:`CommitFollower`: one admin pass at the start, then only the commits logged on the
   source's ``__consumer_offsets`` since (drkit.offsets.commit_log) - a round reads what changed
-  and names the groups that moved.  Needs READ and DESCRIBE on that topic.
+  and names the groups that moved.  Needs READ and DESCRIBE on that topic;
+* :class:`AutoCommits` (the default): the follower while the source lets this principal read
+  its log and every record there decodes, the admin API otherwise - a least-privilege
+  principal gets correct checkpoints without the extra grant, a trusted one fresh ones at
+  thousands of groups.  It tries the log again every :data:`LOG_RETRY_S`.
 
 Starting without a gap: the follower first captures the end of every ``__consumer_offsets``
 partition (the last stable offset: a transaction's offset commits written before it and
 committed after must not be skipped), then takes the admin snapshot, then applies the log from
 the captured ends.  Commits between the capture and the snapshot are applied twice - the
 snapshot then the log, in log order - and end as their last record says.
+
+Every switch of source (a follower's start, a fall-back to the admin API, a return to the log)
+begins with a read that names every group (``changed`` None): a round never judges one
+source's answers by another's "what moved".
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Iterable, Mapping, Set
 from dataclasses import dataclass
 
-from drkit.errors import FatalKafkaError
+from drkit.errors import CommitLogUnreadable, FatalKafkaError
 from drkit.kafka.admin import KafkaAdmin
 from drkit.kafka.ports import read_group_offsets
 from drkit.kafka.tailer import TopicTailer
@@ -30,6 +39,10 @@ from drkit.offsets.commit_log import OFFSETS_TOPIC, CommittedOffsets, OffsetComm
 from drkit.records import Record, TopicPartition
 
 log = logging.getLogger(__name__)
+
+# How long AutoCommits reads through the admin API before it tries the log again (an ACL
+# granted meanwhile, or a drkit that learnt a new record format, is picked up by then).
+LOG_RETRY_S = 600.0
 
 
 @dataclass(frozen=True)
@@ -87,6 +100,8 @@ class AdminCommits:
     the source's broker started names none, and a round would have dropped every group's
     answers (drkit.kafka.ports.read_group_offsets)."""
 
+    using = "admin_api"
+
     def __init__(self, source: KafkaAdmin, follows: Callable[[str], bool]) -> None:
         self.source = source
         self.follows = follows
@@ -121,6 +136,8 @@ class CommitFollower:
     group, would otherwise follow an idle group only once it committed again
     (drkit.kafka.ports.read_group_offsets)."""
 
+    using = "offsets_topic"
+
     def __init__(
         self,
         source: KafkaAdmin,
@@ -141,10 +158,12 @@ class CommitFollower:
                 self._start(timeout_s)
             assert self._tailer is not None
             self.state.apply(_commits(self._tailer.catch_up(timeout_s), self.source.endpoint.alias))
+        except CommitLogUnreadable:
+            raise
         except FatalKafkaError as err:
             if "AUTHORIZATION" not in str(err).upper():
                 raise
-            raise FatalKafkaError(
+            raise CommitLogUnreadable(
                 f"{err} - following commits needs READ and DESCRIBE on {OFFSETS_TOPIC}"
             ) from None
         changed: Set[str] | None = self.state.take_changed()
@@ -173,13 +192,23 @@ class CommitFollower:
             [TopicPartition(OFFSETS_TOPIC, p.partition) for p in found.partitions] if found else []
         )
         ends = self.source.list_offsets(parts, "latest", timeout_s, isolation="read_committed")
-        self.state.load(self._snapshot(timeout_s))
-        self._tailer = TopicTailer(
+        tailer = TopicTailer(
             self.source.endpoint,
             OFFSETS_TOPIC,
             missing_ok=True,
             start={tp.partition: offset for tp, offset in ends.items()},
         )
+        try:
+            # The log from the captured ends is read once before the admin pass - a principal
+            # that may not read it learns so here, not after a full read of every group - and
+            # applied after it, as every later record is.
+            early = list(_commits(tailer.catch_up(timeout_s), self.source.endpoint.alias))
+            self.state.load(self._snapshot(timeout_s))
+            self.state.apply(early)
+        except BaseException:
+            tailer.close()
+            raise
+        self._tailer = tailer
         log.info(
             "following committed offsets on the source's log",
             extra={"cluster": self.source.endpoint.alias, "groups": len(self.state.by_group)},
@@ -195,14 +224,84 @@ class CommitFollower:
             self._tailer.close()
 
 
+class AutoCommits:
+    """The log while it can be followed, the admin API otherwise (``checkpoint_commits_from:
+    auto``).
+
+    A read that finds the log unreadable (:class:`drkit.errors.CommitLogUnreadable`: not
+    authorized, or a record that does not decode) is answered through the admin API in the
+    same round - no round fails for it - and the log is tried again after ``retry_s``.  Any
+    other error (the source down, a timeout) fails the round as with either source alone.
+    ``using`` names the source of the last read (``offsets_topic`` or ``admin_api``) and
+    ``why`` the reason the log is not used, for the metrics and the logs.
+    """
+
+    def __init__(
+        self,
+        follower: CommitFollower,
+        admin: AdminCommits,
+        cluster: str,
+        *,
+        retry_s: float = LOG_RETRY_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.follower, self.admin, self.cluster = follower, admin, cluster
+        self.retry_s = retry_s
+        self.clock = clock
+        self.why: str | None = None  # why the log is not followed; None while it is
+        self._log_again_at = 0.0
+
+    @property
+    def using(self) -> str:
+        return "offsets_topic" if self.why is None else "admin_api"
+
+    def read(self, timeout_s: float = 30.0) -> CommitsRead:
+        if self.why is not None and self.clock() >= self._log_again_at:
+            self.why = None  # try the log again; the follower starts with a full read
+        if self.why is None:
+            try:
+                return self.follower.read(timeout_s)
+            except CommitLogUnreadable as err:
+                self._fall_back(str(err))
+        return self.admin.read(timeout_s)
+
+    def _fall_back(self, why: str) -> None:
+        self.why = why
+        self._log_again_at = self.clock() + self.retry_s
+        self.follower.forget()  # a return to the log starts from a fresh snapshot
+        self.admin.restart()  # the first admin read names every group
+        log.warning(
+            "cannot follow commits on the source's log: reading every group's offsets "
+            "through the admin API instead",
+            extra={
+                "cluster": self.cluster,
+                "reason": why,
+                "retry_in_s": self.retry_s,
+            },
+        )
+
+    def restart(self) -> None:
+        self.follower.restart()
+        self.admin.restart()
+
+    def forget(self) -> None:
+        self.follower.forget()
+        self.admin.forget()
+
+    def close(self) -> None:
+        self.follower.close()
+        self.admin.close()
+
+
 def _commits(records: Iterable[Record], cluster: str) -> Iterable[OffsetCommit]:
     for record in records:
         try:
             commit = decode(record.key, record.value)
         except ValueError as err:
-            raise FatalKafkaError(
+            raise CommitLogUnreadable(
                 f"{cluster}: {OFFSETS_TOPIC}-{record.partition} at offset {record.offset}: "
-                f"{err}; set checkpoint_commits_from: admin_api to read commits another way"
+                f"{err}; set checkpoint_commits_from: admin_api (or auto) to read commits "
+                "another way"
             ) from None
         if commit is not None:
             yield commit

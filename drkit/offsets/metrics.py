@@ -28,6 +28,7 @@ class CheckpointMetrics:
     errors: Counter
     offset_sync_runs: Gauge
     offset_sync_trimmed: Counter
+    commit_source: Gauge
 
     @classmethod
     def create(cls, registry: CollectorRegistry | None = None) -> CheckpointMetrics:
@@ -99,6 +100,13 @@ class CheckpointMetrics:
                 "drkit_offset_sync_runs_trimmed",
                 "Offset-sync runs tombstoned: no record left on either cluster",
                 f,
+                registry=reg,
+            ),
+            commit_source=Gauge(
+                "drkit_checkpoint_commit_source",
+                "1 for where the last round read the source's commits (admin_api: every "
+                "group's offsets; offsets_topic: the commits logged since), 0 for the other",
+                ("flow", "source"),
                 registry=reg,
             ),
         )

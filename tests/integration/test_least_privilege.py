@@ -269,6 +269,79 @@ def test_every_role_runs_as_its_own_least_privilege_principal_through_a_failover
     )
 
 
+def _with_store(setup: FlowSetup, directory: Path) -> FlowSetup:
+    """``setup`` with a state store of its own (the module's other tests move the pointer)."""
+    document = yaml.safe_load(setup.path.read_text())
+    document["state_store"] = {"url": f"sqlite:///{directory / f'{setup.path.stem}.db'}"}
+    setup.path.write_text(yaml.safe_dump(document))
+    return FlowSetup(setup.path, load_config(setup.path), setup.source, setup.target)
+
+
+def test_auto_checkpoints_read_commits_through_the_admin_api_until_the_log_is_granted(
+    secured_pair: SecuredPair, tmp_path: Path, names: Names
+) -> None:
+    """``checkpoint_commits_from: auto`` (the default) on a deny-by-default source: without READ
+    on ``__consumer_offsets`` the checkpointer says so once and checkpoints through the admin
+    API - no round fails, a group that commits later is checkpointed; once ``drkit acls
+    --with-optional --apply`` grants the log, a checkpointer follows it."""
+    pair = secured_pair
+    as_admin = KafkaAdmin(pair.manager.endpoint_as(pair.source, "admin"))
+    log_acls = [
+        e
+        for e in as_admin.acl_entries()
+        if e.resource.name == "__consumer_offsets" and e.principal == "User:checkpointer"
+    ]
+    as_admin.delete_entries(log_acls)  # an earlier test may have granted them  # fmt: skip
+    app, admin = pair.as_user("app", tmp_path), pair.as_user("admin", tmp_path)
+    topic = names.topic("auto")
+    KafkaAdmin(admin.source_endpoint).create_topics([TopicSpec(topic, PARTITIONS)])
+    fill(app.source_endpoint, topic, PER_PARTITION)
+    groups = groups_at_positions(topic, names)
+    for group, offsets in groups.items():
+        commit_group_offsets(app.source_endpoint, group, offsets)
+    auto = {"checkpoint_commits_from": "auto", "topics": {"include": [topic]}}
+    shown = pair.run("acls", "--config", str(pair.as_user("admin", tmp_path, **auto).path),
+                     "--role", "checkpointer", "--cluster", pair.source)  # fmt: skip
+    assert shown.returncode == 0, shown.stderr
+    assert "# optional (--with-optional): ALLOW User:checkpointer READ on topic " in shown.stdout
+    replicator = Replicator(_with_store(pair.as_user("replicator", tmp_path, **auto), tmp_path),
+                            "--no-checkpoints", log_dir=tmp_path)  # fmt: skip
+
+    def checkpointer_process() -> DrkitProcess:
+        config = _with_store(pair.as_user("checkpointer", tmp_path, **auto), tmp_path)
+        return DrkitProcess(["checkpoint", "--config", str(config.path)], tmp_path, "checkpoint")
+
+    unfollowed = checkpointer_process()
+    with replicator, unfollowed:
+        wait_replicated(admin, topic, groups)
+        late = {names.group("late-admin"): {TopicPartition(topic, 0): 4}}
+        for group, offsets in late.items():
+            commit_group_offsets(app.source_endpoint, group, offsets)
+        wait_until(lambda: checkpointed(admin, {**groups, **late}), 60, 0.5,
+                   what="checkpoints through the admin API")  # fmt: skip
+    text = unfollowed.log_path.read_text()
+    assert text.count("cannot follow commits on the source's log") == 1, text[-3000:]
+    assert "TOPIC_AUTHORIZATION_FAILED" in text and "checkpoint round failed" not in text
+    # Refused before the admin pass a follower starts with (a full read of every group).
+    assert "following committed offsets" not in text
+
+    granted = pair.run("acls", "--config", str(pair.as_user("admin", tmp_path, **auto).path),
+                       "--role", "checkpointer", "--cluster", pair.source, "--apply",
+                       "--with-optional")  # fmt: skip
+    assert granted.returncode == 0, granted.stderr + granted.stdout
+    follower = checkpointer_process()
+    with Replicator(_with_store(pair.as_user("replicator", tmp_path, **auto), tmp_path),
+                    "--no-checkpoints", log_dir=tmp_path), follower:  # fmt: skip
+        later = {names.group("late-log"): {TopicPartition(topic, 1): 6}}
+        for group, offsets in later.items():
+            commit_group_offsets(app.source_endpoint, group, offsets)
+        wait_until(lambda: checkpointed(admin, {**groups, **late, **later}), 60, 0.5,
+                   what="checkpoints following the log")  # fmt: skip
+    text = follower.log_path.read_text()
+    assert "following committed offsets on the source's log" in text, text[-3000:]
+    assert "cannot follow commits" not in text and "checkpoint round failed" not in text
+
+
 def test_the_doctor_names_a_missing_acl_and_its_role_and_drkit_acls_apply_restores_it(
     secured_pair: SecuredPair,
 ) -> None:

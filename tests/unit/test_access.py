@@ -7,6 +7,7 @@ import pytest
 
 from drkit.access.doctor import (
     ClusterFacts,
+    Finding,
     Status,
     cluster_findings,
     installation_findings,
@@ -182,16 +183,36 @@ def test_the_replicator_reads_the_source_selection_and_writes_only_replicas_on_t
     assert not any(n.resource == _topic("*") for n in source + target)
 
 
-@pytest.mark.parametrize("commits_from", ["admin_api", "offsets_topic"])
-def test_the_checkpointer_reads_the_offsets_topic_only_when_it_follows_the_log(
+@pytest.mark.parametrize("commits_from", ["admin_api", "offsets_topic", "auto"])
+def test_the_checkpointer_needs_the_offsets_topic_only_when_told_to_follow_the_log(
     commits_from: str,
 ) -> None:
+    """``offsets_topic`` needs READ on the log; ``auto`` (the default) works without it - the
+    grant is optional, listed apart and never among the needs; ``admin_api`` never reads it."""
     config = _config(checkpoint_commits_from=commits_from)
-    needs = role_needs(Role.CHECKPOINTER, "dc1", config).needs
-    follows = commits_from == "offsets_topic"
-    assert _has(needs, _topic("__consumer_offsets"), Operation.READ) is follows
-    assert not _has(role_needs(Role.CHECKPOINTER, "dc2", config).needs,
-                    _topic("__consumer_offsets"), Operation.READ)  # fmt: skip
+    found = role_needs(Role.CHECKPOINTER, "dc1", config)
+    log = _topic("__consumer_offsets")
+    assert _has(found.needs, log, Operation.READ) is (commits_from == "offsets_topic")
+    assert _has(found.optional, log, Operation.READ) is (commits_from == "auto")
+    assert _has(found.optional, log, Operation.DESCRIBE) is (commits_from == "auto")
+    on_target = role_needs(Role.CHECKPOINTER, "dc2", config)
+    assert not _has(on_target.needs + on_target.optional, log, Operation.READ)
+
+
+def test_a_grant_one_flow_needs_is_not_optional_because_another_only_wants_it() -> None:
+    config = DrkitConfig.model_validate(
+        {
+            "clusters": {"dc1": {"bootstrap_servers": "a:9092"},
+                         "dc2": {"bootstrap_servers": "b:9092"},
+                         "dc3": {"bootstrap_servers": "c:9092"}},
+            "flows": [{"source": "dc1", "target": "dc2", "checkpoint_commits_from": "auto"},
+                      {"source": "dc1", "target": "dc3",
+                       "checkpoint_commits_from": "offsets_topic"}],
+        }
+    )  # fmt: skip
+    found = role_needs(Role.CHECKPOINTER, "dc1", config)
+    assert _has(found.needs, _topic("__consumer_offsets"), Operation.READ)
+    assert not found.optional
 
 
 def test_identity_replicas_take_the_selection_and_unexpressible_selections_are_reported() -> None:
@@ -277,6 +298,28 @@ def test_the_doctor_names_the_one_missing_acl_and_the_role_that_needs_it() -> No
         "monitor ACLs",
         "engine ACLs",
     }
+
+
+def test_the_doctor_names_an_optional_grant_not_held_and_passes_without_it() -> None:
+    config = _secured(_config())  # checkpoint_commits_from: auto, the default
+    acls: set[AclEntry] = set()
+    for role in Role:
+        acls |= _granted(config, "dc1", role, f"User:{role}")
+
+    def checkpointer_line(granted: set[AclEntry]) -> Finding:
+        facts = ClusterFacts(
+            "dc1", brokers=1, authorizer=True, acls=frozenset(granted), super_users=frozenset()
+        )
+        return next(f for f in cluster_findings(config, facts) if f.check == "checkpointer ACLs")
+
+    without = checkpointer_line(acls)
+    assert without.status is Status.OK, without.line()
+    assert "optional, not held: READ on topic '__consumer_offsets'" in without.detail
+    assert "every round reads every group's offsets" in without.detail
+    log = _topic("__consumer_offsets")
+    granted = acls | {AclEntry("User:checkpointer", log, Operation.READ)}
+    held = checkpointer_line(granted)
+    assert held.status is Status.OK and "optional" not in held.detail, held.line()
 
 
 def test_the_doctor_fails_an_unreachable_cluster_and_a_missing_authorizer_when_fencing() -> None:

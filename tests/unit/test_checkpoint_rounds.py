@@ -26,10 +26,10 @@ from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry
 
 from drkit.config.model import ClusterConfig, CommitSource, FlowConfig
-from drkit.errors import RetriableKafkaError
+from drkit.errors import CommitLogUnreadable, RetriableKafkaError
 from drkit.kafka.acked_writer import Confirmed
 from drkit.offsets.checkpointer import Checkpointer
-from drkit.offsets.commit_follower import CommitsRead, compared_read
+from drkit.offsets.commit_follower import AutoCommits, CommitsRead, compared_read
 from drkit.offsets.commit_log import CommittedOffsets, OffsetCommit
 from drkit.offsets.group_sync import GroupOffsetSync
 from drkit.offsets.metrics import CheckpointMetrics
@@ -76,6 +76,13 @@ class Edges:
     def restart(self) -> None:
         self.full_next = True
 
+    def forget(self) -> None:
+        self.full_next = True
+
+    @property
+    def using(self) -> str:
+        return "offsets_topic" if self.follow else "admin_api"
+
     def close(self) -> None:
         pass
 
@@ -104,6 +111,23 @@ class Edges:
     def confirm(self, timeout_s: float, topic: str = "") -> Confirmed:
         sent, self.sent = self.sent, []
         return Confirmed(tuple(sent), 0, None)
+
+
+class FlakyLog(Edges):
+    """The log as ``checkpoint_commits_from: auto`` meets it: readable until ``readable`` is
+    cleared (an ACL revoked, a record this drkit cannot decode) - then a read fails before or
+    after it took the moved groups."""
+
+    def __init__(self, state: CommittedOffsets) -> None:
+        super().__init__(state, follow=True)
+        self.readable, self.fail_late = True, False
+
+    def read(self, timeout_s: float | None = None) -> CommitsRead:
+        if not self.readable:
+            if self.fail_late:
+                self.state.take_changed()
+            raise CommitLogUnreadable("dc1: TOPIC_AUTHORIZATION_FAILED on __consumer_offsets")
+        return super().read(timeout_s)
 
 
 def _checkpointer(edges: Edges) -> Checkpointer:
@@ -153,8 +177,18 @@ def test_rounds_that_follow_the_log_answer_as_fresh_translations_every_round(
     history: History, data: st.DataObject
 ) -> None:
     state = CommittedOffsets(lambda group: True)
-    edges = Edges(state, follow=data.draw(st.booleans(), label="follow the log"))
+    mode = data.draw(st.sampled_from(["offsets_topic", "admin_api", "auto"]), label="commits")
+    edges = Edges(state, follow=mode == "offsets_topic")
     worker = _checkpointer(edges)
+    flaky, now = FlakyLog(state), [0.0]
+    if mode == "auto":  # the log while it reads, else the admin API; the log again after 10 s
+        worker.commits = AutoCommits(
+            flaky,  # type: ignore[arg-type]
+            Edges(state, follow=False),  # type: ignore[arg-type]
+            "dc1",
+            retry_s=10.0,
+            clock=lambda: now[0],
+        )
     seen = 0
     previous_runs: list[Any] | None = None
     start = history.target_start
@@ -183,7 +217,15 @@ def test_rounds_that_follow_the_log_answer_as_fresh_translations_every_round(
         if data.draw(st.integers(0, 9), label="failed round") == 0:
             worker.commits.restart()  # a round that failed after reading the commits
             state.take_changed()
+        if mode == "auto":
+            flaky.readable = data.draw(st.booleans(), label="log readable")
+            flaky.fail_late = data.draw(st.booleans(), label="fails after taking the moves")
+            now[0] += data.draw(st.sampled_from([0.0, 5.0, 10.0]), label="seconds later")
         worker.round()
+        if mode == "auto" and not flaky.readable:
+            assert worker.commits.using == "admin_api"
+        used = worker.metrics.commit_source.labels(worker.name, worker.commits.using)
+        assert used._value.get() == 1.0
 
         fresh = _fresh(state, edges.mapping, edges)
         assert set(worker.views) == set(fresh)
@@ -196,6 +238,44 @@ def test_rounds_that_follow_the_log_answer_as_fresh_translations_every_round(
         assert _gauge(worker, "unreplicated") == sum(r.unreplicated or 0 for r in translated)
         assert _gauge(worker, "rereads") == sum(r.expected_rereads for r in translated)
         assert _gauge(worker, "untranslatable") == len(answers) - len(translated)
+
+
+def test_auto_falls_back_to_the_admin_api_in_the_same_round_and_returns_to_the_log_later() -> None:
+    """``checkpoint_commits_from: auto``: a round whose log read is refused is answered through
+    the admin API (it does not fail), the log is tried again only after ``retry_s``, and each
+    switch starts with a read naming every group - here a group moves on while the log is
+    followed and moves back while it is not: an admin read compared with its pass from before
+    the log would call it unmoved and keep the answer of the offset it left."""
+    state = CommittedOffsets(lambda _g: True)
+    edges = Edges(state, follow=False)
+    worker = _checkpointer(edges)
+    edges.mapping = PartitionMapping(SRC, DST, [OffsetRun(0, 1000, 100)], replicated_end=None)
+    edges.bounds, edges.source_end = TargetBounds(1000, 1100), 100
+    flaky, now = FlakyLog(state), [0.0]
+    auto = AutoCommits(
+        flaky,  # type: ignore[arg-type]
+        Edges(state, follow=False),  # type: ignore[arg-type]
+        "dc1",
+        retry_s=10.0,
+        clock=lambda: now[0],
+    )
+    worker.commits = auto
+
+    def round_at(offset: int, *, readable: bool, later_s: float = 1.0) -> int:
+        state.apply([OffsetCommit("g0", SRC, offset)])
+        flaky.readable, now[0] = readable, now[0] + later_s
+        worker.round()
+        answer = worker.views["g0"].results[SRC]
+        assert isinstance(answer, Translated)
+        return answer.target_offset
+
+    assert round_at(5, readable=False) == 1005 and auto.using == "admin_api"
+    assert auto.why is not None and "__consumer_offsets" in auto.why
+    assert round_at(5, readable=True, later_s=3.0) == 1005 and auto.using == "admin_api"
+    assert round_at(7, readable=True, later_s=10.0) == 1007 and auto.using == "offsets_topic"
+    assert round_at(5, readable=False) == 1005 and auto.using == "admin_api"
+    gauge = worker.metrics.commit_source.labels(worker.name, "admin_api")
+    assert gauge._value.get() == 1.0
 
 
 def test_a_worker_that_stands_by_forgets_what_it_followed_and_leads_again_from_a_snapshot() -> None:
