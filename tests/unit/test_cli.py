@@ -534,3 +534,30 @@ def test_shell_completion_offers_aliases_flows_and_runs(tmp_path: Path) -> None:
     assert complete("drkit switchover --to d") == ["dc1", "dc2"]
     assert complete("drkit verify --flow ") == ["dc1->dc2"]
     assert complete("drkit failover show ") == []  # no runs yet: nothing offered, no error
+
+
+def test_acls_lists_an_optional_grant_apart_and_adds_it_only_when_asked(tmp_path: Path) -> None:
+    """The checkpointer under ``checkpoint_commits_from: auto`` may follow the log: READ on
+    ``__consumer_offsets`` is printed as a comment, not among the needs, unless
+    --with-optional (which --apply would then create too)."""
+    config = tmp_path / "drkit.yaml"
+    config.write_text(
+        "clusters:\n"
+        "  dc1: {bootstrap_servers: 'a:9092', principals: {checkpointer: 'User:cp'}}\n"
+        "  dc2: {bootstrap_servers: 'b:9092'}\n"
+        "flows:\n  - {source: dc1, target: dc2}\n"
+    )
+    base = ["acls", "--config", str(config), "--role", "checkpointer", "--cluster", "dc1"]
+    plain = CliRunner().invoke(cli, base)
+    assert plain.exit_code == 0, plain.output
+    needed = [line for line in plain.output.splitlines() if not line.startswith("#")]
+    assert needed and not [line for line in needed if "__consumer_offsets" in line]
+    assert "# optional (--with-optional): ALLOW User:cp READ on topic '__consumer_offsets'" in (
+        plain.output
+    )
+    document = json.loads(CliRunner().invoke(cli, [*base, "-o", "json"]).output)
+    assert [o["operation"] for o in document["optional"]] == ["read", "describe"]
+    assert not [a for a in document["acls"] if a["resource"] == "__consumer_offsets"]
+    wanted = json.loads(CliRunner().invoke(cli, [*base, "--with-optional", "-o", "json"]).output)
+    granted = [a["operation"] for a in wanted["acls"] if a["resource"] == "__consumer_offsets"]
+    assert granted == ["read", "describe"]
