@@ -9,7 +9,10 @@ default) and, with ``DRKIT_BENCH_PG_URL``, on PostgreSQL:
 * ``planned``: the whole plan as a value, rows included (what the translation step reads);
 
 anchored against ``json.dumps`` + ``json.loads`` of the same plan document in memory - the least
-any store that keeps the document must do.  No Kafka cluster is involved.
+any store that keeps the document must do.  Then, on SQLite, what an operator waits for with
+such a run in the store: ``drkit failover list``, ``failover show RUN`` and ``failover show RUN
+-o json`` as commands, against ``drkit db current`` (a process that starts, loads the config and
+opens the same store) as the anchor.  No Kafka cluster is involved.
 """
 
 from __future__ import annotations
@@ -17,9 +20,12 @@ from __future__ import annotations
 import json
 import os
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 from bench.common import markdown_table
 from drkit.failover.model import (
@@ -75,6 +81,37 @@ def measure(url: str, plan: Plan) -> dict[str, float]:
     return out
 
 
+def _commands(plan: Plan, scratch: str, runs: int) -> dict[str, float]:
+    """Median seconds of each command over ``runs`` on a store holding ``plan``'s run."""
+    url = f"sqlite:///{scratch}/commands-{len(plan.groups)}.db"
+    store = StateStore(url)
+    store.upgrade()
+    run = RunRepository(store).create(plan, "bench", "bench")
+    store.engine.dispose()
+    config = Path(scratch) / "commands.yaml"
+    config.write_text(
+        "clusters:\n  dc1: {bootstrap_servers: '127.0.0.1:1'}\n"
+        "  dc2: {bootstrap_servers: '127.0.0.1:2'}\nflows: [{source: dc1, target: dc2}]\n"
+        f"state_store: {{url: '{url}'}}\n"
+    )
+    commands = {
+        "anchor": ["db", "current"],
+        "list": ["failover", "list"],
+        "show": ["failover", "show", str(run.id)],
+        "show -o json": ["failover", "show", str(run.id), "-o", "json"],
+    }
+    out: dict[str, float] = {}
+    for name, args in commands.items():
+        command = [sys.executable, "-m", "drkit", *args, "--config", str(config)]
+        timed = []
+        for _ in range(runs):
+            started = time.perf_counter()
+            subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
+            timed.append(time.perf_counter() - started)
+        out[name] = statistics.median(timed)
+    return out
+
+
 def main(groups: list[int], partitions: int = 50, runs: int = 3) -> str:
     stores: list[tuple[str, Callable[[], str]]] = []
     scratch = tempfile.mkdtemp(prefix="drkit-bench-runstore-")
@@ -98,8 +135,30 @@ def main(groups: list[int], partitions: int = 50, runs: int = 3) -> str:
             )
             print(f"  {count} groups, {name}: {median}", flush=True)
     header = ["groups x partitions", "store", "create", "get (every step)", "planned", "anchor"]
+    shown = []
+    for count in groups:
+        took = _commands(make_plan(count, partitions), scratch, runs)
+        anchor = took["anchor"]
+        shown.append(
+            [f"{count:,} x {partitions}"]
+            + [f"{took[k]:.2f} s ({took[k] / anchor:.2f}x)" for k in _COMMANDS_SHOWN]
+            + [f"{anchor:.2f} s"]
+        )
+        print(f"  {count} groups, commands: {took}", flush=True)
     return (
         f"### Run record: a plan stored and read back (median of {runs})\n\n"
         + markdown_table(header, rows)
-        + "\n\nanchor: json.dumps + json.loads of the same plan document in memory."
+        + "\n\nanchor: json.dumps + json.loads of the same plan document in memory.\n\n"
+        + f"### Commands on a store holding that run (SQLite, median of {runs})\n\n"
+        + markdown_table(_COMMAND_HEADER, shown)
     )
+
+
+_COMMANDS_SHOWN = ("list", "show", "show -o json")
+_COMMAND_HEADER = [
+    "groups x partitions",
+    "failover list",
+    "failover show RUN",
+    "failover show RUN -o json",
+    "anchor: drkit db current",
+]
