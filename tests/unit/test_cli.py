@@ -577,7 +577,9 @@ def test_failover_list_summarises_each_run_without_its_per_group_rows(tmp_path: 
     store = StateStore(f"sqlite:///{db}")
     store.upgrade()
     moves = tuple(
-        GroupMove(f"g{i}", "empty", False, (PartitionMove("t", 0, "dc1.t", 0, i, i, "exact", 0, 0),))
+        GroupMove(
+            f"g{i}", "empty", False, (PartitionMove("t", 0, "dc1.t", 0, i, i, "exact", 0, 0),)
+        )
         for i in range(3)
     )
     plan = Plan(
