@@ -114,11 +114,16 @@ def test_a_signal_arriving_while_the_main_thread_holds_the_stop_events_lock_stil
     forced exit, a `--workers 2` replicator exited 1 after 50 s in CI)."""
     process = _started(SIGNAL_WHILE_WAITING)
     try:
-        stdout, stderr = process.communicate(timeout=10)
+        process.wait(timeout=10)
     except subprocess.TimeoutExpired:
         process.kill()
         _, stderr = process.communicate(timeout=30)
         pytest.fail(f"the stop signal deadlocked its handler:\n{stderr[-2000:]}")
+    # Read through the pipes' text wrappers, not communicate(): the child may have written
+    # "stopped" before _started's readline, which then holds it in its buffer - communicate
+    # reads the descriptor underneath and found "" (CI on the 2026-12-02 session's tree).
+    assert process.stdout is not None and process.stderr is not None
+    stdout, stderr = process.stdout.read(), process.stderr.read()
     assert process.returncode == 0, stderr
     assert stdout.strip() == "stopped"
     assert stderr.count("stopping on SIGTERM") == 1, stderr  # said once, for the first signal
