@@ -283,7 +283,8 @@ def test_auto_checkpoints_read_commits_through_the_admin_api_until_the_log_is_gr
     """``checkpoint_commits_from: auto`` (the default) on a deny-by-default source: without READ
     on ``__consumer_offsets`` the checkpointer says so once and checkpoints through the admin
     API - no round fails, a group that commits later is checkpointed; once ``drkit acls
-    --with-optional --apply`` grants the log, a checkpointer follows it."""
+    --with-optional --apply`` grants the log, a checkpointer follows it; revoked under it, the
+    next round goes back to the admin API without failing."""
     pair = secured_pair
     as_admin = KafkaAdmin(pair.manager.endpoint_as(pair.source, "admin"))
     log_acls = [
@@ -337,9 +338,22 @@ def test_auto_checkpoints_read_commits_through_the_admin_api_until_the_log_is_gr
             commit_group_offsets(app.source_endpoint, group, offsets)
         wait_until(lambda: checkpointed(admin, {**groups, **late, **later}), 60, 0.5,
                    what="checkpoints following the log")  # fmt: skip
+        text = follower.log_path.read_text()
+        assert "following committed offsets on the source's log" in text, text[-3000:]
+        assert "cannot follow commits" not in text
+        # The grant revoked under the running follower: the next round reads through the admin
+        # API instead, and a group that commits after it is still checkpointed.
+        as_admin.delete_entries([e for e in as_admin.acl_entries()
+                                 if e.resource.name == "__consumer_offsets"
+                                 and e.principal == "User:checkpointer"])  # fmt: skip
+        revoked = {names.group("late-revoked"): {TopicPartition(topic, 2): 8}}
+        for group, offsets in revoked.items():
+            commit_group_offsets(app.source_endpoint, group, offsets)
+        wait_until(lambda: checkpointed(admin, {**groups, **late, **later, **revoked}), 60, 0.5,
+                   what="checkpoints after the grant was revoked")  # fmt: skip
     text = follower.log_path.read_text()
-    assert "following committed offsets on the source's log" in text, text[-3000:]
-    assert "cannot follow commits" not in text and "checkpoint round failed" not in text
+    assert text.count("cannot follow commits on the source's log") == 1, text[-3000:]
+    assert "checkpoint round failed" not in text
 
 
 def test_the_doctor_names_a_missing_acl_and_its_role_and_drkit_acls_apply_restores_it(
