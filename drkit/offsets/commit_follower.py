@@ -44,6 +44,14 @@ log = logging.getLogger(__name__)
 # granted meanwhile, or a drkit that learnt a new record format, is picked up by then).
 LOG_RETRY_S = 600.0
 
+# A follower whose last read is older than this starts again from a snapshot.  The log's
+# tombstones (a group deleted, its offsets expired) are compacted away after the broker's
+# delete.retention.ms - a day by default - and a follower frozen (SIGSTOP, a suspended host)
+# or failing for that long would never see them: it would keep a group that no longer exists.
+# Judged by the wall clock, which - unlike the monotonic one - goes on while a host sleeps, as
+# the broker's retention does; a clock that jumps ahead only costs one more snapshot.
+STALE_AFTER_S = 3600.0
+
 
 @dataclass(frozen=True)
 class CommitsRead:
@@ -143,19 +151,35 @@ class CommitFollower:
         source: KafkaAdmin,
         follows: Callable[[str], bool],
         known: Callable[[], Iterable[str]] = tuple,
+        *,
+        stale_after_s: float = STALE_AFTER_S,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.source = source
         self.follows = follows
         self.known = known
+        self.stale_after_s = stale_after_s
+        self.clock = clock
         self.state = CommittedOffsets(follows)
         self._tailer: TopicTailer | None = None
         self._full = True
+        # When the last read that reached the log's end began (the start's snapshot counts).
+        self._read_at: float | None = None
 
     def read(self, timeout_s: float = 30.0) -> CommitsRead:
         """The offsets as of now: the log applied to its end (its last stable offsets)."""
+        now = self.clock()
+        if self._read_at is not None and now - self._read_at > self.stale_after_s:
+            log.info(
+                "the source's log was last read to its end too long ago: following it again "
+                "from a fresh snapshot",
+                extra={"cluster": self.source.endpoint.alias, "ago_s": round(now - self._read_at)},
+            )
+            self.forget()
         try:
             if self._tailer is None:
                 self._start(timeout_s)
+                self._read_at = now
             assert self._tailer is not None
             self.state.apply(_commits(self._tailer.catch_up(timeout_s), self.source.endpoint.alias))
         except CommitLogUnreadable:
@@ -166,6 +190,7 @@ class CommitFollower:
             raise CommitLogUnreadable(
                 f"{err} - following commits needs READ and DESCRIBE on {OFFSETS_TOPIC}"
             ) from None
+        self._read_at = now
         changed: Set[str] | None = self.state.take_changed()
         if self._full:
             changed, self._full = None, False
@@ -184,6 +209,7 @@ class CommitFollower:
             self._tailer = None
         self.state = CommittedOffsets(self.follows)
         self._full = True
+        self._read_at = None
 
     def _start(self, timeout_s: float) -> None:
         topics = self.source.list_topics(timeout_s, include_internal=True)

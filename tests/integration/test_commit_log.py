@@ -4,6 +4,7 @@ standby's checkpoints - and a transaction that was aborted never does."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from confluent_kafka import TopicPartition as RdTP
@@ -12,6 +13,7 @@ from drkit.kafka import make_consumer, make_producer
 from drkit.kafka.admin import TopicSpec
 from drkit.kafka.io import produce_batch
 from drkit.offsets.checkpoint_store import CheckpointStore
+from drkit.offsets.commit_follower import STALE_AFTER_S, CommitFollower, CommitsRead
 from drkit.records import TopicPartition
 from drkit.replication.topology import FlowTopology
 from tests.conftest import Names
@@ -84,3 +86,47 @@ def test_checkpoints_follow_every_kind_of_commit_on_the_log_and_never_an_aborted
         assert store.refresh().for_group(aborted) == {}  # never committed: never checkpointed
     finally:
         store.close()
+
+
+def test_a_follower_whose_last_read_is_too_old_starts_again_from_a_snapshot(
+    dc1: ClusterUnderTest, names: Names
+) -> None:
+    """A follower frozen or failing for longer than the log keeps its tombstones would miss a
+    group's deletion: its next read is a fresh snapshot (every group named), not the log from
+    where it stopped.  A follower read recently goes on from the log (only the moved group)."""
+    topic = names.topic("stale")
+    admin = dc1.admin()
+    admin.create_topics([TopicSpec(topic, 1)])
+    tp = TopicPartition(topic, 0)
+    produce_batch(dc1.endpoint, topic, [(None, b"x")] * 10)
+    kept, deleted = names.group("kept"), names.group("deleted")
+    admin.alter_groups_offsets({kept: {tp: 3}, deleted: {tp: 4}})
+    now = [1_000_000.0]
+    follower = CommitFollower(admin, lambda g: g in (kept, deleted), clock=lambda: now[0])
+    try:
+        first = follower.read()
+        assert first.changed is None and set(first.committed) == {kept, deleted}
+        admin.alter_group_offsets(kept, {tp: 5})
+        now[0] += 60
+        moved = wait_for_read(follower, lambda read: read.committed.get(kept) == {tp: 5})
+        assert moved.changed == {kept}
+        admin.alter_group_offsets(kept, {tp: 6})
+        admin.delete_groups([deleted])
+        now[0] += STALE_AFTER_S + 1
+        fresh = follower.read()
+        assert fresh.changed is None  # a snapshot, not the log from where it was
+        assert dict(fresh.committed) == {kept: {tp: 6}}
+    finally:
+        follower.close()
+
+
+def wait_for_read(follower: CommitFollower, done: Callable[[CommitsRead], bool]) -> CommitsRead:
+    """Reads until ``done`` (a commit reaches the log a moment after the admin call returns)."""
+    found: list[CommitsRead] = []
+
+    def check() -> bool:
+        found.append(follower.read())
+        return done(found[-1])
+
+    wait_until(check, 30, 0.2, what="the commit on the log")
+    return found[-1]
