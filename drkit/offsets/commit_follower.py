@@ -154,12 +154,16 @@ class CommitFollower:
         *,
         stale_after_s: float = STALE_AFTER_S,
         clock: Callable[[], float] = time.time,
+        tailer: Callable[[Mapping[int, int]], TopicTailer] | None = None,
     ) -> None:
+        """``tailer``: how the log is read from given positions per partition (a TopicTailer
+        of the source's ``__consumer_offsets`` by default; tests put a fault in its way)."""
         self.source = source
         self.follows = follows
         self.known = known
         self.stale_after_s = stale_after_s
         self.clock = clock
+        self._tailer_at = tailer or self._log_tailer
         self.state = CommittedOffsets(follows)
         self._tailer: TopicTailer | None = None
         self._full = True
@@ -167,7 +171,10 @@ class CommitFollower:
         self._read_at: float | None = None
 
     def read(self, timeout_s: float = 30.0) -> CommitsRead:
-        """The offsets as of now: the log applied to its end (its last stable offsets)."""
+        """The offsets as of now: the log applied to its end (its last stable offsets).
+
+        Raises :class:`CommitLogUnreadable` when the log cannot be followed, having forgotten
+        what it followed: the next read starts again from a snapshot."""
         now = self.clock()
         if self._read_at is not None and now - self._read_at > self.stale_after_s:
             log.info(
@@ -183,10 +190,14 @@ class CommitFollower:
             assert self._tailer is not None
             self.state.apply(_commits(self._tailer.catch_up(timeout_s), self.source.endpoint.alias))
         except CommitLogUnreadable:
+            # The record it stopped at is behind the tailer now: reading on would skip it - a
+            # commit never applied.  The next read starts again from a snapshot.
+            self.forget()
             raise
         except FatalKafkaError as err:
             if "AUTHORIZATION" not in str(err).upper():
                 raise
+            self.forget()
             raise CommitLogUnreadable(
                 f"{err} - following commits needs READ and DESCRIBE on {OFFSETS_TOPIC}"
             ) from None
@@ -218,12 +229,7 @@ class CommitFollower:
             [TopicPartition(OFFSETS_TOPIC, p.partition) for p in found.partitions] if found else []
         )
         ends = self.source.list_offsets(parts, "latest", timeout_s, isolation="read_committed")
-        tailer = TopicTailer(
-            self.source.endpoint,
-            OFFSETS_TOPIC,
-            missing_ok=True,
-            start={tp.partition: offset for tp, offset in ends.items()},
-        )
+        tailer = self._tailer_at({tp.partition: offset for tp, offset in ends.items()})
         try:
             # The log from the captured ends is read once before the admin pass - a principal
             # that may not read it learns so here, not after a full read of every group - and
@@ -239,6 +245,9 @@ class CommitFollower:
             "following committed offsets on the source's log",
             extra={"cluster": self.source.endpoint.alias, "groups": len(self.state.by_group)},
         )
+
+    def _log_tailer(self, start: Mapping[int, int]) -> TopicTailer:
+        return TopicTailer(self.source.endpoint, OFFSETS_TOPIC, missing_ok=True, start=start)
 
     def _snapshot(self, timeout_s: float) -> dict[str, Mapping[TopicPartition, int]]:
         """The admin pass: the offsets of the followed groups listed or known."""
@@ -292,9 +301,8 @@ class AutoCommits:
         return self.admin.read(timeout_s)
 
     def _fall_back(self, why: str) -> None:
-        self.why = why
+        self.why = why  # the follower has forgotten what it followed: a return starts afresh
         self._log_again_at = self.clock() + self.retry_s
-        self.follower.forget()  # a return to the log starts from a fresh snapshot
         self.admin.restart()  # the first admin read names every group
         log.warning(
             "cannot follow commits on the source's log: reading every group's offsets "

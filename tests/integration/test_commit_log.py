@@ -4,17 +4,22 @@ standby's checkpoints - and a transaction that was aborted never does."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import replace
 from pathlib import Path
 
+import pytest
 from confluent_kafka import TopicPartition as RdTP
 
+from drkit.errors import CommitLogUnreadable
 from drkit.kafka import make_consumer, make_producer
 from drkit.kafka.admin import TopicSpec
 from drkit.kafka.io import produce_batch
+from drkit.kafka.tailer import TopicTailer
 from drkit.offsets.checkpoint_store import CheckpointStore
 from drkit.offsets.commit_follower import STALE_AFTER_S, CommitFollower, CommitsRead
-from drkit.records import TopicPartition
+from drkit.offsets.commit_log import OFFSETS_TOPIC
+from drkit.records import Record, TopicPartition
 from drkit.replication.topology import FlowTopology
 from tests.conftest import Names
 from tests.failover_support import checkpointed
@@ -120,7 +125,9 @@ def test_a_follower_whose_last_read_is_too_old_starts_again_from_a_snapshot(
         follower.close()
 
 
-def wait_for_read(follower: CommitFollower, done: Callable[[CommitsRead], bool]) -> CommitsRead:
+def wait_for_read(
+    follower: CommitFollower, done: Callable[[CommitsRead], bool], timeout_s: float = 30
+) -> CommitsRead:
     """Reads until ``done`` (a commit reaches the log a moment after the admin call returns)."""
     found: list[CommitsRead] = []
 
@@ -128,5 +135,56 @@ def wait_for_read(follower: CommitFollower, done: Callable[[CommitsRead], bool])
         found.append(follower.read())
         return done(found[-1])
 
-    wait_until(check, 30, 0.2, what="the commit on the log")
+    wait_until(check, timeout_s, 0.2, what="the commit on the log")
     return found[-1]
+
+
+class _Garbling:
+    """A tailer of the source's log that hands one offset commit of ``group`` on as garbage -
+    what a record this drkit cannot decode looks like to the follower."""
+
+    def __init__(self, inner: TopicTailer, group: str) -> None:
+        self.inner, self.group, self.garbled = inner, group.encode(), False
+
+    def catch_up(self, timeout_s: float = 30.0) -> Iterator[Record]:
+        for record in self.inner.catch_up(timeout_s):
+            if not self.garbled and record.key is not None and self.group in record.key:
+                self.garbled = True
+                record = replace(record, key=b"\x00\x01\x00\xff")  # a key version, then junk
+            yield record
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def test_a_commit_the_follower_cannot_read_is_taken_from_a_snapshot_not_skipped(
+    dc1: ClusterUnderTest, names: Names
+) -> None:
+    """The follower stops at a record it cannot decode (the round fails, naming it).  The
+    tailer has moved past that record by then: reading on would never apply the commit it
+    carried.  The next read starts again from a snapshot, which has it."""
+    topic = names.topic("garbled")
+    admin = dc1.admin()
+    admin.create_topics([TopicSpec(topic, 1)])
+    tp = TopicPartition(topic, 0)
+    produce_batch(dc1.endpoint, topic, [(None, b"x")] * 10)
+    group = names.group("garbled")
+    admin.alter_group_offsets(group, {tp: 2})
+    garbling: list[_Garbling] = []
+
+    def tailer(start: Mapping[int, int]) -> TopicTailer:
+        inner = TopicTailer(dc1.endpoint, OFFSETS_TOPIC, missing_ok=True, start=start)
+        garbling.append(_Garbling(inner, group))
+        return garbling[-1]  # type: ignore[return-value]
+
+    follower = CommitFollower(admin, lambda g: g == group, tailer=tailer)
+    try:
+        assert follower.read().committed[group] == {tp: 2}
+        admin.alter_group_offsets(group, {tp: 7})  # the commit the follower cannot read
+        with pytest.raises(CommitLogUnreadable, match="malformed offset-commit key"):
+            wait_for_read(follower, lambda read: False, timeout_s=30)
+        assert garbling[0].garbled
+        again = follower.read()  # a fresh start: the new tailer begins past the garbled record
+        assert again.changed is None and again.committed[group] == {tp: 7}
+    finally:
+        follower.close()

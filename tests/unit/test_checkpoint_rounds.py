@@ -126,6 +126,7 @@ class FlakyLog(Edges):
         if not self.readable:
             if self.fail_late:
                 self.state.take_changed()
+            self.forget()  # as CommitFollower.read does before it raises this
             raise CommitLogUnreadable("dc1: TOPIC_AUTHORIZATION_FAILED on __consumer_offsets")
         return super().read(timeout_s)
 
