@@ -33,6 +33,7 @@ ACTIONS = ("error", "kill")
 KNOWN = frozenset(
     {
         "fence_source.after_acls",  # the DENY (and companion) ACLs exist, not yet recorded
+        "move_pointer.after_move",  # the pointer is on the target, the step not yet done
     }
 )
 

@@ -314,6 +314,7 @@ class Engine:
         facts = RunFacts(
             run.id, run.procedure, run.source, run.target, run.state, run.pointer_from,
             pointer_moved({s.name: s.state for s in run.steps}),
+            run.direction is Direction.ROLLBACK,
         )  # fmt: skip
         world = WorldFacts(
             pointer.cluster if pointer else None,
@@ -539,19 +540,30 @@ class Engine:
             failed_at is runbook.rollback_before or runbook.may_roll_back(failed_at)
         )
         cause = {"error": str(err), "failed_step": failed_at.value}
+        moved = self._pointer_moved_by(ctx.run.id, ctx.target)
+        if rollback and moved:
+            # The step failed after its pointer write committed: the applications are told to
+            # use the target.  Unfencing the source now would make two writable primaries.
+            cause["error"] += f" (after the pointer moved to {ctx.target}: no rollback)"
+            rollback = False
         if not rollback:
             ctx.runs.finish(
                 ctx.run.id, RunState.FAILED, {**cause, "direction": Direction.FORWARD.value}
             )
             raise RunFailed(
-                f"run {ctx.run.id} stopped at {failed_at.value}: {err}. Fix the cause, then "
-                f"'drkit failover --resume {ctx.run.id}'"
+                f"run {ctx.run.id} stopped at {failed_at.value}: {cause['error']}. Fix the "
+                f"cause, then 'drkit failover --resume {ctx.run.id}'"
             ) from None
         # The intent first: from here on a crash resumes the rollback, never the move.
         ctx.runs.finish(
             ctx.run.id, RunState.ROLLING_BACK, {**cause, "direction": Direction.ROLLBACK.value}
         )
         self._rollback_and_end(ctx, runbook, keeper, err)
+
+    def _pointer_moved_by(self, run_id: int, target: str) -> bool:
+        """Whether the pointer is on ``target``, put there by run ``run_id``."""
+        pointer = self.pointers.get()
+        return pointer is not None and (pointer.cluster, pointer.run_id) == (target, run_id)
 
     def _rollback_and_end(
         self, ctx: StepContext, runbook: Runbook, keeper: LeaseKeeper, err: DrkitError | None

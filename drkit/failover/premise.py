@@ -26,6 +26,7 @@ class RunFacts:
     state: RunState
     pointer_from: str | None  # the active cluster when the run was planned
     pointer_moved: bool  # its move_pointer step is done
+    rolling_back: bool = False  # its direction is the rollback
 
 
 @dataclass(frozen=True)
@@ -45,7 +46,12 @@ def broken_premise(run: RunFacts, world: WorldFacts) -> str | None:
     """Why ``run`` must not be resumed any more, or None when it still may be.
 
     Invariants: a run never resumes once a later run exists; never once the pointer is
-    somewhere its own steps did not put it; never when its flow is gone from the config.
+    somewhere its own steps did not put it; never when its flow is gone from the config; a
+    rollback never resumes once the run's own move_pointer put the pointer on its target.
+
+    The pointer records the run that moved it: a move_pointer cut off between its write and
+    its outcome (a crash, a failure after the write) left it on the target *by this run* -
+    the world as the run left it, so a forward run resumes (the move is idempotent).
     """
     if run.state not in RESUMABLE:
         return f"it is {run.state.value}"
@@ -53,11 +59,20 @@ def broken_premise(run: RunFacts, world: WorldFacts) -> str | None:
         return f"a later run exists ({', '.join(world.later_runs)}): the world moved on"
     if not world.flow_configured:
         return f"the flow {run.source}->{run.target} is no longer in the config"
+    moved_by_it = (world.pointer_cluster, world.pointer_run) == (run.target, run.id)
     if run.pointer_moved:
-        if (world.pointer_cluster, world.pointer_run) != (run.target, run.id):
+        if not moved_by_it:
             return (
                 f"it moved the pointer to {run.target}, but the pointer is now on "
                 f"{world.pointer_cluster or 'nothing'} (moved by run {world.pointer_run})"
+            )
+        return None
+    if moved_by_it:  # its move_pointer wrote the pointer and was cut off before it finished
+        if run.rolling_back:
+            return (
+                f"its move_pointer step put the pointer on {run.target} before it was cut "
+                f"off: rolling back now would make {run.source} writable beside the primary "
+                "the applications were sent to"
             )
         return None
     if world.pointer_cluster != run.pointer_from:

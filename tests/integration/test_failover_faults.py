@@ -28,15 +28,18 @@ import yaml
 from sqlalchemy import text
 
 from drkit.failover.model import RunState, StepName, StepState
+from drkit.failover.pointer import PointerRepository
 from drkit.failover.runs import RunRecord, RunRepository
 from drkit.kafka import KafkaAdmin
 from drkit.records import TopicPartition
+from drkit.replication.topology import FlowTopology
 from drkit.store import StateStore
 from tests import invariants
 from tests.conftest import Names
 from tests.failover_support import (
     PARTITIONS,
     PER_PARTITION,
+    assert_groups_resume_exactly,
     drkit,
     fill,
     replicated_setup,
@@ -394,6 +397,50 @@ def test_a_fence_killed_after_its_acls_exist_resumes_with_its_companions(
     assert _acls_on(setup, topic) == set()
     problems = invariants.check(_case(setup, topic, _store_url(setup)), None)
     assert problems == []
+
+
+# -- a pointer that moved in a step that did not finish ----------------------------------------
+
+
+@pytest.mark.parametrize("action", ["kill", "error"])
+def test_a_switchover_cut_off_right_after_its_pointer_moved_goes_forward_only(
+    dc1: ClusterUnderTest, dc2: ClusterUnderTest, names: Names, tmp_path: Path, action: str
+) -> None:
+    """move_pointer wrote the pointer (on dc2, by this run), then the engine died (``kill``) or
+    the step failed (``error``) before recording it.  The applications are being sent to dc2:
+    a rollback would unfence dc1 beside it, and abandoning the run would leave the move without
+    its last steps (CI's engine-killed-mid-failover drill was abandoned exactly so).  The run
+    may only go on: --resume finishes it, dc1 stays fenced, the invariants hold."""
+    setup, groups = replicated_setup(dc1, dc2, names, tmp_path)
+    topic = names.topic("orders")
+    with_config(setup, failover={"lease_ttl_s": 2.0})
+    with Replicator(setup, log_dir=tmp_path):
+        armed = {_FAILPOINT: f"move_pointer.after_move={action}"}
+        cut = drkit(setup, "switchover", "--from", setup.source, "--to", setup.target, "--yes",
+                    env=armed, timeout_s=180)  # fmt: skip
+        run = _only_run(setup)
+        if action == "kill":
+            assert cut.code == -9, cut.err
+            assert run.state is RunState.RUNNING
+            time.sleep(2.5)  # the dead engine's lease lapses
+        else:
+            assert cut.code == 1, cut.err  # stopped FAILED, not rolled back (6)
+            assert "no rollback" in cut.err and f"--resume {run.id}" in cut.err
+            assert run.state is RunState.FAILED
+        assert _step_state(setup, StepName.MOVE_POINTER) is not StepState.DONE
+        pointer = PointerRepository(_store(setup)).get()
+        assert pointer is not None and (pointer.cluster, pointer.run_id) == (setup.target, run.id)
+        assert ("WRITE", "DENY") in _acls_on(setup, topic)  # dc1 still fenced
+        resumed = drkit(setup, "failover", "--resume", str(run.id), "--yes", "-o", "json",
+                        timeout_s=180)  # fmt: skip
+        assert resumed.code == 0, resumed.err + resumed.out
+    final = _only_run(setup)
+    assert final.state is RunState.SUCCEEDED, final.result
+    assert ("WRITE", "DENY") in _acls_on(setup, topic)
+    problems = invariants.check(_case(setup, topic, _store_url(setup)), None)
+    assert problems == []
+    assert_groups_resume_exactly(setup, FlowTopology.of(setup.config.flows[0]).target_topic(topic),
+                                 groups)  # fmt: skip
 
 
 # -- a transaction the fence cut ---------------------------------------------------------------

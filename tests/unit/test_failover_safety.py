@@ -475,6 +475,64 @@ def test_a_rollback_cut_off_by_a_crash_resumes_as_a_rollback(world: World) -> No
     assert moved is not None and moved.state is StepState.PENDING
 
 
+# -- a pointer that moved in a step that did not finish ----------------------------------------
+
+
+def test_a_move_pointer_that_failed_after_the_pointer_moved_is_not_rolled_back(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The pointer write committed, then the step failed (its outcome unknown to the engine -
+    here a failpoint right after the write).  Rolling back now would unfence dc1 and restart
+    dc1->dc2 while the pointer sends the applications to dc2: two writable primaries.  The run
+    stops FAILED in the forward direction instead; its resume finishes the move."""
+    monkeypatch.setenv("DRKIT_FAILPOINTS", "move_pointer.after_move=error")
+    with pytest.raises(RunFailed, match="--resume"):
+        world.engine().start(world.plan(), RunOptions())
+    run = world.only_run()
+    assert run.state is RunState.FAILED and run.direction is Direction.FORWARD
+    pointer = world.pointers.get()
+    assert pointer is not None and (pointer.cluster, pointer.run_id) == ("dc2", run.id)
+    assert not world.dc1_writable()  # still fenced: no rollback ran
+    monkeypatch.delenv("DRKIT_FAILPOINTS")
+    final = world.engine().resume(run.id)
+    assert final.state is RunState.SUCCEEDED
+    assert not world.dc1_writable()
+    pointer = world.pointers.get()
+    assert pointer is not None and (pointer.cluster, pointer.run_id) == ("dc2", run.id)
+
+
+def test_a_run_cut_off_right_after_it_moved_the_pointer_is_resumed_not_abandoned(
+    world: World,
+) -> None:
+    """kill -9 between the pointer's write and the step's outcome (what CI's
+    engine-killed-mid-failover drill hit): the pointer is on the target, put there by this very
+    run, and move_pointer is idempotent - the monitor resumes the run to its end.  (It was
+    abandoned as "planned while the active cluster was dc1; it is dc2 now", leaving the move
+    without its last steps.)"""
+
+    class Crash(BaseException):
+        """A process killed: nothing after it runs, nothing is recorded."""
+
+    def move_then_crash(ctx: StepContext, timeout: float | None) -> StepOutcome:
+        STEPS[StepName.MOVE_POINTER](ctx, timeout)
+        raise Crash()
+
+    with pytest.raises(Crash):
+        world.engine(move_pointer=move_then_crash).start(world.plan(), RunOptions())
+    run = world.only_run()
+    assert run.state is RunState.RUNNING
+    world.expire_lease()
+    resumed = FailoverMaintenance(
+        world.config, world.store, world.state_dir, connect=world.clusters.connect
+    ).resume_stale_runs(world.engine("monitor"))
+    assert resumed == [run.id]
+    final = world.runs.get(run.id)
+    assert final is not None and final.state is RunState.SUCCEEDED, final.result
+    assert not world.dc1_writable()
+    pointer = world.pointers.get()
+    assert pointer is not None and (pointer.cluster, pointer.run_id) == ("dc2", run.id)
+
+
 # -- resume only what is still true ------------------------------------------------------------
 
 

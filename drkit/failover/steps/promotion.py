@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from drkit import failpoints
 from drkit.access.standby import GuardPlan
 from drkit.errors import DrkitError
 from drkit.failover.context import StepContext, StepFailed, StepOutcome
@@ -31,6 +32,7 @@ def move_pointer(ctx: StepContext, timeout_s: float | None) -> StepOutcome:
         ctx.config, connect, ctx.target, [ctx.target], timeout_s, ctx.confirm
     )
     pointer = ctx.pointers.move(ctx.target, ctx.run.id)
+    failpoints.reach("move_pointer.after_move")
     guarded: list[GuardPlan] = []
     # A source that was down when the run was planned is not waited for here (the monitor
     # guards it when it is back): a move's wall time is the RTO.  One that is down now is
