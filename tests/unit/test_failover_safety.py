@@ -527,7 +527,8 @@ def test_a_run_cut_off_right_after_it_moved_the_pointer_is_resumed_not_abandoned
     ).resume_stale_runs(world.engine("monitor"))
     assert resumed == [run.id]
     final = world.runs.get(run.id)
-    assert final is not None and final.state is RunState.SUCCEEDED, final.result
+    assert final is not None
+    assert final.state is RunState.SUCCEEDED, final.result
     assert not world.dc1_writable()
     pointer = world.pointers.get()
     assert pointer is not None and (pointer.cluster, pointer.run_id) == ("dc2", run.id)
