@@ -9,6 +9,7 @@ exactly the re-reads the plan predicted (MM2 precision below the adoption point,
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
 
 from drkit.kafka import KafkaAdmin
@@ -77,11 +78,20 @@ def test_drkit_adopts_a_flow_mirrormaker_2_replicated_copying_nothing_twice_and_
             180,
             what="MirrorMaker 2 copied the first records",
         )
+
         # MM2 still runs: records arriving during the quiet window are copied - adopt refuses.
-        writer = threading.Timer(1.0, _fill, (setup.source_endpoint, topic, MM2_COPIES - 10,
-                                              MM2_COPIES))  # fmt: skip
+        # The ten late records trickle in over 8 s (one per partition every 0.8 s): whenever
+        # the window opens - after the command's start and first reads, 1-3 s on a loaded
+        # machine - a record arrives in it.  (All ten at 1 s were copied before the window
+        # opened once in CI, and adopt rightly found nothing moving.)
+        def trickle() -> None:
+            for offset in range(MM2_COPIES - 10, MM2_COPIES):
+                time.sleep(0.8)
+                _fill(setup.source_endpoint, topic, offset, offset + 1)
+
+        writer = threading.Thread(target=trickle)
         writer.start()
-        refused = drkit(setup, "adopt", "--flow", flow, "--quiet", "5")
+        refused = drkit(setup, "adopt", "--flow", flow, "--quiet", "8")
         writer.join()
         assert refused.code == 4, refused.out + refused.err
         assert "MirrorMaker 2 is still writing" in refused.err and replica in refused.err
