@@ -157,15 +157,17 @@ def groups_at_positions(topic: str, names: Names) -> dict[str, dict[TopicPartiti
 
 
 def source_with_groups(
-    setup: FlowSetup, topic: str, names: Names
+    setup: FlowSetup, topic: str, names: Names, writer: FlowSetup | None = None
 ) -> dict[str, dict[TopicPartition, int]]:
     """``topic`` created and filled on the source, with groups committed at start, middle, end
-    and lagging; returns the groups' positions."""
+    and lagging; returns the groups' positions.  ``writer``: who fills and commits (on secured
+    clusters the application's principal; ``setup``, the topic's creator, by default)."""
     KafkaAdmin(setup.source_endpoint).create_topics([TopicSpec(topic, PARTITIONS)])
-    fill(setup.source_endpoint, topic, PER_PARTITION)
+    app = (writer or setup).source_endpoint
+    fill(app, topic, PER_PARTITION)
     groups = groups_at_positions(topic, names)
     for group, offsets in groups.items():
-        commit_group_offsets(setup.source_endpoint, group, offsets)
+        commit_group_offsets(app, group, offsets)
     return groups
 
 

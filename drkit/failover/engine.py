@@ -540,8 +540,7 @@ class Engine:
             failed_at is runbook.rollback_before or runbook.may_roll_back(failed_at)
         )
         cause = {"error": str(err), "failed_step": failed_at.value}
-        moved = self._pointer_moved_by(ctx.run.id, ctx.target)
-        if rollback and moved:
+        if rollback and self._pointer_moved_by(ctx.run.id, ctx.target):
             # The step failed after its pointer write committed: the applications are told to
             # use the target.  Unfencing the source now would make two writable primaries.
             cause["error"] += f" (after the pointer moved to {ctx.target}: no rollback)"

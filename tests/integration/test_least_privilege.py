@@ -49,7 +49,7 @@ from tests.failover_support import (
     checkpointed,
     drkit,
     fill,
-    groups_at_positions,
+    source_with_groups,
     wait_replicated,
 )
 from tests.integration.test_monitor import MonitorProcess
@@ -184,13 +184,9 @@ def test_every_role_runs_as_its_own_least_privilege_principal_through_a_failover
 
     app, admin = pair.as_user("app", tmp_path), pair.as_user("admin", tmp_path)
     topic = names.topic("orders")
-    # Topics are the operator's: created by the super user; the application writes and
+    # Topics are the operator's (the super user creates them); the application writes and
     # commits with its own principal.
-    KafkaAdmin(admin.source_endpoint).create_topics([TopicSpec(topic, PARTITIONS)])
-    fill(app.source_endpoint, topic, PER_PARTITION)
-    groups = groups_at_positions(topic, names)
-    for group, offsets in groups.items():
-        commit_group_offsets(app.source_endpoint, group, offsets)
+    groups = source_with_groups(admin, topic, names, writer=app)
 
     metrics_port = free_port()
     replicator = Replicator(pair.as_user("replicator", tmp_path), "--no-checkpoints",
@@ -295,11 +291,9 @@ def test_auto_checkpoints_read_commits_through_the_admin_api_until_the_log_is_gr
     as_admin.delete_entries(log_acls)  # an earlier test may have granted them  # fmt: skip
     app, admin = pair.as_user("app", tmp_path), pair.as_user("admin", tmp_path)
     topic = names.topic("auto")
-    KafkaAdmin(admin.source_endpoint).create_topics([TopicSpec(topic, PARTITIONS)])
-    fill(app.source_endpoint, topic, PER_PARTITION)
-    groups = groups_at_positions(topic, names)
-    for group, offsets in groups.items():
-        commit_group_offsets(app.source_endpoint, group, offsets)
+    # Topics are the operator's (the super user creates them); the application writes and
+    # commits with its own principal.
+    groups = source_with_groups(admin, topic, names, writer=app)
     auto = {"checkpoint_commits_from": "auto", "topics": {"include": [topic]}}
     shown = pair.run("acls", "--config", str(pair.as_user("admin", tmp_path, **auto).path),
                      "--role", "checkpointer", "--cluster", pair.source)  # fmt: skip

@@ -141,6 +141,13 @@ class World:
                 .values(expires_at=LeaseRow.acquired_at)
             )
 
+    def resume_by_the_monitor(self) -> list[int]:
+        """The holder's lease lapses; the monitor's maintenance resumes what it left."""
+        self.expire_lease()
+        return FailoverMaintenance(
+            self.config, self.store, self.state_dir, connect=self.clusters.connect
+        ).resume_stale_runs(self.engine("monitor"))
+
     def only_run(self) -> Any:
         [run] = self.runs.latest()
         return run
@@ -461,11 +468,7 @@ def test_a_rollback_cut_off_by_a_crash_resumes_as_a_rollback(world: World) -> No
     assert run.state is RunState.ROLLING_BACK
     assert not world.dc1_writable()  # unfence comes after restart_replication (reverse order)
 
-    world.expire_lease()
-    resumed = FailoverMaintenance(
-        world.config, world.store, world.state_dir, connect=world.clusters.connect
-    ).resume_stale_runs(world.engine("monitor"))
-    assert resumed == [run.id]
+    assert world.resume_by_the_monitor() == [run.id]
     final = world.runs.get(run.id)
     assert final is not None and final.state is RunState.ROLLED_BACK
     assert world.dc1_writable()
@@ -521,11 +524,7 @@ def test_a_run_cut_off_right_after_it_moved_the_pointer_is_resumed_not_abandoned
         world.engine(move_pointer=move_then_crash).start(world.plan(), RunOptions())
     run = world.only_run()
     assert run.state is RunState.RUNNING
-    world.expire_lease()
-    resumed = FailoverMaintenance(
-        world.config, world.store, world.state_dir, connect=world.clusters.connect
-    ).resume_stale_runs(world.engine("monitor"))
-    assert resumed == [run.id]
+    assert world.resume_by_the_monitor() == [run.id]
     final = world.runs.get(run.id)
     assert final is not None
     assert final.state is RunState.SUCCEEDED, final.result
