@@ -103,7 +103,21 @@ class RetriableKafkaError(KafkaError):
 
 
 class FatalKafkaError(KafkaError):
-    """A Kafka call failed in a way retrying cannot fix (authorization, record too large...)."""
+    """A Kafka call failed in a way retrying the call at once cannot fix.
+
+    ``ends_flows``: whether a long-running replication flow must stop on it - True for what
+    only an operator can fix (authorization, a bad setting, a record the target refuses); False
+    for an answer a flow outwaits by starting its session again (a topic deleted under it, no
+    partition leader yet, a local client state): drkit.replication.supervision retries those.
+    """
+
+    def __init__(self, message: str, ends_flows: bool = True) -> None:
+        super().__init__(message)
+        self.ends_flows = ends_flows
+
+    def __reduce__(self) -> tuple[object, ...]:
+        # Crosses process boundaries (drkit.kafka.isolated) with its flag.
+        return (type(self), (str(self), self.ends_flows))
 
 
 class CommitLogUnreadable(FatalKafkaError):

@@ -188,8 +188,14 @@ class DrkitProcess:
     def running(self) -> bool:
         return self.process is not None and self.process.poll() is None
 
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+    def log(self, after: str = "") -> str:
+        """The process's output so far; with ``after``, only what follows its first line that
+        contains ``after`` ("" until there is one)."""
+        text = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+        if not after:
+            return text
+        at = text.find(after)
+        return "" if at < 0 else text[at + len(after) :]
 
     def __enter__(self) -> Self:
         self.start()

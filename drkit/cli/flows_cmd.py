@@ -29,7 +29,7 @@ from drkit.cli.context import (
 )
 from drkit.config.loader import known_cluster, known_flow
 from drkit.config.model import Role
-from drkit.control.model import LIVE_WITHIN_S
+from drkit.control.model import LIVE_WITHIN_S, default_state
 from drkit.control.operator import FlowChangeFacts, FlowVerb, change_blockers, unchanged
 from drkit.errors import DrkitError, ExitCode
 from drkit.timestamps import iso_utc
@@ -70,7 +70,10 @@ def list_flows(app: AppContext, config_file: str | None, output: str) -> None:
 
     config, store = _reading(app, config_file)
     control = ControlRepository(store)
-    rows = [(flow, control.directive(flow.name), control.acks(flow.name)) for flow in config.flows]
+    rows = [
+        (flow, control.directive(flow.name, default_state(flow)), control.acks(flow.name))
+        for flow in config.flows
+    ]
     if output == "json":
         echo_document("flows", {"flows": [_flow_json(f, d, a) for f, d, a in rows]})
         return
@@ -93,6 +96,12 @@ def _reading(app: AppContext, config_file: str | None) -> tuple[DrkitConfig, Sta
 
 
 def _ack_text(ack: WorkerAck, directive: FlowDirective) -> str:
+    if ack.failure is not None:
+        return (
+            f"{click.style('FAILED', fg='red', bold=True)} - the flow ended for good: "
+            f"{ack.failure} (last heard {ack.age_s:.0f}s ago; restart 'drkit replicate' once "
+            "the cause is fixed)"
+        )
     current = ack.epoch >= directive.epoch and ack.state is directive.desired
     where = "acted on it" if current else f"on epoch {ack.epoch}, {ack.state.value}"
     heard = "silent" if ack.age_s > LIVE_WITHIN_S else "live"
@@ -115,6 +124,7 @@ def _flow_json(flow: FlowConfig, directive: FlowDirective, acks: list[WorkerAck]
                 "state": a.state.value,
                 "age_s": round(a.age_s, 1),
                 "live": a.age_s <= LIVE_WITHIN_S,
+                "failure": a.failure,
             }
             for a in sorted(acks, key=lambda a: a.worker)
         ],

@@ -27,6 +27,7 @@ from drkit.replication.service import default_worker_id, install_stop_signals
 
 if TYPE_CHECKING:
     from drkit.status import StatusSnapshot
+    from drkit.status.document import FlowControlView
     from drkit.store.db import StateStore
 
 # A probe interval outside this range is a typo, not a setting (0.1 s would hammer the
@@ -336,6 +337,7 @@ def _lines(picture: StatusSnapshot) -> list[str]:
             f"checkpoints {_seconds(seen.checkpoint_age_s if seen else None, ' old')}  "
             f"workers {workers}"
         )
+        out += [f"    {line}" for line in _control_lines(flow.control)]
         for line in _flow_detail(seen):
             out.append(f"    {line}")
         if flow.losses:
@@ -424,6 +426,23 @@ def _flow_detail(seen: FlowObservation | None) -> list[str]:
     if listing.left_out:
         lines.append(f"... {listing.left_out:,} more groups (drkit groups lag, or -o json)")
     lines.append(_drift_text(seen))
+    return lines
+
+
+def _control_lines(control: FlowControlView | None) -> list[str]:
+    """The flow's directive and its workers: a flow that ended for good, or that should run
+    and has no live worker running it, in red."""
+    if control is None:
+        return []
+    running = ", ".join(control.running) or "none"
+    lines = [f"directive: {control.desired} (epoch {control.epoch}); running on: {running}"]
+    if control.not_running:
+        lines.append(
+            f"{_alarm('NOT RUNNING')}: no live worker acknowledged RUNNING (drkit flows list)"
+        )
+    lines += [
+        f"{_alarm('FAILED')} on {worker}: {error}" for worker, error in control.failed.items()
+    ]
     return lines
 
 

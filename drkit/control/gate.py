@@ -107,7 +107,14 @@ class ControlPort(Protocol):
 
     def directive(self, flow: str, default: DesiredState) -> FlowDirective: ...
 
-    def ack(self, flow: str, worker: str, epoch: int, state: DesiredState) -> None: ...
+    def ack(
+        self,
+        flow: str,
+        worker: str,
+        epoch: int,
+        state: DesiredState,
+        failure: str | None = None,
+    ) -> None: ...
 
     def forget_worker(self, flow: str, worker: str) -> None: ...
 
@@ -135,9 +142,16 @@ class StoreControl:
         self._current()
         return self._repo.directive(flow, default)
 
-    def ack(self, flow: str, worker: str, epoch: int, state: DesiredState) -> None:
+    def ack(
+        self,
+        flow: str,
+        worker: str,
+        epoch: int,
+        state: DesiredState,
+        failure: str | None = None,
+    ) -> None:
         self._current()
-        self._repo.ack(flow, worker, epoch, state)
+        self._repo.ack(flow, worker, epoch, state, failure)
 
     def forget_worker(self, flow: str, worker: str) -> None:
         self._current()
@@ -185,6 +199,7 @@ class FlowGate:
         self._channel = channel
         self._last_channel_read: float | None = None
         self._acted: tuple[int, DesiredState] | None = None
+        self._failure: str | None = None  # the flow ended for good on this error
         self._failing = False
         self.errors = 0
         self._read = threading.Event()  # set at the first successful read
@@ -225,9 +240,13 @@ class FlowGate:
         self._thread.start()
         return self
 
-    def close(self, timeout_s: float = 10.0) -> None:
-        """Stop polling.  A worker whose flow is STOPPED writes its ack one last time; any other
-        worker drops its ack row (it left: nothing to wait for).  Bounded by ``timeout_s``."""
+    def close(self, timeout_s: float = 10.0, failure: str | None = None) -> None:
+        """Stop polling.  A worker whose flow is STOPPED writes its ack one last time; one whose
+        flow ended on an error (``failure``, one line) writes it with the error and keeps its
+        row, so the store shows why the flow does not run; any other worker drops its ack row
+        (it left: nothing to wait for).  Bounded by ``timeout_s``."""
+        with self._lock:
+            self._failure = failure
         self._quit.set()
         self._wake.set()
         if self._thread is not None:
@@ -297,9 +316,12 @@ class FlowGate:
 
     def _leave(self) -> None:
         with self._lock:
-            acted = self._acted
+            acted, failure = self._acted, self._failure
         try:
-            if acted is not None and acted[1] is DesiredState.STOPPED:
+            if failure is not None:
+                epoch, state = acted if acted is not None else (0, DesiredState.PAUSED)
+                self._port.ack(self.flow, self.worker, epoch, state, failure)
+            elif acted is not None and acted[1] is DesiredState.STOPPED:
                 self._port.ack(self.flow, self.worker, *acted)
             else:
                 self._port.forget_worker(self.flow, self.worker)

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from drkit.config.model import FlowConfig
 
 
 class DesiredState(StrEnum):
@@ -35,7 +39,8 @@ class WorkerAck:
     """A worker's latest report for one flow: the epoch it acted on and the state it is in.
 
     ``age_s`` is how long ago the worker reported (workers report every poll, so a large age
-    means the worker is silent: dead, cut off, or unable to reach the store).
+    means the worker is silent: dead, cut off, or unable to reach the store).  ``failure``:
+    the worker's flow ended for good on this error (its last report; it writes nothing more).
     """
 
     flow: str
@@ -43,6 +48,7 @@ class WorkerAck:
     epoch: int
     state: DesiredState
     age_s: float
+    failure: str | None = None
 
 
 def pending_workers(
@@ -51,9 +57,36 @@ def pending_workers(
     """(live workers that have not yet acted on ``epoch``, silent workers) for one flow.
 
     A worker is live when it reported within ``live_within_s``; a silent one cannot be waited
-    for - it fences itself after the silence window instead.
+    for - it fences itself after the silence window instead.  A worker whose flow ended on an
+    error (``failure``) writes nothing any more: it counts as having acted on PAUSED and
+    STOPPED, and is never waited for on RUNNING (it cannot run: see :func:`failed_workers`).
     """
-    done = {a.worker for a in acks if a.epoch >= epoch and a.state is desired}
+    done = {
+        a.worker
+        for a in acks
+        if (a.epoch >= epoch and a.state is desired and a.failure is None)
+        or (a.failure is not None and desired is not DesiredState.RUNNING)
+    }
+    acks = [a for a in acks if a.failure is None]
     behind = [a.worker for a in acks if a.worker not in done and a.age_s <= live_within_s]
     silent = [a.worker for a in acks if a.worker not in done and a.age_s > live_within_s]
     return behind, silent
+
+
+def failed_workers(acks: list[WorkerAck]) -> dict[str, str]:
+    """Workers whose flow ended for good, with the error each named."""
+    return {a.worker: a.failure for a in acks if a.failure is not None}
+
+
+def running_workers(acks: list[WorkerAck], epoch: int) -> list[str]:
+    """Workers that acted on RUNNING at ``epoch`` (or later) and have not failed since."""
+    return sorted(
+        a.worker
+        for a in acks
+        if a.epoch >= epoch and a.state is DesiredState.RUNNING and a.failure is None
+    )
+
+
+def default_state(flow: FlowConfig) -> DesiredState:
+    """A flow's state before any directive was written: a standby flow holds, others run."""
+    return DesiredState.PAUSED if flow.standby else DesiredState.RUNNING

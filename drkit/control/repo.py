@@ -50,8 +50,16 @@ class ControlRepository:
             session.flush()
             return FlowDirective(flow, desired, row.epoch, reason, run_id)
 
-    def ack(self, flow: str, worker: str, epoch: int, state: DesiredState) -> None:
-        """Report that ``worker`` acts on ``epoch`` of ``flow`` and is in ``state`` (upsert)."""
+    def ack(
+        self,
+        flow: str,
+        worker: str,
+        epoch: int,
+        state: DesiredState,
+        failure: str | None = None,
+    ) -> None:
+        """Report that ``worker`` acts on ``epoch`` of ``flow`` and is in ``state`` (upsert);
+        ``failure``: its flow ended for good on this error (a later report clears it)."""
         with self.store.session() as session:
             row = session.scalars(
                 select(FlowAck).where(FlowAck.flow == flow, FlowAck.worker == worker)
@@ -59,10 +67,17 @@ class ControlRepository:
             now = database_now(session)  # ages are judged on the store's clock, not the worker's
             if row is None:
                 session.add(
-                    FlowAck(flow=flow, worker=worker, epoch=epoch, state=state.value, at=now)
+                    FlowAck(
+                        flow=flow,
+                        worker=worker,
+                        epoch=epoch,
+                        state=state.value,
+                        at=now,
+                        failure=failure,
+                    )
                 )
             else:
-                row.epoch, row.state, row.at = epoch, state.value, now
+                row.epoch, row.state, row.at, row.failure = epoch, state.value, now, failure
 
     def acks(self, flow: str) -> list[WorkerAck]:
         """Every worker that ever reported for ``flow``, with the age of its last report (on
@@ -77,6 +92,7 @@ class ControlRepository:
                     row.epoch,
                     DesiredState(row.state),
                     (now - row.at).total_seconds(),
+                    row.failure,
                 )
                 for row in rows
             ]

@@ -453,7 +453,7 @@ class Engine:
             except DrkitError as err:
                 self._fail(ctx, runbook, keeper, step.name, err)
         keeper.check()
-        ctx.runs.finish(ctx.run.id, RunState.SUCCEEDED, {"pointer": ctx.target})
+        ctx.runs.finish(ctx.run.id, RunState.SUCCEEDED, {"pointer": ctx.target, **_warnings(ctx)})
 
     def _timeout(self, runbook: Runbook, name: StepName, default: float | None) -> float | None:
         if name is StepName.DRAIN and runbook.procedure is not Procedure.FAILOVER:
@@ -621,6 +621,18 @@ class Engine:
             ctx.runs.mark(run.id, step.name, StepState.ROLLED_BACK)
             undone.append(step.rollback.value)
         return undone, "; ".join(failures) or None
+
+
+def _warnings(ctx: StepContext) -> dict[str, Any]:
+    """The steps' warnings (a reverse flow not confirmed running, ...), for the run's result:
+    a run that succeeded with one says so where its outcome is read."""
+    run = ctx.runs.get(ctx.run.id) or ctx.run
+    found = [
+        f"{step.name.value}: {step.detail['warning']}"
+        for step in run.steps
+        if step.state is StepState.DONE and step.detail.get("warning")
+    ]
+    return {"warnings": found} if found else {}
 
 
 def _where(run: RunRecord) -> str:

@@ -85,6 +85,7 @@ def run_text(run: RunRecord) -> str:
             f"  applications' write pause: {run.write_pause_s:.1f}s "
             "(source fenced -> pointer moved)"
         )
+    lines += [f"  WARNING {warning}" for warning in run.result.get("warnings") or []]
     if run.result.get("error"):
         lines.append(f"  error: {run.result['error']}")
     if run.result.get("rollback_error"):

@@ -375,7 +375,9 @@ class KafkaAdmin(GroupAdmin, AclAdmin):
         under ``isolation="read_committed"``)."""
         info = self.list_topics(timeout_s, include_internal=True).get(topic)
         if info is None:
-            raise FatalKafkaError(f"{self.endpoint.alias}: topic {topic} does not exist")
+            raise FatalKafkaError(
+                f"{self.endpoint.alias}: topic {topic} does not exist", ends_flows=False
+            )
         tps = [TopicPartition(topic, p.partition) for p in info.partitions]
         start = self.list_offsets(tps, "earliest", timeout_s)
         end = self.list_offsets(tps, "latest", timeout_s, isolation)

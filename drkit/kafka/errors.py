@@ -66,6 +66,10 @@ _FATAL_FOR_FLOW = {
     _RdKafkaError.UNSUPPORTED_FOR_MESSAGE_FORMAT,
     _RdKafkaError._INVALID_ARG,
     _RdKafkaError._UNSUPPORTED_FEATURE,
+    # Creating a replica topic the target cannot hold as configured.
+    _RdKafkaError.INVALID_REPLICATION_FACTOR,
+    _RdKafkaError.INVALID_REPLICA_ASSIGNMENT,
+    _RdKafkaError.TOPIC_EXCEPTION,
 }
 
 
@@ -120,5 +124,5 @@ def translate(error: Any, context: str) -> KafkaError:
         text = f"{context}: {error_code_name(error)}: {error.str()}"
         if is_retriable(error):
             return RetriableKafkaError(text)
-        return FatalKafkaError(text)
+        return FatalKafkaError(text, ends_flows=error.code() in _FATAL_FOR_FLOW)
     return KafkaError(f"{context}: {error}")

@@ -183,9 +183,17 @@ class SourceConsumer:
 
             return deliver
 
-        self._consumer.subscribe(
-            topics, on_assign=wrap(on_assign), on_revoke=wrap(on_revoke), on_lost=wrap(on_lost)
-        )
+        if not topics:
+            raise ValueError("an empty subscription: librdkafka refuses it for good")
+        try:
+            self._consumer.subscribe(
+                topics,
+                on_assign=wrap(on_assign),
+                on_revoke=wrap(on_revoke),
+                on_lost=wrap(on_lost),
+            )
+        except KafkaException as err:
+            raise _translate_client_error(err, f"{self.endpoint.alias}: subscribe") from None
 
     def assign(self, positions: Mapping[TopicPartition, int | None]) -> None:
         """Add partitions to the assignment at these offsets (None: the partition's log start)."""

@@ -32,7 +32,7 @@ from typing import Protocol
 
 from drkit.control.gate import FlowGate, GateReason
 from drkit.control.model import DesiredState
-from drkit.replication.metrics import ReplicationMetrics
+from drkit.replication.metrics import ReplicationMetrics, show_flow_state
 
 log = logging.getLogger(__name__)
 
@@ -130,7 +130,4 @@ class GateKeeper:
         self._acked = (epoch, state)
 
     def _show(self) -> None:
-        for state in DesiredState:
-            self.metrics.flow_state.labels(self.flow, state.value).set(
-                1 if state is self.state else 0
-            )
+        show_flow_state(self.metrics, self.flow, self.state.value)

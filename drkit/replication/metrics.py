@@ -29,6 +29,11 @@ LOST = "drkit_replication_lost_records"
 FLOW_STATE = "drkit_replication_flow_state"
 SIDE_SYNC_SUCCESS = "drkit_replication_side_sync_last_success_timestamp_seconds"
 
+# The flow state gauge's values: the directive's states, and ``failed`` - the worker ended on an
+# error it cannot ride out (named in the log, `drkit flows list` and `drkit status`).
+FLOW_FAILED = "failed"
+FLOW_STATES = ("running", "paused", "stopped", FLOW_FAILED)
+
 _LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300)
 
 
@@ -97,7 +102,8 @@ class ReplicationMetrics:
             flow_state=Gauge(
                 FLOW_STATE,
                 "1 for the state this process's worker of the flow is in (running, paused, "
-                "stopped; see drkit.control), 0 for the others",
+                "stopped; see drkit.control; failed: it ended on an error for good), 0 for the "
+                "others",
                 ("flow", "state"),
                 registry=reg,
             ),
@@ -117,3 +123,10 @@ _DEFAULT: ProcessWide[ReplicationMetrics] = ProcessWide(lambda: ReplicationMetri
 def default_metrics() -> ReplicationMetrics:
     """The process-wide metrics in the default registry (created once)."""
     return _DEFAULT.get()
+
+
+def show_flow_state(metrics: ReplicationMetrics, flow: str, state: str) -> None:
+    """Set ``drkit_replication_flow_state``: 1 for ``state`` (one of FLOW_STATES), 0 for the
+    others."""
+    for each in FLOW_STATES:
+        metrics.flow_state.labels(flow, each).set(1 if each == state else 0)

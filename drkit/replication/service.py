@@ -38,13 +38,13 @@ from drkit.config import DrkitConfig, load_config
 from drkit.config.model import FlowConfig, Role, connects_as
 from drkit.control.channel import ControlChannel
 from drkit.control.gate import FlowGate, StoreControl
-from drkit.control.model import DesiredState
+from drkit.control.model import DesiredState, default_state
 from drkit.errors import ConfigError, DrkitError, ExitCode, KafkaError, Problem, ReplicationError
 from drkit.kafka import ClusterEndpoint
 from drkit.replication.assigner import LossSink
 from drkit.replication.client_settings import WorkerSettings
 from drkit.replication.loss import LossEvent
-from drkit.replication.metrics import default_metrics
+from drkit.replication.metrics import FLOW_FAILED, default_metrics, show_flow_state
 from drkit.replication.supervision import PatienceStop, SuccessBackoff, WorkerLiveness, is_transient
 from drkit.replication.topology import FlowTopology
 from drkit.replication.worker import FlowWorker
@@ -142,7 +142,7 @@ def run_flows(config: DrkitConfig, options: ServiceOptions, stop: threading.Even
             control,
             flow.name,
             options.settings.worker_id,
-            DesiredState.PAUSED if flow.standby else DesiredState.RUNNING,
+            default_state(flow),
             config.failover.worker_silence_s,
             on_error=metrics.errors.labels(flow.name, "control").inc,
             # Read only while the store does not answer: the target vouches for the directive.
@@ -186,6 +186,7 @@ def run_flows(config: DrkitConfig, options: ServiceOptions, stop: threading.Even
             before_sleep=before_retry,
             reraise=True,
         )
+        failure: str | None = None
         try:
             while True:
                 retrying(attempt)  # returns when stopped, or when the flow's directive is STOPPED
@@ -193,11 +194,13 @@ def run_flows(config: DrkitConfig, options: ServiceOptions, stop: threading.Even
                     break
                 idle_while_stopped(gate, stop)
             results[flow.name] = None
-        except BaseException as err:  # recorded and reported by the caller
+        except BaseException as err:  # said now, in one line; the exit code says it again
             results[flow.name] = err
+            failure = flow_ended(flow.name, err)
+            show_flow_state(metrics, flow.name, FLOW_FAILED)
         finally:
             if gate is not None:
-                gate.close()
+                gate.close(failure=failure)
 
     flow_threads = [
         threading.Thread(target=run_one, args=(flow,), name=f"flow {flow.name}") for flow in flows
@@ -312,20 +315,33 @@ def run_checkpointer(
             stop.wait(5)
 
 
+def describe_flow_end(error: BaseException) -> str:
+    """The error a flow ended on, in one line: drkit's own message, else the type and text."""
+    text = str(error) if isinstance(error, DrkitError) else f"{type(error).__name__}: {error}"
+    return " ".join(text.split()) or type(error).__name__
+
+
+def flow_ended(flow: str, error: BaseException) -> str:
+    """Say, the moment it happens, that ``flow`` ended for good and why (one line; a traceback
+    beside it only for an error drkit did not expect); returns that line."""
+    line = describe_flow_end(error)
+    log.error(
+        "flow ended for good: %s",
+        line,
+        exc_info=None if isinstance(error, DrkitError) else error,
+        extra={"flow": flow},
+    )
+    return line
+
+
 def _exit_code(results: dict[str, BaseException | None]) -> int:
+    """0 when every flow ended cleanly; 10 when one stopped on a record or setting the target
+    refuses for good; 1 for any other error (each was logged when its flow ended)."""
     code = 0
-    for flow, error in results.items():
+    for error in results.values():
         if error is None:
             continue
-        if isinstance(error, ReplicationError):
-            log.error("flow stopped: %s", error, extra={"flow": flow})
-            code = max(code, EXIT_FATAL)
-        elif isinstance(error, DrkitError):
-            log.error("flow stopped: %s", error, extra={"flow": flow})
-            code = max(code, 1)
-        else:
-            log.error("flow crashed", exc_info=error, extra={"flow": flow})
-            code = max(code, 1)
+        code = max(code, EXIT_FATAL if isinstance(error, ReplicationError) else 1)
     return code
 
 

@@ -62,7 +62,7 @@ def out_of_patience(
 def is_transient(error: BaseException) -> bool:
     """Errors a flow retries: Kafka trouble that is not fatal, and a state store away."""
     if isinstance(error, FatalKafkaError):
-        return False
+        return not error.ends_flows
     return isinstance(error, KafkaError | StateStoreError)
 
 

@@ -212,9 +212,15 @@ class TopicSynchronizer:
             self.sync_configs,
         )
         self.apply(plan)
-        self.source_partitions.update({n: s.partitions for n, s in sources.items()})
+        found = {n: s.partitions for n, s in sources.items()}
         if only is None:
+            # The topics selected now: one deleted since leaves the worker's subscription (a
+            # subscription holding only deleted topics would never become empty, and the flow
+            # would never notice it has nothing left to read).
+            self.source_partitions = found
             self.last_plan = plan
+        else:
+            self.source_partitions.update(found)
         return plan
 
     def apply(self, plan: TopicSyncPlan) -> None:

@@ -335,6 +335,20 @@ class FlowWorker:
             raise _Restart(f"source topics deleted and recreated: {', '.join(recreated)}")
         if not force and topics == self._subscribed:
             return
+        if not topics:
+            # librdkafka refuses an empty subscription (_INVALID_ARG, for good): a source with
+            # no selected topic yet - even ``heartbeats``, created by _prepare, may not be in
+            # the source's metadata at the first listing - idles until the topic watcher
+            # finds one, following its directive meanwhile.  A subscription whose every topic
+            # went away starts a new session, which idles the same way.
+            if self._subscribed:
+                raise _Restart(f"no topic on {self.flow.source} is selected any more")
+            if force:
+                log.info(
+                    "no topic on the source is selected yet; waiting for one",
+                    extra={"flow": self.name, "source": self.flow.source},
+                )
+            return
         assert self._consumer is not None
         self._consumer.subscribe(
             sorted(topics),
@@ -349,6 +363,9 @@ class FlowWorker:
     def _pump(self) -> None:
         consumer, producer, writer = self._consumer, self._producer, self._writer
         assert consumer is not None and producer is not None and writer is not None
+        if not self._subscribed:
+            self.stop.wait(0.1)  # nothing to consume yet (see _subscribe)
+            return
         # Up to 100 ms for the first record (idle: no busy loop), then 2 ms to fill the batch
         # (full batches mean long partition runs: fewer delivery callbacks).
         messages = consumer.consume(self.settings.batch_size, 0.1, fill_s=0.002)
@@ -634,6 +651,7 @@ class FlowWorker:
 
     def _reset_session(self) -> None:
         self._consumer = None
+        self._subscribed = frozenset()
         self._parts.clear()
         self._deliveries.clear()
         if self._writer is not None:

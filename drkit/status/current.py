@@ -6,11 +6,18 @@ from collections.abc import Callable
 
 from drkit.automation.journal import AutomationJournal
 from drkit.config.model import DrkitConfig
+from drkit.control.model import LIVE_WITHIN_S, default_state, failed_workers, running_workers
+from drkit.control.repo import ControlRepository
 from drkit.failover.fences import FenceRepository, FenceState
 from drkit.failover.pointer import PointerRepository
 from drkit.health.quorum import AutomationGate
 from drkit.replication.loss import LossEvent
-from drkit.status.document import AutomationView, StatusSnapshot, build_status
+from drkit.status.document import (
+    AutomationView,
+    FlowControlView,
+    StatusSnapshot,
+    build_status,
+)
 from drkit.store.db import StateStore
 from drkit.store.health_repo import HealthRepository
 from drkit.store.loss_repo import LossRepository
@@ -38,7 +45,28 @@ def current_status(config: DrkitConfig, store: StateStore) -> StatusSnapshot:
         pending_fences=pending,
         automation=_automation(store),
         now=repo.now(),  # the store's clock: observers wrote their states with it
+        control=_control(config, store),
     )
+
+
+def _control(config: DrkitConfig, store: StateStore) -> dict[str, FlowControlView]:
+    """Each flow's directive and workers, for flows with either (a store without flow control
+    - replication run without one - shows none)."""
+    repo = ControlRepository(store)
+    views: dict[str, FlowControlView] = {}
+    for flow in config.flows:
+        acks = repo.acks(flow.name)
+        directive = repo.directive(flow.name, default_state(flow))
+        if not acks and directive.epoch == 0:
+            continue
+        live = [a for a in acks if a.age_s <= LIVE_WITHIN_S]
+        views[flow.name] = FlowControlView(
+            directive.desired.value,
+            directive.epoch,
+            tuple(running_workers(live, directive.epoch)),
+            failed_workers(acks),
+        )
+    return views
 
 
 def _automation(store: StateStore) -> AutomationView:

@@ -18,7 +18,9 @@ strings, ``2026-11-26T15:02:19.123Z`` - every ``*_at``, ``at`` and ``since``)::
                                                   "detected_at", "detected_by"}],
                       "failover": {"possible", "reasons", "rpo_records", "rpo_seconds",
                                    "failed_bounds", "checks": [{"measure", "bound", "value",
-                                                                "limit", "ok"}]}}},
+                                                                "limit", "ok"}]},
+                      "control": {"desired", "epoch", "running": [worker],
+                                  "failed": {worker: error}} | null}},
      "active_cluster", "pointer": {"cluster", "epoch", "run", "updated_at"} | null,
      "last_failover": {"id", "kind", "source", "target", "state", "started_at",
                        "finished_at", "divergence": {"at", "records",
@@ -39,6 +41,9 @@ before they were replicated, see :mod:`drkit.replication.loss`); ``losses`` list
 oldest first.  A flow with losses is not OK however healthy its replication is now.
 ``failover`` is
 :mod:`drkit.health.readiness`: ``failed_bounds`` names the config bounds that fail.
+``control`` is the flow's directive (drkit.control) and its workers: ``running`` the live ones
+that acted on RUNNING at its epoch, ``failed`` those whose flow ended for good, with the error
+(null when no directive was written and no worker reported).
 ``active_cluster`` is the cluster clients should use: the failover engine's active pointer
 (drkit.failover.pointer) when one was ever set, else the first flow's source.
 ``automation`` says whether health-triggered failover may act (config, observers, block
@@ -150,6 +155,29 @@ def loss_json(event: LossEvent) -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
+class FlowControlView:
+    """A flow's directive and what its workers reported (drkit.control)."""
+
+    desired: str
+    epoch: int
+    running: tuple[str, ...]  # live workers that acted on RUNNING at this epoch
+    failed: Mapping[str, str]  # worker -> the error its flow ended on
+
+    @property
+    def not_running(self) -> bool:
+        """The directive wants the flow running and no live worker runs it."""
+        return self.desired == "running" and not self.running
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "desired": self.desired,
+            "epoch": self.epoch,
+            "running": list(self.running),
+            "failed": dict(self.failed),
+        }
+
+
+@dataclass(frozen=True)
 class FlowView:
     name: str
     source: str
@@ -157,6 +185,7 @@ class FlowView:
     observation: FlowObservation | None  # the latest, from any observer
     losses: tuple[LossEvent, ...]
     failover: FailoverReadiness
+    control: FlowControlView | None = None
 
     @property
     def lost_records(self) -> int:
@@ -178,6 +207,7 @@ class FlowView:
             "lost_records": self.lost_records,
             "losses": [loss_json(event) for event in self.losses],
             "failover": self.failover.to_json(),
+            "control": self.control.to_json() if self.control is not None else None,
         }
 
 
@@ -335,6 +365,7 @@ def build_status(
     pointer: Pointer | None = None,
     pending_fences: Mapping[str, Sequence[str]] | None = None,
     automation: AutomationView | None = None,
+    control: Mapping[str, FlowControlView] | None = None,
 ) -> StatusSnapshot:
     """The picture (pure over the store's rows; ``now`` defaults to the clock)."""
     now = time.time() if now is None else now
@@ -362,6 +393,7 @@ def build_status(
                 policy,
                 config.failover,
             ),
+            (control or {}).get(flow.name),
         )
         for flow in config.flows
     }

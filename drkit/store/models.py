@@ -291,6 +291,8 @@ class FlowAck(Base):
     epoch: Mapped[int] = mapped_column(BigInteger)
     state: Mapped[str] = mapped_column(String(32))
     at: Mapped[datetime] = mapped_column(default=utcnow)
+    # The flow ended for good on this error in this worker (its last report); None otherwise.
+    failure: Mapped[str | None] = mapped_column(Text)
 
 
 class ActivePointer(Base):

@@ -8,12 +8,14 @@ whether a producer is refused) and what the fence table records.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from drkit.access.rules import Operation, Permission
 from drkit.config import load_config_text
+from drkit.control import ControlRepository, DesiredState
 from drkit.failover.context import RunOptions, StepContext, StepFailed
 from drkit.failover.fences import FenceRepository, FenceState
 from drkit.failover.lease import LeaseRepository
@@ -32,10 +34,11 @@ from drkit.failover.results import GroupTranslation, Translation
 from drkit.failover.runs import RunRepository
 from drkit.failover.steps.fencing import fence_source, unfence_source
 from drkit.failover.steps.offsets import commit_group_offsets
+from drkit.failover.steps.replication import start_reverse_flow
 from drkit.kafka.acls import topic_acl
 from drkit.records import TopicPartition
 from drkit.store import StateStore
-from tests.fake_kafka import FakeClusters
+from tests.fake_kafka import FakeClusters, fake_channels
 
 CONFIG = """
 clusters:
@@ -430,3 +433,83 @@ def test_on_a_deny_by_default_cluster_the_fence_widens_nobodys_reads(world: Worl
     assert world.fences.reads_allowed("dc1") == set()
     unfence_source(world.context(), None)
     assert dc1.acls == set()
+
+
+# -- start_reverse_flow -------------------------------------------------------------------------
+
+REVERSE_CONFIG = """
+clusters:
+  dc1: {bootstrap_servers: "127.0.0.1:9"}
+  dc2: {bootstrap_servers: "127.0.0.1:10"}
+flows:
+  - {source: dc1, target: dc2}
+  - {source: dc2, target: dc1, standby: true}
+"""
+
+
+def _reverse_context(
+    world: World, on_wait: Callable[[ControlRepository], None] = lambda _control: None
+) -> StepContext:
+    """A context whose config has the reverse flow dc2->dc1; ``on_wait`` runs at each of the
+    step's progress reports (a worker acting while the step waits)."""
+    config = load_config_text(REVERSE_CONFIG, env={})
+    run = world.runs.get(world.run_id)
+    assert run is not None
+    control = ControlRepository(world.store)
+    return StepContext(
+        config, config.flows[0], world.store, world.runs, run, RunOptions(), world.state_dir,
+        progress=lambda _message, _fraction: on_wait(control),
+        connect=world.clusters.connect, channels=fake_channels(world.clusters),
+    )  # fmt: skip
+
+
+def _acks_running(worker: str) -> Callable[[ControlRepository], None]:
+    def act(control: ControlRepository) -> None:
+        directive = control.directive(REVERSE)
+        control.ack(REVERSE, worker, directive.epoch, DesiredState.RUNNING)
+
+    return act
+
+
+REVERSE = "dc2->dc1"
+
+
+def test_the_reverse_flow_is_confirmed_once_a_worker_acknowledges_running(world: World) -> None:
+    """A worker still starting when the step begins (no ack yet) is waited for: the step is
+    confirmed by its first RUNNING ack, not by the directive alone."""
+    outcome = start_reverse_flow(_reverse_context(world, _acks_running("w1")), 10.0)
+    assert outcome.state is StepState.DONE
+    assert outcome.detail["confirmed"] is True and outcome.detail["running"] == ["w1"]
+    assert "warning" not in outcome.detail
+
+
+def test_a_reverse_flow_nobody_runs_is_done_but_not_confirmed_and_says_what_to_check(
+    world: World,
+) -> None:
+    outcome = start_reverse_flow(_reverse_context(world), 0.6)
+    assert outcome.state is StepState.DONE and outcome.detail["confirmed"] is False
+    warning = outcome.detail["warning"]
+    assert "NOT confirmed" in warning and "no worker acknowledged RUNNING within 0.6s" in warning
+    assert "drkit flows list" in warning and "--flow dc2->dc1" in warning
+
+
+def test_a_reverse_flow_whose_worker_failed_is_not_confirmed_and_names_the_error(
+    world: World,
+) -> None:
+    """The race of issue 52: the worker's flow had ended (an empty subscription) before the
+    switchover - its last report names the error, and the step does not wait it out."""
+    ControlRepository(world.store).ack(
+        REVERSE, "w1", 0, DesiredState.PAUSED, failure="dc2: subscribe: _INVALID_ARG"
+    )
+    outcome = start_reverse_flow(_reverse_context(world), 30.0)
+    assert outcome.detail["confirmed"] is False
+    assert outcome.detail["failed"] == {"w1": "dc2: subscribe: _INVALID_ARG"}
+    assert "w1: dc2: subscribe: _INVALID_ARG" in outcome.detail["warning"]
+    assert outcome.detail["waited_s"] < 5  # nobody left to answer: no wait for the timeout
+
+
+def test_a_reverse_flow_towards_a_dead_old_primary_is_not_waited_for(world: World) -> None:
+    world.clusters["dc1"].up = False
+    outcome = start_reverse_flow(_reverse_context(world), 30.0)
+    assert outcome.detail["confirmed"] is False
+    assert "dc1 does not answer" in outcome.detail["warning"]

@@ -107,6 +107,7 @@ class FakeStore:
     def __init__(self) -> None:
         self.directives: dict[str, FlowDirective] = {}
         self.acks: dict[tuple[str, str], tuple[int, DesiredState]] = {}
+        self.failures: dict[tuple[str, str], str] = {}
         self.ack_writes = 0
         self.down = False
         self.read_with_default: list[DesiredState] = []
@@ -125,10 +126,21 @@ class FakeStore:
         self.read_with_default.append(default)
         return self.directives.get(flow, FlowDirective(flow, default, 0))
 
-    def ack(self, flow: str, worker: str, epoch: int, state: DesiredState) -> None:
+    def ack(
+        self,
+        flow: str,
+        worker: str,
+        epoch: int,
+        state: DesiredState,
+        failure: str | None = None,
+    ) -> None:
         self._check()
         self.ack_writes += 1
         self.acks[(flow, worker)] = (epoch, state)
+        if failure is None:
+            self.failures.pop((flow, worker), None)
+        else:
+            self.failures[(flow, worker)] = failure
 
     def forget_worker(self, flow: str, worker: str) -> None:
         self._check()
@@ -332,6 +344,24 @@ def test_a_worker_that_leaves_drops_its_ack_but_a_stopped_one_keeps_it() -> None
     assert store.acks == {(FLOW, "w2"): (3, STOPPED)}
 
 
+def test_a_worker_whose_flow_failed_keeps_its_row_with_the_error() -> None:
+    """A flow that ended for good is not a worker that left: its row stays, naming why, so the
+    store's readers (flows list, status, the failover steps) see the flow does not run."""
+    store = FakeStore()
+    before_acting = FlowGate(store, FLOW, "w1", PAUSED, 30.0, poll_s=0.05).start()
+    after_acting = FlowGate(store, FLOW, "w2", RUNNING, 30.0, poll_s=0.05).start()
+    for gate in (before_acting, after_acting):
+        assert gate.wait_read(threading.Event())
+    after_acting.acted(2, RUNNING)
+    before_acting.close(failure="KafkaError: dc2: subscribe: _INVALID_ARG")
+    after_acting.close(failure="record too large")
+    assert store.acks == {(FLOW, "w1"): (0, PAUSED), (FLOW, "w2"): (2, RUNNING)}
+    assert store.failures == {
+        (FLOW, "w1"): "KafkaError: dc2: subscribe: _INVALID_ARG",
+        (FLOW, "w2"): "record too large",
+    }
+
+
 def test_store_errors_are_described_without_the_statement_or_its_parameters() -> None:
     error = OperationalError(
         "UPDATE flow_acks SET worker=%(w)s", {"w": "hunter2"}, OSError("connection refused")
@@ -476,3 +506,23 @@ def test_without_a_gate_the_worker_always_runs(registry: CollectorRegistry) -> N
     keeper, worker = GateKeeper(None, FLOW, ReplicationMetrics.create(registry)), FakeWorker()
     assert keeper.admit(threading.Event())
     assert keeper.follow(worker) is RUNNING and not holds(keeper) and worker.calls == []
+
+
+def test_a_failed_worker_has_acted_on_a_hold_but_never_on_running() -> None:
+    """What the failover steps wait for: a worker whose flow failed writes nothing (so a
+    STOPPED or PAUSED is as good as acknowledged) and cannot run (never awaited, never counted
+    as running)."""
+    from drkit.control.model import WorkerAck, failed_workers, pending_workers, running_workers
+
+    acks = [
+        WorkerAck(FLOW, "ok", 3, RUNNING, 0.4),
+        WorkerAck(FLOW, "dead", 1, PAUSED, 0.4, failure="boom"),
+        WorkerAck(FLOW, "late", 2, PAUSED, 0.4),
+    ]
+    assert pending_workers(acks, 3, RUNNING, 5.0) == (["late"], [])
+    assert pending_workers(acks, 4, STOPPED, 5.0) == (["ok", "late"], [])
+    assert running_workers(acks, 3) == ["ok"]
+    assert failed_workers(acks) == {"dead": "boom"}
+    failed_running = [WorkerAck(FLOW, "dead", 3, RUNNING, 0.4, failure="boom")]
+    assert running_workers(failed_running, 3) == []
+    assert pending_workers(failed_running, 3, RUNNING, 5.0) == ([], [])

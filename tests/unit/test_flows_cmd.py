@@ -172,3 +172,33 @@ def test_fences_list_shows_what_is_in_place_and_with_all_what_was_lifted(
     assert [line.split()[:3] for line in text] == [
         ["dc1", "orders", "applied"], ["dc1", "payments", "lifted"], ["dc3", "audit", "pending"]
     ]  # fmt: skip
+
+
+def test_a_flow_that_ended_for_good_is_named_failed_with_its_error_in_list_and_status(
+    setup: tuple[Path, StateStore, list[str]],
+) -> None:
+    """Issue 52: a worker's flow that ended for good left no trace (its ack row was dropped):
+    `flows list` said "no worker has reported" and `status` nothing at all."""
+    config, store, _published = setup
+    control = ControlRepository(store)
+    control.ack(BACK, "w1", 0, DesiredState.PAUSED, failure="dc2: subscribe: _INVALID_ARG")
+    control.ack(FORWARD, "w1", 0, DesiredState.RUNNING)
+    listed = drkit(config, "flows", "list")
+    assert listed.exit_code == 0, listed.output
+    back = listed.output.split(f"{BACK}:")[1]
+    assert "FAILED" in back and "dc2: subscribe: _INVALID_ARG" in back
+    as_json = json.loads(drkit(config, "flows", "list", "-o", "json").output)
+    workers = {f["flow"]: f["workers"] for f in as_json["flows"]}
+    assert workers[BACK][0]["failure"] == "dc2: subscribe: _INVALID_ARG"
+    assert workers[FORWARD][0]["failure"] is None
+    shown = drkit(config, "status", "--no-probe", "-o", "json")
+    flows = json.loads(shown.output)["flows"]
+    assert flows[BACK]["control"]["failed"] == {"w1": "dc2: subscribe: _INVALID_ARG"}
+    assert flows[FORWARD]["control"] == {
+        "desired": "running", "epoch": 0, "running": ["w1"], "failed": {},
+    }  # fmt: skip
+    text = drkit(config, "status", "--no-probe").output
+    assert "FAILED on w1: dc2: subscribe: _INVALID_ARG" in text
+    # A new directive nobody runs yet: the flow wants to run and no live worker runs it.
+    control.set(FORWARD, DesiredState.RUNNING, "test")
+    assert "NOT RUNNING" in drkit(config, "status", "--no-probe").output.split(BACK)[0]

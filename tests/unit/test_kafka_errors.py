@@ -54,3 +54,23 @@ def test_a_commit_is_tried_again_only_while_the_group_coordinator_is_busy() -> N
     assert _coordinator_busy(RetriableKafkaError("dc1: commit g: NOT_COORDINATOR"))
     assert not _coordinator_busy(RetriableKafkaError("dc1: commit g: REBALANCE_IN_PROGRESS"))
     assert not _coordinator_busy(FatalKafkaError(loading))
+
+
+def test_a_flow_outwaits_a_topic_deleted_under_it_but_stops_on_what_an_operator_must_fix() -> None:
+    """Issue 52: the reverse flow's only topic deleted while its worker took it over ended the
+    flow for good ("list earliest offsets: _NOENT: No leaders found").  Such answers are fatal
+    for the call, not for a flow: it starts its session again from the topics that exist."""
+    import pickle
+
+    from drkit.replication.supervision import is_transient
+
+    gone = translate(RdKafkaError(RdKafkaError._NOENT), "list earliest offsets")
+    assert isinstance(gone, FatalKafkaError) and not gone.ends_flows
+    assert is_transient(gone)
+    for name in ("TOPIC_AUTHORIZATION_FAILED", "_INVALID_ARG", "INVALID_REPLICATION_FACTOR"):
+        refused = translate(RdKafkaError(getattr(RdKafkaError, name)), "create topics")
+        assert isinstance(refused, FatalKafkaError) and refused.ends_flows, name
+        assert not is_transient(refused), name
+    # The flag survives the trip back from an isolated helper process.
+    again = pickle.loads(pickle.dumps(gone))
+    assert isinstance(again, FatalKafkaError) and not again.ends_flows and str(again) == str(gone)

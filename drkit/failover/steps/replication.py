@@ -15,7 +15,12 @@ from contextlib import closing
 from drkit.config.model import FlowConfig
 from drkit.control import DesiredState, FlowDirective
 from drkit.control.channel import ChannelPort
-from drkit.control.model import LIVE_WITHIN_S, pending_workers
+from drkit.control.model import (
+    LIVE_WITHIN_S,
+    failed_workers,
+    pending_workers,
+    running_workers,
+)
 from drkit.errors import KafkaError
 from drkit.failover.context import StepContext, StepFailed, StepOutcome, deadline_loop
 from drkit.failover.fences import FenceState
@@ -121,7 +126,7 @@ def wait_for_workers(
             {
                 a.worker
                 for a in ctx.control.acks(directive.flow)
-                if a.epoch >= directive.epoch and a.state is directive.desired
+                if a.epoch >= directive.epoch and a.state is directive.desired and not a.failure
             }
             | watch.acknowledged
         ),
@@ -213,6 +218,12 @@ def restart_replication(ctx: StepContext, timeout_s: float | None) -> StepOutcom
 
 
 def start_reverse_flow(ctx: StepContext, timeout_s: float | None) -> StepOutcome:
+    """Set the reverse flow RUNNING and prove it: done and ``confirmed`` once a live worker
+    acknowledged RUNNING at the directive's epoch (its data path is in its loop, following the
+    directive).  Unconfirmed - no worker acknowledged within ``timeout_s``, every worker's flow
+    ended on an error, or the old primary (the reverse flow's target) does not answer - the step
+    is still done (the pointer has moved; nothing to undo) but says so in ``warning``, which the
+    run's result and text carry (drkit.failover.engine)."""
     reverse = ctx.reverse_flow
     if reverse is None:
         return StepOutcome.skipped(
@@ -220,13 +231,56 @@ def start_reverse_flow(ctx: StepContext, timeout_s: float | None) -> StepOutcome
             f"back to {ctx.flow.source}"
         )
     directive, published = _directive(ctx, reverse, DesiredState.RUNNING)
+    started = time.monotonic()
     detail = wait_for_workers(ctx, reverse, directive, timeout_s, strict=False)
-    if not detail["acknowledged"]:
-        detail["note"] = (
-            f"no worker runs {reverse.name} yet: start 'drkit replicate --flow {reverse.name}' "
-            "(it starts replicating at once)"
-        )
+    returning = ctx.reachable(reverse.target)
+    running: list[str] = running_workers(ctx.control.acks(reverse.name), directive.epoch)
+    if not running and returning:
+        # A worker may still be starting (it acks once its data path follows the directive).
+        left = None if timeout_s is None else max(0.0, timeout_s - (time.monotonic() - started))
+        running = _wait_for_a_runner(ctx, reverse, directive, left)
+    failed = failed_workers(ctx.control.acks(reverse.name))
+    detail.update(confirmed=bool(running), running=running)
+    if failed:
+        detail["failed"] = failed
+    if not running:
+        detail["warning"] = _not_confirmed(reverse, timeout_s, returning, failed)
     return StepOutcome.done(**detail, **published)
+
+
+def _wait_for_a_runner(
+    ctx: StepContext, flow: FlowConfig, directive: FlowDirective, timeout_s: float | None
+) -> list[str]:
+    """Wait up to ``timeout_s`` for a live worker to acknowledge RUNNING at ``directive``'s
+    epoch; the workers that did (none at the deadline, or once every worker's flow failed)."""
+    more = deadline_loop(timeout_s, 0.25)
+    while more():
+        acks = ctx.control.acks(flow.name)
+        live = [a for a in acks if a.age_s <= LIVE_WITHIN_S]
+        running = running_workers(live, directive.epoch)
+        if running:
+            return running
+        if acks and all(a.failure is not None for a in acks):
+            return []  # every worker that ever reported has ended: nobody will answer
+        ctx.progress(f"waiting for a worker to run {flow.name}", None)
+    return []
+
+
+def _not_confirmed(
+    flow: FlowConfig, timeout_s: float | None, returning: bool, failed: dict[str, str]
+) -> str:
+    """What the run says when the reverse flow is not proven running, and what to check."""
+    if failed:
+        why = "its workers' flow ended: " + "; ".join(f"{w}: {e}" for w, e in failed.items())
+    elif not returning:
+        why = f"{flow.target} does not answer (it starts once {flow.target} returns)"
+    else:
+        why = f"no worker acknowledged RUNNING within {timeout_s:g}s" if timeout_s else "no worker"
+    return (
+        f"reverse flow {flow.name} is NOT confirmed running - {why}. {flow.source} has no "
+        f"standby until it runs: check 'drkit flows list', and start or restart 'drkit "
+        f"replicate --flow {flow.name}'"
+    )
 
 
 # -- fence point and drain ----------------------------------------------------------------------
