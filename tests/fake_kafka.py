@@ -3,11 +3,14 @@ orchestration logic (failover steps, group-offset sync, fence maintenance).
 
 What it models, in plain dicts: topics (an id, partitions with log start, high watermark and an
 optional open transaction, configs), consumer groups (state, members, committed offsets), and
-literal ACLs (drkit.kafka.acls values - fencing follows the adapter's own policy).  It answers as
+ACLs (drkit.access.rules values, one set - fencing follows the adapter's own policy), judged as
+Kafka's authorizer judges them (drkit.access.rules.authorized: DENY wins, prefixed resources,
+``allow.everyone.if.no.acl.found`` when the cluster is ``open``, super users).  It answers as
 a broker does where drkit relies on it: an unknown group is DEAD with no members, committing
-offsets into a group with members is refused (UNKNOWN_MEMBER_ID), appending to a topic with a
-DENY WRITE ACL is refused (TOPIC_AUTHORIZATION_FAILED), and a cluster that is down raises
-UnreachableClusterError from ``wait_ready`` and RetriableKafkaError from everything else.
+offsets into a group with members is refused (UNKNOWN_MEMBER_ID), appending to a topic the
+producer's principal may not write is refused (TOPIC_AUTHORIZATION_FAILED), and a cluster that
+is down raises UnreachableClusterError from ``wait_ready`` and RetriableKafkaError from
+everything else.
 
 It is not a broker: no records, no replication, no timing; deadlines (``timeout_s``) are
 ignored.  Behaviour of real brokers is covered by the adapter's contract tests
@@ -22,7 +25,17 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
-from drkit.access.rules import AclEntry, Operation, Permission
+from drkit.access.rules import (
+    ANY_USER,
+    AclEntry,
+    Need,
+    Operation,
+    PatternType,
+    Permission,
+    Resource,
+    ResourceType,
+    authorized,
+)
 from drkit.control.channel import ChannelAck, ChannelFactory, ChannelView
 from drkit.control.model import DesiredState, FlowDirective
 from drkit.errors import FatalKafkaError, KafkaError, RetriableKafkaError, UnreachableClusterError
@@ -80,8 +93,9 @@ class FakeCluster:
         self.topics: dict[str, FakeTopic] = {}
         self.groups: dict[str, FakeGroup] = {}
         self.share_groups: set[str] = set()  # groups of another type (KIP-932 share groups)
-        self.acls: set[AclEntry] = set()
-        self.entries: set[AclEntry] = set()  # ACLs of any kind (drkit.access), apart from fences
+        self.acls: set[AclEntry] = set()  # every ACL, fences and guards alike
+        self.open = True  # allow.everyone.if.no.acl.found
+        self.super_users: set[str] = set()
         self.calls: list[str] = []
         self._before: dict[str, list[Callable[[], None]]] = {}
         self._fail_after: dict[str, KafkaError] = {}
@@ -98,15 +112,20 @@ class FakeCluster:
         )
 
     def append(
-        self, topic: str, partition: int = 0, count: int = 1, super_user: bool = False
+        self,
+        topic: str,
+        partition: int = 0,
+        count: int = 1,
+        super_user: bool = False,
+        principal: str = ANY_USER,
     ) -> int:
         """Write ``count`` records (as a producer would); returns the new high watermark.
 
         Refused like a broker refuses a fenced topic: FatalKafkaError naming
-        TOPIC_AUTHORIZATION_FAILED while ``User:*`` has a DENY WRITE ACL on it - unless the
-        producer is a super user (ACLs do not apply to one).
+        TOPIC_AUTHORIZATION_FAILED when ``principal`` may not write it (``User:*``: any
+        application) - unless the producer is a super user (ACLs do not apply to one).
         """
-        if not super_user and not self.writable(topic):
+        if not super_user and not self.writable(topic, principal):
             raise FatalKafkaError(f"{self.alias}: produce to {topic}: TOPIC_AUTHORIZATION_FAILED")
         part = self._partition(TopicPartition(topic, partition))
         part.end += count
@@ -161,16 +180,17 @@ class FakeCluster:
         seen before the deadline: a half-applied step)."""
         self._fail_after[call] = error
 
-    def writable(self, topic: str, principal: str = "User:*") -> bool:
-        """As an authorizer with ``allow.everyone.if.no.acl.found`` decides: a topic without
-        any ACL is writable; one with ACLs only where an ALLOW WRITE and no DENY WRITE exist."""
-        on_topic = {acl for acl in self.acls if acl.resource.name == topic}
-        if not on_topic:
-            return True
-        write = [acl for acl in on_topic if acl.operation is Operation.WRITE]
-        if any(acl.permission is Permission.DENY for acl in write):
-            return False
-        return any(acl.permission is Permission.ALLOW for acl in write)
+    def writable(self, topic: str, principal: str = ANY_USER) -> bool:
+        """Whether ``principal`` may write ``topic`` (``User:*``: an application no ACL names),
+        as Kafka's authorizer decides over this cluster's ACLs."""
+        need = Need(Resource(ResourceType.TOPIC, topic), Operation.WRITE, "write")
+        return authorized(
+            principal,
+            need,
+            self.acls,
+            super_users=self.super_users,
+            allow_everyone_if_no_acl=self.open,
+        )
 
     def committed(self, group: str) -> dict[TopicPartition, int]:
         found = self.groups.get(group)
@@ -352,16 +372,16 @@ class FakeCluster:
 
     def acl_entries(self, timeout_s: float | None = None) -> set[AclEntry]:
         self._answer("acl_entries")
-        return set(self.entries)
+        return set(self.acls)
 
     def create_entries(self, entries: Iterable[AclEntry], timeout_s: float | None = None) -> None:
         self._answer("create_entries")
-        self.entries |= set(entries)
+        self.acls |= set(entries)
         self._after("create_entries")
 
     def delete_entries(self, entries: Iterable[AclEntry], timeout_s: float | None = None) -> None:
         self._answer("delete_entries")
-        self.entries -= set(entries)
+        self.acls -= set(entries)
         self._after("delete_entries")
 
     # -- ClusterAdmin: write fencing --------------------------------------------------------
@@ -385,7 +405,12 @@ class FakeCluster:
 
     def topics_with_acls(self, timeout_s: float | None = None) -> set[str]:
         self._answer("topics_with_acls")
-        return {acl.resource.name for acl in self.acls}
+        return {
+            acl.resource.name
+            for acl in self.acls
+            if acl.resource.type is ResourceType.TOPIC
+            and acl.resource.pattern is PatternType.LITERAL
+        }
 
     def allow_writes(
         self,
@@ -406,6 +431,8 @@ class FakeCluster:
             if acl.principal == principal
             and acl.operation is Operation.WRITE
             and acl.permission is Permission.DENY
+            and acl.resource.type is ResourceType.TOPIC
+            and acl.resource.pattern is PatternType.LITERAL
         }
 
     # -- internals ----------------------------------------------------------------------------
@@ -433,8 +460,8 @@ class FakeCluster:
 class FakeClusters:
     """Several fake clusters by alias, and the ``AdminFactory`` that hands them out."""
 
-    def __init__(self, *aliases: str) -> None:
-        self.by_alias = {alias: FakeCluster(alias) for alias in aliases}
+    def __init__(self, *aliases: str, make: Callable[[str], FakeCluster] = FakeCluster) -> None:
+        self.by_alias = {alias: make(alias) for alias in aliases}
 
     def __getitem__(self, alias: str) -> FakeCluster:
         return self.by_alias[alias]

@@ -425,13 +425,16 @@ def fences_lift(
 ) -> None:
     """Let applications write to ALIAS's fenced topics again: deletes drkit's DENY WRITE ACLs
     (and the ALLOWs it added beside them) and records the fence lifted.  Refused (exit 4) while
-    a run has not ended, and when ALIAS is not the active cluster unless --even-if-standby.
-    Idempotent: a lift cut short is run again."""
+    a run has not ended, and when ALIAS is not the active cluster unless --even-if-standby -
+    then the opening is recorded and holds until the pointer next moves (fences are desired
+    state: the monitor would otherwise put it back).  Idempotent: a lift cut short is run
+    again."""
     from drkit.failover.fences import FenceRepository
     from drkit.failover.pointer import PointerRepository, active_cluster
+    from drkit.failover.reconcile import Reconciler
     from drkit.failover.runs import RunRepository
-    from drkit.failover.unfence import LiftFacts, lift, lift_blockers
-    from drkit.kafka import ClusterEndpoint, KafkaAdmin
+    from drkit.failover.unfence import LiftFacts, lift_blockers
+    from drkit.kafka import KafkaAdmin
 
     config = app.config(config_file).as_role(Role.ENGINE)  # it changes ACLs as the engine does
     known_cluster(config, cluster_alias, "--cluster")
@@ -452,13 +455,19 @@ def fences_lift(
             raise Blocked(f"lifting the fence on {cluster_alias} refused: " + "; ".join(blockers))
         lifted: list[str] = []
         if facts.topics:
-            admin = KafkaAdmin(ClusterEndpoint(cluster_alias, config.clusters[cluster_alias]))
-            admin.wait_ready(timeout_s=10)
-            principal = config.failover.fence_principal
+            pointer = PointerRepository(store).get()
+            if cluster_alias != facts.active:
+                fences.open(
+                    cluster_alias, pointer.epoch if pointer is not None else 0, operator(),
+                    reason, facts.requested or None,
+                )  # fmt: skip
             # A process frozen since it read the facts must not open a fence a run that took
-            # the lease meanwhile placed: the lease is confirmed right before the ACLs change.
-            keeper.confirm()
-            lifted = lift(admin, fences, cluster_alias, facts.topics, principal)
+            # the lease meanwhile placed: the reconciler confirms the lease right before the
+            # ACLs change.
+            report = Reconciler(config, store, KafkaAdmin, keeper.confirm, keeper).reconcile(
+                [cluster_alias], strict=[cluster_alias], timeout_s=30
+            )
+            lifted = sorted(set(report.clusters[cluster_alias].lifted) & facts.topics)
             log.warning(
                 "write fence lifted by hand",
                 extra={"cluster": cluster_alias, "topics": ",".join(lifted),

@@ -26,9 +26,9 @@ from drkit.access.rules import (
     Resource,
     ResourceType,
 )
-from drkit.access.standby import guard_entries
 from drkit.config.model import DrkitConfig, Role
 from drkit.failover.fences import FENCED_STATES, FenceRepository, FenceRow
+from drkit.failover.protections import protection_entries
 from drkit.failover.unfence import lift
 from drkit.kafka import ClusterEndpoint, KafkaAdmin
 from drkit.kafka.apps import APP_TRANSACTIONAL_PREFIX
@@ -180,10 +180,10 @@ def release(
 
 
 def revoke(config: DrkitConfig, added: Mapping[str, frozenset[AclEntry]]) -> None:
-    """Delete exactly the ACLs :func:`grant` added, and the standby guards of the drill's own
-    flows (the monitor and ``move_pointer`` placed them on its replicas; they name nothing
-    outside the drill's prefix)."""
-    guards = guard_entries(config)
+    """Delete exactly the ACLs :func:`grant` added, and the standby guards and replicator
+    fences of the drill's own flows (the reconciler placed them on its replicas and its
+    bookkeeping topics; they name nothing outside the drill's prefix)."""
+    guards = protection_entries(config)
     for alias in sorted(set(added) | set(guards)):
         entries = added.get(alias, frozenset()) | guards.get(alias, frozenset())
         if entries:  # deleting an absent ACL is no error

@@ -12,12 +12,12 @@ offset commits, produced records), which renews the lease synchronously or raise
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from drkit import clock
 from drkit.config.model import DrkitConfig, FlowConfig
 from drkit.control import ControlRepository
 from drkit.control.channel import ChannelFactory, ChannelPort, kafka_channels
@@ -26,6 +26,7 @@ from drkit.failover.fences import FenceRepository
 from drkit.failover.model import Procedure, StepName, StepState
 from drkit.failover.plan import TranslationMemo
 from drkit.failover.pointer import PointerRepository
+from drkit.failover.reconcile import Reconciler, ReconcileReport, RegistryFactory
 from drkit.failover.results import Translation
 from drkit.failover.runs import RunRecord, RunRepository
 from drkit.failover.snapshot import TargetReaders
@@ -33,6 +34,7 @@ from drkit.kafka.admin import KafkaAdmin
 from drkit.kafka.clients import ClusterEndpoint
 from drkit.kafka.ports import AdminFactory, ClusterAdmin
 from drkit.records import TopicPartition
+from drkit.replication.progress import Progress, ProgressStore
 from drkit.replication.topology import FlowTopology
 from drkit.store.db import StateStore
 from drkit.store.guard import WriteGuard
@@ -42,6 +44,22 @@ class Confirming(WriteGuard, Protocol):
     """A write guard that can also confirm, synchronously, that its lease is still held."""
 
     def confirm(self) -> object: ...
+
+
+class ProgressReading(Protocol):
+    """A flow's replication progress as the target holds it (drkit.replication.progress)."""
+
+    def refresh(self) -> Mapping[TopicPartition, Progress]: ...
+
+    def close(self) -> None: ...
+
+
+ProgressReaders = Callable[[FlowTopology, ClusterEndpoint], ProgressReading]
+
+
+def progress_topic_reader(topology: FlowTopology, target: ClusterEndpoint) -> ProgressReading:
+    """The flow's progress topic on its target, read as it grows (a missing one is empty)."""
+    return ProgressStore(target, topology.progress_topic, missing_ok=True)
 
 
 class StepFailed(DrkitError):
@@ -121,7 +139,10 @@ class StepContext:
     translated: Translation | None = None
     # Per planned group, its state on the target in the plan (None: read the stored plan).
     planned_states: Mapping[str, str] | None = None
+    registries: RegistryFactory | None = None  # schema registries (None: over HTTP)
+    progress_readers: ProgressReaders = progress_topic_reader  # flows' progress on targets
     _admins: dict[str, ClusterAdmin] = field(default_factory=dict, init=False)
+    _reconciler: Reconciler | None = field(default=None, init=False)
 
     # -- what the run is about ------------------------------------------------------------
 
@@ -152,6 +173,20 @@ class StepContext:
 
     def replicated_topics(self) -> list[str]:
         return sorted({tp.topic for tp in self.replicated_partitions()})
+
+    def source_partitions_now(self, timeout_s: float | None = None) -> list[TopicPartition]:
+        """The flow's source data partitions as the source lists them now: a topic created
+        after the plan is waited for by the drain and counted by confirm_fence like the others
+        (else its records would be left behind); one deleted since holds nothing to wait for."""
+        topology = self.topology
+        listed = self.admin(self.source).list_topics(timeout_s)
+        now = {
+            TopicPartition(info.name, p.partition)
+            for info in listed.values()
+            if topology.selects(info.name) and info.name != "heartbeats"
+            for p in info.partitions
+        }
+        return sorted(now)
 
     def detail(self, step: StepName) -> dict[str, Any]:
         """What an earlier step of this run recorded (refreshed from the store)."""
@@ -184,6 +219,10 @@ class StepContext:
         if self.guard is not None:
             self.guard.confirm()
 
+    def progress_of(self, topology: FlowTopology) -> ProgressReading:
+        """A reader of ``topology``'s progress on its target (close it when done)."""
+        return self.progress_readers(topology, self.endpoint(topology.target))
+
     def endpoint(self, alias: str) -> ClusterEndpoint:
         return ClusterEndpoint(alias, self.config.clusters[alias])
 
@@ -192,24 +231,50 @@ class StepContext:
             self._admins[alias] = self.connect(self.endpoint(alias))
         return self._admins[alias]
 
+    @property
+    def reconciler(self) -> Reconciler:
+        """The run's reconciler of protections (one per run: it remembers who was away)."""
+        if self._reconciler is None:
+
+            def connect(endpoint: ClusterEndpoint) -> ClusterAdmin:
+                return self.admin(endpoint.alias)
+
+            self._reconciler = Reconciler(
+                self.config, self.store, connect, self.confirm, self.guard, self.registries
+            )
+        return self._reconciler
+
+    def reconcile(
+        self,
+        clusters: Iterable[str] | None = None,
+        strict: Iterable[str] = (),
+        known_topics: Mapping[str, Iterable[str]] | None = None,
+        timeout_s: float | None = None,
+    ) -> ReconcileReport:
+        """Bring ``clusters`` to the protections this run's recorded steps want (the step
+        calling it has recorded its start: its intent is in): drkit.failover.reconcile."""
+        return self.reconciler.reconcile(clusters, strict, known_topics, timeout_s)
+
     def reachable(self, alias: str, timeout_s: float = 3.0) -> bool:
         try:
-            return self.admin(alias).answers(timeout_s)
+            answered = self.admin(alias).answers(timeout_s)
         except DrkitError:
-            return False
+            answered = False
+        self.reconciler.seen(alias, answered)
+        return answered
 
 
 def deadline_loop(timeout_s: float | None, interval_s: float = 0.5) -> Callable[[], bool]:
     """A polling helper: each call sleeps ``interval_s`` (after the first) and says whether
     time is left."""
-    limit = time.monotonic() + (timeout_s if timeout_s is not None else 3600.0)
+    limit = clock.monotonic() + (timeout_s if timeout_s is not None else 3600.0)
     first = [True]
 
     def more() -> bool:
         if first[0]:
             first[0] = False
             return True
-        time.sleep(interval_s)
-        return time.monotonic() < limit
+        clock.sleep(interval_s)
+        return clock.monotonic() < limit
 
     return more

@@ -35,20 +35,31 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from drkit import clock
 from drkit.config.loader import known_cluster
 from drkit.config.model import DrkitConfig, FlowConfig
 from drkit.control.channel import ChannelFactory
 from drkit.errors import ConfigError, DrkitError, ExitCode, Problem
 from drkit.failover.context import (
     ProgressCallback,
+    ProgressReaders,
     RunOptions,
     StepContext,
     StepFailed,
     StepOutcome,
+    progress_topic_reader,
 )
 from drkit.failover.fences import FenceRepository
-from drkit.failover.hooks import HookOutcome, run_hooks
-from drkit.failover.lease import Lease, LeaseKeeper, LeaseLost, LeaseRepository, unique_owner
+from drkit.failover.hooks import HookExecutor, HookOutcome, hooks_for, run_hook, run_hooks
+from drkit.failover.lease import (
+    Lease,
+    LeaseHeld,
+    LeaseKeeper,
+    LeaseLost,
+    LeaseRepository,
+    unique_owner,
+)
+from drkit.failover.maintenance import MAINTENANCE_TTL_S, is_maintenance
 from drkit.failover.model import (
     Direction,
     Finding,
@@ -62,8 +73,9 @@ from drkit.failover.model import (
 from drkit.failover.plan import TranslationMemo, make_plan
 from drkit.failover.pointer import PointerRepository
 from drkit.failover.premise import RunFacts, WorldFacts, broken_premise, pointer_moved
+from drkit.failover.reconcile import Reconciler, RegistryFactory
 from drkit.failover.runbook import Runbook, load_runbook
-from drkit.failover.runs import RunRecord, RunRepository
+from drkit.failover.runs import RunRecord, RunRepository, split_rows
 from drkit.failover.snapshot import TargetReaders, gather, schema_facts
 from drkit.failover.steps import STEPS, Step
 from drkit.gc_pause import collection_paused
@@ -75,6 +87,14 @@ from drkit.store.db import StateStore
 from drkit.store.health_repo import HealthRepository
 
 log = logging.getLogger(__name__)
+
+HOOKS_AFTER, PENDING_HOOKS = "hooks_after", "pending"
+
+
+def hooks_pending(detail: Mapping[str, Any]) -> bool:
+    """Whether a done step's after-hooks were recorded pending and never ran (its engine was
+    cut off in between): the resume runs them."""
+    return detail.get(HOOKS_AFTER) == PENDING_HOOKS
 
 
 class PlanBlocked(DrkitError):
@@ -145,6 +165,9 @@ class Engine:
         steps: Mapping[StepName, Step] | None = None,
         leases: LeaseRepository | None = None,
         channels: ChannelFactory | None = None,
+        run_hook: HookExecutor = run_hook,
+        registries: RegistryFactory | None = None,
+        progress_readers: ProgressReaders = progress_topic_reader,
     ) -> None:
         self.config = config
         self.store = store
@@ -156,6 +179,9 @@ class Engine:
         self.runs = RunRepository(store)
         self.leases = leases if leases is not None else LeaseRepository(store)
         self.channels = channels
+        self.run_hook = run_hook  # how one hook is run (the simulation records instead)
+        self.registries = registries  # schema registries (None: over HTTP)
+        self.progress_readers = progress_readers  # flows' progress on their targets
         self.pointers = PointerRepository(store)
         # Per flow: the plan's readers of drkit's topics on the target, handed to the run that
         # executes the plan (its translation then reads only what was appended since).
@@ -210,9 +236,12 @@ class Engine:
         return replace(plan, findings=plan.findings + extra)
 
     def _fenced_by_failover(self, procedure: Procedure, target: str) -> tuple[Finding, ...]:
-        """A planned move to a cluster an unplanned failover fenced skips its divergent tail:
-        only failback captures it before the fence is lifted."""
-        if procedure not in (Procedure.SWITCHOVER, Procedure.CUTOVER):
+        """A move to a cluster an unplanned failover fenced skips its divergent tail - records
+        it took that the other side never got: only failback captures them before the fence is
+        lifted.  An unplanned failover there is blocked too: when the current primary is gone
+        and failback cannot run, an operator who accepts the tail as it is opens the fence by
+        hand first (``drkit fences lift --cluster X --even-if-standby``)."""
+        if procedure not in (Procedure.SWITCHOVER, Procedure.CUTOVER, Procedure.FAILOVER):
             return ()
         fenced_by = FenceRepository(self.store).fenced_by_runs(target)
         failovers = sorted(
@@ -228,7 +257,9 @@ class Engine:
                 "target_fenced_by_failover",
                 f"{target} was fenced by failover run(s) {', '.join(map(str, failovers))}: it may "
                 f"hold records nobody replicated - 'drkit failback --to {target}' captures them "
-                "before it takes writes again",
+                "before it takes writes again (if the current primary is gone: accept them as "
+                f"they are with 'drkit fences lift --cluster {target} --even-if-standby -m ...', "
+                "then fail over)",
             ),
         )
 
@@ -266,7 +297,7 @@ class Engine:
         """
         if plan.blockers:
             raise PlanBlocked("the plan is blocked: " + "; ".join(f.message for f in plan.blockers))
-        keeper = self._keeper(self.leases.acquire(self.owner, self.ttl_s))
+        keeper = self._keeper(self._acquire())
         try:
             self._premise_of_new_run(plan)
             with collection_paused():  # the plan's rows: 500,000 dicts at 10,000 groups
@@ -328,7 +359,7 @@ class Engine:
         """Continue an unfinished run in its direction once its premise is re-checked under the
         lease; a run whose premise broke is marked ABANDONED (RunAbandoned)."""
         run = self._unfinished(run_id, "--resume")
-        keeper = self._keeper(self.leases.acquire(self.owner, self.ttl_s))
+        keeper = self._keeper(self._acquire())
         try:
             fresh = self._unfinished(run_id, "--resume")
             broken = self.premise(fresh)
@@ -350,7 +381,7 @@ class Engine:
     def abandon(self, run_id: int, reason: str, by: str) -> RunRecord:
         """Give an unfinished run up (an operator's decision): nothing is undone or redone."""
         self._unfinished(run_id, "RUN")
-        keeper = self._keeper(self.leases.acquire(self.owner, self.ttl_s))
+        keeper = self._keeper(self._acquire())
         try:
             self._abandon(keeper, self._unfinished(run_id, "RUN"), reason, by)
         finally:
@@ -360,12 +391,23 @@ class Engine:
         return final
 
     def _abandon(self, keeper: LeaseKeeper, run: RunRecord, reason: str, by: str) -> None:
+        """Give ``run`` up: nothing it did is undone step by step, nothing redone - but it
+        wants nothing any more, so the protections are reconciled to the pointer alone (its
+        source, still the pointer's, takes writes again; what it opened is closed)."""
         log.warning("failover run abandoned", extra={"run": run.id, "reason": reason, "by": by})
         self.runs.guarded(keeper).finish(
             run.id,
             RunState.ABANDONED,
             {"abandoned": {"reason": reason, "by": by, "was": run.state.value}},
         )
+        try:
+            Reconciler(
+                self.config, self.store, self.connect, keeper.confirm, keeper, self.registries
+            ).reconcile()
+        except LeaseLost:
+            raise
+        except DrkitError as err:  # the monitor's next tick goes on with it
+            log.warning("protections not reconciled after abandoning", extra={"error": str(err)})
 
     def _unfinished(self, run_id: int, what: str) -> RunRecord:
         run = self.runs.get(run_id)
@@ -382,6 +424,18 @@ class Engine:
         if holder is not None and not holder.expired:
             return []
         return self.runs.in_progress()
+
+    def _acquire(self) -> Lease:
+        """The failover lease; the monitor's maintenance holds it for a few seconds at a time
+        (drkit.failover.maintenance), so that holder is waited for - any other is LeaseHeld."""
+        deadline = clock.monotonic() + MAINTENANCE_TTL_S + 1
+        while True:
+            try:
+                return self.leases.acquire(self.owner, self.ttl_s)
+            except LeaseHeld as held:
+                if not is_maintenance(held.owner) or clock.monotonic() > deadline:
+                    raise
+                clock.sleep(0.2)
 
     def _keeper(self, lease: Lease) -> LeaseKeeper:
         return LeaseKeeper(self.leases, lease, self.ttl_s)
@@ -411,8 +465,12 @@ class Engine:
             self.config, flow, self.store, runs, run, options, self.state_dir, self.progress,
             connect=self.connect, guard=keeper, channels=self.channels,
             readers=self._readers.get(flow.name), translations=self._memos.get(flow.name),
-            planned_states=planned_states,
+            planned_states=planned_states, registries=self.registries,
+            progress_readers=self.progress_readers,
         )  # fmt: skip
+
+        if not run.plan_head.source_reachable:  # probed at planning: not again at each step
+            ctx.reconciler.seen(run.source, False)
 
         def mirror(lease: Lease) -> None:  # shown by 'failover show' and 'status'
             runs.set_lease(run_id, lease.owner, lease.expires_at)
@@ -443,8 +501,12 @@ class Engine:
         for step in runbook.steps:
             record = ctx.run.step(step.name)
             if record is not None and record.state in (StepState.DONE, StepState.SKIPPED):
+                if hooks_pending(record.detail):  # cut off before they ran
+                    keeper.check()
+                    self._after_hooks(ctx, runbook, step.name, record.state, record.detail)
                 continue
             keeper.check()
+            self._reconcile(ctx)
             timeout = self._timeout(runbook, step.name, step.timeout_s)
             try:
                 self._run_step(ctx, runbook, step.name, timeout)
@@ -453,6 +515,7 @@ class Engine:
             except DrkitError as err:
                 self._fail(ctx, runbook, keeper, step.name, err)
         keeper.check()
+        self._reconcile(ctx)
         ctx.runs.finish(ctx.run.id, RunState.SUCCEEDED, {"pointer": ctx.target, **_warnings(ctx)})
 
     def _timeout(self, runbook: Runbook, name: StepName, default: float | None) -> float | None:
@@ -481,7 +544,7 @@ class Engine:
         self, ctx: StepContext, runbook: Runbook, name: StepName, timeout: float | None
     ) -> None:
         runs = ctx.runs
-        before = run_hooks(self._hooks(runbook), "before", name.value, self._context(ctx))
+        before = self._run_hooks(ctx, runbook, "before", name)
         vetoed = next((h for h in before if not h.ok), None)
         if vetoed is not None:
             runs.step_finished(ctx.run.id, name, StepState.FAILED, {"vetoed_by": vetoed.to_json()})
@@ -502,19 +565,54 @@ class Engine:
                 ctx.run.id, name, StepState.FAILED, {"error": f"{type(err).__name__}: {err}"}
             )
             raise StepFailed(f"step {name.value} crashed: {type(err).__name__}: {err}") from err
-        runs.step_finished(ctx.run.id, name, outcome.state, self._with_hooks(outcome, before))
-        after = run_hooks(self._hooks(runbook), "after", name.value, self._context(ctx))
-        if after:
-            detail = {**outcome.detail, "hooks_after": [h.to_json() for h in after]}
-            runs.step_finished(ctx.run.id, name, outcome.state, detail)
-            for failed in (h for h in after if not h.ok):
-                log.warning(
-                    "after-hook failed", extra={"step": name.value, "hook": failed.describe()}
-                )
+        detail = self._with_hooks(outcome, before)
+        if hooks_for(self._hooks(runbook), "after", name.value):
+            detail = {**detail, HOOKS_AFTER: PENDING_HOOKS}  # run again on resume if cut off
+        runs.step_finished(ctx.run.id, name, outcome.state, detail)
+        if HOOKS_AFTER in detail:
+            self._after_hooks(ctx, runbook, name, outcome.state, detail)
         log.info(
             "failover step finished",
             extra={"run": ctx.run.id, "step": name.value, "state": outcome.state.value},
         )
+
+    def _after_hooks(
+        self,
+        ctx: StepContext,
+        runbook: Runbook,
+        name: StepName,
+        state: StepState,
+        detail: dict[str, Any],
+    ) -> None:
+        """Run ``name``'s after-hooks (recorded pending with its outcome) and record them."""
+        after = self._run_hooks(ctx, runbook, "after", name)
+        head, _rows = split_rows(detail)  # the rows were stored with the outcome
+        recorded = {**head, HOOKS_AFTER: [h.to_json() for h in after]}
+        ctx.runs.record_detail(ctx.run.id, name, state, recorded)
+        for failed in (h for h in after if not h.ok):
+            log.warning("after-hook failed", extra={"step": name.value, "hook": failed.describe()})
+
+    def _run_hooks(
+        self, ctx: StepContext, runbook: Runbook, when: str, name: StepName
+    ) -> list[HookOutcome]:
+        return run_hooks(
+            self._hooks(runbook), when, name.value, self._context(ctx), self.run_hook, ctx.confirm
+        )
+
+    @staticmethod
+    def _reconcile(ctx: StepContext) -> None:
+        """A step boundary: bring every cluster to what the run's recorded steps want (a stale
+        or half-applied change put right).  Best effort - a cluster away is the next pass's -
+        but a lost lease stops the run."""
+        try:
+            ctx.reconcile()
+        except LeaseLost:
+            raise
+        except DrkitError as err:
+            log.warning(
+                "protections not reconciled at a step boundary",
+                extra={"run": ctx.run.id, "error": str(err)},
+            )
 
     @staticmethod
     def _with_hooks(outcome: StepOutcome, before: list[HookOutcome]) -> dict[str, Any]:
@@ -568,8 +666,15 @@ class Engine:
         self, ctx: StepContext, runbook: Runbook, keeper: LeaseKeeper, err: DrkitError | None
     ) -> None:
         """Undo every started step, then end ROLLED_BACK (raises RolledBack or Vetoed), or
-        FAILED in the rollback direction when an undo step fails (raises RunFailed)."""
+        FAILED in the rollback direction when an undo step fails (raises RunFailed).
+
+        The run wants nothing any more (its direction is the rollback): the first thing done is
+        to reconcile the protections to the pointer alone - a target this run opened is fenced
+        again, its registry set back - then the undo steps run (replication restarted, the
+        source's fence lifted: unfence_source reconciles again, strictly), then a last pass."""
+        self._reconcile(ctx)
         undone, failure = self._roll_back(ctx, runbook, keeper)
+        self._reconcile(ctx)
         run = ctx.runs.get(ctx.run.id) or ctx.run
         if failure is not None:
             ctx.runs.finish(

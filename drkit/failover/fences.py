@@ -1,9 +1,12 @@
-"""Write fencing of an old primary: which topics are fenced where, applied or pending.
+"""Write fencing of old primaries as the store records it: which topics are fenced where.
 
-The engine fences with DENY WRITE ACLs (drkit.kafka.admin ``deny_writes``).  When the cluster is
-unreachable (an unplanned failover) the fence is recorded as PENDING, shown in the run and in
-``drkit status``, and applied as soon as the cluster answers again (``apply_pending``, run by
-``drkit failover`` commands and by the monitor).
+Which clusters *should* be fenced is desired state (drkit.failover.protections); the reconciler
+(drkit.failover.reconcile) applies it as DENY WRITE ACLs and records here what it did: a row per
+topic ever fenced - APPLYING before its ACLs are created (so a half-applied fence is known),
+APPLIED once a broker shows them, PENDING while the cluster does not answer (applied when it
+does), LIFTED once removed - with whether drkit added companion ALLOW READs beside it.  Rows are
+kept when lifted: they are also the list of what drkit may take away again.  An operator's
+opening (``drkit fences lift --even-if-standby``) is recorded as a :class:`Opening`.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from sqlalchemy import select
 
 from drkit.store.db import StateStore
 from drkit.store.guard import WriteGuard, write_session
-from drkit.store.models import Fence
+from drkit.store.models import Fence, FenceOpening
 
 
 class FenceState(StrEnum):
@@ -41,6 +44,18 @@ class FenceRow:
     run_id: int | None
     reads_allowed: bool  # drkit added ALLOW READ/DESCRIBE beside the DENY WRITE
     updated_at: datetime
+
+
+@dataclass(frozen=True)
+class Opening:
+    """A cluster an operator opened by hand, valid while the pointer stays at the epoch."""
+
+    cluster: str
+    pointer_epoch: int
+    topics: frozenset[str] | None  # None: every topic
+    by: str
+    reason: str
+    at: datetime
 
 
 class FenceRepository:
@@ -145,3 +160,46 @@ class FenceRepository:
     def clusters_with(self, state: FenceState) -> set[str]:
         with self.store.session() as session:
             return set(session.scalars(select(Fence.cluster).where(Fence.state == state.value)))
+
+    def open(
+        self,
+        cluster: str,
+        pointer_epoch: int,
+        by: str,
+        reason: str,
+        topics: Iterable[str] | None = None,
+    ) -> None:
+        """Record that ``cluster`` (only ``topics`` of it, when given) stays open until the
+        pointer leaves ``pointer_epoch``; within one epoch openings add up."""
+        names = sorted(set(topics)) if topics is not None else None
+        with write_session(self.store, self.guard) as session:
+            row = session.get(FenceOpening, cluster)
+            now = datetime.now(UTC)
+            if row is None:
+                row = FenceOpening(cluster=cluster, pointer_epoch=pointer_epoch, topics=names)
+                session.add(row)
+            elif row.pointer_epoch != pointer_epoch:
+                row.pointer_epoch, row.topics = pointer_epoch, names
+            elif names is None or row.topics is None:
+                row.topics = None  # every topic
+            else:
+                row.topics = sorted(set(row.topics) | set(names))
+            row.opened_by, row.reason, row.at = by, reason, now
+
+    def openings(self, pointer_epoch: int | None = None) -> list[Opening]:
+        """The operators' openings (those made at ``pointer_epoch`` only, when given)."""
+        with self.store.session() as session:
+            query = select(FenceOpening).order_by(FenceOpening.cluster)
+            if pointer_epoch is not None:
+                query = query.where(FenceOpening.pointer_epoch == pointer_epoch)
+            return [
+                Opening(
+                    row.cluster,
+                    row.pointer_epoch,
+                    frozenset(row.topics) if row.topics is not None else None,
+                    row.opened_by,
+                    row.reason,
+                    row.at,
+                )
+                for row in session.scalars(query)
+            ]

@@ -6,13 +6,19 @@ servers - never credentials - and the active pointer) and has ``timeout_s`` to f
 ``before`` hook that exits non-zero, times out or cannot start *vetoes* its step; an ``after``
 hook's failure is recorded and reported, and the run goes on.  Output is kept (the last 2,000
 characters) in the step's record.
+
+Under the failover lease: the engine confirms its lease right before each hook starts, and an
+``after`` hook is recorded *pending* with its step's outcome before it runs - an engine that
+dies between the two leaves it pending, and the run's resume (by ``--resume`` or the monitor)
+runs it again before going on.  The context carries the pointer's epoch, so a hook that
+publishes the pointer can refuse an epoch older than the one it last published.
 """
 
 from __future__ import annotations
 
 import json
 import subprocess
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
@@ -86,13 +92,24 @@ def run_hook(hook: Hook, context: dict[str, Any]) -> HookOutcome:
     return HookOutcome(hook.command, hook.when, hook.step, done.returncode, False, output[-_KEEP:])
 
 
+HookExecutor = Callable[[Hook, dict[str, Any]], HookOutcome]
+
+
 def run_hooks(
-    hooks: Sequence[Hook], when: str, step: str, context: dict[str, Any]
+    hooks: Sequence[Hook],
+    when: str,
+    step: str,
+    context: dict[str, Any],
+    execute: HookExecutor = run_hook,
+    before_each: Callable[[], object] = lambda: None,
 ) -> list[HookOutcome]:
-    """Run every matching hook in order; a failed ``before`` hook stops the ones after it."""
+    """Run every matching hook in order; a failed ``before`` hook stops the ones after it.
+    ``before_each`` runs right before each hook starts (the engine confirms its lease there: a
+    process frozen past it runs no hook against a world that moved on)."""
     outcomes: list[HookOutcome] = []
     for hook in hooks_for(hooks, when, step):
-        outcome = run_hook(hook, {**context, "step": step, "when": when})
+        before_each()
+        outcome = execute(hook, {**context, "step": step, "when": when})
         outcomes.append(outcome)
         if when == "before" and not outcome.ok:
             break

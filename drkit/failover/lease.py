@@ -31,7 +31,6 @@ import logging
 import os
 import socket
 import threading
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -42,6 +41,7 @@ from sqlalchemy import update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from drkit import clock as drkit_clock
 from drkit.errors import DrkitError, ExitCode
 from drkit.store.clock import database_now
 from drkit.store.db import StateStore
@@ -116,7 +116,9 @@ class Holder:
 
 
 class LeaseRepository:
-    def __init__(self, store: StateStore, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, store: StateStore, clock: Callable[[], float] = drkit_clock.monotonic
+    ) -> None:
         self.store = store
         self.clock = clock
 
@@ -295,8 +297,7 @@ class LeaseKeeper:
         self._on_renewed = on_renewed
         self._lock = threading.Lock()
         self._lost: LeaseLost | None = None
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name=f"lease {lease.name}", daemon=True)
+        self._renewals: drkit_clock.Stoppable | None = None
 
     @property
     def lease(self) -> Lease:
@@ -308,25 +309,31 @@ class LeaseKeeper:
         self._on_renewed = callback
 
     def start(self) -> LeaseKeeper:
-        self._thread.start()
+        """Renew every third of the TTL in the background (drkit.clock: a thread, or the
+        simulation's scheduler) until :meth:`stop` or the lease is lost."""
+        self._renewals = drkit_clock.every(
+            self.ttl_s / 3, self._renew_quietly, f"lease {self._lease.name}"
+        )
         return self
 
     def stop(self) -> None:
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join(5)
+        if self._renewals is not None:
+            self._renewals.stop()
 
-    def _loop(self) -> None:
-        while not self._stop.wait(self.ttl_s / 3):
-            try:
-                self._renew()
-            except LeaseLost:
-                return
-            except Exception as err:  # the store away for a moment: try again, never die
-                log.warning(
-                    "lease renewal failed",
-                    extra={"lease": self.lease.name, "error": f"{type(err).__name__}: {err}"},
-                )
+    def _renew_quietly(self) -> None:
+        with self._lock:
+            if self._lost is not None:
+                return  # lost: nothing more to renew
+        try:
+            self._renew()
+        except LeaseLost:
+            if self._renewals is not None:
+                self._renewals.stop()
+        except Exception as err:  # the store away for a moment: try again, never die
+            log.warning(
+                "lease renewal failed",
+                extra={"lease": self.lease.name, "error": f"{type(err).__name__}: {err}"},
+            )
 
     def _renew(self) -> Lease:
         with self._lock:

@@ -1,29 +1,31 @@
 """The engine's periodic duties, run by ``drkit monitor``: finish what a failover left open.
 
-* **Pending fences**: a failover that could not reach the old primary recorded its fence as
-  pending; as soon as that cluster answers again it is fenced (DENY WRITE ACLs) before any
-  application can write to it by mistake.
+* **Protections** (drkit.failover.reconcile): the clusters are brought to the protections the
+  pointer and the flows ask for - a cluster that was away when its fence was due is fenced as
+  soon as it answers, a standby's replicas are guarded, a stale or half-applied change (a
+  frozen engine's late ACL write, an operator's slip) is undone.  Under the failover lease:
+  never beside a run (whose engine reconciles at each step boundary itself).
 * **Divergence**: once the old primary of an unplanned failover answers again (and is fenced),
   what it accepted after the failover point that the target never got is counted per partition
   in visible records - read committed, so aborted records and transaction markers are not
   counted, and only once no transaction is open there - and stored with the run
   (``result.divergence``, shown by ``drkit status``, ``drkit failover show`` and the webhook);
   drkit never fails back on its own - ``drkit failback`` exports those records.
-* **Standby guards**: the replicas on every standby refuse application writes
-  (drkit.access.standby), as the active pointer says who is primary - a fresh set-up is
-  guarded, a cluster that was away is guarded when it answers.  Skipped while a run is in
-  progress: its ``move_pointer`` changes the guards itself.
 * **Stale runs**: a run whose engine process died stays RUNNING with an expiring lease; once the
   lease has expired the run is resumed from its first step that is not done (same code path as
   ``drkit failover --resume``).
 
-:meth:`FailoverMaintenance.tick` never raises: every problem is logged and retried next tick.
+The failover lease makes one monitor at a time run them (two must not report one divergence
+twice or fence at once); it is renewed while the duties run and confirmed right before each
+cluster changes.  :meth:`FailoverMaintenance.tick` never raises: every problem is logged and
+retried next tick.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -31,9 +33,9 @@ from drkit.config.model import DrkitConfig
 from drkit.config.model import NotificationEvent as Event
 from drkit.errors import DrkitError
 from drkit.failover.fences import FenceRepository, FenceState
-from drkit.failover.lease import LeaseHeld, LeaseRepository, unique_owner
+from drkit.failover.lease import LeaseHeld, LeaseKeeper, LeaseRepository, unique_owner
 from drkit.failover.model import Procedure, RunState
-from drkit.failover.steps.fencing import fence_companions
+from drkit.failover.reconcile import Reconciler, ReconcileReport, RegistryFactory
 from drkit.kafka.admin import KafkaAdmin
 from drkit.kafka.clients import ClusterEndpoint
 from drkit.kafka.ports import AdminFactory
@@ -45,8 +47,13 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-MAINTENANCE_LEASE = "maintenance"  # one monitor at a time runs the duties below
-MAINTENANCE_TTL_S = 60.0
+MAINTENANCE_TTL_S = 15.0  # the failover lease as the duties hold it (renewed while they run)
+MAINTENANCE_OWNER = "maintenance"  # the role in the lease owner's name (engines wait for it)
+
+
+def is_maintenance(owner: str) -> bool:
+    """Whether a lease owner is the monitor's maintenance (it holds the lease for seconds)."""
+    return owner.startswith(f"{MAINTENANCE_OWNER}:")
 
 
 class FailoverMaintenance:
@@ -57,69 +64,51 @@ class FailoverMaintenance:
         state_dir: Path,
         connect: AdminFactory = KafkaAdmin,
         owner: str | None = None,
+        registries: RegistryFactory | None = None,
+        leases: LeaseRepository | None = None,
+        engine: Callable[[], Engine] | None = None,
     ) -> None:
         self.config = config
         self.store = store
         self.state_dir = state_dir
         self.connect = connect  # how a cluster's admin API is reached (tests: fakes)
+        self.registries = registries
         self.fences = FenceRepository(store)
-        self.leases = LeaseRepository(store)
-        self.owner = owner or unique_owner("maintenance")
+        self.leases = leases if leases is not None else LeaseRepository(store)
+        self.owner = owner or unique_owner(MAINTENANCE_OWNER)
         self.notify = Notifier(config.notifications.webhooks)
+        self._engine = engine  # the engine that resumes stale runs (None: one over Kafka)
 
-    def apply_pending_fences(self) -> list[str]:
-        """Fence every pending cluster that answers now; returns the clusters fenced."""
-        fenced: list[str] = []
-        policy = self.config.failover
-        for cluster in sorted(self.fences.clusters_with(FenceState.PENDING)):
-            if cluster not in self.config.clusters:
-                continue
-            topics = self.fences.topics(cluster, FenceState.PENDING)
-            admin = self.connect(ClusterEndpoint(cluster, self.config.clusters[cluster]))
-            try:
-                admin.wait_ready(timeout_s=3)
-            except DrkitError:
-                continue  # still away
-            # Companions are recorded (still pending) before any ACL exists: an attempt that
-            # half-applies leaves them known to the next one (the topics no longer look bare).
-            companions = fence_companions(
-                admin,
-                self.config.clusters[cluster],
-                set(topics),
-                self.fences.reads_allowed(cluster) & topics,
-            )
-            self.fences.record(cluster, topics, FenceState.PENDING, None, companions)
-            admin.deny_writes(topics, policy.fence_principal, companions=companions)
-            self.fences.record(cluster, topics, FenceState.APPLIED, None, companions)
-            log.warning(
-                "fenced a returning cluster (its failover could not reach it)",
-                extra={"cluster": cluster, "topics": ",".join(sorted(topics))},
-            )
-            fenced.append(cluster)
-        return fenced
-
-    def guard_standbys(self) -> list[str]:
-        """Bring every standby guard to what the pointer asks for (none while a run is in
-        progress); returns the clusters whose ACLs changed."""
-        from drkit.failover.pointer import PointerRepository
-        from drkit.failover.runs import RunRepository
-        from drkit.failover.standby_guard import reconcile_standby_guards
-
-        if RunRepository(self.store).in_progress():
-            return []
-        pointer = PointerRepository(self.store).get()
-        plans = reconcile_standby_guards(
-            self.config, self.connect, pointer.cluster if pointer else None, timeout_s=10
+    def reconcile_protections(self, keeper: LeaseKeeper | None = None) -> ReconcileReport:
+        """One pass of the reconciler over every cluster, under ``keeper``'s lease (taken here
+        when none is given); returns what it did."""
+        if keeper is None:
+            with self._holding() as held:
+                return self.reconcile_protections(held)
+        reconciler = Reconciler(
+            self.config, self.store, self.connect, keeper.confirm, keeper, self.registries
         )
-        return [plan.cluster for plan in plans if plan.create or plan.delete]
+        return reconciler.reconcile(timeout_s=10)
 
-    def report_divergence(self) -> list[int]:
+    @contextlib.contextmanager
+    def _holding(self) -> Iterator[LeaseKeeper]:
+        """The failover lease, renewed in the background until the block ends."""
+        lease = self.leases.acquire(self.owner, MAINTENANCE_TTL_S)
+        keeper = LeaseKeeper(self.leases, lease, MAINTENANCE_TTL_S).start()
+        try:
+            yield keeper
+        finally:
+            keeper.stop()
+            with contextlib.suppress(Exception):
+                self.leases.release(keeper.lease)
+
+    def report_divergence(self, keeper: LeaseKeeper | None = None) -> list[int]:
         """Store, once per succeeded failover run, the old primary's divergent records per
         partition as soon as it answers and is fenced; returns the runs reported."""
         from drkit.failover.runs import RunRepository
         from drkit.failover.steps.divergence import divergence_report, point_of
 
-        runs = RunRepository(self.store)
+        runs = RunRepository(self.store, keeper)
         reported: list[int] = []
         for run in runs.latest(20):
             if (
@@ -155,6 +144,8 @@ class FailoverMaintenance:
         direction, once its premise is re-checked (drkit.failover.engine); returns their ids."""
         from drkit.failover.engine import Engine as FailoverEngine
 
+        if engine is None and self._engine is not None:
+            engine = self._engine()
         if engine is None:
             engine = FailoverEngine(
                 self.config, self.store, self.state_dir, role="maintenance", connect=self.connect
@@ -170,27 +161,30 @@ class FailoverMaintenance:
         return resumed
 
     def tick(self) -> None:
-        """Run every duty once - unless another monitor is running them now (a lease in the
-        store: two monitors must not report one divergence twice or fence at once)."""
+        """Run every duty once: resume what a dead engine left (the engine takes the lease),
+        then - under the failover lease, unless a run holds it - reconcile the protections and
+        report divergence."""
         try:
-            lease = self.leases.acquire(self.owner, MAINTENANCE_TTL_S, name=MAINTENANCE_LEASE)
+            self.resume_stale_runs()
+        except Exception:  # a scheduled duty must never kill the scheduler
+            log.exception("failover maintenance failed", extra={"duty": "resume_stale_runs"})
+        try:
+            with self._holding() as keeper:
+                duties: list[Callable[[], object]] = [
+                    lambda: self.reconcile_protections(keeper),
+                    lambda: self.report_divergence(keeper),
+                ]
+                for duty in duties:
+                    keeper.check()
+                    try:
+                        duty()
+                    except DrkitError as err:
+                        log.warning("failover maintenance: %s", err)
+                    except Exception:  # a scheduled duty must never kill the scheduler
+                        log.exception("failover maintenance failed")
         except LeaseHeld:
-            return
-        except Exception:  # the store away: the next tick tries again
-            log.exception("failover maintenance could not take its lease")
-            return
-        try:
-            duties = (
-                self.apply_pending_fences,
-                self.guard_standbys,
-                self.report_divergence,
-                self.resume_stale_runs,
-            )
-            for duty in duties:
-                try:
-                    duty()
-                except Exception:  # a scheduled duty must never kill the scheduler
-                    log.exception("failover maintenance failed", extra={"duty": duty.__name__})
-        finally:
-            with contextlib.suppress(Exception):
-                self.leases.release(lease)
+            return  # a run (its engine reconciles) or another monitor is at it
+        except DrkitError as err:  # the store away: the next tick tries again
+            log.warning("failover maintenance skipped: %s", err)
+        except Exception:  # a scheduled duty must never kill the scheduler
+            log.exception("failover maintenance could not take the failover lease")

@@ -434,6 +434,13 @@ class RunRepository:
     ) -> None:
         self._update_step(run_id, name, state, detail, finished=True)
 
+    def record_detail(
+        self, run_id: int, name: StepName, state: StepState, detail: dict[str, Any]
+    ) -> None:
+        """Replace a step's detail, keeping its times (its per-group rows, when ``detail``
+        only marks them, stay as stored)."""
+        self._update_step(run_id, name, state, detail)
+
     def mark(self, run_id: int, name: StepName, state: StepState) -> None:
         """Change a step's state, keeping its detail (e.g. rolled back)."""
         self._update_step(run_id, name, state, None)

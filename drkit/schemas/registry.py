@@ -95,6 +95,16 @@ class SchemaRegistry:
             {"Content-Type": "application/zip"},
         )
 
+    def mode(self) -> str | None:
+        """The registry-wide mode (``READWRITE``, ``READONLY``, ...), or None when the registry
+        has no modes (Apicurio 2.x)."""
+        try:
+            answer = self._request("GET", self.config.url + "/mode", None, {"Accept": _JSON})
+        except _Unsupported:
+            return None
+        found = json.loads(answer or b"{}").get("mode")
+        return str(found) if found is not None else None
+
     def set_mode(self, mode: str) -> str:
         """Set the registry-wide mode (``READWRITE``/``READONLY``); returns the mode now in
         force, or ``unsupported: <the registry's words>`` when the registry has no modes."""

@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import threading
 from dataclasses import dataclass
+from typing import Protocol
 
 from drkit.config.model import ClusterConfig, DrkitConfig, FlowConfig
 from drkit.errors import SchemaRegistryError
@@ -37,10 +38,27 @@ class SchemaSyncResult:
         return {"copied": self.copied, "present": self.present, "ids": list(self.ids)}
 
 
+class RegistryPort(Protocol):
+    """What drkit does with a schema registry (drkit.schemas.registry.SchemaRegistry; the
+    simulation and the tests hold theirs in memory)."""
+
+    alias: str
+
+    def catalogue(self) -> tuple[SchemaVersion, ...]: ...
+
+    def export_archive(self) -> bytes: ...
+
+    def import_archive(self, archive: bytes) -> None: ...
+
+    def mode(self) -> str | None: ...
+
+    def set_mode(self, mode: str) -> str: ...
+
+
 class SchemaSynchronizer:
     """The source's registry to the target's, for one flow."""
 
-    def __init__(self, source: SchemaRegistry, target: SchemaRegistry) -> None:
+    def __init__(self, source: RegistryPort, target: RegistryPort) -> None:
         self.source = source
         self.target = target
 

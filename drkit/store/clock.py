@@ -24,6 +24,9 @@ from sqlalchemy.orm import Session
 
 def database_now(session: Session) -> datetime:
     """The database's current time, UTC-aware (not the transaction's start time)."""
+    simulated = session.info.get("now")
+    if simulated is not None:
+        return simulated()  # type: ignore[no-any-return]
     dialect = session.get_bind().dialect.name
     if dialect == "postgresql":
         value = session.execute(text("SELECT clock_timestamp()")).scalar_one()

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import fcntl
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -87,11 +88,16 @@ class StateStore:
         elif parsed.get_backend_name() == "postgresql":
             event.listen(self.engine, "connect", _postgresql_settings)
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
+        # The database's "now" as drkit.store.clock reads it; None: the database's own clock.
+        # Only the deterministic simulation sets it (its store runs on simulated time).
+        self.now: Callable[[], datetime] | None = None
 
     @contextmanager
     def session(self) -> Iterator[Session]:
         """A transaction: committed on success, rolled back on error."""
         session = self._sessions()
+        if self.now is not None:
+            session.info["now"] = self.now
         try:
             yield session
             session.commit()

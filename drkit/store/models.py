@@ -322,6 +322,19 @@ class Fence(Base):
     updated_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
+class FenceOpening(Base):
+    """An operator opened a cluster's fence by hand (``drkit fences lift --even-if-standby``):
+    it stays open while the pointer is at ``pointer_epoch`` (drkit.failover.protections)."""
+
+    __tablename__ = "fence_openings"
+    cluster: Mapped[str] = mapped_column(String(128), primary_key=True)
+    pointer_epoch: Mapped[int] = mapped_column(BigInteger)
+    topics: Mapped[list[str] | None] = mapped_column(JSON)  # None: every topic
+    opened_by: Mapped[str] = mapped_column(String(200))
+    reason: Mapped[str] = mapped_column(Text, default="")
+    at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
 class AutomationEvent(Base):
     """An operator's word to automatic failover: pause, resume, or ack of a run - who and why."""
 

@@ -97,7 +97,7 @@ def test_unplanned_failover_of_a_killed_primary_resumes_every_group_exactly(
     scratch.local.start_broker(scratch.name)
     store = StateStore(f"sqlite:///{tmp_path / 'drkit.db'}")
     maintenance = FailoverMaintenance(setup.config, store, tmp_path / "state")
-    assert maintenance.apply_pending_fences() == [setup.source]
+    assert setup.source in maintenance.reconcile_protections().changed
     assert scratch.admin().write_denied() == {topic}
     assert FenceRepository(store).topics(setup.source, FenceState.APPLIED) == {topic}
     with pytest.raises(KafkaError, match="TOPIC_AUTHORIZATION_FAILED"):

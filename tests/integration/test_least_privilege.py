@@ -261,7 +261,8 @@ def test_every_role_runs_as_its_own_least_privilege_principal_through_a_failover
     produce_batch(app.target_endpoint, replica, [(None, b"promoted")], partition=0, timeout_s=10)
     moved = next(s for s in run["steps"] if s["name"] == "move_pointer")
     assert any(
-        g["cluster"] == pair.target and g["deleted"] for g in moved["detail"]["standby_guard"]
+        p["cluster"] == pair.target and p.get("acls_deleted")
+        for p in moved["detail"]["protections"]
     )
 
 

@@ -17,7 +17,7 @@ from drkit.access.rules import Operation, Permission
 from drkit.config import load_config
 from drkit.config.model import ClusterConfig
 from drkit.errors import CredentialsRefusedError, KafkaError
-from drkit.failover.steps.fencing import fence_companions
+from drkit.failover.protections import fence_entries
 from drkit.kafka import ClusterEndpoint, KafkaAdmin
 from drkit.kafka.acls import topic_acl
 from drkit.kafka.admin import TopicSpec
@@ -89,15 +89,18 @@ def test_a_secured_local_cluster_authenticates_authorizes_and_denies_by_default(
         admin = KafkaAdmin(as_drkit)
         cluster = load_config(state / "drkit.yaml").clusters[name]
         assert cluster.allow_everyone_if_no_acl is False  # written so by local up --secure
-        companions = fence_companions(admin, cluster, {topic}, set())
-        assert companions == set()
-        admin.deny_writes([topic], "User:*", companions=companions)
+        # The fence the reconciler places on a deny-by-default cluster: the DENY alone, no
+        # companion ALLOW READ for User:* (that would open the topic to every principal).
+        fence = fence_entries([topic], "User:*", companions=())
+        admin.create_entries(fence)
+        wait_until(lambda: fence <= admin.acl_entries(), 15, what="the fence visible")
         with pytest.raises(KafkaError, match="AUTHORIZATION"):
             produce_batch(as_app, topic, [(b"k", b"after the fence")])
         widened = [a for a in admin.principal_acls("User:*") if a.resource.name == topic
                    and a.permission is Permission.ALLOW]  # fmt: skip
         assert widened == []
-        admin.allow_writes([topic], "User:*", reads_allowed=companions)
+        admin.delete_entries(fence)
+        wait_until(lambda: not fence & admin.acl_entries(), 15, what="the fence gone")
         produce_batch(as_app, topic, [(b"k", b"after the fence was lifted")])
         # A restart keeps the same identity and users (settings rewritten, nothing regenerated).
         manager.stop_broker(name)

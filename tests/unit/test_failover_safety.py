@@ -302,6 +302,7 @@ def test_a_kafka_side_effect_follows_a_synchronous_check(world: World) -> None:
     world.expire_lease()
     world.leases.acquire("engine-b", 60)
     run = world.runs.create(world.plan(), "test", "")
+    world.runs.step_started(run.id, StepName.FENCE_SOURCE)  # its intent, recorded in time
     keeper = LeaseKeeper(world.leases, lease, 60)
     ctx = StepContext(
         world.config, world.config.flows[0], world.store, world.runs.guarded(keeper), run,
@@ -379,7 +380,7 @@ def test_a_half_applied_fence_is_rolled_back_from_what_the_cluster_holds(world: 
     """The fence created its ACLs, then timed out waiting to see them: the step failed.  The
     rollback must lift them (an undone switchover that leaves dc1 fenced is an outage)."""
     world.clusters["dc1"].fail_after_next(
-        "deny_writes", RetriableKafkaError("dc1: ACL changes for User:* not visible after 5s")
+        "create_entries", RetriableKafkaError("dc1: ACL changes for User:* not visible after 5s")
     )
     with pytest.raises(RolledBack, match="dc1 is primary again"):
         world.engine().start(world.plan(), RunOptions())
@@ -396,9 +397,10 @@ def test_companions_survive_a_half_applied_fence_so_lifting_leaves_topics_writab
     """First attempt: ACLs (DENY + companion ALLOWs) created, then an error.  Second attempt
     (the resumed step) sees the topics no longer bare; the companions it lifts must still be
     the first attempt's, or the lone ALLOW READs leave the topics unwritable for everyone."""
-    world.clusters["dc1"].fail_after_next("deny_writes", RetriableKafkaError("not visible"))
+    world.clusters["dc1"].fail_after_next("create_entries", RetriableKafkaError("not visible"))
     world.runs.create(world.plan(), "test", "")
     run = world.only_run()
+    world.runs.step_started(run.id, StepName.FENCE_SOURCE)  # the intent, recorded first
     ctx = StepContext(
         world.config, world.config.flows[0], world.store, world.runs, run, RunOptions(),
         world.state_dir, connect=world.clusters.connect,
@@ -407,6 +409,7 @@ def test_companions_survive_a_half_applied_fence_so_lifting_leaves_topics_writab
         STEPS[StepName.FENCE_SOURCE](ctx, 5)
     STEPS[StepName.FENCE_SOURCE](ctx, 5)  # the resumed step
     assert not world.dc1_writable()
+    world.runs.finish(run.id, RunState.ROLLING_BACK, {"direction": "rollback"})
     STEPS[StepName.UNFENCE_SOURCE](ctx, 5)
     assert world.clusters["dc1"].acls == set()
     assert world.dc1_writable()
@@ -466,7 +469,8 @@ def test_a_rollback_cut_off_by_a_crash_resumes_as_a_rollback(world: World) -> No
         engine.start(world.plan(), RunOptions())
     run = world.only_run()
     assert run.state is RunState.ROLLING_BACK
-    assert not world.dc1_writable()  # unfence comes after restart_replication (reverse order)
+    # The rollback first gave the intent back and reconciled: dc1 took writes again at once.
+    assert world.dc1_writable()
 
     assert world.resume_by_the_monitor() == [run.id]
     final = world.runs.get(run.id)

@@ -19,7 +19,7 @@ from drkit.control import ControlRepository, DesiredState
 from drkit.failover.context import RunOptions, StepContext, StepFailed
 from drkit.failover.fences import FenceRepository, FenceState
 from drkit.failover.lease import LeaseRepository
-from drkit.failover.maintenance import MAINTENANCE_LEASE, FailoverMaintenance
+from drkit.failover.maintenance import FailoverMaintenance
 from drkit.failover.model import (
     PartitionMove,
     PartitionRpo,
@@ -30,6 +30,7 @@ from drkit.failover.model import (
     StepName,
     StepState,
 )
+from drkit.failover.pointer import PointerRepository
 from drkit.failover.results import GroupTranslation, Translation
 from drkit.failover.runs import RunRepository
 from drkit.failover.steps.fencing import fence_source, unfence_source
@@ -87,6 +88,17 @@ class World:
             self.config, self.config.flows[0], self.store, self.runs, run,
             options or RunOptions(), self.state_dir, connect=self.clusters.connect,
         )  # fmt: skip
+
+    def fencing(self) -> StepContext:
+        """A context whose run recorded fence_source's start: its intent (the source fenced),
+        as the engine records it before the step acts."""
+        self.runs.step_started(self.run_id, StepName.FENCE_SOURCE)
+        return self.context()
+
+    def rolling_back(self) -> StepContext:
+        """A context whose run turned to its rollback: it wants nothing any more."""
+        self.runs.finish(self.run_id, RunState.ROLLING_BACK, {"direction": "rollback"})
+        return self.context()
 
     def translated(self, groups: dict[str, dict[int, int | None]]) -> None:
         """Record the translate step's detail: per group, T per partition of dc1.orders."""
@@ -218,7 +230,7 @@ def test_fence_denies_writes_keeps_reads_and_unfence_restores_exactly_the_old_ac
     own = topic_acl(PAYMENTS, "User:billing", Operation.READ, Permission.ALLOW)
     dc1.acls.add(own)
 
-    outcome = fence_source(world.context(), None)
+    outcome = fence_source(world.fencing(), None)
 
     assert outcome.detail == {"topics": [ORDERS, PAYMENTS], "principal": "User:*", "pending": False}
     assert dc1.write_denied() == {ORDERS, PAYMENTS}
@@ -233,12 +245,12 @@ def test_fence_denies_writes_keeps_reads_and_unfence_restores_exactly_the_old_ac
         dc1.append(ORDERS)
 
     # A resumed run fences again: nothing changes, the companions stay recorded.
-    fence_source(world.context(), None)
+    fence_source(world.fencing(), None)
     assert world.fences.reads_allowed("dc1") == {ORDERS}
 
-    lifted = unfence_source(world.context(), None)
+    lifted = unfence_source(world.rolling_back(), None)
 
-    assert lifted.detail == {"cluster": "dc1", "topics": [ORDERS, PAYMENTS]}
+    assert (lifted.detail["cluster"], lifted.detail["topics"]) == ("dc1", [ORDERS, PAYMENTS])
     assert dc1.acls == {own}
     assert world.fences.topics("dc1", FenceState.LIFTED) == {ORDERS, PAYMENTS}
     assert dc1.append(ORDERS) == 1
@@ -250,7 +262,7 @@ def test_an_unreachable_source_is_fenced_when_it_returns_then_lifted_with_its_co
     dc1 = world.clusters["dc1"]
     dc1.go_down()
 
-    outcome = fence_source(world.context(), None)
+    outcome = fence_source(world.fencing(), None)
 
     assert outcome.detail["pending"] is True
     assert world.fences.topics("dc1", FenceState.PENDING) == {ORDERS, PAYMENTS}
@@ -258,16 +270,16 @@ def test_an_unreachable_source_is_fenced_when_it_returns_then_lifted_with_its_co
     maintenance = FailoverMaintenance(
         world.config, world.store, world.state_dir, connect=world.clusters.connect
     )
-    assert maintenance.apply_pending_fences() == []  # still away
+    assert maintenance.reconcile_protections().changed == []  # still away
     dc1.come_back()
-    assert maintenance.apply_pending_fences() == ["dc1"]
+    assert maintenance.reconcile_protections().changed == ["dc1"]
     assert dc1.write_denied() == {ORDERS, PAYMENTS}
     assert world.fences.topics("dc1", FenceState.APPLIED) == {ORDERS, PAYMENTS}
     assert world.fences.reads_allowed("dc1") == {ORDERS, PAYMENTS}
     with pytest.raises(Exception, match="TOPIC_AUTHORIZATION_FAILED"):
         dc1.append(PAYMENTS)
 
-    unfence_source(world.context(), None)
+    unfence_source(world.rolling_back(), None)
     assert dc1.acls == set()  # the DENY and its companion ALLOWs, all gone
     assert dc1.append(ORDERS) == 1
 
@@ -277,16 +289,17 @@ def test_one_monitor_at_a_time_runs_the_maintenance_duties(world: World) -> None
     nothing - a returning cluster is fenced, and a divergence reported, once."""
     dc1 = world.clusters["dc1"]
     dc1.go_down()
-    fence_source(world.context(), None)
+    fence_source(world.fencing(), None)
     dc1.come_back()
     world.runs.finish(world.run_id, RunState.SUCCEEDED, {})  # nothing left to resume
+    PointerRepository(world.store).move("dc2", world.run_id)  # the run moved it
     east, west = (
         FailoverMaintenance(
             world.config, world.store, world.state_dir, connect=world.clusters.connect, owner=o
         )
         for o in ("monitor:east", "monitor:west")
     )
-    held = LeaseRepository(world.store).acquire("monitor:east", 60, name=MAINTENANCE_LEASE)
+    held = LeaseRepository(world.store).acquire("maintenance:east", 60)
     west.tick()
     assert world.fences.topics("dc1", FenceState.PENDING) == {ORDERS, PAYMENTS}  # untouched
     LeaseRepository(world.store).release(held)
@@ -366,7 +379,7 @@ def test_a_write_that_slipped_past_the_fence_fails_confirm_fence_naming_it(world
 
     dc1 = world.clusters["dc1"]
     dc1.append(ORDERS, 0, 10)
-    fence_source(world.context(), None)
+    fence_source(world.fencing(), None)
     point = FencePoint({f"{ORDERS}:0": 10, f"{PAYMENTS}:0": 0})
     world.runs.step_finished(
         world.run_id, StepName.RECORD_FENCE_POINT, StepState.DONE, point.to_detail()
@@ -390,7 +403,7 @@ def test_transaction_markers_after_the_fence_point_are_not_slipped_writes(world:
 
     dc1 = world.clusters["dc1"]
     dc1.append(ORDERS, 0, 10)
-    fence_source(world.context(), None)
+    fence_source(world.fencing(), None)
     point = FencePoint({f"{ORDERS}:0": 10, f"{PAYMENTS}:0": 0})
     world.runs.step_finished(
         world.run_id, StepName.RECORD_FENCE_POINT, StepState.DONE, point.to_detail()
@@ -408,7 +421,7 @@ def test_a_transaction_open_after_the_fence_point_fails_confirm_fence(world: Wor
     from drkit.failover.steps.replication import confirm_fence
 
     dc1 = world.clusters["dc1"]
-    fence_source(world.context(), None)
+    fence_source(world.fencing(), None)
     point = FencePoint({f"{ORDERS}:0": 0, f"{PAYMENTS}:0": 0})
     world.runs.step_finished(
         world.run_id, StepName.RECORD_FENCE_POINT, StepState.DONE, point.to_detail()
@@ -427,11 +440,11 @@ def test_on_a_deny_by_default_cluster_the_fence_widens_nobodys_reads(world: Worl
     world.config = world.config.model_copy(
         update={"clusters": {**world.config.clusters, "dc1": closed}}
     )
-    fence_source(world.context(), None)
+    fence_source(world.fencing(), None)
     assert dc1.write_denied() == {ORDERS, PAYMENTS}
     assert {a for a in dc1.acls if a.permission is Permission.ALLOW} == set()
     assert world.fences.reads_allowed("dc1") == set()
-    unfence_source(world.context(), None)
+    unfence_source(world.rolling_back(), None)
     assert dc1.acls == set()
 
 

@@ -25,6 +25,7 @@ from drkit.schemas import sync as schema_sync_module
 from drkit.schemas.catalogue import SchemaVersion, drift_lines, plan_sync
 from drkit.schemas.sync import SchemaSynchronizer
 from drkit.store import StateStore
+from tests.fake_kafka import FakeClusters
 
 
 def version(subject: str, number: int, id_: int, schema: str | None = None) -> SchemaVersion:
@@ -121,6 +122,11 @@ class MemoryRegistry:
             if incoming.id not in held and incoming.id not in self.drops:
                 self.versions.append(incoming)
 
+    def mode(self) -> str | None:
+        if self.down:
+            raise SchemaRegistryError(f"schema registry of {self.alias} is unreachable")
+        return self.modes[-1] if self.modes else "READWRITE"  # a Confluent registry's default
+
     def set_mode(self, mode: str) -> str:
         if self.down:
             raise SchemaRegistryError(f"schema registry of {self.alias} is unreachable")
@@ -129,7 +135,7 @@ class MemoryRegistry:
 
 
 def sync_of(source: MemoryRegistry, target: MemoryRegistry) -> SchemaSynchronizer:
-    return SchemaSynchronizer(source, target)  # type: ignore[arg-type]
+    return SchemaSynchronizer(source, target)
 
 
 def test_a_copy_adds_what_is_missing_and_a_second_finds_nothing_to_do() -> None:
@@ -189,13 +195,17 @@ def step_context_for(
         groups_without_checkpoint=(), rpo=(), findings=(), pointer_from="dc1", pointer_to="dc2",
     )  # fmt: skip
     run = runs.create(plan, "test", "unit")
+    runs.step_started(run.id, StepName.SYNC_SCHEMAS)  # the intent, as the engine records it
 
     def registry_of(_config: object, alias: str, quick: bool = False) -> MemoryRegistry:
         registries[alias].quick = quick
         return registries[alias]
 
     monkeypatch.setattr(schema_sync_module, "registry_of", registry_of)
-    return StepContext(config, config.flows[0], store, runs, run, RunOptions(), tmp_path)
+    return StepContext(
+        config, config.flows[0], store, runs, run, RunOptions(), tmp_path,
+        connect=FakeClusters("dc1", "dc2").connect,
+    )  # fmt: skip
 
 
 def test_a_failover_with_the_source_registry_gone_goes_on_and_says_what_dc2_holds(
@@ -204,6 +214,7 @@ def test_a_failover_with_the_source_registry_gone_goes_on_and_says_what_dc2_hold
     source = MemoryRegistry("dc1", [version("orders", 1, 2)])
     source.down = True
     target = MemoryRegistry("dc2", [version("orders", 1, 2)])
+    target.modes.append("READONLY")  # the standby's, as an earlier move left it
     ctx = step_context_for(
         tmp_path, Procedure.FAILOVER, {"dc1": source, "dc2": target}, monkeypatch
     )
@@ -211,7 +222,8 @@ def test_a_failover_with_the_source_registry_gone_goes_on_and_says_what_dc2_hold
     assert outcome.state is StepState.DONE
     assert "unreachable" in outcome.detail["copy"]
     assert outcome.detail["target_versions"] == 1
-    assert outcome.detail["target_mode"] == "READWRITE" and target.modes == ["READWRITE"]
+    assert outcome.detail["target_mode"] == "READWRITE"
+    assert target.modes == ["READONLY", "READWRITE"]
     assert outcome.detail["source_mode"].startswith("not set")
     assert source.quick and target.quick  # a dead registry costs one short try, not retries
 

@@ -19,11 +19,13 @@ from drkit.access.rules import (
 from drkit.access.standby import guard_of, guarded_flows, plan_guards
 from drkit.config import load_config_text
 from drkit.config.model import DrkitConfig
+from drkit.control import ControlRepository, DesiredState
 from drkit.failover.maintenance import FailoverMaintenance
-from drkit.failover.model import RunState
+from drkit.failover.model import RunState, StepName
 from drkit.failover.pointer import PointerRepository
 from drkit.failover.steps.promotion import move_pointer
 from tests.unit.test_failover_steps import World
+from tests.unit.test_failover_steps import _plan as world_plan
 
 OPEN = """
 clusters:
@@ -123,38 +125,64 @@ def _world(tmp_path: Path) -> World:
     return world
 
 
+def _guards(acls: set[AclEntry]) -> set[str]:
+    """The resources of the prefixed (guard-kind) ALLOWs and DENYs among ``acls``."""
+    return {e.resource.name for e in acls if e.resource.pattern is PatternType.PREFIXED}
+
+
+def _maintenance(world: World) -> FailoverMaintenance:
+    return FailoverMaintenance(
+        world.config, world.store, world.state_dir, connect=world.clusters.connect
+    )
+
+
 def test_move_pointer_lifts_the_new_primarys_guard_and_guards_the_old_one(tmp_path: Path) -> None:
     world = _world(tmp_path)
     dc1, dc2 = world.clusters["dc1"], world.clusters["dc2"]
-    maintenance = FailoverMaintenance(
-        world.config, world.store, world.state_dir, connect=world.clusters.connect
-    )
+    maintenance = _maintenance(world)
     world.runs.finish(world.run_id, RunState.SUCCEEDED, {})
-    assert maintenance.guard_standbys() == ["dc2"]  # a fresh set-up: dc1 replicates to dc2
-    assert dc2.entries and not dc1.entries
-    assert maintenance.guard_standbys() == []  # idempotent
+    # A fresh set-up: dc1 replicates to dc2, whose replicas are guarded; the standby flow
+    # into dc1 holds, so its replicator may not write there.
+    assert maintenance.reconcile_protections().changed == ["dc1", "dc2"]
+    assert _guards(dc2.acls) == {"dc1."} and _guards(dc1.acls) == {"dc2."}
+    assert not dc1.writable("dc2.orders", "User:repl") and dc1.writable("orders", "User:app")
+    assert maintenance.reconcile_protections().changed == []  # idempotent
+    world.run_id = world.runs.create(world_plan(), "test", "unit").id
+    ControlRepository(world.store).set("dc1->dc2", DesiredState.STOPPED, "stop_replication")
+    world.runs.step_started(world.run_id, StepName.MOVE_POINTER)  # the intent, as recorded
     outcome = move_pointer(world.context(), None)
     assert PointerRepository(world.store).get().cluster == "dc2"  # type: ignore[union-attr]
-    assert not dc2.entries  # the new primary takes writes
-    assert {e.resource.name for e in dc1.entries} == {"dc2."}  # the reverse flow's replicas
-    detail = {g["cluster"]: g for g in outcome.detail["standby_guard"]}
-    assert detail["dc2"]["deleted"] > 0 and detail["dc1"]["created"] > 0
-    assert maintenance.guard_standbys() == []  # the monitor agrees with the pointer
+    # The new primary takes writes (its guard gone); drkit's flow into it is over: its
+    # replicator may not write there any more.
+    assert dc2.writable("dc1.orders", "User:app") and dc2.writable("orders", "User:app")
+    assert not dc2.writable("dc1.orders", "User:repl")
+    assert not guard_of(world.config.flows[0], world.config).entries & dc2.acls
+    assert _guards(dc1.acls) == {"dc2."}  # the reverse flow's replicas on the old primary ...
+    assert dc1.writable("dc2.orders", "User:repl")  # ... which its replicator may write now
+    detail = {p["cluster"]: p for p in outcome.detail["protections"]}
+    assert detail["dc2"]["acls_deleted"] > 0 and detail["dc1"]["acls_created"] > 0
+    world.runs.finish(world.run_id, RunState.SUCCEEDED, {})
+    assert maintenance.reconcile_protections().changed == []  # the monitor agrees
 
 
-def test_a_guard_the_monitor_finds_missing_is_restored_but_not_during_a_run(
+def test_a_guard_the_monitor_finds_missing_is_restored_but_not_while_a_run_holds_the_lease(
     tmp_path: Path,
 ) -> None:
+    from drkit.failover.lease import LeaseRepository
+
     world = _world(tmp_path)
     dc2 = world.clusters["dc2"]
-    maintenance = FailoverMaintenance(
-        world.config, world.store, world.state_dir, connect=world.clusters.connect
-    )
-    assert maintenance.guard_standbys() == []  # the recorded run is in progress
+    maintenance = _maintenance(world)
     world.runs.finish(world.run_id, RunState.SUCCEEDED, {})
-    maintenance.guard_standbys()
-    dc2.entries.clear()  # someone deleted it
-    assert maintenance.guard_standbys() == ["dc2"] and dc2.entries
+    maintenance.tick()
+    assert _guards(dc2.acls) == {"dc1."}
+    dc2.acls.clear()  # someone deleted it
+    held = LeaseRepository(world.store).acquire("engine:elsewhere", 60)
+    maintenance.tick()  # a run's engine holds the lease: it reconciles, the monitor waits
+    assert not dc2.acls
+    LeaseRepository(world.store).release(held)
+    maintenance.tick()
+    assert _guards(dc2.acls) == {"dc1."}
 
 
 def test_read_only_standby_can_be_switched_off(tmp_path: Path) -> None:
@@ -163,7 +191,5 @@ def test_read_only_standby_can_be_switched_off(tmp_path: Path) -> None:
         update={"failover": world.config.failover.model_copy(update={"read_only_standby": False})}
     )
     world.runs.finish(world.run_id, RunState.SUCCEEDED, {})
-    maintenance = FailoverMaintenance(
-        world.config, world.store, world.state_dir, connect=world.clusters.connect
-    )
-    assert maintenance.guard_standbys() == [] and not world.clusters["dc2"].entries
+    assert "dc2" not in _maintenance(world).reconcile_protections().changed
+    assert not world.clusters["dc2"].acls

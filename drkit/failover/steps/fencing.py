@@ -1,50 +1,26 @@
 """Steps that fence: the old primary's writes, and drkit's own transactions on the target.
 
 Fencing is the weakest point of Kafka DR (vendors say "stop your producers"); here it is an
-explicit, verified step: DENY WRITE ACLs on every replicated topic of the old primary, checked
-by reading the ACLs back.  When the old primary does not answer (an unplanned failover) the
-fence is recorded as pending and applied as soon as it answers again.
+explicit, verified step.  Which topics of which cluster refuse application writes is desired
+state (drkit.failover.protections): this step's start row is the run's intent "the source is
+fenced", and the step reconciles the source to it (drkit.failover.reconcile) - DENY WRITE ACLs
+on every topic the flows replicate from it (those created since the plan too), read back until
+a broker shows them.  When the source does not answer (an unplanned failover) the fence is
+recorded PENDING and applied when it answers again (the monitor reconciles every tick).
 
-Companion ALLOWs are added only where a topic without ACLs is open to everyone
-(the cluster's ``allow_everyone_if_no_acl``, mirroring the brokers' setting): on a
-deny-by-default cluster the DENY alone stops the writes and readers keep exactly the ACLs they
-had.
-
-Half-applied fences: the intent (state APPLYING, with the topics that get companion ALLOWs) is
-recorded *before* any ACL is created, so a fence that created its ACLs and then failed - e.g.
-timed out waiting to see them - is known to the store, and a second attempt keeps the
-companions the first one decided (the topics no longer look bare once fenced).  Lifting a fence
-also looks at the cluster: every DENY WRITE ACL of the fence principal on the run's topics goes.
+The inverse is not a step's memory but the same reconciliation: a rollback voids the run's
+intent and ``unfence_source`` reconciles - the source opens, and a target this run opened is
+fenced again (restrictions before relaxations).  ``unfence_target`` records "the target takes
+writes" the same way.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
 from drkit import failpoints
-from drkit.config.model import ClusterConfig
 from drkit.failover.context import StepContext, StepFailed, StepOutcome
-from drkit.failover.fences import FenceState
 from drkit.failover.results import SourceFence
 from drkit.kafka.flow_clients import fence_transactional_id
-from drkit.kafka.ports import ClusterAdmin
 from drkit.replication.progress import ProgressStore
-
-
-def fence_companions(
-    admin: ClusterAdmin,
-    cluster: ClusterConfig,
-    topics: set[str],
-    decided: set[str],
-    timeout_s: float | None = None,
-) -> set[str]:
-    """The topics of ``topics`` whose fence also gets companion ALLOW READ/DESCRIBE ACLs: those
-    without any ACL now - only on a cluster where such topics are open to everyone
-    (``allow_everyone_if_no_acl``; on a deny-by-default cluster an ALLOW for ``User:*`` would
-    widen reads) - and those an earlier, half-applied attempt already ``decided`` on (once
-    fenced they no longer look bare).  Callers record the answer before creating any ACL."""
-    bare = topics - admin.topics_with_acls(timeout_s) if cluster.allow_everyone_if_no_acl else set()
-    return bare | (decided & topics)
 
 
 def fence_source(ctx: StepContext, timeout_s: float | None) -> StepOutcome:
@@ -56,63 +32,51 @@ def fence_source(ctx: StepContext, timeout_s: float | None) -> StepOutcome:
             topics=topics,
         )
     if not ctx.reachable(ctx.source):
-        ctx.fences.record(ctx.source, topics, FenceState.PENDING, ctx.run.id)
+        ctx.reconcile([ctx.source], known_topics={ctx.source: topics}, timeout_s=timeout_s)
         note = f"{ctx.source} is unreachable: fence pending, applied when it answers"
         return StepOutcome.done(**SourceFence(tuple(topics), True, note=note).to_detail())
-    admin = ctx.admin(ctx.source)
-    decided = ctx.fences.reads_allowed(ctx.source) & ctx.fences.fenced(ctx.source)
-    cluster = ctx.config.clusters[ctx.source]
-    companions = fence_companions(admin, cluster, set(topics), decided, timeout_s)
-    ctx.fences.record(ctx.source, topics, FenceState.APPLYING, ctx.run.id, companions)
-    ctx.confirm()
-    admin.deny_writes(topics, policy.fence_principal, timeout_s=timeout_s, companions=companions)
+    report = ctx.reconcile([ctx.source], strict=[ctx.source], timeout_s=timeout_s)
     failpoints.reach("fence_source.after_acls")
-    ctx.fences.record(ctx.source, topics, FenceState.APPLIED, ctx.run.id, companions)
-    denied = admin.write_denied(policy.fence_principal, timeout_s)
-    missing = sorted(set(topics) - denied)
+    fenced = set(report.clusters[ctx.source].fenced)
+    existing = set(ctx.admin(ctx.source).list_topics(timeout_s))
+    missing = sorted((set(topics) & existing) - fenced)
     if missing:
         raise StepFailed(f"the fence did not take on {ctx.source}: {', '.join(missing)}")
-    fence = SourceFence(tuple(topics), False, policy.fence_principal)
+    fence = SourceFence(tuple(sorted(fenced | set(topics))), False, policy.fence_principal)
     return StepOutcome.done(**fence.to_detail())
 
 
-def _lift(
-    ctx: StepContext, cluster: str, timeout_s: float | None, also: Iterable[str] = ()
+def _open(
+    ctx: StepContext, cluster: str, timeout_s: float | None, skip_if_unchanged: bool
 ) -> StepOutcome:
-    """Lift drkit's fence on ``cluster``: every topic the store knows fenced (or being fenced),
-    and those of ``also`` that carry a DENY WRITE ACL of the fence principal there now."""
-    principal = ctx.config.failover.fence_principal
-    fenced = ctx.fences.fenced(cluster)
-    wanted = set(also)
-    if not fenced and not wanted:
-        return StepOutcome.skipped(f"nothing fenced on {cluster}")
+    """Reconcile the run's clusters now that its intent changed; done with what opened on
+    ``cluster`` - skipped when nothing changed there and ``skip_if_unchanged`` - and a
+    StepFailed when it does not answer."""
     if not ctx.reachable(cluster):
         raise StepFailed(f"{cluster} does not answer: its fence cannot be lifted")
-    admin = ctx.admin(cluster)
-    on_cluster = admin.write_denied(principal, timeout_s) & wanted if wanted else set()
-    lifting = fenced | on_cluster
-    if not lifting:
+    clusters = sorted({ctx.source, ctx.target})
+    report = ctx.reconcile(clusters, strict=[cluster], timeout_s=timeout_s)
+    outcome = report.clusters[cluster]
+    if skip_if_unchanged and not outcome.lifted and not outcome.changed:
         return StepOutcome.skipped(f"nothing fenced on {cluster}")
-    ctx.confirm()
-    admin.allow_writes(
-        lifting, principal, ctx.fences.reads_allowed(cluster) & lifting, timeout_s=timeout_s
+    return StepOutcome.done(
+        cluster=cluster, topics=list(outcome.lifted), protections=report.to_json()
     )
-    ctx.fences.record(cluster, lifting, FenceState.LIFTED, ctx.run.id)
-    unrecorded = sorted(on_cluster - fenced)  # a half-applied fence the store missed
-    extra = {"found_on_cluster_only": unrecorded} if unrecorded else {}
-    return StepOutcome.done(cluster=cluster, topics=sorted(lifting), **extra)
 
 
 def unfence_source(ctx: StepContext, timeout_s: float | None) -> StepOutcome:
-    """Rollback of fence_source: the source takes writes again - judged from the store and
-    from the cluster (a fence that half-applied may have left ACLs the store does not list)."""
-    return _lift(ctx, ctx.source, timeout_s, also=ctx.replicated_topics())
+    """Rollback of fence_source: the run is rolling back, so it wants nothing any more - the
+    source (the pointer's) takes writes again and whatever this run opened is closed again,
+    judged from what the clusters hold (a fence that half-applied included).  Done whenever
+    the source is open afterwards - the rollback's first reconcile may have opened it already
+    (``topics`` lists what this step itself lifted)."""
+    return _open(ctx, ctx.source, timeout_s, skip_if_unchanged=False)
 
 
 def unfence_target(ctx: StepContext, timeout_s: float | None) -> StepOutcome:
     """The new primary takes writes: after a failover (failback) or an earlier switchover
     fenced it, its fence is lifted before the pointer moves there."""
-    return _lift(ctx, ctx.target, timeout_s)
+    return _open(ctx, ctx.target, timeout_s, skip_if_unchanged=True)
 
 
 def abort_open_transactions(ctx: StepContext, timeout_s: float | None) -> StepOutcome:

@@ -8,10 +8,10 @@ writing on its own.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from contextlib import closing
 
+from drkit import clock
 from drkit.config.model import FlowConfig
 from drkit.control import DesiredState, FlowDirective
 from drkit.control.channel import ChannelPort
@@ -22,13 +22,17 @@ from drkit.control.model import (
     running_workers,
 )
 from drkit.errors import KafkaError
-from drkit.failover.context import StepContext, StepFailed, StepOutcome, deadline_loop
-from drkit.failover.fences import FenceState
+from drkit.failover.context import (
+    ProgressReading,
+    StepContext,
+    StepFailed,
+    StepOutcome,
+    deadline_loop,
+)
 from drkit.failover.model import StepName
 from drkit.failover.results import FencePoint, partition_of
 from drkit.lag import count_visible
 from drkit.records import TopicPartition
-from drkit.replication.progress import ProgressStore
 from drkit.replication.topology import FlowTopology
 
 
@@ -87,7 +91,7 @@ def wait_for_workers(
     never acknowledges fails the step (else it is reported).
     """
     silence = ctx.config.failover.worker_silence_s
-    started = time.monotonic()
+    started = clock.monotonic()
     more = deadline_loop(timeout_s, 0.2)
     behind: list[str] = []
     silent: list[str] = []
@@ -121,7 +125,7 @@ def wait_for_workers(
         "flow": directive.flow,
         "desired": directive.desired.value,
         "epoch": directive.epoch,
-        "waited_s": round(time.monotonic() - started, 2),
+        "waited_s": round(clock.monotonic() - started, 2),
         "acknowledged": sorted(
             {
                 a.worker
@@ -173,7 +177,7 @@ class _ChannelWatch:
             return set(), set(), False
         if self._first is None:
             self._first = {w: a.offset for w, a in view.acks.items()}
-            self._since = time.monotonic()
+            self._since = clock.monotonic()
         done = {
             w
             for w in silent
@@ -185,7 +189,7 @@ class _ChannelWatch:
         moving = {
             w for w in silent if w in view.acks and view.acks[w].offset > self._first.get(w, -1)
         }
-        return done, moving, time.monotonic() - self._since < CHANNEL_WATCH_S
+        return done, moving, clock.monotonic() - self._since < CHANNEL_WATCH_S
 
     def close(self) -> None:
         if self._channel is not None:
@@ -231,13 +235,13 @@ def start_reverse_flow(ctx: StepContext, timeout_s: float | None) -> StepOutcome
             f"back to {ctx.flow.source}"
         )
     directive, published = _directive(ctx, reverse, DesiredState.RUNNING)
-    started = time.monotonic()
+    started = clock.monotonic()
     detail = wait_for_workers(ctx, reverse, directive, timeout_s, strict=False)
     returning = ctx.reachable(reverse.target)
     running: list[str] = running_workers(ctx.control.acks(reverse.name), directive.epoch)
     if not running and returning:
         # A worker may still be starting (it acks once its data path follows the directive).
-        left = None if timeout_s is None else max(0.0, timeout_s - (time.monotonic() - started))
+        left = None if timeout_s is None else max(0.0, timeout_s - (clock.monotonic() - started))
         running = _wait_for_a_runner(ctx, reverse, directive, left)
     failed = failed_workers(ctx.control.acks(reverse.name))
     detail.update(confirmed=bool(running), running=running)
@@ -292,8 +296,9 @@ def _ends(ctx: StepContext, alias: str, partitions: list[TopicPartition]) -> dic
 
 
 def record_fence_point(ctx: StepContext, timeout_s: float | None) -> StepOutcome:
-    """The source's end offsets once two reads a second apart agree (the fence holds)."""
-    partitions = ctx.replicated_partitions()
+    """The source's end offsets once two reads a second apart agree (the fence holds) - of
+    every partition the flow selects there now, topics created since the plan included."""
+    partitions = ctx.source_partitions_now(timeout_s)
     more = deadline_loop(timeout_s, 1.0)
     previous: dict[str, int] | None = None
     while more():
@@ -307,7 +312,7 @@ def record_fence_point(ctx: StepContext, timeout_s: float | None) -> StepOutcome
     )
 
 
-def _progress(store: ProgressStore) -> dict[str, int]:
+def _progress(store: ProgressReading) -> dict[str, int]:
     return {f"{tp.topic}:{tp.partition}": p.next_offset for tp, p in store.refresh().items()}
 
 
@@ -326,12 +331,12 @@ def _wait_caught_up(
     if not goal:
         return {"waited_s": 0.0, "partitions": 0}  # nothing to copy: no progress to read
     total = sum(goal.values())
-    started = time.monotonic()
+    started = clock.monotonic()
     more = deadline_loop(timeout_s, 0.25)
     behind: dict[str, int] = dict(goal)
     held = ""
     # One reader for the whole wait: each poll reads only the progress records appended since.
-    store = ProgressStore(ctx.endpoint(topology.target), topology.progress_topic, missing_ok=True)
+    store = ctx.progress_of(topology)
     with closing(store):
         while more():
             done = _progress(store)
@@ -346,7 +351,7 @@ def _wait_caught_up(
                 1.0 - remaining / total if total else 1.0,
             )
             if not behind:
-                return {"waited_s": round(time.monotonic() - started, 2), "partitions": len(goal)}
+                return {"waited_s": round(clock.monotonic() - started, 2), "partitions": len(goal)}
     raise StepFailed(
         f"{topology.name} did not reach the goal within {timeout_s:g}s: "
         f"{sum(behind.values())} records behind on {len(behind)} partition(s){held}"
@@ -368,8 +373,8 @@ def drain(ctx: StepContext, timeout_s: float | None) -> StepOutcome:
 
     def waiting_on(progress: dict[str, int]) -> str:
         nonlocal asked_at
-        if time.monotonic() - asked_at >= 1.0:  # one read of the source a second at most
-            asked_at = time.monotonic()
+        if clock.monotonic() - asked_at >= 1.0:  # one read of the source a second at most
+            asked_at = clock.monotonic()
             held.update(_held_by_open_transactions(ctx, progress, goal))
         stuck = held & set(progress)
         if not stuck:
@@ -423,7 +428,9 @@ def confirm_fence(ctx: StepContext, timeout_s: float | None) -> StepOutcome:
     "at most N" is not "none".
     """
     point = _fence_point(ctx).ends
-    partitions = ctx.replicated_partitions()
+    # Listed again: a topic created after the fence point (before the reconcile fenced it)
+    # counts from offset 0 - its every record would be left behind.
+    partitions = ctx.source_partitions_now(timeout_s)
     now = _ends(ctx, ctx.source, partitions)
     by_key = {f"{tp.topic}:{tp.partition}": tp for tp in partitions}
     spans = {
@@ -456,32 +463,40 @@ def confirm_fence(ctx: StepContext, timeout_s: float | None) -> StepOutcome:
 
 
 def replicate_back(ctx: StepContext, timeout_s: float | None) -> StepOutcome:
-    """Failback: run this run's flow (current primary -> original primary) until caught up."""
-    lifted = _lift_fences_in_the_way(ctx)
+    """Failback: run this run's flow (current primary -> original primary) until caught up.
+
+    Replicas it writes under their own names (identity policy) into the original primary are
+    fenced there; with the flow RUNNING they are its standby guard's (only the replicator may
+    write them) and the reconcile lifts the fence from them - never without a guard: then the
+    step fails, naming what to configure, rather than open them to the applications."""
     directive, _published = _directive(ctx, ctx.flow, DesiredState.RUNNING)
+    lifted = _replicas_opened(ctx, timeout_s)
     acks = wait_for_workers(ctx, ctx.flow, directive, min(timeout_s or 60.0, 60.0), strict=False)
     if not acks["acknowledged"]:
         raise StepFailed(
             f"no worker runs {ctx.flow.name}: start 'drkit replicate --flow {ctx.flow.name}' "
             "and resume this run"
         )
-    goal = _ends(ctx, ctx.source, ctx.replicated_partitions())
+    goal = _ends(ctx, ctx.source, ctx.source_partitions_now(timeout_s))
     caught = _wait_caught_up(ctx, ctx.topology, goal, timeout_s)
     return StepOutcome.done(fences_lifted=lifted, **caught)
 
 
-def _lift_fences_in_the_way(ctx: StepContext) -> list[str]:
-    """Replicas this flow writes that a failover fenced on the original primary (identity
-    names): replication back needs them writable.  Applications must follow the pointer."""
+def _replicas_opened(ctx: StepContext, timeout_s: float | None) -> list[str]:
+    """Reconcile the original primary now that the flow into it runs; the replicas whose
+    fence went (to their guard).  StepFailed when a replica stays fenced: no guard can take
+    the fence's place (drkit.access.standby says why), and opening it to every writer would
+    let the applications write into the cluster they left."""
     topology = ctx.topology
     replicas = {topology.target_topic(t) for t in ctx.replicated_topics()}
-    fenced = ctx.fences.topics(ctx.target, FenceState.APPLIED) & replicas
-    if fenced and ctx.reachable(ctx.target):
-        ctx.confirm()
-        ctx.admin(ctx.target).allow_writes(
-            fenced,
-            ctx.config.failover.fence_principal,
-            ctx.fences.reads_allowed(ctx.target) & fenced,
+    if not ctx.reachable(ctx.target):
+        raise StepFailed(f"{ctx.target} does not answer: nothing can be replicated back to it")
+    outcome = ctx.reconcile([ctx.target], strict=[ctx.target], timeout_s=timeout_s)
+    fenced = replicas & set(outcome.clusters[ctx.target].fenced)
+    if fenced:
+        raise StepFailed(
+            f"{ctx.flow.name} writes {', '.join(sorted(fenced))} under their own names into "
+            f"{ctx.target}, where they are fenced, and no read-only standby guard can take the "
+            f"fence's place ({'; '.join(outcome.clusters[ctx.target].notes) or 'see drkit doctor'})"
         )
-        ctx.fences.record(ctx.target, fenced, FenceState.LIFTED, ctx.run.id)
-    return sorted(fenced)
+    return sorted(replicas & set(outcome.clusters[ctx.target].lifted))

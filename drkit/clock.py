@@ -1,0 +1,93 @@
+"""The control plane's clock: budgets, waits and background renewals, in one replaceable place.
+
+The failover engine, its steps, the lease keeper and the reconciler measure durations (deadlines,
+polling intervals, a lease's validity) and wait; they ask this module instead of ``time``, so
+that the deterministic simulation of the control plane (tests/simulation) can run the real code
+on simulated time: a clock installed for a thread answers ``monotonic``, ``sleep`` and runs its
+``every`` tasks at the right simulated moments, and a simulated process frozen for a minute
+renews nothing during it, exactly as a SIGSTOPped one.
+
+Without an installed clock (production) this is the system's monotonic clock, ``time.sleep`` and
+one daemon thread per ``every`` task.  Wall-clock moments compared across hosts never come from
+here: they come from the state store (drkit.store.clock).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Protocol
+
+
+class Stoppable(Protocol):
+    def stop(self) -> None: ...
+
+
+class Clock(Protocol):
+    """What the control plane asks of time."""
+
+    def monotonic(self) -> float: ...
+
+    def sleep(self, seconds: float) -> None: ...
+
+    def every(self, interval_s: float, task: Callable[[], None], name: str) -> Stoppable:
+        """Run ``task`` every ``interval_s`` (the first after one interval) until stopped."""
+        ...
+
+
+class _Repeating:
+    """A daemon thread running a task every interval until stopped (the system clock's)."""
+
+    def __init__(self, interval_s: float, task: Callable[[], None], name: str) -> None:
+        self._stop = threading.Event()
+        self._interval_s, self._task = interval_s, task
+        self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self._interval_s):
+            self._task()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not threading.current_thread() and self._thread.is_alive():
+            self._thread.join(5)
+
+
+class SystemClock:
+    def monotonic(self) -> float:
+        return time.monotonic()
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(seconds)
+
+    def every(self, interval_s: float, task: Callable[[], None], name: str) -> Stoppable:
+        return _Repeating(interval_s, task, name)
+
+
+SYSTEM: Clock = SystemClock()
+_installed = threading.local()
+
+
+def current() -> Clock:
+    """The clock of the calling thread: the one installed for it, else the system's."""
+    found: Clock | None = getattr(_installed, "clock", None)
+    return found if found is not None else SYSTEM
+
+
+def install(clock: Clock | None) -> None:
+    """Use ``clock`` in the calling thread from now on (None: the system's again)."""
+    _installed.clock = clock
+
+
+def monotonic() -> float:
+    return current().monotonic()
+
+
+def sleep(seconds: float) -> None:
+    current().sleep(seconds)
+
+
+def every(interval_s: float, task: Callable[[], None], name: str) -> Stoppable:
+    return current().every(interval_s, task, name)

@@ -1,0 +1,1 @@
+"""Deterministic simulation of drkit's control plane (see tests/simulation/scheduler.py)."""

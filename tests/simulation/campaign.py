@@ -1,0 +1,423 @@
+"""Seeded schedules: a workload of moves, ticks, workers and applications, with kills, freezes
+and a world that fails, over the simulated world - invariants checked after every event.
+
+``run_schedule(seed)`` is one schedule; the same seed gives the same schedule (its trace).  A
+schedule runs ``Profile.events`` events - each either one thread going on to its next point,
+a fault (a process killed or frozen), a change of the world (a cluster or the store away and
+back, a topic created, time jumping) or an operator's action (a move, ``--resume``,
+``abandon``, ``fences lift --even-if-standby``) - then a quiet phase: faults stop, the world
+comes back, the monitor's maintenance finishes what is left, and the end state is checked.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from drkit.config.model import FlowConfig
+from drkit.errors import DrkitError
+from drkit.failover.context import RunOptions
+from drkit.failover.fences import FenceRepository
+from drkit.failover.lease import LeaseRepository
+from drkit.failover.maintenance import FailoverMaintenance
+from drkit.failover.model import Procedure, RunState
+from drkit.failover.pointer import PointerRepository
+from drkit.failover.reconcile import Reconciler
+from drkit.failover.runs import RunRepository
+from drkit.failover.unfence import LiftFacts, lift_blockers
+from drkit.kafka.admin import TopicSpec
+from drkit.records import TopicPartition
+from tests.simulation.invariants import Checker, Violation
+from tests.simulation.scheduler import Killed, Sim, SimProcess, Stuck
+from tests.simulation.world import APP, CLUSTERS, GROUPS, SimWorld, Template, worker
+
+TICK_S = 2.0  # the monitor's maintenance tick
+QUIET_EVENTS = 20_000  # the quiet phase ends in simulated time long before this
+
+
+@dataclass(frozen=True)
+class Profile:
+    events: int = 400
+    fault_rate: float = 0.006
+    world_rate: float = 0.008
+    operator_rate: float = 0.02
+    app_rate: float = 0.06
+    quiet_s: float = 240.0  # simulated seconds the quiet phase may take
+
+
+@dataclass
+class Outcome:
+    seed: int
+    violations: list[Violation]
+    trace: list[str]
+    runs: int
+    events: int
+    real_s: float
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations and self.error is None
+
+    def replay(self) -> str:
+        return f"PYTHONHASHSEED=0 python -m tests.simulation --seed {self.seed} --trace"
+
+
+def run_schedule(seed: int, template: Template, profile: Profile | None = None) -> Outcome:
+    started = time.monotonic()
+    sim = Sim(seed)
+    world = SimWorld(sim, template)
+    checker = Checker(world)
+    driver = Driver(sim, world, checker, profile or Profile())
+    error = None
+    try:
+        driver.run()
+    except Stuck as stuck:
+        error = f"stuck: {stuck}"
+    finally:
+        sim.finish()
+        world.close()
+    return Outcome(
+        seed, checker.violations, sim.trace, driver.runs, driver.events,
+        time.monotonic() - started, error,
+    )  # fmt: skip
+
+
+@dataclass
+class Driver:
+    sim: Sim
+    world: SimWorld
+    checker: Checker
+    profile: Profile
+    runs: int = 0
+    events: int = 0
+    next_tick: float = 0.0
+    workers: dict[str, SimProcess] = field(default_factory=dict)
+    worker_generation: int = 0
+    topics_created: int = 0
+    quiet: bool = False
+
+    @property
+    def rng(self) -> random.Random:
+        return self.sim.rng
+
+    # -- the loop -------------------------------------------------------------------------
+
+    def run(self) -> None:
+        self._spawn("setup", self._setup_body)
+        self._drain_setup()
+        for _ in range(self.profile.events):
+            self.event()
+            if self.checker.violations:
+                return
+        self.quiet = True
+        self._bring_back()
+        deadline = self.sim.now + self.profile.quiet_s
+        budget = self.events + QUIET_EVENTS
+        while self.sim.now < deadline:
+            self.event()
+            if self.checker.violations or self._at_rest():
+                break
+            if self.events > budget:  # simulated time stands still: something spins
+                spinning = sorted({t.label for t in self.sim.runnable()})
+                self.checker.fail("progress", f"time stands still; runnable at {spinning}")
+                return
+        if not self.checker.violations:
+            self.checker.at_rest()
+
+    def _drain_setup(self) -> None:
+        while any(p.alive for p in self.sim.live):
+            self._step_some()
+
+    def event(self) -> None:
+        self.events += 1
+        self._background()
+        roll = self.rng.random()
+        if self._busy():
+            roll /= 3  # during a move: three times the faults, the trouble and the traffic
+        p = self.profile
+        if not self.quiet and roll < p.fault_rate:
+            self._fault()
+        elif not self.quiet and roll < p.fault_rate + p.world_rate:
+            self._world_event()
+        elif roll < p.fault_rate + p.world_rate + p.operator_rate:
+            self._operator()
+        elif roll < p.fault_rate + p.world_rate + p.operator_rate + p.app_rate:
+            self._application()
+        else:
+            self._step_some()
+        self._reap()
+        self.checker.after_event()
+
+    def _step_some(self) -> None:
+        runnable = self.sim.runnable()
+        if not runnable:
+            waits = self.sim.waiting()
+            self.sim.advance(min(waits) if waits else self.sim.now + 0.5)
+            return
+        thread = self.rng.choice(runnable)
+        self.sim.step(thread)
+
+    def _at_rest(self) -> bool:
+        view = self.checker.view()
+        engines = [p for p in self.sim.live if p.kind in ("engine", "resume") and p.alive]
+        return not view.unfinished and not engines and self.sim.now >= self.next_tick
+
+    # -- the background: the monitor's ticks, workers ---------------------------------------
+
+    def _background(self) -> None:
+        if self.sim.now >= self.next_tick:
+            self.next_tick = self.sim.now + TICK_S
+            if not any(p.kind == "maintenance" and p.alive for p in self.sim.live):
+                self._spawn("maintenance", self._maintenance_body)
+        for flow in self.world.config.flows:
+            current = self.workers.get(flow.name)
+            if current is None or not current.alive:
+                if current is not None and current.error is not None:
+                    self._crashed(current)
+                self.worker_generation += 1
+                worker_id = f"w{self.worker_generation}"
+                self.workers[flow.name] = self._spawn("worker", self._worker_body(flow, worker_id))
+
+    def _worker_body(self, flow: FlowConfig, worker_id: str) -> Callable[[], object]:
+        def body() -> None:
+            worker(self.world, flow, worker_id)
+
+        return body
+
+    def _setup_body(self) -> None:
+        """The monitor's first pass: the standby's replicas guarded before anything runs."""
+        leases = LeaseRepository(self.world.store)
+        FailoverMaintenance(
+            self.world.config, self.world.store, self.world.state_dir,
+            connect=self.world.clusters.connect, registries=self.world.registries.__getitem__,
+            leases=leases, engine=lambda: self.world.engine("maintenance"),
+        ).tick()  # fmt: skip
+
+    def _maintenance_body(self) -> None:
+        self._setup_body()
+
+    # -- faults and the world -------------------------------------------------------------
+
+    def _busy(self) -> bool:
+        """Whether a move is under way (faults and trouble are worth more then)."""
+        return any(p.kind in ("engine", "resume") and p.alive for p in self.sim.live)
+
+    def _fault(self) -> None:
+        victims = [
+            p for p in self.sim.live
+            if p.alive and p.kind in ("engine", "resume", "maintenance", "worker", "operator")
+        ]  # fmt: skip
+        if not victims:
+            return
+        victim = self.rng.choice(victims)
+        if self.rng.random() < 0.5:
+            self.checker.killed(victim.name)
+            self.sim.kill(victim)
+        else:
+            self.sim.freeze(victim, self.rng.choice((1.0, 4.0, 8.0, 20.0, 45.0)))
+
+    def _world_event(self) -> None:
+        kind = self.rng.choice(("cluster", "cluster", "store", "registry", "topic", "jump"))
+        if kind == "cluster":
+            alias = self.rng.choice(CLUSTERS)
+            cluster = self.world.clusters[alias]
+            if cluster.up:
+                cluster.go_down()
+                self.sim.log(f"{alias} DOWN")
+            else:
+                cluster.come_back()
+                self.checker.came_back(alias)
+                self.sim.log(f"{alias} back")
+        elif kind == "store":
+            self.world.store.down_until = self.sim.now + self.rng.choice((1.0, 5.0, 15.0))
+            self.sim.log("store DOWN")
+        elif kind == "registry":
+            registry = self.world.registries[self.rng.choice(CLUSTERS)]
+            registry.down = not registry.down
+        elif kind == "topic":
+            primary = self._primary()
+            cluster = self.world.clusters[primary]
+            if cluster.up:
+                self.topics_created += 1
+                name = f"orders.n{self.topics_created}"
+                cluster.create_topics([TopicSpec(name, 1)])
+                self.sim.log(f"topic {name} created on {primary}")
+        else:
+            self.sim.advance(self.sim.now + self.rng.choice((2.0, 7.0, 30.0)))
+            self.sim.log("time jumps")
+
+    def _bring_back(self) -> None:
+        for alias in CLUSTERS:
+            if not self.world.clusters[alias].up:
+                self.world.clusters[alias].come_back()
+                self.checker.came_back(alias)
+        for registry in self.world.registries.values():
+            registry.down = False
+        self.world.store.down_until = -1.0
+        self.sim.log("quiet: everything back")
+
+    # -- applications ------------------------------------------------------------------------
+
+    def _primary(self) -> str:
+        pointer = self.checker.view().pointer
+        return pointer or "dc1"
+
+    def _application(self) -> None:
+        """An application writes (to the primary; now and then a stale one elsewhere, or a
+        super user whom no ACL stops), or a consumer commits its position on the primary."""
+        alias = self._primary()
+        if not self.quiet and self.rng.random() < 0.03:
+            self._super_write(alias)
+            return
+        if self.rng.random() < 0.2:
+            alias = self.rng.choice(CLUSTERS)
+        cluster = self.world.clusters[alias]
+        if not cluster.up:
+            return
+        topics = [t for t in cluster.topics if t.startswith("orders.")]
+        if not topics:
+            return
+        topic = self.rng.choice(sorted(topics))
+        partitions = len(cluster.topics[topic].partitions)
+        index = self.rng.randrange(partitions)
+        if self.rng.random() < 0.7:
+            with contextlib.suppress(DrkitError):  # refused: fenced or guarded
+                cluster.append(topic, index, 1, principal=APP)
+            return
+        if alias != self._primary():
+            return
+        group = self.rng.choice(GROUPS)
+        tp = TopicPartition(topic, index)
+        now = cluster.committed(group).get(tp, 0)
+        end = cluster.topics[topic].partitions[index].end
+        if end > now:
+            found = cluster.groups.get(group)
+            if found is None or found.members == 0:
+                cluster.set_group_offsets(group, {tp: now + self.rng.randrange(1, end - now + 1)})
+
+    def _super_write(self, alias: str) -> None:
+        """A super user writes to the primary (during a move: past the fence - confirm_fence
+        must count it and roll the move back)."""
+        cluster = self.world.clusters[alias]
+        topics = sorted(t for t in cluster.topics if t.startswith("orders."))
+        if not cluster.up or not topics:
+            return
+        topic = self.rng.choice(topics)
+        cluster.append(topic, 0, 1, super_user=True)
+        key = (alias, TopicPartition(topic, 0))
+        self.world.super_writes[key] = self.world.super_writes.get(key, 0) + 1
+        self.sim.log(f"super user writes {topic}[0] on {alias}")
+
+    # -- operators --------------------------------------------------------------------------
+
+    def _operator(self) -> None:
+        view = self.checker.view()
+        engines = [p for p in self.sim.live if p.kind in ("engine", "resume") and p.alive]
+        if view.unfinished:
+            if engines:
+                return
+            run = view.unfinished[0]
+            if self.rng.random() < 0.8:
+                self._spawn("resume", lambda: self.world.engine().resume(run))
+            else:
+                self._spawn("operator", lambda: self.world.engine().abandon(run, "sim", "sim"))
+            return
+        if engines and self.rng.random() < 0.7:
+            return  # a second engine now and then: the lease lets one through
+        if not self.quiet and self.rng.random() < 0.05:
+            self._spawn("operator", self._lift_body)
+            return
+        if self.quiet:
+            return
+        primary = self._primary()
+        other = next(a for a in CLUSTERS if a != primary)
+        procedure = self._procedure(view, primary, other)
+        if procedure is None:
+            return
+        source, target = (primary, other)
+        if procedure is Procedure.FAILBACK:
+            source, target = primary, other
+        self.runs += 1
+        self._spawn(
+            "engine",
+            lambda: self._move(procedure, source, target),
+            name=f"engine#{self.runs}-{procedure.value}-{source}-{target}",
+        )
+
+    def _procedure(self, view: object, primary: str, other: str) -> Procedure | None:
+        last = None
+        runs = RunRepository(self.world.reader).latest(5)
+        for run in runs:
+            if run.state is RunState.SUCCEEDED:
+                last = run
+                break
+        choices = [Procedure.SWITCHOVER, Procedure.SWITCHOVER, Procedure.FAILOVER]
+        if last is not None and last.procedure is Procedure.FAILOVER and last.target == primary:
+            choices = [Procedure.FAILBACK, Procedure.FAILBACK, Procedure.FAILOVER]
+        if not self.world.clusters[primary].up:
+            choices = [Procedure.FAILOVER]
+        chosen: Procedure = self.rng.choice(choices)
+        return chosen
+
+    def _move(self, procedure: Procedure, source: str, target: str) -> object:
+        engine = self.world.engine()
+        options = RunOptions(skip_verify=True)
+        plan = engine.plan(procedure, source, target, options)
+        return engine.start(plan, options, requested_by="sim")
+
+    def _lift_body(self) -> None:
+        """``drkit fences lift --cluster X --even-if-standby``, as the CLI does it."""
+        store = self.world.store
+        leases = LeaseRepository(store)
+        from drkit.failover.lease import LeaseKeeper, unique_owner
+
+        lease = leases.acquire(unique_owner("operator"), 15.0)
+        keeper = LeaseKeeper(leases, lease, 15.0)
+        try:
+            pointer = PointerRepository(store).get()
+            alias = self.rng.choice(
+                [a for a in CLUSTERS if pointer is None or a != pointer.cluster]
+            )
+            fences = FenceRepository(store, keeper)
+            facts = LiftFacts(
+                alias, pointer.cluster if pointer else "dc1", frozenset(fences.fenced(alias)),
+                frozenset(), tuple(r.id for r in RunRepository(store).unfinished()), True,
+            )  # fmt: skip
+            if lift_blockers(facts) or not facts.topics:
+                return
+            fences.open(alias, pointer.epoch if pointer else 0, "sim", "retiring", None)
+            Reconciler(
+                self.world.config, store, self.world.clusters.connect, keeper.confirm, keeper,
+                self.world.registries.__getitem__,
+            ).reconcile([alias], strict=[alias])  # fmt: skip
+        finally:
+            leases.release(keeper.lease)
+
+    # -- processes --------------------------------------------------------------------------
+
+    def _spawn(self, kind: str, body: Callable[[], object], name: str | None = None) -> SimProcess:
+        return self.sim.spawn(kind, body, name)
+
+    def _reap(self) -> None:
+        for process in self.sim.processes:
+            if process.killed or process.alive or getattr(process, "_reaped", False):
+                continue
+            process._reaped = True  # type: ignore[attr-defined]
+            self._crashed(process)
+
+    def _crashed(self, process: SimProcess) -> None:
+        error = process.error
+        if error is None or isinstance(error, DrkitError | Killed):
+            if error is not None:
+                self.sim.log(f"{process.name} ended: {type(error).__name__}: {error}")
+            return
+        self.checker.fail("no crash", f"{process.name}: {type(error).__name__}: {error}")
+
+
+def default_seeds() -> int:
+    return int(os.environ.get("DRKIT_SIM_SEED_BASE", "0"))

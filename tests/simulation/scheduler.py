@@ -1,0 +1,292 @@
+"""A deterministic scheduler for real code: simulated processes, threads, time and faults.
+
+Each simulated *process* (an engine, a monitor's tick, a replication worker, an operator's
+command) runs real drkit code in one or more Python threads, but only one thread runs at a
+time: every call into the simulated world - a cluster's admin API, the state store, a sleep,
+a lease confirmation - is a *point* where the thread parks and the scheduler, driven by one
+seeded ``random.Random``, decides what happens next: which thread goes on, whether a process is
+killed there (kill -9: it never runs again, no ``finally`` of it runs) or frozen (SIGSTOP: none
+of its threads runs until simulated time has passed), whether the world changes (a cluster
+down, a topic created, an application's write).  Time is simulated: it advances only when no
+thread can run, to the next moment one wakes up.  The same seed gives the same run, event for
+event; :attr:`Sim.trace` lists them.
+
+Threads a process starts through ``drkit.clock.every`` (the lease keeper's renewals) are
+threads of that process here too: frozen and killed with it.
+"""
+
+from __future__ import annotations
+
+import random
+import sys
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from types import FrameType
+
+from drkit import clock as drkit_clock
+
+EPOCH = datetime(2026, 12, 1, tzinfo=UTC)
+
+
+class Killed(BaseException):
+    """Raised in a parked thread of a killed process once the schedule is over (so it unwinds
+    and ends); never while the schedule runs - a killed process simply never runs again."""
+
+
+class Stuck(Exception):
+    """A thread ran too long without reaching a point (real time): the simulated world lacks a
+    point somewhere, or the code busy-waits on real time."""
+
+
+@dataclass
+class SimThread:
+    process: SimProcess
+    name: str
+    go: threading.Event = field(default_factory=threading.Event)
+    wake_at: float = 0.0
+    label: str = "start"
+    stack: tuple[str, ...] = ()  # the functions it is parked in (``file:function``)
+    done: bool = False
+    error: BaseException | None = None
+    thread: threading.Thread | None = None
+
+
+@dataclass
+class SimProcess:
+    """One simulated process: its threads, its monotonic clock, its fate."""
+
+    sim: Sim
+    name: str
+    kind: str
+    threads: list[SimThread] = field(default_factory=list)
+    frozen_until: float = 0.0
+    killed: bool = False
+    offset: float = 0.0  # its monotonic clock's origin differs from every other's
+    result: object = None
+    error: BaseException | None = None
+
+    @property
+    def alive(self) -> bool:
+        return not self.killed and any(not t.done for t in self.threads)
+
+    @property
+    def finished(self) -> bool:
+        return not self.killed and all(t.done for t in self.threads[:1])
+
+
+class ProcessClock:
+    """``drkit.clock.Clock`` for the threads of one simulated process."""
+
+    def __init__(self, process: SimProcess) -> None:
+        self.process = process
+
+    def monotonic(self) -> float:
+        return self.process.sim.now + self.process.offset
+
+    def sleep(self, seconds: float) -> None:
+        self.process.sim.sleep(max(0.0, seconds))
+
+    def every(
+        self, interval_s: float, task: Callable[[], None], name: str
+    ) -> drkit_clock.Stoppable:
+        return self.process.sim.every(self.process, interval_s, task, name)
+
+
+class _Every:
+    def __init__(self) -> None:
+        self.stopped = False
+
+    def stop(self) -> None:
+        self.stopped = True
+
+
+def _own_stack() -> tuple[str, ...]:
+    """The calling thread's stack as ``module-file:function`` names (read by the thread itself:
+    ``sys._current_frames`` from another thread can deadlock with thread start-up)."""
+    names = []
+    frame: FrameType | None = sys._getframe(2)
+    while frame is not None:
+        code = frame.f_code
+        names.append(f"{code.co_filename.rsplit('/', 1)[-1]}:{code.co_name}")
+        frame = frame.f_back
+    return tuple(names)
+
+
+class Sim:
+    """The scheduler; see the module docstring."""
+
+    def __init__(self, seed: int, real_timeout_s: float = 20.0) -> None:
+        self.seed = seed
+        self.rng = random.Random(seed)
+        self.now = 0.0
+        self.processes: list[SimProcess] = []  # every one ever started
+        self.live: list[SimProcess] = []  # those not killed with a thread not done
+        self.trace: list[str] = []
+        self.over = False
+        self._local = threading.local()
+        self._parked = threading.Event()
+        self._real_timeout_s = real_timeout_s
+        self._counter = 0
+
+    # -- time -----------------------------------------------------------------------------
+
+    def wall(self) -> datetime:
+        """The simulated wall clock (the state store's clock)."""
+        return EPOCH + timedelta(seconds=self.now)
+
+    def log(self, event: str) -> None:
+        self.trace.append(f"{self.now:9.3f} {event}")
+
+    # -- processes ------------------------------------------------------------------------
+
+    def spawn(self, kind: str, body: Callable[[], object], name: str | None = None) -> SimProcess:
+        """Start a simulated process running ``body`` in its first thread."""
+        self._counter += 1
+        process = SimProcess(self, name or f"{kind}#{self._counter}", kind)
+        process.offset = self.rng.uniform(0, 1000)
+        self.processes.append(process)
+        self.live.append(process)
+        self._thread(process, process.name, body, main=True)
+        self.log(f"spawn {process.name}")
+        return process
+
+    def every(
+        self, process: SimProcess, interval_s: float, task: Callable[[], None], name: str
+    ) -> _Every:
+        handle = _Every()
+
+        def loop() -> None:
+            while True:
+                self.sleep(interval_s)
+                if handle.stopped:
+                    return
+                task()
+
+        self._thread(process, f"{process.name}/{name}", loop, main=False)
+        return handle
+
+    def _thread(
+        self, process: SimProcess, name: str, body: Callable[[], object], main: bool
+    ) -> SimThread:
+        state = SimThread(process, name, wake_at=self.now)
+        process.threads.append(state)
+
+        def run() -> None:
+            self._local.thread = state
+            drkit_clock.install(ProcessClock(process))
+            state.go.wait()
+            state.go.clear()
+            try:
+                if self.over or process.killed:
+                    raise Killed()
+                result = body()
+                if main:
+                    process.result = result
+            except Killed:
+                pass
+            except BaseException as err:  # recorded: the actor's outcome
+                state.error = err
+                if main:
+                    process.error = err
+            finally:
+                state.done = True
+                drkit_clock.install(None)
+                self._parked.set()
+
+        thread = threading.Thread(target=run, name=f"sim {name}", daemon=True)
+        state.thread = thread
+        thread.start()
+        return state
+
+    # -- points (called in simulated threads) -----------------------------------------------
+
+    def current(self) -> SimThread | None:
+        found: SimThread | None = getattr(self._local, "thread", None)
+        return found
+
+    def point(self, label: str) -> None:
+        """Park the calling thread here; the scheduler decides when it goes on."""
+        state = self.current()
+        if state is None:
+            return  # the harness itself (setting the scene, checking): not simulated
+        if self.over:
+            raise Killed()  # unwinding at the end: never park again
+        state.label = label
+        state.stack = _own_stack()
+        self._parked.set()
+        state.go.wait()
+        state.go.clear()
+        if self.over or state.process.killed:
+            raise Killed()
+
+    def sleep(self, seconds: float) -> None:
+        state = self.current()
+        if state is None:
+            return
+        state.wake_at = self.now + seconds
+        self.point(f"sleep {seconds:g}")
+
+    # -- scheduling (the harness's thread) --------------------------------------------------
+
+    def prune(self) -> None:
+        self.live = [p for p in self.live if not p.killed and any(not t.done for t in p.threads)]
+
+    def runnable(self) -> list[SimThread]:
+        self.prune()
+        return [
+            t
+            for p in self.live
+            if p.frozen_until <= self.now
+            for t in p.threads
+            if not t.done and t.wake_at <= self.now
+        ]
+
+    def waiting(self) -> list[float]:
+        """When the threads that cannot run now could (wake-ups, thaws)."""
+        moments = []
+        for p in self.live:
+            if p.killed:
+                continue
+            for t in p.threads:
+                if not t.done:
+                    moments.append(max(t.wake_at, p.frozen_until))
+        return [m for m in moments if m > self.now]
+
+    def step(self, thread: SimThread) -> None:
+        """Let ``thread`` run until its next point (or its end)."""
+        self._parked.clear()
+        thread.go.set()
+        if not self._parked.wait(self._real_timeout_s):
+            raise Stuck(f"{thread.name} ran {self._real_timeout_s:g}s without a point")
+
+    def advance(self, to: float) -> None:
+        if to > self.now:
+            self.now = to
+
+    def kill(self, process: SimProcess) -> None:
+        process.killed = True
+        self.log(f"KILL {process.name} at {self._where(process)}")
+
+    def freeze(self, process: SimProcess, seconds: float) -> None:
+        process.frozen_until = max(process.frozen_until, self.now + seconds)
+        self.log(f"FREEZE {process.name} {seconds:g}s at {self._where(process)}")
+
+    @staticmethod
+    def _where(process: SimProcess) -> str:
+        live = [t.label for t in process.threads if not t.done]
+        return live[0] if live else "end"
+
+    def finish(self) -> None:
+        """End the schedule: every parked thread unwinds (Killed) and ends."""
+        self.over = True
+        for process in self.processes:
+            for thread in process.threads:
+                if not thread.done:
+                    thread.go.set()
+        for process in self.processes:
+            for thread in process.threads:
+                if thread.thread is not None:
+                    thread.thread.join(2)
+        drkit_clock.install(None)

@@ -1,0 +1,83 @@
+"""The control plane under seeded schedules of kills, freezes, races and faults: every
+invariant (tests/simulation/invariants.py) after every event.
+
+CI runs the regression seeds, then at least ``DRKIT_SIM_SCHEDULES`` (2,000) schedules in
+``SHARDS`` shards, each going on until its share of ``DRKIT_SIM_BUDGET_S`` (300 s of the
+suite's wall time over the test processes) is spent.  Seeds start at ``DRKIT_SIM_SEED_BASE``
+(0: the same schedules every run; set another base to explore new ones - ``python -m bench
+simulation`` runs long campaigns).  A failing seed prints its one-line replay.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.simulation.campaign import Outcome, run_schedule
+from tests.simulation.world import Template
+
+SHARDS = 4
+SCHEDULES = int(os.environ.get("DRKIT_SIM_SCHEDULES", "2000"))
+BUDGET_S = float(os.environ.get("DRKIT_SIM_BUDGET_S", "300"))
+SEED_BASE = int(os.environ.get("DRKIT_SIM_SEED_BASE", "0"))
+WORKERS = 2  # the unit suite's processes on this machine kind share the budget
+REGRESSIONS = Path(__file__).with_name("regressions.txt")
+
+
+@pytest.fixture(scope="module")
+def template() -> Iterator[Template]:
+    logging.disable(logging.CRITICAL)  # drkit's logs: the trace says what happened
+    found = Template()
+    yield found
+    found.close()
+    logging.disable(logging.NOTSET)
+
+
+def regression_seeds() -> list[int]:
+    """Seeds that once failed (``seed  # what it found``), kept as regression cases."""
+    seeds = []
+    for line in REGRESSIONS.read_text().splitlines():
+        text = line.split("#", 1)[0].strip()
+        if text:
+            seeds.append(int(text))
+    return seeds
+
+
+def _report(outcome: Outcome) -> str:
+    lines = [f"seed {outcome.seed}: {outcome.error or ''}"]
+    lines += [f"  {violation}" for violation in outcome.violations]
+    lines += ["  last events:", *(f"    {event}" for event in outcome.trace[-25:])]
+    lines.append(f"  replay: {outcome.replay()}")
+    return "\n".join(lines)
+
+
+def test_the_regression_seeds_hold(template: Template) -> None:
+    for seed in regression_seeds():
+        outcome = run_schedule(seed, template)
+        assert outcome.ok, _report(outcome)
+
+
+@pytest.mark.timeout(0)  # its own budget: a count and a time, whichever ends later
+@pytest.mark.parametrize("shard", range(SHARDS))
+def test_seeded_schedules_hold_every_invariant(shard: int, template: Template) -> None:
+    wanted = -(-SCHEDULES // SHARDS)
+    budget_s = BUDGET_S * WORKERS / SHARDS
+    started = time.monotonic()
+    done = runs = events = 0
+    seed = SEED_BASE + shard
+    while done < wanted or time.monotonic() - started < budget_s:
+        outcome = run_schedule(seed, template)
+        assert outcome.ok, _report(outcome)
+        done, runs, events = done + 1, runs + outcome.runs, events + outcome.events
+        seed += SHARDS
+    elapsed = time.monotonic() - started
+    print(
+        f"simulation shard {shard}: {done} schedules, 0 violations, {runs} runs, "
+        f"{events} events in {elapsed:.0f}s (seeds {SEED_BASE + shard}..{seed - SHARDS} "
+        f"step {SHARDS})"
+    )

@@ -1,0 +1,482 @@
+"""The simulated world the control plane runs in: clusters, a state store, registries, the
+replication data path as a model, applications - every call of drkit into it a scheduling point.
+
+What is real: the failover engine and its runbooks (the shipped YAML), the steps (but two, see
+below), the lease, the reconciler of protections, the monitor's maintenance duty, the workers'
+flow gate (drkit.control.gate) and a SQLite state store migrated by drkit's own migrations.
+What is simulated: the clusters (tests/fake_kafka.py: topics, offsets, groups, ACLs judged as
+Kafka's authorizer does), the schema registries (modes), the data path (a worker copies records
+one for one and keeps its progress in :class:`Replication`), and two steps that read records:
+``translate_offsets`` (the model knows each copy's offset: the translation is exact by
+construction) and failback's ``capture_divergent_tail`` (counted from the model).  Applications
+write to the cluster they believe is the primary, or - stale - to another one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+from sqlalchemy import event
+from sqlalchemy.orm import Session
+
+from drkit import clock as drkit_clock
+from drkit.config import load_config_text
+from drkit.config.model import DrkitConfig, FlowConfig
+from drkit.control.channel import ChannelFactory
+from drkit.control.gate import FlowGate
+from drkit.control.model import DesiredState, default_state
+from drkit.control.repo import ControlRepository
+from drkit.errors import KafkaError, StateStoreError
+from drkit.failover.context import ProgressReading, RunOptions, StepContext, StepOutcome
+from drkit.failover.engine import Engine, flow_between
+from drkit.failover.hooks import Hook, HookOutcome
+from drkit.failover.model import PartitionMove, PartitionRpo, Plan, Procedure, StepName
+from drkit.failover.results import GroupTranslation, Translation
+from drkit.kafka.clients import ClusterEndpoint
+from drkit.records import TopicPartition
+from drkit.replication.progress import Progress
+from drkit.replication.topology import FlowTopology
+from drkit.schemas.catalogue import SchemaVersion
+from drkit.store.db import StateStore
+from tests.fake_kafka import FakeChannel, FakeCluster, FakeClusters
+from tests.simulation.scheduler import Sim
+
+APP, REPLICATOR = "User:app", "User:repl"
+CLUSTERS = ("dc1", "dc2")
+TOPICS = ("orders.a", "orders.b")
+GROUPS = ("app.billing", "app.ledger")
+LEASE_TTL_S = 6.0
+SILENCE_S = 6.0
+
+CONFIG = """
+clusters:
+  dc1:
+    bootstrap_servers: "127.0.0.1:9"
+    principals: {replicator: "User:repl", app-producer: "User:app"}
+    schema_registry: {url: "http://127.0.0.1:1/apis/ccompat/v7"}
+  dc2:
+    bootstrap_servers: "127.0.0.1:10"
+    principals: {replicator: "User:repl", app-producer: "User:app"}
+    schema_registry: {url: "http://127.0.0.1:2/apis/ccompat/v7"}
+flows:
+  - source: dc1
+    target: dc2
+    topics: {include: ["orders[.].*"]}
+    groups: {include: ["app[.].*"]}
+    schema_sync: {enabled: true}
+  - source: dc2
+    target: dc1
+    standby: true
+    topics: {include: ["orders[.].*"]}
+    groups: {include: ["app[.].*"]}
+    schema_sync: {enabled: true}
+failover:
+  lease_ttl_s: 6
+  worker_silence_s: 6
+  switchover_timeout_s: 60
+  hooks:
+    - {when: before, step: move_pointer, command: ["maybe-veto"]}
+    - {when: after, step: move_pointer, command: ["publish-pointer"]}
+"""
+
+
+# -- the store --------------------------------------------------------------------------------
+
+
+class Template:
+    """A state store migrated once; each schedule works on its own copy of the file."""
+
+    def __init__(self) -> None:
+        self.directory = Path(tempfile.mkdtemp(prefix="drkit-sim-", dir=_fast_tmp()))
+        self.path = self.directory / "template.db"
+        store = StateStore(f"sqlite:///{self.path}")
+        store.upgrade()
+        with store.engine.connect() as connection:  # everything into the file itself (WAL)
+            connection.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
+        store.engine.dispose()
+
+    def copy(self, name: str) -> Path:
+        target = self.directory / f"{name}.db"
+        shutil.copyfile(self.path, target)
+        return target
+
+    def close(self) -> None:
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+
+def _fast_tmp() -> str | None:
+    shm = Path("/dev/shm")
+    return str(shm) if shm.is_dir() else None
+
+
+# Tables the checker does not read: their writes (workers' acks twice a second, lease
+# renewals) do not invalidate its view.
+_UNWATCHED = ("FLOW_ACKS", "LEASES", "OBSERVER", "FLOW_STATUS", "HEALTH")
+
+
+class SimStore(StateStore):
+    """The state store as the simulated processes see it: on simulated time, a point before
+    and after every transaction, away while :attr:`down_until` lies ahead."""
+
+    def __init__(self, url: str, sim: Sim) -> None:
+        super().__init__(url)
+        self.sim = sim
+        self.now = sim.wall
+        self.down_until = -1.0
+        self.writes = 0  # statements that changed rows: the checker's cache key
+        event.listen(self.engine, "after_cursor_execute", self._count_writes)
+
+    def _count_writes(self, *args: Any) -> None:
+        head = args[2].lstrip()[:40].upper()
+        if head[:6] in ("INSERT", "UPDATE", "DELETE") and not any(
+            table in head for table in _UNWATCHED
+        ):
+            self.writes += 1
+
+    @contextmanager
+    def session(self) -> Iterator[Session]:
+        self.sim.point("store")
+        if self.sim.now < self.down_until and self.sim.current() is not None:
+            raise StateStoreError("state store sqlite:///sim failed: unreachable (simulated)")
+        with super().session() as session:
+            yield session
+        self.sim.point("store committed")
+
+
+# -- clusters and registries ------------------------------------------------------------------
+
+
+class SimCluster(FakeCluster):
+    """A fake cluster whose every admin call is a scheduling point (and one after a change)."""
+
+    def __init__(self, alias: str, sim: Sim) -> None:
+        super().__init__(alias, brokers=1)
+        self.sim = sim
+
+    def _answer(self, call: str) -> None:
+        self.sim.point(f"{self.alias}.{call}")
+        super()._answer(call)
+
+    def _after(self, call: str) -> None:
+        self.sim.point(f"{self.alias}.{call} applied")
+        super()._after(call)
+
+
+class SimRegistry:
+    """A schema registry with a mode (drkit.schemas.sync.RegistryPort); no schemas."""
+
+    def __init__(self, alias: str, sim: Sim) -> None:
+        self.alias, self.sim = alias, sim
+        self.current = "READWRITE"
+        self.down = False
+
+    def _answer(self, call: str) -> None:
+        from drkit.errors import SchemaRegistryError
+
+        self.sim.point(f"{self.alias}.registry.{call}")
+        if self.down:
+            raise SchemaRegistryError(f"schema registry of {self.alias} is unreachable")
+
+    def catalogue(self) -> tuple[SchemaVersion, ...]:
+        self._answer("catalogue")
+        return ()
+
+    def export_archive(self) -> bytes:
+        self._answer("export")
+        return b""
+
+    def import_archive(self, archive: bytes) -> None:
+        self._answer("import")
+
+    def mode(self) -> str | None:
+        self._answer("mode")
+        return self.current
+
+    def set_mode(self, mode: str) -> str:
+        self._answer("set_mode")
+        self.current = mode
+        return mode
+
+
+# -- the data path and the applications, as a model -------------------------------------------
+
+
+@dataclass
+class Append:
+    at: float
+    flow: str
+    worker: str
+    cluster: str
+    topic: str
+    count: int
+
+
+@dataclass
+class Replication:
+    """Per flow and source partition, the next source offset copied (the progress topic)."""
+
+    progress: dict[tuple[str, TopicPartition], int] = field(default_factory=dict)
+    appends: list[Append] = field(default_factory=list)
+
+
+class ModelProgress:
+    """A flow's progress as drain and replicate_back read it (context.ProgressReading)."""
+
+    def __init__(self, world: SimWorld, topology: FlowTopology) -> None:
+        self.world, self.topology = world, topology
+
+    def refresh(self) -> Mapping[TopicPartition, Progress]:
+        self.world.clusters[self.topology.target]._answer("read progress")
+        return {
+            tp: Progress(tp, offset)
+            for (flow, tp), offset in self.world.replication.progress.items()
+            if flow == self.topology.name
+        }
+
+    def close(self) -> None:
+        pass
+
+
+# -- the world --------------------------------------------------------------------------------
+
+
+class SimWorld:
+    """Everything one schedule runs against; built fresh per seed."""
+
+    def __init__(self, sim: Sim, template: Template) -> None:
+        self.sim = sim
+        path = template.copy(f"s{sim.seed}")
+        runbooks = path.parent / "runbooks"
+        if not runbooks.exists():
+            shutil.copytree(Path(__file__).resolve().parents[2] / "runbooks", runbooks)
+        document = yaml.safe_load(CONFIG)
+        document["failover"]["runbooks_dir"] = str(runbooks)
+        document["state_store"] = {"url": f"sqlite:///{path}"}
+        self.config: DrkitConfig = load_config_text(yaml.safe_dump(document), env={})
+        self.store = SimStore(f"sqlite:///{path}", sim)
+        self.reader = StateStore(f"sqlite:///{path}")  # the checker's: no points, no outages
+        self.reader.now = sim.wall
+        self.clusters = FakeClusters(*CLUSTERS, make=lambda alias: SimCluster(alias, sim))
+        self.registries = {alias: SimRegistry(alias, sim) for alias in CLUSTERS}
+        self.replication = Replication()
+        self.published_epoch = 0  # what the "publish-pointer" hook last published
+        self.hook_runs: list[tuple[float, int | None]] = []
+        self.veto_rate = 0.25  # how often the operator's check before move_pointer says no
+        self.super_writes: dict[tuple[str, TopicPartition], int] = {}  # ACLs do not stop these
+        self.state_dir = path.parent
+        for alias in CLUSTERS:
+            cluster = self.clusters[alias]
+            cluster.open = True
+        for topic in TOPICS:
+            self.clusters["dc1"].add_topic(topic, 2)
+
+    def close(self) -> None:
+        """Let go of the schedule's store (its file goes with the template's directory)."""
+        self.store.engine.dispose()
+        self.reader.engine.dispose()
+        Path(str(self.store.engine.url.database)).unlink(missing_ok=True)
+
+    def cluster(self, alias: str) -> SimCluster:
+        found = self.clusters[alias]
+        assert isinstance(found, SimCluster)
+        return found
+
+    def flow(self, name: str) -> FlowConfig:
+        return self.config.flow(name)
+
+    def channels(self) -> ChannelFactory:
+        def channel(flow: FlowConfig) -> FakeChannel:
+            return FakeChannel(self.clusters[flow.target], flow.name)
+
+        return channel
+
+    # -- actors' building blocks -----------------------------------------------------------
+
+    def engine(self, role: str = "engine") -> SimEngine:
+        return SimEngine(self, role)
+
+    def run_hook(self, hook: Hook, context: dict[str, Any]) -> HookOutcome:
+        """``maybe-veto`` (before move_pointer) vetoes now and then - an operator's check that
+        says no; ``publish-pointer`` (after it) is a client-config writer that refuses an epoch
+        older than the one it last published (it gets the pointer's epoch in the context)."""
+        self.sim.point(f"hook {hook.command[0]}")
+        if hook.command[0] == "maybe-veto":
+            code = 3 if self.sim.rng.random() < self.veto_rate else 0
+            return HookOutcome(hook.command, hook.when, hook.step, code, False, "no")
+        epoch = context.get("pointer_epoch")
+        self.hook_runs.append((self.sim.now, epoch))
+        if isinstance(epoch, int) and epoch >= self.published_epoch:
+            self.published_epoch = epoch
+        return HookOutcome(hook.command, hook.when, hook.step, 0, False, f"epoch {epoch}")
+
+    def progress_reader(self, topology: FlowTopology, _target: ClusterEndpoint) -> ProgressReading:
+        return ModelProgress(self, topology)
+
+
+class SimEngine(Engine):
+    """The real engine over the simulated world; its plan is made from the world as the model
+    knows it (the real one reads records), its findings (unfinished runs, a target an earlier
+    failover fenced) are the engine's own."""
+
+    def __init__(self, world: SimWorld, role: str) -> None:
+        from drkit.failover.lease import LeaseRepository
+        from drkit.failover.steps import STEPS
+
+        super().__init__(
+            world.config, world.store, world.state_dir, role=role,
+            connect=world.clusters.connect,
+            steps={**STEPS, StepName.TRANSLATE_OFFSETS: _translate(world),
+                   StepName.CAPTURE_DIVERGENT_TAIL: _capture(world)},
+            leases=LeaseRepository(world.store), channels=world.channels(),
+            run_hook=world.run_hook, registries=world.registries.__getitem__,
+            progress_readers=world.progress_reader,
+        )  # fmt: skip
+        self.world = world
+
+    def plan(self, procedure: Procedure, source: str, target: str, options: RunOptions) -> Plan:
+        flow = flow_between(self.config, source, target)
+        pointer = self.pointers.get()
+        runbook = self.runbook(procedure)
+        source_admin = self.world.clusters[source]
+        reachable = source_admin.answers()
+        topology = FlowTopology.of(flow)
+        partitions = sorted(
+            (topic, index)
+            for topic, info in self.world.clusters[source].topics.items()
+            if topology.selects(topic) and topic != "heartbeats"
+            for index in range(len(info.partitions))
+        )
+        rpo = tuple(PartitionRpo(t, p, 0, 0, 0, 0, 0.0) for t, p in partitions)
+        plan = Plan(
+            procedure=procedure, source=source, target=target, flow=flow.name,
+            reverse_flow=f"{target}->{source}", source_reachable=reachable,
+            translation_mode="live" if reachable else "checkpoints",
+            steps=runbook.planned_steps(), groups=(), groups_without_checkpoint=(),
+            rpo=rpo, findings=(), pointer_from=pointer.cluster if pointer else None,
+            pointer_to=target,
+        )  # fmt: skip
+        extra = self._unfinished_findings() + self._fenced_by_failover(procedure, target)
+        return replace(plan, findings=plan.findings + extra)
+
+
+def _translate(world: SimWorld) -> Callable[[StepContext, float | None], StepOutcome]:
+    """translate_offsets over the model: each group's committed source offset, on the source
+    when it answers (else none: nothing to move), never past what was copied."""
+
+    def step(ctx: StepContext, _timeout: float | None) -> StepOutcome:
+        source = world.clusters[ctx.source]
+        topology = ctx.topology
+        groups = []
+        try:
+            committed = {g: source.group_offsets(g).offsets for g in GROUPS}
+        except KafkaError:
+            committed = {}
+        for group, offsets in sorted(committed.items()):
+            moves = []
+            for tp, offset in sorted(offsets.items()):
+                if not topology.selects(tp.topic):
+                    continue
+                copied = world.replication.progress.get((topology.name, tp), 0)
+                target = min(offset, copied)
+                replica = topology.target_topic(tp.topic)
+                move = PartitionMove(
+                    tp.topic, tp.partition, replica, tp.partition, offset, target, "exact", 0,
+                    offset - target,
+                )  # fmt: skip
+                moves.append(move)
+            groups.append(GroupTranslation(group, "absent", False, tuple(moves)))
+        translation = Translation(ctx.run.plan_head.translation_mode, tuple(groups), (), ())
+        return StepOutcome.done(**translation.to_detail())
+
+    return step
+
+
+def _capture(world: SimWorld) -> Callable[[StepContext, float | None], StepOutcome]:
+    """capture_divergent_tail over the model: the original primary must be fenced first."""
+
+    def step(ctx: StepContext, _timeout: float | None) -> StepOutcome:
+        original = world.clusters[ctx.target]
+        original._answer("capture tail")
+        return StepOutcome.done(records=0, per_partition={})
+
+    return step
+
+
+# -- the worker: the real gate, a modelled data path -------------------------------------------
+
+
+class StoreControl:
+    """The gate's port on the simulated store (drkit.control.gate.ControlPort)."""
+
+    def __init__(self, world: SimWorld) -> None:
+        self.repo = ControlRepository(world.store)
+
+    def directive(self, flow: str, default: DesiredState) -> Any:
+        return self.repo.directive(flow, default)
+
+    def ack(
+        self,
+        flow: str,
+        worker: str,
+        epoch: int,
+        state: DesiredState,
+        failure: str | None = None,
+    ) -> None:
+        self.repo.ack(flow, worker, epoch, state, failure)
+
+    def forget_worker(self, flow: str, worker: str) -> None:
+        self.repo.forget_worker(flow, worker)
+
+
+def worker(world: SimWorld, flow: FlowConfig, worker_id: str) -> None:
+    """One replication worker of ``flow``: it obeys its gate (store, channel, self-fencing
+    after the silence window) and, while RUNNING, copies a few records a round."""
+    gate = FlowGate(
+        StoreControl(world), flow.name, worker_id, default_state(flow), SILENCE_S,
+        poll_s=0.5, clock=drkit_clock.monotonic,
+        channel=FakeChannel(world.clusters[flow.target], flow.name),
+    )  # fmt: skip
+    topology = FlowTopology.of(flow)
+    while True:
+        gate.poll_once()
+        decision = gate.wanted()
+        if decision.state is DesiredState.RUNNING:
+            # A worker retries forever (drkit.replication.supervision).
+            with contextlib.suppress(KafkaError, StateStoreError):
+                copy_some(world, topology, worker_id)
+        gate.acted(decision.epoch, decision.state)
+        drkit_clock.sleep(0.5)
+
+
+def copy_some(world: SimWorld, topology: FlowTopology, worker_id: str) -> None:
+    source, target = world.clusters[topology.source], world.clusters[topology.target]
+    listed = source.list_topics()
+    from drkit.kafka.admin import TopicSpec
+
+    for topic, info in listed.items():
+        if not topology.selects(topic) or topic == "heartbeats":
+            continue
+        replica = topology.target_topic(topic)
+        if replica not in target.topics:
+            target.create_topics([TopicSpec(replica, len(info.partitions))])
+        for index in range(len(info.partitions)):
+            tp = TopicPartition(topic, index)
+            end = source.list_offsets([tp])[tp]
+            done = world.replication.progress.get((topology.name, tp), 0)
+            if end <= done:
+                continue
+            count = min(end - done, 1 + world.sim.rng.randrange(4))
+            target._answer("produce")
+            target.append(replica, index, count, principal=REPLICATOR)
+            world.replication.appends.append(
+                Append(world.sim.now, topology.name, worker_id, topology.target, replica, count)
+            )
+            world.replication.progress[(topology.name, tp)] = done + count
