@@ -183,6 +183,7 @@ class Engine:
         self.registries = registries  # schema registries (None: over HTTP)
         self.progress_readers = progress_readers  # flows' progress on their targets
         self.pointers = PointerRepository(store)
+        self._runbooks: dict[Procedure, Runbook] = {}
         # Per flow: the plan's readers of drkit's topics on the target, handed to the run that
         # executes the plan (its translation then reads only what was appended since).
         self._readers: dict[str, TargetReaders] = {}
@@ -197,8 +198,13 @@ class Engine:
     # -- planning -----------------------------------------------------------------------------
 
     def runbook(self, procedure: Procedure) -> Runbook:
-        directory = self.config.failover.runbooks_dir
-        return load_runbook(procedure, Path(directory) if directory else None)
+        """The procedure's runbook, read once per engine (a run reads it at every step)."""
+        found = self._runbooks.get(procedure)
+        if found is None:
+            directory = self.config.failover.runbooks_dir
+            found = load_runbook(procedure, Path(directory) if directory else None)
+            self._runbooks[procedure] = found
+        return found
 
     def plan(self, procedure: Procedure, source: str, target: str, options: RunOptions) -> Plan:
         """The plan for moving from ``source`` to ``target`` now; changes nothing.  An unfinished
@@ -392,22 +398,23 @@ class Engine:
 
     def _abandon(self, keeper: LeaseKeeper, run: RunRecord, reason: str, by: str) -> None:
         """Give ``run`` up: nothing it did is undone step by step, nothing redone - but it
-        wants nothing any more, so the protections are reconciled to the pointer alone (its
-        source, still the pointer's, takes writes again; what it opened is closed)."""
+        wants nothing any more, so the protections are reconciled to the pointer alone first
+        (its source, still the pointer's, takes writes again; what it opened is closed), then
+        its end recorded: a run that has ended always left the pointer's cluster writable."""
         log.warning("failover run abandoned", extra={"run": run.id, "reason": reason, "by": by})
+        try:
+            Reconciler(
+                self.config, self.store, self.connect, keeper.confirm, keeper, self.registries
+            ).reconcile(without=[run.id])
+        except LeaseLost:
+            raise
+        except DrkitError as err:  # the monitor's next tick goes on with it
+            log.warning("protections not reconciled after abandoning", extra={"error": str(err)})
         self.runs.guarded(keeper).finish(
             run.id,
             RunState.ABANDONED,
             {"abandoned": {"reason": reason, "by": by, "was": run.state.value}},
         )
-        try:
-            Reconciler(
-                self.config, self.store, self.connect, keeper.confirm, keeper, self.registries
-            ).reconcile()
-        except LeaseLost:
-            raise
-        except DrkitError as err:  # the monitor's next tick goes on with it
-            log.warning("protections not reconciled after abandoning", extra={"error": str(err)})
 
     def _unfinished(self, run_id: int, what: str) -> RunRecord:
         run = self.runs.get(run_id)

@@ -152,9 +152,11 @@ def fenced_clusters(config: DrkitConfig, facts: ProtectionFacts) -> frozenset[st
 
 
 def registry_primary(config: DrkitConfig, facts: ProtectionFacts) -> str | None:
-    """The cluster whose schema registry takes writes; None before any move (drkit sets no
-    registry's mode until a run moves the applications)."""
+    """The cluster whose schema registry takes writes: the pointer's (before any move, the
+    first flow's source) - or, once a run's sync_schemas started, that run's target."""
     primary = facts.pointer
+    if primary is None and config.flows:
+        primary = config.flows[0].source
     for intent in facts.intents:
         if intent.registry_on_target:
             primary = intent.target

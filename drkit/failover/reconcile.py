@@ -41,7 +41,7 @@ from drkit.config.model import DrkitConfig, Role
 from drkit.control.model import DesiredState, default_state
 from drkit.control.repo import ControlRepository
 from drkit.errors import DrkitError, RetriableKafkaError, SchemaRegistryError
-from drkit.failover.fences import FENCED_STATES, FenceRepository, FenceState
+from drkit.failover.fences import FENCED_STATES, FenceRepository, FenceRow, FenceState
 from drkit.failover.pointer import PointerRepository
 from drkit.failover.protections import (
     ClusterProtections,
@@ -179,11 +179,14 @@ class Reconciler:
 
     # -- facts ------------------------------------------------------------------------------
 
-    def facts(self) -> ProtectionFacts:
-        """The facts as the store holds them now."""
+    def facts(self, without: Iterable[int] = ()) -> ProtectionFacts:
+        """The facts as the store holds them now (``without`` these runs' intents)."""
         pointer = PointerRepository(self.store).get()
         intents = []
+        ignored = set(without)
         for run in RunRepository(self.store).unfinished():
+            if run.id in ignored:
+                continue
             intent = RunIntent.of(
                 run.id, run.procedure, run.source, run.target, run.state, run.direction,
                 {step.name: step.state for step in run.steps},
@@ -211,25 +214,32 @@ class Reconciler:
         strict: Iterable[str] = (),
         known_topics: Mapping[str, Iterable[str]] | None = None,
         timeout_s: float | None = None,
+        without: Iterable[int] = (),
     ) -> ReconcileReport:
         """One pass over ``clusters`` (default: every configured one).  ``strict`` clusters
         must be reached and settled (else the error propagates); ``known_topics``: topics to
-        record PENDING for a cluster that does not answer (it cannot list them)."""
-        facts = self.facts()
+        record PENDING for a cluster that does not answer (it cannot list them); ``without``:
+        runs about to end, whose intent no longer counts (their end is recorded after)."""
+        facts = self.facts(without)
         wanted = desired(self.config, facts)
         scope = sorted(set(clusters) if clusters is not None else set(self.config.clusters))
         must = set(strict)
         outcomes: dict[str, ClusterOutcome] = {}
         plans: list[_Plan] = []
+        rows: dict[str, dict[str, FenceRow]] = {}
+        for row in self.fences.rows():
+            rows.setdefault(row.cluster, {})[row.topic] = row
         for alias in scope:
             admin = self._reached(alias, alias in must)
             if admin is None:
                 outcomes[alias] = self._away_outcome(
-                    alias, wanted[alias], (known_topics or {}).get(alias, ())
+                    alias, wanted[alias], (known_topics or {}).get(alias, ()), rows.get(alias, {})
                 )
                 continue
             try:
-                plans.append(self._plan(alias, admin, wanted[alias], timeout_s))
+                plans.append(
+                    self._plan(alias, admin, wanted[alias], rows.get(alias, {}), timeout_s)
+                )
             except DrkitError as err:
                 if alias in must:
                     raise
@@ -308,12 +318,16 @@ class Reconciler:
         return None
 
     def _plan(
-        self, alias: str, admin: ClusterAdmin, want: ClusterProtections, timeout_s: float | None
+        self,
+        alias: str,
+        admin: ClusterAdmin,
+        want: ClusterProtections,
+        rows: Mapping[str, FenceRow],
+        timeout_s: float | None,
     ) -> _Plan:
         listed = set(admin.list_topics(timeout_s))
         present = admin.acl_entries(timeout_s)
         principal = self.config.failover.fence_principal
-        rows = {row.topic: row for row in self.fences.rows() if row.cluster == alias}
         fenced = (
             fence_topics(self.config, alias, listed, want.guarded_writers) - want.open_topics
             if want.fenced
@@ -371,11 +385,14 @@ class Reconciler:
         )  # fmt: skip
 
     def _away_outcome(
-        self, alias: str, want: ClusterProtections, known: Iterable[str]
+        self,
+        alias: str,
+        want: ClusterProtections,
+        known: Iterable[str],
+        rows: Mapping[str, FenceRow],
     ) -> ClusterOutcome:
         """A cluster that does not answer: a fence it should carry is PENDING (applied when it
         answers); pending rows of a fence it should no longer carry never applied: LIFTED."""
-        rows = {row.topic: row for row in self.fences.rows() if row.cluster == alias}
         if want.fenced:
             applied = {t for t, r in rows.items() if r.state in _ON_CLUSTER}
             topics = {t for t, r in rows.items() if r.state in FENCED_STATES} | set(known)

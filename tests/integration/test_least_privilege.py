@@ -34,6 +34,7 @@ from drkit.drills.report import Verdict
 from drkit.drills.scenario import load_scenario
 from drkit.drills.service import raw_clusters, run_drill
 from drkit.errors import KafkaError
+from drkit.failover.protections import protection_entries
 from drkit.kafka import KafkaAdmin
 from drkit.kafka.admin import TopicSpec
 from drkit.kafka.io import commit_group_offsets, consume_all, produce_batch
@@ -173,7 +174,7 @@ def secured_pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecuredPa
 
 
 def test_every_role_runs_as_its_own_least_privilege_principal_through_a_failover(
-    secured_pair: SecuredPair, tmp_path: Path, names: Names
+    secured_pair: SecuredPair, tmp_path: Path, names: Names, request: pytest.FixtureRequest
 ) -> None:
     pair = secured_pair
     doctor = pair.run("doctor")
@@ -183,6 +184,10 @@ def test_every_role_runs_as_its_own_least_privilege_principal_through_a_failover
         assert f"{role} ACLs: User:{role} holds all" in doctor.stdout, doctor.stdout
 
     app, admin = pair.as_user("app", tmp_path), pair.as_user("admin", tmp_path)
+    # The module's other tests replicate over the same pair, each with a store of its own: the
+    # protections this test's deployment places (a fenced replicator on the new primary, the
+    # old primary's guard) go with it at the end, as a drill's clean-up takes its own away.
+    request.addfinalizer(lambda: _remove_protections(admin))
     topic = names.topic("orders")
     # Topics are the operator's (the super user creates them); the application writes and
     # commits with its own principal.
@@ -264,6 +269,11 @@ def test_every_role_runs_as_its_own_least_privilege_principal_through_a_failover
         p["cluster"] == pair.target and p.get("acls_deleted")
         for p in moved["detail"]["protections"]
     )
+
+
+def _remove_protections(setup: FlowSetup) -> None:
+    for alias, entries in protection_entries(setup.config).items():
+        KafkaAdmin(setup.endpoint(alias)).delete_entries(entries)
 
 
 def _with_store(setup: FlowSetup, directory: Path) -> FlowSetup:

@@ -33,15 +33,23 @@ from drkit.kafka.admin import TopicSpec
 from drkit.records import TopicPartition
 from tests.simulation.invariants import Checker, Violation
 from tests.simulation.scheduler import Killed, Sim, SimProcess, Stuck
-from tests.simulation.world import APP, CLUSTERS, GROUPS, SimWorld, Template, worker
+from tests.simulation.world import (
+    APP,
+    CLUSTERS,
+    GROUPS,
+    WORKERS_PER_FLOW,
+    SimWorld,
+    Template,
+    worker,
+)
 
-TICK_S = 2.0  # the monitor's maintenance tick
+TICK_S = 5.0  # the monitor's maintenance tick
 QUIET_EVENTS = 20_000  # the quiet phase ends in simulated time long before this
 
 
 @dataclass(frozen=True)
 class Profile:
-    events: int = 400
+    events: int = 300
     fault_rate: float = 0.006
     world_rate: float = 0.008
     operator_rate: float = 0.02
@@ -67,11 +75,15 @@ class Outcome:
         return f"PYTHONHASHSEED=0 python -m tests.simulation --seed {self.seed} --trace"
 
 
-def run_schedule(seed: int, template: Template, profile: Profile | None = None) -> Outcome:
+def run_schedule(
+    seed: int, template: Template, profile: Profile | None = None, journal: bool = False
+) -> Outcome:
+    """One schedule; ``journal``: the trace also says what changed in the store and which
+    topics each cluster lets applications write (slower; for replays)."""
     started = time.monotonic()
     sim = Sim(seed)
     world = SimWorld(sim, template)
-    checker = Checker(world)
+    checker = Checker(world, journal=journal)
     driver = Driver(sim, world, checker, profile or Profile())
     error = None
     try:
@@ -96,7 +108,7 @@ class Driver:
     runs: int = 0
     events: int = 0
     next_tick: float = 0.0
-    workers: dict[str, SimProcess] = field(default_factory=dict)
+    workers: dict[tuple[str, int], SimProcess] = field(default_factory=dict)
     worker_generation: int = 0
     topics_created: int = 0
     quiet: bool = False
@@ -175,13 +187,16 @@ class Driver:
             if not any(p.kind == "maintenance" and p.alive for p in self.sim.live):
                 self._spawn("maintenance", self._maintenance_body)
         for flow in self.world.config.flows:
-            current = self.workers.get(flow.name)
-            if current is None or not current.alive:
+            for slot in range(WORKERS_PER_FLOW):
+                current = self.workers.get((flow.name, slot))
+                if current is not None and current.alive:
+                    continue
                 if current is not None and current.error is not None:
                     self._crashed(current)
                 self.worker_generation += 1
                 worker_id = f"w{self.worker_generation}"
-                self.workers[flow.name] = self._spawn("worker", self._worker_body(flow, worker_id))
+                body = self._worker_body(flow, worker_id)
+                self.workers[(flow.name, slot)] = self._spawn("worker", body)
 
     def _worker_body(self, flow: FlowConfig, worker_id: str) -> Callable[[], object]:
         def body() -> None:
@@ -214,7 +229,10 @@ class Driver:
         ]  # fmt: skip
         if not victims:
             return
-        victim = self.rng.choice(victims)
+        # Like FoundationDB's "buggify": a process that just changed something (a store commit,
+        # a cluster change, a hook) is where a fault finds what is half-done - weigh it more.
+        weights = [4 if _after_a_change(p) else 1 for p in victims]
+        victim = self.rng.choices(victims, weights)[0]
         if self.rng.random() < 0.5:
             self.checker.killed(victim.name)
             self.sim.kill(victim)
@@ -417,6 +435,11 @@ class Driver:
                 self.sim.log(f"{process.name} ended: {type(error).__name__}: {error}")
             return
         self.checker.fail("no crash", f"{process.name}: {type(error).__name__}: {error}")
+
+
+def _after_a_change(process: SimProcess) -> bool:
+    labels = [t.label for t in process.threads if not t.done]
+    return any(label.endswith(("committed", "applied")) or "hook" in label for label in labels)
 
 
 def default_seeds() -> int:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import shutil
 import tempfile
+import zlib
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -40,6 +41,7 @@ from drkit.failover.engine import Engine, flow_between
 from drkit.failover.hooks import Hook, HookOutcome
 from drkit.failover.model import PartitionMove, PartitionRpo, Plan, Procedure, StepName
 from drkit.failover.results import GroupTranslation, Translation
+from drkit.kafka.admin import TopicSpec
 from drkit.kafka.clients import ClusterEndpoint
 from drkit.records import TopicPartition
 from drkit.replication.progress import Progress
@@ -54,6 +56,9 @@ CLUSTERS = ("dc1", "dc2")
 TOPICS = ("orders.a", "orders.b")
 GROUPS = ("app.billing", "app.ledger")
 LEASE_TTL_S = 6.0
+WORKER_ROUND_S = 2.0  # a worker polls its gate and copies once a round
+SESSION_TIMEOUT_S = 10.0  # a member silent this long leaves its flow's group
+WORKERS_PER_FLOW = 2
 SILENCE_S = 6.0
 
 CONFIG = """
@@ -155,19 +160,37 @@ class SimStore(StateStore):
 
 
 class SimCluster(FakeCluster):
-    """A fake cluster whose every admin call is a scheduling point (and one after a change)."""
+    """A fake cluster whose every admin call is a scheduling point (and one after a change);
+    :attr:`version` grows with every change of its ACLs, topics or reachability (the checker
+    caches what applications may write by it)."""
 
     def __init__(self, alias: str, sim: Sim) -> None:
         super().__init__(alias, brokers=1)
         self.sim = sim
+        self.version = 0
 
     def _answer(self, call: str) -> None:
         self.sim.point(f"{self.alias}.{call}")
         super()._answer(call)
 
     def _after(self, call: str) -> None:
+        self.version += 1
         self.sim.point(f"{self.alias}.{call} applied")
         super()._after(call)
+
+    def add_topic(
+        self, name: str, partitions: int = 1, configs: Mapping[str, str] | None = None
+    ) -> None:
+        self.version += 1
+        super().add_topic(name, partitions, configs)
+
+    def go_down(self) -> None:
+        self.version += 1
+        super().go_down()
+
+    def come_back(self) -> None:
+        self.version += 1
+        super().come_back()
 
 
 class SimRegistry:
@@ -221,10 +244,24 @@ class Append:
 
 @dataclass
 class Replication:
-    """Per flow and source partition, the next source offset copied (the progress topic)."""
+    """Per flow and source partition, the next source offset copied (the progress topic);
+    which workers are in each flow's group (their last round: the group coordinator's view)."""
 
     progress: dict[tuple[str, TopicPartition], int] = field(default_factory=dict)
     appends: list[Append] = field(default_factory=list)
+    rounds: dict[tuple[str, str], float] = field(default_factory=dict)
+
+    def owner(self, flow: str, tp: TopicPartition, now: float) -> str | None:
+        """The worker a partition is assigned to: the flow's members alive within the session
+        timeout, round-robin (a frozen worker's partitions move to the others)."""
+        members = sorted(
+            worker
+            for (name, worker), at in self.rounds.items()
+            if name == flow and now - at <= SESSION_TIMEOUT_S
+        )
+        if not members:
+            return None
+        return members[(zlib.crc32(tp.topic.encode()) + tp.partition) % len(members)]
 
 
 class ModelProgress:
@@ -453,30 +490,35 @@ def worker(world: SimWorld, flow: FlowConfig, worker_id: str) -> None:
             with contextlib.suppress(KafkaError, StateStoreError):
                 copy_some(world, topology, worker_id)
         gate.acted(decision.epoch, decision.state)
-        drkit_clock.sleep(0.5)
+        drkit_clock.sleep(WORKER_ROUND_S)
 
 
 def copy_some(world: SimWorld, topology: FlowTopology, worker_id: str) -> None:
+    """One round of the data path: every selected source partition's new records (a few at
+    a time) appended to its replica as the replicator, then its progress moved."""
     source, target = world.clusters[topology.source], world.clusters[topology.target]
-    listed = source.list_topics()
-    from drkit.kafka.admin import TopicSpec
-
-    for topic, info in listed.items():
-        if not topology.selects(topic) or topic == "heartbeats":
+    world.replication.rounds[(topology.name, worker_id)] = world.sim.now
+    selected = {
+        TopicPartition(topic, index): info
+        for topic, info in source.list_topics().items()
+        if topology.selects(topic) and topic != "heartbeats"
+        for index in range(len(info.partitions))
+    }
+    ends = source.list_offsets(selected)
+    for tp, info in selected.items():
+        if world.replication.owner(topology.name, tp, world.sim.now) != worker_id:
             continue
-        replica = topology.target_topic(topic)
+        replica = topology.target_topic(tp.topic)
         if replica not in target.topics:
             target.create_topics([TopicSpec(replica, len(info.partitions))])
-        for index in range(len(info.partitions)):
-            tp = TopicPartition(topic, index)
-            end = source.list_offsets([tp])[tp]
-            done = world.replication.progress.get((topology.name, tp), 0)
-            if end <= done:
-                continue
-            count = min(end - done, 1 + world.sim.rng.randrange(4))
-            target._answer("produce")
-            target.append(replica, index, count, principal=REPLICATOR)
-            world.replication.appends.append(
-                Append(world.sim.now, topology.name, worker_id, topology.target, replica, count)
-            )
-            world.replication.progress[(topology.name, tp)] = done + count
+        done = world.replication.progress.get((topology.name, tp), 0)
+        if ends[tp] <= done:
+            continue
+        count = min(ends[tp] - done, 1 + world.sim.rng.randrange(4))
+        target._answer("produce")
+        target.append(replica, tp.partition, count, principal=REPLICATOR)
+        world.replication.appends.append(
+            Append(world.sim.now, topology.name, worker_id, topology.target, replica, count)
+        )
+        key = (topology.name, tp)
+        world.replication.progress[key] = max(world.replication.progress.get(key, 0), done + count)

@@ -47,10 +47,10 @@ def _intent(
 STARTED, DONE = StepState.RUNNING, StepState.DONE
 
 
-def test_before_any_move_nothing_is_fenced_and_no_registry_mode_is_set() -> None:
+def test_before_any_move_nothing_is_fenced_and_the_first_sources_registry_is_writable() -> None:
     wanted = desired(_config(), ProtectionFacts(None))
     assert not wanted["dc1"].fenced and not wanted["dc2"].fenced
-    assert wanted["dc1"].registry is None and wanted["dc2"].registry is None
+    assert (wanted["dc1"].registry, wanted["dc2"].registry) == (READWRITE, READONLY)
     # dc1 is where applications write: the flow into dc2 is guarded, the standby flow into
     # dc1 (held) may not write there.
     assert wanted["dc2"].guard and not wanted["dc1"].guard

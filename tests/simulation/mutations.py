@@ -1,0 +1,203 @@
+"""The fixes of issue 44's findings, each reverted in the smallest way that brings its bug
+back - so the simulation can be shown to find it (tests/simulation/test_mutations.py).
+
+A mutation is applied with a ``setattr(target, name, value)`` (pytest's monkeypatch, or
+:class:`Patched` for ``python -m tests.simulation --mutation NAME``) and names the invariant
+that must catch it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from typing import Any
+
+from drkit.config.model import DrkitConfig
+from drkit.failover import engine as engine_module
+from drkit.failover import protections
+from drkit.failover.model import Direction, Procedure, RunState, StepName, StepState
+from drkit.failover.protections import ClusterProtections, ProtectionFacts, RunIntent
+
+SetAttr = Callable[[Any, str, Any], None]
+
+
+@dataclass(frozen=True)
+class Mutation:
+    name: str
+    finding: str
+    invariant: str  # the invariant that must report it
+    apply: Callable[[SetAttr], None]
+
+
+def _rollback_leaves_the_target_open(setattr: SetAttr) -> None:
+    """Finding 1: a rolled-back move kept what its unfence_target opened (no inverse): the
+    run's "target open" outlives its rollback, its "source fenced" does not."""
+    original = RunIntent.of.__func__  # type: ignore[attr-defined]
+
+    def of(
+        cls: type[RunIntent],
+        run_id: int,
+        procedure: Procedure,
+        source: str,
+        target: str,
+        state: RunState,
+        direction: Direction,
+        steps: Mapping[StepName, StepState],
+    ) -> RunIntent | None:
+        forward: RunIntent | None = original(
+            cls, run_id, procedure, source, target, state, Direction.FORWARD, steps
+        )
+        if direction is Direction.ROLLBACK and state.unfinished and forward is not None:
+            return replace(forward, source_fenced=False)
+        found: RunIntent | None = original(
+            cls, run_id, procedure, source, target, state, direction, steps
+        )
+        return found
+
+    setattr(RunIntent, "of", classmethod(of))
+
+
+def _no_replicator_fence(setattr: SetAttr) -> None:
+    """Finding 5: nothing keeps a stopped flow's replicator from writing into the new
+    primary (a worker frozen past its silence window appends when it wakes)."""
+
+    def none(*_args: object) -> tuple[frozenset[object], list[str]]:
+        return frozenset(), []
+
+    setattr(protections, "replicator_fence", none)
+
+
+def _after_hooks_not_resumed(setattr: SetAttr) -> None:
+    """Finding 6: an after-hook whose engine died once its step was recorded is lost (the
+    resume skips the done step)."""
+    setattr(engine_module, "hooks_pending", lambda _detail: False)
+
+
+def _registry_modes_by_the_step_only(setattr: SetAttr) -> None:
+    """Finding 7: the registries' modes are set by sync_schemas and never set back - a rolled
+    back move leaves the primary's registry READONLY."""
+    original = protections.registry_primary
+
+    def primary(config: DrkitConfig, facts: ProtectionFacts) -> str | None:
+        moving = [i for i in facts.intents if i.registry_on_target]
+        return original(config, facts) if moving else None
+
+    setattr(protections, "registry_primary", primary)
+
+
+def _pending_fences_whatever_the_pointer(setattr: SetAttr) -> None:
+    """Finding 8: a fence a failover left pending is applied when its cluster answers, even
+    when that cluster has become the primary since."""
+    original = protections.desired
+
+    def desired(config: DrkitConfig, facts: ProtectionFacts) -> dict[str, ClusterProtections]:
+        wanted = original(config, facts)
+        for intent in facts.intents:  # a move that opens it lifts the old fence, as before
+            if intent.target_open:
+                PENDING.clusters.discard(intent.target)
+        return {
+            alias: replace(p, fenced=True) if alias in PENDING.clusters else p
+            for alias, p in wanted.items()
+        }
+
+    setattr(protections, "desired", desired)
+    from drkit.failover import reconcile
+
+    setattr(reconcile, "desired", desired)
+    original_away = reconcile.Reconciler._away_outcome
+
+    def away(self: Any, alias: str, *args: Any, **kwargs: Any) -> Any:
+        outcome = original_away(self, alias, *args, **kwargs)
+        if outcome.fenced:
+            PENDING.clusters.add(alias)
+        return outcome
+
+    setattr(reconcile.Reconciler, "_away_outcome", away)
+    # ... and nothing blocks an unplanned failover to a cluster an earlier failover fenced.
+    original_blocker = engine_module.Engine._fenced_by_failover
+
+    def not_for_failovers(self: Any, procedure: Procedure, target: str) -> tuple[Any, ...]:
+        if procedure is Procedure.FAILOVER:
+            return ()
+        found: tuple[Any, ...] = original_blocker(self, procedure, target)
+        return found
+
+    setattr(engine_module.Engine, "_fenced_by_failover", not_for_failovers)
+
+
+class _Pending:
+    """The clusters the mutated maintenance still means to fence (finding 8's old rows)."""
+
+    def __init__(self) -> None:
+        self.clusters: set[str] = set()
+
+
+PENDING = _Pending()
+
+
+def _fence_the_planned_topics_only(setattr: SetAttr) -> None:
+    """Finding 10: the fence, the fence point and confirm_fence cover the topics the plan
+    listed - one created between the plan and the move is neither fenced nor drained."""
+    from drkit.failover import context, reconcile
+
+    original_topics = protections.fence_topics
+
+    def planned_only(
+        config: DrkitConfig, cluster: str, listed: Any, guarded_writers: Any = ()
+    ) -> frozenset[str]:
+        found = original_topics(config, cluster, listed, guarded_writers)
+        return frozenset(t for t in found if not t.startswith("orders.n"))
+
+    setattr(reconcile, "fence_topics", planned_only)
+
+    def plan_partitions(self: Any, timeout_s: float | None = None) -> list[Any]:
+        return list(self.replicated_partitions())
+
+    setattr(context.StepContext, "source_partitions_now", plan_partitions)
+
+
+MUTATIONS = {
+    m.name: m
+    for m in (
+        Mutation("rollback-leaves-target-open", "1", "one writable primary",
+                 _rollback_leaves_the_target_open),
+        Mutation("no-replicator-fence", "5", "no zombie write", _no_replicator_fence),
+        Mutation("after-hooks-not-resumed", "6", "hooks run", _after_hooks_not_resumed),
+        Mutation("registry-modes-by-the-step", "7", "primary writable",
+                 _registry_modes_by_the_step_only),
+        Mutation("pending-fences-whatever-the-pointer", "8", "primary writable",
+                 _pending_fences_whatever_the_pointer),
+        Mutation("fence-the-planned-topics", "10", "nothing acknowledged is lost",
+                 _fence_the_planned_topics_only),
+    )
+}  # fmt: skip
+
+
+class Patched:
+    """A ``setattr`` that remembers what it replaced and puts it back on exit."""
+
+    def __init__(self) -> None:
+        self._undo: list[tuple[Any, str, Any]] = []
+
+    def __call__(self, target: Any, name: str, value: Any) -> None:
+        self._undo.append((target, name, getattr(target, name)))
+        setattr(target, name, value)
+
+    def undo(self) -> None:
+        for target, name, value in reversed(self._undo):
+            setattr(target, name, value)
+        self._undo.clear()
+
+
+@contextmanager
+def mutated(name: str) -> Iterator[Mutation]:
+    patched = Patched()
+    mutation = MUTATIONS[name]
+    mutation.apply(patched)
+    PENDING.clusters.clear()
+    try:
+        yield mutation
+    finally:
+        patched.undo()
+        PENDING.clusters.clear()
