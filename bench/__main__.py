@@ -9,6 +9,8 @@
     python -m bench checkpoint [--checkpoint-groups N[,N...]]  # rounds and freshness
     python -m bench switchover [--rate N] [--repeat 3]     # write pause of planned moves
     python -m bench scale        # curves for docs/scale.md (plots written to docs/scale/)
+    python -m bench simulation [--schedules N] [--seed-base S] [--mutations K]
+                                 # the control plane's deterministic simulation, long campaigns
     python -m bench all          # replication, translation, accounting, failover
 
 Every ratio compares numbers measured in the same run on the same clusters.  Results are printed
@@ -148,6 +150,12 @@ def scale(args: argparse.Namespace) -> str:
     return sc.main(quick=args.quick)
 
 
+def simulation(args: argparse.Namespace) -> str:
+    from bench import simulation as sim
+
+    return sim.main(args.schedules, args.seed_base, args.processes, args.mutations)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     parser.add_argument(
@@ -163,6 +171,7 @@ def main() -> None:
             "checkpoint",
             "switchover",
             "scale",
+            "simulation",
             "all",
         ],
     )
@@ -199,6 +208,13 @@ def main() -> None:
     parser.add_argument(
         "--rate", type=int, default=2000, help="switchover: the source's producer, records/s"
     )
+    parser.add_argument("--schedules", type=int, default=20_000, help="simulation: schedules")
+    parser.add_argument("--seed-base", type=int, default=10_000, help="simulation: first seed")
+    parser.add_argument("--processes", type=int, default=None, help="simulation: processes")
+    parser.add_argument(
+        "--mutations", type=int, default=0,
+        help="simulation: also find each reverted fix within this many seeds",
+    )  # fmt: skip
     parser.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
     parser.add_argument("--keep", action="store_true", help="keep the bench clusters running")
     args = parser.parse_args()

@@ -91,3 +91,19 @@ def sleep(seconds: float) -> None:
 
 def every(interval_s: float, task: Callable[[], None], name: str) -> Stoppable:
     return current().every(interval_s, task, name)
+
+
+# A moment stamped by another host's clock may lie a little in the future of ours (NTP keeps
+# hosts within milliseconds; a write and a read a few ms apart): that much is "just now".
+SKEW_TOLERANCE_S = 1.0
+
+
+def age_s(now_s: float, then_s: float) -> float | None:
+    """Seconds from ``then_s`` (a wall-clock moment, perhaps stamped by another host) to
+    ``now_s``.  None - unknown, the clocks disagree - when ``then_s`` lies more than
+    SKEW_TOLERANCE_S ahead: an age is never made 0 to hide a skew (a negative age clamped to 0
+    reads as "fresh" exactly when nothing is known)."""
+    age = now_s - then_s
+    if age < -SKEW_TOLERANCE_S:
+        return None
+    return max(0.0, age)

@@ -5,7 +5,7 @@ recorded them applied).
 
 Armed through the environment, never through the configuration file::
 
-    DRKIT_FAILPOINTS="fence_source.after_acls=error;other.place=kill"
+    DRKIT_FAILPOINTS="reconcile.after_acls=error;other.place=kill"
 
 Actions:
 
@@ -32,7 +32,7 @@ ACTIONS = ("error", "kill")
 # otherwise stage nothing and the fault case would pass for the wrong reason).
 KNOWN = frozenset(
     {
-        "fence_source.after_acls",  # the DENY (and companion) ACLs exist, not yet recorded
+        "reconcile.after_acls",  # a pass changed ACLs (a fence's DENYs exist), rows not yet APPLIED
         "move_pointer.after_move",  # the pointer is on the target, the step not yet done
     }
 )
@@ -60,12 +60,18 @@ def armed(spec: str | None = None) -> dict[str, str]:
     return found
 
 
+_fired: set[str] = set()
+
+
 def reach(name: str) -> None:
-    """Pass the failpoint ``name``: fire it if it is armed, else do nothing."""
+    """Pass the failpoint ``name``: fire it if it is armed and has not fired in this process
+    yet, else do nothing.  Once, as a real fault is: the rollback or retry after it passes the
+    same place again (a reconcile pass that undoes the fenced ACLs changes ACLs too)."""
     assert name in KNOWN, name
     action = armed().get(name)
-    if action is None:
+    if action is None or name in _fired:
         return
+    _fired.add(name)
     log.warning("failpoint fired", extra={"failpoint": name, "action": action})
     if action == "kill":
         os.kill(os.getpid(), signal.SIGKILL)

@@ -19,8 +19,10 @@ check passes:
 * ``sustained``: at least a quorum of those have not seen the source answer a single probe for
   ``failover.after_s`` - a cluster that flaps answers now and then and never qualifies;
 * ``target_healthy``: the quorum's state of the target is HEALTHY;
-* ``rpo``: the records the target lacks (in total) and their age (worst partition) are within
-  ``failover.max_rpo_records`` / ``max_rpo_s``, or ``failover.accept_any_rpo`` is set.
+* ``rpo``: the records the target lacks of what the source last showed (in total) are within
+  ``failover.max_rpo_records``, and the window of writes it may have taken unseen - from the
+  last evidence that replication was caught up to one probe after its last answer
+  (:func:`loss_window`) - within ``max_rpo_s``; or ``failover.accept_any_rpo`` is set.
 
 The RPO is estimated only when everything else passes (it reads the target); until then the
 ``rpo`` check reads "not estimated".
@@ -59,7 +61,7 @@ class RpoEstimate:
     """What the target lacks, from the failover plan: total records and the worst age."""
 
     records: int | None  # None: unknown for some partition
-    seconds: float | None
+    seconds: float | None  # age of the newest evidence of caught-up replication (worst partition)
 
 
 @dataclass(frozen=True)
@@ -179,7 +181,7 @@ def decide(snapshot: AutomationSnapshot) -> Decision:
         _source_down(source),
         _sustained(s.source_views, source, s.failover.after_s, s.health.observer_quorum, s.now),
         _target_healthy(target),
-        _rpo(s.rpo, s.failover),
+        _rpo(s.rpo, s.failover, _last_answer(s.source_views), s.health.probe_interval_s, s.now),
     )
     return Decision(s.source, s.target, s.now, checks)
 
@@ -290,17 +292,50 @@ def _target_healthy(target: QuorumVerdict) -> Check:
     return Check(CheckName.TARGET_HEALTHY, healthy, f"{target.cluster} is {target.state.value}")
 
 
-def _rpo(rpo: RpoEstimate | None, policy: FailoverPolicy) -> Check:
+def _last_answer(views: tuple[ObserverVote, ...]) -> float | None:
+    answers = [v.last_answered_at for v in views if v.last_answered_at is not None]
+    return max(answers) if answers else None
+
+
+def loss_window(
+    evidence_age_s: float, last_answer: float | None, interval_s: float, now: float
+) -> float | None:
+    """Seconds of source writes the target may lack: from the last evidence that replication
+    was caught up (``evidence_age_s`` before ``now``) to when the source stopped - one probe
+    interval after its last answer to any observer (it may have taken writes until the next
+    probe went unanswered).  Without an answer on record the window runs to ``now`` (an upper
+    bound).  None when the evidence is newer than the end allows: clocks disagree."""
+    if last_answer is None:
+        return evidence_age_s
+    window = evidence_age_s - (now - (last_answer + interval_s))
+    return window if window >= 0 else None
+
+
+def _rpo(
+    rpo: RpoEstimate | None,
+    policy: FailoverPolicy,
+    last_answer: float | None,
+    interval_s: float,
+    now: float,
+) -> Check:
     if policy.accept_any_rpo:
         return Check(CheckName.RPO, True, "any RPO accepted (failover.accept_any_rpo)")
     if rpo is None:
         return Check(CheckName.RPO, False, "not estimated")
     if rpo.records is None or rpo.seconds is None:
         return Check(CheckName.RPO, False, "unknown for some partitions")
-    within = rpo.records <= policy.max_rpo_records and rpo.seconds <= policy.max_rpo_s
+    window = loss_window(rpo.seconds, last_answer, interval_s, now)
+    if window is None:
+        return Check(
+            CheckName.RPO, False,
+            f"unknown: replication's evidence ({rpo.seconds:.0f}s old) is newer than the "
+            "source's last answer allows - the hosts' clocks disagree",
+        )  # fmt: skip
+    within = rpo.records <= policy.max_rpo_records and window <= policy.max_rpo_s
     return Check(
         CheckName.RPO,
         within,
-        f"{rpo.records} records, up to {rpo.seconds:.0f}s (bounds: "
-        f"{policy.max_rpo_records} records, {policy.max_rpo_s:g}s)",
+        f"{rpo.records} records of what the source last showed, its writes of up to "
+        f"{window:.0f}s after that (bounds: {policy.max_rpo_records} records, "
+        f"{policy.max_rpo_s:g}s)",
     )

@@ -43,6 +43,8 @@ from drkit.failover.pointer import PointerRepository
 from drkit.failover.runs import RunRecord, RunRepository
 from drkit.health.evaluation import ClusterState
 from drkit.health.metrics import MonitorMetrics, default_metrics
+from drkit.kafka.admin import KafkaAdmin
+from drkit.kafka.clients import ClusterEndpoint
 from drkit.notifications import Notifier
 from drkit.store.db import StateStore
 from drkit.store.health_repo import HealthRepository, on_store_clock
@@ -137,6 +139,25 @@ class AutomaticFailover:
             return decision, plan
         return decide(replace(snapshot, rpo=rpo_of(plan))), plan
 
+    def still_true(self, source: str, target: str, plan: Plan) -> str | None:
+        """Under the failover lease, just before the run is recorded: why the decision no
+        longer holds (None: it does).  The monitor may have stalled between deciding and
+        starting, an operator may have paused automation, the source may answer again - an
+        automatic failover never moves off a primary that answers."""
+        if plan.source_reachable:
+            return f"{source} answered while the failover was planned"
+        again = decide(replace(self.snapshot(source, target), rpo=rpo_of(plan)))
+        if not again.act:
+            return again.summary()
+        if self.source_answers(source):
+            return f"{source} answers again"
+        return None
+
+    def source_answers(self, source: str) -> bool:
+        """One probe of ``source`` (the health policy's timeout)."""
+        endpoint = ClusterEndpoint(source, self.config.clusters[source])
+        return KafkaAdmin(endpoint).answers(self.config.health.probe_timeout_s)
+
     def tick(self) -> list[Decision]:
         """Evaluate every pair (and act on at most one); never raises."""
         decisions: list[Decision] = []
@@ -184,6 +205,7 @@ class AutomaticFailover:
             run = self._engine().start(
                 plan, RunOptions(), requested_by=f"{AUTOMATION}:{self.observer}",
                 reason=decision.summary(), on_started=started,
+                recheck=lambda: self.still_true(source, target, plan),
             )  # fmt: skip
         except LeaseHeld as err:
             log.warning("another failover holds the lease", extra={"error": str(err)})

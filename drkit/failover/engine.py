@@ -295,17 +295,23 @@ class Engine:
         requested_by: str = "cli",
         reason: str = "",
         on_started: Callable[[RunRecord], None] | None = None,
+        recheck: Callable[[], str | None] | None = None,
     ) -> RunRecord:
         """Record and execute ``plan``; raises PlanBlocked when it has blockers.
 
         ``on_started`` is called with the new run once it holds the lease and is recorded,
         before its first step (so "failover started" is said once, by the run that started).
+        ``recheck`` is called under the lease before anything is recorded: a reason it returns
+        blocks the run (automation decides again there - its decision may be stale).
         """
         if plan.blockers:
             raise PlanBlocked("the plan is blocked: " + "; ".join(f.message for f in plan.blockers))
         keeper = self._keeper(self._acquire())
         try:
             self._premise_of_new_run(plan)
+            stale = recheck() if recheck is not None else None
+            if stale is not None:
+                raise PlanBlocked(f"decided again under the lease: {stale}")
             with collection_paused():  # the plan's rows: 500,000 dicts at 10,000 groups
                 run = self.runs.guarded(keeper).create(plan, requested_by, reason)
             self.runs.guarded(keeper).merge_result(
@@ -396,6 +402,38 @@ class Engine:
         assert final is not None
         return final
 
+    def _step_context(
+        self,
+        run: RunRecord,
+        keeper: LeaseKeeper,
+        options: RunOptions,
+        planned_states: Mapping[str, str] | None = None,
+    ) -> StepContext:
+        flow = flow_between(self.config, run.source, run.target)
+        return StepContext(
+            self.config, flow, self.store, self.runs.guarded(keeper), run, options,
+            self.state_dir, self.progress, connect=self.connect, guard=keeper,
+            channels=self.channels, readers=self._readers.get(flow.name),
+            translations=self._memos.get(flow.name), planned_states=planned_states,
+            registries=self.registries, progress_readers=self.progress_readers,
+        )  # fmt: skip
+
+    def _announce(self, keeper: LeaseKeeper, run: RunRecord) -> None:
+        """Run the after-hooks a crash cut off of ``run``'s done steps: an abandoned run undoes
+        nothing, so what those steps did stands - and the hooks that announce it (the new
+        pointer, to the clients) must still run."""
+        pending = [
+            s for s in run.steps
+            if s.state in (StepState.DONE, StepState.SKIPPED) and hooks_pending(s.detail)
+        ]  # fmt: skip
+        if not pending:
+            return
+        ctx = self._step_context(run, keeper, RunOptions())
+        runbook = self.runbook(run.procedure)
+        for step in pending:
+            keeper.check()
+            self._after_hooks(ctx, runbook, step.name, step.state, dict(step.detail))
+
     def _abandon(self, keeper: LeaseKeeper, run: RunRecord, reason: str, by: str) -> None:
         """Give ``run`` up: nothing it did is undone step by step, nothing redone - but it
         wants nothing any more, so the protections are reconciled to the pointer alone first
@@ -410,6 +448,7 @@ class Engine:
             raise
         except DrkitError as err:  # the monitor's next tick goes on with it
             log.warning("protections not reconciled after abandoning", extra={"error": str(err)})
+        self._announce(keeper, run)
         self.runs.guarded(keeper).finish(
             run.id,
             RunState.ABANDONED,
@@ -466,15 +505,8 @@ class Engine:
         runs = self.runs.guarded(keeper)
         run = runs.get(run_id)
         assert run is not None
-        flow = flow_between(self.config, run.source, run.target)
         runbook = self.runbook(run.procedure)
-        ctx = StepContext(
-            self.config, flow, self.store, runs, run, options, self.state_dir, self.progress,
-            connect=self.connect, guard=keeper, channels=self.channels,
-            readers=self._readers.get(flow.name), translations=self._memos.get(flow.name),
-            planned_states=planned_states, registries=self.registries,
-            progress_readers=self.progress_readers,
-        )  # fmt: skip
+        ctx = self._step_context(run, keeper, options, planned_states)
 
         if not run.plan_head.source_reachable:  # probed at planning: not again at each step
             ctx.reconciler.seen(run.source, False)

@@ -429,7 +429,9 @@ def partition_rpo(facts: PartitionFacts) -> PartitionRpo:
         records = facts.unreplicated_visible  # counted on the live source
     elif facts.source_end is not None and facts.replicated_end is not None:
         records = max(0, facts.source_end - facts.replicated_end)  # offsets: an upper bound
-    exact = facts.unreplicated_visible is not None or records == 0
+    # Exact only when measured now: with the source gone, 0 means "nothing missing of what it
+    # last showed" - what it took after that sighting is not counted (its seconds bound it).
+    exact = facts.unreplicated_visible is not None or (records == 0 and facts.source_end_live)
     seconds = None
     if records == 0 and facts.source_end_live:
         seconds = 0.0  # measured now: the target holds everything the source holds

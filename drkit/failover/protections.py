@@ -65,6 +65,9 @@ class RunIntent:
     source_fenced: bool
     target_open: bool
     registry_on_target: bool
+    # A failback's target (the original primary) until the run opens it: its divergent tail
+    # is read and exported meanwhile, so nothing may write there - openings notwithstanding.
+    target_held: bool = False
 
     @classmethod
     def of(
@@ -92,6 +95,7 @@ class RunIntent:
             started(_FENCES_SOURCE),
             started(_OPENS_TARGET),
             started(_REGISTRY_TO_TARGET),
+            procedure is Procedure.FAILBACK and not started(_OPENS_TARGET),
         )
 
 
@@ -148,7 +152,13 @@ def fenced_clusters(config: DrkitConfig, facts: ProtectionFacts) -> frozenset[st
             fenced.add(intent.source)
         if intent.target_open:
             fenced.discard(intent.target)
-    return frozenset(fenced)
+    return frozenset(fenced | held_by_runs(facts))
+
+
+def held_by_runs(facts: ProtectionFacts) -> frozenset[str]:
+    """Clusters a run needs fenced whole, whatever an operator opened (a failback's target
+    while its tail is captured)."""
+    return frozenset(intent.target for intent in facts.intents if intent.target_held)
 
 
 def registry_primary(config: DrkitConfig, facts: ProtectionFacts) -> str | None:
@@ -170,6 +180,7 @@ def desired(config: DrkitConfig, facts: ProtectionFacts) -> dict[str, ClusterPro
     guarded = {flow.name for flow in guarded_flows(config, primary)}
     guards = {flow.name: guard_of(flow, config) for flow in config.flows}
     registry_on = registry_primary(config, facts)
+    held = held_by_runs(facts)
     out: dict[str, ClusterProtections] = {}
     for alias in config.clusters:
         notes: list[str] = []
@@ -195,7 +206,7 @@ def desired(config: DrkitConfig, facts: ProtectionFacts) -> dict[str, ClusterPro
             stopped,
             _registry_mode(config, alias, registry_on),
             _left_to_guards(config, alias, facts.running_flows),
-            facts.opened.get(alias) or frozenset(),
+            frozenset() if alias in held else facts.opened.get(alias) or frozenset(),
             tuple(notes),
         )
     return out

@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
 from drkit import clock as drkit_clock
+from drkit import failpoints
 from drkit.access.rules import (
     ANY_USER,
     AclEntry,
@@ -259,6 +260,8 @@ class Reconciler:
             grants = self._grants_writes(plan.cluster)
             self._apply(plan, {e for e in plan.create if grants(e)}, create=True)
             self._apply(plan, {e for e in plan.delete if not grants(e)}, create=False)
+        if any(plan.create or plan.delete for plan in plans):
+            failpoints.reach("reconcile.after_acls")
         for plan in plans:
             outcomes[plan.cluster] = self._settle(plan, run_of.get(plan.cluster), timeout_s)
         for alias, protections in wanted.items():

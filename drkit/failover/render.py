@@ -39,11 +39,8 @@ def plan_text(plan: Plan) -> str:
     if len(moves) > _MAX_ROWS:
         lines.append(f"  ... {len(moves) - _MAX_ROWS} more (--output json shows all)")
     lagging = [p for p in plan.rpo if p.records]
-    total = plan.rpo_records
-    bound = "" if all(p.exact for p in plan.rpo) else "at most "
-    figure = "unknown" if total is None else f"{bound}{total}"
-    lines += ["", f"RPO: {figure} records not on {plan.target}"]
-    if bound and total:
+    lines += ["", f"RPO: {rpo_figure(plan.rpo, plan.source, plan.target)}"]
+    if any(not p.exact and p.records for p in plan.rpo):
         lines.append(
             "  (offsets: transaction markers and aborted records count too; the exact count "
             f"is taken once {plan.source} answers - its divergence)"
@@ -55,6 +52,27 @@ def plan_text(plan: Plan) -> str:
     lines += _findings(plan)
     lines += [f"note: {note}" for note in plan.notes]
     return "\n".join(lines)
+
+
+def rpo_figure(rows: Iterable[PartitionRpo], source: str, target: str) -> str:
+    """The RPO in words, never more exact than measured: "unknown" when a partition is not
+    known; "at most" when counted in offsets; with the source gone, the count covers what the
+    source last showed and says so - its writes after that sighting are not counted, only
+    bounded in seconds (the age of the evidence)."""
+    rows = list(rows)
+    if not rows or any(r.records is None for r in rows):
+        return f"unknown records not on {target}"
+    total = sum(r.records or 0 for r in rows)
+    offsets = any(not r.exact and not (r.records == 0 and not r.source_end_live) for r in rows)
+    figure = f"{'at most ' if offsets else ''}{total} records not on {target}"
+    if all(r.source_end_live for r in rows):
+        return figure
+    ages = [r.seconds for r in rows if not r.source_end_live]
+    bound = (
+        "up to an unknown time" if any(a is None for a in ages)
+        else f"up to {max(a or 0.0 for a in ages):.0f}s"
+    )  # fmt: skip
+    return f"{figure} of what {source} last showed; its writes after that are not counted ({bound})"
 
 
 def _findings(plan: Plan) -> list[str]:
@@ -97,10 +115,9 @@ def run_text(run: RunRecord) -> str:
     lost = [r for r in rpo if r.records]
     if rpo:
         unknown = [r for r in rpo if r.records is None]
-        bound = "" if all(r.exact for r in rpo) else "at most "
-        total = "unknown" if unknown else bound + str(sum(r.records or 0 for r in rpo))
-        lines.append(f"  RPO: {total} records on {len(lost)} of {len(rpo)} partitions"
-                     + (f" ({len(unknown)} unknown)" if unknown else ""))  # fmt: skip
+        lines.append(f"  RPO: {rpo_figure(rpo, run.source, run.target)}; {len(lost)} of "
+                     f"{len(rpo)} partitions behind" + (f" ({len(unknown)} unknown)" if unknown
+                                                         else ""))  # fmt: skip
         for row in lost[:_MAX_ROWS]:
             lines.append(f"    {row.topic}[{row.partition}]: {row.records}")
     return "\n".join(lines)

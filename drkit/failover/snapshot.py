@@ -17,6 +17,7 @@ from dataclasses import replace
 
 from tenacity import retry, retry_if_exception_type, stop_after_delay, wait_exponential
 
+from drkit.clock import age_s
 from drkit.config.model import DrkitConfig, FlowConfig
 from drkit.errors import KafkaError, RetriableKafkaError, SchemaRegistryError
 from drkit.failover.facts import GroupFacts, PartitionFacts, SchemaFacts, Snapshot
@@ -196,8 +197,10 @@ def _gather(
             end,
             tp in live_ends,
             stored.next_offset if stored else None,
-            (now_ms - stored.timestamp_ms) / 1000 if stored and stored.timestamp_ms else None,
-            (now_ms - newest_ms) / 1000 if newest_ms else None,
+            age_s(now_ms / 1000, stored.timestamp_ms / 1000)
+            if stored and stored.timestamp_ms
+            else None,
+            age_s(now_ms / 1000, newest_ms / 1000) if newest_ms else None,
         )
     partitions = _count_unreplicated(source, partitions) if reachable else partitions
     group_facts, without = _groups(

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Protocol
 
+from drkit.clock import age_s
 from drkit.config.model import ClusterConfig, HealthPolicy
 from drkit.errors import KafkaError
 from drkit.health.evaluation import ProbeResult
@@ -187,11 +188,8 @@ class FlowProber:
             progress = self._progress.refresh(self.timeout)
         except KafkaError as err:
             return replace(observation, errors=(f"target: {err}",))
-        heartbeat_age = (
-            None
-            if self._latest_beat_ms is None
-            else round(max(0.0, now - self._latest_beat_ms / 1000), 3)
-        )
+        beat_age = None if self._latest_beat_ms is None else age_s(now, self._latest_beat_ms / 1000)
+        heartbeat_age = None if beat_age is None else round(beat_age, 3)
         observation = replace(
             observation,
             heartbeat_age_s=heartbeat_age,

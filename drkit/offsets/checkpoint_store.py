@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cached_property
 
+from drkit.clock import age_s
 from drkit.kafka.clients import ClusterEndpoint
 from drkit.kafka.tailer import TopicTailer
 from drkit.offsets.checkpoint import Checkpoint
@@ -20,10 +21,11 @@ class CheckpointSnapshot:
     last_tick_ms: int | None
 
     def age_s(self, now: float | None = None) -> float | None:
-        """Seconds since the checkpoint worker last completed a round."""
+        """Seconds since the checkpoint worker last completed a round (None: never, or its
+        host's clock runs ahead of ours - see drkit.clock.age_s)."""
         if self.last_tick_ms is None:
             return None
-        return max(0.0, (now or time.time()) - self.last_tick_ms / 1000)
+        return age_s(now or time.time(), self.last_tick_ms / 1000)
 
     @cached_property
     def _by_group(self) -> dict[str, dict[TopicPartition, Checkpoint]]:

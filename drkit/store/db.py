@@ -79,6 +79,8 @@ class StateStore:
         }
         if self.is_sqlite:
             kwargs["connect_args"] = {"timeout": 30, "check_same_thread": False}
+        elif parsed.get_backend_name() == "postgresql":
+            kwargs["connect_args"] = postgresql_connect_args()
         try:
             self.engine: Engine = create_engine(url, **kwargs)
         except (ArgumentError, ImportError) as err:
@@ -221,8 +223,30 @@ def _sqlite_pragmas(connection: object, _record: object) -> None:
 IDLE_TRANSACTION_TIMEOUT_S = 20
 
 
+# No statement of drkit's takes long (the largest writes a run's plan: seconds at 10,000
+# groups); one that does is waiting on a lock or a dead link - fail it, the caller retries.
+STATEMENT_TIMEOUT_S = 60
+
+
+def postgresql_connect_args() -> dict[str, int]:
+    """libpq's bounds on a link that stops answering without closing (a packet-dropping
+    partition): connecting takes at most 10 s; an idle connection is probed after 10 s and
+    given up after three unanswered 5 s probes; data unacknowledged for 20 s ends the
+    connection (``tcp_user_timeout``) - the kernel's own retransmission gives up only after
+    minutes.  The caller then sees an error it reports, retries or fails over on."""
+    return {
+        "connect_timeout": 10,
+        "keepalives": 1,
+        "keepalives_idle": 10,
+        "keepalives_interval": 5,
+        "keepalives_count": 3,
+        "tcp_user_timeout": 20_000,
+    }
+
+
 def _postgresql_settings(connection: object, _record: object) -> None:
     cursor = connection.cursor()  # type: ignore[attr-defined]
     cursor.execute(f"SET idle_in_transaction_session_timeout = {IDLE_TRANSACTION_TIMEOUT_S * 1000}")
+    cursor.execute(f"SET statement_timeout = {STATEMENT_TIMEOUT_S * 1000}")
     cursor.close()
     connection.commit()  # type: ignore[attr-defined]

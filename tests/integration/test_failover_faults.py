@@ -350,9 +350,9 @@ def test_a_fence_that_fails_after_its_acls_exist_is_undone_by_the_rollback(
     setup, _groups = replicated_setup(dc1, dc2, names, tmp_path)
     topic = names.topic("orders")
     failed = drkit(setup, "switchover", "--from", setup.source, "--to", setup.target, "--yes",
-                   env={_FAILPOINT: "fence_source.after_acls=error"})  # fmt: skip
+                   env={_FAILPOINT: "reconcile.after_acls=error"})  # fmt: skip
     assert failed.code == 6, failed.err  # rolled back
-    assert "failpoint fence_source.after_acls fired" in failed.err + failed.out
+    assert "failpoint reconcile.after_acls fired" in failed.err + failed.out
     run = _only_run(setup)
     assert run.state is RunState.ROLLED_BACK
     fence = run.step(StepName.FENCE_SOURCE)
@@ -375,7 +375,7 @@ def test_a_fence_killed_after_its_acls_exist_resumes_with_its_companions(
     topic = names.topic("orders")
     with_config(setup, failover={"lease_ttl_s": 2.0})
     killed = drkit(setup, "switchover", "--from", setup.source, "--to", setup.target, "--yes",
-                   env={_FAILPOINT: "fence_source.after_acls=kill"})  # fmt: skip
+                   env={_FAILPOINT: "reconcile.after_acls=kill"})  # fmt: skip
     assert killed.code == -9, killed.err
     run = _only_run(setup)
     assert run.state is RunState.RUNNING

@@ -32,7 +32,7 @@ from drkit.failover.unfence import LiftFacts, lift_blockers
 from drkit.kafka.admin import TopicSpec
 from drkit.records import TopicPartition
 from tests.simulation.invariants import Checker, Violation
-from tests.simulation.scheduler import Killed, Sim, SimProcess, Stuck
+from tests.simulation.scheduler import Killed, Sim, SimProcess, SimThread, Stuck
 from tests.simulation.world import (
     APP,
     CLUSTERS,
@@ -44,6 +44,10 @@ from tests.simulation.world import (
 )
 
 TICK_S = 5.0  # the monitor's maintenance tick
+BUGGIFY_RATE = 0.1  # an engine dies at a step's edge this often
+# Where a step's edge is: its outcome recorded, its hooks run (``file:function`` frames).
+QUIET_BUGGIFY = 2  # the quiet phase's runs finish too (a move is slow beside the workload)
+_STEP_EDGES = frozenset({"runs.py:step_finished", "runs.py:record_detail", "engine.py:_run_hooks"})
 QUIET_EVENTS = 20_000  # the quiet phase ends in simulated time long before this
 
 
@@ -85,6 +89,7 @@ def run_schedule(
     world = SimWorld(sim, template)
     checker = Checker(world, journal=journal)
     driver = Driver(sim, world, checker, profile or Profile())
+    driver.buggify_rng.seed(seed * 7919 + 1)
     error = None
     try:
         driver.run()
@@ -112,6 +117,8 @@ class Driver:
     worker_generation: int = 0
     topics_created: int = 0
     quiet: bool = False
+    buggify_rng: random.Random = field(default_factory=random.Random)
+    quiet_buggified: int = 0
 
     @property
     def rng(self) -> random.Random:
@@ -173,6 +180,25 @@ class Driver:
             return
         thread = self.rng.choice(runnable)
         self.sim.step(thread)
+        self._buggify(thread)
+
+    def _buggify(self, thread: SimThread) -> None:
+        """FoundationDB's BUGGIFY: an engine that just committed a step's record, changed a
+        cluster or is about to run a hook dies there now and then - the windows a crash finds
+        what is half-done are a few points wide, too narrow for the random faults alone.  Its
+        own random stream, so a schedule's other choices stay what they were."""
+        process = thread.process
+        if thread.done or process.kind not in ("engine", "resume"):
+            return
+        if self.quiet and self.quiet_buggified >= QUIET_BUGGIFY:
+            return
+        if not _after_a_change(process) or not _STEP_EDGES.intersection(thread.stack):
+            return
+        if self.buggify_rng.random() >= BUGGIFY_RATE:
+            return
+        self.quiet_buggified += self.quiet
+        self.checker.killed(process.name)
+        self.sim.kill(process)
 
     def _at_rest(self) -> bool:
         view = self.checker.view()

@@ -29,7 +29,7 @@ from drkit.access.rules import Operation, PatternType, Permission, ResourceType
 from drkit.control.model import DesiredState, default_state
 from drkit.control.repo import ControlRepository
 from drkit.failover.fences import FenceRepository, FenceState
-from drkit.failover.model import Procedure, RunState
+from drkit.failover.model import Procedure, RunState, StepName, StepState
 from drkit.failover.pointer import PointerRepository
 from drkit.failover.runs import RunRepository
 from drkit.records import TopicPartition
@@ -332,6 +332,11 @@ class Checker:
         view = self.view()
         if view.unfinished:
             self.fail("at rest", f"runs {list(view.unfinished)} never ended")
+        for run_id, (_procedure, _source, _target, state) in view.runs.items():
+            moved = f"{StepName.MOVE_POINTER.value}={StepState.DONE.value}" in view.steps[run_id]
+            if state is RunState.SUCCEEDED and moved and run_id not in self.world.hooked_runs:
+                self.fail("hooks run", f"run {run_id} succeeded; its after move_pointer hook "
+                          "never ran")  # fmt: skip
         if view.pointer_epoch and self.world.published_epoch < view.pointer_epoch:
             self.fail(
                 "hooks run",

@@ -49,7 +49,7 @@ def _rollback_leaves_the_target_open(setattr: SetAttr) -> None:
             cls, run_id, procedure, source, target, state, Direction.FORWARD, steps
         )
         if direction is Direction.ROLLBACK and state.unfinished and forward is not None:
-            return replace(forward, source_fenced=False)
+            return replace(forward, source_fenced=False, registry_on_target=False)
         found: RunIntent | None = original(
             cls, run_id, procedure, source, target, state, direction, steps
         )
@@ -93,12 +93,12 @@ def _pending_fences_whatever_the_pointer(setattr: SetAttr) -> None:
 
     def desired(config: DrkitConfig, facts: ProtectionFacts) -> dict[str, ClusterProtections]:
         wanted = original(config, facts)
+        pending = PENDING.of(config)
         for intent in facts.intents:  # a move that opens it lifts the old fence, as before
             if intent.target_open:
-                PENDING.clusters.discard(intent.target)
+                pending.discard(intent.target)
         return {
-            alias: replace(p, fenced=True) if alias in PENDING.clusters else p
-            for alias, p in wanted.items()
+            alias: replace(p, fenced=True) if alias in pending else p for alias, p in wanted.items()
         }
 
     setattr(protections, "desired", desired)
@@ -110,7 +110,7 @@ def _pending_fences_whatever_the_pointer(setattr: SetAttr) -> None:
     def away(self: Any, alias: str, *args: Any, **kwargs: Any) -> Any:
         outcome = original_away(self, alias, *args, **kwargs)
         if outcome.fenced:
-            PENDING.clusters.add(alias)
+            PENDING.of(self.config).add(alias)
         return outcome
 
     setattr(reconcile.Reconciler, "_away_outcome", away)
@@ -127,10 +127,21 @@ def _pending_fences_whatever_the_pointer(setattr: SetAttr) -> None:
 
 
 class _Pending:
-    """The clusters the mutated maintenance still means to fence (finding 8's old rows)."""
+    """The clusters the mutated maintenance still means to fence (finding 8's old rows), per
+    schedule (each has its own config object; a schedule never sees another's)."""
 
     def __init__(self) -> None:
-        self.clusters: set[str] = set()
+        self._by_config: dict[int, tuple[object, set[str]]] = {}
+
+    def of(self, config: object) -> set[str]:
+        held = self._by_config.get(id(config))
+        if held is None or held[0] is not config:
+            held = (config, set())
+            self._by_config[id(config)] = held
+        return held[1]
+
+    def clear(self) -> None:
+        self._by_config.clear()
 
 
 PENDING = _Pending()
@@ -168,7 +179,7 @@ MUTATIONS = {
                  _registry_modes_by_the_step_only),
         Mutation("pending-fences-whatever-the-pointer", "8", "primary writable",
                  _pending_fences_whatever_the_pointer),
-        Mutation("fence-the-planned-topics", "10", "nothing acknowledged is lost",
+        Mutation("fence-the-planned-topics", "10", "one writable primary",
                  _fence_the_planned_topics_only),
     )
 }  # fmt: skip
@@ -195,9 +206,9 @@ def mutated(name: str) -> Iterator[Mutation]:
     patched = Patched()
     mutation = MUTATIONS[name]
     mutation.apply(patched)
-    PENDING.clusters.clear()
+    PENDING.clear()
     try:
         yield mutation
     finally:
         patched.undo()
-        PENDING.clusters.clear()
+        PENDING.clear()

@@ -305,7 +305,7 @@ class SimWorld:
         self.registries = {alias: SimRegistry(alias, sim) for alias in CLUSTERS}
         self.replication = Replication()
         self.published_epoch = 0  # what the "publish-pointer" hook last published
-        self.hook_runs: list[tuple[float, int | None]] = []
+        self.hooked_runs: set[int] = set()  # runs whose after move_pointer hook ran
         self.veto_rate = 0.25  # how often the operator's check before move_pointer says no
         self.super_writes: dict[tuple[str, TopicPartition], int] = {}  # ACLs do not stop these
         self.state_dir = path.parent
@@ -349,7 +349,9 @@ class SimWorld:
             code = 3 if self.sim.rng.random() < self.veto_rate else 0
             return HookOutcome(hook.command, hook.when, hook.step, code, False, "no")
         epoch = context.get("pointer_epoch")
-        self.hook_runs.append((self.sim.now, epoch))
+        run = context.get("run")
+        if isinstance(run, int):
+            self.hooked_runs.add(run)
         if isinstance(epoch, int) and epoch >= self.published_epoch:
             self.published_epoch = epoch
         return HookOutcome(hook.command, hook.when, hook.step, 0, False, f"epoch {epoch}")

@@ -112,7 +112,10 @@ def test_never_acts_when_a_rule_forbids_it(snapshot: AutomationSnapshot) -> None
         assert snapshot.rpo is not None
         assert snapshot.rpo.records is not None and snapshot.rpo.seconds is not None
         assert snapshot.rpo.records <= policy.max_rpo_records
-        assert snapshot.rpo.seconds <= policy.max_rpo_s
+        answers = [v.last_answered_at for v in snapshot.source_views if v.last_answered_at]
+        end = max(answers) + health.probe_interval_s if answers else NOW
+        window = snapshot.rpo.seconds - (NOW - end)
+        assert 0 <= window <= policy.max_rpo_s
 
 
 def _good() -> AutomationSnapshot:
@@ -182,3 +185,22 @@ def test_accept_any_rpo_overrides_the_bounds() -> None:
         rpo=RpoEstimate(10**6, 900.0),
     )
     assert decide(snapshot).act
+
+
+def test_the_rpo_window_ends_where_the_source_stopped_answering() -> None:
+    """Issue 44, finding 3: the shipped defaults (after_s 60, max_rpo_s 60), the source's broker
+    killed 311 s ago, replication caught up 2 s before its last answer.  main measured the RPO
+    seconds from that evidence to *now* - 313 s, past the bound for good, so automation could
+    never fire; the window that can hold lost writes ends one probe after the last answer."""
+    good = _good()
+    gone = tuple(replace(v, last_answered_at=NOW - 311) for v in good.source_views)
+    shipped = replace(good, source_views=gone, rpo=RpoEstimate(0, 313.0))
+    decision = decide(shipped)
+    assert decision.act, decision.summary()
+    rpo = next(c for c in decision.checks if c.name is CheckName.RPO)
+    assert "up to 7s" in rpo.detail  # 2 s + one 5 s probe interval
+    stale = replace(shipped, rpo=RpoEstimate(0, 400.0))  # caught up 89 s before the end
+    assert [c.name for c in decide(stale).failed] == [CheckName.RPO]
+    skewed = replace(shipped, rpo=RpoEstimate(0, 100.0))  # "caught up" after it was gone
+    failed = decide(skewed).failed
+    assert [c.name for c in failed] == [CheckName.RPO] and "clock" in failed[0].detail

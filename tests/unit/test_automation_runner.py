@@ -11,13 +11,14 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from drkit.automation.decision import AutomationSnapshot
+from drkit.automation.decision import AutomationSnapshot, Pause
 from drkit.automation.runner import AutomaticFailover
 from drkit.config.loader import load_config_text
+from drkit.failover.engine import PlanBlocked
 from drkit.failover.model import Procedure, RunState
 from drkit.health.metrics import MonitorMetrics
 from drkit.store import StateStore
-from tests.unit.test_automation_decision import _good
+from tests.unit.test_automation_decision import NOW, _good
 
 CONFIG = """
 clusters:
@@ -35,9 +36,9 @@ class RecordingEngine:
 
     def plan(self, procedure: Procedure, source: str, target: str, _options: Any) -> Any:
         self.planned.append((procedure, source, target))
-        return SimpleNamespace(rpo=(), rpo_records=0, blockers=[])
+        return SimpleNamespace(rpo=(), rpo_records=0, blockers=[], source_reachable=False)
 
-    def start(self, plan: Any, _options: Any, **_kw: Any) -> Any:
+    def start(self, plan: Any, options: Any, **kw: Any) -> Any:
         self.started.append(plan)
         return SimpleNamespace(id=1, state=RunState.SUCCEEDED, result={})
 
@@ -69,3 +70,65 @@ def test_accepting_any_rpo_still_starts_the_failover(tmp_path: Path) -> None:
     assert len(engine.started) == 1
     acted = registry.get_sample_value("drkit_automation_decisions_total", {"outcome": "acted"})
     assert acted == 1
+
+
+class RecheckingEngine(RecordingEngine):
+    """Runs the caller's re-check under its (pretend) lease, as Engine.start does."""
+
+    def start(self, plan: Any, options: Any, **kw: Any) -> Any:
+        recheck = kw.get("recheck")
+        reason = recheck() if recheck is not None else None
+        if reason is not None:
+            raise PlanBlocked(f"decided again under the lease: {reason}")
+        return super().start(plan, options, **kw)
+
+
+class Changing(AutomaticFailover):
+    """The world as the decision saw it, then as it is once the lease is held."""
+
+    def __init__(self, first: AutomationSnapshot, then: AutomationSnapshot, **kw: Any) -> None:
+        super().__init__(**kw)
+        self.snapshots = [first, then]
+        self.answers = False
+
+    def snapshot(self, source: str, target: str) -> AutomationSnapshot:
+        return self.snapshots.pop(0) if len(self.snapshots) > 1 else self.snapshots[0]
+
+    def source_answers(self, source: str) -> bool:
+        return self.answers
+
+
+def _job(tmp_path: Path, first: AutomationSnapshot, then: AutomationSnapshot) -> Changing:
+    config = load_config_text(CONFIG, env={})
+    store = StateStore(f"sqlite:///{tmp_path / 'drkit.db'}")
+    store.ensure_current()
+    return Changing(
+        replace(first, failover=config.failover), replace(then, failover=config.failover),
+        config=config, store=store, state_dir=tmp_path, observer="o1",
+        engine=RecheckingEngine, metrics=MonitorMetrics.create(CollectorRegistry()),
+    )  # fmt: skip
+
+
+def test_automation_decides_again_under_the_lease_and_holds_when_the_world_moved(
+    tmp_path: Path,
+) -> None:
+    """Issue 44, finding 4: a monitor stalled between its decision and the run's start (or an
+    operator pausing automation meanwhile) - main started the failover on the stale decision."""
+    good = replace(_good(), rpo=None)
+    paused = replace(good, paused=Pause("ana", "the primary is back", NOW))
+    job = _job(tmp_path, good, paused)
+    [decision] = job.tick()
+    assert not decision.act
+    assert "decided again under the lease" in decision.summary()
+    assert "paused" in decision.summary()
+
+
+def test_a_source_that_answers_again_before_the_start_blocks_the_automatic_run(
+    tmp_path: Path,
+) -> None:
+    good = replace(_good(), rpo=None)
+    job = _job(tmp_path, good, good)
+    job.answers = True
+    [decision] = job.tick()
+    assert not decision.act
+    assert "dc1 answers again" in decision.summary()

@@ -197,7 +197,21 @@ def test_rpo_records_are_visible_records_when_counted_else_an_upper_bound_in_off
     gone = replace(_partition(replicated_end=80, source_end=100), source_end_live=False)
     plan = make_plan(_snapshot(partitions={SRC: gone}), load_runbook(Procedure.FAILOVER))
     assert plan.rpo_records == 20 and not plan.rpo[0].exact
-    assert "RPO: at most 20 records" in plan_text(plan)
+    assert "RPO: at most 20 records not on dc2 of what dc1 last showed" in plan_text(plan)
+
+
+def test_rpo_with_the_source_gone_is_never_an_exact_zero() -> None:
+    """Issue 44, finding 2: the target holds everything the workers last saw of a source that
+    is gone - main said "RPO: 0 records" (exact) while the source may have taken writes since
+    that last sighting; the figure names what it covers and what it cannot."""
+    gone = replace(_partition(), source_end_live=False, evidence_age_s=42.0)
+    plan = make_plan(_snapshot(partitions={SRC: gone}), load_runbook(Procedure.FAILOVER))
+    [rpo] = plan.rpo
+    assert rpo.records == 0 and not rpo.exact
+    text = plan_text(plan)
+    assert "RPO: 0 records not on dc2 of what dc1 last showed" in text
+    assert "writes after that are not counted (up to 42s)" in text
+    assert "RPO: 0 records not on dc2\n" not in text
 
 
 def test_plan_json_is_versioned_and_complete() -> None:

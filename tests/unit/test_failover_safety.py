@@ -24,11 +24,13 @@ import yaml
 from sqlalchemy import update
 
 from drkit.config import load_config_text
+from drkit.config.model import HookConfig
 from drkit.control import ControlRepository, DesiredState
 from drkit.errors import RetriableKafkaError, StateStoreError
 from drkit.failover.context import RunOptions, StepContext, StepFailed, StepOutcome
 from drkit.failover.engine import Engine, PlanBlocked, RolledBack, RunAbandoned, RunFailed
 from drkit.failover.fences import FenceRepository, FenceState
+from drkit.failover.hooks import Hook, HookOutcome
 from drkit.failover.lease import (
     FAILOVER_LEASE,
     Lease,
@@ -693,3 +695,44 @@ def test_a_directive_that_holds_a_flow_back_must_reach_the_channel(world: World)
     # One that lets a flow run may not (its target can be the dead old primary): noted.
     outcome = STEPS[StepName.RESTART_REPLICATION](_stop_context(world), 5)
     assert "not published" in str(outcome.detail["control_channel"])
+
+
+# -- after-hooks a crash cut off ------------------------------------------------------------
+
+
+def test_an_abandoned_run_still_runs_the_after_hooks_of_its_done_steps(world: World) -> None:
+    """The engine died after move_pointer was recorded, before its after-hook (the client
+    config writer) ran; an operator then abandoned the run (the simulation's seed 194).  main
+    ended it ABANDONED with the pointer on dc2 and the clients never told: abandoning undoes
+    nothing, so what the done steps did stands - and their announcement must run."""
+
+    class Crash(BaseException):
+        """A process killed in the hook: nothing after it runs."""
+
+    hook = HookConfig(when="after", step="move_pointer", command=("announce",))
+    world.config = world.config.model_copy(
+        update={"failover": world.config.failover.model_copy(update={"hooks": [hook]})}
+    )
+    ran: list[dict[str, Any]] = []
+
+    def crash(_hook: Hook, _context: dict[str, Any]) -> HookOutcome:
+        raise Crash()
+
+    def record(hook: Hook, context: dict[str, Any]) -> HookOutcome:
+        ran.append(context)
+        return HookOutcome(hook.command, hook.when, hook.step, 0, False, "")
+
+    dying = world.engine()
+    dying.run_hook = crash
+    with pytest.raises(Crash):
+        dying.start(world.plan(), RunOptions())
+    run = world.only_run()
+    assert run.step(StepName.MOVE_POINTER).state is StepState.DONE
+    world.expire_lease()
+    operator = world.engine("operator")
+    operator.run_hook = record
+    operator.abandon(run.id, "the on-call gave it up", "ana")
+    assert world.only_run().state is RunState.ABANDONED
+    assert [c["pointer"] for c in ran] == ["dc2"]
+    announced = world.only_run().step(StepName.MOVE_POINTER)
+    assert announced is not None and announced.detail["hooks_after"][0]["exit_code"] == 0

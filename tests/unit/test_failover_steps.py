@@ -9,6 +9,7 @@ whether a producer is refused) and what the fence table records.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -35,6 +36,7 @@ from drkit.failover.results import GroupTranslation, Translation
 from drkit.failover.runs import RunRepository
 from drkit.failover.steps.fencing import fence_source, unfence_source
 from drkit.failover.steps.offsets import commit_group_offsets
+from drkit.failover.steps.promotion import move_pointer
 from drkit.failover.steps.replication import start_reverse_flow
 from drkit.kafka.acls import topic_acl
 from drkit.records import TopicPartition
@@ -282,6 +284,26 @@ def test_an_unreachable_source_is_fenced_when_it_returns_then_lifted_with_its_co
     unfence_source(world.rolling_back(), None)
     assert dc1.acls == set()  # the DENY and its companion ALLOWs, all gone
     assert dc1.append(ORDERS) == 1
+
+
+def test_move_pointer_fences_a_source_that_came_back_before_the_target_opens(
+    world: World,
+) -> None:
+    """An unplanned failover planned with dc1 gone; dc1 answers again by move_pointer (the
+    simulation's seed 34: a resumed run).  main opened dc2 and moved the pointer with dc1 still
+    taking writes - until the monitor's next tick, or for as long as the monitor was frozen."""
+    world.runs.finish(world.run_id, RunState.SUCCEEDED, {})
+    unplanned = replace(_plan(), procedure=Procedure.FAILOVER, source_reachable=False)
+    world.run_id = world.runs.create(unplanned, "test", "unit").id
+    dc1 = world.clusters["dc1"]
+    dc1.go_down()
+    ctx = world.fencing()
+    assert fence_source(ctx, None).detail["pending"] is True
+    dc1.come_back()
+    world.runs.step_started(world.run_id, StepName.MOVE_POINTER)
+    move_pointer(ctx, None)  # the same context: it saw dc1 gone a moment ago
+    assert dc1.write_denied() == {ORDERS, PAYMENTS}
+    assert world.fences.topics("dc1", FenceState.APPLIED) == {ORDERS, PAYMENTS}
 
 
 def test_one_monitor_at_a_time_runs_the_maintenance_duties(world: World) -> None:

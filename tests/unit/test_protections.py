@@ -121,6 +121,34 @@ def test_an_operators_opening_holds_for_the_cluster_or_some_of_its_topics() -> N
     assert some["dc1"].fenced and some["dc1"].open_topics == {"orders.a"}
 
 
+def test_a_failback_holds_its_original_primary_fenced_until_it_opens_it_openings_or_not() -> None:
+    """Issue 44, finding 9: after a failover to dc2 an operator opened dc1 (``fences lift
+    --even-if-standby``); main's failback captured dc1's divergent tail while dc1 still took
+    writes - lost, while the run said the tail was captured.  From its start until its
+    unfence_target a failback wants its target fenced whole, whatever an opening says."""
+    config = _config()
+    opened = {"dc1": None}
+    assert not desired(config, ProtectionFacts("dc2", opened=opened))["dc1"].fenced
+    capturing = RunIntent.of(
+        8, Procedure.FAILBACK, "dc2", "dc1", RunState.RUNNING, Direction.FORWARD,
+        {StepName.CAPTURE_DIVERGENT_TAIL: STARTED},
+    )  # fmt: skip
+    assert capturing is not None
+    held = desired(config, ProtectionFacts("dc2", (capturing,), opened=opened))["dc1"]
+    assert held.fenced
+    some = {"dc1": frozenset({"orders.a"})}
+    assert (
+        desired(config, ProtectionFacts("dc2", (capturing,), opened=some))["dc1"].open_topics
+        == set()
+    )
+    opening = RunIntent.of(
+        8, Procedure.FAILBACK, "dc2", "dc1", RunState.RUNNING, Direction.FORWARD,
+        {StepName.CAPTURE_DIVERGENT_TAIL: DONE, StepName.UNFENCE_TARGET: STARTED},
+    )  # fmt: skip
+    assert opening is not None
+    assert not desired(config, ProtectionFacts("dc2", (opening,), opened=opened))["dc1"].fenced
+
+
 def test_the_fence_covers_what_the_flows_select_now_not_heartbeats_nor_replicas() -> None:
     config = _config()
     listed = ["orders.a", "orders.b", "heartbeats", "dc2.orders.a", "payments"]

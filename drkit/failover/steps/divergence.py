@@ -120,6 +120,7 @@ def capture_divergent_tail(ctx: StepContext, timeout_s: float | None) -> StepOut
     if not ctx.reachable(original):
         raise StepFailed(f"{original} does not answer: its divergent tail cannot be read")
     point = failover_point(ctx)
+    _hold(ctx, original, {tp.topic for tp in point}, timeout_s)
     ends = _settled_ends(ctx, original, list(point), timeout_s)
     ranges = {tp: (start, ends[tp]) for tp, start in point.items() if ends.get(tp, 0) > start}
     records = list(consume_ranges(ctx.endpoint(original), ranges, timeout_s or 300.0))
@@ -134,6 +135,23 @@ def capture_divergent_tail(ctx: StepContext, timeout_s: float | None) -> StepOut
         _export(ctx, original, records),
     )
     return StepOutcome.done(**tail.to_detail())
+
+
+def _hold(ctx: StepContext, original: str, topics: set[str], timeout_s: float | None) -> None:
+    """The original primary refuses application writes before its tail is read: this run's
+    intent holds it fenced (drkit.failover.protections, openings notwithstanding) - reconciled
+    and checked here, else a write after the capture would be lost while the run says the
+    tail was captured.  Without ACL fences (``fence_with_acls: false``) the operator's hooks
+    fence it; nothing here can check them."""
+    if not ctx.config.failover.fence_with_acls:
+        return
+    report = ctx.reconcile([original], strict=[original], timeout_s=timeout_s)
+    open_topics = sorted(topics - set(report.clusters[original].fenced))
+    if open_topics:
+        raise StepFailed(
+            f"{original} still takes application writes on {', '.join(open_topics)}: its "
+            "divergent tail cannot be captured while it grows"
+        )
 
 
 def _settled_ends(

@@ -16,7 +16,6 @@ writes" the same way.
 
 from __future__ import annotations
 
-from drkit import failpoints
 from drkit.failover.context import StepContext, StepFailed, StepOutcome
 from drkit.failover.results import SourceFence
 from drkit.kafka.flow_clients import fence_transactional_id
@@ -36,7 +35,6 @@ def fence_source(ctx: StepContext, timeout_s: float | None) -> StepOutcome:
         note = f"{ctx.source} is unreachable: fence pending, applied when it answers"
         return StepOutcome.done(**SourceFence(tuple(topics), True, note=note).to_detail())
     report = ctx.reconcile([ctx.source], strict=[ctx.source], timeout_s=timeout_s)
-    failpoints.reach("fence_source.after_acls")
     fenced = set(report.clusters[ctx.source].fenced)
     existing = set(ctx.admin(ctx.source).list_topics(timeout_s))
     missing = sorted((set(topics) & existing) - fenced)
