@@ -63,6 +63,11 @@ def armed(spec: str | None = None) -> dict[str, str]:
 _fired: set[str] = set()
 
 
+def reset() -> None:
+    """Arm every failpoint again in this process (tests run several cases in one)."""
+    _fired.clear()
+
+
 def reach(name: str) -> None:
     """Pass the failpoint ``name``: fire it if it is armed and has not fired in this process
     yet, else do nothing.  Once, as a real fault is: the rollback or retry after it passes the

@@ -161,6 +161,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 @pytest.fixture(autouse=True)
+def armed_failpoints() -> Iterator[None]:
+    """Each test meets failpoints armed afresh (each fires once per process otherwise)."""
+    from drkit import failpoints
+
+    failpoints.reset()
+    yield
+    failpoints.reset()
+
+
+@pytest.fixture(autouse=True)
 def reap_replicators() -> Iterator[None]:
     """Kill any ``drkit`` child process a test started and left running."""
     yield

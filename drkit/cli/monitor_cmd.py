@@ -111,7 +111,7 @@ def monitor(
     from drkit.automation.metrics import publish_failover_figures
     from drkit.automation.runner import AutomaticFailover
     from drkit.drills.schedule import DrillSchedule
-    from drkit.failover.maintenance import FailoverMaintenance
+    from drkit.failover.maintenance import FailoverMaintenance, maintenance_owner
     from drkit.health.identity import claim_observer
     from drkit.health.jobs import make_scheduler
     from drkit.health.monitor import Monitor
@@ -127,9 +127,7 @@ def monitor(
     mon = Monitor(config, name, store)
     scheduler = make_scheduler(mon)
     # Finish what failovers left open: fence returning clusters, resume runs whose engine died.
-    maintenance = FailoverMaintenance(
-        config, store, app.state_dir, owner=unique_owner(f"monitor:{name}")
-    )
+    maintenance = FailoverMaintenance(config, store, app.state_dir, owner=maintenance_owner(name))
     scheduler.add_job(
         maintenance.tick, "interval", seconds=max(5.0, config.health.probe_interval_s),
         id="failover-maintenance",

@@ -51,6 +51,11 @@ MAINTENANCE_TTL_S = 15.0  # the failover lease as the duties hold it (renewed wh
 MAINTENANCE_OWNER = "maintenance"  # the role in the lease owner's name (engines wait for it)
 
 
+def maintenance_owner(observer: str) -> str:
+    """The lease owner of the maintenance of the monitor ``observer`` (one engines wait for)."""
+    return unique_owner(f"{MAINTENANCE_OWNER}:{observer}")
+
+
 def is_maintenance(owner: str) -> bool:
     """Whether a lease owner is the monitor's maintenance (it holds the lease for seconds)."""
     return owner.startswith(f"{MAINTENANCE_OWNER}:")

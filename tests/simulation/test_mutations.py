@@ -22,9 +22,9 @@ FOUND_BY = {
     "after-hooks-not-resumed": 32,
     "fence-the-planned-topics": 2,
     "no-replicator-fence": 371,
-    "pending-fences-whatever-the-pointer": 16,
+    "pending-fences-whatever-the-pointer": 264,
     "registry-modes-by-the-step": 23,
-    "rollback-leaves-target-open": 16,
+    "rollback-leaves-target-open": 31,
 }
 
 

@@ -39,7 +39,15 @@ from drkit.errors import KafkaError, StateStoreError
 from drkit.failover.context import ProgressReading, RunOptions, StepContext, StepOutcome
 from drkit.failover.engine import Engine, flow_between
 from drkit.failover.hooks import Hook, HookOutcome
-from drkit.failover.model import PartitionMove, PartitionRpo, Plan, Procedure, StepName
+from drkit.failover.model import (
+    Finding,
+    PartitionMove,
+    PartitionRpo,
+    Plan,
+    Procedure,
+    Severity,
+    StepName,
+)
 from drkit.failover.results import GroupTranslation, Translation
 from drkit.kafka.admin import TopicSpec
 from drkit.kafka.clients import ClusterEndpoint
@@ -403,6 +411,8 @@ class SimEngine(Engine):
             pointer_to=target,
         )  # fmt: skip
         extra = self._unfinished_findings() + self._fenced_by_failover(procedure, target)
+        if procedure is not Procedure.FAILOVER and not reachable:  # the planner's own rule
+            extra += (Finding(Severity.BLOCKER, "source_unreachable", f"{source} is away"),)
         return replace(plan, findings=plan.findings + extra)
 
 

@@ -39,7 +39,7 @@ from drkit.failover.lease import (
     LeaseLost,
     LeaseRepository,
 )
-from drkit.failover.maintenance import FailoverMaintenance
+from drkit.failover.maintenance import FailoverMaintenance, maintenance_owner
 from drkit.failover.model import (
     Direction,
     PartitionRpo,
@@ -736,3 +736,14 @@ def test_an_abandoned_run_still_runs_the_after_hooks_of_its_done_steps(world: Wo
     assert [c["pointer"] for c in ran] == ["dc2"]
     announced = world.only_run().step(StepName.MOVE_POINTER)
     assert announced is not None and announced.detail["hooks_after"][0]["exit_code"] == 0
+
+
+def test_an_engine_waits_for_a_monitors_maintenance_holding_the_lease(world: World) -> None:
+    """A monitor's maintenance holds the failover lease for seconds at a time; an engine
+    starting then waits for it.  The monitor named its maintenance "monitor:NAME:..." - not a
+    maintenance owner to the engine, so a drill's move failed with LeaseHeld (CI, the
+    consumers-lagging drill) whenever it started during its monitor's tick."""
+    held = world.leases.acquire(maintenance_owner("drill"), 1.0)
+    run = world.engine().start(world.plan(), RunOptions())
+    assert run.state is RunState.SUCCEEDED
+    assert held.owner.startswith("maintenance:drill:")

@@ -91,6 +91,12 @@ class World:
             options or RunOptions(), self.state_dir, connect=self.clusters.connect,
         )  # fmt: skip
 
+    def unplanned(self) -> None:
+        """The run becomes an unplanned failover, planned with dc1 gone."""
+        self.runs.finish(self.run_id, RunState.SUCCEEDED, {})
+        failover = replace(_plan(), procedure=Procedure.FAILOVER, source_reachable=False)
+        self.run_id = self.runs.create(failover, "test", "unit").id
+
     def fencing(self) -> StepContext:
         """A context whose run recorded fence_source's start: its intent (the source fenced),
         as the engine records it before the step acts."""
@@ -261,6 +267,7 @@ def test_fence_denies_writes_keeps_reads_and_unfence_restores_exactly_the_old_ac
 def test_an_unreachable_source_is_fenced_when_it_returns_then_lifted_with_its_companions(
     world: World,
 ) -> None:
+    world.unplanned()
     dc1 = world.clusters["dc1"]
     dc1.go_down()
 
@@ -286,15 +293,26 @@ def test_an_unreachable_source_is_fenced_when_it_returns_then_lifted_with_its_co
     assert dc1.append(ORDERS) == 1
 
 
+def test_a_planned_move_whose_source_stops_answering_at_its_fence_fails_not_pending(
+    world: World,
+) -> None:
+    """A switchover whose source went away between the plan and the fence (the simulation's
+    seed 1669): main recorded the fence PENDING and went on - draining, confirming and opening
+    the target beside a source that took writes again once back.  A planned move needs its
+    fence: the step fails (and the run rolls back)."""
+    world.clusters["dc1"].go_down()
+    with pytest.raises(StepFailed, match="a planned switchover cannot fence it"):
+        fence_source(world.fencing(), None)
+    assert world.fences.rows() == []
+
+
 def test_move_pointer_fences_a_source_that_came_back_before_the_target_opens(
     world: World,
 ) -> None:
     """An unplanned failover planned with dc1 gone; dc1 answers again by move_pointer (the
     simulation's seed 34: a resumed run).  main opened dc2 and moved the pointer with dc1 still
     taking writes - until the monitor's next tick, or for as long as the monitor was frozen."""
-    world.runs.finish(world.run_id, RunState.SUCCEEDED, {})
-    unplanned = replace(_plan(), procedure=Procedure.FAILOVER, source_reachable=False)
-    world.run_id = world.runs.create(unplanned, "test", "unit").id
+    world.unplanned()
     dc1 = world.clusters["dc1"]
     dc1.go_down()
     ctx = world.fencing()
@@ -309,6 +327,7 @@ def test_move_pointer_fences_a_source_that_came_back_before_the_target_opens(
 def test_one_monitor_at_a_time_runs_the_maintenance_duties(world: World) -> None:
     """Two monitors share a store: while one runs the duties (its lease), the other's tick does
     nothing - a returning cluster is fenced, and a divergence reported, once."""
+    world.unplanned()
     dc1 = world.clusters["dc1"]
     dc1.go_down()
     fence_source(world.fencing(), None)

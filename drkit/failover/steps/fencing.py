@@ -17,6 +17,7 @@ writes" the same way.
 from __future__ import annotations
 
 from drkit.failover.context import StepContext, StepFailed, StepOutcome
+from drkit.failover.model import Procedure
 from drkit.failover.results import SourceFence
 from drkit.kafka.flow_clients import fence_transactional_id
 from drkit.replication.progress import ProgressStore
@@ -31,6 +32,13 @@ def fence_source(ctx: StepContext, timeout_s: float | None) -> StepOutcome:
             topics=topics,
         )
     if not ctx.reachable(ctx.source):
+        if ctx.procedure is not Procedure.FAILOVER:
+            # A planned move drains, translates exactly and confirms on the source: without
+            # its fence it would open the target beside a source that takes writes.
+            raise StepFailed(
+                f"{ctx.source} does not answer: a planned {ctx.procedure.value} cannot fence it "
+                "(use 'drkit failover' for an unplanned move)"
+            )
         ctx.reconcile([ctx.source], known_topics={ctx.source: topics}, timeout_s=timeout_s)
         note = f"{ctx.source} is unreachable: fence pending, applied when it answers"
         return StepOutcome.done(**SourceFence(tuple(topics), True, note=note).to_detail())
@@ -52,6 +60,8 @@ def _open(
     StepFailed when it does not answer."""
     if not ctx.reachable(cluster):
         raise StepFailed(f"{cluster} does not answer: its fence cannot be lifted")
+    if cluster == ctx.target:  # it opens in a pass that fences a source back since the plan
+        ctx.reachable(ctx.source)
     clusters = sorted({ctx.source, ctx.target})
     report = ctx.reconcile(clusters, strict=[cluster], timeout_s=timeout_s)
     outcome = report.clusters[cluster]
