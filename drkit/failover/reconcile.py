@@ -230,22 +230,38 @@ class Reconciler:
         rows: dict[str, dict[str, FenceRow]] = {}
         for row in self.fences.rows():
             rows.setdefault(row.cluster, {})[row.topic] = row
-        for alias in scope:
-            admin = self._reached(alias, alias in must)
-            if admin is None:
-                outcomes[alias] = self._away_outcome(
-                    alias, wanted[alias], (known_topics or {}).get(alias, ()), rows.get(alias, {})
-                )
-                continue
-            try:
-                plans.append(
-                    self._plan(alias, admin, wanted[alias], rows.get(alias, {}), timeout_s)
-                )
-            except DrkitError as err:
-                if alias in must:
-                    raise
-                self._away[alias] = self.clock()
-                outcomes[alias] = ClusterOutcome(alias, False, notes=(f"not reconciled: {err}",))
+        remembered = {alias for alias in scope if self._remembered_away(alias, alias in must)}
+
+        def scan(aliases: Iterable[str], trust_memo: bool) -> None:
+            for alias in aliases:
+                skip = trust_memo and alias in remembered
+                admin = None if skip else self._reached(alias, alias in must)
+                if admin is None:
+                    known = (known_topics or {}).get(alias, ())
+                    outcomes[alias] = self._away_outcome(
+                        alias, wanted[alias], known, rows.get(alias, {})
+                    )
+                    continue
+                try:
+                    plans.append(
+                        self._plan(alias, admin, wanted[alias], rows.get(alias, {}), timeout_s)
+                    )
+                except DrkitError as err:
+                    if alias in must:
+                        raise
+                    self._away[alias] = self.clock()
+                    outcomes[alias] = ClusterOutcome(
+                        alias, False, notes=(f"not reconciled: {err}",)
+                    )
+
+        scan(scope, trust_memo=True)
+        opening = any(i.target_open for i in facts.intents) or any(map(self._relaxes, plans))
+        recheck = sorted(a for a in remembered if wanted[a].fenced)
+        if opening and recheck:
+            # Applications are sent somewhere new (a run opens its target, a pass lifts a
+            # fence): never on the memo's word that a cluster to fence is away - one back since
+            # (a failover's source) is restricted in this very pass, restrictions first.
+            scan(recheck, trust_memo=False)
         run_of = _run_of_fences(facts)
         for plan in plans:  # restrictions everywhere first ...
             if plan.newly_fenced:
@@ -298,12 +314,19 @@ class Reconciler:
 
         return grants
 
-    def _reached(self, alias: str, strict: bool) -> ClusterAdmin | None:
-        """The cluster's admin when it answers; None when it is away (a strict cluster is
-        probed whatever was seen before, and its absence raises)."""
+    def _relaxes(self, plan: _Plan) -> bool:
+        """Whether ``plan`` lets applications write somewhere they could not."""
+        grants = self._grants_writes(plan.cluster)
+        return any(grants(e) for e in plan.create) or any(not grants(e) for e in plan.delete)
+
+    def _remembered_away(self, alias: str, strict: bool) -> bool:
+        """Whether a non-strict pass skips ``alias``: found away less than away_for_s ago."""
         away_at = self._away.get(alias)
-        if not strict and away_at is not None and self.clock() - away_at < self.away_for_s:
-            return None
+        return not strict and away_at is not None and self.clock() - away_at < self.away_for_s
+
+    def _reached(self, alias: str, strict: bool) -> ClusterAdmin | None:
+        """The cluster's admin when it answers, probed now; None when it is away (a strict
+        cluster's absence raises)."""
         admin = self._admins.get(alias) or self.connect(
             ClusterEndpoint(alias, self.config.clusters[alias])
         )

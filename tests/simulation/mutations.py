@@ -8,7 +8,7 @@ that must catch it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any
@@ -16,7 +16,7 @@ from typing import Any
 from drkit.config.model import DrkitConfig
 from drkit.failover import engine as engine_module
 from drkit.failover import protections
-from drkit.failover.model import Direction, Procedure, RunState, StepName, StepState
+from drkit.failover.model import Direction, Procedure
 from drkit.failover.protections import ClusterProtections, ProtectionFacts, RunIntent
 
 SetAttr = Callable[[Any, str, Any], None]
@@ -35,24 +35,12 @@ def _rollback_leaves_the_target_open(setattr: SetAttr) -> None:
     run's "target open" outlives its rollback, its "source fenced" does not."""
     original = RunIntent.of.__func__  # type: ignore[attr-defined]
 
-    def of(
-        cls: type[RunIntent],
-        run_id: int,
-        procedure: Procedure,
-        source: str,
-        target: str,
-        state: RunState,
-        direction: Direction,
-        steps: Mapping[StepName, StepState],
-    ) -> RunIntent | None:
-        forward: RunIntent | None = original(
-            cls, run_id, procedure, source, target, state, Direction.FORWARD, steps
-        )
+    def of(cls: type[RunIntent], *args: Any) -> RunIntent | None:
+        *head, state, direction, steps = args
+        forward: RunIntent | None = original(cls, *head, state, Direction.FORWARD, steps)
         if direction is Direction.ROLLBACK and state.unfinished and forward is not None:
             return replace(forward, source_fenced=False, registry_on_target=False)
-        found: RunIntent | None = original(
-            cls, run_id, procedure, source, target, state, direction, steps
-        )
+        found: RunIntent | None = original(cls, *args)
         return found
 
     setattr(RunIntent, "of", classmethod(of))

@@ -60,8 +60,6 @@ def _open(
     StepFailed when it does not answer."""
     if not ctx.reachable(cluster):
         raise StepFailed(f"{cluster} does not answer: its fence cannot be lifted")
-    if cluster == ctx.target:  # it opens in a pass that fences a source back since the plan
-        ctx.reachable(ctx.source)
     clusters = sorted({ctx.source, ctx.target})
     report = ctx.reconcile(clusters, strict=[cluster], timeout_s=timeout_s)
     outcome = report.clusters[cluster]

@@ -10,8 +10,6 @@ from drkit.failover.context import StepContext, StepFailed, StepOutcome
 from drkit.failover.model import StepName
 from drkit.failover.results import Translation
 
-SOURCE_PROBE_S = 2.0
-
 
 def move_pointer(ctx: StepContext, timeout_s: float | None) -> StepOutcome:
     """Clients belong on the target now.  Hooks ``after move_pointer`` publish it (see
@@ -23,11 +21,8 @@ def move_pointer(ctx: StepContext, timeout_s: float | None) -> StepOutcome:
     flow into it fenced for its replicator - and the source after, when it answers (else the
     monitor does it once it does).  A crash between the two leaves the pointer where it was; a
     rollback voids the intent and the next reconcile guards the target again."""
-    # The target opens in a pass that also fences the source if it answers now - back since
-    # the plan said it was gone, or since an earlier attempt of this run: restrictions come
-    # first in a pass, so the two are never writable together.  One short probe (a source
-    # still gone costs it once), not a wait.
-    ctx.reachable(ctx.source, SOURCE_PROBE_S)
+    # The target opens in a pass that takes the source too: one back since the plan said it
+    # was gone is fenced first (a relaxing pass probes clusters it remembers away).
     both = [ctx.source, ctx.target]
     opened = ctx.reconcile(both, strict=[ctx.target], timeout_s=timeout_s)
     pointer = ctx.pointers.move(ctx.target, ctx.run.id)
