@@ -120,6 +120,13 @@ class FatalKafkaError(KafkaError):
         return (type(self), (str(self), self.ends_flows))
 
 
+class ClientSettingsRefused(FatalKafkaError):
+    """librdkafka refused to create a client from the settings drkit built for a cluster (an
+    unknown or invalid property, a file it cannot read, an empty secret): bad input, named."""
+
+    exit_code = ExitCode.BAD_INPUT
+
+
 class CommitLogUnreadable(FatalKafkaError):
     """The source's ``__consumer_offsets`` cannot be followed: this principal may not read it,
     or it holds a record this drkit cannot decode (a format newer than it knows)."""

@@ -30,12 +30,23 @@ def config() -> None:
 @click.argument("file", type=click.Path(dir_okay=False))
 @output_option
 def validate(file: str, output: str) -> None:
-    """Validate FILE: exit 0 when good, else one line per problem (key path: reason)."""
-    from drkit.drills.schedule import schedule_problems
+    """Validate FILE: exit 0 when good, else one line per problem (key path: reason).
 
-    loaded = load_config(file)
-    if problems := schedule_problems(loaded):
-        raise ConfigError(problems, source=file)
+    Beyond the config's own rules, what the Kafka clients would refuse: librdkafka is given
+    each cluster's client settings (drkit's and each role's) to build a client from - nothing
+    is sent to a cluster - and the TLS files they name must be there to read."""
+    from drkit.drills.schedule import schedule_problems
+    from drkit.kafka.client_check import client_problems
+
+    try:
+        loaded = load_config(file)
+        if problems := schedule_problems(loaded) + client_problems(loaded):
+            raise ConfigError(problems, source=file)
+    except ConfigError as err:
+        if output == "json":  # the verdict on stdout too: a reader never gets an empty answer
+            lines = [str(problem) for problem in err.problems]
+            echo_document("config.validate", {"file": file, "ok": False, "problems": lines})
+        raise
     if output == "json":
         summary = {"file": file, "ok": True, "clusters": sorted(loaded.clusters),
                    "flows": [f.name for f in loaded.flows]}  # fmt: skip

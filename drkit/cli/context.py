@@ -75,6 +75,20 @@ class AppContext:
         return StateStore(url)
 
 
+def confirm(question: str, yes: bool) -> None:
+    """Ask ``question`` on the terminal unless ``yes``; without a terminal to ask on, refuse
+    (exit 2, nothing done) rather than read an answer from a pipe.  A "no" aborts (exit 1)."""
+    import sys
+
+    from drkit.errors import ConfigError, Problem
+
+    if yes:
+        return
+    if not sys.stdin.isatty():
+        raise ConfigError([Problem("--yes", "not a terminal: confirm with --yes")])
+    click.confirm(f"\n{question}", abort=True, err=True)
+
+
 def config_option(func: Any) -> Any:
     """``--config FILE`` (env DRKIT_CONFIG) for commands that read the drkit config."""
     return click.option(

@@ -22,6 +22,7 @@ from drkit.cli.context import (
     AppContext,
     complete_clusters,
     config_option,
+    confirm,
     echo_document,
     echo_json,
     output_option,
@@ -31,6 +32,7 @@ from drkit.errors import ConfigError, ExitCode, Problem
 from drkit.timestamps import iso_text
 
 if TYPE_CHECKING:
+    from drkit.drills.cleanup import Survey
     from drkit.drills.repo import DrillRepository, DrillRow
     from drkit.drills.report import DrillReport
     from drkit.drills.service import DrillOutcome
@@ -122,20 +124,33 @@ def run(
 
 @drill.command("cleanup")
 @click.argument("drill_id", metavar="DRILL")
+@click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
+@config_option
 @output_option
 @pass_app
-def cleanup(app: AppContext, drill_id: str, output: str) -> None:
-    """Remove what DRILL (an id from the state directory's drills/, or its directory) left on
+def cleanup(
+    app: AppContext, drill_id: str, yes: bool, config_file: str | None, output: str
+) -> None:
+    """Remove what DRILL (its number from `drkit drill list`, its id or its directory) left on
     the clusters when it was killed before its own clean-up: the ACLs it granted its role
     principals (as recorded in its directory), its flows' standby guards, its runs' write
-    fences, and its topics and consumer groups (a group whose members have not timed out yet
-    is named and left).  Safe to run again; refused while the drill still runs.
+    fences, and its topics and consumer groups - only the exact names its manifest recorded
+    when it started (a group whose members have not timed out yet is named and left).  Only
+    a directory the state store recorded as a drill's is accepted.  Shows what it found and
+    asks first (--yes: does not ask).  Safe to run again; refused while the drill still runs.
 
-    Exit codes: 0 done; 2 no such drill; 4 the drill is still running.
+    Exit codes: 0 done; 1 not confirmed; 2 not a recorded drill (nothing was touched), or no
+    terminal to ask on without --yes; 4 the drill is still running.
     """
-    from drkit.drills.cleanup import clean_up, drill_directory
+    from drkit.drills.cleanup import clean_up, drill_directory, survey
 
-    cleaned = clean_up(drill_directory(app.state_dir, drill_id))
+    directory = drill_directory(app.state_dir, drill_id, _repository(app, config_file))
+    found = survey(directory)
+    if output == "text":
+        click.echo(_survey_text(found, directory))
+    if found.names or found.grants:
+        confirm(f"Remove these from the clusters of drill {found.drill}?", yes)
+    cleaned = clean_up(directory)
     if output == "json":
         echo_document("drill.cleanup", cleaned.to_json())
         return
@@ -151,6 +166,18 @@ def cleanup(app: AppContext, drill_id: str, output: str) -> None:
     )
     if cleaned.left:
         _echo_left(cleaned.left, "run it again")
+
+
+def _survey_text(found: Survey, directory: Path) -> str:
+    lines = [f"drill {found.drill} ({directory}):"]
+    lines.append(f"  {found.grants} recorded ACL grant(s) to remove" if found.record_found
+                 else "  no ACL grants recorded")  # fmt: skip
+    lines.append("  its flows' standby guards and its runs' fences to lift, where present")
+    names = found.names
+    lines.append(f"  {len(names)} of its topic(s)/group(s) on the clusters"
+                 + (":" if names else ""))  # fmt: skip
+    lines += [f"    {name}" for name in names]
+    return "\n".join(lines)
 
 
 def _echo_left(groups: tuple[str, ...], remedy: str) -> None:
@@ -289,7 +316,7 @@ def _document(row: DrillRow) -> dict[str, Any]:
 
 
 def _html_path(row: DrillRow) -> Path:
-    if row.report_dir is None:
+    if row.report_dir is None or row.report is None:
         why = row.error or f"it is {row.state}"
         raise ConfigError([Problem("ID", f"drill {row.id} has no HTML report ({why})")])
     path = Path(row.report_dir) / _REPORT_HTML
@@ -307,8 +334,11 @@ def _show_text(row: DrillRow) -> str:
     report = row.report
     if report is not None:
         lines += _report_text(report)
-    if row.report_dir is not None:
+    if row.report_dir is not None and report is not None:
         lines += ["", f"report: {Path(row.report_dir) / _REPORT_HTML}"]
+    elif row.report_dir is not None:
+        lines += ["", f"its files: {row.report_dir} (`drkit drill cleanup {row.id}` removes "
+                      "what it left on the clusters)"]  # fmt: skip
     return "\n".join(lines)
 
 

@@ -28,6 +28,7 @@ from drkit.cli.context import (
     complete_clusters,
     complete_runs,
     config_option,
+    confirm,
     echo_json,
     operator,
     output_option,
@@ -155,11 +156,8 @@ def _run(
 def _confirm(plan: Plan, yes: bool, output: str) -> None:
     if output == "text":
         click.echo(plan_text(plan))
-    if yes or plan.blockers:
-        return  # blockers: the engine refuses with the reasons
-    if not sys.stdin.isatty():
-        raise ConfigError([Problem("--yes", "not a terminal: confirm the plan with --yes")])
-    click.confirm(f"\nRun this {plan.procedure.value}?", abort=True, err=True)
+    # blockers: the engine refuses with the reasons
+    confirm(f"Run this {plan.procedure.value}?", yes or bool(plan.blockers))
 
 
 def _finish(output: str, run: RunRecord) -> None:
@@ -175,10 +173,8 @@ def _resume(engine: Engine, run_id: int, yes: bool, output: str) -> None:
     if output == "text":
         click.echo(run_text(run))
         click.echo(remaining_text(run, engine.runbook(run.procedure)))
-    if broken is None and run.state.unfinished and not yes:
-        if not sys.stdin.isatty():
-            raise ConfigError([Problem("--yes", "not a terminal: confirm the resume with --yes")])
-        click.confirm(f"\nResume run {run_id}?", abort=True, err=True)
+    if broken is None and run.state.unfinished:
+        confirm(f"Resume run {run_id}?", yes)
     # A broken premise is recorded (ABANDONED) and reported by the engine, under the lease.
     with collection_paused():  # as for a new run (_run)
         _finish(output, engine.resume(run_id))
@@ -275,11 +271,7 @@ def abandon(
         raise ConfigError([Problem("RUN", f"no failover run {run_id}")])
     if output == "text":
         click.echo(run_text(run))
-    if not yes:
-        if not sys.stdin.isatty():
-            raise ConfigError([Problem("--yes", "not a terminal: confirm with --yes")])
-        click.confirm(f"\nAbandon run {run_id}? What its steps did stays done", abort=True,
-                      err=True)  # fmt: skip
+    confirm(f"Abandon run {run_id}? What its steps did stays done", yes)
     _finish(output, engine.abandon(run_id, reason, operator()))
 
 

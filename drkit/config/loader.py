@@ -67,11 +67,12 @@ def load_config_text(
         problems = _problems_from(err)
         if not any(p.path.startswith("flows[") and "cluster" in p.reason for p in problems):
             problems.extend(_raw_reference_problems(resolved))
-        # A missing variable was replaced by "" - don't also report what "" broke there.
+        # A missing variable was replaced by "" - don't also report what "" broke there (at
+        # its key, or by its section's own rule: "password empty").
         unset = {p.path for p in missing}
-        raise ConfigError(
-            missing + [p for p in problems if p.path not in unset], source=source
-        ) from None
+        broken = [p for p in problems
+                  if not any(u == p.path or u.startswith(f"{p.path}.") for u in unset)]  # fmt: skip
+        raise ConfigError(missing + broken, source=source) from None
     problems = missing + _component_problems(config)
     if problems:
         raise ConfigError(problems, source=source)

@@ -118,6 +118,12 @@ class SecurityConfig(_Frozen):
         missing = [name for name in needed if getattr(self, name) is None]
         if missing:
             raise ValueError(f"{self.protocol} needs {', '.join(missing)}")
+        password = self.password.get_secret_value() if self.password is not None else ""
+        empty = [name for name, value in (("username", self.username), ("password", password))
+                 if not value]  # fmt: skip
+        if empty:
+            raise ValueError(f"{' and '.join(empty)} empty (an unset or empty ${{VAR}}, or an "
+                             "empty password_file?): librdkafka would refuse it")  # fmt: skip
         return self
 
     @property

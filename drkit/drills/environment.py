@@ -23,6 +23,7 @@ from tenacity import retry, retry_if_result, stop_after_delay, wait_fixed
 
 from drkit.config import load_config
 from drkit.config.model import DrkitConfig, FlowConfig
+from drkit.drills.footprint import Footprint, footprint, read_manifest, write_manifest
 from drkit.drills.scenario import DecisionMode, Scenario
 from drkit.local.ports import free_port
 from drkit.store import StateStore
@@ -73,7 +74,8 @@ class DrillEnvironment:
     def create(
         cls, scenario: Scenario, base_clusters: dict[str, Any], drills_root: Path
     ) -> DrillEnvironment:
-        """Write the drill's config (its flow, fast health, its store) and migrate its store."""
+        """Write the drill's config (its flow, fast health, its store) and the manifest of the
+        names it may create (drkit.drills.footprint), then migrate its store."""
         ident = new_drill_id(scenario.name)
         directory = drills_root / ident
         directory.mkdir(parents=True, exist_ok=False)
@@ -124,6 +126,11 @@ class DrillEnvironment:
         path = directory / "drkit.yaml"
         path.write_text(yaml.safe_dump(document, sort_keys=False), encoding="utf-8")
         config = load_config(path)
+        write_manifest(directory, footprint(
+            ident, config,
+            [f"{prefix}.{topic.name}" for topic in scenario.workload.topics],
+            [f"{prefix}.{group.name}" for group in scenario.workload.groups],
+        ))  # fmt: skip
         store = StateStore(f"sqlite:///{directory / 'drill.db'}")
         store.ensure_current()
         return cls(ident, directory, path, config, store)
@@ -149,27 +156,42 @@ def remove_drill_data(
     env: DrillEnvironment, members_gone_s: float = MEMBERS_GONE_S
 ) -> DrillDataRemoved:
     """Delete the drill's topics (workload, replicas, its flows' bookkeeping) and consumer
-    groups from every cluster of its config.  A group that still has members is retried until
-    they are gone or ``members_gone_s`` has passed, then left and named; nothing else here is
-    left silently (a cluster that refuses raises).  The report, the drill's store and its logs
-    stay in its directory."""
+    groups from every cluster of its config: exactly the names of its manifest
+    (:func:`drkit.drills.footprint.read_manifest`) that exist there, nothing else.  A group
+    that still has members is retried until they are gone or ``members_gone_s`` has passed,
+    then left and named; nothing else here is left silently (a cluster that refuses raises).
+    The report, the drill's store and its logs stay in its directory."""
     from drkit.kafka import ClusterEndpoint, KafkaAdmin
 
-    def ours(name: str) -> bool:
-        return env.prefix in name or f"-{env.tag}" in name
-
+    present = drill_data(env)
     removed: list[str] = []
     left: list[str] = []
-    for alias, cluster in env.config.clusters.items():
-        admin = KafkaAdmin(ClusterEndpoint(alias, cluster))
-        topics = [t for t in admin.list_topics() if ours(t)]
-        groups = [g for g in admin.list_groups() if ours(g)]
+    for alias, (topics, groups) in present.items():
+        admin = KafkaAdmin(ClusterEndpoint(alias, env.config.clusters[alias]))
         if topics:
-            admin.delete_topics(topics)
-        busy = _delete_when_empty(admin, groups, members_gone_s)
+            admin.delete_topics(list(topics))
+        busy = _delete_when_empty(admin, list(groups), members_gone_s)
         removed += [f"{alias}:{name}" for name in (*topics, *groups) if name not in busy]
         left += [f"{alias}:{name}" for name in busy]
     return DrillDataRemoved(tuple(removed), tuple(left))
+
+
+def drill_data(env: DrillEnvironment) -> dict[str, tuple[tuple[str, ...], tuple[str, ...]]]:
+    """Per cluster alias of the drill's config: (topics, groups) of its manifest that exist
+    there now - what :func:`remove_drill_data` would delete.  Raises ValueError when the
+    drill's directory holds no valid manifest."""
+    from drkit.kafka import ClusterEndpoint, KafkaAdmin
+
+    recorded: Footprint = read_manifest(env.directory)
+    topics, groups = set(recorded.topics), set(recorded.groups)
+    present: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {}
+    for alias, cluster in env.config.clusters.items():
+        admin = KafkaAdmin(ClusterEndpoint(alias, cluster))
+        present[alias] = (
+            tuple(sorted(topics.intersection(admin.list_topics()))),
+            tuple(sorted(groups.intersection(admin.list_groups()))),
+        )
+    return present
 
 
 def _delete_when_empty(admin: KafkaAdmin, groups: list[str], wait_s: float) -> tuple[str, ...]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy import select
@@ -65,6 +66,10 @@ class DrillRow:
         }
 
 
+def _resolved(directory: str) -> str:
+    return str(Path(directory).resolve())
+
+
 def _row(row: Drill) -> DrillRow:
     stored: dict[str, Any] = row.report or {}
     report: DrillReport | None = None
@@ -111,6 +116,23 @@ class DrillRepository:
             session.flush()
             return row.id
 
+    def place(self, drill_id: int, directory: str) -> None:
+        """Record where the running drill keeps its files, before it touches a cluster: what
+        ``drkit drill cleanup`` accepts as a drill's directory (:meth:`of_directory`)."""
+        with self.store.session() as session:
+            row = self._require(session.get(Drill, drill_id), drill_id)
+            row.report = {**(row.report or {}), REPORT_DIR_KEY: directory}
+
+    def of_directory(self, directory: str) -> DrillRow | None:
+        """The drill recorded with ``directory`` (compared resolved), if any."""
+        wanted = _resolved(directory)
+        with self.store.session() as session:
+            for row in session.scalars(select(Drill).order_by(Drill.id.desc())):
+                stored = (row.report or {}).get(REPORT_DIR_KEY)
+                if isinstance(stored, str) and _resolved(stored) == wanted:
+                    return _row(row)
+        return None
+
     def finish(self, drill_id: int, report: DrillReport, report_dir: str) -> None:
         """Close the drill with its report; ``report_dir`` is where its files were written."""
         with self.store.session() as session:
@@ -123,11 +145,13 @@ class DrillRepository:
             row.finished_at = datetime.now(UTC)
 
     def fail(self, drill_id: int, error: str) -> None:
-        """Close the drill as ``failed`` with ``error`` (it crashed or was interrupted)."""
+        """Close the drill as ``failed`` with ``error`` (it crashed or was interrupted); where
+        it kept its files stays recorded."""
         with self.store.session() as session:
             row = self._require(session.get(Drill, drill_id), drill_id)
             row.state = DrillState.FAILED.value
-            row.report = {ERROR_KEY: error}
+            placed = (row.report or {}).get(REPORT_DIR_KEY)
+            row.report = {ERROR_KEY: error, **({REPORT_DIR_KEY: placed} if placed else {})}
             row.finished_at = datetime.now(UTC)
 
     def get(self, drill_id: int) -> DrillRow | None:

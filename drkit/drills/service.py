@@ -72,6 +72,7 @@ def run_drill(
             spark_master=spark_master,
         )
         runner = DrillRunner(scenario, options)
+        repository.place(drill_id, str(runner.env.directory))
         report = runner.run()
     except BaseException as err:
         repository.fail(drill_id, f"{type(err).__name__}: {err}")

@@ -15,7 +15,6 @@ from confluent_kafka import (
     KafkaException,
 )
 from confluent_kafka.admin import (
-    AdminClient,
     ConfigSource,
 )
 from tenacity import retry, retry_if_exception_type, stop_after_delay, wait_exponential
@@ -25,7 +24,7 @@ from drkit.errors import (
     RetriableKafkaError,
 )
 from drkit.kafka import lifetimes
-from drkit.kafka.clients import ClusterEndpoint, client_settings
+from drkit.kafka.clients import ClusterEndpoint, client_settings, make_admin_client
 from drkit.kafka.errors import error_code_name, is_credentials_error, translate
 from drkit.records import TopicPartition
 
@@ -145,7 +144,7 @@ class AdminBase:
         self._login = _LoginWatch()
         settings = client_settings(endpoint)
         settings["error_cb"] = self._login
-        self._client = AdminClient(settings)
+        self._client = make_admin_client(endpoint, settings)
         # Destroyed by close(), or by the reaper once this object is dropped: never by the
         # cyclic collector on a librdkafka thread (drkit.kafka.lifetimes).
         self._lifetime = lifetimes.owned_by(self, self._client)

@@ -17,7 +17,7 @@ from confluent_kafka import TopicPartition as _RdTopicPartition
 from confluent_kafka.admin import AdminClient
 
 from drkit.kafka.admin_base import AdminBase, GroupOffsets, GroupState
-from drkit.kafka.clients import client_settings
+from drkit.kafka.clients import client_settings, make_admin_client
 from drkit.kafka.errors import is_code, translate
 from drkit.records import TopicPartition, shared_partition
 
@@ -275,7 +275,7 @@ class GroupAdmin(AdminBase):
         """``count`` admin clients: this admin's own, then extra ones (kept for reuse)."""
         extra: list[AdminClient] = self.__dict__.setdefault("_extra_clients", [])
         while len(extra) < count - 1:
-            extra.append(AdminClient(client_settings(self.endpoint)))
+            extra.append(make_admin_client(self.endpoint, client_settings(self.endpoint)))
         return [self._client, *extra[: count - 1]]
 
     def _direct_delete_groups(

@@ -9,12 +9,14 @@ therefore win over any override).
 
 from __future__ import annotations
 
+import re
 import socket
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka.admin import AdminClient
 
 from drkit.config.model import (
     ClusterConfig,
@@ -23,7 +25,7 @@ from drkit.config.model import (
     SecurityConfig,
     SecurityProtocol,
 )
-from drkit.errors import FatalKafkaError
+from drkit.errors import ClientSettingsRefused
 
 # librdkafka's syslog-style level for its own log lines (it writes them to stderr).  Every
 # failure drkit acts on reaches it as an error value or exception, so the default keeps the
@@ -219,7 +221,54 @@ def make_consumer(
         raise _client_error(err, endpoint, "consumer") from None
 
 
-def _client_error(err: KafkaException, endpoint: ClusterEndpoint, kind: str) -> FatalKafkaError:
-    """Client construction fails only on invalid settings: say which, never retry."""
+# librdkafka property -> where a drkit config sets it (under ``clusters.<alias>``).
+_CONFIG_KEYS = {
+    "ssl.ca.location": "security.ssl_ca_location",
+    "ssl.certificate.location": "security.ssl_certificate_location",
+    "ssl.key.location": "security.ssl_key_location",
+    "ssl.key.password": "security.ssl_key_password",
+    "sasl.username": "security.username",
+    "sasl.password": "security.password",
+    "sasl.mechanisms": "security.sasl_mechanism",
+    "security.protocol": "security.protocol",
+    "bootstrap.servers": "bootstrap_servers",
+}
+_PROPERTY = re.compile(r'"([A-Za-z0-9._-]+)"|^(?:Failed to create [\w ]+: )?([a-z0-9._]+) ')
+
+
+def settings_key(endpoint: ClusterEndpoint, detail: str) -> str:
+    """The config key behind librdkafka's complaint ``detail`` - the client_overrides entry
+    or security setting it names - or just the cluster's section when it names none."""
+    base = f"clusters.{endpoint.alias}"
+    overrides = endpoint.config.client_overrides
+    for quoted, leading in _PROPERTY.findall(detail):
+        prop = quoted or leading
+        if prop in overrides:
+            return f"{base}.client_overrides.{prop}"
+        # 'Invalid value "x" for configuration property "<librdkafka's own alias>"'
+        valued = [key for key, value in overrides.items() if str(value) == prop]
+        if valued:
+            return f"{base}.client_overrides.{valued[0]}"
+        if prop in _CONFIG_KEYS:
+            return f"{base}.{_CONFIG_KEYS[prop]}"
+    return base
+
+
+def _client_error(
+    err: KafkaException, endpoint: ClusterEndpoint, kind: str
+) -> ClientSettingsRefused:
+    """Client construction fails only on invalid settings: say which key, never retry."""
     detail = err.args[0].str() if err.args and hasattr(err.args[0], "str") else str(err)
-    return FatalKafkaError(f"cannot create a {kind} for cluster {endpoint.alias!r}: {detail}")
+    return ClientSettingsRefused(
+        f"{settings_key(endpoint, detail)}: librdkafka refuses the {kind} settings for "
+        f"cluster {endpoint.alias!r}: {detail}"
+    )
+
+
+def make_admin_client(endpoint: ClusterEndpoint, settings: Mapping[str, Any]) -> AdminClient:
+    """An AdminClient from ``settings`` built for ``endpoint`` (ClientSettingsRefused names
+    the key librdkafka refuses)."""
+    try:
+        return AdminClient(dict(settings))
+    except KafkaException as err:
+        raise _client_error(err, endpoint, "admin client") from None

@@ -32,6 +32,7 @@ from drkit.kafka import ClusterEndpoint, KafkaAdmin
 from drkit.kafka.admin import TopicSpec
 from drkit.kafka.io import consume_all
 from drkit.local import netns
+from drkit.records import TopicPartition
 from drkit.store import StateStore
 from tests.browser import chromium_path, open_page
 from tests.kafka_backends import ClusterUnderTest, backend, scratch_cluster
@@ -232,6 +233,22 @@ def _drill(
         assert totals["missing"] + totals["unreplicated_tail"] == sum(lost.values())
     if scenario.name == "consumers-lagging" and chromium_path():  # a real report, in Chromium
         _shows_in_browser(outcome.html, report, tmp_path)
+    _removes_everything_it_made(drill_dir, (scratch, dc2))
+
+
+def _removes_everything_it_made(drill_dir: Path, clusters: tuple[ClusterUnderTest, ...]) -> None:
+    """The manifest (the only names a clean-up may delete) lists every topic and group the drill
+    made: deleting exactly those leaves none with the drill's tag (but groups still held)."""
+    config = load_config(drill_dir / "drkit.yaml")
+    env = DrillEnvironment(drill_dir.name, drill_dir, drill_dir / "drkit.yaml", config,
+                           StateStore(f"sqlite:///{drill_dir / 'drill.db'}"))  # fmt: skip
+    removed = remove_drill_data(env)
+    for cluster in clusters:
+        admin = cluster.admin()
+        held = {name.split(":", 1)[1] for name in removed.left}
+        stray = [name for name in (*admin.list_topics(), *admin.list_groups())
+                 if env.tag in name and name not in held]  # fmt: skip
+        assert not stray, (cluster.name, stray, removed)
 
 
 def _shows_in_browser(html: Path, report: DrillReport, tmp_path: Path) -> None:
@@ -281,7 +298,11 @@ def test_drill_clean_up_waits_out_a_dead_members_session_and_names_a_live_one(
     )
     env = DrillEnvironment.create(scenario, raw_clusters(_base(tmp_path, dc1, dc2)),
                                   tmp_path / "drills")  # fmt: skip
-    topic, dead_group, live_group = env.topic("orders"), env.group("dead"), env.group("live")
+    topic, dead_group, live_group = (
+        env.topic("orders"),
+        env.group("billing"),
+        env.group("analytics"),
+    )
     dc1.admin().create_topics([TopicSpec(topic, 1)])
     dead = _member(dc1, dead_group, topic)
     live = _member(dc1, live_group, topic)
@@ -300,3 +321,79 @@ def test_drill_clean_up_waits_out_a_dead_members_session_and_names_a_live_one(
     again = remove_drill_data(env, members_gone_s=10)
     assert again == DrillDataRemoved((f"{env.alias(dc1.name)}:{live_group}",), ()), again
     assert not [name for name in dc1.admin().list_groups() if env.prefix in name]
+
+
+def _cli(state: Path, config: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "drkit", "--state-dir", str(state), *args,
+               "--config", str(config)]  # fmt: skip
+    return subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+
+
+def test_drill_cleanup_touches_only_a_recorded_drills_own_names(
+    tmp_path: Path, dc1: ClusterUnderTest, dc2: ClusterUnderTest
+) -> None:
+    """``drill cleanup`` once took any directory holding a drkit.yaml for a drill and deleted,
+    on its clusters, every topic and group whose name contained ``-<the directory's last
+    dash-part>``: a directory ``prod-orders`` holding the live config cost the topics
+    ``payments-orders``, ``billing-orders-v2`` and the group ``svc-orders``.  Now a directory
+    the state store did not record as a drill's is refused (exit 2, nothing touched), and a
+    recorded drill loses exactly the names its manifest listed - look-alikes stay."""
+    config = _base(tmp_path, dc1, dc2)
+    state = tmp_path / "state"
+    live = tmp_path / "prod-orders"
+    live.mkdir()
+    (live / "drkit.yaml").write_text(config.read_text())
+    operators = ["payments-orders", "billing-orders-v2"]
+    dc1.admin().create_topics([TopicSpec(name, 1) for name in operators])
+    _commit(dc1, "svc-orders", operators[0])
+
+    refused = _cli(state, config, "drill", "cleanup", str(live), "--yes")
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert "recorded no drill" in refused.stderr and "Traceback" not in refused.stderr
+    assert set(operators) <= set(dc1.admin().list_topics())
+    assert "svc-orders" in dc1.admin().list_groups()
+
+    scenario = load_scenario("unplanned-loss-of-dc1").model_copy(
+        update={"source": dc1.name, "target": dc2.name}
+    )
+    env = DrillEnvironment.create(scenario, raw_clusters(config), state / "drills")
+    source, target = env.alias(dc1.name), env.alias(dc2.name)
+    ours = [env.topic("orders"), f"{source}.{env.topic('orders')}", f"{source}.heartbeats"]
+    alike = [f"{env.prefix}x.orders", f"{source}x.{env.topic('orders')}", f"orders-{env.tag}",
+             f"x{env.topic('orders')}"]  # fmt: skip
+    dc1.admin().create_topics([TopicSpec(name, 1) for name in (ours[0], *alike)])
+    dc2.admin().create_topics([TopicSpec(name, 1) for name in ours[1:]])
+    _commit(dc1, env.group("billing"), ours[0])
+    _commit(dc1, f"svc-{env.tag}", alike[2])
+
+    unrecorded = _cli(state, config, "drill", "cleanup", env.id, "--yes")
+    assert unrecorded.returncode == 2 and "recorded no drill" in unrecorded.stderr
+    assert ours[0] in dc1.admin().list_topics()
+    repository = DrillRepository(StateStore(f"sqlite:///{tmp_path / 'main.db'}"))
+    repository.store.ensure_current()
+    number = repository.start(scenario.name, f"{source}->{target}")
+    repository.place(number, str(env.directory))
+
+    unconfirmed = _cli(state, config, "drill", "cleanup", str(number))  # no terminal, no --yes
+    assert unconfirmed.returncode == 2 and "--yes" in unconfirmed.stderr, unconfirmed.stderr
+    for name in ours:  # the survey listed them, nothing was deleted
+        assert name in unconfirmed.stdout, unconfirmed.stdout
+    assert ours[0] in dc1.admin().list_topics()
+    assert not [name for name in alike if name in unconfirmed.stdout]
+
+    cleaned = _cli(state, config, "drill", "cleanup", str(number), "--yes", "-o", "json")
+    assert cleaned.returncode == 0, cleaned.stdout + cleaned.stderr
+    removed = json.loads(cleaned.stdout)["removed"]
+    expected = [f"{source}:{ours[0]}", f"{source}:{env.group('billing')}",
+                *(f"{target}:{name}" for name in ours[1:])]  # fmt: skip
+    assert sorted(removed) == sorted(expected)
+    left_on_dc1, left_on_dc2 = set(dc1.admin().list_topics()), set(dc2.admin().list_topics())
+    assert not (set(ours) & (left_on_dc1 | left_on_dc2))
+    assert set(alike) | set(operators) <= left_on_dc1
+    assert {"svc-orders", f"svc-{env.tag}"} <= set(dc1.admin().list_groups())
+    dc1.admin().delete_topics([*alike, *operators])
+
+
+def _commit(cluster: ClusterUnderTest, group: str, topic: str) -> None:
+    """Leave ``group`` on ``cluster`` with a committed offset and no members."""
+    cluster.admin().alter_group_offsets(group, {TopicPartition(topic, 0): 0})

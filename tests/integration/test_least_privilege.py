@@ -30,6 +30,7 @@ from drkit.access.standby import guard_entries
 from drkit.config import load_config
 from drkit.drills.access import read_record
 from drkit.drills.environment import DrillEnvironment
+from drkit.drills.repo import DrillRepository
 from drkit.drills.report import Verdict
 from drkit.drills.scenario import load_scenario
 from drkit.drills.service import raw_clusters, run_drill
@@ -41,7 +42,7 @@ from drkit.kafka.io import commit_group_offsets, consume_all, produce_batch
 from drkit.local import LocalKafka
 from drkit.local.ports import free_port
 from drkit.records import TopicPartition
-from drkit.store import StateStore
+from drkit.store import StateStore, database_url
 from tests.conftest import Names
 from tests.failover_support import (
     PARTITIONS,
@@ -493,6 +494,10 @@ def test_drill_cleanup_removes_what_a_drill_killed_before_its_own_clean_up_left(
     )
     env = DrillEnvironment.create(scenario, raw_clusters(pair.state / "drkit.yaml"),
                                   pair.state / "drills")  # fmt: skip
+    main = StateStore(database_url(load_config(pair.state / "drkit.yaml"), pair.state))
+    main.ensure_current()  # the drill's row, as drkit drill run records it before it starts
+    drills = DrillRepository(main)
+    drills.place(drills.start(scenario.name, "drill"), str(env.directory))
     drill = subprocess.Popen(
         [sys.executable, "-c",
          "import sys, time; from pathlib import Path; from drkit.config import load_config; "
@@ -517,7 +522,7 @@ def test_drill_cleanup_removes_what_a_drill_killed_before_its_own_clean_up_left(
         source = admins[env.alias(pair.source)]
         source.create_topics([TopicSpec(env.topic("orders"), 1)])  # the drill's workload
 
-        running = pair.run("drill", "cleanup", env.id)
+        running = pair.run("drill", "cleanup", env.id, "--yes")
         assert running.returncode == 4, running.stdout + running.stderr
         assert "still running" in running.stderr
         assert all(entries <= admins[a].acl_entries() for a, entries in granted.items())
@@ -525,7 +530,7 @@ def test_drill_cleanup_removes_what_a_drill_killed_before_its_own_clean_up_left(
         drill.kill()  # -9: no clean-up of its own
         drill.wait(30)
 
-    cleaned = pair.run("drill", "cleanup", env.id, "-o", "json")
+    cleaned = pair.run("drill", "cleanup", env.id, "-o", "json", "--yes")
     assert cleaned.returncode == 0, cleaned.stdout + cleaned.stderr
     document = json.loads(cleaned.stdout)
     assert document["record_found"] is True
@@ -537,7 +542,7 @@ def test_drill_cleanup_removes_what_a_drill_killed_before_its_own_clean_up_left(
         assert not left & granted.get(alias, frozenset()), alias
         assert not left & guards.get(alias, frozenset()), alias
         assert not [e for e in left if env.tag in e.resource.name], alias
-    again = pair.run("drill", "cleanup", str(env.directory))
+    again = pair.run("drill", "cleanup", str(env.directory), "--yes")
     assert again.returncode == 0, again.stdout + again.stderr
     assert "none recorded" in again.stdout
     unknown = pair.run("drill", "cleanup", "no-such-drill")

@@ -15,6 +15,7 @@ from click.testing import CliRunner
 from sqlalchemy import select
 
 from drkit.cli import cli
+from drkit.local.tls import LocalSecrets
 from drkit.store.db import StateStore
 from drkit.store.models import Verification
 
@@ -64,11 +65,22 @@ def test_validate_reports_each_problem_on_one_line(tmp_path: Path) -> None:
     assert "Traceback" not in result.output
 
 
-def test_validate_good_file_exits_zero(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_validate_good_file_exits_zero(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The example config validates where the CA file it names exists; where it does not, the
+    file is named (the clients would refuse to start without it)."""
     for name in ("DRKIT_DC1_PASSWORD", "DRKIT_DC2_PASSWORD", "DRKIT_DB_PASSWORD"):
         monkeypatch.setenv(name, "secret")
     example = Path(__file__).resolve().parents[2] / "config" / "drkit.example.yaml"
-    result = CliRunner().invoke(cli, ["config", "validate", str(example)])
+    ca = "/etc/drkit/tls/ca.pem"
+    if not Path(ca).exists():
+        missing = CliRunner().invoke(cli, ["config", "validate", str(example)])
+        assert missing.exit_code == 2, missing.output
+        assert f"clusters.dc1.security.ssl_ca_location: {ca} does not exist" in missing.output
+    secrets = LocalSecrets(tmp_path)  # a real CA: librdkafka reads it when it builds a client
+    secrets.ensure()
+    here = tmp_path / "drkit.yaml"
+    here.write_text(example.read_text().replace(ca, str(secrets.ca)))
+    result = CliRunner().invoke(cli, ["config", "validate", str(here)])
     assert result.exit_code == 0, result.output
 
 

@@ -23,7 +23,10 @@ from drkit.config import load_config_text
 from drkit.config.model import Role
 from drkit.drills.access import RECORD, drill_grants, read_record, write_record
 from drkit.drills.cleanup import DrillStillRunning, clean_up, drill_directory
+from drkit.drills.footprint import Footprint, footprint, write_manifest
+from drkit.drills.repo import DrillRepository
 from drkit.errors import ConfigError
+from drkit.store import StateStore
 
 SECURITY = "{protocol: SASL_PLAINTEXT, sasl_mechanism: SCRAM-SHA-512, username: %s, password: x}"
 DRILL = f"""
@@ -115,16 +118,34 @@ def test_the_record_of_a_drills_grants_reads_back_exactly_and_a_damaged_one_is_r
         read_record(tmp_path)
 
 
+def _recorded(tmp_path: Path, directory: Path) -> tuple[DrillRepository, int]:
+    """A main store in which ``directory`` is recorded as a drill's; the drill's number."""
+    store = StateStore(f"sqlite:///{tmp_path / 'main.db'}")
+    store.ensure_current()
+    drills = DrillRepository(store)
+    number = drills.start("x", "dc1-ab12->dc2-ab12")
+    drills.place(number, str(directory))
+    return drills, number
+
+
 def test_drill_cleanup_names_an_unknown_drill_and_refuses_while_the_drill_runs(
     tmp_path: Path,
 ) -> None:
-    with pytest.raises(ConfigError, match="'nope': no drill directory"):
-        drill_directory(tmp_path, "nope")
     directory = tmp_path / "drills" / "20261127-000000-x-ab12"
     directory.mkdir(parents=True)
     (directory / "drkit.yaml").write_text(DRILL)
-    assert drill_directory(tmp_path, directory.name) == directory
-    assert drill_directory(tmp_path, str(directory)) == directory
+    drills, number = _recorded(tmp_path, directory)
+    with pytest.raises(ConfigError, match="'nope': no drill directory"):
+        drill_directory(tmp_path, "nope", drills)
+    with pytest.raises(ConfigError, match=r"no drill-manifest\.json: not a drill's directory"):
+        drill_directory(tmp_path, directory.name, drills)
+    write_manifest(directory, footprint(directory.name, load_config_text(DRILL, env={}),
+                                        ["drillab12.orders"], []))  # fmt: skip
+    assert drill_directory(tmp_path, directory.name, drills) == directory
+    assert drill_directory(tmp_path, str(directory), drills) == directory
+    assert drill_directory(tmp_path, str(number), drills) == directory
+    with pytest.raises(ConfigError, match="'99': no such drill in the state store"):
+        drill_directory(tmp_path, "99", drills)
     sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
         (directory / RECORD).write_text(json.dumps({"pid": sleeper.pid, "grants": {}}))
@@ -133,6 +154,48 @@ def test_drill_cleanup_names_an_unknown_drill_and_refuses_while_the_drill_runs(
     finally:
         sleeper.kill()
         sleeper.wait()
+
+
+def test_drill_cleanup_refuses_a_directory_no_drill_was_recorded_in(tmp_path: Path) -> None:
+    """A directory that holds a drkit.yaml - even a drill's manifest - is not a drill unless
+    the state store recorded it as one; a manifest copied from another drill does not count."""
+    live = tmp_path / "prod-orders"
+    live.mkdir()
+    (live / "drkit.yaml").write_text(DRILL)
+    other = tmp_path / "drills" / "20261127-000000-x-cd34"
+    other.mkdir(parents=True)
+    (other / "drkit.yaml").write_text(DRILL)
+    drills, _ = _recorded(tmp_path, other)
+    with pytest.raises(ConfigError, match=r"recorded no drill in .*prod-orders"):
+        drill_directory(tmp_path, str(live), drills)
+    write_manifest(live, footprint("20261127-000000-x-cd34", load_config_text(DRILL, env={}),
+                                   [], []))  # fmt: skip
+    drills.place(drills.start("y", "a->b"), str(live))
+    with pytest.raises(ConfigError, match=r"is drill '\S+x-cd34''s, not 'prod-orders'"):
+        drill_directory(tmp_path, str(live), drills)
+
+
+def test_a_drills_footprint_is_its_exact_names_and_never_the_shared_heartbeats() -> None:
+    """Every name a drill of ``DRILL`` may create (its workload, the replicas both ways, each
+    flow's bookkeeping and worker groups) - each carrying its tag - and nothing else."""
+    config = load_config_text(DRILL, env={})
+    found = footprint("d", config, ["drillab12.orders"], ["drillab12.readers"])
+    assert "heartbeats" not in found.topics
+    assert {"drillab12.orders", "dc1-ab12.drillab12.orders", "dc1-ab12.heartbeats",
+            "dc2-ab12.heartbeats", "drkit-offset-syncs.dc1-ab12.internal",
+            "dc2-ab12.checkpoints.internal",
+            "drkit-progress.dc2-ab12.internal"} <= set(found.topics)  # fmt: skip
+    assert set(found.groups) == {
+        "drillab12.readers", "drkit-replicate.dc1-ab12.dc2-ab12",
+        "drkit-replicate.dc2-ab12.dc1-ab12", "drkit-checkpoints.dc1-ab12.dc2-ab12",
+        "drkit-checkpoints.dc2-ab12.dc1-ab12",
+    }  # fmt: skip
+    assert all("ab12" in name for name in (*found.topics, *found.groups))
+    assert Footprint.from_json(json.loads(json.dumps(found.to_json()))) == found
+    for broken in ({}, {"kind": "drkit.drill-manifest/v1", "drill": "d", "topics": "x",
+                        "groups": []}):  # fmt: skip
+        with pytest.raises(ValueError):
+            Footprint.from_json(broken)
 
 
 def test_release_takes_the_recorded_grants_too_when_grant_failed_half_way(
