@@ -155,6 +155,13 @@ class StateStoreError(DrkitError):
     """The state store could not be reached, migrated or written."""
 
 
+class StoreFromNewerDrkit(StateStoreError):
+    """The state store is at a migration this drkit does not have: a newer drkit wrote it.
+    Nothing is read or written (this drkit cannot know what the newer tables mean)."""
+
+    exit_code = ExitCode.BAD_INPUT
+
+
 class ReplicationError(DrkitError):
     """A replication flow stopped because going on would skip or corrupt records."""
 

@@ -89,6 +89,28 @@ def confirm(question: str, yes: bool) -> None:
     click.confirm(f"\n{question}", abort=True, err=True)
 
 
+def writable_file(option: str, path: str) -> Path:
+    """``path`` (the value of ``option``) when a file can be written there - its directory
+    exists - else ConfigError naming the option, before any work is done."""
+    from drkit.errors import ConfigError, Problem
+
+    target = Path(path)
+    parent = target.parent if str(target.parent) else Path()
+    if not parent.is_dir():
+        raise ConfigError([Problem(option, f"cannot write {path}: {parent} is not a directory")])
+    return target
+
+
+def write_file(option: str, path: Path, text: str) -> None:
+    """Write ``text`` to ``path``; an OS refusal is ConfigError naming ``option`` and why."""
+    from drkit.errors import ConfigError, Problem
+
+    try:
+        path.write_text(text, encoding="utf-8")
+    except OSError as err:
+        raise ConfigError([Problem(option, f"cannot write {path}: {err.strerror}")]) from None
+
+
 def config_option(func: Any) -> Any:
     """``--config FILE`` (env DRKIT_CONFIG) for commands that read the drkit config."""
     return click.option(

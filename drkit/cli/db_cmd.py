@@ -41,7 +41,12 @@ def current(app: AppContext, config_file: str | None, output: str) -> None:
     if output == "json":
         echo_document("db", {"store": safe_url(store.url), "revision": revision, "head": head})
         return
-    note = "up to date" if revision == head else f"behind head {head}: run 'drkit db upgrade'"
+    if revision == head:
+        note = "up to date"
+    elif store.knows_revision(revision):
+        note = f"behind head {head}: run 'drkit db upgrade'"
+    else:
+        note = f"written by a newer drkit: this one's migrations end at {head}"
     click.echo(f"{safe_url(store.url)}: revision {revision or 'none'} ({note})")
 
 

@@ -27,6 +27,8 @@ from drkit.cli.context import (
     echo_json,
     output_option,
     pass_app,
+    writable_file,
+    write_file,
 )
 from drkit.errors import ConfigError, ExitCode, Problem
 from drkit.timestamps import iso_text
@@ -433,11 +435,12 @@ def trend(
     app: AppContext, limit: int, config_file: str | None, output: str, html_file: str | None
 ) -> None:
     """Finished drills side by side, oldest first: RTO, RPO and verdict over time."""
+    page = writable_file("--html", html_file) if html_file is not None else None
     reports = _repository(app, config_file).reports(limit)
-    if html_file is not None:
+    if page is not None:
         from drkit.drills.html import render_trend
 
-        Path(html_file).write_text(render_trend(reports), encoding="utf-8")
+        write_file("--html", page, render_trend(reports))
         click.echo(f"trend page written to {html_file}", err=True)
     if output == "json":
         echo_document("drill.trend", {"points": [_trend_point(report) for report in reports]})

@@ -49,7 +49,7 @@ from drkit.store import database_url
 )
 @click.option(
     "--metrics-port",
-    type=int,
+    type=click.IntRange(0, 65535),
     default=0,
     show_default=True,
     help="Serve Prometheus /metrics here (worker i of --workers uses PORT+i); 0 disables.",

@@ -46,12 +46,28 @@ def read_text_file(path: str | Path) -> str:
         raise ConfigError([Problem("", reason + " (save it as UTF-8)")], source=str(file)) from None
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """YAML's safe loader, refusing a key given twice in one mapping (PyYAML keeps the last
+    silently: a cluster alias defined twice dropped the first definition unseen)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _value in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if isinstance(key, str | int) and key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"{key!r} is given twice in one mapping", key_node.start_mark
+                )
+            seen.add(key)
+        return super().construct_mapping(node, deep)
+
+
 def load_config_text(
     text: str, source: str = "<config>", env: Mapping[str, str] | None = None
 ) -> DrkitConfig:
     """Parse, interpolate and validate YAML text (see module docstring for the contract)."""
     try:
-        raw = yaml.safe_load(text)
+        raw = yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f"line {mark.line + 1}" if mark is not None else ""
@@ -94,7 +110,20 @@ def _component_problems(config: DrkitConfig) -> list[Problem]:
             build_chain(flow.transforms, path=f"flows[{index}].transforms")
         except ConfigError as err:
             problems.extend(err.problems)
-    return problems
+    return problems + _hook_problems(config)
+
+
+def _hook_problems(config: DrkitConfig) -> list[Problem]:
+    """A hook on a step no runbook has would never run: refused with the steps there are."""
+    from drkit.failover.model import StepName
+
+    steps = {step.value for step in StepName}
+    return [
+        Problem(f"failover.hooks[{index}].step",
+                f"no runbook has a step {hook.step!r} (steps: {', '.join(sorted(steps))}, or *)")
+        for index, hook in enumerate(config.failover.hooks)
+        if hook.step != "*" and hook.step not in steps
+    ]  # fmt: skip
 
 
 def _interpolate(node: Any, path: str, env: Mapping[str, str], problems: list[Problem]) -> Any:

@@ -153,6 +153,8 @@ class HostPort:
 
         ``port_zero`` admits port 0 (a listening socket's "any free port")."""
         text = text.strip()
+        if ";" in text:
+            raise ValueError(f"{text!r}: separate bootstrap servers with ',', not ';'")
         if "://" in text:
             raise ValueError(f"{text!r}: give host:port, without a scheme")
         if text.startswith("["):

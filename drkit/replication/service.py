@@ -41,6 +41,7 @@ from drkit.control.gate import FlowGate, StoreControl
 from drkit.control.model import DesiredState, default_state
 from drkit.errors import ConfigError, DrkitError, ExitCode, KafkaError, Problem, ReplicationError
 from drkit.kafka import ClusterEndpoint
+from drkit.listening import binding
 from drkit.replication.assigner import LossSink
 from drkit.replication.client_settings import WorkerSettings
 from drkit.replication.loss import LossEvent
@@ -129,7 +130,8 @@ def run_flows(config: DrkitConfig, options: ServiceOptions, stop: threading.Even
     flows = select_flows(config, options.flows)
     metrics = default_metrics()
     if options.metrics_port:
-        start_http_server(options.metrics_port, options.metrics_host)
+        with binding("--metrics-port", options.metrics_host, options.metrics_port):
+            start_http_server(options.metrics_port, options.metrics_host)
         log.info("metrics on http://%s:%d/metrics", options.metrics_host, options.metrics_port)
     results: dict[str, BaseException | None] = {}
     losses = loss_sink(options)
@@ -407,7 +409,12 @@ def _child(config_path: str, options: ServiceOptions, index: int, log_level: int
             static_membership=True,
         ),
     )
-    raise SystemExit(run_flows(config, child_options, stop))
+    try:
+        code = run_flows(config, child_options, stop)
+    except ConfigError as err:  # its options refused (a metrics port in use): say, stop all
+        log.error("worker %d: %s", index, err)
+        code = ExitCode.BAD_INPUT
+    raise SystemExit(code)
 
 
 def run_workers(config_path: Path, options: ServiceOptions, stop: threading.Event) -> int:
@@ -435,6 +442,10 @@ def run_workers(config_path: Path, options: ServiceOptions, stop: threading.Even
             exit_code = process.exitcode
             if exit_code == 0:
                 del children[index]
+            elif exit_code == ExitCode.BAD_INPUT:
+                log.error("worker refused its input; stopping all", extra={"index": index})
+                code = ExitCode.BAD_INPUT
+                stop.set()
             elif exit_code == EXIT_FATAL:
                 log.error(
                     "worker stopped on a non-retriable error; stopping all", extra={"index": index}

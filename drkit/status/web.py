@@ -35,6 +35,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from drkit.errors import ConfigError, DrkitError
 from drkit.health.group_lag import group_listing
 from drkit.health.monitor import Liveness
+from drkit.listening import binding
 from drkit.status.document import SCHEMA, StatusSnapshot
 
 StatusSource = Callable[[], StatusSnapshot]
@@ -163,7 +164,9 @@ def serve(app: StatusApp, host: str, port: int) -> tuple[WSGIServer, threading.T
 
     ``host`` is bare (``::1``, not ``[::1]``); an IPv6 address gets an IPv6 socket."""
     server_class = _ThreadingServer6 if ":" in host else _ThreadingServer
-    server = make_server(host, port, app, server_class=server_class, handler_class=_QuietHandler)
+    with binding("--listen", host, port):
+        server = make_server(host, port, app, server_class=server_class,
+                             handler_class=_QuietHandler)  # fmt: skip
     thread = threading.Thread(target=server.serve_forever, name="http", daemon=True)
     thread.start()
     return server, thread

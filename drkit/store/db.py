@@ -15,9 +15,9 @@ from sqlalchemy.engine import URL, Engine, make_url
 from sqlalchemy.exc import ArgumentError, OperationalError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
-from drkit import json_codec
+from drkit import __version__, json_codec
 from drkit.config.model import DrkitConfig
-from drkit.errors import StateStoreError
+from drkit.errors import StateStoreError, StoreFromNewerDrkit
 
 if TYPE_CHECKING:
     from alembic.config import Config
@@ -134,6 +134,7 @@ class StateStore:
 
         try:
             with self._migration_lock():
+                self._refuse_newer(self.current_revision())
                 command.upgrade(self._alembic_config(), revision)
         except OperationalError as err:
             raise StateStoreError(
@@ -147,7 +148,14 @@ class StateStore:
             yield
             return
         lock_path = Path(database).with_name(Path(database).name + ".migrate.lock")
-        with lock_path.open("a") as handle:
+        try:
+            handle = lock_path.open("a")
+        except OSError as err:
+            raise StateStoreError(
+                f"cannot migrate state store {safe_url(self.url)}: its lock file {lock_path}: "
+                f"{err.strerror}"
+            ) from None
+        with handle:
             fcntl.flock(handle, fcntl.LOCK_EX)
             try:
                 yield
@@ -184,9 +192,20 @@ class StateStore:
             return False
         return found is not None
 
+    def _refuse_newer(self, current: str | None) -> None:
+        """Raise StoreFromNewerDrkit when ``current`` is no migration of this drkit's."""
+        if not self.knows_revision(current):
+            raise StoreFromNewerDrkit(
+                f"state store {safe_url(self.url)} is at revision {current}, which this drkit "
+                f"({__version__}, migrations up to {self.head_revision()}) does not have: a "
+                "newer drkit wrote it - run that version (or a newer one); nothing was changed"
+            )
+
     def require_current(self) -> None:
-        """Raise StateStoreError unless the database is migrated to head."""
+        """Raise StateStoreError unless the database is migrated to head (StoreFromNewerDrkit
+        when it is past it)."""
         current, head = self.current_revision(), self.head_revision()
+        self._refuse_newer(current)
         if current != head:
             raise StateStoreError(
                 f"state store {safe_url(self.url)} is at revision {current or 'none'}, "
@@ -196,6 +215,10 @@ class StateStore:
     def ensure_current(self) -> None:
         """Migrate to head if needed (used by long-running commands on the embedded default)."""
         try:
+            current = self.current_revision()  # no lock to read: a read-only store serves
+            self._refuse_newer(current)
+            if current == self.head_revision():
+                return
             with self._migration_lock():
                 behind = self.current_revision() != self.head_revision()
             if behind:

@@ -276,3 +276,19 @@ def test_client_override_secrets_are_masked_by_name() -> None:
         "socket.keepalive.enable": True,
         "linger.ms": 7,
     }
+
+
+def test_what_validated_before_but_misled_is_refused_with_its_cause() -> None:
+    """Each validated once and then misled: a ';'-separated list got an IPv6 hint, an alias
+    given twice dropped the first definition unseen, a hook on a misspelt step never ran."""
+    semi = problems_of(MINIMAL.replace('"127.0.0.1:9092"', '"a:9092;b:9092"'))
+    assert "separate bootstrap servers with ',', not ';'" in semi["clusters.dc1.bootstrap_servers"]
+    twice = problems_of("clusters:\n  dc1: {bootstrap_servers: 'a:1'}\n"
+                        "  dc1: {bootstrap_servers: 'b:1'}\n")  # fmt: skip
+    assert twice == {"line 3": "invalid YAML: 'dc1' is given twice in one mapping"}, twice
+    hooked = problems_of(MINIMAL + "failover:\n  hooks: [{when: before, step: move_pointr, "
+                         "command: ['true']}]\n")  # fmt: skip
+    assert "no runbook has a step 'move_pointr'" in hooked["failover.hooks[0].step"]
+    assert "move_pointer" in hooked["failover.hooks[0].step"]
+    good = "[{when: after, step: move_pointer, command: ['true']}, {when: before, command: [x]}]"
+    load_config_text(MINIMAL + f"failover:\n  hooks: {good}\n", env={})

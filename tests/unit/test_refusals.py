@@ -1,0 +1,108 @@
+"""Inputs a new user tried that ended in a Python traceback: each is now one line naming the
+cause, with an exit code of the table (issue: operator trust)."""
+
+from __future__ import annotations
+
+import socket
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from drkit.cli import cli
+from drkit.errors import ConfigError
+from drkit.listening import binding
+
+CONFIG = """
+clusters:
+  dc1: {bootstrap_servers: "127.0.0.1:1"}
+  dc2: {bootstrap_servers: "127.0.0.1:2"}
+flows: [{source: dc1, target: dc2}]
+"""
+
+
+@pytest.fixture
+def taken_port() -> Iterator[int]:
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        yield held.getsockname()[1]
+
+
+def _drkit(state: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "drkit", "--state-dir", str(state), *args],
+                          capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+
+
+def test_a_store_written_by_a_newer_drkit_is_named_not_a_traceback(tmp_path: Path) -> None:
+    (tmp_path / "drkit.yaml").write_text(CONFIG)
+    runner = CliRunner()
+    state = ["--state-dir", str(tmp_path)]
+    assert runner.invoke(cli, [*state, "db", "upgrade"]).exit_code == 0
+    with sqlite3.connect(tmp_path / "drkit.db") as db:
+        db.execute("UPDATE alembic_version SET version_num = '0099'")
+    plan = ["failover", "--from", "dc1", "--to", "dc2", "--plan"]
+    for command in (["status", "--no-probe"], ["db", "upgrade"], ["pointer", "show"],
+                    ["drill", "list"], plan):  # fmt: skip
+        done = runner.invoke(cli, [*state, *command])
+        assert done.exit_code == 2, (command, done.output)
+        assert "at revision 0099, which this drkit" in done.output, (command, done.output)
+        assert "a newer drkit wrote it" in done.output
+        assert not isinstance(done.exception, Exception) or isinstance(
+            done.exception, SystemExit
+        ), done.exception
+    current = runner.invoke(cli, [*state, "db", "current"])
+    assert current.exit_code == 0 and "written by a newer drkit" in current.output
+    with sqlite3.connect(tmp_path / "drkit.db") as db:  # nothing was changed
+        assert db.execute("SELECT version_num FROM alembic_version").fetchall() == [("0099",)]
+
+
+def test_a_refused_listen_address_names_the_option_and_the_reason(taken_port: int) -> None:
+    in_use = f"--listen: cannot listen on 127.0.0.1:{taken_port}: Address already in use"
+    with (
+        pytest.raises(ConfigError, match=in_use),
+        binding("--listen", "127.0.0.1", taken_port),
+        socket.socket() as again,
+    ):
+        again.bind(("127.0.0.1", taken_port))
+    with (
+        pytest.raises(ConfigError, match=r"host 'nohost\.invalid' does not resolve"),
+        binding("--metrics-port", "nohost.invalid", 80),
+    ):
+        socket.getaddrinfo("nohost.invalid", 80)
+    with (
+        pytest.raises(ConfigError, match="ports are 0-65535"),
+        binding("--listen", "127.0.0.1", 70000),
+        socket.socket() as wide,
+    ):
+        wide.bind(("127.0.0.1", 70000))
+
+
+PORT_USERS = [
+    ["monitor", "--listen", "127.0.0.1:{port}"],
+    ["replicate", "--metrics-port", "{port}"],
+    ["replicate", "--metrics-port", "{port}", "--workers", "2"],
+]
+
+
+@pytest.mark.parametrize("command", PORT_USERS)
+def test_monitor_and_replicate_on_a_port_in_use_exit_2_in_one_line(
+    command: list[str], taken_port: int, tmp_path: Path
+) -> None:
+    (tmp_path / "drkit.yaml").write_text(CONFIG)
+    args = [part.format(port=taken_port) for part in command]
+    done = _drkit(tmp_path / "state", *args, "--config", str(tmp_path / "drkit.yaml"))
+    assert done.returncode == 2, done.stdout + done.stderr[-3000:]
+    assert "Traceback" not in done.stderr, done.stderr[-3000:]
+    assert f"cannot listen on 127.0.0.1:{taken_port}: Address already in use" in done.stderr
+
+
+def test_drill_trend_into_a_missing_directory_is_refused_before_anything(tmp_path: Path) -> None:
+    done = CliRunner().invoke(cli, ["--state-dir", str(tmp_path), "drill", "trend", "--html",
+                                    str(tmp_path / "no" / "such" / "trend.html")])  # fmt: skip
+    assert done.exit_code == 2, done.output
+    assert "--html: cannot write" in done.output and "is not a directory" in done.output
