@@ -34,6 +34,8 @@ from drkit.automation.decision import (
 from drkit.automation.journal import AUTOMATION, AutomationJournal
 from drkit.config.model import DrkitConfig
 from drkit.config.model import NotificationEvent as Event
+from drkit.control.model import DesiredState, default_state
+from drkit.control.repo import ControlRepository
 from drkit.errors import DrkitError
 from drkit.failover.context import RunOptions
 from drkit.failover.engine import Engine
@@ -88,8 +90,18 @@ class AutomaticFailover:
         )
 
     def pairs(self) -> list[tuple[str, str]]:
-        """(source, target) of every flow that replicates now (standby flows wait)."""
-        return sorted({(f.source, f.target) for f in self.config.flows if not f.standby})
+        """(source, target) of every flow that replicates now - by its directive, a standby
+        flow once a move started it - out of the active cluster (any, before the first move):
+        the pair to protect follows the pointer, so the new primary is watched after a move
+        and the old pair, whose source is no longer where the applications write, is not."""
+        pointer = self.pointers.get()
+        active = pointer.cluster if pointer is not None else None
+        control = ControlRepository(self.store)
+        return sorted(
+            {(f.source, f.target) for f in self.config.flows
+             if (active is None or f.source == active)
+             and control.directive(f.name, default_state(f)).desired is DesiredState.RUNNING}
+        )  # fmt: skip
 
     def snapshot(self, source: str, target: str) -> AutomationSnapshot:
         # Every time on the store's clock: observers on other hosts judge by their own.

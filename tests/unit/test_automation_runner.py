@@ -132,3 +132,36 @@ def test_a_source_that_answers_again_before_the_start_blocks_the_automatic_run(
     [decision] = job.tick()
     assert not decision.act
     assert "dc1 answers again" in decision.summary()
+
+
+TWO_WAY = CONFIG.replace(
+    "flows: [{source: dc1, target: dc2}]",
+    "flows: [{source: dc1, target: dc2}, {source: dc2, target: dc1, standby: true}]",
+)
+
+
+def test_the_protected_pair_follows_the_pointer_and_the_flows_that_run(tmp_path: Path) -> None:
+    """After a switchover dc1 -> dc2 the reverse flow replicates dc2 into dc1: automation must
+    now protect dc2 (failing over to dc1), not keep watching the old pair - it once protected
+    only the config's original direction, so losing the new primary was never acted on."""
+    from drkit.control.model import DesiredState
+    from drkit.control.repo import ControlRepository
+    from drkit.failover.pointer import PointerRepository
+
+    config = load_config_text(TWO_WAY, env={})
+    store = StateStore(f"sqlite:///{tmp_path / 'drkit.db'}")
+    store.ensure_current()
+    job = AutomaticFailover(config=config, store=store, state_dir=tmp_path, observer="o1",
+                            engine=RecordingEngine,
+                            metrics=MonitorMetrics.create(CollectorRegistry()))  # fmt: skip
+    assert job.pairs() == [("dc1", "dc2")]  # never moved: the config's running flow
+    control = ControlRepository(store)
+    PointerRepository(store).move("dc2", None)
+    control.set("dc1->dc2", DesiredState.STOPPED, "switchover")
+    assert job.pairs() == []  # the new primary's flow does not run yet: nothing to fail over to
+    control.set("dc2->dc1", DesiredState.RUNNING, "reverse flow")
+    assert job.pairs() == [("dc2", "dc1")]
+    PointerRepository(store).move("dc1", None)  # failed back; the forward flow runs again
+    control.set("dc1->dc2", DesiredState.RUNNING, "failback")
+    control.set("dc2->dc1", DesiredState.PAUSED, "failback")
+    assert job.pairs() == [("dc1", "dc2")]
