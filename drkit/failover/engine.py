@@ -269,11 +269,15 @@ class Engine:
             ),
         )
 
-    def _unfinished_findings(self) -> tuple[Finding, ...]:
+    def _unfinished_findings(self, own: Lease | None = None) -> tuple[Finding, ...]:
         """A blocker per run that did not end - except one a live engine is executing now (its
-        lease answers for it: LeaseHeld, another failover is in progress)."""
+        lease answers for it: LeaseHeld, another failover is in progress).  Asked under the
+        caller's ``own`` lease, no other engine is live: every unfinished run blocks (the
+        caller's lease once hid a dead engine's run, and a new run started beside it)."""
         holder = self.leases.holder()
         live = holder is not None and not holder.expired
+        if own is not None and holder is not None and holder.token == own.token:
+            live = False
         return tuple(
             Finding(
                 Severity.BLOCKER,
@@ -308,7 +312,7 @@ class Engine:
             raise PlanBlocked("the plan is blocked: " + "; ".join(f.message for f in plan.blockers))
         keeper = self._keeper(self._acquire())
         try:
-            self._premise_of_new_run(plan)
+            self._premise_of_new_run(plan, keeper.lease)
             stale = recheck() if recheck is not None else None
             if stale is not None:
                 raise PlanBlocked(f"decided again under the lease: {stale}")
@@ -335,7 +339,7 @@ class Engine:
         for reader in readers.values():
             reader.close()
 
-    def _premise_of_new_run(self, plan: Plan) -> None:
+    def _premise_of_new_run(self, plan: Plan, own: Lease) -> None:
         """Under the lease: the plan is still about the world as it is."""
         # The plan was made before the lease: if another run moved the pointer in between (two
         # monitors deciding at once, two operators), this plan is stale - never run it.
@@ -347,7 +351,7 @@ class Engine:
                 f"the active cluster changed since the plan was made ({was} -> {now_active}); "
                 "plan again"
             )
-        unfinished = self._unfinished_findings()
+        unfinished = self._unfinished_findings(own)
         if unfinished:
             raise PlanBlocked("; ".join(f.message for f in unfinished))
 

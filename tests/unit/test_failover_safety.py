@@ -591,6 +591,27 @@ def test_an_unfinished_run_blocks_new_runs_until_resumed_or_abandoned(world: Wor
     assert done.state is RunState.SUCCEEDED
 
 
+def test_a_new_run_under_its_own_lease_still_sees_a_dead_engines_run(world: World) -> None:
+    """An engine killed mid-run leaves its run RUNNING; once its lease lapsed, a new run whose
+    plan was made while that lease still held (so the plan saw no blocker) takes the lease and
+    checks again - and its own live lease once hid the dead run: it started beside it."""
+
+    class Crash(BaseException):
+        """A process killed: nothing after it runs, nothing is recorded."""
+
+    def crash(_ctx: StepContext, _timeout: float | None) -> StepOutcome:
+        raise Crash()
+
+    with pytest.raises(Crash):
+        world.engine(drain=crash).start(world.plan(), RunOptions())
+    dead = world.only_run()
+    assert dead.state is RunState.RUNNING
+    world.expire_lease()
+    with pytest.raises(PlanBlocked, match=f"--resume {dead.id}"):
+        world.engine().start(world.plan(), RunOptions())
+    assert [run.id for run in world.runs.latest()] == [dead.id]
+
+
 def test_a_store_that_is_down_stops_the_run_before_any_side_effect(
     world: World, tmp_path: Path
 ) -> None:
