@@ -19,7 +19,7 @@ from drkit.cli.context import AppContext, config_option, echo_json, output_optio
 from drkit.config.loader import known_flow, validation_problems
 from drkit.config.model import DrkitConfig, HealthPolicy, HostPort, Role, connects_as
 from drkit.errors import ConfigError, DrkitError, ExitCode, Problem
-from drkit.failover.lease import unique_owner
+from drkit.failover.lease import LeaseLost, unique_owner
 from drkit.health.group_lag import group_listing
 from drkit.health.jobs import JobKind
 from drkit.health.observations import FlowObservation
@@ -124,7 +124,7 @@ def monitor(
     store = app.store(config_file)
     store.ensure_current()
     claim = claim_observer(store, name)  # one monitor per observer id (refused otherwise)
-    mon = Monitor(config, name, store)
+    mon = Monitor(config, name, store, claim=claim)  # its votes: only while it holds the id
     scheduler = make_scheduler(mon)
     # Finish what failovers left open: fence returning clusters, resume runs whose engine died.
     maintenance = FailoverMaintenance(config, store, app.state_dir, owner=maintenance_owner(name))
@@ -159,7 +159,12 @@ def monitor(
     stop = threading.Event()
     install_stop_signals(stop)
     try:
-        stop.wait()
+        while not stop.wait(1.0):
+            if claim.lost is not None:  # frozen or cut off past the claim: another took the id
+                raise LeaseLost(
+                    f"observer id {name!r} was claimed by another monitor while this one could "
+                    f"not renew it ({claim.lost}): stopping - its votes are no longer written"
+                )
     finally:
         scheduler.shutdown(wait=False)
         server.shutdown()

@@ -304,6 +304,12 @@ class LeaseKeeper:
         with self._lock:
             return self._lease
 
+    @property
+    def lost(self) -> LeaseLost | None:
+        """Why the lease is known lost (a renewal or a fenced write found it taken), or None."""
+        with self._lock:
+            return self._lost
+
     def on_renewed(self, callback: Callable[[Lease], None]) -> None:
         """Tell ``callback`` every renewal from now on (it runs on the renewing thread)."""
         self._on_renewed = callback

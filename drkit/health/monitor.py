@@ -52,6 +52,7 @@ from drkit.replication.internal_topics import is_own_group
 from drkit.replication.topic_filter import NameMatcher
 from drkit.replication.topology import FlowTopology
 from drkit.store.db import StateStore, safe_url
+from drkit.store.guard import WriteGuard
 from drkit.store.health_repo import HealthRepository
 from drkit.store.loss_repo import LossRepository
 
@@ -81,14 +82,16 @@ class Monitor:
         metrics: MonitorMetrics | None = None,
         probers: Mapping[str, ClusterProbe] | None = None,
         runner: jobs.BudgetedRunner | None = None,
+        claim: WriteGuard | None = None,
     ) -> None:
         """``probers``: how to probe some clusters instead of a :class:`ClusterProber` (tests
         pass probes that hang, fail or count); ``runner``: the jobs' runner (tests pass one
-        that reads CPU waits of their choosing)."""
+        that reads CPU waits of their choosing); ``claim``: the observer id's claim, which
+        fences every vote this monitor writes (drkit.health.identity)."""
         self.config = config
         self.observer = observer
         self.store = store
-        self.repo = HealthRepository(store)
+        self.repo = HealthRepository(store, claim)
         self.losses = LossRepository(store)
         self.metrics = metrics or default_metrics()
         self.store_watch = StoreWatch(self.metrics)

@@ -16,6 +16,7 @@ from sqlalchemy import delete, select
 
 from drkit.store.clock import database_now
 from drkit.store.db import StateStore
+from drkit.store.guard import WriteGuard, write_session
 from drkit.store.models import (
     FailoverRun,
     FlowStatus,
@@ -41,8 +42,13 @@ def on_store_clock(row: ObserverState, observer_time: float) -> float:
 
 
 class HealthRepository:
-    def __init__(self, store: StateStore) -> None:
+    """Observations, observers' states and transitions.  ``guard``: the writer's observer-id
+    claim (drkit.health.identity) - its votes are written only while it holds the claim, so a
+    monitor that froze and lost its id to another never overwrites that one's votes."""
+
+    def __init__(self, store: StateStore, guard: WriteGuard | None = None) -> None:
         self.store = store
+        self.guard = guard
 
     def record_probe(
         self,
@@ -59,7 +65,7 @@ class HealthRepository:
     ) -> None:
         """One probe: the raw observation, this observer's state and, if it changed, a
         transition with its evidence - in one transaction."""
-        with self.store.session() as session:
+        with write_session(self.store, self.guard) as session:
             session.add(
                 HealthObservation(
                     observer=observer,
@@ -100,7 +106,7 @@ class HealthRepository:
         evidence: dict[str, Any],
         at: float,
     ) -> None:
-        with self.store.session() as session:
+        with write_session(self.store, self.guard) as session:
             session.add(_transition(kind, subject, observer, old, new, evidence, at))
 
     def now(self) -> float:
@@ -124,7 +130,7 @@ class HealthRepository:
             return list(session.scalars(select(ObserverState)))
 
     def save_flow_status(self, observer: str, flow: str, at: float, data: dict[str, Any]) -> None:
-        with self.store.session() as session:
+        with write_session(self.store, self.guard) as session:
             row = session.scalars(
                 select(FlowStatus).where(FlowStatus.observer == observer, FlowStatus.flow == flow)
             ).one_or_none()

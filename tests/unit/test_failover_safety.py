@@ -665,6 +665,34 @@ def test_a_restarted_monitor_takes_its_id_back_from_its_dead_predecessor(world: 
         claim_observer(world.store, "site-c", ttl_s=30)
 
 
+def test_a_monitor_whose_observer_id_was_taken_over_writes_no_vote(world: World) -> None:
+    """A monitor frozen past its claim's TTL (SIGSTOP, a VM pause) wakes after another monitor
+    claimed the same observer id: its votes would overwrite the other's under one id.  Its
+    writes are fenced by its claim: refused (LeaseLost), the new holder's row stands."""
+    from drkit.failover.lease import LeaseLost
+    from drkit.health.identity import claim_observer, lease_name
+    from drkit.store.health_repo import HealthRepository
+
+    frozen = claim_observer(world.store, "site-a", ttl_s=30)
+    frozen.stop()  # its renewals stopped with it
+    with world.store.session() as session:  # ... past its TTL
+        session.execute(update(LeaseRow).where(LeaseRow.name == lease_name("site-a"))
+                        .values(expires_at=LeaseRow.acquired_at))  # fmt: skip
+    other = claim_observer(world.store, "site-a", ttl_s=30)
+    try:
+        HealthRepository(world.store, guard=other).record_probe(
+            "site-a", "dc1", 100.0, True, 1.0, {}, "HEALTHY", 100.0, {}, None
+        )
+        with pytest.raises(LeaseLost):
+            HealthRepository(world.store, guard=frozen).record_probe(
+                "site-a", "dc1", 101.0, False, None, {}, "UNAVAILABLE", 101.0, {}, "HEALTHY"
+            )
+        [row] = HealthRepository(world.store).all_observer_states()
+        assert (row.observer, row.state) == ("site-a", "HEALTHY")
+    finally:
+        other.stop()
+
+
 # -- the control channel: workers cut off from the store --------------------------------------
 
 
