@@ -34,6 +34,7 @@ KNOWN = frozenset(
     {
         "reconcile.after_acls",  # a pass changed ACLs (a fence's DENYs exist), rows not yet APPLIED
         "move_pointer.after_move",  # the pointer is on the target, the step not yet done
+        "commit_group_offsets.before_write",  # translated, nothing committed on the target yet
     }
 )
 

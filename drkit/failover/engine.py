@@ -74,10 +74,12 @@ from drkit.failover.plan import TranslationMemo, make_plan
 from drkit.failover.pointer import PointerRepository
 from drkit.failover.premise import RunFacts, WorldFacts, broken_premise, pointer_moved
 from drkit.failover.reconcile import Reconciler, RegistryFactory
+from drkit.failover.results import Translation
 from drkit.failover.runbook import Runbook, load_runbook
 from drkit.failover.runs import RunRecord, RunRepository, split_rows
 from drkit.failover.snapshot import TargetReaders, gather, schema_facts
 from drkit.failover.steps import STEPS, Step
+from drkit.failover.steps.offsets import moved_on_source
 from drkit.gc_pause import collection_paused
 from drkit.kafka.admin import KafkaAdmin
 from drkit.kafka.clients import ClusterEndpoint
@@ -142,6 +144,11 @@ def flow_between(config: DrkitConfig, source: str, target: str) -> FlowConfig:
         raise ConfigError(
             [Problem("--from/--to", f"no flow {source}->{target} in the config (flows: {flows})")]
         ) from None
+
+
+# How long a resume waits for the source's committed offsets before it keeps the recorded
+# translation (a source that does not answer cannot have told its consumers anything newer).
+SOURCE_GROUPS_TIMEOUT_S = 10.0
 
 
 class Engine:
@@ -547,7 +554,8 @@ class Engine:
                 if hooks_pending(record.detail):  # cut off before they ran
                     keeper.check()
                     self._after_hooks(ctx, runbook, step.name, record.state, record.detail)
-                continue
+                if not self._translation_stale(ctx, step.name, record.state):
+                    continue
             keeper.check()
             self._reconcile(ctx)
             timeout = self._timeout(runbook, step.name, step.timeout_s)
@@ -560,6 +568,24 @@ class Engine:
         keeper.check()
         self._reconcile(ctx)
         ctx.runs.finish(ctx.run.id, RunState.SUCCEEDED, {"pointer": ctx.target, **_warnings(ctx)})
+
+    def _translation_stale(self, ctx: StepContext, name: StepName, state: StepState) -> bool:
+        """A resumed run whose groups were translated but not yet committed: whether a group
+        read on on the source since (the recorded translation would set it back on the target:
+        re-reads) - then the translation runs again, recorded as such."""
+        if name is not StepName.TRANSLATE_OFFSETS or state is not StepState.DONE:
+            return False
+        committed = ctx.run.step(StepName.COMMIT_GROUP_OFFSETS)
+        if ctx.translated is not None or (
+            committed is not None and committed.state in (StepState.DONE, StepState.SKIPPED)
+        ):
+            return False
+        moved = moved_on_source(ctx, Translation.of(ctx.run), SOURCE_GROUPS_TIMEOUT_S)
+        if moved:
+            log.warning("groups read on since the translation: translating again",
+                        extra={"run": ctx.run.id, "groups": len(moved)})  # fmt: skip
+            ctx.runs.merge_result(ctx.run.id, {"translated_again_for": moved})
+        return bool(moved)
 
     def _timeout(self, runbook: Runbook, name: StepName, default: float | None) -> float | None:
         if name is StepName.DRAIN and runbook.procedure is not Procedure.FAILOVER:

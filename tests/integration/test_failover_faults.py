@@ -443,6 +443,39 @@ def test_a_switchover_cut_off_right_after_its_pointer_moved_goes_forward_only(
                                  groups)  # fmt: skip
 
 
+def test_a_failover_resumed_after_its_groups_read_on_commits_a_fresh_translation(
+    dc1: ClusterUnderTest, dc2: ClusterUnderTest, names: Names, tmp_path: Path
+) -> None:
+    """A failover failed before its commit; the applications read on (and committed) on the
+    source, which answers, before the operator resumed it.  The run translated once; writing
+    that old translation would set the group back on the target - it re-reads what it had
+    done.  The resumed commit translates the moved group again and writes where it stands."""
+    setup, groups = replicated_setup(dc1, dc2, names, tmp_path)
+    topic = names.topic("orders")
+    with Replicator(setup, log_dir=tmp_path):
+        cut = drkit(setup, "failover", "--from", setup.source, "--to", setup.target, "--yes",
+                    env={_FAILPOINT: "commit_group_offsets.before_write=error"},
+                    timeout_s=180)  # fmt: skip
+        assert cut.code == 1, cut.err
+        run = _only_run(setup)
+        assert run.state is RunState.FAILED
+        assert _step_state(setup, StepName.TRANSLATE_OFFSETS) is StepState.DONE
+        # The application behind the "middle" group reads on to the end on the source.
+        middle = next(g for g in groups if g.endswith("middle"))
+        KafkaAdmin(setup.source_endpoint).alter_group_offsets(
+            middle, {TopicPartition(topic, p): PER_PARTITION for p in range(PARTITIONS)}
+        )
+        groups[middle] = {TopicPartition(topic, p): PER_PARTITION for p in range(PARTITIONS)}
+        resumed = drkit(setup, "failover", "--resume", str(run.id), "--yes", "-o", "json",
+                        timeout_s=180)  # fmt: skip
+        assert resumed.code == 0, resumed.err + resumed.out
+    final = _only_run(setup)
+    assert final.state is RunState.SUCCEEDED, final.result
+    replica = FlowTopology.of(setup.config.flows[0]).target_topic(topic)
+    assert_groups_resume_exactly(setup, replica, groups)
+    assert final.result["translated_again_for"] == [middle], final.result
+
+
 # -- a transaction the fence cut ---------------------------------------------------------------
 
 

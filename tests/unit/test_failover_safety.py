@@ -42,6 +42,7 @@ from drkit.failover.lease import (
 from drkit.failover.maintenance import FailoverMaintenance, maintenance_owner
 from drkit.failover.model import (
     Direction,
+    PartitionMove,
     PartitionRpo,
     Plan,
     Procedure,
@@ -50,9 +51,11 @@ from drkit.failover.model import (
     StepState,
 )
 from drkit.failover.pointer import PointerRepository
+from drkit.failover.results import GroupTranslation, Translation
 from drkit.failover.runbook import load_runbook
 from drkit.failover.runs import RunRepository
 from drkit.failover.steps import STEPS, Step
+from drkit.records import TopicPartition
 from drkit.store import StateStore
 from drkit.store.models import Lease as LeaseRow
 from tests.fake_kafka import FakeClusters, fake_channels
@@ -610,6 +613,52 @@ def test_a_new_run_under_its_own_lease_still_sees_a_dead_engines_run(world: Worl
     with pytest.raises(PlanBlocked, match=f"--resume {dead.id}"):
         world.engine().start(world.plan(), RunOptions())
     assert [run.id for run in world.runs.latest()] == [dead.id]
+
+
+def test_a_resumed_run_translates_again_when_a_group_read_on_since(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A failover failed before its commit; the applications read on (and committed) on the
+    source, which answers, before the operator resumed it.  Committing the recorded
+    translation would set the group back on the target (re-reads of what it had done): the
+    resume translates again - through the engine's own step - and commits that.  (The real
+    translation needs brokers: tests/integration/test_failover_faults.py.)"""
+    (Path(world.config.failover.runbooks_dir) / "failover.yaml").write_text(yaml.safe_dump(
+        {"procedure": "failover", "steps": [{"name": "translate_offsets"},
+                                            {"name": "commit_group_offsets"}]}))  # fmt: skip
+    dc1, dc2 = world.clusters["dc1"], world.clusters["dc2"]
+    dc2.add_topic(f"dc1.{ORDERS}", 1)
+    source, replica = TopicPartition(ORDERS, 0), TopicPartition(f"dc1.{ORDERS}", 0)
+    dc1.set_group_offsets("app", {source: 40})
+    dc1.set_group_offsets("still", {source: 20})
+    translated: list[dict[str, int]] = []
+
+    def translate(ctx: StepContext, _timeout: float | None) -> StepOutcome:
+        """Exact by construction: S on the source is T on the replica."""
+        now = {g: dc1.committed(g)[source] for g in ("app", "still")}
+        translated.append(now)
+        ctx.translated = Translation("live", tuple(
+            GroupTranslation(g, "absent", False, (PartitionMove(
+                ORDERS, 0, replica.topic, 0, s, s, "exact", 0, 0),)) for g, s in now.items()
+        ), (), ())  # fmt: skip
+        return StepOutcome.done(**ctx.translated.to_detail())
+
+    failover = replace(world.plan(), procedure=Procedure.FAILOVER)
+    monkeypatch.setenv("DRKIT_FAILPOINTS", "commit_group_offsets.before_write=error")
+    with pytest.raises(RunFailed):
+        world.engine(translate_offsets=translate).start(failover, RunOptions())
+    run = world.only_run()
+    assert run.state is RunState.FAILED and "app" not in dc2.groups
+    monkeypatch.delenv("DRKIT_FAILPOINTS")
+    dc1.set_group_offsets("app", {source: 55})  # read on since the translation
+    done = world.engine(translate_offsets=translate).resume(run.id)
+    assert done.state is RunState.SUCCEEDED, done.result
+    assert translated == [{"app": 40, "still": 20}, {"app": 55, "still": 20}]
+    assert dc2.committed("app") == {replica: 55}  # not set back to 40
+    assert dc2.committed("still") == {replica: 20}
+    assert done.result["translated_again_for"] == ["app"]
+    recorded = {g.group: g.partitions[0].source_offset for g in Translation.of(done).groups}
+    assert recorded == {"app": 55, "still": 20}
 
 
 def test_a_store_that_is_down_stops_the_run_before_any_side_effect(

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from drkit import failpoints
 from drkit.errors import KafkaError
 from drkit.failover.context import StepContext, StepFailed, StepOutcome
 from drkit.failover.model import StepName
@@ -70,7 +71,8 @@ def translate_offsets(ctx: StepContext, timeout_s: float | None) -> StepOutcome:
 
 def commit_group_offsets(ctx: StepContext, timeout_s: float | None) -> StepOutcome:
     translation = ctx.translated
-    if translation is None:  # a resumed run: what its translate step recorded
+    if translation is None:  # a resumed run: what its translate step recorded (the engine
+        # translated again if a group read on meanwhile: moved_on_source)
         ctx.detail(StepName.TRANSLATE_OFFSETS)  # refresh the run
         translation = Translation.of(ctx.run)
     groups = translation.positions()
@@ -87,6 +89,7 @@ def commit_group_offsets(ctx: StepContext, timeout_s: float | None) -> StepOutco
         else:
             writes[group] = offsets
     # Every group in one round (concurrent requests): 100 groups take one round trip.
+    failpoints.reach("commit_group_offsets.before_write")
     if writes:
         ctx.confirm()
     refusals = target.alter_groups_offsets(writes, timeout_s) if writes else {}
@@ -112,6 +115,34 @@ def commit_group_offsets(ctx: StepContext, timeout_s: float | None) -> StepOutco
             + "; ".join(f"{g}: {why}" for g, why in sorted(failed.items()))
         )
     return StepOutcome.done(committed=committed, skipped=skipped, forced=ctx.options.force)
+
+
+def moved_on_source(
+    ctx: StepContext, translation: Translation, timeout_s: float | None
+) -> list[str]:
+    """Groups of a live translation whose committed offsets on the source are no longer the
+    S it recorded: their consumers read on after it, and committing the old T would set them
+    back on the target (the engine translates again before a resumed commit).  A source that
+    does not answer now cannot say: nothing is reported moved."""
+    if translation.mode != "live" or not translation.groups:
+        return []
+    try:
+        now = ctx.admin(ctx.source).groups_offsets([g.group for g in translation.groups],
+                                                   timeout_s)  # fmt: skip
+    except KafkaError:
+        return []
+    moved = []
+    for group in translation.groups:
+        committed = now.get(group.group)
+        offsets = committed.offsets if committed is not None else {}
+        if any(
+            m.source_offset is not None
+            and offsets.get(TopicPartition(m.source_topic, m.source_partition)) not in
+            (None, m.source_offset)
+            for m in group.partitions
+        ):  # fmt: skip
+            moved.append(group.group)
+    return moved
 
 
 def _members_now(ctx: StepContext, group: str, timeout_s: float | None) -> int | None:
