@@ -355,7 +355,13 @@ class LeaseKeeper:
         with self._lock:
             self._lease = renewed
         if self._on_renewed is not None:
-            self._on_renewed(renewed)
+            try:
+                self._on_renewed(renewed)
+            except Exception as err:  # a mirror of the renewal, not the renewal: it stands
+                log.warning(
+                    "after a lease renewal, its listener failed",
+                    extra={"lease": renewed.name, "error": f"{type(err).__name__}: {err}"},
+                )
         return renewed
 
     def confirm(self) -> Lease:

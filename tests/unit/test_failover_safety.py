@@ -321,6 +321,24 @@ def test_a_kafka_side_effect_follows_a_synchronous_check(world: World) -> None:
 # -- leases: one clock, a holder that knows its deadline, a keeper that never dies ------------
 
 
+def test_a_renewal_whose_cosmetic_mirror_fails_is_still_a_renewal(world: World) -> None:
+    """The engine mirrors each renewal onto its run (shown by 'failover show'); that write
+    failing (a store hiccup right after the renewal committed) once turned the renewal into
+    LeaseLost and stopped a run that held its lease."""
+    keeper = LeaseKeeper(world.leases, world.leases.acquire("engine-a", 60), 60)
+    calls: list[int] = []
+
+    def mirror(lease: Any) -> None:
+        calls.append(lease.token)
+        raise StateStoreError("state store sqlite:///x failed: database is locked")
+
+    keeper.on_renewed(mirror)
+    renewed = keeper.confirm()  # no LeaseLost: the lease was renewed
+    assert calls == [renewed.token] and keeper.lost is None
+    holder = world.leases.holder()
+    assert holder is not None and holder.owner == "engine-a" and holder.remaining_s > 50
+
+
 def test_lease_expiry_is_judged_by_the_database_clock_not_the_callers(world: World) -> None:
     """The holder's own clock plays no part: a lease taken for 60 s is held for 60 s whatever
     a contender's clock says (the skewed-process case runs in the integration suite)."""
