@@ -20,7 +20,8 @@ from drkit.kafka.clients import ClusterEndpoint, make_consumer, make_producer
 from drkit.kafka.errors import callback_failure, translate
 from drkit.records import Headers, Record, TopicPartition
 
-Payload = tuple[bytes | None, bytes | None]
+# (key, value), or (key, value, headers of this record - after the batch's own headers)
+Payload = tuple[bytes | None, bytes | None] | tuple[bytes | None, bytes | None, Headers]
 
 
 def produce_batch(
@@ -32,7 +33,9 @@ def produce_batch(
     timeout_s: float = 60.0,
     extra: dict[str, object] | None = None,
 ) -> int:
-    """Produce every (key, value) with acks=all and wait for all acknowledgements.
+    """Produce every (key, value[, headers]) with acks=all, one producer for the whole
+    stream (``payloads`` may be a generator: nothing is held but what is in flight), and wait
+    for all acknowledgements.
 
     Returns the count delivered; raises KafkaError on the first delivery failure.
     """
@@ -48,7 +51,8 @@ def produce_batch(
 
     count = 0
     header_list: list[tuple[str, str | bytes | None]] | None = list(headers) if headers else None
-    for key, value in payloads:
+    for key, value, *own in payloads:
+        record_headers = [*(header_list or ()), *own[0]] if own else header_list
         while True:
             try:
                 producer.produce(
@@ -56,7 +60,7 @@ def produce_batch(
                     key=key,
                     value=value,
                     partition=-1 if partition is None else partition,
-                    headers=header_list,
+                    headers=record_headers or None,
                     on_delivery=on_delivery,
                 )
                 break

@@ -461,6 +461,40 @@ def _flows(setup: FlowSetup) -> list[dict[str, Any]]:
     return flows
 
 
+def test_a_tail_export_to_a_topic_cut_short_and_run_again_holds_each_record_once(
+    dc1: ClusterUnderTest, dc2: ClusterUnderTest, names: Names
+) -> None:
+    """Failback's export to a topic once used a producer per record and, resumed after a cut,
+    wrote the whole tail again: the operator replayed duplicates.  Now one stream, and each
+    record's provenance header tells a second run what is there already."""
+    from drkit.failover.steps.divergence import TAIL_HEADER, export_to_topic
+    from drkit.kafka.io import consume_all, consume_ranges
+
+    source, export = names.topic("orders"), names.topic("tail")
+    dc1.admin().create_topics([TopicSpec(source, 2)])
+    for p in range(2):
+        produce_batch(dc1.endpoint, source,
+                      [(b"k", f"{p}-{i}".encode()) for i in range(50)], partition=p,
+                      headers=[("app", b"kept")])  # fmt: skip
+    ranges = {TopicPartition(source, p): (0, 50) for p in range(2)}
+
+    def tail() -> Any:
+        return consume_ranges(dc1.endpoint, ranges, 60.0)
+
+    cut = [record for record, _ in zip(tail(), range(30), strict=False)]  # cut after 30
+    assert export_to_topic(dc2.endpoint, dc2.admin(), export, dc1.name, cut) == 30
+    assert export_to_topic(dc2.endpoint, dc2.admin(), export, dc1.name, tail()) == 70
+    assert export_to_topic(dc2.endpoint, dc2.admin(), export, dc1.name, tail()) == 0
+    held = consume_all(dc2.endpoint, export, expected=100, timeout_s=60, complete=True)
+    assert sorted((r.value or b"").decode() for r in held) == sorted(
+        f"{p}-{i}" for p in range(2) for i in range(50)
+    )
+    for record in held:
+        headers = dict(record.headers)
+        assert headers["app"] == b"kept"
+        assert headers[TAIL_HEADER].decode().startswith(f"{dc1.name}/{source}/")
+
+
 def test_a_vetoed_switchover_rolls_back_and_the_source_takes_writes_again(
     dc1: ClusterUnderTest, dc2: ClusterUnderTest, names: Names, tmp_path: Path
 ) -> None:

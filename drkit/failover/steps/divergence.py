@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import json
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ from drkit.failover.context import StepContext, StepFailed, StepOutcome, deadlin
 from drkit.failover.results import Divergence, DivergentTail, Translation, partition_key
 from drkit.failover.runs import RunRecord
 from drkit.kafka.admin import TopicSpec
+from drkit.kafka.clients import ClusterEndpoint
 from drkit.kafka.io import consume_ranges, produce_batch
 from drkit.kafka.ports import ClusterAdmin
 from drkit.lag import count_visible
@@ -123,18 +125,31 @@ def capture_divergent_tail(ctx: StepContext, timeout_s: float | None) -> StepOut
     _hold(ctx, original, {tp.topic for tp in point}, timeout_s)
     ends = _settled_ends(ctx, original, list(point), timeout_s)
     ranges = {tp: (start, ends[tp]) for tp, start in point.items() if ends.get(tp, 0) > start}
-    records = list(consume_ranges(ctx.endpoint(original), ranges, timeout_s or 300.0))
-    ctx.confirm()
     counts: dict[str, int] = {}
-    for record in records:
+    tail = _counted(ctx, consume_ranges(ctx.endpoint(original), ranges, timeout_s or 300.0),
+                    counts)  # fmt: skip
+    exported_to = _export(ctx, original, tail)
+    captured = DivergentTail(
+        {partition_key(tp): offset for tp, offset in sorted(point.items())}, counts, exported_to
+    )
+    return StepOutcome.done(**captured.to_detail())
+
+
+# Lease confirmations while a tail is exported: one before the first record leaves, then one
+# per this many (the export is the step's side effect; a long one must not outlive the lease).
+CONFIRM_EVERY = 5_000
+
+
+def _counted(ctx: StepContext, records: Iterable[Record], counts: dict[str, int]
+             ) -> Iterator[Record]:  # fmt: skip
+    """``records`` streamed (never held), counted per partition into ``counts``, the lease
+    confirmed before the first and after every :data:`CONFIRM_EVERY`."""
+    for index, record in enumerate(records):
+        if index % CONFIRM_EVERY == 0:
+            ctx.confirm()
         key = partition_key(TopicPartition(record.topic, record.partition))
         counts[key] = counts.get(key, 0) + 1
-    tail = DivergentTail(
-        {partition_key(tp): offset for tp, offset in sorted(point.items())},
-        counts,
-        _export(ctx, original, records),
-    )
-    return StepOutcome.done(**tail.to_detail())
+        yield record
 
 
 def _hold(ctx: StepContext, original: str, topics: set[str], timeout_s: float | None) -> None:
@@ -186,7 +201,10 @@ def _settled_ends(
     )
 
 
-def _export(ctx: StepContext, cluster: str, records: list[Record]) -> str:
+def _export(ctx: StepContext, cluster: str, records: Iterable[Record]) -> str:
+    """Stream ``records`` to the export topic or file.  A resumed step exports again: into a
+    topic only what it does not hold yet (by each record's provenance header); a file is
+    written whole and renamed over the old one."""
     if ctx.options.export_topic:
         alias, _, topic = ctx.options.export_topic.partition(":")
         if not topic or alias not in ctx.config.clusters:
@@ -194,17 +212,7 @@ def _export(ctx: StepContext, cluster: str, records: list[Record]) -> str:
                 f"--export-topic {ctx.options.export_topic!r}: expected CLUSTER:TOPIC with a "
                 f"configured cluster ({', '.join(ctx.config.clusters)})"
             )
-        endpoint = ctx.endpoint(alias)
-        ctx.admin(alias).create_topics([TopicSpec(topic, 1)])
-        for record in records:
-            provenance = f"{cluster}/{record.topic}/{record.partition}/{record.offset}"
-            produce_batch(
-                endpoint,
-                topic,
-                [(record.key, record.value)],
-                partition=0,
-                headers=(*record.headers, (TAIL_HEADER, provenance.encode())),
-            )
+        export_to_topic(ctx.endpoint(alias), ctx.admin(alias), topic, cluster, records)
         return f"topic {alias}:{topic}"
     path = Path(
         ctx.options.export_file or ctx.state_dir / "failback" / f"run-{ctx.run.id}-tail.jsonl"
@@ -216,6 +224,31 @@ def _export(ctx: StepContext, cluster: str, records: list[Record]) -> str:
             out.write(json.dumps(_line(cluster, record)) + "\n")
     tmp.replace(path)
     return f"file {path}"
+
+
+def export_to_topic(
+    endpoint: ClusterEndpoint, admin: ClusterAdmin, topic: str, cluster: str,
+    records: Iterable[Record],
+) -> int:  # fmt: skip
+    """Append ``records`` (of ``cluster``) to partition 0 of ``topic``, each with its
+    provenance header, skipping those the topic holds already - an export cut short and run
+    again leaves no duplicate.  Streams: only the held provenances are kept in memory.
+    Returns how many were appended."""
+    admin.create_topics([TopicSpec(topic, 1)])
+    partition = TopicPartition(topic, 0)
+    first = admin.list_offsets([partition], "earliest")[partition]
+    end = admin.list_offsets([partition], "latest")[partition]
+    held: set[bytes] = set()
+    for record in consume_ranges(endpoint, {partition: (first, end)}, 120.0):
+        held.update(value for name, value in record.headers
+                    if name == TAIL_HEADER and isinstance(value, bytes))  # fmt: skip
+    missing = (
+        (record.key, record.value, (*record.headers, (TAIL_HEADER, provenance)))
+        for record in records
+        if (provenance := f"{cluster}/{record.topic}/{record.partition}/{record.offset}".encode())
+        not in held
+    )  # fmt: skip
+    return produce_batch(endpoint, topic, missing, partition=0, timeout_s=300.0)
 
 
 def _line(cluster: str, record: Record) -> dict[str, Any]:
