@@ -111,7 +111,8 @@ class FailoverMaintenance:
         """Store, once per succeeded failover run, the old primary's divergent records per
         partition as soon as it answers and is fenced; returns the runs reported."""
         from drkit.failover.runs import RunRepository
-        from drkit.failover.steps.divergence import divergence_report, point_of
+        from drkit.failover.steps.divergence import divergence_report, point_of, raised_past_copies
+        from drkit.replication.topology import FlowTopology
 
         runs = RunRepository(self.store, keeper)
         reported: list[int] = []
@@ -129,7 +130,19 @@ class FailoverMaintenance:
                 admin.wait_ready(timeout_s=3)
             except DrkitError:
                 continue  # still away
-            report = divergence_report(admin, point_of(run))
+            point = point_of(run)
+            flow = next((f for f in self.config.flows
+                         if (f.source, f.target) == (run.source, run.target)), None)  # fmt: skip
+            if flow is not None and run.target in self.config.clusters:
+                # The failback's own figure: copies the target holds past the recorded
+                # progress (a worker killed between the copy and its progress) are no loss.
+                target = ClusterEndpoint(run.target, self.config.clusters[run.target])
+                try:
+                    point = raised_past_copies(target, self.connect(target),
+                                               FlowTopology.of(flow), point)  # fmt: skip
+                except DrkitError:
+                    continue  # the target's copies cannot be read now: report it next tick
+            report = divergence_report(admin, point)
             if report is None:
                 continue  # a transaction is still open in the tail: count it once it ended
             runs.merge_result(run.id, {"divergence": report.to_json()})

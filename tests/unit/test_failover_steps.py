@@ -390,6 +390,7 @@ def test_divergence_counts_visible_records_and_waits_for_open_transactions(world
     runs.finish(failover.id, RunState.SUCCEEDED, {})
     runs.finish(world.run_id, RunState.SUCCEEDED, {})
     dc1 = world.clusters["dc1"]
+    world.clusters["dc2"].add_topic(f"dc1.{ORDERS}")  # its replica (no copy past the point)
     dc1.append(ORDERS, 0, 5)  # replicated before the failover
     dc1.append(ORDERS, 0, 7)  # the tail: 7 records ...
     dc1.append_invisible(ORDERS, 0, 3)  # ... 2 aborted + a marker

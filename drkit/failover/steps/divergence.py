@@ -45,18 +45,29 @@ def failover_point(ctx: StepContext) -> dict[TopicPartition, int]:
 def past_held_copies(
     ctx: StepContext, original: str, point: dict[TopicPartition, int]
 ) -> dict[TopicPartition, int]:
-    """``point`` raised past copies the current primary already holds.
+    """``point`` raised past copies the current primary already holds (see
+    :func:`raised_past_copies`), for the flow original -> current primary that made them."""
+    flow = ctx.reverse_flow  # original -> current primary: the flow that made the copies
+    if flow is None or flow.target != ctx.source:
+        return dict(point)
+    return raised_past_copies(
+        ctx.endpoint(ctx.source), ctx.admin(ctx.source), FlowTopology.of(flow), point
+    )
+
+
+def raised_past_copies(
+    endpoint: ClusterEndpoint, admin: ClusterAdmin, topology: FlowTopology,
+    point: dict[TopicPartition, int],
+) -> dict[TopicPartition, int]:  # fmt: skip
+    """``point`` raised past copies ``topology``'s target (``endpoint``/``admin``) holds.
 
     Progress is written after the copies it covers are acknowledged, so a worker killed in
     between leaves copies beyond the recorded progress: they are not divergent.  The
     replica's tail is read back (in growing windows) until a copy below the point is seen;
-    each partition's point becomes one past the newest copy of it (by provenance).
+    each partition's point becomes one past the newest copy of it (by provenance).  The
+    failback's capture and the maintenance's divergence report both count from here, so
+    they agree.
     """
-    flow = ctx.reverse_flow  # original -> current primary: the flow that made the copies
-    if flow is None or flow.target != ctx.source:
-        return dict(point)
-    topology = FlowTopology.of(flow)
-    endpoint, admin = ctx.endpoint(ctx.source), ctx.admin(ctx.source)
     replicas = {tp: TopicPartition(topology.target_topic(tp.topic), tp.partition) for tp in point}
     starts = admin.list_offsets(replicas.values(), "earliest")
     ends = admin.list_offsets(replicas.values(), "latest")
