@@ -97,6 +97,7 @@ class FakeCluster:
         self.open = True  # allow.everyone.if.no.acl.found
         self.super_users: set[str] = set()
         self.calls: list[str] = []
+        self.timeouts: list[tuple[str, float | None]] = []  # (call, the timeout it was given)
         self._before: dict[str, list[Callable[[], None]]] = {}
         self._fail_after: dict[str, KafkaError] = {}
         self.channels: dict[str, dict[str, object]] = {}  # flow -> its control channel
@@ -375,11 +376,13 @@ class FakeCluster:
         return set(self.acls)
 
     def create_entries(self, entries: Iterable[AclEntry], timeout_s: float | None = None) -> None:
+        self.timeouts.append(("create_entries", timeout_s))
         self._answer("create_entries")
         self.acls |= set(entries)
         self._after("create_entries")
 
     def delete_entries(self, entries: Iterable[AclEntry], timeout_s: float | None = None) -> None:
+        self.timeouts.append(("delete_entries", timeout_s))
         self._answer("delete_entries")
         self.acls -= set(entries)
         self._after("delete_entries")

@@ -23,6 +23,7 @@ from drkit.control import ControlRepository
 from drkit.control.channel import ChannelFactory, ChannelPort, kafka_channels
 from drkit.errors import DrkitError, ExitCode
 from drkit.failover.fences import FenceRepository
+from drkit.failover.lease import request_budget
 from drkit.failover.model import Procedure, StepName, StepState
 from drkit.failover.plan import TranslationMemo
 from drkit.failover.pointer import PointerRepository
@@ -213,11 +214,14 @@ class StepContext:
         """``flow``'s control channel on its target (drkit.control.channel)."""
         return (self.channels or kafka_channels(self.config))(flow)
 
-    def confirm(self) -> None:
+    def confirm(self, timeout_s: float | None = None) -> float | None:
         """Right before a side effect on a cluster: the run's lease is surely still held
-        (LeaseLost otherwise - the step stops without touching the cluster)."""
-        if self.guard is not None:
-            self.guard.confirm()
+        (LeaseLost otherwise - the step stops without touching the cluster).  Returns how long
+        the side effect may wait for its answer: ``timeout_s``, cut to what the lease surely
+        has left (drkit.failover.lease.request_budget)."""
+        if self.guard is None:
+            return timeout_s
+        return request_budget(self.guard.confirm(), timeout_s)
 
     def progress_of(self, topology: FlowTopology) -> ProgressReading:
         """A reader of ``topology``'s progress on its target (close it when done)."""

@@ -100,6 +100,22 @@ class Lease:
         return self.valid_until - now
 
 
+def request_budget(
+    confirmed: object, at_most: float | None, clock: Callable[[], float] = drkit_clock.monotonic
+) -> float | None:
+    """How long a side effect sent right after a confirmation may wait for its answer: what
+    the ``confirmed`` lease surely has left (or a budget already worked out from it, in
+    seconds), capped by ``at_most`` (the caller's own timeout) - a request never waits past
+    the lease that allowed it.  Anything else: ``at_most``."""
+    if isinstance(confirmed, Lease):
+        left = max(0.1, confirmed.valid_for(clock()))
+    elif isinstance(confirmed, int | float) and not isinstance(confirmed, bool):
+        left = max(0.1, float(confirmed))
+    else:
+        return at_most
+    return left if at_most is None else min(left, at_most)
+
+
 @dataclass(frozen=True)
 class Holder:
     """Who holds a lease as the store says now (by the database's clock)."""

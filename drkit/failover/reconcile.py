@@ -43,6 +43,7 @@ from drkit.control.model import DesiredState, default_state
 from drkit.control.repo import ControlRepository
 from drkit.errors import DrkitError, RetriableKafkaError, SchemaRegistryError
 from drkit.failover.fences import FENCED_STATES, FenceRepository, FenceRow, FenceState
+from drkit.failover.lease import request_budget
 from drkit.failover.pointer import PointerRepository
 from drkit.failover.protections import (
     ClusterProtections,
@@ -291,9 +292,9 @@ class Reconciler:
 
     def _apply(self, plan: _Plan, entries: set[AclEntry], create: bool) -> None:
         if entries:
-            self.confirm()
+            budget = request_budget(self.confirm(), None, self.clock)  # never past the lease
             change = plan.admin.create_entries if create else plan.admin.delete_entries
-            change(entries, None)
+            change(entries, budget)
 
     def _grants_writes(self, alias: str) -> Callable[[AclEntry], bool]:
         """Whether an ACL lets applications write (an ALLOW WRITE or ALL for everyone or the

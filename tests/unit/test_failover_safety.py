@@ -300,6 +300,22 @@ def test_every_store_write_of_a_run_is_fenced_by_the_token(world: World) -> None
     assert world.fences.topics("dc1", *FenceState) == set()
 
 
+def test_a_side_effect_never_waits_past_the_lease_that_allowed_it(world: World) -> None:
+    """The fence's ACL request is sent right after a confirmation and may wait only as long as
+    that lease surely lasts (a short lease: a short request), never a default of its own."""
+    ttl_s = 3.0
+    keeper = LeaseKeeper(world.leases, world.leases.acquire("engine-a", ttl_s), ttl_s)
+    run = world.runs.create(world.plan(), "test", "")
+    world.runs.step_started(run.id, StepName.FENCE_SOURCE)
+    ctx = StepContext(
+        world.config, world.config.flows[0], world.store, world.runs.guarded(keeper), run,
+        RunOptions(), world.state_dir, connect=world.clusters.connect, guard=keeper,
+    )  # fmt: skip
+    STEPS[StepName.FENCE_SOURCE](ctx, 30)
+    sent = [t for call, t in world.clusters["dc1"].timeouts if call == "create_entries"]
+    assert sent and all(t is not None and 0 < t <= ttl_s for t in sent), sent
+
+
 def test_a_kafka_side_effect_follows_a_synchronous_check(world: World) -> None:
     """An engine that lost its lease between steps does not touch the cluster: the fence step
     confirms the lease right before creating ACLs."""

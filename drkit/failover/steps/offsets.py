@@ -90,9 +90,8 @@ def commit_group_offsets(ctx: StepContext, timeout_s: float | None) -> StepOutco
             writes[group] = offsets
     # Every group in one round (concurrent requests): 100 groups take one round trip.
     failpoints.reach("commit_group_offsets.before_write")
-    if writes:
-        ctx.confirm()
-    refusals = target.alter_groups_offsets(writes, timeout_s) if writes else {}
+    budget = ctx.confirm(timeout_s) if writes else timeout_s  # the round ends with the lease
+    refusals = target.alter_groups_offsets(writes, budget) if writes else {}
     committed: dict[str, int] = {}
     failed: dict[str, str] = {}
     for group, offsets in sorted(writes.items()):
