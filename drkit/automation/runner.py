@@ -44,6 +44,7 @@ from drkit.failover.model import Plan, Procedure, RunState
 from drkit.failover.pointer import PointerRepository
 from drkit.failover.runs import RunRecord, RunRepository
 from drkit.health.evaluation import ClusterState
+from drkit.health.identity import is_vote
 from drkit.health.metrics import MonitorMetrics, default_metrics
 from drkit.kafka.admin import KafkaAdmin
 from drkit.kafka.clients import ClusterEndpoint
@@ -107,7 +108,7 @@ class AutomaticFailover:
         # Every time on the store's clock: observers on other hosts judge by their own.
         views: dict[str, list[ObserverVote]] = {source: [], target: []}
         for row in self.health.all_observer_states():
-            if row.cluster in views:
+            if row.cluster in views and is_vote(row.observer):  # monitors only, not the CLI
                 answered = row.evidence.get("last_answered_at") if row.evidence else None
                 views[row.cluster].append(
                     ObserverVote(

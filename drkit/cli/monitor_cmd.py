@@ -21,9 +21,10 @@ from drkit.config.model import DrkitConfig, HealthPolicy, HostPort, Role, connec
 from drkit.errors import ConfigError, DrkitError, ExitCode, Problem
 from drkit.failover.lease import LeaseLost, unique_owner
 from drkit.health.group_lag import group_listing
+from drkit.health.identity import is_vote
 from drkit.health.jobs import JobKind
 from drkit.health.observations import FlowObservation
-from drkit.replication.service import default_worker_id, install_stop_signals
+from drkit.replication.service import install_stop_signals
 
 if TYPE_CHECKING:
     from drkit.status import StatusSnapshot
@@ -112,7 +113,7 @@ def monitor(
     from drkit.automation.runner import AutomaticFailover
     from drkit.drills.schedule import DrillSchedule
     from drkit.failover.maintenance import FailoverMaintenance, maintenance_owner
-    from drkit.health.identity import claim_observer
+    from drkit.health.identity import CLI_PREFIX, claim_observer
     from drkit.health.jobs import make_scheduler
     from drkit.health.monitor import Monitor
     from drkit.status.current import status_source
@@ -121,6 +122,16 @@ def monitor(
     host, port = _listen(listen)
     config = with_interval(app.config(config_file).as_role(Role.MONITOR), interval)
     name = observer or socket.gethostname()
+    if not is_vote(name):
+        raise ConfigError(
+            [
+                Problem(
+                    "--observer",
+                    f"{name!r}: ids starting {CLI_PREFIX!r} are "
+                    "drkit status's own probes, never a vote - choose another",
+                )
+            ]
+        )
     store = app.store(config_file)
     store.ensure_current()
     claim = claim_observer(store, name)  # one monitor per observer id (refused otherwise)
@@ -259,13 +270,17 @@ def _between_redraws(seconds: float) -> None:
 
 def _picture(config: DrkitConfig, store: StateStore, probe: bool | None) -> StatusSnapshot:
     """The status from the store; probed first when asked, or when no monitor reports."""
+    from drkit.health.identity import cli_observer
     from drkit.health.monitor import Monitor
     from drkit.status import current_status
 
     picture = current_status(config, store)
-    if probe or (probe is None and not picture.observers):
-        mon = Monitor(config, f"cli-{default_worker_id()}", store)
+    if probe or (probe is None and not any(is_vote(o) for o in picture.observers)):
+        # No monitor reports: look now, as this host's CLI observer - one row per host, never
+        # a vote, counting its failures in a row across calls (and redraws of --watch).
+        mon = Monitor(config, cli_observer(), store)
         try:
+            mon.resume_views()
             for alias in config.clusters:
                 mon.run_job(f"{JobKind.PROBE}:{alias}")
             for flow in config.flows:
@@ -328,7 +343,8 @@ def _lines(picture: StatusSnapshot) -> list[str]:
         votes = f"{len(cluster.down_votes)}/{cluster.quorum} down votes"
         out.append(f"  {alias:<12} {_state(cluster.state.value, 12)} {votes}")
         for observer, view in cluster.observers.items():
-            out.append(f"    {observer}: {_state(view.state.value)} - {view.reason or ''}")
+            vote = "" if is_vote(observer) else " (drkit status's own probe: not a vote)"
+            out.append(f"    {observer}: {_state(view.state.value)} - {view.reason or ''}{vote}")
     out.append("\nflows")
     for name, flow in picture.flows.items():
         seen = flow.observation

@@ -26,6 +26,7 @@ Rules (thresholds from :class:`drkit.config.model.HealthPolicy`):
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
@@ -127,6 +128,33 @@ class ClusterHealth:
             "consecutive_inconclusive": self.consecutive_inconclusive,
             "last_answered_at": self.last_answered,
         }
+
+
+def resumed(
+    cluster: str, state: str, since: float | None, evidence: Mapping[str, Any] | None
+) -> ClusterHealth:
+    """An observer's view as it stored it - to go on counting "in a row" from there (a
+    process that probes now and then, like ``drkit status``; the caller decides whether the
+    stored view is still fresh enough to continue).  Pure."""
+    found = evidence or {}
+
+    def count(key: str) -> int:
+        value = found.get(key)
+        return value if isinstance(value, int) and value >= 0 else 0
+
+    answered = found.get("last_answered_at")
+    return ClusterHealth(
+        cluster,
+        ClusterState(state),
+        since,
+        consecutive_failed=count("consecutive_failed"),
+        consecutive_bad=count("consecutive_bad"),
+        consecutive_ok=count("consecutive_ok"),
+        consecutive_answering=count("consecutive_answering"),
+        consecutive_inconclusive=count("consecutive_inconclusive"),
+        last_answered=float(answered) if isinstance(answered, int | float) else None,
+        reason=found.get("reason") if isinstance(found.get("reason"), str) else None,
+    )
 
 
 def evaluate(previous: ClusterHealth, probe: ProbeResult, policy: HealthPolicy) -> ClusterHealth:

@@ -22,6 +22,21 @@ log = logging.getLogger(__name__)
 
 CLAIM_TTL_S = 30.0
 
+# ``drkit status`` probing on its own (no monitor reports) writes what it saw under this
+# prefix and its host: one row per host, however often it runs - and never a vote (the
+# quorum and automation count monitors only: a CLI probe is one look from one terminal).
+CLI_PREFIX = "cli:"
+
+
+def cli_observer() -> str:
+    """The observer id of ``drkit status``'s own probes on this host."""
+    return f"{CLI_PREFIX}{socket.gethostname().split('.')[0] or 'host'}"
+
+
+def is_vote(observer: str) -> bool:
+    """Whether ``observer``'s states count in the quorum and for automation (a monitor's)."""
+    return not observer.startswith(CLI_PREFIX)
+
 
 def lease_name(observer: str) -> str:
     return f"observer:{observer}"

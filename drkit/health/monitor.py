@@ -35,8 +35,16 @@ from sqlalchemy.exc import SQLAlchemyError
 from drkit.config.model import DrkitConfig, FlowConfig
 from drkit.errors import KafkaError, StateStoreError
 from drkit.health import jobs
-from drkit.health.evaluation import ClusterHealth, ClusterState, ProbeOutcome, ProbeResult, evaluate
+from drkit.health.evaluation import (
+    ClusterHealth,
+    ClusterState,
+    ProbeOutcome,
+    ProbeResult,
+    evaluate,
+    resumed,
+)
 from drkit.health.group_lag import LagSample, LagStatus, group_status, partition_status
+from drkit.health.identity import is_vote
 from drkit.health.jobs import JobKind, parse_job
 from drkit.health.metrics import STATE_VALUE, MonitorMetrics, default_metrics
 from drkit.health.observations import FlowObservation
@@ -114,6 +122,17 @@ class Monitor:
         self._group_states: dict[tuple[str, str], LagStatus] = {}
         self._runner = runner or jobs.BudgetedRunner()
         self._last_job_done = time.monotonic()
+
+    def resume_views(self) -> None:
+        """Go on from this observer's stored views that are still fresh (within the
+        observation window): a process that probes now and then - ``drkit status`` - counts
+        its failures in a row across runs, as a monitor does across probes."""
+        _now, rows = self.repo.observer_states(self.policy.observation_window_s)
+        for row in rows:
+            if row.observer == self.observer and row.cluster in self.health:
+                since = row.since.timestamp() if row.since else None  # this observer's clock
+                self.health[row.cluster] = resumed(row.cluster, row.state, since, row.evidence)
+                self._stored_state[row.cluster] = ClusterState(row.state)
 
     # -- jobs -----------------------------------------------------------------------------
 
@@ -276,6 +295,7 @@ class Monitor:
                     r.observer, r.cluster, ClusterState(r.state), r.updated_at.timestamp()
                 )
                 for r in states
+                if is_vote(r.observer)  # drkit status's own probes are no vote
             )
 
         if not self._store(StoreOperation.QUORUM, name, read, writes=False):

@@ -69,6 +69,7 @@ from drkit.config.model import DrkitConfig
 from drkit.failover.model import RunState
 from drkit.failover.pointer import Pointer, active_cluster
 from drkit.health.evaluation import ClusterState
+from drkit.health.identity import is_vote
 from drkit.health.observations import FlowObservation
 from drkit.health.quorum import AutomationGate, ObserverReport, automation_gate, verdict
 from drkit.health.readiness import FailoverReadiness, failover_readiness
@@ -439,7 +440,8 @@ def _cluster(
     config: DrkitConfig,
     now: float,
 ) -> ClusterView:
-    decided = verdict(alias, reports, config.health, now)
+    # The agreed state is the monitors' quorum; drkit status's own probes are shown, not counted.
+    decided = verdict(alias, [r for r in reports if is_vote(r.observer)], config.health, now)
     return ClusterView(
         state=decided.state,
         down=decided.down,

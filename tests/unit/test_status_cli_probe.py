@@ -1,0 +1,83 @@
+"""``drkit status`` without a monitor probes on its own - as one observer per host, never a
+vote.  Once every call registered a new ``cli-<host>-<pid>`` observer: the list grew forever,
+its failure count restarted at 1 (status alone could never say UNAVAILABLE), and ``--watch``
+redrew the first picture for good."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from drkit.cli import cli
+from drkit.config import load_config_text
+from drkit.health.identity import cli_observer, is_vote
+from drkit.status.document import build_status
+from drkit.store import StateStore
+from drkit.store.health_repo import HealthRepository
+
+CONFIG = """
+clusters:
+  dc1: {bootstrap_servers: "127.0.0.1:1"}
+  dc2: {bootstrap_servers: "127.0.0.1:2"}
+flows: [{source: dc1, target: dc2}]
+health: {probe_timeout_s: 0.5, failure_threshold: 3}
+"""
+
+
+def _status(tmp_path: Path, *extra: str) -> dict[str, object]:
+    path = tmp_path / "drkit.yaml"
+    path.write_text(CONFIG)
+    done = CliRunner().invoke(cli, ["--state-dir", str(tmp_path), "status", "--config",
+                                    str(path), "-o", "json", *extra])  # fmt: skip
+    assert done.exit_code == 3, done.output  # dc1, the active cluster, answers nobody
+    document: dict[str, object] = json.loads(done.stdout)
+    return document
+
+
+def test_status_probes_as_one_observer_per_host_whose_failures_add_up(tmp_path: Path) -> None:
+    for call in range(1, 4):
+        document = _status(tmp_path)
+        assert document["observers"] == [cli_observer()], document["observers"]
+        dc1 = document["clusters"]["dc1"]  # type: ignore[index]
+        mine = dc1["observers"][cli_observer()]
+        expected = "UNAVAILABLE" if call == 3 else "UNKNOWN"
+        assert mine["state"] == expected, (call, mine)
+        # Its own view is shown and makes status exit 3 - but it is no vote: no quorum
+        # agrees from it, nothing automatic acts on it.
+        assert dc1["state"] == "UNKNOWN" and dc1["down_votes"] == [], dc1
+    rows = HealthRepository(StateStore(f"sqlite:///{tmp_path / 'drkit.db'}")).all_observer_states()
+    assert {row.observer for row in rows} == {cli_observer()}
+
+
+def test_watch_without_a_monitor_probes_on_every_redraw(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    naps: list[float] = []
+
+    def nap(seconds: float) -> None:
+        naps.append(seconds)
+        if len(naps) == 2:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr("drkit.cli.monitor_cmd._between_redraws", nap)
+    path = tmp_path / "drkit.yaml"
+    path.write_text(CONFIG)
+    done = CliRunner().invoke(cli, ["--state-dir", str(tmp_path), "status", "--config",
+                                    str(path), "-o", "json", "--watch", "1"])  # fmt: skip
+    reasons = [json.loads(line)["clusters"]["dc1"]["observers"][cli_observer()]["reason"]
+               for line in done.stdout.splitlines()]  # fmt: skip
+    assert len(reasons) == 2 and "1 of 3" in reasons[0] and "2 of 3" in reasons[1], reasons
+
+
+def test_a_cli_observer_is_no_vote_and_no_monitor_may_take_its_name(tmp_path: Path) -> None:
+    assert not is_vote(cli_observer()) and is_vote("site-a")
+    path = tmp_path / "drkit.yaml"
+    path.write_text(CONFIG)
+    refused = CliRunner().invoke(cli, ["--state-dir", str(tmp_path), "monitor", "--config",
+                                       str(path), "--observer", "cli:laptop"])  # fmt: skip
+    assert refused.exit_code == 2 and "never a vote" in refused.output, refused.output
+    config = load_config_text(CONFIG, env={})
+    assert build_status is not None and config.health.failure_threshold == 3
