@@ -185,9 +185,10 @@ def complete_clusters(_ctx: Any, _param: Any, incomplete: str) -> list[str]:
 
 
 def complete_flows(_ctx: Any, _param: Any, incomplete: str) -> list[str]:
-    """Flow names (``source->target``) of the config, for --flow."""
+    """The config's flows for --flow, as ``source:target`` - the form that needs no shell
+    quoting (``source->target`` unquoted is a redirection: Enter would write a file)."""
     config = _completion_config()
-    names = [f.name for f in config.flows] if config else []
+    names = [f"{f.source}:{f.target}" for f in config.flows] if config else []
     return [n for n in names if n.startswith(incomplete)]
 
 

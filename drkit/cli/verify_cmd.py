@@ -16,6 +16,7 @@ from drkit.cli.context import (
     output_option,
     pass_app,
 )
+from drkit.config.loader import known_flow
 from drkit.config.model import DrkitConfig, FlowConfig, Role
 from drkit.errors import ConfigError, ExitCode, Problem
 
@@ -110,13 +111,7 @@ def verify(
     from drkit.accounting.verify import verify as run_verify
 
     config = app.config(config_file).as_role(Role.VERIFIER)
-    try:
-        flow = config.flow(flow_name)
-    except KeyError:
-        known = ", ".join(f.name for f in config.flows)
-        raise ConfigError(
-            [Problem("--flow", f"unknown flow {flow_name!r} (known: {known})")]
-        ) from None
+    flow = known_flow(config, flow_name, "--flow")
     if spark_master is not None and not _MASTER.match(spark_master):
         raise ConfigError(
             [

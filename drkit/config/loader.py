@@ -209,13 +209,36 @@ def _reason(detail: Any) -> str:
     return message.removeprefix("Value error, ")
 
 
+def canonical_flow(name: str) -> str:
+    """A flow as typed on a command line -> its name: ``dc1->dc2`` as is, ``dc1:dc2`` (no shell
+    quoting needed: ``->`` unquoted is a redirection) the same flow."""
+    text = name.strip()
+    source, arrow, target = text.partition("->")
+    if not arrow:
+        source, colon, target = text.partition(":")
+        if not colon:
+            return text
+    return f"{source.strip()}->{target.strip()}"
+
+
 def known_flow(config: DrkitConfig, name: str, option: str) -> FlowConfig:
-    """The flow ``name``; ConfigError naming ``option`` and the configured flows otherwise."""
+    """The flow ``name`` (``dc1->dc2`` or ``dc1:dc2``); ConfigError naming ``option``, the
+    configured flows and - for ``dc1-`` - that the shell cut it at its ``>``, otherwise."""
+    wanted = canonical_flow(name)
     for flow in config.flows:
-        if flow.name == name:
+        if flow.name == wanted:
             return flow
+    raise ConfigError([unknown_flow(config, name, option)])
+
+
+def unknown_flow(config: DrkitConfig, name: str, option: str) -> Problem:
+    """The problem of a flow name no flow has, with what the config has."""
     known = ", ".join(f.name for f in config.flows) or "none"
-    raise ConfigError([Problem(option, f"no flow {name!r} in the config (flows: {known})")])
+    cut = ""
+    if name.endswith("-") and "->" not in name:
+        cut = (f"; the shell cut it at '>' (and wrote a file named after the target): quote it "
+               f"('{name}>TARGET') or write {name[:-1]}:TARGET")  # fmt: skip
+    return Problem(option, f"no flow {name!r} in the config (flows: {known}){cut}")
 
 
 def known_cluster(config: DrkitConfig, alias: str, option: str) -> None:

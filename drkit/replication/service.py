@@ -35,6 +35,7 @@ from prometheus_client import start_http_server
 from tenacity import RetryCallState, Retrying, retry_if_exception
 
 from drkit.config import DrkitConfig, load_config
+from drkit.config.loader import known_flow
 from drkit.config.model import FlowConfig, Role, connects_as
 from drkit.control.channel import ControlChannel
 from drkit.control.gate import FlowGate, StoreControl
@@ -74,13 +75,7 @@ def select_flows(config: DrkitConfig, names: Sequence[str]) -> list[FlowConfig]:
         raise ConfigError([Problem("flows", "the config defines no flows to replicate")])
     if not names:
         return list(config.flows)
-    known = {flow.name: flow for flow in config.flows}
-    unknown = [name for name in names if name not in known]
-    if unknown:
-        raise ConfigError(
-            [Problem("--flow", f"unknown flow {n!r} (known: {', '.join(known)})") for n in unknown]
-        )
-    return [known[name] for name in names]
+    return [known_flow(config, name, "--flow") for name in names]
 
 
 def default_worker_id() -> str:

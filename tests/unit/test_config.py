@@ -292,3 +292,17 @@ def test_what_validated_before_but_misled_is_refused_with_its_cause() -> None:
     assert "move_pointer" in hooked["failover.hooks[0].step"]
     good = "[{when: after, step: move_pointer, command: ['true']}, {when: before, command: [x]}]"
     load_config_text(MINIMAL + f"failover:\n  hooks: {good}\n", env={})
+
+
+def test_a_flow_is_named_on_a_command_line_with_or_without_shell_quoting() -> None:
+    """``dc1->dc2`` unquoted is a redirection: the command got ``dc1-`` and the shell wrote a
+    file ``dc2``.  ``dc1:dc2`` names the same flow without quoting; a cut name says why."""
+    from drkit.config.loader import canonical_flow, known_flow
+
+    config = load_config_text(MINIMAL, env={})
+    for typed in ("dc1->dc2", "dc1:dc2", " dc1 -> dc2 "):
+        assert canonical_flow(typed) == "dc1->dc2"
+        assert known_flow(config, typed, "--flow").name == "dc1->dc2"
+    with pytest.raises(ConfigError) as cut:
+        known_flow(config, "dc1-", "--flow")
+    assert "the shell cut it at '>'" in str(cut.value) and "dc1:TARGET" in str(cut.value)
