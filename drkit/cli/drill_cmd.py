@@ -190,8 +190,11 @@ def _echo_left(groups: tuple[str, ...], remedy: str) -> None:
     )
 
 
-def _emit(outcome: DrillOutcome, output: str, passed: str) -> None:
-    """The report (text or ``drkit.drill/v1``) and its page; exit 9 unless ``passed``."""
+def _emit(
+    outcome: DrillOutcome, output: str, passed: str, failed: ExitCode = ExitCode.NOT_PROVEN
+) -> None:
+    """The report (text or ``drkit.drill/v1``) and its page; exit ``failed`` unless
+    ``passed`` (a drill that breached its policy: 9, the records disprove it)."""
     if output == "json":
         echo_json(outcome.report.to_json())
     else:
@@ -203,7 +206,7 @@ def _emit(outcome: DrillOutcome, output: str, passed: str) -> None:
             f"remove them with `drkit drill cleanup {outcome.html.parent}`",
         )
     if outcome.report.verdict.value != passed:
-        sys.exit(ExitCode.NOT_PROVEN)
+        sys.exit(failed)
 
 
 @drill.command("readiness")
@@ -233,15 +236,19 @@ def readiness_cmd(
 
     The plan (no blockers), topic and config parity, checkpoints, replication lag, and every
     group translated, verified and committed into a shadow group (deleted again).  Stored
-    like every drill.  Exit codes: 0 ready; 9 not ready; 2 bad input.
+    like every drill.  Exit codes: 0 ready; 3 not ready (a check found a problem); 2 bad
+    input (nothing run, nothing stored).
     """
+    from drkit.config.loader import known_cluster
     from drkit.drills.service import run_readiness
 
     config = app.config(config_file)
+    known_cluster(config, source, "--from")  # bad input stores no failed drill
+    known_cluster(config, target, "--to")
     store = app.store(config_file, config_required=True)
     store.ensure_current()
     outcome = run_readiness(config, store, app.state_dir, source, target)
-    _emit(outcome, output, passed="Ready")
+    _emit(outcome, output, passed="Ready", failed=ExitCode.UNHEALTHY)
 
 
 @drill.command("list")
@@ -383,6 +390,8 @@ def _report_text(report: DrillReport) -> list[str]:
         f"RPO: {report.rpo_records} records, {report.rpo_bytes} bytes, "
         f"{report.rpo_seconds:.1f}s (target {rpo_target}) on {len(lost)} of "
         f"{len(report.rpo)} partitions"
+        if report.rpo_measured
+        else f"RPO: not measured (target {rpo_target}): see the note"
     )
     lines += [
         f"  {p.topic}[{p.partition}]: {p.records} records, {p.bytes} bytes, {p.seconds:.1f}s"

@@ -46,7 +46,8 @@ def readiness(
     timeline.add("plan_made", f"{len(plan.groups)} groups, {len(plan.findings)} findings")
     flow = flow_between(config, source, target)
     checks = [_plan_unblocked(plan), _parity(config, flow, plan), _checkpoints(plan), _link(plan)]
-    checks.append(_shadow_translation(config, source, target, [g.group for g in plan.groups]))
+    checks.append(_shadow_translation(config, plan, [g.group for g in plan.groups]))
+    measured = plan.source_reachable and plan.rpo_records is not None
     timeline.add("shadow_translation", checks[-1].detail)
     verdict, reasons = readiness_verdict(checks)
     return DrillReport(
@@ -71,8 +72,12 @@ def readiness(
         series=Series(),
         notes=(
             "RPO here is an estimate from replication progress: records the target would lack "
-            "if the source were lost now (bytes and seconds are not measured in this mode).",
+            "if the source were lost now (bytes and seconds are not measured in this mode)."
+            if measured
+            else f"RPO not measured: {source} does not answer, so its replication progress "
+            "cannot be compared with what it holds.",
         ),
+        rpo_measured=measured,
     )
 
 
@@ -87,7 +92,18 @@ def _parity(config: DrkitConfig, flow: FlowConfig, plan: Plan) -> DrillCheck:
     return parity_check(config, flow)
 
 
+def _unanswered(plan: Plan) -> str | None:
+    """Why the groups could not be looked at (None: both clusters answered)."""
+    gone = [c for c, up in ((plan.source, plan.source_reachable),
+                            (plan.target, plan.target_reachable)) if not up]  # fmt: skip
+    if not gone:
+        return None
+    return f"not checked: {' and '.join(gone)} {'do' if len(gone) > 1 else 'does'} not answer"
+
+
 def _checkpoints(plan: Plan) -> DrillCheck:
+    if (why := _unanswered(plan)) is not None:
+        return DrillCheck("checkpoints", False, why)
     missing = list(plan.groups_without_checkpoint)
     return DrillCheck(
         "checkpoints",
@@ -112,9 +128,10 @@ def _link(plan: Plan) -> DrillCheck:
     )
 
 
-def _shadow_translation(
-    config: DrkitConfig, source: str, target: str, groups: list[str]
-) -> DrillCheck:
+def _shadow_translation(config: DrkitConfig, plan: Plan, groups: list[str]) -> DrillCheck:
+    source, target = plan.source, plan.target
+    if (why := _unanswered(plan)) is not None:
+        return DrillCheck("shadow_translation", False, why)
     if not groups:
         return DrillCheck("shadow_translation", True, "no consumer groups to translate")
     flow = flow_between(config, source, target)

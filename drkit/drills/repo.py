@@ -140,7 +140,7 @@ class DrillRepository:
             row.state = DrillState.FINISHED.value
             row.verdict = report.verdict.value
             row.rto_s = report.rto.total_s if report.rto is not None else None
-            row.rpo_records = report.rpo_records
+            row.rpo_records = report.rpo_records if report.rpo_measured else None
             row.report = {**report.to_json(), REPORT_DIR_KEY: report_dir}
             row.finished_at = datetime.now(UTC)
 

@@ -154,6 +154,9 @@ class DrillReport:
     accounting: dict[str, Any] | None = None  # drkit verify's totals, or None when not run
     notes: tuple[str, ...] = field(default_factory=tuple)
     conditions: tuple[WriteCondition, ...] = ()  # the writers, as asked and as they ran
+    # False: nothing could be counted (a readiness check whose source did not answer) - the
+    # RPO is "not measured", never "0 records, nothing lost".
+    rpo_measured: bool = True
 
     @property
     def rpo_records(self) -> int:
@@ -209,4 +212,5 @@ class DrillReport:
             accounting=raw.get("accounting"),
             notes=tuple(raw.get("notes", ())),
             conditions=tuple(WriteCondition(**c) for c in raw.get("conditions", ())),
+            rpo_measured=bool(raw.get("rpo_measured", True)),
         )

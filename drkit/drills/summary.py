@@ -51,7 +51,10 @@ def summary(report: DrillReport) -> str:
         if report.rto is not None
         else f"resumption on {report.target} not measured"
     )
-    lost = "nothing lost" if report.rpo_records == 0 else f"{report.rpo_records} records lost"
+    if not report.rpo_measured:
+        lost = "loss not measured"
+    else:
+        lost = "nothing lost" if report.rpo_records == 0 else f"{report.rpo_records} records lost"
     reread = sum(g.reread for g in report.groups)
     twice = f"{reread} record{'s' if reread != 1 else ''} read twice"
     skipped = sum(g.skipped for g in report.groups)

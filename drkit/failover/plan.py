@@ -468,7 +468,8 @@ def _reachability(snapshot: Snapshot) -> list[Finding]:
             Finding(
                 Severity.BLOCKER,
                 "source_unreachable",
-                f"{snapshot.source} does not answer ({snapshot.source_error}); a planned "
+                f"{snapshot.source} does not answer"
+                f"{f' ({snapshot.source_error})' if snapshot.source_error else ''}; a planned "
                 f"{snapshot.procedure.value} needs it - use 'drkit failover' for an unplanned "
                 "move",
             )

@@ -106,3 +106,26 @@ def test_drill_trend_into_a_missing_directory_is_refused_before_anything(tmp_pat
                                     str(tmp_path / "no" / "such" / "trend.html")])  # fmt: skip
     assert done.exit_code == 2, done.output
     assert "--html: cannot write" in done.output and "is not a directory" in done.output
+
+
+def test_readiness_with_both_clusters_down_measures_nothing_and_claims_nothing(
+    tmp_path: Path,
+) -> None:
+    """It said "RPO 0 records, nothing lost", passed two checks on groups it never saw and
+    exited 9 ("the records disprove it"); a refused --to stored a failed drill."""
+    import json
+
+    (tmp_path / "drkit.yaml").write_text(CONFIG)
+    runner = CliRunner()
+    state = ["--state-dir", str(tmp_path)]
+    refused = runner.invoke(cli, [*state, "drill", "readiness", "--from", "dc1", "--to", "dc9"])
+    assert refused.exit_code == 2 and "unknown cluster 'dc9'" in refused.output
+    assert "no drills yet" in runner.invoke(cli, [*state, "drill", "list"]).output
+    done = runner.invoke(cli, [*state, "drill", "readiness", "--from", "dc1", "--to", "dc2",
+                               "-o", "json"])  # fmt: skip
+    assert done.exit_code == 3, done.output  # not ready: a check found a problem
+    report = json.loads(done.stdout)
+    assert report["rpo_measured"] is False and report["verdict"] == "NotReady"
+    assert not [c for c in report["checks"] if c["passed"]], report["checks"]
+    text = runner.invoke(cli, [*state, "drill", "show"]).output
+    assert "RPO: not measured" in text and "nothing lost" not in text, text
