@@ -138,7 +138,10 @@ class CredentialsRefusedError(FatalKafkaError):
 
 
 class UnreachableClusterError(KafkaError):
-    """A cluster did not answer metadata requests within the deadline."""
+    """A cluster did not answer metadata requests within the deadline (exit 3 in every
+    command: a cluster down is what a check finds)."""
+
+    exit_code = ExitCode.UNHEALTHY
 
     def __init__(self, cluster: str, bootstrap_servers: str, detail: str = "") -> None:
         self.cluster = cluster
