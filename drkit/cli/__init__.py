@@ -10,6 +10,7 @@ from __future__ import annotations
 import faulthandler
 import importlib
 import logging
+import warnings
 from typing import Any
 
 import click
@@ -37,18 +38,48 @@ class _Boundary(click.Group):
         return found
 
     def invoke(self, ctx: click.Context) -> Any:
+        with warnings.catch_warnings():  # Click 9 moves these tokens into ``args``
+            warnings.simplefilter("ignore", DeprecationWarning)
+            as_json = _wants_json([*getattr(ctx, "protected_args", ()), *ctx.args])
+        from drkit.cli.context import PRINTED
+
+        PRINTED.document = False
         try:
             return super().invoke(ctx)
         except ConfigError as err:
             for line in err.lines():
                 click.echo(f"error: {line}", err=True)
+            _error_document(as_json, err.lines(), err.exit_code)
             ctx.exit(err.exit_code)
         except DrkitError as err:
             click.echo(f"error: {err}", err=True)
+            _error_document(as_json, [str(err)], err.exit_code)
             ctx.exit(err.exit_code)
         except KeyboardInterrupt:
             click.echo("interrupted", err=True)
             ctx.exit(ExitCode.INTERRUPTED)
+
+
+def _wants_json(args: list[str]) -> bool:
+    """Whether the command line asks for ``-o json`` / ``--output json`` (in any spelling)."""
+    for index, arg in enumerate(args):
+        if arg in ("-o", "--output") and index + 1 < len(args) and args[index + 1] == "json":
+            return True
+        if arg in ("-ojson", "--output=json"):
+            return True
+    return False
+
+
+def _error_document(as_json: bool, lines: list[str], code: int) -> None:
+    """Under ``-o json`` an error is a document on stdout too (a reader never gets nothing):
+    ``drkit.error/v1`` with the lines stderr says and the exit code.  Commands that printed
+    their own document (``config validate``) are not doubled: they raise after printing, so
+    this only runs when stdout holds no document yet (``drkit.cli.context.PRINTED``)."""
+    from drkit.cli.context import PRINTED, echo_document
+
+    if not as_json or PRINTED.document:
+        return
+    echo_document("error", {"ok": False, "errors": lines, "exit_code": int(code)})
 
 
 # One table for every command; \b keeps click from rewrapping it.

@@ -139,8 +139,19 @@ def output_option(func: Any) -> Any:
 INDENT_LIMIT_BYTES = 1_000_000
 
 
+@dataclass
+class _Printed:
+    """Whether this command put a JSON document on stdout (an error then adds none)."""
+
+    document: bool = False
+
+
+PRINTED = _Printed()
+
+
 def echo_json(payload: Any) -> None:
     """``payload`` as JSON on stdout: indented, or on one line when it is large."""
+    PRINTED.document = True
     compact = json_codec.dumps_sorted(payload)
     if len(compact) > INDENT_LIMIT_BYTES:
         click.echo(compact)

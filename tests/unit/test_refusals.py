@@ -129,3 +129,21 @@ def test_readiness_with_both_clusters_down_measures_nothing_and_claims_nothing(
     assert not [c for c in report["checks"] if c["passed"]], report["checks"]
     text = runner.invoke(cli, [*state, "drill", "show"]).output
     assert "RPO: not measured" in text and "nothing lost" not in text, text
+
+
+def test_under_json_output_an_error_is_a_document_on_stdout_too(tmp_path: Path) -> None:
+    """A script reading ``-o json`` once got an empty stdout on any error."""
+    import json
+
+    (tmp_path / "drkit.yaml").write_text(CONFIG)
+    runner = CliRunner()
+    shown = runner.invoke(cli, ["--state-dir", str(tmp_path), "drill", "show", "99", "-o", "json"])
+    assert shown.exit_code == 2
+    document = json.loads(shown.stdout)
+    assert document["schema"] == "drkit.error/v1" and document["ok"] is False
+    assert document["exit_code"] == 2 and "no drill 99" in document["errors"][0]
+    # A command that printed its own verdict document is not doubled by the error's.
+    (tmp_path / "bad.yaml").write_text(CONFIG.replace("127.0.0.1:1", "no-port"))
+    bad = runner.invoke(cli, ["config", "validate", str(tmp_path / "bad.yaml"), "--output=json"])
+    assert bad.exit_code == 2
+    assert json.loads(bad.stdout)["schema"] == "drkit.config.validate/v1"
