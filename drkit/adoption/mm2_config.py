@@ -25,6 +25,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from drkit.errors import ConfigError, Problem
+
 _POLICIES = {
     "org.apache.kafka.connect.mirror.DefaultReplicationPolicy": "prefix",
     "org.apache.kafka.connect.mirror.IdentityReplicationPolicy": "identity",
@@ -126,9 +128,27 @@ def import_mm2(text: str) -> Imported:
                 flow = _flow(source, target, props, imported, used)
                 if flow is not None:
                     imported.document["flows"].append(flow)
+    undefined = _flows_to_undefined_clusters(props, aliases)
+    if undefined:
+        raise ConfigError(undefined)
     for key in sorted(set(props) - used):
         imported.unsupported.append((key, _why_not(key, props[key], aliases)))
     return imported
+
+
+def _flows_to_undefined_clusters(props: dict[str, str], aliases: list[str]) -> list[Problem]:
+    """A ``A->B.*`` key whose A or B is not in ``clusters``: MM2 would not run that flow
+    either, and an import that silently dropped it (exit 0, ``flows: []``) misleads."""
+    problems = []
+    for key in sorted(props):
+        match = _FLOW_KEY.match(key)
+        if match is None:
+            continue
+        missing = [alias for alias in match.group(1, 2) if alias not in aliases]
+        if missing:
+            problems.append(Problem(key, f"cluster {missing[0]!r} is not in clusters "
+                                         f"({', '.join(aliases) or 'none'})"))  # fmt: skip
+    return problems
 
 
 def _env_name(alias: str, what: str) -> str:

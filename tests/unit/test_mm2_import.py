@@ -89,3 +89,13 @@ def test_a_file_without_clusters_is_refused(tmp_path: Path) -> None:
     empty.write_text("tasks.max = 4\n")
     result = CliRunner().invoke(cli, ["config", "import", str(empty)])
     assert result.exit_code == 2 and "clusters: no cluster aliases" in result.output
+
+
+def test_a_flow_to_a_cluster_the_file_does_not_define_is_an_error_not_an_empty_import() -> None:
+    """It answered exit 0 with ``flows: []``: the operator's flow was silently gone."""
+    from drkit.errors import ConfigError
+
+    text = "clusters = dc1, dc2\ndc1.bootstrap.servers = a:9092\ndc2.bootstrap.servers = b:9092\n"
+    with pytest.raises(ConfigError, match=r"dc1->dc3\.enabled: cluster 'dc3' is not in clusters"):
+        import_mm2(text + "dc1->dc3.enabled = true\n")
+    assert import_mm2(text + "dc1->dc2.enabled = true\n").document["flows"]
