@@ -42,6 +42,7 @@ from tests.failover_support import (
     wait_replicated,
     with_config,
 )
+from tests.history import History
 from tests.kafka_backends import ClusterUnderTest
 from tests.kip848 import NEW_PROTOCOL, group_type, kip848_first_offsets, kip848_member_commits
 from tests.replication_support import FlowSetup, Replicator, flow_setup, wait_until
@@ -171,9 +172,18 @@ def test_planned_switchover_under_load_loses_nothing_rereads_nothing_and_reverse
         processed_on_dc1 += _consume_and_commit(setup.source_endpoint, topic, group, 1200)
         # A second application on KIP-848's protocol, stopped at another point.
         ledger_on_dc1 = _consume_and_commit(setup.source_endpoint, topic, ledger, 700, NEW_PROTOCOL)
-        done = drkit(setup, "switchover", "--from", setup.source, "--to", setup.target, "--yes",
-                     "-o", "json", timeout_s=300)  # fmt: skip
+        source = invariants.Cluster(setup.source, setup.config.clusters[setup.source]
+                                    .bootstrap_servers)  # fmt: skip
+        # Checked while it happens: never the pointer on dc2 with dc1 still open.
+        with History(f"sqlite:///{tmp_path / 'drkit.db'}", source, topic) as history:
+            done = drkit(setup, "switchover", "--from", setup.source, "--to", setup.target,
+                         "--yes", "-o", "json", timeout_s=300)  # fmt: skip
+            wait_until(lambda: history.moves()[-1:] == [setup.target], 10, what="sampled")
         assert done.code == 0, done.err + done.out
+        assert history.violations(setup.target) == [], history.samples
+        assert history.moves() in ([None, setup.target], [setup.source, setup.target]), (
+            history.moves()
+        )
         # dc1 refuses writes while fenced.
         wait_until(lambda: load.refused, 30, what="the producer refused by dc1")
         assert "TOPIC_AUTHORIZATION_FAILED" in load.refused[-1]
@@ -221,6 +231,9 @@ def test_planned_switchover_under_load_loses_nothing_rereads_nothing_and_reverse
     # on dc2, the group never moved backwards, the audit trail agrees with dc1's ACLs.
     fence = next(s for s in run["steps"] if s["name"] == "record_fence_point")["detail"]
     point = {int(k.rsplit(":", 1)[1]): v for k, v in fence["fence_point"].items()}
+    # The load kept writing to dc1 the whole time: nothing was appended past the fence point.
+    source_ends = invariants.end_offsets(source, topic, PARTITIONS)
+    assert source_ends == point, (source_ends, point)
     clusters = setup.config.clusters
     case = invariants.Case(
         invariants.Cluster(setup.source, clusters[setup.source].bootstrap_servers),
@@ -524,9 +537,17 @@ def test_a_vetoed_switchover_rolls_back_and_the_source_takes_writes_again(
     topic = setup.config.flows[0].topics.include[0]
     veto = {"when": "before", "step": "move_pointer", "command": ["sh", "-c", "echo no; exit 3"]}
     with_config(setup, failover={"hooks": [veto]})
-    done = drkit(setup, "switchover", "--from", setup.source, "--to", setup.target, "--yes",
-                 "-o", "json")  # fmt: skip
+    source = invariants.Cluster(setup.source, setup.config.clusters[setup.source]
+                                .bootstrap_servers)  # fmt: skip
+    with History(f"sqlite:///{tmp_path / 'drkit.db'}", source, topic) as history:
+        done = drkit(setup, "switchover", "--from", setup.source, "--to", setup.target,
+                     "--yes", "-o", "json")  # fmt: skip
+        wait_until(lambda: history.samples and not history.samples[-1].source_fenced, 10,
+                   what="dc1 open again, sampled")  # fmt: skip
     assert done.code == 7, done.err  # vetoed
+    # While it ran, sampled every 0.1 s: the pointer never left dc1 (its fence came and went).
+    assert set(history.moves()) <= {None, setup.source}, history.moves()
+    assert len(history.samples) >= 3 and not history.errors, (history.samples, history.errors)
     [run] = drkit(setup, "failover", "list", "-o", "json").json()["runs"]
     assert run["state"] == "rolled_back"
     states = {s["name"]: s["state"] for s in run["steps"]}
