@@ -45,6 +45,7 @@ from tests.failover_support import (
     replicated_setup,
     with_config,
 )
+from tests.history import History
 from tests.kafka_backends import ClusterUnderTest
 from tests.replication_support import DrkitProcess, FlowSetup, Replicator, wait_until
 from tests.tcp_proxy import database_behind_proxy
@@ -414,7 +415,9 @@ def test_a_switchover_cut_off_right_after_its_pointer_moved_goes_forward_only(
     setup, groups = replicated_setup(dc1, dc2, names, tmp_path)
     topic = names.topic("orders")
     with_config(setup, failover={"lease_ttl_s": 2.0})
-    with Replicator(setup, log_dir=tmp_path):
+    source = invariants.Cluster(setup.source, setup.config.clusters[setup.source]
+                                .bootstrap_servers)  # fmt: skip
+    with Replicator(setup, log_dir=tmp_path), History(_store_url(setup), source, topic) as seen:
         armed = {_FAILPOINT: f"move_pointer.after_move={action}"}
         cut = drkit(setup, "switchover", "--from", setup.source, "--to", setup.target, "--yes",
                     env=armed, timeout_s=180)  # fmt: skip
@@ -434,6 +437,10 @@ def test_a_switchover_cut_off_right_after_its_pointer_moved_goes_forward_only(
         resumed = drkit(setup, "failover", "--resume", str(run.id), "--yes", "-o", "json",
                         timeout_s=180)  # fmt: skip
         assert resumed.code == 0, resumed.err + resumed.out
+    # Checked while it happened - the cut, the wait, the resume: never dc1 open with the
+    # pointer on dc2.
+    assert seen.violations(setup.target) == [] and not seen.errors, seen.samples
+    assert seen.moves()[-1] == setup.target, seen.moves()
     final = _only_run(setup)
     assert final.state is RunState.SUCCEEDED, final.result
     assert ("WRITE", "DENY") in _acls_on(setup, topic)
