@@ -158,6 +158,13 @@ class StateStoreError(DrkitError):
     """The state store could not be reached, migrated or written."""
 
 
+class StoreUrlUnusable(StateStoreError):
+    """The state store URL names no database drkit can use (no such driver, unparseable):
+    bad input, nothing was done."""
+
+    exit_code = ExitCode.BAD_INPUT
+
+
 class StoreFromNewerDrkit(StateStoreError):
     """The state store is at a migration this drkit does not have: a newer drkit wrote it.
     Nothing is read or written (this drkit cannot know what the newer tables mean)."""

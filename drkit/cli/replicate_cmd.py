@@ -102,8 +102,8 @@ def replicate(
     """Replicate the configured flows until SIGTERM/SIGINT, then stop gracefully.
 
     In-flight records are delivered and progress is stored on the target before exit.
-    Exit code 3: a flow stopped on a record the target refuses (the log names topic,
-    partition and offset; nothing after it was skipped).
+    Exit code 10: a flow stopped on an error it cannot ride out - e.g. a record the target
+    refuses (the log names topic, partition and offset; nothing after it was skipped).
     """
     config = app.config(config_file)
     select_flows(config, flows)  # fail fast on unknown flows, before forking

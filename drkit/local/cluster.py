@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from drkit.config.model import Role
-from drkit.errors import KafkaError, LocalClusterError
+from drkit.errors import ConfigError, KafkaError, LocalClusterError, Problem
 from drkit.local import netns, secure
 from drkit.local import secure as secure_module  # where a parameter named secure hides it
 from drkit.local.jars import KAFKA_VERSION, java_executable, resolve_bundle
@@ -563,7 +563,7 @@ class LocalKafka:
         state = self._load(name)
         if state is None:
             known = ", ".join(self.cluster_names()) or "none"
-            raise LocalClusterError(f"no local cluster {name!r} (known: {known})")
+            raise ConfigError([Problem("CLUSTER", f"no local cluster {name!r} (known: {known})")])
         return state
 
     def _brokers(self, state: ClusterState, node_id: int | None) -> list[BrokerState]:

@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from drkit import __version__, json_codec
 from drkit.config.model import DrkitConfig
-from drkit.errors import StateStoreError, StoreFromNewerDrkit
+from drkit.errors import StateStoreError, StoreFromNewerDrkit, StoreUrlUnusable
 
 if TYPE_CHECKING:
     from alembic.config import Config
@@ -60,7 +60,7 @@ class StateStore:
         try:
             parsed: URL = make_url(url)
         except ArgumentError:
-            raise StateStoreError("the state-store URL is not a valid SQLAlchemy URL") from None
+            raise StoreUrlUnusable("the state-store URL is not a valid SQLAlchemy URL") from None
         self.url = url
         self.is_sqlite = parsed.get_backend_name() == "sqlite"
         if self.is_sqlite and parsed.database and parsed.database != ":memory:":
@@ -84,7 +84,7 @@ class StateStore:
         try:
             self.engine: Engine = create_engine(url, **kwargs)
         except (ArgumentError, ImportError) as err:
-            raise StateStoreError(f"cannot use state store {safe_url(url)}: {err}") from None
+            raise StoreUrlUnusable(f"cannot use state store {safe_url(url)}: {err}") from None
         if self.is_sqlite:
             event.listen(self.engine, "connect", _sqlite_pragmas)
         elif parsed.get_backend_name() == "postgresql":

@@ -147,3 +147,17 @@ def test_under_json_output_an_error_is_a_document_on_stdout_too(tmp_path: Path) 
     bad = runner.invoke(cli, ["config", "validate", str(tmp_path / "bad.yaml"), "--output=json"])
     assert bad.exit_code == 2
     assert json.loads(bad.stdout)["schema"] == "drkit.config.validate/v1"
+
+
+def test_an_unknown_local_cluster_and_an_unusable_store_url_are_bad_input(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Both exited 1 ("the operation failed"); they are input drkit refuses: exit 2."""
+    runner = CliRunner()
+    for verb in ("kill", "logs", "stop"):
+        done = runner.invoke(cli, ["--state-dir", str(tmp_path), "local", verb, "dc9"])
+        assert done.exit_code == 2 and "no local cluster 'dc9'" in done.output, done.output
+    (tmp_path / "drkit.yaml").write_text(CONFIG)
+    monkeypatch.setenv("DRKIT_DB_URL", "nosuchdb://x/y")
+    store = runner.invoke(cli, ["--state-dir", str(tmp_path), "pointer", "show"])
+    assert store.exit_code == 2 and "cannot use state store" in store.output, store.output
