@@ -33,7 +33,7 @@ from matplotlib.ticker import MaxNLocator
 
 from drkit.drills.measure import objectives
 from drkit.drills.report import DrillReport, Event, Verdict
-from drkit.drills.summary import fault_facts, summary, wall_clock
+from drkit.drills.summary import LIGHT_LOAD, fault_facts, summary, wall_clock
 
 GOOD_VERDICTS = frozenset({Verdict.POLICY_MET, Verdict.READY})
 
@@ -489,6 +489,7 @@ def render_report(report: DrillReport) -> str:
         ),
         fault=fault_facts(report),
         conditions=report.conditions,
+        light_load=LIGHT_LOAD,
         failover=_failover_view(report.failover_run),
         accounting=accounting,
     )

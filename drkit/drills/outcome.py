@@ -89,7 +89,7 @@ def build_report(runner: DrillRunner, started: datetime) -> DrillReport:
         notes=tuple(runner.notes),
         conditions=tuple(
             WriteCondition(
-                runner.env.topic(w.load.name),
+                w.load.name,  # the writer's load already carries the drill's topic name
                 w.load.partitions,
                 w.load.records_per_s,
                 reached_rate([at for at, _ in w.acked()]),

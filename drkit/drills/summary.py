@@ -80,14 +80,29 @@ def fault_facts(report: DrillReport) -> list[tuple[str, str]]:
     return out
 
 
+# Below this share of the asked write rate a drill tested a lighter load than planned: said.
+LIGHT_LOAD = 0.8
+
+
 def condition_lines(report: DrillReport) -> list[str]:
-    """One line per workload topic: the write rate asked and reached, records written."""
+    """One line per workload topic: the write rate asked and reached (flagged below
+    :data:`LIGHT_LOAD` of it), records written, and refused writes explained."""
     out = []
     for c in report.conditions:
         reached = "not measured" if c.reached_per_s is None else f"{c.reached_per_s:g}/s"
-        refused = f", {c.refused} refused" if c.refused else ""
+        light = ""
+        if c.reached_per_s is not None and c.asked_per_s > 0:
+            share = c.reached_per_s / c.asked_per_s
+            if share < LIGHT_LOAD:
+                light = f" - only {share:.0%} of the rate asked: a lighter load than planned"
+        refused = (
+            f", {c.refused} refused (never acknowledged - the fence or the fault turned them "
+            "down - so they are no loss)"
+            if c.refused
+            else ""
+        )
         out.append(
             f"{c.topic} ({c.partitions} partitions): asked {c.asked_per_s:g}/s, reached "
-            f"{reached}; {c.written} records written{refused}"
+            f"{reached}{light}; {c.written} records written{refused}"
         )
     return out

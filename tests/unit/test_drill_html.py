@@ -383,3 +383,20 @@ def test_an_unmeasured_sample_is_a_gap_and_a_grey_band_never_zero() -> None:
     assert plot_has_svg(shaded, "plot-series") and "#d5d8dc" in element(shaded, "plot-series")
     measured = sample_report(series=replace(series, lag=(0,) * 8, target_end=(0,) * 8))
     assert "#d5d8dc" not in element(render_report(measured), "plot-series")
+
+
+def test_a_light_load_refused_writes_and_a_clean_verdict_are_each_explained() -> None:
+    """A workload at 42% of its asked rate was not flagged, "refused 30" beside "nothing
+    lost" went unexplained, and a verdict met without reasons said "no reasons given"."""
+    from drkit.drills.summary import condition_lines
+
+    light = replace(sample_report().conditions[0], reached_per_s=210.0, refused=30)
+    report = sample_report(conditions=(light,), reasons=())
+    page = render_report(report)
+    assert "42% of the rate asked" in element(page, "conditions")
+    assert "no loss" in page and 'id="refused-note"' in page
+    assert "every target met, every check passed" in page
+    [line] = condition_lines(report)
+    assert "only 42% of the rate asked: a lighter load than planned" in line
+    assert "30 refused (never acknowledged" in line
+    assert "rate asked" not in render_report(sample_report()).split('id="conditions"')[1][:600]
