@@ -152,7 +152,6 @@ def test_the_protected_pair_follows_the_pointer_and_the_flows_that_run(tmp_path:
     store = StateStore(f"sqlite:///{tmp_path / 'drkit.db'}")
     store.ensure_current()
     job = AutomaticFailover(config=config, store=store, state_dir=tmp_path, observer="o1",
-                            engine=RecordingEngine,
                             metrics=MonitorMetrics.create(CollectorRegistry()))  # fmt: skip
     assert job.pairs() == [("dc1", "dc2")]  # never moved: the config's running flow
     control = ControlRepository(store)
