@@ -122,9 +122,17 @@ class FatalKafkaError(KafkaError):
 
 class ClientSettingsRefused(FatalKafkaError):
     """librdkafka refused to create a client from the settings drkit built for a cluster (an
-    unknown or invalid property, a file it cannot read, an empty secret): bad input, named."""
+    unknown or invalid property, a file it cannot read, an empty secret): bad input, named.
+    ``key``: the config key behind it; ``reason``: what librdkafka said (both in the message;
+    across a process boundary only the message travels)."""
 
     exit_code = ExitCode.BAD_INPUT
+
+    def __init__(
+        self, message: str, ends_flows: bool = True, key: str = "", reason: str = ""
+    ) -> None:
+        super().__init__(message, ends_flows)
+        self.key, self.reason = key, reason
 
 
 class CommitLogUnreadable(FatalKafkaError):

@@ -9,9 +9,9 @@ may create, drkit.drills.footprint), its store (the fences its runs recorded) an
 of its grants, written before the first ACL was created.
 
 Nothing is taken on a directory's word: ``drkit drill cleanup`` acts only on a directory the
-main state store recorded as a drill's (:func:`recorded_drill`) and that holds that drill's
-manifest; it surveys first (:func:`survey`), shows what it found, asks, and only then runs
-:func:`clean_up`.
+main state store recorded as a drill's and that holds that drill's manifest
+(:func:`drill_directory`); it surveys first (:func:`survey`), shows what it found, asks, and
+only then runs :func:`clean_up`.
 """
 
 from __future__ import annotations
@@ -114,10 +114,9 @@ class Survey:
                      for name in (*topics, *groups))  # fmt: skip
 
 
-def survey(directory: Path) -> Survey:
-    """What :func:`clean_up` would remove: the recorded grants and the drill's manifest names
-    that exist on its clusters now.  Refused (:class:`DrillStillRunning`) while the process
-    that recorded the grants lives."""
+def _leftovers(directory: Path) -> access.Leftovers | None:
+    """The drill's record of its grants; DrillStillRunning while the process that wrote it
+    lives (its own clean-up is still to come)."""
     try:
         leftovers = access.read_record(directory)
     except ValueError as err:
@@ -128,6 +127,14 @@ def survey(directory: Path) -> Survey:
             f"{directory.name}: the drill is still running (process {pid}); "
             "it removes its ACLs itself when it ends"
         )
+    return leftovers
+
+
+def survey(directory: Path) -> Survey:
+    """What :func:`clean_up` would remove: the recorded grants and the drill's manifest names
+    that exist on its clusters now.  Refused (:class:`DrillStillRunning`) while the process
+    that recorded the grants lives."""
+    leftovers = _leftovers(directory)
     try:
         data = drill_data(_environment(directory))
     except ValueError as err:
@@ -150,12 +157,14 @@ def clean_up(directory: Path) -> Cleaned:
 
     Refused (:class:`DrillStillRunning`) while the process that recorded the grants lives.
     Idempotent: a clean-up cut short is finished by running it again."""
-    survey(directory)  # the liveness check, again, right before acting
-    leftovers = access.read_record(directory)
+    leftovers = _leftovers(directory)  # the liveness check again, right before acting
     env = _environment(directory)
     grants = leftovers.grants if leftovers is not None else {}
     lifted = access.release(env.config, grants, env.store, directory)
-    data = remove_drill_data(env)
+    try:
+        data = remove_drill_data(env)
+    except ValueError as err:  # no valid manifest: nothing of its data is touched
+        raise _bad(str(directory), str(err)) from None
     return Cleaned(
         directory.name,
         sum(len(entries) for entries in grants.values()),

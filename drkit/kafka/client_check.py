@@ -60,10 +60,8 @@ def _library_problems(config: DrkitConfig, alias: str, cluster: ClusterConfig) -
         try:
             make_producer(ClusterEndpoint(alias, as_role.clusters[alias]))
         except ClientSettingsRefused as err:
-            key, _, reason = str(err).partition(": ")
-            if role is not None:
-                reason += f" (as role {role.value})"
+            reason = err.reason + (f" (as role {role.value})" if role is not None else "")
             if reason not in seen:
                 seen.add(reason)
-                out.append(Problem(key, reason))
+                out.append(Problem(err.key, reason))
     return out

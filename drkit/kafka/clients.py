@@ -259,10 +259,9 @@ def _client_error(
 ) -> ClientSettingsRefused:
     """Client construction fails only on invalid settings: say which key, never retry."""
     detail = err.args[0].str() if err.args and hasattr(err.args[0], "str") else str(err)
-    return ClientSettingsRefused(
-        f"{settings_key(endpoint, detail)}: librdkafka refuses the {kind} settings for "
-        f"cluster {endpoint.alias!r}: {detail}"
-    )
+    key = settings_key(endpoint, detail)
+    reason = f"librdkafka refuses the {kind} settings for cluster {endpoint.alias!r}: {detail}"
+    return ClientSettingsRefused(f"{key}: {reason}", key=key, reason=reason)
 
 
 def make_admin_client(endpoint: ClusterEndpoint, settings: Mapping[str, Any]) -> AdminClient:

@@ -205,8 +205,8 @@ class StateStore:
         """Raise StateStoreError unless the database is migrated to head (StoreFromNewerDrkit
         when it is past it)."""
         current, head = self.current_revision(), self.head_revision()
-        self._refuse_newer(current)
         if current != head:
+            self._refuse_newer(current)
             raise StateStoreError(
                 f"state store {safe_url(self.url)} is at revision {current or 'none'}, "
                 f"drkit needs {head}: run 'drkit db upgrade'"
@@ -216,9 +216,9 @@ class StateStore:
         """Migrate to head if needed (used by long-running commands on the embedded default)."""
         try:
             current = self.current_revision()  # no lock to read: a read-only store serves
-            self._refuse_newer(current)
             if current == self.head_revision():
                 return
+            self._refuse_newer(current)  # only a store not at head can be a newer drkit's
             with self._migration_lock():
                 behind = self.current_revision() != self.head_revision()
             if behind:

@@ -256,8 +256,8 @@ def export_to_topic(
     missing = (
         (record.key, record.value, (*record.headers, (TAIL_HEADER, provenance)))
         for record in records
-        if (provenance := f"{cluster}/{record.topic}/{record.partition}/{record.offset}".encode())
-        not in held
+        if (provenance := Provenance(cluster, record.topic, record.partition,
+                                     record.offset).encode()) not in held
     )  # fmt: skip
     return produce_batch(endpoint, topic, missing, partition=0, timeout_s=300.0)
 
