@@ -19,6 +19,44 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
+from drkit.errors import LeaseLost
+
+
+class Budget(float):
+    """A timeout, in seconds, for a side effect a lease allowed - which also remembers until
+    when that lease surely lasts (:attr:`lease_until`, on this thread's :func:`monotonic`).
+
+    A float wherever a timeout is expected.  The cluster adapters call :func:`time_left` right
+    before they send and before each retry: a process that stood still between the lease's
+    confirmation and the request (SIGSTOP, a paused VM, a long GC) sends nothing once the lease
+    may have lapsed, and no retry outlives it.  What remains is the instant between that check
+    and the bytes leaving the process."""
+
+    lease_until: float
+
+    def __new__(cls, seconds: float, lease_until: float) -> Budget:
+        made = super().__new__(cls, seconds)
+        made.lease_until = lease_until
+        return made
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (Budget, (float(self), self.lease_until))
+
+
+def time_left(timeout_s: float | None, what: str) -> float | None:
+    """``timeout_s`` as it stands now: for a :class:`Budget`, no more than its lease surely has
+    left - and :class:`~drkit.errors.LeaseLost` (``what`` was not sent) once that is nothing.
+    Any other timeout unchanged."""
+    if not isinstance(timeout_s, Budget):
+        return timeout_s
+    left = timeout_s.lease_until - monotonic()
+    if left <= 0:
+        raise LeaseLost(
+            f"{what}: not sent - the lease that allowed it may have lapsed while this process "
+            f"stood still ({-left:.1f}s past what it surely had)"
+        )
+    return min(float(timeout_s), left)
+
 
 class Stoppable(Protocol):
     def stop(self) -> None: ...

@@ -192,6 +192,14 @@ class DrillFailed(DrkitError):
     """A drill could not run to a report (the cause is named); its fault was undone."""
 
 
+class LeaseLost(DrkitError):
+    """This actor no longer holds its lease (taken over, or unconfirmable): stop acting now.
+    (drkit.failover.lease; the cluster adapters raise it too, for a side effect whose lease's
+    budget ran out before it was sent - drkit.clock.Budget.)"""
+
+    exit_code = ExitCode.LEASE
+
+
 class FailpointError(DrkitError):
     """A failpoint armed with ``error`` fired: the operation fails as a cluster error would."""
 

@@ -11,7 +11,9 @@ Actions:
 
 * ``error`` - raise :class:`~drkit.errors.FailpointError` there: the operation fails the way a
   cluster timeout would, and drkit's own error handling (step failure, rollback) takes over;
-* ``kill``  - SIGKILL this process there: a crash with no cleanup and no last write.
+* ``kill``  - SIGKILL this process there: a crash with no cleanup and no last write;
+* ``stop``  - SIGSTOP this process there (it goes on where it stood once sent SIGCONT): a
+  freeze at an exact point - a paused VM, a stalled host.
 
 Unarmed (the default), :func:`reach` is one environment lookup and does nothing.  An armed
 failpoint is logged as a warning when it fires, so a report can never hide that it was staged.
@@ -26,7 +28,7 @@ import signal
 from drkit.errors import ConfigError, FailpointError, Problem
 
 ENVIRONMENT = "DRKIT_FAILPOINTS"
-ACTIONS = ("error", "kill")
+ACTIONS = ("error", "kill", "stop")
 
 # Every failpoint drkit has; arming an unknown name is a configuration error (a typo would
 # otherwise stage nothing and the fault case would pass for the wrong reason).
@@ -35,6 +37,8 @@ KNOWN = frozenset(
         "reconcile.after_acls",  # a pass changed ACLs (a fence's DENYs exist), rows not yet APPLIED
         "move_pointer.after_move",  # the pointer is on the target, the step not yet done
         "commit_group_offsets.before_write",  # translated, nothing committed on the target yet
+        "commit_group_offsets.after_confirm",  # the lease confirmed, the commits not yet sent
+        "automation.before_start",  # a monitor decided to fail over, the run not yet started
     }
 )
 
@@ -81,4 +85,7 @@ def reach(name: str) -> None:
     log.warning("failpoint fired", extra={"failpoint": name, "action": action})
     if action == "kill":
         os.kill(os.getpid(), signal.SIGKILL)
+    if action == "stop":
+        os.kill(os.getpid(), signal.SIGSTOP)
+        return
     raise FailpointError(f"failpoint {name} fired ({ENVIRONMENT})")

@@ -36,6 +36,7 @@ from drkit.access.rules import (
     ResourceType,
     authorized,
 )
+from drkit.clock import time_left
 from drkit.control.channel import ChannelAck, ChannelFactory, ChannelView
 from drkit.control.model import DesiredState, FlowDirective
 from drkit.errors import FatalKafkaError, KafkaError, RetriableKafkaError, UnreachableClusterError
@@ -347,7 +348,8 @@ class FakeCluster:
         self, group: str, offsets: Mapping[TopicPartition, int], timeout_s: float | None = None
     ) -> None:
         self._answer("alter_group_offsets")
-        if not offsets:
+        time_left(timeout_s, f"{self.alias}: alter_group_offsets")  # as the adapter: a lease's
+        if not offsets:  # budget spent while it stood still -> LeaseLost, nothing sent
             return
         found = self.groups.get(group)
         if found is not None and found.members > 0:
@@ -378,12 +380,14 @@ class FakeCluster:
     def create_entries(self, entries: Iterable[AclEntry], timeout_s: float | None = None) -> None:
         self.timeouts.append(("create_entries", timeout_s))
         self._answer("create_entries")
+        time_left(timeout_s, f"{self.alias}: create_entries")
         self.acls |= set(entries)
         self._after("create_entries")
 
     def delete_entries(self, entries: Iterable[AclEntry], timeout_s: float | None = None) -> None:
         self.timeouts.append(("delete_entries", timeout_s))
         self._answer("delete_entries")
+        time_left(timeout_s, f"{self.alias}: delete_entries")
         self.acls -= set(entries)
         self._after("delete_entries")
 

@@ -4,8 +4,11 @@
 pointer already sent applications to the target while the source still took their writes is
 gone by then.  A :class:`History` samples, while the case runs, what the applications would
 see: where the pointer points (the store, plain SQL) and whether the source's topic is fenced
-(its ACLs, a plain admin client - none of drkit's adapter).  :meth:`History.violations` then
-names every sample where both clusters took the topic's writes.
+(its ACLs, a plain admin client - none of drkit's adapter), and as many other copies of it as
+a case names (``also``: the topic on the other cluster, when applications write it there too).
+:meth:`History.violations` then names every sample where the pointer sent the applications to
+the target while the source still took their writes; :meth:`History.two_open` every sample
+where two watched copies took writes at once.
 
 Sampling is read-only (no probe records), so a case's own accounting of records stays exact.
 """
@@ -26,6 +29,7 @@ class Sample:
     at: float  # monotonic seconds since the history started
     pointer: str | None  # the active cluster (None: never set - the source)
     source_fenced: bool  # the source's topic carries its DENY WRITE fence
+    open_copies: frozenset[str] = frozenset()  # watched copies without one ("alias:topic")
 
 
 @dataclass
@@ -36,6 +40,7 @@ class History:
     source: Cluster
     topic: str
     interval_s: float = 0.1
+    also: tuple[tuple[Cluster, str], ...] = ()  # more copies to watch (cluster, topic)
     samples: list[Sample] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     _stop: threading.Event = field(default_factory=threading.Event)
@@ -71,7 +76,11 @@ class History:
             ).first()
         pointer = str(row[0]) if row is not None else None
         fenced = self.topic in denied_topics(self.source)
-        return Sample(time.monotonic() - self._started, pointer, fenced)
+        open_copies = {f"{self.source.alias}:{self.topic}"} if not fenced else set()
+        for cluster, topic in self.also:
+            if topic not in denied_topics(cluster):
+                open_copies.add(f"{cluster.alias}:{topic}")
+        return Sample(time.monotonic() - self._started, pointer, fenced, frozenset(open_copies))
 
     def moves(self) -> list[str | None]:
         """The pointer's values in the order they were seen (each once per stretch)."""
@@ -88,4 +97,12 @@ class History:
             f"at {s.at:.2f}s the pointer was on {target} and {self.source.alias} was not fenced"
             for s in self.samples
             if s.pointer == target and not s.source_fenced
+        ]
+
+    def two_open(self) -> list[str]:
+        """Every sample at which two watched copies took application writes at once."""
+        return [
+            f"at {s.at:.2f}s {sorted(s.open_copies)} all took writes (pointer: {s.pointer})"
+            for s in self.samples
+            if len(s.open_copies) > 1
         ]

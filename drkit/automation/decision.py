@@ -62,6 +62,15 @@ class RpoEstimate:
 
     records: int | None  # None: unknown for some partition
     seconds: float | None  # age of the newest evidence of caught-up replication (worst partition)
+    # When ``seconds`` was measured (the decision's clock); a later decision ages it by the
+    # time since.  None: measured at the snapshot's ``now``.
+    measured_at: float | None = None
+
+    def age_at(self, now: float) -> float | None:
+        """The evidence's age at ``now``."""
+        if self.seconds is None or self.measured_at is None:
+            return self.seconds
+        return self.seconds + max(0.0, now - self.measured_at)
 
 
 @dataclass(frozen=True)
@@ -322,13 +331,14 @@ def _rpo(
         return Check(CheckName.RPO, True, "any RPO accepted (failover.accept_any_rpo)")
     if rpo is None:
         return Check(CheckName.RPO, False, "not estimated")
-    if rpo.records is None or rpo.seconds is None:
+    age = rpo.age_at(now)
+    if rpo.records is None or age is None:
         return Check(CheckName.RPO, False, "unknown for some partitions")
-    window = loss_window(rpo.seconds, last_answer, interval_s, now)
+    window = loss_window(age, last_answer, interval_s, now)
     if window is None:
         return Check(
             CheckName.RPO, False,
-            f"unknown: replication's evidence ({rpo.seconds:.0f}s old) is newer than the "
+            f"unknown: replication's evidence ({age:.0f}s old) is newer than the "
             "source's last answer allows - the hosts' clocks disagree",
         )  # fmt: skip
     within = rpo.records <= policy.max_rpo_records and window <= policy.max_rpo_s

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
+from drkit import failpoints
 from drkit.automation.decision import (
     AutomationSnapshot,
     CheckName,
@@ -55,13 +56,14 @@ from drkit.store.health_repo import HealthRepository, on_store_clock
 log = logging.getLogger(__name__)
 
 
-def rpo_of(plan: Plan) -> RpoEstimate:
-    """Total records the target lacks and the worst partition's age, from a failover plan."""
+def rpo_of(plan: Plan, measured_at: float | None = None) -> RpoEstimate:
+    """Total records the target lacks and the worst partition's age, from a failover plan
+    made at ``measured_at`` (the decision's clock: a later decision ages it by the time since)."""
     seconds = [p.seconds for p in plan.rpo]
     worst = (
         None if any(s is None for s in seconds) else max((s or 0.0 for s in seconds), default=0.0)
     )
-    return RpoEstimate(plan.rpo_records, worst)
+    return RpoEstimate(plan.rpo_records, worst, measured_at)
 
 
 class AutomaticFailover:
@@ -97,11 +99,13 @@ class AutomaticFailover:
         and the old pair, whose source is no longer where the applications write, is not."""
         pointer = self.pointers.get()
         active = pointer.cluster if pointer is not None else None
-        control = ControlRepository(self.store)
+        directives = ControlRepository(self.store).directives(
+            {f.name: default_state(f) for f in self.config.flows}
+        )
         return sorted(
             {(f.source, f.target) for f in self.config.flows
              if (active is None or f.source == active)
-             and control.directive(f.name, default_state(f)).desired is DesiredState.RUNNING}
+             and directives[f.name].desired is DesiredState.RUNNING}
         )  # fmt: skip
 
     def snapshot(self, source: str, target: str) -> AutomationSnapshot:
@@ -140,26 +144,36 @@ class AutomaticFailover:
             paused=self.journal.paused(),
         )
 
-    def evaluate(self, source: str, target: str) -> tuple[Decision, Plan | None]:
-        """The decision for one pair now, and the plan it was estimated with (if any)."""
+    def evaluate(
+        self, source: str, target: str
+    ) -> tuple[Decision, Plan | None, RpoEstimate | None]:
+        """The decision for one pair now, the plan it was estimated with (if any) and that
+        plan's RPO estimate (its ages measured when the plan was made)."""
         snapshot = self.snapshot(source, target)
         decision = decide(snapshot)
         if not (decision.needs_rpo or decision.act):
-            return decision, None
+            return decision, None, None
         # The plan gives the RPO estimate - and, when any RPO is accepted, the run its steps.
         plan = self._engine().plan(Procedure.FAILOVER, source, target, RunOptions())
+        estimate = rpo_of(plan, self.clock())
         if decision.act:
-            return decision, plan
-        return decide(replace(snapshot, rpo=rpo_of(plan))), plan
+            return decision, plan, estimate
+        return decide(replace(snapshot, rpo=estimate)), plan, estimate
 
-    def still_true(self, source: str, target: str, plan: Plan) -> str | None:
+    def still_true(
+        self, source: str, target: str, plan: Plan, estimate: RpoEstimate | None = None
+    ) -> str | None:
         """Under the failover lease, just before the run is recorded: why the decision no
         longer holds (None: it does).  The monitor may have stalled between deciding and
         starting, an operator may have paused automation, the source may answer again - an
         automatic failover never moves off a primary that answers."""
         if plan.source_reachable:
             return f"{source} answered while the failover was planned"
-        again = decide(replace(self.snapshot(source, target), rpo=rpo_of(plan)))
+        # The plan's estimate, aged by the time since it was made (a stalled monitor, a wait
+        # for the lease): judged as it stood against a later "now", its evidence would look
+        # newer than the source's last answer - "clocks disagree" - and hold for good.
+        estimate = estimate or rpo_of(plan)
+        again = decide(replace(self.snapshot(source, target), rpo=estimate))
         if not again.act:
             return again.summary()
         if self.source_answers(source):
@@ -191,7 +205,7 @@ class AutomaticFailover:
         return decisions
 
     def _tick_pair(self, source: str, target: str) -> Decision:
-        decision, plan = self.evaluate(source, target)
+        decision, plan, estimate = self.evaluate(source, target)
         log.info(
             "automatic failover %s",
             "ACTS" if decision.act else "holds",
@@ -214,11 +228,12 @@ class AutomaticFailover:
                 f"automatic failover {source}->{target}: {decision.summary()}",
             )  # fmt: skip
 
+        failpoints.reach("automation.before_start")
         try:
             run = self._engine().start(
                 plan, RunOptions(), requested_by=f"{AUTOMATION}:{self.observer}",
                 reason=decision.summary(), on_started=started,
-                recheck=lambda: self.still_true(source, target, plan),
+                recheck=lambda: self.still_true(source, target, plan, estimate),
             )  # fmt: skip
         except LeaseHeld as err:
             log.warning("another failover holds the lease", extra={"error": str(err)})

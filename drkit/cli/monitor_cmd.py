@@ -18,8 +18,8 @@ from pydantic import ValidationError
 from drkit.cli.context import AppContext, config_option, echo_json, output_option, pass_app
 from drkit.config.loader import known_flow, validation_problems
 from drkit.config.model import DrkitConfig, HealthPolicy, HostPort, Role, connects_as
-from drkit.errors import ConfigError, DrkitError, ExitCode, Problem
-from drkit.failover.lease import LeaseLost, unique_owner
+from drkit.errors import ConfigError, DrkitError, ExitCode, LeaseLost, Problem
+from drkit.failover.lease import unique_owner
 from drkit.health.group_lag import group_listing
 from drkit.health.identity import is_vote
 from drkit.health.jobs import JobKind

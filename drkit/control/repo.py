@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import UTC, datetime
 
-from sqlalchemy import select
+from sqlalchemy import select, update
 
 from drkit.control.model import DesiredState, FlowDirective, WorkerAck
 from drkit.store.clock import database_now
@@ -34,6 +35,24 @@ class ControlRepository:
                 row.flow, DesiredState(row.desired), row.epoch, row.reason, row.run_id
             )
 
+    def directives(self, defaults: Mapping[str, DesiredState]) -> dict[str, FlowDirective]:
+        """Every flow's directive in ``defaults`` (flow -> its default), read in one
+        transaction: one snapshot, never a mix of two moments."""
+        with self.store.session() as session:
+            rows = session.scalars(
+                select(FlowControl).where(FlowControl.flow.in_(list(defaults)))
+            ).all()
+            found = {
+                row.flow: FlowDirective(
+                    row.flow, DesiredState(row.desired), row.epoch, row.reason, row.run_id
+                )
+                for row in rows
+            }
+        return {
+            flow: found.get(flow) or FlowDirective(flow, default, 0)
+            for flow, default in defaults.items()
+        }
+
     def set(
         self, flow: str, desired: DesiredState, reason: str, run_id: int | None = None
     ) -> FlowDirective:
@@ -61,23 +80,18 @@ class ControlRepository:
         """Report that ``worker`` acts on ``epoch`` of ``flow`` and is in ``state`` (upsert);
         ``failure``: its flow ended for good on this error (a later report clears it)."""
         with self.store.session() as session:
-            row = session.scalars(
-                select(FlowAck).where(FlowAck.flow == flow, FlowAck.worker == worker)
-            ).one_or_none()
             now = database_now(session)  # ages are judged on the store's clock, not the worker's
-            if row is None:
-                session.add(
-                    FlowAck(
-                        flow=flow,
-                        worker=worker,
-                        epoch=epoch,
-                        state=state.value,
-                        at=now,
-                        failure=failure,
-                    )
-                )
-            else:
-                row.epoch, row.state, row.at, row.failure = epoch, state.value, now, failure
+            values = {"epoch": epoch, "state": state.value, "at": now, "failure": failure}
+            # One statement in the common case (a worker reports every poll); its first
+            # report inserts.  A worker id is one process's own, so no other writer races it.
+            updated = session.execute(
+                update(FlowAck)
+                .where(FlowAck.flow == flow, FlowAck.worker == worker)
+                .values(**values)
+                .execution_options(synchronize_session=False)
+            )
+            if updated.rowcount == 0:  # type: ignore[attr-defined]
+                session.add(FlowAck(flow=flow, worker=worker, **values))
 
     def acks(self, flow: str) -> list[WorkerAck]:
         """Every worker that ever reported for ``flow``, with the age of its last report (on

@@ -39,7 +39,7 @@ from drkit import clock
 from drkit.config.loader import known_cluster
 from drkit.config.model import DrkitConfig, FlowConfig
 from drkit.control.channel import ChannelFactory
-from drkit.errors import ConfigError, DrkitError, ExitCode, Problem
+from drkit.errors import ConfigError, DrkitError, ExitCode, LeaseLost, Problem
 from drkit.failover.context import (
     ProgressCallback,
     ProgressReaders,
@@ -55,7 +55,6 @@ from drkit.failover.lease import (
     Lease,
     LeaseHeld,
     LeaseKeeper,
-    LeaseLost,
     LeaseRepository,
     unique_owner,
 )

@@ -42,7 +42,8 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from drkit import clock as drkit_clock
-from drkit.errors import DrkitError, ExitCode
+from drkit.clock import Budget
+from drkit.errors import DrkitError, ExitCode, LeaseLost
 from drkit.store.clock import database_now
 from drkit.store.db import StateStore
 from drkit.store.models import Lease as LeaseRow
@@ -74,12 +75,6 @@ class LeaseHeld(DrkitError):
         super().__init__(f"{what} is held by {owner} for {max(0.0, remaining_s):.0f}s more")
 
 
-class LeaseLost(DrkitError):
-    """This actor no longer holds its lease (taken over, or unconfirmable): stop acting now."""
-
-    exit_code = ExitCode.LEASE
-
-
 @dataclass(frozen=True)
 class Lease:
     """A lease as its holder knows it.
@@ -104,16 +99,23 @@ def request_budget(
     confirmed: object, at_most: float | None, clock: Callable[[], float] = drkit_clock.monotonic
 ) -> float | None:
     """How long a side effect sent right after a confirmation may wait for its answer: what
-    the ``confirmed`` lease surely has left (or a budget already worked out from it, in
-    seconds), capped by ``at_most`` (the caller's own timeout) - a request never waits past
-    the lease that allowed it.  Anything else: ``at_most``."""
+    the ``confirmed`` lease surely has left (or a budget already worked out from it), capped by
+    ``at_most`` (the caller's own timeout) - a request never waits past the lease that allowed
+    it.  From a lease: a :class:`~drkit.clock.Budget`, which the cluster adapters check again
+    right before they send (and before every retry).  Anything else: ``at_most``."""
+    if isinstance(confirmed, Budget):
+        return confirmed if at_most is None else Budget(min(confirmed, at_most),
+                                                        confirmed.lease_until)  # fmt: skip
     if isinstance(confirmed, Lease):
-        left = max(0.1, confirmed.valid_for(clock()))
-    elif isinstance(confirmed, int | float) and not isinstance(confirmed, bool):
+        now = clock()
+        left = max(0.1, confirmed.valid_for(now))
+        # Remembers when the lease surely ends: a process that stood still (SIGSTOP, a paused
+        # VM) between this confirmation and the request sends nothing past it.
+        return Budget(left if at_most is None else min(left, at_most), now + left)
+    if isinstance(confirmed, int | float) and not isinstance(confirmed, bool):
         left = max(0.1, float(confirmed))
-    else:
-        return at_most
-    return left if at_most is None else min(left, at_most)
+        return left if at_most is None else min(left, at_most)
+    return at_most
 
 
 @dataclass(frozen=True)

@@ -198,11 +198,11 @@ class Reconciler:
         opened: dict[str, frozenset[str] | None] = {}
         if pointer is not None:
             opened = {o.cluster: o.topics for o in self.fences.openings(pointer.epoch)}
-        control = ControlRepository(self.store)
+        directives = ControlRepository(self.store).directives(
+            {flow.name: default_state(flow) for flow in self.config.flows}
+        )
         running = frozenset(
-            flow.name
-            for flow in self.config.flows
-            if control.directive(flow.name, default_state(flow)).desired is DesiredState.RUNNING
+            name for name, found in directives.items() if found.desired is DesiredState.RUNNING
         )
         return ProtectionFacts(
             pointer.cluster if pointer is not None else None, tuple(intents), opened, running

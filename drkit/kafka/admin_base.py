@@ -19,6 +19,7 @@ from confluent_kafka.admin import (
 )
 from tenacity import retry, retry_if_exception_type, stop_after_delay, wait_exponential
 
+from drkit.clock import Budget, time_left
 from drkit.errors import (
     CredentialsRefusedError,
     RetriableKafkaError,
@@ -164,7 +165,8 @@ class AdminBase:
         from drkit.kafka.isolated import helper_for
 
         helper = helper_for(self.endpoint, self.default_timeout_s, self.helper)
-        return helper.call(method, *args, timeout_s=self._deadline(timeout_s))
+        timeout = time_left(timeout_s, f"{self.endpoint.alias}: {method}")
+        return helper.call(method, *args, timeout_s=float(self._deadline(timeout)))
 
     # -- helpers --------------------------------------------------------------------------
 
@@ -172,8 +174,11 @@ class AdminBase:
         return self.default_timeout_s if timeout_s is None else timeout_s
 
     def _call(self, context: str, timeout_s: float | None, fn: Callable[[float], T]) -> T:
-        """Run ``fn(per_try_timeout)``, retrying retriable failures until the deadline."""
-        deadline = self._deadline(timeout_s)
+        """Run ``fn(per_try_timeout)``, retrying retriable failures until the deadline.  A
+        lease's :class:`~drkit.clock.Budget` is checked before every try (LeaseLost: nothing
+        sent once the lease may have lapsed) and each try waits only what it has left."""
+        what = f"{self.endpoint.alias}: {context}"
+        deadline = self._deadline(time_left(timeout_s, what))
 
         @retry(
             retry=retry_if_exception_type(RetriableKafkaError),
@@ -182,8 +187,11 @@ class AdminBase:
             reraise=True,
         )
         def attempt() -> T:
+            per_try = max(1.0, deadline)
+            if isinstance(timeout_s, Budget):
+                per_try = time_left(timeout_s, what) or per_try
             try:
-                return fn(max(1.0, deadline))
+                return fn(per_try)
             except KafkaException as err:
                 self._client.poll(0)  # serve error_cb: was the login refused?
                 if self._login.refused is not None:  # retrying cannot help

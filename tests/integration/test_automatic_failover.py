@@ -27,7 +27,10 @@ from drkit.errors import KafkaError
 from drkit.failover.model import RunState
 from drkit.failover.pointer import PointerRepository
 from drkit.failover.runs import RunRecord, RunRepository
+from drkit.kafka import KafkaAdmin
+from drkit.kafka.admin import TopicSpec
 from drkit.kafka.io import produce_batch
+from drkit.records import TopicPartition
 from drkit.replication.topology import FlowTopology
 from drkit.store import StateStore
 from tests.conftest import Names
@@ -37,6 +40,7 @@ from tests.failover_support import (
     assert_groups_resume_exactly,
     drkit,
     fill,
+    progress_of,
     source_with_groups,
     wait_replicated,
 )
@@ -46,6 +50,7 @@ from tests.replication_support import FlowSetup, Replicator, flow_setup, wait_un
 from tests.webhook_receiver import WebhookReceiver
 
 AFTER_S = 4.0
+QUIET_RPO_S = 8.0  # max_rpo_s of the quiet-flow case: below how long its topic stays quiet
 DIVERGENT = 25  # records per partition dc1 takes while replication is down, just before it dies
 
 
@@ -151,6 +156,105 @@ def test_a_killed_primary_fails_over_once_by_quorum_and_groups_resume_exactly(
     done = drkit(setup, "automation", "ack", str(run.id), "--reason", "checked the apps on dc2")
     assert done.code == 0, done.err
     assert AutomationJournal(_store(tmp_path)).unacknowledged() == ()
+
+
+def test_an_idle_flow_losing_its_source_fails_over_on_its_heartbeats_evidence(
+    scratch: ClusterUnderTest, dc2: ClusterUnderTest, names: Names, tmp_path: Path
+) -> None:
+    """Issue 44, finding 3: the flow's topic has been quiet for longer than ``max_rpo_s``
+    when its source dies.  The RPO in seconds runs from the last evidence that replication was
+    caught up (its replicated heartbeats, still flowing while the topic was quiet) to the
+    source's last answer - a few seconds here - not from the topic's last record to now, which
+    grows past the bound with the quiet and the outage and held automation for good."""
+    topic = names.topic("quiet")
+    extra = _automatic()
+    extra["failover"]["max_rpo_s"] = QUIET_RPO_S
+    setup = flow_setup(tmp_path, scratch, dc2, [topic], document_extra=extra)
+    scratch.admin().create_topics([TopicSpec(topic, 1)])
+    produce_batch(setup.source_endpoint, topic, [(None, b"the last record")], partition=0)
+    with (
+        MonitorProcess(setup.path, "east", tmp_path) as east,
+        MonitorProcess(setup.path, "west", tmp_path),
+        Replicator(setup, log_dir=tmp_path),
+    ):
+        wait_until(lambda: progress_of(setup).get(TopicPartition(topic, 0)) == 1, 60,
+                   what="the last record replicated")  # fmt: skip
+        wait_until(
+            lambda: (s := east.status()) is not None and len(s["observers"]) == 2,
+            30,
+            what="both observers reporting",
+        )
+        time.sleep(QUIET_RPO_S * 1.5)  # the topic stays quiet past the RPO bound
+        assert scratch.local is not None
+        scratch.local.kill_broker(scratch.name)
+        runs = wait_until(
+            lambda: [r for r in _automatic_runs(tmp_path) if r.state is not RunState.RUNNING],
+            90,
+            0.5,
+            what="an automatic failover that ended (held by a stale RPO bound?)",
+        )
+    [run] = runs
+    assert run.state is RunState.SUCCEEDED, run.result
+    [acted] = [d for d in AutomationJournal(_store(tmp_path)).decisions(200) if d.act]
+    assert _passed(acted.evidence, "rpo"), acted.summary
+
+
+def test_a_monitor_frozen_between_its_decision_and_the_start_fails_over_no_live_primary(
+    scratch: ClusterUnderTest,
+    dc2: ClusterUnderTest,
+    names: Names,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 44, finding 4: the monitor decides to fail the dead primary over and stops right
+    there (failpoint ``automation.before_start=stop``); the primary comes back meanwhile.
+    Woken, the monitor decides again under the failover lease before anything is recorded: the
+    source answers, so no run starts, the pointer stays, and the refusal says why."""
+    extra = _automatic()
+    extra["health"]["observer_quorum"] = 1  # one monitor: the one that freezes
+    extra["failover"]["allow_single_observer"] = True
+    topic = names.topic("q")
+    setup = flow_setup(tmp_path, scratch, dc2, [topic], document_extra=extra)
+    scratch.admin().create_topics([TopicSpec(topic, 1)])
+    produce_batch(setup.source_endpoint, topic, [(None, b"replicated")], partition=0)
+    monkeypatch.setenv("DRKIT_FAILPOINTS", "automation.before_start=stop")
+    monitor = MonitorProcess(setup.path, "east", tmp_path)
+    monitor.start()
+    monkeypatch.delenv("DRKIT_FAILPOINTS")
+    assert monitor.process is not None and scratch.local is not None
+    pid = monitor.process.pid
+    try:
+        with Replicator(setup, log_dir=tmp_path):  # the RPO known: replicated to the end
+            wait_until(lambda: progress_of(setup).get(TopicPartition(topic, 0)) == 1, 60,
+                       what="replicated")  # fmt: skip
+            wait_until(lambda: monitor.status() is not None, 30, what="the monitor reporting")
+        scratch.local.kill_broker(scratch.name)
+        wait_until(lambda: _stopped(pid), 90, 0.3, what="the monitor frozen before the start")
+        scratch.local.start_broker(scratch.name)
+        wait_until(lambda: KafkaAdmin(setup.source_endpoint).answers(2.0), 60,
+                   what="the primary back")  # fmt: skip
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    refused = wait_until(
+        lambda: [d for d in AutomationJournal(_store(tmp_path)).decisions(50)
+                 if _failed(d.evidence, "engine")],
+        30, 0.5, what="the decision taken again and refused",
+    )  # fmt: skip
+    assert "answers again" in refused[0].summary or "answered" in refused[0].summary, refused[
+        0
+    ].summary
+    monitor.stop()
+    assert RunRepository(_store(tmp_path)).latest() == [], "a run was started"
+    assert PointerRepository(_store(tmp_path)).get() is None
+
+
+def _stopped(pid: int) -> bool:
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return stat.rsplit(")", 1)[1].split()[0] in ("T", "t")
+
+
+def _failed(evidence: dict[str, Any], check: str) -> bool:
+    return any(c["name"] == check and not c["passed"] for c in evidence.get("checks", []))
 
 
 @pytest.mark.parametrize("blind", [1, 2], ids=["one-of-two", "two-of-three"])

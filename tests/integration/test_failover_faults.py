@@ -276,6 +276,56 @@ def test_an_engine_frozen_before_a_step_wakes_after_a_takeover_and_changes_nothi
         assert not wrong, f"{len(wrong)} of {len(groups)} groups not exact, e.g. {wrong[:3]}"
 
 
+def test_an_engine_frozen_right_after_confirming_its_lease_sends_no_commit_when_woken(
+    dc1: ClusterUnderTest,
+    dc2: ClusterUnderTest,
+    names: Names,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The engine confirms its lease for the group-offset commits and stops right there
+    (failpoint ``commit_group_offsets.after_confirm=stop``), before sending them.  Its lease
+    lapses; a second engine resumes the run and commits; an application then reads on at the
+    target and commits a later position.  SIGCONT: the woken engine must send nothing - the
+    budget its confirmation gave ends with the lease - or its old commit would set the group
+    back on the new primary.  It exits 5 (lease lost) and the store is as the taker left it."""
+    setup, groups = replicated_setup(dc1, dc2, names, tmp_path)
+    topic = names.topic("orders")
+    replica = FlowTopology.of(setup.config.flows[0]).target_topic(topic)
+    with_config(setup, failover={"lease_ttl_s": 3.0})
+    monkeypatch.setenv("DRKIT_FAILPOINTS", "commit_group_offsets.after_confirm=stop")
+    frozen = _engine(setup, tmp_path, "switchover", "--from", setup.source, "--to",
+                     setup.target, "--yes")  # fmt: skip
+    monkeypatch.delenv("DRKIT_FAILPOINTS")
+    assert frozen.process is not None
+    pid = frozen.process.pid
+    moved_on = {TopicPartition(replica, p): PER_PARTITION for p in range(PARTITIONS)}
+    try:
+        wait_until(lambda: _stopped(pid), 120, 0.2, "the engine stopped after its confirm")
+        time.sleep(3.5)  # its lease lapses
+        run = _only_run(setup)
+        with Replicator(setup, log_dir=tmp_path):
+            resumed = drkit(setup, "failover", "--resume", str(run.id), "--yes", timeout_s=180)
+        assert resumed.code == 0, resumed.err + resumed.out
+        after_takeover = _tables(_store(setup))
+        # The applications run on the new primary: every group reads to the end and commits.
+        target = KafkaAdmin(setup.target_endpoint)
+        for group in groups:
+            target.alter_group_offsets(group, moved_on)
+    finally:
+        os.killpg(pid, signal.SIGCONT)
+    code = frozen.wait(60)
+    assert code == 5, frozen.log()[-3000:]
+    on_target = KafkaAdmin(setup.target_endpoint).groups_offsets(sorted(groups))
+    set_back = {g: dict(o.offsets) for g, o in on_target.items() if dict(o.offsets) != moved_on}
+    assert set_back == {}, "the woken engine's commit set groups back on the new primary"
+    log = frozen.log()
+    assert "not sent - the lease that allowed it may have lapsed" in log, log[-3000:]
+    now = _tables(_store(setup))
+    for table in ("failover_runs", "failover_steps", "flow_control", "active_pointer", "fences"):
+        assert now[table] == after_takeover[table], table
+
+
 # -- a crash in the middle of a rollback -------------------------------------------------------
 
 

@@ -448,10 +448,8 @@ class Driver:
         return self.sim.spawn(kind, body, name)
 
     def _reap(self) -> None:
-        for process in self.sim.processes:
-            if process.killed or process.alive or getattr(process, "_reaped", False):
-                continue
-            process._reaped = True  # type: ignore[attr-defined]
+        """Judge each process that ended since the last event (each once)."""
+        for process in self.sim.take_ended():
             self._crashed(process)
 
     def _crashed(self, process: SimProcess) -> None:

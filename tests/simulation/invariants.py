@@ -105,8 +105,10 @@ class Checker:
             tuple(r.id for r in runs if r.state.unfinished),
             {r.id: (r.procedure, r.source, r.target, r.state) for r in runs},
             {
-                f.name: control.directive(f.name, default_state(f)).desired
-                for f in self.world.config.flows
+                name: found.desired
+                for name, found in control.directives(
+                    {f.name: default_state(f) for f in self.world.config.flows}
+                ).items()
             },
             {o.cluster: o.topics for o in fences.openings(pointer.epoch if pointer else 0)}
             if pointer

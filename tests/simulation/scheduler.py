@@ -47,10 +47,27 @@ class SimThread:
     go: threading.Event = field(default_factory=threading.Event)
     wake_at: float = 0.0
     label: str = "start"
-    stack: tuple[str, ...] = ()  # the functions it is parked in (``file:function``)
+    frame: FrameType | None = None  # where it is parked (read only while it is)
     done: bool = False
     error: BaseException | None = None
     thread: threading.Thread | None = None
+    _named: tuple[FrameType | None, tuple[str, ...]] = (None, ())
+
+    @property
+    def stack(self) -> tuple[str, ...]:
+        """The functions it is parked in (``file:function``), innermost first - walked only
+        when asked (most points are never asked), while the thread is parked; kept for as long
+        as it parks in the same frame (a frame's callers never change)."""
+        if self._named[0] is self.frame:
+            return self._named[1]
+        names = []
+        frame = self.frame
+        while frame is not None:
+            code = frame.f_code
+            names.append(f"{code.co_filename.rsplit('/', 1)[-1]}:{code.co_name}")
+            frame = frame.f_back
+        self._named = (self.frame, tuple(names))
+        return self._named[1]
 
 
 @dataclass
@@ -102,18 +119,6 @@ class _Every:
         self.stopped = True
 
 
-def _own_stack() -> tuple[str, ...]:
-    """The calling thread's stack as ``module-file:function`` names (read by the thread itself:
-    ``sys._current_frames`` from another thread can deadlock with thread start-up)."""
-    names = []
-    frame: FrameType | None = sys._getframe(2)
-    while frame is not None:
-        code = frame.f_code
-        names.append(f"{code.co_filename.rsplit('/', 1)[-1]}:{code.co_name}")
-        frame = frame.f_back
-    return tuple(names)
-
-
 class Sim:
     """The scheduler; see the module docstring."""
 
@@ -123,6 +128,7 @@ class Sim:
         self.now = 0.0
         self.processes: list[SimProcess] = []  # every one ever started
         self.live: list[SimProcess] = []  # those not killed with a thread not done
+        self.ended: list[SimProcess] = []  # ended, not killed, not yet taken
         self.trace: list[str] = []
         self.over = False
         self._local = threading.local()
@@ -192,6 +198,7 @@ class Sim:
                     process.error = err
             finally:
                 state.done = True
+                state.frame = None
                 drkit_clock.install(None)
                 self._parked.set()
 
@@ -214,7 +221,9 @@ class Sim:
         if self.over:
             raise Killed()  # unwinding at the end: never park again
         state.label = label
-        state.stack = _own_stack()
+        # The caller's frame, taken by the thread itself (``sys._current_frames`` from another
+        # thread can deadlock with thread start-up); its names are read only if asked.
+        state.frame = sys._getframe(1)
         self._parked.set()
         state.go.wait()
         state.go.clear()
@@ -231,7 +240,21 @@ class Sim:
     # -- scheduling (the harness's thread) --------------------------------------------------
 
     def prune(self) -> None:
-        self.live = [p for p in self.live if not p.killed and any(not t.done for t in p.threads)]
+        """Drop the killed and the ended from :attr:`live`; the ended (not killed) wait in
+        :attr:`ended` until the harness judges them (:meth:`take_ended`)."""
+        live = []
+        for process in self.live:
+            if process.alive:
+                live.append(process)
+            elif not process.killed:
+                self.ended.append(process)
+        self.live = live
+
+    def take_ended(self) -> list[SimProcess]:
+        """The processes that ended (not killed) since the last call."""
+        self.prune()
+        ended, self.ended = self.ended, []
+        return ended
 
     def runnable(self) -> list[SimThread]:
         self.prune()

@@ -20,11 +20,11 @@ from tests.simulation.world import Template
 
 FOUND_BY = {
     "after-hooks-not-resumed": 32,
-    "fence-the-planned-topics": 2,
-    "no-replicator-fence": 371,
-    "pending-fences-whatever-the-pointer": 264,
+    "fence-the-planned-topics": 16,
+    "no-replicator-fence": 965,
+    "pending-fences-whatever-the-pointer": 91,
     "registry-modes-by-the-step": 23,
-    "rollback-leaves-target-open": 31,
+    "rollback-leaves-target-open": 54,
 }
 
 

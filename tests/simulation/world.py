@@ -133,6 +133,15 @@ def _fast_tmp() -> str | None:
 # Tables the checker does not read: their writes (workers' acks twice a second, lease
 # renewals) do not invalidate its view.
 _UNWATCHED = ("FLOW_ACKS", "LEASES", "OBSERVER", "FLOW_STATUS", "HEALTH")
+# Updates that change only what the checker does not read (timestamps, a run's lease, a
+# step's detail): the fences' pass stamps every row it confirms, the engine's renewals.
+_UNREAD_UPDATES = (
+    "UPDATE FENCES SET UPDATED_AT=? WHERE",
+    "UPDATE FAILOVER_RUNS SET LEASE_EXPIRES_AT=? WHERE",
+    "UPDATE FAILOVER_RUNS SET LEASE_OWNER=?, LEASE_EXPIRES_AT=? WHERE",
+    "UPDATE FAILOVER_STEPS SET FINISHED_AT=? WHERE",
+    "UPDATE FAILOVER_STEPS SET DETAIL=? WHERE",
+)
 
 
 class SimStore(StateStore):
@@ -148,9 +157,11 @@ class SimStore(StateStore):
         event.listen(self.engine, "after_cursor_execute", self._count_writes)
 
     def _count_writes(self, *args: Any) -> None:
-        head = args[2].lstrip()[:40].upper()
-        if head[:6] in ("INSERT", "UPDATE", "DELETE") and not any(
-            table in head for table in _UNWATCHED
+        head = args[2].lstrip()[:64].upper()
+        if (
+            head[:6] in ("INSERT", "UPDATE", "DELETE")
+            and not any(table in head[:40] for table in _UNWATCHED)
+            and not head.startswith(_UNREAD_UPDATES)
         ):
             self.writes += 1
 

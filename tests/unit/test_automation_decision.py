@@ -204,3 +204,21 @@ def test_the_rpo_window_ends_where_the_source_stopped_answering() -> None:
     skewed = replace(shipped, rpo=RpoEstimate(0, 100.0))  # "caught up" after it was gone
     failed = decide(skewed).failed
     assert [c.name for c in failed] == [CheckName.RPO] and "clock" in failed[0].detail
+
+
+def test_a_decision_taken_again_later_ages_the_plans_evidence_by_the_time_since() -> None:
+    """The automation decides again under the lease, with the RPO estimate of the plan it made
+    before (a monitor stalled in between, or an engine waited for maintenance's lease).  The
+    estimate's ages were measured when the plan was made: judged against a later ``now`` as
+    they stood, the evidence looked newer than the source's last answer - "the hosts' clocks
+    disagree" - and a failover that held at the plan was refused (found on real brokers with
+    the monitor frozen 20 s between its decision and the start)."""
+    good = _good()
+    gone = tuple(replace(v, last_answered_at=NOW - 311) for v in good.source_views)
+    planned = replace(good, source_views=gone, rpo=RpoEstimate(0, 313.0, measured_at=NOW))
+    assert decide(planned).act
+    later = replace(planned, now=NOW + 20.0)  # the same plan's estimate, 20 s on
+    decision = decide(later)
+    assert decision.act, decision.summary()
+    rpo = next(c for c in decision.checks if c.name is CheckName.RPO)
+    assert "up to 7s" in rpo.detail  # the same window: nothing about it changed

@@ -14,9 +14,9 @@ import pytest
 from sqlalchemy import update
 
 from drkit.config.model import HookConfig
-from drkit.errors import ConfigError
+from drkit.errors import ConfigError, LeaseLost
 from drkit.failover.hooks import run_hooks
-from drkit.failover.lease import LeaseHeld, LeaseLost, LeaseRepository
+from drkit.failover.lease import LeaseHeld, LeaseRepository
 from drkit.failover.model import Procedure, StepName
 from drkit.failover.pointer import PointerRepository
 from drkit.failover.runbook import load_runbook, runbooks_dir

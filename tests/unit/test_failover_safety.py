@@ -26,7 +26,7 @@ from sqlalchemy import update
 from drkit.config import load_config_text
 from drkit.config.model import HookConfig
 from drkit.control import ControlRepository, DesiredState
-from drkit.errors import RetriableKafkaError, StateStoreError
+from drkit.errors import LeaseLost, RetriableKafkaError, StateStoreError
 from drkit.failover.context import RunOptions, StepContext, StepFailed, StepOutcome
 from drkit.failover.engine import Engine, PlanBlocked, RolledBack, RunAbandoned, RunFailed
 from drkit.failover.fences import FenceRepository, FenceState
@@ -36,7 +36,6 @@ from drkit.failover.lease import (
     Lease,
     LeaseHeld,
     LeaseKeeper,
-    LeaseLost,
     LeaseRepository,
 )
 from drkit.failover.maintenance import FailoverMaintenance, maintenance_owner
@@ -752,7 +751,7 @@ def test_a_monitor_whose_observer_id_was_taken_over_writes_no_vote(world: World)
     """A monitor frozen past its claim's TTL (SIGSTOP, a VM pause) wakes after another monitor
     claimed the same observer id: its votes would overwrite the other's under one id.  Its
     writes are fenced by its claim: refused (LeaseLost), the new holder's row stands."""
-    from drkit.failover.lease import LeaseLost
+    from drkit.errors import LeaseLost
     from drkit.health.identity import claim_observer, lease_name
     from drkit.store.health_repo import HealthRepository
 

@@ -33,4 +33,6 @@ def test_ensure_postgres_is_quiet_from_a_directory_postgres_cannot_enter(tmp_pat
         pytest.skip("no PostgreSQL cluster on this machine")
     assert done.stdout.startswith("postgresql+psycopg://"), done.stdout
     assert done.stdout.count("\n") == 1
-    assert done.stderr == ""
+    # Starting a stopped server may say so on stderr; postgres refused entry never does.
+    assert "could not change directory" not in done.stderr, done.stderr
+    assert "Permission denied" not in done.stderr, done.stderr

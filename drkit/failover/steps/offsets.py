@@ -91,6 +91,7 @@ def commit_group_offsets(ctx: StepContext, timeout_s: float | None) -> StepOutco
     # Every group in one round (concurrent requests): 100 groups take one round trip.
     failpoints.reach("commit_group_offsets.before_write")
     budget = ctx.confirm(timeout_s) if writes else timeout_s  # the round ends with the lease
+    failpoints.reach("commit_group_offsets.after_confirm")
     refusals = target.alter_groups_offsets(writes, budget) if writes else {}
     committed: dict[str, int] = {}
     failed: dict[str, str] = {}

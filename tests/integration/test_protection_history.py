@@ -1,0 +1,134 @@
+"""Protections on real brokers, checked while a move happens (tests/history.py samples the
+pointer and each copy's fence every 0.1 s) - the windows an end-of-case check cannot see:
+
+* a switch back vetoed after ``unfence_target`` lifted the old primary's fence (issue 44,
+  finding 1): the rollback fences it again, before anything else is relaxed, and at no sample
+  did both clusters take the topic's writes;
+* a topic created on the source after the plan and before the fence (finding 10): the move
+  fences it, drains it and carries its records - never a second writable primary for it.
+
+The same windows over in-memory clusters, under seeded schedules: tests/simulation.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+from drkit.kafka.admin import TopicSpec
+from drkit.kafka.io import consume_all, produce_batch
+from drkit.replication.topology import FlowTopology
+from tests import invariants
+from tests.conftest import Names
+from tests.failover_support import PARTITIONS, drkit, fill, with_config
+from tests.history import History
+from tests.kafka_backends import ClusterUnderTest
+from tests.replication_support import FlowSetup, Replicator, flow_setup, wait_until
+
+
+def _cluster(setup: FlowSetup, alias: str) -> invariants.Cluster:
+    return invariants.Cluster(alias, setup.config.clusters[alias].bootstrap_servers)
+
+
+def _writable(setup: FlowSetup, alias: str, topic: str) -> bool:
+    return topic not in invariants.denied_topics(_cluster(setup, alias))
+
+
+def test_a_switch_back_vetoed_after_unfence_target_fences_the_old_primary_again(
+    dc1: ClusterUnderTest, dc2: ClusterUnderTest, names: Names, tmp_path: Path
+) -> None:
+    topic = names.topic("orders")
+    setup = flow_setup(tmp_path, dc1, dc2, [re.escape(topic)], reverse=True)
+    first, second = setup.source, setup.target
+    dc1.admin().create_topics([TopicSpec(topic, PARTITIONS)])
+    dc2.admin().create_topics([TopicSpec(topic, PARTITIONS)])
+    fill(setup.source_endpoint, topic, 20)
+    store_url = f"sqlite:///{tmp_path / 'drkit.db'}"
+    with Replicator(setup, log_dir=tmp_path):
+        moved = drkit(setup, "switchover", "--from", first, "--to", second, "--yes", "-o", "json",
+                      timeout_s=300)  # fmt: skip
+        assert moved.code == 0, moved.err + moved.out
+        assert not _writable(setup, first, topic) and _writable(setup, second, topic)
+        fill(setup.target_endpoint, topic, 5)  # applications write on the new primary
+        veto = {"when": "before", "step": "move_pointer",
+                "command": ["sh", "-c", "echo no; exit 3"]}  # fmt: skip
+        with_config(setup, failover={"hooks": [veto]})
+        with History(store_url, _cluster(setup, second), topic,
+                     also=((_cluster(setup, first), topic),)) as history:  # fmt: skip
+            back = drkit(setup, "switchover", "--from", second, "--to", first, "--yes",
+                         "-o", "json", timeout_s=300)  # fmt: skip
+            wait_until(lambda: history.samples and history.samples[-1].open_copies
+                       == frozenset({f"{second}:{topic}"}), 15,
+                       what=f"only {second} open again, sampled")  # fmt: skip
+    assert back.code == 7, back.err + back.out  # vetoed
+    [run, _first_run] = drkit(setup, "failover", "list", "-o", "json").json()["runs"]
+    states = {s["name"]: s["state"] for s in run["steps"]}
+    assert run["state"] == "rolled_back", run
+    assert states["unfence_target"] == "done", states  # the old primary's fence was lifted ...
+    assert states["move_pointer"] == "failed", states
+    # ... and is back: the pointer never left the second cluster, which alone takes writes.
+    assert set(history.moves()) == {second}, history.moves()
+    assert not history.errors and len(history.samples) >= 5, history.errors
+    assert history.two_open() == [], history.two_open()
+    assert not _writable(setup, first, topic)
+    assert produce_batch(setup.target_endpoint, topic, [(None, b"after")], partition=0) == 1
+    status = drkit(setup, "status", "--no-probe", "-o", "json").json()
+    assert status["active_cluster"] == second
+
+
+_CREATE_AND_WRITE = """
+import sys
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+bootstrap, topic, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
+admin = AdminClient({"bootstrap.servers": bootstrap})  # kept: its futures need it alive
+admin.create_topics([NewTopic(topic, 3, 1)])[topic].result(30)
+producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+for i in range(count):
+    producer.produce(topic, value=f"late-{i}".encode(), partition=i % 3)
+sys.exit(1 if producer.flush(60) else 0)
+"""
+
+
+def test_a_topic_created_after_the_plan_is_fenced_drained_and_carried_by_the_move(
+    dc1: ClusterUnderTest, dc2: ClusterUnderTest, names: Names, tmp_path: Path
+) -> None:
+    topic, late = names.topic("orders"), names.topic("orders-late")
+    setup = flow_setup(tmp_path, dc1, dc2, [re.escape(names.prefix) + r"\.orders.*"])
+    forward = FlowTopology.of(setup.config.flows[0])
+    dc1.admin().create_topics([TopicSpec(topic, PARTITIONS)])
+    fill(setup.source_endpoint, topic, 20)
+    script = tmp_path / "create_late_topic.py"
+    script.write_text(_CREATE_AND_WRITE)
+    # The plan is made, then - just before the fence - an application creates a topic the
+    # flow's pattern matches and writes 40 records to it.
+    bootstrap = setup.config.clusters[setup.source].bootstrap_servers
+    hook = {"when": "before", "step": "fence_source",
+            "command": [sys.executable, str(script), bootstrap, late, "40"]}  # fmt: skip
+    with_config(setup, failover={"hooks": [hook]})
+    source = _cluster(setup, setup.source)
+    with (
+        Replicator(setup, log_dir=tmp_path),
+        History(f"sqlite:///{tmp_path / 'drkit.db'}", source, late) as history,
+    ):
+        done = drkit(setup, "switchover", "--from", setup.source, "--to", setup.target,
+                     "--yes", "-o", "json", timeout_s=300)  # fmt: skip
+        assert done.code == 0, done.err + done.out
+        wait_until(lambda: history.moves()[-1:] == [setup.target], 15, what="sampled")
+    run = done.json()
+    assert run["state"] == "succeeded", run
+    # The late topic was fenced with the others and its fence point recorded ...
+    assert late in invariants.denied_topics(source)
+    fence = next(s for s in run["steps"] if s["name"] == "record_fence_point")["detail"]
+    assert {key.rsplit(":", 1)[0] for key in fence["fence_point"]} == {topic, late}, fence
+    # ... never the pointer on the target while the late topic still took writes on the source
+    assert history.violations(setup.target) == [], history.samples
+    # ... and every record it took before the fence reached the target before the move.
+    copied = sorted(r.value or b"" for r in consume_all(
+        setup.target_endpoint, forward.target_topic(late), timeout_s=60))  # fmt: skip
+    assert copied == sorted(f"late-{i}".encode() for i in range(40))
+    point = {int(k.rsplit(":", 1)[1]): v for k, v in fence["fence_point"].items()
+             if k.startswith(f"{late}:")}  # fmt: skip
+    assert invariants.end_offsets(source, late, PARTITIONS) == point
