@@ -12,6 +12,8 @@ The same windows over in-memory clusters, under seeded schedules: tests/simulati
 
 from __future__ import annotations
 
+import base64
+import json
 import re
 import sys
 from pathlib import Path
@@ -132,3 +134,94 @@ def test_a_topic_created_after_the_plan_is_fenced_drained_and_carried_by_the_mov
     point = {int(k.rsplit(":", 1)[1]): v for k, v in fence["fence_point"].items()
              if k.startswith(f"{late}:")}  # fmt: skip
     assert invariants.end_offsets(source, late, PARTITIONS) == point
+
+
+def test_a_move_back_to_a_cluster_a_failover_fenced_is_blocked_and_changes_nothing(
+    dc1: ClusterUnderTest, dc2: ClusterUnderTest, names: Names, tmp_path: Path
+) -> None:
+    """Issue 44, finding 8: an unplanned failover fenced the old primary, which may hold
+    records nobody replicated.  A switchover or a failover back to it would open it without
+    capturing them: both are blocked (exit 4, naming failback), nothing changes - the fence
+    stays, the pointer stays - and ``--plan`` says the same."""
+    topic = names.topic("orders")
+    setup = flow_setup(tmp_path, dc1, dc2, [re.escape(topic)], reverse=True)
+    first, second = setup.source, setup.target
+    dc1.admin().create_topics([TopicSpec(topic, PARTITIONS)])
+    dc2.admin().create_topics([TopicSpec(topic, PARTITIONS)])
+    fill(setup.source_endpoint, topic, 10)
+    with Replicator(setup, log_dir=tmp_path):
+        wait_until(lambda: len(consume_all(setup.target_endpoint,
+                                           FlowTopology.of(setup.config.flows[0])
+                                           .target_topic(topic), timeout_s=5))
+                   == 10 * PARTITIONS, 60, what="replicated")  # fmt: skip
+    failed_over = drkit(setup, "failover", "--from", first, "--to", second, "--yes",
+                        "-o", "json", timeout_s=300)  # fmt: skip
+    assert failed_over.code == 0, failed_over.err + failed_over.out
+    assert not _writable(setup, first, topic) and _writable(setup, second, topic)
+    for procedure in ("switchover", "failover"):
+        for extra in (["--plan"], ["--yes"]):
+            back = drkit(setup, procedure, "--from", second, "--to", first, *extra, "-o", "json")
+            assert back.code == 4, (procedure, extra, back.err + back.out)
+            assert f"drkit failback --to {first}" in back.out, back.out
+    assert not _writable(setup, first, topic) and _writable(setup, second, topic)
+    status = drkit(setup, "status", "--no-probe", "-o", "json").json()
+    assert status["active_cluster"] == second
+    runs = drkit(setup, "failover", "list", "-o", "json").json()["runs"]
+    assert [r["procedure"] for r in runs] == ["failover"], runs
+
+
+def test_a_failback_fences_an_old_primary_an_operator_opened_before_it_captures_the_tail(
+    dc1: ClusterUnderTest, dc2: ClusterUnderTest, names: Names, tmp_path: Path
+) -> None:
+    """Issue 44, finding 9: after a failover an operator opened the old primary (``fences lift
+    --even-if-standby``) and applications wrote to it.  The failback fences it again from its
+    first step, before it captures the tail: every record it took is in the exported tail, it
+    takes nothing more until the failback opens it, and no sample saw both clusters open."""
+    topic = names.topic("orders")
+    setup = flow_setup(tmp_path, dc1, dc2, [re.escape(topic)], reverse=True)
+    first, second = setup.source, setup.target
+    dc1.admin().create_topics([TopicSpec(topic, PARTITIONS)])
+    dc2.admin().create_topics([TopicSpec(topic, PARTITIONS)])
+    fill(setup.source_endpoint, topic, 10)
+    replica = FlowTopology.of(setup.config.flows[0]).target_topic(topic)
+    with Replicator(setup, log_dir=tmp_path):
+        wait_until(lambda: len(consume_all(setup.target_endpoint, replica, timeout_s=5))
+                   == 10 * PARTITIONS, 60, what="replicated")  # fmt: skip
+    failed_over = drkit(setup, "failover", "--from", first, "--to", second, "--yes",
+                        "-o", "json", timeout_s=300)  # fmt: skip
+    assert failed_over.code == 0, failed_over.err + failed_over.out
+    lifted = drkit(setup, "fences", "lift", "--cluster", first, "--even-if-standby",
+                   "-m", "test: rebuilding it")  # fmt: skip
+    assert lifted.code == 0, lifted.err + lifted.out
+    fill(setup.source_endpoint, topic, 5, start=10)  # accepted: the operator opened it
+    tail_file = tmp_path / "tail.jsonl"
+    store_url = f"sqlite:///{tmp_path / 'drkit.db'}"
+    with (
+        Replicator(setup, log_dir=tmp_path),
+        History(
+            store_url, _cluster(setup, second), topic, also=((_cluster(setup, first), topic),)
+        ) as history,  # fmt: skip
+    ):
+        back = drkit(setup, "failback", "--to", first, "--export-file", str(tail_file),
+                     "--yes", "-o", "json", timeout_s=300)  # fmt: skip
+        assert back.code == 0, back.err + back.out
+        wait_until(lambda: history.moves()[-1:] == [first], 15, what="sampled")
+    run = back.json()
+    states = {s["name"]: s["state"] for s in run["steps"]}
+    assert run["state"] == "succeeded" and states["capture_divergent_tail"] == "done", states
+    capture = next(s for s in run["steps"] if s["name"] == "capture_divergent_tail")["detail"]
+    assert capture["per_partition"] == {f"{topic}:{p}": 5 for p in range(PARTITIONS)}, capture
+    lines = [json.loads(line) for line in tail_file.read_text().splitlines()]
+    assert sorted(base64.b64decode(line["value_b64"]).decode() for line in lines) == sorted(
+        f"{p}-{i}" for p in range(PARTITIONS) for i in range(10, 15)
+    )
+    # Sampled throughout: both open at first (the operator's choice), then the failback fenced
+    # the old primary while the pointer was still on the second cluster - and from then on
+    # never were both open again.
+    samples, old = history.samples, f"{first}:{topic}"
+    assert samples and old in samples[0].open_copies, samples[:3]
+    closed = next(i for i, sample in enumerate(samples) if old not in sample.open_copies)
+    assert samples[closed].pointer == second, samples[closed]
+    both = [sample for sample in samples[closed:] if len(sample.open_copies) > 1]
+    assert both == [], both
+    assert _writable(setup, first, topic) and not _writable(setup, second, topic)
