@@ -126,6 +126,7 @@ LONGEST_FILES = (
     "test_least_privilege.py",
     "test_accounting_faults.py",
     "test_accounting.py",
+    "test_protection_history.py",
     "test_replication.py",
     "test_flow_control.py",
     "test_kafka_adapter.py",

@@ -182,6 +182,9 @@ class FlowProber:
     def probe(self) -> FlowObservation:
         now = time.time()
         observation = FlowObservation(self.topology.name, now)
+        refused = tcp_unreachable(self.target.endpoint, min(1.0, self.timeout))
+        if refused is not None:  # down now: no use waiting out the probe's timeout for it
+            return replace(observation, errors=(f"target: {refused}",))
         try:
             self._read_heartbeats()
             snapshot = self._checkpoints.refresh(self.timeout)

@@ -65,8 +65,6 @@ class KafkaAdmin(GroupAdmin, AclAdmin):
     def answers(self, timeout_s: float = 3.0) -> bool:
         """Whether the cluster answers a metadata request now; a cluster whose brokers refuse
         TCP connections is known to be down at once (no waiting out the timeout)."""
-        if tcp_unreachable(self.endpoint, min(1.0, timeout_s)) is not None:
-            return False
         try:
             self.wait_ready(timeout_s)
         except KafkaError:
@@ -76,9 +74,17 @@ class KafkaAdmin(GroupAdmin, AclAdmin):
     def wait_ready(self, timeout_s: float = 30.0) -> int:
         """Block until the cluster answers a metadata request; returns its broker count.
 
-        Raises UnreachableClusterError naming the cluster when the deadline passes, and
-        CredentialsRefusedError when it answered but refused drkit's login.
+        Raises UnreachableClusterError naming the cluster when the deadline passes - at once
+        when every bootstrap server refuses TCP connections (it is down now, not slow: the
+        Kafka client would only retry until the deadline) - and CredentialsRefusedError when
+        it answered but refused drkit's login.  Callers that wait for a cluster to come up
+        ask again.
         """
+        refused = tcp_unreachable(self.endpoint, min(1.0, timeout_s))
+        if refused is not None:
+            raise UnreachableClusterError(
+                self.endpoint.alias, self.endpoint.bootstrap_servers, refused
+            )
         try:
             return self._call(
                 "metadata", timeout_s, lambda t: len(self._client.list_topics(timeout=t).brokers)

@@ -524,6 +524,7 @@ class LocalKafka:
                 seen = admin.wait_ready(timeout_s=5.0)
             except KafkaError as err:
                 last = str(err)
+                time.sleep(0.2)  # refused at once while the broker starts: ask again shortly
                 continue
             if seen >= expected:
                 return
