@@ -166,7 +166,10 @@ class AdminBase:
 
         helper = helper_for(self.endpoint, self.default_timeout_s, self.helper)
         timeout = time_left(timeout_s, f"{self.endpoint.alias}: {method}")
-        return helper.call(method, *args, timeout_s=float(self._deadline(timeout)))
+        # A lease's budget crosses whole (CLOCK_MONOTONIC is the host's): the helper checks it
+        # again before each of its tries and answers LeaseLost, re-raised here.
+        sent = timeout_s if isinstance(timeout_s, Budget) else float(self._deadline(timeout))
+        return helper.call(method, *args, timeout_s=sent)
 
     # -- helpers --------------------------------------------------------------------------
 

@@ -37,7 +37,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-from drkit.errors import DrkitError, FatalKafkaError, RetriableKafkaError
+from drkit.errors import DrkitError, FatalKafkaError, LeaseLost, RetriableKafkaError
 from drkit.gc_pause import collection_paused
 
 log = logging.getLogger(__name__)
@@ -294,6 +294,8 @@ class AdminHelper:
         if reply[0] == "ok":
             return reply[1]
         _, kind, message = reply
+        if kind == LeaseLost.__name__:  # a lease's budget ran out in the helper: nothing sent
+            raise LeaseLost(message)
         raise (FatalKafkaError if kind in _FATAL else RetriableKafkaError)(message)
 
     def _request(

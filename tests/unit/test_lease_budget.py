@@ -76,3 +76,20 @@ def test_the_adapter_sends_nothing_on_a_spent_budget_and_retries_only_within_it(
         assert tries and max(tries) < lease_end  # no retry was sent past the lease
     finally:
         admin.close()
+
+
+def test_a_budget_crosses_to_the_isolated_helper_which_sends_nothing_once_it_is_spent() -> None:
+    """The offset-commit round runs in the cluster's isolated helper process: the budget
+    crosses whole, the helper checks it before its tries, and its LeaseLost comes back as
+    LeaseLost (not a retriable error the step would fail on)."""
+    from drkit.kafka.isolated import helper_for
+
+    endpoint = ClusterEndpoint.plain("dc8", "127.0.0.1:1")
+    helper = helper_for(endpoint, 5.0, "budget-test")
+    try:
+        rows = {"billing": [("orders", 0, 5)]}
+        spent = Budget(30.0, clock.monotonic() - 1.0)
+        with pytest.raises(LeaseLost, match="not sent"):
+            helper.call("_direct_alter_group_rows", rows, timeout_s=spent)
+    finally:
+        helper.close()
