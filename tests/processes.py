@@ -3,6 +3,13 @@
 from __future__ import annotations
 
 import subprocess
+from pathlib import Path
+
+
+def is_stopped(pid: int) -> bool:
+    """Whether the process is stopped (SIGSTOP): state T in /proc/PID/stat."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return stat.rsplit(")", 1)[1].split()[0] in ("T", "t")
 
 
 def stop_gracefully(process: subprocess.Popen[bytes] | None, grace_s: float) -> None:

@@ -29,11 +29,7 @@ class ControlRepository:
         """The flow's directive; ``default`` at epoch 0 when none was ever written."""
         with self.store.session() as session:
             row = session.get(FlowControl, flow)
-            if row is None:
-                return FlowDirective(flow, default, 0)
-            return FlowDirective(
-                row.flow, DesiredState(row.desired), row.epoch, row.reason, row.run_id
-            )
+            return FlowDirective(flow, default, 0) if row is None else _directive_of(row)
 
     def directives(self, defaults: Mapping[str, DesiredState]) -> dict[str, FlowDirective]:
         """Every flow's directive in ``defaults`` (flow -> its default), read in one
@@ -42,12 +38,7 @@ class ControlRepository:
             rows = session.scalars(
                 select(FlowControl).where(FlowControl.flow.in_(list(defaults)))
             ).all()
-            found = {
-                row.flow: FlowDirective(
-                    row.flow, DesiredState(row.desired), row.epoch, row.reason, row.run_id
-                )
-                for row in rows
-            }
+            found = {row.flow: _directive_of(row) for row in rows}
         return {
             flow: found.get(flow) or FlowDirective(flow, default, 0)
             for flow, default in defaults.items()
@@ -119,3 +110,7 @@ class ControlRepository:
             ).one_or_none()
             if row is not None:
                 session.delete(row)
+
+
+def _directive_of(row: FlowControl) -> FlowDirective:
+    return FlowDirective(row.flow, DesiredState(row.desired), row.epoch, row.reason, row.run_id)

@@ -46,6 +46,7 @@ from tests.failover_support import (
 )
 from tests.integration.test_monitor import FAST_HEALTH, MonitorProcess, free_port
 from tests.kafka_backends import ClusterUnderTest
+from tests.processes import is_stopped
 from tests.replication_support import FlowSetup, Replicator, flow_setup, wait_until
 from tests.webhook_receiver import WebhookReceiver
 
@@ -229,7 +230,7 @@ def test_a_monitor_frozen_between_its_decision_and_the_start_fails_over_no_live_
                        what="replicated")  # fmt: skip
             wait_until(lambda: monitor.status() is not None, 30, what="the monitor reporting")
         scratch.local.kill_broker(scratch.name)
-        wait_until(lambda: _stopped(pid), 90, 0.3, what="the monitor frozen before the start")
+        wait_until(lambda: is_stopped(pid), 90, 0.3, what="the monitor frozen before the start")
         scratch.local.start_broker(scratch.name)
         wait_until(lambda: KafkaAdmin(setup.source_endpoint).answers(2.0), 60,
                    what="the primary back")  # fmt: skip
@@ -246,11 +247,6 @@ def test_a_monitor_frozen_between_its_decision_and_the_start_fails_over_no_live_
     monitor.stop()
     assert RunRepository(_store(tmp_path)).latest() == [], "a run was started"
     assert PointerRepository(_store(tmp_path)).get() is None
-
-
-def _stopped(pid: int) -> bool:
-    stat = Path(f"/proc/{pid}/stat").read_text()
-    return stat.rsplit(")", 1)[1].split()[0] in ("T", "t")
 
 
 def _failed(evidence: dict[str, Any], check: str) -> bool:

@@ -47,6 +47,7 @@ from tests.failover_support import (
 )
 from tests.history import History
 from tests.kafka_backends import ClusterUnderTest
+from tests.processes import is_stopped
 from tests.replication_support import DrkitProcess, FlowSetup, Replicator, wait_until
 from tests.tcp_proxy import database_behind_proxy
 
@@ -167,12 +168,6 @@ def test_a_switchover_frozen_in_drain_wakes_after_a_takeover_and_changes_nothing
     assert problems == []
 
 
-def _stopped(pid: int) -> bool:
-    """Whether the process is stopped (SIGSTOP): state T in /proc/PID/stat."""
-    stat = Path(f"/proc/{pid}/stat").read_text()
-    return stat.rsplit(")", 1)[1].split()[0] in ("T", "t")
-
-
 def _maintenance(setup: FlowSetup) -> dict[str, Any]:
     """The monitor's maintenance duty (resume runs whose engine's lease lapsed), as a child."""
     state = str(setup.path.parent / "state")
@@ -240,7 +235,7 @@ def test_an_engine_frozen_before_a_step_wakes_after_a_takeover_and_changes_nothi
                      setup.target, "--yes")  # fmt: skip
     assert frozen.process is not None
     pid = frozen.process.pid
-    wait_until(lambda: _stopped(pid), 120, 0.2, f"the engine stopped before {step}")
+    wait_until(lambda: is_stopped(pid), 120, 0.2, f"the engine stopped before {step}")
     try:
         with_config(setup, failover={"lease_ttl_s": 3.0, "hooks": []})
         time.sleep(3.5)  # its lease lapses
@@ -301,7 +296,7 @@ def test_an_engine_frozen_right_after_confirming_its_lease_sends_no_commit_when_
     pid = frozen.process.pid
     moved_on = {TopicPartition(replica, p): PER_PARTITION for p in range(PARTITIONS)}
     try:
-        wait_until(lambda: _stopped(pid), 120, 0.2, "the engine stopped after its confirm")
+        wait_until(lambda: is_stopped(pid), 120, 0.2, "the engine stopped after its confirm")
         time.sleep(3.5)  # its lease lapses
         run = _only_run(setup)
         with Replicator(setup, log_dir=tmp_path):

@@ -37,15 +37,30 @@ def _writable(setup: FlowSetup, alias: str, topic: str) -> bool:
     return topic not in invariants.denied_topics(_cluster(setup, alias))
 
 
+def _two_way(
+    dc1: ClusterUnderTest, dc2: ClusterUnderTest, names: Names, tmp_path: Path, per_partition: int
+) -> tuple[FlowSetup, str]:
+    """Flows both ways for one topic, created on both clusters; ``per_partition`` records on
+    the first."""
+    topic = names.topic("orders")
+    setup = flow_setup(tmp_path, dc1, dc2, [re.escape(topic)], reverse=True)
+    dc1.admin().create_topics([TopicSpec(topic, PARTITIONS)])
+    dc2.admin().create_topics([TopicSpec(topic, PARTITIONS)])
+    fill(setup.source_endpoint, topic, per_partition)
+    return setup, topic
+
+
+def _wait_copied(setup: FlowSetup, topic: str, count: int) -> None:
+    replica = FlowTopology.of(setup.config.flows[0]).target_topic(topic)
+    wait_until(lambda: len(consume_all(setup.target_endpoint, replica, timeout_s=5)) == count,
+               60, what="replicated")  # fmt: skip
+
+
 def test_a_switch_back_vetoed_after_unfence_target_fences_the_old_primary_again(
     dc1: ClusterUnderTest, dc2: ClusterUnderTest, names: Names, tmp_path: Path
 ) -> None:
-    topic = names.topic("orders")
-    setup = flow_setup(tmp_path, dc1, dc2, [re.escape(topic)], reverse=True)
+    setup, topic = _two_way(dc1, dc2, names, tmp_path, 20)
     first, second = setup.source, setup.target
-    dc1.admin().create_topics([TopicSpec(topic, PARTITIONS)])
-    dc2.admin().create_topics([TopicSpec(topic, PARTITIONS)])
-    fill(setup.source_endpoint, topic, 20)
     store_url = f"sqlite:///{tmp_path / 'drkit.db'}"
     with Replicator(setup, log_dir=tmp_path):
         moved = drkit(setup, "switchover", "--from", first, "--to", second, "--yes", "-o", "json",
@@ -143,17 +158,10 @@ def test_a_move_back_to_a_cluster_a_failover_fenced_is_blocked_and_changes_nothi
     records nobody replicated.  A switchover or a failover back to it would open it without
     capturing them: both are blocked (exit 4, naming failback), nothing changes - the fence
     stays, the pointer stays - and ``--plan`` says the same."""
-    topic = names.topic("orders")
-    setup = flow_setup(tmp_path, dc1, dc2, [re.escape(topic)], reverse=True)
+    setup, topic = _two_way(dc1, dc2, names, tmp_path, 10)
     first, second = setup.source, setup.target
-    dc1.admin().create_topics([TopicSpec(topic, PARTITIONS)])
-    dc2.admin().create_topics([TopicSpec(topic, PARTITIONS)])
-    fill(setup.source_endpoint, topic, 10)
     with Replicator(setup, log_dir=tmp_path):
-        wait_until(lambda: len(consume_all(setup.target_endpoint,
-                                           FlowTopology.of(setup.config.flows[0])
-                                           .target_topic(topic), timeout_s=5))
-                   == 10 * PARTITIONS, 60, what="replicated")  # fmt: skip
+        _wait_copied(setup, topic, 10 * PARTITIONS)
     failed_over = drkit(setup, "failover", "--from", first, "--to", second, "--yes",
                         "-o", "json", timeout_s=300)  # fmt: skip
     assert failed_over.code == 0, failed_over.err + failed_over.out
@@ -177,16 +185,10 @@ def test_a_failback_fences_an_old_primary_an_operator_opened_before_it_captures_
     --even-if-standby``) and applications wrote to it.  The failback fences it again from its
     first step, before it captures the tail: every record it took is in the exported tail, it
     takes nothing more until the failback opens it, and no sample saw both clusters open."""
-    topic = names.topic("orders")
-    setup = flow_setup(tmp_path, dc1, dc2, [re.escape(topic)], reverse=True)
+    setup, topic = _two_way(dc1, dc2, names, tmp_path, 10)
     first, second = setup.source, setup.target
-    dc1.admin().create_topics([TopicSpec(topic, PARTITIONS)])
-    dc2.admin().create_topics([TopicSpec(topic, PARTITIONS)])
-    fill(setup.source_endpoint, topic, 10)
-    replica = FlowTopology.of(setup.config.flows[0]).target_topic(topic)
     with Replicator(setup, log_dir=tmp_path):
-        wait_until(lambda: len(consume_all(setup.target_endpoint, replica, timeout_s=5))
-                   == 10 * PARTITIONS, 60, what="replicated")  # fmt: skip
+        _wait_copied(setup, topic, 10 * PARTITIONS)
     failed_over = drkit(setup, "failover", "--from", first, "--to", second, "--yes",
                         "-o", "json", timeout_s=300)  # fmt: skip
     assert failed_over.code == 0, failed_over.err + failed_over.out
