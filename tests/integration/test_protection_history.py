@@ -63,6 +63,7 @@ def test_a_switch_back_vetoed_after_unfence_target_fences_the_old_primary_again(
     first, second = setup.source, setup.target
     store_url = f"sqlite:///{tmp_path / 'drkit.db'}"
     with Replicator(setup, log_dir=tmp_path):
+        _wait_copied(setup, topic, 20 * PARTITIONS)  # a planned move needs the replica made
         moved = drkit(setup, "switchover", "--from", first, "--to", second, "--yes", "-o", "json",
                       timeout_s=300)  # fmt: skip
         assert moved.code == 0, moved.err + moved.out
@@ -130,6 +131,7 @@ def test_a_topic_created_after_the_plan_is_fenced_drained_and_carried_by_the_mov
         Replicator(setup, log_dir=tmp_path),
         History(f"sqlite:///{tmp_path / 'drkit.db'}", source, late) as history,
     ):
+        _wait_copied(setup, topic, 20 * PARTITIONS)
         done = drkit(setup, "switchover", "--from", setup.source, "--to", setup.target,
                      "--yes", "-o", "json", timeout_s=300)  # fmt: skip
         assert done.code == 0, done.err + done.out
