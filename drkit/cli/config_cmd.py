@@ -6,12 +6,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import click
+import yaml
 
 from drkit.cli.context import (
     AppContext,
     config_option,
     echo_document,
-    echo_json,
     output_option,
     pass_app,
 )
@@ -57,13 +57,19 @@ def validate(file: str, output: str) -> None:
 
 @config.command("show")
 @config_option
+@output_option
 @pass_app
-def show(app: AppContext, config_file: str | None) -> None:
-    """Print the effective config as JSON, with defaults filled in and secrets masked
-    (passwords, the state-store URL, and client_overrides whose names look secret)."""
+def show(app: AppContext, config_file: str | None, output: str) -> None:
+    """Print the effective config (YAML; ``-o json``: a ``drkit.config/v1`` document) with
+    defaults filled in and secrets masked (passwords, the state-store URL, webhook URLs and
+    client_overrides whose names look secret)."""
     loaded = app.config(config_file)
-    click.echo(f"# {app.config_path}", err=True)
-    echo_json(redacted_dump(loaded))
+    shown = redacted_dump(loaded)
+    if output == "json":
+        echo_document("config", {"file": str(app.config_path), "config": shown})
+        return
+    click.echo(f"# {app.config_path}")
+    click.echo(yaml.safe_dump(shown, sort_keys=False, allow_unicode=True), nl=False)
 
 
 @config.command("import")

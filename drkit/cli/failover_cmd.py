@@ -29,6 +29,7 @@ from drkit.cli.context import (
     complete_runs,
     config_option,
     confirm,
+    echo_document,
     echo_json,
     operator,
     output_option,
@@ -116,6 +117,14 @@ def _engine(app: AppContext, config_file: str | None, output: str) -> Engine:
     store = app.store(config_file, config_required=True)
     store.ensure_current()
     return Engine(config, store, app.state_dir, progress_printer(output))
+
+
+def _run_repository(app: AppContext, config_file: str | None) -> RunRepository:
+    """The runs, for a command that only reads them (a store nothing ran on yet is migrated
+    first, as every command does: "no runs yet", not "no such table")."""
+    store = app.store(config_file, reading=True)
+    store.ensure_current()
+    return RunRepository(store)
 
 
 def _emit(output: str, document: Callable[[], dict[str, Any]], text: Callable[[], str]) -> None:
@@ -247,7 +256,7 @@ def failover(
 @pass_app
 def show(app: AppContext, run_id: int | None, config_file: str | None, output: str) -> None:
     """One run with its steps (default: the latest)."""
-    runs = RunRepository(app.store(config_file, reading=True))
+    runs = _run_repository(app, config_file)
     run = runs.get(run_id) if run_id is not None else next(iter(runs.latest(1)), None)
     if run is None:
         raise ConfigError([Problem("RUN", "no such failover run" if run_id else "no runs yet")])
@@ -282,9 +291,9 @@ def abandon(
 def list_runs(app: AppContext, config_file: str | None, output: str) -> None:
     """The latest runs, newest first (each run's groups counted, not listed: ``failover show
     RUN -o json`` has them)."""
-    runs = RunRepository(app.store(config_file, reading=True)).latest()
+    runs = _run_repository(app, config_file).latest()
     if output == "json":
-        echo_json({"runs": [r.to_json(rows=False) for r in runs]})
+        echo_document("failover.list", {"runs": [r.to_json(rows=False) for r in runs]})
     else:
         click.echo(runs_table(runs))
 

@@ -474,7 +474,7 @@ def fences_lift(
                        "by": operator(), "reason": reason},
             )  # fmt: skip
     if output == "json":
-        echo_document("fences_lifted", {"cluster": cluster_alias, "lifted": lifted})
+        echo_document("fences.lift", {"cluster": cluster_alias, "lifted": lifted})
     elif lifted:
         click.echo(f"{cluster_alias}: writes allowed again on {len(lifted)} topic(s): "
                    + ", ".join(lifted))  # fmt: skip

@@ -22,7 +22,9 @@ from drkit.replication.internal_topics import HEARTBEATS
 from drkit.replication.topology import FlowTopology
 
 MANIFEST = "drill-manifest.json"
-KIND = "drkit.drill-manifest/v1"
+KIND = "drkit.drill.manifest/v1"
+# Written before schema names were all dot-separated; still read.
+_EARLIER_KINDS = frozenset({KIND, "drkit.drill-manifest/v1"})
 
 
 @dataclass(frozen=True)
@@ -40,7 +42,7 @@ class Footprint:
     @classmethod
     def from_json(cls, document: object) -> Footprint:
         """Raises ValueError unless ``document`` is a manifest this drkit wrote."""
-        if not isinstance(document, dict) or document.get("kind") != KIND:
+        if not isinstance(document, dict) or document.get("kind") not in _EARLIER_KINDS:
             raise ValueError(f"not a drill manifest (no kind {KIND!r})")
         drill = document.get("drill")
         topics, groups = document.get("topics"), document.get("groups")

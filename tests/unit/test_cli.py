@@ -218,9 +218,9 @@ def test_config_show_masks_secret_looking_client_overrides(tmp_path: Path) -> No
         "      sasl.oauthbearer.client.secret: value-one\n      ssl.key.password: value-two\n"
         "      sasl.oauthbearer.token.endpoint.url: value-three\n      linger.ms: 5\n"
     )
-    result = CliRunner().invoke(cli, ["config", "show", "--config", str(config)])
+    result = CliRunner().invoke(cli, ["config", "show", "--config", str(config), "-o", "json"])
     assert result.exit_code == 0, result.output
-    shown = json.loads(result.stdout)["clusters"]["dc1"]["client_overrides"]
+    shown = json.loads(result.stdout)["config"]["clusters"]["dc1"]["client_overrides"]
     assert "value-" not in result.output
     assert shown["linger.ms"] == 5
     assert len({v for k, v in shown.items() if k != "linger.ms"}) == 1  # one mask for all
@@ -239,10 +239,13 @@ def test_config_show_masks_webhook_urls_even_resolved_from_the_environment(
         "    - url: 'https://hooks.example.com/services/${HOOK_TOKEN}'\n"
         "    - url: 'https://alerts.example.com/plain-token-91c2'\n"
     )
-    result = CliRunner().invoke(cli, ["config", "show", "--config", str(config)])
+    result = CliRunner().invoke(cli, ["config", "show", "--config", str(config), "-o", "json"])
     assert result.exit_code == 0, result.output
     assert "hook-token-7f3a" not in result.output and "plain-token-91c2" not in result.output
-    hooks = json.loads(result.stdout)["notifications"]["webhooks"]
+    text = CliRunner().invoke(cli, ["config", "show", "--config", str(config)])
+    assert text.exit_code == 0 and "hook-token-7f3a" not in text.output, text.output
+    assert "plain-token-91c2" not in text.output and "url: '**********'" in text.output
+    hooks = json.loads(result.stdout)["config"]["notifications"]["webhooks"]
     assert [hook["url"] for hook in hooks] == ["**********", "**********"]
 
 
