@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 
 import click
 
@@ -18,6 +18,7 @@ from drkit.config.model import DrkitConfig
 from drkit.errors import ExitCode, UnreachableClusterError
 from drkit.kafka import ClusterEndpoint, KafkaAdmin
 from drkit.kafka.clients import tcp_unreachable
+from drkit.kafka.interruptible import InFlight
 
 TCP_CHECK_S = 3.0  # a bootstrap server that takes no TCP connection in this long: unreachable
 
@@ -47,10 +48,10 @@ def check(
         raise click.BadParameter(f"unknown cluster(s): {', '.join(unknown)}", param_hint="ALIASES")
     # Every cluster at once (the slowest sets the time, not their sum), each refused at once
     # when no bootstrap server takes a TCP connection - a stopped broker is known in
-    # microseconds, not at the Kafka client's timeout.
-    with ThreadPoolExecutor(max_workers=len(chosen) or 1) as pool:
-        answers = dict(zip(chosen, pool.map(lambda a: _check_one(config, a, timeout), chosen),
-                           strict=True))  # fmt: skip
+    # microseconds, not at the Kafka client's timeout.  On daemon threads waited on here: a
+    # Ctrl-C acts at once, not after the slowest check (drkit.kafka.interruptible).
+    checks = {a: InFlight(partial(_check_one, config, a, timeout)) for a in chosen}
+    answers = {alias: check.wait() for alias, check in checks.items()}
     results = {alias: result for alias, (result, _error) in answers.items()}
     failures = [error for _result, error in answers.values() if error is not None]
     if output == "json":

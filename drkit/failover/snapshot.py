@@ -12,8 +12,8 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
+from functools import partial
 
 from tenacity import retry, retry_if_exception_type, stop_after_delay, wait_exponential
 
@@ -24,6 +24,7 @@ from drkit.failover.facts import GroupFacts, PartitionFacts, SchemaFacts, Snapsh
 from drkit.failover.model import Procedure
 from drkit.kafka.admin import KafkaAdmin
 from drkit.kafka.clients import ClusterEndpoint, tcp_unreachable
+from drkit.kafka.interruptible import InFlight
 from drkit.kafka.ports import ClusterAdmin, read_group_offsets
 from drkit.lag import count_visible
 from drkit.offsets.checkpoint_store import CheckpointSnapshot, CheckpointStore
@@ -160,15 +161,15 @@ def _gather(
     # The source's answer and drkit's three topics on the target are independent reads, each
     # on its own client: in parallel they cost the slowest one, not their sum (a failover's
     # wall time is read twice from here: for the plan, and for the exact translation).
-    with ThreadPoolExecutor(max_workers=4, thread_name_prefix="snapshot") as pool:
-        answers = pool.submit(source.answers, source_timeout_s)
-        reading_progress = pool.submit(readers.progress)
-        reading_mappings = pool.submit(readers.mappings)
-        reading_checkpoints = pool.submit(readers.checkpoints)
-        reachable = answers.result()
-        progress = reading_progress.result()
-        mappings = reading_mappings.result()
-        checkpoints = reading_checkpoints.result()
+    # Daemon threads waited on here: a Ctrl-C acts at once (drkit.kafka.interruptible).
+    answers = InFlight(partial(source.answers, source_timeout_s))
+    reading_progress = InFlight(readers.progress)
+    reading_mappings = InFlight(readers.mappings)
+    reading_checkpoints = InFlight(readers.checkpoints)
+    reachable = answers.wait()
+    progress = reading_progress.wait()
+    mappings = reading_mappings.wait()
+    checkpoints = reading_checkpoints.wait()
     if not reachable:
         source_error = tcp_unreachable(source_ep, 1.0) or f"no answer within {source_timeout_s}s"
     source_parts = _source_partitions(source, topology, progress, mappings, reachable)

@@ -86,9 +86,7 @@ class KafkaAdmin(GroupAdmin, AclAdmin):
                 self.endpoint.alias, self.endpoint.bootstrap_servers, refused
             )
         try:
-            return self._call(
-                "metadata", timeout_s, lambda t: len(self._client.list_topics(timeout=t).brokers)
-            )
+            return self._call("metadata", timeout_s, lambda t: len(self._metadata(t).brokers))
         except CredentialsRefusedError:
             raise  # it answered: not unreachable
         except KafkaError as err:
@@ -104,7 +102,7 @@ class KafkaAdmin(GroupAdmin, AclAdmin):
         """
 
         def run(t: float) -> tuple[str | None, int, int]:
-            metadata = self._client.list_topics(timeout=t)
+            metadata = self._metadata(t)
             return metadata.cluster_id, int(metadata.controller_id), len(metadata.brokers)
 
         return self._call("describe cluster", timeout_s, run)
@@ -117,7 +115,7 @@ class KafkaAdmin(GroupAdmin, AclAdmin):
         """Every topic with its partitions (leader, replicas, ISR)."""
 
         def run(t: float) -> dict[str, TopicInfo]:
-            metadata = self._client.list_topics(timeout=t)
+            metadata = self._metadata(t)
             topics: dict[str, TopicInfo] = {}
             for name, topic in metadata.topics.items():
                 if topic.error is not None:

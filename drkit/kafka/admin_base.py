@@ -15,6 +15,7 @@ from confluent_kafka import (
     KafkaException,
 )
 from confluent_kafka.admin import (
+    ClusterMetadata,
     ConfigSource,
 )
 from tenacity import retry, retry_if_exception_type, stop_after_delay, wait_exponential
@@ -27,6 +28,7 @@ from drkit.errors import (
 from drkit.kafka import lifetimes
 from drkit.kafka.clients import ClusterEndpoint, client_settings, make_admin_client
 from drkit.kafka.errors import error_code_name, is_credentials_error, translate
+from drkit.kafka.interruptible import InFlight
 from drkit.records import TopicPartition
 
 T = TypeVar("T")
@@ -148,12 +150,23 @@ class AdminBase:
         self._client = make_admin_client(endpoint, settings)
         # Destroyed by close(), or by the reaper once this object is dropped: never by the
         # cyclic collector on a librdkafka thread (drkit.kafka.lifetimes).
-        self._lifetime = lifetimes.owned_by(self, self._client)
+        self._calls: lifetimes.Calls = set()
+        self._lifetime = lifetimes.owned_by(self, self._client, self._calls)
 
     def close(self) -> None:
-        """Destroy the admin client now (idempotent); this object is unusable after."""
+        """Destroy the admin client (idempotent); this object is unusable after.  Now, unless
+        an interrupted metadata call still runs on it: then once that call ended."""
         if self._lifetime.detach() is not None:
-            lifetimes.destroy(self._client)
+            lifetimes.close_when_idle(self._client, self._calls)
+
+    def _metadata(self, timeout_s: float) -> ClusterMetadata:
+        """``list_topics`` - a call that blocks in C - waited on so that a Ctrl-C acts at once
+        (drkit.kafka.interruptible)."""
+        call = InFlight(lambda: self._client.list_topics(timeout=timeout_s))
+        self._calls.add(call.thread)
+        metadata = call.wait()
+        self._calls.discard(call.thread)  # left in the set only while an interrupted call runs
+        return metadata
 
     def __enter__(self) -> Self:
         return self

@@ -26,13 +26,16 @@ from confluent_kafka.admin import AdminClient
 
 log = logging.getLogger(__name__)
 
+# The threads of blocking calls that may still run on one client (drkit.kafka.interruptible).
+Calls = set[threading.Thread]
+
 
 class _Reaper:
     """Destroys dropped clients on a thread of its own (started with the first client)."""
 
     def __init__(self) -> None:
         # SimpleQueue.put may be called from a finalizer on any thread, even mid-collection.
-        self._dropped: queue.SimpleQueue[AdminClient] = queue.SimpleQueue()
+        self._dropped: queue.SimpleQueue[tuple[AdminClient, Calls]] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
 
@@ -44,17 +47,30 @@ class _Reaper:
                 )
                 self._thread.start()
 
-    def take(self, client: AdminClient) -> None:
-        self._dropped.put(client)
+    def take(self, client: AdminClient, calls: Calls) -> None:
+        self._dropped.put((client, calls))
 
     def _run(self) -> None:
         while True:
-            client = self._dropped.get()
+            client, calls = self._dropped.get()
+            for call in list(calls):  # a call an interrupted caller left running: let it end
+                call.join()
             destroy(client)
-            del client  # the last reference goes here, not at the next client's arrival
+            del client, calls  # the last references go here, not at the next arrival
 
 
 _REAPER = _Reaper()
+
+
+def close_when_idle(client: AdminClient, calls: Calls) -> None:
+    """Destroy ``client`` now, or - while a blocking call is still running on it (its caller
+    was interrupted) - on the reaper's thread once that call ended: destroying a handle under a
+    call in C is a use-after-free."""
+    if any(call.is_alive() for call in calls):
+        _REAPER.ensure_started()
+        _REAPER.take(client, calls)
+    else:
+        destroy(client)
 
 
 def destroy(client: AdminClient) -> None:
@@ -67,10 +83,14 @@ def destroy(client: AdminClient) -> None:
         log.warning("closing an admin client failed", extra={"error": str(err)})
 
 
-def owned_by(owner: object, client: AdminClient) -> weakref.finalize[[AdminClient], object]:
+def owned_by(
+    owner: object, client: AdminClient, calls: Calls
+) -> weakref.finalize[[AdminClient, Calls], object]:
     """Hand ``client`` to the reaper when ``owner`` is freed; the returned finalizer's
-    ``detach()`` takes it back (for an owner that closes it itself)."""
+    ``detach()`` takes it back (for an owner that closes it itself).  ``calls``: the threads of
+    blocking calls still running on the client (drkit.kafka.interruptible), owned by
+    ``owner``; the reaper waits for them before it destroys the client."""
     _REAPER.ensure_started()
-    finalizer = weakref.finalize(owner, _REAPER.take, client)
+    finalizer = weakref.finalize(owner, _REAPER.take, client, calls)
     finalizer.atexit = False  # at exit the process ends anyway; nothing is left to reap
     return finalizer

@@ -1,0 +1,125 @@
+"""Ctrl-C acts at once, even while librdkafka blocks in C (issue 45, item 5).
+
+Against a listener that accepts TCP connections and never answers (a hung broker, a proxy in
+front of a dead one), a metadata request blocks in C until its timeout; on main a Ctrl-C then
+acted only when it returned (7-8 s in ``clusters check``, ``doctor``, ``failover --plan``,
+``verify``).  No Kafka here: a plain socket that says nothing is the whole point.
+
+The bounds below are not speed claims: each is a fraction of the timeout the blocked call
+would otherwise wait out, so only a wait that ignores the signal fails them.
+"""
+
+from __future__ import annotations
+
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+CALL_TIMEOUT_S = 60  # what a blocked call would wait out
+BOUND_S = CALL_TIMEOUT_S / 3
+
+
+class SilentListener:
+    """Accepts connections, reads nothing, answers nothing."""
+
+    def __init__(self) -> None:
+        self.socket = socket.create_server(("127.0.0.1", 0))
+        self.port = self.socket.getsockname()[1]
+        self.accepted: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                connection, _ = self.socket.accept()
+            except OSError:
+                return
+            self.accepted.append(connection)
+
+    def close(self) -> None:
+        for connection in self.accepted:
+            connection.close()
+        self.socket.close()
+
+
+@pytest.fixture
+def silent() -> Iterator[SilentListener]:
+    listener = SilentListener()
+    yield listener
+    listener.close()
+
+
+def _interrupted(args: list[str], silent: SilentListener, cwd: Path) -> tuple[int, str, float]:
+    """Start ``args``, SIGINT it once it has connected and waited a moment, return (exit code,
+    output, seconds from the signal to its end)."""
+    process = subprocess.Popen(args, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 30
+    while not silent.accepted and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(1.0)  # inside the blocking request by now
+    assert process.poll() is None, process.communicate()[0].decode()
+    signalled = time.monotonic()
+    process.send_signal(signal.SIGINT)
+    try:
+        out, _ = process.communicate(timeout=BOUND_S)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        out, _ = process.communicate()
+        pytest.fail(f"{args[3:]} still running {BOUND_S:.0f}s after Ctrl-C: {out.decode()[-800:]}")
+    return process.returncode, out.decode(), time.monotonic() - signalled
+
+
+def test_clusters_check_stops_on_ctrl_c_while_a_broker_never_answers(
+    silent: SilentListener, tmp_path: Path
+) -> None:
+    config = tmp_path / "drkit.yaml"
+    config.write_text(
+        f"clusters:\n  dc1: {{bootstrap_servers: '127.0.0.1:{silent.port}'}}\n"
+        f"  dc2: {{bootstrap_servers: '127.0.0.1:{silent.port}'}}\n"
+        f"state_store: {{url: 'sqlite:///{tmp_path / 'drkit.db'}'}}\n"
+    )
+    command = [sys.executable, "-m", "drkit", "clusters", "check", "--config", str(config),
+               "--timeout", str(CALL_TIMEOUT_S)]  # fmt: skip
+    code, out, _took = _interrupted(command, silent, tmp_path)
+    assert code == 130, out
+    assert "interrupted" in out and "Traceback" not in out, out
+
+
+_ADMIN = """
+import sys, time
+from drkit.config.model import ClusterConfig
+from drkit.kafka import ClusterEndpoint, KafkaAdmin
+
+call_s = float(sys.argv[2])
+admin = KafkaAdmin(ClusterEndpoint("dc1", ClusterConfig(bootstrap_servers=sys.argv[1])))
+started = time.monotonic()
+try:
+    admin.describe_cluster(timeout_s=call_s)
+except KeyboardInterrupt:  # mid-call, not when the call gave up
+    print("interrupted" if time.monotonic() - started < call_s / 2 else "late", flush=True)
+admin.close()  # the metadata call still runs on its thread: destroyed only once it ended
+print("closed", flush=True)
+time.sleep(call_s + 2)  # the call times out and the reaper destroys the client
+print("alive", flush=True)
+"""
+
+
+def test_an_admin_call_blocked_in_c_is_interrupted_and_its_client_outlives_the_call(
+    silent: SilentListener, tmp_path: Path
+) -> None:
+    """The admin facade's metadata request: KeyboardInterrupt at once; ``close()`` right
+    after must not destroy the handle under the call still running in C (a use-after-free
+    would crash the process when the call returns) - the reaper does it after."""
+    call_s = 8.0
+    code, out, _took = _interrupted(
+        [sys.executable, "-c", _ADMIN, f"127.0.0.1:{silent.port}", str(call_s)], silent, tmp_path
+    )
+    assert code == 0, out
+    assert out.split() == ["interrupted", "closed", "alive"], out
