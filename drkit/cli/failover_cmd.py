@@ -19,6 +19,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 import click
@@ -415,6 +416,10 @@ def failback(
     """Return to the original primary: capture its divergent tail, replicate back, switch over."""
     if export_file and export_topic:
         raise ConfigError([Problem("--export-file/--export-topic", "choose one")])
+    if export_file and Path(export_file).exists():
+        # The tail is the only copy of records nobody replicated: never written over one.
+        why = f"{export_file} exists (an earlier tail?): name a new file or move it away"
+        raise ConfigError([Problem("--export-file", why + " - nothing was done")])
     if source is None:
         engine = _engine(app, config_file, output)
         known_cluster(engine.config, target, "--to")

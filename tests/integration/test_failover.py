@@ -528,6 +528,31 @@ def test_a_tail_export_to_a_topic_cut_short_and_run_again_holds_each_record_once
         assert (headers[TAIL_HEADER] or b"").decode().startswith(f"{dc1.name}/{source}/")
 
 
+def test_a_tail_export_never_appends_to_a_topic_that_is_not_an_export(
+    dc1: ClusterUnderTest, dc2: ClusterUnderTest, names: Names
+) -> None:
+    """``--export-topic dc2:payments`` (a typo, a look-alike of the export's name) named an
+    application's topic: on main the tail was appended to it.  Now a topic with more than one
+    partition, or with one record lacking the provenance header, is refused - nothing written."""
+    from drkit.failover.context import StepFailed
+    from drkit.failover.steps.divergence import export_to_topic
+    from drkit.kafka.io import consume_ranges
+
+    source, wide, narrow = names.topic("orders"), names.topic("payments"), names.topic("audit")
+    dc1.admin().create_topics([TopicSpec(source, 1)])
+    produce_batch(dc1.endpoint, source, [(b"k", f"tail-{i}".encode()) for i in range(5)])
+    dc2.admin().create_topics([TopicSpec(wide, 3), TopicSpec(narrow, 1)])
+    produce_batch(dc2.endpoint, narrow, [(b"app", b"an application's record")], partition=0)
+    tail = TopicPartition(source, 0)
+    for topic, why in ((wide, "it has 3 partitions"), (narrow, "at offset 0 has no")):
+        ends = dc2.admin().topic_offsets(topic)
+        with pytest.raises(StepFailed, match=why) as refused:
+            export_to_topic(dc2.endpoint, dc2.admin(), topic, dc1.name,
+                            consume_ranges(dc1.endpoint, {tail: (0, 5)}, 60.0))  # fmt: skip
+        assert f"--export-topic {topic}: not a divergent-tail export topic" in str(refused.value)
+        assert dc2.admin().topic_offsets(topic) == ends  # nothing appended
+
+
 def test_a_vetoed_switchover_rolls_back_and_the_source_takes_writes_again(
     dc1: ClusterUnderTest, dc2: ClusterUnderTest, names: Names, tmp_path: Path
 ) -> None:

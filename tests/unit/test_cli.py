@@ -440,6 +440,22 @@ def test_a_mistaken_move_names_the_option_at_fault(
     assert says in result.output
 
 
+def test_a_failback_never_writes_its_tail_over_an_existing_file(tmp_path: Path) -> None:
+    """The tail is the only copy of records nobody replicated: on main a second failback given
+    the first one's ``--export-file`` wrote over it.  Refused before anything is done."""
+    config = tmp_path / "drkit.yaml"
+    config.write_text(_CONFIG + "flows: [{source: dc1, target: dc2}, {source: dc2, target: dc1}]\n")
+    earlier = tmp_path / "tail.jsonl"
+    earlier.write_text('{"an": "earlier tail"}\n')
+    result = CliRunner().invoke(cli, ["--state-dir", str(tmp_path), "failback", "--to", "dc1",
+                                      "--from", "dc2", "--export-file", str(earlier), "--yes",
+                                      "--config", str(config)])  # fmt: skip
+    assert result.exit_code == 2, result.output
+    assert f"--export-file: {earlier} exists (an earlier tail?)" in result.output
+    assert earlier.read_text() == '{"an": "earlier tail"}\n'
+    assert not (tmp_path / "drkit.db").exists()  # nothing done: not even a store opened
+
+
 @pytest.mark.parametrize(
     ("extra", "says"),
     [

@@ -244,15 +244,26 @@ def export_to_topic(
     """Append ``records`` (of ``cluster``) to partition 0 of ``topic``, each with its
     provenance header, skipping those the topic holds already - an export cut short and run
     again leaves no duplicate.  Streams: only the held provenances are kept in memory.
-    Returns how many were appended."""
+    Returns how many were appended.
+
+    Only an export topic is ever written: a topic that exists with more than one partition, or
+    holds a record without the provenance header (an application's topic, a typo's look-alike)
+    is refused before anything is appended (StepFailed naming it)."""
+    existing = admin.list_topics().get(topic)
+    if existing is not None and existing.partition_count != 1:
+        raise StepFailed(_not_an_export(topic, f"it has {existing.partition_count} partitions"))
     admin.create_topics([TopicSpec(topic, 1)])
     partition = TopicPartition(topic, 0)
     first = admin.list_offsets([partition], "earliest")[partition]
     end = admin.list_offsets([partition], "latest")[partition]
     held: set[bytes] = set()
     for record in consume_ranges(endpoint, {partition: (first, end)}, 120.0):
-        held.update(value for name, value in record.headers
-                    if name == TAIL_HEADER and isinstance(value, bytes))  # fmt: skip
+        stamps = [value for name, value in record.headers
+                  if name == TAIL_HEADER and isinstance(value, bytes)]  # fmt: skip
+        if not stamps:
+            why = f"its record at offset {record.offset} has no {TAIL_HEADER} header"
+            raise StepFailed(_not_an_export(topic, why))
+        held.update(stamps)
     missing = (
         (record.key, record.value, (*record.headers, (TAIL_HEADER, provenance)))
         for record in records
@@ -260,6 +271,14 @@ def export_to_topic(
                                      record.offset).encode()) not in held
     )  # fmt: skip
     return produce_batch(endpoint, topic, missing, partition=0, timeout_s=300.0)
+
+
+def _not_an_export(topic: str, why: str) -> str:
+    return (
+        f"--export-topic {topic}: not a divergent-tail export topic ({why}) - drkit appends "
+        "only to a topic it exported to before, or creates it; name a new topic (nothing was "
+        "written), then resume this run or abandon it"
+    )
 
 
 def _line(cluster: str, record: Record) -> dict[str, Any]:
