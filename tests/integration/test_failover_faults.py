@@ -247,7 +247,11 @@ def test_an_engine_frozen_before_a_step_wakes_after_a_takeover_and_changes_nothi
                 resumed = drkit(setup, "failover", "--resume", str(run.id), "--yes",
                                 timeout_s=180)  # fmt: skip
                 assert resumed.code == 0, resumed.err + resumed.out
-        assert _only_run(setup).state is RunState.SUCCEEDED
+        taken = _only_run(setup)  # should it not have succeeded: why it ended
+        assert taken.state is RunState.SUCCEEDED, (taken.result, [
+            (s.name.value, s.state.value, s.detail) for s in taken.steps
+            if s.state is not StepState.DONE
+        ])  # fmt: skip
         after_takeover = _tables(_store(setup))
     finally:
         os.killpg(pid, signal.SIGCONT)

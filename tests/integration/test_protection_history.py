@@ -18,9 +18,11 @@ import re
 import sys
 from pathlib import Path
 
+from drkit.control.repo import ControlRepository
 from drkit.kafka.admin import TopicSpec
 from drkit.kafka.io import consume_all, produce_batch
 from drkit.replication.topology import FlowTopology
+from drkit.store import StateStore
 from tests import invariants
 from tests.conftest import Names
 from tests.failover_support import PARTITIONS, drkit, fill, with_config
@@ -206,6 +208,12 @@ def test_a_failback_fences_an_old_primary_an_operator_opened_before_it_captures_
             store_url, _cluster(setup, second), topic, also=((_cluster(setup, first), topic),)
         ) as history,  # fmt: skip
     ):
+        # replicate_back needs a live worker of the way back (none: it fails at once, naming
+        # the command to start): this one reports for it before the failback begins.
+        control = ControlRepository(StateStore(store_url))
+        back_flow = f"{second}->{first}"
+        wait_until(lambda: any(a.age_s < 5 for a in control.acks(back_flow)), 60,
+                   what=f"a live worker of {back_flow}")  # fmt: skip
         back = drkit(setup, "failback", "--to", first, "--export-file", str(tail_file),
                      "--yes", "-o", "json", timeout_s=300)  # fmt: skip
         assert back.code == 0, back.err + back.out
