@@ -23,8 +23,7 @@ from drkit.replication.topology import FlowTopology
 
 MANIFEST = "drill-manifest.json"
 KIND = "drkit.drill.manifest/v1"
-# Written before schema names were all dot-separated; still read.
-_EARLIER_KINDS = frozenset({KIND, "drkit.drill-manifest/v1"})
+_EARLIER_KIND = "drkit.drill-manifest/v1"  # written before names were all dot-separated; read
 
 
 @dataclass(frozen=True)
@@ -42,7 +41,7 @@ class Footprint:
     @classmethod
     def from_json(cls, document: object) -> Footprint:
         """Raises ValueError unless ``document`` is a manifest this drkit wrote."""
-        if not isinstance(document, dict) or document.get("kind") not in _EARLIER_KINDS:
+        if not isinstance(document, dict) or document.get("kind") not in (KIND, _EARLIER_KIND):
             raise ValueError(f"not a drill manifest (no kind {KIND!r})")
         drill = document.get("drill")
         topics, groups = document.get("topics"), document.get("groups")

@@ -164,9 +164,11 @@ class AdminBase:
         (drkit.kafka.interruptible)."""
         call = InFlight(lambda: self._client.list_topics(timeout=timeout_s))
         self._calls.add(call.thread)
-        metadata = call.wait()
-        self._calls.discard(call.thread)  # left in the set only while an interrupted call runs
-        return metadata
+        try:
+            return call.wait()
+        finally:
+            if not call.running:  # kept only while an interrupted call still runs in C
+                self._calls.discard(call.thread)
 
     def __enter__(self) -> Self:
         return self
