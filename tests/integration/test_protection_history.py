@@ -5,7 +5,9 @@ pointer and each copy's fence every 0.1 s) - the windows an end-of-case check ca
   finding 1): the rollback fences it again, before anything else is relaxed, and at no sample
   did both clusters take the topic's writes;
 * a topic created on the source after the plan and before the fence (finding 10): the move
-  fences it, drains it and carries its records - never a second writable primary for it.
+  fences it, drains it and carries its records - never a second writable primary for it;
+* a failover across a packet-dropping link, then a failback while the old primary's fence is
+  still pending: the failback applies it before it captures the tail.
 
 The same windows over in-memory clusters, under seeded schedules: tests/simulation.
 """
@@ -14,11 +16,18 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import re
 import sys
+import time
 from pathlib import Path
 
+import pytest
+
 from drkit.control.repo import ControlRepository
+from drkit.drills.faults import LocalFaults
+from drkit.drills.scenario import FaultKind
+from drkit.failover.fences import FenceRepository, FenceState
 from drkit.kafka.admin import TopicSpec
 from drkit.kafka.io import consume_all, produce_batch
 from drkit.replication.topology import FlowTopology
@@ -236,4 +245,82 @@ def test_a_failback_fences_an_old_primary_an_operator_opened_before_it_captures_
     assert samples[closed].pointer == second, samples[closed]
     both = [sample for sample in samples[closed:] if len(sample.open_copies) > 1]
     assert both == [], both
+    assert _writable(setup, first, topic) and not _writable(setup, second, topic)
+
+
+def _drop_packets(faults: LocalFaults, cluster: ClusterUnderTest) -> str:
+    """Blackhole ``cluster``'s client ports (iptables DROP: brokers run, connections hang -
+    no refusal, no reset); skips the test where iptables or root is missing, fails in CI."""
+    how = faults.inject(FaultKind.NETWORK_CUT, cluster.name)
+    if "iptables" in how:
+        return how
+    faults.restore()
+    if os.environ.get("DRKIT_TEST_REQUIRE_IPTABLES") == "1":
+        pytest.fail(f"DRKIT_TEST_REQUIRE_IPTABLES=1 but no packet could be dropped: {how}")
+    pytest.skip("no iptables rights here (apt install iptables, run as root): " + how)
+
+
+def test_a_failover_across_a_dropping_link_leaves_a_pending_fence_the_failback_applies_first(
+    scratch: ClusterUnderTest, dc2: ClusterUnderTest, names: Names, tmp_path: Path
+) -> None:
+    """Issue 44: a packet-dropping partition to the primary (every connection hangs: no refusal
+    to fail fast on) during an unplanned failover, then a failback while the old primary's
+    fence is still PENDING - it came back, applications wrote to it, and no monitor ran to
+    apply the fence.  The failover ends within its budgets with the fence pending; the failback
+    applies it from its first step, while the pointer is still on the other cluster: every
+    record the old primary took is in the exported tail, and no sample after the fence saw
+    both clusters open."""
+    assert scratch.local is not None
+    setup, topic = _two_way(scratch, dc2, names, tmp_path, 10)
+    first, second = setup.source, setup.target
+    store_url = f"sqlite:///{tmp_path / 'drkit.db'}"
+    with Replicator(setup, log_dir=tmp_path):
+        _wait_copied(setup, topic, 10 * PARTITIONS)
+    faults = LocalFaults(scratch.local, tag=f"drkit-test-{names.prefix}")
+    try:
+        print(_drop_packets(faults, scratch))
+        started = time.monotonic()
+        failed_over = drkit(setup, "failover", "--from", first, "--to", second, "--yes",
+                            "-o", "json", timeout_s=300)  # fmt: skip
+        print(f"failover across the dropping link: {time.monotonic() - started:.1f} s")
+    finally:
+        faults.restore()
+    assert failed_over.code == 0, failed_over.err + failed_over.out
+    fence = next(s for s in failed_over.json()["steps"] if s["name"] == "fence_source")
+    assert fence["detail"]["pending"] is True, fence
+    assert FenceRepository(StateStore(store_url)).topics(first, FenceState.PENDING) == {topic}
+    # The link is back; nothing applied the fence yet (no monitor): applications write there.
+    wait_until(lambda: _writable(setup, first, topic), 60, what=f"{first} answering again")
+    fill(setup.source_endpoint, topic, 5, start=10)
+    tail_file = tmp_path / "tail.jsonl"
+    with (
+        Replicator(setup, log_dir=tmp_path),
+        History(
+            store_url, _cluster(setup, second), topic, also=((_cluster(setup, first), topic),)
+        ) as history,  # fmt: skip
+    ):
+        control = ControlRepository(StateStore(store_url))
+        back_flow = f"{second}->{first}"
+        wait_until(lambda: any(a.age_s < 5 for a in control.acks(back_flow)), 60,
+                   what=f"a live worker of {back_flow}")  # fmt: skip
+        back = drkit(setup, "failback", "--to", first, "--export-file", str(tail_file),
+                     "--yes", "-o", "json", timeout_s=300)  # fmt: skip
+        assert back.code == 0, back.err + back.out
+        wait_until(lambda: history.moves()[-1:] == [first], 15, what="sampled")
+    run = back.json()
+    states = {s["name"]: s["state"] for s in run["steps"]}
+    assert run["state"] == "succeeded" and states["capture_divergent_tail"] == "done", states
+    capture = next(s for s in run["steps"] if s["name"] == "capture_divergent_tail")["detail"]
+    assert capture["per_partition"] == {f"{topic}:{p}": 5 for p in range(PARTITIONS)}, capture
+    lines = [json.loads(line) for line in tail_file.read_text().splitlines()]
+    assert sorted(base64.b64decode(line["value_b64"]).decode() for line in lines) == sorted(
+        f"{p}-{i}" for p in range(PARTITIONS) for i in range(10, 15)
+    )
+    samples, old = history.samples, f"{first}:{topic}"
+    assert samples and old in samples[0].open_copies, samples[:3]  # the pending fence
+    closed = next(i for i, sample in enumerate(samples) if old not in sample.open_copies)
+    assert samples[closed].pointer == second, samples[closed]
+    both = [sample for sample in samples[closed:] if len(sample.open_copies) > 1]
+    assert both == [], both
+    assert not history.errors, history.errors
     assert _writable(setup, first, topic) and not _writable(setup, second, topic)
