@@ -95,7 +95,7 @@ def test_a_stop_that_hangs_ends_at_the_deadline_with_every_threads_stack() -> No
     _, stderr = process.communicate(timeout=30)
     took = time.monotonic() - sent
     assert process.returncode == 1
-    assert 1.4 <= took < 20, took
+    assert took >= 1.4, took  # not before its grace (communicate's timeout bounds the wait)
     assert "stopping on SIGTERM (forced after 2s)" in stderr
     assert "waits_on_something_that_never_answers" in stderr  # where it waited
 
