@@ -8,7 +8,9 @@ state store would stop every job with it).
 hung probe (or a hung state-store call) is abandoned (its thread finishes or dies later),
 counted as a failure, and the scheduler's worker thread is free for the next job.  A run that
 asks (``watch_cpu``) also learns whether the overrun was this process's own: how long its
-threads waited for a CPU meanwhile (:mod:`drkit.health.cpu_wait`).
+threads waited for a CPU meanwhile (:mod:`drkit.health.cpu_wait`).  A stopping process
+abandons the runner: every wait ends at once (the scheduler's threads are joined at exit, so a
+wait that went on would hold a Ctrl-C for a whole budget).
 """
 
 from __future__ import annotations
@@ -63,6 +65,10 @@ class BudgetExceeded(Exception):
         return cpu_wait.starved(self.cpu_wait_s, self.elapsed_s)
 
 
+class JobAbandoned(Exception):
+    """The runner was abandoned (the process is stopping): nobody waits for the job."""
+
+
 @dataclass(frozen=True)
 class _Run:
     thread: threading.Thread
@@ -86,11 +92,22 @@ class BudgetedRunner:
         self._running: dict[str, _Run] = {}
         self._lock = threading.Lock()
         self._cpu_waits = cpu_waits
+        self._changed = threading.Condition()  # a job ended, or the runner was abandoned
+        self._abandoned = False
+
+    def abandon(self) -> None:
+        """Stop waiting for jobs, now and from now on: every run waiting raises JobAbandoned
+        at once, a new one starts nothing.  The jobs' own threads end when their calls do
+        (daemons: they never hold the process)."""
+        with self._changed:
+            self._abandoned = True
+            self._changed.notify_all()
 
     def run(
         self, work: Callable[[], Any], budget_s: float, name: str, *, watch_cpu: bool = False
     ) -> Any:
-        """``work()``'s result, or BudgetExceeded after ``budget_s``; exceptions propagate."""
+        """``work()``'s result, or BudgetExceeded after ``budget_s``, or JobAbandoned once
+        :meth:`abandon` was called; the work's exceptions propagate."""
         outcome: dict[str, Any] = {}
 
         def target() -> None:
@@ -98,7 +115,13 @@ class BudgetedRunner:
                 outcome["value"] = work()
             except BaseException as err:  # handed to the caller's thread
                 outcome["error"] = err
+            finally:
+                with self._changed:
+                    outcome["done"] = True
+                    self._changed.notify_all()
 
+        if self._abandoned:
+            raise JobAbandoned(f"job {name}: not started, the process is stopping")
         with self._lock:
             previous = self._running.get(name)
             if previous is not None and previous.thread.is_alive():
@@ -110,8 +133,11 @@ class BudgetedRunner:
             )
             self._running[name] = run
         run.thread.start()
-        run.thread.join(budget_s)
-        if run.thread.is_alive():
+        with self._changed:
+            self._changed.wait_for(lambda: "done" in outcome or self._abandoned, budget_s)
+        if "done" not in outcome:
+            if self._abandoned:
+                raise JobAbandoned(f"job {name}: abandoned, the process is stopping")
             raise self._exceeded(run, f"job {name} exceeded its {budget_s:.1f}s budget")
         # Taken out of ``outcome``: left there, the error's traceback (which holds ``target``'s
         # frame, which holds ``outcome``) would make a cycle keeping every frame of the failed

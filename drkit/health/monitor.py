@@ -169,6 +169,8 @@ class Monitor:
                     name,
                     lambda: self.repo.prune_observations(OBSERVATION_RETENTION_S),
                 )
+        except jobs.JobAbandoned:
+            return  # the monitor is stopping: not a failure
         except Exception as err:  # isolation: one failing job never stops the others
             self._job_failed(name, "error", err)
         finally:
@@ -503,6 +505,9 @@ class Monitor:
         return Liveness(not problems, tuple(problems))
 
     def close(self) -> None:
+        """Stop: no job is waited for any longer (a hung probe's budget would hold the exit),
+        then the flows' probers close."""
+        self._runner.abandon()
         for prober in self._flows.values():
             prober.close()
 

@@ -123,3 +123,25 @@ def test_an_admin_call_blocked_in_c_is_interrupted_and_its_client_outlives_the_c
     )
     assert code == 0, out
     assert out.split() == ["interrupted", "closed", "alive"], out
+
+
+def test_the_monitor_stops_on_ctrl_c_without_waiting_out_its_probes_budgets(
+    silent: SilentListener, tmp_path: Path
+) -> None:
+    """Its probes hang on the silent broker, each within a budget of twice the probe timeout
+    (here 2 x 30 s): the scheduler's threads waited that out before the process could end."""
+    config = tmp_path / "drkit.yaml"
+    config.write_text(
+        f"clusters:\n  dc1: {{bootstrap_servers: '127.0.0.1:{silent.port}'}}\n"
+        f"  dc2: {{bootstrap_servers: '127.0.0.1:{silent.port}'}}\n"
+        "flows:\n  - {source: dc1, target: dc2, topics: {include: [orders]}}\n"
+        f"health: {{probe_timeout_s: {CALL_TIMEOUT_S / 2:g}, probe_interval_s: {CALL_TIMEOUT_S},"
+        f" observation_window_s: {CALL_TIMEOUT_S * 2}}}\n"
+        f"state_store: {{url: 'sqlite:///{tmp_path / 'drkit.db'}'}}\n"
+    )
+    command = [sys.executable, "-m", "drkit", "monitor", "--config", str(config),
+               "--listen", "127.0.0.1:0"]  # fmt: skip
+    code, out, took = _interrupted(command, silent, tmp_path)
+    print(f"monitor stopped {took:.1f} s after Ctrl-C")
+    assert code == 0, out
+    assert "Traceback" not in out, out

@@ -7,12 +7,13 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
 from apscheduler.schedulers.background import BackgroundScheduler
 from prometheus_client import CollectorRegistry
 
 from drkit.config import load_config_text
 from drkit.health.evaluation import ClusterState, ProbeOutcome, ProbeResult
-from drkit.health.jobs import BudgetedRunner, BudgetExceeded
+from drkit.health.jobs import BudgetedRunner, BudgetExceeded, JobAbandoned
 from drkit.health.metrics import MonitorMetrics
 from drkit.health.monitor import Monitor
 from drkit.health.probes import ClusterProbe
@@ -199,3 +200,32 @@ def test_an_overrun_is_the_monitors_own_only_when_it_waited_for_a_cpu() -> None:
     assert not exceeded(None).starved  # the kernel does not say: the cluster's
     assert str(exceeded(1.5)).endswith("(this process waited 1.5s of 2.0s for a CPU)")
     assert str(exceeded(None)) == "job probe:dc1 exceeded its 2.0s budget"
+
+
+def test_a_stopping_monitor_stops_waiting_for_its_jobs_at_once() -> None:
+    """Issue 45: a Ctrl-C of ``drkit monitor`` waited for every job under way to use up its
+    budget (the scheduler's pool threads are joined at exit) - 6-7 s against a hung broker by
+    default, a minute with a long probe timeout.  Once the runner is abandoned, a waiting run
+    raises JobAbandoned at once and a new one starts no work."""
+    runner = BudgetedRunner(cpu_waits=lambda: None)
+    hung = threading.Event()
+    raised: list[BaseException] = []
+
+    def waiting() -> None:
+        try:
+            runner.run(hung.wait, 60.0, "probe:stuck")
+        except BaseException as err:
+            raised.append(err)
+
+    thread = threading.Thread(target=waiting)
+    thread.start()
+    time.sleep(0.2)  # the run is waiting on its job by now
+    runner.abandon()
+    thread.join(10.0)  # a fraction of the budget: only a wait that ignores abandon() fails it
+    assert not thread.is_alive(), "still waiting for its job after abandon()"
+    assert len(raised) == 1 and isinstance(raised[0], JobAbandoned), raised
+    started: list[str] = []
+    with pytest.raises(JobAbandoned):
+        runner.run(lambda: started.append("work"), 60.0, "probe:other")
+    assert started == []
+    hung.set()
