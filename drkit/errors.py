@@ -200,6 +200,12 @@ class LeaseLost(DrkitError):
     exit_code = ExitCode.LEASE
 
 
+class Stopped(DrkitError):
+    """The process is stopping: a request to a cluster was given up while it waited (the
+    request itself runs on to its own timeout on a daemon thread; drkit.kafka.interruptible).
+    A caller that was asked to stop treats it as the stop, never as a failure."""
+
+
 class FailpointError(DrkitError):
     """A failpoint armed with ``error`` fired: the operation fails as a cluster error would."""
 

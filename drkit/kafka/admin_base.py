@@ -7,6 +7,7 @@ Thread-safety: one ``KafkaAdmin`` may be shared by threads (librdkafka's admin c
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Self, TypeVar
@@ -24,6 +25,7 @@ from drkit.clock import Budget, time_left
 from drkit.errors import (
     CredentialsRefusedError,
     RetriableKafkaError,
+    Stopped,
 )
 from drkit.kafka import lifetimes
 from drkit.kafka.clients import ClusterEndpoint, client_settings, make_admin_client
@@ -130,8 +132,13 @@ class AdminBase:
         default_timeout_s: float = 15.0,
         isolate: bool = True,
         helper: str = "requests",
+        stop: threading.Event | None = None,
     ) -> None:
         self.endpoint = endpoint
+        # Set when the owner stops (a flow of a replicator that got SIGTERM): a request under
+        # way then is given up at once (Stopped) instead of waiting out its timeout on a
+        # cluster that does not answer.  Requests made in a helper process are not covered.
+        self._stop = stop
         self.default_timeout_s = default_timeout_s
         # Consumer-group requests run in a helper process (see drkit.kafka.isolated) unless
         # this instance *is* that helper.  ``helper`` names which of the endpoint's helpers:
@@ -160,12 +167,24 @@ class AdminBase:
             lifetimes.close_when_idle(self._client, self._calls)
 
     def _metadata(self, timeout_s: float) -> ClusterMetadata:
-        """``list_topics`` - a call that blocks in C - waited on so that a Ctrl-C acts at once
-        (drkit.kafka.interruptible)."""
-        call = InFlight(lambda: self._client.list_topics(timeout=timeout_s))
+        """``list_topics`` - a call that blocks in C - waited on so that a Ctrl-C (or the
+        owner's stop) acts at once (drkit.kafka.interruptible)."""
+        return self._in_flight(
+            lambda: self._client.list_topics(timeout=timeout_s), self._stop_to_watch()
+        )
+
+    def _stop_to_watch(self) -> threading.Event | None:
+        """The owner's stop, unless it is set already: a request made once the stop was asked
+        is part of the stopping (final progress, say) and is waited for like any other."""
+        return self._stop if self._stop is not None and not self._stop.is_set() else None
+
+    def _in_flight(self, fn: Callable[[], T], stop: threading.Event | None) -> T:
+        """``fn()`` on a thread of its own, waited on so that a signal or ``stop`` ends the
+        wait; the client outlives a call left running (close_when_idle)."""
+        call = InFlight(fn)
         self._calls.add(call.thread)
         try:
-            return call.wait()
+            return call.wait(stop)
         finally:
             if not call.running:  # kept only while an interrupted call still runs in C
                 self._calls.discard(call.thread)
@@ -197,6 +216,7 @@ class AdminBase:
         sent once the lease may have lapsed) and each try waits only what it has left."""
         what = f"{self.endpoint.alias}: {context}"
         deadline = self._deadline(time_left(timeout_s, what))
+        stop = self._stop_to_watch()
 
         @retry(
             retry=retry_if_exception_type(RetriableKafkaError),
@@ -208,8 +228,12 @@ class AdminBase:
             per_try = max(1.0, deadline)
             if isinstance(timeout_s, Budget):
                 per_try = time_left(timeout_s, what) or per_try
+            if stop is not None and stop.is_set():  # asked between two tries
+                raise Stopped(f"{what}: given up, the process is stopping")
             try:
-                return fn(per_try)
+                if stop is None:
+                    return fn(per_try)
+                return self._in_flight(lambda: fn(per_try), stop)
             except KafkaException as err:
                 self._client.poll(0)  # serve error_cb: was the login refused?
                 if self._login.refused is not None:  # retrying cannot help

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from typing import cast
 
 from drkit.config.model import ClusterConfig, CommitSource, FlowConfig
-from drkit.errors import KafkaError, UnreachableClusterError
+from drkit.errors import KafkaError, Stopped, UnreachableClusterError
 from drkit.kafka.acked_writer import AckedWriter
 from drkit.kafka.admin import KafkaAdmin, TopicSpec
 from drkit.kafka.clients import ClusterEndpoint
@@ -138,12 +138,14 @@ class Checkpointer:
         target: ClusterConfig,
         metrics: CheckpointMetrics | None = None,
         trim_interval_s: float = TRIM_INTERVAL_S,
+        stop: threading.Event | None = None,
     ) -> None:
         self.flow = flow
         self.name = flow.name
-        self.source = KafkaAdmin(ClusterEndpoint(flow.source, source))
+        # ``stop``: requests under way when it is set are given up (errors.Stopped).
+        self.source = KafkaAdmin(ClusterEndpoint(flow.source, source), stop=stop)
         self.target_endpoint = ClusterEndpoint(flow.target, target)
-        self.target = KafkaAdmin(self.target_endpoint)
+        self.target = KafkaAdmin(self.target_endpoint, stop=stop)
         self.metrics = metrics or default_metrics()
         self.topology = FlowTopology.of(flow)
         self.groups = NameMatcher.of(flow.groups)
@@ -222,6 +224,8 @@ class Checkpointer:
                     endpoint = self.source.endpoint
                     raise UnreachableClusterError(endpoint.alias, endpoint.bootstrap_servers)
                 self.round()
+            except Stopped:
+                break  # a request under way was given up: on to the final round below
             except KafkaError as err:
                 self.metrics.errors.labels(self.name).inc()
                 log.warning("checkpoint round failed", extra={"flow": self.name, "error": str(err)})

@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from drkit.errors import KafkaError, SchemaRegistryError
+from drkit.errors import KafkaError, SchemaRegistryError, Stopped
 from drkit.kafka.admin import KafkaAdmin
 from drkit.kafka.clients import ClientSettings, ClusterEndpoint
 from drkit.kafka.flow_clients import TargetProducer
@@ -64,6 +64,8 @@ def side_sync_loop(
         try:
             side.run()
             metrics.side_sync_success.labels(flow, side.kind).set_to_current_time()
+        except Stopped:
+            return  # the flow stops: a request under way was given up
         except (KafkaError, SchemaRegistryError) as err:
             metrics.errors.labels(flow, side.kind).inc()
             log.warning(
@@ -123,6 +125,8 @@ class TopicWatcher:
         while not quit_.wait(interval):
             try:
                 self.once()
+            except Stopped:
+                return  # the flow stops: a request under way was given up
             except KafkaError as err:
                 self.metrics.errors.labels(self.topology.name, "topic_sync").inc()
                 log.warning(

@@ -40,7 +40,15 @@ from drkit.config.model import FlowConfig, Role, connects_as
 from drkit.control.channel import ControlChannel
 from drkit.control.gate import FlowGate, StoreControl
 from drkit.control.model import DesiredState, default_state
-from drkit.errors import ConfigError, DrkitError, ExitCode, KafkaError, Problem, ReplicationError
+from drkit.errors import (
+    ConfigError,
+    DrkitError,
+    ExitCode,
+    KafkaError,
+    Problem,
+    ReplicationError,
+    Stopped,
+)
 from drkit.kafka import ClusterEndpoint
 from drkit.listening import binding
 from drkit.replication.assigner import LossSink
@@ -163,17 +171,22 @@ def run_flows(config: DrkitConfig, options: ServiceOptions, stop: threading.Even
         def attempt() -> None:
             if stop.is_set():
                 return
-            FlowWorker(
-                flow,
-                config.clusters[flow.source],
-                config.clusters[flow.target],
-                options.settings,
-                metrics,
-                stop,
-                losses,
-                liveness,
-                gate,
-            ).run()
+            try:
+                FlowWorker(
+                    flow,
+                    config.clusters[flow.source],
+                    config.clusters[flow.target],
+                    options.settings,
+                    metrics,
+                    stop,
+                    losses,
+                    liveness,
+                    gate,
+                ).run()
+            except Stopped:
+                if not stop.is_set():
+                    raise  # not this flow's stop: an error like any other
+                # the stop came while a request waited: nothing was in flight to deliver
 
         retrying = Retrying(
             retry=retry_if_exception(is_transient),
@@ -293,7 +306,7 @@ def run_checkpointer(
         election: GroupElection | None = None
         try:
             checkpointer = Checkpointer(
-                flow, config.clusters[flow.source], config.clusters[flow.target]
+                flow, config.clusters[flow.source], config.clusters[flow.target], stop=stop
             )
             try:
                 checkpointer.prepare()  # the election's topic must exist before it is joined
@@ -305,6 +318,8 @@ def run_checkpointer(
                 if election is not None:
                     election.close()
                 checkpointer.close()
+        except Stopped:
+            return  # a request under way was given up: the stop came
         except KafkaError as err:
             log.warning(
                 "checkpoint worker failed; restarting", extra={"flow": flow.name, "error": str(err)}

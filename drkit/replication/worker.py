@@ -39,7 +39,7 @@ from typing import Any, NoReturn
 from drkit.config.model import ClusterConfig, FlowConfig
 from drkit.control.gate import FlowGate
 from drkit.control.model import DesiredState
-from drkit.errors import DrkitError, KafkaError, ReplicationError, RetriableKafkaError
+from drkit.errors import DrkitError, KafkaError, ReplicationError, RetriableKafkaError, Stopped
 from drkit.kafka.admin import KafkaAdmin
 from drkit.kafka.clients import ClusterEndpoint
 from drkit.kafka.flow_clients import (
@@ -115,8 +115,10 @@ class FlowWorker:
         self.keeper = GateKeeper(gate, flow.name, metrics)
         self._ended = False  # the flow is STOPPED: run() returns
         self.chain = self.topology.chain
-        self.source_admin = KafkaAdmin(self.source)
-        self.target_admin = KafkaAdmin(self.target)
+        # A request under way when the stop comes is given up (a cluster that never answers
+        # must not hold a SIGTERM for a whole request timeout): run() ends with Stopped.
+        self.source_admin = KafkaAdmin(self.source, stop=stop)
+        self.target_admin = KafkaAdmin(self.target, stop=stop)
         schemas = flow_schema_sync(flow, source, target)
         self.schemas = schemas.sync if schemas is not None else None
         self.topic_sync = TopicSynchronizer(
@@ -300,6 +302,8 @@ class FlowWorker:
                 if time.monotonic() - last_commit >= self.settings.commit_interval_s:
                     self._commit()
                     last_commit = time.monotonic()
+            self._finish()
+        except Stopped:  # the stop came while a request waited: end as any stop ends
             self._finish()
         except BaseException:
             self._abandon()

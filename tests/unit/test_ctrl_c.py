@@ -145,3 +145,60 @@ def test_the_monitor_stops_on_ctrl_c_without_waiting_out_its_probes_budgets(
     print(f"monitor stopped {took:.1f} s after Ctrl-C")
     assert code == 0, out
     assert "Traceback" not in out, out
+
+
+def test_replicate_stops_on_ctrl_c_without_waiting_out_a_request_under_way(
+    silent: SilentListener, tmp_path: Path
+) -> None:
+    """Its flow and checkpoint worker wait in a create-topics request on the silent broker:
+    they used to wait it out (about 12 s) and log it as a failure after the stop."""
+    config = tmp_path / "drkit.yaml"
+    config.write_text(
+        f"clusters:\n  dc1: {{bootstrap_servers: '127.0.0.1:{silent.port}'}}\n"
+        f"  dc2: {{bootstrap_servers: '127.0.0.1:{silent.port}'}}\n"
+        "flows:\n  - {source: dc1, target: dc2, topics: {include: [orders]}}\n"
+        f"state_store: {{url: 'sqlite:///{tmp_path / 'drkit.db'}'}}\n"
+    )
+    command = [sys.executable, "-m", "drkit", "replicate", "--config", str(config)]
+    code, out, took = _interrupted(command, silent, tmp_path)
+    print(f"replicate stopped {took:.1f} s after Ctrl-C")
+    assert code == 0, out
+    after_stop = out[out.index("stopping on SIGINT") :]
+    assert "failed" not in after_stop and "Traceback" not in out, out
+
+
+_STOPPED_ADMIN = """
+import sys, threading, time
+from drkit.config.model import ClusterConfig
+from drkit.errors import Stopped, KafkaError
+from drkit.kafka import ClusterEndpoint, KafkaAdmin
+from drkit.kafka.admin import TopicSpec
+
+stop = threading.Event()
+admin = KafkaAdmin(ClusterEndpoint("dc1", ClusterConfig(bootstrap_servers=sys.argv[1])), stop=stop)
+threading.Timer(1.0, stop.set).start()
+started = time.monotonic()
+try:
+    admin.create_topics([TopicSpec("t", 1)], timeout_s=60)
+except Stopped:
+    print("stopped", round(time.monotonic() - started))
+started = time.monotonic()
+try:  # made once the stop was asked: part of the stopping, waited for to its own timeout
+    admin.create_topics([TopicSpec("t", 1)], timeout_s=2)
+except KafkaError as err:
+    print(type(err).__name__, time.monotonic() - started >= 1.5)
+admin.close()
+"""
+
+
+def test_a_request_under_way_is_given_up_when_its_owner_stops_and_a_later_one_is_not(
+    silent: SilentListener, tmp_path: Path
+) -> None:
+    process = subprocess.run(
+        [sys.executable, "-c", _STOPPED_ADMIN, f"127.0.0.1:{silent.port}"],
+        capture_output=True, text=True, timeout=BOUND_S, cwd=tmp_path, check=False,
+    )  # fmt: skip
+    assert process.returncode == 0, process.stdout + process.stderr
+    assert process.stdout.split() == ["stopped", "1", "RetriableKafkaError", "True"], (
+        process.stdout + process.stderr
+    )
