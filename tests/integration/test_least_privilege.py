@@ -6,6 +6,8 @@ names an ACL that goes missing and the role that needs it."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 import urllib.request
@@ -42,6 +44,7 @@ from drkit.kafka.io import commit_group_offsets, consume_all, produce_batch
 from drkit.local import LocalKafka
 from drkit.local.ports import free_port
 from drkit.records import TopicPartition
+from drkit.replication.topology import FlowTopology
 from drkit.store import StateStore, database_url
 from tests.conftest import Names
 from tests.failover_support import (
@@ -548,3 +551,91 @@ def test_drill_cleanup_removes_what_a_drill_killed_before_its_own_clean_up_left(
     unknown = pair.run("drill", "cleanup", "no-such-drill")
     assert unknown.returncode == 2 and "no-such-drill" in unknown.stderr
     assert "Traceback" not in unknown.stderr
+
+
+def _one_store(setups: list[FlowSetup], db: Path, **failover: Any) -> list[FlowSetup]:
+    """``setups`` (one per principal) sharing the state store ``db``, with ``failover``'s
+    settings: the processes of one deployment (the module's other tests move the pointer of
+    the pair's own store)."""
+    shared = []
+    for setup in setups:
+        document = yaml.safe_load(setup.path.read_text())
+        document["state_store"] = {"url": f"sqlite:///{db}"}
+        document["failover"] = {**document.get("failover", {}), **failover}
+        setup.path.write_text(yaml.safe_dump(document))
+        shared.append(FlowSetup(setup.path, load_config(setup.path), setup.source, setup.target))
+    return shared
+
+
+def test_a_replicator_frozen_across_a_failover_appends_nothing_to_the_new_primary_when_it_wakes(
+    secured_pair: SecuredPair, tmp_path: Path, names: Names, request: pytest.FixtureRequest
+) -> None:
+    """Issue 44, finding 5, on real brokers: an at-least-once worker frozen (SIGSTOP) while
+    the source still takes writes is presumed stopped after ``worker_silence_s``; the failover
+    promotes the target and fences the replicator's principal there (DENY WRITE on its
+    replicas and bookkeeping).  Woken (SIGCONT), the worker appends nothing to the new
+    primary: not the records it fetched, not its progress."""
+    pair = secured_pair
+    app, admin, replicating, engine = _one_store(
+        [pair.as_user(user, tmp_path) for user in ("app", "admin", "replicator", "engine")],
+        tmp_path / "deployment.db",
+        worker_silence_s=5,
+    )
+    request.addfinalizer(lambda: _remove_protections(admin))
+    topic = names.topic("zombie")
+    replica = f"{pair.source}.{topic}"
+    KafkaAdmin(admin.source_endpoint).create_topics([TopicSpec(topic, PARTITIONS)])
+    fill(app.source_endpoint, topic, 10)
+    worker = Replicator(replicating, "--no-checkpoints", log_dir=tmp_path).start()
+    try:
+        wait_until(lambda: _copied(admin, replica) == 10 * PARTITIONS, 90, 0.5,
+                   what="replicated")  # fmt: skip
+        assert worker.process is not None
+        os.killpg(worker.process.pid, signal.SIGSTOP)
+        fill(app.source_endpoint, topic, 10, start=10)  # the frozen worker's backlog
+        done = drkit(engine, "failover", "--from", pair.source, "--to", pair.target, "--yes",
+                     "-o", "json", timeout_s=300)  # fmt: skip
+        assert done.code == 0, done.err + done.out
+        on_target = KafkaAdmin(admin.target_endpoint)
+        ends = on_target.list_offsets(
+            [TopicPartition(replica, p) for p in range(PARTITIONS)], "latest"
+        )
+        topology = FlowTopology.of(replicating.config.flows[0])
+        listed = on_target.list_topics()
+        bookkeeping = {
+            name: on_target.list_offsets(
+                [TopicPartition(name, p) for p in range(listed[name].partition_count)], "latest"
+            )
+            for name in (topology.progress_topic, topology.heartbeats_replica)
+            if name in listed
+        }
+        assert topology.progress_topic in bookkeeping, sorted(listed)
+        woke_at = len(worker.log())
+        os.killpg(worker.process.pid, signal.SIGCONT)
+        # Evidence that it woke and met the world as it is now: its directive stopped it, or
+        # the new primary refused its writes.
+        wait_until(
+            lambda: any(
+                sign in worker.log()[woke_at:]
+                for sign in ("stopped by its directive", "AUTHORIZATION_FAILED")
+            ),
+            90, 0.5, what="the woken worker's answer",
+        )  # fmt: skip
+        worker.stop(60)
+    finally:
+        if worker.running:
+            worker.kill()
+    run = done.json()
+    assert run["state"] == "succeeded", run
+    # Nothing it held reached the new primary: the replicas and the bookkeeping end where
+    # they ended at the failover.
+    assert on_target.list_offsets(list(ends), "latest") == ends
+    for name, before in bookkeeping.items():
+        assert on_target.list_offsets(list(before), "latest") == before, name
+    # The cluster refuses the replicator's principal there, whatever the worker does next ...
+    with pytest.raises(KafkaError, match="AUTHORIZATION"):
+        produce_batch(replicating.target_endpoint, replica, [(None, b"zombie")], partition=0,
+                      timeout_s=10)  # fmt: skip
+    # ... and the backlog it did not copy is the failover's stated loss, not a silent one.
+    rpo = {(r["topic"], r["partition"]): r["records"] for r in run["result"]["rpo"]}
+    assert rpo == {(topic, p): 10 for p in range(PARTITIONS)}, rpo
