@@ -9,7 +9,6 @@ from its environment (sparkjob/secrets.py).
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -29,6 +28,7 @@ from drkit.errors import (
 from drkit.kafka.admin import KafkaAdmin
 from drkit.kafka.clients import ClusterEndpoint
 from drkit.offsets.lookup import translate_groups
+from drkit.private_files import write_private
 from drkit.records import TopicPartition
 from drkit.replication.loss import LossEvent
 from drkit.replication.progress import ProgressStore
@@ -355,12 +355,7 @@ def write_spec(spec: Spec, path: Path) -> None:
 
     The file is written next to its final name and renamed, so a reader never sees half a spec.
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(f".{path.name}.partial")
-    descriptor = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
-        json.dump(spec, handle, indent=1)
-    partial.replace(path)
+    write_private(path, json.dumps(spec, indent=1))
 
 
 def submit_command(

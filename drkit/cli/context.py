@@ -14,6 +14,7 @@ import click
 from drkit import json_codec
 from drkit.config import DrkitConfig, load_config, resolve_config_path
 from drkit.config.discovery import state_dir
+from drkit.private_files import private_dir
 from drkit.timestamps import iso_utc
 
 
@@ -67,7 +68,7 @@ class AppContext:
             )  # fmt: skip
         if default:
             try:
-                self.state_dir.mkdir(parents=True, exist_ok=True)
+                private_dir(self.state_dir)  # the store, exports, drills: drkit's user only
             except OSError as err:
                 raise ConfigError(
                     [Problem("--state-dir", f"cannot create {self.state_dir}: {err.strerror}")]

@@ -39,6 +39,8 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.serialization import pkcs12
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from drkit.private_files import write_private
+
 ROLE_USERS = ("replicator", "checkpointer", "monitor", "engine", "verifier")
 USERS = ("admin", "drkit", *ROLE_USERS, "app")
 SUPER_USER = "admin"
@@ -140,7 +142,7 @@ class LocalSecrets:
         made = ClientCertificate(self.directory / f"{user}.pem", self.directory / f"{user}-key.pem")
         if not (made.certificate.exists() and made.key.exists()):
             key, cert = self._sign(user, [], [ExtendedKeyUsageOID.CLIENT_AUTH])
-            _write_private(
+            write_private(
                 made.key,
                 key.private_bytes(
                     serialization.Encoding.PEM,
@@ -153,7 +155,7 @@ class LocalSecrets:
 
     def _secret(self, path: Path) -> str:
         if not path.exists():
-            _write_private(path, secrets.token_urlsafe(24).encode())
+            write_private(path, secrets.token_urlsafe(24).encode())
         return path.read_text().strip()
 
     def _make_ca(self) -> None:
@@ -172,7 +174,7 @@ class LocalSecrets:
             .add_extension(_CA_USAGE, critical=True)
             .sign(key, hashes.SHA256())
         )
-        _write_private(
+        write_private(
             self.directory / "ca-key.pem",
             key.private_bytes(
                 serialization.Encoding.PEM,
@@ -192,7 +194,7 @@ class LocalSecrets:
             [self._ca_certificate()],
             serialization.BestAvailableEncryption(password.encode()),
         )
-        _write_private(keystore, store)
+        write_private(keystore, store)
 
     def _ca_certificate(self) -> x509.Certificate:
         return x509.load_pem_x509_certificate(self.ca.read_bytes())
@@ -225,10 +227,3 @@ class LocalSecrets:
             sans += [x509.IPAddress(ipaddress.ip_address(a)) for a in dict.fromkeys(addresses)]
             builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
         return key, builder.sign(ca_key, hashes.SHA256())
-
-
-def _write_private(path: Path, content: bytes) -> None:
-    """Write ``content`` readable by its owner only (created 0600, never world-readable)."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "wb") as out:
-        out.write(content)

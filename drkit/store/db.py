@@ -18,6 +18,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from drkit import __version__, json_codec
 from drkit.config.model import DrkitConfig
 from drkit.errors import StateStoreError, StoreFromNewerDrkit, StoreUrlUnusable
+from drkit.private_files import create_private
 
 if TYPE_CHECKING:
     from alembic.config import Config
@@ -67,9 +68,10 @@ class StateStore:
             directory = Path(parsed.database).parent
             try:
                 directory.mkdir(parents=True, exist_ok=True)
+                create_private(Path(parsed.database))  # runs, fences, leases: owner only
             except OSError as err:
                 raise StateStoreError(
-                    f"cannot create {directory} for the SQLite store: {err.strerror}"
+                    f"cannot create {parsed.database} for the SQLite store: {err.strerror}"
                 ) from None
         kwargs: dict[str, object] = {
             "pool_pre_ping": True,

@@ -470,6 +470,7 @@ def test_failback_captures_and_exports_the_divergent_tail_then_switches_back(
     assert capture["per_partition"] == expected
     assert capture["records"] == 89
     assert reported["per_partition"] == expected and reported["records"] == 89, reported
+    assert tail_file.stat().st_mode & 0o777 == 0o600  # application records: drkit's user only
     lines = [json.loads(line) for line in tail_file.read_text().splitlines()]
     import base64
 

@@ -22,6 +22,7 @@ from drkit.kafka.clients import ClusterEndpoint
 from drkit.kafka.io import consume_ranges, produce_batch
 from drkit.kafka.ports import ClusterAdmin
 from drkit.lag import count_visible
+from drkit.private_files import private_file
 from drkit.records import Record, TopicPartition
 from drkit.replication.provenance import SOURCE_HEADER, Provenance
 from drkit.replication.topology import FlowTopology
@@ -228,12 +229,10 @@ def _export(ctx: StepContext, cluster: str, records: Iterable[Record]) -> str:
     path = Path(
         ctx.options.export_file or ctx.state_dir / "failback" / f"run-{ctx.run.id}-tail.jsonl"
     )
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    with tmp.open("w") as out:
+    # Application records: readable by drkit's user only, never a half-written file.
+    with private_file(path) as out:
         for record in records:
             out.write(json.dumps(_line(cluster, record)) + "\n")
-    tmp.replace(path)
     return f"file {path}"
 
 

@@ -1,0 +1,86 @@
+"""Files only their owner reads (issue 46, item 6): the state dir 0700, the SQLite store and a
+failback's export of application records 0600 whatever the umask, and no temporary name a
+planted symlink can redirect."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from drkit.cli import cli
+from drkit.private_files import private_file, write_private
+from drkit.store import StateStore
+
+
+def _mode(path: Path) -> int:
+    return path.stat().st_mode & 0o777
+
+
+@pytest.fixture(autouse=True)
+def permissive_umask() -> Iterator[None]:
+    """The umask many hosts run with (files 0644, directories 0755 unless asked otherwise)."""
+    before = os.umask(0o022)
+    yield
+    os.umask(before)
+
+
+def test_the_default_state_dir_and_its_store_are_their_owners_only(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    config = tmp_path / "drkit.yaml"
+    config.write_text(
+        "clusters:\n  dc1: {bootstrap_servers: '127.0.0.1:1'}\n"
+        "  dc2: {bootstrap_servers: '127.0.0.1:2'}\n"
+    )
+    upgraded = CliRunner().invoke(
+        cli, ["--state-dir", str(state), "db", "upgrade", "--config", str(config)]
+    )
+    assert upgraded.exit_code == 0, upgraded.output
+    assert _mode(state) == 0o700
+    stores = list(state.glob("*.db"))
+    assert stores and all(_mode(store) == 0o600 for store in stores), stores
+
+
+def test_a_sqlite_store_is_created_for_its_owner_only_and_an_existing_one_is_kept(
+    tmp_path: Path,
+) -> None:
+    created = tmp_path / "new" / "drkit.db"
+    StateStore(f"sqlite:///{created}").upgrade()
+    assert _mode(created) == 0o600
+    existing = tmp_path / "operators.db"
+    existing.touch(mode=0o640)
+    existing.chmod(0o640)
+    StateStore(f"sqlite:///{existing}").upgrade()
+    assert _mode(existing) == 0o640  # the operator's choice, not ours to change
+
+
+def test_a_private_file_is_0600_renamed_into_place_and_follows_no_planted_symlink(
+    tmp_path: Path,
+) -> None:
+    export = tmp_path / "tail.jsonl"
+    victim = tmp_path / "victim"
+    victim.write_text("untouched")
+    # The names the old code wrote through first: a symlink there redirected the write.
+    for planted in (export.with_suffix(".jsonl.tmp"), tmp_path / ".tail.jsonl.partial"):
+        planted.symlink_to(victim)
+    with private_file(export) as out:
+        out.write('{"offset": 1}\n')
+        assert not export.exists()  # a reader never sees half a file
+    assert export.read_text() == '{"offset": 1}\n'
+    assert _mode(export) == 0o600
+    assert victim.read_text() == "untouched"
+    write_private(export, b"replaced")
+    assert export.read_bytes() == b"replaced" and _mode(export) == 0o600
+
+
+def test_a_write_that_fails_leaves_the_old_file_and_no_partial_one(tmp_path: Path) -> None:
+    kept = tmp_path / "spec.json"
+    kept.write_text("old")
+    with pytest.raises(RuntimeError), private_file(kept) as out:
+        out.write("half")
+        raise RuntimeError("the export's source went away")
+    assert kept.read_text() == "old"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["spec.json"]
