@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
@@ -35,12 +36,19 @@ def database_url(config: DrkitConfig | None, state_dir: Path) -> str:
     return f"sqlite:///{state_dir / DB_FILE_NAME}"
 
 
+# Query parameters that carry a credential (libpq's ``password``, ``sslpassword``; tokens).
+_SECRET_PARAMETER = re.compile(r"pass|secret|token", re.IGNORECASE)
+
+
 def safe_url(url: str) -> str:
-    """The URL with its password masked, for messages and logs."""
+    """The URL with every credential masked - the password of its user part and any query
+    parameter that carries one - for messages, logs and status pages."""
     try:
-        return make_url(url).render_as_string(hide_password=True)
+        parsed = make_url(url)
     except ArgumentError:
         return "<invalid database URL>"
+    query = {k: "***" if _SECRET_PARAMETER.search(k) else v for k, v in parsed.query.items()}
+    return parsed.set(query=query).render_as_string(hide_password=True)
 
 
 def _migrations_dir() -> Path:
