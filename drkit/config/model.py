@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Literal
+from urllib.parse import urlsplit
 
 from pydantic import (
     BaseModel,
@@ -217,6 +218,13 @@ class SchemaRegistryConfig(_Frozen):
     @field_validator("url")
     @classmethod
     def _no_trailing_slash(cls, value: str) -> str:
+        # Credentials in the URL would be shown wherever the URL is (config show, errors, the
+        # status page): refused, without echoing them.
+        if "@" in urlsplit(value).netloc:
+            raise ValueError(
+                "holds credentials (user:password@): give them as username and password, "
+                "which drkit masks"
+            )
         return value.rstrip("/")
 
     @model_validator(mode="after")

@@ -306,3 +306,22 @@ def test_a_flow_is_named_on_a_command_line_with_or_without_shell_quoting() -> No
     with pytest.raises(ConfigError) as cut:
         known_flow(config, "dc1-", "--flow")
     assert "the shell cut it at '>'" in str(cut.value) and "dc1:TARGET" in str(cut.value)
+
+
+def test_a_registry_url_holding_credentials_is_refused_without_echoing_them() -> None:
+    """Issue 46, medium 5: ``user:password@`` in a registry URL reached ``config show``,
+    validation errors and the status page's drift lines; the password field is masked."""
+    text = (
+        "clusters:\n  dc1:\n    bootstrap_servers: 127.0.0.1:1\n"
+        "    schema_registry: {url: 'http://alice:Sup3rS3cret@reg:8080/apis/ccompat/v7'}\n"
+        "  dc2: {bootstrap_servers: 127.0.0.1:2}\n"
+    )
+    with pytest.raises(ConfigError) as refused:
+        load_config_text(text, env={})
+    assert "schema_registry.url" in str(refused.value) and "username and password" in str(
+        refused.value
+    )
+    assert "Sup3rS3cret" not in str(refused.value)
+    fine = text.replace("alice:Sup3rS3cret@", "")
+    registry = load_config_text(fine, env={}).clusters["dc1"].schema_registry
+    assert registry is not None and registry.url == "http://reg:8080/apis/ccompat/v7"
