@@ -214,8 +214,11 @@ def _one_offset(value: str) -> tuple[TopicPartition, int]:
         raise ConfigError(
             [Problem("--offset", f"{value!r} is not TOPIC:PARTITION:OFFSET (e.g. orders:0:1200)")]
         ) from None
-    if not topic or partition < 0 or offset < 0:
-        raise ConfigError([Problem("--offset", f"{value!r}: a topic, and numbers from 0")])
+    if not topic or not 0 <= partition < 2**31 or not 0 <= offset < 2**63:
+        raise ConfigError(
+            [Problem("--offset", f"{value!r}: a topic, a partition below 2^31 and an offset "
+                     "below 2^63, both from 0")]  # Kafka's int32 and int64
+        )  # fmt: skip
     return TopicPartition(topic, partition), offset
 
 
