@@ -26,6 +26,7 @@ from drkit.config.model import DrkitConfig, FlowConfig
 from drkit.drills.footprint import Footprint, footprint, read_manifest, write_manifest
 from drkit.drills.scenario import DecisionMode, Scenario
 from drkit.local.ports import free_port
+from drkit.private_files import DIR_MODE, write_private
 from drkit.store import StateStore
 
 if TYPE_CHECKING:
@@ -78,7 +79,9 @@ class DrillEnvironment:
         names it may create (drkit.drills.footprint), then migrate its store."""
         ident = new_drill_id(scenario.name)
         directory = drills_root / ident
-        directory.mkdir(parents=True, exist_ok=False)
+        drills_root.mkdir(parents=True, exist_ok=True)
+        directory.mkdir(mode=DIR_MODE)  # exists already: another drill's - refused
+        directory.chmod(DIR_MODE)  # its config may hold the clusters' credentials
         tag = ident.rsplit("-", 1)[-1]
         prefix = f"drill{tag}"
         pattern = f"{prefix}\\..*"
@@ -124,7 +127,7 @@ class DrillEnvironment:
             "state_store": {"url": f"sqlite:///{directory / 'drill.db'}"},
         }
         path = directory / "drkit.yaml"
-        path.write_text(yaml.safe_dump(document, sort_keys=False), encoding="utf-8")
+        write_private(path, yaml.safe_dump(document, sort_keys=False))
         config = load_config(path)
         write_manifest(directory, footprint(
             ident, config,

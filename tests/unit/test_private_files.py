@@ -84,3 +84,23 @@ def test_a_write_that_fails_leaves_the_old_file_and_no_partial_one(tmp_path: Pat
         raise RuntimeError("the export's source went away")
     assert kept.read_text() == "old"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["spec.json"]
+
+
+def test_a_drills_directory_and_its_config_holding_cluster_credentials_are_private(
+    tmp_path: Path,
+) -> None:
+    """Issue 46, item 8: a drill's config copies its clusters' settings - credentials
+    included - and was written 0644 in a 0755 directory."""
+    from drkit.drills.environment import DrillEnvironment
+    from drkit.drills.scenario import load_scenario
+
+    security = {"protocol": "SASL_PLAINTEXT", "sasl_mechanism": "SCRAM-SHA-512",
+                "username": "app", "password": "literal-Secret-1"}  # fmt: skip
+    clusters = {
+        alias: {"bootstrap_servers": f"127.0.0.1:{port}", "security": security}
+        for alias, port in (("dc1", 1), ("dc2", 2))
+    }
+    env = DrillEnvironment.create(load_scenario("planned-switchover"), clusters, tmp_path / "d")
+    assert _mode(env.directory) == 0o700
+    assert _mode(env.directory / "drkit.yaml") == 0o600
+    assert _mode(env.directory / "drill.db") == 0o600
