@@ -39,6 +39,7 @@ from drkit.local.netns import Namespace
 from drkit.local.ports import free_port
 from drkit.local.tls import SUPER_USER, LocalSecrets
 from drkit.logs import log_tail
+from drkit.private_files import write_private
 
 if TYPE_CHECKING:
     from drkit.config.model import DrkitConfig
@@ -425,8 +426,7 @@ class LocalKafka:
                 settings.update(secure.oauthbearer_settings(validation))
         text = "".join(f"{key}={value}\n" for key, value in settings.items())
         properties = self._properties(state.name, broker.node_id)
-        properties.write_text(text)
-        properties.chmod(0o600)  # a secured node's file holds the super user's password
+        write_private(properties, text)  # a secured node's file holds the super user's password
         (directory / "log4j2.properties").write_text(_LOG4J2)
 
     def _format(self, state: ClusterState, broker: BrokerState, jars: Path) -> None:
