@@ -91,6 +91,12 @@ class StatusApp:
 
     def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         path = environ.get("PATH_INFO", "/")
+        if environ.get("REQUEST_METHOD", "GET") not in READ_METHODS:
+            # Nothing here changes state: a POST, PUT or DELETE is a mistake or a probe.
+            allow = (("Allow", ", ".join(READ_METHODS)),)
+            return self._send(
+                start_response, "405 Method Not Allowed", "text/plain", b"GET or HEAD\n", allow
+            )
         if path == "/metrics":
             return self.metrics(environ, start_response)  # type: ignore[no-any-return]
         if path == "/healthz":
@@ -141,9 +147,25 @@ class StatusApp:
         return self._send(start_response, "503 Service Unavailable", kind, body)
 
     @staticmethod
-    def _send(start_response: StartResponse, status: str, kind: str, body: bytes) -> list[bytes]:
-        start_response(status, [("Content-Type", kind), ("Content-Length", str(len(body)))])
+    def _send(
+        start_response: StartResponse,
+        status: str,
+        kind: str,
+        body: bytes,
+        extra: tuple[tuple[str, str], ...] = (),
+    ) -> list[bytes]:
+        headers = [("Content-Type", kind), ("Content-Length", str(len(body))), *SECURITY_HEADERS]
+        start_response(status, [*headers, *extra])
         return [body]
+
+
+READ_METHODS = ("GET", "HEAD")
+# No sniffing a JSON answer into a page, no framing the status page into another site's.
+SECURITY_HEADERS = (
+    ("X-Content-Type-Options", "nosniff"),
+    ("X-Frame-Options", "DENY"),
+    ("Referrer-Policy", "no-referrer"),
+)
 
 
 class _ThreadingServer(ThreadingMixIn, WSGIServer):

@@ -119,3 +119,22 @@ def test_the_monitor_translates_given_offsets_over_http() -> None:
     status, body = _ask(app, "flow=dc1-%3Edc2&offset=orders:0:13&offset=orders:1:2")
     assert status.startswith("503") and "'dc2' at 127.0.0.1:2 is unreachable" in body["error"]
     assert asked[-1] == ("dc1->dc2", ["orders:0:13", "orders:1:2"])
+
+
+def test_the_status_server_answers_reads_only_and_says_not_to_sniff_or_frame() -> None:
+    """Issue 46, low: it answered any method; nothing there changes state, so anything but GET
+    and HEAD is refused (405, naming what is allowed)."""
+    app = StatusApp(lambda: None, lambda: None)  # type: ignore[arg-type,return-value]
+    answers: list[tuple[str, dict[str, str]]] = []
+
+    def start_response(status: str, headers: list[tuple[str, str]]) -> None:
+        answers.append((status, dict(headers)))
+
+    for method, expected in (("POST", "405"), ("DELETE", "405"), ("GET", "404")):
+        b"".join(app({"PATH_INFO": "/nowhere", "REQUEST_METHOD": method}, start_response))
+        status, headers = answers[-1]
+        assert status.startswith(expected), (method, status)
+        assert headers["X-Content-Type-Options"] == "nosniff"
+        assert headers["X-Frame-Options"] == "DENY"
+        if expected == "405":
+            assert headers["Allow"] == "GET, HEAD"
