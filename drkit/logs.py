@@ -21,11 +21,28 @@ def _fields(record: logging.LogRecord) -> dict[str, object]:
     return {k: v for k, v in record.__dict__.items() if k not in _STANDARD}
 
 
+# Control characters (C0, DEL, C1) as escapes: a group or topic name is anyone's text, and one
+# holding a newline would forge a log line, one holding ESC would drive the reader's terminal.
+_ESCAPES = {c: f"\\x{c:02x}" for c in (*range(0x20), *range(0x7F, 0xA0))} | {
+    ord("\n"): "\\n",
+    ord("\r"): "\\r",
+    ord("\t"): "\\t",
+}
+
+
+def printable(text: str) -> str:
+    """``text`` with every control character escaped (one line, no terminal codes)."""
+    return text.translate(_ESCAPES)
+
+
 class TextFormatter(logging.Formatter):
+    """One line per record (a traceback follows on lines of its own); names and messages
+    escaped (:func:`printable`)."""
+
     def format(self, record: logging.LogRecord) -> str:
         when = datetime.fromtimestamp(record.created, UTC).strftime("%H:%M:%S")
-        extra = " ".join(f"{k}={v}" for k, v in _fields(record).items())
-        line = f"{when} {record.levelname:<7} {record.name}: {record.getMessage()}"
+        extra = " ".join(f"{k}={printable(str(v))}" for k, v in _fields(record).items())
+        line = f"{when} {record.levelname:<7} {record.name}: {printable(record.getMessage())}"
         if extra:
             line += f"  {extra}"
         if record.exc_info:
