@@ -67,6 +67,41 @@ def _wait_copied(setup: FlowSetup, topic: str, count: int) -> None:
                60, what="replicated")  # fmt: skip
 
 
+def _failback_capturing_records_10_to_14(setup: FlowSetup, topic: str, tmp_path: Path) -> History:
+    """Fail back to ``setup.source`` (its 5 records per partition, 10-14, written after the
+    failover) with a live worker of the way back, sampled throughout; asserts the run
+    succeeded and exported exactly those records; returns the samples."""
+    first, second = setup.source, setup.target
+    tail_file = tmp_path / "tail.jsonl"
+    store_url = f"sqlite:///{tmp_path / 'drkit.db'}"
+    with (
+        Replicator(setup, log_dir=tmp_path),
+        History(
+            store_url, _cluster(setup, second), topic, also=((_cluster(setup, first), topic),)
+        ) as history,  # fmt: skip
+    ):
+        # replicate_back needs a live worker of the way back (none: it fails at once, naming
+        # the command to start): this one reports for it before the failback begins.
+        control = ControlRepository(StateStore(store_url))
+        back_flow = f"{second}->{first}"
+        wait_until(lambda: any(a.age_s < 5 for a in control.acks(back_flow)), 60,
+                   what=f"a live worker of {back_flow}")  # fmt: skip
+        back = drkit(setup, "failback", "--to", first, "--export-file", str(tail_file),
+                     "--yes", "-o", "json", timeout_s=300)  # fmt: skip
+        assert back.code == 0, back.err + back.out
+        wait_until(lambda: history.moves()[-1:] == [first], 15, what="sampled")
+    run = back.json()
+    states = {s["name"]: s["state"] for s in run["steps"]}
+    assert run["state"] == "succeeded" and states["capture_divergent_tail"] == "done", states
+    capture = next(s for s in run["steps"] if s["name"] == "capture_divergent_tail")["detail"]
+    assert capture["per_partition"] == {f"{topic}:{p}": 5 for p in range(PARTITIONS)}, capture
+    lines = [json.loads(line) for line in tail_file.read_text().splitlines()]
+    assert sorted(base64.b64decode(line["value_b64"]).decode() for line in lines) == sorted(
+        f"{p}-{i}" for p in range(PARTITIONS) for i in range(10, 15)
+    )
+    return history
+
+
 def test_a_switch_back_vetoed_after_unfence_target_fences_the_old_primary_again(
     dc1: ClusterUnderTest, dc2: ClusterUnderTest, names: Names, tmp_path: Path
 ) -> None:
@@ -209,33 +244,7 @@ def test_a_failback_fences_an_old_primary_an_operator_opened_before_it_captures_
                    "-m", "test: rebuilding it")  # fmt: skip
     assert lifted.code == 0, lifted.err + lifted.out
     fill(setup.source_endpoint, topic, 5, start=10)  # accepted: the operator opened it
-    tail_file = tmp_path / "tail.jsonl"
-    store_url = f"sqlite:///{tmp_path / 'drkit.db'}"
-    with (
-        Replicator(setup, log_dir=tmp_path),
-        History(
-            store_url, _cluster(setup, second), topic, also=((_cluster(setup, first), topic),)
-        ) as history,  # fmt: skip
-    ):
-        # replicate_back needs a live worker of the way back (none: it fails at once, naming
-        # the command to start): this one reports for it before the failback begins.
-        control = ControlRepository(StateStore(store_url))
-        back_flow = f"{second}->{first}"
-        wait_until(lambda: any(a.age_s < 5 for a in control.acks(back_flow)), 60,
-                   what=f"a live worker of {back_flow}")  # fmt: skip
-        back = drkit(setup, "failback", "--to", first, "--export-file", str(tail_file),
-                     "--yes", "-o", "json", timeout_s=300)  # fmt: skip
-        assert back.code == 0, back.err + back.out
-        wait_until(lambda: history.moves()[-1:] == [first], 15, what="sampled")
-    run = back.json()
-    states = {s["name"]: s["state"] for s in run["steps"]}
-    assert run["state"] == "succeeded" and states["capture_divergent_tail"] == "done", states
-    capture = next(s for s in run["steps"] if s["name"] == "capture_divergent_tail")["detail"]
-    assert capture["per_partition"] == {f"{topic}:{p}": 5 for p in range(PARTITIONS)}, capture
-    lines = [json.loads(line) for line in tail_file.read_text().splitlines()]
-    assert sorted(base64.b64decode(line["value_b64"]).decode() for line in lines) == sorted(
-        f"{p}-{i}" for p in range(PARTITIONS) for i in range(10, 15)
-    )
+    history = _failback_capturing_records_10_to_14(setup, topic, tmp_path)
     # Sampled throughout: both open at first (the operator's choice), then the failback fenced
     # the old primary while the pointer was still on the second cluster - and from then on
     # never were both open again.
@@ -292,30 +301,7 @@ def test_a_failover_across_a_dropping_link_leaves_a_pending_fence_the_failback_a
     # The link is back; nothing applied the fence yet (no monitor): applications write there.
     wait_until(lambda: _writable(setup, first, topic), 60, what=f"{first} answering again")
     fill(setup.source_endpoint, topic, 5, start=10)
-    tail_file = tmp_path / "tail.jsonl"
-    with (
-        Replicator(setup, log_dir=tmp_path),
-        History(
-            store_url, _cluster(setup, second), topic, also=((_cluster(setup, first), topic),)
-        ) as history,  # fmt: skip
-    ):
-        control = ControlRepository(StateStore(store_url))
-        back_flow = f"{second}->{first}"
-        wait_until(lambda: any(a.age_s < 5 for a in control.acks(back_flow)), 60,
-                   what=f"a live worker of {back_flow}")  # fmt: skip
-        back = drkit(setup, "failback", "--to", first, "--export-file", str(tail_file),
-                     "--yes", "-o", "json", timeout_s=300)  # fmt: skip
-        assert back.code == 0, back.err + back.out
-        wait_until(lambda: history.moves()[-1:] == [first], 15, what="sampled")
-    run = back.json()
-    states = {s["name"]: s["state"] for s in run["steps"]}
-    assert run["state"] == "succeeded" and states["capture_divergent_tail"] == "done", states
-    capture = next(s for s in run["steps"] if s["name"] == "capture_divergent_tail")["detail"]
-    assert capture["per_partition"] == {f"{topic}:{p}": 5 for p in range(PARTITIONS)}, capture
-    lines = [json.loads(line) for line in tail_file.read_text().splitlines()]
-    assert sorted(base64.b64decode(line["value_b64"]).decode() for line in lines) == sorted(
-        f"{p}-{i}" for p in range(PARTITIONS) for i in range(10, 15)
-    )
+    history = _failback_capturing_records_10_to_14(setup, topic, tmp_path)
     samples, old = history.samples, f"{first}:{topic}"
     assert samples and old in samples[0].open_copies, samples[:3]  # the pending fence
     closed = next(i for i, sample in enumerate(samples) if old not in sample.open_copies)
