@@ -9,7 +9,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import pytest
+from tests.optional_tools import unavailable
 
 CHROMIUM_FLAGS = [
     "--headless",
@@ -32,9 +32,7 @@ def open_page(url: str, screenshot: Path) -> Iterator[Any]:
     """A loaded page; a full-page screenshot is saved to ``screenshot`` on the way out."""
     executable = chromium_path()
     if executable is None:
-        if os.environ.get("DRKIT_TEST_REQUIRE_BROWSER") == "1":
-            pytest.fail("DRKIT_TEST_REQUIRE_BROWSER=1 but no chromium (apt install chromium)")
-        pytest.skip("no chromium: apt install chromium (or set DRKIT_CHROMIUM)")
+        unavailable("BROWSER", "no chromium", "apt install chromium (or set DRKIT_CHROMIUM)")
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:

@@ -29,6 +29,7 @@ from tests.kafka_backends import (
     stop_shared_clusters,
 )
 from tests.machine_load import MachineLoad
+from tests.optional_tools import unavailable
 
 # The tests' brokers start and idle on less CPU with the quick JIT only (2 cores share them
 # with Spark and drkit's processes); the benchmarks keep the full JIT.
@@ -185,9 +186,9 @@ def pg_url() -> str:
     """A PostgreSQL URL for store tests (``$DRKIT_TEST_PG_URL``, set by scripts/test)."""
     url = os.environ.get("DRKIT_TEST_PG_URL")
     if not url:
-        if os.environ.get("DRKIT_TEST_REQUIRE_PG") == "1":
-            pytest.fail("DRKIT_TEST_REQUIRE_PG=1 but DRKIT_TEST_PG_URL is not set")
-        pytest.skip("no PostgreSQL: set DRKIT_TEST_PG_URL (scripts/test does when it can)")
+        unavailable(
+            "PG", "DRKIT_TEST_PG_URL is not set", "scripts/test sets it when PostgreSQL runs"
+        )
     return url
 
 

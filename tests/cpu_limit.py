@@ -9,23 +9,21 @@ otherwise the test skips (or fails with ``DRKIT_TEST_REQUIRE_CGROUP=1``, as in C
 from __future__ import annotations
 
 import contextlib
-import os
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import NoReturn
 
-import pytest
+from tests.optional_tools import unavailable
 
 _V1 = Path("/sys/fs/cgroup/cpu")
 _V2 = Path("/sys/fs/cgroup")
 _PERIOD_US = 100_000
 
 
-def _unavailable(why: str) -> None:
-    if os.environ.get("DRKIT_TEST_REQUIRE_CGROUP") == "1":
-        pytest.fail(f"DRKIT_TEST_REQUIRE_CGROUP=1 but {why}")
-    pytest.skip(f"cannot limit a process's CPU here: {why}")
+def _unavailable(why: str) -> NoReturn:
+    unavailable("CGROUP", why, "a process's CPU cannot be limited here")
 
 
 def _new_group() -> tuple[Path, Path, str]:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -47,6 +46,7 @@ from tests.failover_support import (
 )
 from tests.history import History
 from tests.kafka_backends import ClusterUnderTest
+from tests.optional_tools import tool
 from tests.processes import is_stopped
 from tests.replication_support import DrkitProcess, FlowSetup, Replicator, wait_until
 from tests.tcp_proxy import database_behind_proxy
@@ -639,12 +639,7 @@ def test_a_switchover_that_loses_the_store_mid_run_stops_then_resumes_to_the_sam
 
 
 def _faketime() -> str:
-    found = shutil.which("faketime")
-    if found is None:
-        if os.environ.get("DRKIT_TEST_REQUIRE_FAKETIME") == "1":
-            pytest.fail("DRKIT_TEST_REQUIRE_FAKETIME=1 but faketime is not installed")
-        pytest.skip("no faketime: apt install faketime to skew a process's clock")
-    return found
+    return tool("faketime", "FAKETIME", "apt install faketime to skew a process's clock")
 
 
 def test_a_monitor_and_an_engine_whose_clocks_run_40s_ahead_never_take_over_a_live_run(

@@ -16,13 +16,10 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import re
 import sys
 import time
 from pathlib import Path
-
-import pytest
 
 from drkit.control.repo import ControlRepository
 from drkit.drills.faults import LocalFaults
@@ -37,6 +34,7 @@ from tests.conftest import Names
 from tests.failover_support import PARTITIONS, drkit, fill, with_config
 from tests.history import History
 from tests.kafka_backends import ClusterUnderTest
+from tests.optional_tools import unavailable
 from tests.replication_support import FlowSetup, Replicator, flow_setup, wait_until
 
 
@@ -264,9 +262,9 @@ def _drop_packets(faults: LocalFaults, cluster: ClusterUnderTest) -> str:
     if "iptables" in how:
         return how
     faults.restore()
-    if os.environ.get("DRKIT_TEST_REQUIRE_IPTABLES") == "1":
-        pytest.fail(f"DRKIT_TEST_REQUIRE_IPTABLES=1 but no packet could be dropped: {how}")
-    pytest.skip("no iptables rights here (apt install iptables, run as root): " + how)
+    return unavailable(
+        "IPTABLES", f"no packet could be dropped ({how})", "apt install iptables, run as root"
+    )
 
 
 def test_a_failover_across_a_dropping_link_leaves_a_pending_fence_the_failback_applies_first(

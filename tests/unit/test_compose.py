@@ -8,12 +8,12 @@ import shutil
 import subprocess
 from pathlib import Path
 
-import pytest
 import yaml
 
 from drkit.config import load_config
 from drkit.local import KAFKA_VERSION
 from drkit.local.cluster import OPEN_AUTHORIZER, as_docker_env
+from tests.optional_tools import unavailable
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -30,9 +30,7 @@ def compose_command() -> list[str]:
         probe = subprocess.run(["docker", "compose", "version"], capture_output=True, check=False)
         if probe.returncode == 0:
             return ["docker", "compose"]
-    if os.environ.get("DRKIT_TEST_REQUIRE_COMPOSE") == "1":
-        pytest.fail("DRKIT_TEST_REQUIRE_COMPOSE=1 but neither docker-compose nor docker compose")
-    pytest.skip("no docker-compose: apt install docker-compose to validate docker-compose.yml")
+    return unavailable("COMPOSE", "no docker-compose", "apt install docker-compose to validate it")
 
 
 REQUIRED_SECRETS = ("DRKIT_DB_PASSWORD", "GRAFANA_ADMIN_PASSWORD")

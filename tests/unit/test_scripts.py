@@ -9,15 +9,17 @@ from pathlib import Path
 
 import pytest
 
+from tests.optional_tools import unavailable
+
 REPO = Path(__file__).resolve().parents[2]
 
 
 def test_ensure_postgres_is_quiet_from_a_directory_postgres_cannot_enter(tmp_path: Path) -> None:
     # A checkout under a private home: the postgres user may not enter the caller's cwd.
     if not shutil.which("pg_lsclusters") or (os.geteuid() != 0 and not shutil.which("sudo")):
-        if os.environ.get("DRKIT_TEST_REQUIRE_PG") == "1":
-            pytest.fail("DRKIT_TEST_REQUIRE_PG=1 but no PostgreSQL cluster tools")
-        pytest.skip("no PostgreSQL (Debian's postgresql package) or no way to become postgres")
+        unavailable(
+            "PG", "no PostgreSQL cluster tools", "apt install postgresql (and be root or sudo)"
+        )
     private = tmp_path / "private"
     private.mkdir(mode=0o700)
     done = subprocess.run(
