@@ -64,8 +64,18 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(payload, default=str)
 
 
+_FORMAT = ["text"]  # set by configure(): what a line on stderr must look like
+
+
+def json_lines() -> bool:
+    """Whether stderr carries JSON lines (``--log-format json``): every line a command writes
+    there must then be a log record, not plain text (see ``drkit.cli.context.say``)."""
+    return _FORMAT[0] == "json"
+
+
 def configure(level: int = logging.INFO, fmt: str = "text") -> None:
     """Install one stderr handler on the root logger (idempotent)."""
+    _FORMAT[0] = fmt
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
     root = logging.getLogger()

@@ -16,7 +16,7 @@ from typing import Any
 import click
 
 from drkit import __version__, failpoints, logs
-from drkit.cli.context import AppContext
+from drkit.cli.context import AppContext, say
 from drkit.errors import EXIT_CODES_TEXT, ConfigError, DrkitError, ExitCode
 from drkit.kafka import set_client_log_level
 
@@ -48,15 +48,20 @@ class _Boundary(click.Group):
             return super().invoke(ctx)
         except ConfigError as err:
             for line in err.lines():
-                click.echo(f"error: {line}", err=True)
+                say(line, logging.ERROR, exit_code=err.exit_code)
             _error_document(as_json, err.lines(), err.exit_code)
             ctx.exit(err.exit_code)
         except DrkitError as err:
-            click.echo(f"error: {err}", err=True)
+            say(str(err), logging.ERROR, exit_code=err.exit_code)
             _error_document(as_json, [str(err)], err.exit_code)
             ctx.exit(err.exit_code)
+        except click.UsageError as err:
+            if not logs.json_lines():
+                raise  # click prints its usage and the error itself
+            say(err.format_message(), logging.ERROR, exit_code=err.exit_code)
+            ctx.exit(err.exit_code)
         except KeyboardInterrupt:
-            click.echo("interrupted", err=True)
+            say("interrupted", logging.WARNING, exit_code=ExitCode.INTERRUPTED)
             ctx.exit(ExitCode.INTERRUPTED)
 
 

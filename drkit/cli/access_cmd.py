@@ -13,6 +13,7 @@ from drkit.cli.context import (
     echo_document,
     output_option,
     pass_app,
+    say,
 )
 from drkit.config.model import Role
 from drkit.errors import ConfigError, ExitCode, Problem
@@ -115,7 +116,7 @@ def acls(
         from drkit.kafka import ClusterEndpoint, KafkaAdmin
 
         KafkaAdmin(ClusterEndpoint(alias, config.clusters[alias])).create_entries(entries)
-        click.echo(f"created {len(entries)} ACL(s) for {who} on {alias}", err=True)
+        say(f"created {len(entries)} ACL(s) for {who} on {alias}")
 
 
 @click.command("doctor")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from functools import partial
 
@@ -13,6 +14,7 @@ from drkit.cli.context import (
     echo_document,
     output_option,
     pass_app,
+    say,
 )
 from drkit.config.model import DrkitConfig
 from drkit.errors import ExitCode, UnreachableClusterError
@@ -65,7 +67,7 @@ def check(
                 )
     if failures:
         for failure in failures:
-            click.echo(f"error: {failure}", err=True)
+            say(str(failure), logging.ERROR, cluster=failure.cluster)
         raise SystemExit(ExitCode.UNHEALTHY)
 
 

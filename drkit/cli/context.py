@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -11,11 +12,26 @@ from typing import Any
 
 import click
 
-from drkit import json_codec
+from drkit import json_codec, logs
 from drkit.config import DrkitConfig, load_config, resolve_config_path
 from drkit.config.discovery import state_dir
 from drkit.private_files import private_dir
 from drkit.timestamps import iso_utc
+
+_CLI_LOG = logging.getLogger("drkit.cli")
+
+
+def say(message: str, level: int = logging.INFO, **fields: object) -> None:
+    """A line for the operator on stderr (stdout stays the command's output or document).
+
+    As text: ``message`` as is, prefixed ``error: `` at ERROR.  Under ``--log-format json``: a
+    log record of logger ``drkit.cli`` with ``fields``, so a reader of stderr meets nothing but
+    JSON objects, errors included.
+    """
+    if logs.json_lines():
+        _CLI_LOG.log(level, message, extra=fields)
+        return
+    click.echo(f"error: {message}" if level >= logging.ERROR else message, err=True)
 
 
 @dataclass

@@ -27,6 +27,7 @@ from drkit.cli.context import (
     echo_json,
     output_option,
     pass_app,
+    say,
     writable_file,
     write_file,
 )
@@ -184,10 +185,7 @@ def _survey_text(found: Survey, directory: Path) -> str:
 
 def _echo_left(groups: tuple[str, ...], remedy: str) -> None:
     """Groups a clean-up had to leave, on stderr (a JSON reader's stdout stays the document)."""
-    click.echo(
-        f"left on the clusters (their members had not gone yet): {', '.join(groups)}; {remedy}",
-        err=True,
-    )
+    say(f"left on the clusters (their members had not gone yet): {', '.join(groups)}; {remedy}")
 
 
 def _emit(
@@ -450,7 +448,7 @@ def trend(
         from drkit.drills.html import render_trend
 
         write_file("--html", page, render_trend(reports))
-        click.echo(f"trend page written to {html_file}", err=True)
+        say(f"trend page written to {html_file}")
     if output == "json":
         echo_document("drill.trend", {"points": [_trend_point(report) for report in reports]})
         return

@@ -24,6 +24,7 @@ from typing import Any
 
 import click
 
+from drkit import logs
 from drkit.cli.context import (
     AppContext,
     complete_clusters,
@@ -35,6 +36,7 @@ from drkit.cli.context import (
     operator,
     output_option,
     pass_app,
+    say,
 )
 from drkit.config.loader import known_cluster
 from drkit.config.model import Role
@@ -101,6 +103,9 @@ def progress_printer(output: str) -> Any:
 
     def report(message: str, fraction: float | None) -> None:
         if output == "json":
+            return
+        if logs.json_lines():
+            say(message, progress=fraction)
             return
         if fraction is None:
             click.echo(f"  {message}", err=True)

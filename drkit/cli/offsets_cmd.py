@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import sys
 
 import click
@@ -13,6 +14,7 @@ from drkit.cli.context import (
     echo_json,
     output_option,
     pass_app,
+    say,
 )
 from drkit.errors import ConfigError, ExitCode, Problem
 from drkit.offsets.lookup import (
@@ -146,7 +148,7 @@ def _print(report: Report) -> None:
             )
     for error in report.errors:
         where = f"{error.get('source_topic', '')}-{error.get('source_partition', '')}"
-        click.echo(f"error: group {error['group']} {where}: {error['reason']}", err=True)
+        say(f"group {error['group']} {where}: {error['reason']}", logging.ERROR)
 
 
 def _check(verified: bool | None, verification: str | None) -> str:
