@@ -670,6 +670,21 @@ class NotificationsConfig(_Frozen):
     webhooks: tuple[WebhookConfig, ...] = ()
 
 
+class TracingConfig(_Frozen):
+    """OpenTelemetry traces of failover runs (drkit.tracing); off unless a destination is set."""
+
+    file: Path | None = None  # JSON lines, one finished span per line
+    otlp_endpoint: str | None = None  # OTLP/HTTP traces URL: http://collector:4318/v1/traces
+    service_name: str = Field(default="drkit", min_length=1)
+
+    @field_validator("otlp_endpoint")
+    @classmethod
+    def _http(cls, value: str | None) -> str | None:
+        if value is not None and not re.match(r"^https?://[^/\s]+", value):
+            raise ValueError("must be an http:// or https:// URL (OTLP over HTTP)")
+        return value
+
+
 class ScheduledDrill(_Frozen):
     """A drill the monitor runs on a cron schedule (UTC): a readiness check of the flow
     ``source`` -> ``target`` (nothing moves) or a full drill ``scenario`` (local clusters)."""
@@ -713,6 +728,7 @@ class DrkitConfig(_Frozen):
     state_store: StateStoreConfig = StateStoreConfig()
     notifications: NotificationsConfig = NotificationsConfig()
     drills: DrillsConfig = DrillsConfig()
+    tracing: TracingConfig = TracingConfig()
 
     @field_validator("clusters")
     @classmethod

@@ -28,6 +28,7 @@ Exit codes (owned by the error types): 0 done, 1 a step failed (resumable), 2 ba
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 from collections.abc import Callable, Mapping
@@ -37,7 +38,7 @@ from typing import Any
 
 from drkit import clock
 from drkit.config.loader import known_cluster
-from drkit.config.model import DrkitConfig, FlowConfig
+from drkit.config.model import DrkitConfig, FlowConfig, TracingConfig
 from drkit.control.channel import ChannelFactory
 from drkit.errors import ConfigError, DrkitError, ExitCode, LeaseLost, Problem
 from drkit.failover.context import (
@@ -86,6 +87,7 @@ from drkit.kafka.isolated import prewarm
 from drkit.kafka.ports import AdminFactory
 from drkit.store.db import StateStore
 from drkit.store.health_repo import HealthRepository
+from drkit.tracing import RunTracer
 
 log = logging.getLogger(__name__)
 
@@ -196,6 +198,7 @@ class Engine:
         # ... and the plan's translations, which that run's translation step reuses for every
         # group whose inputs did not change since.
         self._memos: dict[str, TranslationMemo] = {}
+        self._tracer = RunTracer(TracingConfig())  # the executing run's (see _execute)
 
     @property
     def ttl_s(self) -> float:
@@ -512,6 +515,33 @@ class Engine:
     ) -> RunRecord:
         """Run the steps; ``planned_states``: the groups' target states in the plan this
         process just recorded (else read back from the store when a step needs them)."""
+        run = self.runs.get(run_id)
+        assert run is not None
+        self._tracer = RunTracer(self.config.tracing)
+        attributes = {
+            "drkit.run.id": run_id,
+            "drkit.procedure": run.procedure.value,
+            "drkit.source": run.source,
+            "drkit.target": run.target,
+            "drkit.direction": direction.value,
+        }
+        with self._tracer.run(attributes) as span:
+            try:
+                return self._execute_steps(run_id, keeper, options, direction, planned_states)
+            finally:
+                with contextlib.suppress(DrkitError):  # the store away: the span says less
+                    ended = self.runs.get(run_id)
+                    span.set_attribute("drkit.outcome", ended.state.value if ended else "?")
+                self._tracer = RunTracer(TracingConfig())
+
+    def _execute_steps(
+        self,
+        run_id: int,
+        keeper: LeaseKeeper,
+        options: RunOptions,
+        direction: Direction,
+        planned_states: Mapping[str, str] | None,
+    ) -> RunRecord:
         runs = self.runs.guarded(keeper)
         run = runs.get(run_id)
         assert run is not None
@@ -611,6 +641,14 @@ class Engine:
     def _run_step(
         self, ctx: StepContext, runbook: Runbook, name: StepName, timeout: float | None
     ) -> None:
+        attributes = {"drkit.run.id": ctx.run.id, "drkit.procedure": ctx.run.procedure.value}
+        with self._tracer.step(name.value, attributes) as span:
+            state = self._run_traced_step(ctx, runbook, name, timeout)
+            span.set_attribute("drkit.outcome", state.value)
+
+    def _run_traced_step(
+        self, ctx: StepContext, runbook: Runbook, name: StepName, timeout: float | None
+    ) -> StepState:
         runs = ctx.runs
         before = self._run_hooks(ctx, runbook, "before", name)
         vetoed = next((h for h in before if not h.ok), None)
@@ -643,6 +681,7 @@ class Engine:
             "failover step finished",
             extra={"run": ctx.run.id, "step": name.value, "state": outcome.state.value},
         )
+        return outcome.state
 
     def _after_hooks(
         self,
