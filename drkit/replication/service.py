@@ -31,7 +31,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import FrameType
 
-from prometheus_client import start_http_server
 from tenacity import RetryCallState, Retrying, retry_if_exception
 
 from drkit.config import DrkitConfig, load_config
@@ -50,9 +49,10 @@ from drkit.errors import (
     Stopped,
 )
 from drkit.kafka import ClusterEndpoint
-from drkit.listening import binding
+from drkit.listening import serve_wsgi
 from drkit.replication.assigner import LossSink
 from drkit.replication.client_settings import WorkerSettings
+from drkit.replication.endpoints import EndedFlows, WorkerEndpoints
 from drkit.replication.loss import LossEvent
 from drkit.replication.metrics import FLOW_FAILED, default_metrics, show_flow_state
 from drkit.replication.supervision import PatienceStop, SuccessBackoff, WorkerLiveness, is_transient
@@ -132,9 +132,10 @@ def run_flows(config: DrkitConfig, options: ServiceOptions, stop: threading.Even
     config = config.as_role(Role.REPLICATOR)
     flows = select_flows(config, options.flows)
     metrics = default_metrics()
+    ended = EndedFlows()
     if options.metrics_port:
-        with binding("--metrics-port", options.metrics_host, options.metrics_port):
-            start_http_server(options.metrics_port, options.metrics_host)
+        app = WorkerEndpoints(ended)
+        serve_wsgi(app, options.metrics_host, options.metrics_port, "--metrics-port")
         log.info("metrics on http://%s:%d/metrics", options.metrics_host, options.metrics_port)
     results: dict[str, BaseException | None] = {}
     losses = loss_sink(options)
@@ -208,6 +209,7 @@ def run_flows(config: DrkitConfig, options: ServiceOptions, stop: threading.Even
             results[flow.name] = err
             failure = flow_ended(flow.name, err)
             show_flow_state(metrics, flow.name, FLOW_FAILED)
+            ended.ended(flow.name, failure)
         finally:
             if gate is not None:
                 gate.close(failure=failure)

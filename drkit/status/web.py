@@ -18,15 +18,13 @@ offsets outside Kafka: 400 naming a bad argument, 503 naming a cluster that does
 from __future__ import annotations
 
 import json
-import socket
 import threading
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from html import escape
-from socketserver import ThreadingMixIn
 from typing import Any
 from urllib.parse import parse_qs
-from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+from wsgiref.simple_server import WSGIServer
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 from prometheus_client import make_wsgi_app
@@ -35,7 +33,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from drkit.errors import ConfigError, DrkitError
 from drkit.health.group_lag import group_listing
 from drkit.health.monitor import Liveness
-from drkit.listening import binding
+from drkit.listening import serve_wsgi
 from drkit.status.document import SCHEMA, StatusSnapshot
 
 StatusSource = Callable[[], StatusSnapshot]
@@ -168,27 +166,6 @@ SECURITY_HEADERS = (
 )
 
 
-class _ThreadingServer(ThreadingMixIn, WSGIServer):
-    daemon_threads = True
-
-
-class _QuietHandler(WSGIRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-
-class _ThreadingServer6(_ThreadingServer):
-    address_family = socket.AF_INET6
-
-
 def serve(app: StatusApp, host: str, port: int) -> tuple[WSGIServer, threading.Thread]:
-    """Start serving in a daemon thread; returns the server (``.server_port``) and thread.
-
-    ``host`` is bare (``::1``, not ``[::1]``); an IPv6 address gets an IPv6 socket."""
-    server_class = _ThreadingServer6 if ":" in host else _ThreadingServer
-    with binding("--listen", host, port):
-        server = make_server(host, port, app, server_class=server_class,
-                             handler_class=_QuietHandler)  # fmt: skip
-    thread = threading.Thread(target=server.serve_forever, name="http", daemon=True)
-    thread.start()
-    return server, thread
+    """Start serving in a daemon thread (``drkit.listening.serve_wsgi``, option ``--listen``)."""
+    return serve_wsgi(app, host, port, "--listen")

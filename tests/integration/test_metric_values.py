@@ -21,9 +21,15 @@ from drkit.kafka.io import produce_batch
 from drkit.replication import internal_topics
 from drkit.replication.metrics import LATENCY, RECORD_AGE, RECORDS
 from tests.conftest import Names
-from tests.integration.test_monitor import free_port
 from tests.kafka_backends import ClusterUnderTest
-from tests.replication_support import MetricsSnapshot, Replicator, flow_setup, scrape, wait_until
+from tests.replication_support import (
+    MetricsSnapshot,
+    Replicator,
+    flow_setup,
+    free_ports,
+    scrape,
+    wait_until,
+)
 
 COUNT = 2_000  # one offset in 64 is sampled: ~31 samples per histogram
 SAMPLE_EVERY = 64
@@ -50,7 +56,7 @@ def test_record_age_and_latency_histograms_hold_the_ages_the_test_measured(
     produce_batch(setup.source_endpoint, topic, ((b"k", b"v") for _ in range(COUNT)))
     last_acked = time.time()
     time.sleep(HELD_BACK_S)
-    port = free_port()
+    port = free_ports()
     flow = f"{setup.source}->{setup.target}"
     started = time.time()
     with Replicator(setup, "--metrics-port", str(port), log_dir=tmp_path):

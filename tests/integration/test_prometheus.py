@@ -23,11 +23,11 @@ import yaml
 from drkit.kafka.admin import TopicSpec
 from drkit.kafka.io import produce_batch
 from tests.conftest import Names
-from tests.integration.test_monitor import FAST_HEALTH, MonitorProcess, free_port
+from tests.integration.test_monitor import FAST_HEALTH, MonitorProcess
 from tests.kafka_backends import ClusterUnderTest
 from tests.optional_tools import tool
 from tests.processes import stop_gracefully
-from tests.replication_support import Replicator, flow_setup, wait_until
+from tests.replication_support import Replicator, flow_setup, free_ports, wait_until
 
 RULES = Path(__file__).resolve().parents[2] / "config" / "prometheus-alerts.yml"
 
@@ -73,7 +73,7 @@ def _rules_without_for(directory: Path) -> Path:
 @contextmanager
 def prometheus(directory: Path, targets: dict[str, int]) -> Iterator[Prometheus]:
     binary = tool("prometheus", "PROMETHEUS", "apt install prometheus to load drkit's rules")
-    port = free_port()
+    port = free_ports()
     config = {
         "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
         "rule_files": [str(_rules_without_for(directory))],
@@ -108,7 +108,7 @@ def test_prometheus_scrapes_drkit_and_pages_for_a_lost_cluster_and_a_stopped_flo
     scratch.admin().create_topics([TopicSpec(topic, 2)])
     produce_batch(setup.source_endpoint, topic, ((b"k", b"v") for _ in range(100)))
     flow = f"{setup.source}->{setup.target}"
-    metrics_port = free_port()
+    metrics_port = free_ports()
     replicator = Replicator(setup, "--metrics-port", str(metrics_port), log_dir=tmp_path)
     with (
         replicator,

@@ -6,6 +6,8 @@ import json
 import os
 import threading
 import time
+import urllib.error
+import urllib.request
 from collections import Counter, defaultdict
 from collections.abc import Callable
 from pathlib import Path
@@ -345,6 +347,44 @@ def test_record_too_large_for_the_target_stops_the_flow_at_that_offset(
     assert progress[_tp(topic, 0)].next_offset == 10, "progress passed the refused record"
     values = [r.value for r in consume_all(setup.target_endpoint, replica, timeout_s=10)]
     assert values[:10] == [v for _, v in payloads[:10]]
+
+
+def _healthz(port: int) -> tuple[int, str] | None:
+    """(status, body) of the worker's /healthz; None while nothing answers."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5) as reply:
+            return int(reply.status), reply.read().decode()
+    except urllib.error.HTTPError as refused:
+        return int(refused.code), refused.read().decode()
+    except OSError:
+        return None
+
+
+def test_healthz_names_a_flow_that_ended_while_the_process_runs_its_others(
+    dc1: ClusterUnderTest, dc2: ClusterUnderTest, names: Names, tmp_path: Path
+) -> None:
+    """A process with two flows: one ends for good on a record the target refuses, the other
+    goes on - the process stays up, and /healthz (a liveness probe) says which flow it lost."""
+    topic = names.topic("big-health")
+    setup = flow_setup(tmp_path, dc1, dc2, [topic], reverse=True)
+    replica = f"{setup.source}.{topic}"
+    dc1.admin().create_topics([TopicSpec(topic, 1)])
+    dc2.admin().create_topics([TopicSpec(replica, 1, configs={"max.message.bytes": "100000"})])
+    port = free_ports()
+    with Replicator(setup, "--metrics-port", str(port), log_dir=tmp_path) as worker:
+        assert wait_until(lambda: _healthz(port), 60, 0.2, what="/healthz") == (200, "ok\n")
+        produce_batch(setup.source_endpoint, topic, [(b"k", os.urandom(500_000))])
+        flow = f"{setup.source}->{setup.target}"
+        _status, body = wait_until(
+            lambda: (answer := _healthz(port)) and answer[0] == 503 and answer,
+            90, 0.5, what="/healthz 503",
+        )  # fmt: skip
+        assert body.startswith(f"flow {flow} ended: cannot replicate {topic} partition 0 offset 0")
+        assert body.count("\n") == 1, body  # the reverse flow is not named: it runs
+        assert worker.running, worker.log()
+        metrics = scrape(port)
+        assert metrics is not None
+        assert metrics.value("drkit_replication_flow_state", flow=flow, state="failed") == 1.0
 
 
 _PLUGIN = """
