@@ -2,7 +2,8 @@
 from Debian packages (public registries cannot be reached here: scripts/debian-base-image).
 
 The image must start as a non-root user, print its version, validate a config, and replicate
-between the local clusters with the same exactness as the process the other tests start.
+between the local clusters - on a read-only root filesystem, as deploy/kubernetes runs it - and
+answer /healthz.
 Needs a running Docker engine and debootstrap (root): skipped with a note without them,
 required in CI (``DRKIT_TEST_REQUIRE_DOCKER=1``).
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,7 +25,7 @@ from drkit.kafka.io import produce_batch
 from tests.conftest import Names
 from tests.kafka_backends import ClusterUnderTest
 from tests.optional_tools import unavailable
-from tests.replication_support import flow_setup, wait_until
+from tests.replication_support import flow_setup, free_ports, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 RECORDS = 3_000
@@ -97,10 +99,13 @@ def test_the_image_replicates_between_the_local_clusters_and_stops_cleanly(
     dc1.admin().create_topics([TopicSpec(topic, 3)])
     produce_batch(setup.source_endpoint, topic, ((str(i).encode(), b"v") for i in range(RECORDS)))
     name = f"drkit-replicate-{uuid.uuid4().hex[:8]}"
+    port = free_ports()
+    # As deploy/kubernetes runs it: a read-only root filesystem, the state dir writable.
     started = _docker(
-        "run", "-d", "--name", name, "--network", "host",
+        "run", "-d", "--name", name, "--network", "host", "--read-only",
+        "--tmpfs", "/var/lib/drkit:uid=10001,gid=10001,mode=0700",
         "-v", f"{config}:/etc/drkit/drkit.yaml:ro", image,
-        "replicate", "--config", "/etc/drkit/drkit.yaml",
+        "replicate", "--config", "/etc/drkit/drkit.yaml", "--metrics-port", str(port),
     )  # fmt: skip
     assert started.returncode == 0, started.stderr
     replica = f"{setup.source}.{topic}"
@@ -118,6 +123,8 @@ def test_the_image_replicates_between_the_local_clusters_and_stops_cleanly(
         except AssertionError as err:
             logs = _docker("logs", name)
             raise AssertionError(f"{err}\n{(logs.stdout + logs.stderr)[-4000:]}") from None
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5) as reply:
+            assert (reply.status, reply.read()) == (200, b"ok\n")
         stopped = _docker("stop", "--time", "60", name, timeout=90)
         assert stopped.returncode == 0, stopped.stderr
         code = _docker("inspect", "--format", "{{.State.ExitCode}}", name)
