@@ -8,11 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from prometheus_client import CollectorRegistry
 
-import drkit.notifications
-from drkit.health.metrics import MonitorMetrics
-from drkit.replication.metrics import ReplicationMetrics
+from tests.metrics_catalog import exported_metrics
 from tests.optional_tools import tool
 
 RULES = Path(__file__).resolve().parents[2] / "config" / "prometheus-alerts.yml"
@@ -20,20 +17,8 @@ _METRIC = re.compile(r"\bdrkit_[a-z_]+")
 _LABEL = re.compile(r"\$labels\.([a-z_]+)")
 
 
-def _exported() -> dict[str, set[str]]:
-    """Every series name drkit exports -> its label names (counters also as ``*_total``)."""
-    registry = CollectorRegistry()
-    MonitorMetrics.create(registry)
-    ReplicationMetrics.create(registry)
-    registry.register(drkit.notifications._FAILED)
-    out: dict[str, set[str]] = {}
-    for collector in list(registry._collector_to_names):
-        labels = set(getattr(collector, "_labelnames", ()))
-        for family in collector.describe():  # type: ignore[attr-defined]
-            out[family.name] = labels
-            if family.type == "counter":
-                out[family.name + "_total"] = labels
-    return out
+def _exported() -> dict[str, frozenset[str]]:
+    return exported_metrics()
 
 
 def _rules() -> list[dict[str, Any]]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -13,6 +14,7 @@ import yaml
 from drkit.config import load_config
 from drkit.local import KAFKA_VERSION
 from drkit.local.cluster import OPEN_AUTHORIZER, as_docker_env
+from tests.metrics_catalog import exported_metrics
 from tests.optional_tools import unavailable
 
 REPO = Path(__file__).resolve().parents[2]
@@ -119,30 +121,10 @@ def test_compose_wires_drkit_prometheus_and_grafana() -> None:
 
 
 def test_every_dashboard_metric_exists() -> None:
-    import re
-
-    from prometheus_client import CollectorRegistry
-
-    from drkit.health.metrics import MonitorMetrics
-    from drkit.offsets.metrics import CheckpointMetrics
-    from drkit.replication.metrics import ReplicationMetrics
-
-    registry = CollectorRegistry()
-    for family in (ReplicationMetrics, CheckpointMetrics, MonitorMetrics):
-        family.create(registry)
-    exposed = {
-        sample
-        for metric in registry.collect()
-        for sample in {
-            metric.name,
-            f"{metric.name}_total",
-            f"{metric.name}_bucket",
-            f"{metric.name}_count",
-        }
-    }
     dashboard = (REPO / "config" / "grafana" / "dashboards" / "drkit-overview.json").read_text()
     referenced = set(re.findall(r"drkit_[a-z_]+", dashboard)) - {"drkit_overview"}
-    assert referenced and referenced <= exposed, referenced - exposed
+    exposed = exported_metrics()
+    assert referenced and referenced <= set(exposed), referenced - set(exposed)
 
 
 def test_the_dashboard_takes_its_datasource_and_clusters_and_flows_as_variables() -> None:
