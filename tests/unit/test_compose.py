@@ -56,7 +56,7 @@ def test_compose_publishes_on_loopback_only_and_ships_no_credentials() -> None:
     text = (REPO / "docker-compose.yml").read_text()
     services = yaml.safe_load(text)["services"]
     published = [p for s in services.values() for p in s.get("ports", [])]
-    assert len(published) == 5  # dc1, dc2, monitor, Prometheus, Grafana
+    assert len(published) == 6  # dc1, dc2, the store, monitor, Prometheus, Grafana
     assert all(p.startswith("127.0.0.1:") for p in published), published
     # Every password comes from a required variable (${VAR:?message}), never a default.
     passwords = {
@@ -82,7 +82,7 @@ def test_compose_clusters_match_the_pinned_kafka_and_the_compose_config() -> Non
     services = compose["services"]
     for name in ("dc1", "dc2"):
         assert services[name]["image"] == f"apache/kafka:{KAFKA_VERSION}"
-    config = load_config(REPO / "config" / "drkit.compose.yaml")
+    config = load_config(REPO / "config" / "drkit.compose.yaml", env={"DRKIT_DB_PASSWORD": "x"})
     # "127.0.0.1:19092:19092": host address, host port, container port.
     published = {name: services[name]["ports"][0].split(":")[1] for name in ("dc1", "dc2")}
     for name, port in published.items():
@@ -146,3 +146,26 @@ def test_the_dashboard_takes_its_datasource_and_clusters_and_flows_as_variables(
                     assert 'cluster=~"$cluster"' in selector, target["expr"]
                 if metric.startswith(("drkit_flow_", "drkit_replication_")):
                     assert 'flow=~"$flow"' in selector, target["expr"]
+
+
+def test_the_host_side_config_uses_the_containers_state_store() -> None:
+    """A failover run from the host must coordinate with the containers' replicate and monitor
+    (one lease, one pointer, the same acks): the same PostgreSQL database, through the port
+    compose publishes for it - not a SQLite file of its own."""
+    from sqlalchemy.engine import make_url
+
+    compose = yaml.safe_load((REPO / "docker-compose.yml").read_text())
+    env = {"DRKIT_DB_PASSWORD": "s3cret"}
+    internal = load_config(REPO / "config" / "drkit.compose-internal.yaml", env=env)
+    host = load_config(REPO / "config" / "drkit.compose.yaml", env=env)
+    assert internal.state_store.url is not None and host.state_store.url is not None
+    inside = make_url(internal.state_store.url.get_secret_value())
+    outside = make_url(host.state_store.url.get_secret_value())
+    assert (outside.drivername, outside.username, outside.password, outside.database) == (
+        inside.drivername, inside.username, inside.password, inside.database,
+    )  # fmt: skip
+    # "127.0.0.1:15432:5432": the host's address and port lead to the container's port.
+    [published] = compose["services"][inside.host]["ports"]
+    address, host_port, container_port = published.split(":")
+    assert (outside.host, outside.port) == (address, int(host_port))
+    assert int(container_port) == (inside.port or 5432)
