@@ -24,6 +24,7 @@ from drkit.health.group_lag import group_listing
 from drkit.health.identity import is_vote
 from drkit.health.jobs import JobKind
 from drkit.health.observations import FlowObservation
+from drkit.logs import printable
 from drkit.replication.service import install_stop_signals
 
 if TYPE_CHECKING:
@@ -322,21 +323,29 @@ def _alarm(word: str) -> str:
     return click.style(word, fg="red", bold=True)
 
 
+def _safe(value: object) -> str:
+    """Text drkit did not choose (group and topic names, errors, reasons, worker ids) made one
+    line with no terminal codes - before any colour of drkit's own is added around it."""
+    return printable(str(value))
+
+
 def _lines(picture: StatusSnapshot) -> list[str]:
-    """``drkit status`` as text, states coloured (click drops the colour off a terminal)."""
+    """``drkit status`` as text, states coloured (click drops the colour off a terminal).
+    Every value from outside drkit passes through :func:`_safe`."""
     out: list[str] = []
     automation = picture.automation
     out.append(
-        f"observers: {', '.join(picture.observers) or 'none'}   "
+        f"observers: {_safe(', '.join(picture.observers)) or 'none'}   "
         f"active cluster: {picture.active_cluster or '-'}   "
-        f"automation: {'allowed' if automation.allowed else 'off'} ({automation.reason})"
+        f"automation: {'allowed' if automation.allowed else 'off'} ({_safe(automation.reason)})"
     )
     decided = automation.last_decision
     if decided is not None:
         when = decided.at.strftime("%Y-%m-%d %H:%M:%S")
         action = f"failed over (run {decided.run_id})" if decided.act else "held"
         out.append(
-            f"last automatic decision ({decided.observer}, {when}): {action} - {decided.summary}"
+            f"last automatic decision ({_safe(decided.observer)}, {when}): {action} - "
+            f"{_safe(decided.summary)}"
         )
     out.append("\nclusters")
     for alias, cluster in picture.clusters.items():
@@ -344,7 +353,8 @@ def _lines(picture: StatusSnapshot) -> list[str]:
         out.append(f"  {alias:<12} {_state(cluster.state.value, 12)} {votes}")
         for observer, view in cluster.observers.items():
             vote = "" if is_vote(observer) else " (drkit status's own probe: not a vote)"
-            out.append(f"    {observer}: {_state(view.state.value)} - {view.reason or ''}{vote}")
+            reason = _safe(view.reason or "")
+            out.append(f"    {_safe(observer)}: {_state(view.state.value)} - {reason}{vote}")
     out.append("\nflows")
     for name, flow in picture.flows.items():
         seen = flow.observation
@@ -364,7 +374,7 @@ def _lines(picture: StatusSnapshot) -> list[str]:
             for event in flow.losses:
                 when = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(event.detected_at_ms / 1000))
                 out.append(
-                    f"      {event.source.topic}[{event.source.partition}] offsets "
+                    f"      {_safe(event.source.topic)}[{event.source.partition}] offsets "
                     f"{event.first_offset}..{event.last_offset} ({event.count}, "
                     f"{event.reason.value}) detected {when} UTC"
                 )
@@ -373,7 +383,7 @@ def _lines(picture: StatusSnapshot) -> list[str]:
             f"{click.style('yes', fg='green')} (RPO {ready.rpo_records} records, "
             f"{_seconds(ready.rpo_seconds)})"
             if ready.possible
-            else f"{click.style('no', fg='yellow')}: {'; '.join(ready.reasons)}"
+            else f"{click.style('no', fg='yellow')}: {_safe('; '.join(ready.reasons))}"
         )
         out.append(f"    fail over now: {verdict}")
     pointer = picture.pointer
@@ -388,7 +398,7 @@ def _lines(picture: StatusSnapshot) -> list[str]:
     for fenced, topics in picture.pending_fences.items():
         out.append(
             f"  {_alarm('PENDING FENCE')} on {fenced} (unreachable at failover): "
-            + ", ".join(topics)
+            + _safe(", ".join(topics))
         )
     last = picture.last_failover
     described = (
@@ -408,8 +418,8 @@ def _lines(picture: StatusSnapshot) -> list[str]:
         for t in picture.transitions[:10]:
             when = time.strftime("%H:%M:%S", time.gmtime(t.at)) if t.at else "-"
             out.append(
-                f"  {when} {t.kind} {t.subject} ({t.observer}): "
-                f"{t.from_state or '-'} -> {t.to_state}  {t.reason or ''}"
+                f"  {when} {t.kind} {_safe(t.subject)} ({_safe(t.observer)}): "
+                f"{t.from_state or '-'} -> {t.to_state}  {_safe(t.reason or '')}"
             )
     return out
 
@@ -425,7 +435,7 @@ def _flow_detail(seen: FlowObservation | None) -> list[str]:
     lines = []
     if seen.lag_by_topic:
         bound = "" if seen.lag_exact is not False else " (at most)"
-        topics = ", ".join(f"{t} {n}" for t, n in sorted(seen.lag_by_topic.items()))
+        topics = ", ".join(f"{_safe(t)} {n}" for t, n in sorted(seen.lag_by_topic.items()))
         lines.append(f"lag by topic{bound}: {topics}")
     listing = group_listing(seen.group_lag, seen.groups)
     if listing.left_out:  # thousands of groups: counts, then the worst first
@@ -441,7 +451,7 @@ def _flow_detail(seen: FlowObservation | None) -> list[str]:
             if moved is not None
             else "no checkpoint yet: it would start at its auto.offset.reset"
         )
-        lines.append(f"group {group}: lag {status}; {cost}")
+        lines.append(f"group {_safe(group)}: lag {_safe(status)}; {cost}")
     if listing.left_out:
         lines.append(f"... {listing.left_out:,} more groups (drkit groups lag, or -o json)")
     lines.append(_drift_text(seen))
@@ -453,14 +463,15 @@ def _control_lines(control: FlowControlView | None) -> list[str]:
     and has no live worker running it, in red."""
     if control is None:
         return []
-    running = ", ".join(control.running) or "none"
+    running = _safe(", ".join(control.running)) or "none"
     lines = [f"directive: {control.desired} (epoch {control.epoch}); running on: {running}"]
     if control.not_running:
         lines.append(
             f"{_alarm('NOT RUNNING')}: no live worker acknowledged RUNNING (drkit flows list)"
         )
     lines += [
-        f"{_alarm('FAILED')} on {worker}: {error}" for worker, error in control.failed.items()
+        f"{_alarm('FAILED')} on {_safe(worker)}: {_safe(error)}"
+        for worker, error in control.failed.items()
     ]
     return lines
 
@@ -472,7 +483,7 @@ def _drift_text(seen: FlowObservation) -> str:
     if not seen.drift:
         return "config drift: none (replicas match their source topics)"
     more = (seen.drift_total or 0) - len(seen.drift)
-    listed = "; ".join(seen.drift) + (f"; and {more} more" if more > 0 else "")
+    listed = _safe("; ".join(seen.drift)) + (f"; and {more} more" if more > 0 else "")
     return f"{_alarm('CONFIG DRIFT')} {seen.drift_total}: {listed}"
 
 

@@ -200,3 +200,34 @@ def test_status_summarises_thousands_of_groups_and_lists_the_worst_first(tmp_pat
     page = render_page(current_status(load_config(path), store).to_json())
     assert "2,500 groups (OK 2,497, STALL 1, STOP 1, WARN 1); the worst 20 below" in page
     assert page.count('data-group="app-') == 20 and 'data-group="app-02001"' in page
+
+
+def test_status_text_escapes_names_it_did_not_choose(tmp_path: Path) -> None:
+    """Group and topic names, errors and reasons are anyone's text: one holding a newline would
+    forge a status line, one holding ESC or BEL would drive the operator's terminal. Printed
+    escaped, on a terminal (colours kept) and off one."""
+    from drkit.store.health_repo import HealthRepository
+
+    path = config_file(tmp_path)
+    store = StateStore(f"sqlite:///{tmp_path / 'drkit.db'}")
+    store.upgrade()
+    forged = "evil\n    group payments: lag OK; nothing to worry about"
+    title = "t\x1b]0;pwned\x07"
+    data = {
+        "lag_records": 1, "lag_exact": True, "lag_by_topic": {"orders\r": 1},
+        "group_lag": {forged: "STALL", title: "OK"},
+        "drift": ["dc1.x\x1b[8mhidden"], "drift_total": 1,
+    }  # fmt: skip
+    HealthRepository(store).save_flow_status("o1", "dc1->dc2", 1_700_000_000.0, data)
+    args = ["status", "--no-probe", "--config", str(path)]
+    plain = CliRunner().invoke(cli, args)
+    coloured = CliRunner().invoke(cli, [*args, "--color"], color=True)
+    for output in (plain, coloured):
+        assert output.exit_code == 0, output.output
+        text = click.unstyle(output.output)
+        assert "    group payments: lag OK" not in text.splitlines(), text
+        assert "group evil\\n    group payments: lag OK; nothing to worry about: lag STALL" in text
+        assert "group t\\x1b]0;pwned\\x07: lag OK" in text
+        assert "orders\\r 1" in text and "dc1.x\\x1b[8mhidden" in text
+        assert "\x07" not in output.output and "\x1b]" not in output.output
+        assert "\x1b[8m" not in output.output and "\r" not in output.output
