@@ -1,4 +1,4 @@
-"""Listening on an operator-given address: a refusal named, not a traceback.
+"""Listening on an operator-given address: a refusal named, not a traceback; served by waitress.
 
 The metrics endpoint of ``drkit replicate`` and the status page of ``drkit monitor`` bind a
 socket the operator chose; a port in use, out of range or a host that does not resolve is bad
@@ -7,13 +7,12 @@ input - one line naming the option and the address, exit 2, before any work star
 
 from __future__ import annotations
 
+import ipaddress
 import socket
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from socketserver import ThreadingMixIn
 from typing import Any
-from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from drkit.errors import ConfigError, Problem
 
@@ -35,29 +34,92 @@ def binding(option: str, host: str, port: int) -> Iterator[None]:
         raise ConfigError([Problem(option, f"{where}: {err.strerror or err}")]) from None
 
 
-class _ThreadingServer(ThreadingMixIn, WSGIServer):
-    daemon_threads = True
+# A request may not hold a connection, a worker thread or memory for long: waitress closes a
+# connection idle for CHANNEL_TIMEOUT_S, serves at most THREADS requests at once (the rest
+# wait in its queue) and refuses bodies and headers beyond its limits.
+THREADS = 4
+CHANNEL_TIMEOUT_S = 30
+CONNECTION_LIMIT = 100
+_LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
 
 
-class _ThreadingServer6(_ThreadingServer):
-    address_family = socket.AF_INET6
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` (bare, as given to --listen) only accepts connections from this host."""
+    if host in _LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
-class _QuietHandler(WSGIRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
+def _request_host(header: str) -> str:
+    """The name in a Host header, without its port (``[::1]:9464`` -> ``::1``)."""
+    if header.startswith("["):
+        return header[1 : header.find("]")] if "]" in header else header
+    return header.rsplit(":", 1)[0] if header.count(":") == 1 else header
 
 
-def serve_wsgi(
-    app: WsgiApp, host: str, port: int, option: str
-) -> tuple[WSGIServer, threading.Thread]:
-    """Serve ``app`` on the standard library's threaded server in a daemon thread; returns the
-    server (``.server_port``) and the thread.  ``host`` is bare (``::1``, not ``[::1]``): an
-    IPv6 address gets an IPv6 socket.  A refused bind is ConfigError naming ``option``."""
-    server_class = _ThreadingServer6 if ":" in host else _ThreadingServer
+class LoopbackHostOnly:
+    """For a listener on loopback: a request whose Host is not a loopback name is refused (421).
+
+    A browser on this host can be made to send requests to 127.0.0.1 from any web page under a
+    name an attacker controls (DNS rebinding); the Host header still carries that name.
+    """
+
+    def __init__(self, app: WsgiApp) -> None:
+        self.app = app
+
+    def __call__(
+        self, environ: dict[str, Any], start_response: Callable[..., Any]
+    ) -> Iterable[bytes]:
+        name = _request_host(environ.get("HTTP_HOST", "")).lower()
+        if name in _LOOPBACK_NAMES or is_loopback(name):
+            return self.app(environ, start_response)
+        body = b"this server answers only requests for a loopback name\n"
+        start_response(
+            "421 Misdirected Request",
+            [("Content-Type", "text/plain"), ("Content-Length", str(len(body)))],
+        )
+        return [body]
+
+
+class Listener:
+    """A WSGI application served by waitress (a production WSGI server) in a daemon thread."""
+
+    def __init__(self, server: Any) -> None:
+        self._server = server
+        self.thread = threading.Thread(target=server.run, name="http", daemon=True)
+        self.thread.start()
+
+    @property
+    def server_port(self) -> int:
+        return int(self._server.effective_port)
+
+    def shutdown(self) -> None:
+        """Stop accepting and close every connection (inside the server's own loop, so its
+        select never sees a closed socket), then stop the request threads."""
+
+        def close_all() -> None:
+            for channel in list(self._server._map.values()):
+                channel.close()
+
+        self._server.trigger.pull_trigger(close_all)
+        self.thread.join(5)
+        self._server.task_dispatcher.shutdown(timeout=5)
+
+
+def serve_wsgi(app: WsgiApp, host: str, port: int, option: str) -> Listener:
+    """Serve ``app`` on ``host``:``port``; a refused bind is ConfigError naming ``option``.
+    ``host`` is bare (``::1``, not ``[::1]``). On a loopback address, only requests for a
+    loopback name are answered (:class:`LoopbackHostOnly`)."""
+    from waitress.server import create_server
+
+    served = LoopbackHostOnly(app) if is_loopback(host) else app
     with binding(option, host, port):
-        server = make_server(host, port, app, server_class=server_class,
-                             handler_class=_QuietHandler)  # fmt: skip
-    thread = threading.Thread(target=server.serve_forever, name="http", daemon=True)
-    thread.start()
-    return server, thread
+        socket.getaddrinfo(host, port)  # the resolver's own reason, not waitress's "invalid"
+        server = create_server(
+            served, host=host, port=port, threads=THREADS, channel_timeout=CHANNEL_TIMEOUT_S,
+            connection_limit=CONNECTION_LIMIT, ident="drkit", clear_untrusted_proxy_headers=True,
+        )  # fmt: skip
+    return Listener(server)

@@ -82,7 +82,7 @@ def configure(level: int = logging.INFO, fmt: str = "text") -> None:
     root.handlers[:] = [handler]
     root.setLevel(level)
     # Third-party chatter that says nothing an operator acts on.
-    for noisy in ("py4j", "apscheduler.executors", "alembic"):
+    for noisy in ("py4j", "apscheduler.executors", "alembic", "waitress"):
         logging.getLogger(noisy).setLevel(max(level, logging.WARNING))
     # "skipped: maximum number of running instances" on every overrun probe; drkit counts
     # overruns itself (drkit_monitor_task_failures_total{kind="timeout"}).

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import math
 import socket
 import threading
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -24,6 +26,7 @@ from drkit.health.group_lag import group_listing
 from drkit.health.identity import is_vote
 from drkit.health.jobs import JobKind
 from drkit.health.observations import FlowObservation
+from drkit.listening import is_loopback
 from drkit.logs import printable
 from drkit.replication.service import install_stop_signals
 
@@ -31,6 +34,8 @@ if TYPE_CHECKING:
     from drkit.status import StatusSnapshot
     from drkit.status.document import FlowControlView
     from drkit.store.db import StateStore
+
+log = logging.getLogger(__name__)
 
 # A probe interval outside this range is a typo, not a setting (0.1 s would hammer the
 # clusters; more than an hour is no monitoring).
@@ -83,6 +88,13 @@ def with_interval(config: DrkitConfig, interval: float | None) -> DrkitConfig:
     help="HOST:PORT for /metrics, /healthz, /api/status and the status page.",
 )
 @click.option(
+    "--api-token-file",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="A file whose first line is the bearer token /api/translate requires (needed to "
+    "serve it when --listen is not a loopback address).",
+)
+@click.option(
     "--observer",
     default=None,
     help="Name of this vantage point (monitors with different names form a quorum) "
@@ -101,6 +113,7 @@ def monitor(
     app: AppContext,
     config_file: str | None,
     listen: str,
+    api_token_file: str | None,
     observer: str | None,
     interval: float | None,
 ) -> None:
@@ -121,6 +134,7 @@ def monitor(
     from drkit.status.web import StatusApp, serve
 
     host, port = _listen(listen)
+    api_token = _api_token(api_token_file)
     config = with_interval(app.config(config_file).as_role(Role.MONITOR), interval)
     name = observer or socket.gethostname()
     if not is_vote(name):
@@ -161,7 +175,10 @@ def monitor(
         config, app.config_path, store, app.state_dir, unique_owner(f"monitor:{name}")
     ).add_to(scheduler)
     picture = status_source(config, store, mon.status_failed)
-    server, _thread = serve(StatusApp(picture, mon.liveness, translator(config)), host, port)
+    web = StatusApp(
+        picture, mon.liveness, translator(config), api_token, beyond_loopback=not is_loopback(host)
+    )
+    server = serve(web, host, port)
     scheduler.start()
     click.echo(
         f"monitor {name}: http://{_url_host(host)}:{server.server_port}/ "
@@ -184,6 +201,25 @@ def monitor(
         claim.stop()
         with contextlib.suppress(DrkitError):
             claim.leases.release(claim.lease)
+
+
+def _api_token(path: str | None) -> str | None:
+    """The first line of ``path`` (ConfigError naming --api-token-file when it cannot be read or
+    is empty); a file others may read is used, with a warning."""
+    if path is None:
+        return None
+    try:
+        text = Path(path).read_text().splitlines()
+        mode = Path(path).stat().st_mode
+    except (OSError, UnicodeDecodeError) as err:
+        reason = getattr(err, "strerror", None) or str(err)
+        raise ConfigError([Problem("--api-token-file", f"cannot read {path}: {reason}")]) from None
+    token = text[0].strip() if text else ""
+    if not token:
+        raise ConfigError([Problem("--api-token-file", f"{path}: the first line is empty")])
+    if mode & 0o077:
+        log.warning("the API token file is readable by others", extra={"file": path})
+    return token
 
 
 def translator(config: DrkitConfig) -> Callable[[str, list[str]], dict[str, Any]]:

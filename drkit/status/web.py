@@ -13,10 +13,15 @@ cannot be read.
 ``/api/translate?flow=dc1->dc2&offset=orders:0:1200[&offset=...]`` answers what ``drkit offsets
 translate --offset`` prints (``drkit.offsets.translate/v1``) for applications that keep their
 offsets outside Kafka: 400 naming a bad argument, 503 naming a cluster that does not answer.
+Each call reads the flow's mapping from the clusters, so it is bounded: at most
+``MAX_TRANSLATE_OFFSETS`` offsets per call, ``MAX_TRANSLATIONS`` calls at once (503 and
+``Retry-After`` beyond); with an API token, only callers that send it (``Authorization: Bearer``,
+401 otherwise); and a monitor listening beyond loopback without a token does not serve it (403).
 """
 
 from __future__ import annotations
 
+import hmac
 import json
 import threading
 from collections.abc import Callable, Iterable
@@ -24,7 +29,6 @@ from datetime import UTC, datetime
 from html import escape
 from typing import Any
 from urllib.parse import parse_qs
-from wsgiref.simple_server import WSGIServer
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 from prometheus_client import make_wsgi_app
@@ -33,7 +37,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from drkit.errors import ConfigError, DrkitError
 from drkit.health.group_lag import group_listing
 from drkit.health.monitor import Liveness
-from drkit.listening import serve_wsgi
+from drkit.listening import Listener, serve_wsgi
 from drkit.status.document import SCHEMA, StatusSnapshot
 
 StatusSource = Callable[[], StatusSnapshot]
@@ -81,11 +85,16 @@ class StatusApp:
         status: StatusSource,
         liveness: LivenessSource,
         translate: TranslateSource | None = None,
+        api_token: str | None = None,
+        beyond_loopback: bool = False,
     ) -> None:
         self.status = status
         self.liveness = liveness
         self.translate = translate
+        self.api_token = api_token
+        self.beyond_loopback = beyond_loopback
         self.metrics = make_wsgi_app()
+        self._translations = threading.BoundedSemaphore(MAX_TRANSLATIONS)
 
     def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         path = environ.get("PATH_INFO", "/")
@@ -118,22 +127,58 @@ class StatusApp:
         return self._send(start_response, "404 Not Found", "text/plain", b"not found\n")
 
     def _translated(self, environ: dict[str, Any], start_response: StartResponse) -> list[bytes]:
+        refused = self._refusal(environ)
+        if refused is not None:
+            status, document, extra = refused
+            body = json.dumps(document).encode()
+            return self._send(start_response, status, "application/json", body, extra)
+        if not self._translations.acquire(blocking=False):
+            document = {"error": f"busy: {MAX_TRANSLATIONS} translations under way; retry"}
+            return self._send(
+                start_response, "503 Service Unavailable", "application/json",
+                json.dumps(document).encode(), (("Retry-After", "1"),),
+            )  # fmt: skip
+        try:
+            status, document = self._translation(environ)
+        finally:
+            self._translations.release()
+        body = json.dumps(document, default=str, indent=2).encode()
+        return self._send(start_response, status, "application/json", body)
+
+    def _refusal(
+        self, environ: dict[str, Any]
+    ) -> tuple[str, dict[str, Any], tuple[tuple[str, str], ...]] | None:
+        """Why this caller gets no translation (status, document, headers), or None."""
+        if self.api_token is None:
+            if self.beyond_loopback:
+                why = ("/api/translate is served beyond loopback only with a token: start the "
+                       "monitor with --api-token-file")  # fmt: skip
+                return "403 Forbidden", {"error": why}, ()
+            return None
+        scheme, _, given = environ.get("HTTP_AUTHORIZATION", "").partition(" ")
+        if scheme.lower() == "bearer" and hmac.compare_digest(
+            given.strip().encode(), self.api_token.encode()
+        ):
+            return None
+        challenge = (("WWW-Authenticate", 'Bearer realm="drkit"'),)
+        return "401 Unauthorized", {"error": "a valid bearer token is required"}, challenge
+
+    def _translation(self, environ: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         assert self.translate is not None
         query = parse_qs(environ.get("QUERY_STRING", ""))
         flows, offsets = query.get("flow", []), query.get("offset", [])
-        status, document = "200 OK", None
         if len(flows) != 1 or not offsets:
-            status = "400 Bad Request"
-            document = {"error": "give one flow and at least one offset=TOPIC:PARTITION:OFFSET"}
-        else:
-            try:
-                document = self.translate(flows[0], offsets)
-            except ConfigError as err:
-                status, document = "400 Bad Request", {"error": "; ".join(err.lines())}
-            except DrkitError as err:
-                status, document = "503 Service Unavailable", {"error": str(err)}
-        body = json.dumps(document, default=str, indent=2).encode()
-        return self._send(start_response, status, "application/json", body)
+            why = "give one flow and at least one offset=TOPIC:PARTITION:OFFSET"
+            return "400 Bad Request", {"error": why}
+        if len(offsets) > MAX_TRANSLATE_OFFSETS:
+            why = f"{len(offsets)} offsets: at most {MAX_TRANSLATE_OFFSETS} per call"
+            return "400 Bad Request", {"error": why}
+        try:
+            return "200 OK", self.translate(flows[0], offsets)
+        except ConfigError as err:
+            return "400 Bad Request", {"error": "; ".join(err.lines())}
+        except DrkitError as err:
+            return "503 Service Unavailable", {"error": str(err)}
 
     def _unavailable(self, start_response: StartResponse, path: str, error: str) -> list[bytes]:
         if path == "/api/status":
@@ -158,6 +203,8 @@ class StatusApp:
 
 
 READ_METHODS = ("GET", "HEAD")
+MAX_TRANSLATE_OFFSETS = 1_000
+MAX_TRANSLATIONS = 2  # at once: each reads the flow's offset syncs and progress
 # No sniffing a JSON answer into a page, no framing the status page into another site's.
 SECURITY_HEADERS = (
     ("X-Content-Type-Options", "nosniff"),
@@ -166,6 +213,6 @@ SECURITY_HEADERS = (
 )
 
 
-def serve(app: StatusApp, host: str, port: int) -> tuple[WSGIServer, threading.Thread]:
+def serve(app: StatusApp, host: str, port: int) -> Listener:
     """Start serving in a daemon thread (``drkit.listening.serve_wsgi``, option ``--listen``)."""
     return serve_wsgi(app, host, port, "--listen")

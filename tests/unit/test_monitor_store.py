@@ -189,7 +189,7 @@ def test_status_is_served_on_an_ipv6_listen_address(
     from drkit.status.web import serve
 
     monitor, _switch, _registry, _probers = monitored
-    server, _thread = serve(
+    server = serve(
         StatusApp(
             status_source(monitor.config, monitor.store, monitor.status_failed), monitor.liveness
         ),

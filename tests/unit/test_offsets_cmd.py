@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -138,3 +139,99 @@ def test_the_status_server_answers_reads_only_and_says_not_to_sniff_or_frame() -
         assert headers["X-Frame-Options"] == "DENY"
         if expected == "405":
             assert headers["Allow"] == "GET, HEAD"
+
+
+def _asked_with(app: StatusApp, query: str, **headers: str) -> tuple[str, dict[str, str], Any]:
+    answer: list[tuple[str, dict[str, str]]] = []
+    environ = {"PATH_INFO": "/api/translate", "QUERY_STRING": query, "REQUEST_METHOD": "GET",
+               **{f"HTTP_{k.upper()}": v for k, v in headers.items()}}  # fmt: skip
+    body = b"".join(app(environ, lambda s, h: answer.append((s, dict(h)))))
+    return answer[0][0], answer[0][1], json.loads(body)
+
+
+def _echo(_flow: str, values: list[str]) -> dict[str, Any]:
+    return {"offsets": len(values)}
+
+
+def test_translate_requires_the_token_when_one_is_set_and_beyond_loopback() -> None:
+    """Issue 46, item 5: an unauthenticated, expensive API: a token when configured (401
+    without it, compared in constant time), refused beyond loopback when none is (403)."""
+    app = StatusApp(lambda: None, lambda: None, _echo, api_token="s3cret")  # type: ignore[arg-type,return-value]
+    status, headers, body = _asked_with(app, "flow=a->b&offset=t:0:1")
+    assert status.startswith("401") and headers["WWW-Authenticate"].startswith("Bearer")
+    assert _asked_with(app, "flow=a->b&offset=t:0:1", authorization="Bearer wrong")[0][:3] == "401"
+    status, _, body = _asked_with(app, "flow=a->b&offset=t:0:1", authorization="Bearer s3cret")
+    assert status.startswith("200") and body == {"offsets": 1}
+    open_wide = StatusApp(lambda: None, lambda: None, _echo, beyond_loopback=True)  # type: ignore[arg-type,return-value]
+    status, _, body = _asked_with(open_wide, "flow=a->b&offset=t:0:1")
+    assert status.startswith("403") and "--api-token-file" in body["error"]
+    local = StatusApp(lambda: None, lambda: None, _echo)  # type: ignore[arg-type,return-value]
+    assert _asked_with(local, "flow=a->b&offset=t:0:1")[0].startswith("200")
+
+
+def test_translate_is_bounded_in_offsets_per_call_and_calls_at_once() -> None:
+    app = StatusApp(lambda: None, lambda: None, _echo)  # type: ignore[arg-type,return-value]
+    many = "&".join(f"offset=t:{p}:1" for p in range(1001))
+    status, _, body = _asked_with(app, f"flow=a->b&{many}")
+    assert status.startswith("400") and "at most 1000 per call" in body["error"]
+    release = threading.Event()
+    entered = threading.Semaphore(0)
+
+    def slow(_flow: str, values: list[str]) -> dict[str, Any]:
+        entered.release()
+        assert release.wait(10)
+        return {"offsets": len(values)}
+
+    busy = StatusApp(lambda: None, lambda: None, slow)  # type: ignore[arg-type,return-value]
+    callers = [threading.Thread(target=_asked_with, args=(busy, "flow=a->b&offset=t:0:1"))
+               for _ in range(2)]  # fmt: skip
+    for caller in callers:
+        caller.start()
+    assert entered.acquire(timeout=5) and entered.acquire(timeout=5)
+    status, headers, body = _asked_with(busy, "flow=a->b&offset=t:0:1")
+    assert status.startswith("503") and headers["Retry-After"] == "1" and "busy" in body["error"]
+    release.set()
+    for caller in callers:
+        caller.join(5)
+    assert _asked_with(busy, "flow=a->b&offset=t:0:1")[0].startswith("200")
+
+
+def test_a_loopback_listener_answers_only_requests_for_a_loopback_name() -> None:
+    """DNS rebinding: a web page under an attacker's name can make a browser on this host call
+    127.0.0.1 - the Host header still names the attacker's host, and is refused (421). Served
+    for real (waitress), as the monitor serves it."""
+    import http.client
+
+    from drkit.status.web import serve
+
+    app = StatusApp(lambda: None, lambda: None, _echo)  # type: ignore[arg-type,return-value]
+    server = serve(app, "127.0.0.1", 0)
+    try:
+        answers = {}
+        for host in ("evil.example", "127.0.0.1", "localhost:80", "evil.example:9464"):
+            connection = http.client.HTTPConnection("127.0.0.1", server.server_port, timeout=5)
+            connection.request(
+                "GET", "/api/translate?flow=a->b&offset=t:0:1", headers={"Host": host}
+            )
+            answers[host] = connection.getresponse().status
+            connection.close()
+        assert answers == {"evil.example": 421, "127.0.0.1": 200, "localhost:80": 200,
+                           "evil.example:9464": 421}  # fmt: skip
+    finally:
+        server.shutdown()
+
+
+def test_a_token_file_that_cannot_be_read_or_is_empty_is_refused_before_anything(
+    tmp_path: Path,
+) -> None:
+    config = tmp_path / "c.yaml"
+    config.write_text("clusters:\n  dc1: {bootstrap_servers: '127.0.0.1:1'}\n")
+    empty = tmp_path / "empty"
+    empty.write_text("\n")
+    for path, why in ((tmp_path / "missing", "cannot read"), (empty, "the first line is empty")):
+        args = ["--state-dir", str(tmp_path / "s"), "monitor", "--config", str(config)]
+        done = CliRunner().invoke(cli, [*args, "--api-token-file", str(path)])
+        assert done.exit_code == 2, done.output
+        assert "--api-token-file: " in done.output
+        assert why in done.output and "Traceback" not in done.output
+    assert not (tmp_path / "s" / "drkit.db").exists()  # refused before any store was opened
