@@ -61,7 +61,7 @@ class _Boundary(click.Group):
             say(err.format_message(), logging.ERROR, exit_code=err.exit_code)
             ctx.exit(err.exit_code)
         except KeyboardInterrupt:
-            say("interrupted", logging.WARNING, exit_code=ExitCode.INTERRUPTED)
+            say("interrupted", logging.INFO, exit_code=ExitCode.INTERRUPTED)
             ctx.exit(ExitCode.INTERRUPTED)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from drkit.cli.context import (
     echo_document,
     output_option,
     pass_app,
+    say,
 )
 from drkit.config import load_config
 from drkit.config.secrets import redacted_dump
@@ -35,6 +37,7 @@ def validate(file: str, output: str) -> None:
     Beyond the config's own rules, what the Kafka clients would refuse: librdkafka is given
     each cluster's client settings (drkit's and each role's) to build a client from - nothing
     is sent to a cluster - and the TLS files they name must be there to read."""
+    from drkit.config.security import security_warnings
     from drkit.drills.schedule import schedule_problems
     from drkit.kafka.client_check import client_problems
 
@@ -47,11 +50,14 @@ def validate(file: str, output: str) -> None:
             lines = [str(problem) for problem in err.problems]
             echo_document("config.validate", {"file": file, "ok": False, "problems": lines})
         raise
+    warnings = security_warnings(loaded)
     if output == "json":
         summary = {"file": file, "ok": True, "clusters": sorted(loaded.clusters),
-                   "flows": [f.name for f in loaded.flows]}  # fmt: skip
+                   "flows": [f.name for f in loaded.flows], "warnings": warnings}  # fmt: skip
         echo_document("config.validate", summary)
         return
+    for warning in warnings:  # valid, but weaker than it looks: said, not refused
+        say(warning, logging.WARNING)
     click.echo(f"{file}: ok ({len(loaded.clusters)} clusters, {len(loaded.flows)} flows)")
 
 

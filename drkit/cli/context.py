@@ -24,14 +24,17 @@ _CLI_LOG = logging.getLogger("drkit.cli")
 def say(message: str, level: int = logging.INFO, **fields: object) -> None:
     """A line for the operator on stderr (stdout stays the command's output or document).
 
-    As text: ``message`` as is, prefixed ``error: `` at ERROR.  Under ``--log-format json``: a
-    log record of logger ``drkit.cli`` with ``fields``, so a reader of stderr meets nothing but
-    JSON objects, errors included.
+    As text: ``message`` prefixed ``error: `` at ERROR, ``warning: `` at WARNING.  Under
+    ``--log-format json``: a log record of logger ``drkit.cli`` with ``fields``, so a reader of
+    stderr meets nothing but JSON objects, errors included.
     """
     if logs.json_lines():
         _CLI_LOG.log(level, message, extra=fields)
         return
-    click.echo(f"error: {message}" if level >= logging.ERROR else message, err=True)
+    prefix = (
+        "error: " if level >= logging.ERROR else "warning: " if level >= logging.WARNING else ""
+    )
+    click.echo(prefix + message, err=True)
 
 
 @dataclass

@@ -260,6 +260,17 @@ RESERVED_CLIENT_SETTINGS = {
 }
 
 
+# client_overrides keys that change how a connection is secured - its protocol, its identity,
+# its certificate and hostname checks: refused unless the cluster sets allow_insecure_overrides
+# (security belongs in ``security``, where drkit validates it and masks its secrets).
+_SECURITY_OVERRIDE_PREFIXES = ("security.", "sasl.", "ssl.", "enable.ssl.", "https.")
+
+
+def security_override(key: str) -> bool:
+    """Whether librdkafka setting ``key`` changes a connection's security."""
+    return key.startswith(_SECURITY_OVERRIDE_PREFIXES)
+
+
 class ClusterConfig(_Frozen):
     """One Kafka cluster (a data center) drkit talks to."""
 
@@ -270,6 +281,9 @@ class ClusterConfig(_Frozen):
     # (batching, compression, fetch sizes, client ids); never the settings drkit's correctness
     # rests on (RESERVED_CLIENT_SETTINGS: refused at load).
     client_overrides: dict[str, str | int | float | bool] = Field(default_factory=dict)
+    # Lets client_overrides change security settings (protocol, SASL identity, certificate and
+    # hostname checks) - knowingly: each such key is a warning in config validate.
+    allow_insecure_overrides: bool = False
     # What the brokers' allow.everyone.if.no.acl.found says (drkit cannot read it: brokers
     # report it as sensitive).  true: a topic without ACLs is open to everyone, so a fence adds
     # companion ALLOW READ/DESCRIBE ACLs to keep it readable; false (deny by default): the
@@ -299,6 +313,17 @@ class ClusterConfig(_Frozen):
                     f"({RESERVED_CLIENT_SETTINGS[key]})"
                 )
         return value
+
+    @model_validator(mode="after")
+    def _security_overrides(self) -> ClusterConfig:
+        touching = sorted(k for k in self.client_overrides if security_override(k))
+        if touching and not self.allow_insecure_overrides:
+            raise ValueError(
+                f"client_overrides {', '.join(touching)} change the connection's security "
+                "(protocol, identity or certificate checks): set it under security - or, "
+                "knowingly, allow_insecure_overrides: true"
+            )
+        return self
 
     @field_validator("principals")
     @classmethod

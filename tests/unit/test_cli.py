@@ -214,7 +214,8 @@ def test_an_invalid_implicit_config_is_an_error_never_a_fallback_to_sqlite(
 def test_config_show_masks_secret_looking_client_overrides(tmp_path: Path) -> None:
     config = tmp_path / "c.yaml"
     config.write_text(
-        "clusters:\n  dc1:\n    bootstrap_servers: '127.0.0.1:1'\n    client_overrides:\n"
+        "clusters:\n  dc1:\n    bootstrap_servers: '127.0.0.1:1'\n"
+        "    allow_insecure_overrides: true\n    client_overrides:\n"
         "      sasl.oauthbearer.client.secret: value-one\n      ssl.key.password: value-two\n"
         "      sasl.oauthbearer.token.endpoint.url: value-three\n      linger.ms: 5\n"
     )

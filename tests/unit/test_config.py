@@ -261,7 +261,7 @@ def test_client_override_secrets_are_masked_by_name() -> None:
 
     text = MINIMAL.replace(
         '{bootstrap_servers: "127.0.0.1:9092"}',
-        '{bootstrap_servers: "127.0.0.1:9092", client_overrides: {'
+        '{bootstrap_servers: "127.0.0.1:9092", allow_insecure_overrides: true, client_overrides: {'
         '"sasl.oauthbearer.client.secret": s3cr3t-a, "ssl.key.password": s3cr3t-b,'
         ' "ssl.key.pem": s3cr3t-c, "sasl.oauthbearer.token.endpoint.url": s3cr3t-d,'
         ' "socket.keepalive.enable": true, "linger.ms": 7}}',

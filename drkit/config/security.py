@@ -1,0 +1,71 @@
+"""What in a valid config is weaker than it looks: warnings, never refusals (pure).
+
+``drkit config validate`` prints them (and lists them in its JSON). Each names the setting by
+its key path and says why; none repeats a secret's value.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import urlsplit
+
+from drkit.config.model import (
+    ClusterConfig,
+    DrkitConfig,
+    SaslMechanism,
+    SecurityConfig,
+    SecurityProtocol,
+    security_override,
+)
+
+
+def security_warnings(config: DrkitConfig) -> list[str]:
+    """One line per weakness, ``key.path: why``."""
+    out: list[str] = []
+    for alias, cluster in config.clusters.items():
+        out += _cluster(f"clusters.{alias}", cluster)
+    for index, hook in enumerate(config.notifications.webhooks):
+        if _plain_http(hook.url.get_secret_value()):
+            out.append(
+                f"notifications.webhooks[{index}].url: http:// - the URL (often a token) "
+                "and every message travel in clear"
+            )
+    return out
+
+
+def _cluster(path: str, cluster: ClusterConfig) -> list[str]:
+    out = _security(f"{path}.security", cluster.security)
+    for role, security in cluster.role_security.items():
+        out += _security(f"{path}.role_security.{role}", security)
+    overridden = [k for k in cluster.client_overrides if security_override(k)]
+    for key in sorted(overridden) if cluster.allow_insecure_overrides else ():  # else refused
+        out.append(
+            f"{path}.client_overrides.{key}: overrides the connection's security "
+            "(allowed by allow_insecure_overrides)"
+        )
+    registry = cluster.schema_registry
+    if registry is not None and registry.password is not None and _plain_http(registry.url):
+        out.append(f"{path}.schema_registry.url: http:// with a password - sent in clear")
+    return out
+
+
+def _security(path: str, security: SecurityConfig) -> list[str]:
+    out = []
+    if (
+        security.protocol is SecurityProtocol.SASL_PLAINTEXT
+        and security.sasl_mechanism is SaslMechanism.PLAIN
+    ):
+        out.append(f"{path}: SASL PLAIN over SASL_PLAINTEXT - the password crosses the network "
+                   "in clear (use SASL_SSL, or SCRAM)")  # fmt: skip
+    uses_tls = security.protocol in (SecurityProtocol.SSL, SecurityProtocol.SASL_SSL)
+    if uses_tls and not security.ssl_endpoint_identification:
+        out.append(f"{path}.ssl_endpoint_identification: false - a certificate the CA signed "
+                   "for any host is accepted for every broker")  # fmt: skip
+    oauth = security.oauth
+    if oauth is not None and _plain_http(oauth.token_endpoint_url):
+        out.append(f"{path}.oauth.token_endpoint_url: http:// - the client secret is sent in "
+                   "clear")  # fmt: skip
+    return out
+
+
+def _plain_http(url: str) -> bool:
+    return urlsplit(url).scheme.lower() == "http"

@@ -1,0 +1,96 @@
+"""Issue 46, item 3: security settings cannot be downgraded by accident.
+
+``client_overrides`` are free-form librdkafka settings layered over ``security``: one could
+turn SASL_SSL into SASL_PLAINTEXT (a password in clear), switch certificate or hostname checks
+off, or log in as someone else - without a word. Such keys are refused unless the cluster says
+``allow_insecure_overrides: true``; what is then weaker than it looks is a warning in
+``drkit config validate`` (and its JSON), as are plaintext SASL passwords, disabled hostname
+checks and http:// URLs that carry secrets.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from drkit.cli import cli
+from drkit.config import load_config_text
+from drkit.config.security import security_warnings
+from drkit.errors import ConfigError
+
+SASL_SSL = {"protocol": "SASL_SSL", "sasl_mechanism": "SCRAM-SHA-512", "username": "drkit",
+            "password": "pw"}  # fmt: skip
+
+
+def _config(**dc1: object) -> str:
+    return yaml.safe_dump(
+        {"clusters": {"dc1": {"bootstrap_servers": "k1:9093", "security": SASL_SSL, **dc1}}}
+    )
+
+
+@pytest.mark.parametrize(
+    "override",
+    [
+        {"security.protocol": "SASL_PLAINTEXT"},
+        {"enable.ssl.certificate.verification": False},
+        {"ssl.endpoint.identification.algorithm": "none"},
+        {"sasl.username": "admin"},
+        {"sasl.mechanisms": "PLAIN"},
+    ],
+)
+def test_an_override_that_touches_security_is_refused_without_the_explicit_key(
+    override: dict[str, object],
+) -> None:
+    [key] = override
+    with pytest.raises(ConfigError, match=f"client_overrides.*{key}.*allow_insecure_overrides"):
+        load_config_text(_config(client_overrides=override), env={})
+    allowed = load_config_text(
+        _config(client_overrides=override, allow_insecure_overrides=True), env={}
+    )
+    warnings = security_warnings(allowed)
+    assert any(key in w and "dc1" in w for w in warnings), warnings
+
+
+def test_tuning_overrides_pass_and_a_secure_config_has_no_warning() -> None:
+    config = load_config_text(_config(client_overrides={"linger.ms": 20}), env={})
+    assert security_warnings(config) == []
+
+
+def test_weak_settings_are_warned_about_by_name() -> None:
+    weak = yaml.safe_dump({
+        "clusters": {
+            "dc1": {"bootstrap_servers": "k1:9092", "security": {
+                "protocol": "SASL_PLAINTEXT", "sasl_mechanism": "PLAIN",
+                "username": "u", "password": "p"}},
+            "dc2": {"bootstrap_servers": "k2:9093", "security": {
+                "protocol": "SSL", "ssl_endpoint_identification": False},
+                "schema_registry": {"url": "http://reg:8080/apis/ccompat/v7",
+                                    "username": "u", "password": "p"}},
+        },
+        "notifications": {"webhooks": [{"url": "http://hooks.example.net/T0KEN"}]},
+    })  # fmt: skip
+    warnings = security_warnings(load_config_text(weak, env={}))
+    text = "\n".join(warnings)
+    assert "clusters.dc1.security: SASL PLAIN over SASL_PLAINTEXT" in text
+    assert "clusters.dc2.security.ssl_endpoint_identification: false" in text
+    assert "clusters.dc2.schema_registry.url: http://" in text
+    assert "notifications.webhooks[0].url: http://" in text
+    assert "T0KEN" not in text  # the warning names the field, never the secret
+
+
+def test_config_validate_prints_the_warnings_and_still_exits_0(tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text(_config(client_overrides={"enable.ssl.certificate.verification": False},
+                            allow_insecure_overrides=True))  # fmt: skip
+    done = CliRunner().invoke(cli, ["config", "validate", str(path)])
+    assert done.exit_code == 0, done.output
+    assert "warning: clusters.dc1.client_overrides.enable.ssl.certificate.verification" in (
+        done.output
+    )
+    as_json = CliRunner().invoke(cli, ["config", "validate", str(path), "-o", "json"])
+    document = json.loads(as_json.stdout)
+    assert document["ok"] is True and len(document["warnings"]) == 1
