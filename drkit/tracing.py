@@ -50,6 +50,11 @@ class RunTracer:
 
             self._provider = provider_for(config)
 
+    @property
+    def active(self) -> bool:
+        """Whether spans go anywhere (``tracing`` names a file or a collector)."""
+        return self._provider is not None
+
     @contextmanager
     def run(self, attributes: dict[str, Any]) -> Iterator[SpanLike]:
         """The run's span (current while its steps run); ended, and exported, on the way out."""

@@ -515,9 +515,11 @@ class Engine:
     ) -> RunRecord:
         """Run the steps; ``planned_states``: the groups' target states in the plan this
         process just recorded (else read back from the store when a step needs them)."""
+        tracer = RunTracer(self.config.tracing)
+        if not tracer.active:  # no span to fill: not one store read more than the steps make
+            return self._execute_steps(run_id, keeper, options, direction, planned_states)
         run = self.runs.get(run_id)
         assert run is not None
-        self._tracer = RunTracer(self.config.tracing)
         attributes = {
             "drkit.run.id": run_id,
             "drkit.procedure": run.procedure.value,
@@ -525,7 +527,8 @@ class Engine:
             "drkit.target": run.target,
             "drkit.direction": direction.value,
         }
-        with self._tracer.run(attributes) as span:
+        self._tracer = tracer
+        with tracer.run(attributes) as span:
             try:
                 return self._execute_steps(run_id, keeper, options, direction, planned_states)
             finally:
