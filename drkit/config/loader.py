@@ -75,7 +75,7 @@ def load_config_text(
         raise ConfigError([Problem(where, f"invalid YAML: {reason}")], source=source) from None
     if not isinstance(raw, dict):
         raise ConfigError([Problem("", "the top level must be a mapping")], source=source)
-    missing: list[Problem] = []
+    missing: list[Problem] = _hook_command_references(raw)
     resolved = _interpolate(raw, "", os.environ if env is None else env, missing)
     try:
         config = DrkitConfig.model_validate(resolved)
@@ -151,6 +151,26 @@ def _interpolate(node: Any, path: str, env: Mapping[str, str], problems: list[Pr
 
         return _ENV_REF.sub(substitute, node)
     return node
+
+
+def _hook_command_references(raw: dict[str, Any]) -> list[Problem]:
+    """A ``${VAR}`` in a hook's command, refused before it is expanded: the expanded value
+    would sit in the process list while the hook runs, in the run's record and in logs. A
+    hook's secrets go in its ``env`` (set for its process only, masked when shown)."""
+    failover = raw.get("failover")
+    hooks = failover.get("hooks") if isinstance(failover, dict) else None
+    problems = []
+    for index, hook in enumerate(hooks if isinstance(hooks, list) else ()):
+        command = hook.get("command") if isinstance(hook, dict) else None
+        for place, part in enumerate(command if isinstance(command, list) else ()):
+            if isinstance(part, str) and _ENV_REF.search(part):
+                problems.append(Problem(
+                    f"failover.hooks[{index}].command[{place}]",
+                    "a ${VAR} here would show its value in the process list, the run's record "
+                    "and logs: pass it in the hook's environment instead "
+                    "(env: {NAME: ${VAR}}, read as $NAME by the command)",
+                ))  # fmt: skip
+    return problems
 
 
 def _raw_reference_problems(raw: dict[str, Any]) -> list[Problem]:

@@ -599,6 +599,9 @@ class HookConfig(_Frozen):
     step: str = Field(default="*", min_length=1)  # a step name (runbooks/*.yaml) or *
     command: tuple[str, ...] = Field(min_length=1)
     timeout_s: float = Field(default=30.0, gt=0)
+    # Variables set for this hook's process only (its secrets: NAME: ${VAR}); masked when the
+    # config is shown, never in the command line, the run's record or a log.
+    env: dict[str, SecretStr] = Field(default_factory=dict)
 
 
 class FailoverPolicy(_Frozen):

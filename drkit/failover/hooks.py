@@ -17,10 +17,13 @@ publishes the pointer can refuse an epoch older than the one it last published.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
+
+from pydantic import SecretStr
 
 HOOK_SCHEMA = "drkit.failover.hook/v1"
 _KEEP = 2000
@@ -31,6 +34,7 @@ class Hook(Protocol):
     step: str
     command: tuple[str, ...]
     timeout_s: float
+    env: dict[str, SecretStr]  # set for the hook's process only (its secrets)
 
 
 @dataclass(frozen=True)
@@ -77,6 +81,7 @@ def run_hook(hook: Hook, context: dict[str, Any]) -> HookOutcome:
     try:
         done = subprocess.run(
             list(hook.command),
+            env={**os.environ, **{k: v.get_secret_value() for k, v in hook.env.items()}},
             input=document,
             capture_output=True,
             text=True,

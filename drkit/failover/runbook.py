@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
 from drkit.errors import ConfigError, Problem
 from drkit.failover.model import PlannedStep, Procedure, StepName
@@ -31,6 +31,7 @@ class RunbookHook(_Frozen):
     step: str = "*"  # a step name, or * for every step
     command: tuple[str, ...] = Field(min_length=1)
     timeout_s: float = Field(default=30.0, gt=0)
+    env: dict[str, SecretStr] = Field(default_factory=dict)  # for its process only
 
 
 class RunbookStep(_Frozen):

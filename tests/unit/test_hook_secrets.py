@@ -1,0 +1,60 @@
+"""Issue 46, item 4: a hook's secrets travel by environment, never by argv.
+
+A ``${TOKEN}`` in a hook's command was expanded at load: the token then sat in the process
+list while the hook ran, in ``config show``, in the run's record in the store (the hook's
+command is kept with its outcome) and in every log line that names the hook. Now a reference
+in a command is refused, naming the way that keeps it secret: ``env: {NAME: ${TOKEN}}``, set
+for that hook's process only and masked wherever the config is shown.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from drkit.cli import cli
+from drkit.config import load_config_text
+from drkit.errors import ConfigError
+from drkit.failover.hooks import run_hook
+
+SECRET = "tok-8f2e-distinctive"
+BASE = "clusters:\n  dc1: {bootstrap_servers: '127.0.0.1:1'}\nfailover:\n  hooks:\n"
+
+
+def test_a_reference_in_a_hook_command_is_refused_with_the_way_out() -> None:
+    text = BASE + "    - {when: after, command: [curl, -H, 'Authorization: ${TOKEN}', x]}\n"
+    with pytest.raises(ConfigError) as refused:
+        load_config_text(text, env={"TOKEN": SECRET})
+    message = str(refused.value)
+    assert "failover.hooks[0].command[2]" in message and "env:" in message
+    assert SECRET not in message
+
+
+def test_a_hook_gets_its_secret_in_its_environment_and_nowhere_else(tmp_path: Path) -> None:
+    # The hook proves it got the secret by its digest (the command must not hold the secret).
+    script = (
+        "import hashlib, os, sys; sys.stdin.read(); "
+        "print(hashlib.sha256(os.environ['HOOK_TOKEN'].encode()).hexdigest())"
+    )
+    command = f"[{json.dumps(sys.executable)}, -c, {json.dumps(script)}]"
+    text = BASE + f"    - when: after\n      command: {command}\n"
+    text += "      env: {HOOK_TOKEN: '${TOKEN}'}\n"
+    config = load_config_text(text, env={"TOKEN": SECRET})
+    [hook] = config.failover.hooks
+    outcome = run_hook(hook, {"run": 1})
+    assert outcome.ok, outcome
+    assert outcome.output.strip() == hashlib.sha256(SECRET.encode()).hexdigest()
+    recorded = json.dumps(outcome.to_json()) + outcome.describe()
+    assert SECRET not in recorded and SECRET not in " ".join(hook.command)
+    path = tmp_path / "c.yaml"
+    path.write_text(text)
+    shown = CliRunner().invoke(
+        cli, ["config", "show", "--config", str(path)], env={"TOKEN": SECRET}
+    )
+    assert shown.exit_code == 0, shown.output
+    assert "HOOK_TOKEN" in shown.output and SECRET not in shown.output
