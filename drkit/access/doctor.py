@@ -17,10 +17,11 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from drkit.access.roles import DRKIT_ROLES, role_needs
-from drkit.access.rules import AclEntry, missing
+from drkit.access.rules import AclEntry, Operation, Permission, Resource, ResourceType, missing
 from drkit.access.standby import guard_of, guarded_flows
 from drkit.config.model import DrkitConfig, FailoverPolicy, Role
 from drkit.errors import DrkitError, FatalKafkaError
+from drkit.replication import internal_topics
 
 
 class Status(StrEnum):
@@ -174,6 +175,62 @@ def standby_findings(
     return out
 
 
+def own_topics(config: DrkitConfig, alias: str) -> list[str]:
+    """drkit's bookkeeping topics on ``alias`` (the target of its flows): what a failover
+    trusts - control directives, offset syncs, progress, checkpoints."""
+    names: list[str] = []
+    for flow in config.flows:
+        if flow.target == alias:
+            names += [
+                internal_topics.control_topic(flow.source),
+                internal_topics.offset_syncs_topic(flow.source),
+                internal_topics.progress_topic(flow.source),
+                internal_topics.checkpoints_topic(flow.source),
+            ]
+    return sorted(set(names))
+
+
+def own_topic_findings(config: DrkitConfig, facts: ClusterFacts) -> list[Finding]:
+    """Who besides drkit's roles could write drkit's own topics here: a forged offset sync
+    makes a failover commit wrong positions, a forged directive pauses or stops a flow, and
+    nothing would notice. One warning per way in; ok when only drkit's roles can."""
+    alias, topics = facts.alias, own_topics(config, facts.alias)
+    check = "drkit's own topics"
+    if not topics or facts.error is not None:
+        return []
+    if facts.authorizer is False:
+        detail = (f"no authorizer: any client may write {', '.join(topics)} (forged offset "
+                  "syncs or directives go unnoticed)")  # fmt: skip
+        return [Finding(Status.WARN, alias, check, detail)]
+    if facts.acls is None:
+        return []
+    cluster = config.clusters[alias]
+    drkit = {cluster.principal(role) for role in DRKIT_ROLES} - {None}
+    out: list[Finding] = []
+    for topic in topics:
+        resource = Resource(ResourceType.TOPIC, topic)
+        applying = [entry for entry in facts.acls if entry.resource.overlaps(resource)]
+        if cluster.allow_everyone_if_no_acl and not applying:
+            detail = (f"{topic} has no ACL and the cluster allows everyone where none is found: "
+                      "any client may write it ('drkit acls --apply' grants drkit's roles, "
+                      "which closes it to the others)")  # fmt: skip
+            out.append(Finding(Status.WARN, alias, check, detail))
+            continue
+        others = sorted({
+            entry.principal for entry in applying
+            if entry.permission is Permission.ALLOW
+            and entry.operation in (Operation.WRITE, Operation.ALL)
+            and entry.resource.covers(resource) and entry.principal not in drkit
+        })  # fmt: skip
+        if others:
+            detail = f"{', '.join(others)} may write {topic}: only drkit's roles should"
+            out.append(Finding(Status.WARN, alias, check, detail))
+    if not out:
+        detail = f"only drkit's roles may write its {len(topics)} topics here"
+        out.append(Finding(Status.OK, alias, check, detail))
+    return out
+
+
 def message_size_findings(config: DrkitConfig, facts: dict[str, ClusterFacts]) -> list[Finding]:
     """Per flow: the target must accept the largest record the source accepts."""
     out: list[Finding] = []
@@ -307,6 +364,7 @@ def examine(
     for alias in facts:
         out.extend(cluster_findings(config, facts[alias]))
         out.extend(standby_findings(config, facts[alias], primary))
+        out.extend(own_topic_findings(config, facts[alias]))
     out.extend(message_size_findings(config, facts))
     out.extend(installation_findings(java, store_revision))
     return out
@@ -319,4 +377,5 @@ __all__ = [
     "cluster_findings",
     "examine",
     "message_size_findings",
+    "own_topic_findings",
 ]

@@ -393,3 +393,43 @@ def test_the_doctor_says_whether_a_standbys_replicas_are_guarded() -> None:
     [found] = standby_findings(config, bare, None)
     assert found.status is Status.WARN and "missing" in found.detail
     assert standby_findings(config, bare, "dc2") == []  # dc2 is the primary: no guard
+
+
+# -- drkit's own topics (issue 46, item 7) ------------------------------------------------------
+
+
+def _own_topic_lines(config: DrkitConfig, facts: ClusterFacts) -> list[str]:
+    from drkit.access.doctor import own_topic_findings
+
+    return [f.line() for f in own_topic_findings(config, facts)]
+
+
+def test_the_doctor_says_who_besides_drkit_may_write_its_own_topics() -> None:
+    """A forged offset sync makes a failover commit wrong positions; a forged directive pauses
+    or stops a flow - silently. The doctor names every way a client that is not drkit could
+    write the control, offset-sync, progress and checkpoint topics of a flow's target."""
+    config = _secured(_config())
+    acls: set[AclEntry] = set()
+    for role in Role:
+        acls |= _granted(config, "dc2", role, f"User:{role}")
+    closed = ClusterFacts("dc2", brokers=1, authorizer=True, acls=frozenset(acls))
+    [line] = _own_topic_lines(config, closed)
+    assert line.startswith("ok") and "only drkit's roles" in line
+    # An application granted WRITE on every topic could forge them.
+    wide = AclEntry("User:app", _topic("*"), Operation.WRITE)
+    lines = _own_topic_lines(config, ClusterFacts("dc2", brokers=1, authorizer=True,
+                                                  acls=frozenset(acls | {wide})))  # fmt: skip
+    syncs = "drkit-offset-syncs.dc1.internal"
+    assert any(line.startswith("warn") and "User:app" in line and syncs in line
+               for line in lines), lines  # fmt: skip
+    # An open cluster (allow.everyone.if.no.acl.found) where drkit's topics carry no ACL.
+    open_config = _config()
+    lines = _own_topic_lines(open_config, ClusterFacts("dc2", brokers=1, authorizer=True,
+                                                       acls=frozenset()))  # fmt: skip
+    assert any("any client may write" in line for line in lines), lines
+    # No authorizer at all.
+    lines = _own_topic_lines(open_config, ClusterFacts("dc2", brokers=1, authorizer=False))
+    assert len(lines) == 1 and "no authorizer" in lines[0] and lines[0].startswith("warn")
+    # The source of a flow holds none of them: nothing to say.
+    assert _own_topic_lines(config, ClusterFacts("dc1", brokers=1, authorizer=True,
+                                                 acls=frozenset())) == []  # fmt: skip
