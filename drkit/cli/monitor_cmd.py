@@ -125,6 +125,7 @@ def monitor(
     """
     from drkit.automation.metrics import publish_failover_figures
     from drkit.automation.runner import AutomaticFailover
+    from drkit.drills.figures import publish_drill_figures
     from drkit.drills.schedule import DrillSchedule
     from drkit.failover.maintenance import FailoverMaintenance, maintenance_owner
     from drkit.health.identity import CLI_PREFIX, claim_observer
@@ -165,6 +166,11 @@ def monitor(
         id="automatic-failover", max_instances=1, coalesce=True,
     )  # fmt: skip
     # Failover runs and automation, as metrics (whoever ran them).
+    scheduler.add_job(
+        publish_drill_figures, "interval", args=[store, mon.metrics],
+        seconds=max(5.0, config.health.probe_interval_s), id="drill-figures",
+        next_run_time=datetime.now(UTC),
+    )  # fmt: skip
     scheduler.add_job(
         publish_failover_figures, "interval", args=[store, mon.metrics],
         seconds=max(5.0, config.health.probe_interval_s), id="failover-figures",
@@ -443,6 +449,11 @@ def _lines(picture: StatusSnapshot) -> list[str]:
         else "none"
     )
     out.append(f"last failover: {described}")
+    for kind, drill in sorted(picture.drills.items()):
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(drill.finished_at))
+        verdict = drill.verdict or f"{drill.state} (no verdict)"
+        shown = verdict if drill.passed else _alarm(verdict)
+        out.append(f"last {kind}: #{drill.id} {_safe(drill.flow)} {shown} at {when} UTC")
     if last is not None and last.divergence:
         out.append(
             f"  {_alarm('DIVERGENCE')}: {last.source} came back holding "

@@ -44,6 +44,8 @@ class MonitorMetrics:
     failover_last_rpo: Gauge
     automation_paused: Gauge
     automation_decisions: Counter
+    drill_passed: Gauge
+    drill_finished: Gauge
 
     @classmethod
     def create(cls, registry: CollectorRegistry | None = None) -> MonitorMetrics:
@@ -145,6 +147,19 @@ class MonitorMetrics:
                 "Records the target never got in the latest run of each procedure (absent: "
                 "unknown)",
                 ("procedure",),
+                registry=reg,
+            ),
+            drill_passed=Gauge(
+                "drkit_drill_last_passed",
+                "1 when the latest drill of each kind (drill, readiness) met its policy or was "
+                "ready, 0 when not or when it failed to run (absent: none yet)",
+                ("kind",),
+                registry=reg,
+            ),
+            drill_finished=Gauge(
+                "drkit_drill_last_finished_timestamp_seconds",
+                "When the latest drill of each kind ended (absent: none yet)",
+                ("kind",),
                 registry=reg,
             ),
             automation_paused=Gauge(

@@ -14,6 +14,7 @@ from drkit.health.quorum import AutomationGate
 from drkit.replication.loss import LossEvent
 from drkit.status.document import (
     AutomationView,
+    DrillView,
     FlowControlView,
     StatusSnapshot,
     build_status,
@@ -46,7 +47,24 @@ def current_status(config: DrkitConfig, store: StateStore) -> StatusSnapshot:
         automation=_automation(store),
         now=repo.now(),  # the store's clock: observers wrote their states with it
         control=_control(config, store),
+        drills=_drills(store),
     )
+
+
+def _drills(store: StateStore) -> dict[str, DrillView]:
+    """The latest ended drill of each kind, as the status shows it."""
+    from drkit.drills.figures import latest_by_kind
+    from drkit.drills.repo import DrillRepository
+
+    return {
+        kind: DrillView(
+            row.id, row.name, row.flow, row.state,
+            row.verdict.value if row.verdict is not None else None,
+            row.finished_at.timestamp(), row.rto_s, row.rpo_records,
+        )
+        for kind, row in latest_by_kind(DrillRepository(store).latest(50)).items()
+        if row.finished_at is not None
+    }  # fmt: skip
 
 
 def _control(config: DrkitConfig, store: StateStore) -> dict[str, FlowControlView]:

@@ -59,7 +59,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -260,6 +260,37 @@ class FailoverRunView:
 
 
 @dataclass(frozen=True)
+class DrillView:
+    """The latest ended drill of one kind (``drill`` or ``readiness``)."""
+
+    id: int
+    name: str
+    flow: str
+    state: str
+    verdict: str | None
+    finished_at: float
+    rto_s: float | None
+    rpo_records: int | None
+
+    @property
+    def passed(self) -> bool:
+        return self.verdict in ("PolicyMet", "Ready")
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "name": self.name,
+            "flow": self.flow,
+            "state": self.state,
+            "verdict": self.verdict,
+            "passed": self.passed,
+            "finished_at": iso_utc(self.finished_at),
+            "rto_s": self.rto_s,
+            "rpo_records": self.rpo_records,
+        }
+
+
+@dataclass(frozen=True)
 class StatusSnapshot:
     generated_at: float
     observers: tuple[str, ...]  # observers with a fresh report
@@ -271,6 +302,8 @@ class StatusSnapshot:
     pending_fences: Mapping[str, tuple[str, ...]]
     automation: AutomationView
     transitions: tuple[TransitionView, ...]
+    # The latest ended drill of each kind (drill, readiness): scheduled or by hand.
+    drills: Mapping[str, DrillView] = field(default_factory=dict)
 
     @property
     def active_unavailable(self) -> bool:
@@ -300,6 +333,7 @@ class StatusSnapshot:
             "pending_fences": {c: list(t) for c, t in sorted(self.pending_fences.items())},
             "automation": self.automation.to_json(),
             "transitions": [t.to_json() for t in self.transitions],
+            "drills": {kind: view.to_json() for kind, view in sorted(self.drills.items())},
         }
 
 
@@ -367,6 +401,7 @@ def build_status(
     pending_fences: Mapping[str, Sequence[str]] | None = None,
     automation: AutomationView | None = None,
     control: Mapping[str, FlowControlView] | None = None,
+    drills: Mapping[str, DrillView] | None = None,
 ) -> StatusSnapshot:
     """The picture (pure over the store's rows; ``now`` defaults to the clock)."""
     now = time.time() if now is None else now
@@ -430,6 +465,7 @@ def build_status(
             )
             for t in transitions
         ),
+        drills=dict(drills or {}),
     )
 
 

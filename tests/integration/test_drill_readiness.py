@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import yaml
+
 from drkit.drills.readiness import SHADOW_PREFIX
 from drkit.drills.report import Verdict
 from drkit.drills.service import run_readiness
@@ -47,3 +49,51 @@ def test_readiness_translates_into_shadow_groups_moves_nothing_and_finds_a_missi
     assert late.report.verdict is Verdict.NOT_READY
     parity = next(c for c in late.report.checks if c.name == "topic_parity")
     assert not parity.passed and names.topic("late") in parity.detail
+
+
+def test_a_monitor_runs_its_scheduled_readiness_and_shows_it_in_status_and_metrics(
+    dc1: ClusterUnderTest, dc2: ClusterUnderTest, names: Names, tmp_path: Path
+) -> None:
+    """Issue 48, item 6: ``drills.schedule`` fires for real - a running monitor runs the
+    readiness check at its minute, stores it, and its status and metrics show the outcome."""
+    from drkit.drills.repo import DrillRepository
+    from tests.integration.test_monitor import FAST_HEALTH, MonitorProcess
+    from tests.replication_support import MetricsSnapshot, wait_until
+
+    topic = names.topic("orders")
+    pattern = f"{names.prefix}.*"
+    setup = flow_setup(tmp_path, dc1, dc2, [pattern], groups={"include": [pattern]},
+                       document_extra=FAST_HEALTH)  # fmt: skip
+    groups = source_with_groups(setup, topic, names)
+    document = yaml.safe_load(setup.path.read_text())
+    document["drills"] = {"schedule": [
+        {"cron": "* * * * *", "source": setup.source, "target": setup.target}
+    ]}  # fmt: skip
+    setup.path.write_text(yaml.safe_dump(document))
+    store = StateStore(document["state_store"]["url"])
+    with Replicator(setup, log_dir=tmp_path):
+        wait_replicated(setup, topic, groups)
+        with MonitorProcess(setup.path, "o1", tmp_path) as monitor:
+
+            def stored() -> object:
+                rows = [r for r in DrillRepository(store).latest(5) if r.finished_at]
+                return rows[0] if rows else None
+
+            try:  # the next whole minute, then the check itself
+                row = wait_until(stored, 150, 1.0, what="a scheduled readiness stored")
+            except AssertionError as err:
+                raise AssertionError(f"{err}\n{monitor.log()[-4000:]}") from None
+            assert row.name == "readiness" and row.verdict is Verdict.READY, row.summary()
+            shown = wait_until(
+                lambda: ((monitor.status() or {}).get("drills") or {}).get("readiness"),
+                30, 0.5, what="the readiness in /api/status",
+            )  # fmt: skip
+            assert shown["id"] == row.id and shown["passed"] is True
+
+            def gauge() -> float | None:
+                text = monitor.get("/metrics").decode()
+                return MetricsSnapshot.parse(text).value(
+                    "drkit_drill_last_passed", kind="readiness"
+                )
+
+            assert wait_until(gauge, 30, 0.5, what="drkit_drill_last_passed") == 1.0
