@@ -19,10 +19,10 @@ from drkit.drills.report import (
     DrillReport,
     Event,
     GroupOutcome,
-    PartitionLoss,
     RtoBreakdown,
     Series,
     Targets,
+    UnreplicatedPartition,
     Verdict,
     WriteCondition,
 )
@@ -130,7 +130,7 @@ def sample_report(**overrides: Any) -> DrillReport:
         targets=Targets(rto_s=120.0, rpo_records=1000, rpo_s=5.0, reread_records=500),
         rto=RtoBreakdown(detection_s=9.5, decision_s=12.0, execution_s=18.25, client_resume_s=6.75),
         rpo=tuple(
-            PartitionLoss("orders", partition, records, records * RECORD_BYTES, age)
+            UnreplicatedPartition("orders", partition, records, records * RECORD_BYTES, age)
             for partition, (records, age) in enumerate(zip(LOST, LOST_AGE_S, strict=True))
         ),
         groups=(
@@ -230,8 +230,8 @@ def small_report(
             detection_s=1.5, decision_s=0.25, execution_s=execution_s, client_resume_s=2.0
         ),
         rpo=(
-            PartitionLoss("orders", 0, lost, 300, 0.75),
-            PartitionLoss("orders", 1, 0, 0, 0.0),
+            UnreplicatedPartition("orders", 0, lost, 300, 0.75),
+            UnreplicatedPartition("orders", 1, 0, 0, 0.0),
         ),
         groups=(
             GroupOutcome("billing", 100, 50, 0, 7, 1.25, True),

@@ -32,7 +32,7 @@ class Status(StrEnum):
 
 
 @dataclass(frozen=True)
-class Finding:
+class DoctorFinding:
     """One line of the doctor's answer; ``cluster`` None for installation-wide checks."""
 
     status: Status
@@ -61,45 +61,47 @@ class ClusterFacts:
     message_max_bytes: int | None = None
 
 
-def cluster_findings(config: DrkitConfig, facts: ClusterFacts) -> list[Finding]:
+def cluster_findings(config: DrkitConfig, facts: ClusterFacts) -> list[DoctorFinding]:
     """Reachability, the authorizer and every drkit role's ACLs on one cluster."""
     alias = facts.alias
     if facts.error is not None:
-        return [Finding(Status.FAIL, alias, "reachable", facts.error)]
-    out = [Finding(Status.OK, alias, "reachable", f"{facts.brokers} broker(s)")]
+        return [DoctorFinding(Status.FAIL, alias, "reachable", facts.error)]
+    out = [DoctorFinding(Status.OK, alias, "reachable", f"{facts.brokers} broker(s)")]
     out.append(_authorizer_finding(alias, facts, config.failover))
     if facts.authorizer is False:
         return out
     if facts.acls is None:
-        out.append(Finding(Status.FAIL, alias, "ACLs", facts.acl_error or "cannot be read"))
+        out.append(DoctorFinding(Status.FAIL, alias, "ACLs", facts.acl_error or "cannot be read"))
         return out
     cluster = config.clusters[alias]
     if all(cluster.principal(role) is None for role in DRKIT_ROLES):
         # One line, not one per role: nothing tells the principals apart here.
         detail = "not checked: drkit logs in without a SASL user (PLAINTEXT or TLS identities); "
         detail += f"set clusters.{alias}.principals to check each role"
-        out.append(Finding(Status.WARN, alias, "role ACLs", detail))
+        out.append(DoctorFinding(Status.WARN, alias, "role ACLs", detail))
         return out
     for role in DRKIT_ROLES:
         out.extend(_role_findings(config, alias, role, facts, cluster.allow_everyone_if_no_acl))
     return out
 
 
-def _authorizer_finding(alias: str, facts: ClusterFacts, failover: FailoverPolicy) -> Finding:
+def _authorizer_finding(alias: str, facts: ClusterFacts, failover: FailoverPolicy) -> DoctorFinding:
     if facts.authorizer:
-        return Finding(Status.OK, alias, "authorizer", "present")
+        return DoctorFinding(Status.OK, alias, "authorizer", "present")
     if failover.fence_with_acls:
-        return Finding(
+        return DoctorFinding(
             Status.FAIL, alias, "authorizer",
             "none (SECURITY_DISABLED): fencing with ACLs cannot stop writers on this cluster; "
             "set authorizer.class.name on the brokers, or failover.fence_with_acls: false",
         )  # fmt: skip
-    return Finding(Status.WARN, alias, "authorizer", "none: nothing stops writers to a replica")
+    return DoctorFinding(
+        Status.WARN, alias, "authorizer", "none: nothing stops writers to a replica"
+    )
 
 
 def _role_findings(
     config: DrkitConfig, alias: str, role: Role, facts: ClusterFacts, allow_everyone: bool
-) -> list[Finding]:
+) -> list[DoctorFinding]:
     needs = role_needs(role, alias, config)
     check = f"{role} ACLs"
     if not needs.needs:
@@ -107,7 +109,7 @@ def _role_findings(
     principal = config.clusters[alias].principal(role)
     if principal is None:
         return [
-            Finding(
+            DoctorFinding(
                 Status.WARN,
                 alias,
                 check,
@@ -116,7 +118,7 @@ def _role_findings(
         ]
     supers = facts.super_users or frozenset()
     if principal in supers:
-        return [Finding(Status.OK, alias, check, f"{principal} is a super user")]
+        return [DoctorFinding(Status.OK, alias, check, f"{principal} is a super user")]
     acls = facts.acls or frozenset()
     lacking = missing(
         principal, needs.needs, acls, super_users=supers, allow_everyone_if_no_acl=allow_everyone
@@ -132,10 +134,10 @@ def _role_findings(
         if unused:
             grants = ", ".join(f"{n.operation.value.upper()} on {n.resource}" for n in unused)
             detail += f"; optional, not held: {grants} - the {role} {unused[0].why}"
-        return [Finding(Status.OK, alias, check, detail)]
+        return [DoctorFinding(Status.OK, alias, check, detail)]
     hint = "" if facts.super_users is not None else " (unless it is a super user: not readable)"
     return [
-        Finding(
+        DoctorFinding(
             Status.FAIL,
             alias,
             check,
@@ -148,25 +150,25 @@ def _role_findings(
 
 def standby_findings(
     config: DrkitConfig, facts: ClusterFacts, primary: str | None
-) -> list[Finding]:
+) -> list[DoctorFinding]:
     """Per flow into this cluster that should be read-only now (drkit.access.standby): whether
     its guard is in place, or why there can be none."""
     if not config.failover.read_only_standby or facts.acls is None:
         return []
-    out: list[Finding] = []
+    out: list[DoctorFinding] = []
     for flow in guarded_flows(config, primary):
         if flow.target != facts.alias:
             continue
         guard = guard_of(flow, config)
         check = f"{flow.name} read-only standby"
         if guard.note:
-            out.append(Finding(Status.WARN, facts.alias, check, f"no guard: {guard.note}"))
+            out.append(DoctorFinding(Status.WARN, facts.alias, check, f"no guard: {guard.note}"))
         elif guard.entries <= facts.acls:
-            out.append(Finding(Status.OK, facts.alias, check, f"{len(guard.entries)} ACL(s)"))
+            out.append(DoctorFinding(Status.OK, facts.alias, check, f"{len(guard.entries)} ACL(s)"))
         else:
             missing_count = len(guard.entries - facts.acls)
             out.append(
-                Finding(
+                DoctorFinding(
                     Status.WARN, facts.alias, check,
                     f"{missing_count} guard ACL(s) missing: applications could write the "
                     "replicas (the monitor applies them; is it running?)",
@@ -190,7 +192,7 @@ def own_topics(config: DrkitConfig, alias: str) -> list[str]:
     return sorted(set(names))
 
 
-def own_topic_findings(config: DrkitConfig, facts: ClusterFacts) -> list[Finding]:
+def own_topic_findings(config: DrkitConfig, facts: ClusterFacts) -> list[DoctorFinding]:
     """Who besides drkit's roles could write drkit's own topics here: a forged offset sync
     makes a failover commit wrong positions, a forged directive pauses or stops a flow, and
     nothing would notice. One warning per way in; ok when only drkit's roles can."""
@@ -201,12 +203,12 @@ def own_topic_findings(config: DrkitConfig, facts: ClusterFacts) -> list[Finding
     if facts.authorizer is False:
         detail = (f"no authorizer: any client may write {', '.join(topics)} (forged offset "
                   "syncs or directives go unnoticed)")  # fmt: skip
-        return [Finding(Status.WARN, alias, check, detail)]
+        return [DoctorFinding(Status.WARN, alias, check, detail)]
     if facts.acls is None:
         return []
     cluster = config.clusters[alias]
     drkit = {cluster.principal(role) for role in DRKIT_ROLES} - {None}
-    out: list[Finding] = []
+    out: list[DoctorFinding] = []
     for topic in topics:
         resource = Resource(ResourceType.TOPIC, topic)
         applying = [entry for entry in facts.acls if entry.resource.overlaps(resource)]
@@ -214,7 +216,7 @@ def own_topic_findings(config: DrkitConfig, facts: ClusterFacts) -> list[Finding
             detail = (f"{topic} has no ACL and the cluster allows everyone where none is found: "
                       "any client may write it ('drkit acls --apply' grants drkit's roles, "
                       "which closes it to the others)")  # fmt: skip
-            out.append(Finding(Status.WARN, alias, check, detail))
+            out.append(DoctorFinding(Status.WARN, alias, check, detail))
             continue
         others = sorted({
             entry.principal for entry in applying
@@ -224,16 +226,18 @@ def own_topic_findings(config: DrkitConfig, facts: ClusterFacts) -> list[Finding
         })  # fmt: skip
         if others:
             detail = f"{', '.join(others)} may write {topic}: only drkit's roles should"
-            out.append(Finding(Status.WARN, alias, check, detail))
+            out.append(DoctorFinding(Status.WARN, alias, check, detail))
     if not out:
         detail = f"only drkit's roles may write its {len(topics)} topics here"
-        out.append(Finding(Status.OK, alias, check, detail))
+        out.append(DoctorFinding(Status.OK, alias, check, detail))
     return out
 
 
-def message_size_findings(config: DrkitConfig, facts: dict[str, ClusterFacts]) -> list[Finding]:
+def message_size_findings(
+    config: DrkitConfig, facts: dict[str, ClusterFacts]
+) -> list[DoctorFinding]:
     """Per flow: the target must accept the largest record the source accepts."""
-    out: list[Finding] = []
+    out: list[DoctorFinding] = []
     for flow in config.flows:
         source, target = facts.get(flow.source), facts.get(flow.target)
         if source is None or target is None:
@@ -241,11 +245,13 @@ def message_size_findings(config: DrkitConfig, facts: dict[str, ClusterFacts]) -
         check = f"{flow.name} record size"
         if source.message_max_bytes is None or target.message_max_bytes is None:
             if source.error is None and target.error is None:
-                out.append(Finding(Status.WARN, flow.target, check, "message.max.bytes unknown"))
+                out.append(
+                    DoctorFinding(Status.WARN, flow.target, check, "message.max.bytes unknown")
+                )
             continue
         if target.message_max_bytes < source.message_max_bytes:
             out.append(
-                Finding(
+                DoctorFinding(
                     Status.FAIL,
                     flow.target,
                     check,
@@ -255,7 +261,7 @@ def message_size_findings(config: DrkitConfig, facts: dict[str, ClusterFacts]) -
             )
         else:
             out.append(
-                Finding(
+                DoctorFinding(
                     Status.OK,
                     flow.target,
                     check,
@@ -313,26 +319,26 @@ StoreRevision = tuple[str | None, str | None, bool]  # (current, head, current i
 
 def installation_findings(
     java: Callable[[], str], store_revision: Callable[[], StoreRevision]
-) -> list[Finding]:
+) -> list[DoctorFinding]:
     """Java for ``drkit verify`` and the store's schema revision (callables: the I/O).
 
     A store behind head is fine (every command migrates it on first use); one at a revision
     this drkit does not know was migrated by a newer drkit, which this one must not use."""
-    out: list[Finding] = []
+    out: list[DoctorFinding] = []
     try:
-        out.append(Finding(Status.OK, None, "java (for drkit verify)", java()))
+        out.append(DoctorFinding(Status.OK, None, "java (for drkit verify)", java()))
     except DrkitError as err:
-        out.append(Finding(Status.FAIL, None, "java (for drkit verify)", str(err)))
+        out.append(DoctorFinding(Status.FAIL, None, "java (for drkit verify)", str(err)))
     try:
         current, head, known = store_revision()
     except DrkitError as err:
-        out.append(Finding(Status.FAIL, None, "state store", str(err)))
+        out.append(DoctorFinding(Status.FAIL, None, "state store", str(err)))
         return out
     if current == head:
-        out.append(Finding(Status.OK, None, "state store", f"at revision {current}"))
+        out.append(DoctorFinding(Status.OK, None, "state store", f"at revision {current}"))
     elif not known:
         out.append(
-            Finding(
+            DoctorFinding(
                 Status.FAIL, None, "state store",
                 f"at revision {current}, which this drkit does not know (a newer drkit "
                 f"migrated it; this one needs {head}): upgrade drkit",
@@ -340,7 +346,7 @@ def installation_findings(
         )  # fmt: skip
     else:
         out.append(
-            Finding(
+            DoctorFinding(
                 Status.OK, None, "state store",
                 f"at revision {current or 'none (empty)'}; drkit migrates it to {head} on "
                 "first use ('drkit db upgrade' does it now)",
@@ -356,11 +362,11 @@ def examine(
     java: Callable[[], str],
     store_revision: Callable[[], StoreRevision],
     primary: str | None = None,
-) -> list[Finding]:
+) -> list[DoctorFinding]:
     """Every finding for ``aliases`` and the installation, in the order to print them
     (``primary``: where the active pointer is, None before any move)."""
     facts = {alias: examine_cluster(alias, config, timeout_s) for alias in aliases}
-    out: list[Finding] = []
+    out: list[DoctorFinding] = []
     for alias in facts:
         out.extend(cluster_findings(config, facts[alias]))
         out.extend(standby_findings(config, facts[alias], primary))
@@ -372,7 +378,7 @@ def examine(
 
 __all__ = [
     "ClusterFacts",
-    "Finding",
+    "DoctorFinding",
     "Status",
     "cluster_findings",
     "examine",

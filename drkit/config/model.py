@@ -29,7 +29,10 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 
-class _Frozen(BaseModel):
+class FrozenModel(BaseModel):
+    """Every typed document drkit reads (config, runbooks, drill scenarios): immutable, and a
+    key the model does not know is an error, never ignored."""
+
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
@@ -58,7 +61,7 @@ def _read_secret_file(path: Path, what: str) -> SecretStr:
     return SecretStr(lines[0])
 
 
-class OAuthConfig(_Frozen):
+class OAuthConfig(FrozenModel):
     """OIDC client credentials for SASL/OAUTHBEARER: drkit's clients fetch a token from
     ``token_endpoint_url`` (the client-credentials grant) and renew it before it expires -
     librdkafka's ``oidc`` method, and the Java client's login callback in the Spark job."""
@@ -84,7 +87,7 @@ class OAuthConfig(_Frozen):
         return self
 
 
-class SecurityConfig(_Frozen):
+class SecurityConfig(FrozenModel):
     """How drkit authenticates to one cluster.  SASL settings are required for SASL_*."""
 
     protocol: SecurityProtocol = SecurityProtocol.PLAINTEXT
@@ -201,7 +204,7 @@ _PRINCIPAL = re.compile(r"[A-Za-z]+:.+")
 _APICURIO_CCOMPAT = re.compile(r"/apis/ccompat/v[67]$")
 
 
-class SchemaRegistryConfig(_Frozen):
+class SchemaRegistryConfig(FrozenModel):
     """A cluster's schema registry (drkit.schemas): read through its Confluent-compatible API
     (``url`` is that API's root, e.g. ``http://host:8080/apis/ccompat/v7`` for Apicurio).
 
@@ -271,7 +274,7 @@ def security_override(key: str) -> bool:
     return key.startswith(_SECURITY_OVERRIDE_PREFIXES)
 
 
-class ClusterConfig(_Frozen):
+class ClusterConfig(FrozenModel):
     """One Kafka cluster (a data center) drkit talks to."""
 
     # Comma-separated host:port / [ipv6]:port list, normalised (no blanks) at load.
@@ -369,7 +372,7 @@ def _check_regex(pattern: str) -> str:
 Regex = Annotated[str, Field(min_length=1)]
 
 
-class NameFilter(_Frozen):
+class NameFilter(FrozenModel):
     """Include/exclude lists of regexes matched against whole names.
 
     A list item may also be MirrorMaker 1's comma form (``"orders,payments.*"``); it is split.
@@ -412,7 +415,7 @@ class ReplicationPolicyKind(StrEnum):
     PREFIX = "prefix"
 
 
-class ReplicationPolicyConfig(_Frozen):
+class ReplicationPolicyConfig(FrozenModel):
     """How a source topic name maps to its target name.
 
     ``prefix`` (MirrorMaker 2's default) names the replica ``<source alias><separator><topic>``;
@@ -424,7 +427,7 @@ class ReplicationPolicyConfig(_Frozen):
     separator: str = Field(default=".", min_length=1)
 
 
-class TransformConfig(_Frozen):
+class TransformConfig(FrozenModel):
     """One step of a flow's transform chain (see drkit.replication.transforms)."""
 
     type: str = Field(min_length=1)
@@ -446,7 +449,7 @@ class CommitSource(StrEnum):
     OFFSETS_TOPIC = "offsets_topic"  # once, then the commits on __consumer_offsets (READ on it)
 
 
-class RetryPolicy(_Frozen):
+class RetryPolicy(FrozenModel):
     """How a flow rides out transient errors (brokers down, leaders moving, timeouts).
 
     Patience is measured from the flow's last success, never from its start (see
@@ -460,7 +463,7 @@ class RetryPolicy(_Frozen):
     delivery_timeout_s: float = Field(default=120.0, gt=0)
 
 
-class AclSyncConfig(_Frozen):
+class AclSyncConfig(FrozenModel):
     """Copying consumers' topic ACLs to the replicas (opt-in; drkit.replication.acl_sync).
 
     ``principals`` maps a source principal to its name on the target (``null``: not copied);
@@ -480,7 +483,7 @@ class AclSyncConfig(_Frozen):
         return value
 
 
-class SchemaSyncConfig(_Frozen):
+class SchemaSyncConfig(FrozenModel):
     """Copying the source's schema registry to the target's, ids kept (opt-in;
     drkit.schemas).  Both clusters need a ``schema_registry``."""
 
@@ -488,7 +491,7 @@ class SchemaSyncConfig(_Frozen):
     interval_s: float = Field(default=30.0, gt=0)
 
 
-class FlowConfig(_Frozen):
+class FlowConfig(FrozenModel):
     """Replication from one source cluster to one target cluster."""
 
     source: str
@@ -531,7 +534,7 @@ class FlowConfig(_Frozen):
 _TOPIC_NAME = re.compile(r"[A-Za-z0-9._-]{1,249}")
 
 
-class HealthPolicy(_Frozen):
+class HealthPolicy(FrozenModel):
     """When the monitor calls a cluster DEGRADED or UNAVAILABLE (see drkit.health).
 
     Invariants (checked here, so every HealthPolicy obeys them): a probe's timeout is below the
@@ -591,7 +594,7 @@ def health_problems(policy: HealthPolicy) -> list[tuple[str, str]]:
     return problems
 
 
-class HookConfig(_Frozen):
+class HookConfig(FrozenModel):
     """A command the failover engine runs before or after a step, with the run's JSON context
     on stdin.  A failing ``before`` hook vetoes the step; a failing ``after`` hook is reported."""
 
@@ -604,7 +607,7 @@ class HookConfig(_Frozen):
     env: dict[str, SecretStr] = Field(default_factory=dict)
 
 
-class FailoverPolicy(_Frozen):
+class FailoverPolicy(FrozenModel):
     """Limits the failover engine, the status document's readiness and the automation gate
     respect."""
 
@@ -642,7 +645,7 @@ class FailoverPolicy(_Frozen):
 STORE_BACKENDS = ("sqlite", "postgresql")
 
 
-class StateStoreConfig(_Frozen):
+class StateStoreConfig(FrozenModel):
     """Where drkit keeps its durable state.  ``None``: a SQLite file in the state directory."""
 
     url: SecretStr | None = None
@@ -677,7 +680,7 @@ class NotificationEvent(StrEnum):
     DIVERGENCE = "divergence"  # an old primary came back with records the target never got
 
 
-class WebhookConfig(_Frozen):
+class WebhookConfig(FrozenModel):
     """POST an Alertmanager-webhook-compatible JSON body to ``url`` for ``events``.
 
     The URL is a secret: receivers (Slack, PagerDuty, Opsgenie) put their token in it."""
@@ -694,11 +697,11 @@ class WebhookConfig(_Frozen):
         return value
 
 
-class NotificationsConfig(_Frozen):
+class NotificationsConfig(FrozenModel):
     webhooks: tuple[WebhookConfig, ...] = ()
 
 
-class TracingConfig(_Frozen):
+class TracingConfig(FrozenModel):
     """OpenTelemetry traces of failover runs (drkit.tracing); off unless a destination is set."""
 
     file: Path | None = None  # JSON lines, one finished span per line
@@ -713,7 +716,7 @@ class TracingConfig(_Frozen):
         return value
 
 
-class ScheduledDrill(_Frozen):
+class ScheduledDrill(FrozenModel):
     """A drill the monitor runs on a cron schedule (UTC): a readiness check of the flow
     ``source`` -> ``target`` (nothing moves) or a full drill ``scenario`` (local clusters)."""
 
@@ -741,11 +744,11 @@ class ScheduledDrill(_Frozen):
         raise ValueError("give either scenario, or source and target (a readiness check)")
 
 
-class DrillsConfig(_Frozen):
+class DrillsConfig(FrozenModel):
     schedule: tuple[ScheduledDrill, ...] = ()
 
 
-class DrkitConfig(_Frozen):
+class DrkitConfig(FrozenModel):
     """The whole configuration of one drkit deployment."""
 
     version: Literal[1] = 1

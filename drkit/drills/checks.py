@@ -21,14 +21,14 @@ from collections.abc import Sequence
 from typing import Any
 
 from drkit.drills.facts import DrillFacts, LinkAtMove
-from drkit.drills.report import DrillCheck, GroupOutcome, PartitionLoss
+from drkit.drills.report import DrillCheck, GroupOutcome, UnreplicatedPartition
 
 LAG_TOLERANCE_S = 5.0  # "close behind": at most this many seconds of writes not yet copied
 
 
 def run_all(
     facts: DrillFacts,
-    rpo: Sequence[PartitionLoss],
+    rpo: Sequence[UnreplicatedPartition],
     groups: Sequence[GroupOutcome],
     accounting: dict[str, Any] | None,
 ) -> list[DrillCheck]:
@@ -74,7 +74,7 @@ def fencing_held(facts: DrillFacts) -> DrillCheck:
     )
 
 
-def failed_back(facts: DrillFacts, rpo: Sequence[PartitionLoss]) -> DrillCheck:
+def failed_back(facts: DrillFacts, rpo: Sequence[UnreplicatedPartition]) -> DrillCheck:
     """After a failback: the tail exported is exactly what was lost, and the original
     primary takes writes again."""
     exported = facts.exported if facts.exported is not None else -1
@@ -127,7 +127,7 @@ def nothing_skipped(groups: Sequence[GroupOutcome]) -> DrillCheck:
 
 
 def accounting_agrees(
-    rpo: Sequence[PartitionLoss], groups: Sequence[GroupOutcome], accounting: dict[str, Any]
+    rpo: Sequence[UnreplicatedPartition], groups: Sequence[GroupOutcome], accounting: dict[str, Any]
 ) -> DrillCheck:
     """``drkit verify`` (Spark, on the records) counts what the drill's recount counted: the
     records lost, and the records groups skip or read again from where the failover put them.

@@ -5,7 +5,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from drkit.drills.report import DrillCheck, Event, PartitionLoss, RtoBreakdown, Targets, Verdict
+from drkit.drills.report import (
+    DrillCheck,
+    Event,
+    RtoBreakdown,
+    Targets,
+    UnreplicatedPartition,
+    Verdict,
+)
 from drkit.drills.timeline import CLIENTS_RESUMED, DETECTED, FAULT, POINTER_MOVED, RUN_STARTED
 
 
@@ -60,7 +67,10 @@ class Objective:
 
 
 def objectives(
-    targets: Targets, rto: RtoBreakdown | None, rpo: Sequence[PartitionLoss], reread: int = 0
+    targets: Targets,
+    rto: RtoBreakdown | None,
+    rpo: Sequence[UnreplicatedPartition],
+    reread: int = 0,
 ) -> tuple[Objective, ...]:
     """The drill's objectives - RTO, RPO in records (and seconds when asked), records read
     twice - each judged against its target.  No RTO (the move never completed) is a breach."""
@@ -98,7 +108,7 @@ def objectives(
 def judge(
     targets: Targets,
     rto: RtoBreakdown | None,
-    rpo: Sequence[PartitionLoss],
+    rpo: Sequence[UnreplicatedPartition],
     checks: Sequence[DrillCheck],
     reread: int = 0,
 ) -> tuple[Verdict, tuple[str, ...]]:

@@ -19,7 +19,7 @@ from pathlib import Path
 from drkit.config.model import DrkitConfig, FlowConfig
 from drkit.drills.measure import readiness_verdict
 from drkit.drills.parity import parity_check
-from drkit.drills.report import DrillCheck, DrillReport, PartitionLoss, Series, Targets
+from drkit.drills.report import DrillCheck, DrillReport, Series, Targets, UnreplicatedPartition
 from drkit.drills.timeline import Timeline
 from drkit.errors import DrkitError
 from drkit.failover.context import RunOptions
@@ -63,7 +63,9 @@ def readiness(
         fault={"kind": "none", "at_s": 0.0, "how": "none: a readiness check moves nothing"},
         targets=Targets(rto_s=0.0, rpo_records=LAG_LIMIT_RECORDS),
         rto=None,
-        rpo=tuple(PartitionLoss(p.topic, p.partition, p.records or 0, 0, 0.0) for p in plan.rpo),
+        rpo=tuple(
+            UnreplicatedPartition(p.topic, p.partition, p.records or 0, 0, 0.0) for p in plan.rpo
+        ),
         groups=(),
         checks=tuple(checks),
         verdict=verdict,

@@ -13,13 +13,13 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 
 from drkit.drills.numbered import Processed, decode_seq
-from drkit.drills.report import GroupOutcome, PartitionLoss
+from drkit.drills.report import GroupOutcome, UnreplicatedPartition
 from drkit.records import Record, TopicPartition
 
 
 def rpo_of(
     source: Sequence[Record], replica: Sequence[Record], replica_topic: Mapping[str, str]
-) -> tuple[PartitionLoss, ...]:
+) -> tuple[UnreplicatedPartition, ...]:
     """Per source partition: records the source holds that the replica does not.
 
     ``seconds`` is the span of writes lost: the newest lost record's timestamp minus the
@@ -33,7 +33,7 @@ def rpo_of(
     by_partition: dict[TopicPartition, list[Record]] = {}
     for record in source:
         by_partition.setdefault(TopicPartition(record.topic, record.partition), []).append(record)
-    out: list[PartitionLoss] = []
+    out: list[UnreplicatedPartition] = []
     for tp, records in sorted(by_partition.items()):
         present = copied.get(replica_topic[tp.topic], set())
         lost = [r for r in records if decode_seq(r.value) not in present]
@@ -46,7 +46,9 @@ def rpo_of(
                 reference = min(r.timestamp_ms or 0 for r in lost)
             seconds = max(0.0, (newest_lost - reference) / 1000)
         out.append(
-            PartitionLoss(tp.topic, tp.partition, len(lost), sum(r.size for r in lost), seconds)
+            UnreplicatedPartition(
+                tp.topic, tp.partition, len(lost), sum(r.size for r in lost), seconds
+            )
         )
     return tuple(out)
 

@@ -54,7 +54,7 @@ class RtoBreakdown:
 
 
 @dataclass(frozen=True)
-class PartitionLoss:
+class UnreplicatedPartition:
     """Records the source acknowledged that never reached the target, for one partition."""
 
     topic: str
@@ -143,7 +143,7 @@ class DrillReport:
     fault: dict[str, Any]  # kind, at_s, how (what was done), note (e.g. a fallback)
     targets: Targets
     rto: RtoBreakdown | None
-    rpo: tuple[PartitionLoss, ...]
+    rpo: tuple[UnreplicatedPartition, ...]
     groups: tuple[GroupOutcome, ...]
     checks: tuple[DrillCheck, ...]
     verdict: Verdict
@@ -201,7 +201,7 @@ class DrillReport:
             fault=dict(raw["fault"]),
             targets=Targets(**raw["targets"]),
             rto=RtoBreakdown(**{k: v for k, v in rto.items() if k != "total_s"}) if rto else None,
-            rpo=tuple(PartitionLoss(**p) for p in raw["rpo"]),
+            rpo=tuple(UnreplicatedPartition(**p) for p in raw["rpo"]),
             groups=tuple(GroupOutcome(**g) for g in raw["groups"]),
             checks=tuple(DrillCheck(**c) for c in raw["checks"]),
             verdict=Verdict(raw["verdict"]),

@@ -14,16 +14,13 @@ from enum import StrEnum
 from pathlib import Path
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import Field, ValidationError, model_validator
 
 from drkit.config.loader import read_text_file
+from drkit.config.model import FrozenModel
 from drkit.errors import ConfigError, Problem
 from drkit.failover.model import Procedure, StepName
 from drkit.failover.runbook import runbooks_dir
-
-
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
 
 class FaultKind(StrEnum):
@@ -37,7 +34,7 @@ class DecisionMode(StrEnum):
     AUTOMATIC = "automatic"  # drkit's monitor decides and starts it
 
 
-class TopicLoad(_Frozen):
+class TopicLoad(FrozenModel):
     name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9._-]+$")
     partitions: int = Field(default=3, ge=1, le=64)
     records_per_s: float = Field(default=300.0, gt=0, le=50_000)
@@ -49,7 +46,7 @@ class TopicLoad(_Frozen):
     )
 
 
-class GroupLoad(_Frozen):
+class GroupLoad(FrozenModel):
     name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9._-]+$")
     topic: str
     records_per_s: float = Field(
@@ -57,7 +54,7 @@ class GroupLoad(_Frozen):
     )
 
 
-class Workload(_Frozen):
+class Workload(FrozenModel):
     topics: tuple[TopicLoad, ...] = Field(min_length=1)
     groups: tuple[GroupLoad, ...] = ()
     warmup_s: float = Field(default=8.0, ge=0, le=3600)
@@ -73,7 +70,7 @@ class Workload(_Frozen):
         return self
 
 
-class Fault(_Frozen):
+class Fault(FrozenModel):
     kind: FaultKind = FaultKind.NONE
     at_s: float = Field(default=5.0, ge=0, description="seconds after the warm-up")
     divergent_records: int = Field(
@@ -84,7 +81,7 @@ class Fault(_Frozen):
     )
 
 
-class Move(_Frozen):
+class Move(FrozenModel):
     procedure: Procedure = Procedure.FAILOVER
     decision: DecisionMode = DecisionMode.MANUAL
     decision_delay_s: float = Field(default=0.0, ge=0, le=3600)
@@ -96,7 +93,7 @@ class Move(_Frozen):
     )
 
 
-class Policy(_Frozen):
+class Policy(FrozenModel):
     rto_s: float = Field(gt=0)
     rpo_records: int = Field(default=0, ge=0)
     rpo_s: float | None = Field(default=None, ge=0)
@@ -108,7 +105,7 @@ class Policy(_Frozen):
     )
 
 
-class Scenario(_Frozen):
+class Scenario(FrozenModel):
     name: str = Field(min_length=1, pattern=r"^[a-z0-9-]+$")
     title: str
     description: str = ""

@@ -46,7 +46,7 @@ from drkit.clock import Budget
 from drkit.errors import DrkitError, ExitCode, LeaseLost
 from drkit.store.clock import database_now
 from drkit.store.db import StateStore
-from drkit.store.models import Lease as LeaseRow
+from drkit.store.models import LeaseRow
 
 log = logging.getLogger(__name__)
 

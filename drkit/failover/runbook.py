@@ -14,17 +14,14 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
+from pydantic import Field, SecretStr, ValidationError
 
+from drkit.config.model import FrozenModel
 from drkit.errors import ConfigError, Problem
 from drkit.failover.model import PlannedStep, Procedure, StepName
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class RunbookHook(_Frozen):
+class RunbookHook(FrozenModel):
     """A command run before or after a step, with the run's JSON context on stdin."""
 
     when: Literal["before", "after"]
@@ -34,13 +31,13 @@ class RunbookHook(_Frozen):
     env: dict[str, SecretStr] = Field(default_factory=dict)  # for its process only
 
 
-class RunbookStep(_Frozen):
+class RunbookStep(FrozenModel):
     name: StepName
     timeout_s: float | None = Field(default=None, gt=0)
     rollback: StepName | None = None
 
 
-class Runbook(_Frozen):
+class Runbook(FrozenModel):
     procedure: Procedure
     summary: str = ""
     rollback_before: StepName | None = None

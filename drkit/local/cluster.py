@@ -94,7 +94,7 @@ class BrokerState:
 
 
 @dataclass
-class ClusterState:
+class LocalClusterState:
     name: str
     cluster_id: str
     brokers: list[BrokerState] = field(default_factory=list)
@@ -203,15 +203,15 @@ class LocalKafka:
     def _properties(self, name: str, node_id: int) -> Path:
         return self._broker_dir(name, node_id) / "server.properties"
 
-    def _load(self, name: str) -> ClusterState | None:
+    def _load(self, name: str) -> LocalClusterState | None:
         path = self._cluster_dir(name) / "cluster.json"
         if not path.exists():
             return None
         raw = json.loads(path.read_text())
         brokers = [BrokerState(**b) for b in raw.pop("brokers")]
-        return ClusterState(brokers=brokers, **raw)
+        return LocalClusterState(brokers=brokers, **raw)
 
-    def _save(self, state: ClusterState) -> None:
+    def _save(self, state: LocalClusterState) -> None:
         path = self._cluster_dir(state.name) / "cluster.json"
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(".tmp")
@@ -271,7 +271,7 @@ class LocalKafka:
                 self._bootstrap_acls(state)
         return [self.cluster_status(state.name) for state in states]
 
-    def _bootstrap_acls(self, state: ClusterState) -> None:
+    def _bootstrap_acls(self, state: LocalClusterState) -> None:
         """As the super user, give drkit's principal what it needs (idempotent)."""
         from drkit.kafka import ClusterEndpoint, KafkaAdmin
 
@@ -320,7 +320,7 @@ class LocalKafka:
         secure: bool = False,
         oidc: secure.OidcValidation | None = None,
         client_auth: str = secure_module.SCRAM,
-    ) -> ClusterState:
+    ) -> LocalClusterState:
         existing = self._load(name)
         if existing is not None:
             if existing.secure != secure:
@@ -342,7 +342,7 @@ class LocalKafka:
             return existing
         if brokers < 1:
             raise LocalClusterError("--brokers must be at least 1")
-        state = ClusterState(
+        state = LocalClusterState(
             name=name, cluster_id=_new_cluster_id(), secure=secure, client_auth=client_auth
         )
         if oidc is not None:
@@ -362,7 +362,7 @@ class LocalKafka:
         self._save(state)
         return state
 
-    def _write_properties(self, state: ClusterState, broker: BrokerState) -> None:
+    def _write_properties(self, state: LocalClusterState, broker: BrokerState) -> None:
         directory = self._broker_dir(state.name, broker.node_id)
         (directory / "data").mkdir(parents=True, exist_ok=True)
         (directory / "logs").mkdir(parents=True, exist_ok=True)
@@ -429,7 +429,7 @@ class LocalKafka:
         write_private(properties, text)  # a secured node's file holds the super user's password
         (directory / "log4j2.properties").write_text(_LOG4J2)
 
-    def _format(self, state: ClusterState, broker: BrokerState, jars: Path) -> None:
+    def _format(self, state: LocalClusterState, broker: BrokerState, jars: Path) -> None:
         command = [
             java_executable(),
             "-Xmx256m",
@@ -454,7 +454,7 @@ class LocalKafka:
                 f"formatting {state.name} broker {broker.node_id} failed: {said}"
             )
 
-    def _spawn(self, state: ClusterState, broker: BrokerState, jars: Path) -> int:
+    def _spawn(self, state: LocalClusterState, broker: BrokerState, jars: Path) -> int:
         # Settings follow drkit's version; ports, ids and data never change.
         self._write_properties(state, broker)
         directory = self._broker_dir(state.name, broker.node_id)
@@ -507,7 +507,7 @@ class LocalKafka:
             time.sleep(0.01)
         return process.pid
 
-    def _wait_ready(self, state: ClusterState, timeout_s: float) -> None:
+    def _wait_ready(self, state: LocalClusterState, timeout_s: float) -> None:
         from drkit.kafka import KafkaAdmin
 
         admin = KafkaAdmin(self.endpoint_as(state.name, SUPER_USER))
@@ -535,7 +535,7 @@ class LocalKafka:
             f"see {self._broker_dir(state.name, state.brokers[0].node_id) / 'logs'}"
         )
 
-    def _check_processes(self, state: ClusterState) -> None:
+    def _check_processes(self, state: LocalClusterState) -> None:
         for broker in state.brokers:
             props = self._properties(state.name, broker.node_id)
             if broker.pid is not None and not _pid_is_broker(broker.pid, props):
@@ -560,14 +560,14 @@ class LocalKafka:
                     netns.remove(state.namespace)
                 shutil.rmtree(self._cluster_dir(name), ignore_errors=True)
 
-    def _require(self, name: str) -> ClusterState:
+    def _require(self, name: str) -> LocalClusterState:
         state = self._load(name)
         if state is None:
             known = ", ".join(self.cluster_names()) or "none"
             raise ConfigError([Problem("CLUSTER", f"no local cluster {name!r} (known: {known})")])
         return state
 
-    def _brokers(self, state: ClusterState, node_id: int | None) -> list[BrokerState]:
+    def _brokers(self, state: LocalClusterState, node_id: int | None) -> list[BrokerState]:
         if node_id is None:
             return state.brokers
         chosen = [b for b in state.brokers if b.node_id == node_id]
@@ -638,7 +638,9 @@ class LocalKafka:
         self._save(state)
         self._wait_ready(state, timeout_s)
 
-    def _signal(self, state: ClusterState, broker: BrokerState, sig: int, wait_s: float) -> None:
+    def _signal(
+        self, state: LocalClusterState, broker: BrokerState, sig: int, wait_s: float
+    ) -> None:
         props = self._properties(state.name, broker.node_id)
         if not _pid_is_broker(broker.pid, props):
             broker.pid = None

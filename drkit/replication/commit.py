@@ -36,7 +36,7 @@ from drkit.replication.progress import Progress, progress_key
 from drkit.replication.topology import FlowTopology
 
 
-class GroupMember(Protocol):
+class CommittingConsumer(Protocol):
     """The source consumer, as far as fencing needs it."""
 
     def commit(self, offsets: Mapping[TopicPartition, int], wait: bool) -> None: ...
@@ -51,7 +51,7 @@ class Transaction(Protocol):
 
 
 def commit_unless_fenced(
-    member: GroupMember, transaction: Transaction, offsets: Mapping[TopicPartition, int]
+    member: CommittingConsumer, transaction: Transaction, offsets: Mapping[TopicPartition, int]
 ) -> None:
     """Commit the open transaction only while this worker still owns its partitions.
 

@@ -253,7 +253,7 @@ class LossEventRow(Base):
     detected_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
-class Lease(Base):
+class LeaseRow(Base):
     """A named lease with a fencing token (one failover at a time).
 
     ``token`` grows by one at every acquisition: a holder that lost the lease (it expired and

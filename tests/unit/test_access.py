@@ -7,7 +7,7 @@ import pytest
 
 from drkit.access.doctor import (
     ClusterFacts,
-    Finding,
+    DoctorFinding,
     Status,
     cluster_findings,
     installation_findings,
@@ -306,7 +306,7 @@ def test_the_doctor_names_an_optional_grant_not_held_and_passes_without_it() -> 
     for role in Role:
         acls |= _granted(config, "dc1", role, f"User:{role}")
 
-    def checkpointer_line(granted: set[AclEntry]) -> Finding:
+    def checkpointer_line(granted: set[AclEntry]) -> DoctorFinding:
         facts = ClusterFacts(
             "dc1", brokers=1, authorizer=True, acls=frozenset(granted), super_users=frozenset()
         )

@@ -20,7 +20,7 @@ from drkit.drills.facts import (
     ReplicaTransactions,
     WriteAfter,
 )
-from drkit.drills.report import DrillCheck, GroupOutcome, PartitionLoss
+from drkit.drills.report import DrillCheck, GroupOutcome, UnreplicatedPartition
 
 REFUSED = "produce to orders: TOPIC_AUTHORIZATION_FAILED: Broker: Topic authorization failed"
 
@@ -49,7 +49,10 @@ def test_records_lost_at_the_tail_are_what_verify_calls_the_unreplicated_tail() 
     """Records dc1 acknowledged that never reached dc2 sit above the last replicated offset:
     verify counts them as the unreplicated tail, not as missing (a gap below it).  CI's
     consumers-lagging drill lost 40 records that way and the check read 0 against 40."""
-    rpo = [PartitionLoss("events", 0, 40, 4000, 0.7), PartitionLoss("events", 1, 0, 0, 0.0)]
+    rpo = [
+        UnreplicatedPartition("events", 0, 40, 4000, 0.7),
+        UnreplicatedPartition("events", 1, 0, 0, 0.0),
+    ]
     totals = {
         "records": 3320,
         "missing": 0,
@@ -71,7 +74,7 @@ def test_a_gap_verify_finds_that_the_recount_did_not_fails_the_check() -> None:
         "read_again_by_groups": 0,
     }
     check = accounting_agrees(
-        [PartitionLoss("events", 0, 0, 0, 0.0)], [_group(0, 0)], {"totals": totals}
+        [UnreplicatedPartition("events", 0, 0, 0, 0.0)], [_group(0, 0)], {"totals": totals}
     )
     assert not check.passed
 
@@ -125,7 +128,10 @@ def test_open_transactions_fail_when_open_or_unreadable() -> None:
 
 def test_after_a_failback_the_tail_exported_must_equal_what_was_lost_and_writes_resume() -> None:
     back = replace(GOOD, failed_back=True, exported=40, write_after=WriteAfter(None))
-    lost = [PartitionLoss("orders", 0, 25, 0, 0.1), PartitionLoss("orders", 1, 15, 0, 0.1)]
+    lost = [
+        UnreplicatedPartition("orders", 0, 25, 0, 0.1),
+        UnreplicatedPartition("orders", 1, 15, 0, 0.1),
+    ]
     assert failed_back(back, lost).passed
     assert [c.name for c in run_all(back, lost, [], None)][2] == "failed_back"
     assert not failed_back(replace(back, exported=39), lost).passed

@@ -24,8 +24,8 @@ from drkit.drills.report import (
     DrillCheck,
     DrillReport,
     GroupOutcome,
-    PartitionLoss,
     Series,
+    UnreplicatedPartition,
     Verdict,
 )
 from tests.drill_samples import sample_report
@@ -216,7 +216,7 @@ def test_empty_series_timeline_and_rpo_say_so_instead_of_plotting() -> None:
 
 
 def test_partitions_checked_but_nothing_lost() -> None:
-    page = render_report(sample_report(rpo=(PartitionLoss("orders", 0, 0, 0, 0.0),)))
+    page = render_report(sample_report(rpo=(UnreplicatedPartition("orders", 0, 0, 0, 0.0),)))
     assert element(page, "plot-rpo") == "nothing lost"
     assert "rpo-partitions" in page
 
@@ -225,7 +225,10 @@ def test_text_from_the_report_is_escaped_and_never_mathtext() -> None:
     report = sample_report(
         title="<script>alert(1)</script>",
         checks=(DrillCheck("a & b", True, "<b>bold</b>"),),
-        rpo=(PartitionLoss("$price$", 0, 3, 30, 0.1), PartitionLoss("t", 1, 2, 20, 0.1)),
+        rpo=(
+            UnreplicatedPartition("$price$", 0, 3, 30, 0.1),
+            UnreplicatedPartition("t", 1, 2, 20, 0.1),
+        ),
         groups=(GroupOutcome("g<1>", 1, 1, 0, 0, None, None),),
     )
     page = render_report(report)
@@ -246,7 +249,7 @@ def test_a_big_report_renders_every_plot_and_row() -> None:
     """50 partitions and 300 samples: every plot drawn, every partition listed.  (How fast is
     the bench's business, not a unit test's: a timed assertion here failed on a busy CI.)"""
     partitions = tuple(
-        PartitionLoss(f"topic-{i % 5}", i, i * 3, i * 300, i / 10) for i in range(50)
+        UnreplicatedPartition(f"topic-{i % 5}", i, i * 3, i * 300, i / 10) for i in range(50)
     )
     series = Series(
         t=tuple(float(i) for i in range(300)),

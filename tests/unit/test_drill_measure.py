@@ -5,7 +5,14 @@ from __future__ import annotations
 import pytest
 
 from drkit.drills.measure import Unmeasured, judge, readiness_verdict, rto_of
-from drkit.drills.report import DrillCheck, Event, PartitionLoss, RtoBreakdown, Targets, Verdict
+from drkit.drills.report import (
+    DrillCheck,
+    Event,
+    RtoBreakdown,
+    Targets,
+    UnreplicatedPartition,
+    Verdict,
+)
 
 
 def _events(**at: float) -> list[Event]:
@@ -35,7 +42,7 @@ OK = DrillCheck("c", True, "fine")
 
 
 def test_within_every_target_the_policy_is_met() -> None:
-    rpo = [PartitionLoss("t", 0, 10, 100, 5.0)]
+    rpo = [UnreplicatedPartition("t", 0, 10, 100, 5.0)]
     assert judge(TARGETS, RtoBreakdown(1, 1, 1, 1), rpo, [OK], reread=100) == (
         Verdict.POLICY_MET,
         (),
@@ -43,7 +50,7 @@ def test_within_every_target_the_policy_is_met() -> None:
 
 
 def test_each_breach_is_one_reason() -> None:
-    rpo = [PartitionLoss("t", 0, 8, 100, 6.0), PartitionLoss("t", 1, 3, 30, 1.0)]
+    rpo = [UnreplicatedPartition("t", 0, 8, 100, 6.0), UnreplicatedPartition("t", 1, 3, 30, 1.0)]
     verdict, reasons = judge(
         TARGETS, RtoBreakdown(10, 10, 10, 1), rpo, [OK, DrillCheck("fence", False, "open")], 101
     )

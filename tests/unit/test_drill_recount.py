@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from drkit.drills.numbered import Processed, decode_seq, encode_value
 from drkit.drills.recount import group_outcome, placed_or_reset, rpo_of
-from drkit.drills.report import PartitionLoss
+from drkit.drills.report import UnreplicatedPartition
 from drkit.records import Record, TopicPartition
 
 
@@ -25,8 +25,8 @@ def test_rpo_counts_what_the_replica_lacks_per_partition_with_its_time_span() ->
     replica = [_record("dc1.o", 0, i * 2, i, ts=1000 * i) for i in range(3)]
     replica += [_record("dc1.o", 1, 0, 100)]
     assert rpo_of(source, replica, {"o": "dc1.o"}) == (
-        PartitionLoss("o", 0, 2, 40, 2.0),  # seq 3 and 4 lost, written 2 s after seq 2
-        PartitionLoss("o", 1, 0, 0, 0.0),
+        UnreplicatedPartition("o", 0, 2, 40, 2.0),  # seq 3 and 4 lost, written 2 s after seq 2
+        UnreplicatedPartition("o", 1, 0, 0, 0.0),
     )
 
 

@@ -22,7 +22,7 @@ from drkit.failover.pointer import PointerRepository
 from drkit.failover.runbook import load_runbook, runbooks_dir
 from drkit.failover.steps import STEPS
 from drkit.store import StateStore
-from drkit.store.models import Lease as LeaseRow
+from drkit.store.models import LeaseRow
 
 
 @pytest.fixture

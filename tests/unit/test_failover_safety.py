@@ -56,7 +56,7 @@ from drkit.failover.runs import RunRepository
 from drkit.failover.steps import STEPS, Step
 from drkit.records import TopicPartition
 from drkit.store import StateStore
-from drkit.store.models import Lease as LeaseRow
+from drkit.store.models import LeaseRow
 from tests.fake_kafka import FakeClusters, fake_channels
 
 ORDERS, PAYMENTS = "orders", "payments"
