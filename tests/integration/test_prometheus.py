@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -75,7 +76,10 @@ def prometheus(directory: Path, targets: dict[str, int]) -> Iterator[Prometheus]
     binary = tool("prometheus", "PROMETHEUS", "apt install prometheus to load drkit's rules")
     port = free_ports()
     config = {
-        "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+        # A scrape may not outlast its interval: 1 s timed out on a loaded CI machine (the
+        # series went stale and the query found nothing); 3 s leaves room, rules still
+        # evaluate every second.
+        "global": {"scrape_interval": "3s", "scrape_timeout": "3s", "evaluation_interval": "1s"},
         "rule_files": [str(_rules_without_for(directory))],
         "scrape_configs": [
             {"job_name": job, "static_configs": [{"targets": [f"127.0.0.1:{p}"]}]}
@@ -130,8 +134,13 @@ def test_prometheus_scrapes_drkit_and_pages_for_a_lost_cluster_and_a_stopped_flo
         except AssertionError as err:
             raise AssertionError(f"{err}\nfiring: {server.alerts()}") from None
         # The series the rules read are there, with drkit's labels, as Prometheus sees them.
-        workers = server.get(f'/api/v1/query?query=drkit_flow_workers{{flow="{flow}"}}')
-        assert [float(r["value"][1]) for r in workers["result"]] == [1.0], workers
+        query = urllib.parse.quote(f'drkit_flow_workers{{flow="{flow}"}}')
+
+        def workers() -> list[float]:
+            found = server.get(f"/api/v1/query?query={query}")["result"]
+            return [float(r["value"][1]) for r in found]
+
+        assert wait_until(workers, 30, 0.5, what="the flow's workers in Prometheus") == [1.0]
 
         stop_gracefully(replicator.process, 30)
         idle = {"alertname": "DrkitFlowWithoutWorkers", "flow": flow, "severity": "critical"}
