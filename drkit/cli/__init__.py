@@ -56,6 +56,7 @@ class _Boundary(click.Group):
             _error_document(as_json, [str(err)], err.exit_code)
             ctx.exit(err.exit_code)
         except click.UsageError as err:
+            _error_document(as_json, [err.format_message()], err.exit_code)
             if not logs.json_lines():
                 raise  # click prints its usage and the error itself
             say(err.format_message(), logging.ERROR, exit_code=err.exit_code)
@@ -129,6 +130,8 @@ def cli(ctx: click.Context, state_dir: str | None, verbose: int, log_format: str
     consumer-group offsets and proves on the records that nothing was lost.
     """
     logs.configure(logging.DEBUG if verbose else logging.INFO, log_format)
+    if state_dir is not None and not state_dir.strip():  # "" would mean the default, silently
+        raise click.BadParameter("cannot be empty", param_hint="--state-dir")
     if verbose >= 2:
         set_client_log_level(7)
     if staged := failpoints.armed():  # a typo in a staged fault is an error, not a no-op

@@ -7,6 +7,7 @@ import click
 from drkit.access import doctor as doctor_checks
 from drkit.access.roles import role_needs
 from drkit.cli.context import (
+    SECONDS,
     AppContext,
     complete_clusters,
     config_option,
@@ -121,7 +122,9 @@ def acls(
 
 @click.command("doctor")
 @click.argument("aliases", nargs=-1)
-@click.option("--timeout", type=float, default=10.0, show_default=True, help="Seconds per cluster.")
+@click.option(
+    "--timeout", type=SECONDS, default=10.0, show_default=True, help="Seconds per cluster."
+)
 @config_option
 @output_option
 @pass_app

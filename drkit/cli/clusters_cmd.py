@@ -9,6 +9,7 @@ from functools import partial
 import click
 
 from drkit.cli.context import (
+    SECONDS,
     AppContext,
     config_option,
     echo_document,
@@ -32,7 +33,9 @@ def clusters() -> None:
 
 @clusters.command("check")
 @click.argument("aliases", nargs=-1)
-@click.option("--timeout", type=float, default=10.0, show_default=True, help="Seconds per cluster.")
+@click.option(
+    "--timeout", type=SECONDS, default=10.0, show_default=True, help="Seconds per cluster."
+)
 @config_option
 @output_option
 @pass_app

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 from datetime import UTC, datetime
-from pathlib import Path
 
 import click
 import yaml
@@ -16,6 +15,8 @@ from drkit.cli.context import (
     output_option,
     pass_app,
     say,
+    writable_file,
+    write_file,
 )
 from drkit.config import load_config
 from drkit.config.secrets import redacted_dump
@@ -103,10 +104,10 @@ def import_mm2_config(mm2_file: str, out: str | None, output: str) -> None:
     placeholders = dict.fromkeys(imported.env, "placeholder")
     load_config_text(text, source=f"{mm2_file} (imported)", env=placeholders)
     if out is not None:
-        target = Path(out)
+        target = writable_file("--out", out)
         if target.exists():
             raise ConfigError([Problem("--out", f"{out} exists: choose another path")])
-        target.write_text(text, encoding="utf-8")
+        write_file("--out", target, text)
     if output == "json":
         echo_document("config.import", {
             "source": mm2_file, "out": out, "config": imported.document,

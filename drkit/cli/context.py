@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -19,6 +20,27 @@ from drkit.private_files import private_dir
 from drkit.timestamps import iso_utc
 
 _CLI_LOG = logging.getLogger("drkit.cli")
+
+
+class _Seconds(click.ParamType[float]):
+    """A duration option: a finite number of seconds above 0 and at most an hour (a negative,
+    NaN or infinite timeout reached the socket layer as a traceback)."""
+
+    name = "seconds"
+
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> float:
+        try:
+            seconds = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not a number of seconds", param, ctx)
+        if not math.isfinite(seconds) or not 0 < seconds <= 3600:
+            self.fail(f"{value!r}: give seconds above 0 and at most 3600", param, ctx)
+        return seconds
+
+
+SECONDS = _Seconds()
 
 
 def say(message: str, level: int = logging.INFO, **fields: object) -> None:
@@ -69,6 +91,8 @@ class AppContext:
         from drkit.errors import ConfigError, Problem
         from drkit.store import StateStore, database_url
 
+        if explicit_config is None and self.config_path is not None:
+            explicit_config = str(self.config_path)  # loaded already (a group's --config)
         config: DrkitConfig | None = None
         try:
             resolve_config_path(explicit_config, self.state_dir)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from drkit.cli.context import AppContext, config_option, echo_document, output_option, pass_app
+from drkit.errors import ConfigError, Problem
 from drkit.store.db import safe_url
 
 
@@ -20,8 +21,13 @@ def db() -> None:
 @pass_app
 def upgrade(app: AppContext, config_file: str | None, revision: str, output: str) -> None:
     """Apply Alembic migrations to the state store."""
+    from alembic.util import CommandError
+
     store = app.store(config_file)
-    store.upgrade(revision)
+    try:
+        store.upgrade(revision)
+    except CommandError as err:  # alembic's: an unknown or unreachable revision
+        raise ConfigError([Problem("--revision", f"{revision!r}: {err}")]) from None
     now = store.current_revision()
     if output == "json":
         echo_document("db", {"store": safe_url(store.url), "revision": now,

@@ -43,7 +43,11 @@ if TYPE_CHECKING:
 _REPORT_HTML = "report.html"
 _EXACT = {None: "", True: ", verified exact", False: ", NOT exact"}
 _LIMIT = click.option(
-    "--limit", default=50, show_default=True, type=click.IntRange(min=1), help="At most N drills."
+    "--limit",
+    default=50,
+    show_default=True,
+    type=click.IntRange(min=1, max=100_000),
+    help="At most N drills.",
 )
 
 

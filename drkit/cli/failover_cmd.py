@@ -243,6 +243,8 @@ def failover(
 ) -> None:
     """Unplanned failover: promote --to now; --from may be dead. Reports the loss (RPO)."""
     if ctx.invoked_subcommand is not None:
+        if config_file is not None:  # 'failover --config F list': F is the subcommand's config
+            app.config(config_file)
         return
     if resume is not None:
         if plan_only:

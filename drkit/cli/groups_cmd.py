@@ -48,6 +48,8 @@ def lag(
     take offsets); an end the cluster did not give is shown as unknown, never as 0.
 
     Exits 2 when a --group has no committed offsets there."""
+    if any(not name.strip() for name in names):
+        raise ConfigError([Problem("--group", "a group name cannot be empty")])
     from drkit.health.group_lag import lag_rows
     from drkit.kafka import ClusterEndpoint, KafkaAdmin
     from drkit.replication.internal_topics import is_own_group
@@ -55,7 +57,10 @@ def lag(
     config = app.config(config_file)
     known_cluster(config, cluster, "--cluster")
     admin = KafkaAdmin(ClusterEndpoint(cluster, config.clusters[cluster]))
-    wanted = list(names) or sorted(g for g in admin.list_groups() if not is_own_group(g))
+    # complete: a listing some broker did not answer is not "no groups"
+    wanted = list(names) or sorted(
+        g for g in admin.list_groups(complete=True) if not is_own_group(g)
+    )
     committed = admin.groups_offsets(wanted)
     missing = [g for g in names if not committed.get(g) or not committed[g].offsets]
     if missing:

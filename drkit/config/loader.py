@@ -75,6 +75,10 @@ def load_config_text(
         raise ConfigError([Problem(where, f"invalid YAML: {reason}")], source=source) from None
     if not isinstance(raw, dict):
         raise ConfigError([Problem("", "the top level must be a mapping")], source=source)
+    if _expands_beyond(raw, MAX_VALUES):
+        why = (f"expands to more than {MAX_VALUES:,} values: YAML aliases nested into each "
+               "other (a 'billion laughs')?")  # fmt: skip
+        raise ConfigError([Problem("", why)], source=source)
     missing: list[Problem] = _hook_command_references(raw)
     resolved = _interpolate(raw, "", os.environ if env is None else env, missing)
     try:
@@ -124,6 +128,27 @@ def _hook_problems(config: DrkitConfig) -> list[Problem]:
         for index, hook in enumerate(config.failover.hooks)
         if hook.step != "*" and hook.step not in steps
     ]  # fmt: skip
+
+
+# No real config comes near this; an alias bomb (anchors referring to anchors, a few lines of
+# YAML) expands to billions of values, and walking them hung every command that read it.
+MAX_VALUES = 100_000
+
+
+def _expands_beyond(root: Any, limit: int) -> bool:
+    """Whether ``root``, with every alias expanded, holds more than ``limit`` values (stops
+    counting at the limit: linear in ``limit``, whatever the expansion)."""
+    pending, seen = [root], 0
+    while pending:
+        node = pending.pop()
+        seen += 1
+        if seen > limit:
+            return True
+        if isinstance(node, dict):
+            pending.extend(node.values())
+        elif isinstance(node, list):
+            pending.extend(node)
+    return False
 
 
 def _interpolate(node: Any, path: str, env: Mapping[str, str], problems: list[Problem]) -> Any:

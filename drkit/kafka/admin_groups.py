@@ -16,6 +16,7 @@ from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException
 from confluent_kafka import TopicPartition as _RdTopicPartition
 from confluent_kafka.admin import AdminClient
 
+from drkit.errors import RetriableKafkaError
 from drkit.kafka.admin_base import AdminBase, GroupOffsets, GroupState
 from drkit.kafka.clients import client_settings, make_admin_client
 from drkit.kafka.errors import is_code, translate
@@ -62,9 +63,20 @@ def _offset_rows(
 class GroupAdmin(AdminBase):
     # -- consumer groups ------------------------------------------------------------------
 
-    def list_groups(self, timeout_s: float | None = None) -> dict[str, str]:
-        """Every consumer group with its state name."""
-        return self._call("list consumer groups", timeout_s, lambda t: self._listing(t)[0])
+    def list_groups(self, timeout_s: float | None = None, complete: bool = False) -> dict[str, str]:
+        """Every consumer group with its state name.  ``complete``: only a listing every
+        broker answered (retried until the timeout) - a broker that did not answer would
+        make its groups look absent, and a cluster that does not answer look empty."""
+
+        def listing(t: float) -> dict[str, str]:
+            states, answered = self._listing(t)
+            if complete and not answered:
+                raise RetriableKafkaError(
+                    f"{self.endpoint.alias}: not every broker answered the group listing"
+                )
+            return states
+
+        return self._call("list consumer groups", timeout_s, listing)
 
     def _listing(self, t: float) -> tuple[dict[str, str], bool]:
         """(every listed consumer group's state name, whether every broker answered)."""

@@ -58,7 +58,11 @@ def _library_problems(config: DrkitConfig, alias: str, cluster: ClusterConfig) -
     for role in (None, *cluster.role_security):
         as_role = config if role is None else config.as_role(role)
         try:
-            make_producer(ClusterEndpoint(alias, as_role.clusters[alias]))
+            # No bootstrap servers: a client built with them connects at once, and validating a
+            # config must send nothing anywhere (drkit checks the addresses' form itself).
+            make_producer(
+                ClusterEndpoint(alias, as_role.clusters[alias]), extra={"bootstrap.servers": ""}
+            )
         except ClientSettingsRefused as err:
             reason = err.reason + (f" (as role {role.value})" if role is not None else "")
             if reason not in seen:

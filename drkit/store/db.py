@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy import create_engine, event, inspect
 from sqlalchemy.engine import URL, Engine, make_url
-from sqlalchemy.exc import ArgumentError, OperationalError, SQLAlchemyError
+from sqlalchemy.exc import ArgumentError, DatabaseError, OperationalError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from drkit import __version__, json_codec
@@ -146,7 +146,7 @@ class StateStore:
             with self._migration_lock():
                 self._refuse_newer(self.current_revision())
                 command.upgrade(self._alembic_config(), revision)
-        except OperationalError as err:
+        except DatabaseError as err:  # unreachable, or a file that is not a database
             raise StateStoreError(
                 f"cannot migrate state store {safe_url(self.url)}: {err.orig}"
             ) from None
@@ -179,7 +179,7 @@ class StateStore:
         try:
             with self.engine.connect() as connection:
                 return MigrationContext.configure(connection).get_current_revision()
-        except OperationalError as err:
+        except DatabaseError as err:  # unreachable, or a file that is not a database
             raise StateStoreError(
                 f"cannot reach state store {safe_url(self.url)}: {err.orig}"
             ) from None

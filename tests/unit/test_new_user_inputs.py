@@ -1,0 +1,133 @@
+"""Bad inputs from the second new-user trial (issue 45): each one gave a traceback, a hang or a
+misleading answer; now each is refused in one line naming the cause (exit 2), or answered
+right. Run through the CLI as a user types them."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from drkit.cli import cli
+
+GOOD = (
+    "clusters: {dc1: {bootstrap_servers: '127.0.0.1:1'}, dc2: {bootstrap_servers: '127.0.0.1:2'}}\n"
+)
+
+
+def _drkit(tmp_path: Path, *args: str) -> Result:
+    return CliRunner().invoke(cli, ["--state-dir", str(tmp_path / "state"), *args])
+
+
+def _refused(done: Result, *named: str) -> None:
+    assert done.exit_code == 2, done.output
+    assert ("Traceback" not in done.output and not isinstance(done.exception, Exception)) or (
+        isinstance(done.exception, SystemExit)
+    ), done.exception
+    for text in named:
+        assert text in done.output, done.output
+
+
+def test_a_yaml_alias_bomb_is_refused_at_once(tmp_path: Path) -> None:
+    levels = ['a: &a ["x","x","x","x","x","x","x","x","x"]']
+    for this, last in zip("bcdefgh", "abcdefg", strict=True):
+        levels.append(f"{this}: &{this} [" + ",".join([f"*{last}"] * 9) + "]")
+    bomb = tmp_path / "bomb.yaml"
+    bomb.write_text("\n".join(levels) + "\n" + GOOD)
+    started = time.monotonic()
+    _refused(_drkit(tmp_path, "config", "validate", str(bomb)), "expands to more than")
+    assert time.monotonic() - started < 20  # it hung for good before (a bound, not a speed)
+
+
+@pytest.mark.parametrize("value", ["-1", "nan", "inf", "0"])
+def test_a_timeout_that_is_not_a_positive_number_of_seconds_is_refused(
+    tmp_path: Path, value: str
+) -> None:
+    config = tmp_path / "c.yaml"
+    config.write_text(GOOD)
+    for command in (["clusters", "check"], ["doctor"]):
+        done = _drkit(tmp_path, *command, "--config", str(config), "--timeout", value)
+        _refused(done, "--timeout")
+
+
+def test_refusals_that_were_tracebacks(tmp_path: Path) -> None:
+    config = tmp_path / "c.yaml"
+    config.write_text(GOOD)
+    mm2 = tmp_path / "mm2.properties"
+    mm2.write_text("clusters = dc1, dc2\ndc1.bootstrap.servers = a:9092\n"
+                   "dc2.bootstrap.servers = b:9092\ndc1->dc2.enabled = true\n")  # fmt: skip
+    out = str(tmp_path / "no" / "dir" / "x.yaml")
+    _refused(_drkit(tmp_path, "config", "import", str(mm2), "--out", out), "--out", "cannot write")
+    _refused(_drkit(tmp_path, "groups", "lag", "--config", str(config), "--cluster", "dc1",
+                    "--group", ""), "--group", "cannot be empty")  # fmt: skip
+    _refused(_drkit(tmp_path, "drill", "trend", "--limit", "99999999999999999999"), "--limit")
+    _refused(_drkit(tmp_path, "db", "upgrade", "--revision", "nonsense"), "--revision")
+    garbage = tmp_path / "garbage"
+    garbage.mkdir()
+    (garbage / "drkit.db").write_text("garbage\n")
+    done = CliRunner().invoke(cli, ["--state-dir", str(garbage), "db", "current"])
+    assert done.exit_code != 0 and "Traceback" not in done.output, done.output
+    assert "file is not a database" in done.output
+
+
+def test_an_empty_state_dir_is_refused_not_the_default(tmp_path: Path) -> None:
+    done = CliRunner().invoke(cli, ["--state-dir", "", "pointer", "show"])
+    _refused(done, "--state-dir", "cannot be empty")
+
+
+def test_a_groups_config_applies_to_its_subcommand(tmp_path: Path) -> None:
+    """'drkit failover --config F list' answered from the state dir's store, whatever F was."""
+    _refused(_drkit(tmp_path, "failover", "--config", str(tmp_path / "missing.yaml"), "list"),
+             "missing.yaml")  # fmt: skip
+    store = tmp_path / "other.db"
+    config = tmp_path / "c.yaml"
+    config.write_text(GOOD + f"state_store: {{url: 'sqlite:///{store}'}}\n")
+    done = _drkit(tmp_path, "failover", "--config", str(config), "list")
+    assert done.exit_code == 0, done.output
+    assert store.exists()  # the config's store, not the state dir's
+
+
+def test_a_usage_error_under_o_json_is_a_document_on_stdout(tmp_path: Path) -> None:
+    config = tmp_path / "c.yaml"
+    config.write_text(GOOD)
+    done = _drkit(tmp_path, "clusters", "check", "--config", str(config), "-o", "json", "dc9")
+    assert done.exit_code == 2
+    document = json.loads(done.stdout)
+    assert document["schema"] == "drkit.error/v1" and "dc9" in document["errors"][0]
+
+
+def test_config_validate_sends_nothing_to_the_clusters(tmp_path: Path) -> None:
+    """Its help says nothing is sent; a listener at the bootstrap address heard a Kafka request."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    listener.settimeout(0.2)
+    port = listener.getsockname()[1]
+    connected: list[object] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        while not stop.is_set():
+            try:
+                connected.append(listener.accept())
+            except OSError:
+                continue
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    config = tmp_path / "c.yaml"
+    config.write_text(f"clusters: {{dc1: {{bootstrap_servers: '127.0.0.1:{port}'}}}}\n")
+    try:
+        done = _drkit(tmp_path, "config", "validate", str(config))
+        assert done.exit_code == 0, done.output
+        time.sleep(1.0)  # a client built with the address connects within milliseconds
+    finally:
+        stop.set()
+        thread.join(2)
+        listener.close()
+    assert connected == []
