@@ -312,8 +312,8 @@ class FakeCluster:
 
     # -- ClusterAdmin: consumer groups ------------------------------------------------------
 
-    def list_groups(self, timeout_s: float | None = None) -> dict[str, str]:
-        self._answer("list_groups")
+    def list_groups(self, timeout_s: float | None = None, complete: bool = False) -> dict[str, str]:
+        self._answer("list_groups")  # every fake broker answers: complete either way
         return {name: group.state for name, group in sorted(self.groups.items())}
 
     def other_groups(self, timeout_s: float | None = None) -> tuple[str, ...]:

@@ -110,8 +110,9 @@ class ClusterAdmin(Protocol):
 
     # -- consumer groups --------------------------------------------------------------------
 
-    def list_groups(self, timeout_s: float | None = None) -> dict[str, str]:
-        """Every consumer group with its state name."""
+    def list_groups(self, timeout_s: float | None = None, complete: bool = False) -> dict[str, str]:
+        """Every consumer group with its state name (``complete``: only a listing every broker
+        answered)."""
         ...
 
     def describe_groups(
