@@ -74,7 +74,7 @@ class LoopbackHostOnly:
         self, environ: dict[str, Any], start_response: Callable[..., Any]
     ) -> Iterable[bytes]:
         name = _request_host(environ.get("HTTP_HOST", "")).lower()
-        if name in _LOOPBACK_NAMES or is_loopback(name):
+        if is_loopback(name):
             return self.app(environ, start_response)
         body = b"this server answers only requests for a loopback name\n"
         start_response(

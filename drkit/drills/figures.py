@@ -42,11 +42,21 @@ def latest_by_kind(rows: list[DrillRow]) -> dict[str, DrillRow]:
     return out
 
 
+def latest_drills(store: StateStore) -> dict[str, DrillRow]:
+    """The newest ended drill of each kind in ``store`` (what status and the gauges show)."""
+    return latest_by_kind(DrillRepository(store).latest(_RECENT))
+
+
+def passed(row: DrillRow) -> bool:
+    """PolicyMet or Ready; a drill that did not run to its end did not pass."""
+    return row.verdict in _PASSED
+
+
 def publish_drill_figures(store: StateStore, metrics: MonitorMetrics) -> None:
     """Set the drill gauges from ``store``; a store that does not answer leaves them as they
     were; never raises."""
     try:
-        latest = latest_by_kind(DrillRepository(store).latest(_RECENT))
+        latest = latest_drills(store)
     except DrkitError as err:
         log.warning("drill figures not refreshed", extra={"error": str(err)})
         return
@@ -57,5 +67,5 @@ def publish_drill_figures(store: StateStore, metrics: MonitorMetrics) -> None:
                 with contextlib.suppress(KeyError):  # never set
                     gauge.remove(kind)
             continue
-        metrics.drill_passed.labels(kind).set(1 if row.verdict in _PASSED else 0)
+        metrics.drill_passed.labels(kind).set(1 if passed(row) else 0)
         metrics.drill_finished.labels(kind).set(row.finished_at.timestamp())

@@ -53,16 +53,15 @@ def current_status(config: DrkitConfig, store: StateStore) -> StatusSnapshot:
 
 def _drills(store: StateStore) -> dict[str, DrillView]:
     """The latest ended drill of each kind, as the status shows it."""
-    from drkit.drills.figures import latest_by_kind
-    from drkit.drills.repo import DrillRepository
+    from drkit.drills.figures import latest_drills, passed
 
     return {
         kind: DrillView(
             row.id, row.name, row.flow, row.state,
             row.verdict.value if row.verdict is not None else None,
-            row.finished_at.timestamp(), row.rto_s, row.rpo_records,
+            row.finished_at.timestamp(), row.rto_s, row.rpo_records, passed(row),
         )
-        for kind, row in latest_by_kind(DrillRepository(store).latest(50)).items()
+        for kind, row in latest_drills(store).items()
         if row.finished_at is not None
     }  # fmt: skip
 
