@@ -1,4 +1,5 @@
-"""docker-compose.yml stays valid for users with a Docker engine (it cannot run here)."""
+"""docker-compose.yml stays valid and consistent with drkit's configs, checked statically (the
+stack itself runs in tests/integration/test_compose_stack.py)."""
 
 from __future__ import annotations
 
