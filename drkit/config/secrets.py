@@ -11,12 +11,15 @@ path) is the accepted price of never showing a secret.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Any
 
 from drkit.config.model import DrkitConfig
 
 SECRET_WORDS = ("password", "secret", "token", "key", "credentials", "passphrase")
 MASK = "**********"
+# Typed settings that hold a secret (each also has a ``*_file`` or ``${VAR}`` way to give it).
+SECRET_FIELDS = frozenset({"password", "ssl_key_password", "client_secret"})
 
 
 def is_secret_setting(name: str) -> bool:
@@ -34,3 +37,32 @@ def redacted_dump(config: DrkitConfig) -> dict[str, Any]:
             for key, value in cluster["client_overrides"].items()
         }
     return data
+
+
+def literal_secrets(section: object, path: str) -> list[str]:
+    """The dotted paths under ``section`` - settings as written in YAML, before ``${VAR}``
+    expansion - whose value is a secret written out: not a ``${VAR}`` reference, not a
+    ``*_file``.  In ``client_overrides`` a secret is recognised by name, paths excepted
+    (``ssl.key.location``)."""
+    found: list[str] = []
+    if isinstance(section, list):
+        for index, item in enumerate(section):
+            found += literal_secrets(item, f"{path}[{index}]")
+        return found
+    if not isinstance(section, Mapping):
+        return found
+    overrides = path.endswith("client_overrides")
+    for name, value in section.items():
+        where = f"{path}.{name}"
+        if isinstance(value, Mapping | list):
+            found += literal_secrets(value, where)
+            continue
+        secret = (
+            is_secret_setting(str(name)) and not str(name).endswith(("location", "file"))
+            if overrides
+            else name in SECRET_FIELDS
+        )
+        written = value is not None and value != "" and "${" not in str(value)
+        if secret and written:
+            found.append(where)
+    return found

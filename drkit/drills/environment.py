@@ -23,14 +23,33 @@ from tenacity import retry, retry_if_result, stop_after_delay, wait_fixed
 
 from drkit.config import load_config
 from drkit.config.model import DrkitConfig, FlowConfig
+from drkit.config.secrets import literal_secrets
 from drkit.drills.footprint import Footprint, footprint, read_manifest, write_manifest
 from drkit.drills.scenario import DecisionMode, Scenario
+from drkit.errors import ConfigError, Problem
 from drkit.local.ports import free_port
 from drkit.private_files import DIR_MODE, write_private
 from drkit.store import StateStore
 
 if TYPE_CHECKING:
     from drkit.kafka import KafkaAdmin
+
+
+def refuse_literal_secrets(clusters: dict[str, Any], source: Path | None = None) -> None:
+    """Raise ConfigError when a cluster section holds a secret written out: a drill copies
+    these sections into its own config, and must never copy a secret (it would outlive the
+    drill in its directory).  ``${VAR}`` references and ``*_file`` paths are copied instead."""
+    found = [
+        path
+        for alias, section in clusters.items()
+        for path in literal_secrets(section, f"clusters.{alias}")
+    ]
+    reason = (
+        "a secret written out: a drill never copies one into its own config - give it as a "
+        "${VAR} reference or a *_file (password_file, client_secret_file); nothing was done"
+    )
+    if found:
+        raise ConfigError([Problem(path, reason) for path in found], str(source or ""))
 
 
 def new_drill_id(name: str, now: datetime | None = None) -> str:
@@ -77,11 +96,12 @@ class DrillEnvironment:
     ) -> DrillEnvironment:
         """Write the drill's config (its flow, fast health, its store) and the manifest of the
         names it may create (drkit.drills.footprint), then migrate its store."""
+        refuse_literal_secrets({n: base_clusters[n] for n in (scenario.source, scenario.target)})
         ident = new_drill_id(scenario.name)
         directory = drills_root / ident
         drills_root.mkdir(parents=True, exist_ok=True)
         directory.mkdir(mode=DIR_MODE)  # exists already: another drill's - refused
-        directory.chmod(DIR_MODE)  # its config may hold the clusters' credentials
+        directory.chmod(DIR_MODE)  # its config names the clusters' credentials' files
         tag = ident.rsplit("-", 1)[-1]
         prefix = f"drill{tag}"
         pattern = f"{prefix}\\..*"

@@ -15,7 +15,7 @@ from typing import Any
 import yaml
 
 from drkit.config.model import DrkitConfig
-from drkit.drills.environment import new_drill_id, remove_drill_data
+from drkit.drills.environment import new_drill_id, refuse_literal_secrets, remove_drill_data
 from drkit.drills.html import write_report
 from drkit.drills.repo import DrillRepository
 from drkit.drills.report import DrillReport
@@ -38,10 +38,13 @@ class DrillOutcome:
 
 
 def raw_clusters(config_path: Path) -> dict[str, Any]:
-    """The ``clusters`` section as written (``${VAR}`` references kept, secrets not copied)."""
+    """The ``clusters`` section as written (``${VAR}`` references and ``*_file`` paths kept),
+    for a drill's own config.  Raises ConfigError when a secret is written out in it: a drill
+    never copies a secret into its directory."""
     document = yaml.safe_load(config_path.read_text(encoding="utf-8")) or {}
-    clusters = document.get("clusters") or {}
-    return dict(clusters)
+    clusters = dict(document.get("clusters") or {})
+    refuse_literal_secrets(clusters, config_path)
+    return clusters
 
 
 def run_drill(
@@ -60,11 +63,12 @@ def run_drill(
     clusters (default: deleted once the report is written)."""
     repository = DrillRepository(store)
     flow = f"{scenario.source}->{scenario.target}"
+    base_clusters = raw_clusters(config_path)  # refused before anything is stored or touched
     drill_id = repository.start(scenario.name, flow)
     try:
         options = DrillOptions(
             base_config=config,
-            base_clusters=raw_clusters(config_path),
+            base_clusters=base_clusters,
             drills_root=state_dir / "drills",
             local=local or LocalKafka(state_dir),
             verify=verify,

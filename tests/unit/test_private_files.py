@@ -95,12 +95,69 @@ def test_a_drills_directory_and_its_config_holding_cluster_credentials_are_priva
     from drkit.drills.scenario import load_scenario
 
     security = {"protocol": "SASL_PLAINTEXT", "sasl_mechanism": "SCRAM-SHA-512",
-                "username": "app", "password": "literal-Secret-1"}  # fmt: skip
+                "username": "app", "password": "${DRILL_TEST_PASSWORD}"}  # fmt: skip
     clusters = {
         alias: {"bootstrap_servers": f"127.0.0.1:{port}", "security": security}
         for alias, port in (("dc1", 1), ("dc2", 2))
     }
-    env = DrillEnvironment.create(load_scenario("planned-switchover"), clusters, tmp_path / "d")
+    os.environ["DRILL_TEST_PASSWORD"] = "not-written-anywhere-1"
+    try:
+        env = DrillEnvironment.create(load_scenario("planned-switchover"), clusters, tmp_path / "d")
+    finally:
+        del os.environ["DRILL_TEST_PASSWORD"]
+    config = (env.directory / "drkit.yaml").read_text()
+    assert "${DRILL_TEST_PASSWORD}" in config and "not-written-anywhere-1" not in config
     assert _mode(env.directory) == 0o700
     assert _mode(env.directory / "drkit.yaml") == 0o600
     assert _mode(env.directory / "drill.db") == 0o600
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {"security": {"protocol": "SASL_SSL", "sasl_mechanism": "PLAIN", "username": "app",
+                      "password": "literal-Secret-2"}},
+        {"security": {"protocol": "SSL", "ssl_key_password": "literal-Secret-2"}},
+        {"role_security": {"engine": {"protocol": "SASL_SSL", "sasl_mechanism": "PLAIN",
+                                      "username": "e", "password": "literal-Secret-2"}}},
+        {"client_overrides": {"sasl.password": "literal-Secret-2"},
+         "allow_insecure_overrides": True},
+        {"schema_registry": {"url": "https://r/apis/ccompat/v7", "username": "u",
+                             "password": "literal-Secret-2"}},
+    ],
+)  # fmt: skip
+def test_a_drill_never_copies_a_secret_written_out_in_the_operators_config(
+    tmp_path: Path, settings: dict[str, object]
+) -> None:
+    """Issue 46, item 6: the drill's config copied its clusters' sections - a password written
+    out in the operator's config was duplicated into every drill directory and outlived the
+    drill.  Refused before the drill is stored or any file written, naming the setting (not its
+    value); references and files are copied as they are."""
+    import yaml
+
+    from drkit.drills.environment import DrillEnvironment
+    from drkit.drills.scenario import load_scenario
+    from drkit.drills.service import raw_clusters
+    from drkit.errors import ConfigError
+
+    config = tmp_path / "drkit.yaml"
+    clusters = {"dc1": {"bootstrap_servers": "127.0.0.1:1", **settings},
+                "dc2": {"bootstrap_servers": "127.0.0.1:2"}}  # fmt: skip
+    config.write_text(yaml.safe_dump({"version": 1, "clusters": clusters,
+                                      "flows": [{"source": "dc1", "target": "dc2"}]}))  # fmt: skip
+    with pytest.raises(ConfigError) as refused:
+        raw_clusters(config)
+    assert "clusters.dc1." in str(refused.value) and "literal-Secret-2" not in str(refused.value)
+    with pytest.raises(ConfigError):
+        DrillEnvironment.create(load_scenario("planned-switchover"), clusters, tmp_path / "d")
+    assert not (tmp_path / "d").exists() or not any((tmp_path / "d").iterdir())
+    state = tmp_path / "state"
+    result = CliRunner().invoke(
+        cli, ["--state-dir", str(state), "drill", "run", "planned-switchover",
+              "--config", str(config)],
+    )  # fmt: skip
+    assert result.exit_code == 2, result.output
+    assert "a drill never copies one" in result.output and "literal-Secret-2" not in result.output
+    listed = CliRunner().invoke(cli, ["--state-dir", str(state), "drill", "list",
+                                      "--config", str(config)])  # fmt: skip
+    assert "planned-switchover" not in listed.output, listed.output
