@@ -16,8 +16,17 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 
-from drkit.access.roles import DRKIT_ROLES, role_needs
-from drkit.access.rules import AclEntry, Operation, Permission, Resource, ResourceType, missing
+from drkit.access.roles import DRKIT_ROLES, replica_resources, role_needs, source_topic_resources
+from drkit.access.rules import (
+    ANY_USER,
+    AclEntry,
+    Operation,
+    PatternType,
+    Permission,
+    Resource,
+    ResourceType,
+    missing,
+)
 from drkit.access.standby import guard_of, guarded_flows
 from drkit.config.model import DrkitConfig, FailoverPolicy, Role
 from drkit.errors import DrkitError, FatalKafkaError
@@ -118,7 +127,10 @@ def _role_findings(
         ]
     supers = facts.super_users or frozenset()
     if principal in supers:
-        return [DoctorFinding(Status.OK, alias, check, f"{principal} is a super user")]
+        detail = (f"{principal} is a super user: far more than the {role} needs (Kafka checks "
+                  "no ACL for it - it may rewrite any ACL, write through any fence); give the "
+                  "role a principal of its own")  # fmt: skip
+        return [DoctorFinding(Status.WARN, alias, check, detail)]
     acls = facts.acls or frozenset()
     lacking = missing(
         principal, needs.needs, acls, super_users=supers, allow_everyone_if_no_acl=allow_everyone
@@ -233,6 +245,122 @@ def own_topic_findings(config: DrkitConfig, facts: ClusterFacts) -> list[DoctorF
     return out
 
 
+def bypass_findings(
+    config: DrkitConfig, facts: ClusterFacts, primary: str | None
+) -> list[DoctorFinding]:
+    """Who can write through drkit's write protections here - the guarantees, not drkit's
+    grants.  Super users: Kafka checks no ACL for them, so neither the fence nor the standby
+    guard stops them (an application producer among them is a failure: a failover cannot
+    stop its writes).  A broad ALLOW WRITE that reaches a guarded standby's replicas for
+    anyone but the replicator, or a fenced source's topics for anyone the fence does not
+    name (``failover.fence_principal``), is a way past them."""
+    if facts.error is not None or facts.authorizer is False or facts.acls is None:
+        return []
+    out = _super_user_findings(config, facts)
+    out += _guard_bypass_findings(config, facts, primary)
+    out += _fence_bypass_findings(config, facts)
+    return out
+
+
+def _super_user_findings(config: DrkitConfig, facts: ClusterFacts) -> list[DoctorFinding]:
+    alias, check = facts.alias, "super users"
+    if facts.super_users is None:
+        detail = ("not known (the brokers do not show super.users): cannot tell who writes "
+                  "through a fence or a standby guard; list them in "
+                  f"clusters.{alias}.super_users")  # fmt: skip
+        return [DoctorFinding(Status.WARN, alias, check, detail)]
+    cluster = config.clusters[alias]
+    apps = {cluster.principals.get(role) for role in (Role.APP_PRODUCER, Role.APP_CONSUMER)}
+    drkit = {cluster.principal(role) for role in DRKIT_ROLES}
+    reason = ("the applications' principal, is a super user: no fence or standby guard stops "
+              "its writes, so a failover leaves two writable primaries; give the applications "
+              "a principal that is not a super user")  # fmt: skip
+    out = [
+        DoctorFinding(Status.FAIL, alias, check, f"{user}, {reason}")
+        for user in sorted(facts.super_users & {a for a in apps if a is not None})
+    ]
+    others = sorted(facts.super_users - apps - drkit)
+    if others:
+        detail = (f"{', '.join(others)}: each writes through any fence and standby guard "
+                  "(keep applications off them)")  # fmt: skip
+        out.append(DoctorFinding(Status.OK, alias, check, detail))
+    return out
+
+
+def _writers(acls: Iterable[AclEntry], resource: Resource) -> set[str]:
+    """The principals an ALLOW WRITE (or ALL) lets write some of ``resource``'s topics."""
+    return {
+        entry.principal for entry in acls
+        if entry.permission is Permission.ALLOW
+        and entry.operation in (Operation.WRITE, Operation.ALL)
+        and entry.resource.overlaps(resource)
+    }  # fmt: skip
+
+
+def _denied(acls: Iterable[AclEntry], principal: str, resource: Resource) -> bool:
+    """Whether a DENY WRITE (or ALL) for ``principal`` (or everyone) covers all of
+    ``resource``."""
+    return any(
+        entry.permission is Permission.DENY
+        and entry.operation in (Operation.WRITE, Operation.ALL)
+        and entry.principal in (principal, ANY_USER)
+        and entry.resource.covers(resource)
+        for entry in acls
+    )
+
+
+def _guard_bypass_findings(
+    config: DrkitConfig, facts: ClusterFacts, primary: str | None
+) -> list[DoctorFinding]:
+    if not config.failover.read_only_standby:
+        return []
+    out: list[DoctorFinding] = []
+    cluster = config.clusters[facts.alias]
+    replicator = cluster.principal(Role.REPLICATOR)
+    # drkit's own topics can share the replicas' prefix (``dc1.checkpoints.internal``): a grant
+    # on one of them by name writes bookkeeping, not replicas.
+    own = set(own_topics(config, facts.alias))
+    acls = {
+        entry for entry in facts.acls or frozenset()
+        if not (entry.resource.pattern is PatternType.LITERAL and entry.resource.name in own)
+    }  # fmt: skip
+    for flow in guarded_flows(config, primary):
+        guard = guard_of(flow, config)
+        if flow.target != facts.alias or guard.note:
+            continue
+        for resource in replica_resources(flow)[0]:
+            past = sorted(
+                principal for principal in _writers(acls | set(guard.entries), resource)
+                if principal != replicator and not _denied(guard.entries, principal, resource)
+            )  # fmt: skip
+            if past:
+                detail = (f"{', '.join(past)} may write {resource}, {flow.name}'s replicas on "
+                          "a standby: its guard stops only the applications' principal; "
+                          "narrow that ALLOW WRITE")  # fmt: skip
+                out.append(DoctorFinding(Status.WARN, facts.alias, "standby guard", detail))
+    return out
+
+
+def _fence_bypass_findings(config: DrkitConfig, facts: ClusterFacts) -> list[DoctorFinding]:
+    fenced = config.failover.fence_principal
+    if not config.failover.fence_with_acls or fenced == ANY_USER:
+        return []  # the fence denies everyone Kafka checks ACLs for
+    out: list[DoctorFinding] = []
+    drkit = {config.clusters[facts.alias].principal(role) for role in DRKIT_ROLES}
+    acls = facts.acls or frozenset()
+    for flow in config.flows:
+        if flow.source != facts.alias or flow.standby:
+            continue
+        for resource in source_topic_resources(flow):
+            past = sorted(_writers(acls, resource) - drkit - {fenced})
+            if past:
+                detail = (f"{', '.join(past)} may write {resource}: a fence of {flow.name}'s "
+                          f"source denies only {fenced} (failover.fence_principal), so these "
+                          "keep writing the old primary")  # fmt: skip
+                out.append(DoctorFinding(Status.WARN, facts.alias, "fence", detail))
+    return out
+
+
 def message_size_findings(
     config: DrkitConfig, facts: dict[str, ClusterFacts]
 ) -> list[DoctorFinding]:
@@ -306,6 +434,8 @@ def examine_cluster(alias: str, config: DrkitConfig, timeout_s: float) -> Cluste
         supers = frozenset(p.strip() for p in value.value.split(";") if p.strip())
     elif "super.users" in configs and not configs["super.users"].is_sensitive:
         supers = frozenset()
+    elif (configured := config.clusters[alias].super_users) is not None:
+        supers = frozenset(configured)  # the brokers do not show it: the operator said
     if (value := configs.get("message.max.bytes")) is not None and value.value is not None:
         max_bytes = int(value.value)
     return ClusterFacts(
@@ -371,6 +501,7 @@ def examine(
         out.extend(cluster_findings(config, facts[alias]))
         out.extend(standby_findings(config, facts[alias], primary))
         out.extend(own_topic_findings(config, facts[alias]))
+        out.extend(bypass_findings(config, facts[alias], primary))
     out.extend(message_size_findings(config, facts))
     out.extend(installation_findings(java, store_revision))
     return out
@@ -380,6 +511,7 @@ __all__ = [
     "ClusterFacts",
     "DoctorFinding",
     "Status",
+    "bypass_findings",
     "cluster_findings",
     "examine",
     "message_size_findings",

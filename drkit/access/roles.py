@@ -127,6 +127,12 @@ def _policy_replicas(flow: FlowConfig) -> _Selection:
     return _Selection((every,), (f"replicas of {flow.name} (policy {policy.kind}) -> {every}",))
 
 
+def source_topic_resources(flow: FlowConfig) -> tuple[Resource, ...]:
+    """The ACL resources of the source topics ``flow`` selects (what a fence of its source
+    covers), at least as wide as the topics themselves."""
+    return _topics_of(flow).resources
+
+
 def replica_resources(flow: FlowConfig) -> tuple[tuple[Resource, ...], bool]:
     """The ACL resources of the replicas ``flow`` writes on its target, and whether they
     stand for exactly those names (see drkit.access.rules.resource_for_pattern)."""

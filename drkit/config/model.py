@@ -303,6 +303,10 @@ class ClusterConfig(FrozenModel):
     role_security: dict[Role, SecurityConfig] = Field(default_factory=dict)
     # The schema registry the cluster's applications use (flows' ``schema_sync`` copies it).
     schema_registry: SchemaRegistryConfig | None = None
+    # The brokers' ``super.users``, for ``drkit doctor`` (Kafka checks no ACL for them, so no
+    # fence or standby guard stops them). Kafka 4 does not return it over DescribeConfigs; None:
+    # not known here.
+    super_users: tuple[str, ...] | None = None
 
     @field_validator("client_overrides")
     @classmethod
@@ -334,6 +338,14 @@ class ClusterConfig(FrozenModel):
         for role, principal in value.items():
             if not _PRINCIPAL.fullmatch(principal):
                 raise ValueError(f"{role}: {principal!r} is not a principal (User:name)")
+        return value
+
+    @field_validator("super_users")
+    @classmethod
+    def _super_user_names(cls, value: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        for principal in value or ():
+            if not _PRINCIPAL.fullmatch(principal):
+                raise ValueError(f"{principal!r} is not a principal (User:name)")
         return value
 
     def principal(self, role: Role) -> str | None:

@@ -9,8 +9,8 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 from drkit.config.discovery import default_config_path
 from drkit.config.loader import load_config
 from drkit.local.cluster import ClusterStatus
-from drkit.local.secure import client_security, role_principals
-from drkit.local.tls import LocalSecrets
+from drkit.local.secure import client_security, role_principals, super_users
+from drkit.local.tls import LocalSecrets, node_name
 from drkit.store.db import DB_FILE_NAME
 
 
@@ -41,6 +41,11 @@ def write_local_config(
             if c.secure and secrets is not None
         },
         principals=role_principals(),
+        super_users={
+            c.name: super_users(node_name(c.name), c.client_auth)
+            for c in clusters
+            if c.secure and secrets is not None
+        },
         role_security={
             c.name: {
                 role: client_security(secrets, principal.split(":", 1)[1], c.client_auth)

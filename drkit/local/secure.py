@@ -71,7 +71,7 @@ def broker_settings(
         "sasl.mechanism.inter.broker.protocol": SCRAM_MECHANISM,
         f"listener.name.sasl_ssl.{SCRAM_MECHANISM.lower()}.sasl.jaas.config": jaas,
         **_node_tls(node, secrets),
-        "super.users": f"User:{SUPER_USER};{node.principal}",
+        "super.users": ";".join(super_users(node.common_name)),
         "allow.everyone.if.no.acl.found": "false",
     }
 
@@ -103,7 +103,7 @@ def _mtls_settings(
         "listener.name.ssl.ssl.client.auth": "required",
         "listener.name.ssl.ssl.principal.mapping.rules": _CN_TO_USER,
         **_node_tls(node, secrets),
-        "super.users": f"User:{SUPER_USER};{node.principal};User:{node.common_name}",
+        "super.users": ";".join(super_users(node.common_name, MTLS)),
         "allow.everyone.if.no.acl.found": "false",
     }
 
@@ -201,6 +201,14 @@ def client_config(
     if "password_file" in security:
         security["password"] = Path(security.pop("password_file")).read_text().strip()
     return ClusterConfig.model_validate({"bootstrap_servers": bootstrap, "security": security})
+
+
+def super_users(node: str, client_auth: str = SCRAM) -> list[str]:
+    """The ``super.users`` of a secured node whose certificate's common name is ``node``
+    (drkit.local.tls.node_name): the operator's admin and the node's own identity - as the
+    controller listener sees it, and with mTLS clients also as the client listener maps it."""
+    users = [f"User:{SUPER_USER}", f"User:CN={node}"]
+    return [*users, f"User:{node}"] if client_auth == MTLS else users
 
 
 def role_principals() -> dict[str, str]:

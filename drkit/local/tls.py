@@ -59,6 +59,11 @@ _CA_USAGE = x509.KeyUsage(
 )
 
 
+def node_name(cluster: str) -> str:
+    """The common name of ``cluster``'s node certificate (its principal: ``User:CN=<name>``)."""
+    return f"{cluster}-node"
+
+
 @dataclass(frozen=True)
 class NodeIdentity:
     """One node's TLS identity: a PKCS#12 key store (key + chain) and its password."""
@@ -103,7 +108,7 @@ class LocalSecrets:
         """The node certificate of ``cluster`` (one per cluster, valid for ``addresses``)."""
         with self._exclusive():
             self._ensure()
-            name = f"{cluster}-node"
+            name = node_name(cluster)
             keystore = self.directory / f"{name}.p12"
             key_password = self._secret(self.directory / "key.password")
             if not keystore.exists():

@@ -393,6 +393,32 @@ def test_the_doctor_names_a_missing_acl_and_its_role_and_drkit_acls_apply_restor
     assert again.returncode == 0, again.stdout + again.stderr
 
 
+def test_the_doctor_fails_an_application_producer_that_is_a_super_user(
+    secured_pair: SecuredPair, tmp_path: Path
+) -> None:
+    """Issue 46, item 2: Kafka checks no ACL for a super user, so neither the fence nor the
+    standby guard stops one; an application producing as one would keep writing the old
+    primary after a failover. The doctor reads super.users from the brokers and names it."""
+    pair = secured_pair
+    document = yaml.safe_load((pair.state / "drkit.yaml").read_text())
+    for cluster in document["clusters"].values():
+        cluster.setdefault("principals", {})["app-producer"] = "User:admin"
+    config = tmp_path / "drkit-admin-app.yaml"
+    config.write_text(yaml.safe_dump(document))
+    doctor = pair.run("doctor", "--config", str(config))
+    assert doctor.returncode == 3, doctor.stdout + doctor.stderr
+    failed = [line for line in doctor.stdout.splitlines() if line.startswith("FAIL")]
+    for alias in (pair.source, pair.target):
+        named = f"FAIL {alias}: super users: User:admin, the applications' principal, is a super"
+        assert any(line.startswith(named) for line in failed), doctor.stdout
+    # The shipped roles are no super users, and the super users are named.
+    plain = pair.run("doctor")
+    assert plain.returncode == 0, plain.stdout + plain.stderr
+    [named] = [line for line in plain.stdout.splitlines()
+               if line.startswith(f"ok   {pair.source}: super users: ")]  # fmt: skip
+    assert "User:admin" in named and "writes through any fence" in named, plain.stdout
+
+
 # The README's main job (an unplanned loss) and a planned switchover on deny-by-default
 # clusters.  The other planned moves pass secured too, run by hand on 2026-11-27 with this test
 # (SECURED_DRILLS edited): migration-cutover 152 s, failback-divergent-tail 106 s (it found that

@@ -9,6 +9,7 @@ from drkit.access.doctor import (
     ClusterFacts,
     DoctorFinding,
     Status,
+    bypass_findings,
     cluster_findings,
     installation_findings,
     message_size_findings,
@@ -331,11 +332,15 @@ def test_the_doctor_fails_an_unreachable_cluster_and_a_missing_authorizer_when_f
     assert "SECURITY_DISABLED" in bare[-1].detail
 
 
-def test_a_super_user_holds_every_role_and_a_plaintext_principal_is_unknown() -> None:
+def test_a_role_that_is_a_super_user_is_flagged_and_a_plaintext_principal_is_unknown() -> None:
+    """Issue 46, item 2: a drkit role whose principal is a super user was reported ok - it
+    holds every grant, and far more (it may rewrite any ACL, write through any fence)."""
     config = _secured(_config())
     facts = ClusterFacts("dc2", brokers=1, authorizer=True, acls=frozenset(),
                          super_users=frozenset(f"User:{r}" for r in Role))  # fmt: skip
-    assert all(f.status is Status.OK for f in cluster_findings(config, facts))
+    roles = [f for f in cluster_findings(config, facts) if f.check.endswith(" ACLs")]
+    assert roles and all(f.status is Status.WARN for f in roles), [f.line() for f in roles]
+    assert "is a super user: far more than the engine needs" in " ".join(f.detail for f in roles)
     plain = _config()  # dc2 has no SASL user and no principals
     facts = ClusterFacts("dc2", brokers=1, authorizer=True, acls=frozenset())
     statuses = {f.check: f.status for f in cluster_findings(plain, facts)}
@@ -433,3 +438,71 @@ def test_the_doctor_says_who_besides_drkit_may_write_its_own_topics() -> None:
     # The source of a flow holds none of them: nothing to say.
     assert _own_topic_lines(config, ClusterFacts("dc1", brokers=1, authorizer=True,
                                                  acls=frozenset())) == []  # fmt: skip
+
+
+# -- who writes through the fence and the standby guard (issue 46, item 2) ------------------------
+
+
+def _facts(alias: str, acls: set[AclEntry], supers: set[str] | None = None) -> ClusterFacts:
+    known = frozenset(supers) if supers is not None else None
+    return ClusterFacts(alias, brokers=1, authorizer=True, acls=frozenset(acls), super_users=known)
+
+
+def test_an_application_producer_that_is_a_super_user_fails_and_other_super_users_are_named() -> (
+    None
+):
+    config = _secured(_config())
+    findings = bypass_findings(
+        config, _facts("dc1", set(), {"User:app-producer", "User:admin"}), None
+    )
+    failed = [f for f in findings if f.status is Status.FAIL]
+    assert [f.check for f in failed] == ["super users"], [f.line() for f in findings]
+    assert "User:app-producer, the applications' principal, is a super user" in failed[0].detail
+    assert "two writable primaries" in failed[0].detail
+    named = [f for f in findings if f.status is Status.OK and f.check == "super users"]
+    assert named and named[0].detail.startswith("User:admin: each writes through any fence")
+    # Brokers that hide super.users: said, not assumed empty.
+    hidden = bypass_findings(config, _facts("dc1", set(), None), None)
+    assert [(f.status, f.check) for f in hidden] == [(Status.WARN, "super users")]
+    assert bypass_findings(config, _facts("dc1", set(), set()), None) == []
+
+
+def test_a_broad_allow_write_past_the_standby_guard_is_named() -> None:
+    """Deny by default: the guard DENYs WRITE to the applications' principal only; a broad
+    ALLOW WRITE for anyone else reaches the standby's replicas - doctor said ok."""
+    config = _secured(_config(topics={"include": ["orders.*"]}))
+    replicas = _topic("dc1.", True)
+    guard = {_deny("User:app-producer", replicas, Operation.WRITE)}
+    broad = {
+        _allow("User:etl", _topic("*"), Operation.WRITE),
+        _allow("User:app-producer", _topic("*"), Operation.ALL),  # the guard denies it
+        _allow("User:replicator", replicas, Operation.WRITE),  # the replicator's own
+        # drkit's checkpoints topic shares the replicas' prefix: bookkeeping, not a replica
+        _allow("User:checkpointer", _topic("dc1.checkpoints.internal"), Operation.WRITE),
+    }
+    findings = bypass_findings(config, _facts("dc2", guard | broad, set()), None)
+    warned = [f for f in findings if f.check == "standby guard"]
+    assert len(warned) == 1 and warned[0].status is Status.WARN, [f.line() for f in findings]
+    assert warned[0].detail.startswith("User:etl may write topics prefixed 'dc1.'")
+    narrow = {_allow("User:etl", _topic("etl.", True), Operation.WRITE)}
+    clean = bypass_findings(config, _facts("dc2", guard | narrow, set()), None)
+    assert not [f for f in clean if f.check == "standby guard"], [f.line() for f in clean]
+    # Once dc2 is the primary its replicas are no longer guarded: nothing to bypass.
+    moved = bypass_findings(config, _facts("dc2", guard | broad, set()), "dc2")
+    assert not [f for f in moved if f.check == "standby guard"]
+
+
+def test_a_fence_that_names_one_principal_is_bypassed_by_another_writer() -> None:
+    config = _secured(_config(topics={"include": ["orders.*"]}))
+    narrow = config.failover.model_copy(update={"fence_principal": "User:app-producer"})
+    config = config.model_copy(update={"failover": narrow})
+    acls = {_allow("User:etl", _topic("ord", True), Operation.WRITE),
+            _allow("User:app-producer", _topic("orders", True), Operation.WRITE)}  # fmt: skip
+    findings = bypass_findings(config, _facts("dc1", acls, set()), None)
+    [fence] = [f for f in findings if f.check == "fence"]
+    assert fence.detail.startswith("User:etl may write topics prefixed 'orders'"), fence.line()
+    assert "denies only User:app-producer" in fence.detail
+    # The default fence (User:*) denies every principal Kafka checks ACLs for.
+    default = _secured(_config(topics={"include": ["orders.*"]}))
+    assert not [f for f in bypass_findings(default, _facts("dc1", acls, set()), None)
+                if f.check == "fence"]  # fmt: skip
