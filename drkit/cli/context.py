@@ -43,6 +43,25 @@ class _Seconds(click.ParamType[float]):
 SECONDS = _Seconds()
 
 
+class _Identity(click.ParamType[str]):
+    """An id that other processes see (an observer, a worker): not empty, no blanks or
+    control characters at its ends or inside (an empty one was replaced by the default in
+    silence, a blank one made two ids that look the same)."""
+
+    name = "id"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        text = str(value)
+        if not text.strip():
+            self.fail("must not be empty (leave the option out for the default)", param, ctx)
+        if text != text.strip() or any(not c.isprintable() or c.isspace() for c in text):
+            self.fail(f"{text!r}: no spaces or control characters", param, ctx)
+        return text
+
+
+IDENTITY = _Identity()
+
+
 def say(message: str, level: int = logging.INFO, **fields: object) -> None:
     """A line for the operator on stderr (stdout stays the command's output or document).
 
@@ -76,6 +95,18 @@ class AppContext:
             self._config = load_config(self.config_path)
         return self._config
 
+    def store_url(self, config: DrkitConfig | None) -> str:
+        """The state store's URL for ``config``; one the operator named (config,
+        $DRKIT_DB_URL) that points into a missing directory is refused (ConfigError), the
+        state dir's default is created."""
+        from drkit.store import database_url
+        from drkit.store.db import refuse_missing_sqlite_directory
+
+        url = database_url(config, self.state_dir)
+        if url != database_url(None, self.state_dir):
+            refuse_missing_sqlite_directory(url)
+        return url
+
     def store(  # type: ignore[no-untyped-def]
         self, explicit_config: str | None = None, config_required: bool = False,
         reading: bool = False,
@@ -101,7 +132,7 @@ class AppContext:
                 raise
         else:
             config = self.config(explicit_config)
-        url = database_url(config, self.state_dir)
+        url = self.store_url(config)
         explicit = self.state_dir_option or os.environ.get("DRKIT_STATE_DIR")
         default = url == database_url(None, self.state_dir)
         if reading and explicit and default and not self.state_dir.exists():

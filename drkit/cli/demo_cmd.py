@@ -40,14 +40,14 @@ def demo(app: AppContext, scenario: str, skip_verify: bool) -> None:
     from drkit.drills.service import run_drill
     from drkit.local import LocalKafka
     from drkit.local.config_writer import write_local_config
-    from drkit.store import StateStore, database_url
+    from drkit.store import StateStore
 
     loaded = load_scenario(scenario)
     click.echo(f"1. starting local {loaded.source} and {loaded.target} (first run: Kafka's jars)")
     statuses = LocalKafka(app.state_dir).up([loaded.source, loaded.target])
     config_path = write_local_config(app.state_dir, statuses)
     config = load_config(config_path)
-    store = StateStore(database_url(config, app.state_dir))
+    store = StateStore(app.store_url(config))
     store.ensure_current()
     click.echo(f"2. drill {loaded.name!r}: {loaded.title}")
     outcome = run_drill(

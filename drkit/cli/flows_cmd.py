@@ -198,11 +198,14 @@ def _change(
         published = _publish(config, flow, directive)
     waited = _wait(store, directive, wait_s) if wait_s > 0 else {}
     _report(output, flow, directive, published, waited, note)
-    if published != "published" and verb.desired.value != "running":
+    if published != "published":
+        # Either way the operator must hear it: a hold not published lets workers cut off
+        # from the store go on copying; a release not published leaves them held.
+        effect = "stay held" if verb.desired.value == "running" else "go on copying"
         raise NotPublished(
             f"{flow.name} {directive.desired.value} is in the state store, but not on its "
             f"control channel on {flow.target} ({published}): workers cut off from the store "
-            "do not see it - run the command again once the cluster answers"
+            f"do not see it and {effect} - run the command again once the cluster answers"
         )
 
 

@@ -17,7 +17,14 @@ from typing import TYPE_CHECKING, Any
 import click
 from pydantic import ValidationError
 
-from drkit.cli.context import AppContext, config_option, echo_json, output_option, pass_app
+from drkit.cli.context import (
+    IDENTITY,
+    AppContext,
+    config_option,
+    echo_json,
+    output_option,
+    pass_app,
+)
 from drkit.config.loader import known_flow, validation_problems
 from drkit.config.model import DrkitConfig, HealthPolicy, HostPort, Role, connects_as
 from drkit.errors import ConfigError, DrkitError, ExitCode, LeaseLost, Problem
@@ -97,6 +104,7 @@ def with_interval(config: DrkitConfig, interval: float | None) -> DrkitConfig:
 @click.option(
     "--observer",
     default=None,
+    type=IDENTITY,
     help="Name of this vantage point (monitors with different names form a quorum) "
     "[default: hostname].",
 )

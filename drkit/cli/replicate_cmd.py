@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import click
 
-from drkit.cli.context import AppContext, complete_flows, config_option, pass_app
+from drkit.cli.context import IDENTITY, AppContext, complete_flows, config_option, pass_app
 from drkit.replication.assignment import StartFrom
 from drkit.replication.client_settings import WorkerSettings
 from drkit.replication.service import (
@@ -20,7 +20,6 @@ from drkit.replication.service import (
     run_workers,
     select_flows,
 )
-from drkit.store import database_url
 
 
 @click.command("replicate")
@@ -43,6 +42,7 @@ from drkit.store import database_url
 @click.option(
     "--worker-id",
     default=None,
+    type=IDENTITY,
     help="Stable id of this worker: a worker restarted under the same id takes its partitions "
     "back at once (static group membership); transactional ids derive from it "
     "[default: <host>-<pid>, unique per process].",
@@ -115,7 +115,7 @@ def replicate(
         metrics_host=metrics_host,
         metrics_port=metrics_port,
         checkpoints=checkpoints,
-        store_url=database_url(config, app.state_dir),
+        store_url=app.store_url(config),
         settings=WorkerSettings(
             worker_id=identity,
             commit_interval_s=commit_interval,

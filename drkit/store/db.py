@@ -18,7 +18,13 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from drkit import __version__, json_codec
 from drkit.config.model import DrkitConfig
-from drkit.errors import StateStoreError, StoreFromNewerDrkit, StoreUrlUnusable
+from drkit.errors import (
+    ConfigError,
+    Problem,
+    StateStoreError,
+    StoreFromNewerDrkit,
+    StoreUrlUnusable,
+)
 from drkit.private_files import create_private
 
 if TYPE_CHECKING:
@@ -34,6 +40,27 @@ def database_url(config: DrkitConfig | None, state_dir: Path) -> str:
     if config is not None and config.state_store.url is not None:
         return config.state_store.url.get_secret_value()
     return f"sqlite:///{state_dir / DB_FILE_NAME}"
+
+
+def refuse_missing_sqlite_directory(url: str) -> None:
+    """Raise ConfigError when ``url`` - a store the operator named, not the state dir's
+    default - is a SQLite file in a directory that does not exist.  Creating it would start a
+    new, empty store where the path may be a typo: no pointer, no lease, no runs - so a second
+    engine could fail over beside the first."""
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        return  # StateStore says what is wrong with it
+    if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
+        return
+    directory = Path(str(parsed.database)).parent
+    if not directory.is_dir():
+        where = "$DRKIT_DB_URL" if os.environ.get("DRKIT_DB_URL") else "state_store.url"
+        raise ConfigError([Problem(where, (
+            f"the SQLite store's directory {directory} does not exist: drkit does not start a "
+            "new, empty store where a path may be a typo (it would hold no pointer, lease or "
+            "runs); create the directory, or fix the path - nothing was done"
+        ))])  # fmt: skip
 
 
 # Query parameters that carry a credential (libpq's ``password``, ``sslpassword``; tokens).

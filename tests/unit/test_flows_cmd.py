@@ -149,6 +149,14 @@ def test_a_hold_the_control_channel_did_not_get_fails_and_says_so(
     again = drkit(config, "flows", "stop", FORWARD, "-m", "x", "--wait", "0")
     assert again.exit_code == 0 and "already stopped" in again.output
     assert "control channel on dc2: published" in again.output
+    # A release the channel did not get fails alike (it exited 0 while pause exited 1).
+    monkeypatch.setattr(
+        "drkit.cli.flows_cmd._publish", lambda *_a: "not published: dc2 did not answer"
+    )
+    started = drkit(config, "flows", "start", FORWARD, "-m", "x", "--wait", "0")
+    assert started.exit_code == 1, started.output
+    assert "not on its control channel on dc2" in started.output and "stay held" in started.output
+    assert ControlRepository(store).directive(FORWARD).desired is DesiredState.RUNNING
 
 
 def test_fences_list_shows_what_is_in_place_and_with_all_what_was_lifted(

@@ -131,3 +131,37 @@ def test_config_validate_sends_nothing_to_the_clusters(tmp_path: Path) -> None:
         thread.join(2)
         listener.close()
     assert connected == []
+
+
+@pytest.mark.parametrize("value", ["", "  ", "a b", "obs\n1"])
+def test_an_empty_or_blank_observer_or_worker_id_is_refused_not_replaced(
+    tmp_path: Path, value: str
+) -> None:
+    """An empty --observer / --worker-id silently became the host name (the default), so two
+    monitors meant to be distinct voted as one; a blank one looked like another id."""
+    config = tmp_path / "c.yaml"
+    config.write_text(GOOD)
+    _refused(_drkit(tmp_path, "monitor", "--config", str(config), "--observer", value),
+             "--observer")  # fmt: skip
+    _refused(_drkit(tmp_path, "replicate", "--config", str(config), "--worker-id", value),
+             "--worker-id")  # fmt: skip
+
+
+def test_a_configured_sqlite_store_in_a_missing_directory_is_refused_not_created(
+    tmp_path: Path,
+) -> None:
+    """A typo in state_store.url started a new, empty store there (no pointer, no lease, no
+    runs: a second engine could fail over beside the first); the state dir's default store is
+    still created."""
+    missing = tmp_path / "no-such-dir" / "drkit.db"
+    config = tmp_path / "c.yaml"
+    config.write_text(GOOD + f"state_store: {{url: 'sqlite:///{missing}'}}\n")
+    for command in (["pointer", "show"], ["failover", "list"], ["db", "upgrade"]):
+        _refused(_drkit(tmp_path, *command, "--config", str(config)),
+                 "state_store.url", "does not exist")  # fmt: skip
+    assert not missing.parent.exists()
+    default = tmp_path / "default.yaml"
+    default.write_text(GOOD)
+    done = _drkit(tmp_path, "db", "upgrade", "--config", str(default))
+    assert done.exit_code == 0, done.output
+    assert (tmp_path / "state" / "drkit.db").is_file()
