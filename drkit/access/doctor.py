@@ -20,11 +20,13 @@ from drkit.access.roles import DRKIT_ROLES, replica_resources, role_needs, sourc
 from drkit.access.rules import (
     ANY_USER,
     AclEntry,
+    Need,
     Operation,
     PatternType,
     Permission,
     Resource,
     ResourceType,
+    authorized,
     missing,
 )
 from drkit.access.standby import guard_of, guarded_flows
@@ -132,6 +134,7 @@ def _role_findings(
                   "role a principal of its own")  # fmt: skip
         return [DoctorFinding(Status.WARN, alias, check, detail)]
     acls = facts.acls or frozenset()
+    wider = _wider_than_needed(config, alias, role, principal, needs.needs, acls)
     lacking = missing(
         principal, needs.needs, acls, super_users=supers, allow_everyone_if_no_acl=allow_everyone
     )
@@ -146,7 +149,7 @@ def _role_findings(
         if unused:
             grants = ", ".join(f"{n.operation.value.upper()} on {n.resource}" for n in unused)
             detail += f"; optional, not held: {grants} - the {role} {unused[0].why}"
-        return [DoctorFinding(Status.OK, alias, check, detail)]
+        return [DoctorFinding(Status.OK, alias, check, detail), *wider]
     hint = "" if facts.super_users is not None else " (unless it is a super user: not readable)"
     return [
         DoctorFinding(
@@ -157,7 +160,30 @@ def _role_findings(
             f"the {role} {need.why}{hint}",
         )
         for need in lacking
-    ]
+    ] + wider
+
+
+def _wider_than_needed(
+    config: DrkitConfig,
+    alias: str,
+    role: Role,
+    principal: str,
+    needs: Iterable[Need],
+    acls: Iterable[AclEntry],
+) -> list[DoctorFinding]:
+    """ALTER on the cluster held by a role that does not need it (issue: a monitor or engine
+    that could rewrite every ACL and SCRAM credential); the fencer's own principal excepted."""
+    alter = Need(Resource.cluster(), Operation.ALTER, "")
+    if any(n.resource == alter.resource and n.operation is alter.operation for n in needs):
+        return []
+    if principal == config.clusters[alias].principal(Role.FENCER):
+        return []  # one principal doing both: the fencer's grant
+    if not authorized(principal, alter, acls):
+        return []
+    detail = (f"{principal} holds ALTER on the cluster, which the {role} does not need: it "
+              "may rewrite every ACL and SCRAM credential; only the fencer needs it "
+              f"('drkit acls --role fencer --cluster {alias}')")  # fmt: skip
+    return [DoctorFinding(Status.WARN, alias, f"{role} ACLs", detail)]
 
 
 def standby_findings(

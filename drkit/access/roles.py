@@ -43,7 +43,14 @@ __all__ = ["DRKIT_ROLES", "OWN_PREFIX", "Role", "RoleNeeds", "replica_resources"
 OWN_PREFIX = "drkit-"
 
 
-DRKIT_ROLES = (Role.REPLICATOR, Role.CHECKPOINTER, Role.MONITOR, Role.ENGINE, Role.VERIFIER)
+DRKIT_ROLES = (
+    Role.REPLICATOR,
+    Role.CHECKPOINTER,
+    Role.MONITOR,
+    Role.ENGINE,
+    Role.FENCER,
+    Role.VERIFIER,
+)
 
 _READ = (Operation.READ, Operation.DESCRIBE)
 _DESCRIBE = (Operation.DESCRIBE,)
@@ -254,9 +261,27 @@ def _monitor(config: DrkitConfig, cluster: str) -> Iterator[Need | str]:
             yield from _needs(topics, [Operation.DESCRIBE], f"measures {flow.name}'s lag")
 
 
-def _engine(config: DrkitConfig, cluster: str) -> Iterator[Need | str]:
-    why = "fences and unfences writers with ACLs"
+def _fencer(config: DrkitConfig, cluster: str) -> Iterator[Need | str]:
+    """The only role with ALTER on the cluster (Kafka's one grant for ACL changes): the
+    protections' reconciler (drkit.failover.reconcile) runs as it - in failover runs, the
+    monitor's maintenance and ``drkit fences`` - and does nothing else."""
+    why = "places and lifts fences, standby guards and replicator fences (ACLs)"
     yield from _needs([Resource.cluster()], (Operation.ALTER, Operation.DESCRIBE), why)
+    for flow in config.flows:
+        if flow.source == cluster:
+            topics = _topics_of(flow)
+            yield from topics.inexact
+            why = f"sees which of {flow.name}'s topics exist to fence them"
+            yield from _needs(topics.resources, [Operation.DESCRIBE], why)
+        if flow.target == cluster:
+            why = f"sees which of {flow.name}'s replicas exist to guard them"
+            yield from _needs(_replicas(flow).resources, [Operation.DESCRIBE], why)
+
+
+def _engine(config: DrkitConfig, cluster: str) -> Iterator[Need | str]:
+    # No ALTER on the cluster: ACL changes are the fencer's (see _fencer).
+    why = "reads the fences and guards in place (ACLs)"
+    yield from _needs([Resource.cluster()], [Operation.DESCRIBE], why)
     why = "reads the brokers' super.users and limits"
     yield from _needs([Resource.cluster()], [Operation.DESCRIBE_CONFIGS], why)
     yield from _needs([_own(ResourceType.TOPIC)], _OWN_TOPIC, "flow directives and acks")
@@ -328,6 +353,8 @@ def role_needs(role: Role, cluster: str, config: DrkitConfig) -> RoleNeeds:
         found = list(_monitor(config, cluster))
     elif role is Role.ENGINE:
         found = list(_engine(config, cluster))
+    elif role is Role.FENCER:
+        found = list(_fencer(config, cluster))
     elif role is Role.VERIFIER:
         found = list(_verifier(config, cluster))
     else:

@@ -193,6 +193,10 @@ class Role(StrEnum):
     CHECKPOINTER = "checkpointer"
     MONITOR = "monitor"
     ENGINE = "engine"
+    # Changes ACLs - fences, standby guards, replicator fences - and nothing else: Kafka lets
+    # only ALTER on the cluster create or delete ACLs, which also allows rewriting every ACL
+    # and SCRAM credential, so no other role holds it.
+    FENCER = "fencer"
     VERIFIER = "verifier"
     APP_PRODUCER = "app-producer"
     APP_CONSUMER = "app-consumer"

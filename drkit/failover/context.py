@@ -239,12 +239,9 @@ class StepContext:
     def reconciler(self) -> Reconciler:
         """The run's reconciler of protections (one per run: it remembers who was away)."""
         if self._reconciler is None:
-
-            def connect(endpoint: ClusterEndpoint) -> ClusterAdmin:
-                return self.admin(endpoint.alias)
-
+            # Its own admins: it connects as the fencer (drkit.access.roles), not the engine.
             self._reconciler = Reconciler(
-                self.config, self.store, connect, self.confirm, self.guard, self.registries
+                self.config, self.store, self.connect, self.confirm, self.guard, self.registries
             )
         return self._reconciler
 

@@ -328,8 +328,9 @@ class Reconciler:
     def _reached(self, alias: str, strict: bool) -> ClusterAdmin | None:
         """The cluster's admin when it answers, probed now; None when it is away (a strict
         cluster's absence raises)."""
+        # As the fencer: the one role allowed to change ACLs (drkit.access.roles).
         admin = self._admins.get(alias) or self.connect(
-            ClusterEndpoint(alias, self.config.clusters[alias])
+            ClusterEndpoint(alias, self.config.clusters[alias].for_role(Role.FENCER))
         )
         self._admins[alias] = admin
         try:

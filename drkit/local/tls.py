@@ -41,7 +41,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from drkit.private_files import write_private
 
-ROLE_USERS = ("replicator", "checkpointer", "monitor", "engine", "verifier")
+ROLE_USERS = ("replicator", "checkpointer", "monitor", "engine", "fencer", "verifier")
 USERS = ("admin", "drkit", *ROLE_USERS, "app")
 SUPER_USER = "admin"
 SCRAM_MECHANISM = "SCRAM-SHA-512"

@@ -185,7 +185,7 @@ def test_every_role_runs_as_its_own_least_privilege_principal_through_a_failover
     doctor = pair.run("doctor")
     assert doctor.returncode == 0, doctor.stdout + doctor.stderr
     assert "FAIL" not in doctor.stdout
-    for role in ("replicator", "checkpointer", "monitor", "engine", "verifier"):
+    for role in ("replicator", "checkpointer", "monitor", "engine", "fencer", "verifier"):
         assert f"{role} ACLs: User:{role} holds all" in doctor.stdout, doctor.stdout
 
     app, admin = pair.as_user("app", tmp_path), pair.as_user("admin", tmp_path)
@@ -391,6 +391,40 @@ def test_the_doctor_names_a_missing_acl_and_its_role_and_drkit_acls_apply_restor
     assert applied.returncode == 0, applied.stderr
     again = pair.run("doctor")
     assert again.returncode == 0, again.stdout + again.stderr
+
+
+def test_only_the_fencer_may_change_an_acl_or_a_scram_credential(secured_pair: SecuredPair) -> None:
+    """Issue 46, item 1: the monitor and the engine held ALTER on the cluster, which lets a
+    principal rewrite every ACL and reset every SCRAM credential (the admin's too). Now only
+    the fencer does - the brokers refuse the others, and the fencer's own grant works."""
+    from confluent_kafka.admin import (
+        ScramCredentialInfo,
+        ScramMechanism,
+        UserScramCredentialUpsertion,
+    )
+
+    from drkit.kafka.clients import client_settings, make_admin_client
+
+    pair = secured_pair
+    topic = Resource(ResourceType.TOPIC, f"fencer-check-{uuid.uuid4().hex[:6]}")
+    deny = AclEntry("User:app", topic, Operation.WRITE, Permission.DENY)
+    for user in ("monitor", "engine"):
+        endpoint = pair.manager.endpoint_as(pair.target, user)
+        with pytest.raises(KafkaError, match=r"(?i)authori"):
+            KafkaAdmin(endpoint).create_entries([deny], timeout_s=20)
+        client = make_admin_client(endpoint, client_settings(endpoint))
+        upsert = UserScramCredentialUpsertion(
+            "admin", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 8192), b"taken-over"
+        )
+        future = client.alter_user_scram_credentials([upsert], request_timeout=20)["admin"]
+        with pytest.raises(Exception, match=r"(?i)authori"):
+            future.result(timeout=30)
+    fencer = KafkaAdmin(pair.manager.endpoint_as(pair.target, "fencer"))
+    fencer.create_entries([deny], timeout_s=20)
+    try:
+        assert deny in fencer.acl_entries()
+    finally:
+        fencer.delete_entries([deny], timeout_s=20)
 
 
 def test_the_doctor_fails_an_application_producer_that_is_a_super_user(

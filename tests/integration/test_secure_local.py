@@ -136,7 +136,7 @@ def test_mtls_clients_authenticate_by_certificate_as_the_same_least_privilege_pr
         assert "ssl_key_location" in config_text and "PRIVATE KEY" not in config_text
         doctor = drkit("doctor")
         assert doctor.returncode == 0, doctor.stdout + doctor.stderr
-        for role in ("replicator", "checkpointer", "monitor", "engine", "verifier"):
+        for role in ("replicator", "checkpointer", "monitor", "engine", "fencer", "verifier"):
             assert f"{role} ACLs: User:{role} holds all" in doctor.stdout, doctor.stdout
 
         as_admin = KafkaAdmin(manager.endpoint_as(source, "admin"))

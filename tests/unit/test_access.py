@@ -226,14 +226,14 @@ def test_identity_replicas_take_the_selection_and_unexpressible_selections_are_r
     assert any("pay[a-z]+" in note for note in needs.widened)
 
 
-def test_a_cluster_in_no_flow_needs_nothing_of_the_replicator_but_the_engine_still_fences() -> None:
+def test_a_cluster_in_no_flow_needs_nothing_of_the_replicator_but_the_fencer_still_fences() -> None:
     config = _config()
     config = config.model_copy(
         update={"clusters": {**config.clusters, "dc3": config.clusters["dc2"]}}
     )
     assert role_needs(Role.REPLICATOR, "dc3", config).needs == ()
-    engine = role_needs(Role.ENGINE, "dc3", config).needs
-    assert _has(engine, Resource.cluster(), Operation.ALTER)
+    fencer = role_needs(Role.FENCER, "dc3", config).needs
+    assert _has(fencer, Resource.cluster(), Operation.ALTER)
 
 
 def test_principal_defaults_to_drkits_sasl_user_and_can_be_named_per_role() -> None:
@@ -506,3 +506,43 @@ def test_a_fence_that_names_one_principal_is_bypassed_by_another_writer() -> Non
     default = _secured(_config(topics={"include": ["orders.*"]}))
     assert not [f for f in bypass_findings(default, _facts("dc1", acls, set()), None)
                 if f.check == "fence"]  # fmt: skip
+
+
+# -- nobody but the fencer may change ACLs (issue 46, item 1) -----------------------------------
+
+
+def test_only_the_fencer_holds_alter_on_the_cluster() -> None:
+    """Kafka's one grant for ACL changes (ALTER on the cluster) also lets its holder rewrite
+    every ACL and reset every SCRAM credential: the monitor and the engine held it."""
+    config = _config(topics={"include": ["orders.*"]})
+    cluster_alter = (Resource.cluster(), Operation.ALTER)
+    for alias in ("dc1", "dc2"):
+        holders = {
+            role for role in Role
+            if cluster_alter in {(n.resource, n.operation)
+                                 for n in role_needs(role, alias, config).needs}
+        }  # fmt: skip
+        assert holders == {Role.FENCER}, (alias, holders)
+    fencer = role_needs(Role.FENCER, "dc1", config).needs
+    assert _has(fencer, _topic("orders", True), Operation.DESCRIBE)  # sees what it fences
+    assert not _has(fencer, _topic("orders", True), Operation.WRITE)
+    assert _has(role_needs(Role.FENCER, "dc2", config).needs, _topic("dc1.", True),
+                Operation.DESCRIBE)  # fmt: skip
+
+
+def test_the_doctor_warns_a_role_holding_alter_on_the_cluster_it_does_not_need() -> None:
+    config = _secured(_config())
+    acls: set[AclEntry] = set()
+    for role in Role:
+        acls |= _granted(config, "dc1", role, f"User:{role}")
+    acls.add(_allow("User:monitor", Resource.cluster(), Operation.ALTER))
+    facts = ClusterFacts("dc1", brokers=1, authorizer=True, acls=frozenset(acls),
+                         super_users=frozenset())  # fmt: skip
+    findings = cluster_findings(config, facts)
+    warned = [f for f in findings if f.status is Status.WARN]
+    assert [f.check for f in warned] == ["monitor ACLs"], [f.line() for f in findings]
+    assert "User:monitor holds ALTER on the cluster, which the monitor does not need" in (
+        warned[0].detail
+    )
+    fencer = next(f for f in findings if f.check == "fencer ACLs")
+    assert fencer.status is Status.OK and "User:fencer holds all" in fencer.detail
