@@ -90,6 +90,12 @@ def _select(kind: ResourceType, names: NameFilter, what: str) -> _Selection:
         resources.append(resource)
         if not exact:
             inexact.append(f"{what} {regex!r} -> {resource}")
+    # An ALLOW cannot leave a name out: an exclusion inside an included pattern is widened.
+    for regex in names.exclude:
+        excluded, _exact = resource_for_pattern(kind, regex)
+        covering = [r for r in resources if r.overlaps(excluded)]
+        if covering:
+            inexact.append(f"{what} exclude {regex!r} -> still covered by {covering[0]}")
     return _Selection(tuple(dict.fromkeys(resources)), tuple(inexact))
 
 

@@ -546,3 +546,14 @@ def test_the_doctor_warns_a_role_holding_alter_on_the_cluster_it_does_not_need()
     )
     fencer = next(f for f in findings if f.check == "fencer ACLs")
     assert fencer.status is Status.OK and "User:fencer holds all" in fencer.detail
+
+
+def test_an_exclusion_the_acls_cannot_express_is_reported_as_widened() -> None:
+    """Issue 46: ``exclude`` was ignored without a word - with ``include: .*`` the replicator
+    may read the excluded topics on the source (an ALLOW cannot leave a name out)."""
+    config = _config(topics={"include": [".*"], "exclude": ["secret\\..*"]})
+    needs = role_needs(Role.REPLICATOR, "dc1", config)
+    assert any("exclude 'secret\\\\..*' -> still covered by every topic" in note
+               for note in needs.widened), needs.widened  # fmt: skip
+    apart = _config(topics={"include": ["orders\\..*"], "exclude": ["secret\\..*"]})
+    assert not role_needs(Role.REPLICATOR, "dc1", apart).widened
