@@ -49,11 +49,11 @@ log = logging.getLogger(__name__)
 MIN_INTERVAL_S, MAX_INTERVAL_S = 0.1, 3600.0
 
 
-def _listen(value: str) -> tuple[str, int]:
+def _listen(value: str, option: str = "--listen") -> tuple[str, int]:
     try:
         address = HostPort.parse(value, port_zero=True)
     except ValueError as err:
-        raise ConfigError([Problem("--listen", f"{err} (HOST:PORT or [IPv6]:PORT)")]) from None
+        raise ConfigError([Problem(option, f"{err} (HOST:PORT or [IPv6]:PORT)")]) from None
     return address.host, address.port
 
 
@@ -102,6 +102,13 @@ def with_interval(config: DrkitConfig, interval: float | None) -> DrkitConfig:
     "serve it when --listen is not a loopback address).",
 )
 @click.option(
+    "--metrics-listen",
+    default=None,
+    metavar="HOST:PORT",
+    help="Also serve /metrics and /healthz - and nothing else - on HOST:PORT, so a scraper's "
+    "network never reaches the status API (--listen keeps serving everything).",
+)
+@click.option(
     "--observer",
     default=None,
     type=IDENTITY,
@@ -122,6 +129,7 @@ def monitor(
     config_file: str | None,
     listen: str,
     api_token_file: str | None,
+    metrics_listen: str | None,
     observer: str | None,
     interval: float | None,
 ) -> None:
@@ -143,6 +151,7 @@ def monitor(
     from drkit.status.web import StatusApp, serve
 
     host, port = _listen(listen)
+    metrics_at = _listen(metrics_listen, "--metrics-listen") if metrics_listen else None
     api_token = _api_token(api_token_file)
     config = with_interval(app.config(config_file).as_role(Role.MONITOR), interval)
     name = observer or socket.gethostname()
@@ -192,13 +201,19 @@ def monitor(
     web = StatusApp(
         picture, mon.liveness, translator(config), api_token, beyond_loopback=not is_loopback(host)
     )
-    server = serve(web, host, port)
+    servers = [serve(web, host, port)]
+    if metrics_at is not None:
+        scraped = StatusApp(picture, mon.liveness, metrics_only=True)
+        servers.append(serve(scraped, *metrics_at, "--metrics-listen"))
+    server = servers[0]
     scheduler.start()
     click.echo(
         f"monitor {name}: http://{_url_host(host)}:{server.server_port}/ "
         f"(probing every {config.health.probe_interval_s:g}s; "
         f"as {connects_as(config, config.clusters)})"
     )
+    if metrics_at is not None:
+        click.echo(f"metrics: http://{_url_host(metrics_at[0])}:{servers[1].server_port}/metrics")
     stop = threading.Event()
     install_stop_signals(stop)
     try:
@@ -210,7 +225,8 @@ def monitor(
                 )
     finally:
         scheduler.shutdown(wait=False)
-        server.shutdown()
+        for listener in servers:
+            listener.shutdown()
         mon.close()
         claim.stop()
         with contextlib.suppress(DrkitError):

@@ -87,7 +87,9 @@ class StatusApp:
         translate: TranslateSource | None = None,
         api_token: str | None = None,
         beyond_loopback: bool = False,
+        metrics_only: bool = False,
     ) -> None:
+        self.metrics_only = metrics_only  # --metrics-listen: /metrics and /healthz, nothing else
         self.status = status
         self.liveness = liveness
         self.translate = translate
@@ -112,6 +114,9 @@ class StatusApp:
                 return self._send(start_response, "200 OK", "text/plain", b"ok\n")
             body = "".join(f"{problem}\n" for problem in alive.problems).encode()
             return self._send(start_response, "503 Service Unavailable", "text/plain", body)
+        if self.metrics_only:
+            body = b"this port serves /metrics and /healthz only\n"
+            return self._send(start_response, "404 Not Found", "text/plain", body)
         if path == "/api/translate" and self.translate is not None:
             return self._translated(environ, start_response)
         if path in ("/api/status", "/", "/index.html"):
@@ -213,6 +218,7 @@ SECURITY_HEADERS = (
 )
 
 
-def serve(app: StatusApp, host: str, port: int) -> Listener:
-    """Start serving in a daemon thread (``drkit.listening.serve_wsgi``, option ``--listen``)."""
-    return serve_wsgi(app, host, port, "--listen")
+def serve(app: StatusApp, host: str, port: int, option: str = "--listen") -> Listener:
+    """Start serving in a daemon thread (``drkit.listening.serve_wsgi``; a refused bind names
+    ``option``)."""
+    return serve_wsgi(app, host, port, option)

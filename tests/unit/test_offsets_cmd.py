@@ -235,3 +235,51 @@ def test_a_token_file_that_cannot_be_read_or_is_empty_is_refused_before_anything
         assert "--api-token-file: " in done.output
         assert why in done.output and "Traceback" not in done.output
     assert not (tmp_path / "s" / "drkit.db").exists()  # refused before any store was opened
+
+
+def test_metrics_listen_serves_metrics_and_health_and_nothing_else(tmp_path: Path) -> None:
+    """Issue 46, item 5: /metrics shared its port with /api/translate and the status API, so
+    opening it to a scraper's network opened the API too. ``--metrics-listen`` is a second
+    listener with /metrics and /healthz only; --listen keeps serving everything."""
+    import os
+    import re
+    import subprocess
+    import sys
+    import urllib.error
+    import urllib.request
+
+    config = tmp_path / "c.yaml"
+    config.write_text("clusters:\n  dc1: {bootstrap_servers: '127.0.0.1:1'}\n")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "drkit", "--state-dir", str(tmp_path / "s"), "monitor",
+         "--config", str(config), "--listen", "127.0.0.1:0",
+         "--metrics-listen", "127.0.0.1:0", "--observer", "metrics-port-test"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        env=os.environ | {"PYTHONUNBUFFERED": "1"},
+    )  # fmt: skip
+
+    def status(url: str) -> int:
+        try:
+            with urllib.request.urlopen(url, timeout=10) as reply:
+                return int(reply.status)
+        except urllib.error.HTTPError as err:
+            return err.code
+
+    try:
+        assert process.stdout is not None
+        ports: dict[str, int] = {}
+        for line in process.stdout:
+            if found := re.match(r"monitor metrics-port-test: http://127.0.0.1:(\d+)/", line):
+                ports["main"] = int(found.group(1))
+            if found := re.match(r"metrics: http://127.0.0.1:(\d+)/metrics", line):
+                ports["metrics"] = int(found.group(1))
+                break
+        main, scrape = (f"http://127.0.0.1:{ports[k]}" for k in ("main", "metrics"))
+        assert status(f"{scrape}/metrics") == 200
+        assert status(f"{scrape}/healthz") in (200, 503)  # its liveness, either way
+        for path in ("/api/status", "/", "/api/translate?flow=a->b&offset=t:0:1"):
+            assert status(f"{scrape}{path}") == 404, path
+        assert status(f"{main}/metrics") == 200 and status(f"{main}/api/status") == 200
+    finally:
+        process.terminate()
+        process.wait(30)
