@@ -5,13 +5,13 @@
 ARG BASE=python:3.11-slim
 FROM ${BASE}
 WORKDIR /opt/drkit
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md constraints.txt ./
 COPY drkit ./drkit
 COPY migrations ./migrations
 COPY runbooks ./runbooks
 # A virtualenv: Debian's own python3 refuses system-wide pip installs (PEP 668).
 RUN python3 -m venv /opt/drkit/venv \
-    && /opt/drkit/venv/bin/pip install --no-cache-dir . \
+    && /opt/drkit/venv/bin/pip install --no-cache-dir -c constraints.txt . \
     && useradd --system --uid 10001 --home-dir /var/lib/drkit --create-home drkit
 ENV PATH=/opt/drkit/venv/bin:$PATH DRKIT_STATE_DIR=/var/lib/drkit
 # Never root: the state dir (SQLite store, generated config) is the drkit user's home.

@@ -46,3 +46,50 @@ def test_the_files_the_dockerfile_copies_build_a_complete_wheel(tmp_path: Path) 
     assert "drkit/_runbooks/drills/unplanned-loss-of-dc1.yaml" in names
     assert any(n.startswith("drkit/_migrations/versions/") for n in names)
     assert "drkit/templates/drill-report.html.j2" in names
+
+
+def _pins() -> dict[str, str]:
+    from packaging.utils import canonicalize_name
+
+    pins: dict[str, str] = {}
+    for line in (ROOT / "constraints.txt").read_text().splitlines():
+        if line and not line.startswith("#"):
+            name, version = line.split("==")
+            pins[canonicalize_name(name)] = version
+    return pins
+
+
+def test_every_dependency_is_pinned_in_the_constraints_and_the_pin_satisfies_pyproject() -> None:
+    """Issue 46, item 8: the README's set-up, CI and the image install the versions CI ran
+    (``-c constraints.txt``); a dependency added to pyproject.toml without a pin, or a pin its
+    range excludes, fails here rather than on a newcomer's machine."""
+    import tomllib
+
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    declared = [*project["dependencies"], *project["optional-dependencies"]["dev"]]
+    pins = _pins()
+    for text in declared:
+        requirement = Requirement(text)
+        name = canonicalize_name(requirement.name)
+        assert name in pins, f"{requirement.name} is not pinned in constraints.txt"
+        assert requirement.specifier.contains(pins[name], prereleases=True), (text, pins[name])
+    for file, command in (
+        ("Makefile", "-c constraints.txt -e"),
+        ("Dockerfile", "-c constraints.txt"),
+    ):
+        assert command in (ROOT / file).read_text(), file
+
+
+def test_the_floors_exclude_releases_with_known_advisories() -> None:
+    import tomllib
+
+    from packaging.requirements import Requirement
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    floors = {Requirement(text).name.lower(): Requirement(text) for text in project["dependencies"]}
+    for name, vulnerable in (("jinja2", "3.1.5"), ("cryptography", "44.0.0"),
+                             ("orjson", "3.9.14"), ("waitress", "3.0.0")):  # fmt: skip
+        assert not floors[name].specifier.contains(vulnerable), (name, vulnerable)
