@@ -621,6 +621,10 @@ class HookConfig(FrozenModel):
     # Variables set for this hook's process only (its secrets: NAME: ${VAR}); masked when the
     # config is shown, never in the command line, the run's record or a log.
     env: dict[str, SecretStr] = Field(default_factory=dict)
+    # Names of drkit's own environment variables this hook also gets (KUBECONFIG, ...): by
+    # default a hook sees only PATH, HOME, locale, TZ, TMPDIR and its user - not the
+    # store's password or a cloud key drkit happens to run with.
+    pass_env: tuple[Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")], ...] = ()
 
 
 class FailoverPolicy(FrozenModel):

@@ -16,8 +16,10 @@ publishes the pointer can refuse an epoch older than the one it last published.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import subprocess
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -27,6 +29,8 @@ from pydantic import SecretStr
 
 HOOK_SCHEMA = "drkit.failover.hook/v1"
 _KEEP = 2000
+# What every hook inherits from drkit's environment: enough to find and run a program.
+BASE_ENV = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR")
 
 
 class Hook(Protocol):
@@ -35,6 +39,7 @@ class Hook(Protocol):
     command: tuple[str, ...]
     timeout_s: float
     env: dict[str, SecretStr]  # set for the hook's process only (its secrets)
+    pass_env: tuple[str, ...]  # drkit's own variables it also gets
 
 
 @dataclass(frozen=True)
@@ -75,26 +80,45 @@ def hooks_for(hooks: Iterable[Hook], when: str, step: str) -> list[Hook]:
     return [h for h in hooks if h.when == when and h.step in ("*", step)]
 
 
+def hook_environment(hook: Hook) -> dict[str, str]:
+    """What a hook's process gets: :data:`BASE_ENV` and the names in its ``pass_env`` from
+    drkit's own environment, then its ``env`` (its secrets) - never the rest of drkit's."""
+    names = (*BASE_ENV, *hook.pass_env)
+    inherited = {name: os.environ[name] for name in names if name in os.environ}
+    return {**inherited, **{k: v.get_secret_value() for k, v in hook.env.items()}}
+
+
 def run_hook(hook: Hook, context: dict[str, Any]) -> HookOutcome:
-    """Run one hook with ``context`` on stdin; never raises."""
+    """Run one hook with ``context`` on stdin; never raises.  The hook runs in a process
+    group of its own: at its timeout the whole group is killed - a shell's children too,
+    which would otherwise hold its output open and keep the engine waiting past the timeout."""
     document = json.dumps({"schema": HOOK_SCHEMA, **context}, default=str)
     try:
-        done = subprocess.run(
-            list(hook.command),
-            env={**os.environ, **{k: v.get_secret_value() for k, v in hook.env.items()}},
-            input=document,
-            capture_output=True,
-            text=True,
-            timeout=hook.timeout_s,
-            check=False,
-        )
-    except subprocess.TimeoutExpired as expired:
-        output = _text(expired.stdout) + _text(expired.stderr)
-        return HookOutcome(hook.command, hook.when, hook.step, None, True, output[-_KEEP:])
+        process = subprocess.Popen(
+            list(hook.command), env=hook_environment(hook), text=True,
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )  # fmt: skip
     except OSError as err:
         return HookOutcome(hook.command, hook.when, hook.step, None, False, str(err))
-    output = (done.stdout or "") + (done.stderr or "")
-    return HookOutcome(hook.command, hook.when, hook.step, done.returncode, False, output[-_KEEP:])
+    try:
+        output, _ = process.communicate(document, timeout=hook.timeout_s)
+    except subprocess.TimeoutExpired:
+        _kill_group(process)
+        output, _ = process.communicate()
+        return HookOutcome(hook.command, hook.when, hook.step, None, True, output[-_KEEP:])
+    except BaseException:
+        _kill_group(process)  # the engine is stopping (Ctrl-C): its hook goes with it
+        raise
+    return HookOutcome(
+        hook.command, hook.when, hook.step, process.returncode, False, (output or "")[-_KEEP:]
+    )
+
+
+def _kill_group(process: subprocess.Popen[str]) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGKILL)
+    process.kill()
 
 
 HookExecutor = Callable[[Hook, dict[str, Any]], HookOutcome]
@@ -119,9 +143,3 @@ def run_hooks(
         if when == "before" and not outcome.ok:
             break
     return outcomes
-
-
-def _text(raw: bytes | str | None) -> str:
-    if raw is None:
-        return ""
-    return raw.decode(errors="replace") if isinstance(raw, bytes) else raw

@@ -58,3 +58,49 @@ def test_a_hook_gets_its_secret_in_its_environment_and_nowhere_else(tmp_path: Pa
     )
     assert shown.exit_code == 0, shown.output
     assert "HOOK_TOKEN" in shown.output and SECRET not in shown.output
+
+
+def test_a_hook_inherits_only_the_basics_and_the_names_it_passes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 46 (low): hooks inherited drkit's whole environment - the store's password, a
+    cloud key - whatever the hook was for. Now PATH and the like, plus ``pass_env``."""
+    monkeypatch.setenv("DRKIT_DB_PASSWORD", SECRET)
+    monkeypatch.setenv("KUBECONFIG", "/etc/kube/config")
+    script = "import json, os, sys; sys.stdin.read(); print(json.dumps(dict(os.environ)))"
+    command = f"[{json.dumps(sys.executable)}, -c, {json.dumps(script)}]"
+    text = BASE + f"    - {{when: after, command: {command}, pass_env: [KUBECONFIG]}}\n"
+    [hook] = load_config_text(text).failover.hooks
+    outcome = run_hook(hook, {"run": 1})
+    assert outcome.ok, outcome
+    seen = json.loads(outcome.output)
+    assert seen["KUBECONFIG"] == "/etc/kube/config" and "PATH" in seen
+    assert "DRKIT_DB_PASSWORD" not in seen and SECRET not in outcome.output
+    with pytest.raises(ConfigError):
+        load_config_text(BASE + "    - {when: after, command: [x], pass_env: ['A B']}\n")
+
+
+def test_a_timed_out_hook_is_killed_with_its_children_at_its_timeout(tmp_path: Path) -> None:
+    """A shell hook's child held the output pipe open: the engine waited for it past the
+    hook's timeout (for as long as the child lived), and the child survived."""
+    import time
+
+    marker = tmp_path / "child.pid"
+    script = f"sleep 60 & echo $! > {marker}; wait"
+    text = BASE + f"    - {{when: before, command: [sh, -c, {json.dumps(script)}], timeout_s: 1}}\n"
+    [hook] = load_config_text(text).failover.hooks
+    started = time.monotonic()
+    outcome = run_hook(hook, {"run": 1})
+    took = time.monotonic() - started
+    assert outcome.timed_out and not outcome.ok
+    assert took < 30, took  # bounded by the timeout, not by the child's 60 s
+    child = int(marker.read_text())
+    for _ in range(50):
+        try:  # gone, or a zombie waiting for whoever reaps orphans: dead either way
+            if Path(f"/proc/{child}/stat").read_text().split(")")[-1].split()[0] == "Z":
+                break
+        except FileNotFoundError:
+            break
+        time.sleep(0.1)
+    else:
+        raise AssertionError(f"the hook's child {child} survived its timeout")
