@@ -18,6 +18,7 @@ password is never part of one.
 from __future__ import annotations
 
 import base64
+import io
 import json
 import urllib.error
 import urllib.parse
@@ -150,7 +151,7 @@ class SchemaRegistry:
                 "Authorization", "Basic " + base64.b64encode(token.encode()).decode()
             )
         try:
-            with urllib.request.urlopen(request, timeout=self.config.timeout_s) as response:
+            with _OPENER.open(request, timeout=self.config.timeout_s) as response:
                 return bytes(response.read())
         except urllib.error.HTTPError as err:
             detail = _error_message(err)
@@ -165,6 +166,26 @@ class SchemaRegistry:
         except (urllib.error.URLError, OSError) as err:
             reason = getattr(err, "reason", err)
             raise _Unavailable(str(reason)) from None
+
+
+class _SameOriginRedirects(urllib.request.HTTPRedirectHandler):
+    """Follows a redirect only to the same scheme, host and port: urllib copies every header
+    to the new address - the registry's Basic credentials included - whatever host it names."""
+
+    def redirect_request(  # type: ignore[no-untyped-def]
+        self, req, fp, code, msg, headers, newurl
+    ):  # fmt: skip
+        old, new = urllib.parse.urlsplit(req.full_url), urllib.parse.urlsplit(newurl)
+        if (old.scheme, old.hostname, old.port) != (new.scheme, new.hostname, new.port):
+            raise urllib.error.HTTPError(
+                req.full_url, code,
+                f"redirected to another origin ({new.scheme}://{new.netloc}): not followed, "
+                "the registry's credentials would go along", headers, io.BytesIO(b""),
+            )  # fmt: skip
+        return super().redirect_request(req, fp, code, msg, headers, newurl)
+
+
+_OPENER = urllib.request.build_opener(_SameOriginRedirects())
 
 
 class _Unsupported(Exception):
