@@ -511,6 +511,23 @@ def installation_findings(
     return out
 
 
+def setting_findings(config: DrkitConfig, aliases: Iterable[str]) -> list[DoctorFinding]:
+    """The config's weakened security (drkit.config.security, as ``config validate`` warns):
+    plaintext SASL, unchecked certificates, clear-text URLs that carry a secret, overrides of
+    the connection's security - per cluster checked, then the webhooks once."""
+    from drkit.config.security import security_warnings
+
+    chosen = [f"clusters.{alias}." for alias in aliases]
+    out: list[DoctorFinding] = []
+    for warning in security_warnings(config):
+        cluster = next((c for c in chosen if warning.startswith(c)), None)
+        if cluster is None and warning.startswith("clusters."):
+            continue  # a cluster not asked about
+        alias = cluster.removeprefix("clusters.").rstrip(".") if cluster else None
+        out.append(DoctorFinding(Status.WARN, alias, "security settings", warning))
+    return out
+
+
 def examine(
     config: DrkitConfig,
     aliases: Iterable[str],
@@ -529,6 +546,7 @@ def examine(
         out.extend(own_topic_findings(config, facts[alias]))
         out.extend(bypass_findings(config, facts[alias], primary))
     out.extend(message_size_findings(config, facts))
+    out.extend(setting_findings(config, facts))
     out.extend(installation_findings(java, store_revision))
     return out
 
@@ -542,4 +560,5 @@ __all__ = [
     "examine",
     "message_size_findings",
     "own_topic_findings",
+    "setting_findings",
 ]

@@ -557,3 +557,23 @@ def test_an_exclusion_the_acls_cannot_express_is_reported_as_widened() -> None:
                for note in needs.widened), needs.widened  # fmt: skip
     apart = _config(topics={"include": ["orders\\..*"], "exclude": ["secret\\..*"]})
     assert not role_needs(Role.REPLICATOR, "dc1", apart).widened
+
+
+def test_the_doctor_warns_about_weakened_security_settings_of_the_clusters_it_checks() -> None:
+    """Issue 46, item 3: plaintext SASL, unchecked certificates and clear-text secrets were
+    warned by ``config validate`` only; the doctor said nothing."""
+    from drkit.access.doctor import setting_findings
+
+    config = DrkitConfig.model_validate({"clusters": {
+        "dc1": {"bootstrap_servers": "a:9092", "security": {
+            "protocol": "SASL_PLAINTEXT", "sasl_mechanism": "PLAIN", "username": "u",
+            "password": "pw-7f3a-distinct"}},
+        "dc2": {"bootstrap_servers": "b:9092", "security": {
+            "protocol": "SSL", "ssl_endpoint_identification": False}},
+    }})  # fmt: skip
+    findings = setting_findings(config, ["dc1"])
+    assert findings and all(f.status is Status.WARN and f.cluster == "dc1" for f in findings)
+    assert any("clusters.dc1.security" in f.detail for f in findings), findings
+    both = setting_findings(config, ["dc1", "dc2"])
+    assert {f.cluster for f in both} == {"dc1", "dc2"}
+    assert not any("pw-7f3a-distinct" in f.detail for f in both)  # never the secret itself
