@@ -33,8 +33,16 @@ KEY_ID = "drkit-test-key"
 class Issuer:
     """Issues tokens to ``clients`` (id -> secret) for ``audience``; counts what it issued."""
 
-    def __init__(self, clients: Mapping[str, str], audience: str, lifetime_s: int = 3600) -> None:
+    def __init__(
+        self,
+        clients: Mapping[str, str],
+        audience: str,
+        lifetime_s: int = 3600,
+        claimed_issuers: Mapping[str, str] | None = None,
+    ) -> None:
         self.clients, self.audience, self.lifetime_s = dict(clients), audience, lifetime_s
+        # Clients whose tokens claim another issuer (a provider that is not this one).
+        self.claimed_issuers = dict(claimed_issuers or {})
         self._key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
         self.issued: Counter[str] = Counter()
         self.refused: Counter[str] = Counter()
@@ -61,7 +69,7 @@ class Issuer:
     def token(self, client_id: str, scope: str = "") -> str:
         now = int(time.time())
         claims = {
-            "iss": self.base_url,
+            "iss": self.claimed_issuers.get(client_id, self.base_url),
             "sub": client_id,
             "aud": self.audience,
             "iat": now,
@@ -128,8 +136,10 @@ class Issuer:
 
 
 @contextmanager
-def running_issuer(clients: Mapping[str, str], audience: str) -> Iterator[Issuer]:
-    issuer = Issuer(clients, audience).start()
+def running_issuer(
+    clients: Mapping[str, str], audience: str, claimed_issuers: Mapping[str, str] | None = None
+) -> Iterator[Issuer]:
+    issuer = Issuer(clients, audience, claimed_issuers=claimed_issuers).start()
     try:
         yield issuer
     finally:

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from typing import TypeVar
 
 import click
 
-from drkit.cli.context import AppContext, echo_document, output_option, pass_app
+from drkit.cli.context import AppContext, echo_document, output_option, pass_app, say
 from drkit.config.discovery import default_config_path
 from drkit.config.loader import load_config
 from drkit.errors import ConfigError, Problem
@@ -120,6 +121,12 @@ def local() -> None:
     help="With --oidc-jwks-url: the audience (aud claim) tokens must carry.",
 )
 @click.option(
+    "--oidc-issuer",
+    metavar="URL",
+    help="With --oidc-jwks-url: the issuer (iss claim) tokens must carry; without it, a token "
+    "with any issuer whose keys are at the JWKS URL is accepted (a warning says so).",
+)
+@click.option(
     "--schema-registry",
     is_flag=True,
     help="Also run a schema registry per cluster (Apicurio Registry 2.x from Maven Central, "
@@ -138,6 +145,7 @@ def up(
     mtls: bool,
     oidc_jwks_url: str | None,
     oidc_audience: str | None,
+    oidc_issuer: str | None,
     schema_registry: bool,
     timeout: float,
     output: str,
@@ -149,15 +157,19 @@ def up(
     from drkit.local.config_writer import write_local_config
     from drkit.local.secure import MTLS, SCRAM, OidcValidation
 
-    if oidc_audience and not oidc_jwks_url:
-        raise ConfigError([Problem("--oidc-audience", "needs --oidc-jwks-url")])
+    for option, value in (("--oidc-audience", oidc_audience), ("--oidc-issuer", oidc_issuer)):
+        if value and not oidc_jwks_url:
+            raise ConfigError([Problem(option, "needs --oidc-jwks-url")])
+    if oidc_jwks_url and not oidc_issuer:
+        say("--oidc-jwks-url without --oidc-issuer: tokens are not checked for their issuer",
+            logging.WARNING)  # fmt: skip
     if oidc_jwks_url and not secure:
         raise ConfigError([Problem("--oidc-jwks-url", "needs --secure")])
     if mtls and not secure:
         raise ConfigError([Problem("--mtls", "needs --secure")])
     if mtls and oidc_jwks_url:
         raise ConfigError([Problem("--mtls", "OAUTHBEARER needs SASL: not with --oidc-jwks-url")])
-    oidc = OidcValidation(oidc_jwks_url, oidc_audience) if oidc_jwks_url else None
+    oidc = OidcValidation(oidc_jwks_url, oidc_audience, oidc_issuer) if oidc_jwks_url else None
     started = time.monotonic()
     manager = LocalKafka(app.state_dir)
     statuses = manager.up(

@@ -104,6 +104,7 @@ class LocalClusterState:
     # OAUTHBEARER beside SCRAM on the secured listener: tokens validated against this JWKS.
     oidc_jwks_url: str | None = None
     oidc_audience: str | None = None
+    oidc_issuer: str | None = None
     # How clients of a secured cluster authenticate: secure.SCRAM or secure.MTLS.
     client_auth: str = secure_module.SCRAM
 
@@ -334,7 +335,9 @@ class LocalKafka:
                     f"{name} was created for {existing.client_auth} clients: `drkit local down "
                     f"--purge` first to recreate it for {client_auth}"
                 )
-            if oidc is not None and existing.oidc_jwks_url != oidc.jwks_url:
+            wanted = (oidc.jwks_url, oidc.audience, oidc.issuer) if oidc is not None else None
+            held = (existing.oidc_jwks_url, existing.oidc_audience, existing.oidc_issuer)
+            if wanted is not None and held != wanted:
                 raise LocalClusterError(
                     f"{name} was created to accept other tokens: `drkit local down --purge` "
                     "first to recreate it with these OAUTHBEARER settings"
@@ -347,6 +350,7 @@ class LocalKafka:
         )
         if oidc is not None:
             state.oidc_jwks_url, state.oidc_audience = oidc.jwks_url, oidc.audience
+            state.oidc_issuer = oidc.issuer
         if namespaced:
             if not netns.available():
                 raise LocalClusterError(
@@ -422,7 +426,9 @@ class LocalKafka:
                 )
             )
             if state.oidc_jwks_url is not None:
-                validation = secure.OidcValidation(state.oidc_jwks_url, state.oidc_audience)
+                validation = secure.OidcValidation(
+                    state.oidc_jwks_url, state.oidc_audience, state.oidc_issuer
+                )
                 settings.update(secure.oauthbearer_settings(validation))
         text = "".join(f"{key}={value}\n" for key, value in settings.items())
         properties = self._properties(state.name, broker.node_id)

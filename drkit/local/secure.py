@@ -44,6 +44,7 @@ class OidcValidation:
 
     jwks_url: str
     audience: str | None = None
+    issuer: str | None = None  # the iss claim tokens must carry (any issuer when None)
 
 
 def broker_settings(
@@ -122,6 +123,8 @@ def oauthbearer_settings(validation: OidcValidation) -> dict[str, Any]:
     }
     if validation.audience:
         settings["sasl.oauthbearer.expected.audience"] = validation.audience
+    if validation.issuer:
+        settings["sasl.oauthbearer.expected.issuer"] = validation.issuer
     return settings
 
 

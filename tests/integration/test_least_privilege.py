@@ -107,7 +107,9 @@ def _assert_no_secret(pair: SecuredPair, texts: list[str], places: list[Path]) -
 
 
 # OAUTHBEARER clients the issuer knows: id -> secret.
-OIDC_CLIENTS = {"oidc-replicator": "oidc-" + uuid.uuid4().hex}
+OIDC_CLIENTS = {"oidc-replicator": "oidc-" + uuid.uuid4().hex, "oidc-rogue": uuid.uuid4().hex}
+# Its tokens are signed with the right keys but claim another issuer: the brokers check iss.
+ROGUE_ISSUER = {"oidc-rogue": "https://issuer.elsewhere.example"}
 
 
 @dataclass(frozen=True)
@@ -165,12 +167,13 @@ def secured_pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecuredPa
         pytest.skip("secured local clusters need DRKIT_TEST_KAFKA=local")
     state = tmp_path_factory.mktemp("least-privilege") / "state"
     tag = uuid.uuid4().hex[:4]
-    with running_issuer(OIDC_CLIENTS, audience="kafka") as issuer:
+    with running_issuer(OIDC_CLIENTS, audience="kafka", claimed_issuers=ROGUE_ISSUER) as issuer:
         pair = SecuredPair(LocalKafka(state), state, f"lpa{tag}", f"lpb{tag}", issuer)
         try:
             up = pair.run("local", "up", "--clusters", f"{pair.source},{pair.target}",
                           "--secure", "--oidc-jwks-url", issuer.jwks_url,
-                          "--oidc-audience", "kafka")  # fmt: skip
+                          "--oidc-audience", "kafka",
+                          "--oidc-issuer", issuer.base_url)  # fmt: skip
             assert up.returncode == 0, up.stderr + up.stdout
             assert "least-privilege ACL(s)" in up.stdout
             yield pair
@@ -544,6 +547,12 @@ def test_oauthbearer_clients_get_tokens_from_an_openid_issuer_and_act_as_their_s
     assert "Failed to acquire SASL OAUTHBEARER token" in refused.err, refused.err
     assert pair.issuer.refused[client] >= 1
     assert secret not in refused.out + refused.err
+    # A token from the right keys that claims another issuer: the brokers refuse it
+    # (sasl.oauthbearer.expected.issuer, local up --oidc-issuer).
+    rogue = pair.as_oidc_client("oidc-rogue", OIDC_CLIENTS["oidc-rogue"], tmp_path / "rogue")
+    denied = drkit(rogue, "clusters", "check")
+    assert denied.code != 0 and "Traceback" not in denied.err, denied.err
+    assert pair.issuer.issued["oidc-rogue"] >= 1  # it got a token; the brokers said no
 
 
 def test_drill_cleanup_removes_what_a_drill_killed_before_its_own_clean_up_left(
