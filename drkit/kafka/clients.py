@@ -236,6 +236,23 @@ _CONFIG_KEYS = {
 _PROPERTY = re.compile(r'"([A-Za-z0-9._-]+)"|^(?:Failed to create [\w ]+: )?([a-z0-9._]+) ')
 
 
+# librdkafka names a property by its own alias in its errors: the name an operator wrote
+# (Java client style) -> librdkafka's.
+_ALIASES = {
+    "linger.ms": "queue.buffering.max.ms",
+    "retries": "message.send.max.retries",
+    "acks": "request.required.acks",
+    "compression.type": "compression.codec",
+    "delivery.timeout.ms": "message.timeout.ms",
+    "max.in.flight": "max.in.flight.requests.per.connection",
+    "metadata.broker.list": "bootstrap.servers",
+    "batch.num.messages": "batch.num.messages",
+}
+_ALIASED = {
+    librdkafka: written for written, librdkafka in _ALIASES.items() if written != librdkafka
+}
+
+
 def settings_key(endpoint: ClusterEndpoint, detail: str) -> str:
     """The config key behind librdkafka's complaint ``detail`` - the client_overrides entry
     or security setting it names - or just the cluster's section when it names none."""
@@ -245,6 +262,8 @@ def settings_key(endpoint: ClusterEndpoint, detail: str) -> str:
         prop = quoted or leading
         if prop in overrides:
             return f"{base}.client_overrides.{prop}"
+        if _ALIASED.get(prop) in overrides:  # written as linger.ms, refused as its alias
+            return f"{base}.client_overrides.{_ALIASED[prop]}"
         # 'Invalid value "x" for configuration property "<librdkafka's own alias>"'
         valued = [key for key, value in overrides.items() if str(value) == prop]
         if valued:
@@ -259,7 +278,11 @@ def _client_error(
 ) -> ClientSettingsRefused:
     """Client construction fails only on invalid settings: say which key, never retry."""
     detail = err.args[0].str() if err.args and hasattr(err.args[0], "str") else str(err)
+    detail = detail.strip()
     key = settings_key(endpoint, detail)
+    written = key.rsplit("client_overrides.", 1)[-1] if "client_overrides." in key else None
+    if written in _ALIASES:
+        detail += f" ({_ALIASES[written]} is librdkafka's name for {written})"
     reason = f"librdkafka refuses the {kind} settings for cluster {endpoint.alias!r}: {detail}"
     return ClientSettingsRefused(f"{key}: {reason}", key=key, reason=reason)
 

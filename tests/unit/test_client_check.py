@@ -29,6 +29,9 @@ CASES = {
                          'clusters.dc1.client_overrides.linger.msx: librdkafka refuses'),
     "bad-value": (", client_overrides: {compression.type: zstandard}",
                   "clusters.dc1.client_overrides.compression.type: librdkafka refuses"),
+    # Refused under librdkafka's own alias (queue.buffering.max.ms): named as written (issue 45).
+    "aliased": (", client_overrides: {linger.ms: -5}",
+                "clusters.dc1.client_overrides.linger.ms: librdkafka refuses"),
     "missing-ca": (", security: {protocol: SSL, ssl_ca_location: /nonexistent/ca.pem}",
                    "clusters.dc1.security.ssl_ca_location: /nonexistent/ca.pem does not exist"),
     "not-a-ca": (", security: {protocol: SSL, ssl_ca_location: " + __file__ + "}",
