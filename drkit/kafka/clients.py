@@ -157,6 +157,56 @@ def tcp_unreachable(endpoint: ClusterEndpoint, timeout_s: float) -> str | None:
     return "no bootstrap server accepts connections (" + "; ".join(errors) + ")"
 
 
+# Kafka's first request, ApiVersions v0: size, api key 18, version 0, correlation id, client id.
+_CORRELATION = 0x6472_6B74  # "drkt"
+_CLIENT_ID = b"drkit-probe"
+_API_VERSIONS = (
+    (2 + 2 + 4 + 2 + len(_CLIENT_ID)).to_bytes(4, "big") + (18).to_bytes(2, "big")
+    + (0).to_bytes(2, "big") + _CORRELATION.to_bytes(4, "big")
+    + len(_CLIENT_ID).to_bytes(2, "big") + _CLIENT_ID
+)  # fmt: skip
+
+
+def not_kafka(endpoint: ClusterEndpoint, timeout_s: float) -> str | None:
+    """Why the first bootstrap server that accepts a TCP connection is not answering as a
+    Kafka broker - it sends nothing back, speaks HTTP or TLS, closes the connection - or None
+    when it answers Kafka's first request (or none accepts, or the endpoint uses TLS, where a
+    plain probe says nothing).  For the failure path only: it tells a hung or wrong listener
+    from a slow broker after librdkafka said "Broker transport failure"."""
+    if endpoint.config.security.protocol in (SecurityProtocol.SSL, SecurityProtocol.SASL_SSL):
+        return None
+    for address in endpoint.config.bootstrap_addresses:
+        try:
+            connection = socket.create_connection((address.host, address.port), timeout_s)
+        except OSError:
+            continue
+        with connection:
+            try:
+                connection.sendall(_API_VERSIONS)
+                head = connection.recv(8)
+            except TimeoutError:
+                return (f"{address} accepts connections but does not answer Kafka's first "
+                        f"request within {timeout_s:g}s (a hung broker, or a proxy or firewall "
+                        "holding the connection)")  # fmt: skip
+            except OSError as err:
+                return f"{address} dropped the connection ({err.strerror or err})"
+        return _what_answered(str(address), head)
+    return None
+
+
+def _what_answered(address: str, head: bytes) -> str | None:
+    if len(head) >= 8 and int.from_bytes(head[4:8], "big") == _CORRELATION:
+        return None  # a Kafka broker
+    if not head:
+        return (f"{address} closed the connection on Kafka's first request (not Kafka, or a "
+                "listener that expects TLS)")  # fmt: skip
+    if head.startswith(b"HTTP/"):
+        return f"{address} answers HTTP, not Kafka"
+    if head[:2] in (b"\x15\x03", b"\x16\x03"):
+        return f"{address} speaks TLS: set security.protocol to SSL or SASL_SSL"
+    return f"{address} answers, but not as Kafka (first bytes {head!r})"
+
+
 def redacted(settings: dict[str, Any]) -> dict[str, Any]:
     """A copy of client settings safe to log: every password-like value masked."""
     return {

@@ -424,3 +424,11 @@ def test_a_tailer_holds_no_partition_between_reads_and_still_reads_what_came_sin
         assert tailer._consumer.assignment() == []
     finally:
         tailer.close()
+
+
+def test_a_real_broker_answers_kafkas_first_request(dc1: ClusterUnderTest) -> None:
+    """The probe that names a hung, HTTP or TLS listener (drkit.kafka.clients.not_kafka) must
+    take a real broker for one - else clusters check would call a healthy cluster unreachable."""
+    from drkit.kafka.clients import not_kafka
+
+    assert not_kafka(dc1.endpoint, 5.0) is None

@@ -1,0 +1,94 @@
+"""Issue 45: a listener that takes the connection but is not a broker answering - hung, HTTP,
+TLS - was reported after the whole timeout as "unreachable (Broker transport failure)". Now
+`clusters check` says what answered, within seconds."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from drkit.cli import cli
+from drkit.kafka.clients import ClusterEndpoint, not_kafka
+
+
+@contextmanager
+def _listener(answer: Callable[[socket.socket], None]) -> Iterator[int]:
+    """A TCP listener on loopback handing each connection to ``answer``."""
+    server = socket.create_server(("127.0.0.1", 0))
+    stop = threading.Event()
+
+    def serve() -> None:
+        server.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                connection, _ = server.accept()
+            except TimeoutError:
+                continue
+            threading.Thread(target=answer, args=(connection,), daemon=True).start()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield server.getsockname()[1]
+    finally:
+        stop.set()
+        thread.join(2)
+        server.close()
+
+
+def _silent(connection: socket.socket) -> None:
+    time.sleep(10)
+    connection.close()
+
+
+def _http(connection: socket.socket) -> None:
+    connection.recv(64)
+    connection.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
+    connection.close()
+
+
+def _tls(connection: socket.socket) -> None:
+    connection.recv(64)
+    connection.sendall(b"\x15\x03\x03\x00\x02\x02\x32")  # alert: decode_error
+    connection.close()
+
+
+def _closes(connection: socket.socket) -> None:
+    connection.recv(64)
+    connection.close()
+
+
+def test_what_answered_instead_of_a_broker_is_named() -> None:
+    cases = {
+        _silent: "does not answer Kafka's first request within 1s",
+        _http: "answers HTTP, not Kafka",
+        _tls: "speaks TLS: set security.protocol to SSL or SASL_SSL",
+        _closes: "closed the connection on Kafka's first request",
+    }
+    for answer, said in cases.items():
+        with _listener(answer) as port:
+            found = not_kafka(ClusterEndpoint.plain("dc1", f"127.0.0.1:{port}"), 1.0)
+        assert found is not None and said in found, (answer.__name__, found)
+    # Nothing listening: not this check's to say (tcp_unreachable names the refusal).
+    assert not_kafka(ClusterEndpoint.plain("dc1", "127.0.0.1:1"), 1.0) is None
+
+
+def test_clusters_check_names_a_hung_listener_in_seconds(tmp_path: Path) -> None:
+    with _listener(_silent) as port:
+        config = tmp_path / "c.yaml"
+        config.write_text(f"clusters:\n  dc1: {{bootstrap_servers: '127.0.0.1:{port}'}}\n")
+        started = time.monotonic()
+        done = CliRunner().invoke(
+            cli, ["--state-dir", str(tmp_path / "s"), "clusters", "check", "--config",
+                  str(config), "--timeout", "60"],
+        )  # fmt: skip
+        took = time.monotonic() - started
+    assert done.exit_code == 3, done.output
+    assert "does not answer Kafka's first request within 3s" in done.output, done.output
+    assert took < 60, took  # named before the command's own timeout, not after it
