@@ -432,12 +432,15 @@ def message_size_findings(
 def examine_cluster(alias: str, config: DrkitConfig, timeout_s: float) -> ClusterFacts:
     """Reach one cluster and read what the findings need; never raises a drkit error."""
     from drkit.kafka import ClusterEndpoint, KafkaAdmin
+    from drkit.kafka.clients import not_kafka
 
-    admin = KafkaAdmin(ClusterEndpoint(alias, config.clusters[alias]), default_timeout_s=timeout_s)
+    endpoint = ClusterEndpoint(alias, config.clusters[alias])
+    admin = KafkaAdmin(endpoint, default_timeout_s=timeout_s)
     try:
         brokers = admin.wait_ready(timeout_s=timeout_s)
     except DrkitError as err:
-        return ClusterFacts(alias, error=str(err))
+        wrong = not_kafka(endpoint, min(timeout_s, 3.0))  # what answered instead, if anything
+        return ClusterFacts(alias, error=f"{err}: {wrong}" if wrong else str(err))
     authorizer: bool | None = True
     acls: frozenset[AclEntry] | None = None
     acl_error: str | None = None

@@ -42,7 +42,7 @@ from drkit.kafka.admin_base import (
     _source_name,
 )
 from drkit.kafka.admin_groups import GroupAdmin
-from drkit.kafka.clients import not_kafka, tcp_unreachable
+from drkit.kafka.clients import tcp_unreachable
 from drkit.kafka.errors import is_code, translate
 from drkit.records import TopicPartition
 
@@ -90,11 +90,8 @@ class KafkaAdmin(GroupAdmin, AclAdmin):
         except CredentialsRefusedError:
             raise  # it answered: not unreachable
         except KafkaError as err:
-            said = str(err).split(": ")[-1]
-            wrong = not_kafka(self.endpoint, min(2.0, timeout_s))  # say what it is instead
-            reason = f"{wrong}; librdkafka: {said}" if wrong else said
             raise UnreachableClusterError(
-                self.endpoint.alias, self.endpoint.bootstrap_servers, reason
+                self.endpoint.alias, self.endpoint.bootstrap_servers, str(err).split(": ")[-1]
             ) from None
 
     def describe_cluster(self, timeout_s: float | None = None) -> tuple[str | None, int, int]:
