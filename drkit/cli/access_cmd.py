@@ -7,6 +7,7 @@ import click
 from drkit.access import doctor as doctor_checks
 from drkit.access.roles import role_needs
 from drkit.cli.context import (
+    PRINCIPAL,
     SECONDS,
     AppContext,
     complete_clusters,
@@ -37,6 +38,7 @@ from drkit.errors import ConfigError, ExitCode, Problem
 )
 @click.option(
     "--principal",
+    type=PRINCIPAL,
     help="Who gets them (User:name); default: the config's principal for the role.",
 )
 @click.option("--apply", is_flag=True, help="Create them, with the cluster's credentials.")

@@ -6,6 +6,7 @@ import json
 import logging
 import math
 import os
+import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -62,6 +63,32 @@ class _Identity(click.ParamType[str]):
 IDENTITY = _Identity()
 
 
+class _Text(click.ParamType[str]):
+    """A name or a reason the operator types: not empty, and without control characters
+    (Kafka's client refuses an empty group id with a traceback; a newline in a reason forged
+    lines in ``flows list``)."""
+
+    def __init__(self, name: str, pattern: str | None = None, form: str = "") -> None:
+        self.name = name
+        self._pattern = re.compile(pattern) if pattern else None
+        self._form = form
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        text = str(value)
+        if not text.strip():
+            self.fail(f"a {self.name} cannot be empty", param, ctx)
+        if any(not c.isprintable() for c in text):
+            self.fail(f"{text!r}: no control characters (newlines, escapes)", param, ctx)
+        if self._pattern is not None and not self._pattern.fullmatch(text):
+            self.fail(f"{text!r} is not {self._form}", param, ctx)
+        return text
+
+
+GROUP = _Text("group name")
+REASON = _Text("reason")
+PRINCIPAL = _Text("principal", r"[A-Za-z]+:[^:\s]\S*", "a principal (User:name)")
+
+
 def say(message: str, level: int = logging.INFO, **fields: object) -> None:
     """A line for the operator on stderr (stdout stays the command's output or document).
 
@@ -100,10 +127,10 @@ class AppContext:
         $DRKIT_DB_URL) that points into a missing directory is refused (ConfigError), the
         state dir's default is created."""
         from drkit.store import database_url
-        from drkit.store.db import refuse_missing_sqlite_directory
+        from drkit.store.db import default_database_url, refuse_missing_sqlite_directory
 
         url = database_url(config, self.state_dir)
-        if url != database_url(None, self.state_dir):
+        if url != default_database_url(self.state_dir):  # $DRKIT_DB_URL or the config's
             refuse_missing_sqlite_directory(url)
         return url
 

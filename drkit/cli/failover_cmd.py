@@ -26,6 +26,7 @@ import click
 
 from drkit import logs
 from drkit.cli.context import (
+    GROUP,
     AppContext,
     complete_clusters,
     complete_runs,
@@ -89,6 +90,7 @@ def _common(func: Any) -> Any:
             "groups",
             multiple=True,
             metavar="GROUP",
+            type=GROUP,
             help="Only these consumer groups (repeatable; default: the flow's groups).",
         ),
     ]

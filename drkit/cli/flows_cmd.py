@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from drkit.cli.context import (
+    REASON,
     AppContext,
     complete_clusters,
     complete_flows,
@@ -134,7 +135,9 @@ def _flow_json(flow: FlowConfig, directive: FlowDirective, acks: list[WorkerAck]
 def _change_command(verb: FlowVerb, help_text: str) -> click.Command:
     @flows.command(verb.value, help=help_text)
     @click.argument("flow_name", metavar="FLOW", shell_complete=complete_flows)
-    @click.option("--reason", "-m", required=True, help="Why (recorded with your name).")
+    @click.option(
+        "--reason", "-m", required=True, type=REASON, help="Why (recorded with your name)."
+    )
     @click.option(
         "--wait",
         "wait_s",
@@ -407,7 +410,7 @@ def fences_list(app: AppContext, everything: bool, config_file: str | None, outp
     metavar="TOPIC",
     help="Only this fenced topic (repeatable; default: every one fenced there).",
 )
-@click.option("--reason", "-m", required=True, help="Why (logged with your name).")
+@click.option("--reason", "-m", required=True, type=REASON, help="Why (logged with your name).")
 @click.option(
     "--even-if-standby",
     is_flag=True,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import click
 
 from drkit.cli.context import (
+    GROUP,
     AppContext,
     complete_clusters,
     config_option,
@@ -35,6 +36,7 @@ def groups() -> None:
     "names",
     multiple=True,
     metavar="GROUP",
+    type=GROUP,
     help="Only this group (repeatable; default: every group but drkit's own).",
 )
 @config_option
@@ -48,8 +50,6 @@ def lag(
     take offsets); an end the cluster did not give is shown as unknown, never as 0.
 
     Exits 2 when a --group has no committed offsets there."""
-    if any(not name.strip() for name in names):
-        raise ConfigError([Problem("--group", "a group name cannot be empty")])
     from drkit.health.group_lag import lag_rows
     from drkit.kafka import ClusterEndpoint, KafkaAdmin
     from drkit.replication.internal_topics import is_own_group

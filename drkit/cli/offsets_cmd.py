@@ -8,6 +8,7 @@ import sys
 import click
 
 from drkit.cli.context import (
+    GROUP,
     AppContext,
     complete_clusters,
     config_option,
@@ -36,6 +37,7 @@ def offsets() -> None:
     "--group",
     "groups",
     multiple=True,
+    type=GROUP,
     help="Consumer group to translate (repeatable).",
 )
 @click.option(

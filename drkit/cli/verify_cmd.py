@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 import click
 
 from drkit.cli.context import (
+    GROUP,
     AppContext,
     complete_flows,
     config_option,
@@ -44,6 +45,7 @@ _MASTER = re.compile(
     "--group",
     "groups",
     multiple=True,
+    type=GROUP,
     help="Consumer group whose failover position to check (repeatable).",
 )
 @click.option("--topics", default=None, help="Comma-separated source topics (default: all).")

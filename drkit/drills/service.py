@@ -21,6 +21,7 @@ from drkit.drills.repo import DrillRepository
 from drkit.drills.report import DrillReport
 from drkit.drills.runner import DrillOptions, DrillRunner
 from drkit.drills.scenario import Scenario
+from drkit.errors import ConfigError, Problem
 from drkit.failover.context import ProgressCallback
 from drkit.local import LocalKafka
 from drkit.store import StateStore
@@ -64,6 +65,12 @@ def run_drill(
     repository = DrillRepository(store)
     flow = f"{scenario.source}->{scenario.target}"
     base_clusters = raw_clusters(config_path)  # refused before anything is stored or touched
+    unknown = [a for a in (scenario.source, scenario.target) if a not in base_clusters]
+    if unknown:
+        raise ConfigError([Problem("scenario", (
+            f"{scenario.name} names {', '.join(unknown)}, not a cluster of {config_path} "
+            f"(clusters: {', '.join(sorted(base_clusters))}); nothing was done"
+        ))])  # fmt: skip
     drill_id = repository.start(scenario.name, flow)
     try:
         options = DrillOptions(

@@ -39,6 +39,11 @@ def database_url(config: DrkitConfig | None, state_dir: Path) -> str:
         return env
     if config is not None and config.state_store.url is not None:
         return config.state_store.url.get_secret_value()
+    return default_database_url(state_dir)
+
+
+def default_database_url(state_dir: Path) -> str:
+    """The state dir's own SQLite store (drkit makes its directory)."""
     return f"sqlite:///{state_dir / DB_FILE_NAME}"
 
 

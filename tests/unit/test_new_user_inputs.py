@@ -165,3 +165,44 @@ def test_a_configured_sqlite_store_in_a_missing_directory_is_refused_not_created
     done = _drkit(tmp_path, "db", "upgrade", "--config", str(default))
     assert done.exit_code == 0, done.output
     assert (tmp_path / "state" / "drkit.db").is_file()
+
+
+def test_the_third_trials_bad_names_are_refused_before_anything(tmp_path: Path) -> None:
+    """The third new-user trial (issue 45): an empty --group reached the Kafka client (a
+    traceback and "retry"), "User:" was taken for a principal (its ACLs locked a broker out of
+    its own heartbeats), an empty or multi-line reason was recorded, and a scenario naming a
+    cluster the config lacks gave a KeyError and a failed drill in the store."""
+    config = tmp_path / "c.yaml"
+    config.write_text(GOOD + "flows: [{source: dc1, target: dc2}]\n")
+    c = ["--config", str(config)]
+    for args in (["offsets", "translate", "--group", "", "--from", "dc1", "--to", "dc2", *c],
+                 ["failover", "--from", "dc1", "--to", "dc2", "--plan", "--group", "", *c],
+                 ["verify", "--flow", "dc1->dc2", "--group", "", "--write-spec",
+                  str(tmp_path / "s.json"), *c]):  # fmt: skip
+        _refused(_drkit(tmp_path, *args), "--group", "cannot be empty")
+    for principal in ("User:", "notaprincipal", "User: x"):
+        _refused(_drkit(tmp_path, "acls", "--role", "replicator", "--cluster", "dc2",
+                        "--principal", principal, *c), "--principal")  # fmt: skip
+    for reason in ("", "a\nforged line"):
+        _refused(_drkit(tmp_path, "flows", "pause", "dc1->dc2", "-m", reason, *c), "--reason")
+    scenario = tmp_path / "d9.yaml"
+    shipped = (
+        Path(__file__).resolve().parents[2] / "runbooks" / "drills" / "planned-switchover.yaml"
+    )
+    scenario.write_text(shipped.read_text().replace("source: dc1", "source: dc9"))
+    _refused(_drkit(tmp_path, "drill", "run", str(scenario), *c), "dc9", "nothing was done")
+    listed = _drkit(tmp_path, "drill", "list", *c)
+    assert "planned" not in listed.output, listed.output
+
+
+def test_a_sqlite_store_named_by_drkit_db_url_in_a_missing_directory_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    missing = tmp_path / "no-such" / "x.db"
+    monkeypatch.setenv("DRKIT_DB_URL", f"sqlite:///{missing}")
+    config = tmp_path / "c.yaml"
+    config.write_text(GOOD)
+    for command in (["db", "current"], ["pointer", "show"]):
+        _refused(_drkit(tmp_path, *command, "--config", str(config)),
+                 "$DRKIT_DB_URL", "does not exist")  # fmt: skip
+    assert not missing.parent.exists()
