@@ -253,7 +253,14 @@ _broker_command("start", "started", "Start stopped brokers of CLUSTER again and 
 
 @local.command("logs")
 @click.argument("cluster")
-@click.option("--lines", "-n", type=int, default=40, show_default=True, help="Lines per broker.")
+@click.option(
+    "--lines",
+    "-n",
+    type=click.IntRange(1, 1_000_000),
+    default=40,
+    show_default=True,
+    help="Lines per broker.",
+)
 @_state_dir_option
 @pass_app
 def logs(app: AppContext, cluster: str, lines: int) -> None:

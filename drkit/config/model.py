@@ -440,7 +440,8 @@ class ReplicationPolicyConfig(FrozenModel):
     """
 
     kind: ReplicationPolicyKind | str = ReplicationPolicyKind.PREFIX
-    separator: str = Field(default=".", min_length=1)
+    # Part of every replica's name: Kafka's topic characters only (letters, digits, . _ -).
+    separator: str = Field(default=".", min_length=1, pattern=r"^[A-Za-z0-9._-]+$")
 
 
 class TransformConfig(FrozenModel):
@@ -516,7 +517,8 @@ class FlowConfig(FrozenModel):
     groups: NameFilter = NameFilter()
     replication_policy: ReplicationPolicyConfig = ReplicationPolicyConfig()
     exactly_once: bool = False
-    target_replication_factor: int | None = Field(default=None, ge=1)  # None: broker default
+    # None: the broker's default; Kafka's clients accept at most 10,000.
+    target_replication_factor: int | None = Field(default=None, ge=1, le=10_000)
     sync_topic_configs: bool = True
     sync_group_offsets: bool = False
     heartbeat_interval_s: float = Field(default=1.0, gt=0)
@@ -859,6 +861,13 @@ def reference_problems(config: DrkitConfig) -> list[tuple[str, str]]:
                 "failover.allow_single_observer",
             )
         )
+    flows = {flow.name for flow in config.flows}
+    for index, drill in enumerate(config.drills.schedule):
+        pair = f"{drill.source}->{drill.target}"
+        if drill.source is not None and pair not in flows:
+            problems.append((f"drills.schedule[{index}]", (
+                f"readiness of {pair}: no such flow (flows: {', '.join(sorted(flows)) or 'none'})"
+            )))  # fmt: skip
     for index, flow in enumerate(config.flows):
         if not flow.schema_sync.enabled:
             continue

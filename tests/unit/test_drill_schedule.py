@@ -15,6 +15,7 @@ CLUSTERS = """
 clusters:
   dc1: {bootstrap_servers: "127.0.0.1:1"}
   dc2: {bootstrap_servers: "127.0.0.1:2"}
+flows: [{source: dc1, target: dc2}]
 """
 
 
@@ -73,3 +74,11 @@ def test_two_monitors_firing_the_same_slot_run_it_once(tmp_path: Path) -> None:
     assert first.run(0) == 1
     assert second.run(0) is None
     assert ran == ["monitor-a"]
+
+
+def test_a_scheduled_readiness_of_a_flow_the_config_lacks_is_refused_at_load() -> None:
+    """The third new-user trial: it validated, and every run at its time was refused."""
+    with pytest.raises(
+        ConfigError, match=r"drills.schedule\[0\]: readiness of dc2->dc1: no such flow"
+    ):
+        _config('    - {cron: "0 3 * * 1", source: dc2, target: dc1}\n')

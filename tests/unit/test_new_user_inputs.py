@@ -206,3 +206,25 @@ def test_a_sqlite_store_named_by_drkit_db_url_in_a_missing_directory_is_refused(
         _refused(_drkit(tmp_path, *command, "--config", str(config)),
                  "$DRKIT_DB_URL", "does not exist")  # fmt: skip
     assert not missing.parent.exists()
+
+
+@pytest.mark.parametrize(
+    ("flow", "named"),
+    [
+        ("replication_policy: {kind: prefix, separator: /}", "separator"),
+        ("target_replication_factor: 100000", "target_replication_factor"),
+    ],
+)
+def test_flow_settings_kafka_would_refuse_at_run_time_are_refused_by_validate(
+    tmp_path: Path, flow: str, named: str
+) -> None:
+    """They validated, then the worker died: a '/' in every replica's name (Kafka: invalid topic
+    name), a replication factor beyond what the client accepts (a traceback in replicate)."""
+    config = tmp_path / "c.yaml"
+    config.write_text(GOOD + f"flows: [{{source: dc1, target: dc2, {flow}}}]\n")
+    _refused(_drkit(tmp_path, "config", "validate", str(config)), named)
+
+
+def test_local_logs_takes_a_positive_number_of_lines(tmp_path: Path) -> None:
+    for lines in ("0", "-5"):
+        _refused(_drkit(tmp_path, "local", "logs", "dc1", "--lines", lines), "--lines")
