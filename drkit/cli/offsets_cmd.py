@@ -123,7 +123,9 @@ def _print(report: Report) -> None:
     mode = report.mode
     if mode == "checkpoints":
         age = report.checkpoint_age_s
-        why = "" if report.source_reachable else f" ({report.flow.source} unreachable)"
+        why = {None: " (as asked)", False: f" ({report.flow.source} unreachable)"}.get(
+            report.source_reachable, ""
+        )
         click.echo(
             f"from checkpoints{why}; last checkpoint round "
             f"{'never' if age is None else f'{age:.1f}s ago'}"

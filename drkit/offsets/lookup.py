@@ -89,7 +89,7 @@ class Row:
 class Report:
     flow: FlowConfig
     mode: str
-    source_reachable: bool
+    source_reachable: bool | None  # None: not probed (checkpoints were asked for)
     checkpoint_age_s: float | None = None
     groups: dict[str, list[Row]] = field(default_factory=dict)
     errors: list[dict[str, Any]] = field(default_factory=list)
@@ -136,7 +136,7 @@ def translate_groups(
     target_endpoint = ClusterEndpoint(flow.target, config.clusters[flow.target])
     target = KafkaAdmin(target_endpoint)
     target.wait_ready(timeout_s=15)
-    reachable = False
+    reachable: bool | None = None  # not asked: --from-checkpoints
     if use_checkpoints is not True:
         try:
             source.wait_ready(timeout_s=source_timeout_s)
@@ -467,7 +467,7 @@ def _from_checkpoints(
     topology: FlowTopology,
     groups: list[str],
     target_endpoint: ClusterEndpoint,
-    reachable: bool,
+    reachable: bool | None,
 ) -> Report:
     store = CheckpointStore(target_endpoint, topology.checkpoints_topic)
     try:

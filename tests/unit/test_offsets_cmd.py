@@ -283,3 +283,21 @@ def test_metrics_listen_serves_metrics_and_health_and_nothing_else(tmp_path: Pat
     finally:
         process.terminate()
         process.wait(30)
+
+
+def test_checkpoints_asked_for_do_not_claim_the_source_is_unreachable(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The third new-user trial: ``--from-checkpoints`` with every cluster up printed "from
+    checkpoints (dc1 unreachable)" - the source was never probed."""
+    from drkit.cli.offsets_cmd import _print
+    from drkit.offsets.lookup import Report
+
+    config = load_config_text(
+        "clusters: {dc1: {bootstrap_servers: '127.0.0.1:1'}, dc2: {bootstrap_servers: "
+        "'127.0.0.1:2'}}\nflows: [{source: dc1, target: dc2}]\n"
+    )
+    for reachable, said in ((None, "from checkpoints (as asked)"),
+                            (False, "from checkpoints (dc1 unreachable)")):  # fmt: skip
+        _print(Report(config.flows[0], "checkpoints", reachable, checkpoint_age_s=1.0))
+        assert said in capsys.readouterr().out
