@@ -146,7 +146,9 @@ def translate_groups(
     if use_checkpoints or not reachable:
         return _from_checkpoints(topology, groups, target_endpoint, reachable)
     found = source.groups_offsets(groups)
-    committed = {g: (o.offsets if (o := found.get(g)) is not None else None) for g in groups}
+    # Kafka answers a group it does not know with no offsets: not found, like a missing one.
+    committed = {g: (o.offsets if (o := found.get(g)) is not None and o.offsets else None)
+                 for g in groups}  # fmt: skip
     report = Report(topology.flow, "live", True)
     _translate(report, topology, committed, source, source_endpoint, target, target_endpoint,
                verify)  # fmt: skip
@@ -346,7 +348,8 @@ def _translate(
             )
         for group, offsets in committed.items():
             if offsets is None:
-                report.errors.append({"group": group, "reason": "group not found on the source"})
+                report.errors.append({"group": group, "reason": "no committed offsets on the "
+                                      "source (a typo?)"})  # fmt: skip
                 continue
             rows = report.groups.setdefault(group, [])
             mine = {tp: o for tp, o in offsets.items() if topology.selects(tp.topic)}

@@ -78,6 +78,20 @@ def test_checkpoints_not_written_yet_are_tolerated_by_explicit_opt_in(
     assert snapshot.latest == {} and snapshot.last_tick_ms is None
 
 
+def test_a_group_the_source_does_not_know_is_named_not_answered_with_an_empty_table(
+    dc1: ClusterUnderTest, dc2: ClusterUnderTest, names: Names, tmp_path: Path
+) -> None:
+    """The third new-user trial: ``offsets translate --group nosuchgroup`` exited 0 with an
+    empty table - Kafka answers an unknown group with no offsets, not an error."""
+    setup = flow_setup(tmp_path, dc1, dc2, [names.topic("any")])
+    done = CliRunner().invoke(cli, [
+        "offsets", "translate", "--config", str(setup.path), "--group", names.group("nosuch"),
+        "--from", setup.source, "--to", setup.target,
+    ])  # fmt: skip
+    assert done.exit_code == 3, done.output
+    assert "no committed offsets on the source (a typo?)" in done.output, done.output
+
+
 def test_an_existing_progress_topic_is_read(
     dc1: ClusterUnderTest, dc2: ClusterUnderTest, names: Names, tmp_path: Path
 ) -> None:
