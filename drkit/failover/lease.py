@@ -108,7 +108,15 @@ def request_budget(
                                                         confirmed.lease_until)  # fmt: skip
     if isinstance(confirmed, Lease):
         now = clock()
-        left = max(0.1, confirmed.valid_for(now))
+        left = confirmed.valid_for(now)
+        if left <= 0:
+            # The process stood still between the confirmation and now (frozen inside the
+            # confirm, after its store write): the lease may be another's by now. A floor here
+            # once turned a lapsed lease into a fresh 0.1 s budget (simulation seed 101167).
+            raise LeaseLost(
+                "the lease lapsed between its confirmation and this request (the process stood "
+                "still): not sent"
+            )
         # Remembers when the lease surely ends: a process that stood still (SIGSTOP, a paused
         # VM) between this confirmation and the request sends nothing past it.
         return Budget(left if at_most is None else min(left, at_most), now + left)

@@ -156,6 +156,29 @@ def _fence_the_planned_topics_only(setattr: SetAttr) -> None:
     setattr(context.StepContext, "source_partitions_now", plan_partitions)
 
 
+def _lapsed_lease_floored(setattr: SetAttr) -> None:
+    """Found by the simulation (seed 101167, not one of the issue's list): a process frozen
+    inside its lease confirmation, after the store write, woke past the lease and got a fresh
+    0.1 s budget (a floor) - so it applied one stale fence after another engine took over."""
+    from drkit import clock as drkit_clock
+    from drkit.clock import Budget
+    from drkit.failover import context, lease, reconcile
+
+    original = lease.request_budget
+
+    def floored(confirmed: object, at_most: float | None, clock: Any = None) -> float | None:
+        if isinstance(confirmed, lease.Lease):
+            now = (clock or drkit_clock.monotonic)()
+            left = max(0.1, confirmed.valid_for(now))
+            return Budget(left if at_most is None else min(left, at_most), now + left)
+        return (
+            original(confirmed, at_most) if clock is None else original(confirmed, at_most, clock)
+        )
+
+    for module in (lease, reconcile, context):
+        setattr(module, "request_budget", floored)
+
+
 MUTATIONS = {
     m.name: m
     for m in (
@@ -169,6 +192,8 @@ MUTATIONS = {
                  _pending_fences_whatever_the_pointer),
         Mutation("fence-the-planned-topics", "10", "one writable primary",
                  _fence_the_planned_topics_only),
+        Mutation("lapsed-lease-floored", "simulation seed 101167", "audit trail",
+                 _lapsed_lease_floored),
     )
 }  # fmt: skip
 

@@ -21,6 +21,7 @@ from tests.simulation.world import Template
 FOUND_BY = {
     "after-hooks-not-resumed": 32,
     "fence-the-planned-topics": 16,
+    "lapsed-lease-floored": 101167,
     "no-replicator-fence": 965,
     "pending-fences-whatever-the-pointer": 91,
     "registry-modes-by-the-step": 23,

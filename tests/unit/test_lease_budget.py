@@ -93,3 +93,13 @@ def test_a_budget_crosses_to_the_isolated_helper_which_sends_nothing_once_it_is_
             helper.call("_direct_alter_group_rows", rows, timeout_s=spent)
     finally:
         helper.close()
+
+
+def test_a_lease_that_lapsed_before_the_request_gives_no_budget_at_all() -> None:
+    """Found by the simulation (seed 101167): a process frozen inside its confirmation, after
+    the store write, woke past the lease; a 0.1 s floor made that a fresh budget, and it applied
+    a stale fence after another engine had taken the run over."""
+    with pytest.raises(LeaseLost, match="lapsed between its confirmation"):
+        request_budget(_lease(-1.0), 5.0)
+    with pytest.raises(LeaseLost):
+        request_budget(_lease(0.0), None)
