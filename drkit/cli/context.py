@@ -44,8 +44,6 @@ class _Seconds(click.ParamType[float]):
 SECONDS = _Seconds()
 
 
-
-
 class _Text(click.ParamType[str]):
     """A name or a reason the operator types: not empty, and without control characters
     (Kafka's client refuses an empty group id with a traceback; a newline in a reason forged
