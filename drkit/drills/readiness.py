@@ -47,7 +47,7 @@ def readiness(
     flow = flow_between(config, source, target)
     checks = [_plan_unblocked(plan), _parity(config, flow, plan), _checkpoints(plan), _link(plan)]
     checks.append(_shadow_translation(config, plan, [g.group for g in plan.groups]))
-    measured = plan.source_reachable and plan.rpo_records is not None
+    measured = plan.source_reachable and plan.target_reachable and plan.rpo_records is not None
     timeline.add("shadow_translation", checks[-1].detail)
     verdict, reasons = readiness_verdict(checks)
     return DrillReport(
@@ -76,8 +76,9 @@ def readiness(
             "RPO here is an estimate from replication progress: records the target would lack "
             "if the source were lost now (bytes and seconds are not measured in this mode)."
             if measured
-            else f"RPO not measured: {source} does not answer, so its replication progress "
-            "cannot be compared with what it holds.",
+            else "RPO not measured: "
+            + (f"{_gone(plan)} not answer, so " if _gone(plan) else "")
+            + "replication progress cannot be compared with what the source holds.",
         ),
         rpo_measured=measured,
     )
@@ -89,18 +90,23 @@ def _plan_unblocked(plan: Plan) -> DrillCheck:
 
 
 def _parity(config: DrkitConfig, flow: FlowConfig, plan: Plan) -> DrillCheck:
-    if not plan.source_reachable:
-        return DrillCheck("topic_parity", False, f"{plan.source} does not answer")
+    if (why := _unanswered(plan)) is not None:
+        return DrillCheck("topic_parity", False, why)
     return parity_check(config, flow)
 
 
-def _unanswered(plan: Plan) -> str | None:
-    """Why the groups could not be looked at (None: both clusters answered)."""
+def _gone(plan: Plan) -> str:
+    """The clusters that do not answer, with their verb: "dc2 does", "dc1 and dc2 do"."""
     gone = [c for c, up in ((plan.source, plan.source_reachable),
                             (plan.target, plan.target_reachable)) if not up]  # fmt: skip
-    if not gone:
-        return None
-    return f"not checked: {' and '.join(gone)} {'do' if len(gone) > 1 else 'does'} not answer"
+    return f"{' and '.join(gone)} {'do' if len(gone) > 1 else 'does'}" if gone else ""
+
+
+def _unanswered(plan: Plan) -> str | None:
+    """Why a check could not look (None: both clusters answered) - naming the cluster that is
+    down, never the other one (issue 45, M3)."""
+    gone = _gone(plan)
+    return f"not checked: {gone} not answer" if gone else None
 
 
 def _checkpoints(plan: Plan) -> DrillCheck:
@@ -117,8 +123,8 @@ def _checkpoints(plan: Plan) -> DrillCheck:
 
 
 def _link(plan: Plan) -> DrillCheck:
-    if not plan.source_reachable:
-        return DrillCheck("link_health", False, f"{plan.source} does not answer")
+    if (why := _unanswered(plan)) is not None:
+        return DrillCheck("link_health", False, why)
     behind = plan.rpo_records
     warnings = [f.message for f in plan.findings if f.severity is Severity.WARNING]
     if behind is None:

@@ -474,7 +474,11 @@ def _reachability(snapshot: Snapshot) -> list[Finding]:
                 "move",
             )
         )
-    if snapshot.procedure is Procedure.FAILOVER and snapshot.source_reachable:
+    if (
+        snapshot.procedure is Procedure.FAILOVER
+        and snapshot.source_reachable
+        and snapshot.target_reachable  # else a switchover is blocked too: no advice
+    ):
         out.append(
             Finding(
                 Severity.WARNING,

@@ -14,7 +14,8 @@ _MAX_ROWS = 20
 def plan_text(plan: Plan) -> str:
     lines = [
         f"{plan.procedure.value} {plan.source} -> {plan.target} (flow {plan.flow})",
-        f"  source {'reachable' if plan.source_reachable else 'UNREACHABLE'}; translation from "
+        f"  source {'reachable' if plan.source_reachable else 'UNREACHABLE'}"
+        f"{'' if plan.target_reachable else ', target UNREACHABLE'}; translation from "
         f"{plan.translation_mode}; pointer {plan.pointer_from or '(not set)'} -> {plan.pointer_to}",
         "",
         "steps:",

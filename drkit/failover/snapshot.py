@@ -152,17 +152,21 @@ def _gather(
         procedure, flow.name, flow.source, flow.target, reverse_flow, False, False, None,
         {}, (), (), (), (), (), pointer, config.failover, force, now_ms,
     )  # fmt: skip
-    try:
-        target.wait_ready(timeout_s=10)
-    except KafkaError as err:
-        log.error("target unreachable", extra={"cluster": flow.target, "error": str(err)})
-        return empty
-    source_error: str | None = None
     # The source's answer and drkit's three topics on the target are independent reads, each
     # on its own client: in parallel they cost the slowest one, not their sum (a failover's
     # wall time is read twice from here: for the plan, and for the exact translation).
     # Daemon threads waited on here: a Ctrl-C acts at once (drkit.kafka.interruptible).
+    # The source is asked first, whatever the target does: a target that is down must not
+    # read as a source that is down (issue 45, M3).
     answers = InFlight(partial(source.answers, source_timeout_s))
+    try:
+        target.wait_ready(timeout_s=10)
+    except KafkaError as err:
+        log.error("target unreachable", extra={"cluster": flow.target, "error": str(err)})
+        up = answers.wait()
+        why = None if up else _source_error(source_ep, source_timeout_s)
+        return replace(empty, source_reachable=up, source_error=why)
+    source_error: str | None = None
     reading_progress = InFlight(readers.progress)
     reading_mappings = InFlight(readers.mappings)
     reading_checkpoints = InFlight(readers.checkpoints)
@@ -171,7 +175,7 @@ def _gather(
     mappings = reading_mappings.wait()
     checkpoints = reading_checkpoints.wait()
     if not reachable:
-        source_error = tcp_unreachable(source_ep, 1.0) or f"no answer within {source_timeout_s}s"
+        source_error = _source_error(source_ep, source_timeout_s)
     source_parts = _source_partitions(source, topology, progress, mappings, reachable)
     live_ends = source.list_offsets(source_parts, "latest") if reachable else {}
     listed = target.list_topics()
@@ -243,6 +247,10 @@ def _gather(
         requested_groups=tuple(groups) if groups is not None else None,
         untranslatable_groups=_other_groups(flow, source) if reachable else (),
     )
+
+
+def _source_error(source: ClusterEndpoint, timeout_s: float) -> str:
+    return tcp_unreachable(source, 1.0) or f"no answer within {timeout_s}s"
 
 
 def _other_groups(flow: FlowConfig, source: ClusterAdmin) -> tuple[str, ...]:

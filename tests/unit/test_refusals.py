@@ -161,3 +161,27 @@ def test_an_unknown_local_cluster_and_an_unusable_store_url_are_bad_input(
     monkeypatch.setenv("DRKIT_DB_URL", "nosuchdb://x/y")
     store = runner.invoke(cli, ["--state-dir", str(tmp_path), "pointer", "show"])
     assert store.exit_code == 2 and "cannot use state store" in store.output, store.output
+
+
+def test_readiness_with_the_target_down_names_the_target_not_the_source(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """M3 (issue 45): with dc2 down and dc1 answering, readiness said "dc1 does not answer"."""
+    import json
+
+    from drkit.failover import snapshot
+    from tests.fake_kafka import FakeClusters
+
+    fakes = FakeClusters("dc1", "dc2")
+    fakes["dc2"].up = False
+    monkeypatch.setattr(snapshot, "KafkaAdmin", fakes.connect)
+    (tmp_path / "drkit.yaml").write_text(CONFIG)
+    done = CliRunner().invoke(cli, ["--state-dir", str(tmp_path), "drill", "readiness",
+                                    "--from", "dc1", "--to", "dc2", "-o", "json"])  # fmt: skip
+    assert done.exit_code == 3, done.output
+    report = json.loads(done.stdout)
+    assert "dc1 does not answer" not in done.stdout, report
+    details = {c["name"]: c["detail"] for c in report["checks"]}
+    for name in ("topic_parity", "checkpoints", "link_health", "shadow_translation"):
+        assert "dc2 does not answer" in details[name], details
+    assert "dc2 does not answer" in report["notes"][0], report["notes"]
