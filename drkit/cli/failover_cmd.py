@@ -181,11 +181,32 @@ def _finish(output: str, run: RunRecord) -> None:
     _emit(output, run.to_json, partial(run_text, run))
 
 
-def _resume(engine: Engine, run_id: int, yes: bool, output: str) -> None:
-    """Show the unfinished run and what is left of it, check its premise, confirm, resume."""
+def _resume(
+    engine: Engine,
+    run_id: int,
+    yes: bool,
+    output: str,
+    source: str | None = None,
+    target: str | None = None,
+) -> None:
+    """Show the unfinished run and what is left of it, check its premise, confirm, resume.
+
+    ``source``/``target``: --from/--to given beside --resume - a run of another flow is refused
+    before anything is done (they were ignored: the operator resumed a run they did not mean)."""
     run = engine.runs.get(run_id)
     if run is None:
         raise ConfigError([Problem("--resume", f"no failover run {run_id}")])
+    if (source is not None and source != run.source) or (
+        target is not None and target != run.target
+    ):
+        given = " ".join(
+            f"{flag} {name}" for flag, name in (("--from", source), ("--to", target)) if name
+        )
+        why = (
+            f"run {run_id} moves {run.source} -> {run.target}, not {given}: leave --from/--to "
+            "out (the run knows its flow) - nothing was done"
+        )
+        raise ConfigError([Problem("--resume", why)])
     broken = engine.premise(run) if run.state.unfinished else None
     if output == "text":
         click.echo(run_text(run))
@@ -225,7 +246,7 @@ def _options(force: bool, groups: tuple[str, ...], **extra: Any) -> RunOptions:
     type=int,
     metavar="RUN",
     shell_complete=complete_runs,
-    help="Continue an interrupted run.",
+    help="Continue an interrupted run (--from/--to, if given, must be its own).",
 )
 @_common
 @pass_app
@@ -251,7 +272,7 @@ def failover(
     if resume is not None:
         if plan_only:
             raise ConfigError([Problem("--plan", "'drkit failover show RUN' shows a run")])
-        _resume(_engine(app, config_file, output), resume, yes, output)
+        _resume(_engine(app, config_file, output), resume, yes, output, source, target)
         return
     if not source or not target:
         raise ConfigError([Problem("--from/--to", "both are required (or --resume RUN)")])

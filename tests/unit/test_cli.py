@@ -184,6 +184,26 @@ def test_verify_rejects_a_bad_spark_master_before_touching_anything(
     assert "Traceback" not in result.output
 
 
+def test_verify_refuses_to_write_a_spec_and_import_a_summary_at_once(tmp_path: Path) -> None:
+    """M6 (issue 45): --write-spec won and --import-summary was silently ignored - the two ends
+    of one spark-submit round trip, never one command."""
+    config = tmp_path / "c.yaml"
+    config.write_text(
+        "clusters:\n  dc1: {bootstrap_servers: '127.0.0.1:1'}\n"
+        "  dc2: {bootstrap_servers: '127.0.0.1:2'}\nflows: [{source: dc1, target: dc2}]\n"
+    )
+    summary = tmp_path / "summary.json"
+    summary.write_text("{}")
+    spec = tmp_path / "spec.json"
+    result = CliRunner().invoke(cli, ["--state-dir", str(tmp_path), "verify", "--config",
+                                      str(config), "--flow", "dc1->dc2", "--import-summary",
+                                      str(summary), "--write-spec", str(spec)])  # fmt: skip
+    assert result.exit_code == 2, result.output
+    assert "--write-spec/--import-summary" in result.output and "choose one" in result.output
+    assert len(result.output.strip().splitlines()) == 1, result.output
+    assert not spec.exists() and not (tmp_path / "drkit.db").exists()
+
+
 BAD_CONFIG = "clusters:\n  dc1: {bootstrap_servers: 'no-port'}\n"
 
 
@@ -355,6 +375,31 @@ def test_resume_of_a_run_whose_world_moved_on_abandons_it_and_changes_nothing(
     again = CliRunner().invoke(cli, [*state, "failover", "--resume", str(run_id), "--yes",
                                      "--config", str(config)])  # fmt: skip
     assert again.exit_code == 2 and "has ended" in again.output
+
+
+@pytest.mark.parametrize(
+    ("given", "says"),
+    [
+        (["--from", "dc2", "--to", "dc1"], "--from dc2 --to dc1"),
+        (["--to", "dc1"], "--to dc1"),
+        (["--from", "dc2"], "--from dc2"),
+    ],
+)
+def test_resume_given_another_flow_than_the_run_is_refused_before_anything(
+    tmp_path: Path, given: list[str], says: str
+) -> None:
+    """M6 (issue 45): --from/--to beside --resume were silently ignored - the operator who
+    meant the other direction resumed (or abandoned) a run they did not mean."""
+    config, run_id = _store_with_a_failed_run(tmp_path)
+    state = ["--state-dir", str(tmp_path / "state")]
+    result = CliRunner().invoke(cli, [*state, "failover", "--resume", str(run_id), *given,
+                                      "--yes", "--config", str(config)])  # fmt: skip
+    assert result.exit_code == 2, result.output
+    assert f"run {run_id} moves dc1 -> dc2" in result.output and says in result.output
+    assert "Traceback" not in result.output
+    shown = CliRunner().invoke(cli, [*state, "failover", "show", str(run_id), "-o", "json",
+                                     "--config", str(config)])  # fmt: skip
+    assert json.loads(shown.stdout)["state"] == "failed"  # not abandoned: nothing was done
 
 
 def test_abandon_gives_an_unfinished_run_up_and_records_who_and_why(tmp_path: Path) -> None:
