@@ -112,6 +112,11 @@ def verify(
     from drkit.accounting.verify import default_out, import_summary
     from drkit.accounting.verify import verify as run_verify
 
+    if spec_file is not None and summary_file is not None:
+        # The two ends of one spark-submit round trip: --write-spec before the job, then
+        # --import-summary of its result (one of them was silently ignored).
+        why = "choose one: --write-spec gathers a check for spark-submit, --import-summary "
+        raise ConfigError([Problem("--write-spec/--import-summary", why + "records its result")])
     config = app.config(config_file).as_role(Role.VERIFIER)
     flow = known_flow(config, flow_name, "--flow")
     if spark_master is not None and not _MASTER.match(spark_master):
