@@ -40,7 +40,7 @@ from drkit.cli.context import (
     say,
 )
 from drkit.config.loader import known_cluster
-from drkit.config.model import Role
+from drkit.config.model import TOPIC_NAME, DrkitConfig, Role
 from drkit.errors import ConfigError, Problem
 from drkit.failover.context import RunOptions
 from drkit.failover.engine import Engine, PlanBlocked
@@ -450,6 +450,8 @@ def failback(
         # The tail is the only copy of records nobody replicated: never written over one.
         why = f"{export_file} exists (an earlier tail?): name a new file or move it away"
         raise ConfigError([Problem("--export-file", why + " - nothing was done")])
+    if export_topic is not None:
+        _check_export_topic(app.config(config_file), export_topic)
     if source is None:
         engine = _engine(app, config_file, output)
         known_cluster(engine.config, target, "--to")
@@ -459,6 +461,18 @@ def failback(
         source = pointer.cluster
     options = _options(force, groups, export_file=export_file, export_topic=export_topic)
     _run(app, Procedure.FAILBACK, source, target, config_file, plan_only, yes, output, options)
+
+
+def _check_export_topic(config: DrkitConfig, value: str) -> None:
+    """--export-topic names a configured cluster and a legal topic - refused before the run
+    (with --plan too), not in its export step after the fence (issue 45)."""
+    alias, colon, topic = value.partition(":")
+    if not colon or not alias or not topic:
+        raise ConfigError([Problem("--export-topic", f"{value!r} is not CLUSTER:TOPIC")])
+    known_cluster(config, alias, "--export-topic")
+    if not TOPIC_NAME.fullmatch(topic) or topic in (".", ".."):
+        why = f"{topic!r} is not a valid topic name (letters, digits, '.', '_', '-'; at most 249)"
+        raise ConfigError([Problem("--export-topic", why)])
 
 
 COMMANDS = [failover, switchover, cutover, failback]

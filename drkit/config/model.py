@@ -549,7 +549,7 @@ class FlowConfig(FrozenModel):
         return self
 
 
-_TOPIC_NAME = re.compile(r"[A-Za-z0-9._-]{1,249}")
+TOPIC_NAME = re.compile(r"[A-Za-z0-9._-]{1,249}")  # Kafka's legal topic names
 
 
 class HealthPolicy(FrozenModel):
@@ -573,7 +573,7 @@ class HealthPolicy(FrozenModel):
     @field_validator("canary_topic")
     @classmethod
     def _topic_name(cls, value: str) -> str:
-        if not _TOPIC_NAME.fullmatch(value) or value in (".", ".."):
+        if not TOPIC_NAME.fullmatch(value) or value in (".", ".."):
             raise ValueError(f"{value!r} is not a Kafka topic name")
         return value
 

@@ -486,6 +486,32 @@ def test_a_mistaken_move_names_the_option_at_fault(
     assert says in result.output
 
 
+@pytest.mark.parametrize(
+    ("topic", "says"),
+    [
+        ("dc9:tail", "--export-topic: unknown cluster 'dc9' (clusters: dc1, dc2)"),
+        ("tail", "--export-topic: 'tail' is not CLUSTER:TOPIC"),
+        ("dc1:", "--export-topic: 'dc1:' is not CLUSTER:TOPIC"),
+        ("dc1:no such topic", "--export-topic: 'no such topic' is not a valid topic name"),
+    ],
+)
+@pytest.mark.parametrize("plan", [True, False])
+def test_a_failback_export_topic_is_checked_before_anything(
+    tmp_path: Path, topic: str, says: str, plan: bool
+) -> None:
+    """M7, W6 (issue 45): --plan did not look at --export-topic, and the run refused an
+    unknown cluster only inside its export step - rolled back, exit 6."""
+    config = tmp_path / "drkit.yaml"
+    config.write_text(_CONFIG + "flows: [{source: dc1, target: dc2}, {source: dc2, target: dc1}]\n")
+    result = CliRunner().invoke(cli, ["--state-dir", str(tmp_path), "failback", "--to", "dc1",
+                                      "--from", "dc2", "--export-topic", topic,
+                                      "--plan" if plan else "--yes",
+                                      "--config", str(config)])  # fmt: skip
+    assert result.exit_code == 2, result.output
+    assert says in result.output
+    assert not (tmp_path / "drkit.db").exists()  # nothing done: not even a store opened
+
+
 def test_a_failback_never_writes_its_tail_over_an_existing_file(tmp_path: Path) -> None:
     """The tail is the only copy of records nobody replicated: on main a second failback given
     the first one's ``--export-file`` wrote over it.  Refused before anything is done."""
