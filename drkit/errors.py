@@ -180,6 +180,13 @@ class StoreFromNewerDrkit(StateStoreError):
     exit_code = ExitCode.BAD_INPUT
 
 
+class NotAStore(StateStoreError):
+    """The state store's SQLite file is some other file (not a database): the operator named
+    the wrong file - bad input; nothing is read or written."""
+
+    exit_code = ExitCode.BAD_INPUT
+
+
 class ReplicationError(DrkitError):
     """A replication flow stopped because going on would skip or corrupt records."""
 

@@ -20,6 +20,7 @@ from drkit import __version__, json_codec
 from drkit.config.model import DrkitConfig
 from drkit.errors import (
     ConfigError,
+    NotAStore,
     Problem,
     StateStoreError,
     StoreFromNewerDrkit,
@@ -113,6 +114,7 @@ class StateStore:
                 raise StateStoreError(
                     f"cannot create {parsed.database} for the SQLite store: {err.strerror}"
                 ) from None
+            _refuse_other_files(Path(parsed.database))
         kwargs: dict[str, object] = {
             "pool_pre_ping": True,
             # JSON columns hold a run's per-group rows: 500,000 moves at 10,000 groups.
@@ -270,6 +272,26 @@ class StateStore:
 
     def table_names(self) -> list[str]:
         return sorted(inspect(self.engine).get_table_names())
+
+
+# The first 16 bytes of every SQLite database file (an empty file is a new database).
+_SQLITE_HEADER = b"SQLite format 3\x00"
+
+
+def _refuse_other_files(path: Path) -> None:
+    """NotAStore when ``path`` holds something else than an SQLite database (a text file named
+    as the store by mistake) - SQLite would only say so at the first query, as a failure."""
+    try:
+        with path.open("rb") as file:
+            head = file.read(len(_SQLITE_HEADER))
+    except OSError as err:
+        raise StateStoreError(f"cannot read the SQLite store {path}: {err.strerror}") from None
+    if head and head != _SQLITE_HEADER:
+        raise NotAStore(
+            f"{path} is not a drkit store: the file is not a database (SQLite) - name the "
+            "store's file (--state-dir, state_store.url) or move this one away; nothing was "
+            "changed"
+        )
 
 
 def _sqlite_pragmas(connection: object, _record: object) -> None:

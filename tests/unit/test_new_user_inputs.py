@@ -75,6 +75,25 @@ def test_refusals_that_were_tracebacks(tmp_path: Path) -> None:
     assert "file is not a database" in done.output
 
 
+@pytest.mark.parametrize("where", ["state-dir", "config"])
+@pytest.mark.parametrize("command", [["db", "current"], ["failover", "list"], ["pointer", "show"]])
+def test_a_store_file_that_is_not_a_database_is_bad_input_naming_it(
+    tmp_path: Path, where: str, command: list[str]
+) -> None:
+    """W6 (issue 45): a text file where the SQLite store belongs exited 1 ("the operation
+    failed"): it is the operator's file that is wrong - exit 2, naming it, nothing written."""
+    state = tmp_path / "state"
+    state.mkdir()
+    store = state / "drkit.db" if where == "state-dir" else tmp_path / "notes.txt"
+    store.write_text("these are my notes\n")
+    config = tmp_path / "c.yaml"
+    config.write_text(GOOD + (f"state_store: {{url: 'sqlite:///{store}'}}\n" if where == "config"
+                              else ""))  # fmt: skip
+    done = _drkit(tmp_path, *command, "--config", str(config))
+    _refused(done, f"{store} is not a drkit store", "file is not a database")
+    assert store.read_text() == "these are my notes\n"
+
+
 def test_an_empty_state_dir_is_refused_not_the_default(tmp_path: Path) -> None:
     done = CliRunner().invoke(cli, ["--state-dir", "", "pointer", "show"])
     _refused(done, "--state-dir", "cannot be empty")
