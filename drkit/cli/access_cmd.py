@@ -76,6 +76,10 @@ def acls(
         raise ConfigError(
             [Problem(f"clusters.{alias}.principals.{role}", "unknown principal: give --principal")]
         )
+    if apply:  # a cluster that is down is told in seconds, before anything is printed
+        from drkit.kafka.clients import ClusterEndpoint, require_answering
+
+        require_answering(ClusterEndpoint(alias, config.clusters[alias]))
     found = role_needs(role, alias, config)
     chosen = (*found.needs, *found.optional) if with_optional else found.needs
     entries = [need.entry(who) for need in chosen]

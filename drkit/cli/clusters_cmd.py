@@ -20,11 +20,8 @@ from drkit.cli.context import (
 from drkit.config.model import DrkitConfig
 from drkit.errors import ExitCode, UnreachableClusterError
 from drkit.kafka import ClusterEndpoint, KafkaAdmin
-from drkit.kafka.clients import not_kafka, tcp_unreachable
+from drkit.kafka.clients import FIRST_ANSWER_S, not_answering
 from drkit.kafka.interruptible import InFlight
-
-TCP_CHECK_S = 3.0  # a bootstrap server that takes no TCP connection in this long: unreachable
-FIRST_ANSWER_S = 3.0  # a broker answers Kafka's first request (ApiVersions) well within this
 
 
 @click.group("clusters")
@@ -82,12 +79,9 @@ def _check_one(
     started = time.monotonic()
     admin = KafkaAdmin(endpoint)  # settings librdkafka refuses: bad input, before any network
     try:
-        refused = tcp_unreachable(endpoint, min(timeout, TCP_CHECK_S))
-        if refused is not None:
-            raise UnreachableClusterError(alias, endpoint.bootstrap_servers, refused)
-        # A listener that takes the connection but is not a broker answering (hung, HTTP, TLS
-        # expected) is named in seconds, not after the whole timeout.
-        wrong = not_kafka(endpoint, min(timeout, FIRST_ANSWER_S))
+        # Refused, unresolvable, or a listener that takes the connection but is not a broker
+        # answering (hung, HTTP, TLS expected): named in seconds, not after the whole timeout.
+        wrong = not_answering(endpoint, min(timeout, FIRST_ANSWER_S))
         if wrong is not None:
             raise UnreachableClusterError(alias, endpoint.bootstrap_servers, wrong)
         brokers = admin.wait_ready(timeout_s=timeout)

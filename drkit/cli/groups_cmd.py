@@ -52,11 +52,14 @@ def lag(
     Exits 2 when a --group has no committed offsets there."""
     from drkit.health.group_lag import lag_rows
     from drkit.kafka import ClusterEndpoint, KafkaAdmin
+    from drkit.kafka.clients import require_answering
     from drkit.replication.internal_topics import is_own_group
 
     config = app.config(config_file)
     known_cluster(config, cluster, "--cluster")
-    admin = KafkaAdmin(ClusterEndpoint(cluster, config.clusters[cluster]))
+    endpoint = ClusterEndpoint(cluster, config.clusters[cluster])
+    admin = KafkaAdmin(endpoint)  # settings librdkafka refuses: bad input, before any network
+    require_answering(endpoint)  # a cluster down: told in seconds, not at the call's timeout
     # complete: a listing some broker did not answer is not "no groups"
     wanted = list(names) or sorted(
         g for g in admin.list_groups(complete=True) if not is_own_group(g)

@@ -23,6 +23,7 @@ from drkit.drills.runner import DrillOptions, DrillRunner
 from drkit.drills.scenario import Scenario
 from drkit.errors import ConfigError, Problem
 from drkit.failover.context import ProgressCallback
+from drkit.kafka.clients import ClusterEndpoint, require_answering
 from drkit.local import LocalKafka
 from drkit.store import StateStore
 
@@ -71,6 +72,8 @@ def run_drill(
             f"{scenario.name} names {', '.join(unknown)}, not a cluster of {config_path} "
             f"(clusters: {', '.join(sorted(base_clusters))}); nothing was done"
         ))])  # fmt: skip
+    for alias in (scenario.source, scenario.target):  # a cluster down: told in seconds
+        require_answering(ClusterEndpoint(alias, config.clusters[alias]))
     drill_id = repository.start(scenario.name, flow)
     try:
         options = DrillOptions(

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 import socket
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,7 +26,7 @@ from drkit.config.model import (
     SecurityConfig,
     SecurityProtocol,
 )
-from drkit.errors import ClientSettingsRefused
+from drkit.errors import ClientSettingsRefused, UnreachableClusterError
 
 # librdkafka's syslog-style level for its own log lines (it writes them to stderr).  Every
 # failure drkit acts on reaches it as an error value or exception, so the default keeps the
@@ -192,6 +193,29 @@ def not_kafka(endpoint: ClusterEndpoint, timeout_s: float) -> str | None:
                 return f"{address} dropped the connection ({err.strerror or err})"
         return _what_answered(str(address), head)
     return None
+
+
+FIRST_ANSWER_S = 3.0  # refused, unresolvable or not Kafka: told within this (issue 45)
+
+
+def not_answering(endpoint: ClusterEndpoint, timeout_s: float = FIRST_ANSWER_S) -> str | None:
+    """Why ``endpoint`` is not a Kafka cluster answering now, told within ``timeout_s``: no
+    bootstrap server takes a TCP connection (:func:`tcp_unreachable`: refused, unresolvable), or
+    the one that does is not a broker answering Kafka's first request (:func:`not_kafka`: hung,
+    HTTP, TLS expected).  None: worth asking with a Kafka client (it may still be slow)."""
+    deadline = time.monotonic() + timeout_s
+    refused = tcp_unreachable(endpoint, timeout_s)
+    if refused is not None:
+        return refused
+    return not_kafka(endpoint, max(0.1, round(deadline - time.monotonic(), 1)))  # "within 3s"
+
+
+def require_answering(endpoint: ClusterEndpoint, timeout_s: float = FIRST_ANSWER_S) -> None:
+    """Raise :class:`UnreachableClusterError` (exit 3) when :func:`not_answering` says why: the
+    pre-probe a command runs before a Kafka call that would wait out its whole timeout."""
+    why = not_answering(endpoint, timeout_s)
+    if why is not None:
+        raise UnreachableClusterError(endpoint.alias, endpoint.bootstrap_servers, why)
 
 
 def _what_answered(address: str, head: bytes) -> str | None:

@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from drkit.cli import cli
@@ -92,3 +93,38 @@ def test_clusters_check_names_a_hung_listener_in_seconds(tmp_path: Path) -> None
     assert done.exit_code == 3, done.output
     assert "does not answer Kafka's first request within 3s" in done.output, done.output
     assert took < 60, took  # named before the command's own timeout, not after it
+
+
+_REFUSED = (
+    "clusters:\n"
+    "  dc1: {bootstrap_servers: '127.0.0.1:1', principals: {replicator: 'User:r'}}\n"
+    "  dc2: {bootstrap_servers: '127.0.0.1:2', principals: {replicator: 'User:r'}}\n"
+    "flows: [{source: dc1, target: dc2}]\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("command", "named"),
+    [
+        (["acls", "--role", "replicator", "--cluster", "dc2", "--apply"], "'dc2' at 127.0.0.1:2"),
+        (["groups", "lag", "--cluster", "dc1"], "'dc1' at 127.0.0.1:1"),
+        (["drill", "run", "planned-switchover", "--skip-verify"], "'dc1' at 127.0.0.1:1"),
+    ],
+)
+def test_a_refused_cluster_is_named_within_3s_with_exit_3(
+    tmp_path: Path, command: list[str], named: str
+) -> None:
+    """Issue 45: these waited out a 15 s client timeout, then said "timed out" with exit 1;
+    a cluster whose bootstrap refuses is unreachable at once, worded and numbered (exit 3) as
+    `clusters check` and `offsets translate` say it."""
+    config = tmp_path / "c.yaml"
+    config.write_text(_REFUSED)
+    started = time.monotonic()
+    done = CliRunner().invoke(
+        cli, ["--state-dir", str(tmp_path / "s"), *command, "--config", str(config)]
+    )
+    took = time.monotonic() - started
+    assert done.exit_code == 3, done.output
+    assert f"cluster {named} is unreachable" in done.output, done.output
+    assert "Traceback" not in done.output
+    assert took < 3, took
