@@ -206,6 +206,15 @@ class Adopter:
     def _mm2_history(self) -> dict[TopicPartition, list[tuple[int, int]]]:
         """MM2's syncs per source partition, in write order."""
         endpoint = self.source_endpoint if self.mm2_syncs_on_source else self.target_endpoint
+        admin = self.source if self.mm2_syncs_on_source else self.target
+        if self.mm2_syncs_topic not in admin.list_topics(include_internal=True):
+            # A precondition like the others (exit 4, nothing written), not a failed read.
+            raise AdoptionRefused(
+                f"no topic {self.mm2_syncs_topic} on {endpoint.alias}: MirrorMaker 2 left no "
+                f"offset syncs there for {self.flow.name} - name its topic with "
+                "--mm2-syncs-topic and the cluster holding it with --mm2-syncs-on (MM2's "
+                "offset-syncs.topic.location); nothing was written"
+            )
         tailer = TopicTailer(endpoint, self.mm2_syncs_topic, isolation="read_uncommitted")
         history: dict[TopicPartition, list[tuple[int, int]]] = {}
         skipped = 0

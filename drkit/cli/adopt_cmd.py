@@ -64,9 +64,10 @@ def adopt(
     """Take over a flow MirrorMaker 2 replicated, copying nothing again.
 
     Stop MirrorMaker 2's flow first: adopt refuses (exit 4, nothing written) while it still
-    writes.  drkit then resumes each partition exactly where MM2 stopped; groups committed
-    before that point translate at MM2's precision (rounded down, the re-reads shown in every
-    plan), exactly from there on.  Runs with the clusters' own `security` (an operator's login).
+    writes, or when its traces are not where they are looked for (no offset-syncs topic).
+    drkit then resumes each partition exactly where MM2 stopped; groups committed before that
+    point translate at MM2's precision (rounded down, the re-reads shown in every plan),
+    exactly from there on.  Runs with the clusters' own `security` (an operator's login).
     Then start `drkit replicate`."""
     config = app.config(config_file)
     flow = known_flow(config, flow_name, "--flow")

@@ -4,6 +4,7 @@ adopted range, and the pairing of MM2's last copies with their source records.""
 from __future__ import annotations
 
 import struct
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -167,3 +168,31 @@ def test_the_adopted_record_round_trips_and_keeps_the_latest_points() -> None:
 def test_what_moved_between_two_samples_is_named_with_its_growth() -> None:
     assert moved({"a-0": 5, "b-0": 3}, {"a-0": 9, "b-0": 3}) == ["a-0 +4"]
     assert moved({"a-0": 5}, {"a-0": 5}) == []
+
+
+@pytest.mark.parametrize(("on", "where"), [([], "dc1"), (["--mm2-syncs-on", "target"], "dc2")])
+def test_adopt_without_mm2_offset_syncs_is_refused_with_the_plan_blockers_code(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, on: list[str], where: str
+) -> None:
+    """W6 (issue 45): a missing offset-syncs topic (MM2 never ran there, or another
+    --mm2-syncs-topic/--mm2-syncs-on) exited 1, "the operation failed"; adopt's other refusals
+    of a precondition exit 4, nothing written - so does this one, naming what to fix."""
+    from click.testing import CliRunner
+
+    from drkit.adoption import adopt
+    from drkit.cli import cli
+    from tests.fake_kafka import FakeClusters
+
+    fakes = FakeClusters("dc1", "dc2")
+    monkeypatch.setattr(adopt, "KafkaAdmin", fakes.connect)
+    config = tmp_path / "c.yaml"
+    config.write_text(
+        "clusters: {dc1: {bootstrap_servers: '127.0.0.1:1'}, dc2: {bootstrap_servers: "
+        "'127.0.0.1:2'}}\nflows: [{source: dc1, target: dc2}]\n"
+    )
+    done = CliRunner().invoke(cli, ["--state-dir", str(tmp_path), "adopt", "--config",
+                                    str(config), "--flow", "dc1:dc2", *on])  # fmt: skip
+    assert done.exit_code == 4, done.output
+    assert f"no topic mm2-offset-syncs.dc2.internal on {where}" in done.output
+    assert "--mm2-syncs-topic" in done.output and "Traceback" not in done.output
+    assert not fakes["dc2"].topics  # nothing written
