@@ -12,9 +12,11 @@ over them (:func:`cluster_findings`, :func:`message_size_findings`), tested with
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from enum import StrEnum
+from functools import partial
 
 from drkit.access.roles import DRKIT_ROLES, replica_resources, role_needs, source_topic_resources
 from drkit.access.rules import (
@@ -430,22 +432,30 @@ def message_size_findings(
 
 
 def examine_cluster(alias: str, config: DrkitConfig, timeout_s: float) -> ClusterFacts:
-    """Reach one cluster and read what the findings need; never raises a drkit error."""
+    """Reach one cluster and read what the findings need, all within ``timeout_s`` (each
+    Kafka try takes at least a second); never raises a drkit error."""
     from drkit.kafka import ClusterEndpoint, KafkaAdmin
-    from drkit.kafka.clients import not_kafka
+    from drkit.kafka.clients import FIRST_ANSWER_S, require_answering
+
+    started = time.monotonic()
+
+    def left() -> float:
+        return max(0.1, timeout_s - (time.monotonic() - started))
 
     endpoint = ClusterEndpoint(alias, config.clusters[alias])
     admin = KafkaAdmin(endpoint, default_timeout_s=timeout_s)
     try:
-        brokers = admin.wait_ready(timeout_s=timeout_s)
+        # Refused, unresolvable or not Kafka (hung, HTTP, TLS expected): told in seconds, as
+        # `clusters check` tells it.
+        require_answering(endpoint, min(timeout_s, FIRST_ANSWER_S))
+        brokers = admin.wait_ready(timeout_s=left())
     except DrkitError as err:
-        wrong = not_kafka(endpoint, min(timeout_s, 3.0))  # what answered instead, if anything
-        return ClusterFacts(alias, error=f"{err}: {wrong}" if wrong else str(err))
+        return ClusterFacts(alias, error=str(err))
     authorizer: bool | None = True
     acls: frozenset[AclEntry] | None = None
     acl_error: str | None = None
     try:
-        acls = frozenset(admin.acl_entries())
+        acls = frozenset(admin.acl_entries(left()))
     except FatalKafkaError as err:
         if "SECURITY_DISABLED" in str(err):
             authorizer = False
@@ -456,7 +466,7 @@ def examine_cluster(alias: str, config: DrkitConfig, timeout_s: float) -> Cluste
     supers: frozenset[str] | None = None
     max_bytes: int | None = None
     try:
-        configs = admin.broker_configs()
+        configs = admin.broker_configs(left())
     except DrkitError:
         configs = {}
     if (value := configs.get("super.users")) is not None and value.value is not None:
@@ -541,7 +551,11 @@ def examine(
 ) -> list[DoctorFinding]:
     """Every finding for ``aliases`` and the installation, in the order to print them
     (``primary``: where the active pointer is, None before any move)."""
-    facts = {alias: examine_cluster(alias, config, timeout_s) for alias in aliases}
+    from drkit.kafka.interruptible import InFlight
+
+    # Every cluster at once: --timeout bounds the command's wait, not a sum over clusters.
+    asked = {a: InFlight(partial(examine_cluster, a, config, timeout_s)) for a in aliases}
+    facts = {alias: answer.wait() for alias, answer in asked.items()}
     out: list[DoctorFinding] = []
     for alias in facts:
         out.extend(cluster_findings(config, facts[alias]))

@@ -7,8 +7,8 @@ import click
 from drkit.access import doctor as doctor_checks
 from drkit.access.roles import role_needs
 from drkit.cli.context import (
+    CHECK_SECONDS,
     PRINCIPAL,
-    SECONDS,
     AppContext,
     complete_clusters,
     config_option,
@@ -129,7 +129,12 @@ def acls(
 @click.command("doctor")
 @click.argument("aliases", nargs=-1)
 @click.option(
-    "--timeout", type=SECONDS, default=10.0, show_default=True, help="Seconds per cluster."
+    "--timeout",
+    type=CHECK_SECONDS,
+    default=10.0,
+    show_default=True,
+    help="Seconds the check of each cluster may take, at least 1; the clusters are checked at "
+    "once, so this bounds the whole command's wait.",
 )
 @config_option
 @output_option

@@ -9,7 +9,7 @@ from functools import partial
 import click
 
 from drkit.cli.context import (
-    SECONDS,
+    CHECK_SECONDS,
     AppContext,
     config_option,
     echo_document,
@@ -32,7 +32,12 @@ def clusters() -> None:
 @clusters.command("check")
 @click.argument("aliases", nargs=-1)
 @click.option(
-    "--timeout", type=SECONDS, default=10.0, show_default=True, help="Seconds per cluster."
+    "--timeout",
+    type=CHECK_SECONDS,
+    default=10.0,
+    show_default=True,
+    help="Seconds the check of each cluster may take, at least 1; the clusters are checked at "
+    "once, so this bounds the whole command's wait.",
 )
 @config_option
 @output_option
@@ -77,6 +82,10 @@ def _check_one(
 ) -> tuple[dict[str, object], UnreachableClusterError | None]:
     endpoint = ClusterEndpoint(alias, config.clusters[alias])
     started = time.monotonic()
+
+    def left() -> float:  # the whole check within --timeout (each Kafka try takes >= 1 s)
+        return max(0.1, timeout - (time.monotonic() - started))
+
     admin = KafkaAdmin(endpoint)  # settings librdkafka refuses: bad input, before any network
     try:
         # Refused, unresolvable, or a listener that takes the connection but is not a broker
@@ -84,8 +93,8 @@ def _check_one(
         wrong = not_answering(endpoint, min(timeout, FIRST_ANSWER_S))
         if wrong is not None:
             raise UnreachableClusterError(alias, endpoint.bootstrap_servers, wrong)
-        brokers = admin.wait_ready(timeout_s=timeout)
-        cluster_id, controller, _ = admin.describe_cluster(timeout_s=timeout)
+        brokers = admin.wait_ready(timeout_s=left())
+        cluster_id, controller, _ = admin.describe_cluster(timeout_s=left())
     except UnreachableClusterError as err:
         return {"reachable": False, "error": str(err)}, err
     return {

@@ -29,6 +29,10 @@ class _Seconds(click.ParamType[float]):
 
     name = "seconds"
 
+    def __init__(self, minimum: float = 0.0, why: str = "") -> None:
+        self.minimum = minimum  # 0: any positive duration
+        self._why = why
+
     def convert(
         self, value: Any, param: click.Parameter | None, ctx: click.Context | None
     ) -> float:
@@ -38,10 +42,15 @@ class _Seconds(click.ParamType[float]):
             self.fail(f"{value!r} is not a number of seconds", param, ctx)
         if not math.isfinite(seconds) or not 0 < seconds <= 3600:
             self.fail(f"{value!r}: give seconds above 0 and at most 3600", param, ctx)
+        if seconds < self.minimum:
+            self.fail(f"{value!r}: give at least {self.minimum:g}s{self._why}", param, ctx)
         return seconds
 
 
 SECONDS = _Seconds()
+# A cluster check's --timeout: below a second no Kafka round trip and login fits, and every
+# cluster would be reported down (issue 45, W5).
+CHECK_SECONDS = _Seconds(1.0, " (a Kafka round trip and login take that long)")
 
 
 class _Text(click.ParamType[str]):

@@ -128,3 +128,41 @@ def test_a_refused_cluster_is_named_within_3s_with_exit_3(
     assert f"cluster {named} is unreachable" in done.output, done.output
     assert "Traceback" not in done.output
     assert took < 3, took
+
+
+@pytest.mark.parametrize("command", [["clusters", "check"], ["doctor"]])
+def test_a_timeout_below_one_second_is_refused_naming_the_minimum(
+    tmp_path: Path, command: list[str]
+) -> None:
+    """Issue 45, W5: --timeout 0.001 was taken and not honoured (the pre-probe and the Kafka
+    client's one-second tries ran anyway); no Kafka round trip and login fits in it, so it is
+    refused with exit 2 naming the minimum."""
+    config = tmp_path / "c.yaml"
+    config.write_text(_REFUSED)
+    done = CliRunner().invoke(
+        cli, ["--state-dir", str(tmp_path / "s"), *command, "--config", str(config),
+              "--timeout", "0.001"],
+    )  # fmt: skip
+    assert done.exit_code == 2, done.output
+    assert "--timeout" in done.output and "at least 1" in done.output, done.output
+
+
+@pytest.mark.parametrize("command", [["clusters", "check"], ["doctor"]])
+def test_the_timeout_bounds_the_whole_check(tmp_path: Path, command: list[str]) -> None:
+    """Issue 45, W5: `doctor --timeout 1` took the pre-probe, then the client's wait, cluster
+    after cluster; the clusters are checked at once, each within the timeout."""
+    with _listener(_silent) as one, _listener(_silent) as two:
+        config = tmp_path / "c.yaml"
+        config.write_text(
+            f"clusters:\n  dc1: {{bootstrap_servers: '127.0.0.1:{one}'}}\n"
+            f"  dc2: {{bootstrap_servers: '127.0.0.1:{two}'}}\n"
+        )
+        started = time.monotonic()
+        done = CliRunner().invoke(
+            cli, ["--state-dir", str(tmp_path / "s"), *command, "--config", str(config),
+                  "--timeout", "1"],
+        )  # fmt: skip
+        took = time.monotonic() - started
+    assert done.exit_code == 3, done.output
+    assert done.output.count("does not answer Kafka's first request within 1s") == 2, done.output
+    assert took < 2.5, took
