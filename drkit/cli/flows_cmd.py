@@ -32,7 +32,7 @@ from drkit.config.loader import known_cluster, known_flow
 from drkit.config.model import Role
 from drkit.control.model import LIVE_WITHIN_S, default_state
 from drkit.control.operator import FlowChangeFacts, FlowVerb, change_blockers, unchanged
-from drkit.errors import DrkitError, ExitCode
+from drkit.errors import ConfigError, DrkitError, ExitCode, Problem
 from drkit.timestamps import iso_utc
 
 if TYPE_CHECKING:
@@ -430,16 +430,17 @@ def fences_lift(
     output: str,
 ) -> None:
     """Let applications write to ALIAS's fenced topics again: deletes drkit's DENY WRITE ACLs
-    (and the ALLOWs it added beside them) and records the fence lifted.  Refused (exit 4) while
+    (and the ALLOWs it added beside them) and records the fence lifted.  A --topic not fenced
+    there is refused (exit 2: nothing to lift).  Refused (exit 4) while
     a run has not ended, and when ALIAS is not the active cluster unless --even-if-standby -
     then the opening is recorded and holds until the pointer next moves (fences are desired
     state: the monitor would otherwise put it back).  Idempotent: a lift cut short is run
     again."""
-    from drkit.failover.fences import FenceRepository
+    from drkit.failover.fences import FenceRepository, FenceState
     from drkit.failover.pointer import PointerRepository, active_cluster
     from drkit.failover.reconcile import Reconciler
     from drkit.failover.runs import RunRepository
-    from drkit.failover.unfence import LiftFacts, lift_blockers
+    from drkit.failover.unfence import LiftFacts, lift_blockers, not_fenced
     from drkit.kafka import KafkaAdmin
 
     config = app.config(config_file).as_role(Role.ENGINE)  # it changes ACLs as the engine does
@@ -456,6 +457,9 @@ def fences_lift(
             tuple(run.id for run in RunRepository(store).unfinished()),
             even_if_standby,
         )
+        was_lifted = fences.topics(cluster_alias, FenceState.LIFTED)
+        if (unknown := not_fenced(facts, was_lifted)) is not None:
+            raise ConfigError([Problem("--topic", unknown)])
         blockers = lift_blockers(facts)
         if blockers:
             raise Blocked(f"lifting the fence on {cluster_alias} refused: " + "; ".join(blockers))

@@ -37,14 +37,22 @@ class LiftFacts:
         return self.requested or self.fenced
 
 
-def lift_blockers(facts: LiftFacts) -> list[str]:
-    """Why lifting ``facts.cluster``'s fence must not happen now (empty: it may).  Pure."""
-    blockers: list[str] = []
+def not_fenced(facts: LiftFacts, lifted: Iterable[str] = ()) -> str | None:
+    """Why the topics asked for cannot be lifted: not fenced there - nothing to lift, bad input
+    rather than a blocker (None: every one is fenced).  ``lifted``: topics whose fence was
+    lifted already, said so.  Pure."""
     unknown = sorted(facts.requested - facts.fenced)
-    if unknown:
-        blockers.append(
-            f"not fenced on {facts.cluster}: {', '.join(unknown)} (drkit fences list shows what is)"
-        )
+    if not unknown:
+        return None
+    already = "already lifted; " if set(unknown) <= set(lifted) else ""
+    fenced = ", ".join(sorted(facts.fenced)) or "nothing"
+    return f"not fenced on {facts.cluster}: {', '.join(unknown)} ({already}fenced there: {fenced})"
+
+
+def lift_blockers(facts: LiftFacts) -> list[str]:
+    """Why lifting ``facts.cluster``'s fence must not happen now (empty: it may).  Pure.  The
+    topics asked for are judged first, by :func:`not_fenced`."""
+    blockers: list[str] = []
     if facts.unfinished_runs:
         runs = ", ".join(f"#{run}" for run in facts.unfinished_runs)
         blockers.append(

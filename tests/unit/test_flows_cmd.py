@@ -182,6 +182,28 @@ def test_fences_list_shows_what_is_in_place_and_with_all_what_was_lifted(
     ]  # fmt: skip
 
 
+def test_lifting_a_topic_that_is_not_fenced_is_bad_input_saying_what_is(
+    setup: tuple[Path, StateStore, list[str]],
+) -> None:
+    """W6 (issue 45): ``fences lift --topic`` naming a topic with no fence exited 4 ("the plan
+    has a blocker") - nothing to lift is the argument's fault: exit 2, changing nothing."""
+    from drkit.failover.fences import FenceRepository, FenceState
+
+    config, store, _published = setup
+    PointerRepository(store).move("dc1", None)
+    fences = FenceRepository(store)
+    fences.record("dc1", ["orders", "payments"], FenceState.APPLIED, 3)
+    fences.record("dc1", ["payments"], FenceState.LIFTED, 5)
+    for topic, says in [
+        ("ghost", "--topic: not fenced on dc1: ghost (fenced there: orders)"),
+        ("payments", "--topic: not fenced on dc1: payments (already lifted; fenced there: orders)"),
+    ]:
+        done = drkit(config, "fences", "lift", "--cluster", "dc1", "--topic", topic, "-m", "x")
+        assert done.exit_code == 2, done.output
+        assert says in done.output
+    assert fences.fenced("dc1") == {"orders"}
+
+
 def test_a_flow_that_ended_for_good_is_named_failed_with_its_error_in_list_and_status(
     setup: tuple[Path, StateStore, list[str]],
 ) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from drkit.failover.unfence import LiftFacts, lift_blockers
+from drkit.failover.unfence import LiftFacts, lift_blockers, not_fenced
 
 
 def _facts(**changes: object) -> LiftFacts:
@@ -39,7 +39,8 @@ def test_an_unfinished_run_blocks_the_lift_whatever_the_flags() -> None:
 
 def test_only_fenced_topics_can_be_named() -> None:
     facts = _facts(requested=frozenset({"orders", "ghost"}))
-    (blocker,) = lift_blockers(facts)
-    assert blocker.startswith("not fenced on dc1: ghost")
-    assert lift_blockers(_facts(requested=frozenset({"orders"}))) == []
+    assert not_fenced(facts) == "not fenced on dc1: ghost (fenced there: orders, payments)"
+    assert lift_blockers(facts) == []  # bad input, judged first - not a blocker
+    assert not_fenced(_facts(requested=frozenset({"orders"}))) is None
+    assert "(already lifted; " in str(not_fenced(facts, lifted={"ghost"}))
     assert _facts(requested=frozenset({"orders"})).topics == {"orders"}
