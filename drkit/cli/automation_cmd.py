@@ -24,6 +24,7 @@ from drkit.cli.context import (
     output_option,
     pass_app,
 )
+from drkit.errors import ConfigError, Problem
 from drkit.timestamps import iso_utc
 
 if TYPE_CHECKING:
@@ -69,7 +70,14 @@ def pause(app: AppContext, reason: str, config_file: str | None, output: str) ->
 @output_option
 @pass_app
 def resume(app: AppContext, reason: str, config_file: str | None, output: str) -> None:
-    """Switch automatic failover back on after 'drkit automation pause'."""
+    """Switch automatic failover back on after 'drkit automation pause'.  Refused (exit 2,
+    nothing stored) when the config does not enable it (failover.automatic)."""
+    if not app.config(config_file).failover.automatic:
+        why = (
+            "automatic failover is not enabled in the config (failover.automatic is false): "
+            "there is nothing to resume - nothing was stored"
+        )
+        raise ConfigError([Problem("failover.automatic", why)])
     journal = _journal(app, config_file)
     journal.resume(operator(), reason)
     if output == "json":
