@@ -515,7 +515,7 @@ def test_a_target_that_is_down_is_named_never_the_source_that_answers(
     flow = FlowConfig(source="dc1", target="dc2")
     config = DrkitConfig(
         clusters={a: ClusterConfig(bootstrap_servers="127.0.0.1:1") for a in ("dc1", "dc2")},
-        flows=[flow],
+        flows=(flow,),
     )
     for procedure in (Procedure.FAILOVER, Procedure.SWITCHOVER, Procedure.CUTOVER):
         gathered = snapshots.gather(config, config.flows[0], procedure, None)
