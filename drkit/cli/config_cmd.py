@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from datetime import UTC, datetime
+from pathlib import Path
 
 import click
 import yaml
@@ -37,14 +38,26 @@ def validate(file: str, output: str) -> None:
 
     Beyond the config's own rules, what the Kafka clients would refuse: librdkafka is given
     each cluster's client settings (drkit's and each role's) to build a client from - nothing
-    is sent to a cluster - and the TLS files they name must be there to read."""
+    is sent to a cluster - and the TLS files they name and the runbooks_dir must be there to
+    read.  Warnings (stderr, exit 0): weak security settings, secrets written out in the file,
+    hooks whose program cannot start on this machine."""
+    from drkit.config.loader import read_text_file
+    from drkit.config.secrets import literal_secret_warnings
     from drkit.config.security import security_warnings
     from drkit.drills.schedule import schedule_problems
+    from drkit.failover.hooks import hook_start_problem
     from drkit.kafka.client_check import client_problems
 
     try:
         loaded = load_config(file)
-        if problems := schedule_problems(loaded) + client_problems(loaded):
+        problems = schedule_problems(loaded) + client_problems(loaded)
+        runbooks = loaded.failover.runbooks_dir
+        if runbooks is not None and not Path(runbooks).is_dir():
+            problems.append(Problem("failover.runbooks_dir", (
+                f"{runbooks} is not a directory: the failover runbooks are read from it (a "
+                "relative path from where drkit runs)"
+            )))  # fmt: skip
+        if problems:
             raise ConfigError(problems, source=file)
     except ConfigError as err:
         if output == "json":  # the verdict on stdout too: a reader never gets an empty answer
@@ -52,6 +65,12 @@ def validate(file: str, output: str) -> None:
             echo_document("config.validate", {"file": file, "ok": False, "problems": lines})
         raise
     warnings = security_warnings(loaded)
+    warnings += literal_secret_warnings(yaml.safe_load(read_text_file(file)))  # as written
+    for index, hook in enumerate(loaded.failover.hooks):
+        if (why := hook_start_problem(hook)) is not None:
+            then = ("a before hook that cannot start vetoes its step" if hook.when == "before"
+                    else "an after hook that cannot start is reported failed")  # fmt: skip
+            warnings.append(f"failover.hooks[{index}].command: {why} - {then}")
     if output == "json":
         summary = {"file": file, "ok": True, "clusters": sorted(loaded.clusters),
                    "flows": [f.name for f in loaded.flows], "warnings": warnings}  # fmt: skip

@@ -770,6 +770,9 @@ class DrillsConfig(FrozenModel):
     schedule: tuple[ScheduledDrill, ...] = ()
 
 
+MAX_ALIAS_LENGTH = 64  # a cluster alias prefixes topic names (249 characters at most)
+
+
 class DrkitConfig(FrozenModel):
     """The whole configuration of one drkit deployment."""
 
@@ -789,6 +792,12 @@ class DrkitConfig(FrozenModel):
         for alias in value:
             if not re.fullmatch(r"[A-Za-z0-9_-]+", alias):
                 raise ValueError(f"cluster alias {alias!r} may hold only letters, digits, _ and -")
+            if len(alias) > MAX_ALIAS_LENGTH:
+                raise ValueError(
+                    f"cluster alias {alias[:20]!r}... is {len(alias)} characters: at most "
+                    f"{MAX_ALIAS_LENGTH} characters (it prefixes replica and drkit topic names, "
+                    "249 characters at most, and labels metrics)"
+                )
         return value
 
     @model_validator(mode="after")

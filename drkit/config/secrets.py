@@ -66,3 +66,14 @@ def literal_secrets(section: object, path: str) -> list[str]:
         if secret and written:
             found.append(where)
     return found
+
+
+def literal_secret_warnings(document: Mapping[str, Any]) -> list[str]:
+    """``drkit config validate``'s warning for each secret written out in the config file
+    (``document``: its YAML as written, before ``${VAR}`` expansion); none repeats a value."""
+    return [
+        f"{path} is a literal secret; use ${{VAR}} or a password file (password_file, "
+        "client_secret_file)"
+        for key, section in document.items()
+        for path in literal_secrets(section, str(key))
+    ]

@@ -19,10 +19,12 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from pydantic import SecretStr
@@ -86,6 +88,21 @@ def hook_environment(hook: Hook) -> dict[str, str]:
     names = (*BASE_ENV, *hook.pass_env)
     inherited = {name: os.environ[name] for name in names if name in os.environ}
     return {**inherited, **{k: v.get_secret_value() for k, v in hook.env.items()}}
+
+
+def hook_start_problem(hook: Hook) -> str | None:
+    """Why ``hook`` could not start on this machine - its program is not found on the PATH it
+    gets, does not exist or is not executable - or None.  ``drkit config validate`` warns of
+    it: a ``before`` hook that cannot start vetoes its step at failover time."""
+    program = hook.command[0]
+    if os.sep not in program:
+        search = os.pathsep.join(os.get_exec_path(hook_environment(hook)))
+        return None if shutil.which(program, path=search) else f"{program!r} is not found on PATH"
+    if not Path(program).is_file():
+        return f"{program!r} does not exist (or is not a file)"
+    if not os.access(program, os.X_OK):
+        return f"{program!r} is not executable"
+    return None
 
 
 def run_hook(hook: Hook, context: dict[str, Any]) -> HookOutcome:

@@ -93,4 +93,55 @@ def test_config_validate_prints_the_warnings_and_still_exits_0(tmp_path: Path) -
     )
     as_json = CliRunner().invoke(cli, ["config", "validate", str(path), "-o", "json"])
     document = json.loads(as_json.stdout)
-    assert document["ok"] is True and len(document["warnings"]) == 1
+    assert document["ok"] is True and len(document["warnings"]) == 2  # and password: pw
+
+
+def _validate(tmp_path: Path, text: str) -> tuple[int, str]:
+    path = tmp_path / "c.yaml"
+    path.write_text(text)
+    done = CliRunner().invoke(cli, ["config", "validate", str(path)])
+    return done.exit_code, done.output
+
+
+def test_validate_warns_of_a_literal_secret_and_of_a_hook_that_cannot_start(
+    tmp_path: Path,
+) -> None:
+    """Issue 45, W4: `config validate` said ok for a password written out in the file and for
+    a hook whose command does not exist (or cannot run): both are said on stderr, exit 0."""
+    script = tmp_path / "notify.sh"
+    script.write_text("#!/bin/sh\n")  # not executable
+    code, text = _validate(tmp_path, _config() + yaml.safe_dump({"failover": {"hooks": [
+        {"when": "before", "command": ["drkit-no-such-command-45", "--now"]},
+        {"when": "after", "command": [str(script)]},
+        {"when": "after", "command": ["true"]},
+    ]}}))  # fmt: skip
+    assert code == 0, text
+    assert (
+        "clusters.dc1.security.password is a literal secret; use ${VAR} or a password file" in text
+    ), text
+    assert "failover.hooks[0].command: 'drkit-no-such-command-45' is not found on PATH" in text
+    assert f"failover.hooks[1].command: '{script}' is not executable" in text
+    assert "hooks[2]" not in text and "'pw'" not in text
+    fine = _config().replace("password: pw", "password: ${DRKIT_T45_PW}")
+    code, text = _validate(tmp_path, fine.replace("${DRKIT_T45_PW}", "'${DRKIT_T45_PW:-x}'"))
+    assert code == 0 and "literal secret" not in text, text
+
+
+def test_validate_refuses_a_runbooks_dir_that_does_not_exist(tmp_path: Path) -> None:
+    code, text = _validate(
+        tmp_path, _config() + f"failover: {{runbooks_dir: '{tmp_path / 'nowhere'}'}}\n"
+    )
+    assert code == 2, text
+    assert f"failover.runbooks_dir: {tmp_path / 'nowhere'} is not a directory" in text, text
+    code, text = _validate(tmp_path, _config() + f"failover: {{runbooks_dir: '{tmp_path}'}}\n")
+    assert code == 0, text
+
+
+def test_a_cluster_alias_longer_than_64_characters_is_refused(tmp_path: Path) -> None:
+    """A 300-character alias validated: it prefixes replica and drkit topic names (249
+    characters at most) and labels metrics."""
+    code, text = _validate(tmp_path, f"clusters: {{{'d' * 300}: {{bootstrap_servers: 'a:1'}}}}\n")
+    assert code == 2, text
+    assert "at most 64 characters" in text, text
+    code, text = _validate(tmp_path, f"clusters: {{{'d' * 64}: {{bootstrap_servers: 'a:1'}}}}\n")
+    assert code == 0, text
