@@ -16,7 +16,9 @@ import click
 
 from drkit.cli.context import AppContext, pass_app
 from drkit.drills.report import DrillReport
-from drkit.errors import ExitCode
+from drkit.errors import ConfigError, ExitCode, Problem
+
+DEMO_CLUSTERS = ("dc1", "dc2")  # what the demo brings up when they are not there
 
 
 @click.command("demo")
@@ -39,12 +41,23 @@ def demo(app: AppContext, scenario: str, skip_verify: bool) -> None:
     from drkit.drills.scenario import load_scenario
     from drkit.drills.service import run_drill
     from drkit.local import LocalKafka
-    from drkit.local.config_writer import write_local_config
+    from drkit.local.config_writer import require_config_writable, write_local_config
     from drkit.store import StateStore
 
     loaded = load_scenario(scenario)
+    local = LocalKafka(app.state_dir)
+    # Refused before a cluster starts or the local config is rewritten: the demo runs on
+    # dc1 and dc2 (made on first use) or the local clusters there are.
+    there = sorted({*DEMO_CLUSTERS, *local.cluster_names()})
+    unknown = [a for a in (loaded.source, loaded.target) if a not in there]
+    if unknown:
+        raise ConfigError([Problem("--scenario", (
+            f"{loaded.name} names {', '.join(unknown)}, not a local cluster (the demo runs on "
+            f"{', '.join(there)}); nothing was done"
+        ))])  # fmt: skip
+    require_config_writable(app.state_dir)
     click.echo(f"1. starting local {loaded.source} and {loaded.target} (first run: Kafka's jars)")
-    statuses = LocalKafka(app.state_dir).up([loaded.source, loaded.target])
+    statuses = local.up([loaded.source, loaded.target])
     config_path = write_local_config(app.state_dir, statuses)
     config = load_config(config_path)
     store = StateStore(app.store_url(config))

@@ -154,7 +154,7 @@ def up(
 
     Running clusters are left as they are, so 'up' is safe to repeat.
     """
-    from drkit.local.config_writer import write_local_config
+    from drkit.local.config_writer import require_config_writable, write_local_config
     from drkit.local.secure import MTLS, SCRAM, OidcValidation
 
     for option, value in (("--oidc-audience", oidc_audience), ("--oidc-issuer", oidc_issuer)):
@@ -170,6 +170,7 @@ def up(
     if mtls and oidc_jwks_url:
         raise ConfigError([Problem("--mtls", "OAUTHBEARER needs SASL: not with --oidc-jwks-url")])
     oidc = OidcValidation(oidc_jwks_url, oidc_audience, oidc_issuer) if oidc_jwks_url else None
+    require_config_writable(app.state_dir)  # before any broker starts, not after
     started = time.monotonic()
     manager = LocalKafka(app.state_dir)
     statuses = manager.up(

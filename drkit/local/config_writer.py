@@ -2,16 +2,39 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
 from drkit.config.discovery import default_config_path
 from drkit.config.loader import load_config
+from drkit.errors import ConfigError, Problem
 from drkit.local.cluster import ClusterStatus
 from drkit.local.secure import client_security, role_principals, super_users
 from drkit.local.tls import LocalSecrets, node_name
 from drkit.store.db import DB_FILE_NAME
+
+
+def require_config_writable(state_dir: Path) -> None:
+    """Raise ConfigError (exit 2) when :func:`write_local_config` could not write the config
+    at its path - a directory there, a parent that is a file or not writable.  Checked before
+    any broker starts: a write that failed after them left them running (issue 45)."""
+    path = default_config_path(state_dir)
+    reason = None
+    if path.is_dir() or path.with_suffix(".tmp").is_dir():
+        reason = "is a directory, not a file"
+    else:
+        existing = path.parent
+        while not existing.exists() and existing != existing.parent:
+            existing = existing.parent
+        if not existing.is_dir():
+            reason = f"cannot be created: {existing} is not a directory"
+        elif not os.access(existing, os.W_OK | os.X_OK):
+            reason = f"cannot be written: {existing} is not writable"
+    if reason is not None:
+        why = f"the local config {reason} (--state-dir elsewhere?); nothing was started"
+        raise ConfigError([Problem("", why)], source=str(path))
 
 
 def write_local_config(

@@ -185,3 +185,58 @@ def test_readiness_with_the_target_down_names_the_target_not_the_source(
     for name in ("topic_parity", "checkpoints", "link_health", "shadow_translation"):
         assert "dc2 does not answer" in details[name], details
     assert "dc2 does not answer" in report["notes"][0], report["notes"]
+
+
+def _no_brokers(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
+    """LocalKafka.up recording what it was asked to start (nothing is started)."""
+    from drkit.local import LocalKafka
+
+    started: list[list[str]] = []
+
+    def up(_self: object, names: list[str], *_args: object, **_kwargs: object) -> list[object]:
+        started.append(list(names))
+        raise AssertionError(f"brokers started: {names}")
+
+    monkeypatch.setattr(LocalKafka, "up", up)
+    return started
+
+
+def test_local_up_refuses_a_config_path_it_cannot_write_before_starting_brokers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 45, M10: `local up` started the brokers, then failed writing its config and left
+    them running. Where the config cannot be written is found first: exit 2, nothing started."""
+    started = _no_brokers(monkeypatch)
+    state = tmp_path / "state"
+    (state / "drkit.yaml").mkdir(parents=True)  # the config path is a directory
+    done = CliRunner().invoke(cli, ["--state-dir", str(state), "local", "up"])
+    assert done.exit_code == 2, done.output
+    assert f"{state / 'drkit.yaml'}: " in done.output and "Traceback" not in done.output
+    assert started == []
+    blocked = tmp_path / "file"
+    blocked.write_text("")  # the state directory would be under a file
+    done = CliRunner().invoke(cli, ["--state-dir", str(blocked / "state"), "local", "up"])
+    assert done.exit_code == 2, done.output
+    assert f"cannot be created: {blocked} is not a directory" in done.output
+    assert started == []
+
+
+def test_demo_refuses_a_scenario_naming_no_local_cluster_before_touching_anything(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 45, M10: `demo --scenario` naming a cluster that is not there started clusters and
+    rewrote the local config before refusing; now it refuses first (exit 2), touching nothing."""
+    started = _no_brokers(monkeypatch)
+    shipped = Path(__file__).parents[2] / "runbooks" / "drills" / "planned-switchover.yaml"
+    scenario = tmp_path / "dc9.yaml"
+    scenario.write_text(shipped.read_text().replace("source: dc1", "source: dc9"))
+    state = tmp_path / "state"
+    state.mkdir()
+    config = state / "drkit.yaml"
+    config.write_text(CONFIG)
+    done = CliRunner().invoke(
+        cli, ["--state-dir", str(state), "demo", "--scenario", str(scenario), "--skip-verify"]
+    )
+    assert done.exit_code == 2, done.output
+    assert "dc9" in done.output and "nothing was done" in done.output, done.output
+    assert started == [] and config.read_text() == CONFIG
