@@ -4,13 +4,51 @@ from __future__ import annotations
 
 import os
 import re
+import socket
 import sys
 import zipfile
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from drkit.config.discovery import cache_dir
+from drkit.errors import AccountingError, ExitCode
 from drkit.local.jars import resolve_bundle
+
+SPARK_MASTER_PORT = 7077  # a standalone master's default
+MASTER_CHECK_S = 3.0  # a master that takes no TCP connection in this long: unreachable
+
+
+class SparkMasterUnreachable(AccountingError):
+    """A spark:// master takes no TCP connection: exit 3 (a cluster down), before Spark is
+    started - Spark itself gives up only after its retries (~80 s)."""
+
+    exit_code = ExitCode.UNHEALTHY
+
+
+def require_spark_master(master: str | None, timeout_s: float = MASTER_CHECK_S) -> None:
+    """Raise :class:`SparkMasterUnreachable` when ``master`` is a standalone master URL
+    (``spark://HOST:PORT``, or ``spark://H1:P1,H2:P2`` for standby masters) none of whose
+    masters accepts a TCP connection within ``timeout_s``; other masters are not checked."""
+    if master is None or not master.startswith("spark://"):
+        return
+    errors = []
+    for address in master.removeprefix("spark://").split(","):
+        parts = urlsplit(f"//{address}")
+        try:
+            host, port = parts.hostname or "", parts.port or SPARK_MASTER_PORT
+        except ValueError as err:  # a port that is no number
+            errors.append(f"{address}: {err}")
+            continue
+        try:
+            with socket.create_connection((host, port), timeout=timeout_s):
+                return
+        except OSError as err:
+            errors.append(f"{address}: {err.strerror or err}")
+    raise SparkMasterUnreachable(
+        f"Spark master {master} is unreachable ({'; '.join(errors)}); nothing was started"
+    )
+
 
 _LOG4J2 = """\
 rootLogger.level = error

@@ -129,6 +129,10 @@ def verify(
                 )
             ]
         )
+    if spec_file is None and summary_file is None:  # Spark runs here: its master answers?
+        from drkit.accounting.session import require_spark_master
+
+        require_spark_master(spark_master)
     topic_list = [t.strip() for t in topics.split(",") if t.strip()] if topics else None
     store = app.store(config_file)
     store.ensure_current()

@@ -184,6 +184,32 @@ def test_verify_rejects_a_bad_spark_master_before_touching_anything(
     assert "Traceback" not in result.output
 
 
+def test_verify_names_an_unreachable_spark_master_within_3s_before_touching_anything(
+    tmp_path: Path,
+) -> None:
+    """Issue 45: `--spark-master spark://127.0.0.1:1` hung ~80 s (Spark's own give-up). A
+    spark:// master that takes no TCP connection is named in seconds, exit 3 (a cluster down),
+    before the store or Kafka are touched."""
+    import time
+
+    config = tmp_path / "c.yaml"
+    config.write_text(
+        "clusters:\n  dc1: {bootstrap_servers: '127.0.0.1:1'}\n"
+        "  dc2: {bootstrap_servers: '127.0.0.1:2'}\nflows: [{source: dc1, target: dc2}]\n"
+    )
+    started = time.monotonic()
+    result = CliRunner().invoke(
+        cli, ["--state-dir", str(tmp_path / "s"), "verify", "--config", str(config), "--flow",
+              "dc1->dc2", "--spark-master", "spark://127.0.0.1:1"],
+    )  # fmt: skip
+    took = time.monotonic() - started
+    assert result.exit_code == 3, result.output
+    assert "Spark master spark://127.0.0.1:1 is unreachable (127.0.0.1:1: " in result.output
+    assert "Traceback" not in result.output and "dc1" not in result.output
+    assert took < 3, took
+    assert not (tmp_path / "s" / "drkit.db").exists()  # refused before the store was opened
+
+
 def test_verify_refuses_to_write_a_spec_and_import_a_summary_at_once(tmp_path: Path) -> None:
     """M6 (issue 45): --write-spec won and --import-summary was silently ignored - the two ends
     of one spark-submit round trip, never one command."""
