@@ -46,6 +46,15 @@ gaps, restarts, truncation and trimming):
    ``expected_rereads`` counts the records between (exact while the source range holds no
    gaps, an upper bound otherwise).
 
+8. The way back (:func:`translate_back`): a group that read a replica up to ``T`` on the target
+   resumes on the replica's *source* at the source offset of the first replicated record whose
+   copy lies at ``>= T`` (past every copy: the first source offset not replicated).  It read
+   every record below that and none from it: nothing skipped, nothing read again - as long as
+   the copies are in source order (a crash re-replication that reordered them, a hashed or
+   split partition, MirrorMaker 2's syncs below an adoption point: no answer).  A round trip
+   (a switchover, and back) so moves a group that read the first cluster's topic through its
+   replica on the second.
+
 The runs are kept as a :class:`~drkit.replication.run_map.RunTable` (compact columns, indexes
 computed once per snapshot): one translation is a binary search plus, for re-reads, a walk over
 the runs a crash re-replication left behind - independent of how many runs the map holds.
@@ -71,6 +80,7 @@ class Method(StrEnum):
     PROVENANCE = "provenance"  # found by searching the target's provenance headers
     CLAMPED = "clamped"  # the mapped position lay outside the target log and was clamped
     MM2 = "mm2"  # below an adoption point: rounded down to MirrorMaker 2's last offset sync
+    RETURNED = "returned"  # a position on a replica carried back to its origin (translate_back)
 
 
 class Flag(StrEnum):
@@ -299,6 +309,38 @@ def translate_partition(
     if mapping is None:
         return CannotTranslate(tp, offset, NO_MAPPING)
     return translate(offset, mapping, bounds, source_end)
+
+
+def translate_back(
+    replica: TopicPartition, offset: int, mapping: PartitionMapping
+) -> TranslationResult:
+    """Where a group committed at ``offset`` on ``replica`` (the flow's target partition)
+    resumes on the partition the flow copies into it, ``mapping.source`` (pure; invariant 8).
+    The result's ``source`` is the replica, its ``target`` the origin."""
+    why = _no_way_back(mapping)
+    if why:
+        return CannotTranslate(replica, offset, why)
+    table = mapping.table
+    index = bisect_right(table.dst, offset) - 1  # the last run starting on the replica <= T
+    if index < 0 and mapping.adopted is not None:  # MirrorMaker 2 copied what lies below
+        return CannotTranslate(replica, offset, "below drkit's adoption point")
+    if index >= 0 and offset < table.dst[index] + table.length[index]:
+        origin = table.src[index] + (offset - table.dst[index])
+    elif index + 1 < len(table):  # T in a gap between copies, or before the first: the next
+        origin = table.src[index + 1]
+    else:  # past every copy: what the flow had not replicated yet, from its progress
+        origin = max(table.src_end, mapping.replicated_end or 0)
+    return Translated(replica, mapping.source, offset, origin, Method.RETURNED)
+
+
+def _no_way_back(mapping: PartitionMapping) -> str:
+    if mapping.hashed or mapping.split:
+        return "the replica's partitions are not the source's: no way back"
+    if not mapping.table.in_target_order:
+        return "the replica's copies are not in source order: no exact way back"
+    if mapping.adopted is not None and not len(mapping.table):
+        return "below drkit's adoption point"
+    return ""
 
 
 class PartitionInputs(NamedTuple):

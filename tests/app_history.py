@@ -341,6 +341,22 @@ class AppHistory:
                 seen.add(read.value)
         return dict(again)
 
+    def rereads_outside(self, moves: list[tuple[float, float]]) -> list[str]:
+        """Records read again although their first read lay outside every move (start, end):
+        only what the reader took on the old cluster while a move ran - after the translation,
+        before it saw the pointer move - may be read again; all else is a translation's
+        re-read."""
+        first: dict[bytes, Read] = {}
+        out = []
+        with self._lock:
+            reads = list(self.reads)
+        for read in reads:
+            earlier = first.setdefault(read.value, read)
+            if earlier is not read and not any(a <= earlier.at <= b for a, b in moves):
+                out.append(f"{read.value!r} read on {earlier.cluster} at {earlier.at:.2f}s "
+                           f"and again on {read.cluster} at {read.at:.2f}s")  # fmt: skip
+        return out
+
     def wait_all_read(self, timeout_s: float) -> list[Write]:
         """Wait until the group read every acknowledged write; returns what it never read.
         The reader reads at full speed from here on."""

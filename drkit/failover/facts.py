@@ -8,7 +8,7 @@ decides over a snapshot of the DCS.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 
 from drkit.config.model import FailoverPolicy
@@ -46,6 +46,9 @@ class GroupFacts:
     from_checkpoints: bool
     target_state: str  # empty / stable / preparingrebalance / ... / absent
     target_members: int
+    # Offsets committed on the source's replicas of the target's own topics (the reverse
+    # flow's copies): carried back to their origin on the target (Snapshot.returning).
+    returning: Mapping[TopicPartition, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -88,6 +91,11 @@ class Snapshot:
     untranslatable_groups: tuple[str, ...] = ()
     # The schema registries compared (None: the flow has no schema_sync).
     schemas: SchemaFacts | None = None
+    # The way back of a round trip: the reverse flow's offset maps (read on the source, where
+    # that flow writes), by the replica partition on the source.  A group that read the
+    # target's topic there through its replica resumes on the target's own topic
+    # (drkit.translation.translate_back).  Empty: no reverse flow, or the source is gone.
+    returning: Mapping[TopicPartition, PartitionMapping] = field(default_factory=dict)
 
     @cached_property
     def partitions_by_topic(self) -> Mapping[str, tuple[PartitionFacts, ...]]:

@@ -213,6 +213,26 @@ def translate_group(snapshot: Snapshot, facts: GroupFacts) -> tuple[PartitionMov
         part = known.get(tp)
         if part is not None:  # else a partition this flow does not replicate: not moved
             moves.append(_move(part, offset, methods))
+    return (*moves, *returning_moves(snapshot, facts))
+
+
+def returning_moves(snapshot: Snapshot, facts: GroupFacts) -> tuple[PartitionMove, ...]:
+    """Where ``facts.group`` resumes on the target's own topics it read on the source through
+    the reverse flow's replicas (the way back of a round trip; drkit.translation, invariant 8)."""
+    moves = []
+    for replica, offset in sorted(facts.returning.items(), key=translation.by_partition):
+        mapping = snapshot.returning.get(replica)
+        if mapping is None:
+            continue
+        result = translation.translate_back(replica, offset, mapping)
+        if isinstance(result, CannotTranslate):
+            moves.append(PartitionMove(replica.topic, replica.partition, mapping.source.topic,
+                                       mapping.source.partition, offset, None, "none", None,
+                                       None, result.reason))  # fmt: skip
+            continue
+        moves.append(PartitionMove(replica.topic, replica.partition, result.target.topic,
+                                   result.target.partition, offset, result.target_offset,
+                                   result.method.value, 0, None))  # fmt: skip
     return tuple(moves)
 
 
@@ -359,7 +379,7 @@ class TranslationMemo:
             moves.append(move)
         if not fresh:
             self.reused += 1
-        return tuple(moves)
+        return (*moves, *returning_moves(snapshot, facts))
 
     def _uncovered(
         self, snapshot: Snapshot, facts: GroupFacts, tables: Mapping[TopicPartition, Any]

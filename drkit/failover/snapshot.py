@@ -208,9 +208,11 @@ def _gather(
             age_s(now_ms / 1000, newest_ms / 1000) if newest_ms else None,
         )
     partitions = _count_unreplicated(source, partitions) if reachable else partitions
+    returning = _returning(config, reverse_flow, source_ep) if reachable and reverse_flow else {}
     group_facts, without = _groups(
-        flow, source, target, checkpoints, source_parts, reachable, groups, target_states
-    )
+        flow, source, target, checkpoints, source_parts, reachable, groups, target_states,
+        set(returning),
+    )  # fmt: skip
     source_topics = {tp.topic for tp in source_parts}
     missing = sorted(t for t in source_topics if topology.target_topic(t) not in listed)
     short = sorted(
@@ -246,7 +248,28 @@ def _gather(
         now_ms,
         requested_groups=tuple(groups) if groups is not None else None,
         untranslatable_groups=_other_groups(flow, source) if reachable else (),
+        returning=returning,
     )
+
+
+def _returning(
+    config: DrkitConfig, reverse_flow: str, source: ClusterEndpoint
+) -> dict[TopicPartition, PartitionMapping]:
+    """The reverse flow's offset maps, read where it writes (this move's source), by their
+    replica partitions there: how a group that read them resumes on their origin, the move's
+    target (drkit.translation.translate_back).  Unreadable: empty, and said - those groups
+    keep the positions they had on the target."""
+    back = next(f for f in config.flows if f.name == reverse_flow)
+    loader = MappingLoader(back, source)
+    try:
+        mappings = loader.refresh(30.0)
+    except KafkaError as err:
+        log.warning("the reverse flow's offset map could not be read: groups are not carried "
+                    "back", extra={"flow": reverse_flow, "error": str(err)})  # fmt: skip
+        return {}
+    finally:
+        loader.close()
+    return {m.target: m for m in mappings.values()}
 
 
 def _source_error(source: ClusterEndpoint, timeout_s: float) -> str:
@@ -325,12 +348,17 @@ def _groups(
     reachable: bool,
     only: list[str] | None,
     known_states: Mapping[str, str] | None = None,
+    returning: set[TopicPartition] | None = None,
 ) -> tuple[list[GroupFacts], list[str]]:
-    """Every group the flow translates: (facts, groups with offsets but no checkpoint)."""
+    """Every group the flow translates: (facts, groups with offsets but no checkpoint).
+    ``returning``: the reverse flow's replica partitions on the source, whose offsets a group
+    also carries back (live only)."""
     matcher = NameMatcher.of(flow.groups)
     replicated = set(source_parts)
+    back_parts = returning or set()
     checkpointed = checkpoints.committed_by_group
     committed: dict[str, dict[TopicPartition, int]] = {}
+    returned: dict[str, dict[TopicPartition, int]] = {}
     if reachable:
         # The groups the checkpoints name are asked too: a listing taken right after the
         # source's broker started names none (read_group_offsets).
@@ -343,22 +371,29 @@ def _groups(
         )
         for group, offsets in answers.items():
             mine = {tp: o for tp, o in offsets.offsets.items() if tp in replicated}
-            if mine:
-                committed[group] = mine
+            back = {tp: o for tp, o in offsets.offsets.items() if tp in back_parts}
+            if mine or back:
+                committed[group], returned[group] = mine, back
     else:
         committed = {
             g: offsets
             for g, offsets in checkpointed.items()
             if (only is None or g in only) and matcher.matches(g)
         }
-    without = sorted(g for g in committed if g not in checkpointed)
+    without = sorted(g for g, mine in committed.items() if mine and g not in checkpointed)
     if known_states is not None:
         states = {g: (known_states.get(g, "unchecked"), 0) for g in committed}
     else:
         described = target.describe_groups(sorted(committed)) if committed else {}
         states = {g: (d.state.lower(), d.members) for g, d in described.items()}
     facts = [
-        GroupFacts(group, offsets, not reachable, *states.get(group, ("absent", 0)))
+        GroupFacts(
+            group,
+            offsets,
+            not reachable,
+            *states.get(group, ("absent", 0)),
+            returning=returned.get(group, {}),
+        )
         for group, offsets in sorted(committed.items())
     ]
     return facts, without

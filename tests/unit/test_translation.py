@@ -29,6 +29,7 @@ from drkit.translation import (
     Translated,
     rereads,
     translate,
+    translate_back,
     translate_group,
 )
 
@@ -293,3 +294,43 @@ def test_a_groups_translation_names_a_missing_replica_before_a_missing_map() -> 
     assert results[mapped] == translate(40, mapping, TargetBounds(0, 100), 100)
     assert results[no_map] == CannotTranslate(no_map, 7, NO_MAPPING)
     assert results[no_replica] == CannotTranslate(no_replica, 5, NO_REPLICA)
+
+
+# -- the way back (invariant 8) ----------------------------------------------------------------
+
+
+@given(
+    runs=st.lists(st.tuples(st.integers(0, 3), st.integers(0, 3), st.integers(1, 4)), max_size=6),
+    progress_gap=st.integers(0, 3),
+    offset=st.integers(0, 60),
+)
+def test_the_way_back_skips_nothing_and_reads_nothing_again(
+    runs: list[tuple[int, int, int]], progress_gap: int, offset: int
+) -> None:
+    """Copies in source order with gaps on both sides: a group that read the replica below T
+    resumes on the origin where it read every record whose copy lies below T and none other."""
+    built_runs, src, dst = [], 0, 0
+    for src_gap, dst_gap, length in runs:
+        src, dst = src + src_gap, dst + dst_gap
+        built_runs.append(OffsetRun(src, dst, length))
+        src, dst = src + length, dst + length
+    replica, origin = TopicPartition("dc1.orders", 0), TopicPartition("orders", 0)
+    mapping = PartitionMapping(origin, replica, built_runs, replicated_end=src + progress_gap)
+    result = translate_back(replica, offset, mapping)
+    assert isinstance(result, Translated) and result.target == origin
+    copies = {r.dst_start + i: r.src_start + i for r in built_runs for i in range(r.length)}
+    read = {s for d, s in copies.items() if d < offset}
+    unread = {s for d, s in copies.items() if d >= offset}
+    assert all(s < result.target_offset for s in read)  # nothing read again
+    assert all(s >= result.target_offset for s in unread)  # nothing skipped
+    if not unread:  # past every copy: from what the flow had not replicated yet
+        assert result.target_offset == src + progress_gap
+
+
+def test_no_way_back_where_the_copies_are_not_in_source_order() -> None:
+    replica, origin = TopicPartition("dc1.orders", 0), TopicPartition("orders", 0)
+    crossed = PartitionMapping(origin, replica, [OffsetRun(0, 10, 5), OffsetRun(5, 0, 5)])
+    result = translate_back(replica, 3, crossed)
+    assert isinstance(result, CannotTranslate) and "source order" in result.reason
+    hashed = PartitionMapping(origin, replica, [OffsetRun(0, 0, 5)], hashed=True)
+    assert isinstance(translate_back(replica, 3, hashed), CannotTranslate)
