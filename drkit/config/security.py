@@ -23,6 +23,7 @@ def security_warnings(config: DrkitConfig) -> list[str]:
     out: list[str] = []
     for alias, cluster in config.clusters.items():
         out += _cluster(f"clusters.{alias}", cluster)
+    out += _one_cluster_two_aliases(config)
     for index, hook in enumerate(config.notifications.webhooks):
         if _plain_http(hook.url.get_secret_value()):
             out.append(
@@ -33,7 +34,7 @@ def security_warnings(config: DrkitConfig) -> list[str]:
 
 
 def _cluster(path: str, cluster: ClusterConfig) -> list[str]:
-    out = _security(f"{path}.security", cluster.security)
+    out = _security(f"{path}.security", cluster.security) + _oauth_principal(path, cluster)
     for role, security in cluster.role_security.items():
         out += _security(f"{path}.role_security.{role}", security)
     overridden = [k for k in cluster.client_overrides if security_override(k)]
@@ -46,6 +47,36 @@ def _cluster(path: str, cluster: ClusterConfig) -> list[str]:
     if registry is not None and registry.password is not None and _plain_http(registry.url):
         out.append(f"{path}.schema_registry.url: http:// with a password - sent in clear")
     return out
+
+
+def _one_cluster_two_aliases(config: DrkitConfig) -> list[str]:
+    """Aliases that name the same brokers: a flow between them copies a cluster into itself,
+    a failover between them fences the brokers it then sends the applications to."""
+    out = []
+    seen: dict[tuple[str, int], str] = {}
+    for alias, cluster in config.clusters.items():
+        for address in cluster.bootstrap_addresses:
+            key = (address.host.lower(), address.port)
+            other = seen.setdefault(key, alias)
+            if other != alias:
+                out.append(f"clusters.{alias}.bootstrap_servers: {address} is also "
+                           f"clusters.{other}'s - one cluster under two aliases? A flow or a "
+                           "failover between them acts on the same brokers")  # fmt: skip
+                break
+    return out
+
+
+def _oauth_principal(path: str, cluster: ClusterConfig) -> list[str]:
+    """OAUTHBEARER without ``principals``: drkit's guess at the brokers' name for it."""
+    oauth = cluster.security.oauth
+    if cluster.security.sasl_mechanism is not SaslMechanism.OAUTHBEARER or oauth is None:
+        return []
+    if cluster.principals:
+        return []
+    return [f"{path}.principals: not set - with OAUTHBEARER drkit takes its principal to be "
+            f"User:{oauth.client_id} (the client id); brokers name it by the token's subject "
+            "claim, which some providers set to another id: set principals so the doctor, the "
+            "fences and `drkit acls` name the right one"]  # fmt: skip
 
 
 def _security(path: str, security: SecurityConfig) -> list[str]:

@@ -145,3 +145,27 @@ def test_a_cluster_alias_longer_than_64_characters_is_refused(tmp_path: Path) ->
     assert "at most 64 characters" in text, text
     code, text = _validate(tmp_path, f"clusters: {{{'d' * 64}: {{bootstrap_servers: 'a:1'}}}}\n")
     assert code == 0, text
+
+
+def test_one_cluster_under_two_aliases_is_warned_about() -> None:
+    """Issue 45, M9: a copy-pasted bootstrap address made dc2 the same brokers as dc1 - a
+    failover between them would fence the brokers it sends the applications to."""
+    same = yaml.safe_dump({"clusters": {
+        "dc1": {"bootstrap_servers": "k1:9093,k2:9093", "security": SASL_SSL},
+        "dc2": {"bootstrap_servers": "K2:9093", "security": SASL_SSL},
+        "dc3": {"bootstrap_servers": "k2:9094", "security": SASL_SSL},
+    }})  # fmt: skip
+    warnings = security_warnings(load_config_text(same, env={}))
+    assert [w.split(":")[0] for w in warnings] == ["clusters.dc2.bootstrap_servers"], warnings
+    assert "K2:9093 is also clusters.dc1's" in warnings[0]
+
+
+def test_an_oauth_login_without_principals_says_whose_name_drkit_assumes() -> None:
+    oauth = {"protocol": "SASL_SSL", "sasl_mechanism": "OAUTHBEARER",
+             "oauth": {"token_endpoint_url": "https://idp.example/token", "client_id": "drkit-app",
+                       "client_secret": "${SECRET}"}}  # fmt: skip
+    guessed = _config(security=oauth)
+    [warning] = security_warnings(load_config_text(guessed, env={"SECRET": "s"}))
+    assert warning.startswith("clusters.dc1.principals: not set") and "User:drkit-app" in warning
+    named = _config(security=oauth, principals={"engine": "User:0b5e-77"})
+    assert security_warnings(load_config_text(named, env={"SECRET": "s"})) == []
