@@ -133,6 +133,11 @@ def verify(
         from drkit.accounting.session import require_spark_master
 
         require_spark_master(spark_master)
+    if summary_file is None:  # both clusters are read: a refused one is named in seconds
+        from drkit.kafka.clients import ClusterEndpoint, require_answering
+
+        for alias in (flow.source, flow.target):
+            require_answering(ClusterEndpoint(alias, config.clusters[alias]))
     topic_list = [t.strip() for t in topics.split(",") if t.strip()] if topics else None
     store = app.store(config_file)
     store.ensure_current()

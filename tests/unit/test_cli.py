@@ -749,3 +749,22 @@ def test_failover_list_summarises_each_run_without_its_per_group_rows(tmp_path: 
     shown = CliRunner().invoke(cli, ["failover", "show", str(run.id), "-o", "json",
                                      "--config", str(config)])  # fmt: skip
     assert [g["group"] for g in json.loads(shown.output)["plan"]["groups"]] == ["g0", "g1", "g2"]
+
+
+def test_verify_names_a_refused_cluster_with_exit_3_before_the_store(tmp_path: Path) -> None:
+    """Issue 45: verify against a source that refuses connections exited 1 ("the operation
+    failed", an accounting failure wrapping the client's timeout) - a cluster down is 3."""
+    config = tmp_path / "c.yaml"
+    config.write_text(
+        "clusters:\n  dc1: {bootstrap_servers: '127.0.0.1:1'}\n"
+        "  dc2: {bootstrap_servers: '127.0.0.1:2'}\nflows: [{source: dc1, target: dc2}]\n"
+    )
+    for extra in ([], ["--write-spec", str(tmp_path / "spec.json")]):
+        result = CliRunner().invoke(
+            cli, ["--state-dir", str(tmp_path / "s"), "verify", "--config", str(config), "--flow",
+                  "dc1->dc2", "--spark-master", "local[1]", *extra],
+        )  # fmt: skip
+        assert result.exit_code == 3, result.output
+        assert "cluster 'dc1' at 127.0.0.1:1 is unreachable" in result.output, result.output
+        assert "Traceback" not in result.output
+        assert not (tmp_path / "s" / "drkit.db").exists()  # refused before the store was opened
