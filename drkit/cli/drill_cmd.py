@@ -112,6 +112,10 @@ def run(
 
     loaded = load_scenario(scenario)
     config = app.config(config_file)
+    if not skip_verify:  # its proof needs the master: refused at the start, not at the end
+        from drkit.accounting.session import require_spark_master
+
+        require_spark_master(spark_master)
     store = app.store(config_file, config_required=True)
     store.ensure_current()
     assert app.config_path is not None

@@ -166,3 +166,17 @@ def test_the_timeout_bounds_the_whole_check(tmp_path: Path, command: list[str]) 
     assert done.exit_code == 3, done.output
     assert done.output.count("does not answer Kafka's first request within 1s") == 2, done.output
     assert took < 2.5, took
+
+
+def test_a_drill_names_an_unreachable_spark_master_before_it_starts(tmp_path: Path) -> None:
+    """Issue 45: `drill run --spark-master spark://127.0.0.1:1` learnt of the dead master at its
+    proof, after the fault and the failover; it is named at the start, nothing done."""
+    config = tmp_path / "c.yaml"
+    config.write_text(_REFUSED)
+    done = CliRunner().invoke(
+        cli, ["--state-dir", str(tmp_path / "s"), "drill", "run", "planned-switchover",
+              "--spark-master", "spark://127.0.0.1:1", "--config", str(config)],
+    )  # fmt: skip
+    assert done.exit_code == 3, done.output
+    assert "Spark master spark://127.0.0.1:1 is unreachable" in done.output, done.output
+    assert not (tmp_path / "s" / "drkit.db").exists()  # before the store, the clusters, the drill
