@@ -1,17 +1,23 @@
-"""Listening on an operator-given address: a refusal named, not a traceback; served by waitress.
+"""Listening on an operator-given address: a refusal named, not a traceback; served by waitress,
+or by cheroot when it serves TLS.
 
 The metrics endpoint of ``drkit replicate`` and the status page of ``drkit monitor`` bind a
 socket the operator chose; a port in use, out of range or a host that does not resolve is bad
-input - one line naming the option and the address, exit 2, before any work starts.
+input - one line naming the option and the address, exit 2, before any work starts.  With a
+certificate and key (:class:`TlsFiles`) the listener speaks HTTPS only (waitress has no TLS;
+cheroot, CherryPy's production server, has: TLS 1.2 and up, Python's default server context);
+an unreadable certificate or key, or a key that is not the certificate's, is bad input too.
 """
 
 from __future__ import annotations
 
 import ipaddress
 import socket
+import ssl
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 from drkit.errors import ConfigError, Problem
@@ -84,42 +90,90 @@ class LoopbackHostOnly:
         return [body]
 
 
-class Listener:
-    """A WSGI application served by waitress (a production WSGI server) in a daemon thread."""
+@dataclass(frozen=True)
+class TlsFiles:
+    """The PEM certificate (chain) and private key an HTTPS listener presents."""
 
-    def __init__(self, server: Any) -> None:
-        self._server = server
-        self.thread = threading.Thread(target=server.run, name="http", daemon=True)
+    certificate: str
+    key: str
+
+
+class Listener:
+    """A WSGI application served in a daemon thread (waitress; cheroot for TLS)."""
+
+    def __init__(
+        self,
+        port: int,
+        run: Callable[[], Any],
+        stop: Callable[[], None],
+        finish: Callable[[], None] = lambda: None,
+    ) -> None:
+        self.server_port = port
+        self._stop, self._finish = stop, finish
+        self.thread = threading.Thread(target=run, name="http", daemon=True)
         self.thread.start()
 
-    @property
-    def server_port(self) -> int:
-        return int(self._server.effective_port)
-
     def shutdown(self) -> None:
-        """Stop accepting and close every connection (inside the server's own loop, so its
-        select never sees a closed socket), then stop the request threads."""
-
-        def close_all() -> None:
-            for channel in list(self._server._map.values()):
-                channel.close()
-
-        self._server.trigger.pull_trigger(close_all)
+        """Stop accepting and close every connection, then stop the request threads."""
+        self._stop()
         self.thread.join(5)
-        self._server.task_dispatcher.shutdown(timeout=5)
+        self._finish()
 
 
-def serve_wsgi(app: WsgiApp, host: str, port: int, option: str) -> Listener:
+def serve_wsgi(
+    app: WsgiApp, host: str, port: int, option: str, tls: TlsFiles | None = None
+) -> Listener:
     """Serve ``app`` on ``host``:``port``; a refused bind is ConfigError naming ``option``.
     ``host`` is bare (``::1``, not ``[::1]``). On a loopback address, only requests for a
-    loopback name are answered (:class:`LoopbackHostOnly`)."""
+    loopback name are answered (:class:`LoopbackHostOnly`).  ``tls``: HTTPS only."""
+    served = LoopbackHostOnly(app) if is_loopback(host) else app
+    if tls is not None:
+        return _serve_tls(served, host, port, option, tls)
     from waitress.server import create_server
 
-    served = LoopbackHostOnly(app) if is_loopback(host) else app
     with binding(option, host, port):
         socket.getaddrinfo(host, port)  # the resolver's own reason, not waitress's "invalid"
         server = create_server(
             served, host=host, port=port, threads=THREADS, channel_timeout=CHANNEL_TIMEOUT_S,
             connection_limit=CONNECTION_LIMIT, ident="drkit", clear_untrusted_proxy_headers=True,
         )  # fmt: skip
-    return Listener(server)
+
+    def stop() -> None:
+        # inside the server's own loop, so its select never sees a closed socket
+        def close_all() -> None:
+            for channel in list(server._map.values()):
+                channel.close()
+
+        server.trigger.pull_trigger(close_all)
+
+    return Listener(
+        int(server.effective_port), server.run, stop,
+        lambda: server.task_dispatcher.shutdown(timeout=5),
+    )  # fmt: skip
+
+
+def _serve_tls(app: WsgiApp, host: str, port: int, option: str, tls: TlsFiles) -> Listener:
+    from cheroot import wsgi
+    from cheroot.ssl.builtin import BuiltinSSLAdapter
+
+    try:
+        adapter = BuiltinSSLAdapter(tls.certificate, tls.key)
+    except (OSError, ssl.SSLError) as err:
+        why = f"cannot serve TLS with {tls.certificate} and {tls.key}: {_tls_reason(err)}"
+        raise ConfigError([Problem("--tls-cert/--tls-key", why)]) from None
+    with binding(option, host, port):
+        socket.getaddrinfo(host, port)
+        server = wsgi.Server(
+            (host, port), app, numthreads=THREADS, timeout=CHANNEL_TIMEOUT_S,
+            accepted_queue_size=CONNECTION_LIMIT, server_name="drkit",
+        )  # fmt: skip
+        server.ssl_adapter = adapter
+        server.prepare()
+    bound = server.bind_addr
+    return Listener(int(bound[1]), server.serve, server.stop)
+
+
+def _tls_reason(err: OSError | ssl.SSLError) -> str:
+    if isinstance(err, ssl.SSLError):
+        return f"{err.reason or err} (is the key the certificate's, both PEM?)"
+    return err.strerror or str(err)

@@ -33,7 +33,7 @@ from drkit.health.group_lag import group_listing
 from drkit.health.identity import is_vote
 from drkit.health.jobs import JobKind
 from drkit.health.observations import FlowObservation
-from drkit.listening import is_loopback
+from drkit.listening import TlsFiles, is_loopback
 from drkit.logs import printable
 from drkit.replication.service import install_stop_signals
 
@@ -47,6 +47,16 @@ log = logging.getLogger(__name__)
 # A probe interval outside this range is a typo, not a setting (0.1 s would hammer the
 # clusters; more than an hour is no monitoring).
 MIN_INTERVAL_S, MAX_INTERVAL_S = 0.1, 3600.0
+
+
+def tls_files(certificate: str | None, key: str | None) -> TlsFiles | None:
+    """The HTTPS listener's files, both or neither (refused otherwise, exit 2)."""
+    if certificate is None and key is None:
+        return None
+    if certificate is None or key is None:
+        given, missing = ("--tls-cert", "--tls-key") if key is None else ("--tls-key", "--tls-cert")
+        raise ConfigError([Problem(missing, f"{given} needs {missing}: HTTPS takes both")])
+    return TlsFiles(certificate, key)
 
 
 def _listen(value: str, option: str = "--listen") -> tuple[str, int]:
@@ -109,6 +119,19 @@ def with_interval(config: DrkitConfig, interval: float | None) -> DrkitConfig:
     "network never reaches the status API (--listen keeps serving everything).",
 )
 @click.option(
+    "--tls-cert",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="PEM certificate (chain): serve --listen and --metrics-listen over HTTPS only "
+    "(with --tls-key).",
+)
+@click.option(
+    "--tls-key",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="The certificate's PEM private key (with --tls-cert).",
+)
+@click.option(
     "--observer",
     default=None,
     type=IDENTITY,
@@ -130,6 +153,8 @@ def monitor(
     listen: str,
     api_token_file: str | None,
     metrics_listen: str | None,
+    tls_cert: str | None,
+    tls_key: str | None,
     observer: str | None,
     interval: float | None,
 ) -> None:
@@ -152,6 +177,7 @@ def monitor(
 
     host, port = _listen(listen)
     metrics_at = _listen(metrics_listen, "--metrics-listen") if metrics_listen else None
+    tls = tls_files(tls_cert, tls_key)
     api_token = _api_token(api_token_file)
     config = with_interval(app.config(config_file).as_role(Role.MONITOR), interval)
     name = observer or socket.gethostname()
@@ -201,19 +227,22 @@ def monitor(
     web = StatusApp(
         picture, mon.liveness, translator(config), api_token, beyond_loopback=not is_loopback(host)
     )
-    servers = [serve(web, host, port)]
+    servers = [serve(web, host, port, tls=tls)]
     if metrics_at is not None:
         scraped = StatusApp(picture, mon.liveness, metrics_only=True)
-        servers.append(serve(scraped, *metrics_at, "--metrics-listen"))
+        servers.append(serve(scraped, *metrics_at, "--metrics-listen", tls=tls))
     server = servers[0]
+    scheme = "https" if tls is not None else "http"
     scheduler.start()
     click.echo(
-        f"monitor {name}: http://{_url_host(host)}:{server.server_port}/ "
+        f"monitor {name}: {scheme}://{_url_host(host)}:{server.server_port}/ "
         f"(probing every {config.health.probe_interval_s:g}s; "
         f"as {connects_as(config, config.clusters)})"
     )
     if metrics_at is not None:
-        click.echo(f"metrics: http://{_url_host(metrics_at[0])}:{servers[1].server_port}/metrics")
+        click.echo(
+            f"metrics: {scheme}://{_url_host(metrics_at[0])}:{servers[1].server_port}/metrics"
+        )
     stop = threading.Event()
     install_stop_signals(stop)
     try:

@@ -37,7 +37,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from drkit.errors import ConfigError, DrkitError
 from drkit.health.group_lag import group_listing
 from drkit.health.monitor import Liveness
-from drkit.listening import Listener, serve_wsgi
+from drkit.listening import Listener, TlsFiles, serve_wsgi
 from drkit.status.document import SCHEMA, StatusSnapshot
 
 StatusSource = Callable[[], StatusSnapshot]
@@ -218,7 +218,9 @@ SECURITY_HEADERS = (
 )
 
 
-def serve(app: StatusApp, host: str, port: int, option: str = "--listen") -> Listener:
+def serve(
+    app: StatusApp, host: str, port: int, option: str = "--listen", tls: TlsFiles | None = None
+) -> Listener:
     """Start serving in a daemon thread (``drkit.listening.serve_wsgi``; a refused bind names
-    ``option``)."""
-    return serve_wsgi(app, host, port, option)
+    ``option``; ``tls``: HTTPS only)."""
+    return serve_wsgi(app, host, port, option, tls)
