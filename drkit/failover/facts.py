@@ -96,6 +96,10 @@ class Snapshot:
     # target's topic there through its replica resumes on the target's own topic
     # (drkit.translation.translate_back).  Empty: no reverse flow, or the source is gone.
     returning: Mapping[TopicPartition, PartitionMapping] = field(default_factory=dict)
+    # Topics the flow replicated (its progress and offset map on the target name them) that
+    # the live source does not list: deleted, or hidden from drkit's principal by ACLs - then
+    # nothing of them is fenced or moved.
+    unlisted_topics: tuple[str, ...] = ()
 
     @cached_property
     def partitions_by_topic(self) -> Mapping[str, tuple[PartitionFacts, ...]]:

@@ -574,6 +574,8 @@ def _topic_findings(snapshot: Snapshot) -> list[Finding]:
                 + ", ".join(snapshot.missing_replicas),
             )
         )
+    if snapshot.unlisted_topics:
+        out.append(_unlisted(snapshot))
     if snapshot.short_replicas:
         out.append(
             Finding(
@@ -584,6 +586,28 @@ def _topic_findings(snapshot: Snapshot) -> list[Finding]:
             )
         )
     return out
+
+
+def _unlisted(snapshot: Snapshot) -> Finding:
+    """Topics the flow replicated that the answering source no longer lists.  None listed at
+    all is a blocker: a move would fence nothing and move no group, and report success - the
+    topics are hidden from drkit's principal (an ACL) far more often than all deleted."""
+    names = snapshot.unlisted_topics
+    shown = ", ".join(names[:10]) + (f" and {len(names) - 10} more" if len(names) > 10 else "")
+    if not snapshot.partitions:
+        return Finding(
+            Severity.BLOCKER,
+            "source_topics_unlisted",
+            f"{snapshot.source} lists none of the {len(names)} topic(s) this flow replicated "
+            f"({shown}): they are hidden from drkit's principal there (ACLs? `drkit doctor`) "
+            "or deleted - nothing would be fenced and no group moved",
+        )
+    return Finding(
+        Severity.WARNING,
+        "source_topics_unlisted",
+        f"{snapshot.source} no longer lists topics this flow replicated: {shown} (deleted, or "
+        "hidden from drkit's principal by ACLs): they are not fenced and their groups not moved",
+    )
 
 
 def _notes(snapshot: Snapshot, steps: tuple[PlannedStep, ...]) -> tuple[str, ...]:

@@ -214,6 +214,8 @@ def _gather(
         set(returning),
     )  # fmt: skip
     source_topics = {tp.topic for tp in source_parts}
+    known = {tp.topic for tp in (*progress, *mappings) if tp.topic != HEARTBEATS}
+    unlisted = sorted(t for t in known - source_topics if topology.selects(t)) if reachable else []
     missing = sorted(t for t in source_topics if topology.target_topic(t) not in listed)
     short = sorted(
         t
@@ -249,6 +251,7 @@ def _gather(
         requested_groups=tuple(groups) if groups is not None else None,
         untranslatable_groups=_other_groups(flow, source) if reachable else (),
         returning=returning,
+        unlisted_topics=tuple(unlisted),
     )
 
 

@@ -526,3 +526,17 @@ def test_a_target_that_is_down_is_named_never_the_source_that_answers(
         assert "source reachable, target UNREACHABLE" in text, text
         assert "dc1 does not answer" not in text and "dc1 is unreachable" not in text, text
         assert "dc1 answers: a planned" not in text  # a switchover would be blocked as well
+
+
+def test_a_source_that_lists_none_of_the_flows_topics_blocks_the_move() -> None:
+    """Issue 45 trial: an ACL hid dc1's topics from drkit's principal; the failover fenced no
+    topic, moved no group and reported success ("groups: 0", no blocker).  A source that lists
+    none of the topics the flow replicated blocks the move; one that lists some warns."""
+    hidden = _snapshot(Procedure.FAILOVER, source_reachable=True, partitions={}, groups=(),
+                       unlisted_topics=("orders",))  # fmt: skip
+    plan = make_plan(hidden, load_runbook(Procedure.FAILOVER))
+    [blocker] = [f for f in plan.findings if f.code == "source_topics_unlisted"]
+    assert blocker.severity is Severity.BLOCKER
+    assert "dc1 lists none of the 1 topic(s) this flow replicated (orders)" in blocker.message
+    some = _snapshot(Procedure.SWITCHOVER, source_reachable=True, unlisted_topics=("old",))
+    assert _codes(some)["source_topics_unlisted"] is Severity.WARNING
