@@ -46,9 +46,30 @@ def read_text_file(path: str | Path) -> str:
         raise ConfigError([Problem("", reason + " (save it as UTF-8)")], source=str(file)) from None
 
 
+# How deep a config's lists and mappings may nest: a real one nests under ten levels; PyYAML
+# composes each level by recursion, so 200,000 "[" ended in a RecursionError (a traceback).
+MAX_DEPTH = 100
+NESTED_TOO_DEEPLY = f"nested too deeply (more than {MAX_DEPTH} levels of lists and mappings)"
+
+
 class _UniqueKeyLoader(yaml.SafeLoader):
     """YAML's safe loader, refusing a key given twice in one mapping (PyYAML keeps the last
-    silently: a cluster alias defined twice dropped the first definition unseen)."""
+    silently: a cluster alias defined twice dropped the first definition unseen) and nesting
+    deeper than :data:`MAX_DEPTH` (before Python's recursion limit is reached)."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._depth = 0
+
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
+        self._depth += 1
+        try:
+            if self._depth > MAX_DEPTH:
+                mark = self.peek_event().start_mark  # type: ignore[no-untyped-call]
+                raise yaml.composer.ComposerError(None, None, NESTED_TOO_DEEPLY, mark)
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: set[Any] = set()
@@ -68,6 +89,10 @@ def load_config_text(
     """Parse, interpolate and validate YAML text (see module docstring for the contract)."""
     try:
         raw = yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader
+    except RecursionError:  # the depth limit above keeps it away; never a traceback
+        raise ConfigError(
+            [Problem("", f"invalid YAML: {NESTED_TOO_DEEPLY}")], source=source
+        ) from None
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f"line {mark.line + 1}" if mark is not None else ""
@@ -79,6 +104,9 @@ def load_config_text(
         why = (f"expands to more than {MAX_VALUES:,} values: YAML aliases nested into each "
                "other (a 'billion laughs')?")  # fmt: skip
         raise ConfigError([Problem("", why)], source=source)
+    if _deeper_than(raw, MAX_DEPTH):  # aliases nest one anchored value into another
+        raise ConfigError([Problem("", NESTED_TOO_DEEPLY + " once aliases are expanded")],
+                          source=source)  # fmt: skip
     missing: list[Problem] = _hook_command_references(raw)
     resolved = _interpolate(raw, "", os.environ if env is None else env, missing)
     try:
@@ -148,6 +176,21 @@ def _expands_beyond(root: Any, limit: int) -> bool:
             pending.extend(node.values())
         elif isinstance(node, list):
             pending.extend(node)
+    return False
+
+
+def _deeper_than(root: Any, limit: int) -> bool:
+    """Whether ``root``, with every alias expanded, nests lists and mappings more than ``limit``
+    levels deep (without recursion; called once ``root`` is known to hold few values)."""
+    pending: list[tuple[Any, int]] = [(root, 1)]
+    while pending:
+        node, depth = pending.pop()
+        children = (
+            node.values() if isinstance(node, dict) else node if isinstance(node, list) else ()
+        )
+        if children and depth > limit:
+            return True
+        pending.extend((child, depth + 1) for child in children)
     return False
 
 

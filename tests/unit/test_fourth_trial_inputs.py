@@ -1,0 +1,61 @@
+"""Bad inputs from the fourth new-user trial (issue 45): tracebacks, a refusal that still stored
+a failed drill, a pause that could not be lifted.  Each is now refused in one line naming the
+cause (exit 2, nothing stored), run through the CLI as a user types them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from drkit.cli import cli
+
+GOOD = (
+    "clusters: {dc1: {bootstrap_servers: '127.0.0.1:1'}, dc2: {bootstrap_servers: '127.0.0.1:2'}}\n"
+    "flows: [{source: dc1, target: dc2}]\n"
+)
+TOO_BIG = "9223372036854775808"  # SQLite INTEGER's maximum plus one
+
+
+def _drkit(tmp_path: Path, *args: str) -> Result:
+    return CliRunner().invoke(cli, ["--state-dir", str(tmp_path / "state"), *args])
+
+
+def _refused(done: Result, *named: str) -> None:
+    assert done.exit_code == 2, done.output
+    assert "Traceback" not in done.output, done.output
+    assert not isinstance(done.exception, Exception) or isinstance(done.exception, SystemExit), (
+        done.exception
+    )
+    for text in named:
+        assert text in done.output, done.output
+
+
+def _config(tmp_path: Path, extra: str = "") -> list[str]:
+    config = tmp_path / "c.yaml"
+    config.write_text(GOOD + f"state_store: {{url: 'sqlite:///{tmp_path / 'd.db'}'}}\n" + extra)
+    return ["--config", str(config)]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "[" * 200_000,
+        "{a: " * 5_000 + "1" + "}" * 5_000,
+        "- " * 2_000 + "x",
+        "x: " + "[" * 150 + "]" * 150,
+    ],
+)
+def test_a_config_nested_too_deeply_is_refused_in_one_line(tmp_path: Path, text: str) -> None:
+    deep = tmp_path / "deep.yaml"
+    deep.write_text(text + "\n")
+    _refused(_drkit(tmp_path, "config", "validate", str(deep)), "deep.yaml", "nested too deeply")
+    done = _drkit(tmp_path, "config", "validate", str(deep), "-o", "json")
+    assert done.exit_code == 2, done.output
+    document = json.loads(done.stdout)
+    assert document["ok"] is False and "nested too deeply" in document["problems"][0]
+    done = _drkit(tmp_path, "status", "--config", str(deep), "-o", "json")
+    assert done.exit_code == 2, done.output
+    assert "nested too deeply" in json.loads(done.stdout)["errors"][0]
