@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 import click
 
 from drkit.cli.context import (
+    STORED_ID,
     AppContext,
     complete_runs,
     config_option,
@@ -87,7 +88,7 @@ def resume(app: AppContext, reason: str, config_file: str | None, output: str) -
 
 
 @automation.command("ack")
-@click.argument("run_id", metavar="RUN", shell_complete=complete_runs, type=int)
+@click.argument("run_id", metavar="RUN", shell_complete=complete_runs, type=STORED_ID)
 @_REASON
 @config_option
 @output_option

@@ -82,6 +82,11 @@ PRINCIPAL = _Text("principal", r"[A-Za-z]+:[^:\s]\S*", "a principal (User:name)"
 IDENTITY = _Text("id", r"\S+", "an id without spaces")
 
 
+# A stored id typed on the command line (a failover run, a drill, an automatic failover to
+# acknowledge): SQLite's INTEGER range - a larger one was an OverflowError traceback.
+STORED_ID = click.IntRange(1, 2**63 - 1)
+
+
 def say(message: str, level: int = logging.INFO, **fields: object) -> None:
     """A line for the operator on stderr (stdout stays the command's output or document).
 

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from drkit.cli.context import (
+    STORED_ID,
     AppContext,
     complete_clusters,
     config_option,
@@ -291,7 +292,7 @@ def list_drills(app: AppContext, limit: int, config_file: str | None, output: st
 
 
 @drill.command("show")
-@click.argument("drill_id", metavar="[ID]", required=False, type=int)
+@click.argument("drill_id", metavar="[ID]", required=False, type=STORED_ID)
 @config_option
 @click.option(
     "--output",

@@ -27,6 +27,7 @@ import click
 from drkit import logs
 from drkit.cli.context import (
     GROUP,
+    STORED_ID,
     AppContext,
     complete_clusters,
     complete_runs,
@@ -243,7 +244,7 @@ def _options(force: bool, groups: tuple[str, ...], **extra: Any) -> RunOptions:
 @click.option(
     "--resume",
     "resume",
-    type=int,
+    type=STORED_ID,
     metavar="RUN",
     shell_complete=complete_runs,
     help="Continue an interrupted run (--from/--to, if given, must be its own).",
@@ -281,7 +282,7 @@ def failover(
 
 
 @failover.command("show")
-@click.argument("run_id", required=False, type=int, shell_complete=complete_runs)
+@click.argument("run_id", required=False, type=STORED_ID, shell_complete=complete_runs)
 @config_option
 @output_option
 @pass_app
@@ -295,7 +296,7 @@ def show(app: AppContext, run_id: int | None, config_file: str | None, output: s
 
 
 @failover.command("abandon")
-@click.argument("run_id", type=int, shell_complete=complete_runs)
+@click.argument("run_id", type=STORED_ID, shell_complete=complete_runs)
 @click.option("--reason", required=True, help="Why (recorded in the audit trail).")
 @click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
 @config_option

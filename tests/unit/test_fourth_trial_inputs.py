@@ -59,3 +59,19 @@ def test_a_config_nested_too_deeply_is_refused_in_one_line(tmp_path: Path, text:
     done = _drkit(tmp_path, "status", "--config", str(deep), "-o", "json")
     assert done.exit_code == 2, done.output
     assert "nested too deeply" in json.loads(done.stdout)["errors"][0]
+
+
+@pytest.mark.parametrize("run", ["999999999999999999999999", TOO_BIG, "0"])
+def test_a_stored_id_outside_sqlites_integers_is_refused(tmp_path: Path, run: str) -> None:
+    at = _config(tmp_path, "failover: {automatic: true, allow_single_observer: true}\n")
+    for args in (["failover", "--resume", run, *at], ["failover", "show", run, *at],
+                 ["failover", "abandon", run, "--reason", "x", "--yes", *at],
+                 ["automation", "ack", run, "-m", "x", *at],
+                 ["drill", "show", run, *at]):  # fmt: skip
+        _refused(_drkit(tmp_path, *args), "1<=x<=9223372036854775807")
+
+
+def test_the_largest_stored_id_is_taken_and_answered_as_unknown(tmp_path: Path) -> None:
+    done = _drkit(tmp_path, "failover", "show", "9223372036854775807", *_config(tmp_path))
+    assert done.exit_code != 0 and "Traceback" not in done.output, done.output
+    assert "no such failover run" in done.output
