@@ -80,6 +80,8 @@ PRINCIPAL = _Text("principal", r"[A-Za-z]+:[^:\s]\S*", "a principal (User:name)"
 # An id other processes see (an observer, a worker): an empty one became the host name in
 # silence, a blank one made two ids that look the same.
 IDENTITY = _Text("id", r"\S+", "an id without spaces")
+# An Alembic revision: an empty one failed an assertion inside alembic (a traceback).
+REVISION = _Text("revision")
 
 
 # A stored id typed on the command line (a failover run, a drill, an automatic failover to

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import click
 
-from drkit.cli.context import AppContext, config_option, echo_document, output_option, pass_app
+from drkit.cli.context import (
+    REVISION,
+    AppContext,
+    config_option,
+    echo_document,
+    output_option,
+    pass_app,
+)
 from drkit.errors import ConfigError, Problem
 from drkit.store.db import safe_url
 
@@ -15,7 +22,9 @@ def db() -> None:
 
 
 @db.command("upgrade")
-@click.option("--revision", default="head", show_default=True, help="Target revision.")
+@click.option(
+    "--revision", default="head", show_default=True, type=REVISION, help="Target revision."
+)
 @config_option
 @output_option
 @pass_app
@@ -27,7 +36,12 @@ def upgrade(app: AppContext, config_file: str | None, revision: str, output: str
     try:
         store.upgrade(revision)
     except CommandError as err:  # alembic's: an unknown or unreachable revision
-        raise ConfigError([Problem("--revision", f"{revision!r}: {err}")]) from None
+        why = str(err).strip().splitlines()[0] if str(err).strip() else "not a revision"
+        head = store.head_revision()
+        raise ConfigError([Problem("--revision", (
+            f"{revision!r}: {why} (this drkit's migrations end at head {head}: give 'head' or "
+            "one of its revisions); nothing was changed"
+        ))]) from None  # fmt: skip
     now = store.current_revision()
     if output == "json":
         echo_document("db", {"store": safe_url(store.url), "revision": now,

@@ -75,3 +75,10 @@ def test_the_largest_stored_id_is_taken_and_answered_as_unknown(tmp_path: Path) 
     done = _drkit(tmp_path, "failover", "show", "9223372036854775807", *_config(tmp_path))
     assert done.exit_code != 0 and "Traceback" not in done.output, done.output
     assert "no such failover run" in done.output
+
+
+def test_db_upgrade_refuses_an_empty_or_unknown_revision_naming_the_head(tmp_path: Path) -> None:
+    _refused(_drkit(tmp_path, "db", "upgrade", "--revision", ""), "--revision", "empty")
+    done = _drkit(tmp_path, "db", "upgrade", "--revision", "zzz")
+    _refused(done, "--revision", "'zzz'", "head 0")
+    assert len(done.output.strip().splitlines()) == 1, done.output
