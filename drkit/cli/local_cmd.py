@@ -12,9 +12,14 @@ import click
 from drkit.cli.context import AppContext, echo_document, output_option, pass_app, say
 from drkit.config.discovery import default_config_path
 from drkit.config.loader import load_config
-from drkit.errors import ConfigError, Problem
+from drkit.errors import ConfigError, DrkitError, LocalClusterError, Problem
 from drkit.local import ClusterStatus, LocalKafka
+from drkit.local.cluster import cluster_name_problem
 from drkit.local.registry import LocalRegistries
+
+# A KRaft broker takes several seconds to start (a JVM, then the quorum): a shorter wait can
+# only fail, after starting it.
+MIN_TIMEOUT_S = 10.0
 
 
 def _names(value: str) -> list[str]:
@@ -23,7 +28,14 @@ def _names(value: str) -> list[str]:
         raise ConfigError([Problem("--clusters", "give at least one cluster name")])
     if len(set(names)) != len(names):
         raise ConfigError([Problem("--clusters", "cluster names must be distinct")])
+    problems = [Problem("--clusters", why) for n in names if (why := cluster_name_problem(n))]
+    if problems:
+        raise ConfigError(problems)
     return names
+
+
+def _ids(ids: list[int]) -> str:
+    return ", ".join(str(i) for i in ids)
 
 
 F = TypeVar("F", bound=Callable[..., object])
@@ -170,20 +182,35 @@ def up(
     if mtls and oidc_jwks_url:
         raise ConfigError([Problem("--mtls", "OAUTHBEARER needs SASL: not with --oidc-jwks-url")])
     oidc = OidcValidation(oidc_jwks_url, oidc_audience, oidc_issuer) if oidc_jwks_url else None
+    if not timeout >= MIN_TIMEOUT_S:
+        why = (
+            f"at least {MIN_TIMEOUT_S:g} seconds (got {timeout:g}): a broker takes seconds to start"
+        )
+        raise ConfigError([Problem("--timeout", why)])
+    names = _names(clusters)
     require_config_writable(app.state_dir)  # before any broker starts, not after
     started = time.monotonic()
     manager = LocalKafka(app.state_dir)
     statuses = manager.up(
-        _names(clusters), brokers=brokers, timeout_s=timeout, namespaced=netns, secure=secure,
+        names, brokers=brokers, timeout_s=timeout, namespaced=netns, secure=secure,
         oidc=oidc, client_auth=MTLS if mtls else SCRAM,
     )  # fmt: skip
-    registries = LocalRegistries(app.state_dir)
-    if schema_registry:
-        registries.up([status.name for status in statuses], timeout)
-    urls = registries.urls()
-    path = write_local_config(app.state_dir, statuses, manager.secrets, urls)
-    config = load_config(path)
-    granted = {status.name: manager.grant_roles(status.name, config) for status in statuses}
+    try:
+        registries = LocalRegistries(app.state_dir)
+        if schema_registry:
+            registries.up([status.name for status in statuses], timeout)
+        urls = registries.urls()
+        path = write_local_config(app.state_dir, statuses, manager.secrets, urls)
+        config = load_config(path)
+        granted = {status.name: manager.grant_roles(status.name, config) for status in statuses}
+    except DrkitError as err:  # the clusters run: say so, and how to stop them
+        running = [s.name for s in statuses]
+        them = "them" if len(running) > 1 else "it"
+        failed = LocalClusterError(
+            f"{err}; left running: {', '.join(running)}; 'drkit local down' stops {them}"
+        )
+        failed.exit_code = err.exit_code
+        raise failed from err
     if output == "text":
         click.echo(f"ready in {time.monotonic() - started:.1f}s")
     _print_status(app, statuses, output)
@@ -215,12 +242,26 @@ def up(
 def down(app: AppContext, purge: bool) -> None:
     """Stop every local broker cleanly (SIGTERM, controlled shutdown)."""
     manager = LocalKafka(app.state_dir)
-    names = manager.cluster_names()
     LocalRegistries(app.state_dir).down()
-    manager.down(purge=purge)
-    if purge:
-        default_config_path(app.state_dir).unlink(missing_ok=True)
-    click.echo(f"stopped {', '.join(names) or 'nothing'}{' and removed data' if purge else ''}")
+    stopped = manager.stop_clusters()
+    for name, count in stopped.items():
+        click.echo(f"{name}: stopped" if count else f"{name}: already stopped")
+    if not stopped:
+        click.echo(f"no local clusters in {app.state_dir}")
+    if not purge:
+        return
+    removed, left = manager.purge()
+    config_path = default_config_path(app.state_dir)
+    if config_path.is_file():
+        config_path.unlink()
+        removed.append(config_path)
+    for path in removed:
+        click.echo(f"removed {path}")
+    if not removed:
+        click.echo("removed nothing")
+    for path in left:
+        why = " (the local CA and passwords)" if path == manager.secrets.directory else ""
+        click.echo(f"left {path}{why}")
 
 
 @local.command("status")
@@ -232,7 +273,10 @@ def status(app: AppContext, output: str) -> None:
     _print_status(app, LocalKafka(app.state_dir).status(), output)
 
 
-def _broker_command(name: str, verb: str, doc: str) -> click.Command:
+def _broker_command(name: str, verb: str, idle: str, none: str, doc: str) -> click.Command:
+    """``idle``: what a broker it left alone was ("was not running"); ``none``: what the
+    cluster was when it left every broker alone."""
+
     @local.command(name, help=doc)
     @click.argument("cluster")
     @click.option("--broker", type=int, default=None, help="Broker id (default: all brokers).")
@@ -240,16 +284,28 @@ def _broker_command(name: str, verb: str, doc: str) -> click.Command:
     @pass_app
     def command(app: AppContext, cluster: str, broker: int | None) -> None:
         manager = LocalKafka(app.state_dir)
-        getattr(manager, f"{name}_broker")(cluster, broker)
-        which = f"broker {broker}" if broker is not None else "all brokers"
-        click.echo(f"{cluster}: {which} {verb}")
+        done, alone = getattr(manager, f"{name}_broker")(cluster, broker)
+        if broker is not None:
+            click.echo(f"{cluster}: broker {broker} {verb if done else idle}")
+        elif not done:
+            click.echo(f"{cluster}: {none}")
+        elif not alone:
+            click.echo(f"{cluster}: all brokers {verb} ({_ids(done)})")
+        else:
+            these = "brokers" if len(done) > 1 else "broker"
+            those, were = ("brokers", idle.replace("was ", "were ")) if len(alone) > 1 else (
+                "broker", idle)  # fmt: skip
+            click.echo(f"{cluster}: {these} {_ids(done)} {verb}; {those} {_ids(alone)} {were}")
 
     return command
 
 
-_broker_command("stop", "stopped", "Gracefully stop one broker (or all) of CLUSTER.")
-_broker_command("kill", "killed", "Kill -9 one broker (or all) of CLUSTER: a simulated crash.")
-_broker_command("start", "started", "Start stopped brokers of CLUSTER again and wait for them.")
+_broker_command("stop", "stopped", "was not running", "no broker was running",
+                "Gracefully stop one broker (or all) of CLUSTER.")  # fmt: skip
+_broker_command("kill", "killed", "was not running", "no broker was running",
+                "Kill -9 one broker (or all) of CLUSTER: a simulated crash.")  # fmt: skip
+_broker_command("start", "started", "already running", "already running (every broker)",
+                "Start stopped brokers of CLUSTER again and wait for them.")  # fmt: skip
 
 
 @local.command("logs")

@@ -17,11 +17,14 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import errno
 import json
 import os
+import re
 import shlex
 import shutil
 import signal
+import socket
 import subprocess
 import time
 import uuid
@@ -30,8 +33,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from drkit.config.model import Role
-from drkit.errors import ConfigError, KafkaError, LocalClusterError, Problem
+from drkit.config.model import MAX_ALIAS_LENGTH, Role
+from drkit.errors import ConfigError, DrkitError, KafkaError, LocalClusterError, Problem
 from drkit.local import netns, secure
 from drkit.local import secure as secure_module  # where a parameter named secure hides it
 from drkit.local.jars import KAFKA_VERSION, java_executable, resolve_bundle
@@ -148,6 +151,73 @@ class ClusterStatus:
         }
 
 
+def cluster_name_problem(name: str) -> str | None:
+    """Why ``name`` cannot name a local cluster (None when it can): the config's alias rule
+    (drkit.config.model), since ``up`` writes a config naming it - and a directory, and a
+    properties file a JVM reads."""
+    if not re.fullmatch(r"[A-Za-z0-9_-]+", name):
+        return f"cluster name {name!r} may hold only letters, digits, _ and -"
+    if len(name) > MAX_ALIAS_LENGTH:
+        return (
+            f"cluster name {name[:20]!r}... is {len(name)} characters: at most "
+            f"{MAX_ALIAS_LENGTH} characters"
+        )
+    return None
+
+
+def _java_properties_text(value: str) -> str:
+    """``value`` as a .properties file read as ISO-8859-1 (as Kafka reads it) gives it back:
+    characters beyond ASCII as \\uXXXX escapes (UTF-16 units), backslashes doubled."""
+    out = []
+    for char in value.replace("\\", "\\\\"):
+        if ord(char) < 128:
+            out.append(char)
+            continue
+        units = char.encode("utf-16-be")
+        out.extend(f"\\u{units[i]:02x}{units[i + 1]:02x}" for i in range(0, len(units), 2))
+    return "".join(out)
+
+
+def _port_in_use(address: str, port: int) -> bool:
+    """Whether another process listens on ``address:port`` (a port in TIME_WAIT is not in
+    use: the JVM binds with SO_REUSEADDR, and so does this check)."""
+    with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((address, port))
+        except OSError as err:
+            return err.errno == errno.EADDRINUSE
+    return False
+
+
+_BIND_FAILURE = re.compile(r"Address already in use|BindException|failed to bind", re.I)
+_ADDRESS = re.compile(r"(\d{1,3}(?:\.\d{1,3}){3}|\[[0-9A-Fa-f:]+\]|localhost):(\d{1,5})")
+_ERROR_LINE = re.compile(r"^\[[^\]]*\] (ERROR|FATAL) ")
+_EXCEPTION_LINE = re.compile(r"^(Caused by: )?[\w.$]+(Exception|Error): \S")
+
+
+def start_up_failure(text: str, ports: Iterable[int] = ()) -> str | None:
+    """Why a broker exited during start-up, from what it logged during it: the address a
+    bind failed on, else the first ERROR/FATAL line (with the exception line after it), else
+    None.  One line."""
+    lines = text.splitlines()
+    if any(_BIND_FAILURE.search(line) for line in lines):
+        for line in lines:
+            found = _ADDRESS.search(line) if _BIND_FAILURE.search(line) else None
+            if found:
+                return f"Address already in use: {found.group(0)} ({line.strip()[:300]})"
+        known = ", ".join(f"127.0.0.1:{port}" for port in ports)
+        return f"Address already in use (its ports: {known})"
+    for index, line in enumerate(lines):
+        if _ERROR_LINE.match(line):
+            said = line.strip()
+            following = lines[index + 1].strip() if index + 1 < len(lines) else ""
+            if _EXCEPTION_LINE.match(following):
+                said = f"{said} - {following}"
+            return said[:500]
+    return None
+
+
 def _new_cluster_id() -> str:
     """22-char base64url id, as ``kafka-storage random-uuid`` prints.  Like Kafka's own
     generator, never one starting with "-" (command-line parsers take it for an option)."""
@@ -192,6 +262,9 @@ class LocalKafka:
         # (the test suite's: brokers that start and idle on less CPU, at some peak speed).
         self.jvm_options = shlex.split(os.environ.get("DRKIT_KAFKA_JVM_OPTIONS", ""))
         self.secrets = LocalSecrets(self.root)
+        # Where each broker's logs stood when this process last started it: a start-up death
+        # is named from what came after (the logs keep every earlier run's lines).
+        self._log_marks: dict[tuple[str, int], dict[str, int]] = {}
 
     # -- paths and state ------------------------------------------------------------------
 
@@ -254,23 +327,82 @@ class LocalKafka:
             raise LocalClusterError("TLS client certificates need a secured cluster: add --secure")
         if client_auth == secure_module.MTLS and oidc is not None:
             raise LocalClusterError("OAUTHBEARER needs SASL: leave out --mtls")
+        names = list(names)
+        problems = [Problem("--clusters", why) for n in names if (why := cluster_name_problem(n))]
+        if problems:
+            raise ConfigError(problems)
         jars = resolve_bundle("kafka")
         states = [
             self._ensure_created(name, brokers, jars, namespaced, secure, oidc, client_auth)
             for name in names
         ]
-        for state in states:
-            if state.namespace is not None:
-                netns.ensure(state.namespace)
-            for broker in state.brokers:
-                if not _pid_is_broker(broker.pid, self._properties(state.name, broker.node_id)):
-                    broker.pid = self._spawn(state, broker, jars)
-            self._save(state)
-        for state in states:
-            self._wait_ready(state, timeout_s)
-            if state.secure:
-                self._bootstrap_acls(state)
+        self._require_ports_free(
+            [(state, b) for state in states for b in state.brokers if not self._alive(state, b)]
+        )
+        started: list[tuple[LocalClusterState, BrokerState]] = []
+        try:
+            for state in states:
+                if state.namespace is not None:
+                    netns.ensure(state.namespace)
+                for broker in state.brokers:
+                    if not self._alive(state, broker):
+                        broker.pid = self._start(state, broker, jars)
+                        started.append((state, broker))
+                self._save(state)
+            for state in states:
+                self._wait_ready(state, timeout_s)
+                if state.secure:
+                    self._bootstrap_acls(state)
+        except BaseException as err:
+            said = self._undo_start(states, started)
+            if not isinstance(err, DrkitError):
+                raise
+            failed = LocalClusterError(f"{err}; {said}" if said else str(err))
+            failed.exit_code = err.exit_code
+            raise failed from err
         return [self.cluster_status(state.name) for state in states]
+
+    def _alive(self, state: LocalClusterState, broker: BrokerState) -> bool:
+        return _pid_is_broker(broker.pid, self._properties(state.name, broker.node_id))
+
+    def _undo_start(
+        self,
+        states: list[LocalClusterState],
+        started: list[tuple[LocalClusterState, BrokerState]],
+    ) -> str:
+        """Stop the brokers a failed ``up`` started; what it stopped and what is left running
+        (brokers that ran before it), and how to stop those."""
+        for state, broker in started:
+            self._signal(state, broker, signal.SIGTERM, wait_s=10.0)
+        for state in states:
+            self._save(state)
+        stopped = list(dict.fromkeys(state.name for state, _ in started))
+        left = [s.name for s in states if any(self._alive(s, b) for b in s.brokers)]
+        said = []
+        if stopped:
+            said.append(f"stopped what this run started: {', '.join(stopped)}")
+        if left:
+            them = "them" if len(left) > 1 else "it"
+            said.append(
+                f"left running: {', '.join(left)} (running before); 'drkit local down' stops {them}"
+            )
+        return "; ".join(said)
+
+    def _require_ports_free(self, brokers: list[tuple[LocalClusterState, BrokerState]]) -> None:
+        """Refuse, before any of them starts, brokers whose port another process holds (the
+        broker would bind, fail and exit seconds later)."""
+        taken = [
+            f"{state.name} broker {broker.node_id}'s {what} port 127.0.0.1:{port}"
+            for state, broker in brokers
+            if state.namespace is None
+            for what, port in (("client", broker.port), ("controller", broker.controller_port))
+            if _port_in_use("127.0.0.1", port)
+        ]
+        if taken:
+            raise LocalClusterError(
+                f"{'; '.join(taken)} is in use by another process: stop it (`ss -ltnp` names "
+                "it) - a broker keeps its ports for good; nothing was started"
+            )
 
     def _bootstrap_acls(self, state: LocalClusterState) -> None:
         """As the super user, give drkit's principal what it needs (idempotent)."""
@@ -430,7 +562,9 @@ class LocalKafka:
                     state.oidc_jwks_url, state.oidc_audience, state.oidc_issuer
                 )
                 settings.update(secure.oauthbearer_settings(validation))
-        text = "".join(f"{key}={value}\n" for key, value in settings.items())
+        text = "".join(
+            f"{key}={_java_properties_text(str(value))}\n" for key, value in settings.items()
+        )
         properties = self._properties(state.name, broker.node_id)
         write_private(properties, text)  # a secured node's file holds the super user's password
         (directory / "log4j2.properties").write_text(_LOG4J2)
@@ -459,6 +593,16 @@ class LocalKafka:
             raise LocalClusterError(
                 f"formatting {state.name} broker {broker.node_id} failed: {said}"
             )
+
+    def _start(self, state: LocalClusterState, broker: BrokerState, jars: Path) -> int:
+        """Spawn the broker, remembering where its logs stood (``_check_processes``)."""
+        logs = self._broker_dir(state.name, broker.node_id) / "logs"
+        marks = {}
+        for log in ("server.log", "broker.out"):
+            with contextlib.suppress(OSError):
+                marks[log] = (logs / log).stat().st_size
+        self._log_marks[(state.name, broker.node_id)] = marks
+        return self._spawn(state, broker, jars)
 
     def _spawn(self, state: LocalClusterState, broker: BrokerState, jars: Path) -> int:
         # Settings follow drkit's version; ports, ids and data never change.
@@ -506,9 +650,11 @@ class LocalKafka:
         deadline = time.monotonic() + 10.0
         while not _pid_is_broker(process.pid, properties):
             if process.poll() is not None or time.monotonic() > deadline:
+                cause = self._start_up_cause(state, broker)
                 raise LocalClusterError(
                     f"{state.name} broker {broker.node_id} did not start (exit code "
-                    f"{process.returncode}); see {logs / 'broker.out'}"
+                    f"{process.returncode}){': ' + cause if cause else ''}; see "
+                    f"{logs / 'broker.out'}"
                 )
             time.sleep(0.01)
         return process.pid
@@ -546,25 +692,96 @@ class LocalKafka:
             props = self._properties(state.name, broker.node_id)
             if broker.pid is not None and not _pid_is_broker(broker.pid, props):
                 log = self._broker_dir(state.name, broker.node_id) / "logs"
-                tail = log_tail(log / "server.log", 5) or log_tail(log / "broker.out", 5)
+                cause = self._start_up_cause(state, broker)
+                if cause is None:
+                    tail = log_tail(log / "server.log", 5) or log_tail(log / "broker.out", 5)
+                    raise LocalClusterError(
+                        f"{state.name} broker {broker.node_id} exited during start-up; "
+                        f"last log lines:\n{tail}"
+                    )
                 raise LocalClusterError(
-                    f"{state.name} broker {broker.node_id} exited during start-up; "
-                    f"last log lines:\n{tail}"
+                    f"{state.name} broker {broker.node_id} exited during start-up: {cause} "
+                    f"(see {log / 'server.log'})"
                 )
 
-    def down(self, names: Iterable[str] | None = None, purge: bool = False) -> None:
-        """Stop every broker of the named clusters (all when None); ``purge`` removes data."""
+    def _start_up_cause(self, state: LocalClusterState, broker: BrokerState) -> str | None:
+        """The cause :func:`start_up_failure` finds in what the broker logged since this
+        process started it (its whole logs when it did not)."""
+        logs = self._broker_dir(state.name, broker.node_id) / "logs"
+        marks = self._log_marks.get((state.name, broker.node_id), {})
+        for log in ("server.log", "broker.out"):
+            try:
+                with (logs / log).open("rb") as text:
+                    size = text.seek(0, os.SEEK_END)
+                    mark = marks.get(log, 0)
+                    text.seek(mark if mark <= size else 0)  # smaller: the log rolled over
+                    written = text.read(4 * 1024 * 1024).decode(errors="replace")
+            except OSError:
+                continue
+            cause = start_up_failure(written, (broker.port, broker.controller_port))
+            if cause is not None:
+                return cause
+        return None
+
+    def stop_clusters(self, names: Iterable[str] | None = None) -> dict[str, int]:
+        """Stop every broker of the named clusters (all when None): how many brokers of each
+        were running (and are stopped now)."""
+        stopped: dict[str, int] = {}
         for name in list(names) if names is not None else self.cluster_names():
             state = self._load(name)
             if state is None:
                 continue
-            for broker in state.brokers:
-                self._signal(state, broker, signal.SIGTERM, wait_s=30.0)
+            stopped[name] = sum(
+                self._signal(state, broker, signal.SIGTERM, wait_s=30.0) for broker in state.brokers
+            )
             self._save(state)
-            if purge:
-                if state.namespace is not None:
-                    netns.remove(state.namespace)
-                shutil.rmtree(self._cluster_dir(name), ignore_errors=True)
+        return stopped
+
+    def down(self, names: Iterable[str] | None = None, purge: bool = False) -> None:
+        """Stop every broker of the named clusters (all when None); ``purge`` removes their
+        directories (:meth:`purge` removes every cluster directory)."""
+        names = list(names) if names is not None else self.cluster_names()
+        self.stop_clusters(names)
+        if not purge:
+            return
+        for name in names:
+            state = self._load(name)
+            if state is None:
+                continue
+            if state.namespace is not None:
+                netns.remove(state.namespace)
+            shutil.rmtree(self._cluster_dir(name), ignore_errors=True)
+
+    def purge(self) -> tuple[list[Path], list[Path]]:
+        """Stop every cluster, then remove every cluster directory under the local root - a
+        recorded cluster's, and any other holding a broker's or a registry's files (a cluster
+        whose creation failed half way).  (removed, left): what it removed, and what it left
+        there (the secrets directory, anything not a cluster's, what could not be removed)."""
+        self.stop_clusters()
+        for name in self.cluster_names():
+            state = self._load(name)
+            if state is not None and state.namespace is not None:
+                netns.remove(state.namespace)
+        removed: list[Path] = []
+        left: list[Path] = []
+        if not self.root.exists():
+            return removed, left
+        for path in sorted(self.root.iterdir()):
+            if path == self.secrets.directory:
+                left.append(path)
+                continue
+            if not (path.is_dir() and not path.is_symlink() and self._is_cluster_dir(path)):
+                left.append(path)
+                continue
+            shutil.rmtree(path, ignore_errors=True)
+            (left if path.exists() else removed).append(path)
+        return removed, left
+
+    @staticmethod
+    def _is_cluster_dir(path: Path) -> bool:
+        return any((path / marker).exists() for marker in ("cluster.json", "registry.json")) or (
+            any(p.is_dir() for p in path.glob("broker-*"))
+        )
 
     def _require(self, name: str) -> LocalClusterState:
         state = self._load(name)
@@ -579,22 +796,32 @@ class LocalKafka:
         chosen = [b for b in state.brokers if b.node_id == node_id]
         if not chosen:
             ids = ", ".join(str(b.node_id) for b in state.brokers)
-            raise LocalClusterError(f"{state.name} has no broker {node_id} (brokers: {ids})")
+            raise ConfigError(
+                [Problem("--broker", f"{state.name} has no broker {node_id} (brokers: {ids})")]
+            )
         return chosen
 
-    def stop_broker(self, name: str, node_id: int | None = None) -> None:
-        """Graceful stop (SIGTERM, controlled shutdown) of one broker or all of a cluster."""
-        state = self._require(name)
-        for broker in self._brokers(state, node_id):
-            self._signal(state, broker, signal.SIGTERM, wait_s=30.0)
-        self._save(state)
+    def stop_broker(self, name: str, node_id: int | None = None) -> tuple[list[int], list[int]]:
+        """Graceful stop (SIGTERM, controlled shutdown) of one broker or all of a cluster.
+        (stopped, idle): the ids it stopped, and those that were not running."""
+        return self._signal_brokers(name, node_id, signal.SIGTERM, 30.0)
 
-    def kill_broker(self, name: str, node_id: int | None = None) -> None:
-        """Hard kill (SIGKILL) of one broker or all of a cluster: a simulated crash."""
+    def kill_broker(self, name: str, node_id: int | None = None) -> tuple[list[int], list[int]]:
+        """Hard kill (SIGKILL) of one broker or all of a cluster: a simulated crash.
+        (killed, idle): the ids it killed, and those that were not running."""
+        return self._signal_brokers(name, node_id, signal.SIGKILL, 10.0)
+
+    def _signal_brokers(
+        self, name: str, node_id: int | None, sig: int, wait_s: float
+    ) -> tuple[list[int], list[int]]:
         state = self._require(name)
+        done: list[int] = []
+        idle: list[int] = []
         for broker in self._brokers(state, node_id):
-            self._signal(state, broker, signal.SIGKILL, wait_s=10.0)
+            ran = self._signal(state, broker, sig, wait_s=wait_s)
+            (done if ran else idle).append(broker.node_id)
         self._save(state)
+        return done, idle
 
     def freeze_broker(self, name: str) -> None:
         """SIGSTOP every broker of a cluster: alive, silent (connections hang)."""
@@ -634,23 +861,32 @@ class LocalKafka:
         """The ports clients connect to (one per broker)."""
         return [b.port for b in self._require(name).brokers]
 
-    def start_broker(self, name: str, node_id: int | None = None, timeout_s: float = 120.0) -> None:
-        """Start stopped brokers of a cluster again (same ports, same data); waits for ready."""
+    def start_broker(
+        self, name: str, node_id: int | None = None, timeout_s: float = 120.0
+    ) -> tuple[list[int], list[int]]:
+        """Start stopped brokers of a cluster again (same ports, same data); waits for ready.
+        (started, running): the ids it started, and those already running."""
         state = self._require(name)
-        jars = resolve_bundle("kafka")
-        for broker in self._brokers(state, node_id):
-            if not _pid_is_broker(broker.pid, self._properties(name, broker.node_id)):
-                broker.pid = self._spawn(state, broker, jars)
+        chosen = self._brokers(state, node_id)
+        stopped = [broker for broker in chosen if not self._alive(state, broker)]
+        self._require_ports_free([(state, broker) for broker in stopped])
+        jars = resolve_bundle("kafka") if stopped else None
+        for broker in stopped:
+            assert jars is not None
+            broker.pid = self._start(state, broker, jars)
         self._save(state)
         self._wait_ready(state, timeout_s)
+        running = [broker.node_id for broker in chosen if broker not in stopped]
+        return [broker.node_id for broker in stopped], running
 
     def _signal(
         self, state: LocalClusterState, broker: BrokerState, sig: int, wait_s: float
-    ) -> None:
+    ) -> bool:
+        """Send ``sig`` to the broker and wait for it to exit; whether it was running."""
         props = self._properties(state.name, broker.node_id)
         if not _pid_is_broker(broker.pid, props):
             broker.pid = None
-            return
+            return False
         assert broker.pid is not None
         os.kill(broker.pid, sig)
         deadline = time.monotonic() + wait_s
@@ -662,6 +898,7 @@ class LocalKafka:
                 time.sleep(0.05)
         _reap(broker.pid)
         broker.pid = None
+        return True
 
     # -- status ---------------------------------------------------------------------------
 
