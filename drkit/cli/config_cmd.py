@@ -115,6 +115,9 @@ def import_mm2_config(mm2_file: str, out: str | None, output: str) -> None:
     from drkit.adoption.mm2_config import import_mm2, render
     from drkit.config.loader import load_config_text, read_text_file
 
+    target = writable_file("--out", out) if out is not None else None  # before any work
+    if target is not None and target.exists():
+        raise ConfigError([Problem("--out", f"{out} exists: choose another path")])
     imported = import_mm2(read_text_file(mm2_file))
     if not imported.document["clusters"]:
         raise ConfigError([Problem("clusters", "no cluster aliases (clusters = A, B)")],
@@ -122,10 +125,7 @@ def import_mm2_config(mm2_file: str, out: str | None, output: str) -> None:
     text = render(imported, mm2_file, iso_utc(datetime.now(UTC)))
     placeholders = dict.fromkeys(imported.env, "placeholder")
     load_config_text(text, source=f"{mm2_file} (imported)", env=placeholders)
-    if out is not None:
-        target = writable_file("--out", out)
-        if target.exists():
-            raise ConfigError([Problem("--out", f"{out} exists: choose another path")])
+    if target is not None:
         write_file("--out", target, text)
     if output == "json":
         echo_document("config.import", {

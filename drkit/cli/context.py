@@ -196,6 +196,8 @@ def writable_file(option: str, path: str) -> Path:
     exists - else ConfigError naming the option, before any work is done."""
     from drkit.errors import ConfigError, Problem
 
+    if not path.strip():  # Path("") is "." - a directory that exists
+        raise ConfigError([Problem(option, "an empty path: name a file")])
     target = Path(path)
     parent = target.parent if str(target.parent) else Path()
     if not parent.is_dir():

@@ -82,3 +82,12 @@ def test_db_upgrade_refuses_an_empty_or_unknown_revision_naming_the_head(tmp_pat
     done = _drkit(tmp_path, "db", "upgrade", "--revision", "zzz")
     _refused(done, "--revision", "'zzz'", "head 0")
     assert len(done.output.strip().splitlines()) == 1, done.output
+
+
+def test_config_import_refuses_an_empty_out_as_empty(tmp_path: Path) -> None:
+    mm2 = tmp_path / "mm2.properties"
+    mm2.write_text("clusters = dc1, dc2\ndc1.bootstrap.servers = a:9092\n"
+                   "dc2.bootstrap.servers = b:9092\ndc1->dc2.enabled = true\n")  # fmt: skip
+    done = _drkit(tmp_path, "config", "import", str(mm2), "--out", "")
+    _refused(done, "--out: an empty path")
+    assert "exists" not in done.output
