@@ -101,9 +101,13 @@ def run_drill(
 def run_readiness(
     config: DrkitConfig, store: StateStore, state_dir: Path, source: str, target: str
 ) -> DrillOutcome:
-    """The non-disruptive drill on the operator's own flow ``source->target``, stored."""
+    """The non-disruptive drill on the operator's own flow ``source->target``, stored - unless
+    the request itself is bad (an unknown cluster, the same one twice, no such flow): that is
+    refused before the drill's row is written, and nothing is stored."""
     from drkit.drills.readiness import readiness
+    from drkit.failover.engine import flow_between
 
+    flow_between(config, source, target)  # ConfigError naming --from/--to and the known flows
     repository = DrillRepository(store)
     drill_id = repository.start("readiness", f"{source}->{target}")
     ident = new_drill_id(f"readiness-{source}-{target}")

@@ -91,3 +91,14 @@ def test_config_import_refuses_an_empty_out_as_empty(tmp_path: Path) -> None:
     done = _drkit(tmp_path, "config", "import", str(mm2), "--out", "")
     _refused(done, "--out: an empty path")
     assert "exists" not in done.output
+
+
+@pytest.mark.parametrize(("source", "target"), [("dc1", "dc1"), ("dc2", "dc1"), ("dc9", "dc2")])
+def test_a_readiness_refused_as_bad_input_stores_no_drill(
+    tmp_path: Path, source: str, target: str
+) -> None:
+    at = _config(tmp_path)
+    _refused(_drkit(tmp_path, "drill", "readiness", "--from", source, "--to", target, *at))
+    listed = _drkit(tmp_path, "drill", "list", *at, "-o", "json")
+    assert listed.exit_code == 0, listed.output
+    assert json.loads(listed.stdout)["drills"] == []
