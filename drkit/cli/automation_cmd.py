@@ -56,7 +56,14 @@ def automation() -> None:
 @pass_app
 def pause(app: AppContext, reason: str, config_file: str | None, output: str) -> None:
     """Switch automatic failover off until 'drkit automation resume' (manual commands still
-    work)."""
+    work).  Refused (exit 2, nothing stored) when the config does not enable it
+    (failover.automatic): there is nothing to pause, and the pause would outlive the config."""
+    if not app.config(config_file).failover.automatic:
+        why = (
+            "automatic failover is not enabled in the config (failover.automatic is false): "
+            "there is nothing to pause - nothing was stored"
+        )
+        raise ConfigError([Problem("failover.automatic", why)])
     journal = _journal(app, config_file)
     journal.pause(operator(), reason)
     if output == "json":
@@ -71,20 +78,27 @@ def pause(app: AppContext, reason: str, config_file: str | None, output: str) ->
 @output_option
 @pass_app
 def resume(app: AppContext, reason: str, config_file: str | None, output: str) -> None:
-    """Switch automatic failover back on after 'drkit automation pause'.  Refused (exit 2,
-    nothing stored) when the config does not enable it (failover.automatic)."""
-    if not app.config(config_file).failover.automatic:
+    """Switch automatic failover back on after 'drkit automation pause'.  When the config does
+    not enable it (failover.automatic), a pause stored earlier is still lifted (automatic
+    failover stays off); with no pause to lift it is refused (exit 2, nothing stored)."""
+    automatic = app.config(config_file).failover.automatic
+    journal = _journal(app, config_file)
+    if not automatic and journal.paused() is None:
         why = (
-            "automatic failover is not enabled in the config (failover.automatic is false): "
-            "there is nothing to resume - nothing was stored"
+            "automatic failover is not enabled in the config (failover.automatic is false) "
+            "and not paused: there is nothing to resume - nothing was stored"
         )
         raise ConfigError([Problem("failover.automatic", why)])
-    journal = _journal(app, config_file)
     journal.resume(operator(), reason)
     if output == "json":
         echo_document("automation", _state(journal))
         return
-    click.echo("automatic failover resumed")
+    if automatic:
+        click.echo("automatic failover resumed")
+    else:
+        click.echo(
+            "pause lifted; automatic failover stays off: failover.automatic is false in the config"
+        )
 
 
 @automation.command("ack")

@@ -618,20 +618,19 @@ def test_automation_commands_live_under_their_own_name(tmp_path: Path) -> None:
 
 def test_automation_resume_with_automation_off_in_the_config_is_refused(tmp_path: Path) -> None:
     """W6 (issue 45): 'automation resume' said "automatic failover resumed" (exit 0) with
-    failover.automatic off - nothing was switched on; it is refused, storing nothing."""
+    failover.automatic off - nothing was switched on; it is refused, storing nothing (and so is
+    'automation pause': a pause nothing could lift - test_fourth_trial_inputs.py)."""
     from drkit.automation.journal import AutomationJournal
 
     config = tmp_path / "drkit.yaml"
     config.write_text(_CONFIG + f"state_store: {{url: 'sqlite:///{tmp_path / 'd.db'}'}}\n")
     runner, base = CliRunner(), ["automation"]
-    paused = runner.invoke(cli, [*base, "pause", "-m", "before enabling", "--config", str(config)])
-    assert paused.exit_code == 0, paused.output
     resumed = runner.invoke(cli, [*base, "resume", "--config", str(config)])
     assert resumed.exit_code == 2, resumed.output
     assert "automatic failover is not enabled in the config" in resumed.output
     assert "failover.automatic" in resumed.output and "Traceback" not in resumed.output
     journal = AutomationJournal(StateStore(f"sqlite:///{tmp_path / 'd.db'}"))
-    assert journal.paused() is not None  # nothing stored: the pause stands
+    assert journal.paused() is None and journal.unacknowledged() == ()  # nothing stored
 
 
 def test_small_commands_answer_json_in_the_one_envelope(tmp_path: Path) -> None:

@@ -102,3 +102,25 @@ def test_a_readiness_refused_as_bad_input_stores_no_drill(
     listed = _drkit(tmp_path, "drill", "list", *at, "-o", "json")
     assert listed.exit_code == 0, listed.output
     assert json.loads(listed.stdout)["drills"] == []
+
+
+def test_automation_pause_is_refused_when_automation_is_off_and_an_old_pause_can_be_lifted(
+    tmp_path: Path,
+) -> None:
+    from drkit.automation.journal import AutomationJournal
+    from drkit.store import StateStore
+
+    off = _config(tmp_path)
+    assert _drkit(tmp_path, "db", "upgrade", *off).exit_code == 0
+    _refused(_drkit(tmp_path, "automation", "pause", "-m", "maintenance", *off),
+             "failover.automatic", "nothing was stored")  # fmt: skip
+    journal = AutomationJournal(StateStore(f"sqlite:///{tmp_path / 'd.db'}"))
+    assert journal.paused() is None
+    # Nothing paused: resume has nothing to do, as before.
+    _refused(_drkit(tmp_path, "automation", "resume", *off), "failover.automatic")
+    # A pause stored while automation was on (then switched off in the config) is lifted.
+    journal.pause("someone", "before switching automation off")
+    done = _drkit(tmp_path, "automation", "resume", "-m", "tidy up", *off)
+    assert done.exit_code == 0, done.output
+    assert "pause lifted" in done.output and "failover.automatic" in done.output
+    assert journal.paused() is None
