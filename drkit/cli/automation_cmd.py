@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 import click
 
 from drkit.cli.context import (
+    REASON,
     STORED_ID,
     AppContext,
     complete_runs,
@@ -32,7 +33,10 @@ if TYPE_CHECKING:
     from drkit.automation.journal import AutomationJournal
 
 _REASON = click.option(
-    "--reason", "-m", default="", help="Why (recorded in the audit trail with your name)."
+    "--reason",
+    "-m",
+    type=REASON,
+    help="Why (recorded in the audit trail with your name; not empty, one line).",
 )
 
 
@@ -54,7 +58,7 @@ def automation() -> None:
 @config_option
 @output_option
 @pass_app
-def pause(app: AppContext, reason: str, config_file: str | None, output: str) -> None:
+def pause(app: AppContext, reason: str | None, config_file: str | None, output: str) -> None:
     """Switch automatic failover off until 'drkit automation resume' (manual commands still
     work).  Refused (exit 2, nothing stored) when the config does not enable it
     (failover.automatic): there is nothing to pause, and the pause would outlive the config."""
@@ -65,7 +69,7 @@ def pause(app: AppContext, reason: str, config_file: str | None, output: str) ->
         )
         raise ConfigError([Problem("failover.automatic", why)])
     journal = _journal(app, config_file)
-    journal.pause(operator(), reason)
+    journal.pause(operator(), reason or "")
     if output == "json":
         echo_document("automation", _state(journal))
         return
@@ -77,7 +81,7 @@ def pause(app: AppContext, reason: str, config_file: str | None, output: str) ->
 @config_option
 @output_option
 @pass_app
-def resume(app: AppContext, reason: str, config_file: str | None, output: str) -> None:
+def resume(app: AppContext, reason: str | None, config_file: str | None, output: str) -> None:
     """Switch automatic failover back on after 'drkit automation pause'.  When the config does
     not enable it (failover.automatic), a pause stored earlier is still lifted (automatic
     failover stays off); with no pause to lift it is refused (exit 2, nothing stored)."""
@@ -89,7 +93,7 @@ def resume(app: AppContext, reason: str, config_file: str | None, output: str) -
             "and not paused: there is nothing to resume - nothing was stored"
         )
         raise ConfigError([Problem("failover.automatic", why)])
-    journal.resume(operator(), reason)
+    journal.resume(operator(), reason or "")
     if output == "json":
         echo_document("automation", _state(journal))
         return
@@ -107,11 +111,13 @@ def resume(app: AppContext, reason: str, config_file: str | None, output: str) -
 @config_option
 @output_option
 @pass_app
-def ack(app: AppContext, run_id: int, reason: str, config_file: str | None, output: str) -> None:
+def ack(
+    app: AppContext, run_id: int, reason: str | None, config_file: str | None, output: str
+) -> None:
     """Acknowledge automatic failover RUN: lifts the block it put on further automatic
     failovers (the block window still applies)."""
     journal = _journal(app, config_file)
-    journal.ack(run_id, operator(), reason)
+    journal.ack(run_id, operator(), reason or "")
     left = journal.unacknowledged()
     if output == "json":
         echo_document("automation", _state(journal))

@@ -58,15 +58,22 @@ class _Text(click.ParamType[str]):
     (Kafka's client refuses an empty group id with a traceback; a newline in a reason forged
     lines in ``flows list``)."""
 
-    def __init__(self, name: str, pattern: str | None = None, form: str = "") -> None:
+    def __init__(
+        self, name: str, pattern: str | None = None, form: str = "", longest: int = 0
+    ) -> None:
         self.name = name
         self._pattern = re.compile(pattern) if pattern else None
         self._form = form
+        self._longest = longest  # 0: no cap
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
         text = str(value)
         if not text.strip():
             self.fail(f"a {self.name} cannot be empty", param, ctx)
+        if self._longest and len(text) > self._longest:
+            self.fail(
+                f"a {self.name} of {len(text):,} characters: at most {self._longest:,}", param, ctx
+            )
         if any(not c.isprintable() for c in text):
             self.fail(f"{text!r}: no control characters (newlines, escapes)", param, ctx)
         if self._pattern is not None and not self._pattern.fullmatch(text):
@@ -75,7 +82,9 @@ class _Text(click.ParamType[str]):
 
 
 GROUP = _Text("group name")
-REASON = _Text("reason")
+# A reason is stored with each pause, fence and failover and shown in lists: a sentence or
+# two, not a 100 kB paste.
+REASON = _Text("reason", longest=1000)
 PRINCIPAL = _Text("principal", r"[A-Za-z]+:[^:\s]\S*", "a principal (User:name)")
 # An id other processes see (an observer, a worker): an empty one became the host name in
 # silence, a blank one made two ids that look the same.

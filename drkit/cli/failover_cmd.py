@@ -27,6 +27,7 @@ import click
 from drkit import logs
 from drkit.cli.context import (
     GROUP,
+    REASON,
     STORED_ID,
     AppContext,
     complete_clusters,
@@ -297,7 +298,7 @@ def show(app: AppContext, run_id: int | None, config_file: str | None, output: s
 
 @failover.command("abandon")
 @click.argument("run_id", type=STORED_ID, shell_complete=complete_runs)
-@click.option("--reason", required=True, help="Why (recorded in the audit trail).")
+@click.option("--reason", required=True, type=REASON, help="Why (recorded in the audit trail).")
 @click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
 @config_option
 @output_option

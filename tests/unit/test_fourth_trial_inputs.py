@@ -124,3 +124,28 @@ def test_automation_pause_is_refused_when_automation_is_off_and_an_old_pause_can
     assert done.exit_code == 0, done.output
     assert "pause lifted" in done.output and "failover.automatic" in done.output
     assert journal.paused() is None
+
+
+@pytest.mark.parametrize("reason", ["", "   ", "a\nforged line", "x" * 100_000])
+def test_automation_reasons_are_checked_like_every_other_reason(
+    tmp_path: Path, reason: str
+) -> None:
+    from drkit.automation.journal import AutomationJournal
+    from drkit.store import StateStore
+
+    at = _config(tmp_path, "failover: {automatic: true, allow_single_observer: true}\n")
+    assert _drkit(tmp_path, "db", "upgrade", *at).exit_code == 0
+    for command in (["pause"], ["resume"], ["ack", "1"]):
+        _refused(_drkit(tmp_path, "automation", *command, "-m", reason, *at), "--reason")
+    _refused(_drkit(tmp_path, "flows", "pause", "dc1->dc2", "-m", reason, *at), "--reason")
+    abandon = ["failover", "abandon", "1", "--reason", reason, "--yes", *at]
+    _refused(_drkit(tmp_path, *abandon), "--reason")
+    assert AutomationJournal(StateStore(f"sqlite:///{tmp_path / 'd.db'}")).paused() is None
+
+
+def test_a_reason_of_a_thousand_characters_is_taken(tmp_path: Path) -> None:
+    at = _config(tmp_path, "failover: {automatic: true, allow_single_observer: true}\n")
+    done = _drkit(tmp_path, "automation", "pause", "-m", "y" * 1000, *at)
+    assert done.exit_code == 0, done.output
+    done = _drkit(tmp_path, "automation", "pause", *at)  # a reason stays optional here
+    assert done.exit_code == 0, done.output
