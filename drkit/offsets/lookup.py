@@ -190,6 +190,15 @@ def translate_offsets(
     for tp in sorted(set(offsets) - set(mine)):
         report.errors.append(_error(GIVEN_OFFSETS, tp, offsets[tp], f"{flow.name} does not "
                                     "replicate this topic"))  # fmt: skip
+    if source is not None:  # a partition the source does not have is named, not asked for
+        listed = source.list_topics()
+        for tp in sorted(mine):
+            info = listed.get(tp.topic)
+            if info is None or tp.partition >= info.partition_count:
+                why = f"{flow.source} has no topic {tp.topic!r}"
+                if info is not None:
+                    why = f"{flow.source}'s {tp.topic} has {info.partition_count} partition(s)"
+                report.errors.append(_error(GIVEN_OFFSETS, tp, mine.pop(tp), why))
     _translate(report, topology, {GIVEN_OFFSETS: mine}, source, source_endpoint, target,
                target_endpoint, verify)  # fmt: skip
     return report

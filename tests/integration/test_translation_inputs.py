@@ -92,6 +92,27 @@ def test_a_group_the_source_does_not_know_is_named_not_answered_with_an_empty_ta
     assert "no committed offsets on the source (a typo?)" in done.output, done.output
 
 
+def test_an_offset_of_a_topic_or_partition_the_source_lacks_is_named(
+    dc1: ClusterUnderTest, dc2: ClusterUnderTest, names: Names, tmp_path: Path
+) -> None:
+    """The fourth new-user trial: ``--offset nosuch:0:5`` exited 1 with librdkafka's "_NOENT:
+    Failed to query partition leaders: No leaders found", naming neither topic nor cluster."""
+    topic = names.topic("orders")
+    dc1.admin().create_topics([TopicSpec(topic, 2)])
+    setup = flow_setup(tmp_path, dc1, dc2, [f"{names.prefix}.*"])
+    done = CliRunner().invoke(cli, [
+        "offsets", "translate", "--config", str(setup.path), "--from", setup.source, "--to",
+        setup.target, "--offset", f"{names.topic('nosuch')}:0:5", "--offset", f"{topic}:7:5",
+        "-o", "json",
+    ])  # fmt: skip
+    assert "_NOENT" not in done.output and "Traceback" not in done.output, done.output
+    reasons = {e["source_topic"]: e["reason"] for e in json.loads(done.stdout)["errors"]}
+    assert reasons == {
+        names.topic("nosuch"): f"{setup.source} has no topic {names.topic('nosuch')!r}",
+        topic: f"{setup.source}'s {topic} has 2 partition(s)",
+    }, reasons
+
+
 def test_an_existing_progress_topic_is_read(
     dc1: ClusterUnderTest, dc2: ClusterUnderTest, names: Names, tmp_path: Path
 ) -> None:
