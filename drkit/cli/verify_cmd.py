@@ -129,6 +129,9 @@ def verify(
                 )
             ]
         )
+    if topics is not None and not any(t.strip() for t in topics.split(",")):
+        # an empty list read as "every topic" and ran the whole check
+        raise ConfigError([Problem("--topics", "names no topic (leave it out to check all)")])
     if spec_file is None and summary_file is None:  # Spark runs here: its master answers?
         from drkit.accounting.session import require_spark_master
 

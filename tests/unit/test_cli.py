@@ -767,3 +767,19 @@ def test_verify_names_a_refused_cluster_with_exit_3_before_the_store(tmp_path: P
         assert "cluster 'dc1' at 127.0.0.1:1 is unreachable" in result.output, result.output
         assert "Traceback" not in result.output
         assert not (tmp_path / "s" / "drkit.db").exists()  # refused before the store was opened
+
+
+def test_verify_refuses_topics_that_name_no_topic(tmp_path: Path) -> None:
+    """The fourth new-user trial: `verify --topics ''` meant every topic and ran a 54 s job."""
+    config = tmp_path / "c.yaml"
+    config.write_text(
+        "clusters:\n  dc1: {bootstrap_servers: '127.0.0.1:1'}\n"
+        "  dc2: {bootstrap_servers: '127.0.0.1:2'}\nflows: [{source: dc1, target: dc2}]\n"
+    )
+    for empty in ("", " , "):
+        result = CliRunner().invoke(
+            cli, ["--state-dir", str(tmp_path / "s"), "verify", "--config", str(config), "--flow",
+                  "dc1->dc2", "--topics", empty],
+        )  # fmt: skip
+        assert result.exit_code == 2, result.output
+        assert "--topics: names no topic (leave it out to check all)" in result.output
