@@ -30,8 +30,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from confluent_kafka import (
@@ -41,13 +40,12 @@ from confluent_kafka import (
     KafkaException,
     Message,
     Producer,
-    TopicPartition,
 )
 from confluent_kafka.admin import AdminClient
 from sqlalchemy import create_engine, text
 from sqlalchemy.exc import OperationalError
 
-from tests.invariants import Cluster
+from tests.invariants import Cluster, end_offsets, values
 
 
 @dataclass(frozen=True)
@@ -381,36 +379,5 @@ class AppHistory:
 
 def duplicates(cluster: Cluster, topic: str, partitions: int) -> dict[bytes, int]:
     """Values a topic holds more than once (read_committed, from the beginning)."""
-    counts: Counter[bytes] = Counter()
-    for value in _all_values(cluster, topic, partitions):
-        counts[value] += 1
+    counts = Counter(values(cluster, topic, end_offsets(cluster, topic, partitions)))
     return {value: n for value, n in counts.items() if n > 1}
-
-
-def _all_values(cluster: Cluster, topic: str, partitions: int) -> Iterator[bytes]:
-    with _assigned(cluster, topic, partitions) as (consumer, ends):
-        remaining = {p for p, end in ends.items() if end > 0}
-        deadline = time.monotonic() + 60
-        while remaining and time.monotonic() < deadline:
-            for message in consumer.consume(500, 0.5):
-                error = message.error()
-                if error is None:
-                    yield message.value() or b""
-                elif error.code() == KafkaError._PARTITION_EOF:  # read_committed: the LSO
-                    remaining.discard(message.partition())
-
-
-@contextmanager
-def _assigned(
-    cluster: Cluster, topic: str, partitions: int
-) -> Iterator[tuple[Consumer, dict[int, int]]]:
-    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "app-history-read",
-                         "enable.auto.commit": False, "isolation.level": "read_committed",
-                         "enable.partition.eof": True})  # fmt: skip
-    try:
-        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), 10)[1]
-                for p in range(partitions)}  # fmt: skip
-        consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-        yield consumer, ends
-    finally:
-        consumer.close()

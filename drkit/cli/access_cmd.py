@@ -7,9 +7,9 @@ import click
 from drkit.access import doctor as doctor_checks
 from drkit.access.roles import role_needs
 from drkit.cli.context import (
-    CHECK_SECONDS,
     PRINCIPAL,
     AppContext,
+    check_timeout_option,
     complete_clusters,
     config_option,
     echo_document,
@@ -128,14 +128,7 @@ def acls(
 
 @click.command("doctor")
 @click.argument("aliases", nargs=-1)
-@click.option(
-    "--timeout",
-    type=CHECK_SECONDS,
-    default=10.0,
-    show_default=True,
-    help="Seconds the check of each cluster may take, at least 1; the clusters are checked at "
-    "once, so this bounds the whole command's wait.",
-)
+@check_timeout_option
 @config_option
 @output_option
 @pass_app

@@ -9,8 +9,8 @@ from functools import partial
 import click
 
 from drkit.cli.context import (
-    CHECK_SECONDS,
     AppContext,
+    check_timeout_option,
     config_option,
     echo_document,
     output_option,
@@ -31,14 +31,7 @@ def clusters() -> None:
 
 @clusters.command("check")
 @click.argument("aliases", nargs=-1)
-@click.option(
-    "--timeout",
-    type=CHECK_SECONDS,
-    default=10.0,
-    show_default=True,
-    help="Seconds the check of each cluster may take, at least 1; the clusters are checked at "
-    "once, so this bounds the whole command's wait.",
-)
+@check_timeout_option
 @config_option
 @output_option
 @pass_app

@@ -51,6 +51,14 @@ SECONDS = _Seconds()
 # A cluster check's --timeout: below a second no Kafka round trip and login fits, and every
 # cluster would be reported down (issue 45, W5).
 CHECK_SECONDS = _Seconds(1.0, " (a Kafka round trip and login take that long)")
+check_timeout_option = click.option(
+    "--timeout",
+    type=CHECK_SECONDS,
+    default=10.0,
+    show_default=True,
+    help="Seconds the check of each cluster may take, at least 1; the clusters are checked at "
+    "once, so this bounds the whole command's wait.",
+)
 
 
 class _Text(click.ParamType[str]):
