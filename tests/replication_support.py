@@ -36,9 +36,13 @@ from tests.kafka_backends import ClusterUnderTest
 
 
 def wait_until(
-    predicate: Callable[[], Any], timeout_s: float, interval_s: float = 0.25, what: str = ""
+    predicate: Callable[[], Any],
+    timeout_s: float,
+    interval_s: float = 0.25,
+    what: str | Callable[[], str] = "",
 ) -> Any:
-    """Poll ``predicate`` until it returns something truthy; fail with ``what`` at the deadline."""
+    """Poll ``predicate`` until it returns something truthy; fail with ``what`` at the deadline
+    (a callable ``what`` is asked then, so it can describe the state the wait ended in)."""
     deadline = time.monotonic() + timeout_s
     last: Any = None
     while time.monotonic() < deadline:
@@ -46,7 +50,8 @@ def wait_until(
         if last:
             return last
         time.sleep(interval_s)
-    raise AssertionError(f"timed out after {timeout_s}s waiting for {what or predicate} ({last!r})")
+    said = what() if callable(what) else what
+    raise AssertionError(f"timed out after {timeout_s}s waiting for {said or predicate} ({last!r})")
 
 
 def wait_for_value(

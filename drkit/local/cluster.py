@@ -898,6 +898,8 @@ class LocalKafka:
                 time.sleep(0.05)
         _reap(broker.pid)
         broker.pid = None
+        if state.namespace is None:
+            _wait_ports_released(broker, deadline=time.monotonic() + wait_s)
         return True
 
     # -- status ---------------------------------------------------------------------------
@@ -924,6 +926,17 @@ class LocalKafka:
     def log_files(self, name: str) -> list[Path]:
         state = self._require(name)
         return [self._broker_dir(name, b.node_id) / "logs" / "server.log" for b in state.brokers]
+
+
+def _wait_ports_released(broker: BrokerState, deadline: float) -> None:
+    """Wait (until ``deadline``) for the kernel to release a dead broker's listening ports.
+
+    The JVM's command line reads empty as soon as its memory is gone, but its sockets close a
+    moment later (the kernel frees memory before files): a ``start`` right after a kill found
+    the ports still held and refused (CI, 2026-12-05)."""
+    ports = (broker.port, broker.controller_port)
+    while time.monotonic() < deadline and any(_port_in_use("127.0.0.1", p) for p in ports):
+        time.sleep(0.05)
 
 
 def _reap(pid: int) -> None:

@@ -70,6 +70,14 @@ def _automatic_runs(tmp_path: Path) -> list[RunRecord]:
     return [r for r in RunRepository(_store(tmp_path)).latest() if is_automatic(r.requested_by)]
 
 
+def _latest_decisions(tmp_path: Path, count: int = 4) -> str:
+    """The newest stored automation decisions and the automatic runs, one per line: why
+    nothing ended."""
+    stored = AutomationJournal(_store(tmp_path)).decisions(count)
+    runs = [f"\n  run {r.id} {r.state.value}: {r.result}" for r in _automatic_runs(tmp_path)]
+    return "".join([*(f"\n  {d.observer} at {d.at}: {d.summary}" for d in stored), *runs])
+
+
 def _blind_copy(setup: FlowSetup, tmp_path: Path) -> Path:
     """The same config, but the source reached through a port nobody listens on."""
     document = yaml.safe_load(setup.path.read_text())
@@ -192,7 +200,10 @@ def test_an_idle_flow_losing_its_source_fails_over_on_its_heartbeats_evidence(
             lambda: [r for r in _automatic_runs(tmp_path) if r.state is not RunState.RUNNING],
             90,
             0.5,
-            what="an automatic failover that ended (held by a stale RPO bound?)",
+            what=lambda: (
+                "an automatic failover that ended; the last decisions: "
+                + _latest_decisions(tmp_path)
+            ),
         )
     [run] = runs
     assert run.state is RunState.SUCCEEDED, run.result

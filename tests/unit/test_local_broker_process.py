@@ -9,14 +9,16 @@ counts as the broker only once the JVM itself runs, and from then on it stays th
 
 from __future__ import annotations
 
+import socket
 import subprocess
+import threading
 import time
 from pathlib import Path
 
 import pytest
 
 from drkit.local import netns
-from drkit.local.cluster import _pid_is_broker
+from drkit.local.cluster import BrokerState, _pid_is_broker, _port_in_use, _wait_ports_released
 from drkit.local.jars import java_executable
 
 SLEEPER = """
@@ -64,3 +66,25 @@ def test_a_namespaced_broker_is_never_taken_for_dead_while_its_launcher_execs_th
         assert not _pid_is_broker(process.pid, properties)
     finally:
         netns.remove(namespace)
+
+
+def test_a_killed_brokers_ports_are_awaited_until_the_kernel_releases_them() -> None:
+    """A start right after a kill found the ports still held (CI, 2026-12-05): the kill now
+    returns only once the dead broker's listening sockets are closed."""
+    held = [socket.create_server(("127.0.0.1", 0)) for _ in range(2)]
+    client, controller = (s.getsockname()[1] for s in held)
+    broker = BrokerState(node_id=1, port=client, controller_port=controller)
+
+    def close() -> None:
+        for server in held:
+            server.close()
+
+    closer = threading.Timer(0.4, close)
+    closer.start()
+    began = time.monotonic()
+    _wait_ports_released(broker, deadline=began + 10)
+    waited = time.monotonic() - began
+    closer.join()
+    assert 0.3 < waited < 5, waited
+    assert not _port_in_use("127.0.0.1", client)
+    assert not _port_in_use("127.0.0.1", controller)
