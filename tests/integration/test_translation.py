@@ -227,7 +227,7 @@ def _has_gaps(endpoint: ClusterEndpoint, topic: str) -> bool:
     return any(b - a > 1 for a, b in itertools.pairwise(offsets))
 
 
-def test_checkpoints_follow_commits_within_a_second_in_mm2_format(
+def test_checkpoints_follow_commits_by_the_next_round_in_mm2_format(
     dc1: ClusterUnderTest, dc2: ClusterUnderTest, names: Names, tmp_path: Path
 ) -> None:
     topic = names.topic("ckpt")
@@ -269,8 +269,14 @@ def test_checkpoints_follow_commits_within_a_second_in_mm2_format(
         committed_at = time.time()
         commit_group_offsets(setup.source_endpoint, group, {TopicPartition(topic, 0): 700})
 
+        rounds: list[float] = []  # the checkpointer's rounds (their ticks) since the commit
+
         def checkpoint() -> tuple[Checkpoint, Record] | None:
             for record in tailer.catch_up(5):
+                if Checkpoint.decode(record.key or b"", record.value or b"").is_tick:
+                    if (record.timestamp_ms or 0) / 1000 >= committed_at:
+                        rounds.append((record.timestamp_ms or 0) / 1000)
+                    continue
                 decoded = _decode_documented(record)
                 if decoded.group == group and decoded.upstream_offset == 700:
                     return decoded, record
@@ -279,10 +285,10 @@ def test_checkpoints_follow_commits_within_a_second_in_mm2_format(
         found, record = wait_until(checkpoint, 10, 0.02, what="checkpoint of the new commit")
         seen = time.time() - committed_at
         tailer.close()
-    # The bound is on the checkpointer: from the commit to the checkpoint's record being
-    # written (its CreateTime, set when the checkpointer produced it; same clock).  What this
-    # test's own reader adds on top (a metadata request and a fetch per look, seconds on a
-    # loaded 2-core machine) is printed, bounded only by the wait above.
+    # The claim is on the checkpointer, counted in its rounds (below); the seconds from the
+    # commit to the checkpoint's record (its CreateTime, same clock) and what this test's own
+    # reader adds on top are printed, bounded only by the wait above (issue 51: no wall-clock
+    # thresholds in functional tests).
     assert record.timestamp_ms is not None
     lag = record.timestamp_ms / 1000 - committed_at
     assert found.target == TopicPartition(f"{setup.source}.{topic}", 0)
@@ -292,8 +298,14 @@ def test_checkpoints_follow_commits_within_a_second_in_mm2_format(
     at_t = next(r for r in records_before if r.offset == found.downstream_offset)
     raw = at_t.header(SOURCE_HEADER)
     assert raw is not None and Provenance.decode(raw).offset == 700
-    assert lag < 3.0, f"checkpoint written {lag:.2f}s after the commit"
-    print(f"checkpoint written {lag:.2f}s after the commit, seen by the test {seen:.2f}s after")
+    # Followed by the round after the commit, not a later one: at most one round's tick
+    # between the commit and its checkpoint (the round under way when the commit landed may
+    # have read the groups before it).  Counted in rounds, so a slow machine slows both alike.
+    assert len(rounds) <= 1, f"{len(rounds)} rounds passed the commit before its checkpoint"
+    print(
+        f"checkpoint written {lag:.2f}s after the commit ({len(rounds)} round tick between), "
+        f"seen by the test {seen:.2f}s after"
+    )
 
 
 def _decode_documented(record: Record) -> Checkpoint:

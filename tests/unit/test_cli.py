@@ -184,7 +184,7 @@ def test_verify_rejects_a_bad_spark_master_before_touching_anything(
     assert "Traceback" not in result.output
 
 
-def test_verify_names_an_unreachable_spark_master_within_3s_before_touching_anything(
+def test_verify_names_an_unreachable_spark_master_at_once_before_touching_anything(
     tmp_path: Path,
 ) -> None:
     """Issue 45: `--spark-master spark://127.0.0.1:1` hung ~80 s (Spark's own give-up). A
@@ -206,7 +206,8 @@ def test_verify_names_an_unreachable_spark_master_within_3s_before_touching_anyt
     assert result.exit_code == 3, result.output
     assert "Spark master spark://127.0.0.1:1 is unreachable (127.0.0.1:1: " in result.output
     assert "Traceback" not in result.output and "dc1" not in result.output
-    assert took < 3, took
+    # A bound against the hang, not a speed: Spark itself gives up after ~80 s (issue 51).
+    assert took < 20, took
     assert not (tmp_path / "s" / "drkit.db").exists()  # refused before the store was opened
 
 

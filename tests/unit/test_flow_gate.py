@@ -326,7 +326,7 @@ def test_acting_wakes_the_poll_thread_so_the_ack_does_not_wait_for_the_next_poll
         while store.acks.get((FLOW, "w1")) != (0, PAUSED) and time.monotonic() < deadline:
             time.sleep(0.01)
         assert store.acks.get((FLOW, "w1")) == (0, PAUSED)
-        assert time.monotonic() - started < 2.0  # not the 60 s poll interval
+        assert time.monotonic() - started < 30.0  # a bound: well before the 60 s poll
     finally:
         gate.close()
 

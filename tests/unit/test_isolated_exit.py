@@ -179,10 +179,9 @@ def test_a_helper_lost_twice_in_a_row_is_not_started_again_at_once() -> None:
     caller.join(30.0)
     assert len(killed) == 2 and outcome and isinstance(outcome[0], KafkaError), outcome
     assert helper.restarts == 2
-    started = time.monotonic()
     refused = _call_catching(helper, timeout_s=20.0)
     assert isinstance(refused, KafkaError) and "2 times in a row" in str(refused), refused
-    assert time.monotonic() - started < 0.5 and not _alive(helper)  # nothing spawned
+    assert helper.restarts == 2 and not _alive(helper)  # refused without spawning one
     time.sleep(1.2)  # the pause is over: it starts again
     helper.start()
     assert _alive(helper)

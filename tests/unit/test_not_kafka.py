@@ -111,7 +111,7 @@ _REFUSED = (
         (["drill", "run", "planned-switchover", "--skip-verify"], "'dc1' at 127.0.0.1:1"),
     ],
 )
-def test_a_refused_cluster_is_named_within_3s_with_exit_3(
+def test_a_refused_cluster_is_named_at_once_with_exit_3(
     tmp_path: Path, command: list[str], named: str
 ) -> None:
     """Issue 45: these waited out a 15 s client timeout, then said "timed out" with exit 1;
@@ -127,7 +127,7 @@ def test_a_refused_cluster_is_named_within_3s_with_exit_3(
     assert done.exit_code == 3, done.output
     assert f"cluster {named} is unreachable" in done.output, done.output
     assert "Traceback" not in done.output
-    assert took < 3, took
+    assert took < 7.5, took  # a bound against the 15 s client timeout it waited out, not a speed
 
 
 @pytest.mark.parametrize("command", [["clusters", "check"], ["doctor"]])
@@ -160,12 +160,14 @@ def test_the_timeout_bounds_the_whole_check(tmp_path: Path, command: list[str]) 
         started = time.monotonic()
         done = CliRunner().invoke(
             cli, ["--state-dir", str(tmp_path / "s"), *command, "--config", str(config),
-                  "--timeout", "1"],
+                  "--timeout", "3"],
         )  # fmt: skip
         took = time.monotonic() - started
     assert done.exit_code == 3, done.output
-    assert done.output.count("does not answer Kafka's first request within 1s") == 2, done.output
-    assert took < 2.5, took
+    assert done.output.count("does not answer Kafka's first request within 3s") == 2, done.output
+    # At once, not one after the other: less than the two timeouts' sum (a count of timeouts,
+    # not a speed - issue 51).
+    assert took < 2 * 3, took
 
 
 def test_a_drill_names_an_unreachable_spark_master_before_it_starts(tmp_path: Path) -> None:
