@@ -65,8 +65,10 @@ def check(
                     f"latency={result['latency_ms']}ms"
                 )
     if failures:
+        # Each line carries the exit status it ends the command with, as the error boundary's
+        # lines do: a reader of --log-format json needs no second source for it.
         for failure in failures:
-            say(str(failure), logging.ERROR, cluster=failure.cluster)
+            say(str(failure), logging.ERROR, cluster=failure.cluster, exit_code=failure.exit_code)
         raise SystemExit(ExitCode.UNHEALTHY)
 
 

@@ -152,7 +152,11 @@ def _print(report: Report) -> None:
             )
     for error in report.errors:
         where = f"{error.get('source_topic', '')}-{error.get('source_partition', '')}"
-        say(f"group {error['group']} {where}: {error['reason']}", logging.ERROR)
+        say(
+            f"group {error['group']} {where}: {error['reason']}",
+            logging.ERROR,
+            exit_code=int(ExitCode.UNHEALTHY),  # what the command ends with (issue 45)
+        )
 
 
 def _check(verified: bool | None, verification: str | None) -> str:

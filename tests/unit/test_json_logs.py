@@ -80,6 +80,10 @@ def test_unreachable_clusters_are_json_records_naming_each_cluster(tmp_path: Pat
     named = {r["cluster"]: r["msg"] for r in records if r["level"] == "error"}
     assert set(named) == {"dc1", "dc2"}
     assert "unreachable" in named["dc1"]
+    # Issue 45: these lines lacked the exit code the boundary's error records carry.
+    errors = [r for r in records if r["level"] == "error"]
+    assert all(r.get("exit_code") == 3 for r in errors), errors
+    assert records[-1]["level"] == "error" and records[-1]["exit_code"] == 3, records[-1]
     assert stdout == ""  # no partial answer on stdout
 
 
