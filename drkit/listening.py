@@ -97,6 +97,19 @@ class TlsFiles:
     certificate: str
     key: str
 
+    def check(self) -> None:
+        """Raise ConfigError (exit 2) unless these files make a TLS server: both readable PEM,
+        the key the certificate's - before anything listens or starts."""
+        try:
+            ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(
+                self.certificate, self.key
+            )
+        except (OSError, ssl.SSLError) as err:
+            raise ConfigError([Problem("--tls-cert/--tls-key", self._refusal(err))]) from None
+
+    def _refusal(self, err: OSError | ssl.SSLError) -> str:
+        return f"cannot serve TLS with {self.certificate} and {self.key}: {_tls_reason(err)}"
+
 
 class Listener:
     """A WSGI application served in a daemon thread (waitress; cheroot for TLS)."""
@@ -159,8 +172,7 @@ def _serve_tls(app: WsgiApp, host: str, port: int, option: str, tls: TlsFiles) -
     try:
         adapter = BuiltinSSLAdapter(tls.certificate, tls.key)
     except (OSError, ssl.SSLError) as err:
-        why = f"cannot serve TLS with {tls.certificate} and {tls.key}: {_tls_reason(err)}"
-        raise ConfigError([Problem("--tls-cert/--tls-key", why)]) from None
+        raise ConfigError([Problem("--tls-cert/--tls-key", tls._refusal(err))]) from None
     with binding(option, host, port):
         socket.getaddrinfo(host, port)
         server = wsgi.Server(

@@ -7,6 +7,7 @@ import logging
 import math
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -17,6 +18,7 @@ import click
 from drkit import json_codec, logs
 from drkit.config import DrkitConfig, load_config, resolve_config_path
 from drkit.config.discovery import state_dir
+from drkit.listening import TlsFiles
 from drkit.private_files import private_dir
 from drkit.timestamps import iso_utc
 
@@ -242,6 +244,40 @@ def config_option(func: Any) -> Any:
         help="drkit config file [env DRKIT_CONFIG; default ./drkit.yaml, then the one "
         "'drkit local up' wrote].",
     )(func)
+
+
+def tls_options(serves: str) -> Callable[[Any], Any]:
+    """``--tls-cert``/``--tls-key``: the listener(s) named by ``serves`` speak HTTPS only."""
+
+    def decorate(func: Any) -> Any:
+        func = click.option(
+            "--tls-key",
+            type=click.Path(dir_okay=False),
+            default=None,
+            help="The certificate's PEM private key (with --tls-cert).",
+        )(func)
+        return click.option(
+            "--tls-cert",
+            type=click.Path(dir_okay=False),
+            default=None,
+            help=f"PEM certificate (chain): serve {serves} over HTTPS only (with --tls-key).",
+        )(func)
+
+    return decorate
+
+
+def tls_files(certificate: str | None, key: str | None) -> TlsFiles | None:
+    """The HTTPS listener's files, both or neither, checked (refused otherwise, exit 2)."""
+    from drkit.errors import ConfigError, Problem
+
+    if certificate is None and key is None:
+        return None
+    if certificate is None or key is None:
+        given, missing = ("--tls-cert", "--tls-key") if key is None else ("--tls-key", "--tls-cert")
+        raise ConfigError([Problem(missing, f"{given} needs {missing}: HTTPS takes both")])
+    files = TlsFiles(certificate, key)
+    files.check()
+    return files
 
 
 def output_option(func: Any) -> Any:

@@ -24,6 +24,8 @@ from drkit.cli.context import (
     echo_json,
     output_option,
     pass_app,
+    tls_files,
+    tls_options,
 )
 from drkit.config.loader import known_flow, validation_problems
 from drkit.config.model import DrkitConfig, HealthPolicy, HostPort, Role, connects_as
@@ -33,7 +35,7 @@ from drkit.health.group_lag import group_listing
 from drkit.health.identity import is_vote
 from drkit.health.jobs import JobKind
 from drkit.health.observations import FlowObservation
-from drkit.listening import TlsFiles, is_loopback
+from drkit.listening import is_loopback
 from drkit.logs import printable
 from drkit.replication.service import install_stop_signals
 
@@ -47,16 +49,6 @@ log = logging.getLogger(__name__)
 # A probe interval outside this range is a typo, not a setting (0.1 s would hammer the
 # clusters; more than an hour is no monitoring).
 MIN_INTERVAL_S, MAX_INTERVAL_S = 0.1, 3600.0
-
-
-def tls_files(certificate: str | None, key: str | None) -> TlsFiles | None:
-    """The HTTPS listener's files, both or neither (refused otherwise, exit 2)."""
-    if certificate is None and key is None:
-        return None
-    if certificate is None or key is None:
-        given, missing = ("--tls-cert", "--tls-key") if key is None else ("--tls-key", "--tls-cert")
-        raise ConfigError([Problem(missing, f"{given} needs {missing}: HTTPS takes both")])
-    return TlsFiles(certificate, key)
 
 
 def _listen(value: str, option: str = "--listen") -> tuple[str, int]:
@@ -118,19 +110,7 @@ def with_interval(config: DrkitConfig, interval: float | None) -> DrkitConfig:
     help="Also serve /metrics and /healthz - and nothing else - on HOST:PORT, so a scraper's "
     "network never reaches the status API (--listen keeps serving everything).",
 )
-@click.option(
-    "--tls-cert",
-    type=click.Path(dir_okay=False),
-    default=None,
-    help="PEM certificate (chain): serve --listen and --metrics-listen over HTTPS only "
-    "(with --tls-key).",
-)
-@click.option(
-    "--tls-key",
-    type=click.Path(dir_okay=False),
-    default=None,
-    help="The certificate's PEM private key (with --tls-cert).",
-)
+@tls_options("--listen and --metrics-listen")
 @click.option(
     "--observer",
     default=None,

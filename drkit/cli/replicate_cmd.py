@@ -7,7 +7,16 @@ from dataclasses import replace
 
 import click
 
-from drkit.cli.context import IDENTITY, AppContext, complete_flows, config_option, pass_app
+from drkit.cli.context import (
+    IDENTITY,
+    AppContext,
+    complete_flows,
+    config_option,
+    pass_app,
+    tls_files,
+    tls_options,
+)
+from drkit.errors import ConfigError, Problem
 from drkit.replication.assignment import StartFrom
 from drkit.replication.client_settings import WorkerSettings
 from drkit.replication.service import (
@@ -57,6 +66,7 @@ from drkit.replication.service import (
 @click.option(
     "--metrics-host", default="127.0.0.1", show_default=True, help="Metrics bind address."
 )
+@tls_options("--metrics-port")
 @click.option(
     "--commit-interval",
     type=click.FloatRange(min=0.05, max=3600),
@@ -94,6 +104,8 @@ def replicate(
     worker_id: str | None,
     metrics_port: int,
     metrics_host: str,
+    tls_cert: str | None,
+    tls_key: str | None,
     commit_interval: float,
     transaction_timeout: float,
     start_from: str,
@@ -105,6 +117,12 @@ def replicate(
     Exit code 10: a flow stopped on an error it cannot ride out - e.g. a record the target
     refuses (the log names topic, partition and offset; nothing after it was skipped).
     """
+    tls = tls_files(tls_cert, tls_key)
+    if tls is not None and not metrics_port:
+        raise ConfigError(
+            [Problem("--tls-cert", "serves --metrics-port over HTTPS; without --metrics-port "
+                     "nothing listens")]
+        )  # fmt: skip
     config = app.config(config_file)
     select_flows(config, flows)  # fail fast on unknown flows, before forking
     identity = worker_id or default_worker_id()
@@ -114,6 +132,7 @@ def replicate(
         worker_id=identity,
         metrics_host=metrics_host,
         metrics_port=metrics_port,
+        tls=tls,
         checkpoints=checkpoints,
         store_url=app.store_url(config),
         settings=WorkerSettings(

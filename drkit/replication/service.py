@@ -49,7 +49,7 @@ from drkit.errors import (
     Stopped,
 )
 from drkit.kafka import ClusterEndpoint
-from drkit.listening import serve_wsgi
+from drkit.listening import Listener, TlsFiles, serve_wsgi
 from drkit.replication.assigner import LossSink
 from drkit.replication.client_settings import WorkerSettings
 from drkit.replication.endpoints import EndedFlows, WorkerEndpoints
@@ -71,6 +71,7 @@ class ServiceOptions:
     worker_id: str = ""
     metrics_host: str = "127.0.0.1"
     metrics_port: int = 0
+    tls: TlsFiles | None = None  # the metrics endpoint over HTTPS only
     checkpoints: bool = True  # run each flow's checkpoint worker in this process
     # Where loss events go and flow directives come from (None: nowhere, no flow control).
     store_url: str | None = None
@@ -122,6 +123,20 @@ def loss_sink(options: ServiceOptions) -> LossSink:
     return _StoreLossSink(options.store_url) if options.store_url else _LogOnlyLossSink()
 
 
+def metrics_listener(options: ServiceOptions, ended: EndedFlows | None = None) -> Listener | None:
+    """Serve this worker's /metrics (and its ended flows) on ``--metrics-port``, over HTTPS
+    only with ``options.tls``; None when no port is set."""
+    if not options.metrics_port:
+        return None
+    app = WorkerEndpoints(ended or EndedFlows())
+    listener = serve_wsgi(
+        app, options.metrics_host, options.metrics_port, "--metrics-port", options.tls
+    )
+    scheme = "https" if options.tls else "http"
+    log.info("metrics on %s://%s:%d/metrics", scheme, options.metrics_host, listener.server_port)
+    return listener
+
+
 def run_flows(config: DrkitConfig, options: ServiceOptions, stop: threading.Event) -> int:
     """Replicate the selected flows in this process until ``stop`` is set or all flows end.
 
@@ -133,10 +148,7 @@ def run_flows(config: DrkitConfig, options: ServiceOptions, stop: threading.Even
     flows = select_flows(config, options.flows)
     metrics = default_metrics()
     ended = EndedFlows()
-    if options.metrics_port:
-        app = WorkerEndpoints(ended)
-        serve_wsgi(app, options.metrics_host, options.metrics_port, "--metrics-port")
-        log.info("metrics on http://%s:%d/metrics", options.metrics_host, options.metrics_port)
+    metrics_listener(options, ended)
     results: dict[str, BaseException | None] = {}
     losses = loss_sink(options)
     control = StoreControl(options.store_url) if options.store_url else None

@@ -1,5 +1,6 @@
-"""The monitor's HTTP ports over TLS (issue 46, item 5): with a certificate and key the listener
-speaks HTTPS only; bad files are bad input before anything listens."""
+"""The monitor's HTTP ports and the workers' metrics port over TLS (issue 46, item 5): with a
+certificate and key the listener speaks HTTPS only; bad files are bad input before anything
+listens."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from cryptography.x509.oid import NameOID
 from drkit.cli import cli
 from drkit.errors import ConfigError
 from drkit.listening import TlsFiles, serve_wsgi
+from drkit.local.ports import free_port
 
 
 def _self_signed(directory: Path, name: str = "cert") -> TlsFiles:
@@ -79,3 +81,55 @@ def test_the_monitor_refuses_a_certificate_without_its_key(tmp_path: Path) -> No
     assert done.exit_code == 2, done.output
     assert "--tls-key: --tls-cert needs --tls-key" in done.output
     assert not (tmp_path / "s" / "drkit.db").exists()
+
+
+def test_replicate_refuses_a_certificate_without_its_key(tmp_path: Path) -> None:
+    files = _self_signed(tmp_path)
+    done = CliRunner().invoke(cli, ["--state-dir", str(tmp_path / "s"), "replicate",
+                                    "--metrics-port", "9", "--tls-key", files.key])  # fmt: skip
+    assert done.exit_code == 2, done.output
+    assert "--tls-cert: --tls-key needs --tls-cert" in done.output
+
+
+def test_replicate_refuses_a_key_that_is_not_the_certificates_before_anything_starts(
+    tmp_path: Path,
+) -> None:
+    one, other = _self_signed(tmp_path, "one"), _self_signed(tmp_path, "other")
+    config = tmp_path / "c.yaml"
+    config.write_text(
+        "clusters:\n  dc1: {bootstrap_servers: '127.0.0.1:1'}\n"
+        "  dc2: {bootstrap_servers: '127.0.0.1:2'}\nflows: [{source: dc1, target: dc2}]\n"
+    )
+    done = CliRunner().invoke(cli, ["--state-dir", str(tmp_path / "s"), "replicate", "--config",
+                                    str(config), "--metrics-port", "9", "--tls-cert",
+                                    one.certificate, "--tls-key", other.key])  # fmt: skip
+    assert done.exit_code == 2, done.output
+    assert "cannot serve TLS with" in done.output and "Traceback" not in done.output
+    assert not (tmp_path / "s" / "drkit.db").exists()
+
+
+def test_replicate_tls_without_a_metrics_port_is_refused(tmp_path: Path) -> None:
+    files = _self_signed(tmp_path)
+    done = CliRunner().invoke(cli, ["--state-dir", str(tmp_path / "s"), "replicate", "--tls-cert",
+                                    files.certificate, "--tls-key", files.key])  # fmt: skip
+    assert done.exit_code == 2, done.output
+    assert "--tls-cert: serves --metrics-port over HTTPS; without --metrics-port" in done.output
+
+
+def test_the_workers_metrics_endpoint_speaks_https_only_with_tls(tmp_path: Path) -> None:
+    """``drkit replicate --metrics-port P --tls-cert C --tls-key K``: /metrics over HTTPS."""
+    from drkit.replication.service import ServiceOptions, metrics_listener
+
+    files = _self_signed(tmp_path)
+    options = ServiceOptions(metrics_port=free_port(), tls=files)
+    listener = metrics_listener(options)
+    assert listener is not None
+    try:
+        trusted = ssl.create_default_context(cafile=files.certificate)
+        url = f"https://localhost:{listener.server_port}/metrics"
+        with urllib.request.urlopen(url, context=trusted, timeout=10) as answer:
+            assert b"drkit_" in answer.read()
+        with pytest.raises(OSError):
+            urllib.request.urlopen(f"http://localhost:{listener.server_port}/metrics", timeout=10)
+    finally:
+        listener.shutdown()
