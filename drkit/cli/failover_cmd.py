@@ -47,6 +47,7 @@ from drkit.errors import ConfigError, Problem
 from drkit.failover.context import RunOptions
 from drkit.failover.engine import Engine, PlanBlocked
 from drkit.failover.model import Plan, Procedure
+from drkit.failover.pointer import Pointer, active_cluster
 from drkit.failover.render import plan_text, remaining_text, run_text, runs_table
 from drkit.failover.runs import RunRecord, RunRepository
 from drkit.gc_pause import collection_paused
@@ -273,7 +274,15 @@ def failover(
         return
     if resume is not None:
         if plan_only:
-            raise ConfigError([Problem("--plan", "'drkit failover show RUN' shows a run")])
+            # Read as "change nothing, show me the resume" - but a resume plans nothing (it
+            # continues the run's own steps), and the old answer named neither (issue 45).
+            why = (
+                f"nothing to plan: a resume makes no new plan, it continues run {resume}'s own "
+                f"steps; 'drkit failover show {resume}' shows the run and its steps, and "
+                f"'drkit failover --resume {resume}' shows what is left of it and asks before "
+                "it continues - nothing was done"
+            )
+            raise ConfigError([Problem("--plan/--resume", why)])
         _resume(_engine(app, config_file, output), resume, yes, output, source, target)
         return
     if not source or not target:
@@ -458,11 +467,29 @@ def failback(
         engine = _engine(app, config_file, output)
         known_cluster(engine.config, target, "--to")
         pointer = engine.pointers.get()
-        if pointer is None:
-            raise ConfigError([Problem("--from", "no active pointer recorded: name the primary")])
+        if pointer is None or pointer.cluster == target:
+            raise PlanBlocked(nothing_to_fail_back(engine.config, target, pointer))
         source = pointer.cluster
     options = _options(force, groups, export_file=export_file, export_topic=export_topic)
     _run(app, Procedure.FAILBACK, source, target, config_file, plan_only, yes, output, options)
+
+
+def nothing_to_fail_back(config: DrkitConfig, target: str, pointer: Pointer | None) -> str:
+    """Why a failback to ``target`` has nothing to do: no move ever set the pointer, or it is on
+    ``target`` already (issue 45: "the active pointer is on nothing")."""
+    if pointer is None:
+        where = active_cluster(None, config)
+        uses = (
+            f"; applications use {where}, the first flow's source, as configured" if where else ""
+        )
+        return (
+            f"nothing to fail back to {target}: no failover or switchover was recorded (the "
+            f"active pointer is unset{uses}) - nothing was done"
+        )
+    run = f", moved there by run {pointer.run_id}" if pointer.run_id is not None else ""
+    return (
+        f"nothing to fail back: the active pointer is already on {target}{run} - nothing was done"
+    )
 
 
 def _check_export_topic(config: DrkitConfig, value: str) -> None:

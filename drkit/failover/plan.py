@@ -515,14 +515,19 @@ def _reachability(snapshot: Snapshot) -> list[Finding]:
             )
         )
     if snapshot.procedure is Procedure.FAILBACK and snapshot.pointer != snapshot.source:
-        out.append(
-            Finding(
-                Severity.BLOCKER,
-                "pointer_elsewhere",
-                f"failback moves the applications from {snapshot.source}, but the active "
-                f"pointer is on {snapshot.pointer or 'nothing'}",
+        if snapshot.pointer is None:  # was "the active pointer is on nothing" (issue 45)
+            why = (
+                f"nothing to fail back: no failover or switchover was recorded (the active "
+                f"pointer is unset), so the applications were never moved to {snapshot.source}"
             )
-        )
+        elif snapshot.pointer == snapshot.target:
+            why = f"nothing to fail back: the active pointer is already on {snapshot.target}"
+        else:
+            why = (
+                f"failback moves the applications from {snapshot.source}, but the active "
+                f"pointer is on {snapshot.pointer}"
+            )
+        out.append(Finding(Severity.BLOCKER, "pointer_elsewhere", why))
     return out
 
 

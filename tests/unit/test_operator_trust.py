@@ -1,0 +1,107 @@
+"""Issue 45, operator trust: bad or unusual input gets one clear line naming the cause, each
+exit code keeps its one meaning, nothing is destructive by accident or left half-done.
+
+No broker runs here: clusters are addresses nothing listens on, stores are SQLite files."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from click.testing import CliRunner, Result
+
+from drkit.cli import cli
+
+_BOTH_WAYS = (
+    "clusters:\n  dc1: {bootstrap_servers: '127.0.0.1:1'}\n"
+    "  dc2: {bootstrap_servers: '127.0.0.1:2'}\n"
+    "flows: [{source: dc1, target: dc2}, {source: dc2, target: dc1}]\n"
+)
+
+
+def _drkit(tmp_path: Path, *args: str) -> Result:
+    return CliRunner().invoke(cli, ["--state-dir", str(tmp_path / "state"), *args])
+
+
+def _config(tmp_path: Path, text: str = _BOTH_WAYS) -> str:
+    path = tmp_path / "drkit.yaml"
+    path.write_text(text + f"state_store: {{url: 'sqlite:///{tmp_path / 'drkit.db'}'}}\n")
+    return str(path)
+
+
+def _failed_run(tmp_path: Path) -> int:
+    """One FAILED failover run dc1 -> dc2 in the config's store."""
+    from drkit.failover.model import Direction, PartitionRpo, Plan, Procedure, RunState
+    from drkit.failover.runs import RunRepository
+    from drkit.store import StateStore
+
+    store = StateStore(f"sqlite:///{tmp_path / 'drkit.db'}")
+    store.upgrade()
+    plan = Plan(
+        procedure=Procedure.FAILOVER, source="dc1", target="dc2", flow="dc1->dc2",
+        reverse_flow=None, source_reachable=False, translation_mode="checkpoints", steps=(),
+        groups=(), groups_without_checkpoint=(), rpo=(PartitionRpo("t", 0, 1, 1, 0, 0, 0.0),),
+        findings=(), pointer_from="dc1", pointer_to="dc2",
+    )  # fmt: skip
+    runs = RunRepository(store)
+    run = runs.create(plan, "test", "")
+    runs.finish(run.id, RunState.FAILED, {"error": "x", "direction": Direction.FORWARD.value})
+    store.engine.dispose()
+    return run.id
+
+
+# -- item 4: a failback when nothing failed over ----------------------------------------------
+
+
+def test_a_failback_with_no_move_recorded_says_there_is_nothing_to_fail_back(
+    tmp_path: Path,
+) -> None:
+    """It said "--from: no active pointer recorded: name the primary" (exit 2) - and, given
+    --from, planned a failback whose blocker read "the active pointer is on nothing"."""
+    config = _config(tmp_path)
+    done = _drkit(tmp_path, "failback", "--to", "dc1", "--plan", "--config", config)
+    assert done.exit_code == 4, done.output
+    assert "nothing to fail back to dc1: no failover or switchover was recorded" in done.output
+    assert "the active pointer is unset" in done.output and "dc1, the first flow's" in done.output
+    assert len(done.output.strip().splitlines()) == 1, done.output
+    assert "Traceback" not in done.output
+    planned = _drkit(tmp_path, "failback", "--to", "dc1", "--from", "dc2", "--plan",
+                     "--config", config)  # fmt: skip
+    assert planned.exit_code == 4, planned.output
+    assert "on nothing" not in planned.output, planned.output
+    assert "BLOCKER: nothing to fail back: no failover or switchover was recorded" in planned.output
+
+
+def test_a_failback_to_the_cluster_the_pointer_is_on_says_there_is_nothing_to_fail_back(
+    tmp_path: Path,
+) -> None:
+    from drkit.failover.pointer import PointerRepository
+    from drkit.store import StateStore
+
+    config = _config(tmp_path)
+    run_id = _failed_run(tmp_path)
+    store = StateStore(f"sqlite:///{tmp_path / 'drkit.db'}")
+    PointerRepository(store).move("dc1", run_id)
+    store.engine.dispose()
+    done = _drkit(tmp_path, "failback", "--to", "dc1", "--yes", "--config", config)
+    assert done.exit_code == 4, done.output
+    assert (
+        f"nothing to fail back: the active pointer is already on dc1, moved there by run {run_id}"
+        in done.output
+    ), done.output
+
+
+# -- item 5: failover --plan --resume -----------------------------------------------------------
+
+
+def test_plan_beside_resume_is_refused_saying_why_and_changes_nothing(tmp_path: Path) -> None:
+    """It said "--plan: 'drkit failover show RUN' shows a run" - not why --plan was refused."""
+    config = _config(tmp_path)
+    run_id = _failed_run(tmp_path)
+    done = _drkit(tmp_path, "failover", "--plan", "--resume", str(run_id), "--config", config)
+    assert done.exit_code == 2, done.output
+    assert "--plan/--resume: nothing to plan: a resume makes no new plan" in done.output
+    assert f"'drkit failover --resume {run_id}' shows what is left" in done.output, done.output
+    assert "nothing was done" in done.output
+    shown = _drkit(tmp_path, "failover", "show", str(run_id), "-o", "json", "--config", config)
+    assert json.loads(shown.stdout)["state"] == "failed"
