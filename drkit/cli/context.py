@@ -219,8 +219,9 @@ def writable_file(option: str, path: str) -> Path:
         raise ConfigError([Problem(option, "an empty path: name a file")])
     target = Path(path)
     parent = target.parent if str(target.parent) else Path()
-    if not parent.is_dir():
-        raise ConfigError([Problem(option, f"cannot write {path}: {parent} is not a directory")])
+    if not parent.is_dir():  # never created: a typo would put the file out of sight
+        what = "is not a directory" if parent.exists() else "does not exist (create it first)"
+        raise ConfigError([Problem(option, f"cannot write {path}: {parent} {what}")])
     return target
 
 

@@ -16,6 +16,7 @@ from drkit.cli.context import (
     echo_json,
     output_option,
     pass_app,
+    writable_file,
 )
 from drkit.config.loader import known_flow
 from drkit.config.model import DrkitConfig, FlowConfig, Role
@@ -117,6 +118,9 @@ def verify(
         # --import-summary of its result (one of them was silently ignored).
         why = "choose one: --write-spec gathers a check for spark-submit, --import-summary "
         raise ConfigError([Problem("--write-spec/--import-summary", why + "records its result")])
+    # Refused, as every output file's option is, when its directory is missing - it was
+    # created silently, so a typo put the spec (and the job's archive beside it) out of sight.
+    spec_path = writable_file("--write-spec", spec_file) if spec_file is not None else None
     config = app.config(config_file).as_role(Role.VERIFIER)
     flow = known_flow(config, flow_name, "--flow")
     if spark_master is not None and not _MASTER.match(spark_master):
@@ -144,13 +148,13 @@ def verify(
     topic_list = [t.strip() for t in topics.split(",") if t.strip()] if topics else None
     store = app.store(config_file)
     store.ensure_current()
-    if spec_file is not None:
+    if spec_path is not None:
         _write_spec_only(
             config,
             flow,
             list(groups),
             topic_list,
-            Path(spec_file),
+            spec_path,
             out_dir,
             output,
             store,

@@ -105,3 +105,21 @@ def test_plan_beside_resume_is_refused_saying_why_and_changes_nothing(tmp_path: 
     assert "nothing was done" in done.output
     shown = _drkit(tmp_path, "failover", "show", str(run_id), "-o", "json", "--config", config)
     assert json.loads(shown.stdout)["state"] == "failed"
+
+
+# -- item 3: --write-spec into a missing directory ---------------------------------------------
+
+
+def test_write_spec_into_a_missing_directory_is_refused_naming_it(tmp_path: Path) -> None:
+    """The directory was created silently (a typo put the spec out of sight); every other output
+    file's option (--html, config import --out) refuses it: exit 2, nothing done."""
+    config = _config(tmp_path)
+    missing = tmp_path / "no" / "such"
+    done = _drkit(tmp_path, "verify", "--flow", "dc1:dc2", "--write-spec",
+                  str(missing / "spec.json"), "--config", config)  # fmt: skip
+    assert done.exit_code == 2, done.output
+    assert f"--write-spec: cannot write {missing / 'spec.json'}: {missing} does not exist" in (
+        done.output
+    ), done.output
+    assert not (tmp_path / "no").exists()
+    assert not (tmp_path / "drkit.db").exists()  # refused before the store or a cluster
