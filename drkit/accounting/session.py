@@ -7,6 +7,7 @@ import re
 import socket
 import sys
 import zipfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -47,6 +48,32 @@ def require_spark_master(master: str | None, timeout_s: float = MASTER_CHECK_S) 
             errors.append(f"{address}: {err.strerror or err}")
     raise SparkMasterUnreachable(
         f"Spark master {master} is unreachable ({'; '.join(errors)}); nothing was started"
+    )
+
+
+# Spark's own protections for what the driver sends its executors (tasks carry the Kafka
+# client settings, credentials included).
+_TRANSPORT_SECURITY = ("spark.authenticate", "spark.network.crypto.enabled")
+
+
+def transport_warning(master: str | None, conf: Mapping[str, str]) -> str | None:
+    """Why the job's Kafka credentials would cross the network unprotected, or None: a
+    ``spark://`` master (any of its standbys) off loopback, with Spark's authentication or RPC
+    encryption not on in ``conf`` (the session's settings, spark-defaults.conf included)."""
+    from drkit.listening import is_loopback
+
+    if master is None or not master.startswith("spark://"):
+        return None
+    addresses = master.removeprefix("spark://").split(",")
+    if all(is_loopback(urlsplit(f"//{address}").hostname or "") for address in addresses):
+        return None
+    off = [key for key in _TRANSPORT_SECURITY if conf.get(key, "false").lower() != "true"]
+    if not off:
+        return None
+    return (
+        f"Spark master {master}: {', '.join(off)} not true - the job's tasks carry the Kafka "
+        "credentials to the executors unauthenticated or in clear; set them (and "
+        "spark.authenticate.secret) in $SPARK_CONF_DIR/spark-defaults.conf, mode 0600"
     )
 
 

@@ -13,7 +13,7 @@ from typing import cast
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, wait_fixed
 
 from drkit.accounting import job
-from drkit.accounting.session import build_session, job_archive
+from drkit.accounting.session import build_session, job_archive, transport_warning
 from drkit.accounting.sparkjob.schema import SCHEMA, SCHEMAS, Summary
 from drkit.accounting.spec import build_spec, java_options, jvm_properties
 from drkit.config.model import DrkitConfig, FlowConfig
@@ -48,6 +48,9 @@ def verify(
     try:
         properties = java_options(jvm_properties(spec))
         spark = build_session(master, f"drkit verify {flow.name}", verbose, properties)
+        warning = transport_warning(master, dict(spark.sparkContext.getConf().getAll()))
+        if warning:
+            log.warning(warning)
         if master is not None and not master.startswith("local"):
             # Executors on other machines may not have drkit installed: ship the job's stages
             # (what spark-submit's --py-files does on the cluster path).
