@@ -83,21 +83,40 @@ class _UniqueKeyLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep)
 
 
-def load_config_text(
-    text: str, source: str = "<config>", env: Mapping[str, str] | None = None
-) -> DrkitConfig:
-    """Parse, interpolate and validate YAML text (see module docstring for the contract)."""
+def yaml_problem(err: yaml.YAMLError) -> Problem:
+    """A YAML syntax error as one problem: where (line and column, from 1) and what, with what
+    the parser was reading when it failed and where that began - PyYAML's own message spans
+    five lines, quoting the text with a caret under it."""
+    mark = getattr(err, "problem_mark", None)
+    where = f"line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+    reason = getattr(err, "problem", None) or "not valid YAML"
+    context = getattr(err, "context", None)
+    if context:
+        began = getattr(err, "context_mark", None)
+        at = f" at line {began.line + 1}, column {began.column + 1}" if began is not None else ""
+        reason = f"{reason} ({context}{at})"
+    return Problem(where, f"invalid YAML: {reason}")
+
+
+def parse_yaml(text: str, source: str) -> Any:
+    """``text`` parsed by YAML's safe loader - a key given twice and nesting deeper than
+    :data:`MAX_DEPTH` refused - or a ConfigError naming ``source``, the line and column and
+    the problem in one line: drkit's config and a drill's scenario alike."""
     try:
-        raw = yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader
+        return yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader
     except RecursionError:  # the depth limit above keeps it away; never a traceback
         raise ConfigError(
             [Problem("", f"invalid YAML: {NESTED_TOO_DEEPLY}")], source=source
         ) from None
     except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f"line {mark.line + 1}" if mark is not None else ""
-        reason = getattr(err, "problem", None) or "not valid YAML"
-        raise ConfigError([Problem(where, f"invalid YAML: {reason}")], source=source) from None
+        raise ConfigError([yaml_problem(err)], source=source) from None
+
+
+def load_config_text(
+    text: str, source: str = "<config>", env: Mapping[str, str] | None = None
+) -> DrkitConfig:
+    """Parse, interpolate and validate YAML text (see module docstring for the contract)."""
+    raw = parse_yaml(text, source)
     if not isinstance(raw, dict):
         raise ConfigError([Problem("", "the top level must be a mapping")], source=source)
     if _expands_beyond(raw, MAX_VALUES):

@@ -13,10 +13,9 @@ from __future__ import annotations
 from enum import StrEnum
 from pathlib import Path
 
-import yaml
 from pydantic import Field, ValidationError, model_validator
 
-from drkit.config.loader import read_text_file
+from drkit.config.loader import parse_yaml, read_text_file
 from drkit.config.model import FrozenModel
 from drkit.errors import ConfigError, Problem
 from drkit.failover.model import Procedure, StepName
@@ -161,11 +160,9 @@ def resolve(name_or_path: str) -> Path:
 
 def load_scenario(name_or_path: str) -> Scenario:
     path = resolve(name_or_path)
-    text = read_text_file(path)
-    try:
-        raw = yaml.safe_load(text)
-    except yaml.YAMLError as err:
-        raise ConfigError([Problem("", f"invalid YAML: {err}")], source=str(path)) from None
+    # One line naming the file, line, column and problem, as drkit.yaml's errors are - PyYAML's
+    # own message spanned five lines (issue 45).
+    raw = parse_yaml(read_text_file(path), str(path))
     try:
         return Scenario.model_validate(raw)
     except ValidationError as err:

@@ -285,7 +285,7 @@ def test_what_validated_before_but_misled_is_refused_with_its_cause() -> None:
     assert "separate bootstrap servers with ',', not ';'" in semi["clusters.dc1.bootstrap_servers"]
     twice = problems_of("clusters:\n  dc1: {bootstrap_servers: 'a:1'}\n"
                         "  dc1: {bootstrap_servers: 'b:1'}\n")  # fmt: skip
-    assert twice == {"line 3": "invalid YAML: 'dc1' is given twice in one mapping"}, twice
+    assert twice == {"line 3, column 3": "invalid YAML: 'dc1' is given twice in one mapping"}, twice
     hooked = problems_of(MINIMAL + "failover:\n  hooks: [{when: before, step: move_pointr, "
                          "command: ['true']}]\n")  # fmt: skip
     assert "no runbook has a step 'move_pointr'" in hooked["failover.hooks[0].step"]

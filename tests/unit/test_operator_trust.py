@@ -123,3 +123,27 @@ def test_write_spec_into_a_missing_directory_is_refused_naming_it(tmp_path: Path
     ), done.output
     assert not (tmp_path / "no").exists()
     assert not (tmp_path / "drkit.db").exists()  # refused before the store or a cluster
+
+
+# -- item 6: a drill scenario that is not valid YAML --------------------------------------------
+
+
+def test_a_scenario_with_a_yaml_syntax_error_is_one_line_naming_file_line_and_column(
+    tmp_path: Path,
+) -> None:
+    """PyYAML's message spanned five lines (the text quoted, a caret under it) and named no
+    column in drkit's words; drkit.yaml's errors were already one line."""
+    scenario = tmp_path / "broken.yaml"
+    scenario.write_text("name: broken\nworkload:\n  topics: [orders\n  groups: 2\n")
+    done = _drkit(tmp_path, "drill", "run", str(scenario))
+    assert done.exit_code == 2, done.output
+    lines = done.output.strip().splitlines()
+    assert len(lines) == 1, done.output
+    assert lines[0].startswith(f"error: {scenario}: line 4, column 9: invalid YAML: "), lines[0]
+    assert "expected ',' or ']', but got ':'" in lines[0], lines[0]
+    assert "(while parsing a flow sequence at line 3, column 11)" in lines[0], lines[0]
+    twice = tmp_path / "twice.yaml"
+    twice.write_text("name: a\nname: b\n")
+    done = _drkit(tmp_path, "drill", "run", str(twice))
+    assert done.exit_code == 2, done.output
+    assert f"{twice}: line 2, column 1: invalid YAML: 'name' is given twice" in done.output
