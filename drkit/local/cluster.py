@@ -871,13 +871,42 @@ class LocalKafka:
         stopped = [broker for broker in chosen if not self._alive(state, broker)]
         self._require_ports_free([(state, broker) for broker in stopped])
         jars = resolve_bundle("kafka") if stopped else None
-        for broker in stopped:
-            assert jars is not None
-            broker.pid = self._start(state, broker, jars)
-        self._save(state)
-        self._wait_ready(state, timeout_s)
+        started: list[BrokerState] = []
+        try:
+            for broker in stopped:
+                assert jars is not None
+                broker.pid = self._start(state, broker, jars)
+                started.append(broker)
+            self._save(state)
+            self._wait_ready(state, timeout_s)
+        except BaseException as err:  # not ready, Ctrl-C: what this start began is stopped
+            said = self._undo_start_broker(state, started)
+            if not isinstance(err, DrkitError):
+                raise
+            failed = LocalClusterError(f"{err}; {said}" if said else str(err))
+            failed.exit_code = err.exit_code
+            raise failed from err
         running = [broker.node_id for broker in chosen if broker not in stopped]
         return [broker.node_id for broker in stopped], running
+
+    def _undo_start_broker(self, state: LocalClusterState, started: list[BrokerState]) -> str:
+        """Stop the brokers a failed ``start`` started (as ``up`` does, :meth:`_undo_start`):
+        which it stopped, and which are left running (they ran before) and how to stop them."""
+        for broker in started:
+            self._signal(state, broker, signal.SIGTERM, wait_s=10.0)
+        self._save(state)
+        left = [b.node_id for b in state.brokers if self._alive(state, b)]
+        said = []
+        if started:
+            ids = ", ".join(str(b.node_id) for b in started)
+            said.append(f"stopped what this start started: {state.name} broker(s) {ids}")
+        if left:
+            ids = ", ".join(str(i) for i in left)
+            said.append(
+                f"left running: {state.name} broker(s) {ids} (running before); "
+                f"'drkit local stop {state.name}' stops them"
+            )
+        return "; ".join(said)
 
     def _signal(
         self, state: LocalClusterState, broker: BrokerState, sig: int, wait_s: float

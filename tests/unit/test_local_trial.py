@@ -297,3 +297,35 @@ def test_a_port_held_by_another_process_is_named_before_any_broker_starts(
             assert f"127.0.0.1:{port['port']} is in use" in done.output, done.output
         assert time.monotonic() - began < 5
     assert fake.started == []
+
+
+# -- issue 45, item 8: a `start` whose brokers never become ready ---------------------------------
+
+
+def test_a_start_that_times_out_stops_the_brokers_it_started_and_says_which(
+    tmp_path: Path, fake: FakeBrokers
+) -> None:
+    """`up` stopped what it started when readiness failed; `start` left its brokers running,
+    half-up, without a word."""
+    assert _run(tmp_path, "up", "--brokers", "2").exit_code == 0
+    assert _run(tmp_path, "kill", "dc1").exit_code == 0
+    fake.not_ready.add("dc1")
+    done = _run(tmp_path, "start", "dc1")
+    assert done.exit_code == 1, done.output
+    assert "dc1 did not become ready" in done.output, done.output
+    assert "stopped what this start started: dc1 broker(s) 1, 2" in done.output, done.output
+    assert "Traceback" not in done.output
+    state = json.loads((tmp_path / "local" / "dc1" / "cluster.json").read_text())
+    assert [b["pid"] for b in state["brokers"]] == [None, None]
+    assert len(fake.alive) == 2  # dc2's, untouched
+    # One broker running before: only the one this start began is stopped, the other named.
+    fake.not_ready.clear()
+    assert _run(tmp_path, "start", "dc1", "--broker", "2").exit_code == 0
+    fake.not_ready.add("dc1")
+    done = _run(tmp_path, "start", "dc1")
+    assert done.exit_code == 1, done.output
+    assert "stopped what this start started: dc1 broker(s) 1;" in done.output, done.output
+    assert "left running: dc1 broker(s) 2 (running before); 'drkit local stop dc1'" in (
+        done.output
+    ), done.output
+    assert len(fake.alive) == 3
