@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import logging
+import socket
 import threading
 from dataclasses import replace
+from functools import partial
 
 import click
 
@@ -13,10 +16,15 @@ from drkit.cli.context import (
     complete_flows,
     config_option,
     pass_app,
+    say,
     tls_files,
     tls_options,
 )
-from drkit.errors import ConfigError, Problem
+from drkit.config.model import DrkitConfig, FlowConfig
+from drkit.errors import ConfigError, Problem, UnreachableClusterError
+from drkit.kafka.clients import ClusterEndpoint, not_answering
+from drkit.kafka.interruptible import InFlight
+from drkit.listening import binding
 from drkit.replication.assignment import StartFrom
 from drkit.replication.client_settings import WorkerSettings
 from drkit.replication.service import (
@@ -116,6 +124,8 @@ def replicate(
     In-flight records are delivered and progress is stored on the target before exit.
     Exit code 10: a flow stopped on an error it cannot ride out - e.g. a record the target
     refuses (the log names topic, partition and offset; nothing after it was skipped).
+    Exit code 3 at start: a cluster of every selected flow does not answer (named with its
+    address); a cluster only some flows need is a warning, and the others run.
     """
     tls = tls_files(tls_cert, tls_key)
     if tls is not None and not metrics_port:
@@ -124,7 +134,10 @@ def replicate(
                      "nothing listens")]
         )  # fmt: skip
     config = app.config(config_file)
-    select_flows(config, flows)  # fail fast on unknown flows, before forking
+    chosen = select_flows(config, flows)  # fail fast on unknown flows, before forking
+    if metrics_port:  # bad input before an unreachable cluster: exit 2 keeps its meaning
+        _refuse_taken_ports(metrics_host, metrics_port, workers)
+    _require_clusters_answering(config, chosen)
     identity = worker_id or default_worker_id()
     options = ServiceOptions(
         flows=flows,
@@ -155,6 +168,47 @@ def replicate(
         assert app.config_path is not None
         code = run_workers(app.config_path, options, stop)
     raise SystemExit(code)
+
+
+def _refuse_taken_ports(host: str, port: int, workers: int) -> None:
+    """Refuse (ConfigError naming --metrics-port) a port another process listens on - each
+    worker's, PORT+i - before the clusters are asked (the workers bind them themselves)."""
+    for index in range(workers):
+        with binding("--metrics-port", host, port + index):
+            family, kind, proto, _name, address = socket.getaddrinfo(
+                host, port + index, type=socket.SOCK_STREAM
+            )[0]
+            with socket.socket(family, kind, proto) as probe:
+                probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server
+                probe.bind(address)
+
+
+def _require_clusters_answering(config: DrkitConfig, chosen: list[FlowConfig]) -> None:
+    """Issue 45: a source or target that is down, refused or not Kafka is told at start, in
+    seconds and one line naming the cluster and its address (exit 3) - the flows retried for
+    ever, and librdkafka's own errors were all the operator saw.  Every cluster is asked at
+    once (drkit.kafka.clients.not_answering, as ``clusters check`` asks).  When some flows
+    have both clusters answering, those run: each cluster that does not is a warning naming
+    the flows that wait for it (they start once it answers, as after any outage)."""
+    aliases = list(dict.fromkeys(a for flow in chosen for a in (flow.source, flow.target)))
+    asked = {
+        alias: InFlight(partial(not_answering, ClusterEndpoint(alias, config.clusters[alias])))
+        for alias in aliases
+    }
+    down = {
+        alias: UnreachableClusterError(alias, config.clusters[alias].bootstrap_servers, why)
+        for alias, check in asked.items()
+        if (why := check.wait()) is not None
+    }
+    if not down:
+        return
+    runnable = [f.name for f in chosen if f.source not in down and f.target not in down]
+    if not runnable:
+        raise next(iter(down.values()))  # the first flow's source first: one line
+    for alias, error in down.items():
+        waiting = [f.name for f in chosen if alias in (f.source, f.target)]
+        say(f"{error}: {', '.join(waiting)} wait for it; replicating {', '.join(runnable)}",
+            logging.WARNING, cluster=alias)  # fmt: skip
 
 
 COMMANDS = [replicate]

@@ -6,6 +6,8 @@ No broker runs here: clusters are addresses nothing listens on, stores are SQLit
 from __future__ import annotations
 
 import json
+import socket
+import time
 from pathlib import Path
 
 from click.testing import CliRunner, Result
@@ -147,3 +149,31 @@ def test_a_scenario_with_a_yaml_syntax_error_is_one_line_naming_file_line_and_co
     done = _drkit(tmp_path, "drill", "run", str(twice))
     assert done.exit_code == 2, done.output
     assert f"{twice}: line 2, column 1: invalid YAML: 'name' is given twice" in done.output
+
+
+# -- item 2: replicate with a cluster that does not answer --------------------------------------
+
+
+def test_replicate_with_a_refused_cluster_says_so_in_one_line_in_seconds(tmp_path: Path) -> None:
+    """It retried for ever, printing librdkafka's errors; now the start-up check `clusters
+    check` and `verify` use names the cluster and its address: exit 3, nothing started."""
+    config = _config(tmp_path, _BOTH_WAYS.replace(", {source: dc2, target: dc1}", ""))
+    started = time.monotonic()
+    done = _drkit(tmp_path, "replicate", "--config", config)
+    took = time.monotonic() - started
+    assert done.exit_code == 3, done.output
+    lines = done.output.strip().splitlines()
+    assert len(lines) == 1, done.output
+    assert lines[0].startswith("error: cluster 'dc1' at 127.0.0.1:1 is unreachable (no bootstrap")
+    assert "Traceback" not in done.output
+    assert took < 7.5, took  # told at once, not after a client's retries
+    # A taken --metrics-port is still bad input (exit 2), told before the clusters are asked.
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        done = _drkit(tmp_path, "replicate", "--metrics-port", str(port), "--config", config)
+    assert done.exit_code == 2, done.output
+    assert f"--metrics-port: cannot listen on 127.0.0.1:{port}: Address already in use" in (
+        done.output
+    ), done.output
