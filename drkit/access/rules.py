@@ -217,6 +217,20 @@ def missing(
     )
 
 
+def newly_checked(existing: Iterable[AclEntry], added: Iterable[AclEntry]) -> tuple[Resource, ...]:
+    """The resources of ``added`` that no ACL of ``existing`` applies to throughout: once
+    ``added`` exist, Kafka's authorizer checks ACLs there, so on a cluster that lets everyone in
+    where no ACL is found (``allow.everyone.if.no.acl.found``) every principal the new ACLs do
+    not name - the applications - is locked out of them (``drkit acls --apply`` warns)."""
+    have = [entry.resource for entry in existing]
+    closed: list[Resource] = []
+    for entry in added:
+        resource = entry.resource
+        if resource not in closed and not any(h.covers(resource) for h in have):
+            closed.append(resource)
+    return tuple(sorted(closed))
+
+
 _LITERAL_REGEX = re.compile(r"(?:[A-Za-z0-9_-]|\\[.-])+")
 _LOOSE_NAME = re.compile(r"[A-Za-z0-9._-]+")
 

@@ -2,23 +2,31 @@
 
 from __future__ import annotations
 
+import logging
+from typing import TYPE_CHECKING
+
 import click
 
 from drkit.access import doctor as doctor_checks
 from drkit.access.roles import role_needs
+from drkit.access.rules import AclEntry, newly_checked
 from drkit.cli.context import (
     PRINCIPAL,
     AppContext,
     check_timeout_option,
     complete_clusters,
     config_option,
+    confirm,
     echo_document,
     output_option,
     pass_app,
     say,
 )
 from drkit.config.model import Role
-from drkit.errors import ConfigError, ExitCode, Problem
+from drkit.errors import ConfigError, DrkitError, ExitCode, Problem
+
+if TYPE_CHECKING:
+    from drkit.kafka import KafkaAdmin
 
 
 @click.command("acls")
@@ -43,6 +51,13 @@ from drkit.errors import ConfigError, ExitCode, Problem
 )
 @click.option("--apply", is_flag=True, help="Create them, with the cluster's credentials.")
 @click.option(
+    "--yes",
+    "-y",
+    is_flag=True,
+    help="With --apply: create them without asking where they lock other principals out (the "
+    "first ACL on a resource of a cluster that lets everyone in where no ACL is found).",
+)
+@click.option(
     "--with-optional",
     is_flag=True,
     help="Also the optional ones: grants the role works without but uses to do its job faster "
@@ -57,6 +72,7 @@ def acls(
     alias: str,
     principal: str | None,
     apply: bool,
+    yes: bool,
     with_optional: bool,
     config_file: str | None,
     output: str,
@@ -122,8 +138,49 @@ def acls(
     if apply and entries:
         from drkit.kafka import ClusterEndpoint, KafkaAdmin
 
-        KafkaAdmin(ClusterEndpoint(alias, config.clusters[alias])).create_entries(entries)
+        admin = KafkaAdmin(ClusterEndpoint(alias, config.clusters[alias]))
+        declared = config.clusters[alias].allow_everyone_if_no_acl
+        _confirm_lockout(admin, alias, who, entries, declared, yes)
+        admin.create_entries(entries)
         say(f"created {len(entries)} ACL(s) for {who} on {alias}")
+
+
+ALLOW_EVERYONE = "allow.everyone.if.no.acl.found"
+
+
+def _confirm_lockout(
+    admin: KafkaAdmin, alias: str, who: str, entries: list[AclEntry], declared: bool, yes: bool
+) -> None:
+    """Issue 45: on a cluster without ACLs that lets everyone in, the first ALLOW on a
+    resource (``*``: every topic) locks every other principal out of it - the applications
+    stopped, unwarned.  Warn naming the resources and ask (``--yes``; without a terminal:
+    refused, exit 2).  The brokers' ``allow.everyone.if.no.acl.found`` decides when they show
+    it - Kafka reports a setting it does not define itself without its value - else the
+    config's ``allow_everyone_if_no_acl`` (``declared``), and the warning says it is the
+    config's word."""
+    existing = admin.acl_entries()
+    closed = newly_checked(existing, entries)
+    if not closed:
+        return
+    try:
+        shown = admin.broker_configs().get(ALLOW_EVERYONE)
+    except DrkitError:  # no DESCRIBE_CONFIGS: not known here, the config's word counts
+        shown = None
+    setting = shown.value.strip().lower() if shown is not None and shown.value else None
+    if setting == "false" or (setting is None and not declared):  # deny by default
+        return
+    names = [str(resource) for resource in closed]
+    what = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
+    where = "no ACL at all" if not existing else f"no ACL on {what}"
+    if setting == "true":
+        why = f"{ALLOW_EVERYONE}=true"
+    else:
+        why = (f"clusters.{alias}.allow_everyone_if_no_acl is true (its brokers do not show "
+               f"{ALLOW_EVERYONE}; set it false if they deny by default)")  # fmt: skip
+    say(f"{alias} has {where} and {why}: every principal may use {what} now, and once these "
+        f"ACLs exist only {who} and the super users may - grant the other principals (the "
+        "applications) their ACLs first", logging.WARNING, cluster=alias)  # fmt: skip
+    confirm(f"Create {len(entries)} ACL(s) for {who} on {alias} anyway?", yes)
 
 
 @click.command("doctor")

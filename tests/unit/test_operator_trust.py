@@ -177,3 +177,38 @@ def test_replicate_with_a_refused_cluster_says_so_in_one_line_in_seconds(tmp_pat
     assert f"--metrics-port: cannot listen on 127.0.0.1:{port}: Address already in use" in (
         done.output
     ), done.output
+
+
+# -- item 1: acls --apply on a cluster that lets everyone in -------------------------------------
+
+
+def test_the_resources_new_acls_close_are_those_no_existing_acl_covers() -> None:
+    """The first ACL on a resource makes the authorizer check ACLs there: with
+    allow.everyone.if.no.acl.found every principal it does not name is locked out."""
+    from drkit.access.rules import (
+        AclEntry,
+        Operation,
+        PatternType,
+        Resource,
+        ResourceType,
+        newly_checked,
+    )
+
+    every = Resource(ResourceType.TOPIC, "*")
+    prefixed = Resource(ResourceType.TOPIC, "dc1.", PatternType.PREFIXED)
+    orders = Resource(ResourceType.TOPIC, "orders")
+    group = Resource(ResourceType.GROUP, "g")
+    added = [
+        AclEntry("User:r", every, Operation.DESCRIBE),
+        AclEntry("User:r", prefixed, Operation.WRITE),
+        AclEntry("User:r", prefixed, Operation.CREATE),
+        AclEntry("User:r", group, Operation.READ),
+    ]
+    assert newly_checked([], added) == tuple(sorted({every, prefixed, group}))
+    others = [AclEntry("User:app", orders, Operation.READ)]  # covers none of them
+    assert newly_checked(others, added) == tuple(sorted({every, prefixed, group}))
+    covering = [AclEntry("User:app", every, Operation.READ)]  # ACLs checked on every topic
+    assert newly_checked(covering, added) == (group,)
+    shorter = [AclEntry("User:app", Resource(ResourceType.TOPIC, "dc", PatternType.PREFIXED),
+                        Operation.READ)]  # fmt: skip
+    assert newly_checked(shorter, added) == tuple(sorted({every, group}))
