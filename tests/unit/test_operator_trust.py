@@ -6,13 +6,17 @@ No broker runs here: clusters are addresses nothing listens on, stores are SQLit
 from __future__ import annotations
 
 import json
+import re
 import socket
+import threading
 import time
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner, Result
 
 from drkit.cli import cli
+from drkit.errors import UnreachableClusterError
 
 _BOTH_WAYS = (
     "clusters:\n  dc1: {bootstrap_servers: '127.0.0.1:1'}\n"
@@ -212,3 +216,55 @@ def test_the_resources_new_acls_close_are_those_no_existing_acl_covers() -> None
     shorter = [AclEntry("User:app", Resource(ResourceType.TOPIC, "dc", PatternType.PREFIXED),
                         Operation.READ)]  # fmt: skip
     assert newly_checked(shorter, added) == tuple(sorted({every, group}))
+
+
+def _answers_as_kafka(connection: socket.socket) -> None:
+    """Kafka's answer header to drkit's first request: size, then its correlation id."""
+    request = connection.recv(64)
+    connection.sendall((4).to_bytes(4, "big") + request[8:12])
+    connection.close()
+
+
+def test_replicate_runs_the_flows_whose_clusters_answer_and_names_the_one_that_does_not(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A cluster only some flows need does not hold the others back: it is a warning naming
+    those flows (they start once it answers, as after any outage)."""
+    from drkit.cli.replicate_cmd import _require_clusters_answering
+    from drkit.config.loader import load_config
+
+    server = socket.create_server(("127.0.0.1", 0))
+    port = server.getsockname()[1]
+    stop = threading.Event()
+
+    def serve() -> None:
+        server.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                connection, _ = server.accept()
+            except TimeoutError:
+                continue
+            _answers_as_kafka(connection)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        path = _config(tmp_path, (
+            f"clusters:\n  dc1: {{bootstrap_servers: '127.0.0.1:{port}'}}\n"
+            f"  dc2: {{bootstrap_servers: '127.0.0.1:{port}'}}\n"
+            "  dc3: {bootstrap_servers: '127.0.0.1:1'}\n"
+            "flows: [{source: dc1, target: dc2}, {source: dc3, target: dc2}]\n"
+        ))  # fmt: skip
+        config = load_config(path)
+        _require_clusters_answering(config, list(config.flows))
+        said = capsys.readouterr().err
+        assert said.startswith("warning: cluster 'dc3' at 127.0.0.1:1 is unreachable"), said
+        assert said.rstrip().endswith(": dc3->dc2 wait for it; replicating dc1->dc2"), said
+        with pytest.raises(
+            UnreachableClusterError, match=re.escape("cluster 'dc3' at 127.0.0.1:1")
+        ):
+            _require_clusters_answering(config, [config.flows[1]])
+    finally:
+        stop.set()
+        thread.join(2)
+        server.close()
