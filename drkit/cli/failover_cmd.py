@@ -40,6 +40,7 @@ from drkit.cli.context import (
     output_option,
     pass_app,
     say,
+    writable_file,
 )
 from drkit.config.loader import known_cluster
 from drkit.config.model import TOPIC_NAME, DrkitConfig, Role
@@ -457,6 +458,8 @@ def failback(
     """Return to the original primary: capture its divergent tail, replicate back, switch over."""
     if export_file and export_topic:
         raise ConfigError([Problem("--export-file/--export-topic", "choose one")])
+    if export_file:  # a missing directory is refused, as for every output file (issue 45)
+        writable_file("--export-file", export_file)
     if export_file and Path(export_file).exists():
         # The tail is the only copy of records nobody replicated: never written over one.
         why = f"{export_file} exists (an earlier tail?): name a new file or move it away"

@@ -268,3 +268,18 @@ def test_replicate_runs_the_flows_whose_clusters_answer_and_names_the_one_that_d
         stop.set()
         thread.join(2)
         server.close()
+
+
+def test_a_failback_export_file_in_a_missing_directory_is_refused_before_anything(
+    tmp_path: Path,
+) -> None:
+    """The tail step created the directory silently, after the fence; refused up front now, as
+    --write-spec and every other output file is."""
+    missing = tmp_path / "no" / "such"
+    done = _drkit(tmp_path, "failback", "--to", "dc1", "--from", "dc2", "--export-file",
+                  str(missing / "tail.jsonl"), "--yes", "--config", _config(tmp_path))  # fmt: skip
+    assert done.exit_code == 2, done.output
+    assert f"--export-file: cannot write {missing / 'tail.jsonl'}: {missing} does not exist" in (
+        done.output
+    ), done.output
+    assert not (tmp_path / "no").exists() and not (tmp_path / "drkit.db").exists()
