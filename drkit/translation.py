@@ -55,6 +55,17 @@ gaps, restarts, truncation and trimming):
    (a switchover, and back) so moves a group that read the first cluster's topic through its
    replica on the second.
 
+9. Unverified syncs (drkit/signing.py): offset-sync records whose MAC fails are not runs, but
+   the source ranges they claim that no verified run covers (below progress) are
+   ``PartitionMapping.doubt``: records there may have been replicated without the map knowing
+   where.  When ``T`` would be a first-position-not-skipping answer (``MAPPED``: a gap, before
+   the map, past it) and a doubted range lies between ``S`` and the record ``T`` points at,
+   ``T`` falls back to the end of the last verified copy below ``S`` (the target log start
+   when there is none), flagged ``UNVERIFIED``: more re-reads, never a skip - as long as the
+   copies are in source order (a crash re-replication can reorder them; then the answer is
+   flagged ``REORDERED`` as well when the verified runs show it).  An exact answer (the record
+   at ``S`` verified) is kept.  The way back (invariant 8) refuses a doubted mapping.
+
 The runs are kept as a :class:`~drkit.replication.run_map.RunTable` (compact columns, indexes
 computed once per snapshot): one translation is a binary search plus, for re-reads, a walk over
 the runs a crash re-replication left behind - independent of how many runs the map holds.
@@ -91,6 +102,7 @@ class Flag(StrEnum):
     BEYOND_TARGET_END = "beyond_target_end"
     SPLIT_PARTITION = "split_partition"  # source partition spread over target partitions
     REORDERED = "reordered"  # a later record's only copy precedes S's copy: T moved back
+    UNVERIFIED = "unverified"  # unverified syncs may hide copies after S: T moved back (9)
 
 
 @dataclass(frozen=True)
@@ -180,6 +192,9 @@ class PartitionMapping:
     hashed: bool = False
     split: bool = False  # runs point at more than one target partition
     adopted: Mm2Syncs | None = None  # MirrorMaker 2's syncs below drkit's adoption point
+    # Source ranges (start, end) unverified offset syncs claim and no verified run covers
+    # (invariant 9): sorted, disjoint.
+    doubt: tuple[tuple[int, int], ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "runs", RunTable.of(self.runs))  # ValueError unless sorted
@@ -264,7 +279,18 @@ def translate(
     else:
         target_offset, method = table.dst_end, Method.MAPPED
         flags.add(Flag.PAST_REPLICATED)
+    if mapping.doubt and head is None:
+        upto = starts[index + 1] if index + 1 < len(starts) else None
+        if _doubted(mapping.doubt, source_offset, upto):
+            below = dsts[index] + table.length[index] if index >= 0 else bounds.start
+            target_offset = min(target_offset, below)
+            flags.add(Flag.UNVERIFIED)
     return _finish(source_offset, mapping, target_offset, method, flags, bounds, source_end)
+
+
+def _doubted(doubt: Sequence[tuple[int, int]], start: int, end: int | None) -> bool:
+    """Whether a doubted range meets the source offsets ``[start, end)`` (None: no end)."""
+    return any(b > start and (end is None or a < end) for a, b in doubt)
 
 
 NO_REPLICA = "no replica on the target"
@@ -340,6 +366,8 @@ def _no_way_back(mapping: PartitionMapping) -> str:
         return "the replica's copies are not in source order: no exact way back"
     if mapping.adopted is not None and not len(mapping.table):
         return "below drkit's adoption point"
+    if mapping.doubt:
+        return "offset syncs that failed verification may hide copies: no exact way back"
     return ""
 
 
@@ -394,6 +422,7 @@ def stable_below(older: PartitionMapping, newer: PartitionMapping) -> int:
     if (
         older.target != newer.target
         or older.adopted is not newer.adopted
+        or older.doubt != newer.doubt
         or newer.hashed
         or newer.split
         or older.hashed

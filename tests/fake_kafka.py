@@ -12,7 +12,8 @@ producer's principal may not write is refused (TOPIC_AUTHORIZATION_FAILED), and 
 is down raises UnreachableClusterError from ``wait_ready`` and RetriableKafkaError from
 everything else.
 
-It is not a broker: no records, no replication, no timing; deadlines (``timeout_s``) are
+It is not a broker: no records (but for :meth:`FakeCluster.write`'s log, with headers, that a
+test reads back as drkit's readers would), no replication, no timing; deadlines (``timeout_s``) are
 ignored.  Behaviour of real brokers is covered by the adapter's contract tests
 (tests/integration/test_kafka_adapter.py).  ``calls`` records every port call by name, so a
 test can assert what was (not) asked; :meth:`FakeCluster.before_next` makes the world change
@@ -24,6 +25,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from drkit.access.rules import (
     ANY_USER,
@@ -37,7 +39,8 @@ from drkit.access.rules import (
     authorized,
 )
 from drkit.clock import time_left
-from drkit.control.channel import ChannelAck, ChannelFactory, ChannelView
+from drkit.config.model import FlowConfig
+from drkit.control.channel import ChannelAck, ChannelFactory, ChannelView, ControlChannel
 from drkit.control.model import DesiredState, FlowDirective
 from drkit.errors import FatalKafkaError, KafkaError, RetriableKafkaError, UnreachableClusterError
 from drkit.kafka.acls import (
@@ -54,8 +57,10 @@ from drkit.kafka.admin_base import (
     TopicSpec,
 )
 from drkit.kafka.clients import ClusterEndpoint
+from drkit.kafka.keyed_topic import Accept, KeyedValue, Sign, encode_document, keep_latest
 from drkit.kafka.ports import AdminFactory, ClusterAdmin
-from drkit.records import TopicPartition
+from drkit.records import Headers, TopicPartition
+from drkit.replication.internal_topics import control_topic
 
 
 @dataclass
@@ -103,6 +108,9 @@ class FakeCluster:
         self._fail_after: dict[str, KafkaError] = {}
         self.channels: dict[str, dict[str, object]] = {}  # flow -> its control channel
         self.channel_offset = 0
+        # Records kept with their content, for the few topics a test writes them to
+        # (write/read): (key, value, headers) per topic, partition 0, in offset order.
+        self.logs: dict[str, list[tuple[bytes | None, bytes | None, Headers]]] = {}
 
     # -- setting the scene ------------------------------------------------------------------
 
@@ -132,6 +140,29 @@ class FakeCluster:
         part = self._partition(TopicPartition(topic, partition))
         part.end += count
         return part.end
+
+    def write(
+        self,
+        topic: str,
+        key: bytes | None,
+        value: bytes | None,
+        headers: Headers = (),
+        principal: str = ANY_USER,
+    ) -> int:
+        """Write one record with its content and headers to partition 0 of ``topic`` (created
+        with one partition if missing), refused like :meth:`append`; returns its offset."""
+        self._answer("produce")
+        if topic not in self.topics:
+            self.add_topic(topic)
+        self.append(topic, 0, 1, principal=principal)
+        log = self.logs.setdefault(topic, [])
+        log.append((key, value, tuple(headers)))
+        return len(log) - 1
+
+    def read(self, topic: str) -> list[tuple[bytes | None, bytes | None, Headers, int]]:
+        """Every record :meth:`write` put in ``topic``: (key, value, headers, offset)."""
+        self._answer("fetch")
+        return [(k, v, h, offset) for offset, (k, v, h) in enumerate(self.logs.get(topic, []))]
 
     def append_invisible(self, topic: str, partition: int = 0, count: int = 1) -> int:
         """Offsets no read_committed consumer sees (aborted records, transaction markers)."""
@@ -512,6 +543,45 @@ class FakeChannel:
 
     def close(self) -> None:
         pass
+
+
+class FakeKeyedTopic:
+    """A keyed topic (drkit.kafka.keyed_topic) over a fake cluster's record log: documents
+    written with ``sign``'s headers, read back through the real fold (``keep_latest``) - so a
+    record another client writes beside them (``FakeCluster.write``) is read as a broker would
+    serve it, headers and all."""
+
+    def __init__(self, cluster: FakeCluster, topic: str, sign: Sign, accept: Accept) -> None:
+        self.cluster, self.topic = cluster, topic
+        self._sign, self._accept = sign, accept
+        self._latest: dict[str, KeyedValue] = {}
+        self._next = 0  # incremental, as the real topic's tailer reads
+
+    def put(self, key: str, value: dict[str, Any], timeout_s: float = 10.0) -> None:
+        key_bytes, value_bytes = key.encode(), encode_document(value)
+        headers = tuple(self._sign(key_bytes, value_bytes))
+        self.cluster.write(self.topic, key_bytes, value_bytes, headers)  # type: ignore[arg-type]
+
+    def latest(self, timeout_s: float = 5.0) -> dict[str, KeyedValue]:
+        records = self.cluster.read(self.topic)[self._next :]
+        self._next += len(records)
+        keep_latest(records, self._accept, self._latest)
+        return dict(self._latest)
+
+    def close(self) -> None:
+        pass
+
+
+def signed_channel(cluster: FakeCluster, flow: FlowConfig, key: bytes) -> ControlChannel:
+    """``flow``'s real control channel (signing, verifying) over ``cluster``'s record log."""
+    topic = control_topic(flow.source)
+    return ControlChannel(
+        ClusterEndpoint.plain(cluster.alias, "127.0.0.1:1"),
+        flow.name,
+        topic,
+        lambda: key,
+        make_topic=lambda sign, accept: FakeKeyedTopic(cluster, topic, sign, accept),
+    )
 
 
 def fake_channels(clusters: FakeClusters) -> ChannelFactory:

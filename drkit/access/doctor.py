@@ -233,16 +233,18 @@ def own_topics(config: DrkitConfig, alias: str) -> list[str]:
 
 
 def own_topic_findings(config: DrkitConfig, facts: ClusterFacts) -> list[DoctorFinding]:
-    """Who besides drkit's roles could write drkit's own topics here: a forged offset sync
-    makes a failover commit wrong positions, a forged directive pauses or stops a flow, and
-    nothing would notice. One warning per way in; ok when only drkit's roles can."""
+    """Who besides drkit's roles could write drkit's own topics here.  Offset syncs and
+    directives are signed (drkit/signing.py: a forgery is ignored and named), but a foreign
+    writer can still compact real ones away or replay them, and progress and checkpoints are
+    not signed (docs/security.md). One warning per way in; ok when only drkit's roles can."""
     alias, topics = facts.alias, own_topics(config, facts.alias)
     check = "drkit's own topics"
     if not topics or facts.error is not None:
         return []
     if facts.authorizer is False:
         detail = (f"no authorizer: any client may write {', '.join(topics)} (forged offset "
-                  "syncs or directives go unnoticed)")  # fmt: skip
+                  "syncs and directives are ignored, but progress and checkpoints are not "
+                  "signed and any record can be compacted away - docs/security.md)")  # fmt: skip
         return [DoctorFinding(Status.WARN, alias, check, detail)]
     if facts.acls is None:
         return []

@@ -9,7 +9,7 @@ from its environment (sparkjob/secrets.py).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -173,6 +173,7 @@ def build_spec(
     loss_events: Sequence[LossEvent] = (),
     positions: Mapping[str, Mapping[TopicPartition, int]] | None = None,
     secrets_by_name: bool = False,
+    keys: Callable[[str], bytes] | None = None,
 ) -> Spec:
     """Snapshot the ranges to check (log start to last stable offset, now), the groups'
     positions and the records lost before replication (``loss_events``: the flow's recorded
@@ -181,7 +182,8 @@ def build_spec(
     ``positions`` gives a group's T per replica partition to judge instead of its live commit
     on the target: a cutover checks what it committed, while the group may already be
     consuming there.  ``secrets_by_name``: name the clusters' secrets (a spec to write to
-    disk, see :class:`Secrets`) instead of holding them.
+    disk, see :class:`Secrets`) instead of holding them.  ``keys``: each flow's offset-sync
+    key (drkit/store/flow_keys.py), for the groups' translation; None verifies no sync.
 
     Raises AccountingError when there is nothing to check: no selected source partition holds
     a record and nothing was lost.
@@ -229,7 +231,9 @@ def build_spec(
         "source_options": spark_kafka_options(config.clusters[flow.source], source_secrets),
         "target_options": spark_kafka_options(config.clusters[flow.target], target_secrets),
         "partitions": partitions,
-        "groups": _group_positions(config, flow, groups, set(chosen), target, positions or {}),
+        "groups": _group_positions(
+            config, flow, groups, set(chosen), target, positions or {}, keys
+        ),
         "filters": filter_rules(flow),
         "notes": notes(flow),
         "lost_before_replication": [loss.as_record() for loss in lost],
@@ -317,13 +321,14 @@ def _group_positions(
     topics: set[str],
     target: KafkaAdmin,
     given: Mapping[str, Mapping[TopicPartition, int]],
+    keys: Callable[[str], bytes] | None,
 ) -> list[GroupSpec]:
     """Per group and partition: S on the source and T on the target - ``given`` (what a run
     committed), else the group's own commit there if it has one (it already moved), else
     drkit's translation."""
     if not groups:
         return []
-    report = translate_groups(config, flow, groups)
+    report = translate_groups(config, flow, groups, keys=keys)
     committed_on_target = target.groups_offsets(groups)
     positions: list[GroupSpec] = []
     for group, rows in report.groups.items():

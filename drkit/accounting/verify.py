@@ -7,6 +7,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import cast
 
@@ -43,7 +44,10 @@ def verify(
     ``positions``: group offsets on the target to judge instead of the live ones (spec.py);
     ``per_record``: never take the copy-run shortcut (job.run)."""
     started = datetime.now(UTC)
-    spec = build_spec(config, flow, groups, topics, recorded_losses(store, flow), positions)
+    spec = build_spec(
+        config, flow, groups, topics, recorded_losses(store, flow), positions,
+        keys=flow_keys(store),
+    )  # fmt: skip
     out.mkdir(parents=True, exist_ok=True)
     try:
         properties = java_options(jvm_properties(spec))
@@ -99,6 +103,13 @@ def run_retrying(run: Callable[[], Summary], attempts: int = 3, wait_s: float = 
         reraise=True,
     )
     return retrying(run)
+
+
+def flow_keys(store: StateStore | None) -> Callable[[str], bytes] | None:
+    """Each flow's offset-sync key from ``store`` (None without a store: nothing verified)."""
+    from drkit.store.flow_keys import key_for
+
+    return partial(key_for, store) if store is not None else None
 
 
 def recorded_losses(store: StateStore | None, flow: FlowConfig) -> list[LossEvent]:

@@ -36,11 +36,12 @@ from drkit.kafka.admin import KafkaAdmin, TopicSpec
 from drkit.kafka.clients import ClusterEndpoint
 from drkit.kafka.io import consume_ranges, produce_batch
 from drkit.kafka.tailer import TopicTailer
-from drkit.records import Record, TopicPartition
+from drkit.records import Headers, Record, TopicPartition
 from drkit.replication.internal_topics import ensure_bookkeeping_topics
 from drkit.replication.offset_sync import OffsetRun, OffsetSync, RunTracker
 from drkit.replication.progress import Progress, ProgressStore
 from drkit.replication.topology import FlowTopology
+from drkit.signing import Signer
 from drkit.translation import Mm2Syncs
 
 log = logging.getLogger(__name__)
@@ -167,6 +168,9 @@ class Adopter:
     mm2_syncs_on_source: bool = True
     quiet_s: float = 10.0
     sleep: Callable[[float], None] = time.sleep
+    # The flow's offset-sync key (drkit/signing.py): the runs it writes are signed as the
+    # worker's are; None writes runs drkit's readers ignore (and round down around).
+    signer: Signer | None = None
 
     def __post_init__(self) -> None:
         self.topology = FlowTopology.of(self.flow)
@@ -178,6 +182,11 @@ class Adopter:
         )
         self.source = KafkaAdmin(self.source_endpoint)
         self.target = KafkaAdmin(self.target_endpoint)
+
+    def _headers(self, sync: OffsetSync) -> Headers:
+        if self.signer is None:
+            return ()
+        return (self.signer.header(sync.key(), sync.value()),)
 
     def run(self, dry_run: bool = False) -> Adoption:
         self.source.wait_ready(timeout_s=15)
@@ -368,7 +377,7 @@ class Adopter:
             self.target_endpoint,
             self.topology.offset_syncs_topic,
             (
-                (sync.key(), sync.value())
+                (sync.key(), sync.value(), self._headers(sync))
                 for p in partitions
                 for sync in (OffsetSync(p.source, p.target, run) for run in p.runs)
             ),

@@ -69,14 +69,21 @@ def adopt(
     point translate at MM2's precision (rounded down, the re-reads shown in every plan),
     exactly from there on.  Runs with the clusters' own `security` (an operator's login).
     Then start `drkit replicate`."""
+    from drkit.signing import Kind, Signer
+    from drkit.store.flow_keys import key_for
+
     config = app.config(config_file)
     flow = known_flow(config, flow_name, "--flow")
+    store = app.store(config_file)
+    store.ensure_current()
     adopter = Adopter(
         config,
         flow,
         mm2_syncs_topic or mm2_offset_syncs_topic(flow.target),
         mm2_syncs_on == "source",
         quiet_s,
+        # the runs it writes are signed as the worker's are (drkit/signing.py)
+        signer=Signer(key_for(store, flow.name), Kind.OFFSET_SYNC, flow.name),
     )
     if output == "text":
         click.echo(f"checking that MirrorMaker 2 wrote nothing to {flow.target} for {quiet_s:g}s")

@@ -198,7 +198,7 @@ def _change(
                 raise Blocked(f"{verb.value} {flow.name} refused: " + "; ".join(blockers))
             directive = control.set(flow.name, verb.desired, f"{who}: {reason}")
         # Still under the lease: a run starting now publishes after this, never before.
-        published = _publish(config, flow, directive)
+        published = _publish(config, store, flow, directive)
     waited = _wait(store, directive, wait_s) if wait_s > 0 else {}
     _report(output, flow, directive, published, waited, note)
     if published != "published":
@@ -238,11 +238,14 @@ def _holding_the_failover_lease(store: StateStore) -> Iterator[LeaseKeeper]:
         leases.release(keeper.lease)
 
 
-def _publish(config: DrkitConfig, flow: FlowConfig, directive: FlowDirective) -> str:
+def _publish(
+    config: DrkitConfig, store: StateStore, flow: FlowConfig, directive: FlowDirective
+) -> str:
     from drkit.control.channel import ControlChannel
     from drkit.errors import KafkaError
+    from drkit.store.flow_keys import key_for
 
-    channel = ControlChannel.of(config, flow)
+    channel = ControlChannel.of(config, flow, lambda: key_for(store, flow.name))
     try:
         channel.publish(directive)
         return "published"

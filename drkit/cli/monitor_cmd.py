@@ -205,7 +205,11 @@ def monitor(
     ).add_to(scheduler)
     picture = status_source(config, store, mon.status_failed)
     web = StatusApp(
-        picture, mon.liveness, translator(config), api_token, beyond_loopback=not is_loopback(host)
+        picture,
+        mon.liveness,
+        translator(config, store),
+        api_token,
+        beyond_loopback=not is_loopback(host),
     )
     servers = [serve(web, host, port, tls=tls)]
     if metrics_at is not None:
@@ -261,13 +265,21 @@ def _api_token(path: str | None) -> str | None:
     return token
 
 
-def translator(config: DrkitConfig) -> Callable[[str, list[str]], dict[str, Any]]:
-    """``/api/translate``: given offsets of one flow, translated as the CLI does."""
+def translator(
+    config: DrkitConfig, store: StateStore
+) -> Callable[[str, list[str]], dict[str, Any]]:
+    """``/api/translate``: given offsets of one flow, translated as the CLI does (offset syncs
+    verified with the flow's key from ``store``)."""
+    from functools import partial
+
     from drkit.offsets.lookup import parse_offsets, translate_offsets
+    from drkit.store.flow_keys import key_for
+
+    keys = partial(key_for, store)
 
     def translate(flow_name: str, values: list[str]) -> dict[str, Any]:
         flow = known_flow(config, flow_name, "flow")
-        return translate_offsets(config, flow, parse_offsets(values)).to_json()
+        return translate_offsets(config, flow, parse_offsets(values), keys=keys).to_json()
 
     return translate
 

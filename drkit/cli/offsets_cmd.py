@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import Callable
+from functools import partial
 
 import click
 
@@ -106,17 +108,30 @@ def translate(
             reason = "checkpoints are per group: given offsets translate from the offset map"
             raise ConfigError([Problem("--from-checkpoints", reason)])
         positions = parse_offsets(given, sys.stdin)
-        report = translate_offsets(config, flow, positions, verify)
+        report = translate_offsets(config, flow, positions, verify, keys=_keys(app))
     else:
         report = translate_groups(
-            config, flow, list(groups), True if from_checkpoints else None, verify
-        )
+            config, flow, list(groups), True if from_checkpoints else None, verify,
+            keys=_keys(app),
+        )  # fmt: skip
     if output == "json":
         echo_json(report.to_json())
     else:
         _print(report)
+        for warning in report.warnings:
+            say(warning, logging.WARNING)
     if report.errors:
         raise SystemExit(ExitCode.UNHEALTHY)
+
+
+def _keys(app: AppContext) -> Callable[[str], bytes]:
+    """Each flow's offset-sync key from the state store (drkit/store/flow_keys.py), read when
+    the offset map is: syncs that fail it are ignored and named."""
+    from drkit.store.flow_keys import key_for
+
+    store = app.store()
+    store.ensure_current()
+    return partial(key_for, store)
 
 
 def _print(report: Report) -> None:

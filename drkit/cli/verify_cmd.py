@@ -200,11 +200,12 @@ def _write_spec_only(
 
     from drkit.accounting.session import job_archive
     from drkit.accounting.spec import build_spec, jvm_properties, submit_command, write_spec
-    from drkit.accounting.verify import recorded_losses
+    from drkit.accounting.verify import flow_keys, recorded_losses
 
     spec = build_spec(
-        config, flow, groups, topics, recorded_losses(store, flow), secrets_by_name=True
-    )
+        config, flow, groups, topics, recorded_losses(store, flow), secrets_by_name=True,
+        keys=flow_keys(store),
+    )  # fmt: skip
     write_spec(spec, spec_path)
     secret_env = spec.get("secret_env") or {}
     archive = job_archive(spec_path.parent)

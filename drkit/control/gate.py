@@ -10,11 +10,13 @@ is written at once rather than at the next poll.
 
 The store away (Patroni's failsafe mode is the model): each poll whose store read fails reads
 the flow's control channel on its target instead (drkit.control.channel), adopts a directive
-published there with a newer epoch, and acks on the channel.  While the channel answers, the
-worker keeps its directive however long the store is silent - a store outage alone does not stop
-healthy replication.  Self-fencing: the decision (:func:`decide`, pure) is PAUSED once the gate
-has read neither the store nor the channel for ``failover.worker_silence_s`` - its epoch may be
-stale, so it stops writing - and follows the directive again as soon as a read succeeds.
+published there with a newer epoch, and acks on the channel.  Only records signed with the
+flow's key count (drkit/signing.py): a forged directive is ignored, logged and counted.  While
+the channel answers, the worker keeps its directive however long the store is silent - a store
+outage alone does not stop healthy replication.  Self-fencing: the decision (:func:`decide`,
+pure) is PAUSED once the gate has read neither the store nor the channel for
+``failover.worker_silence_s`` - its epoch may be stale, so it stops writing - and follows the
+directive again as soon as a read succeeds.
 Before its first successful read the gate does not know the flow's epoch at all: PAUSED too.
 The silence is measured on the worker's monotonic clock from its last successful *read*; the
 ack of that poll is written after it, so by the time the engine sees an ack that old (and no
@@ -183,8 +185,13 @@ class FlowGate:
         on_error: Callable[[], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
         channel: ChannelPort | None = None,
+        on_rejected: Callable[[int], None] | None = None,
     ) -> None:
+        """``on_rejected(n)``: n more records of the flow on the channel failed verification
+        (drkit/signing.py) and were ignored; each time, a warning is logged too."""
         self.flow = flow
+        self._on_rejected = on_rejected
+        self._rejected = 0
         self.worker = worker
         self.default = default
         self.silence_s = silence_s
@@ -295,6 +302,15 @@ class FlowGate:
         except Exception as err:
             self._failed("channel read", err)
             return
+        if view.rejected > self._rejected:
+            more, self._rejected = view.rejected - self._rejected, view.rejected
+            log.warning(
+                "flow control: ignored control-channel records that failed verification "
+                "(no valid drkit-mac: not written by drkit for this flow)",
+                extra={"flow": self.flow, "records": more},
+            )
+            if self._on_rejected is not None:
+                self._on_rejected(more)
         published = view.directive or FlowDirective(self.flow, self.default, 0)
         with self._lock:
             known = self._directive

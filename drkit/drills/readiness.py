@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import time
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 
 from drkit.config.model import DrkitConfig, FlowConfig
@@ -30,6 +31,7 @@ from drkit.kafka.io import commit_group_offsets
 from drkit.offsets.lookup import translate_groups
 from drkit.records import TopicPartition
 from drkit.store import StateStore
+from drkit.store.flow_keys import key_for
 from drkit.timestamps import iso_utc
 
 SHADOW_PREFIX = "drkit-shadow."
@@ -46,7 +48,7 @@ def readiness(
     timeline.add("plan_made", f"{len(plan.groups)} groups, {len(plan.findings)} findings")
     flow = flow_between(config, source, target)
     checks = [_plan_unblocked(plan), _parity(config, flow, plan), _checkpoints(plan), _link(plan)]
-    checks.append(_shadow_translation(config, plan, [g.group for g in plan.groups]))
+    checks.append(_shadow_translation(config, store, plan, [g.group for g in plan.groups]))
     measured = plan.source_reachable and plan.target_reachable and plan.rpo_records is not None
     timeline.add("shadow_translation", checks[-1].detail)
     verdict, reasons = readiness_verdict(checks)
@@ -136,7 +138,9 @@ def _link(plan: Plan) -> DrillCheck:
     )
 
 
-def _shadow_translation(config: DrkitConfig, plan: Plan, groups: list[str]) -> DrillCheck:
+def _shadow_translation(
+    config: DrkitConfig, store: StateStore, plan: Plan, groups: list[str]
+) -> DrillCheck:
     source, target = plan.source, plan.target
     if (why := _unanswered(plan)) is not None:
         return DrillCheck("shadow_translation", False, why)
@@ -144,7 +148,7 @@ def _shadow_translation(config: DrkitConfig, plan: Plan, groups: list[str]) -> D
         return DrillCheck("shadow_translation", True, "no consumer groups to translate")
     flow = flow_between(config, source, target)
     try:
-        report = translate_groups(config, flow, groups, verify=True)
+        report = translate_groups(config, flow, groups, verify=True, keys=partial(key_for, store))
     except DrkitError as err:
         return DrillCheck("shadow_translation", False, f"translation failed: {err}")
     problems = [f"{e.get('group')}: {e.get('reason')}" for e in report.errors]

@@ -212,7 +212,12 @@ class StepContext:
 
     def channel(self, flow: FlowConfig) -> ChannelPort:
         """``flow``'s control channel on its target (drkit.control.channel)."""
-        return (self.channels or kafka_channels(self.config))(flow)
+        from drkit.store.flow_keys import key_for
+
+        store = self.store
+        return (self.channels or kafka_channels(self.config, lambda name: key_for(store, name)))(
+            flow
+        )
 
     def confirm(self, timeout_s: float | None = None) -> float | None:
         """Right before a side effect on a cluster: the run's lease is surely still held

@@ -33,6 +33,7 @@ import logging
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -77,7 +78,7 @@ from drkit.failover.reconcile import Reconciler, RegistryFactory
 from drkit.failover.results import Translation
 from drkit.failover.runbook import Runbook, load_runbook
 from drkit.failover.runs import RunRecord, RunRepository, split_rows
-from drkit.failover.snapshot import TargetReaders, gather, schema_facts
+from drkit.failover.snapshot import TargetReaders, gather, schema_facts, sync_signer
 from drkit.failover.steps import STEPS, Step
 from drkit.failover.steps.offsets import moved_on_source
 from drkit.gc_pause import collection_paused
@@ -86,6 +87,7 @@ from drkit.kafka.clients import ClusterEndpoint
 from drkit.kafka.isolated import prewarm
 from drkit.kafka.ports import AdminFactory
 from drkit.store.db import StateStore
+from drkit.store.flow_keys import key_for
 from drkit.store.health_repo import HealthRepository
 from drkit.tracing import RunTracer
 
@@ -195,6 +197,8 @@ class Engine:
         # Per flow: the plan's readers of drkit's topics on the target, handed to the run that
         # executes the plan (its translation then reads only what was appended since).
         self._readers: dict[str, TargetReaders] = {}
+        # Each flow's offset-sync key (drkit/signing.py): syncs that fail it are ignored.
+        self._keys: Callable[[str], bytes] = partial(key_for, store)
         # ... and the plan's translations, which that run's translation step reuses for every
         # group whose inputs did not change since.
         self._memos: dict[str, TranslationMemo] = {}
@@ -222,9 +226,13 @@ class Engine:
         # Group requests run in a helper process (drkit.kafka.isolated): start the target's
         # while the snapshot is read, not when the first group request needs it.
         prewarm(ClusterEndpoint(target, self.config.clusters[target]))
-        readers = self._readers.setdefault(
-            flow.name, TargetReaders(flow, ClusterEndpoint(target, self.config.clusters[target]))
-        )
+        readers = self._readers.get(flow.name)
+        if readers is None:
+            readers = self._readers[flow.name] = TargetReaders(
+                flow,
+                ClusterEndpoint(target, self.config.clusters[target]),
+                sync_signer(self._keys, flow.name),
+            )
         with collection_paused():  # millions of acyclic objects at 10,000 groups
             return self._plan(procedure, flow, readers, options)
 
@@ -240,6 +248,7 @@ class Engine:
             options.force,
             list(options.groups) if options.groups is not None else None,
             readers=readers,
+            keys=self._keys,
         )
         if options.groups is None:  # the flow's groups: the monitor may know more of them
             seen = HealthRepository(self.store).groups_seen(flow.name)

@@ -100,6 +100,9 @@ class Snapshot:
     # the live source does not list: deleted, or hidden from drkit's principal by ACLs - then
     # nothing of them is fenced or moved.
     unlisted_topics: tuple[str, ...] = ()
+    # Offset-sync records on the target that failed verification (drkit/signing.py): ignored;
+    # translation rounds down where they may hide copies (drkit.translation, invariant 9).
+    unverified_syncs: int = 0
 
     @cached_property
     def partitions_by_topic(self) -> Mapping[str, tuple[PartitionFacts, ...]]:

@@ -91,6 +91,8 @@ def make_plan(snapshot: Snapshot, runbook: Runbook, memo: TranslationMemo | None
     findings += _rpo_findings(snapshot, rpo)
     findings += _topic_findings(snapshot)
     findings += _unknown_groups(snapshot)
+    if snapshot.unverified_syncs:
+        findings.append(unverified_syncs_finding(snapshot.unverified_syncs, snapshot.target))
     findings += _schema_findings(snapshot)
     if snapshot.untranslatable_groups:
         findings.append(
@@ -146,6 +148,18 @@ def make_plan(snapshot: Snapshot, runbook: Runbook, memo: TranslationMemo | None
         created_at_ms=snapshot.now_ms,
         notes=notes,
         target_reachable=snapshot.target_reachable,
+    )
+
+
+def unverified_syncs_finding(count: int, target: str) -> Finding:
+    """Offset syncs whose drkit-mac failed (drkit/signing.py): forged, or written before
+    signing - ignored, and translation rounds down where they may hide copies."""
+    return Finding(
+        Severity.WARNING,
+        "unverified_offset_syncs",
+        f"{count} offset syncs on {target} failed verification and were ignored (not signed "
+        "with the flow's key: forged, or written before drkit signed them); positions they "
+        "could hide are rounded down (flag 'unverified': more re-reads, never a skip)",
     )
 
 

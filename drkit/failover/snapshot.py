@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from functools import partial
 
@@ -35,6 +35,7 @@ from drkit.replication.progress import Progress, ProgressStore
 from drkit.replication.topic_filter import NameMatcher
 from drkit.replication.topology import FlowTopology
 from drkit.schemas.sync import SchemaSynchronizer
+from drkit.signing import Kind, Signer
 from drkit.translation import PartitionMapping, TargetBounds
 
 log = logging.getLogger(__name__)
@@ -55,7 +56,12 @@ class TargetReaders:
     # partitions, decoded one by one): bounded, but not by the 30 s a small flow would need.
     READ_TIMEOUT_S = 180.0
 
-    def __init__(self, flow: FlowConfig, target: ClusterEndpoint) -> None:
+    def __init__(
+        self, flow: FlowConfig, target: ClusterEndpoint, signer: Signer | None = None
+    ) -> None:
+        """``signer``: the flow's offset-sync key (drkit/signing.py); offset syncs that fail it
+        are ignored and counted (:attr:`unverified_syncs`).  None (no store) verifies none."""
+        self.signer = signer
         self.flow, self.target = flow, target
         self.topology = FlowTopology.of(flow)
         self._progress: ProgressStore | None = None
@@ -83,7 +89,7 @@ class TargetReaders:
     @_retrying
     def mappings(self) -> dict[TopicPartition, PartitionMapping]:
         if self._mappings is None:
-            self._mappings = MappingLoader(self.flow, self.target)
+            self._mappings = MappingLoader(self.flow, self.target, signer=self.signer)
         return dict(self._mappings.refresh(self.READ_TIMEOUT_S))
 
     @_retrying
@@ -91,6 +97,11 @@ class TargetReaders:
         if self._checkpoints is None:
             self._checkpoints = CheckpointStore(self.target, self.topology.checkpoints_topic)
         return self._checkpoints.refresh(self.READ_TIMEOUT_S)
+
+    @property
+    def unverified_syncs(self) -> int:
+        """Offset-sync records read that failed verification (ignored)."""
+        return self._mappings.rejected if self._mappings is not None else 0
 
     def close(self) -> None:
         for reader in (self._progress, self._mappings, self._checkpoints):
@@ -109,21 +120,26 @@ def gather(
     source_timeout_s: float = 3.0,
     readers: TargetReaders | None = None,
     target_states: Mapping[str, str] | None = None,
+    keys: Callable[[str], bytes] | None = None,
 ) -> Snapshot:
     """Read everything the planner needs; never raises for an unreachable source.
 
     ``readers``: the flow's target topics as read by an earlier snapshot (left open); without
     them, read from the start and closed here.  ``target_states``: the groups' states on the
     target as the plan saw them, instead of asking the target again (a group it lacks is
-    ``unchecked``) - for a step that writes nothing and before one that checks again."""
+    ``unchecked``) - for a step that writes nothing and before one that checks again.
+    ``keys``: each flow's offset-sync key by name (drkit/store/flow_keys.py ``key_for``) for
+    the readers made here - the reverse flow's included; None verifies nothing."""
     own = readers is None
     readers = readers or TargetReaders(
-        flow, ClusterEndpoint(flow.target, config.clusters[flow.target])
+        flow,
+        ClusterEndpoint(flow.target, config.clusters[flow.target]),
+        sync_signer(keys, flow.name),
     )
     try:
         return _gather(
             config, flow, procedure, pointer, force, groups, source_timeout_s, readers,
-            target_states,
+            target_states, keys,
         )  # fmt: skip
     finally:
         if own:
@@ -140,6 +156,7 @@ def _gather(
     source_timeout_s: float,
     readers: TargetReaders,
     target_states: Mapping[str, str] | None,
+    keys: Callable[[str], bytes] | None,
 ) -> Snapshot:
     topology = FlowTopology.of(flow)
     source_ep = ClusterEndpoint(flow.source, config.clusters[flow.source])
@@ -208,7 +225,9 @@ def _gather(
             age_s(now_ms / 1000, newest_ms / 1000) if newest_ms else None,
         )
     partitions = _count_unreplicated(source, partitions) if reachable else partitions
-    returning = _returning(config, reverse_flow, source_ep) if reachable and reverse_flow else {}
+    returning = (
+        _returning(config, reverse_flow, source_ep, keys) if reachable and reverse_flow else {}
+    )
     group_facts, without = _groups(
         flow, source, target, checkpoints, source_parts, reachable, groups, target_states,
         set(returning),
@@ -252,18 +271,27 @@ def _gather(
         untranslatable_groups=_other_groups(flow, source) if reachable else (),
         returning=returning,
         unlisted_topics=tuple(unlisted),
+        unverified_syncs=readers.unverified_syncs,
     )
 
 
+def sync_signer(keys: Callable[[str], bytes] | None, flow: str) -> Signer | None:
+    """``flow``'s offset-sync signer from ``keys`` (None: nothing is verified)."""
+    return Signer(keys(flow), Kind.OFFSET_SYNC, flow) if keys is not None else None
+
+
 def _returning(
-    config: DrkitConfig, reverse_flow: str, source: ClusterEndpoint
+    config: DrkitConfig,
+    reverse_flow: str,
+    source: ClusterEndpoint,
+    keys: Callable[[str], bytes] | None,
 ) -> dict[TopicPartition, PartitionMapping]:
     """The reverse flow's offset maps, read where it writes (this move's source), by their
     replica partitions there: how a group that read them resumes on their origin, the move's
     target (drkit.translation.translate_back).  Unreadable: empty, and said - those groups
     keep the positions they had on the target."""
     back = next(f for f in config.flows if f.name == reverse_flow)
-    loader = MappingLoader(back, source)
+    loader = MappingLoader(back, source, signer=sync_signer(keys, back.name))
     try:
         mappings = loader.refresh(30.0)
     except KafkaError as err:

@@ -10,8 +10,9 @@ flow-control channel (drkit.control.channel).  Not thread-safe.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from confluent_kafka import KafkaException, Producer
 
@@ -20,6 +21,12 @@ from drkit.kafka.admin import KafkaAdmin, TopicSpec
 from drkit.kafka.clients import ClusterEndpoint, make_producer
 from drkit.kafka.errors import translate
 from drkit.kafka.tailer import TopicTailer
+from drkit.records import Headers
+
+# ``sign(key, value)``: the headers to write with a record; ``accept(key, value, headers)``:
+# whether a record read is one to keep (drkit.control.channel: its MAC verifies).
+Sign = Callable[[bytes, bytes], list[tuple[str, str | bytes | None]]]
+Accept = Callable[[bytes, bytes | None, Headers], bool]
 
 COMPACTED = {
     "cleanup.policy": "compact",
@@ -46,11 +53,55 @@ _PRODUCER = {
 }
 
 
+def encode_document(value: dict[str, Any]) -> bytes:
+    """A document as written (compact JSON)."""
+    return json.dumps(value, separators=(",", ":")).encode()
+
+
+def keep_latest(
+    records: Iterable[tuple[bytes | None, bytes | None, Headers, int]],
+    accept: Accept | None,
+    latest: dict[str, KeyedValue],
+) -> None:
+    """Fold records (key, value, headers, offset) read in order into ``latest``: the newest
+    JSON document per key that ``accept`` takes (pure; shared with tests' in-memory topics)."""
+    for key, raw, headers, offset in records:
+        if key is None:
+            continue
+        if accept is not None and not accept(key, raw, headers):
+            continue
+        try:
+            value = json.loads(raw or b"{}")
+        except ValueError:
+            continue  # not ours: never trusted, never fatal
+        if isinstance(value, dict):
+            latest[key.decode(errors="replace")] = KeyedValue(value, offset)
+
+
+class KeyedTopicPort(Protocol):
+    """What the control channel needs of a keyed topic (tests pass in-memory ones)."""
+
+    def put(self, key: str, value: dict[str, Any], timeout_s: float = 10.0) -> None: ...
+
+    def latest(self, timeout_s: float = 5.0) -> dict[str, KeyedValue]: ...
+
+    def close(self) -> None: ...
+
+
 class KeyedTopic:
     def __init__(
-        self, endpoint: ClusterEndpoint, topic: str, replication_factor: int | None = None
+        self,
+        endpoint: ClusterEndpoint,
+        topic: str,
+        replication_factor: int | None = None,
+        *,
+        sign: Sign | None = None,
+        accept: Accept | None = None,
     ) -> None:
+        """``sign``/``accept``: records are written with ``sign``'s headers, and a record
+        ``accept`` refuses is never a key's latest document (the one before it stays)."""
         self.endpoint, self.topic = endpoint, topic
+        self._sign, self._accept = sign, accept
         self.replication_factor = replication_factor
         self._producer: Producer | None = None
         self._tailer: TopicTailer | None = None
@@ -76,12 +127,15 @@ class KeyedTopic:
             if error is not None:
                 failures.append(translate(error, f"produce to {self.topic}"))
 
+        key_bytes, value_bytes = key.encode(), encode_document(value)
+        headers = self._sign(key_bytes, value_bytes) if self._sign is not None else None
         try:
             self._producer.produce(
                 self.topic,
-                key=key.encode(),
-                value=json.dumps(value, separators=(",", ":")).encode(),
+                key=key_bytes,
+                value=value_bytes,
                 on_delivery=delivered,
+                headers=headers,
             )
         except (BufferError, KafkaException) as err:
             raise KafkaError(f"{self.endpoint.alias}: produce to {self.topic}: {err}") from None
@@ -98,15 +152,11 @@ class KeyedTopic:
         exist); KafkaError when the cluster does not answer."""
         if self._tailer is None:
             self._tailer = TopicTailer(self.endpoint, self.topic, missing_ok=True)
-        for record in self._tailer.catch_up(timeout_s):
-            if record.key is None:
-                continue
-            try:
-                value = json.loads(record.value or b"{}")
-            except ValueError:
-                continue  # not ours: never trusted, never fatal
-            if isinstance(value, dict):
-                self._latest[record.key.decode(errors="replace")] = KeyedValue(value, record.offset)
+        keep_latest(
+            ((r.key, r.value, r.headers, r.offset) for r in self._tailer.catch_up(timeout_s)),
+            self._accept,
+            self._latest,
+        )
         return dict(self._latest)
 
     def close(self) -> None:

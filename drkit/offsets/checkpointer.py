@@ -58,6 +58,7 @@ from drkit.records import TopicPartition
 from drkit.replication.internal_topics import is_own_group
 from drkit.replication.topic_filter import NameMatcher
 from drkit.replication.topology import FlowTopology
+from drkit.signing import Signer
 from drkit.translation import (
     CannotTranslate,
     PartitionInputs,
@@ -139,8 +140,12 @@ class Checkpointer:
         metrics: CheckpointMetrics | None = None,
         trim_interval_s: float = TRIM_INTERVAL_S,
         stop: threading.Event | None = None,
+        signer: Signer | None = None,
     ) -> None:
+        """``signer``: the flow's offset-sync key (drkit/signing.py): the runs it translates
+        with are verified, its tombstones signed; None (no state store) verifies nothing."""
         self.flow = flow
+        self.signer = signer
         self.name = flow.name
         # ``stop``: requests under way when it is set are given up (errors.Stopped).
         self.source = KafkaAdmin(ClusterEndpoint(flow.source, source), stop=stop)
@@ -150,7 +155,7 @@ class Checkpointer:
         self.topology = FlowTopology.of(flow)
         self.groups = NameMatcher.of(flow.groups)
         self.topic = self.topology.checkpoints_topic
-        self.loader = MappingLoader(flow, self.target_endpoint, self.topology)
+        self.loader = MappingLoader(flow, self.target_endpoint, self.topology, signer=signer)
         self.group_sync = GroupOffsetSync(self.target) if flow.sync_group_offsets else None
         self._writer = AckedWriter(self.target_endpoint, {"linger.ms": 5})
         self._written: dict[tuple[str, TopicPartition], tuple[int, int]] = {}
@@ -168,6 +173,7 @@ class Checkpointer:
         self._rereads = self._untranslatable = self._results = 0
         self.trim_interval_s = trim_interval_s
         self._next_trim = 0.0  # monotonic; the first round trims
+        self._rejected = 0  # offset-sync records that failed verification, counted so far
 
     def checkpointed_groups(self) -> list[str]:
         """Every group the flow's checkpoints name (keys only: nothing else is decoded)."""
@@ -316,6 +322,11 @@ class Checkpointer:
             for tp, given in inputs.items()
         )
         self.metrics.offset_sync_runs.labels(self.name).set(self.loader.stored_runs())
+        if self.loader.rejected > self._rejected:
+            self.metrics.unverified.labels(self.name, "offset_sync").inc(
+                self.loader.rejected - self._rejected
+            )
+            self._rejected = self.loader.rejected
         self.metrics.groups.labels(self.name).set(len(read.committed))
         self.metrics.rereads.labels(self.name).set(self._rereads)
         self.metrics.unreplicated.labels(self.name).set(unreplicated)
@@ -436,7 +447,9 @@ class Checkpointer:
         )
         for sync in expired:
             # Partition 0, as the worker writes them: a tombstone must meet its key.
-            self._writer.send(self.loader.offset_syncs_topic, None, sync.key(), 0)
+            key = sync.key()
+            headers = [self.signer.header(key, None)] if self.signer is not None else None
+            self._writer.send(self.loader.offset_syncs_topic, None, key, 0, headers)
         confirmed = self._writer.confirm(30, self.loader.offset_syncs_topic)
         confirmed.raise_unless_all(f"{self.name}: offset-sync tombstones")
         if expired:

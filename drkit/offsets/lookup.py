@@ -55,6 +55,7 @@ from drkit.offsets.provenance_search import (
 from drkit.offsets.verification import AtTarget, PositionVerdict, replicated_by, verify
 from drkit.records import Record, TopicPartition
 from drkit.replication.topology import FlowTopology
+from drkit.signing import Kind, Signer
 from drkit.translation import (
     NO_REPLICA,
     CannotTranslate,
@@ -93,6 +94,19 @@ class Report:
     checkpoint_age_s: float | None = None
     groups: dict[str, list[Row]] = field(default_factory=dict)
     errors: list[dict[str, Any]] = field(default_factory=list)
+    # Offset-sync records that failed verification (drkit/signing.py) and were ignored.
+    unverified_offset_syncs: int = 0
+
+    @property
+    def warnings(self) -> list[str]:
+        if not self.unverified_offset_syncs:
+            return []
+        return [
+            f"{self.unverified_offset_syncs} offset syncs on {self.flow.target} failed "
+            "verification and were ignored (not signed with the flow's key: forged, or written "
+            "before drkit signed them); positions they could hide are rounded down (flag "
+            "'unverified': more re-reads, never a skip)"
+        ]
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -108,6 +122,8 @@ class Report:
                 for group, rows in sorted(self.groups.items())
             ],
             "errors": self.errors,
+            "unverified_offset_syncs": self.unverified_offset_syncs,
+            "warnings": self.warnings,
         }
 
 
@@ -128,8 +144,13 @@ def translate_groups(
     use_checkpoints: bool | None = None,
     verify: bool = False,
     source_timeout_s: float = 5.0,
+    *,
+    keys: Callable[[str], bytes] | None = None,
 ) -> Report:
-    """Translate ``groups`` for ``flow``; ``use_checkpoints=None`` picks live when possible."""
+    """Translate ``groups`` for ``flow``; ``use_checkpoints=None`` picks live when possible.
+    ``keys``: each flow's key (drkit/store/flow_keys.py ``key_for``): offset syncs that fail
+    it are ignored and counted; None verifies nothing (tests; every drkit command passes its
+    store's keys)."""
     topology = FlowTopology.of(flow)
     source_endpoint = ClusterEndpoint(flow.source, config.clusters[flow.source])
     source = KafkaAdmin(source_endpoint)
@@ -151,7 +172,7 @@ def translate_groups(
                  for g in groups}  # fmt: skip
     report = Report(topology.flow, "live", True)
     _translate(report, topology, committed, source, source_endpoint, target, target_endpoint,
-               verify)  # fmt: skip
+               verify, keys)  # fmt: skip
     return report
 
 
@@ -165,6 +186,8 @@ def translate_offsets(
     offsets: Mapping[TopicPartition, int],
     verify: bool = False,
     source_timeout_s: float = 5.0,
+    *,
+    keys: Callable[[str], bytes] | None = None,
 ) -> Report:
     """Where a consumer at each given source offset resumes on the target - for applications
     that keep their offsets outside Kafka (Spark, Flink, a database).  The same rule as a
@@ -200,7 +223,7 @@ def translate_offsets(
                     why = f"{flow.source}'s {tp.topic} has {info.partition_count} partition(s)"
                 report.errors.append(_error(GIVEN_OFFSETS, tp, mine.pop(tp), why))
     _translate(report, topology, {GIVEN_OFFSETS: mine}, source, source_endpoint, target,
-               target_endpoint, verify)  # fmt: skip
+               target_endpoint, verify, keys)  # fmt: skip
     return report
 
 
@@ -309,11 +332,14 @@ def _translate(
     target: KafkaAdmin,
     target_endpoint: ClusterEndpoint,
     verify_rows: bool,
+    keys: Callable[[str], bytes] | None,
 ) -> None:
     """Translate each group's source positions (None: the group was not found) into
     ``report``; ``source`` None: it does not answer (no source ends, no verification)."""
     existing = target.list_topics()
-    loader = MappingLoader(topology.flow, target_endpoint, topology)
+    name = topology.flow.name
+    signer = Signer(keys(name), Kind.OFFSET_SYNC, name) if keys is not None else None
+    loader = MappingLoader(topology.flow, target_endpoint, topology, signer=signer)
     reader: ProvenanceReader | None = None
     verifier: _Verifier | None = None
     source_reader: PartitionReader | None = None
@@ -322,6 +348,7 @@ def _translate(
         # the data alone; one of the two missing is an error (the loader raises).
         has_map = {topology.progress_topic, topology.offset_syncs_topic} & set(existing)
         mappings = loader.refresh() if has_map else {}
+        report.unverified_offset_syncs = loader.rejected
         partitions = {
             tp
             for offsets in committed.values()

@@ -8,7 +8,8 @@ it lives on the target.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from bisect import bisect_right
+from collections.abc import Mapping, Sequence
 
 from drkit.adoption.adopted import AdoptedStore
 from drkit.config.model import FlowConfig
@@ -17,8 +18,9 @@ from drkit.records import TopicPartition
 from drkit.replication.offset_sync import OffsetSync
 from drkit.replication.offset_sync_store import OffsetSyncStore
 from drkit.replication.progress import Progress, ProgressStore
-from drkit.replication.run_map import RunMap
+from drkit.replication.run_map import RunMap, RunTable
 from drkit.replication.topology import FlowTopology
+from drkit.signing import Signer
 from drkit.translation import Mm2Syncs, PartitionMapping
 
 
@@ -30,12 +32,22 @@ class MappingLoader:
     """
 
     def __init__(
-        self, flow: FlowConfig, target: ClusterEndpoint, topology: FlowTopology | None = None
+        self,
+        flow: FlowConfig,
+        target: ClusterEndpoint,
+        topology: FlowTopology | None = None,
+        *,
+        signer: Signer | None,
     ) -> None:
+        """``signer``: the flow's offset-sync key (drkit/store/flow_keys.py); records that fail
+        it are ignored, counted (:attr:`rejected`) and their ranges doubted (translation,
+        invariant 9).  None only for readers without a store that say so (bench, tests)."""
         self.flow = flow
         self.topology = topology or FlowTopology.of(flow)
         # A reader: a flow that never ran has no bookkeeping topics yet, which means no mapping.
-        self._syncs = OffsetSyncStore(target, self.topology.offset_syncs_topic, missing_ok=True)
+        self._syncs = OffsetSyncStore(
+            target, self.topology.offset_syncs_topic, missing_ok=True, signer=signer
+        )
         self._progress = ProgressStore(target, self.topology.progress_topic, missing_ok=True)
         self._adopted = AdoptedStore(target, self.topology.adopted_topic)
         self._cache: dict[TopicPartition, tuple[object, PartitionMapping]] = {}
@@ -59,7 +71,9 @@ class MappingLoader:
             run_map = runs.get(source)
             stored = progress.get(source)
             mm2 = adopted.get(source)
+            claims = self._syncs.claims.get(source, ())
             signature = (
+                len(claims),
                 run_map.version if run_map is not None else None,
                 stored.next_offset if stored else None,
                 stored.hashed if stored else None,
@@ -69,7 +83,7 @@ class MappingLoader:
             if cached is not None and cached[0] == signature:
                 out[source] = cached[1]
                 continue
-            mapping = self._build(source, run_map, stored, mm2)
+            mapping = self._build(source, run_map, stored, mm2, claims)
             self._cache[source] = (signature, mapping)
             out[source] = mapping
         return out
@@ -80,12 +94,14 @@ class MappingLoader:
         run_map: RunMap | None,
         stored: Progress | None,
         adopted: Mm2Syncs | None,
+        claims: Sequence[tuple[int, int]] = (),
     ) -> PartitionMapping:
         targets = run_map.targets() if run_map is not None else frozenset()
         split = len(targets) > 1
         target = next(iter(targets)) if len(targets) == 1 else self.target_of(source)
         # A split partition cannot be translated: its runs are not merged for nothing.
         table = run_map.table() if run_map is not None and not split else ()
+        replicated_end = stored.next_offset if stored else None
         return PartitionMapping(
             source=source,
             target=target,
@@ -94,7 +110,13 @@ class MappingLoader:
             hashed=stored.hashed if stored else False,
             split=split,
             adopted=adopted,
+            doubt=doubt(claims, RunTable.of(table), replicated_end) if claims else (),
         )
+
+    @property
+    def rejected(self) -> int:
+        """Offset-sync records read so far that failed verification (ignored)."""
+        return self._syncs.rejected
 
     def run_partitions(self) -> dict[TopicPartition, frozenset[TopicPartition]]:
         """Source partitions with stored runs and their target partitions (as last refreshed)."""
@@ -119,3 +141,43 @@ class MappingLoader:
         self._syncs.close()
         self._progress.close()
         self._adopted.close()
+
+
+def doubt(
+    claims: Sequence[tuple[int, int]], table: RunTable, replicated_end: int | None
+) -> tuple[tuple[int, int], ...]:
+    """The source ranges rejected records claim that no verified run covers, below progress
+    (``replicated_end``; None: no bound) - sorted and disjoint (pure; translation, invariant 9).
+
+    A forged record beside intact runs hides nothing (its range is covered); a real record
+    that is not trusted (written before signing, or compacted away under a forgery of its key)
+    leaves its range uncovered, and translation rounds down there."""
+    out: list[tuple[int, int]] = []
+    for start, end in sorted(claims):
+        if replicated_end is not None:
+            end = min(end, replicated_end)
+        for piece in _uncovered(start, end, table):
+            if out and piece[0] <= out[-1][1]:
+                out[-1] = (out[-1][0], max(out[-1][1], piece[1]))
+            else:
+                out.append(piece)
+    return tuple(out)
+
+
+def _uncovered(start: int, end: int, table: RunTable) -> list[tuple[int, int]]:
+    pieces: list[tuple[int, int]] = []
+    src, length = table.src, table.length
+    index = max(0, bisect_right(src, start) - 1)
+    at = start
+    while at < end and index < len(src):
+        run_start, run_end = src[index], src[index] + length[index]
+        if run_end <= at:
+            index += 1
+            continue
+        if run_start > at:
+            pieces.append((at, min(run_start, end)))
+        at = max(at, run_end)
+        index += 1
+    if at < end:
+        pieces.append((at, end))
+    return pieces

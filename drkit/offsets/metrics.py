@@ -29,6 +29,7 @@ class CheckpointMetrics:
     offset_sync_runs: Gauge
     offset_sync_trimmed: Counter
     commit_source: Gauge
+    unverified: Counter
 
     @classmethod
     def create(cls, registry: CollectorRegistry | None = None) -> CheckpointMetrics:
@@ -107,6 +108,13 @@ class CheckpointMetrics:
                 "1 for where the last round read the source's commits (admin_api: every "
                 "group's offsets; offsets_topic: the commits logged since), 0 for the other",
                 ("flow", "source"),
+                registry=reg,
+            ),
+            unverified=Counter(
+                "drkit_unverified_records",
+                "Records of drkit's bookkeeping topics ignored because their drkit-mac did not "
+                "verify (kind: offset_sync, control) - forged, or written before signing",
+                ("flow", "kind"),
                 registry=reg,
             ),
         )

@@ -34,6 +34,7 @@ from drkit.records import TopicPartition
 from drkit.replication.partition_state import PartitionState
 from drkit.replication.progress import Progress, progress_key
 from drkit.replication.topology import FlowTopology
+from drkit.signing import Signer
 
 
 class CommittingConsumer(Protocol):
@@ -95,8 +96,12 @@ class ProgressWriter:
         worker_id: str,
         immediate: bool,
         on_durable: Callable[[dict[TopicPartition, int]], None],
+        signer: Signer | None = None,
     ) -> None:
+        """``signer``: the flow's offset-sync key - each run's MAC goes in its ``drkit-mac``
+        header (drkit/signing.py); None (no state store) writes runs readers will not trust."""
         self._producer = producer
+        self._signer = signer
         self._topology = topology
         self._worker_id = worker_id
         self._immediate = immediate  # exactly-once: runs and progress commit atomically
@@ -118,11 +123,13 @@ class ProgressWriter:
             if state.tracker is not None:
                 for sync in state.tracker.drain():
                     current.runs_in_flight += 1
+                    key, value = sync.key(), sync.value()
                     self._produce(
                         self._topology.offset_syncs_topic,
-                        sync.key(),
-                        sync.value(),
+                        key,
+                        value,
                         self._run_delivered(current),
+                        [self._signer.header(key, value)] if self._signer is not None else None,
                     )
             if not state.dirty or state.next_offset is None:
                 continue
@@ -168,11 +175,21 @@ class ProgressWriter:
     # -- plumbing ---------------------------------------------------------------------------
 
     def _produce(
-        self, topic: str, key: bytes, value: bytes, callback: Callable[[Any, Any], None]
+        self,
+        topic: str,
+        key: bytes,
+        value: bytes,
+        callback: Callable[[Any, Any], None],
+        headers: list[tuple[str, str | bytes | None]] | None = None,
     ) -> None:
         while True:
             try:
-                self._producer.produce(topic, value, key, 0, on_delivery=callback)
+                if headers:
+                    self._producer.produce(
+                        topic, value, key, 0, on_delivery=callback, headers=headers
+                    )
+                else:
+                    self._producer.produce(topic, value, key, 0, on_delivery=callback)
                 return
             except BufferError:
                 self._producer.poll(0.05)

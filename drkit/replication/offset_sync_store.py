@@ -16,9 +16,10 @@ from collections.abc import Mapping
 
 from drkit.kafka.clients import ClusterEndpoint
 from drkit.kafka.tailer import TopicTailer
-from drkit.records import TopicPartition
+from drkit.records import Headers, TopicPartition
 from drkit.replication.offset_sync import OffsetSync, decode_key, decode_prefix, decode_value
 from drkit.replication.run_map import RunMap
+from drkit.signing import Signer
 
 log = logging.getLogger(__name__)
 
@@ -29,9 +30,19 @@ class RunMaps:
     """The runs of every source partition, fed one offset-sync record at a time (no I/O).
 
     Not thread-safe.  Raises one of :data:`MALFORMED` for a record it cannot decode.
+
+    With a ``signer`` (drkit/signing.py), :meth:`receive` applies only records whose MAC
+    verifies; the others are counted (``rejected``) and the source ranges they claim are kept
+    (``claims``): the mapping loader treats what no verified run covers there as unknown, so
+    an ignored record can make a translation less precise, never skip (drkit/translation.py,
+    invariant 9).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, signer: Signer | None = None) -> None:
+        self.signer = signer
+        self.rejected = 0
+        # Per source partition: (src_start, src_end) of every run a rejected record claimed.
+        self.claims: dict[TopicPartition, list[tuple[int, int]]] = {}
         self.maps: dict[TopicPartition, RunMap] = {}
         # Encoded partition prefixes -> decoded partitions and maps: bytes hash once and are
         # compared by value, a dataclass hashes in Python on every lookup.
@@ -58,6 +69,22 @@ class RunMaps:
             run_map = self.maps.get(source) or self.maps.setdefault(source, RunMap(source))
             self._by_prefix[source_prefix] = run_map
         run_map.add_run(self._partition(target_prefix), src_start, value_dst_start, length)
+
+    def receive(self, key: bytes, value: bytes | None, headers: Headers) -> bool:
+        """One record as read, headers included: applied when it verifies (or nothing is
+        verified), else counted and its claim kept.  False: rejected."""
+        signer = self.signer
+        if signer is None or signer.accepts(key, value, headers):
+            self.apply(key, value)
+            return True
+        self.rejected += 1
+        if value is not None:  # a rejected tombstone removes nothing: it hides nothing either
+            source_prefix, src_start, _dst_partition, _dst_start = decode_key(key)
+            _target, _dst, length = decode_value(value)
+            if length >= 1:
+                source = self._partition(source_prefix)
+                self.claims.setdefault(source, []).append((src_start, src_start + length))
+        return False
 
     def _partition(self, prefix: bytes) -> TopicPartition:
         found = self._partitions.get(prefix)
@@ -102,22 +129,38 @@ class OffsetSyncStore(RunMaps):
     runs (the flow never ran), for readers outside the worker.
     """
 
-    def __init__(self, target: ClusterEndpoint, topic: str, missing_ok: bool = False) -> None:
-        super().__init__()
+    def __init__(
+        self,
+        target: ClusterEndpoint,
+        topic: str,
+        missing_ok: bool = False,
+        *,
+        signer: Signer | None,
+    ) -> None:
+        """``signer``: the flow's key (drkit/store/flow_keys.py); None only for readers that
+        say they do not verify (bench, tests without a store)."""
+        super().__init__(signer)
         self.topic = topic
         self._tailer = TopicTailer(target, topic, missing_ok=missing_ok)
 
     def refresh(self, timeout_s: float = 30.0) -> dict[TopicPartition, RunMap]:
         """Catch up with the topic; the maps stay owned (and updated) by the store."""
+        before = self.rejected
         for record in self._tailer.catch_up(timeout_s):
             if record.key is None:
                 continue
             try:
-                self.apply(record.key, record.value)
+                self.receive(record.key, record.value, record.headers)
             except MALFORMED:
                 log.warning(
                     "skipping malformed offset-sync record", extra={"offset": record.offset}
                 )
+        if self.rejected > before:
+            log.warning(
+                "ignored offset-sync records that failed verification (no valid drkit-mac: "
+                "not written by this flow's drkit, or written before signing)",
+                extra={"topic": self.topic, "records": self.rejected - before},
+            )
         return dict(self.maps)
 
     def close(self) -> None:

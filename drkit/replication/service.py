@@ -30,6 +30,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import FrameType
+from typing import TYPE_CHECKING
 
 from tenacity import RetryCallState, Retrying, retry_if_exception
 
@@ -46,6 +47,7 @@ from drkit.errors import (
     KafkaError,
     Problem,
     ReplicationError,
+    StateStoreError,
     Stopped,
 )
 from drkit.kafka import ClusterEndpoint
@@ -58,6 +60,10 @@ from drkit.replication.metrics import FLOW_FAILED, default_metrics, show_flow_st
 from drkit.replication.supervision import PatienceStop, SuccessBackoff, WorkerLiveness, is_transient
 from drkit.replication.topology import FlowTopology
 from drkit.replication.worker import FlowWorker
+from drkit.signing import Kind
+
+if TYPE_CHECKING:
+    from drkit.store.flow_keys import FlowKeys
 
 log = logging.getLogger(__name__)
 
@@ -137,6 +143,12 @@ def metrics_listener(options: ServiceOptions, ended: EndedFlows | None = None) -
     return listener
 
 
+def _flow_keys(url: str | None) -> FlowKeys | None:
+    from drkit.store.flow_keys import FlowKeys
+
+    return FlowKeys(url) if url else None
+
+
 def run_flows(config: DrkitConfig, options: ServiceOptions, stop: threading.Event) -> int:
     """Replicate the selected flows in this process until ``stop`` is set or all flows end.
 
@@ -152,9 +164,14 @@ def run_flows(config: DrkitConfig, options: ServiceOptions, stop: threading.Even
     results: dict[str, BaseException | None] = {}
     losses = loss_sink(options)
     control = StoreControl(options.store_url) if options.store_url else None
+    # Each flow's key (drkit/signing.py): read from the store once, kept through outages.
+    keys = _flow_keys(options.store_url)
+    from drkit.offsets.metrics import default_metrics as checkpoint_metrics
+
+    unverified = checkpoint_metrics().unverified
 
     def gate_of(flow: FlowConfig) -> FlowGate | None:
-        if control is None:
+        if control is None or keys is None:
             return None
         return FlowGate(
             control,
@@ -164,7 +181,8 @@ def run_flows(config: DrkitConfig, options: ServiceOptions, stop: threading.Even
             config.failover.worker_silence_s,
             on_error=metrics.errors.labels(flow.name, "control").inc,
             # Read only while the store does not answer: the target vouches for the directive.
-            channel=ControlChannel.of(config, flow),
+            channel=ControlChannel.of(config, flow, keys.of(flow.name)),
+            on_rejected=unverified.labels(flow.name, "control").inc,
         ).start()
 
     def run_one(flow: FlowConfig) -> None:
@@ -184,6 +202,8 @@ def run_flows(config: DrkitConfig, options: ServiceOptions, stop: threading.Even
         def attempt() -> None:
             if stop.is_set():
                 return
+            # The key before anything is copied (a store away at start: retried like Kafka).
+            signer = keys.signer(flow.name, Kind.OFFSET_SYNC) if keys is not None else None
             try:
                 FlowWorker(
                     flow,
@@ -195,6 +215,7 @@ def run_flows(config: DrkitConfig, options: ServiceOptions, stop: threading.Even
                     losses,
                     liveness,
                     gate,
+                    signer,
                 ).run()
             except Stopped:
                 if not stop.is_set():
@@ -234,7 +255,7 @@ def run_flows(config: DrkitConfig, options: ServiceOptions, stop: threading.Even
     checkpoint_threads = [
         threading.Thread(
             target=run_checkpointer,
-            args=(checkpointing, flow, checkpoints_stop, options.settings.worker_id),
+            args=(checkpointing, flow, checkpoints_stop, options.settings.worker_id, keys),
             name=f"checkpoints {flow.name}",
             daemon=True,
         )
@@ -303,13 +324,20 @@ def _interruptible(stop: threading.Event) -> Callable[[float], None]:
 
 
 def run_checkpointer(
-    config: DrkitConfig, flow: FlowConfig, stop: threading.Event, member: str = ""
+    config: DrkitConfig,
+    flow: FlowConfig,
+    stop: threading.Event,
+    member: str = "",
+    keys: FlowKeys | None = None,
 ) -> None:
     """Run one flow's checkpoint worker until ``stop``; it retries failed rounds itself.
 
     Every ``drkit replicate`` process runs one; they elect, through a consumer group on the
     target, the one that writes checkpoints (drkit.kafka.election): a dead or hung worker's
     duty moves to another within the group's session timeout.
+
+    ``keys``: the state store's flow keys - the runs it translates with are verified, its
+    tombstones signed (drkit/signing.py); None (no store) verifies nothing.
     """
     from drkit.kafka.election import GroupElection
     from drkit.offsets.checkpointer import Checkpointer
@@ -319,8 +347,13 @@ def run_checkpointer(
     while not stop.is_set():
         election: GroupElection | None = None
         try:
+            signer = keys.signer(flow.name, Kind.OFFSET_SYNC) if keys is not None else None
             checkpointer = Checkpointer(
-                flow, config.clusters[flow.source], config.clusters[flow.target], stop=stop
+                flow,
+                config.clusters[flow.source],
+                config.clusters[flow.target],
+                stop=stop,
+                signer=signer,
             )
             try:
                 checkpointer.prepare()  # the election's topic must exist before it is joined
@@ -334,7 +367,7 @@ def run_checkpointer(
                 checkpointer.close()
         except Stopped:
             return  # a request under way was given up: the stop came
-        except KafkaError as err:
+        except (KafkaError, StateStoreError) as err:
             log.warning(
                 "checkpoint worker failed; restarting", extra={"flow": flow.name, "error": str(err)}
             )

@@ -79,6 +79,7 @@ from drkit.replication.supervision import WorkerLiveness, backoff_s, out_of_pati
 from drkit.replication.topic_sync import TopicSynchronizer
 from drkit.replication.topology import FlowTopology
 from drkit.schemas.sync import flow_schema_sync
+from drkit.signing import Signer
 
 log = logging.getLogger(__name__)
 
@@ -101,8 +102,10 @@ class FlowWorker:
         losses: LossSink,
         liveness: WorkerLiveness | None = None,
         gate: FlowGate | None = None,
+        signer: Signer | None = None,
     ) -> None:
         self.flow = flow
+        self.signer = signer  # the flow's offset-sync key (drkit/signing.py); None: no store
         self.topology = FlowTopology.of(flow)
         self.name = flow.name
         self.source = ClusterEndpoint(flow.source, source)
@@ -285,6 +288,7 @@ class FlowWorker:
             self.settings.worker_id,
             self.flow.exactly_once,
             self._progress_durable,
+            self.signer,
         )
         self._consumer = self._make_consumer()
         self.keeper.new_session()

@@ -19,6 +19,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     String,
     Text,
     UniqueConstraint,
@@ -361,3 +362,13 @@ class AutomationDecision(Base):
     evidence: Mapped[dict[str, Any]] = mapped_column(default=dict)  # Decision.to_json()
     run_id: Mapped[int | None] = mapped_column(Integer)
     at: Mapped[datetime] = mapped_column(default=utcnow, index=True)
+
+
+class FlowKey(Base):
+    """A flow's signing key (drkit/signing.py): 32 random bytes, created by whoever needs it
+    first (drkit/store/flow_keys.py).  A secret: never printed, never on a cluster."""
+
+    __tablename__ = "flow_keys"
+    flow: Mapped[str] = mapped_column(String(300), primary_key=True)
+    secret: Mapped[bytes] = mapped_column(LargeBinary)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import threading
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ from drkit.replication.progress import ProgressStore
 from drkit.replication.provenance import SOURCE_HEADER, Provenance
 from drkit.replication.topology import FlowTopology
 from drkit.store import StateStore
+from drkit.store.flow_keys import key_for
 from tests.conftest import Names
 from tests.kafka_backends import ClusterUnderTest
 from tests.metrics_support import metric
@@ -85,6 +87,12 @@ class Flow:
         self.control = ControlRepository(self.store)
         self.source_admin = KafkaAdmin(setup.source_endpoint)
         self.target_admin = KafkaAdmin(setup.target_endpoint)
+
+    def channel(self) -> ControlChannel:
+        """The flow's control channel, signed with its key from the store."""
+        return ControlChannel.of(
+            self.setup.config, self.setup.config.flows[0], partial(key_for, self.store, self.name)
+        )
 
     def source_ends(self) -> dict[int, int]:
         tps = [TopicPartition(self.topic, p) for p in range(PARTITIONS)]
@@ -184,7 +192,7 @@ def _operator(flow: Flow, verb: str, workers: int) -> float:
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"workers: {workers} acknowledged" in done.stdout, done.stdout
     directive = flow.control.directive(flow.name)
-    channel = ControlChannel.of(flow.setup.config, flow.setup.config.flows[0])
+    channel = flow.channel()
     try:
         assert channel.read().directive == directive, done.stdout
     finally:
@@ -333,7 +341,8 @@ def test_a_store_outage_alone_does_not_stop_replication_and_the_channel_carries_
                 "failover": {"worker_silence_s": SILENCE_S},
             },
         )
-        channel = ControlChannel.of(flow.setup.config, flow.setup.config.flows[0])
+        channel = flow.channel()  # the key read now, while the store answers
+        channel.read()
         port = free_port()
         with _replicator(flow, tmp_path, port) as worker:
             with Feed(flow.setup, flow.topic):

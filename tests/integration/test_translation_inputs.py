@@ -37,6 +37,9 @@ from drkit.replication.offset_sync import OffsetRun, OffsetSync
 from drkit.replication.offset_sync_store import OffsetSyncStore
 from drkit.replication.progress import Progress, ProgressStore, progress_key
 from drkit.replication.provenance import SOURCE_HEADER
+from drkit.signing import Kind, Signer
+from drkit.store import StateStore
+from drkit.store.flow_keys import key_for
 from tests.conftest import Names
 from tests.kafka_backends import ClusterUnderTest
 from tests.replication_support import FlowSetup, flow_setup, wait_until
@@ -59,7 +62,7 @@ def test_a_missing_progress_topic_raises_naming_topic_and_cluster(
     assert topic in str(raised.value) and setup.target in str(raised.value)
     # Readers outside the worker (translation, verify, probes, failover plans) opt in: a flow
     # that never ran has no mapping yet - empty, not an error.
-    loader = MappingLoader(setup.config.flows[0], setup.target_endpoint)
+    loader = MappingLoader(setup.config.flows[0], setup.target_endpoint, signer=None)
     try:
         assert loader.refresh(timeout_s=10) == {}
     finally:
@@ -159,8 +162,10 @@ def _write_map(
     runs: list[OffsetRun],
     end: int,
 ) -> None:
-    """Offset-sync runs and progress as the worker stores them (here: made up on purpose)."""
+    """Offset-sync runs and progress as the worker stores them (here: made up on purpose),
+    signed with the flow's key from the setup's store as the worker signs them."""
     admin = KafkaAdmin(setup.target_endpoint)
+    signer = flow_signer(setup)
     syncs, progress = offset_syncs_topic(setup.source), progress_topic(setup.source)
     admin.create_topics(
         [TopicSpec(t, 1, configs={"cleanup.policy": "compact"}) for t in (syncs, progress)]
@@ -169,8 +174,8 @@ def _write_map(
         setup.target_endpoint,
         syncs,
         [
-            (OffsetSync(source, target, run).key(), OffsetSync(source, target, run).value())
-            for run in runs
+            (sync.key(), sync.value(), (signer.header(sync.key(), sync.value()),))
+            for sync in (OffsetSync(source, target, run) for run in runs)
         ],
     )
     produce_batch(
@@ -178,6 +183,15 @@ def _write_map(
         progress,
         [(progress_key(setup.target, source), Progress(source, end).value())],
     )
+
+
+def flow_signer(setup: FlowSetup) -> Signer:
+    """The offset-sync signer of ``setup``'s flow, its key from the setup's state store."""
+    assert setup.config.state_store.url is not None
+    store = StateStore(setup.config.state_store.url.get_secret_value())
+    store.ensure_current()
+    name = setup.config.flows[0].name
+    return Signer(key_for(store, name), Kind.OFFSET_SYNC, name)
 
 
 def test_verify_rejects_a_translation_that_skips_records(
@@ -347,7 +361,9 @@ def test_checkpointer_tombstones_runs_neither_cluster_holds_and_translation_stay
     try:
         wait_until(lambda: stored_runs() == 2, 30, 0.5, what="the expired run tombstoned")
         # A fresh store and the checkpointer's own map (reading its tombstone back) agree.
-        store = OffsetSyncStore(setup.target_endpoint, offset_syncs_topic(setup.source))
+        store = OffsetSyncStore(
+            setup.target_endpoint, offset_syncs_topic(setup.source), signer=None
+        )
         try:
             store.refresh(timeout_s=20)
             assert store.stored_runs() == 2

@@ -60,6 +60,7 @@ class Edges:
         self.full_next = True
         self.before: dict[str, dict[TopicPartition, int]] = {}
         self.sent: list[Hashable] = []
+        self.rejected = 0  # offset-sync records that failed verification (none here)
 
     # commits
     def read(self, timeout_s: float | None = None) -> CommitsRead:

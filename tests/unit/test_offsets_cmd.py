@@ -19,6 +19,7 @@ from drkit.errors import ConfigError, UnreachableClusterError
 from drkit.offsets.lookup import parse_offsets
 from drkit.records import TopicPartition
 from drkit.status.web import StatusApp
+from drkit.store import StateStore
 
 
 def test_offsets_parse_from_arguments_and_from_json_on_stdin() -> None:
@@ -108,7 +109,8 @@ def test_the_monitor_translates_given_offsets_over_http() -> None:
         asked.append((flow, values))
         if "orders:0:13" in values:
             raise UnreachableClusterError("dc2", "127.0.0.1:2")
-        return translator(config)(flow, values)  # the real one: refuses before any I/O
+        # the real one: refuses before any I/O (the store is read only for a known flow)
+        return translator(config, StateStore("sqlite://"))(flow, values)
 
     app = StatusApp(lambda: None, lambda: None, translate)  # type: ignore[arg-type,return-value]
     status, body = _ask(app, "flow=dc1->dc9&offset=orders:0:5")

@@ -1,0 +1,388 @@
+"""Forged offset syncs and flow directives are rejected (issue 46, item 7): record MACs
+(drkit/signing.py), each flow's key in the store (drkit/store/flow_keys.py), the offset-sync
+reader ignoring what fails them without making translation skip (drkit/translation.py,
+invariant 9), and the control channel ignoring forged directives and acks."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from sqlalchemy import select
+
+from drkit.config import load_config_text
+from drkit.config.model import FlowConfig
+from drkit.control.gate import FlowGate
+from drkit.control.model import DesiredState, FlowDirective
+from drkit.errors import StateStoreError
+from drkit.failover.model import Severity
+from drkit.failover.plan import unverified_syncs_finding
+from drkit.offsets.mapping_loader import doubt
+from drkit.records import TopicPartition
+from drkit.replication.internal_topics import control_topic, offset_syncs_topic
+from drkit.replication.offset_sync import OffsetRun, OffsetSync, RunTracker
+from drkit.replication.offset_sync_store import RunMaps
+from drkit.signing import KEY_BYTES, MAC_HEADER, Kind, Signer, mac_of, sign, verify
+from drkit.store.db import StateStore
+from drkit.store.flow_keys import create_key, key_for
+from drkit.store.models import FlowKey
+from drkit.translation import (
+    Flag,
+    Method,
+    PartitionMapping,
+    TargetBounds,
+    Translated,
+    translate,
+    translate_back,
+)
+from tests.fake_kafka import FakeCluster, signed_channel
+
+FLOW = "dc1->dc2"
+KEY = bytes(range(32))
+OTHER = bytes(range(1, 33))
+SOURCE = TopicPartition("orders", 0)
+TARGET = TopicPartition("dc1.orders", 0)
+SYNCS = offset_syncs_topic("dc1")
+
+
+# -- the MAC ----------------------------------------------------------------------------------
+
+
+def test_a_mac_verifies_only_its_own_key_kind_flow_and_record() -> None:
+    mac = sign(KEY, Kind.OFFSET_SYNC, FLOW, b"k", b"v")
+    assert len(mac) == 32
+    assert verify(KEY, Kind.OFFSET_SYNC, FLOW, b"k", b"v", mac)
+    assert not verify(OTHER, Kind.OFFSET_SYNC, FLOW, b"k", b"v", mac)
+    assert not verify(KEY, Kind.CONTROL, FLOW, b"k", b"v", mac)
+    assert not verify(KEY, Kind.OFFSET_SYNC, "dc1->dc3", b"k", b"v", mac)
+    assert not verify(KEY, Kind.OFFSET_SYNC, FLOW, b"k2", b"v", mac)
+    assert not verify(KEY, Kind.OFFSET_SYNC, FLOW, b"k", b"v2", mac)
+    assert not verify(KEY, Kind.OFFSET_SYNC, FLOW, b"k", b"v", None)
+    assert not verify(KEY, Kind.OFFSET_SYNC, FLOW, b"k", b"v", b"")
+    assert not verify(KEY, Kind.OFFSET_SYNC, FLOW, b"k", b"v", mac[:-1])
+
+
+def test_parts_are_length_prefixed_and_a_tombstone_is_not_an_empty_value() -> None:
+    tombstone = sign(KEY, Kind.OFFSET_SYNC, FLOW, b"k", None)
+    assert tombstone != sign(KEY, Kind.OFFSET_SYNC, FLOW, b"k", b"")
+    assert not verify(KEY, Kind.OFFSET_SYNC, FLOW, b"k", b"", tombstone)
+    # Moving a byte from the key into the value is another message.
+    assert sign(KEY, Kind.CONTROL, FLOW, b"ab", b"c") != sign(KEY, Kind.CONTROL, FLOW, b"a", b"bc")
+
+
+def test_the_signer_writes_the_header_readers_check_and_never_shows_its_key() -> None:
+    signer = Signer(KEY, Kind.OFFSET_SYNC, FLOW)
+    header = signer.header(b"k", b"v")
+    assert header == (MAC_HEADER, sign(KEY, Kind.OFFSET_SYNC, FLOW, b"k", b"v"))
+    assert signer.mac(b"k", None) == sign(KEY, Kind.OFFSET_SYNC, FLOW, b"k", None)
+    assert signer.accepts(b"k", b"v", [("other", b"x"), header])
+    assert not signer.accepts(b"k", b"v", [("other", b"x")])
+    # The last header wins, as Kafka clients read headers: a forger cannot append a bad one
+    # behind a good one and have the good one counted... nor the other way round.
+    assert not signer.accepts(b"k", b"v", [header, (MAC_HEADER, b"\0" * 32)])
+    assert mac_of([header, ("x", b"y")]) == header[1]
+    assert KEY.hex() not in repr(signer) and str(list(KEY)) not in repr(signer)
+    with pytest.raises(ValueError):
+        Signer(b"short", Kind.CONTROL, FLOW)
+
+
+# -- the key in the store -------------------------------------------------------------------
+
+
+def test_a_flow_key_is_created_once_and_then_always_the_stored_one(
+    migrated_store: StateStore,
+) -> None:
+    first = key_for(migrated_store, FLOW)
+    assert len(first) == KEY_BYTES
+    assert key_for(migrated_store, FLOW) == first
+    assert key_for(StateStore(migrated_store.url), FLOW) == first  # another process
+    assert key_for(migrated_store, "dc2->dc1") != first  # per flow
+
+
+def test_a_key_created_meanwhile_by_another_process_wins(migrated_store: StateStore) -> None:
+    """The primary-key conflict path: the row is there when this process inserts."""
+    theirs = b"\x07" * KEY_BYTES
+    with migrated_store.session() as session:
+        session.add(FlowKey(flow=FLOW, secret=theirs))
+    assert create_key(migrated_store, FLOW) == theirs
+    with migrated_store.session() as session:
+        assert session.scalars(select(FlowKey.flow)).all() == [FLOW]
+
+
+def test_concurrent_first_users_agree_on_one_key(migrated_store: StateStore) -> None:
+    found: list[bytes] = []
+    errors: list[BaseException] = []
+    start = threading.Barrier(6)
+
+    def first_use() -> None:
+        store = StateStore(migrated_store.url)
+        try:
+            start.wait()
+            found.append(create_key(store, FLOW))
+        except BaseException as err:
+            errors.append(err)
+        finally:
+            store.engine.dispose()
+
+    threads = [threading.Thread(target=first_use) for _ in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert not errors
+    assert len(found) == 6 and len(set(found)) == 1
+    assert key_for(migrated_store, FLOW) == found[0]
+
+
+# -- offset syncs: a forgery beside real ones -------------------------------------------------
+
+
+def _real_syncs() -> list[OffsetSync]:
+    """Source 0..149 copied to 0..149, then (after a restart) 150..199 to 160..209."""
+    tracker = RunTracker(SOURCE, TARGET)
+    tracker.observe_range(0, 0, 150)
+    tracker.restart()
+    tracker.observe_range(150, 160, 50)
+    return tracker.drain()
+
+
+def _write(cluster: FakeCluster, sync: OffsetSync, signer: Signer | None) -> None:
+    key, value = sync.key(), sync.value()
+    headers = (signer.header(key, value),) if signer is not None else ()
+    cluster.write(SYNCS, key, value, headers)
+
+
+def _read(cluster: FakeCluster, signer: Signer | None) -> RunMaps:
+    """What OffsetSyncStore.refresh does with each record the tailer reads."""
+    maps = RunMaps(signer)
+    for key, value, headers, _offset in cluster.read(SYNCS):
+        assert key is not None
+        maps.receive(key, value, headers)
+    return maps
+
+
+def _mapping(maps: RunMaps, replicated_end: int) -> PartitionMapping:
+    run_map = maps.maps[SOURCE]
+    table = run_map.table()
+    claims = maps.claims.get(SOURCE, ())
+    return PartitionMapping(
+        SOURCE, TARGET, table, replicated_end, doubt=doubt(claims, table, replicated_end)
+    )
+
+
+BOUNDS = TargetBounds(0, 210)
+
+
+def test_a_forged_sync_beside_real_ones_is_ignored_counted_and_changes_no_translation() -> None:
+    cluster = FakeCluster("dc2")
+    signer = Signer(KEY, Kind.OFFSET_SYNC, FLOW)
+    for sync in _real_syncs():
+        _write(cluster, sync, signer)
+    far_ahead = OffsetSync(SOURCE, TARGET, OffsetRun(50, 100_000, 100))
+    _write(cluster, far_ahead, None)  # a foreign client, no MAC
+    _write(cluster, far_ahead, Signer(OTHER, Kind.OFFSET_SYNC, FLOW))  # a guessed key
+
+    # Without verification the forgery wins (the last copy in the target log): a group at 60
+    # would resume at 160 - the records at 60..149 it had not read yet skipped.
+    fooled = translate(60, _mapping(_read(cluster, None), 200), TargetBounds(0, 200_000))
+    assert isinstance(fooled, Translated) and fooled.target_offset == 160
+
+    maps = _read(cluster, signer)
+    assert maps.rejected == 2
+    mapping = _mapping(maps, 200)
+    assert mapping.doubt == ()  # the real runs cover what the forgery claims: nothing hidden
+    for offset, expected in ((0, 0), (60, 60), (149, 149), (150, 160), (199, 209), (200, 210)):
+        result = translate(offset, mapping, BOUNDS)
+        assert isinstance(result, Translated)
+        assert result.target_offset == expected
+        assert Flag.UNVERIFIED not in result.flags
+    exact = translate(60, mapping, BOUNDS)
+    assert isinstance(exact, Translated) and exact.method is Method.EXACT
+
+
+def test_a_forged_tombstone_removes_no_run() -> None:
+    cluster = FakeCluster("dc2")
+    signer = Signer(KEY, Kind.OFFSET_SYNC, FLOW)
+    real = _real_syncs()
+    for sync in real:
+        _write(cluster, sync, signer)
+    cluster.write(SYNCS, real[0].key(), None)  # a foreign tombstone for the first run
+    maps = _read(cluster, signer)
+    assert maps.rejected == 1 and maps.stored_runs() == 2
+    # drkit's own (signed) tombstone does remove it.
+    cluster.write(SYNCS, real[0].key(), None, (signer.header(real[0].key(), None),))
+    assert _read(cluster, signer).stored_runs() == 1
+
+
+def test_ignored_real_runs_round_translation_down_never_past_a_copy() -> None:
+    """Runs written before signing (or compacted away under a forgery of their key) are not
+    trusted: where they may hide copies, T falls back to the end of the last verified copy
+    below S (the log start when there is none) - more re-reads, never a skip."""
+    cluster = FakeCluster("dc2")
+    signer = Signer(KEY, Kind.OFFSET_SYNC, FLOW)
+    tracker = RunTracker(SOURCE, TARGET)
+    tracker.observe_range(0, 0, 50)
+    tracker.restart()
+    tracker.observe_range(50, 50, 100)  # 50..149 at 50..149: the unsigned one
+    tracker.restart()
+    tracker.observe_range(150, 160, 50)
+    first, unsigned, last = tracker.drain()
+    _write(cluster, first, signer)
+    _write(cluster, unsigned, None)
+    _write(cluster, last, signer)
+    maps = _read(cluster, signer)
+    mapping = _mapping(maps, 200)
+    assert maps.rejected == 1 and mapping.doubt == ((50, 150),)
+    result = translate(100, mapping, BOUNDS)
+    assert isinstance(result, Translated)
+    assert result.target_offset == 50  # the copy of 100 is at 100: re-read from 50, not skipped
+    assert Flag.UNVERIFIED in result.flags
+    # Without the first run nothing verified lies below: the log start.
+    maps = RunMaps(signer)
+    for sync in (unsigned, last):
+        headers = (signer.header(sync.key(), sync.value()),) if sync is last else ()
+        maps.receive(sync.key(), sync.value(), headers)
+    result = translate(100, _mapping(maps, 200), TargetBounds(0, 210))
+    assert isinstance(result, Translated) and result.target_offset == 0
+    # An exact answer is kept; the way back refuses a doubted map.
+    exact = translate(160, mapping, BOUNDS)
+    assert isinstance(exact, Translated) and exact.target_offset == 170
+    assert Flag.UNVERIFIED not in exact.flags
+    assert not isinstance(translate_back(TARGET, 100, mapping), Translated)
+
+
+@st.composite
+def _streams(draw: st.DrawFn) -> tuple[list[OffsetRun], list[bool], list[tuple[int, int]]]:
+    """Runs in source order with gaps on both sides, which of them verify, and forged claims."""
+    runs: list[OffsetRun] = []
+    src = draw(st.integers(0, 5))
+    dst = draw(st.integers(0, 5))
+    for _ in range(draw(st.integers(1, 6))):
+        length = draw(st.integers(1, 8))
+        runs.append(OffsetRun(src, dst, length))
+        src += length + draw(st.integers(0, 3))
+        dst += length + draw(st.integers(0, 3))
+    verified = draw(st.lists(st.booleans(), min_size=len(runs), max_size=len(runs)))
+    forged = draw(st.lists(st.tuples(st.integers(0, 60), st.integers(1, 30)), max_size=3))
+    return runs, verified, [(start, start + length) for start, length in forged]
+
+
+@settings(max_examples=300, deadline=None)
+@given(_streams())
+def test_ignoring_syncs_never_makes_a_translation_skip(
+    stream: tuple[list[OffsetRun], list[bool], list[tuple[int, int]]],
+) -> None:
+    """Invariant 9 over random streams: with any subset of the real runs ignored and any forged
+    claims, every replicated record at or after S lies at or after T."""
+    runs, verified, forged = stream
+    end = runs[-1].src_end
+    bounds = TargetBounds(0, runs[-1].dst_end)
+    kept = [run for run, ok in zip(runs, verified, strict=True) if ok]
+    claims = [(r.src_start, r.src_end) for r, ok in zip(runs, verified, strict=True) if not ok]
+    table = PartitionMapping(SOURCE, TARGET, kept).table
+    mapping = PartitionMapping(SOURCE, TARGET, kept, end, doubt=doubt(claims + forged, table, end))
+    copies = {run.src_start + i: run.dst_start + i for run in runs for i in range(run.length)}
+    for offset in range(end + 2):
+        result = translate(offset, mapping, bounds)
+        if not kept:
+            continue  # no verified run at all: no mapping (CannotTranslate / nothing to skip)
+        assert isinstance(result, Translated)
+        skipped = [o for o, copy in copies.items() if o >= offset and copy < result.target_offset]
+        assert not skipped, (offset, result)
+    if all(verified) and not forged:
+        assert mapping.doubt == ()
+
+
+def test_the_plan_and_the_translate_report_name_ignored_syncs() -> None:
+    finding = unverified_syncs_finding(3, "dc2")
+    assert finding.severity is Severity.WARNING
+    assert "3 offset syncs on dc2 failed verification and were ignored" in finding.message
+    from drkit.offsets.lookup import Report
+
+    config = load_config_text(
+        "clusters:\n  dc1: {bootstrap_servers: '127.0.0.1:1'}\n"
+        "  dc2: {bootstrap_servers: '127.0.0.1:2'}\nflows: [{source: dc1, target: dc2}]\n",
+        env={},
+    )
+    report = Report(config.flows[0], "live", True, unverified_offset_syncs=2)
+    assert report.to_json()["unverified_offset_syncs"] == 2
+    assert report.warnings == report.to_json()["warnings"]
+    assert "2 offset syncs on dc2 failed verification and were ignored" in report.warnings[0]
+    assert Report(config.flows[0], "live", True).warnings == []
+
+
+# -- directives: a forgery on the control channel ----------------------------------------------
+
+
+class _StoreDown:
+    """The state store as a gate sees it during an outage."""
+
+    def directive(self, flow: str, default: DesiredState) -> FlowDirective:
+        raise StateStoreError("state store sqlite:///x failed: disk I/O error")
+
+    def ack(self, *args: object, **kwargs: object) -> None:
+        raise StateStoreError("state store sqlite:///x failed: disk I/O error")
+
+    def forget_worker(self, flow: str, worker: str) -> None:
+        raise StateStoreError("state store sqlite:///x failed: disk I/O error")
+
+
+def _flow_config() -> FlowConfig:
+    config = load_config_text(
+        "clusters:\n  dc1: {bootstrap_servers: '127.0.0.1:1'}\n"
+        "  dc2: {bootstrap_servers: '127.0.0.1:2'}\nflows: [{source: dc1, target: dc2}]\n",
+        env={},
+    )
+    return config.flows[0]
+
+
+def test_a_forged_directive_is_ignored_by_the_gate_and_reported(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    flow = _flow_config()
+    target = FakeCluster("dc2")
+    engine = signed_channel(target, flow, KEY)
+    engine.publish(FlowDirective(flow.name, DesiredState.RUNNING, 3, "resume"))
+    # A foreign client on the open cluster: PAUSE, epoch 99, under the directive's key.
+    topic = control_topic(flow.source)
+    forged = b'{"desired":"paused","epoch":99,"reason":"forged","run_id":null}'
+    target.write(topic, f"directive/{flow.name}".encode(), forged)
+    target.write(topic, f"directive/{flow.name}".encode(), forged, ((MAC_HEADER, b"\0" * 32),))
+    target.write(topic, f"ack/{flow.name}/ghost".encode(), b'{"epoch":99,"state":"paused"}')
+
+    rejected: list[int] = []
+    gate = FlowGate(
+        _StoreDown(), flow.name, "w1", DesiredState.RUNNING, 30.0,
+        channel=signed_channel(target, flow, KEY), on_rejected=rejected.append,
+    )  # fmt: skip
+    with caplog.at_level(logging.WARNING, logger="drkit.control.gate"):
+        gate.poll_once()
+    wanted = gate.wanted()
+    assert (wanted.state, wanted.epoch) == (DesiredState.RUNNING, 3)
+    assert rejected == [3]
+    assert any("failed verification" in r.getMessage() for r in caplog.records)
+    # The engine's view: the real directive, no ghost worker's ack.
+    view = engine.read()
+    assert view.directive == FlowDirective(flow.name, DesiredState.RUNNING, 3, "resume")
+    assert "ghost" not in view.acks and view.rejected == 3
+    # A channel with another key (another store) trusts nothing it did not sign.
+    stranger = signed_channel(target, flow, OTHER).read()
+    assert stranger.directive is None and stranger.rejected == 4
+    # A real, newer directive is followed.
+    engine.publish(FlowDirective(flow.name, DesiredState.PAUSED, 4, "switchover"))
+    gate.poll_once()
+    assert gate.wanted().state is DesiredState.PAUSED and gate.wanted().epoch == 4
+    assert rejected == [3]  # nothing new to report
+
+
+def test_records_of_other_flows_on_the_shared_topic_are_not_counted(tmp_path: Path) -> None:
+    flow = _flow_config()
+    target = FakeCluster("dc2")
+    topic = control_topic(flow.source)
+    target.write(topic, b"directive/dc1->dc3", b'{"desired":"paused","epoch":1}')
+    view = signed_channel(target, flow, KEY).read()
+    assert view.directive is None and view.rejected == 0
