@@ -36,7 +36,7 @@ def setup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, StateS
     store.upgrade()
     published: list[str] = []
 
-    def publish(_config: object, flow: object, directive: object) -> str:
+    def publish(_config: object, _store: object, flow: object, directive: object) -> str:
         published.append(f"{directive.flow} {directive.desired.value}")  # type: ignore[attr-defined]
         return "published"
 
