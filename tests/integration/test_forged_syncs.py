@@ -3,8 +3,9 @@
 A foreign producer - any client of an un-ACLed target - writes an offset sync that maps source
 offsets far ahead into drkit's offset-sync topic, beside the runs a real ``drkit replicate``
 wrote (signed with the flow's key from the state store, drkit/signing.py).  ``drkit offsets
-translate`` ignores it, translates as before, and says how many syncs it ignored; a reader that
-does not verify is fooled by it (the forgery would have skipped records).
+translate`` ignores it, translates as before, and says how many syncs it ignored (so does the
+failover plan); a reader that does not verify is fooled by it (the forgery would have skipped
+records).
 """
 
 from __future__ import annotations
@@ -79,3 +80,15 @@ def test_a_forged_offset_sync_is_ignored_by_offsets_translate_and_named(
     ])  # fmt: skip
     assert text.exit_code == 0, text.output
     assert f"warning: 2 offset syncs on {setup.target} failed verification" in text.output
+
+    # A failover plan names them as a warning.
+    plan = CliRunner().invoke(cli, [
+        "failover", "--config", str(setup.path), "--from", setup.source, "--to", setup.target,
+        "--plan", "-o", "json",
+    ])  # fmt: skip
+    assert plan.exit_code == 0, plan.output
+    warnings = {f["code"]: f for f in json.loads(plan.stdout)["warnings"]}
+    found = warnings["unverified_offset_syncs"]
+    assert found["message"].startswith(
+        f"2 offset syncs on {setup.target} failed verification and were ignored"
+    ), found
