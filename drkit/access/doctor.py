@@ -12,6 +12,7 @@ over them (:func:`cluster_findings`, :func:`message_size_findings`), tested with
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -72,6 +73,34 @@ class ClusterFacts:
     acl_error: str | None = None
     super_users: frozenset[str] | None = None
     message_max_bytes: int | None = None
+    cluster_id: str | None = None
+
+
+# A cluster that answers metadata with no broker in it: Kafka hides the brokers from a
+# principal without DESCRIBE on the cluster (or its topics) - "0 brokers" is never ok.
+NO_BROKER = "metadata shows no broker: drkit's principal may lack DESCRIBE on the cluster"
+
+
+def one_cluster(ids: dict[str, str]) -> list[str]:
+    """One line per cluster id that several aliases answer with (alias -> cluster id): two
+    aliases for one cluster - a bootstrap pointing at the other cluster's brokers under
+    another name - make every failover between them a no-op."""
+    by_id: dict[str, list[str]] = {}
+    for alias, cluster_id in ids.items():
+        by_id.setdefault(cluster_id, []).append(alias)
+    out = []
+    for cluster_id, aliases in sorted(by_id.items()):
+        if len(aliases) > 1:
+            names = sorted(aliases)
+            both = ", ".join(names[:-1]) + f" and {names[-1]}"
+            out.append(f"{both} are one cluster (cluster id {cluster_id})")
+    return out
+
+
+def same_cluster_findings(facts: dict[str, ClusterFacts]) -> list[DoctorFinding]:
+    """FAIL for aliases that answer with one cluster id (see :func:`one_cluster`)."""
+    ids = {a: f.cluster_id for a, f in facts.items() if f.error is None and f.cluster_id}
+    return [DoctorFinding(Status.FAIL, None, "clusters", line) for line in one_cluster(ids)]
 
 
 def cluster_findings(config: DrkitConfig, facts: ClusterFacts) -> list[DoctorFinding]:
@@ -79,7 +108,10 @@ def cluster_findings(config: DrkitConfig, facts: ClusterFacts) -> list[DoctorFin
     alias = facts.alias
     if facts.error is not None:
         return [DoctorFinding(Status.FAIL, alias, "reachable", facts.error)]
-    out = [DoctorFinding(Status.OK, alias, "reachable", f"{facts.brokers} broker(s)")]
+    if facts.brokers:
+        out = [DoctorFinding(Status.OK, alias, "reachable", f"{facts.brokers} broker(s)")]
+    else:
+        out = [DoctorFinding(Status.FAIL, alias, "reachable", NO_BROKER)]
     out.append(_authorizer_finding(alias, facts, config.failover))
     if facts.authorizer is False:
         return out
@@ -101,6 +133,13 @@ def cluster_findings(config: DrkitConfig, facts: ClusterFacts) -> list[DoctorFin
 def _authorizer_finding(alias: str, facts: ClusterFacts, failover: FailoverPolicy) -> DoctorFinding:
     if facts.authorizer:
         return DoctorFinding(Status.OK, alias, "authorizer", "present")
+    if facts.authorizer is None:
+        # Only the broker's explicit SECURITY_DISABLED means no authorizer; a refusal or a
+        # timeout when describing the ACLs tells nothing (drkit may be the one denied).
+        reason = (facts.acl_error or "the ACLs could not be read").removeprefix(
+            "cannot read them: "
+        )
+        return DoctorFinding(Status.WARN, alias, "authorizer", f"cannot tell: {reason}")
     if failover.fence_with_acls:
         return DoctorFinding(
             Status.FAIL, alias, "authorizer",
@@ -453,6 +492,9 @@ def examine_cluster(alias: str, config: DrkitConfig, timeout_s: float) -> Cluste
         brokers = admin.wait_ready(timeout_s=left())
     except DrkitError as err:
         return ClusterFacts(alias, error=str(err))
+    cluster_id: str | None = None
+    with contextlib.suppress(DrkitError):  # not told: no comparison with the other clusters
+        cluster_id = admin.describe_cluster(left())[0]
     authorizer: bool | None = True
     acls: frozenset[AclEntry] | None = None
     acl_error: str | None = None
@@ -481,7 +523,7 @@ def examine_cluster(alias: str, config: DrkitConfig, timeout_s: float) -> Cluste
         max_bytes = int(value.value)
     return ClusterFacts(
         alias, brokers=brokers, authorizer=authorizer, acls=acls, acl_error=acl_error,
-        super_users=supers, message_max_bytes=max_bytes,
+        super_users=supers, message_max_bytes=max_bytes, cluster_id=cluster_id,
     )  # fmt: skip
 
 
@@ -558,7 +600,7 @@ def examine(
     # Every cluster at once: --timeout bounds the command's wait, not a sum over clusters.
     asked = {a: InFlight(partial(examine_cluster, a, config, timeout_s)) for a in aliases}
     facts = {alias: answer.wait() for alias, answer in asked.items()}
-    out: list[DoctorFinding] = []
+    out: list[DoctorFinding] = same_cluster_findings(facts)
     for alias in facts:
         out.extend(cluster_findings(config, facts[alias]))
         out.extend(standby_findings(config, facts[alias], primary))
@@ -571,6 +613,7 @@ def examine(
 
 
 __all__ = [
+    "NO_BROKER",
     "ClusterFacts",
     "DoctorFinding",
     "Status",
@@ -578,6 +621,8 @@ __all__ = [
     "cluster_findings",
     "examine",
     "message_size_findings",
+    "one_cluster",
     "own_topic_findings",
+    "same_cluster_findings",
     "setting_findings",
 ]

@@ -14,6 +14,7 @@ from drkit.cli.context import (
     PRINCIPAL,
     AppContext,
     check_timeout_option,
+    chosen_clusters,
     complete_clusters,
     config_option,
     confirm,
@@ -198,10 +199,7 @@ def doctor(
     from drkit.local.jars import java_executable
 
     config = app.config(config_file)
-    chosen = list(aliases) or sorted(config.clusters)
-    unknown = [a for a in chosen if a not in config.clusters]
-    if unknown:
-        raise click.BadParameter(f"unknown cluster(s): {', '.join(unknown)}", param_hint="ALIASES")
+    chosen = chosen_clusters(config, aliases)
 
     def revision() -> doctor_checks.StoreRevision:
         store = app.store(config_file)

@@ -17,7 +17,7 @@ import click
 
 from drkit.cli.context import (
     REASON,
-    STORED_ID,
+    RUN_ID,
     AppContext,
     complete_runs,
     config_option,
@@ -106,7 +106,7 @@ def resume(app: AppContext, reason: str | None, config_file: str | None, output:
 
 
 @automation.command("ack")
-@click.argument("run_id", metavar="RUN", shell_complete=complete_runs, type=STORED_ID)
+@click.argument("run_id", metavar="RUN", shell_complete=complete_runs, type=RUN_ID)
 @_REASON
 @config_option
 @output_option

@@ -8,9 +8,11 @@ from functools import partial
 
 import click
 
+from drkit.access.doctor import NO_BROKER, one_cluster
 from drkit.cli.context import (
     AppContext,
     check_timeout_option,
+    chosen_clusters,
     config_option,
     echo_document,
     output_option,
@@ -43,10 +45,7 @@ def check(
     Exits 3, naming each unreachable cluster, when any cannot be reached.
     """
     config = app.config(config_file)
-    chosen = list(aliases) or sorted(config.clusters)
-    unknown = [a for a in chosen if a not in config.clusters]
-    if unknown:
-        raise click.BadParameter(f"unknown cluster(s): {', '.join(unknown)}", param_hint="ALIASES")
+    chosen = chosen_clusters(config, aliases)
     # Every cluster at once (the slowest sets the time, not their sum), each refused at once
     # when no bootstrap server takes a TCP connection - a stopped broker is known in
     # microseconds, not at the Kafka client's timeout.  On daemon threads waited on here: a
@@ -55,20 +54,32 @@ def check(
     answers = {alias: check.wait() for alias, check in checks.items()}
     results = {alias: result for alias, (result, _error) in answers.items()}
     failures = [error for _result, error in answers.values() if error is not None]
+    # A cluster that answers with no broker in its metadata is not ok: drkit cannot use it
+    # (a principal denied DESCRIBE on the cluster sees none).
+    blind = [a for a, r in results.items() if r["reachable"] and not r["brokers"]]
+    for alias in blind:
+        results[alias]["error"] = f"cluster '{alias}': {NO_BROKER}"
+    ids = {a: str(r["cluster_id"]) for a, r in results.items() if r.get("cluster_id")}
+    shared = one_cluster(ids)
     if output == "json":
-        echo_document("clusters.check", {"clusters": results})
+        echo_document("clusters.check", {"clusters": results, "warnings": shared})
     else:
         for alias, result in results.items():
-            if result["reachable"]:
+            if result["reachable"] and alias not in blind:
                 click.echo(
                     f"{alias}: ok  brokers={result['brokers']} cluster_id={result['cluster_id']} "
                     f"latency={result['latency_ms']}ms"
                 )
-    if failures:
+    for warning in shared:  # two aliases, one cluster: a failover between them moves nothing
+        say(warning, logging.WARNING)
+    if failures or blind:
         # Each line carries the exit status it ends the command with, as the error boundary's
         # lines do: a reader of --log-format json needs no second source for it.
         for failure in failures:
             say(str(failure), logging.ERROR, cluster=failure.cluster, exit_code=failure.exit_code)
+        for alias in blind:
+            say(str(results[alias]["error"]), logging.ERROR, cluster=alias,
+                exit_code=int(ExitCode.UNHEALTHY))  # fmt: skip
         raise SystemExit(ExitCode.UNHEALTHY)
 
 

@@ -79,7 +79,8 @@ class _Text(click.ParamType[str]):
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
         text = str(value)
         if not text.strip():
-            self.fail(f"a {self.name} cannot be empty", param, ctx)
+            article = "an" if self.name[0] in "aeiou" else "a"  # "an id", not "a id"
+            self.fail(f"{article} {self.name} cannot be empty", param, ctx)
         if self._longest and len(text) > self._longest:
             self.fail(
                 f"a {self.name} of {len(text):,} characters: at most {self._longest:,}", param, ctx
@@ -103,9 +104,39 @@ IDENTITY = _Text("id", r"\S+", "an id without spaces")
 REVISION = _Text("revision")
 
 
-# A stored id typed on the command line (a failover run, a drill, an automatic failover to
-# acknowledge): SQLite's INTEGER range - a larger one was an OverflowError traceback.
-STORED_ID = click.IntRange(1, 2**63 - 1)
+class _StoredId(click.IntRange):
+    """A stored id typed on the command line (a failover run, a drill, an automatic failover
+    to acknowledge): SQLite's INTEGER range - a larger one was an OverflowError traceback.  A
+    word is named as not such an id, with where the ids are listed (Click said "'abc' is not a
+    valid integer range")."""
+
+    def __init__(self, what: str = "an id", listed: str = "") -> None:
+        super().__init__(1, 2**63 - 1)
+        self._what, self._listed = what, listed
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        if not (isinstance(value, int) or str(value).strip().lstrip("+-").isdigit()):
+            where = f"; {self._listed}" if self._listed else ""
+            self.fail(f"{str(value)!r} is not {self._what} (a number{where})", param, ctx)
+        return int(super().convert(value, param, ctx))
+
+
+STORED_ID = _StoredId()
+RUN_ID = _StoredId("a run id", "drkit failover list shows them")
+
+
+def chosen_clusters(config: DrkitConfig, aliases: tuple[str, ...]) -> list[str]:
+    """The clusters ALIASES name (all when none is given); an alias the config lacks is
+    refused naming it quoted - '' and ' dc1 ' are visible so - and the configured ones."""
+    unknown = [a for a in aliases if a not in config.clusters]
+    if unknown:
+        names = ", ".join(repr(a) for a in unknown)
+        known = ", ".join(sorted(config.clusters))
+        what = "cluster" if len(unknown) == 1 else "clusters"
+        raise click.BadParameter(
+            f"unknown {what} {names} (clusters: {known})", param_hint="ALIASES"
+        )
+    return list(aliases) or sorted(config.clusters)
 
 
 def say(message: str, level: int = logging.INFO, **fields: object) -> None:
@@ -235,6 +266,14 @@ def write_file(option: str, path: Path, text: str) -> None:
         raise ConfigError([Problem(option, f"cannot write {path}: {err.strerror}")]) from None
 
 
+def _not_empty(_ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """An empty or blank --config is refused, as an empty --state-dir is: "" read as "not
+    given" and the state dir's config was used in silence."""
+    if value is not None and not value.strip():
+        raise click.BadParameter("cannot be empty", param=param)
+    return value
+
+
 def config_option(func: Any) -> Any:
     """``--config FILE`` (env DRKIT_CONFIG) for commands that read the drkit config."""
     return click.option(
@@ -242,6 +281,7 @@ def config_option(func: Any) -> Any:
         "config_file",
         envvar="DRKIT_CONFIG",
         type=click.Path(dir_okay=False),
+        callback=_not_empty,
         help="drkit config file [env DRKIT_CONFIG; default ./drkit.yaml, then the one "
         "'drkit local up' wrote].",
     )(func)

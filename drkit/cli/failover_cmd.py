@@ -28,7 +28,7 @@ from drkit import logs
 from drkit.cli.context import (
     GROUP,
     REASON,
-    STORED_ID,
+    RUN_ID,
     AppContext,
     complete_clusters,
     complete_runs,
@@ -247,7 +247,7 @@ def _options(force: bool, groups: tuple[str, ...], **extra: Any) -> RunOptions:
 @click.option(
     "--resume",
     "resume",
-    type=STORED_ID,
+    type=RUN_ID,
     metavar="RUN",
     shell_complete=complete_runs,
     help="Continue an interrupted run (--from/--to, if given, must be its own).",
@@ -293,7 +293,7 @@ def failover(
 
 
 @failover.command("show")
-@click.argument("run_id", required=False, type=STORED_ID, shell_complete=complete_runs)
+@click.argument("run_id", required=False, type=RUN_ID, shell_complete=complete_runs)
 @config_option
 @output_option
 @pass_app
@@ -307,7 +307,7 @@ def show(app: AppContext, run_id: int | None, config_file: str | None, output: s
 
 
 @failover.command("abandon")
-@click.argument("run_id", type=STORED_ID, shell_complete=complete_runs)
+@click.argument("run_id", type=RUN_ID, shell_complete=complete_runs)
 @click.option("--reason", required=True, type=REASON, help="Why (recorded in the audit trail).")
 @click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
 @config_option

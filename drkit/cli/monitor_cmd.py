@@ -144,22 +144,19 @@ def monitor(
     where other observers' monitors read them for the quorum.  Probing goes on while the state
     store is down (/healthz then fails, naming it); what was missed is written when it is back.
     """
-    from drkit.automation.metrics import publish_failover_figures
-    from drkit.automation.runner import AutomaticFailover
-    from drkit.drills.figures import publish_drill_figures
-    from drkit.drills.schedule import DrillSchedule
-    from drkit.failover.maintenance import FailoverMaintenance, maintenance_owner
-    from drkit.health.identity import CLI_PREFIX, claim_observer
-    from drkit.health.jobs import make_scheduler
-    from drkit.health.monitor import Monitor
-    from drkit.status.current import status_source
-    from drkit.status.web import StatusApp, serve
+    from drkit.health.identity import CLI_PREFIX
 
+    # The arguments first - addresses, TLS files, free ports, the token - before the config,
+    # the store and the monitor's modules are loaded (a bad one was told after seconds).
     host, port = _listen(listen)
     metrics_at = _listen(metrics_listen, "--metrics-listen") if metrics_listen else None
+    if metrics_at is not None:
+        _distinct(listen, (host, port), metrics_at)
     tls = tls_files(tls_cert, tls_key)
+    _free("--listen", host, port)
+    if metrics_at is not None:
+        _free("--metrics-listen", *metrics_at)
     api_token = _api_token(api_token_file)
-    config = with_interval(app.config(config_file).as_role(Role.MONITOR), interval)
     name = observer or socket.gethostname()
     if not is_vote(name):
         raise ConfigError(
@@ -171,6 +168,18 @@ def monitor(
                 )
             ]
         )
+    from drkit.automation.metrics import publish_failover_figures
+    from drkit.automation.runner import AutomaticFailover
+    from drkit.drills.figures import publish_drill_figures
+    from drkit.drills.schedule import DrillSchedule
+    from drkit.failover.maintenance import FailoverMaintenance, maintenance_owner
+    from drkit.health.identity import claim_observer
+    from drkit.health.jobs import make_scheduler
+    from drkit.health.monitor import Monitor
+    from drkit.status.current import status_source
+    from drkit.status.web import StatusApp, serve
+
+    config = with_interval(app.config(config_file).as_role(Role.MONITOR), interval)
     store = app.store(config_file)
     store.ensure_current()
     claim = claim_observer(store, name)  # one monitor per observer id (refused otherwise)
@@ -244,6 +253,50 @@ def monitor(
         claim.stop()
         with contextlib.suppress(DrkitError):
             claim.leases.release(claim.lease)
+
+
+_WILDCARDS = frozenset({"", "0.0.0.0", "::"})
+
+
+def _distinct(listen: str, status: tuple[str, int], metrics: tuple[str, int]) -> None:
+    """ConfigError unless --listen and --metrics-listen can both be bound: the same address
+    (or one on every address, 0.0.0.0 or ::, and the same port) was refused at the second
+    bind, seconds later, as "Address already in use" - by this monitor's own listener."""
+    (host, port), (metrics_host, metrics_port) = status, metrics
+    if port == 0 or port != metrics_port:
+        return  # two ports the system picks are never one
+    if host == metrics_host:
+        why = "--listen and --metrics-listen name the same address"
+    elif (host in _WILDCARDS or metrics_host in _WILDCARDS) and (
+        (":" in host) == (":" in metrics_host) or "::" in (host, metrics_host)  # :: takes IPv4
+    ):
+        why = f"--listen {listen} and --metrics-listen overlap: one listens on every address"
+    else:
+        return
+    raise ConfigError([Problem("--metrics-listen", f"{why}: give each its own port")])
+
+
+def _free(option: str, host: str, port: int) -> None:
+    """ConfigError naming ``option`` when ``host`` does not resolve or ``host``:``port`` is
+    in use now, before the config and store are loaded (the listener binds it again when the
+    monitor starts and reports anything else then)."""
+    import errno
+
+    from drkit.listening import binding
+
+    if port == 0:
+        return
+    with binding(option, host, port):
+        found = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+        for family, kind, proto, _name, address in found:
+            with socket.socket(family, kind, proto) as probe:
+                probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the servers do
+                try:
+                    probe.bind(address)
+                except OSError as err:
+                    if err.errno == errno.EADDRINUSE:
+                        raise
+                    # another refusal (an address family this host lacks): the server's to tell
 
 
 def _api_token(path: str | None) -> str | None:

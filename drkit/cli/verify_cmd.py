@@ -145,6 +145,8 @@ def verify(
 
         for alias in (flow.source, flow.target):
             require_answering(ClusterEndpoint(alias, config.clusters[alias]))
+        if groups:  # before Spark: a typo'd group was dropped and the check said OK
+            _require_committed(config, flow, groups)
     topic_list = [t.strip() for t in topics.split(",") if t.strip()] if topics else None
     store = app.store(config_file)
     store.ensure_current()
@@ -182,6 +184,26 @@ def verify(
         _print(summary)
     if not summary["ok"]:
         raise SystemExit(ExitCode.NOT_PROVEN)
+
+
+def _require_committed(config: DrkitConfig, flow: FlowConfig, groups: tuple[str, ...]) -> None:
+    """ConfigError (exit 2) naming each ``--group`` with no committed offsets on the flow's
+    source: there is no position of it to check (Kafka answers an unknown group so too)."""
+    from drkit.kafka import ClusterEndpoint, KafkaAdmin
+
+    admin = KafkaAdmin(ClusterEndpoint(flow.source, config.clusters[flow.source]))
+    try:
+        committed = admin.groups_offsets(list(dict.fromkeys(groups)))
+    finally:
+        admin.close()
+    missing = [g for g in dict.fromkeys(groups) if not (c := committed.get(g)) or not c.offsets]
+    if missing:
+        raise ConfigError(
+            [
+                Problem("--group", f"{g!r}: no committed offsets on {flow.source} (a typo?)")
+                for g in missing
+            ]
+        )
 
 
 def _write_spec_only(
