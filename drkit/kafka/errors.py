@@ -66,9 +66,13 @@ _FATAL_FOR_FLOW = {
     _RdKafkaError.UNSUPPORTED_FOR_MESSAGE_FORMAT,
     _RdKafkaError._INVALID_ARG,
     _RdKafkaError._UNSUPPORTED_FEATURE,
-    # Creating a replica topic the target cannot hold as configured.
+    # Creating a replica topic the target cannot hold as configured, or refuses to create:
+    # the same request gets the same answer however often it is sent (INVALID_REQUEST:
+    # "Duplicate topic name" for two topics routed onto one name, or onto an internal one).
     _RdKafkaError.INVALID_REPLICATION_FACTOR,
     _RdKafkaError.INVALID_REPLICA_ASSIGNMENT,
+    _RdKafkaError.INVALID_PARTITIONS,
+    _RdKafkaError.INVALID_REQUEST,
     _RdKafkaError.TOPIC_EXCEPTION,
 }
 

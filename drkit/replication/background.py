@@ -12,7 +12,10 @@
   ``acl_sync`` on the consumers' topic ACLs (drkit.replication.acl_sync), with ``schema_sync``
   on the schema registry (drkit.schemas.sync).  Like heartbeats, none while paused.
 
-All end when ``quit`` is set and never raise: failures are counted and logged, then retried.
+All end when ``quit`` is set and never raise: failures are counted and logged, then retried -
+except the topic sync's that no retry cures (a replica the target refuses to create for good,
+one named like an internal topic): those are handed to the worker, which ends the flow on them
+as it would have at its start.
 """
 
 from __future__ import annotations
@@ -23,13 +26,14 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from drkit.errors import KafkaError, SchemaRegistryError, Stopped
+from drkit.errors import DrkitError, KafkaError, SchemaRegistryError, Stopped
 from drkit.kafka.admin import KafkaAdmin
 from drkit.kafka.clients import ClientSettings, ClusterEndpoint
 from drkit.kafka.flow_clients import TargetProducer
 from drkit.replication.acl_sync import AclSynchronizer
 from drkit.replication.heartbeat import Heartbeat
 from drkit.replication.metrics import ReplicationMetrics
+from drkit.replication.supervision import is_transient
 from drkit.replication.topic_sync import TopicSynchronizer
 from drkit.replication.topology import FlowTopology
 
@@ -104,6 +108,7 @@ class TopicWatcher:
         metrics: ReplicationMetrics,
         lock: threading.Lock,
         on_topics: Callable[[frozenset[str], dict[str, str]], None],
+        on_fatal: Callable[[DrkitError], None] = lambda _error: None,
     ) -> None:
         self.topology = topology
         self.sync = sync
@@ -111,6 +116,7 @@ class TopicWatcher:
         self.metrics = metrics
         self.lock = lock
         self.on_topics = on_topics
+        self.on_fatal = on_fatal  # an error no retry cures: the worker ends the flow on it
 
     def once(self) -> None:
         """One round: sync topics, then publish the topic set with the topics' current ids."""
@@ -127,8 +133,14 @@ class TopicWatcher:
                 self.once()
             except Stopped:
                 return  # the flow stops: a request under way was given up
-            except KafkaError as err:
+            except DrkitError as err:
                 self.metrics.errors.labels(self.topology.name, "topic_sync").inc()
+                if not is_transient(err):
+                    # A new source topic whose replica the target refuses for good (or that a
+                    # route maps onto an internal name): retrying sends the same request for
+                    # ever, and the topic would never be copied - the flow ends, naming it.
+                    self.on_fatal(err)
+                    return
                 log.warning(
                     "topic sync failed; will retry",
                     extra={"flow": self.topology.name, "error": str(err)},

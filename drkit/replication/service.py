@@ -46,7 +46,6 @@ from drkit.errors import (
     ExitCode,
     KafkaError,
     Problem,
-    ReplicationError,
     StateStoreError,
     Stopped,
 )
@@ -394,13 +393,16 @@ def flow_ended(flow: str, error: BaseException) -> str:
 
 
 def _exit_code(results: dict[str, BaseException | None]) -> int:
-    """0 when every flow ended cleanly; 10 when one stopped on a record or setting the target
-    refuses for good; 1 for any other error (each was logged when its flow ended)."""
+    """0 when every flow ended cleanly; 10 (the README's "a flow stopped on an error it cannot
+    ride out") when one ended for good on an error drkit raised on purpose - a record or
+    setting the target refuses, a Kafka answer no retry cures (a topic it may not or cannot
+    create), patience run out; 1 for anything else, drkit's own bug (drkit.errors: a
+    non-DrkitError keeps its traceback).  Each was logged when its flow ended."""
     code = 0
     for error in results.values():
         if error is None:
             continue
-        code = max(code, EXIT_FATAL if isinstance(error, ReplicationError) else 1)
+        code = max(code, EXIT_FATAL if isinstance(error, DrkitError) else 1)
     return code
 
 

@@ -25,7 +25,9 @@ import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+from drkit.errors import ReplicationError
 from drkit.kafka.admin import ConfigValue, KafkaAdmin, TopicSpec
+from drkit.replication.internal_topics import is_internal
 
 log = logging.getLogger(__name__)
 
@@ -104,18 +106,29 @@ def plan_topic_sync(
     set_configs: list[tuple[str, Mapping[str, str]]] = []
     drift: list[ConfigDrift] = []
     wider: list[tuple[str, int, int]] = []
+    # Route transforms may merge topics: one replica then holds the widest of its sources, and
+    # is created or grown once (a name twice in one request is refused: INVALID_REQUEST).
+    widest: dict[str, int] = {}
+    for name, source in sources.items():
+        replica = target_name(name)
+        widest[replica] = max(widest.get(replica, 0), source.partitions)
+    planned: set[str] = set()
     for name in sorted(sources):
         source = sources[name]
         replica = target_name(name)
         current = targets.get(replica)
         if current is None:
-            create.append(
-                TopicSpec(replica, source.partitions, replication_factor, dict(source.configs))
-            )
+            if replica not in planned:
+                planned.add(replica)
+                create.append(
+                    TopicSpec(replica, widest[replica], replication_factor, dict(source.configs))
+                )
             continue
-        if current.partitions < source.partitions:
-            grow.append((replica, source.partitions))
-        elif current.partitions > source.partitions:
+        if current.partitions < widest[replica]:
+            if replica not in planned:
+                planned.add(replica)
+                grow.append((replica, widest[replica]))
+        elif current.partitions > widest[replica]:
             wider.append((replica, source.partitions, current.partitions))
         differing = {
             key: value for key, value in source.configs.items() if current.configs.get(key) != value
@@ -127,6 +140,16 @@ def plan_topic_sync(
         if differing and sync_configs:
             set_configs.append((replica, differing))
     return TopicSyncPlan(tuple(create), tuple(grow), tuple(set_configs), tuple(drift), tuple(wider))
+
+
+def internal_replicas(
+    sources: Mapping[str, TopicState], target_name: Callable[[str], str]
+) -> list[tuple[str, str]]:
+    """(source topic, replica) for each selected topic whose replica name is an internal one
+    - Kafka's own (``__consumer_offsets``) or drkit's bookkeeping (``*.internal``): only a route
+    transform can make one, and copying records into it would corrupt the target (pure)."""
+    named = ((name, target_name(name)) for name in sorted(sources))
+    return [(name, replica) for name, replica in named if is_internal(replica)]
 
 
 def differences(plan: TopicSyncPlan) -> list[str]:
@@ -202,8 +225,19 @@ class TopicSynchronizer:
         return len(sources), plan
 
     def sync(self, only: set[str] | None = None) -> TopicSyncPlan:
-        """Bring the target in line with the source (for all selected topics, or ``only``)."""
+        """Bring the target in line with the source (for all selected topics, or ``only``).
+
+        Raises ReplicationError (the flow ends for good, naming them) when a replica would be
+        an internal topic: no retry makes that right, and nothing is created or written."""
         sources = self.read_sources(only)
+        internal = internal_replicas(sources, self.target_name)
+        if internal:
+            named = ", ".join(f"{name} -> {replica}" for name, replica in internal)
+            raise ReplicationError(
+                f"replica topic names that are internal topics (Kafka's own or drkit's "
+                f"bookkeeping): {named} - a route transform maps onto them; nothing was "
+                "copied into them"
+            )
         plan = plan_topic_sync(
             sources,
             self.read_targets(sources),

@@ -154,6 +154,9 @@ class FlowWorker:
             self._raise_failures,
         )
         self._restart: str | None = None
+        # An error a background thread cannot ride out (the topic watcher's): the session
+        # raises it, and the flow ends on it for good.
+        self._fatal: DrkitError | None = None
         self._consumer: SourceConsumer | None = None
         self._producer: TargetProducer | None = None
         self._writer: ProgressWriter | None = None
@@ -187,6 +190,7 @@ class FlowWorker:
             self.metrics,
             self._lock,
             self._set_topics,
+            self._end_on,
         )
         threads = [
             threading.Thread(
@@ -267,6 +271,10 @@ class FlowWorker:
             self.settings.worker_id,
         )
 
+    def _end_on(self, error: DrkitError) -> None:
+        """Called by the topic watcher thread with an error no retry cures."""
+        self._fatal = error
+
     def _set_topics(self, topics: frozenset[str], ids: dict[str, str]) -> None:
         """Called by the topic watcher thread."""
         with self._names_lock:
@@ -296,6 +304,8 @@ class FlowWorker:
             self._subscribe(force=True)
             last_commit = time.monotonic()
             while not self.stop.is_set():
+                if self._fatal is not None:
+                    raise self._fatal
                 if self._restart is not None:
                     raise _Restart(self._restart)
                 self._subscribe()

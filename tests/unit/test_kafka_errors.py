@@ -74,3 +74,25 @@ def test_a_flow_outwaits_a_topic_deleted_under_it_but_stops_on_what_an_operator_
     # The flag survives the trip back from an isolated helper process.
     again = pickle.loads(pickle.dumps(gone))
     assert isinstance(again, FatalKafkaError) and not again.ends_flows and str(again) == str(gone)
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "INVALID_REQUEST",  # "Duplicate topic name" (trial 5, e36): retried for ever
+        "INVALID_PARTITIONS",
+        "INVALID_REPLICATION_FACTOR",
+        "INVALID_REPLICA_ASSIGNMENT",
+        "INVALID_CONFIG",
+        "POLICY_VIOLATION",
+        "TOPIC_EXCEPTION",
+        "TOPIC_AUTHORIZATION_FAILED",
+        "CLUSTER_AUTHORIZATION_FAILED",
+    ],
+)
+def test_a_topic_creation_the_target_refuses_for_good_ends_the_flow(name: str) -> None:
+    from drkit.replication.supervision import is_transient
+
+    refused = translate(RdKafkaError(getattr(RdKafkaError, name)), "create topic t")
+    assert isinstance(refused, FatalKafkaError) and refused.ends_flows, name
+    assert not is_transient(refused) and name in str(refused)
