@@ -257,18 +257,18 @@ def _publish(
 
 def _wait(store: StateStore, directive: FlowDirective, wait_s: float) -> dict[str, list[str]]:
     """Wait for the live workers to act on ``directive``: who did, who did not, who is
-    silent (cannot be waited for: it holds itself back after the silence window)."""
+    silent (cannot be waited for: it holds itself back after the silence window), whose flow
+    ended for good (drkit.control.model.acknowledgements: only live workers acknowledge)."""
     from drkit.control import ControlRepository
-    from drkit.control.model import pending_workers
+    from drkit.control.model import acknowledgements
 
     control = ControlRepository(store)
     deadline = time.monotonic() + wait_s
     while True:
         acks = control.acks(directive.flow)
-        behind, silent = pending_workers(acks, directive.epoch, directive.desired, LIVE_WITHIN_S)
-        if not behind or time.monotonic() >= deadline:
-            done = sorted({a.worker for a in acks} - set(behind) - set(silent))
-            return {"acknowledged": done, "not_yet": sorted(behind), "silent": sorted(silent)}
+        waited = acknowledgements(acks, directive.epoch, directive.desired, LIVE_WITHIN_S)
+        if not waited["not_yet"] or time.monotonic() >= deadline:
+            return waited
         time.sleep(0.5)
 
 
@@ -301,11 +301,29 @@ def _report(
     )
     click.echo(f"  control channel on {flow.target}: {published}")
     if waited:
-        click.echo(
-            f"  workers: {len(waited['acknowledged'])} acknowledged"
-            + (f", not yet: {', '.join(waited['not_yet'])}" if waited["not_yet"] else "")
-            + (f", silent: {', '.join(waited['silent'])}" if waited["silent"] else "")
-        )
+        click.echo(f"  workers: {_workers_text(waited)}")
+        if not waited["acknowledged"] and not waited["not_yet"]:
+            click.echo(
+                f"  no live 'drkit replicate' runs {flow.name}: the directive is stored and "
+                "applies when its workers start"
+            )
+
+
+def _workers_text(waited: dict[str, list[str]]) -> str:
+    """``2 acknowledged, not yet: w3``; with no live worker, ``none live (3 ended: FAILED)``
+    - a worker whose flow ended for good, or that is not heard from, acknowledges nothing."""
+    others = []
+    if waited["silent"]:
+        others.append(f"silent: {', '.join(waited['silent'])}")
+    if waited["ended"]:
+        others.append(f"{len(waited['ended'])} ended: FAILED")
+    live = len(waited["acknowledged"]) + len(waited["not_yet"])
+    if not live:
+        return "none live" + (f" ({'; '.join(others)})" if others else " (none has reported)")
+    text = f"{len(waited['acknowledged'])} acknowledged"
+    if waited["not_yet"]:
+        text += f", not yet: {', '.join(waited['not_yet'])}"
+    return text + "".join(f", {other}" for other in others)
 
 
 @click.group("pointer")

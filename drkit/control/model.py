@@ -73,6 +73,28 @@ def pending_workers(
     return behind, silent
 
 
+def acknowledgements(
+    acks: list[WorkerAck], epoch: int, desired: DesiredState, live_within_s: float
+) -> dict[str, list[str]]:
+    """Who answered a directive, as an operator reads it: ``acknowledged`` - live workers
+    (heard within ``live_within_s``) that act on it; ``not_yet`` - live ones that do not yet;
+    ``silent`` - workers not heard from (dead, or cut off from the store); ``ended`` - workers
+    whose flow ended for good (they write nothing and run nothing: never counted as having
+    acknowledged, however long ago they reported)."""
+    behind, silent = pending_workers(acks, epoch, desired, live_within_s)
+    ended = sorted(failed_workers(acks))
+    done = sorted(
+        a.worker
+        for a in acks
+        if a.failure is None
+        and a.age_s <= live_within_s
+        and a.worker not in behind
+        and a.worker not in silent
+    )
+    return {"acknowledged": done, "not_yet": sorted(behind), "silent": sorted(silent),
+            "ended": ended}  # fmt: skip
+
+
 def failed_workers(acks: list[WorkerAck]) -> dict[str, str]:
     """Workers whose flow ended for good, with the error each named."""
     return {a.worker: a.failure for a in acks if a.failure is not None}

@@ -232,3 +232,29 @@ def test_a_flow_that_ended_for_good_is_named_failed_with_its_error_in_list_and_s
     # A new directive nobody runs yet: the flow wants to run and no live worker runs it.
     control.set(FORWARD, DesiredState.RUNNING, "test")
     assert "NOT RUNNING" in drkit(config, "status", "--no-probe").output.split(BACK)[0]
+
+
+def test_workers_whose_flow_ended_are_not_counted_as_acknowledging(
+    setup: tuple[Path, StateStore, list[str]],
+) -> None:
+    """Trial 5, h08/h09: with no replicate running, `flows pause` said "workers: 3
+    acknowledged" - three workers whose flow had ended FAILED minutes before."""
+    config, store, _published = setup
+    control = ControlRepository(store)
+    for worker in ("w1", "w2", "w3"):
+        control.ack(FORWARD, worker, 0, DesiredState.RUNNING, failure="create topic t: refused")
+    for verb in ("pause", "resume"):
+        done = drkit(config, "flows", verb, FORWARD, "-m", "x", "--wait", "1")
+        assert done.exit_code == 0, done.output
+        assert "workers: none live (3 ended: FAILED)" in done.output, done.output
+        assert "acknowledged" not in done.output
+        assert "the directive is stored and applies when its workers start" in done.output
+    as_json = json.loads(drkit(config, "flows", "pause", FORWARD, "-m", "x", "-o", "json").output)
+    assert as_json["workers"] == {
+        "acknowledged": [], "not_yet": [], "silent": [], "ended": ["w1", "w2", "w3"],
+    }  # fmt: skip
+    # A live worker that acted on the directive is counted; the ended ones beside it are named.
+    control.ack(FORWARD, "w4", 4, DesiredState.RUNNING)
+    resumed = drkit(config, "flows", "resume", FORWARD, "-m", "x", "--wait", "1")
+    assert "workers: 1 acknowledged, 3 ended: FAILED" in resumed.output, resumed.output
+    assert "applies when" not in resumed.output
