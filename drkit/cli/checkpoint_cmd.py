@@ -8,7 +8,6 @@ import click
 
 from drkit.cli.context import AppContext, complete_flows, config_option, pass_app
 from drkit.config.model import Role
-from drkit.replication.service import install_stop_signals, run_checkpointer, select_flows
 
 
 @click.command("checkpoint")
@@ -28,7 +27,13 @@ def checkpoint(app: AppContext, config_file: str | None, flows: tuple[str, ...])
     Use this when replication runs elsewhere (or with --no-checkpoints); 'drkit replicate'
     runs the same workers by default.
     """
+    from drkit.config.loader import known_flow
+
     config = app.config(config_file).as_role(Role.CHECKPOINTER)
+    for name in flows:  # an unknown flow told before the workers' imports (seconds)
+        known_flow(config, name, "--flow")
+    from drkit.replication.service import install_stop_signals, run_checkpointer, select_flows
+
     stop = threading.Event()
     install_stop_signals(stop)
     threads = [

@@ -36,15 +36,10 @@ DEMO_CLUSTERS = ("dc1", "dc2")  # what the demo brings up when they are not ther
 @pass_app
 def demo(app: AppContext, scenario: str, skip_verify: bool) -> None:
     """Run a full DR drill on local dc1/dc2: lose dc1, fail over, resume, prove, report."""
-    from drkit.cli.failover_cmd import progress_printer
-    from drkit.config import load_config
     from drkit.drills.scenario import load_scenario
-    from drkit.drills.service import run_drill
     from drkit.local import LocalKafka
-    from drkit.local.config_writer import require_config_writable, write_local_config
-    from drkit.store import StateStore
 
-    loaded = load_scenario(scenario)
+    loaded = load_scenario(scenario)  # a bad scenario told before the drill's imports (seconds)
     local = LocalKafka(app.state_dir)
     # Refused before a cluster starts or the local config is rewritten: the demo runs on
     # dc1 and dc2 (made on first use) or the local clusters there are.
@@ -55,6 +50,12 @@ def demo(app: AppContext, scenario: str, skip_verify: bool) -> None:
             f"{loaded.name} names {', '.join(unknown)}, not a local cluster (the demo runs on "
             f"{', '.join(there)}); nothing was done"
         ))])  # fmt: skip
+    from drkit.cli.failover_cmd import progress_printer
+    from drkit.config import load_config
+    from drkit.drills.service import run_drill
+    from drkit.local.config_writer import require_config_writable, write_local_config
+    from drkit.store import StateStore
+
     require_config_writable(app.state_dir)
     click.echo(f"1. starting local {loaded.source} and {loaded.target} (first run: Kafka's jars)")
     statuses = local.up([loaded.source, loaded.target])

@@ -107,16 +107,19 @@ def run(
     Exit codes: 0 the policy was met; 9 the drill ran and the policy was breached; 1 the drill
     could not finish (its fault is undone, the cause is stored); 2 bad input.
     """
-    from drkit.cli.failover_cmd import progress_printer
     from drkit.drills.scenario import load_scenario
-    from drkit.drills.service import run_drill
 
+    # The scenario and the arguments first, before what runs a drill is imported (seconds): a
+    # bad one is told at once.
     loaded = load_scenario(scenario)
     config = app.config(config_file)
     if not skip_verify:  # its proof needs the master: refused at the start, not at the end
         from drkit.accounting.session import require_spark_master
 
         require_spark_master(spark_master)
+    from drkit.cli.failover_cmd import progress_printer
+    from drkit.drills.service import run_drill
+
     store = app.store(config_file, config_required=True)
     store.ensure_current()
     assert app.config_path is not None
@@ -246,12 +249,11 @@ def readiness_cmd(
     like every drill.  Exit codes: 0 ready; 3 not ready (a check found a problem); 2 bad
     input (nothing run, nothing stored).
     """
-    from drkit.config.loader import known_cluster
-    from drkit.drills.service import run_readiness
+    from drkit.drills.service import readiness_flow, run_readiness
 
     config = app.config(config_file)
-    known_cluster(config, source, "--from")  # bad input stores no failed drill
-    known_cluster(config, target, "--to")
+    # Bad input stores no failed drill, and is told before the store is opened.
+    readiness_flow(config, source, target)
     store = app.store(config_file, config_required=True)
     store.ensure_current()
     outcome = run_readiness(config, store, app.state_dir, source, target)

@@ -22,18 +22,18 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup
-from matplotlib.axes import Axes
-from matplotlib.figure import Figure
-from matplotlib.patches import Patch
-from matplotlib.ticker import MaxNLocator
 
 from drkit.drills.measure import objectives
 from drkit.drills.report import DrillReport, Event, Verdict
 from drkit.drills.summary import LIGHT_LOAD, fault_facts, summary, wall_clock
+
+if TYPE_CHECKING:  # matplotlib (about a second to import) only when a page is drawn
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 GOOD_VERDICTS = frozenset({Verdict.POLICY_MET, Verdict.READY})
 
@@ -143,6 +143,8 @@ def _svg(figure: Figure, prefix: str) -> Markup:
 
 
 def _figure(width: float, height: float) -> Figure:
+    from matplotlib.figure import Figure
+
     figure = Figure(figsize=(width, height), layout="constrained", facecolor="white")
     return figure
 
@@ -342,6 +344,9 @@ def records_axis_top(values: Sequence[int]) -> float:
 
 def _trend_plot(reports: Sequence[DrillReport]) -> Markup | None:
     """RTO total (with its target) and RPO records per drill, drills in time order."""
+    from matplotlib.patches import Patch
+    from matplotlib.ticker import MaxNLocator
+
     if not reports:
         return None
     count = len(reports)

@@ -10,22 +10,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import yaml
-
-from drkit.config.model import DrkitConfig
-from drkit.drills.environment import new_drill_id, refuse_literal_secrets, remove_drill_data
-from drkit.drills.html import write_report
-from drkit.drills.repo import DrillRepository
-from drkit.drills.report import DrillReport
-from drkit.drills.runner import DrillOptions, DrillRunner
-from drkit.drills.scenario import Scenario
 from drkit.errors import ConfigError, Problem
-from drkit.failover.context import ProgressCallback
-from drkit.kafka.clients import ClusterEndpoint, require_answering
-from drkit.local import LocalKafka
-from drkit.store import StateStore
+
+if TYPE_CHECKING:  # what runs a drill (and draws its page) is imported once one runs: a bad
+    # argument or scenario is told in well under a second, not after seconds of imports
+    from drkit.config.model import DrkitConfig, FlowConfig
+    from drkit.drills.report import DrillReport
+    from drkit.drills.scenario import Scenario
+    from drkit.failover.context import ProgressCallback
+    from drkit.local import LocalKafka
+    from drkit.store import StateStore
 
 
 @dataclass(frozen=True)
@@ -43,6 +39,10 @@ def raw_clusters(config_path: Path) -> dict[str, Any]:
     """The ``clusters`` section as written (``${VAR}`` references and ``*_file`` paths kept),
     for a drill's own config.  Raises ConfigError when a secret is written out in it: a drill
     never copies a secret into its directory."""
+    import yaml
+
+    from drkit.drills.environment import refuse_literal_secrets
+
     document = yaml.safe_load(config_path.read_text(encoding="utf-8")) or {}
     clusters = dict(document.get("clusters") or {})
     refuse_literal_secrets(clusters, config_path)
@@ -63,6 +63,13 @@ def run_drill(
 ) -> DrillOutcome:
     """Run ``scenario`` and store it; ``keep`` leaves the drill's topics and groups on the
     clusters (default: deleted once the report is written)."""
+    from drkit.drills.environment import remove_drill_data
+    from drkit.drills.html import write_report
+    from drkit.drills.repo import DrillRepository
+    from drkit.drills.runner import DrillOptions, DrillRunner
+    from drkit.kafka.clients import ClusterEndpoint, require_answering
+    from drkit.local import LocalKafka
+
     repository = DrillRepository(store)
     flow = f"{scenario.source}->{scenario.target}"
     base_clusters = raw_clusters(config_path)  # refused before anything is stored or touched
@@ -104,10 +111,12 @@ def run_readiness(
     """The non-disruptive drill on the operator's own flow ``source->target``, stored - unless
     the request itself is bad (an unknown cluster, the same one twice, no such flow): that is
     refused before the drill's row is written, and nothing is stored."""
+    readiness_flow(config, source, target)  # ConfigError naming --from/--to and the flows
+    from drkit.drills.environment import new_drill_id
+    from drkit.drills.html import write_report
     from drkit.drills.readiness import readiness
-    from drkit.failover.engine import flow_between
+    from drkit.drills.repo import DrillRepository
 
-    flow_between(config, source, target)  # ConfigError naming --from/--to and the known flows
     repository = DrillRepository(store)
     drill_id = repository.start("readiness", f"{source}->{target}")
     ident = new_drill_id(f"readiness-{source}-{target}")
@@ -120,3 +129,24 @@ def run_readiness(
     repository.finish(drill_id, report, str(directory))
     html, json_path = write_report(report, directory)
     return DrillOutcome(drill_id, report, html, json_path)
+
+
+def readiness_flow(config: DrkitConfig, source: str, target: str) -> FlowConfig:
+    """The configured flow ``source->target`` a readiness drill checks; ConfigError naming
+    --from/--to and the known flows otherwise (drkit.failover.engine.flow_between's rule,
+    without its imports: checked before anything heavy loads)."""
+    from drkit.config.loader import known_cluster
+
+    known_cluster(config, source, "--from")
+    known_cluster(config, target, "--to")
+    if source == target:
+        raise ConfigError(
+            [Problem("--from/--to", f"both name {source}: a move needs two clusters")]
+        )
+    try:
+        return config.flow(f"{source}->{target}")
+    except KeyError:
+        flows = ", ".join(f.name for f in config.flows) or "none"
+        raise ConfigError(
+            [Problem("--from/--to", f"no flow {source}->{target} in the config (flows: {flows})")]
+        ) from None
