@@ -1,6 +1,7 @@
 """``drkit failover | switchover | cutover | failback``: move applications between clusters.
 
-Every command shows its plan and asks for confirmation (``--yes`` skips it), ``--plan`` only
+Every command shows its plan and asks for confirmation (``--yes`` skips it; with no terminal
+to ask on and no ``--yes`` it is refused, exit 2, before it plans), ``--plan`` only
 prints the plan (nothing changes, nothing is resumed), ``--output json`` prints
 ``drkit.failover.plan/v2`` or ``drkit.failover.run/v1``.  ``drkit failover show [RUN]`` and
 ``drkit failover list`` are the audit trail.
@@ -159,6 +160,13 @@ def _run(
     output: str,
     options: RunOptions,
 ) -> None:
+    if not plan_only and not yes and not sys.stdin.isatty():
+        # No terminal to confirm on and no --yes: the run could never start - said before the
+        # plan is computed (seconds at many groups) and printed, not after (trial 5, k12).
+        raise ConfigError([Problem("--yes", (
+            "not a terminal: confirm with --yes, or see the plan alone with --plan - nothing "
+            "was planned or done"
+        ))])  # fmt: skip
     engine = _engine(app, config_file, output)
     # One command, one run: the collector stays off from the plan to the printed run, so the
     # millions of acyclic objects built at 10,000 groups are not walked again at every pause's
