@@ -73,10 +73,6 @@ class StoredKey:
         return Signer(self(), kind, self.flow)
 
 
-def signer_for(store: StateStore, flow: str, kind: Kind) -> Signer:
-    return Signer(key_for(store, flow), kind, flow)
-
-
 class FlowKeys:
     """Every flow's key from one store URL, each read once (a long-running process: the
     replicator, the checkpoint worker).  The store is opened - and migrated to head, as a
