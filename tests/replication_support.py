@@ -88,6 +88,18 @@ class FlowSetup:
     def endpoint(self, alias: str) -> ClusterEndpoint:
         return ClusterEndpoint(alias, self.config.clusters[alias])
 
+    def keys(self, flow: str) -> bytes:
+        """``flow``'s signing key from this setup's store: what drkit's commands verify offset
+        syncs with (drkit/store/flow_keys.py)."""
+        from drkit.store import StateStore
+        from drkit.store.flow_keys import key_for
+
+        url = self.config.state_store.url
+        assert url is not None, "flow_setup writes a store URL"
+        store = StateStore(url.get_secret_value())
+        store.ensure_current()
+        return key_for(store, flow)
+
     @property
     def source_endpoint(self) -> ClusterEndpoint:
         return self.endpoint(self.source)

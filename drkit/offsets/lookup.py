@@ -145,12 +145,12 @@ def translate_groups(
     verify: bool = False,
     source_timeout_s: float = 5.0,
     *,
-    keys: Callable[[str], bytes] | None = None,
+    keys: Callable[[str], bytes] | None,
 ) -> Report:
     """Translate ``groups`` for ``flow``; ``use_checkpoints=None`` picks live when possible.
     ``keys``: each flow's key (drkit/store/flow_keys.py ``key_for``): offset syncs that fail
-    it are ignored and counted; None verifies nothing (tests; every drkit command passes its
-    store's keys)."""
+    it are ignored and counted; None verifies nothing (a reader shown being fooled, benches of
+    unsigned maps) - no default, so every caller says which."""
     topology = FlowTopology.of(flow)
     source_endpoint = ClusterEndpoint(flow.source, config.clusters[flow.source])
     source = KafkaAdmin(source_endpoint)
@@ -187,7 +187,7 @@ def translate_offsets(
     verify: bool = False,
     source_timeout_s: float = 5.0,
     *,
-    keys: Callable[[str], bytes] | None = None,
+    keys: Callable[[str], bytes] | None,
 ) -> Report:
     """Where a consumer at each given source offset resumes on the target - for applications
     that keep their offsets outside Kafka (Spark, Flink, a database).  The same rule as a

@@ -55,7 +55,9 @@ def test_a_forged_offset_sync_is_ignored_by_offsets_translate_and_named(
     )
 
     # A reader that does not verify follows the forgery: a consumer at 60 would skip 60..199.
-    fooled = translate_offsets(setup.config, setup.config.flows[0], {TopicPartition(topic, 0): 60})
+    fooled = translate_offsets(
+        setup.config, setup.config.flows[0], {TopicPartition(topic, 0): 60}, keys=None
+    )
     fooled_row = fooled.groups["(given offsets)"][0]
     assert fooled_row.target_offset > 60, fooled_row
 

@@ -236,7 +236,9 @@ def test_verify_rejects_a_translation_that_skips_records(
     groups = {names.group("in-gap"): 50, names.group("exact"): 70, names.group("filtered"): 80}
     for group, offset in groups.items():
         commit_group_offsets(setup.source_endpoint, group, {source: offset})
-    report = translate_groups(setup.config, setup.config.flows[0], list(groups), verify=True)
+    report = translate_groups(
+        setup.config, setup.config.flows[0], list(groups), verify=True, keys=setup.keys
+    )
     assert not report.errors, report.errors
     rows = {group: report.groups[group][0] for group in groups}
     skipped = rows[names.group("in-gap")]
@@ -303,7 +305,9 @@ def test_provenance_fallback_ignores_copies_of_other_partitions_and_clusters(
     group = names.group("merged")
     for offset in (10, 0, 59):
         commit_group_offsets(setup.source_endpoint, group, {TopicPartition(topic, 0): offset})
-        report = translate_groups(setup.config, setup.config.flows[0], [group], verify=True)
+        report = translate_groups(
+            setup.config, setup.config.flows[0], [group], verify=True, keys=setup.keys
+        )
         assert not report.errors, report.errors
         (row,) = report.groups[group]
         assert row.method == "provenance"
@@ -374,7 +378,9 @@ def test_checkpointer_tombstones_runs_neither_cluster_holds_and_translation_stay
         stop.set()
         thread.join(30)
         checkpointer.close()
-    report = translate_groups(setup.config, setup.config.flows[0], list(groups), verify=True)
+    report = translate_groups(
+        setup.config, setup.config.flows[0], list(groups), verify=True, keys=setup.keys
+    )
     assert not report.errors, report.errors
     rows = {group: report.groups[group][0] for group in groups}
     kept, newest = rows[names.group("kept")], rows[names.group("newest")]
