@@ -30,14 +30,12 @@ from drkit.cli.context import (
 from drkit.config.loader import known_flow, validation_problems
 from drkit.config.model import DrkitConfig, HealthPolicy, HostPort, Role, connects_as
 from drkit.errors import ConfigError, DrkitError, ExitCode, LeaseLost, Problem
-from drkit.failover.lease import unique_owner
 from drkit.health.group_lag import group_listing
 from drkit.health.identity import is_vote
 from drkit.health.jobs import JobKind
 from drkit.health.observations import FlowObservation
 from drkit.listening import is_loopback
 from drkit.logs import printable
-from drkit.replication.service import install_stop_signals
 
 if TYPE_CHECKING:
     from drkit.status import StatusSnapshot
@@ -172,10 +170,12 @@ def monitor(
     from drkit.automation.runner import AutomaticFailover
     from drkit.drills.figures import publish_drill_figures
     from drkit.drills.schedule import DrillSchedule
+    from drkit.failover.lease import unique_owner
     from drkit.failover.maintenance import FailoverMaintenance, maintenance_owner
     from drkit.health.identity import claim_observer
     from drkit.health.jobs import make_scheduler
     from drkit.health.monitor import Monitor
+    from drkit.replication.service import install_stop_signals
     from drkit.status.current import status_source
     from drkit.status.web import StatusApp, serve
 
