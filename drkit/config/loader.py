@@ -17,7 +17,13 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from drkit.config.model import DrkitConfig, FlowConfig, flow_reference_problems
+from drkit.config.model import (
+    MAX_MS_SETTING_S,
+    DrkitConfig,
+    FlowConfig,
+    TransformConfig,
+    flow_reference_problems,
+)
 from drkit.errors import ConfigError, Problem
 
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
@@ -132,8 +138,11 @@ def load_config_text(
         config = DrkitConfig.model_validate(resolved)
     except ValidationError as err:
         problems = _problems_from(err)
-        if not any(p.path.startswith("flows[") and "cluster" in p.reason for p in problems):
+        no_clusters = any(p.path == "clusters" for p in problems)  # "unknown cluster" follows
+        flows_named = any(p.path.startswith("flows[") and "cluster" in p.reason for p in problems)
+        if not (no_clusters or flows_named):
             problems.extend(_raw_reference_problems(resolved))
+        problems = list(dict.fromkeys(problems))  # one line per defect, however found
         # A missing variable was replaced by "" - don't also report what "" broke there (at
         # its key, or by its section's own rule: "password empty").
         unset = {p.path for p in missing}
@@ -157,11 +166,75 @@ def _component_problems(config: DrkitConfig) -> list[Problem]:
             build_policy(flow.replication_policy)
         except ConfigError as err:
             problems.extend(Problem(f"flows[{index}].{p.path}", p.reason) for p in err.problems)
+        transforms = _transform_problems(flow, f"flows[{index}].transforms")
+        problems.extend(transforms)
+        if transforms:
+            continue  # build_chain would say the same, less precisely
         try:
             build_chain(flow.transforms, path=f"flows[{index}].transforms")
         except ConfigError as err:
             problems.extend(err.problems)
     return problems + _hook_problems(config)
+
+
+def _transform_problems(flow: FlowConfig, path: str) -> list[Problem]:
+    """What the built-in transforms' options get wrong that building them would name vaguely or
+    not at all: a filter's regex (named by its key), a route onto an internal topic."""
+    problems: list[Problem] = []
+    for index, transform in enumerate(flow.transforms):
+        where = f"{path}[{index}].options"
+        if transform.type == "filter":
+            for key in ("key_regex", "header_regex"):
+                pattern = transform.options.get(key)
+                if pattern is None:
+                    continue
+                try:
+                    re.compile(str(pattern))
+                except re.error as err:
+                    problems.append(Problem(f"{where}.{key}", f"invalid regex: {err}"))
+        elif transform.type == "route":
+            replacement = transform.options.get("replacement")
+            if isinstance(replacement, str) and (named := route_internal_name(replacement)):
+                problems.append(Problem(f"{where}.replacement", (
+                    f"{replacement!r} routes topics onto an internal name ({named}): Kafka's "
+                    "__* topics and drkit's own are never a replica's name"
+                )))  # fmt: skip
+    return problems
+
+
+_GROUP_REFERENCE = re.compile(r"\\(?:\d|g<[^>]*>)")
+
+
+def route_internal_name(replacement: str) -> str | None:
+    """What makes a route's renamed topic internal, from the replacement's literal text (its
+    start when the match starts the name, its end when the match ends it); None: not internal."""
+    from drkit.replication.internal_topics import is_internal
+
+    parts = _GROUP_REFERENCE.split(replacement)
+    head, tail = parts[0], parts[-1]
+    if len(parts) == 1 and is_internal(head):
+        return "a name Kafka or drkit keeps for itself"
+    if head.startswith(("__", "_drkit")):
+        return f"starting {head[:6]!r}"
+    if tail.endswith(".internal"):
+        return "ending '.internal'"
+    return None
+
+
+def route_merges(transform: TransformConfig) -> bool:
+    """Whether a route step sends every topic its pattern matches onto one literal name: a
+    replacement without group references, and a pattern matching more than one name."""
+    pattern, replacement = transform.options.get("pattern"), transform.options.get("replacement")
+    if not isinstance(pattern, str) or not isinstance(replacement, str):
+        return False
+    if _GROUP_REFERENCE.search(replacement):
+        return False
+    return not _plain(pattern.removeprefix("^").removesuffix("$"))
+
+
+def _plain(literal: str) -> bool:
+    """Whether a regex (anchors removed) matches exactly one text: no metacharacter unescaped."""
+    return re.fullmatch(r"(?:[A-Za-z0-9_\-]|\\[.\-_])*", literal) is not None
 
 
 def _hook_problems(config: DrkitConfig) -> list[Problem]:
@@ -306,12 +379,69 @@ def _loc_path(loc: tuple[int | str, ...]) -> str:
     return path
 
 
+# Pydantic's words for a value of the wrong shape name Python types ("a valid tuple") and
+# regexes; the operator wrote YAML.  One mapping from its error types (and patterns) to words.
+_PATTERN_WORDS = {
+    r"^https?://\S+$": "must be an http(s):// URL, e.g. https://host:8080/path",
+    r"^[A-Za-z0-9._-]+$": "may hold only letters, digits, '.', '_' or '-'",
+    r"^[A-Za-z_][A-Za-z0-9_]*$": "must be an environment variable name (letters, digits, _)",
+}
+# Examples of a list, by the key that holds it.
+_LIST_EXAMPLES = {
+    "command": "[prog, arg]",
+    "pass_env": "[KUBECONFIG, AWS_PROFILE]",
+    "super_users": "['User:admin']",
+    "flows": "[{source: dc1, target: dc2}]",
+    "hooks": "[{when: before, command: [prog, arg]}]",
+    "include": "['orders.*', payments]",
+    "exclude": "['orders.*', payments]",
+    "events": "[failover_started, failover_finished]",
+}
+# Examples of a mapping, by the key that holds it.
+_MAPPING_EXAMPLES = {
+    "schema_registry": "url: http://host:8080/apis/ccompat/v7",
+    "security": "protocol: SASL_SSL",
+    "oauth": "token_endpoint_url: https://idp/token",
+    "clusters": "dc1: {bootstrap_servers: 'host:9092'}",
+}
+
+
+def _number(value: Any) -> str:
+    """A bound as written in YAML: 3600, not 3600.0; 2147483.647 in full."""
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
 def _reason(detail: Any) -> str:
     kind = detail["type"]
     if kind == "extra_forbidden":
         return "unknown key"
     if kind == "missing":
         return "required key is missing"
+    ctx = detail.get("ctx") or {}
+    keys = [part for part in detail["loc"] if isinstance(part, str)]
+    key = keys[-1] if keys else ""
+    if kind in ("tuple_type", "list_type", "set_type"):
+        return f"must be a list, e.g. {_LIST_EXAMPLES.get(key, '[item, item]')}"
+    if kind in ("dict_type", "model_type", "model_attributes_type"):
+        example = _MAPPING_EXAMPLES.get(key)
+        return f"must be a mapping with {example}" if example else "must be a mapping (key: value)"
+    if kind == "string_type" and key == "bootstrap_servers":
+        return "must be one comma-separated string 'host:port,host:port'"
+    if kind == "string_pattern_mismatch" and ctx.get("pattern") in _PATTERN_WORDS:
+        return str(_PATTERN_WORDS[ctx["pattern"]])
+    if kind == "too_short" and key == "clusters" and len(keys) == 1:
+        return "at least one cluster is needed"
+    if kind == "less_than_equal":
+        why = ""
+        if ctx["le"] == MAX_MS_SETTING_S:
+            why = " (seconds: drkit gives it to librdkafka in milliseconds, a 32-bit count)"
+        elif key == "topic_refresh_interval_s":
+            why = " (seconds: librdkafka's topic.metadata.refresh.interval.ms is at most an hour)"
+        return f"at most {_number(ctx['le'])}{why}"
+    if kind == "greater_than_equal":
+        return f"at least {_number(ctx['ge'])}"
     message = str(detail["msg"])
     return message.removeprefix("Value error, ")
 

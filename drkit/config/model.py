@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -203,6 +203,11 @@ class Role(StrEnum):
 
 
 _PRINCIPAL = re.compile(r"[A-Za-z]+:.+")
+
+# The longest duration a librdkafka ``*.ms`` setting holds (a signed 32-bit count of
+# milliseconds): a seconds setting drkit turns into one is bounded by it at load, or librdkafka
+# refuses the overflowed (negative) value only when a client is built.
+MAX_MS_SETTING_S = 2_147_483.647
 
 
 _APICURIO_CCOMPAT = re.compile(r"/apis/ccompat/v[67]$")
@@ -477,7 +482,8 @@ class RetryPolicy(FrozenModel):
     give_up_after_s: float | None = Field(default=None, gt=0)  # None: retry for as long as it lasts
     # How long a record may wait for the target's acknowledgement before the session is
     # restarted from stored progress (the record is sent again; nothing is skipped).
-    delivery_timeout_s: float = Field(default=120.0, gt=0)
+    # Becomes the producer's message.timeout.ms (a 32-bit count of milliseconds).
+    delivery_timeout_s: float = Field(default=120.0, gt=0, le=MAX_MS_SETTING_S)
 
 
 class AclSyncConfig(FrozenModel):
@@ -524,7 +530,8 @@ class FlowConfig(FrozenModel):
     heartbeat_interval_s: float = Field(default=1.0, gt=0)
     checkpoint_interval_s: float = Field(default=1.0, gt=0)
     checkpoint_commits_from: CommitSource = CommitSource.AUTO
-    topic_refresh_interval_s: float = Field(default=5.0, gt=0)
+    # Becomes librdkafka's topic.metadata.refresh.interval.ms, which is at most an hour.
+    topic_refresh_interval_s: float = Field(default=5.0, gt=0, le=3600)
     transforms: tuple[TransformConfig, ...] = ()
     on_source_truncation: TruncationPolicy = TruncationPolicy.CONTINUE
     retry: RetryPolicy = RetryPolicy()
@@ -562,10 +569,12 @@ class HealthPolicy(FrozenModel):
     """
 
     probe_interval_s: float = Field(default=5.0, gt=0)
-    probe_timeout_s: float = Field(default=4.0, gt=0)
+    # Also the canary's message.timeout.ms (a 32-bit count of milliseconds).
+    probe_timeout_s: float = Field(default=4.0, gt=0, le=MAX_MS_SETTING_S)
     failure_threshold: int = Field(default=3, ge=1)
     recovery_threshold: int = Field(default=2, ge=1)
-    observer_quorum: int = Field(default=1, ge=1)
+    # Observers that must agree; above 1000 is a typo, never a deployment.
+    observer_quorum: int = Field(default=1, ge=1, le=1000)
     observation_window_s: float = Field(default=30.0, gt=0)
     max_replication_lag_s: float = Field(default=30.0, gt=0)
     canary_topic: str = "__drkit_canary"
@@ -653,14 +662,23 @@ class FailoverPolicy(FrozenModel):
     read_only_standby: bool = True
     fence_principal: str = Field(default="User:*", min_length=1)
     # One failover at a time: the lease an engine holds (drkit.failover.lease), renewed every
-    # third of it and before every side effect on a cluster; expiry by the store's clock.
-    lease_ttl_s: float = Field(default=60.0, gt=0)
+    # third of it and before every side effect on a cluster; expiry by the store's clock.  At
+    # least 1 s: below that a renewal (a store round trip, every third of the TTL, trusted for
+    # the TTL less a margin of at least 0.05 s) cannot land before the lease runs out.
+    lease_ttl_s: float = Field(default=60.0, ge=1)
     # A replication worker that can read neither the state store nor its flow's control
     # channel this long stops writing (its epoch may be stale); the engine waits this long for
     # a worker silent on both.  null: never.
     worker_silence_s: float | None = Field(default=30.0, gt=0)
     hooks: tuple[HookConfig, ...] = ()
     runbooks_dir: str | None = None  # default: the runbooks shipped with drkit
+
+    @field_validator("fence_principal")
+    @classmethod
+    def _fence_principal(cls, value: str) -> str:
+        if not _PRINCIPAL.fullmatch(value):
+            raise ValueError(f"{value!r} is not a principal (Type:name, e.g. User:admin)")
+        return value
 
 
 # The databases drkit's migrations and its fencing-token writes are tested on.
@@ -689,7 +707,30 @@ class StateStoreConfig(FrozenModel):
                 f"{url.get_backend_name()} is not supported: drkit's store runs on "
                 + " or ".join(STORE_BACKENDS)
             )
+        if url.get_backend_name() == "sqlite" and _in_memory(url.database, url.query):
+            raise ValueError(
+                "an in-memory SQLite store: everything stored is gone when the command exits; "
+                "drkit does not start a new, empty store where a path may be a typo (it would "
+                "hold no pointer, lease or runs) - give a file, sqlite:////path/to/drkit.db"
+            )
+        if url.get_backend_name() == "sqlite" and Path(str(url.database)).is_dir():
+            raise ValueError(
+                f"{url.database} is a directory: give the SQLite store's file in it, e.g. "
+                f"sqlite:///{Path(str(url.database)) / 'drkit.db'}"
+            )
         return value
+
+
+def _in_memory(database: str | None, query: Mapping[str, object]) -> bool:
+    """Whether a SQLite URL's database is in memory (no file, ``:memory:``, ``mode=memory``)."""
+    name = (database or "").strip()
+    return (
+        not name
+        or name == ":memory:"
+        or name.startswith("file::memory:")
+        or "mode=memory" in name
+        or query.get("mode") == "memory"
+    )
 
 
 class NotificationEvent(StrEnum):
@@ -736,6 +777,23 @@ class TracingConfig(FrozenModel):
         if value is not None and not re.match(r"^https?://[^/\s]+", value):
             raise ValueError("must be an http:// or https:// URL (OTLP over HTTP)")
         return value
+
+
+def tracing_file_problem(tracing: TracingConfig) -> str | None:
+    """Why spans cannot be written to ``tracing.file`` on this machine (a directory, or in a
+    directory that does not exist), or None.  Not a load-time rule: the file is on the machine
+    that runs the failover, which the one validating may not be."""
+    file = tracing.file
+    if file is None:
+        return None
+    if file.is_dir():
+        return f"{file} is a directory: give a file for the spans (JSON lines)"
+    if not file.parent.is_dir():
+        return (
+            f"{file}: its directory {file.parent} does not exist (a relative path from where "
+            "drkit runs) - no span would be written"
+        )
+    return None
 
 
 class ScheduledDrill(FrozenModel):

@@ -63,9 +63,23 @@ def literal_secrets(section: object, path: str) -> list[str]:
             else name in SECRET_FIELDS
         )
         written = value is not None and value != "" and "${" not in str(value)
+        if name == "url" and isinstance(value, str):
+            secret = _url_password(value)  # https://user:secret@host/...
         if secret and written:
             found.append(where)
     return found
+
+
+def _url_password(url: str) -> bool:
+    """Whether a URL carries a password in its user part (``scheme://user:password@host``)."""
+    from urllib.parse import urlsplit
+
+    try:
+        netloc = urlsplit(url).netloc
+    except ValueError:
+        return False
+    userinfo, at, _host = netloc.rpartition("@")
+    return bool(at) and ":" in userinfo and bool(userinfo.partition(":")[2])
 
 
 def literal_secret_warnings(document: Mapping[str, Any]) -> list[str]:

@@ -6,6 +6,7 @@ its key path and says why; none repeats a secret's value.
 
 from __future__ import annotations
 
+import re
 from urllib.parse import urlsplit
 
 from drkit.config.model import (
@@ -15,6 +16,7 @@ from drkit.config.model import (
     SecurityConfig,
     SecurityProtocol,
     security_override,
+    tracing_file_problem,
 )
 
 
@@ -30,7 +32,47 @@ def security_warnings(config: DrkitConfig) -> list[str]:
                 f"notifications.webhooks[{index}].url: http:// - the URL (often a token) "
                 "and every message travel in clear"
             )
+    return out + unintended_warnings(config)
+
+
+def unintended_warnings(config: DrkitConfig) -> list[str]:
+    """Settings that are legal but surely not meant: a flow that selects no topic, a webhook
+    that never fires, a route sending many topics onto one name."""
+    from drkit.config.loader import route_merges
+
+    out: list[str] = []
+    for index, flow in enumerate(config.flows):
+        path = f"flows[{index}]"
+        if not flow.topics.include:
+            out.append(f"{path}.topics.include: empty - flow {flow.name} selects no topic")
+        elif any(_matches_everything(pattern) for pattern in flow.topics.exclude):
+            out.append(f"{path}.topics.exclude: excludes every name - flow {flow.name} "
+                       "selects no topic")  # fmt: skip
+        for place, transform in enumerate(flow.transforms):
+            if transform.type == "route" and route_merges(transform):
+                out.append(
+                    f"{path}.transforms[{place}].options.replacement: no group reference "
+                    "(\\1) while the pattern matches many topics - every topic it matches is "
+                    "routed onto one name, their partitions' records mixed"
+                )
+    if (why := tracing_file_problem(config.tracing)) is not None:
+        out.append(f"tracing.file: {why}")
+    for index, hook in enumerate(config.notifications.webhooks):
+        if not hook.events:
+            out.append(f"notifications.webhooks[{index}].events: empty - the webhook never fires")
     return out
+
+
+_SAMPLE_NAMES = ("orders", "a", "x.y-z_1", "__consumer_offsets", "dc1.payments")
+
+
+def _matches_everything(pattern: str) -> bool:
+    """Whether an exclude pattern (matched against whole names) excludes any name at all."""
+    try:
+        compiled = re.compile(pattern)
+    except re.error:
+        return False
+    return all(compiled.fullmatch(name) for name in _SAMPLE_NAMES)
 
 
 def _cluster(path: str, cluster: ClusterConfig) -> list[str]:
@@ -81,6 +123,12 @@ def _oauth_principal(path: str, cluster: ClusterConfig) -> list[str]:
 
 def _security(path: str, security: SecurityConfig) -> list[str]:
     out = []
+    sasl = security.protocol in (SecurityProtocol.SASL_PLAINTEXT, SecurityProtocol.SASL_SSL)
+    if not sasl and (security.username is not None or security.password is not None):
+        instead = ("SASL_PLAINTEXT or SASL_SSL" if security.protocol is SecurityProtocol.PLAINTEXT
+                   else "SASL_SSL")  # fmt: skip
+        out.append(f"{path}: username/password are unused with {security.protocol} "
+                   f"({instead}?)")  # fmt: skip
     if (
         security.protocol is SecurityProtocol.SASL_PLAINTEXT
         and security.sasl_mechanism is SaslMechanism.PLAIN
