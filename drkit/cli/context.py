@@ -168,6 +168,11 @@ class AppContext:
     def config(self, explicit: str | None = None) -> DrkitConfig:
         """Load (once) the config chosen by ``explicit`` > env > ./drkit.yaml > local default."""
         if self._config is None:
+            if explicit and not os.path.lexists(explicit):
+                # Quoted: a path with a stray space read "error:  : file not found".
+                from drkit.errors import ConfigError, Problem
+
+                raise ConfigError([Problem("--config", f"{explicit!r}: file not found")])
             self.config_path = resolve_config_path(explicit, self.state_dir)
             self._config = load_config(self.config_path)
         return self._config

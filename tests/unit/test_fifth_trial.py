@@ -208,6 +208,12 @@ def test_an_empty_config_option_is_refused(tmp_path: Path, value: str) -> None:
     assert "--config" in done.output and "cannot be empty" in done.output, done.output
 
 
+def test_a_config_file_that_is_not_there_is_named_quoted(tmp_path: Path) -> None:
+    done = _drkit(tmp_path, "clusters", "check", "--config", "drkit.yaml ")
+    assert done.exit_code == 2, done.output
+    assert "--config: 'drkit.yaml ': file not found" in done.output, done.output
+
+
 # -- a003, a007, a065, l08: wording -------------------------------------------------------------
 
 
