@@ -52,8 +52,14 @@ def drkit(
 
 
 def with_config(setup: FlowSetup, **sections: Any) -> FlowSetup:
-    """Rewrite the setup's config file with extra top-level sections (e.g. failover)."""
+    """Rewrite the setup's config file with extra top-level sections (e.g. failover).  A new
+    ``state_store`` gets the old store's flow keys: the same deployment's signing keys
+    (drkit/store/flow_keys.py), without which no offset sync its workers wrote verifies."""
     document = yaml.safe_load(setup.path.read_text())
+    old_store = (document.get("state_store") or {}).get("url")
+    new_store = (sections.get("state_store") or {}).get("url")
+    if old_store and new_store and new_store != old_store:
+        _carry_flow_keys(old_store, new_store)
     for key, value in sections.items():
         if isinstance(value, dict) and isinstance(document.get(key), dict):
             document[key] = {**document[key], **value}
@@ -61,6 +67,24 @@ def with_config(setup: FlowSetup, **sections: Any) -> FlowSetup:
             document[key] = value
     setup.path.write_text(yaml.safe_dump(document))
     return setup
+
+
+def _carry_flow_keys(old_url: str, new_url: str) -> None:
+    from sqlalchemy import select
+
+    from drkit.store import StateStore
+    from drkit.store.models import FlowKey
+
+    old, new = StateStore(old_url), StateStore(new_url)
+    old.ensure_current()
+    new.ensure_current()
+    with old.session() as session:
+        keys = {row.flow: row.secret for row in session.scalars(select(FlowKey))}
+    with new.session() as session:
+        held = set(session.scalars(select(FlowKey.flow)))
+        session.add_all(FlowKey(flow=f, secret=k) for f, k in keys.items() if f not in held)
+    old.engine.dispose()
+    new.engine.dispose()
 
 
 def resumes_at(

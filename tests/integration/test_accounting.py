@@ -264,6 +264,7 @@ def test_spark_submit_runs_the_job_from_a_written_spec(
     with Replicator(setup, log_dir=tmp_path):
         wait_until(lambda: replicated(setup, f"{setup.source}.{topic}", 3100), 60, 0.5)
     spec_path = tmp_path / "spec" / "spec.json"
+    spec_path.parent.mkdir()  # --write-spec refuses a missing directory (issue 45)
     written = subprocess.run(
         [sys.executable, "-m", "drkit", "verify", "--config", str(setup.path), "--flow",
          setup.config.flows[0].name, "--write-spec", str(spec_path), "--output", "json"],
