@@ -249,11 +249,12 @@ def readiness_cmd(
     like every drill.  Exit codes: 0 ready; 3 not ready (a check found a problem); 2 bad
     input (nothing run, nothing stored).
     """
-    from drkit.drills.service import readiness_flow, run_readiness
+    from drkit.config.loader import flow_between
+    from drkit.drills.service import run_readiness
 
     config = app.config(config_file)
     # Bad input stores no failed drill, and is told before the store is opened.
-    readiness_flow(config, source, target)
+    flow_between(config, source, target)
     store = app.store(config_file, config_required=True)
     store.ensure_current()
     outcome = run_readiness(config, store, app.state_dir, source, target)

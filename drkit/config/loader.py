@@ -483,3 +483,27 @@ def known_cluster(config: DrkitConfig, alias: str, option: str) -> None:
     if alias not in config.clusters:
         known = ", ".join(sorted(config.clusters))
         raise ConfigError([Problem(option, f"unknown cluster {alias!r} (clusters: {known})")])
+
+
+def configured_flow(config: DrkitConfig, source: str, target: str) -> FlowConfig:
+    """The configured flow ``source->target``; ConfigError naming --from/--to and the known
+    flows otherwise."""
+    try:
+        return config.flow(f"{source}->{target}")
+    except KeyError:
+        flows = ", ".join(f.name for f in config.flows) or "none"
+        raise ConfigError(
+            [Problem("--from/--to", f"no flow {source}->{target} in the config (flows: {flows})")]
+        ) from None
+
+
+def flow_between(config: DrkitConfig, source: str, target: str) -> FlowConfig:
+    """:func:`configured_flow` for a move: both clusters known (named by --from/--to), and
+    two of them.  Light: checked before anything heavy loads."""
+    known_cluster(config, source, "--from")
+    known_cluster(config, target, "--to")
+    if source == target:
+        raise ConfigError(
+            [Problem("--from/--to", f"both name {source}: a move needs two clusters")]
+        )
+    return configured_flow(config, source, target)

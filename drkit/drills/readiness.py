@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
 
+from drkit.config.loader import flow_between
 from drkit.config.model import DrkitConfig, FlowConfig
 from drkit.drills.measure import readiness_verdict
 from drkit.drills.parity import parity_check
@@ -24,7 +25,7 @@ from drkit.drills.report import DrillCheck, DrillReport, Series, Targets, Unrepl
 from drkit.drills.timeline import Timeline
 from drkit.errors import DrkitError
 from drkit.failover.context import RunOptions
-from drkit.failover.engine import Engine, flow_between
+from drkit.failover.engine import Engine
 from drkit.failover.model import Plan, Procedure, Severity
 from drkit.kafka import ClusterEndpoint, KafkaAdmin
 from drkit.kafka.io import commit_group_offsets

@@ -16,7 +16,7 @@ from drkit.errors import ConfigError, Problem
 
 if TYPE_CHECKING:  # what runs a drill (and draws its page) is imported once one runs: a bad
     # argument or scenario is told in well under a second, not after seconds of imports
-    from drkit.config.model import DrkitConfig, FlowConfig
+    from drkit.config.model import DrkitConfig
     from drkit.drills.report import DrillReport
     from drkit.drills.scenario import Scenario
     from drkit.failover.context import ProgressCallback
@@ -111,7 +111,9 @@ def run_readiness(
     """The non-disruptive drill on the operator's own flow ``source->target``, stored - unless
     the request itself is bad (an unknown cluster, the same one twice, no such flow): that is
     refused before the drill's row is written, and nothing is stored."""
-    readiness_flow(config, source, target)  # ConfigError naming --from/--to and the flows
+    from drkit.config.loader import flow_between
+
+    flow_between(config, source, target)  # ConfigError naming --from/--to and the flows
     from drkit.drills.environment import new_drill_id
     from drkit.drills.html import write_report
     from drkit.drills.readiness import readiness
@@ -129,24 +131,3 @@ def run_readiness(
     repository.finish(drill_id, report, str(directory))
     html, json_path = write_report(report, directory)
     return DrillOutcome(drill_id, report, html, json_path)
-
-
-def readiness_flow(config: DrkitConfig, source: str, target: str) -> FlowConfig:
-    """The configured flow ``source->target`` a readiness drill checks; ConfigError naming
-    --from/--to and the known flows otherwise (drkit.failover.engine.flow_between's rule,
-    without its imports: checked before anything heavy loads)."""
-    from drkit.config.loader import known_cluster
-
-    known_cluster(config, source, "--from")
-    known_cluster(config, target, "--to")
-    if source == target:
-        raise ConfigError(
-            [Problem("--from/--to", f"both name {source}: a move needs two clusters")]
-        )
-    try:
-        return config.flow(f"{source}->{target}")
-    except KeyError:
-        flows = ", ".join(f.name for f in config.flows) or "none"
-        raise ConfigError(
-            [Problem("--from/--to", f"no flow {source}->{target} in the config (flows: {flows})")]
-        ) from None

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from drkit import clock
-from drkit.config.loader import known_cluster
+from drkit.config.loader import flow_between
 from drkit.config.model import DrkitConfig, FlowConfig, TracingConfig
 from drkit.control.channel import ChannelFactory
 from drkit.errors import ConfigError, DrkitError, ExitCode, LeaseLost, Problem
@@ -130,23 +130,6 @@ class RunAbandoned(DrkitError):
     """An interrupted run's premise no longer holds: it was marked ABANDONED, not resumed."""
 
     exit_code = ExitCode.ABANDONED
-
-
-def flow_between(config: DrkitConfig, source: str, target: str) -> FlowConfig:
-    """The configured flow ``source->target``; ConfigError naming the known flows otherwise."""
-    known_cluster(config, source, "--from")
-    known_cluster(config, target, "--to")
-    if source == target:
-        raise ConfigError(
-            [Problem("--from/--to", f"both name {source}: a move needs two clusters")]
-        )
-    try:
-        return config.flow(f"{source}->{target}")
-    except KeyError:
-        flows = ", ".join(f.name for f in config.flows) or "none"
-        raise ConfigError(
-            [Problem("--from/--to", f"no flow {source}->{target} in the config (flows: {flows})")]
-        ) from None
 
 
 # How long a resume waits for the source's committed offsets before it keeps the recorded

@@ -39,6 +39,7 @@ from contextlib import closing
 from dataclasses import asdict, dataclass, field
 from typing import Any, TextIO
 
+from drkit.config.loader import configured_flow
 from drkit.config.model import DrkitConfig, FlowConfig
 from drkit.errors import ConfigError, KafkaError, Problem
 from drkit.kafka.admin import KafkaAdmin
@@ -127,14 +128,7 @@ class Report:
         }
 
 
-def find_flow(config: DrkitConfig, source: str, target: str) -> FlowConfig:
-    try:
-        return config.flow(f"{source}->{target}")
-    except KeyError:
-        known = ", ".join(f.name for f in config.flows) or "none"
-        raise ConfigError(
-            [Problem("--from/--to", f"no flow {source}->{target} in the config (flows: {known})")]
-        ) from None
+find_flow = configured_flow  # the flow offsets translate names by --from/--to
 
 
 def translate_groups(

@@ -30,6 +30,7 @@ from sqlalchemy.orm import Session
 
 from drkit import clock as drkit_clock
 from drkit.config import load_config_text
+from drkit.config.loader import flow_between
 from drkit.config.model import DrkitConfig, FlowConfig
 from drkit.control.channel import ChannelFactory
 from drkit.control.gate import FlowGate
@@ -37,7 +38,7 @@ from drkit.control.model import DesiredState, default_state
 from drkit.control.repo import ControlRepository
 from drkit.errors import KafkaError, StateStoreError
 from drkit.failover.context import ProgressReading, RunOptions, StepContext, StepOutcome
-from drkit.failover.engine import Engine, flow_between
+from drkit.failover.engine import Engine
 from drkit.failover.hooks import Hook, HookOutcome
 from drkit.failover.model import (
     Finding,
