@@ -360,9 +360,8 @@ def test_the_lazy_command_map_names_every_command_of_every_module() -> None:
 
 def _store_with_a_failed_run(tmp_path: Path) -> tuple[Path, int]:
     """A config with its own SQLite store holding one FAILED failover run (no broker needed)."""
-    from drkit.failover.model import Direction, PartitionRpo, Plan, Procedure, RunState
-    from drkit.failover.runs import RunRepository
     from drkit.store import StateStore
+    from tests.unit.test_operator_trust import failed_run
 
     db = tmp_path / "drkit.db"
     config = tmp_path / "c.yaml"
@@ -371,22 +370,13 @@ def _store_with_a_failed_run(tmp_path: Path) -> tuple[Path, int]:
         "  dc2: {bootstrap_servers: '127.0.0.1:2'}\nflows: [{source: dc1, target: dc2}]\n"
         f"state_store: {{url: 'sqlite:///{db}'}}\n"
     )
+    run_id = failed_run(tmp_path)  # in tmp_path / "drkit.db"
     store = StateStore(f"sqlite:///{db}")
-    store.upgrade()
-    plan = Plan(
-        procedure=Procedure.FAILOVER, source="dc1", target="dc2", flow="dc1->dc2",
-        reverse_flow=None, source_reachable=False, translation_mode="checkpoints", steps=(),
-        groups=(), groups_without_checkpoint=(), rpo=(PartitionRpo("t", 0, 1, 1, 0, 0, 0.0),),
-        findings=(), pointer_from="dc1", pointer_to="dc2",
-    )  # fmt: skip
-    runs = RunRepository(store)
-    run = runs.create(plan, "test", "")
-    runs.finish(run.id, RunState.FAILED, {"error": "x", "direction": Direction.FORWARD.value})
     from drkit.failover.pointer import PointerRepository
 
     PointerRepository(store).move("dc2", None)  # the world moved on since it was planned
     store.engine.dispose()
-    return config, run.id
+    return config, run_id
 
 
 def test_resume_of_a_run_whose_world_moved_on_abandons_it_and_changes_nothing(

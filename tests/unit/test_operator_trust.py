@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import re
 import socket
-import threading
 import time
 from pathlib import Path
 
@@ -17,6 +16,7 @@ from click.testing import CliRunner, Result
 
 from drkit.cli import cli
 from drkit.errors import UnreachableClusterError
+from tests.unit.test_not_kafka import _listener
 
 _BOTH_WAYS = (
     "clusters:\n  dc1: {bootstrap_servers: '127.0.0.1:1'}\n"
@@ -35,8 +35,8 @@ def _config(tmp_path: Path, text: str = _BOTH_WAYS) -> str:
     return str(path)
 
 
-def _failed_run(tmp_path: Path) -> int:
-    """One FAILED failover run dc1 -> dc2 in the config's store."""
+def failed_run(tmp_path: Path) -> int:
+    """One FAILED failover run dc1 -> dc2 in the SQLite store ``tmp_path / "drkit.db"``."""
     from drkit.failover.model import Direction, PartitionRpo, Plan, Procedure, RunState
     from drkit.failover.runs import RunRepository
     from drkit.store import StateStore
@@ -85,7 +85,7 @@ def test_a_failback_to_the_cluster_the_pointer_is_on_says_there_is_nothing_to_fa
     from drkit.store import StateStore
 
     config = _config(tmp_path)
-    run_id = _failed_run(tmp_path)
+    run_id = failed_run(tmp_path)
     store = StateStore(f"sqlite:///{tmp_path / 'drkit.db'}")
     PointerRepository(store).move("dc1", run_id)
     store.engine.dispose()
@@ -103,7 +103,7 @@ def test_a_failback_to_the_cluster_the_pointer_is_on_says_there_is_nothing_to_fa
 def test_plan_beside_resume_is_refused_saying_why_and_changes_nothing(tmp_path: Path) -> None:
     """It said "--plan: 'drkit failover show RUN' shows a run" - not why --plan was refused."""
     config = _config(tmp_path)
-    run_id = _failed_run(tmp_path)
+    run_id = failed_run(tmp_path)
     done = _drkit(tmp_path, "failover", "--plan", "--resume", str(run_id), "--config", config)
     assert done.exit_code == 2, done.output
     assert "--plan/--resume: nothing to plan: a resume makes no new plan" in done.output
@@ -233,22 +233,7 @@ def test_replicate_runs_the_flows_whose_clusters_answer_and_names_the_one_that_d
     from drkit.cli.replicate_cmd import _require_clusters_answering
     from drkit.config.loader import load_config
 
-    server = socket.create_server(("127.0.0.1", 0))
-    port = server.getsockname()[1]
-    stop = threading.Event()
-
-    def serve() -> None:
-        server.settimeout(0.2)
-        while not stop.is_set():
-            try:
-                connection, _ = server.accept()
-            except TimeoutError:
-                continue
-            _answers_as_kafka(connection)
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    try:
+    with _listener(_answers_as_kafka) as port:
         path = _config(tmp_path, (
             f"clusters:\n  dc1: {{bootstrap_servers: '127.0.0.1:{port}'}}\n"
             f"  dc2: {{bootstrap_servers: '127.0.0.1:{port}'}}\n"
@@ -264,10 +249,6 @@ def test_replicate_runs_the_flows_whose_clusters_answer_and_names_the_one_that_d
             UnreachableClusterError, match=re.escape("cluster 'dc3' at 127.0.0.1:1")
         ):
             _require_clusters_answering(config, [config.flows[1]])
-    finally:
-        stop.set()
-        thread.join(2)
-        server.close()
 
 
 def test_a_failback_export_file_in_a_missing_directory_is_refused_before_anything(
