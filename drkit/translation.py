@@ -64,7 +64,9 @@ gaps, restarts, truncation and trimming):
    when there is none), flagged ``UNVERIFIED``: more re-reads, never a skip - as long as the
    copies are in source order (a crash re-replication can reorder them; then the answer is
    flagged ``REORDERED`` as well when the verified runs show it).  An exact answer (the record
-   at ``S`` verified) is kept.  The way back (invariant 8) refuses a doubted mapping.
+   at ``S`` verified) is kept.  With doubt and no verified run at all (a store without the key
+   the workers signed with) every ``S`` resumes at the target log start - an answer, never
+   none.  The way back (invariant 8) refuses a doubted mapping.
 
 The runs are kept as a :class:`~drkit.replication.run_map.RunTable` (compact columns, indexes
 computed once per snapshot): one translation is a binary search plus, for re-reads, a walk over
@@ -253,6 +255,18 @@ def translate(
                 bounds.end,
                 Method.MAPPED,
                 {Flag.PAST_REPLICATED},
+                bounds,
+                source_end,
+            )
+        if mapping.doubt:
+            # Every sync that claims this partition failed verification (a store without the
+            # key the workers signed with): the copies may lie anywhere - from the start.
+            return _finish(
+                source_offset,
+                mapping,
+                bounds.start,
+                Method.MAPPED,
+                {Flag.UNVERIFIED, Flag.BEFORE_MAPPING},
                 bounds,
                 source_end,
             )

@@ -26,6 +26,7 @@ from drkit.records import TopicPartition
 from drkit.replication.internal_topics import control_topic, offset_syncs_topic
 from drkit.replication.offset_sync import OffsetRun, OffsetSync, RunTracker
 from drkit.replication.offset_sync_store import RunMaps
+from drkit.replication.run_map import RunTable
 from drkit.signing import KEY_BYTES, MAC_HEADER, Kind, Signer, mac_of, sign, verify
 from drkit.store.db import StateStore
 from drkit.store.flow_keys import create_key, key_for
@@ -255,6 +256,24 @@ def test_ignored_real_runs_round_translation_down_never_past_a_copy() -> None:
     assert not isinstance(translate_back(TARGET, 100, mapping), Translated)
 
 
+def test_with_every_sync_rejected_a_group_re_reads_the_replica_from_its_start() -> None:
+    """A store that lost the key the workers signed with (replaced, restored without its
+    flow_keys) verifies no sync at all: the partition must still translate - to the replica's
+    start, flagged - not be left without an answer (a failover would commit nothing, and
+    consumers at auto.offset.reset=latest would skip everything they had not read)."""
+    cluster = FakeCluster("dc2")
+    for sync in _real_syncs():
+        _write(cluster, sync, Signer(KEY, Kind.OFFSET_SYNC, FLOW))
+    maps = _read(cluster, Signer(OTHER, Kind.OFFSET_SYNC, FLOW))  # the new store's key
+    assert maps.rejected == len(_real_syncs()) and maps.stored_runs() == 0
+    claims = maps.claims[SOURCE]
+    mapping = PartitionMapping(SOURCE, TARGET, (), 200, doubt=doubt(claims, RunTable.of(()), 200))
+    for offset in (0, 60, 150, 199):
+        result = translate(offset, mapping, TargetBounds(5, 210))
+        assert isinstance(result, Translated), result
+        assert result.target_offset == 5 and Flag.UNVERIFIED in result.flags
+
+
 @st.composite
 def _streams(draw: st.DrawFn) -> tuple[list[OffsetRun], list[bool], list[tuple[int, int]]]:
     """Runs in source order with gaps on both sides, which of them verify, and forged claims."""
@@ -288,9 +307,7 @@ def test_ignoring_syncs_never_makes_a_translation_skip(
     copies = {run.src_start + i: run.dst_start + i for run in runs for i in range(run.length)}
     for offset in range(end + 2):
         result = translate(offset, mapping, bounds)
-        if not kept:
-            continue  # no verified run at all: no mapping (CannotTranslate / nothing to skip)
-        assert isinstance(result, Translated)
+        assert isinstance(result, Translated), (offset, result)  # even with no verified run
         skipped = [o for o, copy in copies.items() if o >= offset and copy < result.target_offset]
         assert not skipped, (offset, result)
     if all(verified) and not forged:
