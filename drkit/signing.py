@@ -3,9 +3,10 @@
 On a cluster without ACLs any client can write drkit's bookkeeping topics.  A forged offset
 sync would make a failover commit wrong consumer positions; a forged directive would pause or
 start a flow.  So drkit's own writers put an HMAC-SHA256 of the record in a header
-(:data:`MAC_HEADER`), keyed by a per-flow secret of 32 random bytes that lives in the state
-store (drkit/store/flow_keys.py) and never on a cluster; readers that drive decisions drop a
-record whose MAC is missing or wrong, and count it.
+(:data:`MAC_HEADER`), keyed by a per-flow 32-byte key that never goes to a cluster - derived
+from the configured ``signing.secret`` (:func:`derive_key`), or else random bytes kept in the
+state store (drkit/store/flow_keys.py); readers that drive decisions drop a record whose MAC is
+missing or wrong, and count it.
 
 The MAC covers a domain-separated message - a format tag, the record kind, the flow name, the
 record key and the value (a tombstone's absent value is encoded apart from an empty one) - each
@@ -31,6 +32,7 @@ from enum import StrEnum
 MAC_HEADER = "drkit-mac"
 KEY_BYTES = 32
 _FORMAT = b"drkit-mac/v1"
+_KEY_LABEL = b"drkit-flow-key/v1"
 
 
 class Kind(StrEnum):
@@ -72,6 +74,13 @@ def verify(
     if not mac:
         return False
     return hmac.compare_digest(sign(secret, kind, flow, key, value), mac)
+
+
+def derive_key(secret: bytes, flow: str) -> bytes:
+    """``flow``'s key derived from a configured signing secret (``signing.secret``): an
+    HMAC-SHA256 of a domain-separated label and the flow name - every process with the same
+    secret derives the same key, with no store (a lost or replaced store loses nothing)."""
+    return hmac.digest(secret, _field(_KEY_LABEL) + _field(flow.encode()), hashlib.sha256)
 
 
 def mac_of(headers: Iterable[tuple[str, bytes | None]] | None) -> bytes | None:

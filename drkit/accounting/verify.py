@@ -7,7 +7,6 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
-from functools import partial
 from pathlib import Path
 from typing import cast
 
@@ -46,7 +45,7 @@ def verify(
     started = datetime.now(UTC)
     spec = build_spec(
         config, flow, groups, topics, recorded_losses(store, flow), positions,
-        keys=flow_keys(store),
+        keys=flow_keys(config, store),
     )  # fmt: skip
     out.mkdir(parents=True, exist_ok=True)
     try:
@@ -105,11 +104,12 @@ def run_retrying(run: Callable[[], Summary], attempts: int = 3, wait_s: float = 
     return retrying(run)
 
 
-def flow_keys(store: StateStore | None) -> Callable[[str], bytes] | None:
-    """Each flow's offset-sync key from ``store`` (None without a store: nothing verified)."""
-    from drkit.store.flow_keys import key_for
+def flow_keys(config: DrkitConfig, store: StateStore | None) -> Callable[[str], bytes] | None:
+    """Each flow's offset-sync key (drkit/store/flow_keys.py ``keys_of``; None with neither a
+    signing secret nor a store: nothing verified)."""
+    from drkit.store.flow_keys import keys_of
 
-    return partial(key_for, store) if store is not None else None
+    return keys_of(config, store)
 
 
 def recorded_losses(store: StateStore | None, flow: FlowConfig) -> list[LossEvent]:

@@ -70,7 +70,7 @@ def adopt(
     exactly from there on.  Runs with the clusters' own `security` (an operator's login).
     Then start `drkit replicate`."""
     from drkit.signing import Kind, Signer
-    from drkit.store.flow_keys import key_for
+    from drkit.store.flow_keys import keys_of
 
     config = app.config(config_file)
     flow = known_flow(config, flow_name, "--flow")
@@ -83,7 +83,7 @@ def adopt(
         mm2_syncs_on == "source",
         quiet_s,
         # the runs it writes are signed as the worker's are (drkit/signing.py)
-        signer=Signer(key_for(store, flow.name), Kind.OFFSET_SYNC, flow.name),
+        signer=Signer(keys_of(config, store)(flow.name), Kind.OFFSET_SYNC, flow.name),
     )
     if output == "text":
         click.echo(f"checking that MirrorMaker 2 wrote nothing to {flow.target} for {quiet_s:g}s")

@@ -243,9 +243,10 @@ def _publish(
 ) -> str:
     from drkit.control.channel import ControlChannel
     from drkit.errors import KafkaError
-    from drkit.store.flow_keys import key_for
+    from drkit.store.flow_keys import keys_of
 
-    channel = ControlChannel.of(config, flow, lambda: key_for(store, flow.name))
+    keys = keys_of(config, store)
+    channel = ControlChannel.of(config, flow, lambda: keys(flow.name))
     try:
         channel.publish(directive)
         return "published"

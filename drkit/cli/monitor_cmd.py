@@ -323,12 +323,10 @@ def translator(
 ) -> Callable[[str, list[str]], dict[str, Any]]:
     """``/api/translate``: given offsets of one flow, translated as the CLI does (offset syncs
     verified with the flow's key from ``store``)."""
-    from functools import partial
-
     from drkit.offsets.lookup import parse_offsets, translate_offsets
-    from drkit.store.flow_keys import key_for
+    from drkit.store.flow_keys import keys_of
 
-    keys = partial(key_for, store)
+    keys = keys_of(config, store)
 
     def translate(flow_name: str, values: list[str]) -> dict[str, Any]:
         flow = known_flow(config, flow_name, "flow")

@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 import sys
 from collections.abc import Callable
-from functools import partial
 
 import click
 
@@ -19,6 +18,7 @@ from drkit.cli.context import (
     pass_app,
     say,
 )
+from drkit.config.model import DrkitConfig
 from drkit.errors import ConfigError, ExitCode, Problem
 from drkit.offsets.lookup import (
     Report,
@@ -108,11 +108,11 @@ def translate(
             reason = "checkpoints are per group: given offsets translate from the offset map"
             raise ConfigError([Problem("--from-checkpoints", reason)])
         positions = parse_offsets(given, sys.stdin)
-        report = translate_offsets(config, flow, positions, verify, keys=_keys(app))
+        report = translate_offsets(config, flow, positions, verify, keys=_keys(app, config))
     else:
         report = translate_groups(
             config, flow, list(groups), True if from_checkpoints else None, verify,
-            keys=_keys(app),
+            keys=_keys(app, config),
         )  # fmt: skip
     if output == "json":
         echo_json(report.to_json())
@@ -124,14 +124,17 @@ def translate(
         raise SystemExit(ExitCode.UNHEALTHY)
 
 
-def _keys(app: AppContext) -> Callable[[str], bytes]:
-    """Each flow's offset-sync key from the state store (drkit/store/flow_keys.py), read when
-    the offset map is: syncs that fail it are ignored and named."""
-    from drkit.store.flow_keys import key_for
+def _keys(app: AppContext, config: DrkitConfig) -> Callable[[str], bytes]:
+    """Each flow's offset-sync key (drkit/store/flow_keys.py): derived from the signing secret,
+    else from the state store (opened only then); syncs that fail it are ignored and named."""
+    from drkit.store.flow_keys import keys_of
 
-    store = app.store()
-    store.ensure_current()
-    return partial(key_for, store)
+    store = app.store() if config.signing.secret is None else None
+    if store is not None:
+        store.ensure_current()
+    keys: Callable[[str], bytes] | None = keys_of(config, store)
+    assert keys is not None  # a store, or a secret to derive every key from
+    return keys
 
 
 def _print(report: Report) -> None:

@@ -226,7 +226,7 @@ def _write_spec_only(
 
     spec = build_spec(
         config, flow, groups, topics, recorded_losses(store, flow), secrets_by_name=True,
-        keys=flow_keys(store),
+        keys=flow_keys(config, store),
     )  # fmt: skip
     write_spec(spec, spec_path)
     secret_env = spec.get("secret_env") or {}

@@ -831,6 +831,40 @@ class DrillsConfig(FrozenModel):
 MAX_ALIAS_LENGTH = 64  # a cluster alias prefixes topic names (249 characters at most)
 
 
+# A signing secret shorter than this is refused: the flow keys derived from it are only as
+# strong as it is (``openssl rand -hex 32`` gives 64 characters).
+MIN_SIGNING_SECRET = 32
+
+
+class SigningConfig(FrozenModel):
+    """Where the keys that sign drkit's offset syncs and flow directives come from
+    (drkit/signing.py).  With a ``secret`` every process derives each flow's key from it, so
+    the keys survive a lost or replaced state store; without one each flow's key is random and
+    kept only in the state store (back it up with the store)."""
+
+    secret: SecretStr | None = None
+    # A file holding the secret (its first line): keeps it out of the config file.
+    secret_file: Path | None = None
+
+    @model_validator(mode="after")
+    def _secret(self) -> SigningConfig:
+        if self.secret_file is not None:
+            if self.secret is not None:
+                raise ValueError("give secret or secret_file, not both")
+            object.__setattr__(self, "secret", _read_secret_file(self.secret_file, "secret_file"))
+        if self.secret is not None and len(self.secret.get_secret_value()) < MIN_SIGNING_SECRET:
+            raise ValueError(
+                f"secret: at least {MIN_SIGNING_SECRET} characters (the flow keys are derived "
+                "from it; 'openssl rand -hex 32' makes one)"
+            )
+        return self
+
+    @property
+    def secret_bytes(self) -> bytes | None:
+        """The secret as bytes, or None when the keys live in the state store."""
+        return self.secret.get_secret_value().encode() if self.secret is not None else None
+
+
 class DrkitConfig(FrozenModel):
     """The whole configuration of one drkit deployment."""
 
@@ -843,6 +877,7 @@ class DrkitConfig(FrozenModel):
     notifications: NotificationsConfig = NotificationsConfig()
     drills: DrillsConfig = DrillsConfig()
     tracing: TracingConfig = TracingConfig()
+    signing: SigningConfig = SigningConfig()
 
     @field_validator("clusters")
     @classmethod

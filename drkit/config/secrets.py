@@ -19,7 +19,7 @@ from drkit.config.model import DrkitConfig
 SECRET_WORDS = ("password", "secret", "token", "key", "credentials", "passphrase")
 MASK = "**********"
 # Typed settings that hold a secret (each also has a ``*_file`` or ``${VAR}`` way to give it).
-SECRET_FIELDS = frozenset({"password", "ssl_key_password", "client_secret"})
+SECRET_FIELDS = frozenset({"password", "ssl_key_password", "client_secret", "secret"})
 
 
 def is_secret_setting(name: str) -> bool:

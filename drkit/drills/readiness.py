@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import time
 from datetime import UTC, datetime
-from functools import partial
 from pathlib import Path
 
 from drkit.config.loader import flow_between
@@ -32,7 +31,7 @@ from drkit.kafka.io import commit_group_offsets
 from drkit.offsets.lookup import translate_groups
 from drkit.records import TopicPartition
 from drkit.store import StateStore
-from drkit.store.flow_keys import key_for
+from drkit.store.flow_keys import keys_of
 from drkit.timestamps import iso_utc
 
 SHADOW_PREFIX = "drkit-shadow."
@@ -149,7 +148,7 @@ def _shadow_translation(
         return DrillCheck("shadow_translation", True, "no consumer groups to translate")
     flow = flow_between(config, source, target)
     try:
-        report = translate_groups(config, flow, groups, verify=True, keys=partial(key_for, store))
+        report = translate_groups(config, flow, groups, verify=True, keys=keys_of(config, store))
     except DrkitError as err:
         return DrillCheck("shadow_translation", False, f"translation failed: {err}")
     problems = [f"{e.get('group')}: {e.get('reason')}" for e in report.errors]

@@ -212,10 +212,9 @@ class StepContext:
 
     def channel(self, flow: FlowConfig) -> ChannelPort:
         """``flow``'s control channel on its target (drkit.control.channel)."""
-        from drkit.store.flow_keys import key_for
+        from drkit.store.flow_keys import keys_of
 
-        store = self.store
-        return (self.channels or kafka_channels(self.config, lambda name: key_for(store, name)))(
+        return (self.channels or kafka_channels(self.config, keys_of(self.config, self.store)))(
             flow
         )
 

@@ -33,7 +33,6 @@ import logging
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import replace
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -87,7 +86,7 @@ from drkit.kafka.clients import ClusterEndpoint
 from drkit.kafka.isolated import prewarm
 from drkit.kafka.ports import AdminFactory
 from drkit.store.db import StateStore
-from drkit.store.flow_keys import key_for
+from drkit.store.flow_keys import keys_of
 from drkit.store.health_repo import HealthRepository
 from drkit.tracing import RunTracer
 
@@ -181,7 +180,7 @@ class Engine:
         # executes the plan (its translation then reads only what was appended since).
         self._readers: dict[str, TargetReaders] = {}
         # Each flow's offset-sync key (drkit/signing.py): syncs that fail it are ignored.
-        self._keys: Callable[[str], bytes] = partial(key_for, store)
+        self._keys: Callable[[str], bytes] = keys_of(config, store)
         # ... and the plan's translations, which that run's translation step reuses for every
         # group whose inputs did not change since.
         self._memos: dict[str, TranslationMemo] = {}

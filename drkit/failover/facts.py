@@ -103,6 +103,9 @@ class Snapshot:
     # Offset-sync records on the target that failed verification (drkit/signing.py): ignored;
     # translation rounds down where they may hide copies (drkit.translation, invariant 9).
     unverified_syncs: int = 0
+    # ... and those that verified: none of them beside rejected ones means the key this
+    # deployment has is not the one the workers signed with (a store replaced without its keys).
+    verified_syncs: int = 0
 
     @cached_property
     def partitions_by_topic(self) -> Mapping[str, tuple[PartitionFacts, ...]]:

@@ -91,8 +91,7 @@ def make_plan(snapshot: Snapshot, runbook: Runbook, memo: TranslationMemo | None
     findings += _rpo_findings(snapshot, rpo)
     findings += _topic_findings(snapshot)
     findings += _unknown_groups(snapshot)
-    if snapshot.unverified_syncs:
-        findings.append(unverified_syncs_finding(snapshot.unverified_syncs, snapshot.target))
+    findings += _signing_findings(snapshot)
     findings += _schema_findings(snapshot)
     if snapshot.untranslatable_groups:
         findings.append(
@@ -161,6 +160,36 @@ def unverified_syncs_finding(count: int, target: str) -> Finding:
         "with the flow's key: forged, or written before drkit signed them); positions they "
         "could hide are rounded down (flag 'unverified': more re-reads, never a skip)",
     )
+
+
+def _signing_findings(snapshot: Snapshot) -> list[Finding]:
+    """Ignored offset syncs (a warning); none verifying at all - the key here is not the one
+    the workers signed with - blocks a planned move (its source is alive: fix the key first)
+    and warns loudly before an unplanned one, which re-reads the replicas from their start."""
+    rejected = snapshot.unverified_syncs
+    if not rejected:
+        return []
+    if snapshot.verified_syncs:
+        return [unverified_syncs_finding(rejected, snapshot.target)]
+    planned = snapshot.procedure in _PLANNED
+    what = (
+        f"none of the {rejected} offset syncs on {snapshot.target} verifies with this "
+        f"deployment's key for {snapshot.flow}: the workers signed them with another key (the "
+        "state store was replaced or restored without its flow_keys table, signing.secret "
+        "changed, or they were written before drkit signed them)"
+    )
+    if planned:
+        why = (
+            f"{what}. Restore the store's keys or the same signing.secret, or restart 'drkit "
+            "replicate' with this store so fresh signed syncs cover the groups' positions"
+        )
+    else:
+        why = (
+            f"{what}: every group re-reads its replicas from their start (flag 'unverified': "
+            "nothing skipped, many duplicates)"
+        )
+    severity = Severity.BLOCKER if planned else Severity.WARNING
+    return [Finding(severity, "offset_syncs_unverifiable", why)]
 
 
 def _unknown_groups(snapshot: Snapshot) -> list[Finding]:

@@ -103,6 +103,11 @@ class TargetReaders:
         """Offset-sync records read that failed verification (ignored)."""
         return self._mappings.rejected if self._mappings is not None else 0
 
+    @property
+    def verified_syncs(self) -> int:
+        """Offset-sync records read that verified (0 without a signer)."""
+        return self._mappings.accepted if self._mappings is not None else 0
+
     def close(self) -> None:
         for reader in (self._progress, self._mappings, self._checkpoints):
             if reader is not None:
@@ -272,6 +277,7 @@ def _gather(
         returning=returning,
         unlisted_topics=tuple(unlisted),
         unverified_syncs=readers.unverified_syncs,
+        verified_syncs=readers.verified_syncs,
     )
 
 

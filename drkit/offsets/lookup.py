@@ -20,7 +20,8 @@ The JSON form (``Report.to_json``) is a stable schema, ``drkit.offsets.translate
          "verified": bool | null,
          "verification": "match" | "skips" | "rereads" | "foreign" | "unverifiable" | null}]}],
      "errors": [{"group": str, "source_topic": str, "source_partition": int,
-                 "source_offset": int, "reason": str}]}
+                 "source_offset": int, "reason": str}],
+     "unverified_offset_syncs": int, "verified_offset_syncs": int, "warnings": [str]}
 
 ``verified`` (with ``--verify``, or for provenance rows) says the record at T is the copy of the
 first record a consumer at S reads on the source (see drkit/offsets/verification.py);
@@ -97,11 +98,21 @@ class Report:
     errors: list[dict[str, Any]] = field(default_factory=list)
     # Offset-sync records that failed verification (drkit/signing.py) and were ignored.
     unverified_offset_syncs: int = 0
+    # ... and those that verified (none beside rejected ones: the key is not the workers').
+    verified_offset_syncs: int = 0
 
     @property
     def warnings(self) -> list[str]:
         if not self.unverified_offset_syncs:
             return []
+        if not self.verified_offset_syncs:
+            return [
+                f"none of the {self.unverified_offset_syncs} offset syncs on {self.flow.target} "
+                "verifies with this deployment's key: the workers signed them with another key "
+                "(the state store was replaced or restored without its flow_keys table, "
+                "signing.secret changed, or they were written before drkit signed them); every "
+                "position is rounded down to the replica's start (flag 'unverified')"
+            ]
         return [
             f"{self.unverified_offset_syncs} offset syncs on {self.flow.target} failed "
             "verification and were ignored (not signed with the flow's key: forged, or written "
@@ -124,6 +135,7 @@ class Report:
             ],
             "errors": self.errors,
             "unverified_offset_syncs": self.unverified_offset_syncs,
+            "verified_offset_syncs": self.verified_offset_syncs,
             "warnings": self.warnings,
         }
 
@@ -343,6 +355,7 @@ def _translate(
         has_map = {topology.progress_topic, topology.offset_syncs_topic} & set(existing)
         mappings = loader.refresh() if has_map else {}
         report.unverified_offset_syncs = loader.rejected
+        report.verified_offset_syncs = loader.accepted
         partitions = {
             tp
             for offsets in committed.values()

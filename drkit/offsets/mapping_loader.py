@@ -67,7 +67,8 @@ class MappingLoader:
         progress = self._progress.refresh(timeout_s)
         adopted = self._adopted.refresh(timeout_s)
         out: dict[TopicPartition, PartitionMapping] = {}
-        for source in runs.keys() | progress.keys():
+        # A partition only rejected syncs claim has a mapping too: its doubt (invariant 9).
+        for source in runs.keys() | progress.keys() | self._syncs.claims.keys():
             run_map = runs.get(source)
             stored = progress.get(source)
             mm2 = adopted.get(source)
@@ -117,6 +118,11 @@ class MappingLoader:
     def rejected(self) -> int:
         """Offset-sync records read so far that failed verification (ignored)."""
         return self._syncs.rejected
+
+    @property
+    def accepted(self) -> int:
+        """Offset-sync records read so far that verified (0 without a signer)."""
+        return self._syncs.accepted
 
     def run_partitions(self) -> dict[TopicPartition, frozenset[TopicPartition]]:
         """Source partitions with stored runs and their target partitions (as last refreshed)."""

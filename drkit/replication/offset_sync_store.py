@@ -41,6 +41,7 @@ class RunMaps:
     def __init__(self, signer: Signer | None = None) -> None:
         self.signer = signer
         self.rejected = 0
+        self.accepted = 0  # records that verified (with a signer)
         # Per source partition: (src_start, src_end) of every run a rejected record claimed.
         self.claims: dict[TopicPartition, list[tuple[int, int]]] = {}
         self.maps: dict[TopicPartition, RunMap] = {}
@@ -74,7 +75,11 @@ class RunMaps:
         """One record as read, headers included: applied when it verifies (or nothing is
         verified), else counted and its claim kept.  False: rejected."""
         signer = self.signer
-        if signer is None or signer.accepts(key, value, headers):
+        if signer is None:
+            self.apply(key, value)
+            return True
+        if signer.accepts(key, value, headers):
+            self.accepted += 1
             self.apply(key, value)
             return True
         self.rejected += 1

@@ -142,10 +142,12 @@ def metrics_listener(options: ServiceOptions, ended: EndedFlows | None = None) -
     return listener
 
 
-def _flow_keys(url: str | None) -> FlowKeys | None:
+def _flow_keys(url: str | None, secret: bytes | None) -> FlowKeys | None:
+    """Each flow's key: derived from the signing secret, else read from the store at ``url``;
+    None with neither (nothing signed, nothing verified)."""
     from drkit.store.flow_keys import FlowKeys
 
-    return FlowKeys(url) if url else None
+    return FlowKeys(url or None, secret) if url or secret is not None else None
 
 
 def run_flows(config: DrkitConfig, options: ServiceOptions, stop: threading.Event) -> int:
@@ -163,8 +165,9 @@ def run_flows(config: DrkitConfig, options: ServiceOptions, stop: threading.Even
     results: dict[str, BaseException | None] = {}
     losses = loss_sink(options)
     control = StoreControl(options.store_url) if options.store_url else None
-    # Each flow's key (drkit/signing.py): read from the store once, kept through outages.
-    keys = _flow_keys(options.store_url)
+    # Each flow's key (drkit/signing.py): derived from the signing secret, or read from the
+    # store once and kept through outages.
+    keys = _flow_keys(options.store_url, config.signing.secret_bytes)
     from drkit.offsets.metrics import default_metrics as checkpoint_metrics
 
     unverified = checkpoint_metrics().unverified
@@ -335,8 +338,8 @@ def run_checkpointer(
     target, the one that writes checkpoints (drkit.kafka.election): a dead or hung worker's
     duty moves to another within the group's session timeout.
 
-    ``keys``: the state store's flow keys - the runs it translates with are verified, its
-    tombstones signed (drkit/signing.py); None (no store) verifies nothing.
+    ``keys``: the flow keys - the runs it translates with are verified, its tombstones signed
+    (drkit/signing.py); None (no signing secret and no store) verifies nothing.
     """
     from drkit.kafka.election import GroupElection
     from drkit.offsets.checkpointer import Checkpointer

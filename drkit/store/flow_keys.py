@@ -1,9 +1,12 @@
-"""Each flow's signing key (drkit/signing.py), kept in the state store.
+"""Each flow's signing key (drkit/signing.py): derived from ``signing.secret``, or kept in
+the state store.
 
-Created on first need by whoever writes or reads first - a replication worker, the CLI, the
+With ``signing.secret`` configured every process derives the same key (:func:`keys_of`): no
+store involved, and a lost or replaced store loses no key.  Without it the key is random and
+created on first need by whoever writes or reads first - a replication worker, the CLI, the
 failover engine - race-safe: each candidate inserts 32 fresh random bytes, a primary-key
-conflict means another process won, and every process then uses the stored key.  The key is a
-secret: it is never logged or printed, and it never goes to a cluster.
+conflict means another process won, and every process then uses the stored key.  Either way the
+key is a secret: it is never logged or printed, and it never goes to a cluster.
 """
 
 from __future__ import annotations
@@ -11,15 +14,37 @@ from __future__ import annotations
 import secrets
 import threading
 from collections.abc import Callable
+from typing import overload
 
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
-from drkit.signing import KEY_BYTES, Kind, Signer
+from drkit.config.model import DrkitConfig
+from drkit.signing import KEY_BYTES, Kind, Signer, derive_key
 from drkit.store.db import StateStore
 from drkit.store.models import FlowKey
 
 KeySource = Callable[[], bytes]
+
+
+@overload
+def keys_of(config: DrkitConfig, store: StateStore) -> Callable[[str], bytes]: ...
+
+
+@overload
+def keys_of(config: DrkitConfig, store: None) -> Callable[[str], bytes] | None: ...
+
+
+def keys_of(config: DrkitConfig, store: StateStore | None) -> Callable[[str], bytes] | None:
+    """Each flow's key by name, as this deployment keeps them: derived from
+    ``config.signing.secret`` when it is set, else the stored key (:func:`key_for`); None when
+    there is neither (no secret and no store: nothing can be signed or verified)."""
+    secret = config.signing.secret_bytes
+    if secret is not None:
+        return lambda flow: derive_key(secret, flow)
+    if store is None:
+        return None
+    return lambda flow: key_for(store, flow)
 
 
 def key_for(store: StateStore, flow: str) -> bytes:
@@ -54,10 +79,14 @@ class StoredKey:
     reads it while the store answers and keeps signing and checking through an outage).
     Thread-safe.  ``store_of``: the store, opened lazily and current (migrated)."""
 
-    def __init__(self, store_of: Callable[[], StateStore], flow: str) -> None:
+    def __init__(
+        self, store_of: Callable[[], StateStore], flow: str, secret: bytes | None = None
+    ) -> None:
+        """``secret``: the configured signing secret - the key is derived from it and the
+        store is never asked."""
         self._store_of = store_of
         self.flow = flow
-        self._key: bytes | None = None
+        self._key: bytes | None = derive_key(secret, flow) if secret is not None else None
         self._lock = threading.Lock()
 
     def __call__(self) -> bytes:
@@ -74,12 +103,16 @@ class StoredKey:
 
 
 class FlowKeys:
-    """Every flow's key from one store URL, each read once (a long-running process: the
-    replicator, the checkpoint worker).  The store is opened - and migrated to head, as a
-    long-running command does - on first use; its errors are StateStoreError.  Thread-safe."""
+    """Every flow's key, each read once (a long-running process: the replicator, the
+    checkpoint worker): derived from ``secret`` when given, else from the store at ``url``,
+    opened - and migrated to head, as a long-running command does - on first use; its errors
+    are StateStoreError.  Thread-safe."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str | None, secret: bytes | None = None) -> None:
+        if url is None and secret is None:
+            raise ValueError("flow keys need a signing secret or a state store")
         self.url = url
+        self._secret = secret
         self._store: StateStore | None = None
         self._keys: dict[str, StoredKey] = {}
         self._lock = threading.Lock()
@@ -87,6 +120,7 @@ class FlowKeys:
     def _open(self) -> StateStore:
         with self._lock:
             if self._store is None:
+                assert self.url is not None  # with no url every key is derived
                 store = StateStore(self.url)
                 store.ensure_current()
                 self._store = store
@@ -96,7 +130,7 @@ class FlowKeys:
         with self._lock:
             found = self._keys.get(flow)
             if found is None:
-                found = self._keys[flow] = StoredKey(self._open, flow)
+                found = self._keys[flow] = StoredKey(self._open, flow, self._secret)
             return found
 
     def signer(self, flow: str, kind: Kind) -> Signer:

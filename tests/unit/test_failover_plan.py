@@ -540,3 +540,20 @@ def test_a_source_that_lists_none_of_the_flows_topics_blocks_the_move() -> None:
     assert "dc1 lists none of the 1 topic(s) this flow replicated (orders)" in blocker.message
     some = _snapshot(Procedure.SWITCHOVER, source_reachable=True, unlisted_topics=("old",))
     assert _codes(some)["source_topics_unlisted"] is Severity.WARNING
+
+
+def test_no_verified_offset_sync_blocks_a_planned_move_and_warns_before_a_failover() -> None:
+    """A store without the key the workers signed with (replaced, restored without its
+    flow_keys): every sync fails verification.  A switchover waits for the key; a failover
+    goes on, re-reading from the replicas' start - and says so."""
+    switchover = _snapshot(Procedure.SWITCHOVER, source_reachable=True, unverified_syncs=14)
+    assert _codes(switchover)["offset_syncs_unverifiable"] is Severity.BLOCKER
+    failover = make_plan(_snapshot(unverified_syncs=14), load_runbook(Procedure.FAILOVER))
+    [finding] = [f for f in failover.findings if f.code == "offset_syncs_unverifiable"]
+    assert finding.severity is Severity.WARNING
+    assert "none of the 14 offset syncs on dc2 verifies" in finding.message
+    assert "re-reads its replicas from their start" in finding.message
+    # Some verify: forgeries (or old syncs) beside real ones - the ordinary warning only.
+    codes = _codes(_snapshot(Procedure.SWITCHOVER, unverified_syncs=2, verified_syncs=9))
+    assert "offset_syncs_unverifiable" not in codes
+    assert codes["unverified_offset_syncs"] is Severity.WARNING

@@ -27,9 +27,9 @@ from drkit.replication.internal_topics import control_topic, offset_syncs_topic
 from drkit.replication.offset_sync import OffsetRun, OffsetSync, RunTracker
 from drkit.replication.offset_sync_store import RunMaps
 from drkit.replication.run_map import RunTable
-from drkit.signing import KEY_BYTES, MAC_HEADER, Kind, Signer, mac_of, sign, verify
+from drkit.signing import KEY_BYTES, MAC_HEADER, Kind, Signer, derive_key, mac_of, sign, verify
 from drkit.store.db import StateStore
-from drkit.store.flow_keys import create_key, key_for
+from drkit.store.flow_keys import FlowKeys, create_key, key_for, keys_of
 from drkit.store.models import FlowKey
 from drkit.translation import (
     Flag,
@@ -137,6 +137,64 @@ def test_concurrent_first_users_agree_on_one_key(migrated_store: StateStore) -> 
     assert not errors
     assert len(found) == 6 and len(set(found)) == 1
     assert key_for(migrated_store, FLOW) == found[0]
+
+
+# -- the key derived from signing.secret --------------------------------------------------------
+
+_SECRET = "s" * 40
+_CLUSTERS = (
+    "clusters:\n  dc1: {bootstrap_servers: '127.0.0.1:1'}\n"
+    "  dc2: {bootstrap_servers: '127.0.0.1:2'}\nflows: [{source: dc1, target: dc2}]\n"
+)
+
+
+def test_a_signing_secret_derives_the_same_key_everywhere_and_no_store_is_asked(
+    migrated_store: StateStore, tmp_path: Path
+) -> None:
+    config = load_config_text(_CLUSTERS + f"signing: {{secret: '{_SECRET}'}}\n", env={})
+    keys = keys_of(config, migrated_store)
+    assert keys(FLOW) == derive_key(_SECRET.encode(), FLOW) and len(keys(FLOW)) == KEY_BYTES
+    assert keys(FLOW) != keys("dc2->dc1")  # per flow
+    assert derive_key(b"t" * 40, FLOW) != keys(FLOW)  # per secret
+    other = StateStore(f"sqlite:///{tmp_path / 'other.db'}")  # a replaced store: same key
+    other.ensure_current()
+    assert keys_of(config, other)(FLOW) == keys(FLOW)
+    assert keys_of(config, None) is not None  # no store needed at all
+    with migrated_store.session() as session:
+        assert session.scalars(select(FlowKey.flow)).all() == []  # nothing stored
+    # A long-running worker's keys: derived too, with or without a store URL.
+    assert FlowKeys(None, _SECRET.encode()).of(FLOW)() == keys(FLOW)
+    # Without a secret: the stored key, and none without a store.
+    plain = load_config_text(_CLUSTERS, env={})
+    assert keys_of(plain, migrated_store)(FLOW) == key_for(migrated_store, FLOW)
+    assert keys_of(plain, None) is None
+
+
+@pytest.mark.parametrize(
+    ("signing", "expected"),
+    [
+        ("{secret: short}", "at least 32 characters"),
+        ("{secret: '" + "x" * 40 + "', secret_file: /tmp/x}", "give secret or secret_file"),
+        ("{secret_file: /nonexistent/signing}", "secret_file /nonexistent/signing"),
+    ],
+)
+def test_a_bad_signing_secret_is_refused_naming_why(signing: str, expected: str) -> None:
+    from drkit.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=expected):
+        load_config_text(_CLUSTERS + f"signing: {signing}\n", env={})
+
+
+def test_a_signing_secret_file_is_read_and_never_shown(tmp_path: Path) -> None:
+    from drkit.config.secrets import literal_secrets, redacted_dump
+
+    path = tmp_path / "signing"
+    path.write_text(_SECRET + "\n")
+    config = load_config_text(_CLUSTERS + f"signing: {{secret_file: '{path}'}}\n", env={})
+    assert config.signing.secret_bytes == _SECRET.encode()
+    assert _SECRET not in repr(config) and _SECRET not in str(redacted_dump(config))
+    # Written out in the file (not ${VAR}, not a file): named as a literal secret.
+    assert literal_secrets({"signing": {"secret": _SECRET}}, "") == [".signing.secret"]
 
 
 # -- offset syncs: a forgery beside real ones -------------------------------------------------
@@ -325,10 +383,14 @@ def test_the_plan_and_the_translate_report_name_ignored_syncs() -> None:
         "  dc2: {bootstrap_servers: '127.0.0.1:2'}\nflows: [{source: dc1, target: dc2}]\n",
         env={},
     )
-    report = Report(config.flows[0], "live", True, unverified_offset_syncs=2)
+    report = Report(config.flows[0], "live", True, unverified_offset_syncs=2,
+                    verified_offset_syncs=7)  # fmt: skip
     assert report.to_json()["unverified_offset_syncs"] == 2
+    assert report.to_json()["verified_offset_syncs"] == 7
     assert report.warnings == report.to_json()["warnings"]
     assert "2 offset syncs on dc2 failed verification and were ignored" in report.warnings[0]
+    lost = Report(config.flows[0], "live", True, unverified_offset_syncs=2)  # none verified
+    assert lost.warnings[0].startswith("none of the 2 offset syncs on dc2 verifies")
     assert Report(config.flows[0], "live", True).warnings == []
 
 

@@ -12,7 +12,6 @@ as active (its consumers own their offsets now), not a failed run.
 from __future__ import annotations
 
 from dataclasses import replace
-from functools import partial
 
 from drkit import failpoints
 from drkit.errors import KafkaError
@@ -22,7 +21,7 @@ from drkit.failover.plan import TranslationMemo, groups_without_checkpoint, part
 from drkit.failover.results import GroupTranslation, Translation
 from drkit.failover.snapshot import gather
 from drkit.records import TopicPartition
-from drkit.store.flow_keys import key_for
+from drkit.store.flow_keys import keys_of
 from drkit.store.health_repo import HealthRepository
 
 
@@ -36,7 +35,7 @@ def translate_offsets(ctx: StepContext, timeout_s: float | None) -> StepOutcome:
         ctx.options.force,
         list(ctx.options.groups) if ctx.options.groups is not None else None,
         readers=ctx.readers,
-        keys=partial(key_for, ctx.store),
+        keys=keys_of(ctx.config, ctx.store),
         # commit_group_offsets reads the states again right before it writes
         target_states=(
             ctx.planned_states
