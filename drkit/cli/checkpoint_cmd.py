@@ -33,11 +33,20 @@ def checkpoint(app: AppContext, config_file: str | None, flows: tuple[str, ...])
     for name in flows:  # an unknown flow told before the workers' imports (seconds)
         known_flow(config, name, "--flow")
     from drkit.replication.service import install_stop_signals, run_checkpointer, select_flows
+    from drkit.store.flow_keys import FlowKeys
 
     stop = threading.Event()
     install_stop_signals(stop)
+    # The flow keys, as drkit replicate reads them: forged offset syncs are ignored, the
+    # worker's tombstones signed (drkit/signing.py).
+    keys = FlowKeys(app.store_url(config), config.signing.secret_bytes)
     threads = [
-        threading.Thread(target=run_checkpointer, args=(config, flow, stop), name=flow.name)
+        threading.Thread(
+            target=run_checkpointer,
+            args=(config, flow, stop),
+            kwargs={"keys": keys},
+            name=flow.name,
+        )
         for flow in select_flows(config, flows)
     ]
     for thread in threads:

@@ -243,10 +243,9 @@ def _publish(
 ) -> str:
     from drkit.control.channel import ControlChannel
     from drkit.errors import KafkaError
-    from drkit.store.flow_keys import keys_of
+    from drkit.store.flow_keys import key_for
 
-    keys = keys_of(config, store)
-    channel = ControlChannel.of(config, flow, lambda: keys(flow.name))
+    channel = ControlChannel.of(config, flow, lambda: key_for(store, flow.name))
     try:
         channel.publish(directive)
         return "published"

@@ -192,5 +192,5 @@ class ControlChannel:
 
 def kafka_channels(config: DrkitConfig, keys: Callable[[str], bytes]) -> ChannelFactory:
     """The production factory: each flow's channel on its target, signed with ``keys(flow)``
-    (drkit/store/flow_keys.py ``key_for``)."""
+    (drkit/store/flow_keys.py ``control_keys``: the store's own key, never derived)."""
     return lambda flow: ControlChannel.of(config, flow, lambda: keys(flow.name))

@@ -212,11 +212,9 @@ class StepContext:
 
     def channel(self, flow: FlowConfig) -> ChannelPort:
         """``flow``'s control channel on its target (drkit.control.channel)."""
-        from drkit.store.flow_keys import keys_of
+        from drkit.store.flow_keys import control_keys
 
-        return (self.channels or kafka_channels(self.config, keys_of(self.config, self.store)))(
-            flow
-        )
+        return (self.channels or kafka_channels(self.config, control_keys(self.store)))(flow)
 
     def confirm(self, timeout_s: float | None = None) -> float | None:
         """Right before a side effect on a cluster: the run's lease is surely still held

@@ -183,7 +183,7 @@ def run_flows(config: DrkitConfig, options: ServiceOptions, stop: threading.Even
             config.failover.worker_silence_s,
             on_error=metrics.errors.labels(flow.name, "control").inc,
             # Read only while the store does not answer: the target vouches for the directive.
-            channel=ControlChannel.of(config, flow, keys.of(flow.name)),
+            channel=ControlChannel.of(config, flow, keys.control(flow.name)),
             on_rejected=unverified.labels(flow.name, "control").inc,
         ).start()
 
@@ -257,7 +257,8 @@ def run_flows(config: DrkitConfig, options: ServiceOptions, stop: threading.Even
     checkpoint_threads = [
         threading.Thread(
             target=run_checkpointer,
-            args=(checkpointing, flow, checkpoints_stop, options.settings.worker_id, keys),
+            args=(checkpointing, flow, checkpoints_stop, options.settings.worker_id),
+            kwargs={"keys": keys},
             name=f"checkpoints {flow.name}",
             daemon=True,
         )
@@ -330,7 +331,8 @@ def run_checkpointer(
     flow: FlowConfig,
     stop: threading.Event,
     member: str = "",
-    keys: FlowKeys | None = None,
+    *,
+    keys: FlowKeys | None,
 ) -> None:
     """Run one flow's checkpoint worker until ``stop``; it retries failed rounds itself.
 
@@ -339,7 +341,8 @@ def run_checkpointer(
     duty moves to another within the group's session timeout.
 
     ``keys``: the flow keys - the runs it translates with are verified, its tombstones signed
-    (drkit/signing.py); None (no signing secret and no store) verifies nothing.
+    (drkit/signing.py); None (no signing secret and no store) verifies nothing - no default,
+    so every caller says which.
     """
     from drkit.kafka.election import GroupElection
     from drkit.offsets.checkpointer import Checkpointer

@@ -47,6 +47,14 @@ def keys_of(config: DrkitConfig, store: StateStore | None) -> Callable[[str], by
     return lambda flow: key_for(store, flow)
 
 
+def control_keys(store: StateStore) -> Callable[[str], bytes]:
+    """Each flow's key for its control channel (directives and acks): always the store's own
+    key, even with ``signing.secret``.  A directive's epoch counts in its store: a new store
+    starts again at 1, and a directive or ack signed under an earlier store (replayed by a
+    foreign writer, or a silent worker's old ack) must not verify there and outrank it."""
+    return lambda flow: key_for(store, flow)
+
+
 def key_for(store: StateStore, flow: str) -> bytes:
     """``flow``'s key: the stored one, created first if there is none (StateStoreError when
     the store does not answer)."""
@@ -115,6 +123,7 @@ class FlowKeys:
         self._secret = secret
         self._store: StateStore | None = None
         self._keys: dict[str, StoredKey] = {}
+        self._control: dict[str, StoredKey] = {}
         self._lock = threading.Lock()
 
     def _open(self) -> StateStore:
@@ -136,6 +145,15 @@ class FlowKeys:
     def signer(self, flow: str, kind: Kind) -> Signer:
         """``flow``'s signer for ``kind`` (reads the store the first time)."""
         return self.of(flow).signer(kind)
+
+    def control(self, flow: str) -> StoredKey:
+        """``flow``'s control-channel key: the store's own, never derived (see
+        :func:`control_keys`); needs the store URL."""
+        with self._lock:
+            found = self._control.get(flow)
+            if found is None:
+                found = self._control[flow] = StoredKey(self._open, flow)
+            return found
 
     def __repr__(self) -> str:
         return "FlowKeys(...)"

@@ -29,7 +29,7 @@ from drkit.replication.offset_sync_store import RunMaps
 from drkit.replication.run_map import RunTable
 from drkit.signing import KEY_BYTES, MAC_HEADER, Kind, Signer, derive_key, mac_of, sign, verify
 from drkit.store.db import StateStore
-from drkit.store.flow_keys import FlowKeys, create_key, key_for, keys_of
+from drkit.store.flow_keys import FlowKeys, control_keys, create_key, key_for, keys_of
 from drkit.store.models import FlowKey
 from drkit.translation import (
     Flag,
@@ -458,6 +458,40 @@ def test_a_forged_directive_is_ignored_by_the_gate_and_reported(
     assert rejected == [3]  # nothing new to report
 
 
+def test_an_earlier_stores_signed_directive_does_not_outrank_a_new_stores(
+    migrated_store: StateStore, tmp_path: Path
+) -> None:
+    """Epochs count per store, and a new store starts again at 1.  With signing.secret the
+    offset-sync keys survive a store swap - the control channel's must not: a directive of the
+    old store (epoch 7, RUNNING) replayed on the open topic would outrank the new store's
+    STOPPED (epoch 1) for a worker whose store does not answer, and restart it after a
+    failover.  So the channel is keyed by the store's own key, never the derived one."""
+    config = load_config_text(_CLUSTERS + f"signing: {{secret: '{_SECRET}'}}\n", env={})
+    flow = config.flows[0]
+    new_store = StateStore(f"sqlite:///{tmp_path / 'new.db'}")
+    new_store.ensure_current()
+    old_key, new_key = control_keys(migrated_store)(flow.name), control_keys(new_store)(flow.name)
+    assert old_key != new_key and keys_of(config, migrated_store)(flow.name) != old_key
+    assert FlowKeys(migrated_store.url, _SECRET.encode()).control(flow.name)() == old_key
+    target = FakeCluster("dc2")
+    signed_channel(target, flow, old_key).publish(
+        FlowDirective(flow.name, DesiredState.RUNNING, 7, "old store: resume")
+    )
+    topic = control_topic(flow.source)
+    replay = list(target.read(topic))[-1]
+    signed_channel(target, flow, new_key).publish(
+        FlowDirective(flow.name, DesiredState.STOPPED, 1, "failover")
+    )
+    key, value, headers, _offset = replay
+    target.write(topic, key, value, headers)  # a foreign writer replays the old record
+    gate = FlowGate(
+        _StoreDown(), flow.name, "w1", DesiredState.RUNNING, 30.0,
+        channel=signed_channel(target, flow, new_key),
+    )  # fmt: skip
+    gate.poll_once()
+    assert (gate.wanted().state, gate.wanted().epoch) == (DesiredState.STOPPED, 1)
+
+
 def test_records_of_other_flows_on_the_shared_topic_are_not_counted(tmp_path: Path) -> None:
     flow = _flow_config()
     target = FakeCluster("dc2")
@@ -465,3 +499,44 @@ def test_records_of_other_flows_on_the_shared_topic_are_not_counted(tmp_path: Pa
     target.write(topic, b"directive/dc1->dc3", b'{"desired":"paused","epoch":1}')
     view = signed_channel(target, flow, KEY).read()
     assert view.directive is None and view.rejected == 0
+
+
+# -- drkit checkpoint: the standalone checkpoint worker verifies too ---------------------------
+
+
+def test_drkit_checkpoint_runs_its_worker_with_the_flow_keys(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``drkit checkpoint`` joins the replicators' checkpoint election and may be the one
+    that writes checkpoints (and, with sync_group_offsets, group offsets): it must ignore
+    forged offset syncs and sign its tombstones as drkit replicate's workers do."""
+    from click.testing import CliRunner
+
+    import drkit.offsets.checkpointer as checkpointer
+    import drkit.replication.service as service
+    from drkit.cli import cli
+
+    seen: list[Signer | None] = []
+
+    class Stub:
+        def __init__(self, *args: object, stop: threading.Event, signer: Signer | None,
+                     **kwargs: object) -> None:  # fmt: skip
+            seen.append(signer)
+            stop.set()
+
+        def prepare(self) -> None:
+            raise StateStoreError("stop before any Kafka I/O")
+
+        def close(self) -> None:
+            pass
+
+    monkeypatch.setattr(service, "install_stop_signals", lambda stop: None)
+    monkeypatch.setattr(checkpointer, "Checkpointer", Stub)
+    path = tmp_path / "drkit.yaml"
+    path.write_text(_CLUSTERS + f"signing: {{secret: '{_SECRET}'}}\n")
+    done = CliRunner().invoke(
+        cli, ["--state-dir", str(tmp_path / "state"), "checkpoint", "--config", str(path)]
+    )
+    assert done.exception is None or isinstance(done.exception, SystemExit), done.output
+    assert len(seen) == 1 and seen[0] is not None
+    assert seen[0].secret == derive_key(_SECRET.encode(), FLOW)
