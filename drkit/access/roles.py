@@ -205,11 +205,11 @@ def _replicator(flow: FlowConfig, cluster: str) -> Iterator[Need | str]:
             yield from _needs([ids], (Operation.WRITE, Operation.DESCRIBE), why)
         why = f"idempotent writes of {flow.name}"
         yield from _needs([Resource.cluster()], [Operation.IDEMPOTENT_WRITE], why)
-    if flow.acl_sync.enabled:
-        why = f"copies the consumers' topic ACLs of {flow.name} (acl_sync)"
-        ops = (Operation.DESCRIBE, Operation.ALTER) if flow.target == cluster else _DESCRIBE
-        if cluster in (flow.source, flow.target):
-            yield from _needs([Resource.cluster()], ops, why)
+    if flow.acl_sync.enabled and flow.source == cluster:
+        # Only reading them: the fencer writes them on the target (see _fencer) - ALTER on the
+        # cluster would let the replicator rewrite every ACL and SCRAM credential.
+        why = f"reads the consumers' topic ACLs {flow.name} copies (acl_sync)"
+        yield from _needs([Resource.cluster()], _DESCRIBE, why)
 
 
 def _mapping_topics(flow: FlowConfig) -> list[Resource]:
@@ -270,8 +270,13 @@ def _monitor(config: DrkitConfig, cluster: str) -> Iterator[Need | str]:
 def _fencer(config: DrkitConfig, cluster: str) -> Iterator[Need | str]:
     """The only role with ALTER on the cluster (Kafka's one grant for ACL changes): the
     protections' reconciler (drkit.failover.reconcile) runs as it - in failover runs, the
-    monitor's maintenance and ``drkit fences`` - and does nothing else."""
+    monitor's maintenance and ``drkit fences`` - and, with ``acl_sync``, so does the copy of
+    the consumers' topic ACLs onto the target (the replicator's process connects as the fencer
+    for it), so that the replicator never holds ALTER on the cluster."""
     why = "places and lifts fences, standby guards and replicator fences (ACLs)"
+    copied = [f.name for f in config.flows if f.acl_sync.enabled and f.target == cluster]
+    if copied:  # the replicator's process writes them with the fencer's credentials
+        why += f"; copies the consumers' topic ACLs of {', '.join(copied)} (acl_sync)"
     yield from _needs([Resource.cluster()], (Operation.ALTER, Operation.DESCRIBE), why)
     for flow in config.flows:
         if flow.source == cluster:

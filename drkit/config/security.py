@@ -12,6 +12,7 @@ from urllib.parse import urlsplit
 from drkit.config.model import (
     ClusterConfig,
     DrkitConfig,
+    Role,
     SaslMechanism,
     SecurityConfig,
     SecurityProtocol,
@@ -26,6 +27,7 @@ def security_warnings(config: DrkitConfig) -> list[str]:
     for alias, cluster in config.clusters.items():
         out += _cluster(f"clusters.{alias}", cluster)
     out += _one_cluster_two_aliases(config)
+    out += _acl_sync_as_replicator(config)
     for index, hook in enumerate(config.notifications.webhooks):
         if _plain_http(hook.url.get_secret_value()):
             out.append(
@@ -88,6 +90,32 @@ def _cluster(path: str, cluster: ClusterConfig) -> list[str]:
     registry = cluster.schema_registry
     if registry is not None and registry.password is not None and _plain_http(registry.url):
         out.append(f"{path}.schema_registry.url: http:// with a password - sent in clear")
+    return out
+
+
+def _acl_sync_as_replicator(config: DrkitConfig) -> list[str]:
+    """``acl_sync`` writes the target's ACLs with the fencer's credentials, so that the
+    replicator needs no ALTER on the cluster (which lets its holder rewrite every ACL and SCRAM
+    credential): said when the fencer's credentials here are the replicator's though the
+    config names them as two principals."""
+    out = []
+    for index, flow in enumerate(config.flows):
+        if not flow.acl_sync.enabled:
+            continue
+        target = config.clusters[flow.target]
+        fencer = target.principal(Role.FENCER)
+        if target.for_role(Role.FENCER).security != target.for_role(Role.REPLICATOR).security:
+            continue
+        login = target.for_role(Role.REPLICATOR).security.login
+        used = f"User:{login}" if login is not None else "its identity"
+        if fencer is None or fencer in (target.principal(Role.REPLICATOR), used):
+            continue  # one principal doing both: it holds the fencer's grant anyway
+        out.append(
+            f"flows[{index}].acl_sync: the copy writes {flow.target}'s ACLs with the fencer's "
+            f"credentials, which are the replicator's here ({used}, not {fencer}): it would "
+            "need ALTER on the cluster, which lets it rewrite every ACL and SCRAM credential - "
+            f"give the replicator's process clusters.{flow.target}.role_security.fencer"
+        )
     return out
 
 

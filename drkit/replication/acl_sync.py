@@ -80,7 +80,8 @@ def drift_lines(entries: Iterable[AclEntry], target: str) -> list[str]:
 
 class AclSynchronizer:
     """One flow's ACL copy: :meth:`compare` reads both clusters, :meth:`sync` adds what is
-    missing.  Needs DESCRIBE on both clusters and ALTER on the target (drkit.access.roles)."""
+    missing.  Needs DESCRIBE on both clusters and ALTER on the target: the replicator reads
+    the source, the fencer writes the target (drkit.replication.background.side_syncs)."""
 
     def __init__(self, topology: FlowTopology, source: KafkaAdmin, target: KafkaAdmin) -> None:
         self.topology = topology

@@ -9,8 +9,9 @@
   None while the flow is paused or stopped (drkit.control): such a worker writes nothing.
 * Side syncs (:class:`SideSync`, each in its own thread, so a slow one - a schema registry
   that does not answer waits out its HTTP timeouts - never delays the topic sync): with
-  ``acl_sync`` on the consumers' topic ACLs (drkit.replication.acl_sync), with ``schema_sync``
-  on the schema registry (drkit.schemas.sync).  Like heartbeats, none while paused.
+  ``acl_sync`` on the consumers' topic ACLs (drkit.replication.acl_sync; written as the
+  fencer), with ``schema_sync`` on the schema registry (drkit.schemas.sync).  Like heartbeats,
+  none while paused.
 
 All end when ``quit`` is set and never raise: failures are counted and logged, then retried -
 except the topic sync's that no retry cures (a replica the target refuses to create for good,
@@ -26,6 +27,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from drkit.config.model import ClusterConfig, Role
 from drkit.errors import DrkitError, KafkaError, SchemaRegistryError, Stopped
 from drkit.kafka.admin import KafkaAdmin
 from drkit.kafka.clients import ClientSettings, ClusterEndpoint
@@ -83,14 +85,21 @@ def side_sync_loop(
 def side_syncs(
     topology: FlowTopology,
     source_admin: KafkaAdmin,
-    target_admin: KafkaAdmin,
+    target: ClusterConfig,
     schemas: Callable[[], object] | None,
+    stop: threading.Event | None = None,
 ) -> list[SideSync]:
-    """The side syncs a flow's config turns on (``schemas``: its registry copy, if any)."""
+    """The side syncs a flow's config turns on (``schemas``: its registry copy, if any).
+
+    The ACL copy reads the source's ACLs as the replicator (DESCRIBE on the cluster) but
+    writes the target's as the fencer (``role_security.fencer``): creating an ACL takes ALTER
+    on the cluster, which also lets its holder rewrite every ACL and SCRAM credential - only
+    the fencer holds it (drkit.access.roles), never the replicator."""
     flow = topology.flow
     syncs: list[SideSync] = []
     if flow.acl_sync.enabled:
-        acls = AclSynchronizer(topology, source_admin, target_admin)
+        fencer = ClusterEndpoint(flow.target, target.for_role(Role.FENCER))
+        acls = AclSynchronizer(topology, source_admin, KafkaAdmin(fencer, stop=stop))
         syncs.append(SideSync("acl_sync", flow.acl_sync.interval_s, acls.sync))
     if schemas is not None:
         syncs.append(SideSync("schema_sync", flow.schema_sync.interval_s, schemas))

@@ -211,7 +211,7 @@ class FlowWorker:
                 daemon=True,
             )
             for side in side_syncs(
-                self.topology, self.source_admin, self.target_admin, self.schemas
+                self.topology, self.source_admin, self.target.config, self.schemas, self.stop
             )
         ]
         for thread in threads:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -428,6 +429,48 @@ def test_only_the_fencer_may_change_an_acl_or_a_scram_credential(secured_pair: S
         assert deny in fencer.acl_entries()
     finally:
         fencer.delete_entries([deny], timeout_s=20)
+
+
+def test_acl_sync_copies_the_consumers_acls_as_the_fencer_while_the_replicator_holds_no_alter(
+    secured_pair: SecuredPair, tmp_path: Path, names: Names
+) -> None:
+    """Security review 6, M3: acl_sync made the replicator ALTER the target cluster - every
+    ACL and SCRAM credential. The replicator's process now writes the copies with the fencer's
+    credentials (role_security.fencer): the replicator keeps only what ``drkit acls`` grants it
+    (DESCRIBE on the source cluster to read the ACLs), and the copies arrive all the same."""
+    from drkit.access.rules import Need, authorized
+    from drkit.replication.acl_sync import AclSynchronizer
+
+    pair = secured_pair
+    topic = names.topic("aclsync")
+    flow = {"topics": {"include": [re.escape(topic)]}, "acl_sync": {"enabled": True,
+            "interval_s": 1}}  # fmt: skip
+    for user in ("admin", "replicator"):
+        (tmp_path / user).mkdir()
+    admin = pair.as_user("admin", tmp_path / "admin", **flow)
+    applied = pair.run("acls", "--config", str(admin.path), "--role", "replicator",
+                       "--cluster", pair.source, "--apply", "--yes")  # fmt: skip
+    assert applied.returncode == 0, applied.stderr + applied.stdout
+    source, target = KafkaAdmin(admin.source_endpoint), KafkaAdmin(admin.target_endpoint)
+    consumer = AclEntry("User:app", Resource(ResourceType.TOPIC, topic), Operation.READ)
+    source.create_entries([consumer])
+    copy = AclEntry("User:app", Resource(ResourceType.TOPIC, f"{pair.source}.{topic}"),
+                    Operation.READ)  # fmt: skip
+    topology = FlowTopology.of(admin.config.flows[0])
+    copies = AclSynchronizer(topology, source, target).compare()
+    assert copy in copies
+    replicator = Replicator(pair.as_user("replicator", tmp_path / "replicator", **flow),
+                            "--no-checkpoints", log_dir=tmp_path)  # fmt: skip
+    try:
+        with replicator:
+            wait_until(lambda: copy in target.acl_entries(), 60, 0.5, what="the ACL copied")
+        log = replicator.log_path.read_text()
+        assert "AUTHORIZATION_FAILED" not in log and "acl sync failed" not in log, log[-3000:]
+        alter = Need(Resource.cluster(), Operation.ALTER, "")
+        assert not authorized("User:replicator", alter, target.acl_entries())
+    finally:
+        source.delete_entries([consumer])
+        target.delete_entries(copies)
 
 
 def test_the_doctor_fails_an_application_producer_that_is_a_super_user(

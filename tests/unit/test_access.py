@@ -548,6 +548,32 @@ def test_the_doctor_warns_a_role_holding_alter_on_the_cluster_it_does_not_need()
     assert fencer.status is Status.OK and "User:fencer holds all" in fencer.detail
 
 
+def test_with_acl_sync_the_replicator_still_needs_no_alter_and_the_doctor_warns_an_old_grant() -> (
+    None
+):
+    """Security review 6, M3: acl_sync made the replicator ALTER the target cluster - every ACL
+    and SCRAM credential. The fencer writes the copies now: a replicator still holding the
+    old grant (an upgraded install) is warned about."""
+    config = _secured(_config(topics={"include": ["orders.*"]}, acl_sync={"enabled": True}))
+    cluster_alter = (Resource.cluster(), Operation.ALTER)
+    for alias in ("dc1", "dc2"):
+        holders = {
+            role for role in Role
+            if cluster_alter in {(n.resource, n.operation)
+                                 for n in role_needs(role, alias, config).needs}
+        }  # fmt: skip
+        assert holders == {Role.FENCER}, (alias, holders)
+    acls: set[AclEntry] = set()
+    for role in Role:
+        acls |= _granted(config, "dc2", role, f"User:{role}")
+    acls.add(_allow("User:replicator", Resource.cluster(), Operation.ALTER))  # the old grant
+    facts = ClusterFacts("dc2", brokers=1, authorizer=True, acls=frozenset(acls),
+                         super_users=frozenset())  # fmt: skip
+    warned = [f for f in cluster_findings(config, facts) if f.status is Status.WARN]
+    assert [f.check for f in warned] == ["replicator ACLs"], [f.line() for f in warned]
+    assert "User:replicator holds ALTER on the cluster" in warned[0].detail
+
+
 def test_an_exclusion_the_acls_cannot_express_is_reported_as_widened() -> None:
     """Issue 46: ``exclude`` was ignored without a word - with ``include: .*`` the replicator
     may read the excluded topics on the source (an ALLOW cannot leave a name out)."""

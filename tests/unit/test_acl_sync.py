@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+import yaml
 
 from drkit.access.rules import AclEntry, Operation, PatternType, Permission, Resource, ResourceType
 from drkit.config.loader import load_config_text
@@ -70,3 +71,45 @@ def test_drift_is_what_the_target_lacks_and_is_named() -> None:
 def test_a_mapping_to_something_that_is_not_a_principal_is_refused() -> None:
     with pytest.raises(Exception, match="not a principal"):
         load_config_text(CONFIG.replace('"User:bob-dr"', '"bob-dr"'))
+
+
+def test_the_copy_writes_the_target_acls_as_the_fencer_never_as_the_replicator() -> None:
+    """Security review 6, M3: ALTER on the cluster (Kafka's grant for CreateAcls) also lets its
+    holder rewrite every ACL and SCRAM credential - the replicator must not hold it for
+    acl_sync: the copy connects to the target with the fencer's credentials."""
+    from drkit.access.roles import role_needs
+    from drkit.config.model import Role
+    from drkit.kafka import KafkaAdmin
+    from drkit.kafka.clients import ClusterEndpoint
+    from drkit.replication.acl_sync import AclSynchronizer
+    from drkit.replication.background import side_syncs
+
+    def login(user: str) -> dict[str, str]:
+        return {"protocol": "SASL_PLAINTEXT", "sasl_mechanism": "SCRAM-SHA-512",
+                "username": user, "password": "x"}  # fmt: skip
+
+    document = yaml.safe_load(CONFIG)
+    for cluster in document["clusters"].values():
+        cluster["role_security"] = {"replicator": login("repl"), "fencer": login("fence")}
+    config = load_config_text(yaml.safe_dump(document)).as_role(Role.REPLICATOR)
+    flow = config.flows[0]
+    source = KafkaAdmin(ClusterEndpoint("dc1", config.clusters["dc1"]))
+    try:
+        (side,) = side_syncs(FlowTopology.of(flow), source, config.clusters["dc2"], None)
+        synchronizer = getattr(side.run, "__self__", None)
+        assert isinstance(synchronizer, AclSynchronizer)
+        assert synchronizer.source is source  # reading the source's ACLs: the replicator's
+        assert synchronizer.target.endpoint.config.security.login == "fence"
+        synchronizer.target.close()
+    finally:
+        source.close()
+    for alias in ("dc1", "dc2"):
+        replicator = role_needs(Role.REPLICATOR, alias, config).needs
+        assert not any(n.operation is Operation.ALTER and n.resource == Resource.cluster()
+                       for n in replicator), alias  # fmt: skip
+    source_needs = role_needs(Role.REPLICATOR, "dc1", config).needs
+    assert any(n.operation is Operation.DESCRIBE and n.resource == Resource.cluster()
+               for n in source_needs)  # fmt: skip
+    fencer = role_needs(Role.FENCER, "dc2", config).needs
+    assert any(n.operation is Operation.ALTER and n.resource == Resource.cluster()
+               and "acl_sync" in n.why for n in fencer)  # fmt: skip

@@ -169,3 +169,29 @@ def test_an_oauth_login_without_principals_says_whose_name_drkit_assumes() -> No
     assert warning.startswith("clusters.dc1.principals: not set") and "User:drkit-app" in warning
     named = _config(security=oauth, principals={"engine": "User:0b5e-77"})
     assert security_warnings(load_config_text(named, env={"SECRET": "s"})) == []
+
+
+def test_acl_sync_writing_with_the_replicators_credentials_is_warned_about() -> None:
+    """Security review 6, M3: the ACL copy writes the target's ACLs as the fencer; a config
+    whose fencer logs in with the replicator's credentials would need the replicator to hold
+    ALTER on the cluster - every ACL and SCRAM credential."""
+
+    def document(security: dict[str, object]) -> str:
+        cluster = {"security": SASL_SSL, "principals": {"replicator": "User:repl",
+                   "fencer": "User:fence"}, **security}  # fmt: skip
+        return yaml.safe_dump({
+            "clusters": {"dc1": {"bootstrap_servers": "k1:9093", **cluster},
+                         "dc2": {"bootstrap_servers": "k2:9093", **cluster}},
+            "flows": [{"source": "dc1", "target": "dc2", "acl_sync": {"enabled": True}}],
+        })  # fmt: skip
+
+    warnings = security_warnings(load_config_text(document({}), env={}))
+    assert [w for w in warnings if w.startswith("flows[0].acl_sync:")] == [
+        "flows[0].acl_sync: the copy writes dc2's ACLs with the fencer's credentials, which "
+        "are the replicator's here (User:drkit, not User:fence): it would need ALTER on the "
+        "cluster, which lets it rewrite every ACL and SCRAM credential - give the replicator's "
+        "process clusters.dc2.role_security.fencer"
+    ], warnings
+    fencer: dict[str, object] = {"role_security": {"fencer": {**SASL_SSL, "username": "fence"}}}
+    assert not [w for w in security_warnings(load_config_text(document(fencer), env={}))
+                if "acl_sync" in w]  # fmt: skip
