@@ -1,4 +1,5 @@
-"""Record signatures: offset syncs and flow directives a foreign writer cannot forge.
+"""Record signatures: offset syncs, adopted ranges and flow directives a foreign writer
+cannot forge.
 
 On a cluster without ACLs any client can write drkit's bookkeeping topics.  A forged offset
 sync would make a failover commit wrong consumer positions; a forged directive would pause or
@@ -40,6 +41,7 @@ class Kind(StrEnum):
 
     OFFSET_SYNC = "offset-sync"
     CONTROL = "control"
+    ADOPTED = "adopted"  # drkit adopt's MirrorMaker 2 range (drkit/adoption/adopted.py)
 
 
 def _field(data: bytes | None) -> bytes:
@@ -108,6 +110,10 @@ class Signer:
         # (hmac.digest) cost 4x as much.
         keyed = hmac.new(self.secret, _prefix(self.kind, self.flow), hashlib.sha256)
         object.__setattr__(self, "_keyed", keyed)
+
+    def of_kind(self, kind: Kind) -> Signer:
+        """The same flow key for another kind of record (domain-separated by the kind)."""
+        return Signer(self.secret, kind, self.flow)
 
     def mac(self, key: bytes | None, value: bytes | None) -> bytes:
         """:func:`sign` for this signer's key, kind and flow (the same bytes)."""

@@ -258,13 +258,15 @@ def standby_findings(
 
 def own_topics(config: DrkitConfig, alias: str) -> list[str]:
     """drkit's bookkeeping topics on ``alias`` (the target of its flows): what a failover
-    trusts - control directives, offset syncs, progress, checkpoints."""
+    trusts - control directives, offset syncs, adopted ranges (read for every flow, adopted
+    or not), progress, checkpoints."""
     names: list[str] = []
     for flow in config.flows:
         if flow.target == alias:
             names += [
                 internal_topics.control_topic(flow.source),
                 internal_topics.offset_syncs_topic(flow.source),
+                internal_topics.adopted_topic(flow.source),
                 internal_topics.progress_topic(flow.source),
                 internal_topics.checkpoints_topic(flow.source),
             ]
@@ -272,18 +274,22 @@ def own_topics(config: DrkitConfig, alias: str) -> list[str]:
 
 
 def own_topic_findings(config: DrkitConfig, facts: ClusterFacts) -> list[DoctorFinding]:
-    """Who besides drkit's roles could write drkit's own topics here.  Offset syncs and
-    directives are signed (drkit/signing.py: a forgery is ignored and named), but a foreign
-    writer can still compact real ones away or replay them, and progress and checkpoints are
-    not signed (docs/security.md). One warning per way in; ok when only drkit's roles can."""
+    """Who besides drkit's roles could write drkit's own topics here.  Offset syncs, adopted
+    ranges and directives are signed (drkit/signing.py: a forgery is ignored and named, and
+    the range it claims is re-read), but a foreign writer can still compact real ones away or
+    replay them, and progress and checkpoints are not signed (docs/security.md): ACLs are the
+    fix.  One warning per way in; ok when only drkit's roles can."""
     alias, topics = facts.alias, own_topics(config, facts.alias)
     check = "drkit's own topics"
     if not topics or facts.error is not None:
         return []
     if facts.authorizer is False:
-        detail = (f"no authorizer: any client may write {', '.join(topics)} (forged offset "
-                  "syncs and directives are ignored, but progress and checkpoints are not "
-                  "signed and any record can be compacted away - docs/security.md)")  # fmt: skip
+        detail = (f"no authorizer: any client may write {', '.join(topics)} (a forged offset "
+                  "sync, adopted range or directive is ignored and counted, and translation "
+                  "re-reads the range it claims; but progress and checkpoints are not signed, "
+                  "and a real record can be compacted away or replayed - a failover may then "
+                  "commit wrong positions. ACLs are the fix: 'drkit acls --apply'; "
+                  "docs/security.md)")  # fmt: skip
         return [DoctorFinding(Status.WARN, alias, check, detail)]
     if facts.acls is None:
         return []

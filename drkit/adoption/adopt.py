@@ -41,7 +41,7 @@ from drkit.replication.internal_topics import ensure_bookkeeping_topics
 from drkit.replication.offset_sync import OffsetRun, OffsetSync, RunTracker
 from drkit.replication.progress import Progress, ProgressStore
 from drkit.replication.topology import FlowTopology
-from drkit.signing import Signer
+from drkit.signing import Kind, Signer
 from drkit.translation import Mm2Syncs
 
 log = logging.getLogger(__name__)
@@ -169,7 +169,8 @@ class Adopter:
     quiet_s: float = 10.0
     sleep: Callable[[float], None] = time.sleep
     # The flow's offset-sync key (drkit/signing.py): the runs it writes are signed as the
-    # worker's are; None writes runs drkit's readers ignore (and round down around).
+    # worker's are, the adopted ranges with the same key as their own kind; None writes
+    # records drkit's readers ignore (and round down around).
     signer: Signer | None = None
 
     def __post_init__(self) -> None:
@@ -368,10 +369,16 @@ class Adopter:
             [TopicSpec(self.topology.adopted_topic, 1, rf, {"cleanup.policy": "compact"})]
         )
         alias = self.flow.target
+        adopted = self.signer.of_kind(Kind.ADOPTED) if self.signer is not None else None
         produce_batch(
             self.target_endpoint,
             self.topology.adopted_topic,
-            ((adopted_key(alias, p.source), adopted_value(p.mm2)) for p in partitions),
+            (
+                (key, value, (adopted.header(key, value),) if adopted is not None else ())
+                for key, value in (
+                    (adopted_key(alias, p.source), adopted_value(p.mm2)) for p in partitions
+                )
+            ),
         )
         produce_batch(
             self.target_endpoint,

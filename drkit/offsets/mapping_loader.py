@@ -20,7 +20,7 @@ from drkit.replication.offset_sync_store import OffsetSyncStore
 from drkit.replication.progress import Progress, ProgressStore
 from drkit.replication.run_map import RunMap, RunTable
 from drkit.replication.topology import FlowTopology
-from drkit.signing import Signer
+from drkit.signing import Kind, Signer
 from drkit.translation import Mm2Syncs, PartitionMapping
 
 
@@ -39,9 +39,10 @@ class MappingLoader:
         *,
         signer: Signer | None,
     ) -> None:
-        """``signer``: the flow's offset-sync key (drkit/store/flow_keys.py); records that fail
-        it are ignored, counted (:attr:`rejected`) and their ranges doubted (translation,
-        invariant 9).  None only for readers without a store that say so (bench, tests)."""
+        """``signer``: the flow's offset-sync key (drkit/store/flow_keys.py); offset syncs and
+        adopted ranges that fail it (each verified as its own kind) are ignored, counted
+        (:attr:`rejected`) and their ranges doubted (translation, invariant 9).  None only for
+        readers without a store that say so (bench, tests)."""
         self.flow = flow
         self.topology = topology or FlowTopology.of(flow)
         # A reader: a flow that never ran has no bookkeeping topics yet, which means no mapping.
@@ -49,7 +50,11 @@ class MappingLoader:
             target, self.topology.offset_syncs_topic, missing_ok=True, signer=signer
         )
         self._progress = ProgressStore(target, self.topology.progress_topic, missing_ok=True)
-        self._adopted = AdoptedStore(target, self.topology.adopted_topic)
+        self._adopted = AdoptedStore(
+            target,
+            self.topology.adopted_topic,
+            signer=signer.of_kind(Kind.ADOPTED) if signer is not None else None,
+        )
         self._cache: dict[TopicPartition, tuple[object, PartitionMapping]] = {}
 
     def target_of(self, source: TopicPartition) -> TopicPartition:
@@ -67,12 +72,16 @@ class MappingLoader:
         progress = self._progress.refresh(timeout_s)
         adopted = self._adopted.refresh(timeout_s)
         out: dict[TopicPartition, PartitionMapping] = {}
-        # A partition only rejected syncs claim has a mapping too: its doubt (invariant 9).
-        for source in runs.keys() | progress.keys() | self._syncs.claims.keys():
+        # A partition only rejected records claim has a mapping too: its doubt (invariant 9).
+        rejected_adoptions = self._adopted.claims
+        sources = runs.keys() | progress.keys() | self._syncs.claims.keys()
+        for source in sources | rejected_adoptions.keys():
             run_map = runs.get(source)
             stored = progress.get(source)
             mm2 = adopted.get(source)
-            claims = self._syncs.claims.get(source, ())
+            claims: Sequence[tuple[int, int]] = self._syncs.claims.get(source, ())
+            if source in rejected_adoptions:
+                claims = [*claims, *rejected_adoptions[source]]
             signature = (
                 len(claims),
                 run_map.version if run_map is not None else None,
@@ -116,13 +125,15 @@ class MappingLoader:
 
     @property
     def rejected(self) -> int:
-        """Offset-sync records read so far that failed verification (ignored)."""
-        return self._syncs.rejected
+        """Offset-sync and adopted-range records read so far that failed verification
+        (ignored): plans and reports name them together."""
+        return self._syncs.rejected + self._adopted.rejected
 
     @property
     def accepted(self) -> int:
-        """Offset-sync records read so far that verified (0 without a signer)."""
-        return self._syncs.accepted
+        """Offset-sync and adopted-range records read so far that verified (0 without a
+        signer)."""
+        return self._syncs.accepted + self._adopted.accepted
 
     def run_partitions(self) -> dict[TopicPartition, frozenset[TopicPartition]]:
         """Source partitions with stored runs and their target partitions (as last refreshed)."""
