@@ -18,6 +18,7 @@ from drkit.accounting.sparkjob.schema import GroupSpec, PartitionSpec, Spec
 from drkit.accounting.sparkjob.secrets import jaas_escaped, placeholder
 from drkit.config.model import ClusterConfig, DrkitConfig, FlowConfig, OAuthConfig, SaslMechanism
 from drkit.config.model import SecurityProtocol as Protocol
+from drkit.config.secrets import url_credentials
 from drkit.errors import (
     AccountingError,
     ConfigError,
@@ -100,17 +101,45 @@ def _oauth_options(oauth: OAuthConfig, secrets: Secrets) -> dict[str, str]:
 ALLOWED_OAUTH_URLS = "org.apache.kafka.sasl.oauthbearer.allowed.urls"
 
 
-def jvm_properties(spec: Spec) -> dict[str, str]:
-    """System properties the job's JVMs (driver and executors) need for ``spec``: the token
-    endpoints of OAUTHBEARER clusters, allowed; nothing for other clusters."""
-    urls = sorted(
+def _token_urls(spec: Spec) -> list[str]:
+    return sorted(
         {
             url
             for options in (spec["source_options"], spec["target_options"])
             if (url := options.get(_TOKEN_ENDPOINT))
         }
     )
+
+
+def jvm_properties(spec: Spec) -> dict[str, str]:
+    """System properties the job's JVMs (driver and executors) need for ``spec``, for their
+    command line: the token endpoints of OAUTHBEARER clusters, allowed; nothing for other
+    clusters - nor for a token URL carrying a credential (``?client_secret=``): every local
+    user may read a command line (see :func:`in_jvm_properties`)."""
+    urls = [url for url in _token_urls(spec) if not url_credentials(url)]
     return {ALLOWED_OAUTH_URLS: ",".join(urls)} if urls else {}
+
+
+def in_jvm_properties(spec: Spec) -> dict[str, str]:
+    """The properties a local job's JVM sets on itself once started (not on its command
+    line) when a token URL carries a credential: Kafka's Java client allows a URL only by
+    exact match, query included.  Empty when no token URL carries one."""
+    urls = _token_urls(spec)
+    if not any(url_credentials(url) for url in urls):
+        return {}
+    return {ALLOWED_OAUTH_URLS: ",".join(urls)}
+
+
+def refuse_command_line_secrets(spec: Spec) -> None:
+    """Raise ConfigError when ``spec``'s JVMs could only be allowed their token endpoint on
+    their command line (spark-submit, a non-local master) because its URL holds a credential."""
+    if in_jvm_properties(spec):
+        raise ConfigError([Problem(
+            "security.oauth.token_endpoint_url",
+            "holds a credential in its query: Spark's JVMs on other machines must be allowed "
+            "its exact URL on their command line, which every local user may read - give the "
+            "credential as client_secret (or client_secret_file), or verify with a local master",
+        )])  # fmt: skip
 
 
 def java_options(properties: Mapping[str, str]) -> str:

@@ -15,7 +15,13 @@ from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_at
 from drkit.accounting import job
 from drkit.accounting.session import build_session, job_archive, transport_warning
 from drkit.accounting.sparkjob.schema import SCHEMA, SCHEMAS, Summary
-from drkit.accounting.spec import build_spec, java_options, jvm_properties
+from drkit.accounting.spec import (
+    build_spec,
+    in_jvm_properties,
+    java_options,
+    jvm_properties,
+    refuse_command_line_secrets,
+)
 from drkit.config.model import DrkitConfig, FlowConfig
 from drkit.errors import AccountingError, ConfigError, Problem
 from drkit.records import TopicPartition
@@ -48,9 +54,14 @@ def verify(
         keys=flow_keys(config, store),
     )  # fmt: skip
     out.mkdir(parents=True, exist_ok=True)
+    hidden = in_jvm_properties(spec)  # a token URL with a credential: kept off command lines
+    if hidden and master is not None and not master.startswith("local"):
+        refuse_command_line_secrets(spec)
     try:
         properties = java_options(jvm_properties(spec))
         spark = build_session(master, f"drkit verify {flow.name}", verbose, properties)
+        for key, value in hidden.items():  # one JVM: the driver runs the executors' tasks
+            spark.sparkContext._jvm.java.lang.System.setProperty(key, value)
         warning = transport_warning(master, dict(spark.sparkContext.getConf().getAll()))
         if warning:
             log.warning(warning)

@@ -221,13 +221,20 @@ def _write_spec_only(
     import shlex
 
     from drkit.accounting.session import job_archive
-    from drkit.accounting.spec import build_spec, jvm_properties, submit_command, write_spec
+    from drkit.accounting.spec import (
+        build_spec,
+        jvm_properties,
+        refuse_command_line_secrets,
+        submit_command,
+        write_spec,
+    )
     from drkit.accounting.verify import flow_keys, recorded_losses
 
     spec = build_spec(
         config, flow, groups, topics, recorded_losses(store, flow), secrets_by_name=True,
         keys=flow_keys(config, store),
     )  # fmt: skip
+    refuse_command_line_secrets(spec)  # spark-submit's JVMs are allowed it on a command line
     write_spec(spec, spec_path)
     secret_env = spec.get("secret_env") or {}
     archive = job_archive(spec_path.parent)

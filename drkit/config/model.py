@@ -776,6 +776,12 @@ class TracingConfig(FrozenModel):
     def _http(cls, value: str | None) -> str | None:
         if value is not None and not re.match(r"^https?://[^/\s]+", value):
             raise ValueError("must be an http:// or https:// URL (OTLP over HTTP)")
+        if value is not None and "@" in urlsplit(value).netloc:
+            # Shown wherever the URL is (config show, errors): refused, without echoing it.
+            raise ValueError(
+                "holds credentials (user:password@): give the collector's credentials in "
+                "OTEL_EXPORTER_OTLP_HEADERS (the exporter reads it), never in the URL"
+            )
         return value
 
 

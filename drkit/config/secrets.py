@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 from drkit.config.model import DrkitConfig
 
@@ -28,6 +29,43 @@ def is_secret_setting(name: str) -> bool:
     return any(segment.endswith(SECRET_WORDS) for segment in segments)
 
 
+# Query parameters that carry a credential (``client_secret``, ``api_key``, ``token``...) -
+# the state-store URL's rule (drkit.store.db.safe_url) and ``key``, ``auth`` and ``sig``.
+_SECRET_PARAMETER = re.compile(r"pass|secret|token|key|credential|auth|sig", re.IGNORECASE)
+
+
+def url_credentials(url: str) -> bool:
+    """Whether ``url`` carries a credential: user info, or a query parameter named like one."""
+    return mask_url(url) != url
+
+
+def mask_url(url: str) -> str:
+    """``url`` with its credentials masked - the whole user info, and the value of every query
+    parameter named like a credential; scheme, host, port, path and other parameters kept."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return MASK
+    netloc = parts.netloc
+    if "@" in netloc:
+        netloc = f"{MASK}@{netloc.rpartition('@')[2]}"
+    query = "&".join(
+        f"{name}={MASK}" if sep and value and _SECRET_PARAMETER.search(name) else item
+        for item in parts.query.split("&")
+        for name, sep, value in [item.partition("=")]
+    )
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+def _mask_oauth(security: dict[str, Any] | None) -> None:
+    oauth = (security or {}).get("oauth")
+    if not oauth:
+        return
+    oauth["token_endpoint_url"] = mask_url(oauth["token_endpoint_url"])
+    # Some providers take an API key or a pool secret as an extension: every value masked.
+    oauth["extensions"] = dict.fromkeys(oauth.get("extensions") or {}, MASK)
+
+
 def redacted_dump(config: DrkitConfig) -> dict[str, Any]:
     """The effective config as JSON-ready data with every secret masked."""
     data = config.model_dump(mode="json")
@@ -36,6 +74,12 @@ def redacted_dump(config: DrkitConfig) -> dict[str, Any]:
             key: MASK if is_secret_setting(key) else value
             for key, value in cluster["client_overrides"].items()
         }
+        _mask_oauth(cluster.get("security"))
+        for security in (cluster.get("role_security") or {}).values():
+            _mask_oauth(security)
+    tracing = data.get("tracing") or {}
+    if tracing.get("otlp_endpoint"):
+        tracing["otlp_endpoint"] = mask_url(tracing["otlp_endpoint"])
     return data
 
 
@@ -52,6 +96,7 @@ def literal_secrets(section: object, path: str) -> list[str]:
     if not isinstance(section, Mapping):
         return found
     overrides = path.endswith("client_overrides")
+    by_name = overrides or path.endswith("oauth.extensions")  # free names: recognised by name
     for name, value in section.items():
         where = f"{path}.{name}"
         if isinstance(value, Mapping | list):
@@ -59,15 +104,21 @@ def literal_secrets(section: object, path: str) -> list[str]:
             continue
         secret = (
             is_secret_setting(str(name)) and not str(name).endswith(("location", "file"))
-            if overrides
+            if by_name
             else name in SECRET_FIELDS
         )
         written = value is not None and value != "" and "${" not in str(value)
         if name == "url" and isinstance(value, str):
             secret = _url_password(value)  # https://user:secret@host/...
+        if name in _CREDENTIAL_URLS and isinstance(value, str):
+            secret = url_credentials(value)  # ...?client_secret=..., ?token=...
         if secret and written:
             found.append(where)
     return found
+
+
+# URLs whose query (or user info) may carry a credential, as written in the config.
+_CREDENTIAL_URLS = frozenset({"token_endpoint_url", "otlp_endpoint"})
 
 
 def _url_password(url: str) -> bool:
