@@ -26,7 +26,7 @@ from drkit.errors import (
     StoreFromNewerDrkit,
     StoreUrlUnusable,
 )
-from drkit.private_files import create_private
+from drkit.private_files import create_private, open_private_append, tighten
 
 if TYPE_CHECKING:
     from alembic.config import Config
@@ -110,6 +110,8 @@ class StateStore:
             try:
                 directory.mkdir(parents=True, exist_ok=True)
                 create_private(Path(parsed.database))  # runs, fences, leases: owner only
+                for suffix in _SQLITE_SIDE_FILES:  # made by an older drkit: maybe 0644
+                    tighten(Path(parsed.database + suffix))
             except OSError as err:
                 raise StateStoreError(
                     f"cannot create {parsed.database} for the SQLite store: {err.strerror}"
@@ -193,7 +195,7 @@ class StateStore:
             return
         lock_path = Path(database).with_name(Path(database).name + ".migrate.lock")
         try:
-            handle = lock_path.open("a")
+            handle = open_private_append(lock_path)
         except OSError as err:
             raise StateStoreError(
                 f"cannot migrate state store {safe_url(self.url)}: its lock file {lock_path}: "
@@ -276,6 +278,11 @@ class StateStore:
 
 # The first 16 bytes of every SQLite database file (an empty file is a new database).
 _SQLITE_HEADER = b"SQLite format 3\x00"
+
+
+# Beside an SQLite store: its journals (SQLite gives them the store's mode when it makes them)
+# and drkit's migration lock.
+_SQLITE_SIDE_FILES = ("-journal", "-wal", "-shm", ".migrate.lock")
 
 
 def _refuse_other_files(path: Path) -> None:

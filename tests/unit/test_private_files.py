@@ -44,17 +44,45 @@ def test_the_default_state_dir_and_its_store_are_their_owners_only(tmp_path: Pat
     assert stores and all(_mode(store) == 0o600 for store in stores), stores
 
 
-def test_a_sqlite_store_is_created_for_its_owner_only_and_an_existing_one_is_kept(
+def test_a_sqlite_store_is_created_for_its_owner_only_and_an_existing_one_is_tightened(
     tmp_path: Path,
 ) -> None:
+    """Security review 6, L2: a store made before drkit created it 0600 stayed 0644 - and it
+    holds the flows' signing keys now: any local user could forge offset syncs. Opening it
+    takes group's and others' access away (its journal and migration lock too)."""
     created = tmp_path / "new" / "drkit.db"
     StateStore(f"sqlite:///{created}").upgrade()
     assert _mode(created) == 0o600
-    existing = tmp_path / "operators.db"
-    existing.touch(mode=0o640)
-    existing.chmod(0o640)
-    StateStore(f"sqlite:///{existing}").upgrade()
-    assert _mode(existing) == 0o640  # the operator's choice, not ours to change
+    assert _mode(created.with_name("drkit.db.migrate.lock")) == 0o600
+    for mode in (0o644, 0o640):
+        existing = tmp_path / f"operators-{mode:o}.db"
+        existing.touch(mode=mode)
+        existing.chmod(mode)
+        lock = existing.with_name(existing.name + ".migrate.lock")
+        lock.touch(mode=0o644)
+        lock.chmod(0o644)
+        StateStore(f"sqlite:///{existing}").upgrade()
+        assert _mode(existing) == 0o600 and _mode(lock) == 0o600
+
+
+def test_an_upgraded_installs_state_dir_is_tightened_to_its_owner(tmp_path: Path) -> None:
+    """Security review 6, L2: ``private_dir`` left an existing state dir as it was - an
+    install from before 0700 kept its 0755 directory and 0644 store, signing keys in it."""
+    state = tmp_path / "state"
+    state.mkdir(mode=0o755)
+    state.chmod(0o755)
+    store = state / "drkit.db"
+    StateStore(f"sqlite:///{store}").upgrade()
+    store.chmod(0o644)
+    config = tmp_path / "drkit.yaml"
+    config.write_text(
+        "clusters:\n  dc1: {bootstrap_servers: '127.0.0.1:1'}\n"
+        "  dc2: {bootstrap_servers: '127.0.0.1:2'}\n"
+    )
+    done = CliRunner().invoke(cli, ["--state-dir", str(state), "db", "current",
+                                    "--config", str(config)])  # fmt: skip
+    assert done.exit_code == 0, done.output
+    assert _mode(state) == 0o700 and _mode(store) == 0o600
 
 
 def test_a_private_file_is_0600_renamed_into_place_and_follows_no_planted_symlink(
