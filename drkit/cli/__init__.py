@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import faulthandler
 import importlib
+import itertools
 import logging
 import warnings
 from typing import Any
@@ -37,6 +38,23 @@ class _Boundary(click.Group):
         _with_exit_codes(found)
         return found
 
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        try:
+            return super().parse_args(ctx, args)
+        except click.NoSuchOption as err:
+            # `drkit --config F failover` said only "No such option" (issue 45, sixth trial)
+            if err.option_name in _COMMAND_OPTIONS:
+                at = next((i for i, arg in enumerate(args) if arg in _COMMANDS), len(args))
+                words = [*itertools.takewhile(lambda a: not a.startswith("-"), args[at:])]
+                command = " ".join(words) or "COMMAND"
+                raise click.NoSuchOption(
+                    err.option_name,
+                    f"No such option: {err.option_name} goes after the command, e.g. "
+                    f"drkit {command} {err.option_name} ...",
+                    ctx=err.ctx,
+                ) from None
+            raise
+
     def invoke(self, ctx: click.Context) -> Any:
         with warnings.catch_warnings():  # Click 9 moves these tokens into ``args``
             warnings.simplefilter("ignore", DeprecationWarning)
@@ -64,6 +82,10 @@ class _Boundary(click.Group):
         except KeyboardInterrupt:
             say("interrupted", logging.INFO, exit_code=ExitCode.INTERRUPTED)
             ctx.exit(ExitCode.INTERRUPTED)
+
+
+# Options of the commands (not of drkit itself) that are typed before the command by mistake.
+_COMMAND_OPTIONS = ("--config", "-o", "--output")
 
 
 def _wants_json(args: list[str]) -> bool:

@@ -8,6 +8,7 @@ from drkit.adoption.adopt import Adopter, Adoption
 from drkit.adoption.mm2_syncs import mm2_offset_syncs_topic
 from drkit.cli.context import (
     AppContext,
+    FiniteRange,
     complete_flows,
     config_option,
     echo_document,
@@ -42,7 +43,7 @@ from drkit.config.loader import known_flow
 @click.option(
     "--quiet",
     "quiet_s",
-    type=click.FloatRange(min=1.0),
+    type=FiniteRange(min=1.0, max=3600),
     default=10.0,
     show_default=True,
     metavar="SECONDS",

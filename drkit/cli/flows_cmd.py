@@ -20,6 +20,7 @@ import click
 from drkit.cli.context import (
     REASON,
     AppContext,
+    FiniteRange,
     complete_clusters,
     complete_flows,
     config_option,
@@ -141,7 +142,7 @@ def _change_command(verb: FlowVerb, help_text: str) -> click.Command:
     @click.option(
         "--wait",
         "wait_s",
-        type=click.FloatRange(0, 3600),
+        type=FiniteRange(0, 3600),
         default=30.0,
         show_default=True,
         metavar="SECONDS",

@@ -169,9 +169,13 @@ def _print(report: Report) -> None:
                 f"{rereads:>7} {unrepl:>7}  {flags}"
             )
     for error in report.errors:
-        where = f"{error.get('source_topic', '')}-{error.get('source_partition', '')}"
+        where = (  # a group-wide error names no partition ("group g -:" read as a typo)
+            f" {error['source_topic']}-{error.get('source_partition', '')}"
+            if error.get("source_topic")
+            else ""
+        )
         say(
-            f"group {error['group']} {where}: {error['reason']}",
+            f"group {error['group']}{where}: {error['reason']}",
             logging.ERROR,
             exit_code=int(ExitCode.UNHEALTHY),  # what the command ends with (issue 45)
         )

@@ -13,6 +13,7 @@ import click
 from drkit.cli.context import (
     IDENTITY,
     AppContext,
+    FiniteRange,
     complete_flows,
     config_option,
     pass_app,
@@ -77,14 +78,14 @@ from drkit.replication.service import (
 @tls_options("--metrics-port")
 @click.option(
     "--commit-interval",
-    type=click.FloatRange(min=0.05, max=3600),
+    type=FiniteRange(min=0.05, max=3600),
     default=1.0,
     show_default=True,
     help="Seconds between progress commits (and transactions in exactly-once mode).",
 )
 @click.option(
     "--transaction-timeout",
-    type=click.FloatRange(min=1, max=900),
+    type=FiniteRange(min=1, max=900),
     default=10.0,
     show_default=True,
     help="Exactly-once flows: seconds an open transaction may last before the target's "

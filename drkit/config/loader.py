@@ -8,6 +8,7 @@ problem message contains a resolved secret.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from collections.abc import Mapping
@@ -80,6 +81,8 @@ class _UniqueKeyLoader(yaml.SafeLoader):
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: set[Any] = set()
         for key_node, _value in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue  # `<<: *anchor` merges a mapping in (its keys may be overridden here)
             key = self.construct_object(key_node, deep=deep)
             if isinstance(key, str | int) and key in seen:
                 raise yaml.constructor.ConstructorError(
@@ -357,7 +360,15 @@ def validation_problems(err: ValidationError) -> list[Problem]:
 
 def _problems_from(err: ValidationError) -> list[Problem]:
     problems: list[Problem] = []
-    for detail in err.errors(include_url=False, include_input=False):
+    # The input is looked at (NaN), never shown: it can be a secret.
+    details = err.errors(include_url=False)
+    failed_items = {  # the lists and tuples an item of which failed
+        tuple(d["loc"][:i]) for d in details for i, part in enumerate(d["loc"])
+        if isinstance(part, int)
+    }  # fmt: skip
+    for detail in details:
+        if detail["type"] == "too_short" and tuple(detail["loc"]) in failed_items:
+            continue  # pydantic counts only the valid items: "at least 1 item, not 0" is noise
         if detail["type"] == "references":
             # Paths inside are relative to the model that raised it (``loc``).
             where = _loc_path(detail["loc"])
@@ -385,6 +396,7 @@ _PATTERN_WORDS = {
     r"^https?://\S+$": "must be an http(s):// URL, e.g. https://host:8080/path",
     r"^[A-Za-z0-9._-]+$": "may hold only letters, digits, '.', '_' or '-'",
     r"^[A-Za-z_][A-Za-z0-9_]*$": "must be an environment variable name (letters, digits, _)",
+    r"^[a-z0-9-]+$": "may hold only lowercase letters, digits and '-'",
 }
 # Examples of a list, by the key that holds it.
 _LIST_EXAMPLES = {
@@ -422,6 +434,9 @@ def _reason(detail: Any) -> str:
     ctx = detail.get("ctx") or {}
     keys = [part for part in detail["loc"] if isinstance(part, str)]
     key = keys[-1] if keys else ""
+    value = detail.get("input")
+    if isinstance(value, float) and not math.isfinite(value) and kind != "finite_number":
+        return "must be a finite number"  # NaN fails every bound: "at most 3600" misled
     if kind in ("tuple_type", "list_type", "set_type"):
         return f"must be a list, e.g. {_LIST_EXAMPLES.get(key, '[item, item]')}"
     if kind in ("dict_type", "model_type", "model_attributes_type"):
@@ -433,6 +448,13 @@ def _reason(detail: Any) -> str:
         return str(_PATTERN_WORDS[ctx["pattern"]])
     if kind == "too_short" and key == "clusters" and len(keys) == 1:
         return "at least one cluster is needed"
+    if kind == "too_short":
+        count = ctx.get("min_length", 1)
+        return f"must hold at least {count} item{'' if count == 1 else 's'}"
+    if kind == "greater_than":
+        return f"must be above {_number(ctx['gt'])}"
+    if kind == "less_than":
+        return f"must be below {_number(ctx['lt'])}"
     if kind == "less_than_equal":
         why = ""
         if ctx["le"] == MAX_MS_SETTING_S:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from pydantic import Field, ValidationError, model_validator
 
-from drkit.config.loader import parse_yaml, read_text_file
+from drkit.config.loader import parse_yaml, read_text_file, validation_problems
 from drkit.config.model import FrozenModel
 from drkit.errors import ConfigError, Problem
 from drkit.failover.model import Procedure, StepName
@@ -60,6 +60,12 @@ class Workload(FrozenModel):
 
     @model_validator(mode="after")
     def _groups_read_declared_topics(self) -> Workload:
+        for what, given in (("topics", self.topics), ("groups", self.groups)):
+            seen: set[str] = set()
+            for item in given:  # a second topic of one name failed the drill at its start
+                if item.name in seen:
+                    raise ValueError(f"{what[:-1]} {item.name!r} is given twice")
+                seen.add(item.name)
         names = {t.name for t in self.topics}
         for group in self.groups:
             if group.topic not in names:
@@ -148,6 +154,9 @@ def shipped() -> list[Path]:
 
 def resolve(name_or_path: str) -> Path:
     """A path as given, or a shipped scenario by name (``unplanned-loss-of-dc1``)."""
+    if not name_or_path.strip():  # Path("") is ".": "is a directory, not a file" misled
+        names = ", ".join(p.stem for p in shipped())
+        raise ConfigError([Problem("SCENARIO", f"cannot be empty: give a file or one of {names}")])
     path = Path(name_or_path)
     if path.suffix in (".yaml", ".yml") or path.exists():
         return path
@@ -166,8 +175,10 @@ def load_scenario(name_or_path: str) -> Scenario:
     try:
         return Scenario.model_validate(raw)
     except ValidationError as err:
+        # In words, as drkit.yaml's errors are: not pydantic's ("a valid dictionary or instance
+        # of Scenario", "Tuple should have ...", a regex) - issue 45, sixth trial.
         problems = [
-            Problem(".".join(str(p) for p in e["loc"]), e["msg"])
-            for e in err.errors(include_url=False, include_input=False)
+            Problem(problem.path or "scenario", problem.reason)
+            for problem in validation_problems(err)
         ]
         raise ConfigError(problems, source=str(path)) from None

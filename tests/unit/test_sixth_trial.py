@@ -1,0 +1,213 @@
+"""The sixth new-user trial of issue 45: bad inputs that were accepted, or answered with the
+wrong words, each refused or named in one line with the exit code the README's table gives.
+
+No broker runs here."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from drkit.cli import cli
+
+_CONFIG = (
+    "clusters:\n  dc1: {bootstrap_servers: '127.0.0.1:1'}\n"
+    "  dc2: {bootstrap_servers: '127.0.0.1:2'}\n"
+    "flows: [{source: dc1, target: dc2}]\n"
+)
+
+
+def _drkit(tmp_path: Path, *args: str) -> Result:
+    return CliRunner().invoke(cli, ["--state-dir", str(tmp_path / "state"), *args])
+
+
+def _config(tmp_path: Path) -> str:
+    path = tmp_path / "drkit.yaml"
+    path.write_text(_CONFIG + f"state_store: {{url: 'sqlite:///{tmp_path / 'drkit.db'}'}}\n")
+    return str(path)
+
+
+# -- n18, n24-n27, q10, m10-m12: NaN and infinity as seconds -----------------------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "option"),
+    [
+        (["adopt", "--flow", "dc1:dc2", "--quiet", "nan"], "--quiet"),
+        (["adopt", "--flow", "dc1:dc2", "--quiet", "inf"], "--quiet"),
+        (["adopt", "--flow", "dc1:dc2", "--quiet", "1e308"], "--quiet"),
+        (["flows", "pause", "dc1:dc2", "-m", "x", "--wait", "nan"], "--wait"),
+        (["replicate", "--commit-interval", "nan"], "--commit-interval"),
+        (["replicate", "--transaction-timeout", "nan"], "--transaction-timeout"),
+        (["replicate", "--commit-interval", "inf"], "--commit-interval"),
+    ],
+)
+def test_seconds_that_are_not_finite_are_refused_before_anything_runs(
+    tmp_path: Path, args: list[str], option: str
+) -> None:
+    """`adopt --quiet nan` printed "checking that MirrorMaker 2 wrote nothing to dc2 for nans"
+    and went on: click's FloatRange compares NaN false with both bounds."""
+    done = _drkit(tmp_path, *args, "--config", _config(tmp_path))
+    assert done.exit_code == 2, done.output
+    assert f"'{option}'" in done.output
+    assert "wrote nothing" not in done.output
+    assert "Traceback" not in done.output
+
+
+# -- a087, s08-s14: drill scenarios ------------------------------------------------------------
+
+
+_SCENARIO = """\
+name: s
+title: a scenario
+workload:
+  topics: [{name: orders, partitions: 1, records_per_s: 10}]
+  warmup_s: 1
+policy: {rto_s: 60}
+"""
+
+
+def _scenario(tmp_path: Path, text: str) -> str:
+    path = tmp_path / "scenario.yaml"
+    path.write_text(text)
+    return str(path)
+
+
+def test_an_empty_scenario_name_is_said_to_be_empty(tmp_path: Path) -> None:
+    """`drill run ''` answered ".: is a directory, not a file"."""
+    done = _drkit(tmp_path, "drill", "run", "", "--config", _config(tmp_path))
+    assert done.exit_code == 2, done.output
+    assert "SCENARIO: cannot be empty" in done.output
+    assert "is a directory" not in done.output
+
+
+@pytest.mark.parametrize(
+    ("change", "said", "not_said"),
+    [
+        # s09: a regex, not words
+        (
+            ("name: s", "name: Bad_Name"),
+            "name: may hold only lowercase letters, digits and '-'",
+            "pattern",
+        ),
+        # s10: a Python class name
+        ((_SCENARIO, "- a\n- b\n"), "must be a mapping", "instance of Scenario"),
+        # s13: "Tuple should have at least 1 item after validation, not 0"
+        (
+            ("topics: [{name: orders, partitions: 1, records_per_s: 10}]", "topics: []"),
+            "workload.topics: must hold at least 1 item",
+            "Tuple",
+        ),
+        # s08: the rate's bound, and no second line saying topics is empty
+        (
+            ("records_per_s: 10", "records_per_s: 1e9"),
+            "workload.topics[0].records_per_s: at most 50000",
+            "at least 1 item",
+        ),
+        # s12: NaN is not "more than 3600"
+        (
+            ("warmup_s: 1", "warmup_s: .nan"),
+            "workload.warmup_s: must be a finite number",
+            "less than",
+        ),
+        # s14: two topics of one name passed, and the drill failed creating the second (exit 1)
+        (
+            (
+                "topics: [{name: orders, partitions: 1, records_per_s: 10}]",
+                "topics: [{name: orders}, {name: orders}]",
+            ),
+            "workload: topic 'orders' is given twice",
+            "Duplicate topic",
+        ),
+    ],
+)
+def test_a_bad_scenario_is_told_in_words_before_anything_runs(
+    tmp_path: Path, change: tuple[str, str], said: str, not_said: str
+) -> None:
+    text = _SCENARIO.replace(*change)
+    assert text != _SCENARIO
+    done = _drkit(tmp_path, "drill", "run", _scenario(tmp_path, text), "--config",
+                  _config(tmp_path))  # fmt: skip
+    assert done.exit_code == 2, done.output
+    assert said in done.output
+    assert not_said not in done.output
+    assert "Traceback" not in done.output
+
+
+# -- x02: YAML merge keys ----------------------------------------------------------------------
+
+
+def test_a_yaml_merge_key_is_yaml_not_an_error(tmp_path: Path) -> None:
+    """`<<: *anchor` (a mapping merged in, a key of it overridden) was refused with "could not
+    determine a constructor for the tag 'tag:yaml.org,2002:merge'"; a key given twice is still
+    refused."""
+    path = tmp_path / "drkit.yaml"
+    path.write_text(
+        "clusters:\n"
+        "  dc1: &common\n    bootstrap_servers: '127.0.0.1:1'\n"
+        "    client_overrides: {linger.ms: 5}\n"
+        "  dc2:\n    <<: *common\n    bootstrap_servers: '127.0.0.1:2'\n"
+        "flows: [{source: dc1, target: dc2}]\n"
+    )
+    done = _drkit(tmp_path, "config", "validate", str(path))
+    assert done.exit_code == 0, done.output
+    shown = _drkit(tmp_path, "config", "show", "-o", "json", "--config", str(path))
+    assert '"127.0.0.1:2"' in shown.output and '"linger.ms": 5' in shown.output, shown.output
+    path.write_text(path.read_text().replace("  dc2:\n", "  dc2:\n    bootstrap_servers: x:1\n"))
+    twice = _drkit(tmp_path, "config", "validate", str(path))
+    assert twice.exit_code == 2
+    assert "'bootstrap_servers' is given twice in one mapping" in twice.output
+
+
+# -- c21b: a command's option before the command -----------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "hint"),
+    [
+        (["--config", "x.yaml", "failover", "--plan"], "drkit failover --config ..."),
+        (["-o", "json", "status"], "drkit status -o ..."),
+        (["--config=x.yaml", "clusters", "check"], "drkit clusters check --config ..."),
+    ],
+)
+def test_an_option_of_the_commands_given_before_the_command_says_where_it_goes(
+    tmp_path: Path, args: list[str], hint: str
+) -> None:
+    """`drkit --config F failover ...` said only "No such option '--config'" - every command
+    has it."""
+    done = _drkit(tmp_path, *args)
+    assert done.exit_code == 2, done.output
+    assert "goes after the command" in done.output, done.output
+    assert hint in done.output
+
+
+def test_an_option_no_command_has_is_still_unknown(tmp_path: Path) -> None:
+    done = _drkit(tmp_path, "--no-such", "status")
+    assert done.exit_code == 2
+    assert "No such option" in done.output
+    assert "goes after the command" not in done.output
+
+
+# -- j11, p17: a group with no committed offsets -----------------------------------------------
+
+
+def test_a_group_error_without_a_partition_has_no_stray_dash(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`offsets translate --group nosuchgroup` said "group nosuchgroup -: no committed ..."."""
+    from drkit.cli.offsets_cmd import _print
+    from drkit.config.model import FlowConfig
+    from drkit.offsets.lookup import Report
+
+    report = Report(FlowConfig(source="dc1", target="dc2"), "live", True)
+    report.errors.append({"group": "nosuchgroup", "reason": "no committed offsets"})
+    report.errors.append(
+        {"group": "billing", "source_topic": "orders", "source_partition": 3, "reason": "gone"}
+    )
+    _print(report)
+    said = capsys.readouterr().err
+    assert "group nosuchgroup: no committed offsets" in said, said
+    assert "group billing orders-3: gone" in said
+    assert " -:" not in said
