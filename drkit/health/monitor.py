@@ -59,7 +59,7 @@ from drkit.records import TopicPartition
 from drkit.replication.internal_topics import is_own_group
 from drkit.replication.topic_filter import NameMatcher
 from drkit.replication.topology import FlowTopology
-from drkit.store.db import StateStore, safe_url
+from drkit.store.db import StateStore, safe_url, shown_error
 from drkit.store.guard import WriteGuard
 from drkit.store.health_repo import HealthRepository
 from drkit.store.loss_repo import LossRepository
@@ -204,10 +204,12 @@ class Monitor:
         try:
             self._runner.run(work, self.budget(name), f"store:{name}")
         except (StateStoreError, SQLAlchemyError, jobs.BudgetExceeded) as err:
-            self.store_watch.failed(operation, str(err))
+            # /healthz shows it: never SQLAlchemy's text (the statement and its parameters).
+            error = shown_error(err)
+            self.store_watch.failed(operation, error)
             log.warning(
                 "state store failed",
-                extra={"job": name, "operation": operation.value, "error": str(err)},
+                extra={"job": name, "operation": operation.value, "error": error},
             )
             return False
         if writes:

@@ -19,7 +19,7 @@ from drkit.status.document import (
     StatusSnapshot,
     build_status,
 )
-from drkit.store.db import StateStore
+from drkit.store.db import StateStore, shown_error
 from drkit.store.health_repo import HealthRepository
 from drkit.store.loss_repo import LossRepository
 
@@ -107,7 +107,7 @@ def status_source(
         try:
             return current_status(config, store)
         except Exception as err:
-            on_error(str(err))
+            on_error(shown_error(err))  # never the statement and its parameters
             raise
 
     return read

@@ -39,6 +39,7 @@ from drkit.health.group_lag import group_listing
 from drkit.health.monitor import Liveness
 from drkit.listening import Listener, TlsFiles, serve_wsgi
 from drkit.status.document import SCHEMA, StatusSnapshot
+from drkit.store.db import shown_error
 
 StatusSource = Callable[[], StatusSnapshot]
 # (flow name, query values of ``offset``) -> the translation document; ConfigError: bad input.
@@ -123,7 +124,8 @@ class StatusApp:
             try:
                 document = self.status().to_json()
             except (DrkitError, SQLAlchemyError) as err:
-                return self._unavailable(start_response, path, str(err))
+                # Never SQLAlchemy's text: it carries the statement and its parameters.
+                return self._unavailable(start_response, path, shown_error(err))
             if path == "/api/status":
                 body = json.dumps(document, default=str, indent=2).encode()
                 return self._send(start_response, "200 OK", "application/json", body)

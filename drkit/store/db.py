@@ -84,6 +84,20 @@ def safe_url(url: str) -> str:
     return parsed.set(query=query).render_as_string(hide_password=True)
 
 
+def shown_error(error: BaseException) -> str:
+    """What may be shown of a failure (a status page, /healthz): SQLAlchemy's own text carries
+    the SQL statement and its parameters - a flow's signing key among them - so of its errors
+    only the driver's first line (PostgreSQL's DETAIL names the row's values); others as
+    they are (drkit's messages mask the store's URL)."""
+    if not isinstance(error, SQLAlchemyError):
+        return str(error)
+    original = getattr(error, "orig", None)
+    if isinstance(original, BaseException):
+        first = str(original).strip().splitlines()
+        return f"{type(original).__name__}: {first[0] if first else ''}".rstrip(": ")
+    return type(error).__name__
+
+
 def _migrations_dir() -> Path:
     """Alembic scripts: packaged as drkit/_migrations in a wheel, migrations/ in a checkout."""
     packaged = Path(__file__).resolve().parent.parent / "_migrations"
