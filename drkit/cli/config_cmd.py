@@ -42,7 +42,7 @@ def validate(file: str, output: str) -> None:
     read.  Warnings (stderr, exit 0): weak security settings, secrets written out in the file,
     hooks whose program cannot start on this machine."""
     from drkit.config.loader import read_text_file
-    from drkit.config.secrets import literal_secret_warnings
+    from drkit.config.secrets import hook_secret_warnings, literal_secret_warnings
     from drkit.config.security import security_warnings
     from drkit.drills.schedule import schedule_problems
     from drkit.failover.hooks import hook_start_problem
@@ -65,7 +65,8 @@ def validate(file: str, output: str) -> None:
             echo_document("config.validate", {"file": file, "ok": False, "problems": lines})
         raise
     warnings = security_warnings(loaded)
-    warnings += literal_secret_warnings(yaml.safe_load(read_text_file(file)))  # as written
+    written = yaml.safe_load(read_text_file(file))  # as written, before ${VAR} expansion
+    warnings += literal_secret_warnings(written) + hook_secret_warnings(written)
     for index, hook in enumerate(loaded.failover.hooks):
         if (why := hook_start_problem(hook)) is not None:
             then = ("a before hook that cannot start vetoes its step" if hook.when == "before"

@@ -11,7 +11,7 @@ path) is the accepted price of never showing a secret.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -131,6 +131,51 @@ def _url_password(url: str) -> bool:
         return False
     userinfo, at, _host = netloc.rpartition("@")
     return bool(at) and ":" in userinfo and bool(userinfo.partition(":")[2])
+
+
+_SECRET_NAME = r"(?:pass(?:word|wd|phrase)?|secret|token|api[-_]?key|credentials?)"
+# --token=abc, password:abc, DB_PASSWORD=abc
+_SECRET_ASSIGNED = re.compile(rf"^-*[\w.-]*{_SECRET_NAME}[\w.-]*\s*[=:]\s*\S", re.IGNORECASE)
+# Authorization: Bearer abc (curl -H)
+_AUTH_HEADER = re.compile(r"^(?:proxy-)?authorization\s*:\s*\S", re.IGNORECASE)
+# --password abc: the flag, then the value as the next argument
+_SECRET_FLAG = re.compile(rf"^--?[\w.-]*{_SECRET_NAME}$", re.IGNORECASE)
+
+
+def hook_argument_secrets(command: Sequence[object]) -> list[int]:
+    """The indexes of a hook command's arguments that look like a secret written out:
+    ``name=value`` or ``name: value`` with a credential's name, an Authorization header, the
+    value after a ``--password``-like flag, a URL carrying a credential."""
+    found = []
+    for index, argument in enumerate(str(a) for a in command):
+        if "${" in argument:
+            continue  # refused at load (a hook's secrets go in its env)
+        previous = str(command[index - 1]) if index else ""
+        if (
+            _SECRET_ASSIGNED.search(argument)
+            or _AUTH_HEADER.search(argument)
+            or (argument.startswith(("http://", "https://")) and url_credentials(argument))
+            or (_SECRET_FLAG.match(previous) and argument and not argument.startswith("-"))
+        ):
+            found.append(index)
+    return found
+
+
+def hook_secret_warnings(document: Mapping[str, Any]) -> list[str]:
+    """``drkit config validate``'s warning for each hook argument that looks like a secret
+    written out (``document``: the YAML as written); none repeats a value."""
+    failover = document.get("failover")
+    hooks = failover.get("hooks") if isinstance(failover, Mapping) else None
+    out = []
+    for index, hook in enumerate(hooks if isinstance(hooks, list) else ()):
+        command = hook.get("command") if isinstance(hook, Mapping) else None
+        for place in hook_argument_secrets(command if isinstance(command, list) else ()):
+            out.append(
+                f"failover.hooks[{index}].command[{place}] looks like a secret written out: "
+                "it shows in the process list while the hook runs, in config show and in the "
+                "run's record - give it in the hook's env: (set for its process only, masked)"
+            )
+    return out
 
 
 def literal_secret_warnings(document: Mapping[str, Any]) -> list[str]:

@@ -5,7 +5,7 @@ Each hook gets the run's context as one JSON document on stdin (schema
 servers - never credentials - and the active pointer) and has ``timeout_s`` to finish.  A
 ``before`` hook that exits non-zero, times out or cannot start *vetoes* its step; an ``after``
 hook's failure is recorded and reported, and the run goes on.  Output is kept (the last 2,000
-characters) in the step's record.
+characters, the hook's ``env`` values masked) in the step's record.
 
 Under the failover lease: the engine confirms its lease right before each hook starts, and an
 ``after`` hook is recorded *pending* with its step's outcome before it runs - an engine that
@@ -123,13 +123,29 @@ def run_hook(hook: Hook, context: dict[str, Any]) -> HookOutcome:
     except subprocess.TimeoutExpired:
         _kill_group(process)
         output, _ = process.communicate()
-        return HookOutcome(hook.command, hook.when, hook.step, None, True, output[-_KEEP:])
+        kept = _scrubbed(output or "", hook)[-_KEEP:]
+        return HookOutcome(hook.command, hook.when, hook.step, None, True, kept)
     except BaseException:
         _kill_group(process)  # the engine is stopping (Ctrl-C): its hook goes with it
         raise
-    return HookOutcome(
-        hook.command, hook.when, hook.step, process.returncode, False, (output or "")[-_KEEP:]
-    )
+    kept = _scrubbed(output or "", hook)[-_KEEP:]
+    return HookOutcome(hook.command, hook.when, hook.step, process.returncode, False, kept)
+
+
+_MASK = "**********"
+# Shorter env values are not masked in the output: a LEVEL=1 would turn every 1 into the mask.
+_MIN_MASKED = 4
+
+
+def _scrubbed(output: str, hook: Hook) -> str:
+    """``output`` with the hook's ``env`` values masked - it is kept in the run's record and
+    shown (a hook that prints its token: ``curl -v``, ``set -x``).  Masked before it is cut to
+    its last characters, so no part of a value is left at the cut."""
+    values = {value.get_secret_value() for value in hook.env.values()}
+    for value in sorted(values, key=len, reverse=True):  # a value inside another: longest first
+        if len(value) >= _MIN_MASKED:
+            output = output.replace(value, _MASK)
+    return output
 
 
 def _kill_group(process: subprocess.Popen[str]) -> None:

@@ -104,3 +104,40 @@ def test_a_timed_out_hook_is_killed_with_its_children_at_its_timeout(tmp_path: P
         time.sleep(0.1)
     else:
         raise AssertionError(f"the hook's child {child} survived its timeout")
+
+
+def test_a_hook_that_echoes_its_secret_has_it_masked_in_its_recorded_output() -> None:
+    """Security review 6, L8: a hook's last 2,000 characters of output are kept in the run's
+    record and shown (drkit runs show, the status page) - a hook that printed its token (a
+    curl -v, a set -x) left it there in clear."""
+    script = "import os, sys; sys.stdin.read(); print('token is', os.environ['HOOK_TOKEN'])"
+    command = f"[{json.dumps(sys.executable)}, -c, {json.dumps(script)}]"
+    text = BASE + f"    - when: after\n      command: {command}\n"
+    text += "      env: {HOOK_TOKEN: '${TOKEN}', LEVEL: '1'}\n"
+    [hook] = load_config_text(text, env={"TOKEN": SECRET}).failover.hooks
+    outcome = run_hook(hook, {"run": 1})
+    assert outcome.ok, outcome
+    assert SECRET not in outcome.output and "token is **********" in outcome.output
+    assert SECRET not in json.dumps(outcome.to_json()) + outcome.describe()
+
+
+def test_validate_warns_of_a_secret_written_out_in_a_hook_command(tmp_path: Path) -> None:
+    """Security review 6, L8: ``--token=HOOKLIT666`` in a hook's command is in the process
+    list while the hook runs, in ``config show`` and in the run's record - unwarned."""
+    path = tmp_path / "c.yaml"
+    path.write_text(
+        BASE
+        + "    - {when: after, command: [curl, '--token=HOOKLIT666', -H, 'Authorization: Bearer"
+        " abc123', --password, hunter22, --retry, '3', 'https://x/?api_key=k3y']}\n"
+        + "    - {when: after, command: ['true', --verbose, 'step=move_pointer']}\n"
+    )
+    done = CliRunner().invoke(cli, ["config", "validate", str(path)])
+    assert done.exit_code == 0, done.output
+    for index in (1, 3, 5, 8):
+        assert f"failover.hooks[0].command[{index}] looks like a secret written out" in (
+            done.output
+        ), done.output
+    assert "hooks[1]" not in done.output and "command[7]" not in done.output
+    assert "env:" in done.output
+    for value in ("HOOKLIT666", "abc123", "hunter22", "k3y"):
+        assert value not in done.output
