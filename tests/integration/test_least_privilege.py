@@ -583,6 +583,22 @@ def test_oauthbearer_clients_get_tokens_from_an_openid_issuer_and_act_as_their_s
     log = replicator.log_path.read_text()
     assert "AUTHORIZATION_FAILED" not in log and secret not in log, log[-3000:]
     assert secret not in verified.out + verified.err
+    # A token endpoint with a credential in its query (security review 6, M4): the Java
+    # client allows only exact URLs, and a command line is every local user's to read - the
+    # job's JVM allows it from within, and still fetches its tokens there.
+    query = "q-" + uuid.uuid4().hex
+    document = yaml.safe_load(oidc.path.read_text())
+    for cluster in document["clusters"].values():
+        oauth = cluster["security"]["oauth"]
+        oauth["token_endpoint_url"] += f"?api_key={query}"
+    queried_path = tmp_path / "drkit-queried.yaml"
+    queried_path.write_text(yaml.safe_dump(document))
+    queried = FlowSetup(queried_path, load_config(queried_path), pair.source, pair.target)
+    again = drkit(queried, "verify", "--flow", flow, "--topics", topic, "--out",
+                  str(tmp_path / "verify-queried"), "-o", "json")  # fmt: skip
+    assert again.code == 0, again.err + again.out
+    assert again.json()["totals"] == totals
+    assert query not in again.out + again.err
     # A wrong secret: the token endpoint refuses it, and drkit says so, naming no secret.
     wrong = pair.as_oidc_client(client, "not-" + secret, tmp_path / "wrong")
     refused = drkit(wrong, "clusters", "check")
