@@ -228,6 +228,13 @@ def translate_offsets(
                 if info is not None:
                     why = f"{flow.source}'s {tp.topic} has {info.partition_count} partition(s)"
                 report.errors.append(_error(GIVEN_OFFSETS, tp, mine.pop(tp), why))
+        # A position past the source's log end is no consumer's: translated, it read as
+        # replication lag (past_replicated), not as the typo it is (issue 45, sixth trial).
+        ends = source.list_offsets(sorted(mine), "latest") if mine else {}
+        for tp in sorted(mine):
+            if (end := ends.get(tp)) is not None and mine[tp] > end:
+                why = f"past {flow.source}'s log end ({end}): no consumer there holds it (a typo?)"
+                report.errors.append(_error(GIVEN_OFFSETS, tp, mine.pop(tp), why))
     _translate(report, topology, {GIVEN_OFFSETS: mine}, source, source_endpoint, target,
                target_endpoint, verify, keys)  # fmt: skip
     return report
@@ -265,13 +272,14 @@ def _one_offset(value: str) -> tuple[TopicPartition, int]:
 def _stdin_offsets(stdin: TextIO) -> list[tuple[TopicPartition, int]]:
     try:
         document = json.loads(stdin.read())
+        if not isinstance(document, list) or not document:
+            raise TypeError("no positions")  # '{}' and '[]' translated nothing, exit 0
         return [
             _one_offset(f"{e['topic']}:{int(e['partition'])}:{int(e['offset'])}") for e in document
         ]
     except (ValueError, TypeError, KeyError):
-        raise ConfigError(
-            [Problem("--offset -", "stdin is not a JSON list of {topic, partition, offset}")]
-        ) from None
+        why = "stdin is not a JSON list of {topic, partition, offset}, one or more"
+        raise ConfigError([Problem("--offset -", why)]) from None
 
 
 # A verification reads the source from S until a record the flow replicates; this many records

@@ -6,6 +6,7 @@ No broker runs here."""
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from click.testing import CliRunner, Result
@@ -211,3 +212,49 @@ def test_a_group_error_without_a_partition_has_no_stray_dash(
     assert "group nosuchgroup: no committed offsets" in said, said
     assert "group billing orders-3: gone" in said
     assert " -:" not in said
+
+
+# -- p10, p12, p03/a032: offsets translate --offset --------------------------------------------
+
+
+@pytest.mark.parametrize("document", ["{}", "[]", '{"topic": "orders"}', "5"])
+def test_offsets_on_stdin_that_are_no_list_of_positions_are_refused(document: str) -> None:
+    """`echo '{}' | drkit offsets translate --offset -` printed an empty table, exit 0."""
+    import io
+
+    from drkit.errors import ConfigError
+    from drkit.offsets.lookup import parse_offsets
+
+    with pytest.raises(ConfigError) as refused:
+        parse_offsets(["-"], io.StringIO(document))
+    assert "--offset -" in str(refused.value)
+
+
+def test_a_given_offset_past_the_sources_log_end_is_named(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`--offset orders:0:999999999` (dc1's log ends at 100) was translated to the replica's
+    end, exit 0, flagged only past_replicated: a typo looked like replication lag."""
+    from drkit.config import load_config_text
+    from drkit.kafka import KafkaAdmin
+    from drkit.offsets import lookup
+    from drkit.records import TopicPartition
+
+    config = load_config_text(_CONFIG)
+    asked: dict[str, object] = {}
+    monkeypatch.setattr(KafkaAdmin, "wait_ready", lambda _self, *_a, **_k: 1)
+    three = SimpleNamespace(partition_count=3)
+    monkeypatch.setattr(KafkaAdmin, "list_topics", lambda _self, *_a, **_k: {"orders": three})
+    monkeypatch.setattr(
+        KafkaAdmin, "list_offsets", lambda _self, tps, *_a, **_k: dict.fromkeys(tps, 100)
+    )
+    monkeypatch.setattr(lookup, "_translate", lambda *a, **_k: asked.update(given=a[2]))
+    report = lookup.translate_offsets(
+        config, config.flows[0],
+        {TopicPartition("orders", 0): 999_999_999, TopicPartition("orders", 1): 100},
+        keys=None,
+    )  # fmt: skip
+    assert asked["given"] == {lookup.GIVEN_OFFSETS: {TopicPartition("orders", 1): 100}}
+    [error] = report.errors
+    assert error["source_partition"] == 0
+    assert "past dc1's log end (100)" in error["reason"]
