@@ -10,6 +10,7 @@ Packaged as ``drkit/_runbooks`` in a wheel, ``runbooks/`` in a checkout; an oper
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Literal
 
@@ -78,12 +79,23 @@ def runbooks_dir(configured: Path | None = None) -> Path:
 
 
 def load_runbook(procedure: Procedure, directory: Path | None = None) -> Runbook:
-    """Parse and validate ``<directory>/<procedure>.yaml``; ConfigError names what is wrong."""
+    """Parse and validate ``<directory>/<procedure>.yaml``; ConfigError names what is wrong.
+    The file is read every time; a text parsed before is not parsed again (a monitor's
+    automation and every engine read the same few runbooks over and over)."""
     path = runbooks_dir(directory) / f"{procedure.value}.yaml"
     try:
-        raw = yaml.safe_load(path.read_text())
+        text = path.read_text()
     except OSError as err:
         raise ConfigError([Problem(str(path), f"cannot read runbook: {err.strerror}")]) from None
+    return _parsed(procedure, str(path), text)
+
+
+@functools.lru_cache(maxsize=64)
+def _parsed(procedure: Procedure, path: str, text: str) -> Runbook:
+    """``text`` (the runbook at ``path``) parsed and validated: a pure function of its
+    arguments, so cached (a Runbook is frozen)."""
+    try:
+        raw = yaml.safe_load(text)
     except yaml.YAMLError as err:
         raise ConfigError([Problem(str(path), f"not valid YAML: {err}")]) from None
     try:

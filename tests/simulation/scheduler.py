@@ -17,6 +17,7 @@ threads of that process here too: frozen and killed with it.
 
 from __future__ import annotations
 
+import contextlib
 import random
 import sys
 import threading
@@ -40,11 +41,32 @@ class Stuck(Exception):
     point somewhere, or the code busy-waits on real time."""
 
 
+class Baton:
+    """A one-way signal between two threads that take turns: :meth:`give` lets the waiter
+    go, :meth:`take` waits for it.  A bare lock (one futex each way), not a
+    ``threading.Event`` (a condition, a fresh waiter lock and a notify per turn): a schedule
+    hands over thousands of times.  Giving twice before a take counts once."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._lock.acquire()
+
+    def give(self) -> None:
+        with contextlib.suppress(RuntimeError):  # given already and not taken yet
+            self._lock.release()
+
+    def take(self, timeout_s: float = -1) -> bool:
+        return self._lock.acquire(timeout=timeout_s)
+
+    def reset(self) -> None:
+        self._lock.acquire(blocking=False)
+
+
 @dataclass
 class SimThread:
     process: SimProcess
     name: str
-    go: threading.Event = field(default_factory=threading.Event)
+    go: Baton = field(default_factory=Baton)
     wake_at: float = 0.0
     label: str = "start"
     frame: FrameType | None = None  # where it is parked (read only while it is)
@@ -78,6 +100,7 @@ class SimProcess:
     name: str
     kind: str
     threads: list[SimThread] = field(default_factory=list)
+    ended_threads: int = 0  # how many of ``threads`` are done
     frozen_until: float = 0.0
     killed: bool = False
     offset: float = 0.0  # its monotonic clock's origin differs from every other's
@@ -86,11 +109,11 @@ class SimProcess:
 
     @property
     def alive(self) -> bool:
-        return not self.killed and any(not t.done for t in self.threads)
+        return not self.killed and self.ended_threads < len(self.threads)
 
     @property
     def finished(self) -> bool:
-        return not self.killed and all(t.done for t in self.threads[:1])
+        return not self.killed and (not self.threads or self.threads[0].done)
 
 
 class ProcessClock:
@@ -132,7 +155,7 @@ class Sim:
         self.trace: list[str] = []
         self.over = False
         self._local = threading.local()
-        self._parked = threading.Event()
+        self._parked = Baton()
         self._real_timeout_s = real_timeout_s
         self._counter = 0
 
@@ -182,8 +205,7 @@ class Sim:
         def run() -> None:
             self._local.thread = state
             drkit_clock.install(ProcessClock(process))
-            state.go.wait()
-            state.go.clear()
+            state.go.take()
             try:
                 if self.over or process.killed:
                     raise Killed()
@@ -198,9 +220,10 @@ class Sim:
                     process.error = err
             finally:
                 state.done = True
+                process.ended_threads += 1
                 state.frame = None
                 drkit_clock.install(None)
-                self._parked.set()
+                self._parked.give()
 
         thread = threading.Thread(target=run, name=f"sim {name}", daemon=True)
         state.thread = thread
@@ -224,9 +247,8 @@ class Sim:
         # The caller's frame, taken by the thread itself (``sys._current_frames`` from another
         # thread can deadlock with thread start-up); its names are read only if asked.
         state.frame = sys._getframe(1)
-        self._parked.set()
-        state.go.wait()
-        state.go.clear()
+        self._parked.give()
+        state.go.take()
         if self.over or state.process.killed:
             raise Killed()
 
@@ -279,9 +301,9 @@ class Sim:
 
     def step(self, thread: SimThread) -> None:
         """Let ``thread`` run until its next point (or its end)."""
-        self._parked.clear()
-        thread.go.set()
-        if not self._parked.wait(self._real_timeout_s):
+        self._parked.reset()
+        thread.go.give()
+        if not self._parked.take(self._real_timeout_s):
             raise Stuck(f"{thread.name} ran {self._real_timeout_s:g}s without a point")
 
     def advance(self, to: float) -> None:
@@ -307,7 +329,7 @@ class Sim:
         for process in self.processes:
             for thread in process.threads:
                 if not thread.done:
-                    thread.go.set()
+                    thread.go.give()
         for process in self.processes:
             for thread in process.threads:
                 if thread.thread is not None:
