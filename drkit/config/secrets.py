@@ -80,6 +80,10 @@ def redacted_dump(config: DrkitConfig) -> dict[str, Any]:
     tracing = data.get("tracing") or {}
     if tracing.get("otlp_endpoint"):
         tracing["otlp_endpoint"] = mask_url(tracing["otlp_endpoint"])
+    for hook in (data.get("failover") or {}).get("hooks") or ():
+        command = hook.get("command") or []
+        for index in hook_argument_secrets(command):  # config validate warns of each
+            command[index] = MASK
     return data
 
 

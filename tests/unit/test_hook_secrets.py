@@ -141,3 +141,12 @@ def test_validate_warns_of_a_secret_written_out_in_a_hook_command(tmp_path: Path
     assert "env:" in done.output
     for value in ("HOOKLIT666", "abc123", "hunter22", "k3y"):
         assert value not in done.output
+
+
+def test_config_show_masks_a_hook_argument_that_looks_like_a_secret(tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text(BASE + "    - {when: after, command: [curl, '--token=HOOKLIT666', 'step=x']}\n")
+    shown = CliRunner().invoke(cli, ["config", "show", "--config", str(path), "-o", "json"])
+    assert shown.exit_code == 0, shown.output
+    [hook] = json.loads(shown.stdout)["config"]["failover"]["hooks"]
+    assert hook["command"] == ["curl", "**********", "step=x"]
