@@ -75,6 +75,10 @@ def adopt(
 
     config = app.config(config_file)
     flow = known_flow(config, flow_name, "--flow")
+    from drkit.kafka.clients import ClusterEndpoint, require_answering
+
+    for alias in (flow.source, flow.target):  # hung, refused or not Kafka: told in seconds, not
+        require_answering(ClusterEndpoint(alias, config.clusters[alias]))  # after the quiet wait
     store = app.store(config_file)
     store.ensure_current()
     adopter = Adopter(

@@ -258,3 +258,32 @@ def test_a_given_offset_past_the_sources_log_end_is_named(
     [error] = report.errors
     assert error["source_partition"] == 0
     assert "past dc1's log end (100)" in error["reason"]
+
+
+# -- i08, j14: adopt with a cluster that does not answer as Kafka ------------------------------
+
+
+def test_adopt_names_a_cluster_that_does_not_answer_before_it_waits(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With dc1 frozen (or an HTTP server as dc1) adopt printed "checking that MirrorMaker 2
+    wrote nothing to dc2 for 10s" and said "Broker transport failure" after 16-18 s; every
+    other command names such a listener in about 3 s."""
+    import drkit.kafka.clients
+    from drkit.adoption.adopt import Adopter
+
+    def hung(endpoint: object, *_a: object, **_k: object) -> str | None:
+        if getattr(endpoint, "alias", "") == "dc1":
+            return "127.0.0.1:1 accepts connections but does not answer Kafka's first request"
+        return None
+
+    def adopting(*_a: object, **_k: object) -> None:
+        raise AssertionError("the adoption started")
+
+    monkeypatch.setattr(drkit.kafka.clients, "not_answering", hung)
+    monkeypatch.setattr(Adopter, "run", adopting)
+    done = _drkit(tmp_path, "adopt", "--flow", "dc1:dc2", "--config", _config(tmp_path))
+    assert done.exit_code == 3, done.output
+    assert "cluster 'dc1' at 127.0.0.1:1 is unreachable" in done.output
+    assert "does not answer Kafka's first request" in done.output
+    assert "checking that MirrorMaker 2" not in done.output
