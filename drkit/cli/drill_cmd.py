@@ -113,6 +113,12 @@ def run(
     # bad one is told at once.
     loaded = load_scenario(scenario)
     config = app.config(config_file)
+    unknown = [a for a in (loaded.source, loaded.target) if a not in config.clusters]
+    if unknown:  # told before the drill's machinery loads (seconds under load), as the service does
+        raise ConfigError([Problem("scenario", (
+            f"{loaded.name} names {', '.join(unknown)}, not a cluster of {app.config_path} "
+            f"(clusters: {', '.join(sorted(config.clusters))}); nothing was done"
+        ))])  # fmt: skip
     if not skip_verify:  # its proof needs the master: refused at the start, not at the end
         from drkit.accounting.session import require_spark_master
 
