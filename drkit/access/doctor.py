@@ -475,6 +475,29 @@ def message_size_findings(
     return out
 
 
+def replication_factor_findings(
+    config: DrkitConfig, facts: dict[str, ClusterFacts]
+) -> list[DoctorFinding]:
+    """Per flow with a target_replication_factor: the target must have that many brokers, or
+    the first replica the flow creates is refused (INVALID_REPLICATION_FACTOR) and the flow
+    stops - doctor said nothing of it (issue 45, sixth trial)."""
+    out: list[DoctorFinding] = []
+    for flow in config.flows:
+        wanted, target = flow.target_replication_factor, facts.get(flow.target)
+        if wanted is None or target is None or target.error is not None or not target.brokers:
+            continue
+        check = f"{flow.name} replication factor"
+        if wanted > target.brokers:
+            detail = (f"target_replication_factor {wanted} > the {target.brokers} broker(s) of "
+                      f"{flow.target}: creating a replica is refused (INVALID_REPLICATION_FACTOR) "
+                      "and the flow stops")  # fmt: skip
+            out.append(DoctorFinding(Status.FAIL, flow.target, check, detail))
+        else:
+            detail = f"target_replication_factor {wanted} <= {target.brokers} broker(s)"
+            out.append(DoctorFinding(Status.OK, flow.target, check, detail))
+    return out
+
+
 # -- gathering (I/O) ---------------------------------------------------------------------------
 
 
@@ -613,6 +636,7 @@ def examine(
         out.extend(own_topic_findings(config, facts[alias]))
         out.extend(bypass_findings(config, facts[alias], primary))
     out.extend(message_size_findings(config, facts))
+    out.extend(replication_factor_findings(config, facts))
     out.extend(setting_findings(config, facts))
     out.extend(installation_findings(java, store_revision))
     return out
@@ -629,6 +653,7 @@ __all__ = [
     "message_size_findings",
     "one_cluster",
     "own_topic_findings",
+    "replication_factor_findings",
     "same_cluster_findings",
     "setting_findings",
 ]

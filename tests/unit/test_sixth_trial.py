@@ -309,3 +309,30 @@ def test_a_scenario_naming_an_unknown_cluster_is_refused_before_the_drill_machin
     assert done.exit_code == 2, done.output
     assert "names dc9, not a cluster of" in done.output
     assert "(clusters: dc1, dc2); nothing was done" in done.output
+
+
+# -- e16b: doctor and a replication factor the target cannot hold ------------------------------
+
+
+def test_doctor_fails_a_replication_factor_above_the_targets_brokers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`target_replication_factor: 1000` on a one-broker dc2: doctor said all was well, and
+    replicate stopped (exit 10) on the first replica it had to create."""
+    from drkit.access import doctor
+    from drkit.access.doctor import ClusterFacts, Status
+    from drkit.config import load_config_text
+
+    config = load_config_text(
+        _CONFIG.replace("target: dc2}", "target: dc2, target_replication_factor: 1000}")
+    )
+    monkeypatch.setattr(
+        doctor, "examine_cluster", lambda alias, *_a: ClusterFacts(alias, brokers=1)
+    )
+    monkeypatch.setattr(doctor, "installation_findings", lambda *_a: [])
+    found = doctor.examine(config, ["dc1", "dc2"], 5.0, lambda: "java", lambda: None)  # type: ignore[arg-type,return-value]
+    [rf] = [f for f in found if "replication factor" in f.check]
+    assert (rf.status, rf.cluster) == (Status.FAIL, "dc2")
+    assert "target_replication_factor 1000" in rf.detail and "1 broker" in rf.detail
+    three = {a: ClusterFacts(a, brokers=1000) for a in ("dc1", "dc2")}
+    assert all(f.status is Status.OK for f in doctor.replication_factor_findings(config, three))
