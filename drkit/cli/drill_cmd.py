@@ -119,6 +119,10 @@ def run(
             f"{loaded.name} names {', '.join(unknown)}, not a cluster of {app.config_path} "
             f"(clusters: {', '.join(sorted(config.clusters))}); nothing was done"
         ))])  # fmt: skip
+    if not any(f.source == loaded.source and f.target == loaded.target for f in config.flows):
+        say(f"note: {app.config_path} has no flow {loaded.source}->{loaded.target}: the drill "
+            "rehearses on its own topics and flow between these clusters, not on a flow of "
+            "this config (drkit drill readiness checks a configured one)")  # fmt: skip
     if not skip_verify:  # its proof needs the master: refused at the start, not at the end
         from drkit.accounting.session import require_spark_master
 

@@ -336,3 +336,29 @@ def test_doctor_fails_a_replication_factor_above_the_targets_brokers(
     assert "target_replication_factor 1000" in rf.detail and "1 broker" in rf.detail
     three = {a: ClusterFacts(a, brokers=1000) for a in ("dc1", "dc2")}
     assert all(f.status is Status.OK for f in doctor.replication_factor_findings(config, three))
+
+
+# -- s15: a drill between clusters the config has no flow between ------------------------------
+
+
+def test_a_drill_between_clusters_with_no_configured_flow_says_what_it_rehearses(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With only dc2->dc1 configured, `drill run` of a dc1 -> dc2 scenario ran a full failover
+    (PolicyMet) without a word, while `drill readiness` refused: no flow dc1->dc2."""
+    import drkit.cli.failover_cmd
+
+    def loading(*_a: object, **_k: object) -> None:
+        raise SystemExit(0)  # the drill itself is not the point
+
+    monkeypatch.setattr(drkit.cli.failover_cmd, "progress_printer", loading)
+    config = tmp_path / "reverse.yaml"
+    config.write_text(
+        _CONFIG.replace("source: dc1, target: dc2", "source: dc2, target: dc1")
+        + f"state_store: {{url: 'sqlite:///{tmp_path / 'drkit.db'}'}}\n"
+    )
+    text = _SCENARIO.replace("name: s\n", "name: s\nfault: {kind: kill_brokers}\n")
+    done = _drkit(tmp_path, "drill", "run", _scenario(tmp_path, text), "--skip-verify",
+                  "--config", str(config))  # fmt: skip
+    assert "has no flow dc1->dc2" in done.output, done.output
+    assert "its own topics and flow" in done.output
