@@ -62,6 +62,26 @@ def unintended_warnings(config: DrkitConfig) -> list[str]:
     for index, hook in enumerate(config.notifications.webhooks):
         if not hook.events:
             out.append(f"notifications.webhooks[{index}].events: empty - the webhook never fires")
+    out.extend(_schedules_that_never_fire(config))
+    return out
+
+
+def _schedules_that_never_fire(config: DrkitConfig) -> list[str]:
+    """A scheduled drill whose cron names no real date (``0 3 31 2 *``, February 31st) is a
+    valid crontab that never runs (issue 45, sixth trial: validated without a word)."""
+    if not config.drills.schedule:
+        return []
+    from datetime import UTC, datetime
+
+    from apscheduler.triggers.cron import CronTrigger
+
+    now = datetime.now(UTC)
+    out: list[str] = []
+    for index, drill in enumerate(config.drills.schedule):
+        trigger = CronTrigger.from_crontab(drill.cron, timezone="UTC")
+        if trigger.get_next_fire_time(None, now) is None:
+            out.append(f"drills.schedule[{index}].cron: {drill.cron!r} never fires (no such "
+                       "date): the drill never runs")  # fmt: skip
     return out
 
 

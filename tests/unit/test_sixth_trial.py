@@ -362,3 +362,20 @@ def test_a_drill_between_clusters_with_no_configured_flow_says_what_it_rehearses
                   "--config", str(config))  # fmt: skip
     assert "has no flow dc1->dc2" in done.output, done.output
     assert "its own topics and flow" in done.output
+
+
+# -- f22: a drill schedule that never fires ----------------------------------------------------
+
+
+def test_a_drill_schedule_that_never_fires_is_warned(tmp_path: Path) -> None:
+    """`cron: '0 3 31 2 *'` (February 31st) validated without a word: the drill never runs."""
+    path = tmp_path / "drkit.yaml"
+    path.write_text(
+        _CONFIG + "drills:\n  schedule:\n"
+        "    - {cron: '0 3 31 2 *', source: dc1, target: dc2}\n"
+        "    - {cron: '0 3 * * 1', source: dc1, target: dc2}\n"
+    )
+    done = _drkit(tmp_path, "config", "validate", str(path))
+    assert done.exit_code == 0, done.output
+    assert "drills.schedule[0].cron: '0 3 31 2 *' never fires" in done.output
+    assert "schedule[1]" not in done.output
