@@ -459,8 +459,10 @@ def test_acl_sync_copies_the_consumers_acls_as_the_fencer_while_the_replicator_h
     topology = FlowTopology.of(admin.config.flows[0])
     copies = AclSynchronizer(topology, source, target).compare()
     assert copy in copies
-    replicator = Replicator(pair.as_user("replicator", tmp_path / "replicator", **flow),
-                            "--no-checkpoints", log_dir=tmp_path)  # fmt: skip
+    # A store of its own: a failover by the module's other tests stopped the flow in theirs.
+    as_replicator = _with_store(pair.as_user("replicator", tmp_path / "replicator", **flow),
+                                tmp_path / "replicator")  # fmt: skip
+    replicator = Replicator(as_replicator, "--no-checkpoints", log_dir=tmp_path)
     try:
         with replicator:
             wait_until(lambda: copy in target.acl_entries(), 60, 0.5, what="the ACL copied")
