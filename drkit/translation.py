@@ -55,18 +55,33 @@ gaps, restarts, truncation and trimming):
    (a switchover, and back) so moves a group that read the first cluster's topic through its
    replica on the second.
 
-9. Unverified syncs (drkit/signing.py): offset-sync records whose MAC fails are not runs, but
-   the source ranges they claim that no verified run covers (below progress) are
-   ``PartitionMapping.doubt``: records there may have been replicated without the map knowing
-   where.  When ``T`` would be a first-position-not-skipping answer (``MAPPED``: a gap, before
-   the map, past it) and a doubted range lies between ``S`` and the record ``T`` points at,
-   ``T`` falls back to the end of the last verified copy below ``S`` (the target log start
-   when there is none), flagged ``UNVERIFIED``: more re-reads, never a skip - as long as the
-   copies are in source order (a crash re-replication can reorder them; then the answer is
-   flagged ``REORDERED`` as well when the verified runs show it).  An exact answer (the record
-   at ``S`` verified) is kept.  With doubt and no verified run at all (a store without the key
-   the workers signed with) every ``S`` resumes at the target log start - an answer, never
-   none.  The way back (invariant 8) refuses a doubted mapping.
+9. Unverified syncs (drkit/signing.py): offset-sync and adopted-range records whose MAC fails
+   are not runs (nor MirrorMaker 2's range).  Each one claims from its key's source offset (an
+   adopted range's from 0) to the next verified run's start - to the partition's end when none
+   follows - or to its claimed end when that lies further; a tombstone's claim is the same.
+   The parts of those claims no verified run covers are ``PartitionMapping.doubt``
+   (drkit/offsets/mapping_loader.py ``doubt``): records there may have been replicated
+   without the map knowing where.  Progress does not bound them (it is unsigned).  When ``T``
+   would be a first-position-not-skipping answer (``MAPPED``: a gap, before the map, past it)
+   and a doubted range lies between ``S`` and the record ``T`` points at, ``T`` falls back to
+   the end of the last verified copy below ``S`` (the target log start when there is none),
+   flagged ``UNVERIFIED``.  An exact answer (the record at ``S`` verified) is kept.  With doubt
+   and no verified run at all (a store without the key the workers signed with) every ``S``
+   resumes at the target log start - an answer, never none.  The way back (invariant 8)
+   refuses a doubted mapping.
+
+   What holds: no replicated record at or after ``S`` lies before ``T`` when every real run
+   the map lacks left a rejected record under its own key - an unsigned run (written before
+   signing), or one compacted away under a foreign value of any length or a foreign tombstone
+   - and reached no further than the next verified run's start, or the verified runs cover
+   the rest of it (runs in source order always do) - as long as the copies are in source
+   order (a crash re-replication can reorder them; then the answer is flagged ``REORDERED``
+   as well when the verified runs show it).  What does not: a real run that left no rejected
+   record reads as a plain gap, and translation answers past it - deleted with DeleteRecords,
+   compacted away under a *signed* record of its key (a replayed older, shorter version of
+   the run), or under a foreign tombstone that compaction dropped in its turn
+   (``delete.retention.ms`` after it, one day by default; a reader that read it before keeps
+   the claim).  Only ACLs on the offset-sync topic close that (docs/security.md).
 
 The runs are kept as a :class:`~drkit.replication.run_map.RunTable` (compact columns, indexes
 computed once per snapshot): one translation is a binary search plus, for re-reads, a walk over

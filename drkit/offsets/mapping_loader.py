@@ -160,19 +160,32 @@ class MappingLoader:
         self._adopted.close()
 
 
-def doubt(
-    claims: Sequence[tuple[int, int]], table: RunTable, replicated_end: int | None
-) -> tuple[tuple[int, int], ...]:
-    """The source ranges rejected records claim that no verified run covers, below progress
-    (``replicated_end``; None: no bound) - sorted and disjoint (pure; translation, invariant 9).
+UNBOUNDED = 2**63  # a doubted range with no verified run after it: to the partition's end
 
-    A forged record beside intact runs hides nothing (its range is covered); a real record
-    that is not trusted (written before signing, or compacted away under a forgery of its key)
-    leaves its range uncovered, and translation rounds down there."""
+
+def doubt(
+    claims: Sequence[tuple[int, int]], table: RunTable, replicated_end: int | None = None
+) -> tuple[tuple[int, int], ...]:
+    """The source ranges rejected records may hide that no verified run covers - sorted and
+    disjoint (pure; translation, invariant 9).
+
+    A claim ``(start, end)`` is a rejected record's key and what its value claims (a
+    tombstone's: ``(start, start)``); what it may hide reaches from ``start`` to the next
+    verified run's start (:data:`UNBOUNDED` past the last), or to its claimed end if that lies
+    further.  Not the claimed length alone: a foreign writer picks it, and once compaction
+    removed the real record under that key the real run's range would read as a plain gap
+    (translation skips gaps).  A forged record beside intact runs hides nothing they cover; a
+    real record that is not trusted (written before signing, or compacted away under a
+    forgery of its key) leaves its range uncovered, and translation rounds down there.
+
+    ``replicated_end`` (progress) bounds nothing: progress is unsigned, and a forged low one
+    would clip the doubt away (accepted for callers that pass it)."""
+    del replicated_end
     out: list[tuple[int, int]] = []
+    src = table.src
     for start, end in sorted(claims):
-        if replicated_end is not None:
-            end = min(end, replicated_end)
+        following = bisect_right(src, start)
+        end = max(end, src[following] if following < len(src) else UNBOUNDED)
         for piece in _uncovered(start, end, table):
             if out and piece[0] <= out[-1][1]:
                 out[-1] = (out[-1][0], max(out[-1][1], piece[1]))

@@ -33,9 +33,9 @@ class RunMaps:
 
     With a ``signer`` (drkit/signing.py), :meth:`receive` applies only records whose MAC
     verifies; the others are counted (``rejected``) and the source ranges they claim are kept
-    (``claims``): the mapping loader treats what no verified run covers there as unknown, so
-    an ignored record can make a translation less precise, never skip (drkit/translation.py,
-    invariant 9).
+    (``claims``, a tombstone's empty at its key's source offset): the mapping loader treats
+    what no verified run covers from there to the next verified run as unknown, so an ignored
+    record can make a translation less precise, never skip (drkit/translation.py, invariant 9).
     """
 
     def __init__(self, signer: Signer | None = None) -> None:
@@ -83,12 +83,16 @@ class RunMaps:
             self.apply(key, value)
             return True
         self.rejected += 1
-        if value is not None:  # a rejected tombstone removes nothing: it hides nothing either
-            source_prefix, src_start, _dst_partition, _dst_start = decode_key(key)
+        # A rejected record removes nothing, but it may stand where a real run's record was
+        # compacted away under its key - a tombstone too: its claim starts at the key's
+        # source offset, and the loader doubts from there to the next verified run.
+        source_prefix, src_start, _dst_partition, _dst_start = decode_key(key)
+        claimed = src_start
+        if value is not None:
             _target, _dst, length = decode_value(value)
-            if length >= 1:
-                source = self._partition(source_prefix)
-                self.claims.setdefault(source, []).append((src_start, src_start + length))
+            claimed += max(0, length)
+        source = self._partition(source_prefix)
+        self.claims.setdefault(source, []).append((src_start, claimed))
         return False
 
     def _partition(self, prefix: bytes) -> TopicPartition:

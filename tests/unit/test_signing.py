@@ -332,9 +332,17 @@ def test_with_every_sync_rejected_a_group_re_reads_the_replica_from_its_start() 
         assert result.target_offset == 5 and Flag.UNVERIFIED in result.flags
 
 
+FATES = ("verified", "unsigned", "forged value", "forged tombstone")
+Stream = tuple[list[OffsetRun], list[str], list[int], list[tuple[int, int, bool]], int]
+
+
 @st.composite
-def _streams(draw: st.DrawFn) -> tuple[list[OffsetRun], list[bool], list[tuple[int, int]]]:
-    """Runs in source order with gaps on both sides, which of them verify, and forged claims."""
+def _streams(draw: st.DrawFn) -> Stream:
+    """Real runs in source order with gaps on both sides and what a reader finds of each after
+    compaction: its signed record (``verified``), an unsigned one (written before signing), or
+    only a foreign writer's record under its key - a value whose length the forger picked, or
+    a tombstone - the real one compacted away; then forged claims elsewhere (values and
+    tombstones) and a progress record a forger may have set low."""
     runs: list[OffsetRun] = []
     src = draw(st.integers(0, 5))
     dst = draw(st.integers(0, 5))
@@ -343,32 +351,52 @@ def _streams(draw: st.DrawFn) -> tuple[list[OffsetRun], list[bool], list[tuple[i
         runs.append(OffsetRun(src, dst, length))
         src += length + draw(st.integers(0, 3))
         dst += length + draw(st.integers(0, 3))
-    verified = draw(st.lists(st.booleans(), min_size=len(runs), max_size=len(runs)))
-    forged = draw(st.lists(st.tuples(st.integers(0, 60), st.integers(1, 30)), max_size=3))
-    return runs, verified, [(start, start + length) for start, length in forged]
+    fates = draw(st.lists(st.sampled_from(FATES), min_size=len(runs), max_size=len(runs)))
+    lengths = draw(st.lists(st.integers(1, 10), min_size=len(runs), max_size=len(runs)))
+    forged = draw(
+        st.lists(st.tuples(st.integers(0, 60), st.integers(1, 30), st.booleans()), max_size=3)
+    )
+    progress = draw(st.integers(0, runs[-1].src_end))
+    return runs, fates, lengths, forged, progress
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=500, deadline=None)
 @given(_streams())
-def test_ignoring_syncs_never_makes_a_translation_skip(
-    stream: tuple[list[OffsetRun], list[bool], list[tuple[int, int]]],
-) -> None:
-    """Invariant 9 over random streams: with any subset of the real runs ignored and any forged
-    claims, every replicated record at or after S lies at or after T."""
-    runs, verified, forged = stream
-    end = runs[-1].src_end
+def test_ignoring_syncs_never_makes_a_translation_skip(stream: Stream) -> None:
+    """Invariant 9 over random streams, read through RunMaps with the flow's key: with any
+    subset of the real runs unsigned or compacted away under a forgery of their key (a short
+    value or a tombstone), any forged claims and a forged low progress, every replicated record
+    at or after S lies at or after T (security review 6, M2)."""
+    runs, fates, lengths, forged, progress = stream
+    signer = Signer(KEY, Kind.OFFSET_SYNC, FLOW)
+    maps = RunMaps(signer)
+    for run, fate, length in zip(runs, fates, lengths, strict=True):
+        real = OffsetSync(SOURCE, TARGET, run)
+        key, value = real.key(), real.value()
+        if fate == "verified":
+            maps.receive(key, value, (signer.header(key, value),))
+        elif fate == "unsigned":
+            maps.receive(key, value, ())
+        elif fate == "forged value":  # under the real key: the forger picks the length
+            claim = OffsetSync(SOURCE, TARGET, OffsetRun(run.src_start, run.dst_start, length))
+            maps.receive(key, claim.value(), ())
+        else:
+            maps.receive(key, None, ())
+    for start, length, tombstone in forged:
+        claim = OffsetSync(SOURCE, TARGET, OffsetRun(start, 1000 + start, length))
+        maps.receive(claim.key(), None if tombstone else claim.value(), ())
+    run_map = maps.maps.get(SOURCE)
+    kept = run_map.table() if run_map is not None else RunTable.of(())
+    claims = maps.claims.get(SOURCE, ())
+    mapping = PartitionMapping(SOURCE, TARGET, kept, progress, doubt=doubt(claims, kept, progress))
     bounds = TargetBounds(0, runs[-1].dst_end)
-    kept = [run for run, ok in zip(runs, verified, strict=True) if ok]
-    claims = [(r.src_start, r.src_end) for r, ok in zip(runs, verified, strict=True) if not ok]
-    table = PartitionMapping(SOURCE, TARGET, kept).table
-    mapping = PartitionMapping(SOURCE, TARGET, kept, end, doubt=doubt(claims + forged, table, end))
     copies = {run.src_start + i: run.dst_start + i for run in runs for i in range(run.length)}
-    for offset in range(end + 2):
+    for offset in range(runs[-1].src_end + 2):
         result = translate(offset, mapping, bounds)
         assert isinstance(result, Translated), (offset, result)  # even with no verified run
         skipped = [o for o, copy in copies.items() if o >= offset and copy < result.target_offset]
         assert not skipped, (offset, result)
-    if all(verified) and not forged:
+    if all(fate == "verified" for fate in fates) and not forged:
         assert mapping.doubt == ()
 
 
