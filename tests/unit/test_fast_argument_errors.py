@@ -43,7 +43,7 @@ def config(tmp_path: Path) -> Path:
 CASES = [
     (["drill", "run", "{dir}"], "is a directory"),
     (["drill", "run", "{dir}/bad.yaml"], "invalid YAML"),
-    (["drill", "run", "{dir}/fields.yaml"], "Field required"),
+    (["drill", "run", "{dir}/fields.yaml"], "required key is missing"),
     (["drill", "readiness", "--from", "dc1", "--to", "dc9"], "unknown cluster 'dc9'"),
     (["drill", "readiness", "--from", "dc2", "--to", "dc1"], "no flow dc2->dc1"),
     (["drill", "readiness", "--from", "dc1", "--to", "dc1"], "both name dc1"),
