@@ -5,6 +5,9 @@
   (``translate_groups`` in checkpoint mode) - anchored against a plain read of the same records;
 * live core: time :func:`drkit.translation.translate` for every (group, partition) over dense
   run maps with restarts - anchored against building the inputs (a dict lookup per partition);
+* forged claims (:func:`forged_claims`, security review 6 M6): the doubt 100 rejected offset
+  syncs claiming a 200,000-run partition make, and translations over it - anchored against the
+  same translations without doubt;
 * 1M runs (:func:`million_runs`): an exactly-once target starts a run per commit, so a busy flow
   holds a million runs within retention (50 partitions x 20,000).  Times loading them from the
   offset-sync topic (anchor: a plain read of the same records), the in-memory merge with its
@@ -29,7 +32,7 @@ from drkit.kafka.clients import ClusterEndpoint, make_producer
 from drkit.kafka.io import consume_all
 from drkit.offsets.checkpoint import Checkpoint, tick
 from drkit.offsets.lookup import translate_groups
-from drkit.offsets.mapping_loader import MappingLoader
+from drkit.offsets.mapping_loader import MappingLoader, doubt
 from drkit.records import TopicPartition
 from drkit.replication.heartbeat import encode_string
 from drkit.replication.internal_topics import (
@@ -40,7 +43,7 @@ from drkit.replication.internal_topics import (
 from drkit.replication.offset_sync import OffsetRun, decode_key, decode_value
 from drkit.replication.offset_sync_store import RunMaps
 from drkit.replication.progress import Progress, progress_key
-from drkit.replication.run_map import RunMap
+from drkit.replication.run_map import RunMap, RunTable
 from drkit.translation import PartitionMapping, TargetBounds, Translated, translate
 
 
@@ -72,6 +75,36 @@ def _pure(groups: int, partitions: int) -> tuple[float, float]:
             _ = (offset, mappings[p], bounds[p])
     anchor = time.perf_counter() - started
     return core, anchor
+
+
+FORGED_RUNS = 200_000
+FORGED_CLAIMS = 100
+
+
+def forged_claims(groups: int = 1000) -> tuple[float, float, float]:
+    """Security review 6, M6: one partition of :data:`FORGED_RUNS` runs with a 1-offset gap
+    after each (a transaction marker's) and :data:`FORGED_CLAIMS` rejected offset syncs each
+    claiming all of it - the loader's doubt (one range per gap), then ``groups`` translations
+    at markers over it; anchored against the same translations without doubt.  Seconds:
+    (doubt, translations, translations without doubt)."""
+    table = RunTable.of([OffsetRun(i * 10, i * 10, 9) for i in range(FORGED_RUNS)])
+    end = FORGED_RUNS * 10
+    started = time.perf_counter()
+    doubted = doubt([(0, end)] * FORGED_CLAIMS, table)
+    doubting = time.perf_counter() - started
+    source, target = TopicPartition("t", 0), TopicPartition("a.t", 0)
+    plain = PartitionMapping(source, target, table, end)
+    forged = PartitionMapping(source, target, table, end, doubt=doubted)
+    rng = random.Random(2)
+    positions = [rng.randrange(FORGED_RUNS) * 10 + 9 for _ in range(groups)]
+    bounds = TargetBounds(0, end)
+    timed = []
+    for mapping in (forged, plain):
+        started = time.perf_counter()
+        for position in positions:
+            translate(position, mapping, bounds, end)
+        timed.append(time.perf_counter() - started)
+    return doubting, timed[0], timed[1]
 
 
 def main(groups: int = 1000, partitions: int = 50) -> str:
@@ -127,6 +160,7 @@ def main(groups: int = 1000, partitions: int = 50) -> str:
     elapsed = time.perf_counter() - started
     assert sum(len(rows) for rows in report.groups.values()) == groups * partitions
     core, core_anchor = _pure(groups, partitions)
+    doubting, forged, unforged = forged_claims(groups=groups)
     million = million_runs(clusters, config_for=config_text(clusters), groups=groups)
     rows = [
         [
@@ -140,6 +174,13 @@ def main(groups: int = 1000, partitions: int = 50) -> str:
             f"{core * 1000:.0f} ms",
             f"input lookups only: {core_anchor * 1000:.0f} ms",
             f"{core / core_anchor:.1f}x",
+        ],
+        [
+            f"{FORGED_CLAIMS} forged full-range claims over {FORGED_RUNS:,} runs: doubt, then "
+            f"{groups:,} translations at markers",
+            f"{doubting * 1000:.0f} ms + {forged * 1000:.0f} ms",
+            f"the translations without doubt: {unforged * 1000:.0f} ms",
+            f"{forged / unforged:.1f}x",
         ],
     ]
     return (

@@ -95,6 +95,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from itertools import pairwise
+from operator import itemgetter
 from typing import Any, NamedTuple
 
 from drkit.records import TopicPartition, built
@@ -318,8 +319,13 @@ def translate(
 
 
 def _doubted(doubt: Sequence[tuple[int, int]], start: int, end: int | None) -> bool:
-    """Whether a doubted range meets the source offsets ``[start, end)`` (None: no end)."""
-    return any(b > start and (end is None or a < end) for a, b in doubt)
+    """Whether a doubted range meets the source offsets ``[start, end)`` (None: no end): one
+    binary search - the ranges are sorted and disjoint, so their ends are sorted too."""
+    first = bisect_right(doubt, start, key=_RANGE_END)  # the first range ending after start
+    return first < len(doubt) and (end is None or doubt[first][0] < end)
+
+
+_RANGE_END = itemgetter(1)
 
 
 NO_REPLICA = "no replica on the target"
@@ -451,7 +457,7 @@ def stable_below(older: PartitionMapping, newer: PartitionMapping) -> int:
     if (
         older.target != newer.target
         or older.adopted is not newer.adopted
-        or older.doubt != newer.doubt
+        or (older.doubt is not newer.doubt and older.doubt != newer.doubt)
         or newer.hashed
         or newer.split
         or older.hashed
