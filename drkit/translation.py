@@ -183,7 +183,8 @@ class Mm2Syncs:
         index = bisect_right(self.upstream, source_offset) - 1
         if index < 0:  # before every sync: from the start of the replica
             first = self.downstream[0] if self.downstream else self.end_target
-            return log_start, max(0, first - log_start), True
+            # Read again: copies below ``first`` of records below S - at most S of them.
+            return log_start, max(0, min(first - log_start, source_offset)), True
         upstream, downstream = self.upstream[index], self.downstream[index]
         if upstream == source_offset:
             return downstream, 0, False

@@ -63,6 +63,10 @@ def test_the_adopted_range_rounds_down_and_counts_what_is_read_again() -> None:
     # Before the first sync: from the replica's log start, every record before the sync again.
     late = Mm2Syncs((500,), (30,), 600, 130)
     assert late.round_down(100, 5) == (5, 25, True)
+    # ... but never more than the records below S: MirrorMaker 2 left no sync below the
+    # adoption point at 287 (it happens, CI 2026-12-05) and a group at 123 reads 0..122 again.
+    assert Mm2Syncs((), (), 287, 287).round_down(123, 0) == (0, 123, True)
+    assert Mm2Syncs((287,), (287,), 299, 299).round_down(201, 0) == (0, 201, True)
 
 
 def test_mm2_syncs_must_increase_and_lie_below_the_adoption_point() -> None:
