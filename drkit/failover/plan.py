@@ -41,7 +41,7 @@ from drkit.failover.model import (
 )
 from drkit.failover.runbook import Runbook
 from drkit.records import TopicPartition, built
-from drkit.translation import CannotTranslate, Method
+from drkit.translation import CannotTranslate, Flag, Method
 
 _PLANNED = (Procedure.SWITCHOVER, Procedure.CUTOVER, Procedure.FAILBACK)
 
@@ -298,7 +298,10 @@ def _move(part: PartitionFacts, offset: int, methods: Mapping[Method, str]) -> P
             "source_offset": result.source_offset,
             "target_offset": result.target_offset,
             "method": methods[result.method],
-            "expected_rereads": result.expected_rereads,
+            # Rounded down past unverified syncs: what they hid is re-read too, uncounted.
+            "expected_rereads": (
+                None if Flag.UNVERIFIED in result.flags else result.expected_rereads
+            ),
             "unreplicated": result.unreplicated,
             "reason": "",
         },

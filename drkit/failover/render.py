@@ -30,6 +30,8 @@ def plan_text(plan: Plan) -> str:
     for group, move in moves[:_MAX_ROWS]:
         target = "-" if move.target_offset is None else str(move.target_offset)
         rereads = "" if not move.expected_rereads else f", re-reads {move.expected_rereads}"
+        if move.expected_rereads is None and move.target_offset is not None:
+            rereads = ", re-reads unknown (unverified syncs)"
         lost = "" if not move.unreplicated else f", unreplicated {move.unreplicated}"
         source = "?" if move.source_offset is None else str(move.source_offset)
         lines.append(

@@ -488,7 +488,9 @@ def _row(
         result.source_offset,
         result.target_offset,
         result.method.value,
-        result.expected_rereads,
+        # Rounded down past syncs that failed verification: the copies they hid are re-read
+        # too, and no verified run counts them - unknown, not the runs' figure.
+        None if Flag.UNVERIFIED in result.flags else result.expected_rereads,
         result.unreplicated,
         sorted(f.value for f in result.flags),
         None if verdict is None else _verified(verdict, result),

@@ -557,3 +557,30 @@ def test_no_verified_offset_sync_blocks_a_planned_move_and_warns_before_a_failov
     codes = _codes(_snapshot(Procedure.SWITCHOVER, unverified_syncs=2, verified_syncs=9))
     assert "offset_syncs_unverifiable" not in codes
     assert codes["unverified_offset_syncs"] is Severity.WARNING
+
+
+def test_a_move_rounded_down_past_unverified_syncs_says_its_re_reads_are_unknown() -> None:
+    """No verified run (a store without the workers' key): T is the replica's start, and
+    how many records the group reads again is not known - the plan must not print 0."""
+    mapping = PartitionMapping(SRC, DST, (), 100, doubt=((0, 100),))
+    part = PartitionFacts(SRC, DST, mapping, TargetBounds(0, 100), 100, True, 100, 1.0)
+    plan = make_plan(
+        _snapshot(partitions={SRC: part}, unverified_syncs=3), load_runbook(Procedure.FAILOVER)
+    )
+    [move] = plan.groups[0].partitions
+    assert (move.source_offset, move.target_offset, move.expected_rereads) == (60, 0, None)
+    assert "T=0 (checkpoint+mapped, re-reads unknown (unverified syncs))" in plan_text(plan)
+    # The offsets translate row says the same ('-' in its table).
+    from drkit.config import load_config_text
+    from drkit.offsets.lookup import _row
+    from drkit.replication.topology import FlowTopology
+
+    config = load_config_text(
+        "clusters:\n  dc1: {bootstrap_servers: '127.0.0.1:1'}\n"
+        "  dc2: {bootstrap_servers: '127.0.0.1:2'}\nflows: [{source: dc1, target: dc2}]\n",
+        env={},
+    )
+    result = translate(60, mapping, TargetBounds(0, 100))
+    row = _row(FlowTopology.of(config.flows[0]), result, mapping, DST, TargetBounds(0, 100),
+               None, None)  # fmt: skip
+    assert row is not None and (row.target_offset, row.expected_rereads) == (0, None)
