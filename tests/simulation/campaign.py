@@ -7,6 +7,10 @@ a fault (a process killed or frozen), a change of the world (a cluster or the st
 back, a topic created, time jumping) or an operator's action (a move, ``--resume``,
 ``abandon``, ``fences lift --even-if-standby``) - then a quiet phase: faults stop, the world
 comes back, the monitor's maintenance finishes what is left, and the end state is checked.
+
+Beside them, on a random stream of its own (so a schedule's other choices stay what they
+were), the state store now and then loses its flow keys (restored from a backup or migrated
+without them: :meth:`SimWorld.lose_flow_keys`) - in about one schedule in ten.
 """
 
 from __future__ import annotations
@@ -49,6 +53,7 @@ BUGGIFY_RATE = 0.1  # an engine dies at a step's edge this often
 QUIET_BUGGIFY = 2  # the quiet phase's runs finish too (a move is slow beside the workload)
 _STEP_EDGES = frozenset({"runs.py:step_finished", "runs.py:record_detail", "engine.py:_run_hooks"})
 QUIET_EVENTS = 20_000  # the quiet phase ends in simulated time long before this
+KEYS_LOST_RATE = 0.0004  # per event before the quiet phase: about one schedule in ten
 
 
 @dataclass(frozen=True)
@@ -90,6 +95,7 @@ def run_schedule(
     checker = Checker(world, journal=journal)
     driver = Driver(sim, world, checker, profile or Profile())
     driver.buggify_rng.seed(seed * 7919 + 1)
+    driver.keys_rng.seed(seed * 104729 + 3)
     error = None
     try:
         driver.run()
@@ -119,6 +125,7 @@ class Driver:
     quiet: bool = False
     buggify_rng: random.Random = field(default_factory=random.Random)
     quiet_buggified: int = 0
+    keys_rng: random.Random = field(default_factory=random.Random)
 
     @property
     def rng(self) -> random.Random:
@@ -155,6 +162,8 @@ class Driver:
     def event(self) -> None:
         self.events += 1
         self._background()
+        if not self.quiet and self.keys_rng.random() < KEYS_LOST_RATE:
+            self.world.lose_flow_keys()
         roll = self.rng.random()
         if self._busy():
             roll /= 3  # during a move: three times the faults, the trouble and the traffic

@@ -13,6 +13,11 @@ never from what drkit believes about itself.
 * **no zombie write** - no worker of a flow appends to a cluster that is the primary while
   the flow's directive holds it (a worker frozen past its silence window, woken up late).
 * **no group moves backwards or past the end** on the primary once the pointer is there.
+* **a moved group skips nothing** - when a move puts the pointer on its target, every group
+  whose committed offset its translation read on the source resumes on the replica at or
+  before the last copy of every copied record it had not read (at or past its offset on the
+  source now): at its committed offset there, or - none committed - at the replica's end
+  (``auto.offset.reset=latest``).
 * **the audit trail agrees** - outside a reconcile pass (and once one completed after a
   process died inside one), every fence ACL on a cluster has a row and every APPLIED row its
   ACL.
@@ -74,6 +79,7 @@ class Checker:
     returned_at: dict[str, float] = field(default_factory=dict)
     appends_seen: int = 0
     last_epoch: int = 0
+    resumed_epoch: int = 0
     committed_max: dict[tuple[str, str, TopicPartition], int] = field(default_factory=dict)
     dirty_audit: bool = False
     reconciling: set[str] = field(default_factory=set)
@@ -149,6 +155,7 @@ class Checker:
         self._moved_without_loss(view)
         self._no_zombie_write(view)
         self._groups(view)
+        self._moved_groups(view)
         self._audit(view)
 
     def fail(self, invariant: str, detail: str) -> None:
@@ -279,6 +286,41 @@ class Checker:
                 self.committed_max[key] = max(offset, before or offset)
         for key in [k for k in self.committed_max if k[0] != alias]:
             del self.committed_max[key]  # tracked while the pointer is on the cluster
+
+    def _moved_groups(self, view: _StoreView) -> None:
+        if view.pointer_epoch == self.resumed_epoch:
+            return
+        self.resumed_epoch = view.pointer_epoch
+        translated = self.world.translated.get(view.pointer_run or 0)
+        if translated is None:
+            return  # not a move, or its source did not answer (the model has no checkpoints)
+        flow = self.world.flow(translated[0])
+        if view.pointer != flow.target:
+            return
+        topology = FlowTopology.of(flow)
+        source, target = self.world.clusters[flow.source], self.world.clusters[flow.target]
+        for (group, tp), read in sorted(translated[1].items()):
+            offset = max(read, source.committed(group).get(tp, read))
+            copies = self.world.replication.copies.get((flow.name, tp), {})
+            unread = [(at, src) for src, at in copies.items() if src >= offset]
+            if not unread:
+                continue
+            first, record = min(unread)
+            replica = topology.target_partition(tp)
+            committed = target.committed(group).get(replica)
+            found = target.topics.get(replica.topic)
+            if committed is None and found is not None:
+                resumes = found.partitions[replica.partition].end  # auto.offset.reset=latest
+            else:
+                resumes = committed if committed is not None else 0
+            if resumes > first:
+                how = "at" if committed is not None else "with no offset, latest:"
+                self.fail(
+                    "a moved group skips nothing",
+                    f"run {view.pointer_run}: {group} read {tp} on {flow.source} to {offset}; "
+                    f"on {flow.target} it resumes {how} {resumes}, past {replica} at {first} "
+                    f"(the copy of {record})",
+                )
 
     def _track_reconciles(self) -> None:
         """Which live processes are inside a reconcile pass now; one that was and is no longer

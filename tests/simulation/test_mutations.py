@@ -22,6 +22,7 @@ FOUND_BY = {
     "after-hooks-not-resumed": 32,
     "fence-the-planned-topics": 16,
     "lapsed-lease-floored": 101167,
+    "no-answer-without-a-verified-run": 202,
     "no-replicator-fence": 965,
     "pending-fences-whatever-the-pointer": 91,
     "registry-modes-by-the-step": 23,

@@ -7,9 +7,18 @@ flow gate (drkit.control.gate) and a SQLite state store migrated by drkit's own 
 What is simulated: the clusters (tests/fake_kafka.py: topics, offsets, groups, ACLs judged as
 Kafka's authorizer does), the schema registries (modes), the data path (a worker copies records
 one for one and keeps its progress in :class:`Replication`), and two steps that read records:
-``translate_offsets`` (the model knows each copy's offset: the translation is exact by
-construction) and failback's ``capture_divergent_tail`` (counted from the model).  Applications
-write to the cluster they believe is the primary, or - stale - to another one.
+``translate_offsets`` (drkit's own pieces over the model's offset-sync topic: each copy a run
+signed with the key its worker holds, read back as the failover reads it - verified with the
+key the store gives the step, the rest doubted - and translated by drkit.translation) and
+failback's ``capture_divergent_tail`` (counted from the model).  Applications write to the
+cluster they believe is the primary, or - stale - to another one.
+
+The flows' signing keys (drkit/store/flow_keys.py) live in the state store; each worker reads
+its flow's key once, when it starts, and keeps it (drkit's ``StoredKey``).  Those reads and the
+step's do not park (no scheduling point, no outage): points there would reshuffle every
+schedule the regression and mutation seeds name.  :meth:`SimWorld.lose_flow_keys` is the store
+restored from a backup, or migrated, without its ``flow_keys`` rows: what holds a key keeps it,
+the next reader creates a fresh one.
 """
 
 from __future__ import annotations
@@ -25,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from sqlalchemy import event
+from sqlalchemy import delete, event
 from sqlalchemy.orm import Session
 
 from drkit import clock as drkit_clock
@@ -52,11 +61,24 @@ from drkit.failover.model import (
 from drkit.failover.results import GroupTranslation, Translation
 from drkit.kafka.admin import TopicSpec
 from drkit.kafka.clients import ClusterEndpoint
-from drkit.records import TopicPartition
+from drkit.offsets.mapping_loader import doubt
+from drkit.records import Headers, TopicPartition
+from drkit.replication.offset_sync import OffsetRun, OffsetSync
+from drkit.replication.offset_sync_store import RunMaps
 from drkit.replication.progress import Progress
+from drkit.replication.run_map import RunTable
 from drkit.replication.topology import FlowTopology
 from drkit.schemas.catalogue import SchemaVersion
+from drkit.signing import Kind, Signer
 from drkit.store.db import StateStore
+from drkit.store.flow_keys import StoredKey, key_for
+from drkit.store.models import FlowKey
+from drkit.translation import (
+    CannotTranslate,
+    PartitionMapping,
+    TargetBounds,
+    translate_partition,
+)
 from tests.fake_kafka import FakeChannel, FakeCluster, FakeClusters
 from tests.simulation.scheduler import Sim
 
@@ -262,14 +284,22 @@ class Append:
     count: int
 
 
+Sync = tuple[bytes, bytes, Headers]
+
+
 @dataclass
 class Replication:
     """Per flow and source partition, the next source offset copied (the progress topic);
-    which workers are in each flow's group (their last round: the group coordinator's view)."""
+    which workers are in each flow's group (their last round: the group coordinator's view);
+    per flow, the offset-sync topic (one signed run per copy, in order); per flow and source
+    partition, where each copied source record's last copy lies on the target (the truth the
+    checker judges a group's new position by - never read by drkit)."""
 
     progress: dict[tuple[str, TopicPartition], int] = field(default_factory=dict)
     appends: list[Append] = field(default_factory=list)
     rounds: dict[tuple[str, str], float] = field(default_factory=dict)
+    syncs: dict[str, list[Sync]] = field(default_factory=dict)
+    copies: dict[tuple[str, TopicPartition], dict[int, int]] = field(default_factory=dict)
 
     def owner(self, flow: str, tp: TopicPartition, now: float) -> str | None:
         """The worker a partition is assigned to: the flow's members alive within the session
@@ -321,6 +351,12 @@ class SimWorld:
         self.store = SimStore(f"sqlite:///{path}", sim)
         self.reader = StateStore(f"sqlite:///{path}")  # the checker's: no points, no outages
         self.reader.now = sim.wall
+        self.keystore = StateStore(f"sqlite:///{path}")  # flow keys: no points, no outages
+        self.keystore.now = sim.wall
+        # Per run, what its translate step last read on the source: (flow, (group, partition)
+        # -> committed offset); nothing when the source did not answer (the model has no
+        # checkpoints).
+        self.translated: dict[int, tuple[str, dict[tuple[str, TopicPartition], int]]] = {}
         self.clusters = FakeClusters(*CLUSTERS, make=lambda alias: SimCluster(alias, sim))
         self.registries = {alias: SimRegistry(alias, sim) for alias in CLUSTERS}
         self.replication = Replication()
@@ -339,6 +375,7 @@ class SimWorld:
         """Let go of the schedule's store (its file goes with the template's directory)."""
         self.store.engine.dispose()
         self.reader.engine.dispose()
+        self.keystore.engine.dispose()
         Path(str(self.store.engine.url.database)).unlink(missing_ok=True)
 
     def cluster(self, alias: str) -> SimCluster:
@@ -378,6 +415,47 @@ class SimWorld:
 
     def progress_reader(self, topology: FlowTopology, _target: ClusterEndpoint) -> ProgressReading:
         return ModelProgress(self, topology)
+
+    # -- the flows' signing keys --------------------------------------------------------------
+
+    def lose_flow_keys(self) -> None:
+        """The state store restored from a backup, or migrated to a new database, without its
+        ``flow_keys`` rows (pointer, lease, runs and the rest kept): every process that holds
+        a key keeps it, the next one to ask creates a fresh key."""
+        with self.keystore.session() as session:
+            session.execute(delete(FlowKey))
+        self.sim.log("state store restored without its flow keys")
+
+    def offset_maps(self, topology: FlowTopology) -> dict[TopicPartition, PartitionMapping]:
+        """A flow's offset maps as a failover reads them (drkit.offsets.mapping_loader): every
+        sync of the flow received through drkit's RunMaps with the key the store gives now (a
+        fresh one if it lost the key), the ranges of those that fail verification doubted."""
+        flow = topology.name
+        signer = Signer(key_for(self.keystore, flow), Kind.OFFSET_SYNC, flow)
+        maps = RunMaps(signer)
+        for key, value, headers in self.replication.syncs.get(flow, ()):
+            maps.receive(key, value, headers)
+        progress = {
+            tp: end for (name, tp), end in self.replication.progress.items() if name == flow
+        }
+        out = {}
+        for source in maps.maps.keys() | progress.keys() | maps.claims.keys():
+            run_map = maps.maps.get(source)
+            targets = run_map.targets() if run_map is not None else frozenset()
+            split = len(targets) > 1
+            target = next(iter(targets)) if len(targets) == 1 else None
+            table = run_map.table() if run_map is not None and not split else ()
+            replicated_end = progress.get(source)
+            claims = maps.claims.get(source, ())
+            out[source] = PartitionMapping(
+                source=source,
+                target=target or topology.target_partition(source),
+                runs=table,
+                replicated_end=replicated_end,
+                split=split,
+                doubt=doubt(claims, RunTable.of(table), replicated_end) if claims else (),
+            )
+        return out
 
 
 class SimEngine(Engine):
@@ -430,34 +508,75 @@ class SimEngine(Engine):
 
 def _translate(world: SimWorld) -> Callable[[StepContext, float | None], StepOutcome]:
     """translate_offsets over the model: each group's committed source offset, on the source
-    when it answers (else none: nothing to move), never past what was copied."""
+    when it answers (else none: nothing to move - the model has no checkpoints), translated by
+    drkit.translation over the flow's offset maps as the store's key verifies them
+    (:meth:`SimWorld.offset_maps`); a partition it cannot translate is not moved (its
+    consumers start at ``auto.offset.reset`` on the target)."""
 
     def step(ctx: StepContext, _timeout: float | None) -> StepOutcome:
-        source = world.clusters[ctx.source]
+        source, target = world.clusters[ctx.source], world.clusters[ctx.target]
         topology = ctx.topology
         groups = []
         try:
             committed = {g: source.group_offsets(g).offsets for g in GROUPS}
         except KafkaError:
             committed = {}
+        maps = world.offset_maps(topology) if committed else {}
+        read: dict[tuple[str, TopicPartition], int] = {}
         for group, offsets in sorted(committed.items()):
             moves = []
             for tp, offset in sorted(offsets.items()):
                 if not topology.selects(tp.topic):
                     continue
-                copied = world.replication.progress.get((topology.name, tp), 0)
-                target = min(offset, copied)
-                replica = topology.target_topic(tp.topic)
-                move = PartitionMove(
-                    tp.topic, tp.partition, replica, tp.partition, offset, target, "exact", 0,
-                    offset - target,
-                )  # fmt: skip
-                moves.append(move)
+                read[(group, tp)] = offset
+                moves.append(_move(source, target, topology, tp, offset, maps.get(tp)))
             groups.append(GroupTranslation(group, "absent", False, tuple(moves)))
+        if committed:
+            world.translated[ctx.run.id] = (topology.name, read)
         translation = Translation(ctx.run.plan_head.translation_mode, tuple(groups), (), ())
         return StepOutcome.done(**translation.to_detail())
 
     return step
+
+
+def _move(
+    source: FakeCluster,
+    target: FakeCluster,
+    topology: FlowTopology,
+    tp: TopicPartition,
+    offset: int,
+    mapping: PartitionMapping | None,
+) -> PartitionMove:
+    """Where a group committed at ``offset`` on ``tp`` resumes (drkit.failover.plan's move of
+    one partition, over the model's facts)."""
+    replica = mapping.target if mapping is not None else topology.target_partition(tp)
+    found = target.topics.get(replica.topic)
+    bounds = None
+    if found is not None and replica.partition < len(found.partitions):
+        part = found.partitions[replica.partition]
+        bounds = TargetBounds(part.log_start, part.end)
+    if mapping is None or bounds is None:
+        # Nothing copied from ``tp`` yet (no offset map, no replica): drkit moves nothing and
+        # its consumers start on an empty replica partition - the same as the model's move to
+        # its start, kept so that the schedules the seeds of regressions.txt and
+        # test_mutations.py name stay what they were (a commit is a scheduling point).
+        copied = min(offset, mapping.replicated_end or 0) if mapping is not None else 0
+        return PartitionMove(
+            tp.topic, tp.partition, replica.topic, replica.partition, offset, copied, "exact", 0,
+            offset - copied,
+        )  # fmt: skip
+    origin = source.topics.get(tp.topic)
+    source_end = origin.partitions[tp.partition].end if origin is not None else None
+    result = translate_partition(tp, offset, mapping, bounds, source_end)
+    if isinstance(result, CannotTranslate):
+        return PartitionMove(
+            tp.topic, tp.partition, replica.topic, replica.partition, offset, None, "none",
+            None, None, result.reason,
+        )  # fmt: skip
+    return PartitionMove(
+        tp.topic, tp.partition, result.target.topic, result.target.partition, offset,
+        result.target_offset, result.method.value, result.expected_rereads, result.unreplicated,
+    )  # fmt: skip
 
 
 def _capture(world: SimWorld) -> Callable[[StepContext, float | None], StepOutcome]:
@@ -506,20 +625,23 @@ def worker(world: SimWorld, flow: FlowConfig, worker_id: str) -> None:
         channel=FakeChannel(world.clusters[flow.target], flow.name),
     )  # fmt: skip
     topology = FlowTopology.of(flow)
+    # The flow's key, read once and kept (what the store says now: a fresh key if it lost it).
+    signer = StoredKey(lambda: world.keystore, flow.name).signer(Kind.OFFSET_SYNC)
     while True:
         gate.poll_once()
         decision = gate.wanted()
         if decision.state is DesiredState.RUNNING:
             # A worker retries forever (drkit.replication.supervision).
             with contextlib.suppress(KafkaError, StateStoreError):
-                copy_some(world, topology, worker_id)
+                copy_some(world, topology, worker_id, signer)
         gate.acted(decision.epoch, decision.state)
         drkit_clock.sleep(WORKER_ROUND_S)
 
 
-def copy_some(world: SimWorld, topology: FlowTopology, worker_id: str) -> None:
+def copy_some(world: SimWorld, topology: FlowTopology, worker_id: str, signer: Signer) -> None:
     """One round of the data path: every selected source partition's new records (a few at
-    a time) appended to its replica as the replicator, then its progress moved."""
+    a time) appended to its replica as the replicator, their run written to the offset-sync
+    topic (signed with the worker's key), then its progress moved."""
     source, target = world.clusters[topology.source], world.clusters[topology.target]
     world.replication.rounds[(topology.name, worker_id)] = world.sim.now
     selected = {
@@ -540,9 +662,17 @@ def copy_some(world: SimWorld, topology: FlowTopology, worker_id: str) -> None:
             continue
         count = min(ends[tp] - done, 1 + world.sim.rng.randrange(4))
         target._answer("produce")
-        target.append(replica, tp.partition, count, principal=REPLICATOR)
+        dst = target.append(replica, tp.partition, count, principal=REPLICATOR) - count
         world.replication.appends.append(
             Append(world.sim.now, topology.name, worker_id, topology.target, replica, count)
         )
+        sync = OffsetSync(tp, TopicPartition(replica, tp.partition), OffsetRun(done, dst, count))
+        record = sync.key(), sync.value()
+        world.replication.syncs.setdefault(topology.name, []).append(
+            (*record, (signer.header(*record),))
+        )
         key = (topology.name, tp)
+        copies = world.replication.copies.setdefault(key, {})
+        for index in range(count):
+            copies[done + index] = dst + index
         world.replication.progress[key] = max(world.replication.progress.get(key, 0), done + count)
