@@ -83,6 +83,16 @@ gaps, restarts, truncation and trimming):
    (``delete.retention.ms`` after it, one day by default; a reader that read it before keeps
    the claim).  Only ACLs on the offset-sync topic close that (docs/security.md).
 
+10. Copies only rejected records place (drkit/signing.py): a record that fails verification
+   may be real - written under a key this store no longer has (a store restored without its
+   flow keys while workers kept signing with the old one).  Verified runs alone assume the
+   copies lie in source order, and a re-replication under the new key after the old copies
+   breaks that: a group would resume past records whose only copies the rejected runs hold.
+   So ``T`` is also at most the lowest target position a rejected run gives a source record
+   at or after ``S`` (:class:`ClaimedCopies`; flagged ``UNVERIFIED``, the method ``MAPPED``):
+   a forged claim can only cause re-reads.  Past :data:`CLAIMED_LIMIT` claims on a partition
+   every offset a claim reaches resumes at the target log start.
+
 The runs are kept as a :class:`~drkit.replication.run_map.RunTable` (compact columns, indexes
 computed once per snapshot): one translation is a binary search plus, for re-reads, a walk over
 the runs a crash re-replication left behind - independent of how many runs the map holds.
@@ -214,6 +224,8 @@ class PartitionMapping:
     # Source ranges (start, end) unverified offset syncs claim and no verified run covers
     # (invariant 9): sorted, disjoint.
     doubt: tuple[tuple[int, int], ...] = ()
+    # Where rejected records say they copied source ranges: ``ClaimedCopies`` (invariant 10).
+    claimed: ClaimedCopies | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "runs", RunTable.of(self.runs))  # ValueError unless sorted
@@ -316,7 +328,75 @@ def translate(
             below = dsts[index] + table.length[index] if index >= 0 else bounds.start
             target_offset = min(target_offset, below)
             flags.add(Flag.UNVERIFIED)
+    if mapping.claimed is not None:
+        claimed = max(bounds.start, mapping.claimed.first_at_or_after(source_offset, bounds))
+        if claimed < target_offset:  # invariant 10: a copy only a rejected record places
+            target_offset, method = claimed, Method.MAPPED
+            flags.add(Flag.UNVERIFIED)
     return _finish(source_offset, mapping, target_offset, method, flags, bounds, source_end)
+
+
+# Claims kept per partition; past this many (a flood of forgeries) a translation answers from
+# the target log start wherever any claim reaches (re-reads, never a skip, bounded cost).
+CLAIMED_LIMIT = 4096
+
+
+@dataclass(frozen=True)
+class ClaimedCopies:
+    """Where rejected offset-sync records say they copied source ranges (invariant 10):
+    ``(src_start, src_end, dst_start)`` sorted by ``src_start``, with the suffix minimum of
+    ``dst_start`` and the prefix maximum of ``src_end`` for the query; ``overflow``: there
+    were more than :data:`CLAIMED_LIMIT` (only ``furthest`` is kept)."""
+
+    claims: tuple[tuple[int, int, int], ...]
+    suffix_min_dst: tuple[int, ...]
+    prefix_max_end: tuple[int, ...]
+    overflow: bool = False
+    furthest: int = 0  # the largest src_end of all claims
+
+    @staticmethod
+    def of(claims: Sequence[tuple[int, int, int]]) -> ClaimedCopies | None:
+        if not claims:
+            return None
+        furthest = max(end for _start, end, _dst in claims)
+        if len(claims) > CLAIMED_LIMIT:
+            return ClaimedCopies((), (), (), True, furthest)
+        ordered = tuple(sorted(claims))
+        suffix: list[int] = [0] * len(ordered)
+        low = UNBOUNDED
+        for i in range(len(ordered) - 1, -1, -1):
+            low = min(low, ordered[i][2])
+            suffix[i] = low
+        prefix: list[int] = []
+        high = -1
+        for _start, end, _dst in ordered:
+            high = max(high, end)
+            prefix.append(high)
+        return ClaimedCopies(ordered, tuple(suffix), tuple(prefix), False, furthest)
+
+    def first_at_or_after(self, source_offset: int, bounds: TargetBounds) -> int:
+        """The lowest target position a claim gives a source record at or after
+        ``source_offset`` (the claim's position of ``source_offset`` when it covers it);
+        ``bounds.end`` when no claim reaches that far."""
+        if self.furthest <= source_offset:
+            return bounds.end
+        if self.overflow:
+            return bounds.start
+        claims = self.claims
+        index = bisect_right(claims, (source_offset, UNBOUNDED, UNBOUNDED))
+        best = self.suffix_min_dst[index] if index < len(claims) else bounds.end
+        # Claims starting below the offset that reach past it: walked back until none before
+        # reaches that far (one step for a real history's disjoint runs).
+        j = index - 1
+        while j >= 0 and self.prefix_max_end[j] > source_offset:
+            start, end, dst = claims[j]
+            if end > source_offset:
+                best = min(best, dst + (source_offset - start))
+            j -= 1
+        return best
+
+
+UNBOUNDED = 2**63
 
 
 def _doubted(doubt: Sequence[tuple[int, int]], start: int, end: int | None) -> bool:
@@ -459,6 +539,7 @@ def stable_below(older: PartitionMapping, newer: PartitionMapping) -> int:
         older.target != newer.target
         or older.adopted is not newer.adopted
         or (older.doubt is not newer.doubt and older.doubt != newer.doubt)
+        or (older.claimed is not newer.claimed and older.claimed != newer.claimed)
         or newer.hashed
         or newer.split
         or older.hashed

@@ -21,7 +21,7 @@ from drkit.replication.progress import Progress, ProgressStore
 from drkit.replication.run_map import RunMap, RunTable
 from drkit.replication.topology import FlowTopology
 from drkit.signing import Kind, Signer
-from drkit.translation import Mm2Syncs, PartitionMapping
+from drkit.translation import ClaimedCopies, Mm2Syncs, PartitionMapping
 
 
 class MappingLoader:
@@ -93,7 +93,9 @@ class MappingLoader:
             if cached is not None and cached[0] == signature:
                 out[source] = cached[1]
                 continue
-            mapping = self._build(source, run_map, stored, mm2, claims)
+            mapping = self._build(
+                source, run_map, stored, mm2, claims, self._syncs.claimed_copies.get(source, ())
+            )
             self._cache[source] = (signature, mapping)
             out[source] = mapping
         return out
@@ -105,7 +107,10 @@ class MappingLoader:
         stored: Progress | None,
         adopted: Mm2Syncs | None,
         claims: Sequence[tuple[int, int]] = (),
+        copies: Sequence[tuple[int, int, int]] = (),
     ) -> PartitionMapping:
+        """``claims``: the source ranges rejected records may hide (``doubt``); ``copies``:
+        where rejected values say they copied them (translation, invariant 10)."""
         targets = run_map.targets() if run_map is not None else frozenset()
         split = len(targets) > 1
         target = next(iter(targets)) if len(targets) == 1 else self.target_of(source)
@@ -121,6 +126,7 @@ class MappingLoader:
             split=split,
             adopted=adopted,
             doubt=doubt(claims, RunTable.of(table), replicated_end) if claims else (),
+            claimed=ClaimedCopies.of(copies),
         )
 
     @property

@@ -44,6 +44,8 @@ class RunMaps:
         self.accepted = 0  # records that verified (with a signer)
         # Per source partition: (src_start, src_end) of every run a rejected record claimed.
         self.claims: dict[TopicPartition, list[tuple[int, int]]] = {}
+        # ... and where a rejected value says it copied them: (src_start, src_end, dst_start).
+        self.claimed_copies: dict[TopicPartition, list[tuple[int, int, int]]] = {}
         self.maps: dict[TopicPartition, RunMap] = {}
         # Encoded partition prefixes -> decoded partitions and maps: bytes hash once and are
         # compared by value, a dataclass hashes in Python on every lookup.
@@ -88,10 +90,12 @@ class RunMaps:
         # source offset, and the loader doubts from there to the next verified run.
         source_prefix, src_start, _dst_partition, _dst_start = decode_key(key)
         claimed = src_start
-        if value is not None:
-            _target, _dst, length = decode_value(value)
-            claimed += max(0, length)
         source = self._partition(source_prefix)
+        if value is not None:
+            _target, dst, length = decode_value(value)
+            claimed += max(0, length)
+            if length >= 1:
+                self.claimed_copies.setdefault(source, []).append((src_start, claimed, dst))
         self.claims.setdefault(source, []).append((src_start, claimed))
         return False
 

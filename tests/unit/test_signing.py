@@ -32,6 +32,7 @@ from drkit.store.db import StateStore
 from drkit.store.flow_keys import FlowKeys, control_keys, create_key, key_for, keys_of
 from drkit.store.models import FlowKey
 from drkit.translation import (
+    ClaimedCopies,
     Flag,
     Method,
     PartitionMapping,
@@ -568,3 +569,88 @@ def test_drkit_checkpoint_runs_its_worker_with_the_flow_keys(
     assert done.exception is None or isinstance(done.exception, SystemExit), done.output
     assert len(seen) == 1 and seen[0] is not None
     assert seen[0].secret == derive_key(_SECRET.encode(), FLOW)
+
+
+# -- invariant 10: copies only rejected records place --------------------------------------------
+
+
+def _loaded(maps: RunMaps, replicated_end: int) -> PartitionMapping:
+    """What the mapping loader builds from ``maps`` (doubt and claimed copies included)."""
+    run_map = maps.maps.get(SOURCE)
+    table = run_map.table() if run_map is not None else RunTable.of(())
+    return PartitionMapping(
+        SOURCE, TARGET, table, replicated_end,
+        doubt=doubt(maps.claims.get(SOURCE, ()), table, replicated_end),
+        claimed=ClaimedCopies.of(maps.claimed_copies.get(SOURCE, ())),
+    )  # fmt: skip
+
+
+def test_a_re_replication_under_a_new_key_never_hides_the_old_keys_copies() -> None:
+    """A store restored without its flow keys: 0..9 were copied at 0..9 under the old key,
+    then a restarted worker re-copied 3..5 at 10..12 under the new one.  Records 6..9 have
+    only their old copies; verified runs alone would send a group at 6 (or at 4) past them."""
+    maps = RunMaps(Signer(OTHER, Kind.OFFSET_SYNC, FLOW))  # the new key
+    old = OffsetSync(SOURCE, TARGET, OffsetRun(0, 0, 10))
+    new = OffsetSync(SOURCE, TARGET, OffsetRun(3, 10, 3))
+    old_mac = Signer(KEY, Kind.OFFSET_SYNC, FLOW).header(old.key(), old.value())
+    maps.receive(old.key(), old.value(), (old_mac,))
+    new_mac = Signer(OTHER, Kind.OFFSET_SYNC, FLOW).header(new.key(), new.value())
+    maps.receive(new.key(), new.value(), (new_mac,))
+    assert (maps.rejected, maps.accepted) == (1, 1)
+    mapping = _loaded(maps, 10)
+    bounds = TargetBounds(0, 13)
+    for offset, most in ((0, 0), (4, 4), (6, 6), (9, 9), (10, 13)):
+        result = translate(offset, mapping, bounds)
+        assert isinstance(result, Translated), result
+        assert result.target_offset <= most, (offset, result)
+    at_six = translate(6, mapping, bounds)
+    assert isinstance(at_six, Translated) and Flag.UNVERIFIED in at_six.flags
+    # Without the claims (the rule before invariant 10) 6 resumed at 13: 6..9 skipped.
+    blind = PartitionMapping(SOURCE, TARGET, mapping.table, 10, doubt=mapping.doubt)
+    skipped = translate(6, blind, bounds)
+    assert isinstance(skipped, Translated) and skipped.target_offset == 13
+
+
+@st.composite
+def _histories(draw: st.DrawFn) -> tuple[list[OffsetRun], list[bool]]:
+    """Copy rounds appended to the target, each from any earlier source offset (a restart
+    re-replicates), and which of them verify (the key changed in between, or forged)."""
+    runs: list[OffsetRun] = []
+    dst = 0
+    done = 0
+    for _ in range(draw(st.integers(1, 6))):
+        start = draw(st.integers(0, done))
+        length = draw(st.integers(1, 8))
+        runs.append(OffsetRun(start, dst, length))
+        dst += length
+        done = max(done, start + length)
+    verified = draw(st.lists(st.booleans(), min_size=len(runs), max_size=len(runs)))
+    return runs, verified
+
+
+@settings(max_examples=400, deadline=None)
+@given(_histories())
+def test_rejected_runs_never_let_a_translation_skip_a_copy_they_hold(
+    history: tuple[list[OffsetRun], list[bool]],
+) -> None:
+    """Invariant 10 over random histories with re-replication: whichever runs verify, every
+    source record at or after S has a copy at or after T (its last copy in the target log)."""
+    runs, verified = history
+    signer, other = Signer(KEY, Kind.OFFSET_SYNC, FLOW), Signer(OTHER, Kind.OFFSET_SYNC, FLOW)
+    maps = RunMaps(signer)
+    for run, ok in zip(runs, verified, strict=True):
+        sync = OffsetSync(SOURCE, TARGET, run)
+        mac = (signer if ok else other).header(sync.key(), sync.value())
+        maps.receive(sync.key(), sync.value(), (mac,))
+    end = max(run.src_end for run in runs)
+    mapping = _loaded(maps, end)
+    bounds = TargetBounds(0, runs[-1].dst_end)
+    last: dict[int, int] = {}
+    for run in runs:
+        for i in range(run.length):
+            last[run.src_start + i] = run.dst_start + i  # later rounds are later in the log
+    for offset in range(end + 1):
+        result = translate(offset, mapping, bounds)
+        assert isinstance(result, Translated), (offset, result)
+        skipped = [o for o, at in last.items() if o >= offset and at < result.target_offset]
+        assert not skipped, (offset, result, skipped)
