@@ -213,18 +213,37 @@ def _wider_than_needed(
     acls: Iterable[AclEntry],
 ) -> list[DoctorFinding]:
     """ALTER on the cluster held by a role that does not need it (issue: a monitor or engine
-    that could rewrite every ACL and SCRAM credential); the fencer's own principal excepted."""
+    that could rewrite every ACL and SCRAM credential); the fencer's own principal excepted.
+    And WRITE on drkit's own topics held by a role that does not write them (security review
+    6, L5: an engine or monitor granted every ``drkit-`` topic could forge progress) - unless
+    the same principal does another role that writes them here."""
+    acls = tuple(acls)
+    out: list[DoctorFinding] = []
     alter = Need(Resource.cluster(), Operation.ALTER, "")
-    if any(n.resource == alter.resource and n.operation is alter.operation for n in needs):
-        return []
-    if principal == config.clusters[alias].principal(Role.FENCER):
-        return []  # one principal doing both: the fencer's grant
-    if not authorized(principal, alter, acls):
-        return []
-    detail = (f"{principal} holds ALTER on the cluster, which the {role} does not need: it "
-              "may rewrite every ACL and SCRAM credential; only the fencer needs it "
-              f"('drkit acls --role fencer --cluster {alias}')")  # fmt: skip
-    return [DoctorFinding(Status.WARN, alias, f"{role} ACLs", detail)]
+    needed = any(n.resource == alter.resource and n.operation is alter.operation for n in needs)
+    fencer = principal == config.clusters[alias].principal(Role.FENCER)
+    if not needed and not fencer and authorized(principal, alter, acls):
+        detail = (f"{principal} holds ALTER on the cluster, which the {role} does not need: it "
+                  "may rewrite every ACL and SCRAM credential; only the fencer needs it "
+                  f"('drkit acls --role fencer --cluster {alias}')")  # fmt: skip
+        out.append(DoctorFinding(Status.WARN, alias, f"{role} ACLs", detail))
+    cluster = config.clusters[alias]
+    same = [r for r in DRKIT_ROLES if r is role or cluster.principal(r) == principal]
+    # What the grants it needs allow already (a replica prefix may cover a bookkeeping name).
+    needed_acls = [n.entry(principal) for r in same for n in role_needs(r, alias, config).needs]
+    needed_acls += [n.entry(principal) for n in needs]
+    extra = []
+    for topic in own_topics(config, alias):
+        write = Need(Resource(ResourceType.TOPIC, topic), Operation.WRITE, "")
+        if authorized(principal, write, acls) and not authorized(principal, write, needed_acls):
+            extra.append(topic)
+    if extra:
+        detail = (f"{principal} may write {', '.join(extra)}, which the {role} does not need: "
+                  "it could forge progress records and checkpoints; 'drkit acls --role "
+                  f"{role} --cluster {alias}' lists what it needs - remove the wider "
+                  "grant")  # fmt: skip
+        out.append(DoctorFinding(Status.WARN, alias, f"{role} ACLs", detail))
+    return out
 
 
 def standby_findings(

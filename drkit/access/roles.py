@@ -295,7 +295,13 @@ def _engine(config: DrkitConfig, cluster: str) -> Iterator[Need | str]:
     yield from _needs([Resource.cluster()], [Operation.DESCRIBE], why)
     why = "reads the brokers' super.users and limits"
     yield from _needs([Resource.cluster()], [Operation.DESCRIBE_CONFIGS], why)
-    yield from _needs([_own(ResourceType.TOPIC)], _OWN_TOPIC, "flow directives and acks")
+    # Of drkit's own topics it writes only the control topics (directives); the rest - acks,
+    # offset syncs, progress, adopted ranges, checkpoints - it reads (security review 6, L5).
+    why = "reads workers' acks and translates with offset syncs, progress and adopted ranges"
+    yield from _needs([_own(ResourceType.TOPIC)], _READ, why)
+    controls = [_topic(internal_topics.control_topic(flow.source))
+                for flow in config.flows if flow.target == cluster]  # fmt: skip
+    yield from _needs(controls, _OWN_TOPIC, "publishes flow directives (the control topic)")
     yield from _needs([_own(ResourceType.GROUP)], _READ, "drkit's readers' group ids")
     why = "fences drkit's transactional ids before a move"
     ids = _own(ResourceType.TRANSACTIONAL_ID)

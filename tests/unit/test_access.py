@@ -603,3 +603,50 @@ def test_the_doctor_warns_about_weakened_security_settings_of_the_clusters_it_ch
     both = setting_findings(config, ["dc1", "dc2"])
     assert {f.cluster for f in both} == {"dc1", "dc2"}
     assert not any("pw-7f3a-distinct" in f.detail for f in both)  # never the secret itself
+
+
+def test_the_engine_and_the_monitor_write_only_the_control_topics_of_drkits_own() -> None:
+    """Security review 6, L5: both could write every ``drkit-`` topic - the monitor's
+    principal could forge the unsigned progress records. They publish directives on the
+    control topic and only read the rest (acks, offset syncs, progress, adopted ranges)."""
+    config = _config(topics={"include": ["orders.*"]})
+    control = _topic("drkit-control.dc1.internal")
+    own = _topic("drkit-", True)
+    for role in (Role.ENGINE, Role.MONITOR):
+        target = role_needs(role, "dc2", config).needs
+        written = {n.resource for n in target if n.resource.type is TOPIC
+                   and n.operation in (Operation.WRITE, Operation.CREATE)}  # fmt: skip
+        assert written - {_topic("__drkit_canary")} == {control}, (role, written)
+        assert _has(target, own, Operation.READ)  # the acks, and translation's topics
+        source = role_needs(role, "dc1", config).needs
+        assert not any(n.operation is Operation.WRITE and n.resource.type is TOPIC
+                       and n.resource.name.startswith("drkit-") for n in source), role  # fmt: skip
+
+
+def test_the_doctor_warns_an_engine_or_monitor_that_may_write_drkits_bookkeeping() -> None:
+    config = _secured(_config())
+    acls: set[AclEntry] = set()
+    for role in Role:
+        acls |= _granted(config, "dc2", role, f"User:{role}")
+    facts = ClusterFacts("dc2", brokers=1, authorizer=True, acls=frozenset(acls),
+                         super_users=frozenset())  # fmt: skip
+    assert not [f for f in cluster_findings(config, facts) if f.status is Status.WARN]
+    # The old grant (an upgraded install): WRITE on every drkit- topic.
+    acls.add(_allow("User:monitor", _topic("drkit-", True), Operation.WRITE))
+    facts = ClusterFacts("dc2", brokers=1, authorizer=True, acls=frozenset(acls),
+                         super_users=frozenset())  # fmt: skip
+    warned = [f for f in cluster_findings(config, facts) if f.status is Status.WARN]
+    assert [f.check for f in warned] == ["monitor ACLs"], [f.line() for f in warned]
+    assert "User:monitor may write drkit-adopted.dc1.internal, " in warned[0].detail
+    assert "drkit-progress.dc1.internal" in warned[0].detail
+    assert "which the monitor does not need" in warned[0].detail
+    # One principal for every role: the replicator's grant, not wider than needed.
+    shared = config.model_copy(update={"clusters": {
+        alias: c.model_copy(update={"principals": dict.fromkeys(Role, "User:drkit")})
+        for alias, c in config.clusters.items()}})  # fmt: skip
+    acls = set()
+    for role in Role:
+        acls |= _granted(shared, "dc2", role, "User:drkit")
+    facts = ClusterFacts("dc2", brokers=1, authorizer=True, acls=frozenset(acls),
+                         super_users=frozenset())  # fmt: skip
+    assert not [f for f in cluster_findings(shared, facts) if f.status is Status.WARN]
