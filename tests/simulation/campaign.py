@@ -10,7 +10,10 @@ comes back, the monitor's maintenance finishes what is left, and the end state i
 
 Beside them, on a random stream of its own (so a schedule's other choices stay what they
 were), the state store now and then loses its flow keys (restored from a backup or migrated
-without them: :meth:`SimWorld.lose_flow_keys`) - in about one schedule in ten.
+without them: :meth:`SimWorld.lose_flow_keys`) - in about one schedule in ten.  About one
+schedule in four (:func:`has_secret`, from the seed alone) runs with ``signing.secret`` in its
+config: the flows' offset-sync keys are derived from it, and the store losing its keys loses
+none - there it happens four times as often (it changes nothing else in such a schedule).
 """
 
 from __future__ import annotations
@@ -54,6 +57,16 @@ QUIET_BUGGIFY = 2  # the quiet phase's runs finish too (a move is slow beside th
 _STEP_EDGES = frozenset({"runs.py:step_finished", "runs.py:record_detail", "engine.py:_run_hooks"})
 QUIET_EVENTS = 20_000  # the quiet phase ends in simulated time long before this
 KEYS_LOST_RATE = 0.0004  # per event before the quiet phase: about one schedule in ten
+SECRET_SHARE = 0.25  # of the schedules, those with signing.secret configured
+SECRET_KEYS_LOST = 4  # ... where the store loses its keys this many times as often
+
+
+def has_secret(seed: int) -> bool:
+    """Whether the schedule of ``seed`` runs with ``signing.secret`` configured: a stream of
+    its own (the schedule's other choices stay what they were), spread over the test shards;
+    its offset picked so that no seed of regressions.txt or test_mutations.py has one (their
+    schedules stay what they were - 202's needs the store's own keys)."""
+    return random.Random(seed * 15485863 + 50).random() < SECRET_SHARE
 
 
 @dataclass(frozen=True)
@@ -91,7 +104,7 @@ def run_schedule(
     topics each cluster lets applications write (slower; for replays)."""
     started = time.monotonic()
     sim = Sim(seed)
-    world = SimWorld(sim, template)
+    world = SimWorld(sim, template, secret=has_secret(seed))
     checker = Checker(world, journal=journal)
     driver = Driver(sim, world, checker, profile or Profile())
     driver.buggify_rng.seed(seed * 7919 + 1)
@@ -162,7 +175,8 @@ class Driver:
     def event(self) -> None:
         self.events += 1
         self._background()
-        if not self.quiet and self.keys_rng.random() < KEYS_LOST_RATE:
+        lost_rate = KEYS_LOST_RATE * (SECRET_KEYS_LOST if self.world.secret else 1)
+        if not self.quiet and self.keys_rng.random() < lost_rate:
             self.world.lose_flow_keys()
         roll = self.rng.random()
         if self._busy():

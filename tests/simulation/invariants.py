@@ -18,6 +18,10 @@ never from what drkit believes about itself.
   before the last copy of every copied record it had not read (at or past its offset on the
   source now): at its committed offset there, or - none committed - at the replica's end
   (``auto.offset.reset=latest``).
+* **a signing secret keeps the keys** - with ``signing.secret`` configured, every offset sync
+  a move's translation reads verifies (none rejected), even after the state store lost its flow
+  keys (restored or migrated without them): the workers and the failover derive the same key.
+  Without a secret this does not hold - the store's fresh key rejects every sync signed before.
 * **the audit trail agrees** - outside a reconcile pass (and once one completed after a
   process died inside one), every fence ACL on a cluster has a row and every APPLIED row its
   ACL.
@@ -78,6 +82,7 @@ class Checker:
     violations: list[Violation] = field(default_factory=list)
     returned_at: dict[str, float] = field(default_factory=dict)
     appends_seen: int = 0
+    sync_reads_seen: int = 0
     last_epoch: int = 0
     resumed_epoch: int = 0
     committed_max: dict[tuple[str, str, TopicPartition], int] = field(default_factory=dict)
@@ -156,6 +161,7 @@ class Checker:
         self._no_zombie_write(view)
         self._groups(view)
         self._moved_groups(view)
+        self._syncs_verify()
         self._audit(view)
 
     def fail(self, invariant: str, detail: str) -> None:
@@ -321,6 +327,19 @@ class Checker:
                     f"on {flow.target} it resumes {how} {resumes}, past {replica} at {first} "
                     f"(the copy of {record})",
                 )
+
+    def _syncs_verify(self) -> None:
+        reads = self.world.sync_reads
+        if self.world.secret:
+            for run, flow, rejected, lost in reads[self.sync_reads_seen :]:
+                if rejected:
+                    after = f", after the store lost its flow keys {lost}x" if lost else ""
+                    self.fail(
+                        "a signing secret keeps the keys",
+                        f"run {run}: {rejected} offset syncs of {flow} failed verification "
+                        f"with signing.secret configured{after}",
+                    )
+        self.sync_reads_seen = len(reads)
 
     def _track_reconciles(self) -> None:
         """Which live processes are inside a reconcile pass now; one that was and is no longer

@@ -9,16 +9,22 @@ Kafka's authorizer does), the schema registries (modes), the data path (a worker
 one for one and keeps its progress in :class:`Replication`), and two steps that read records:
 ``translate_offsets`` (drkit's own pieces over the model's offset-sync topic: each copy a run
 signed with the key its worker holds, read back as the failover reads it - verified with the
-key the store gives the step, the rest doubted - and translated by drkit.translation) and
+key drkit's ``keys_of`` gives the step, the rest doubted - and translated by
+drkit.translation) and
 failback's ``capture_divergent_tail`` (counted from the model).  Applications write to the
 cluster they believe is the primary, or - stale - to another one.
 
-The flows' signing keys (drkit/store/flow_keys.py) live in the state store; each worker reads
-its flow's key once, when it starts, and keeps it (drkit's ``StoredKey``).  Those reads and the
-step's do not park (no scheduling point, no outage): points there would reshuffle every
-schedule the regression and mutation seeds name.  :meth:`SimWorld.lose_flow_keys` is the store
-restored from a backup, or migrated, without its ``flow_keys`` rows: what holds a key keeps it,
-the next reader creates a fresh one.
+The flows' signing keys (drkit/store/flow_keys.py) are read as drkit reads them: a worker
+through the replicator's ``FlowKeys`` (each flow's key once, when it starts, then kept), the
+translate step through ``keys_of(config, store)``.  Without ``signing.secret`` they live in the
+state store; with it (a share of the schedules, :attr:`SimWorld.secret`) every key is derived
+from it and the store is never asked.  Those reads do not park (no scheduling point, no
+outage): points there would reshuffle every schedule the regression and mutation seeds name.
+:meth:`SimWorld.lose_flow_keys` is the store restored from a backup, or migrated, without its
+``flow_keys`` rows: what holds a key keeps it, the next reader creates a fresh one - unless the
+keys are derived from the secret.  The control channel is the model's (unsigned, FakeChannel):
+drkit keys it by the store's own key whatever the config says (``control_keys``), which the
+model does not exercise.
 """
 
 from __future__ import annotations
@@ -59,6 +65,7 @@ from drkit.failover.model import (
     StepName,
 )
 from drkit.failover.results import GroupTranslation, Translation
+from drkit.failover.snapshot import sync_signer
 from drkit.kafka.admin import TopicSpec
 from drkit.kafka.clients import ClusterEndpoint
 from drkit.offsets.mapping_loader import doubt
@@ -71,10 +78,11 @@ from drkit.replication.topology import FlowTopology
 from drkit.schemas.catalogue import SchemaVersion
 from drkit.signing import Kind, Signer
 from drkit.store.db import StateStore
-from drkit.store.flow_keys import StoredKey, key_for
+from drkit.store.flow_keys import FlowKeys, keys_of
 from drkit.store.models import FlowKey
 from drkit.translation import (
     CannotTranslate,
+    ClaimedCopies,
     PartitionMapping,
     TargetBounds,
     translate_partition,
@@ -122,6 +130,11 @@ failover:
     - {when: before, step: move_pointer, command: ["maybe-veto"]}
     - {when: after, step: move_pointer, command: ["publish-pointer"]}
 """
+
+
+def signing_secret(seed: int) -> str:
+    """The ``signing.secret`` of a schedule that has one: its own, from its seed (64 hex)."""
+    return zlib.crc32(b"drkit-sim-secret %d" % seed).to_bytes(4, "big").hex() * 8
 
 
 # -- the store --------------------------------------------------------------------------------
@@ -338,8 +351,11 @@ class ModelProgress:
 class SimWorld:
     """Everything one schedule runs against; built fresh per seed."""
 
-    def __init__(self, sim: Sim, template: Template) -> None:
+    def __init__(self, sim: Sim, template: Template, secret: bool = False) -> None:
+        """``secret``: ``signing.secret`` is configured (the flows' offset-sync keys are
+        derived from it, none kept in the store)."""
         self.sim = sim
+        self.secret = secret
         path = template.copy(f"s{sim.seed}")
         runbooks = path.parent / "runbooks"
         if not runbooks.exists():
@@ -347,6 +363,8 @@ class SimWorld:
         document = yaml.safe_load(CONFIG)
         document["failover"]["runbooks_dir"] = str(runbooks)
         document["state_store"] = {"url": f"sqlite:///{path}"}
+        if secret:
+            document["signing"] = {"secret": signing_secret(sim.seed)}
         self.config: DrkitConfig = load_config_text(yaml.safe_dump(document), env={})
         self.store = SimStore(f"sqlite:///{path}", sim)
         self.reader = StateStore(f"sqlite:///{path}")  # the checker's: no points, no outages
@@ -357,6 +375,10 @@ class SimWorld:
         # -> committed offset); nothing when the source did not answer (the model has no
         # checkpoints).
         self.translated: dict[int, tuple[str, dict[tuple[str, TopicPartition], int]]] = {}
+        # Every read of a flow's offset syncs by a translate step: (run, flow, how many failed
+        # verification, how many times the store had lost its flow keys by then).
+        self.sync_reads: list[tuple[int, str, int, int]] = []
+        self.keys_lost = 0  # how many times the store lost its flow keys
         self.clusters = FakeClusters(*CLUSTERS, make=lambda alias: SimCluster(alias, sim))
         self.registries = {alias: SimRegistry(alias, sim) for alias in CLUSTERS}
         self.replication = Replication()
@@ -424,14 +446,24 @@ class SimWorld:
         a key keeps it, the next one to ask creates a fresh key."""
         with self.keystore.session() as session:
             session.execute(delete(FlowKey))
+        self.keys_lost += 1
         self.sim.log("state store restored without its flow keys")
 
-    def offset_maps(self, topology: FlowTopology) -> dict[TopicPartition, PartitionMapping]:
-        """A flow's offset maps as a failover reads them (drkit.offsets.mapping_loader): every
-        sync of the flow received through drkit's RunMaps with the key the store gives now (a
-        fresh one if it lost the key), the ranges of those that fail verification doubted."""
+    def flow_keys(self) -> FlowKeys:
+        """A replication process's flow keys (drkit.replication.service): derived from the
+        configured secret, else each read from the store once and kept."""
+        return _SimFlowKeys(self)
+
+    def offset_maps(
+        self, topology: FlowTopology
+    ) -> tuple[dict[TopicPartition, PartitionMapping], int]:
+        """A flow's offset maps as a failover reads them (drkit.offsets.mapping_loader), and how
+        many syncs failed verification: every sync of the flow received through drkit's RunMaps
+        with the key ``keys_of(config, store)`` gives now (derived from the secret; else the
+        store's - a fresh one if it lost the key), the ranges of those that fail verification
+        doubted and where they say they copied them kept (invariants 9 and 10)."""
         flow = topology.name
-        signer = Signer(key_for(self.keystore, flow), Kind.OFFSET_SYNC, flow)
+        signer = sync_signer(keys_of(self.config, self.keystore), flow)
         maps = RunMaps(signer)
         for key, value, headers in self.replication.syncs.get(flow, ()):
             maps.receive(key, value, headers)
@@ -454,8 +486,21 @@ class SimWorld:
                 replicated_end=replicated_end,
                 split=split,
                 doubt=doubt(claims, RunTable.of(table), replicated_end) if claims else (),
+                claimed=ClaimedCopies.of(maps.claimed_copies.get(source, ())),
             )
-        return out
+        return out, maps.rejected
+
+
+class _SimFlowKeys(FlowKeys):
+    """drkit's FlowKeys over the world's key store (no points, no outages; never migrated
+    again): the replicator's way to each flow's key."""
+
+    def __init__(self, world: SimWorld) -> None:
+        super().__init__(str(world.keystore.engine.url), world.config.signing.secret_bytes)
+        self._world = world
+
+    def _open(self) -> StateStore:
+        return self._world.keystore
 
 
 class SimEngine(Engine):
@@ -521,7 +566,10 @@ def _translate(world: SimWorld) -> Callable[[StepContext, float | None], StepOut
             committed = {g: source.group_offsets(g).offsets for g in GROUPS}
         except KafkaError:
             committed = {}
-        maps = world.offset_maps(topology) if committed else {}
+        maps: dict[TopicPartition, PartitionMapping] = {}
+        if committed:
+            maps, rejected = world.offset_maps(topology)
+            world.sync_reads.append((ctx.run.id, topology.name, rejected, world.keys_lost))
         read: dict[tuple[str, TopicPartition], int] = {}
         for group, offsets in sorted(committed.items()):
             moves = []
@@ -625,8 +673,9 @@ def worker(world: SimWorld, flow: FlowConfig, worker_id: str) -> None:
         channel=FakeChannel(world.clusters[flow.target], flow.name),
     )  # fmt: skip
     topology = FlowTopology.of(flow)
-    # The flow's key, read once and kept (what the store says now: a fresh key if it lost it).
-    signer = StoredKey(lambda: world.keystore, flow.name).signer(Kind.OFFSET_SYNC)
+    # The flow's key, read once and kept (derived from the secret; else what the store says
+    # now: a fresh key if it lost it).
+    signer = world.flow_keys().signer(flow.name, Kind.OFFSET_SYNC)
     while True:
         gate.poll_once()
         decision = gate.wanted()
