@@ -201,6 +201,20 @@ def _no_answer_without_a_verified_run(setattr: SetAttr) -> None:
     setattr(translation, "translate", translate)
 
 
+def _replicator_without_the_secret(setattr: SetAttr) -> None:
+    """signing.secret (e33cee1) reverted in the replicator alone: its flow keys (FlowKeys,
+    StoredKey) are the store's whatever the config says, while the failover derives each key
+    from the secret (``keys_of``) - it rejects every offset sync the workers signed."""
+    from drkit.store import flow_keys
+
+    original = flow_keys.StoredKey.__init__
+
+    def init(self: Any, store_of: Any, flow: str, secret: bytes | None = None) -> None:
+        original(self, store_of, flow, None)
+
+    setattr(flow_keys.StoredKey, "__init__", init)
+
+
 MUTATIONS = {
     m.name: m
     for m in (
@@ -218,6 +232,8 @@ MUTATIONS = {
                  _lapsed_lease_floored),
         Mutation("no-answer-without-a-verified-run", "74f55c9", "a moved group skips nothing",
                  _no_answer_without_a_verified_run),
+        Mutation("replicator-without-the-secret", "e33cee1", "a signing secret keeps the keys",
+                 _replicator_without_the_secret),
     )
 }  # fmt: skip
 

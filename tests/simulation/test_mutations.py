@@ -26,6 +26,7 @@ FOUND_BY = {
     "no-replicator-fence": 965,
     "pending-fences-whatever-the-pointer": 91,
     "registry-modes-by-the-step": 23,
+    "replicator-without-the-secret": 29,
     "rollback-leaves-target-open": 54,
 }
 
