@@ -19,13 +19,16 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import selectors
 import shutil
 import signal
 import subprocess
+import threading
+import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import IO, Any, Literal, Protocol
 
 from pydantic import SecretStr
 
@@ -106,30 +109,84 @@ def hook_start_problem(hook: Hook) -> str | None:
 
 
 def run_hook(hook: Hook, context: dict[str, Any]) -> HookOutcome:
-    """Run one hook with ``context`` on stdin; never raises.  The hook runs in a process
-    group of its own: at its timeout the whole group is killed - a shell's children too,
-    which would otherwise hold its output open and keep the engine waiting past the timeout."""
-    document = json.dumps({"schema": HOOK_SCHEMA, **context}, default=str)
+    """Run one hook with ``context`` on stdin; never raises.
+
+    A hook is its process, run in a process group of its own.  It has *finished* when that
+    process exits (its exit code counts); whatever it left in its group then has
+    :data:`_GRACE` seconds to close the output, after which drkit stops reading and kills the
+    group.  A process still running at ``timeout_s`` has *timed out*: its whole group is killed
+    and drkit reads what is left for at most :data:`_GRACE` seconds.  Either way a descendant
+    that left the group (``setsid``, ``daemon(3)``, ``ssh -f``) and holds the output open
+    keeps no one waiting past the timeout (security review 6, L1) - it is not killed: a daemon
+    a hook starts should close its stdout and stderr."""
+    document = json.dumps({"schema": HOOK_SCHEMA, **context}, default=str).encode()
     try:
         process = subprocess.Popen(
-            list(hook.command), env=hook_environment(hook), text=True,
+            list(hook.command), env=hook_environment(hook),
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
             start_new_session=True,
         )  # fmt: skip
     except OSError as err:
         return HookOutcome(hook.command, hook.when, hook.step, None, False, str(err))
     try:
-        output, _ = process.communicate(document, timeout=hook.timeout_s)
-    except subprocess.TimeoutExpired:
-        _kill_group(process)
-        output, _ = process.communicate()
-        kept = _scrubbed(output or "", hook)[-_KEEP:]
-        return HookOutcome(hook.command, hook.when, hook.step, None, True, kept)
+        raw, timed_out = _collect(process, document, time.monotonic() + hook.timeout_s)
     except BaseException:
         _kill_group(process)  # the engine is stopping (Ctrl-C): its hook goes with it
         raise
-    kept = _scrubbed(output or "", hook)[-_KEEP:]
-    return HookOutcome(hook.command, hook.when, hook.step, process.returncode, False, kept)
+    kept = _scrubbed(raw.decode(errors="replace"), hook)[-_KEEP:]
+    code = None if timed_out else process.returncode
+    return HookOutcome(hook.command, hook.when, hook.step, code, timed_out, kept)
+
+
+# How long drkit keeps reading a hook's output once its process has exited or been killed.
+_GRACE = 1.0
+
+
+def _collect(
+    process: subprocess.Popen[bytes], document: bytes, deadline: float
+) -> tuple[bytes, bool]:
+    """The hook's output and whether it timed out (see :func:`run_hook`)."""
+    assert process.stdin is not None and process.stdout is not None
+    writer = threading.Thread(target=_feed, args=(process.stdin, document), daemon=True)
+    writer.start()  # a hook that does not read its stdin must not block drkit
+    chunks: list[bytes] = []
+    timed_out = ended = eof = False
+    until = deadline
+    with selectors.DefaultSelector() as selector:
+        selector.register(process.stdout, selectors.EVENT_READ)
+        while not eof:
+            now = time.monotonic()
+            if not ended and process.poll() is not None:
+                ended, until = True, min(until, now + _GRACE)
+            elif not ended and now >= deadline:
+                _kill_group(process)
+                process.wait()
+                ended, timed_out, until = True, True, now + _GRACE
+            left = until - now
+            if left <= 0:
+                break
+            if selector.select(min(left, 0.1)):
+                data = os.read(process.stdout.fileno(), 65536)
+                chunks.append(data)
+                eof = not data
+    process.stdout.close()
+    if not eof:
+        _kill_group(process)  # what it left in its group holding the output
+    elif not ended:  # it closed its output and runs on
+        try:
+            process.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            _kill_group(process)
+            timed_out = True
+    process.wait()
+    return b"".join(chunks), timed_out
+
+
+def _feed(stdin: IO[bytes], document: bytes) -> None:
+    with contextlib.suppress(OSError):  # it exited, or closed its stdin, without reading it all
+        stdin.write(document)
+    with contextlib.suppress(OSError):
+        stdin.close()
 
 
 _MASK = "**********"
@@ -148,7 +205,7 @@ def _scrubbed(output: str, hook: Hook) -> str:
     return output
 
 
-def _kill_group(process: subprocess.Popen[str]) -> None:
+def _kill_group(process: subprocess.Popen[bytes]) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(process.pid, signal.SIGKILL)
     process.kill()
