@@ -204,8 +204,12 @@ def run_flows(config: DrkitConfig, options: ServiceOptions, stop: threading.Even
         def attempt() -> None:
             if stop.is_set():
                 return
-            # The key before anything is copied (a store away at start: retried like Kafka).
+            # The keys before anything is copied (a store away at start: retried like Kafka):
+            # the control channel's too - the gate follows it only while the store is away,
+            # and it is the store's own key (never derived), so it cannot be read then.
             signer = keys.signer(flow.name, Kind.OFFSET_SYNC) if keys is not None else None
+            if gate is not None and keys is not None:
+                keys.control(flow.name)()
             try:
                 FlowWorker(
                     flow,
