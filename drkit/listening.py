@@ -11,6 +11,7 @@ an unreadable certificate or key, or a key that is not the certificate's, is bad
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import socket
 import ssl
@@ -66,23 +67,53 @@ def _request_host(header: str) -> str:
     return header.rsplit(":", 1)[0] if header.count(":") == 1 else header
 
 
-class LoopbackHostOnly:
-    """For a listener on loopback: a request whose Host is not a loopback name is refused (421).
+def _is_address(name: str) -> bool:
+    try:
+        ipaddress.ip_address(name)
+    except ValueError:
+        return False
+    return True
 
-    A browser on this host can be made to send requests to 127.0.0.1 from any web page under a
-    name an attacker controls (DNS rebinding); the Host header still carries that name.
+
+# Beyond loopback, these paths answer any Host: scrapers and probes reach them by whatever name.
+_ANY_HOST_PATHS = frozenset({"/metrics", "/healthz"})
+
+
+class HostCheck:
+    """Refuses (421) a request whose Host names a host this listener is not (DNS rebinding).
+
+    A browser can be made to send requests to this server from any web page under a name an
+    attacker controls, resolved to this server's address; the Host header still carries that
+    name.  On loopback only loopback names are answered.  Beyond loopback, a Host that is an IP
+    address (no name to rebind), a loopback name, the listen address, this machine's name or
+    one of ``names`` (``drkit monitor --allow-host``) - and any Host on ``/metrics`` and
+    ``/healthz``, which scrapers and probes reach by whatever name they were given.
     """
 
-    def __init__(self, app: WsgiApp) -> None:
+    def __init__(self, app: WsgiApp, listen_host: str, names: Iterable[str] = ()) -> None:
         self.app = app
+        self.loopback = is_loopback(listen_host)
+        known = {listen_host, *names}
+        if not self.loopback:
+            with contextlib.suppress(OSError):
+                known |= {socket.gethostname(), socket.getfqdn()}
+        self.names = frozenset(name.lower().rstrip(".") for name in known if name)
+
+    def allows(self, name: str, path: str) -> bool:
+        if is_loopback(name):
+            return True
+        if self.loopback:
+            return False
+        return path in _ANY_HOST_PATHS or _is_address(name) or name in self.names
 
     def __call__(
         self, environ: dict[str, Any], start_response: Callable[..., Any]
     ) -> Iterable[bytes]:
-        name = _request_host(environ.get("HTTP_HOST", "")).lower()
-        if is_loopback(name):
+        name = _request_host(environ.get("HTTP_HOST", "")).lower().rstrip(".")
+        if self.allows(name, environ.get("PATH_INFO", "/")):
             return self.app(environ, start_response)
-        body = b"this server answers only requests for a loopback name\n"
+        which = "a loopback name" if self.loopback else "a name of this host (--allow-host)"
+        body = f"this server answers only requests for {which}\n".encode()
         start_response(
             "421 Misdirected Request",
             [("Content-Type", "text/plain"), ("Content-Length", str(len(body)))],
@@ -134,12 +165,19 @@ class Listener:
 
 
 def serve_wsgi(
-    app: WsgiApp, host: str, port: int, option: str, tls: TlsFiles | None = None
+    app: WsgiApp,
+    host: str,
+    port: int,
+    option: str,
+    tls: TlsFiles | None = None,
+    host_names: Iterable[str] | None = None,
 ) -> Listener:
     """Serve ``app`` on ``host``:``port``; a refused bind is ConfigError naming ``option``.
     ``host`` is bare (``::1``, not ``[::1]``). On a loopback address, only requests for a
-    loopback name are answered (:class:`LoopbackHostOnly`).  ``tls``: HTTPS only."""
-    served = LoopbackHostOnly(app) if is_loopback(host) else app
+    loopback name are answered; beyond loopback too, when ``host_names`` is given (the names
+    besides this host's own - :class:`HostCheck`).  ``tls``: HTTPS only."""
+    checked = is_loopback(host) or host_names is not None
+    served: WsgiApp = HostCheck(app, host, host_names or ()) if checked else app
     if tls is not None:
         return _serve_tls(served, host, port, option, tls)
     from waitress.server import create_server

@@ -110,6 +110,15 @@ def with_interval(config: DrkitConfig, interval: float | None) -> DrkitConfig:
 )
 @tls_options("--listen and --metrics-listen")
 @click.option(
+    "--allow-host",
+    "allow_hosts",
+    multiple=True,
+    metavar="NAME",
+    help="Also answer requests for this Host name on --listen (repeatable). Beyond loopback "
+    "the status page and the APIs answer only IP addresses, the listen address and this "
+    "machine's names (a web page's DNS rebinding is refused, 421); /metrics and /healthz any.",
+)
+@click.option(
     "--observer",
     default=None,
     type=IDENTITY,
@@ -133,6 +142,7 @@ def monitor(
     metrics_listen: str | None,
     tls_cert: str | None,
     tls_key: str | None,
+    allow_hosts: tuple[str, ...],
     observer: str | None,
     interval: float | None,
 ) -> None:
@@ -155,6 +165,11 @@ def monitor(
     if metrics_at is not None:
         _free("--metrics-listen", *metrics_at)
     api_token = _api_token(api_token_file)
+    if api_token is not None and tls is None and not is_loopback(host):
+        why = (f"a bearer token over plain HTTP on {listen} (beyond loopback) can be read on "
+               "the way: serve HTTPS with --tls-cert and --tls-key, or listen on loopback "
+               "behind a TLS proxy")  # fmt: skip
+        raise ConfigError([Problem("--api-token-file", why)])
     name = observer or socket.gethostname()
     if not is_vote(name):
         raise ConfigError(
@@ -220,7 +235,7 @@ def monitor(
         api_token,
         beyond_loopback=not is_loopback(host),
     )
-    servers = [serve(web, host, port, tls=tls)]
+    servers = [serve(web, host, port, tls=tls, host_names=allow_hosts)]
     if metrics_at is not None:
         scraped = StatusApp(picture, mon.liveness, metrics_only=True)
         servers.append(serve(scraped, *metrics_at, "--metrics-listen", tls=tls))

@@ -15,8 +15,10 @@ translate --offset`` prints (``drkit.offsets.translate/v1``) for applications th
 offsets outside Kafka: 400 naming a bad argument, 503 naming a cluster that does not answer.
 Each call reads the flow's mapping from the clusters, so it is bounded: at most
 ``MAX_TRANSLATE_OFFSETS`` offsets per call, ``MAX_TRANSLATIONS`` calls at once (503 and
-``Retry-After`` beyond); with an API token, only callers that send it (``Authorization: Bearer``,
-401 otherwise); and a monitor listening beyond loopback without a token does not serve it (403).
+``Retry-After`` beyond), an answer within ``TRANSLATE_DEADLINE_S`` (504 past it, the slot
+held until the translation ends); with an API token, only callers that send it
+(``Authorization: Bearer``, 401 otherwise); and a monitor listening beyond loopback without a
+token does not serve it (403).
 """
 
 from __future__ import annotations
@@ -89,6 +91,7 @@ class StatusApp:
         api_token: str | None = None,
         beyond_loopback: bool = False,
         metrics_only: bool = False,
+        translate_deadline_s: float | None = None,
     ) -> None:
         self.metrics_only = metrics_only  # --metrics-listen: /metrics and /healthz, nothing else
         self.status = status
@@ -98,6 +101,9 @@ class StatusApp:
         self.beyond_loopback = beyond_loopback
         self.metrics = make_wsgi_app()
         self._translations = threading.BoundedSemaphore(MAX_TRANSLATIONS)
+        self.translate_deadline_s = (
+            TRANSLATE_DEADLINE_S if translate_deadline_s is None else translate_deadline_s
+        )
 
     def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         path = environ.get("PATH_INFO", "/")
@@ -145,10 +151,28 @@ class StatusApp:
                 start_response, "503 Service Unavailable", "application/json",
                 json.dumps(document).encode(), (("Retry-After", "1"),),
             )  # fmt: skip
-        try:
-            status, document = self._translation(environ)
-        finally:
-            self._translations.release()
+        answer: list[tuple[str, dict[str, Any]]] = []
+        failure: list[BaseException] = []
+        done = threading.Event()
+
+        def work() -> None:
+            try:
+                answer.append(self._translation(environ))
+            except BaseException as err:  # raised again in the request's thread
+                failure.append(err)
+            finally:
+                self._translations.release()  # when it really ends, not at the deadline
+                done.set()
+
+        threading.Thread(target=work, name="translate", daemon=True).start()
+        if not done.wait(self.translate_deadline_s):
+            why = (f"no translation within {self.translate_deadline_s:g}s (the clusters answer "
+                   "slowly or not at all); retry later")  # fmt: skip
+            body = json.dumps({"error": why}).encode()
+            return self._send(start_response, "504 Gateway Timeout", "application/json", body)
+        if failure:
+            raise failure[0]
+        status, document = answer[0]
         body = json.dumps(document, default=str, indent=2).encode()
         return self._send(start_response, status, "application/json", body)
 
@@ -212,6 +236,8 @@ class StatusApp:
 READ_METHODS = ("GET", "HEAD")
 MAX_TRANSLATE_OFFSETS = 1_000
 MAX_TRANSLATIONS = 2  # at once: each reads the flow's offset syncs and progress
+# A call not answered by then gets 504; its translation keeps its slot until it ends.
+TRANSLATE_DEADLINE_S = 60.0
 # No sniffing a JSON answer into a page, no framing the status page into another site's.
 SECURITY_HEADERS = (
     ("X-Content-Type-Options", "nosniff"),
@@ -221,8 +247,14 @@ SECURITY_HEADERS = (
 
 
 def serve(
-    app: StatusApp, host: str, port: int, option: str = "--listen", tls: TlsFiles | None = None
+    app: StatusApp,
+    host: str,
+    port: int,
+    option: str = "--listen",
+    tls: TlsFiles | None = None,
+    host_names: tuple[str, ...] = (),
 ) -> Listener:
     """Start serving in a daemon thread (``drkit.listening.serve_wsgi``; a refused bind names
-    ``option``; ``tls``: HTTPS only)."""
-    return serve_wsgi(app, host, port, option, tls)
+    ``option``; ``tls``: HTTPS only).  The Host of each request is checked, beyond loopback
+    too: this host's names, IP addresses and ``host_names`` (``drkit.listening.HostCheck``)."""
+    return serve_wsgi(app, host, port, option, tls, host_names=host_names)
