@@ -89,9 +89,13 @@ gaps, restarts, truncation and trimming):
    copies lie in source order, and a re-replication under the new key after the old copies
    breaks that: a group would resume past records whose only copies the rejected runs hold.
    So ``T`` is also at most the lowest target position a rejected run gives a source record
-   at or after ``S`` (:class:`ClaimedCopies`; flagged ``UNVERIFIED``, the method ``MAPPED``):
-   a forged claim can only cause re-reads.  Past :data:`CLAIMED_LIMIT` claims on a partition
-   every offset a claim reaches resumes at the target log start.
+   at or after ``S`` (:class:`ClaimedCopies`; flagged ``UNVERIFIED``, the method ``MAPPED``)
+   - counting only what a rejected run may truly hold: source ranges no verified run covers
+   (the doubt), at target positions no verified copy occupies, not wholly below the log
+   start.  A forgery over a verified history so moves nothing; one that meets a doubted range
+   and a free target position (transaction markers, the log's end) can cause re-reads, never
+   a skip.  Past :data:`CLAIMED_LIMIT` such pieces on a partition every offset they reach
+   resumes at the target log start.
 
 The runs are kept as a :class:`~drkit.replication.run_map.RunTable` (compact columns, indexes
 computed once per snapshot): one translation is a binary search plus, for re-reads, a walk over
@@ -336,64 +340,93 @@ def translate(
     return _finish(source_offset, mapping, target_offset, method, flags, bounds, source_end)
 
 
-# Claims kept per partition; past this many (a flood of forgeries) a translation answers from
-# the target log start wherever any claim reaches (re-reads, never a skip, bounded cost).
+# Claims kept per partition; past this many (a flood) a translation answers from the target log
+# start wherever any claim reaches (re-reads, never a skip, bounded cost).
 CLAIMED_LIMIT = 4096
 
 
 @dataclass(frozen=True)
 class ClaimedCopies:
-    """Where rejected offset-sync records say they copied source ranges (invariant 10):
-    ``(src_start, src_end, dst_start)`` sorted by ``src_start``, with the suffix minimum of
-    ``dst_start`` and the prefix maximum of ``src_end`` for the query; ``overflow``: there
-    were more than :data:`CLAIMED_LIMIT` (only ``furthest`` is kept)."""
+    """Where rejected offset-sync records say they copied source ranges, as far as they may
+    be true (invariant 10): ``(src_start, src_end, dst_start)`` pieces, kept only
 
-    claims: tuple[tuple[int, int, int], ...]
-    suffix_min_dst: tuple[int, ...]
-    prefix_max_end: tuple[int, ...]
+    * over source ranges no verified run covers (``PartitionMapping.doubt``): where a
+      verified run speaks, a rejected record is not needed - a forgery over a verified
+      history moves nothing;
+    * at target positions no verified copy occupies: one target offset holds one record, so
+      a claim over a verified copy's position is false.
+
+    ``overflow``: more than :data:`CLAIMED_LIMIT` pieces (only ``furthest`` is kept)."""
+
+    pieces: tuple[tuple[int, int, int], ...]
     overflow: bool = False
-    furthest: int = 0  # the largest src_end of all claims
+    furthest: int = 0  # the largest src_end of all pieces
 
     @staticmethod
-    def of(claims: Sequence[tuple[int, int, int]]) -> ClaimedCopies | None:
-        if not claims:
+    def of(
+        claims: Sequence[tuple[int, int, int]],
+        table: RunTable,
+        doubt: Sequence[tuple[int, int]],
+    ) -> ClaimedCopies | None:
+        """The pieces of ``claims`` that may be true, given the verified runs (``table``) and
+        the doubted source ranges; None when none may."""
+        if not claims or not doubt:
             return None
-        furthest = max(end for _start, end, _dst in claims)
-        if len(claims) > CLAIMED_LIMIT:
-            return ClaimedCopies((), (), (), True, furthest)
-        ordered = tuple(sorted(claims))
-        suffix: list[int] = [0] * len(ordered)
-        low = UNBOUNDED
-        for i in range(len(ordered) - 1, -1, -1):
-            low = min(low, ordered[i][2])
-            suffix[i] = low
-        prefix: list[int] = []
-        high = -1
-        for _start, end, _dst in ordered:
-            high = max(high, end)
-            prefix.append(high)
-        return ClaimedCopies(ordered, tuple(suffix), tuple(prefix), False, furthest)
+        occupied = _merged((dst, dst + n) for dst, n in zip(table.dst, table.length, strict=True))
+        occupied_starts = [a for a, _b in occupied]
+        doubt_ends = [b for _a, b in doubt]
+        pieces: list[tuple[int, int, int]] = []
+        for src, end, dst in claims:
+            if _meets(occupied, occupied_starts, dst, dst + (end - src)):
+                continue  # claims a position a verified copy holds: false
+            first = bisect_right(doubt_ends, src)  # the first doubted range ending after src
+            for a, b in doubt[first:]:
+                if a >= end:
+                    break
+                lo, hi = max(a, src), min(b, end)
+                if lo < hi:
+                    pieces.append((lo, hi, dst + (lo - src)))
+        if not pieces:
+            return None
+        furthest = max(hi for _lo, hi, _dst in pieces)
+        if len(pieces) > CLAIMED_LIMIT:
+            return ClaimedCopies((), True, furthest)
+        return ClaimedCopies(tuple(sorted(pieces)), False, furthest)
 
     def first_at_or_after(self, source_offset: int, bounds: TargetBounds) -> int:
-        """The lowest target position a claim gives a source record at or after
-        ``source_offset`` (the claim's position of ``source_offset`` when it covers it);
-        ``bounds.end`` when no claim reaches that far."""
+        """The lowest target position a piece gives a source record at or after
+        ``source_offset`` (its position of ``source_offset`` when it covers it), ignoring
+        pieces whose copies lie wholly below the target log start (gone); ``bounds.end`` when
+        none reaches that far."""
         if self.furthest <= source_offset:
             return bounds.end
         if self.overflow:
             return bounds.start
-        claims = self.claims
-        index = bisect_right(claims, (source_offset, UNBOUNDED, UNBOUNDED))
-        best = self.suffix_min_dst[index] if index < len(claims) else bounds.end
-        # Claims starting below the offset that reach past it: walked back until none before
-        # reaches that far (one step for a real history's disjoint runs).
-        j = index - 1
-        while j >= 0 and self.prefix_max_end[j] > source_offset:
-            start, end, dst = claims[j]
-            if end > source_offset:
-                best = min(best, dst + (source_offset - start))
-            j -= 1
+        best = bounds.end
+        for lo, hi, dst in self.pieces:
+            if hi <= source_offset or dst + (hi - lo) <= bounds.start:
+                continue
+            best = min(best, dst + max(0, source_offset - lo))
         return best
+
+
+def _merged(ranges: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
+    out: list[tuple[int, int]] = []
+    for a, b in sorted(ranges):
+        if out and a <= out[-1][1]:
+            if b > out[-1][1]:
+                out[-1] = (out[-1][0], b)
+        else:
+            out.append((a, b))
+    return out
+
+
+def _meets(merged: Sequence[tuple[int, int]], starts: Sequence[int], a: int, b: int) -> bool:
+    """Whether ``[a, b)`` overlaps one of the sorted, disjoint ``merged`` ranges."""
+    index = bisect_right(starts, a) - 1
+    if index >= 0 and merged[index][1] > a:
+        return True
+    return index + 1 < len(merged) and merged[index + 1][0] < b
 
 
 UNBOUNDED = 2**63

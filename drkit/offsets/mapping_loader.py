@@ -117,6 +117,8 @@ class MappingLoader:
         # A split partition cannot be translated: its runs are not merged for nothing.
         table = run_map.table() if run_map is not None and not split else ()
         replicated_end = stored.next_offset if stored else None
+        runs = RunTable.of(table)
+        doubted = doubt(claims, runs, replicated_end) if claims else ()
         return PartitionMapping(
             source=source,
             target=target,
@@ -125,8 +127,8 @@ class MappingLoader:
             hashed=stored.hashed if stored else False,
             split=split,
             adopted=adopted,
-            doubt=doubt(claims, RunTable.of(table), replicated_end) if claims else (),
-            claimed=ClaimedCopies.of(copies),
+            doubt=doubted,
+            claimed=ClaimedCopies.of(copies, runs, doubted),
         )
 
     @property

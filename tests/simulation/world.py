@@ -479,14 +479,16 @@ class SimWorld:
             table = run_map.table() if run_map is not None and not split else ()
             replicated_end = progress.get(source)
             claims = maps.claims.get(source, ())
+            runs = RunTable.of(table)
+            doubted = doubt(claims, runs, replicated_end) if claims else ()
             out[source] = PartitionMapping(
                 source=source,
                 target=target or topology.target_partition(source),
-                runs=table,
+                runs=runs,
                 replicated_end=replicated_end,
                 split=split,
-                doubt=doubt(claims, RunTable.of(table), replicated_end) if claims else (),
-                claimed=ClaimedCopies.of(maps.claimed_copies.get(source, ())),
+                doubt=doubted,
+                claimed=ClaimedCopies.of(maps.claimed_copies.get(source, ()), runs, doubted),
             )
         return out, maps.rejected
 

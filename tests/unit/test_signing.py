@@ -577,11 +577,11 @@ def test_drkit_checkpoint_runs_its_worker_with_the_flow_keys(
 def _loaded(maps: RunMaps, replicated_end: int) -> PartitionMapping:
     """What the mapping loader builds from ``maps`` (doubt and claimed copies included)."""
     run_map = maps.maps.get(SOURCE)
-    table = run_map.table() if run_map is not None else RunTable.of(())
+    table = RunTable.of(run_map.table() if run_map is not None else ())
+    doubted = doubt(maps.claims.get(SOURCE, ()), table, replicated_end)
     return PartitionMapping(
-        SOURCE, TARGET, table, replicated_end,
-        doubt=doubt(maps.claims.get(SOURCE, ()), table, replicated_end),
-        claimed=ClaimedCopies.of(maps.claimed_copies.get(SOURCE, ())),
+        SOURCE, TARGET, table, replicated_end, doubt=doubted,
+        claimed=ClaimedCopies.of(maps.claimed_copies.get(SOURCE, ()), table, doubted),
     )  # fmt: skip
 
 
@@ -599,7 +599,7 @@ def test_a_re_replication_under_a_new_key_never_hides_the_old_keys_copies() -> N
     assert (maps.rejected, maps.accepted) == (1, 1)
     mapping = _loaded(maps, 10)
     bounds = TargetBounds(0, 13)
-    for offset, most in ((0, 0), (4, 4), (6, 6), (9, 9), (10, 13)):
+    for offset, most in ((0, 0), (4, 6), (6, 6), (9, 9), (10, 13)):
         result = translate(offset, mapping, bounds)
         assert isinstance(result, Translated), result
         assert result.target_offset <= most, (offset, result)
@@ -609,6 +609,24 @@ def test_a_re_replication_under_a_new_key_never_hides_the_old_keys_copies() -> N
     blind = PartitionMapping(SOURCE, TARGET, mapping.table, 10, doubt=mapping.doubt)
     skipped = translate(6, blind, bounds)
     assert isinstance(skipped, Translated) and skipped.target_offset == 13
+
+
+def test_a_forged_claim_over_a_verified_history_moves_no_group() -> None:
+    """A foreign writer's one record claiming any source range at target 0 (review 7, N1):
+    where verified runs speak, and at positions verified copies hold, it is not believed - no
+    group is sent back to the replica's start."""
+    signer = Signer(KEY, Kind.OFFSET_SYNC, FLOW)
+    maps = RunMaps(signer)
+    real = OffsetSync(SOURCE, TARGET, OffsetRun(0, 0, 1000))
+    maps.receive(real.key(), real.value(), (signer.header(real.key(), real.value()),))
+    for forged in (OffsetRun(10, 0, 5), OffsetRun(999, 0, 1), OffsetRun(1000, 0, 50)):
+        sync = OffsetSync(SOURCE, TARGET, forged)
+        maps.receive(sync.key(), sync.value(), ())  # no MAC
+    mapping = _loaded(maps, 1000)
+    for offset in (10, 500, 999):
+        result = translate(offset, mapping, TargetBounds(0, 1000))
+        assert isinstance(result, Translated) and result.target_offset == offset, result
+        assert result.method is Method.EXACT
 
 
 @st.composite
