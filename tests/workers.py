@@ -2,10 +2,11 @@
 
 ``python -m tests.workers`` samples the machine for a second before the integration tests
 start (the unit tests' processes ended, the integration's not yet running) and prints the
-count ``scripts/test`` passes to pytest-xdist, with the reason on stderr.  The integration tests mostly wait on brokers and timeouts, so a
-process per idle core and a half keeps the cores busy without crowding them: three on an
-idle two-core machine (70% busy on 2026-11-29), two with one core taken by something else,
-one with none left.  ``DRKIT_TEST_INTEGRATION_WORKERS`` overrides it.
+count ``scripts/test`` passes to pytest-xdist, with the reason on stderr.  The integration
+tests mostly wait on brokers and timeouts, so a process per idle core and a half keeps the
+cores busy without crowding them: three on an idle two-core machine (70% busy on
+2026-11-29), two with one core taken by something else, one with none left.
+``DRKIT_TEST_INTEGRATION_WORKERS`` overrides it.
 """
 
 from __future__ import annotations
