@@ -9,26 +9,8 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from click.testing import CliRunner, Result
 
-from drkit.cli import cli
-
-_CONFIG = (
-    "clusters:\n  dc1: {bootstrap_servers: '127.0.0.1:1'}\n"
-    "  dc2: {bootstrap_servers: '127.0.0.1:2'}\n"
-    "flows: [{source: dc1, target: dc2}]\n"
-)
-
-
-def _drkit(tmp_path: Path, *args: str) -> Result:
-    return CliRunner().invoke(cli, ["--state-dir", str(tmp_path / "state"), *args])
-
-
-def _config(tmp_path: Path) -> str:
-    path = tmp_path / "drkit.yaml"
-    path.write_text(_CONFIG + f"state_store: {{url: 'sqlite:///{tmp_path / 'drkit.db'}'}}\n")
-    return str(path)
-
+from tests.unit.test_fifth_trial import _CONFIG, _config, _drkit  # one set of CLI helpers
 
 # -- n18, n24-n27, q10, m10-m12: NaN and infinity as seconds -----------------------------------
 
