@@ -159,6 +159,8 @@ class HostPort:
         text = text.strip()
         if ";" in text:
             raise ValueError(f"{text!r}: separate bootstrap servers with ',', not ';'")
+        if len(text.split()) > 1:  # not an IPv6 address without brackets
+            raise ValueError(f"{text!r}: separate bootstrap servers with ',', not spaces")
         if "://" in text:
             raise ValueError(f"{text!r}: give host:port, without a scheme")
         if text.startswith("["):
@@ -275,7 +277,10 @@ RESERVED_CLIENT_SETTINGS = {
 # client_overrides keys that change how a connection is secured - its protocol, its identity,
 # its certificate and hostname checks: refused unless the cluster sets allow_insecure_overrides
 # (security belongs in ``security``, where drkit validates it and masks its secrets).
-_SECURITY_OVERRIDE_PREFIXES = ("security.", "sasl.", "ssl.", "enable.ssl.", "https.")
+# (``enable.sasl.oauthbearer.unsecure.jwt``: a token librdkafka signs itself, for any principal.)
+_SECURITY_OVERRIDE_PREFIXES = (
+    "security.", "sasl.", "ssl.", "enable.ssl.", "enable.sasl.", "https.",
+)  # fmt: skip
 
 
 def security_override(key: str) -> bool:
@@ -757,6 +762,10 @@ class WebhookConfig(FrozenModel):
     def _http(cls, value: SecretStr) -> SecretStr:
         if not re.match(r"^https?://", value.get_secret_value()):
             raise ValueError("must be an http:// or https:// URL")
+        try:
+            urlsplit(value.get_secret_value())
+        except ValueError as err:  # an unclosed '[': every later reader of the URL would fail
+            raise ValueError(f"not a valid URL ({err})") from None
         return value
 
 

@@ -247,3 +247,23 @@ def test_flow_settings_kafka_would_refuse_at_run_time_are_refused_by_validate(
 def test_local_logs_takes_a_positive_number_of_lines(tmp_path: Path) -> None:
     for lines in ("0", "-5"):
         _refused(_drkit(tmp_path, "local", "logs", "dc1", "--lines", lines), "--lines")
+
+
+def test_a_webhook_url_python_cannot_split_is_refused_naming_its_key(tmp_path: Path) -> None:
+    """Seventh trial (issue 45): a webhook URL with an unclosed IPv6 bracket ended config
+    validate in a traceback (ValueError: Invalid IPv6 URL, from its http:// warning)."""
+    config = tmp_path / "c.yaml"
+    config.write_text(GOOD + "notifications: {webhooks: [{url: 'http://[::1'}]}\n")
+    done = _drkit(tmp_path, "config", "validate", str(config))
+    _refused(done, "notifications.webhooks[0].url", "not a valid URL")
+    assert "Value error" not in done.output
+
+
+def test_bootstrap_servers_separated_by_spaces_get_no_ipv6_hint(tmp_path: Path) -> None:
+    """Seventh trial (issue 45): '127.0.0.1:9092 127.0.0.1:9093' was answered 'write an IPv6
+    address in brackets, [127.0.0.1:9092 127.0.0.1]:9093'."""
+    config = tmp_path / "c.yaml"
+    config.write_text(GOOD.replace("'127.0.0.1:1'", "'127.0.0.1:9092 127.0.0.1:9093'"))
+    done = _drkit(tmp_path, "config", "validate", str(config))
+    _refused(done, "clusters.dc1.bootstrap_servers", "separate bootstrap servers with ','")
+    assert "IPv6" not in done.output
