@@ -22,6 +22,7 @@ from opentelemetry.sdk.trace.export import (
 
 from drkit import __version__
 from drkit.config.model import TracingConfig
+from drkit.private_files import open_private_append
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +38,7 @@ class JsonLinesExporter(SpanExporter):
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
         lines = "".join(span.to_json(indent=None) + "\n" for span in spans)
         try:
-            with self._lock, self.path.open("a", encoding="utf-8") as out:
+            with self._lock, open_private_append(self.path) as out:
                 out.write(lines)
         except OSError as err:
             if not self._warned:  # once per run: the run goes on without its trace

@@ -227,6 +227,23 @@ def _wider_than_needed(
                   "may rewrite every ACL and SCRAM credential; only the fencer needs it "
                   f"('drkit acls --role fencer --cluster {alias}')")  # fmt: skip
         out.append(DoctorFinding(Status.WARN, alias, f"{role} ACLs", detail))
+    elif not needed and fencer and role is not Role.FENCER:
+        # The same powers by another road: roles that log in as the fencer (security review
+        # 8, L2) - said once, by the first of them, naming them all.
+        cluster = config.clusters[alias]
+        sharing = [
+            r
+            for r in DRKIT_ROLES
+            if r is not Role.FENCER
+            and cluster.principal(r) == principal
+            and role_needs(r, alias, config).needs
+        ]  # fmt: skip (the roles checked here)
+        if role is sharing[0]:
+            roles = ", ".join(str(r) for r in sharing)
+            detail = (f"{roles} connect as {principal}, the fencer's principal: it may rewrite "
+                      "every ACL and SCRAM credential, which only the fencer needs; give each "
+                      f"role a principal of its own (clusters.{alias}.principals)")  # fmt: skip
+            out.append(DoctorFinding(Status.WARN, alias, f"{role} ACLs", detail))
     cluster = config.clusters[alias]
     same = [r for r in DRKIT_ROLES if r is role or cluster.principal(r) == principal]
     # What the grants it needs allow already (a replica prefix may cover a bookkeeping name).

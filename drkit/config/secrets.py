@@ -18,6 +18,9 @@ from urllib.parse import urlsplit, urlunsplit
 from drkit.config.model import DrkitConfig
 
 SECRET_WORDS = ("password", "secret", "token", "key", "credentials", "passphrase")
+# librdkafka settings whose value is a string of settings that may hold a credential (a JAAS
+# line's password, an OAuth extension's API key) under a name with no secret word in it.
+SECRET_SETTINGS = frozenset({"sasl.jaas.config", "sasl.oauthbearer.config"})
 MASK = "**********"
 # Typed settings that hold a secret (each also has a ``*_file`` or ``${VAR}`` way to give it).
 SECRET_FIELDS = frozenset({"password", "ssl_key_password", "client_secret", "secret"})
@@ -25,6 +28,8 @@ SECRET_FIELDS = frozenset({"password", "ssl_key_password", "client_secret", "sec
 
 def is_secret_setting(name: str) -> bool:
     """Whether a client property named ``name`` may hold a secret."""
+    if name.lower() in SECRET_SETTINGS:
+        return True
     segments = re.split(r"[._-]+", name.lower())
     return any(segment.endswith(SECRET_WORDS) for segment in segments)
 

@@ -548,6 +548,26 @@ def test_the_doctor_warns_a_role_holding_alter_on_the_cluster_it_does_not_need()
     assert fencer.status is Status.OK and "User:fencer holds all" in fencer.detail
 
 
+def test_the_doctor_warns_a_role_that_logs_in_as_the_fencer() -> None:
+    """Security review 8, L2: a monitor and an engine mapped to the fencer's principal hold
+    ALTER on the cluster through it - the doctor said 'ok' (the fencer's principal was exempt
+    from the ALTER warning whatever role used it)."""
+    config = _secured(_config())
+    principals = {role: f"User:{role}" for role in Role}
+    principals[Role.MONITOR] = principals[Role.ENGINE] = "User:fencer"
+    config = config.model_copy(update={"clusters": {
+        alias: cluster.model_copy(update={"principals": principals})
+        for alias, cluster in config.clusters.items()}})  # fmt: skip
+    acls: set[AclEntry] = set()
+    for role in Role:
+        acls |= _granted(config, "dc1", role, principals[role])
+    facts = ClusterFacts("dc1", brokers=1, authorizer=True, acls=frozenset(acls),
+                         super_users=frozenset())  # fmt: skip
+    warned = [f for f in cluster_findings(config, facts) if f.status is Status.WARN]
+    assert [f.check for f in warned] == ["monitor ACLs"], [f.line() for f in warned]
+    assert "monitor, engine connect as User:fencer, the fencer's principal" in warned[0].detail
+
+
 def test_with_acl_sync_the_replicator_still_needs_no_alter_and_the_doctor_warns_an_old_grant() -> (
     None
 ):
@@ -649,4 +669,10 @@ def test_the_doctor_warns_an_engine_or_monitor_that_may_write_drkits_bookkeeping
         acls |= _granted(shared, "dc2", role, "User:drkit")
     facts = ClusterFacts("dc2", brokers=1, authorizer=True, acls=frozenset(acls),
                          super_users=frozenset())  # fmt: skip
-    assert not [f for f in cluster_findings(shared, facts) if f.status is Status.WARN]
+    # ... said once for the cluster: every role may change ACLs through the fencer's login.
+    warned = [f for f in cluster_findings(shared, facts) if f.status is Status.WARN]
+    assert [f.check for f in warned] == ["replicator ACLs"], [f.line() for f in warned]
+    assert warned[0].detail.startswith(
+        "replicator, checkpointer, monitor, engine, verifier "
+        "connect as User:drkit, the fencer's principal"
+    )

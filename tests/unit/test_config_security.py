@@ -195,3 +195,32 @@ def test_acl_sync_writing_with_the_replicators_credentials_is_warned_about() -> 
     fencer: dict[str, object] = {"role_security": {"fencer": {**SASL_SSL, "username": "fence"}}}
     assert not [w for w in security_warnings(load_config_text(document(fencer), env={}))
                 if "acl_sync" in w]  # fmt: skip
+
+
+def test_an_unsigned_jwt_override_is_a_security_override() -> None:
+    """``enable.sasl.oauthbearer.unsecure.jwt`` makes librdkafka log in with a token it signs
+    for nobody - a change of SASL identity, refused like ``sasl.*`` (security review 8, L5)."""
+    override = {"enable.sasl.oauthbearer.unsecure.jwt": True}
+    with pytest.raises(ConfigError, match=r"enable\.sasl\.oauthbearer\.unsecure\.jwt"):
+        load_config_text(_config(client_overrides=override), env={})
+
+
+@pytest.mark.parametrize("key", ["sasl.jaas.config", "sasl.oauthbearer.config"])
+def test_sasl_config_strings_are_masked_when_shown(key: str) -> None:
+    """Both carry credentials in their value (a JAAS line's password, an OAuth extension's API
+    key) under a name without a secret word: masked by ``config show`` and named as a literal
+    secret (security review 8, L4)."""
+    from drkit.config.secrets import MASK, literal_secrets, redacted_dump
+
+    value = "principal=svc extension_apikey=TOPSECRET123"
+    document = {"clusters": {"dc1": {"bootstrap_servers": "k1:9093", "security": SASL_SSL,
+                                     "allow_insecure_overrides": True,
+                                     "client_overrides": {key: value}}}}  # fmt: skip
+    shown = redacted_dump(load_config_text(yaml.safe_dump(document), env={}))
+    assert shown["clusters"]["dc1"]["client_overrides"][key] == MASK
+    assert "TOPSECRET123" not in json.dumps(shown)
+    cluster = document["clusters"]["dc1"]
+    assert literal_secrets(cluster, "clusters.dc1") == [
+        "clusters.dc1.security.password",
+        f"clusters.dc1.client_overrides.{key}",
+    ]

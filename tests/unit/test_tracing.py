@@ -48,6 +48,9 @@ def test_a_switchover_is_one_trace_with_a_span_per_step(
     world = _traced(tmp_path, migrated_store, file=tmp_path / "spans.jsonl")
     world.engine().start(world.plan(), RunOptions())
     run_id = world.only_run().id
+    # Spans name clusters, steps and errors: the file is its owner's only, like drkit's other
+    # files (security review 8, L6).
+    assert (tmp_path / "spans.jsonl").stat().st_mode & 0o777 == 0o600
     run, steps = _run_and_steps(_spans(tmp_path / "spans.jsonl"))
     assert run["attributes"] == {
         "drkit.run.id": run_id,
