@@ -185,8 +185,8 @@ def monitor(
     from drkit.automation.runner import AutomaticFailover
     from drkit.drills.figures import publish_drill_figures
     from drkit.drills.schedule import DrillSchedule
-    from drkit.failover.lease import unique_owner
-    from drkit.failover.maintenance import FailoverMaintenance, maintenance_owner
+    from drkit.failover.lease import maintenance_owner, unique_owner
+    from drkit.failover.maintenance import FailoverMaintenance
     from drkit.health.identity import claim_observer
     from drkit.health.jobs import make_scheduler
     from drkit.health.monitor import Monitor

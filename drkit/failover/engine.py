@@ -53,13 +53,14 @@ from drkit.failover.context import (
 from drkit.failover.fences import FenceRepository
 from drkit.failover.hooks import HookExecutor, HookOutcome, hooks_for, run_hook, run_hooks
 from drkit.failover.lease import (
+    MAINTENANCE_TTL_S,
     Lease,
     LeaseHeld,
     LeaseKeeper,
     LeaseRepository,
+    is_maintenance,
     unique_owner,
 )
-from drkit.failover.maintenance import MAINTENANCE_TTL_S, is_maintenance
 from drkit.failover.model import (
     Direction,
     Finding,

@@ -58,6 +58,21 @@ def unique_owner(role: str) -> str:
     return f"{role}:{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
 
+MAINTENANCE_TTL_S = 15.0  # the failover lease as the monitor's maintenance holds it (renewed)
+MAINTENANCE_OWNER = "maintenance"  # the role in the lease owner's name (engines wait for it)
+
+
+def maintenance_owner(observer: str) -> str:
+    """The lease owner of the maintenance of the monitor ``observer`` (drkit.failover.
+    maintenance): an owner engines wait for, not one they refuse."""
+    return unique_owner(f"{MAINTENANCE_OWNER}:{observer}")
+
+
+def is_maintenance(owner: str) -> bool:
+    """Whether a lease owner is the monitor's maintenance (it holds the lease for seconds)."""
+    return owner.startswith(f"{MAINTENANCE_OWNER}:")
+
+
 def validity_margin(ttl_s: float) -> float:
     """How much earlier than the database the holder gives its own lease up: room for clock
     rate differences and scheduling, a tenth of the TTL."""

@@ -33,7 +33,14 @@ from drkit.config.model import DrkitConfig
 from drkit.config.model import NotificationEvent as Event
 from drkit.errors import DrkitError
 from drkit.failover.fences import FenceRepository, FenceState
-from drkit.failover.lease import LeaseHeld, LeaseKeeper, LeaseRepository, unique_owner
+from drkit.failover.lease import (
+    MAINTENANCE_OWNER,
+    MAINTENANCE_TTL_S,
+    LeaseHeld,
+    LeaseKeeper,
+    LeaseRepository,
+    unique_owner,
+)
 from drkit.failover.model import Procedure, RunState
 from drkit.failover.reconcile import Reconciler, ReconcileReport, RegistryFactory
 from drkit.kafka.admin import KafkaAdmin
@@ -46,19 +53,6 @@ if TYPE_CHECKING:
     from drkit.failover.engine import Engine
 
 log = logging.getLogger(__name__)
-
-MAINTENANCE_TTL_S = 15.0  # the failover lease as the duties hold it (renewed while they run)
-MAINTENANCE_OWNER = "maintenance"  # the role in the lease owner's name (engines wait for it)
-
-
-def maintenance_owner(observer: str) -> str:
-    """The lease owner of the maintenance of the monitor ``observer`` (one engines wait for)."""
-    return unique_owner(f"{MAINTENANCE_OWNER}:{observer}")
-
-
-def is_maintenance(owner: str) -> bool:
-    """Whether a lease owner is the monitor's maintenance (it holds the lease for seconds)."""
-    return owner.startswith(f"{MAINTENANCE_OWNER}:")
 
 
 class FailoverMaintenance:

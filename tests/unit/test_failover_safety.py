@@ -37,8 +37,9 @@ from drkit.failover.lease import (
     LeaseHeld,
     LeaseKeeper,
     LeaseRepository,
+    maintenance_owner,
 )
-from drkit.failover.maintenance import FailoverMaintenance, maintenance_owner
+from drkit.failover.maintenance import FailoverMaintenance
 from drkit.failover.model import (
     Direction,
     PartitionMove,
