@@ -121,6 +121,8 @@ class StateStore:
         self.is_sqlite = parsed.get_backend_name() == "sqlite"
         if self.is_sqlite and parsed.database and parsed.database != ":memory:":
             directory = Path(parsed.database).parent
+            if Path(parsed.database).exists():  # another file named by mistake: left as it is
+                _refuse_other_files(Path(parsed.database))
             try:
                 directory.mkdir(parents=True, exist_ok=True)
                 create_private(Path(parsed.database))  # runs, fences, leases: owner only

@@ -267,3 +267,18 @@ def test_bootstrap_servers_separated_by_spaces_get_no_ipv6_hint(tmp_path: Path) 
     done = _drkit(tmp_path, "config", "validate", str(config))
     _refused(done, "clusters.dc1.bootstrap_servers", "separate bootstrap servers with ','")
     assert "IPv6" not in done.output
+
+
+def test_a_file_named_as_the_store_keeps_its_mode_when_refused(tmp_path: Path) -> None:
+    """Seventh trial (issue 45): state_store.url naming another file (sqlite:////etc/hostname)
+    made it 0700 ('made private: others could read it'), then said it is not a drkit store and
+    'nothing was changed'. A file that is not a store is refused before its mode is touched."""
+    notes = tmp_path / "notes.txt"
+    notes.write_text("these are my notes\n")
+    notes.chmod(0o644)
+    config = tmp_path / "c.yaml"
+    config.write_text(GOOD + f"state_store: {{url: 'sqlite:///{notes}'}}\n")
+    done = _drkit(tmp_path, "failover", "list", "--config", str(config))
+    _refused(done, f"{notes} is not a drkit store", "nothing was changed")
+    assert notes.stat().st_mode & 0o777 == 0o644
+    assert "made private" not in done.output
