@@ -216,7 +216,9 @@ def _emit(
     """The report (text or ``drkit.drill/v1``) and its page; exit ``failed`` unless
     ``passed`` (a drill that breached its policy: 9, the records disprove it)."""
     if output == "json":
-        echo_json(outcome.report.to_json())
+        from drkit.drills.summary import report_document
+
+        echo_json(report_document(outcome.report))
     else:
         click.echo("\n".join(_report_text(outcome.report)))
         click.echo(f"report: {outcome.html}")
@@ -336,9 +338,11 @@ def show(app: AppContext, drill_id: int | None, config_file: str | None, output:
 
 def _document(row: DrillRow) -> dict[str, Any]:
     """The stored ``drkit.drill/v1`` document of a finished drill, else the row's summary."""
+    from drkit.drills.summary import report_document
+
     if row.report is None:
         return row.summary()
-    document = row.report.to_json()
+    document = report_document(row.report)
     if row.report_dir is not None:
         document["report_dir"] = row.report_dir
     return document

@@ -29,7 +29,7 @@ from markupsafe import Markup
 
 from drkit.drills.measure import objectives
 from drkit.drills.report import DrillReport, Event, Verdict
-from drkit.drills.summary import LIGHT_LOAD, fault_facts, summary, wall_clock
+from drkit.drills.summary import LIGHT_LOAD, fault_facts, report_document, summary, wall_clock
 
 if TYPE_CHECKING:  # matplotlib (about a second to import) only when a page is drawn
     from matplotlib.axes import Axes
@@ -529,7 +529,7 @@ def write_report(report: DrillReport, directory: Path) -> tuple[Path, Path]:
     directory.mkdir(parents=True, exist_ok=True)
     html_path = directory / "report.html"
     json_path = directory / "report.json"
-    document = json.dumps(report.to_json(), indent=2, sort_keys=True) + "\n"
+    document = json.dumps(report_document(report), indent=2, sort_keys=True) + "\n"
     page = render_report(report)
     _write_atomically(json_path, document)
     _write_atomically(html_path, page)

@@ -17,6 +17,7 @@ from typing import Any
 from sqlalchemy import select
 
 from drkit.drills.report import DrillReport, Verdict
+from drkit.drills.summary import report_document
 from drkit.store.db import StateStore
 from drkit.store.models import Drill
 from drkit.timestamps import iso_or_none, iso_utc
@@ -141,7 +142,7 @@ class DrillRepository:
             row.verdict = report.verdict.value
             row.rto_s = report.rto.total_s if report.rto is not None else None
             row.rpo_records = report.rpo_records if report.rpo_measured else None
-            row.report = {**report.to_json(), REPORT_DIR_KEY: report_dir}
+            row.report = {**report_document(report), REPORT_DIR_KEY: report_dir}
             row.finished_at = datetime.now(UTC)
 
     def fail(self, drill_id: int, error: str) -> None:

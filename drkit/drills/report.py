@@ -180,9 +180,6 @@ class DrillReport:
             "bytes": self.rpo_bytes,
             "seconds": self.rpo_seconds,
         }
-        from drkit.drills.summary import summary  # it reads this report (no import cycle)
-
-        document["summary"] = summary(self)
         return document
 
     @classmethod

@@ -8,6 +8,7 @@ moment the fault actually landed, not the scenario's planned offset).
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from typing import Any
 
 from drkit.drills.report import DrillReport, Verdict
 from drkit.drills.timeline import FAULT, POINTER_MOVED
@@ -18,6 +19,13 @@ _WORDS = {
     Verdict.READY: "ready to move",
     Verdict.NOT_READY: "not ready to move",
 }
+
+
+def report_document(report: DrillReport) -> dict[str, Any]:
+    """The ``drkit.drill/v1`` document: the report's fields and, under ``summary``, its one
+    sentence - what ``drill run|show -o json`` print, the store keeps and ``report.json``
+    holds (:meth:`DrillReport.from_json` reads it back, the sentence aside)."""
+    return {**report.to_json(), "summary": summary(report)}
 
 
 def wall_clock(report: DrillReport, at_s: float) -> str:

@@ -28,6 +28,7 @@ from drkit.drills.report import (
     UnreplicatedPartition,
     Verdict,
 )
+from drkit.drills.summary import report_document
 from tests.drill_samples import sample_report
 
 PLOTS = ("plot-rto", "plot-rpo", "plot-series", "plot-timeline")
@@ -303,7 +304,7 @@ def test_write_report_round_trips(tmp_path: Path) -> None:
     assert json_path == html_path.with_name("report.json")
     assert sorted(p.name for p in html_path.parent.iterdir()) == ["report.html", "report.json"]
     text = json_path.read_text(encoding="utf-8")
-    assert text == json.dumps(report.to_json(), indent=2, sort_keys=True) + "\n"
+    assert text == json.dumps(report_document(report), indent=2, sort_keys=True) + "\n"
     document = json.loads(text)
     assert document["schema"] == "drkit.drill/v1"
     assert DrillReport.from_json(document) == report

@@ -7,7 +7,7 @@ from dataclasses import replace
 
 from drkit.drills.html import render_report
 from drkit.drills.report import DrillCheck, Verdict
-from drkit.drills.summary import summary
+from drkit.drills.summary import report_document, summary
 from tests.drill_samples import sample_report
 
 
@@ -18,7 +18,7 @@ def test_an_unplanned_loss_reads_as_one_sentence_with_wall_clock_times() -> None
         "160 records read twice; policy met."
     )
     assert f'<p id="summary" class="summary">{summary(report)}</p>' in render_report(report)
-    assert report.to_json()["summary"] == summary(report)
+    assert report_document(report)["summary"] == summary(report)
 
 
 def test_planned_moves_nothing_lost_skips_and_readiness() -> None:
