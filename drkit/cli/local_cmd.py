@@ -16,6 +16,7 @@ from drkit.errors import ConfigError, DrkitError, LocalClusterError, Problem
 from drkit.local import ClusterStatus, LocalKafka
 from drkit.local.cluster import cluster_name_problem
 from drkit.local.registry import LocalRegistries
+from drkit.private_files import private_dir
 
 # A KRaft broker takes several seconds to start (a JVM, then the quorum): a shorter wait can
 # only fail, after starting it.
@@ -189,6 +190,7 @@ def up(
         raise ConfigError([Problem("--timeout", why)])
     names = _names(clusters)
     require_config_writable(app.state_dir)  # before any broker starts, not after
+    private_dir(app.state_dir)  # 0700 from the start: the next command has nothing to warn of
     started = time.monotonic()
     manager = LocalKafka(app.state_dir)
     statuses = manager.up(

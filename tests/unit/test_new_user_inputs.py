@@ -282,3 +282,22 @@ def test_a_file_named_as_the_store_keeps_its_mode_when_refused(tmp_path: Path) -
     _refused(done, f"{notes} is not a drkit store", "nothing was changed")
     assert notes.stat().st_mode & 0o777 == 0o644
     assert "made private" not in done.output
+
+
+def test_local_up_makes_the_state_dir_private_itself(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Seventh trial (issue 45): `local up` created the state dir 0755, so the next command
+    warned 'made private: others could read it (drkit's state holds signing keys)' of the
+    directory drkit had just made. It is made 0700 before the brokers start."""
+    from drkit.local import LocalKafka
+
+    modes: list[int] = []
+
+    def up(_self: object, *_args: object, **_kwargs: object) -> list[object]:
+        modes.append((tmp_path / "state").stat().st_mode & 0o777)
+        raise AssertionError("no brokers in a unit test")
+
+    monkeypatch.setattr(LocalKafka, "up", up)
+    _drkit(tmp_path, "local", "up")
+    assert modes == [0o700]
