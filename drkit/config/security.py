@@ -50,6 +50,9 @@ def unintended_warnings(config: DrkitConfig) -> list[str]:
         elif any(_matches_everything(pattern) for pattern in flow.topics.exclude):
             out.append(f"{path}.topics.exclude: excludes every name - flow {flow.name} "
                        "selects no topic")  # fmt: skip
+        elif set(flow.topics.include) <= set(flow.topics.exclude):
+            out.append(f"{path}.topics.exclude: excludes each pattern include names - flow "
+                       f"{flow.name} selects no topic")  # fmt: skip
         for place, transform in enumerate(flow.transforms):
             if transform.type == "route" and route_merges(transform):
                 out.append(

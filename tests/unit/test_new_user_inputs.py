@@ -301,3 +301,16 @@ def test_local_up_makes_the_state_dir_private_itself(
     monkeypatch.setattr(LocalKafka, "up", up)
     _drkit(tmp_path, "local", "up")
     assert modes == [0o700]
+
+
+def test_a_flow_excluding_each_topic_it_includes_is_warned(tmp_path: Path) -> None:
+    """Seventh trial (issue 45): topics {include: [orders], exclude: [orders]} validated without
+    a word, where exclude ['.*'] is warned: the flow selects no topic either way."""
+    config = tmp_path / "c.yaml"
+    config.write_text(
+        GOOD + "flows: [{source: dc1, target: dc2, topics: {include: [orders, payments], "
+        "exclude: [payments, orders]}}]\n"
+    )
+    done = _drkit(tmp_path, "config", "validate", str(config))
+    assert done.exit_code == 0, done.output
+    assert "flows[0].topics.exclude" in done.output and "selects no topic" in done.output
