@@ -84,7 +84,6 @@ from drkit.failover.steps.offsets import moved_on_source
 from drkit.gc_pause import collection_paused
 from drkit.kafka.admin import KafkaAdmin
 from drkit.kafka.clients import ClusterEndpoint
-from drkit.kafka.isolated import prewarm
 from drkit.kafka.ports import AdminFactory
 from drkit.store.db import StateStore
 from drkit.store.flow_keys import keys_of
@@ -208,7 +207,7 @@ class Engine:
         flow = flow_between(self.config, source, target)
         # Group requests run in a helper process (drkit.kafka.isolated): start the target's
         # while the snapshot is read, not when the first group request needs it.
-        prewarm(ClusterEndpoint(target, self.config.clusters[target]))
+        KafkaAdmin.prewarm(ClusterEndpoint(target, self.config.clusters[target]))
         readers = self._readers.get(flow.name)
         if readers is None:
             readers = self._readers[flow.name] = TargetReaders(

@@ -42,8 +42,9 @@ from drkit.kafka.admin_base import (
     _source_name,
 )
 from drkit.kafka.admin_groups import GroupAdmin
-from drkit.kafka.clients import tcp_unreachable
+from drkit.kafka.clients import ClusterEndpoint, tcp_unreachable
 from drkit.kafka.errors import is_code, translate
+from drkit.kafka.isolated import prewarm
 from drkit.records import TopicPartition
 
 __all__ = [
@@ -59,6 +60,12 @@ __all__ = [
 
 class KafkaAdmin(GroupAdmin, AclAdmin):
     """Admin operations against one cluster."""
+
+    @classmethod
+    def prewarm(cls, endpoint: ClusterEndpoint) -> None:
+        """Start ``endpoint``'s helper process for group requests (drkit.kafka.isolated) in the
+        background, so the first group request - a failover's - does not wait for it."""
+        prewarm(cls, endpoint)
 
     # -- cluster --------------------------------------------------------------------------
 

@@ -198,7 +198,7 @@ class AdminBase:
     def _isolated(self, method: str, timeout_s: float | None, *args: Any) -> Any:
         from drkit.kafka.isolated import helper_for
 
-        helper = helper_for(self.endpoint, self.default_timeout_s, self.helper)
+        helper = helper_for(type(self), self.endpoint, self.default_timeout_s, self.helper)
         timeout = time_left(timeout_s, f"{self.endpoint.alias}: {method}")
         # A lease's budget crosses whole (CLOCK_MONOTONIC is the host's): the helper checks it
         # again before each of its tries and answers LeaseLost, re-raised here.

@@ -30,7 +30,7 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from multiprocessing import resource_tracker
 from multiprocessing.connection import Connection
@@ -59,17 +59,18 @@ _RETIRED = ("retired",)
 
 
 def _serve(
+    admin_class: Callable[..., Any],
     endpoint: Any,
     default_timeout_s: float,
     connection: Connection,
     owner: OwnerIdentity,
     idle_retire_s: float = IDLE_RETIRE_S,
 ) -> None:
-    """Helper process: run requested KafkaAdmin methods until the pipe closes, or until no
+    """Helper process: run requested methods of an ``admin_class`` (KafkaAdmin, handed in by
+    the owner: this module runs whatever admin it is given) until the pipe closes, or until no
     request came for ``idle_retire_s`` - then it answers :data:`_RETIRED` (to a request sent
     meanwhile, which it never runs) and ends."""
     from drkit import logs
-    from drkit.kafka.admin import KafkaAdmin
 
     # The helper lives and dies with its owner, not with its owner's process group: a SIGTERM
     # or Ctrl-C sent to the whole group (a supervisor's or test's killpg, a terminal) must not
@@ -81,7 +82,7 @@ def _serve(
     logs.dump_stacks_on_sigusr1()
     threading.Thread(target=_exit_when_orphaned, args=(owner,), daemon=True).start()
 
-    admin = KafkaAdmin(endpoint, default_timeout_s, isolate=False)
+    admin = admin_class(endpoint, default_timeout_s, isolate=False)
     while True:
         try:
             if not connection.poll(idle_retire_s):
@@ -206,11 +207,13 @@ class AdminHelper:
 
     def __init__(
         self,
+        admin_class: Callable[..., Any],
         endpoint: Any,
         default_timeout_s: float,
         name: str = "requests",
         idle_retire_s: float = IDLE_RETIRE_S,
     ) -> None:
+        self.admin_class = admin_class
         self.endpoint = endpoint
         self.default_timeout_s = default_timeout_s
         self.name = name
@@ -228,6 +231,7 @@ class AdminHelper:
         process = context.Process(
             target=_serve,
             args=(
+                self.admin_class,
                 self.endpoint,
                 self.default_timeout_s,
                 child,
@@ -367,26 +371,33 @@ class AdminHelper:
             process.kill()
 
 
-_HELPERS: dict[tuple[str, str, str], AdminHelper] = {}
+_HELPERS: dict[tuple[str, str, str, Callable[..., Any]], AdminHelper] = {}
 _HELPERS_LOCK = threading.Lock()
 
 
-def helper_for(endpoint: Any, default_timeout_s: float, name: str = "requests") -> AdminHelper:
+def helper_for(
+    admin_class: Callable[..., Any],
+    endpoint: Any,
+    default_timeout_s: float,
+    name: str = "requests",
+) -> AdminHelper:
     """The process-wide helper ``name`` for this endpoint (one per alias, connection settings
     and name: a monitor samples every group's offsets in a helper of its own, so its probes'
     requests neither wait behind that bulk work nor die with it)."""
-    key = (endpoint.alias, endpoint.config.model_dump_json(), name)
+    key = (endpoint.alias, endpoint.config.model_dump_json(), name, admin_class)
     with _HELPERS_LOCK:
         helper = _HELPERS.get(key)
         if helper is None:
-            helper = _HELPERS[key] = AdminHelper(endpoint, default_timeout_s, name)
+            helper = _HELPERS[key] = AdminHelper(admin_class, endpoint, default_timeout_s, name)
         return helper
 
 
-def prewarm(endpoint: Any, default_timeout_s: float = 15.0) -> None:
+def prewarm(
+    admin_class: Callable[..., Any], endpoint: Any, default_timeout_s: float = 15.0
+) -> None:
     """Start ``endpoint``'s helper in the background, so the first group request (e.g. a
     failover's) does not wait for the process to spawn."""
-    helper = helper_for(endpoint, default_timeout_s)
+    helper = helper_for(admin_class, endpoint, default_timeout_s)
     threading.Thread(target=helper.start, name="drkit-admin-prewarm", daemon=True).start()
 
 

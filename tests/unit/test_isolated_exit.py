@@ -26,7 +26,7 @@ from drkit.kafka.isolated import AdminHelper, _close_all, helper_for
 
 
 def test_exit_kills_a_helper_in_the_middle_of_a_request_without_waiting_for_it() -> None:
-    helper = helper_for(ClusterEndpoint.plain("nowhere", "127.0.0.1:1"), 20.0)
+    helper = helper_for(KafkaAdmin, ClusterEndpoint.plain("nowhere", "127.0.0.1:1"), 20.0)
     helper.start()
     outcome: list[object] = []
 
@@ -55,6 +55,7 @@ OWNER = textwrap.dedent(
     """
     import signal, sys, time
     from drkit.errors import KafkaError
+    from drkit.kafka.admin import KafkaAdmin
     from drkit.kafka.clients import ClusterEndpoint
     from drkit.kafka.isolated import helper_for
 
@@ -62,7 +63,7 @@ OWNER = textwrap.dedent(
         for signum in (signal.SIGTERM, signal.SIGINT):
             signal.signal(signum, lambda *_: None)
         timeout_s = float(sys.argv[1])
-        helper = helper_for(ClusterEndpoint.plain("nowhere", "127.0.0.1:1"), timeout_s)
+        helper = helper_for(KafkaAdmin, ClusterEndpoint.plain("nowhere", "127.0.0.1:1"), timeout_s)
         helper.start()
         print("pid", helper._process.pid, flush=True)
         try:
@@ -144,7 +145,10 @@ def test_a_request_is_not_queued_behind_bulk_work_in_another_helper_of_its_endpo
         except KafkaError as err:
             outcome.append(err)
 
-    for helper in (helper_for(endpoint, 20.0, "group-sampling"), helper_for(endpoint, 1.0)):
+    for helper in (
+        helper_for(KafkaAdmin, endpoint, 20.0, "group-sampling"),
+        helper_for(KafkaAdmin, endpoint, 1.0),
+    ):
         helper.start()
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
@@ -161,7 +165,9 @@ def test_a_request_is_not_queued_behind_bulk_work_in_another_helper_of_its_endpo
 def test_a_helper_lost_twice_in_a_row_is_not_started_again_at_once() -> None:
     """A request that aborts librdkafka every time (seen under load) must not respawn a Python
     process per call: after two losses in a row the next start waits (1 s, doubling)."""
-    helper = helper_for(ClusterEndpoint.plain("nowhere-loop", "127.0.0.1:1"), 20.0, "loop")
+    helper = helper_for(
+        KafkaAdmin, ClusterEndpoint.plain("nowhere-loop", "127.0.0.1:1"), 20.0, "loop"
+    )
     outcome: list[object] = []
     caller = threading.Thread(
         target=lambda: outcome.append(_call_catching(helper, timeout_s=20.0)), daemon=True
@@ -205,6 +211,7 @@ STARTING_OWNER = textwrap.dedent(
     """
     import signal, sys
     from drkit.errors import KafkaError
+    from drkit.kafka.admin import KafkaAdmin
     from drkit.kafka.clients import ClusterEndpoint
     from drkit.kafka.isolated import helper_for
 
@@ -213,7 +220,7 @@ STARTING_OWNER = textwrap.dedent(
             signal.signal(signum, lambda *_: None)
         print("ready", flush=True)
         sys.stdin.readline()
-        helper = helper_for(ClusterEndpoint.plain("nowhere", "127.0.0.1:1"), 1.0)
+        helper = helper_for(KafkaAdmin, ClusterEndpoint.plain("nowhere", "127.0.0.1:1"), 1.0)
         try:
             helper.call("_direct_group_offsets", "g", timeout_s=1.0)
             print("answered", flush=True)
@@ -264,7 +271,9 @@ def test_an_idle_helper_ends_itself_and_a_request_racing_its_end_is_answered_by_
     to clusters long gone (a test session's, a drill's): one idle for ``idle_retire_s`` ends.
     A request sent just as it ends is not lost and not run twice: the retiring helper answers
     that it did not run it, and a fresh helper does - no helper counted lost, no warning."""
-    helper = AdminHelper(ClusterEndpoint.plain("nowhere", "127.0.0.1:1"), 5.0, "idle", 0.3)
+    helper = AdminHelper(
+        KafkaAdmin, ClusterEndpoint.plain("nowhere", "127.0.0.1:1"), 5.0, "idle", 0.3
+    )
     try:
         assert helper.call("_direct_delete_groups", [], timeout_s=5.0) == ()
         first = helper._process

@@ -82,10 +82,11 @@ def test_a_budget_crosses_to_the_isolated_helper_which_sends_nothing_once_it_is_
     """The offset-commit round runs in the cluster's isolated helper process: the budget
     crosses whole, the helper checks it before its tries, and its LeaseLost comes back as
     LeaseLost (not a retriable error the step would fail on)."""
+    from drkit.kafka.admin import KafkaAdmin
     from drkit.kafka.isolated import helper_for
 
     endpoint = ClusterEndpoint.plain("dc8", "127.0.0.1:1")
-    helper = helper_for(endpoint, 5.0, "budget-test")
+    helper = helper_for(KafkaAdmin, endpoint, 5.0, "budget-test")
     try:
         rows = {"billing": [("orders", 0, 5)]}
         spent = Budget(30.0, clock.monotonic() - 1.0)
