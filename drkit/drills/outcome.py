@@ -8,7 +8,7 @@ Runs once the drill stopped what it started and undid its fault, before its acce
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from drkit.config.model import Role
 from drkit.drills.checks import run_all
@@ -23,6 +23,7 @@ from drkit.drills.report import (
     WriteCondition,
 )
 from drkit.drills.run_summary import run_summary
+from drkit.drills.state import DrillState
 from drkit.drills.timeline import POINTER_MOVED
 from drkit.errors import DrillFailed, DrkitError, KafkaError
 from drkit.failover.results import Translation
@@ -32,16 +33,13 @@ from drkit.kafka.io import consume_all
 from drkit.records import Record, TopicPartition
 from drkit.timestamps import iso_utc
 
-if TYPE_CHECKING:
-    from drkit.drills.runner import DrillRunner
-
 # How long a drill waits for transactions its writers left open on the source to end before it
 # recounts: their transaction timeout (30 s) plus the broker's abort check interval (10 s),
 # with room to spare.
 SETTLE_S = 60.0
 
 
-def build_report(runner: DrillRunner, started: datetime) -> DrillReport:
+def build_report(runner: DrillState, started: datetime) -> DrillReport:
     s = runner.scenario
     runner.say("recounting the records", None)
     source_records, replica_records = runner.failover_records or read_back(runner)
@@ -101,7 +99,7 @@ def build_report(runner: DrillRunner, started: datetime) -> DrillReport:
     )
 
 
-def read_back(runner: DrillRunner) -> tuple[list[Record], list[Record]]:
+def read_back(runner: DrillState) -> tuple[list[Record], list[Record]]:
     """Both clusters' workload records, read committed, every partition to its end - or
     DrillFailed: part of a topic recounted reports what it did not read as not lost (CI: a
     network-cut drill reported 0 lost where 16 were).  Read once no transaction is open on
@@ -129,7 +127,7 @@ def read_back(runner: DrillRunner) -> tuple[list[Record], list[Record]]:
     return source, replica
 
 
-def _source_settled(runner: DrillRunner) -> bool:
+def _source_settled(runner: DrillState) -> bool:
     """No transaction is open on the source's workload partitions (last stable offset =
     high watermark); False while one is, or while the source does not answer."""
     s = runner.scenario
@@ -148,7 +146,7 @@ def _source_settled(runner: DrillRunner) -> bool:
 
 
 def _groups(
-    runner: DrillRunner,
+    runner: DrillState,
     source: list[Record],
     replica: list[Record],
     accounting: dict[str, Any] | None,
@@ -189,7 +187,7 @@ def _groups(
     return tuple(out)
 
 
-def _accounting(runner: DrillRunner) -> dict[str, Any] | None:
+def _accounting(runner: DrillState) -> dict[str, Any] | None:
     from drkit.accounting.verify import verify
 
     runner.say("proving it on the records with Spark (drkit verify)", None)
@@ -210,9 +208,7 @@ def _accounting(runner: DrillRunner) -> dict[str, Any] | None:
     return dict(summary)
 
 
-def _failover_positions(
-    runner: DrillRunner, run: RunRecord
-) -> dict[str, dict[TopicPartition, int]]:
+def _failover_positions(runner: DrillState, run: RunRecord) -> dict[str, dict[TopicPartition, int]]:
     """Where the failover put each workload group on the target, per replica partition.
 
     A partition the run could not translate (no checkpoint yet when the source died) gets

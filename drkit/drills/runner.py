@@ -14,17 +14,14 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import cached_property
-from pathlib import Path
-from typing import Any
 
 from drkit.access.rules import AclEntry
-from drkit.config.model import DrkitConfig, Role
+from drkit.config.model import Role
 from drkit.control import ControlRepository
 from drkit.drills import access as drill_access
-from drkit.drills.environment import DrillEnvironment, DrkitChild, monitor, replicator
+from drkit.drills.environment import DrkitChild, monitor, replicator
 from drkit.drills.faults import LocalFaults
 from drkit.drills.numbered import encode_value
 from drkit.drills.observe import await_fence
@@ -32,6 +29,7 @@ from drkit.drills.outcome import build_report, read_back
 from drkit.drills.report import DrillReport
 from drkit.drills.sampler import Sampler
 from drkit.drills.scenario import DecisionMode, Scenario
+from drkit.drills.state import DrillOptions, DrillState
 from drkit.drills.timeline import (
     CHECKPOINTED,
     CLIENTS_RESUMED,
@@ -40,118 +38,41 @@ from drkit.drills.timeline import (
     POINTER_MOVED,
     RUN_FINISHED,
     RUN_STARTED,
-    Timeline,
 )
 from drkit.drills.workload import GroupMember, Writer, stop_all
 from drkit.errors import DrillFailed, DrkitError, KafkaError
-from drkit.failover.context import ProgressCallback, RunOptions
+from drkit.failover.context import RunOptions
 from drkit.failover.engine import Engine
 from drkit.failover.lease import LeaseRepository
 from drkit.failover.model import Procedure, RunState, StepName
 from drkit.failover.results import DivergentTail
 from drkit.failover.runs import RunRecord, RunRepository
 from drkit.health.evaluation import ClusterState
-from drkit.kafka import ClusterEndpoint, KafkaAdmin
+from drkit.kafka import KafkaAdmin
 from drkit.kafka.admin import TopicSpec
 from drkit.kafka.apps import AppProducer
-from drkit.local import LocalKafka
 from drkit.offsets.checkpoint_store import CheckpointStore
-from drkit.records import Record, TopicPartition
-from drkit.replication.topology import FlowTopology
+from drkit.records import TopicPartition
 from drkit.store.health_repo import HealthRepository
 from drkit.store.models import ObserverState
 
 log = logging.getLogger("drkit.drill")
 
 
-@dataclass
-class DrillOptions:
-    base_config: DrkitConfig  # where the clusters are
-    base_clusters: dict[str, Any]  # their raw config sections (copied into the drill config)
-    drills_root: Path
-    local: LocalKafka
-    verify: bool = True
-    progress: ProgressCallback = field(default=lambda _m, _f: None)
-    spark_master: str | None = None
-
-
 def _wall(at: datetime | None) -> float | None:
     return at.timestamp() if at is not None else None
 
 
-class DrillRunner:
+class DrillRunner(DrillState):
+    """Drives one drill (its state: drills.state)."""
+
     def __init__(self, scenario: Scenario, options: DrillOptions) -> None:
-        self.scenario, self.options = scenario, options
-        self.timeline = Timeline()
-        self.env = DrillEnvironment.create(scenario, options.base_clusters, options.drills_root)
+        super().__init__(scenario, options)
         self.faults = LocalFaults(options.local, f"drkit-{self.env.id}")
         self.children: list[DrkitChild] = []
-        self.writers: list[Writer] = []
-        self.source_members: list[GroupMember] = []
-        self.target_members: list[GroupMember] = []
-        self.notes: list[str] = []
-        self.fault_how = ""
-        self.run_record: RunRecord | None = None
-        self.failback_record: RunRecord | None = None
-        # Both clusters read back once the source returned and was fenced, before the failback:
-        # the failover's loss and the groups' positions are recounted from it (the failback
-        # replicates the divergent tail to the target afterwards, as it should).
-        self.failover_records: tuple[list[Record], list[Record]] | None = None
-        self.resumed: dict[str, float] = {}
-        self.sampler: Sampler | None = None
-        self._last_said = ""
         self._mover: threading.Thread | None = None
         self.granted: dict[str, frozenset[AclEntry]] = {}  # ACLs the drill added, per cluster
         self._move_error: BaseException | None = None
-
-    # -- helpers ------------------------------------------------------------------------------
-
-    def endpoint(self, cluster: str, role: Role | None = None) -> ClusterEndpoint:
-        """A client endpoint of ``cluster`` (the scenario's name) under the drill's alias,
-        connecting as ``role`` does (``role_security``; None: as the drill itself)."""
-        alias = self.env.alias(cluster)
-        config = self.env.config if role is None else self.env.config.as_role(role)
-        return ClusterEndpoint(alias, config.clusters[alias])
-
-    @property
-    def src(self) -> str:
-        """The source's alias in the drill's config, flows and store."""
-        return self.env.alias(self.scenario.source)
-
-    @property
-    def dst(self) -> str:
-        return self.env.alias(self.scenario.target)
-
-    @cached_property
-    def topology(self) -> FlowTopology:
-        """The drill's one flow (its config never changes during the drill)."""
-        return FlowTopology.of(self.env.flow)
-
-    def replica(self, name: str) -> str:
-        return self.topology.target_topic(self.env.topic(name))
-
-    def say(self, message: str, fraction: float | None = None) -> None:
-        """Progress: a bar for timed waits, one line per open-ended wait."""
-        if fraction is None and message == self._last_said:
-            return
-        self._last_said = message
-        self.options.progress(message, fraction)
-
-    def wait(self, seconds: float, what: str) -> None:
-        """Sleep ``seconds`` showing progress."""
-        end = time.monotonic() + seconds
-        while (left := end - time.monotonic()) > 0:
-            self.say(what, 1 - left / seconds if seconds else 1.0)
-            time.sleep(min(0.5, left))
-        self.say(what, 1.0)
-
-    def until(self, check: Callable[[], bool], timeout_s: float, what: str) -> None:
-        deadline = time.monotonic() + timeout_s
-        while not check():
-            if time.monotonic() > deadline:
-                raise DrillFailed(f"{what}: not within {timeout_s:.0f}s")
-            self.say(what, None)
-            time.sleep(0.5)
 
     # -- the drill ----------------------------------------------------------------------------
 

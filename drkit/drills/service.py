@@ -66,7 +66,8 @@ def run_drill(
     from drkit.drills.environment import remove_drill_data
     from drkit.drills.html import write_report
     from drkit.drills.repo import DrillRepository
-    from drkit.drills.runner import DrillOptions, DrillRunner
+    from drkit.drills.runner import DrillRunner
+    from drkit.drills.state import DrillOptions
     from drkit.kafka.clients import ClusterEndpoint, require_answering
     from drkit.local import LocalKafka
 
