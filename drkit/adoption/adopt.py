@@ -37,7 +37,7 @@ from drkit.kafka.clients import ClusterEndpoint
 from drkit.kafka.io import consume_ranges, produce_batch
 from drkit.kafka.tailer import TopicTailer
 from drkit.records import Headers, Record, TopicPartition
-from drkit.replication.internal_topics import ensure_bookkeeping_topics
+from drkit.replication.bookkeeping import ensure_bookkeeping_topics
 from drkit.replication.offset_sync import OffsetRun, OffsetSync, RunTracker
 from drkit.replication.progress import Progress, ProgressStore
 from drkit.replication.topology import FlowTopology

@@ -6,12 +6,6 @@ and skip them; ``heartbeats`` is the exception that *is* replicated, as in Mirro
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from drkit.kafka.admin import KafkaAdmin
-    from drkit.replication.topology import FlowTopology
-
 HEARTBEATS = "heartbeats"
 
 
@@ -54,27 +48,3 @@ def is_own_group(group: str) -> bool:
     """Consumer groups drkit itself uses (replication, checkpoint elections, readers): never
     translated, checkpointed or watched as applications' groups."""
     return group.startswith(OWN_GROUP_PREFIXES)
-
-
-def ensure_bookkeeping_topics(
-    topology: FlowTopology, source: KafkaAdmin, target: KafkaAdmin
-) -> None:
-    """Create a flow's progress and offset-sync topics on the target and ``heartbeats`` on the
-    source (a topic that exists is left as it is)."""
-    from drkit.kafka.admin import TopicSpec
-
-    rf = topology.flow.target_replication_factor
-    progress = {
-        "cleanup.policy": "compact",
-        "segment.ms": "600000",
-        "min.cleanable.dirty.ratio": "0.1",
-    }
-    target.create_topics(
-        [
-            TopicSpec(topology.progress_topic, 1, rf, progress),
-            # Compacted by run key: runs below the source's log start are trimmed (drkit.offsets);
-            # the rest must stay for translation.
-            TopicSpec(topology.offset_syncs_topic, 1, rf, {"cleanup.policy": "compact"}),
-        ]
-    )
-    source.create_topics([TopicSpec(HEARTBEATS, 1, None, {"cleanup.policy": "compact"})])

@@ -61,6 +61,7 @@ from drkit.replication.background import (
     side_sync_loop,
     side_syncs,
 )
+from drkit.replication.bookkeeping import ensure_bookkeeping_topics
 from drkit.replication.client_settings import (
     WorkerSettings,
     consumer_settings,
@@ -70,7 +71,6 @@ from drkit.replication.commit import ProgressWriter, commit_unless_fenced
 from drkit.replication.copier import RecordCopier, replication_failure
 from drkit.replication.delivery import UNCONFIRMED, DeliveryTracker
 from drkit.replication.gating import GateKeeper
-from drkit.replication.internal_topics import ensure_bookkeeping_topics
 from drkit.replication.metrics import ReplicationMetrics
 from drkit.replication.partition_state import PartitionState
 from drkit.replication.progress import ProgressStore

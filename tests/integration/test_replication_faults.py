@@ -23,8 +23,8 @@ from drkit.kafka.admin import TopicSpec
 from drkit.kafka.io import consume_all, produce_batch
 from drkit.local.ports import free_port
 from drkit.records import TopicPartition
+from drkit.replication.bookkeeping import ensure_bookkeeping_topics
 from drkit.replication.client_settings import WorkerSettings
-from drkit.replication.internal_topics import ensure_bookkeeping_topics
 from drkit.replication.offset_sync import OffsetSync, merge_runs
 from drkit.replication.progress import Progress, ProgressStore, decode_progress
 from drkit.replication.provenance import SOURCE_HEADER, Provenance
