@@ -22,15 +22,14 @@ bounded.
 
 Invariants (checked by tests/unit/test_offset_sync.py):
 * a re-replicated source range (restart after a crash) yields a second run for the same source
-  offsets; after :func:`merge_runs` the copy last in the target log maps them, and merged runs
-  of one source partition never overlap;
+  offsets; after :func:`drkit.replication.run_map.merge_runs` the copy last in the target log
+  maps them, and merged runs of one source partition never overlap;
 * ``length >= 1``; within a run both offsets advance by exactly one per record.
 """
 
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterable
 from dataclasses import dataclass
 
 from drkit.records import TopicPartition
@@ -150,33 +149,6 @@ class RunTracker:
         if self._length:
             self._dirty.append(OffsetRun(self._src_start, self._dst_start, self._length))
         self._length = 0
-
-
-def merge_runs(syncs: Iterable[OffsetSync]) -> dict[TopicPartition, list[OffsetSync]]:
-    """Fold offset-sync records into non-overlapping runs per source partition.
-
-    Re-replication after a crash writes a second target copy of some source records.  For each
-    source offset the map keeps the copy that comes *last in the target log*: a consumer that
-    resumes there reads every later source record exactly once more and nothing it already
-    processed, while resuming at an earlier copy would re-read the duplicated range.  So runs are
-    applied in target order and a later run overrides the source range it covers.
-
-    Returns runs sorted by ``src_start``; within a source partition they never overlap.  The
-    work is done by :class:`drkit.replication.run_map.RunMap`, which the offset-sync store keeps
-    per partition and updates incrementally.
-    """
-    from drkit.replication.run_map import RunMap  # run_map builds on this module's types
-
-    maps: dict[TopicPartition, RunMap] = {}
-    for sync in syncs:
-        found = maps.get(sync.source)
-        if found is None:
-            found = maps[sync.source] = RunMap(sync.source)
-        found.add(sync.target, sync.run)
-    return {
-        source: [OffsetSync(source, target, run) for target, run in found.merged()]
-        for source, found in maps.items()
-    }
 
 
 def decode_key(key: bytes) -> tuple[bytes, int, int, int]:

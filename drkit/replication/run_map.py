@@ -5,7 +5,7 @@ Two views of the same runs:
 * *originals* - the runs as stored on the offset-sync topic, one per record key (target
   partition + ``dst_start``), the longest version of each.  They are what a fresh reader of the
   topic sees, so they decide what to trim and which keys to tombstone;
-* the *merged* map (:func:`drkit.replication.offset_sync.merge_runs` semantics): for every source
+* the *merged* map (:func:`merge_runs` semantics): for every source
   offset the copy that comes last in the target log, as non-overlapping runs sorted by
   ``src_start``.  Always equal to the merge of the originals.
 
@@ -48,7 +48,7 @@ from itertools import accumulate, compress, islice, repeat
 from typing import overload
 
 from drkit.records import TopicPartition
-from drkit.replication.offset_sync import OffsetRun
+from drkit.replication.offset_sync import OffsetRun, OffsetSync
 
 
 class RunTable(Sequence[OffsetRun]):
@@ -478,3 +478,28 @@ class RunMap:
         for partition, dst_start, tid, run in heapq.merge(*streams):
             self._apply_latest(tid, run.src_start, dst_start, run.length)
             self._last = (partition, dst_start)
+
+
+def merge_runs(syncs: Iterable[OffsetSync]) -> dict[TopicPartition, list[OffsetSync]]:
+    """Fold offset-sync records into non-overlapping runs per source partition.
+
+    Re-replication after a crash writes a second target copy of some source records.  For each
+    source offset the map keeps the copy that comes *last in the target log*: a consumer that
+    resumes there reads every later source record exactly once more and nothing it already
+    processed, while resuming at an earlier copy would re-read the duplicated range.  So runs are
+    applied in target order and a later run overrides the source range it covers.
+
+    Returns runs sorted by ``src_start``; within a source partition they never overlap.  The
+    work is done by :class:`RunMap`, which the offset-sync store keeps per partition and
+    updates incrementally.
+    """
+    maps: dict[TopicPartition, RunMap] = {}
+    for sync in syncs:
+        found = maps.get(sync.source)
+        if found is None:
+            found = maps[sync.source] = RunMap(sync.source)
+        found.add(sync.target, sync.run)
+    return {
+        source: [OffsetSync(source, target, run) for target, run in found.merged()]
+        for source, found in maps.items()
+    }

@@ -25,9 +25,10 @@ from drkit.local.ports import free_port
 from drkit.records import TopicPartition
 from drkit.replication.bookkeeping import ensure_bookkeeping_topics
 from drkit.replication.client_settings import WorkerSettings
-from drkit.replication.offset_sync import OffsetSync, merge_runs
+from drkit.replication.offset_sync import OffsetSync
 from drkit.replication.progress import Progress, ProgressStore, decode_progress
 from drkit.replication.provenance import SOURCE_HEADER, Provenance
+from drkit.replication.run_map import merge_runs
 from drkit.replication.topology import FlowTopology
 from tests.conftest import Names
 from tests.kafka_backends import ClusterUnderTest

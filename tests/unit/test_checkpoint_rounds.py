@@ -34,7 +34,8 @@ from drkit.offsets.commit_log import CommittedOffsets, OffsetCommit
 from drkit.offsets.group_sync import GroupOffsetSync
 from drkit.offsets.metrics import CheckpointMetrics
 from drkit.records import TopicPartition
-from drkit.replication.offset_sync import OffsetRun, merge_runs
+from drkit.replication.offset_sync import OffsetRun
+from drkit.replication.run_map import merge_runs
 from drkit.translation import (
     CannotTranslate,
     PartitionMapping,

@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from drkit.records import TopicPartition
-from drkit.replication.offset_sync import OffsetRun, OffsetSync, RunTracker, merge_runs
-from drkit.replication.run_map import RunMap, RunTable
+from drkit.replication.offset_sync import OffsetRun, OffsetSync, RunTracker
+from drkit.replication.run_map import RunMap, RunTable, merge_runs
 from drkit.translation import Method, PartitionMapping, TargetBounds, Translated, translate
 
 SRC = TopicPartition("orders", 3)

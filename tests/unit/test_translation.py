@@ -16,8 +16,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from drkit.records import TopicPartition
-from drkit.replication.offset_sync import OffsetRun, OffsetSync, RunTracker, merge_runs
-from drkit.replication.run_map import RunMap
+from drkit.replication.offset_sync import OffsetRun, OffsetSync, RunTracker
+from drkit.replication.run_map import RunMap, merge_runs
 from drkit.translation import (
     NO_MAPPING,
     NO_REPLICA,

@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from drkit.records import TopicPartition
-from drkit.replication.offset_sync import OffsetRun, merge_runs
-from drkit.replication.run_map import RunTable
+from drkit.replication.offset_sync import OffsetRun
+from drkit.replication.run_map import RunTable, merge_runs
 from drkit.translation import (
     EVERYWHERE,
     Method,
