@@ -139,6 +139,8 @@ class Driver:
     buggify_rng: random.Random = field(default_factory=random.Random)
     quiet_buggified: int = 0
     keys_rng: random.Random = field(default_factory=random.Random)
+    _workers_checked: int = -1  # Sim.changes when every worker was last found alive
+    _busy_at: tuple[int, bool] = (-1, False)  # Sim.changes, _busy() then
 
     @property
     def rng(self) -> random.Random:
@@ -235,6 +237,8 @@ class Driver:
             self.next_tick = self.sim.now + TICK_S
             if not any(p.kind == "maintenance" and p.alive for p in self.sim.live):
                 self._spawn("maintenance", self._maintenance_body)
+        if self._workers_checked == self.sim.changes:
+            return  # no process killed or ended since: every worker is still alive
         for flow in self.world.config.flows:
             for slot in range(WORKERS_PER_FLOW):
                 current = self.workers.get((flow.name, slot))
@@ -246,6 +250,7 @@ class Driver:
                 worker_id = f"w{self.worker_generation}"
                 body = self._worker_body(flow, worker_id)
                 self.workers[(flow.name, slot)] = self._spawn("worker", body)
+        self._workers_checked = self.sim.changes
 
     def _worker_body(self, flow: FlowConfig, worker_id: str) -> Callable[[], object]:
         def body() -> None:
@@ -268,8 +273,12 @@ class Driver:
     # -- faults and the world -------------------------------------------------------------
 
     def _busy(self) -> bool:
-        """Whether a move is under way (faults and trouble are worth more then)."""
-        return any(p.kind in ("engine", "resume") and p.alive for p in self.sim.live)
+        """Whether a move is under way (faults and trouble are worth more then); redone only
+        when a process started, was killed or ended."""
+        if self._busy_at[0] != self.sim.changes:
+            busy = any(p.kind in ("engine", "resume") and p.alive for p in self.sim.live)
+            self._busy_at = (self.sim.changes, busy)
+        return self._busy_at[1]
 
     def _fault(self) -> None:
         victims = [

@@ -46,7 +46,7 @@ from drkit.replication.topology import FlowTopology
 from tests.simulation.world import APP, CLUSTERS, GROUPS, SimWorld
 
 if TYPE_CHECKING:
-    from tests.simulation.scheduler import Sim
+    from tests.simulation.scheduler import Sim, SimProcess
 
 RETURN_WINDOW_S = 30.0  # a returning cluster is protected by the next maintenance passes
 PLANNED = (Procedure.SWITCHOVER, Procedure.CUTOVER, Procedure.FAILBACK)
@@ -92,6 +92,12 @@ class Checker:
     _view: _StoreView | None = None
     _seen: _StoreView | None = None
     _writable: dict[str, tuple[int, frozenset[str]]] = field(default_factory=dict)
+    _family: dict[str, tuple[int, dict[str, list[str]]]] = field(default_factory=dict)
+    _families_writable: dict[str, tuple[int, frozenset[str], tuple[str, ...]]] = field(
+        default_factory=dict
+    )
+    # The audit's inputs (the view, each cluster's version) and what it found then.
+    _audited: tuple[_StoreView | None, tuple[int, ...], list[tuple[str, str]]] = (None, (), [])
 
     @property
     def sim(self) -> Sim:
@@ -174,12 +180,19 @@ class Checker:
         return self.world.clusters[alias].up
 
     def _families(self, alias: str) -> dict[str, list[str]]:
-        """The protected topics on ``alias`` by family (their name on the first source)."""
+        """The protected topics on ``alias`` by family (their name on the first source; cached
+        by the cluster's version, which every topic created bumps - the caller must not change
+        it)."""
+        cluster = self.world.cluster(alias)
+        cached = self._family.get(alias)
+        if cached is not None and cached[0] == cluster.version:
+            return cached[1]
         out: dict[str, list[str]] = {}
-        for name in self.world.clusters[alias].topics:
+        for name in cluster.topics:
             family = name.split(".", 1)[1] if name.startswith(("dc1.", "dc2.")) else name
             if family.startswith("orders."):
                 out.setdefault(family, []).append(name)
+        self._family[alias] = (cluster.version, out)
         return out
 
     def _excused(self, alias: str, view: _StoreView) -> str | None:
@@ -212,14 +225,27 @@ class Checker:
             self.writable(alias)
             if self._excused(alias, view) is not None:
                 continue
-            opened = view.opened.get(alias) or frozenset()
-            writable = self.writable(alias) - opened
-            for family, names in self._families(alias).items():
-                if any(n in writable for n in names):
-                    writers.setdefault(family, set()).add(alias)
+            for family in self._writable_families(alias, view.opened.get(alias) or frozenset()):
+                writers.setdefault(family, set()).add(alias)
         for family, clusters in sorted(writers.items()):
             if len(clusters) > 1:
                 self.fail("one writable primary", f"{family} writable on {sorted(clusters)}")
+
+    def _writable_families(self, alias: str, opened: frozenset[str]) -> tuple[str, ...]:
+        """The families of which ``alias`` lets applications write a topic, but for those an
+        operator opened (cached by the cluster's version and ``opened``)."""
+        version = self.world.cluster(alias).version
+        cached = self._families_writable.get(alias)
+        if cached is not None and cached[0] == version and cached[1] == opened:
+            return cached[2]
+        writable = self.writable(alias) - opened
+        found = tuple(
+            family
+            for family, names in self._families(alias).items()
+            if any(n in writable for n in names)
+        )
+        self._families_writable[alias] = (version, opened, found)
+        return found
 
     def _primary_writable(self, view: _StoreView) -> None:
         if view.unfinished:
@@ -358,6 +384,15 @@ class Checker:
     def _audit(self, view: _StoreView) -> None:
         if self.reconciling or self.dirty_audit:
             return
+        # It reads the view, and each cluster's ACLs, topics and reachability (its version).
+        versions = tuple(self.world.cluster(alias).version for alias in CLUSTERS)
+        if self._audited[0] is not view or self._audited[1] != versions:
+            self._audited = (view, versions, self._audit_findings(view))
+        for invariant, detail in self._audited[2]:
+            self.fail(invariant, detail)
+
+    def _audit_findings(self, view: _StoreView) -> list[tuple[str, str]]:
+        found = []
         principal = self.world.config.failover.fence_principal
         for alias in CLUSTERS:
             cluster = self.world.clusters[alias]
@@ -385,9 +420,12 @@ class Checker:
             unknown = sorted(denied - recorded)
             missing = sorted((applied & set(cluster.topics)) - denied)
             if unknown:
-                self.fail("audit trail", f"{alias} holds fences the store lacks: {unknown}")
+                found.append(("audit trail", f"{alias} holds fences the store lacks: {unknown}"))
             if missing:
-                self.fail("audit trail", f"the store says {missing} fenced on {alias}; it is not")
+                found.append(
+                    ("audit trail", f"the store says {missing} fenced on {alias}; it is not")
+                )
+        return found
 
     # -- at the end, once the world is quiet -----------------------------------------------
 
@@ -408,9 +446,9 @@ class Checker:
             )
 
 
-def _mid_reconcile(process: object) -> bool:
+def _mid_reconcile(process: SimProcess) -> bool:
     """Whether a thread of ``process`` is parked inside a reconcile pass."""
-    return any(
-        not thread.done and "reconcile.py:reconcile" in thread.stack
-        for thread in getattr(process, "threads", ())
-    )
+    for thread in process.threads:
+        if not thread.done and thread.inside("reconcile.py:reconcile"):
+            return True
+    return False

@@ -24,11 +24,13 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from types import FrameType
+from types import CodeType, FrameType
 
 from drkit import clock as drkit_clock
 
 EPOCH = datetime(2026, 12, 1, tzinfo=UTC)
+# A code object's ``file:function`` (the same few hundred functions park over and over).
+_NAMES: dict[CodeType, str] = {}
 
 
 class Killed(BaseException):
@@ -74,6 +76,7 @@ class SimThread:
     error: BaseException | None = None
     thread: threading.Thread | None = None
     _named: tuple[FrameType | None, tuple[str, ...]] = (None, ())
+    _inside: tuple[FrameType | None, frozenset[str]] = (None, frozenset())
 
     @property
     def stack(self) -> tuple[str, ...]:
@@ -86,10 +89,20 @@ class SimThread:
         frame = self.frame
         while frame is not None:
             code = frame.f_code
-            names.append(f"{code.co_filename.rsplit('/', 1)[-1]}:{code.co_name}")
+            name = _NAMES.get(code)
+            if name is None:
+                name = _NAMES[code] = f"{code.co_filename.rsplit('/', 1)[-1]}:{code.co_name}"
+            names.append(name)
             frame = frame.f_back
         self._named = (self.frame, tuple(names))
         return self._named[1]
+
+    def inside(self, function: str) -> bool:
+        """Whether ``function`` (``file:function``) is on its :attr:`stack` - a set kept for as
+        long as it parks in the same frame (asked of every live thread after every event)."""
+        if self._inside[0] is not self.frame:
+            self._inside = (self.frame, frozenset(self.stack))
+        return function in self._inside[1]
 
 
 @dataclass
@@ -158,6 +171,10 @@ class Sim:
         self._parked = Baton()
         self._real_timeout_s = real_timeout_s
         self._counter = 0
+        # Grows whenever a process starts, is killed or a thread of it ends: what depends only
+        # on which processes are alive (:meth:`prune`, the driver's workers) is redone then.
+        self.changes = 0
+        self._pruned = -1
 
     # -- time -----------------------------------------------------------------------------
 
@@ -177,6 +194,7 @@ class Sim:
         process.offset = self.rng.uniform(0, 1000)
         self.processes.append(process)
         self.live.append(process)
+        self.changes += 1
         self._thread(process, process.name, body, main=True)
         self.log(f"spawn {process.name}")
         return process
@@ -221,6 +239,7 @@ class Sim:
             finally:
                 state.done = True
                 process.ended_threads += 1
+                self.changes += 1
                 state.frame = None
                 drkit_clock.install(None)
                 self._parked.give()
@@ -263,7 +282,11 @@ class Sim:
 
     def prune(self) -> None:
         """Drop the killed and the ended from :attr:`live`; the ended (not killed) wait in
-        :attr:`ended` until the harness judges them (:meth:`take_ended`)."""
+        :attr:`ended` until the harness judges them (:meth:`take_ended`).  Nothing to do
+        unless a process was killed or a thread ended since the last time."""
+        if self._pruned == self.changes:
+            return
+        self._pruned = self.changes
         live = []
         for process in self.live:
             if process.alive:
@@ -312,6 +335,7 @@ class Sim:
 
     def kill(self, process: SimProcess) -> None:
         process.killed = True
+        self.changes += 1
         self.log(f"KILL {process.name} at {self._where(process)}")
 
     def freeze(self, process: SimProcess, seconds: float) -> None:

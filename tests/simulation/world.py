@@ -30,6 +30,8 @@ model does not exercise.
 from __future__ import annotations
 
 import contextlib
+import copy
+import functools
 import shutil
 import tempfile
 import zlib
@@ -132,6 +134,13 @@ failover:
 """
 
 
+@functools.cache
+def _document() -> dict[str, Any]:
+    """:data:`CONFIG` parsed (once: each schedule changes a copy)."""
+    found: dict[str, Any] = yaml.safe_load(CONFIG)
+    return found
+
+
 def signing_secret(seed: int) -> str:
     """The ``signing.secret`` of a schedule that has one: its own, from its seed (64 hex)."""
     return zlib.crc32(b"drkit-sim-secret %d" % seed).to_bytes(4, "big").hex() * 8
@@ -180,6 +189,19 @@ _UNREAD_UPDATES = (
 )
 
 
+def _counted(statement: str) -> bool:
+    """Whether a statement changes rows the checker reads (:attr:`SimStore.writes`)."""
+    head = statement.lstrip()[:64].upper()
+    return (
+        head[:6] in ("INSERT", "UPDATE", "DELETE")
+        and not any(table in head[:40] for table in _UNWATCHED)
+        and not head.startswith(_UNREAD_UPDATES)
+    )
+
+
+_COUNTED: dict[str, bool] = {}  # statement -> _counted(statement)
+
+
 class SimStore(StateStore):
     """The state store as the simulated processes see it: on simulated time, a point before
     and after every transaction, away while :attr:`down_until` lies ahead."""
@@ -193,12 +215,13 @@ class SimStore(StateStore):
         event.listen(self.engine, "after_cursor_execute", self._count_writes)
 
     def _count_writes(self, *args: Any) -> None:
-        head = args[2].lstrip()[:64].upper()
-        if (
-            head[:6] in ("INSERT", "UPDATE", "DELETE")
-            and not any(table in head[:40] for table in _UNWATCHED)
-            and not head.startswith(_UNREAD_UPDATES)
-        ):
+        statement = args[2]
+        counts = _COUNTED.get(statement)
+        if counts is None:
+            counts = _counted(statement)
+            if len(_COUNTED) < 4096:  # SQLAlchemy's statements are the same few, over and over
+                _COUNTED[statement] = counts
+        if counts:
             self.writes += 1
 
     @contextmanager
@@ -360,7 +383,7 @@ class SimWorld:
         runbooks = path.parent / "runbooks"
         if not runbooks.exists():
             shutil.copytree(Path(__file__).resolve().parents[2] / "runbooks", runbooks)
-        document = yaml.safe_load(CONFIG)
+        document = copy.deepcopy(_document())
         document["failover"]["runbooks_dir"] = str(runbooks)
         document["state_store"] = {"url": f"sqlite:///{path}"}
         if secret:
