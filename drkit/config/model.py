@@ -75,6 +75,15 @@ class OAuthConfig(FrozenModel):
     # SASL extensions sent with the token (some providers need e.g. logicalCluster).
     extensions: dict[str, str] = Field(default_factory=dict)
 
+    @field_validator("token_endpoint_url")
+    @classmethod
+    def _splits(cls, value: str) -> str:
+        try:
+            urlsplit(value)
+        except ValueError as err:  # an unclosed '[': every later reader of the URL would fail
+            raise ValueError(f"not a valid URL ({err})") from None
+        return value
+
     @model_validator(mode="after")
     def _secret(self) -> OAuthConfig:
         if self.client_secret_file is not None:

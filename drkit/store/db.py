@@ -304,6 +304,11 @@ _SQLITE_SIDE_FILES = ("-journal", "-wal", "-shm", ".migrate.lock")
 def _refuse_other_files(path: Path) -> None:
     """NotAStore when ``path`` holds something else than an SQLite database (a text file named
     as the store by mistake) - SQLite would only say so at the first query, as a failure."""
+    if path.exists() and not path.is_file():  # /dev/null, a FIFO (opening it blocks), a dir
+        raise NotAStore(
+            f"{path} is not a drkit store: not a regular file - name the store's file "
+            "(--state-dir, state_store.url); nothing was changed"
+        )
     try:
         with path.open("rb") as file:
             head = file.read(len(_SQLITE_HEADER))

@@ -314,3 +314,41 @@ def test_a_flow_excluding_each_topic_it_includes_is_warned(tmp_path: Path) -> No
     done = _drkit(tmp_path, "config", "validate", str(config))
     assert done.exit_code == 0, done.output
     assert "flows[0].topics.exclude" in done.output and "selects no topic" in done.output
+
+
+def test_an_oauth_token_endpoint_python_cannot_split_is_refused_naming_its_key(
+    tmp_path: Path,
+) -> None:
+    """Seventh trial (issue 45): token_endpoint_url 'https://[idp/token' ended config validate
+    in a traceback (ValueError: Invalid IPv6 URL, from its http:// warning)."""
+    config = tmp_path / "c.yaml"
+    config.write_text(
+        "clusters:\n  dc1:\n    bootstrap_servers: '127.0.0.1:1'\n    security:\n"
+        "      protocol: SASL_SSL\n      sasl_mechanism: OAUTHBEARER\n      oauth:\n"
+        "        token_endpoint_url: 'https://[idp/token'\n        client_id: x\n"
+        "        client_secret: y\n  dc2: {bootstrap_servers: '127.0.0.1:2'}\n"
+    )
+    done = _drkit(tmp_path, "config", "validate", str(config))
+    _refused(done, "clusters.dc1.security.oauth.token_endpoint_url", "not a valid URL")
+
+
+def test_a_store_path_that_is_no_regular_file_is_refused_untouched(tmp_path: Path) -> None:
+    """Seventh trial (issue 45): state_store.url sqlite:////dev/null made /dev/null 0600 ('made
+    private') and answered 'revision none (behind head: run drkit db upgrade)'; a FIFO there was
+    made private, then opened - and the command hung. Neither is a store: refused, untouched."""
+    import os
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo, 0o644)
+    config = tmp_path / "c.yaml"
+    config.write_text(GOOD + f"state_store: {{url: 'sqlite:///{fifo}'}}\n")
+    done: list[Result] = []
+    command = threading.Thread(
+        target=lambda: done.append(_drkit(tmp_path, "db", "current", "--config", str(config))),
+        daemon=True,
+    )
+    command.start()
+    command.join(30)
+    assert fifo.stat().st_mode & 0o777 == 0o644
+    assert done, "the command hung on the FIFO"
+    _refused(done[0], f"{fifo} is not a drkit store", "not a regular file")
