@@ -269,15 +269,24 @@ def _one_offset(value: str) -> tuple[TopicPartition, int]:
     return TopicPartition(topic, partition), offset
 
 
+def _whole(value: object) -> int:
+    """A JSON number or string holding a whole number: not true (int(True) is 1), 5.5 (int()
+    cuts it to 5) or 1e400 (infinity)."""
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise TypeError(f"not a whole number: {value!r}")
+    return int(value)
+
+
 def _stdin_offsets(stdin: TextIO) -> list[tuple[TopicPartition, int]]:
     try:
         document = json.loads(stdin.read())
         if not isinstance(document, list) or not document:
             raise TypeError("no positions")  # '{}' and '[]' translated nothing, exit 0
         return [
-            _one_offset(f"{e['topic']}:{int(e['partition'])}:{int(e['offset'])}") for e in document
+            _one_offset(f"{e['topic']}:{_whole(e['partition'])}:{_whole(e['offset'])}")
+            for e in document
         ]
-    except (ValueError, TypeError, KeyError):
+    except (ValueError, TypeError, KeyError, OverflowError):
         why = "stdin is not a JSON list of {topic, partition, offset}, one or more"
         raise ConfigError([Problem("--offset -", why)]) from None
 

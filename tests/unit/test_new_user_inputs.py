@@ -352,3 +352,19 @@ def test_a_store_path_that_is_no_regular_file_is_refused_untouched(tmp_path: Pat
     assert fifo.stat().st_mode & 0o777 == 0o644
     assert done, "the command hung on the FIFO"
     _refused(done[0], f"{fifo} is not a drkit store", "not a regular file")
+
+
+@pytest.mark.parametrize("offset", ["1e400", "true", "5.5", "[5]"])
+def test_an_offset_on_stdin_that_is_no_whole_number_is_refused(offset: str) -> None:
+    """Seventh trial (issue 45): `--offset -` given {"offset": 1e400} ended in a traceback
+    (OverflowError: cannot convert float infinity to integer); true was translated as offset 1
+    and 5.5 as 5, as if asked."""
+    import io
+
+    from drkit.errors import ConfigError
+    from drkit.offsets.lookup import parse_offsets
+
+    document = '[{"topic": "orders", "partition": 0, "offset": ' + offset + "}]"
+    with pytest.raises(ConfigError) as refused:
+        parse_offsets(["-"], io.StringIO(document))
+    assert "--offset -" in str(refused.value)
