@@ -7,6 +7,7 @@ import click
 from drkit.adoption.adopt import Adopter, Adoption
 from drkit.adoption.mm2_syncs import mm2_offset_syncs_topic
 from drkit.cli.context import (
+    TOPIC,
     AppContext,
     FiniteRange,
     complete_flows,
@@ -30,6 +31,7 @@ from drkit.config.loader import known_flow
 )
 @click.option(
     "--mm2-syncs-topic",
+    type=TOPIC,
     metavar="TOPIC",
     help="MirrorMaker 2's offset-syncs topic [default: mm2-offset-syncs.<DST>.internal].",
 )

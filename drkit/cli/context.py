@@ -105,6 +105,7 @@ class _Text(click.ParamType[str]):
 
 
 GROUP = _Text("group name")
+TOPIC = _Text("topic name")
 # A reason is stored with each pause, fence and failover and shown in lists: a sentence or
 # two, not a 100 kB paste.
 REASON = _Text("reason", longest=1000)

@@ -368,3 +368,14 @@ def test_an_offset_on_stdin_that_is_no_whole_number_is_refused(offset: str) -> N
     with pytest.raises(ConfigError) as refused:
         parse_offsets(["-"], io.StringIO(document))
     assert "--offset -" in str(refused.value)
+
+
+def test_adopt_refuses_an_empty_mm2_syncs_topic(tmp_path: Path) -> None:
+    """Seventh trial (issue 45): `adopt --mm2-syncs-topic ''` went on with the default topic
+    (mm2-offset-syncs.dc2.internal) as if no topic was given."""
+    config = tmp_path / "c.yaml"
+    config.write_text(GOOD + "flows: [{source: dc1, target: dc2}]\n")
+    done = _drkit(
+        tmp_path, "adopt", "--flow", "dc1:dc2", "--mm2-syncs-topic", "", "--config", str(config)
+    )
+    _refused(done, "--mm2-syncs-topic", "cannot be empty")
