@@ -31,16 +31,17 @@ never from what drkit believes about itself.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from drkit.access.rules import Operation, PatternType, Permission, ResourceType
 from drkit.control.model import DesiredState, default_state
 from drkit.control.repo import ControlRepository
 from drkit.failover.fences import FenceRepository, FenceState
 from drkit.failover.model import Procedure, RunState, StepName, StepState
-from drkit.failover.pointer import PointerRepository
-from drkit.failover.runs import RunRepository
+from drkit.failover.pointer import Pointer, PointerRepository
+from drkit.failover.runs import RunRecord, RunRepository
 from drkit.records import TopicPartition
 from drkit.replication.topology import FlowTopology
 from tests.simulation.world import APP, CLUSTERS, GROUPS, SimWorld
@@ -48,6 +49,15 @@ from tests.simulation.world import APP, CLUSTERS, GROUPS, SimWorld
 if TYPE_CHECKING:
     from tests.simulation.scheduler import Sim, SimProcess
 
+# The tables each part of the store's view reads (a write to any other table: all read again).
+_PARTS = {
+    "pointer": ("ACTIVE_POINTER",),
+    "runs": ("FAILOVER_RUNS", "FAILOVER_STEPS", "FAILOVER_RUN_GROUPS"),  # groups: not read
+    "directives": ("FLOW_CONTROL",),
+    "opened": ("FENCE_OPENINGS",),
+    "rows": ("FENCES",),
+}
+_READ = frozenset(t for tables in _PARTS.values() for t in tables)
 RETURN_WINDOW_S = 30.0  # a returning cluster is protected by the next maintenance passes
 PLANNED = (Procedure.SWITCHOVER, Procedure.CUTOVER, Procedure.FAILBACK)
 
@@ -92,6 +102,12 @@ class Checker:
     _view: _StoreView | None = None
     _seen: _StoreView | None = None
     _writable: dict[str, tuple[int, frozenset[str]]] = field(default_factory=dict)
+    # The view's parts as last read (by the write counts of their tables, what they were read
+    # with), the store's write counts by table then, and whether no transaction was open then.
+    _parts: dict[str, tuple[object, Any]] = field(default_factory=dict)
+    _counts: dict[str, int] = field(default_factory=dict)
+    _settled: bool = False
+    _tracked: tuple[int, int] = (-1, -1)  # Sim.changes, Sim.steps when reconciles were tracked
     _family: dict[str, tuple[int, dict[str, list[str]]]] = field(default_factory=dict)
     _families_writable: dict[str, tuple[int, frozenset[str], tuple[str, ...]]] = field(
         default_factory=dict
@@ -109,11 +125,20 @@ class Checker:
         writes = self.world.store.writes
         if self._view is not None and self._view.writes == writes:
             return self._view
-        store = self.world.reader
-        pointer = PointerRepository(store).get()
-        runs = RunRepository(store).latest(8)
-        control = ControlRepository(store)
-        fences = FenceRepository(store)
+        store = self.world.store
+        # Each part is read again only if a table it reads was written since it was read -
+        # unless a transaction was open then (its writes counted, not yet visible: read all).
+        counts = store.table_writes
+        fresh = not self._settled or any(
+            n != self._counts.get(t, 0) for t, n in counts.items() if t not in _READ
+        )
+        self._counts = dict(counts)
+        self._settled = store.open == 0
+        pointer = self._part("pointer", fresh, (), self._pointer)
+        runs = self._part("runs", fresh, (), self._runs)
+        directives = self._part("directives", fresh, (), self._directives)
+        opened = self._part("opened", fresh, (pointer,), self._opened)
+        rows = self._part("rows", fresh, (), self._rows)
         self._view = _StoreView(
             writes,
             pointer.cluster if pointer else None,
@@ -121,21 +146,51 @@ class Checker:
             pointer.run_id if pointer else None,
             tuple(r.id for r in runs if r.state.unfinished),
             {r.id: (r.procedure, r.source, r.target, r.state) for r in runs},
-            {
-                name: found.desired
-                for name, found in control.directives(
-                    {f.name: default_state(f) for f in self.world.config.flows}
-                ).items()
-            },
-            {o.cluster: o.topics for o in fences.openings(pointer.epoch if pointer else 0)}
-            if pointer
-            else {},
-            {(row.cluster, row.topic): row.state for row in fences.rows()},
+            directives,
+            opened,
+            rows,
             {r.id: tuple(f"{s.name.value}={s.state.value}" for s in r.steps) for r in runs},
         )
         if self.journal:
             self._journal(self._view)
         return self._view
+
+    def _part(
+        self, name: str, fresh: bool, given: tuple[Any, ...], read: Callable[..., Any]
+    ) -> Any:
+        """A part of the view: read again unless ``fresh`` is false, none of its tables was
+        written since and ``given`` is what it was read with."""
+        key = (tuple(self._counts.get(t, 0) for t in _PARTS[name]), given)
+        cached = self._parts.get(name)
+        if fresh or cached is None or cached[0] != key:
+            cached = (key, read(*given))
+            self._parts[name] = cached
+        return cached[1]
+
+    def _pointer(self) -> Pointer | None:
+        return PointerRepository(self.world.reader).get()
+
+    def _runs(self) -> list[RunRecord]:
+        return RunRepository(self.world.reader).latest(8)
+
+    def _directives(self) -> dict[str, DesiredState]:
+        return {
+            name: found.desired
+            for name, found in ControlRepository(self.world.reader)
+            .directives({f.name: default_state(f) for f in self.world.config.flows})
+            .items()
+        }
+
+    def _opened(self, pointer: Pointer | None) -> dict[str, frozenset[str] | None]:
+        if not pointer:
+            return {}
+        fences = FenceRepository(self.world.reader)
+        return {o.cluster: o.topics for o in fences.openings(pointer.epoch)}
+
+    def _rows(self) -> dict[tuple[str, str], FenceState]:
+        return {
+            (row.cluster, row.topic): row.state for row in FenceRepository(self.world.reader).rows()
+        }
 
     def _journal(self, view: _StoreView) -> None:
         """Say in the trace what changed in the store (runs, steps, pointer, directives)."""
@@ -369,7 +424,18 @@ class Checker:
 
     def _track_reconciles(self) -> None:
         """Which live processes are inside a reconcile pass now; one that was and is no longer
-        completed it (the audit may be checked again after a kill left it dirty)."""
+        completed it (the audit may be checked again after a kill left it dirty).  Only a
+        thread that ran since moved: with no process started, killed or ended since and one
+        thread let go on, only its process is asked again."""
+        sim = self.sim
+        last, self._tracked = self._tracked, (sim.changes, sim.steps)
+        if last[0] == sim.changes and sim.steps - last[1] <= 1:
+            process = sim.stepped.process if sim.stepped is not None else None
+            if process is None or sim.steps == last[1]:
+                return  # nothing ran: nobody entered or left a reconcile pass
+            inside = not process.killed and _mid_reconcile(process)
+            if inside == (process.name in self.reconciling):
+                return  # as it was
         now = {p.name for p in self.sim.live if not p.killed and _mid_reconcile(p)}
         if self.reconciling - now and any(
             not p.killed for p in self.sim.processes if p.name in self.reconciling - now

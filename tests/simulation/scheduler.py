@@ -175,6 +175,8 @@ class Sim:
         # on which processes are alive (:meth:`prune`, the driver's workers) is redone then.
         self.changes = 0
         self._pruned = -1
+        self.steps = 0  # how many times a thread was let go on (:meth:`step`)
+        self.stepped: SimThread | None = None  # the last one
 
     # -- time -----------------------------------------------------------------------------
 
@@ -324,6 +326,8 @@ class Sim:
 
     def step(self, thread: SimThread) -> None:
         """Let ``thread`` run until its next point (or its end)."""
+        self.steps += 1
+        self.stepped = thread
         self._parked.reset()
         thread.go.give()
         if not self._parked.take(self._real_timeout_s):

@@ -189,17 +189,22 @@ _UNREAD_UPDATES = (
 )
 
 
-def _counted(statement: str) -> bool:
-    """Whether a statement changes rows the checker reads (:attr:`SimStore.writes`)."""
+def _counted(statement: str) -> str | None:
+    """The table a statement changes rows of that the checker reads (:attr:`SimStore.writes`);
+    None if it changes none ("?": one it cannot name)."""
     head = statement.lstrip()[:64].upper()
-    return (
+    if not (
         head[:6] in ("INSERT", "UPDATE", "DELETE")
         and not any(table in head[:40] for table in _UNWATCHED)
         and not head.startswith(_UNREAD_UPDATES)
-    )
+    ):
+        return None
+    words = head.split()
+    named = words[1] if words[0] == "UPDATE" else words[2] if len(words) > 2 else "?"
+    return named.split("(", 1)[0].strip('"') or "?"
 
 
-_COUNTED: dict[str, bool] = {}  # statement -> _counted(statement)
+_COUNTED: dict[str, str | None] = {}  # statement -> _counted(statement)
 
 
 class SimStore(StateStore):
@@ -212,25 +217,33 @@ class SimStore(StateStore):
         self.now = sim.wall
         self.down_until = -1.0
         self.writes = 0  # statements that changed rows: the checker's cache key
+        self.table_writes: dict[str, int] = {}  # ... by table
+        self.open = 0  # transactions open now (a thread parked in one: not committed yet)
         event.listen(self.engine, "after_cursor_execute", self._count_writes)
 
     def _count_writes(self, *args: Any) -> None:
         statement = args[2]
-        counts = _COUNTED.get(statement)
-        if counts is None:
-            counts = _counted(statement)
+        if statement in _COUNTED:
+            table = _COUNTED[statement]
+        else:
+            table = _counted(statement)
             if len(_COUNTED) < 4096:  # SQLAlchemy's statements are the same few, over and over
-                _COUNTED[statement] = counts
-        if counts:
+                _COUNTED[statement] = table
+        if table is not None:
             self.writes += 1
+            self.table_writes[table] = self.table_writes.get(table, 0) + 1
 
     @contextmanager
     def session(self) -> Iterator[Session]:
         self.sim.point("store")
         if self.sim.now < self.down_until and self.sim.current() is not None:
             raise StateStoreError("state store sqlite:///sim failed: unreachable (simulated)")
-        with super().session() as session:
-            yield session
+        self.open += 1
+        try:
+            with super().session() as session:
+                yield session
+        finally:
+            self.open -= 1
         self.sim.point("store committed")
 
 
