@@ -33,6 +33,7 @@ def upgrade(app: AppContext, config_file: str | None, revision: str, output: str
     from alembic.util import CommandError
 
     store = app.store(config_file)
+    before = store.current_revision()
     try:
         store.upgrade(revision)
     except CommandError as err:  # alembic's: an unknown or unreachable revision
@@ -47,7 +48,11 @@ def upgrade(app: AppContext, config_file: str | None, revision: str, output: str
         echo_document("db", {"store": safe_url(store.url), "revision": now,
                              "head": store.head_revision()})  # fmt: skip
         return
-    click.echo(f"{safe_url(store.url)}: at revision {now}")
+    if now == before and revision != "head":  # 'base', or one the store is at or past
+        click.echo(f"{safe_url(store.url)}: at revision {now or 'none'}, nothing to apply: the "
+                   f"store is at or past {revision!r} (db upgrade never goes back)")  # fmt: skip
+        return
+    click.echo(f"{safe_url(store.url)}: at revision {now or 'none'}")
 
 
 @db.command("current")

@@ -379,3 +379,20 @@ def test_adopt_refuses_an_empty_mm2_syncs_topic(tmp_path: Path) -> None:
         tmp_path, "adopt", "--flow", "dc1:dc2", "--mm2-syncs-topic", "", "--config", str(config)
     )
     _refused(done, "--mm2-syncs-topic", "cannot be empty")
+
+
+def test_db_upgrade_to_a_revision_the_store_is_past_says_nothing_was_applied(
+    tmp_path: Path,
+) -> None:
+    """Seventh trial (issue 45): `db upgrade --revision 0001` on a store at head answered 'at
+    revision 0009', exit 0, and '--revision base' on a new store 'at revision None' - as if
+    each had done what was asked."""
+    config = tmp_path / "c.yaml"
+    config.write_text(GOOD)
+    done = _drkit(tmp_path, "db", "upgrade", "--revision", "base", "--config", str(config))
+    assert done.exit_code == 0, done.output
+    assert "None" not in done.output and "nothing to apply" in done.output, done.output
+    assert _drkit(tmp_path, "db", "upgrade", "--config", str(config)).exit_code == 0
+    done = _drkit(tmp_path, "db", "upgrade", "--revision", "0001", "--config", str(config))
+    assert done.exit_code == 0, done.output
+    assert "nothing to apply" in done.output and "never goes back" in done.output, done.output
