@@ -51,7 +51,7 @@ from drkit.kafka.io import consume_all, produce_batch
 from drkit.offsets.checkpoint_store import CheckpointStore
 from drkit.records import TopicPartition
 from drkit.replication.progress import ProgressStore
-from drkit.replication.topology import FlowTopology
+from drkit.topology.flow import FlowTopology
 
 RECORDS_PER_PARTITION = 40
 

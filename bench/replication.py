@@ -74,7 +74,7 @@ from drkit.replication.client_settings import (
     consumer_settings,
     producer_settings,
 )
-from drkit.replication.topology import FlowTopology
+from drkit.topology.flow import FlowTopology
 
 PARTITIONS = 8
 

@@ -41,7 +41,7 @@ from drkit.kafka import ClusterEndpoint
 from drkit.kafka.admin import TopicSpec
 from drkit.records import TopicPartition
 from drkit.replication.progress import ProgressStore
-from drkit.replication.topology import FlowTopology
+from drkit.topology.flow import FlowTopology
 
 PARTITIONS = 6
 BATCH_S = 0.05

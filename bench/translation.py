@@ -35,15 +35,15 @@ from drkit.offsets.lookup import translate_groups
 from drkit.offsets.mapping_loader import MappingLoader, doubt
 from drkit.records import TopicPartition
 from drkit.replication.heartbeat import encode_string
-from drkit.replication.internal_topics import (
-    checkpoints_topic,
-    offset_syncs_topic,
-    progress_topic,
-)
 from drkit.replication.offset_sync import OffsetRun, decode_key, decode_value
 from drkit.replication.offset_sync_store import RunMaps
 from drkit.replication.progress import Progress, progress_key
 from drkit.replication.run_map import RunMap, RunTable
+from drkit.topology.internal_topics import (
+    checkpoints_topic,
+    offset_syncs_topic,
+    progress_topic,
+)
 from drkit.translation import PartitionMapping, TargetBounds, Translated, translate
 
 

@@ -19,7 +19,7 @@ from drkit.kafka.io import commit_group_offsets, consume_ranges, produce_batch
 from drkit.records import TopicPartition
 from drkit.replication.progress import ProgressStore
 from drkit.replication.provenance import SOURCE_HEADER, Provenance
-from drkit.replication.topology import FlowTopology
+from drkit.topology.flow import FlowTopology
 from tests.conftest import Names
 from tests.kafka_backends import ClusterUnderTest
 from tests.replication_support import FlowSetup, Replicator, flow_setup, wait_until

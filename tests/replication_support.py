@@ -29,9 +29,9 @@ from drkit.config.model import DrkitConfig
 from drkit.kafka import ClusterEndpoint, KafkaAdmin
 from drkit.kafka.io import consume_all
 from drkit.records import Record, TopicPartition
-from drkit.replication.internal_topics import progress_topic
 from drkit.replication.progress import Progress, ProgressStore, decode_progress
 from drkit.replication.provenance import ORIGIN_HEADER, SOURCE_HEADER, Provenance
+from drkit.topology.internal_topics import progress_topic
 from tests.kafka_backends import ClusterUnderTest
 
 

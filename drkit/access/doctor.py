@@ -35,7 +35,7 @@ from drkit.access.rules import (
 from drkit.access.standby import guard_of, guarded_flows
 from drkit.config.model import DrkitConfig, FailoverPolicy, Role
 from drkit.errors import DrkitError, FatalKafkaError
-from drkit.replication import internal_topics
+from drkit.topology import internal_topics
 
 
 class Status(StrEnum):

@@ -4,7 +4,7 @@ A role is a job one drkit principal does; an operator may run each with its own 
 (least privilege) or all as one principal (which then needs the union).  The needs follow from
 the flows: a cluster that is the *source* of a flow is read (topics, groups) and holds its
 ``heartbeats``; a cluster that is its *target* receives the replicas and drkit's bookkeeping
-topics.  Names come from the same places the workers take them (drkit.replication.topology), so
+topics.  Names come from the same places the workers take them (drkit.topology.flow), so
 the ACLs and the clients cannot disagree.
 
 Topic and group selections are regexes; Kafka ACLs are literals or prefixes
@@ -34,12 +34,12 @@ from drkit.config.model import (
     Role,
 )
 from drkit.offsets.commit_log import OFFSETS_TOPIC
-from drkit.replication import internal_topics
+from drkit.topology import internal_topics
 
 __all__ = ["DRKIT_ROLES", "OWN_PREFIX", "Role", "RoleNeeds", "replica_resources", "role_needs"]
 
 # drkit's own consumer groups, transactional ids and bookkeeping topics share this prefix
-# (drkit.replication.internal_topics.OWN_GROUP_PREFIXES).
+# (drkit.topology.internal_topics.OWN_GROUP_PREFIXES).
 OWN_PREFIX = "drkit-"
 
 
@@ -101,7 +101,7 @@ def _select(kind: ResourceType, names: NameFilter, what: str) -> _Selection:
 
 def _topics_of(flow: FlowConfig) -> _Selection:
     """The source topics a flow selects: its ``topics`` and its Kafka Streams applications'
-    changelogs (drkit.replication.streams), as ``<application.id>-`` prefixes - wider than the
+    changelogs (drkit.topology.streams), as ``<application.id>-`` prefixes - wider than the
     changelogs alone (the applications' other internal topics too), so reported as inexact."""
     selected = _select(ResourceType.TOPIC, flow.topics, f"topics of {flow.name}")
     return _with_streams(flow, selected)

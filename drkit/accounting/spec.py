@@ -33,8 +33,8 @@ from drkit.private_files import write_private
 from drkit.records import TopicPartition
 from drkit.replication.loss import LossEvent
 from drkit.replication.progress import ProgressStore
-from drkit.replication.topology import FlowTopology
-from drkit.replication.transforms import BUILTIN_TYPES
+from drkit.topology.flow import FlowTopology
+from drkit.topology.transforms import BUILTIN_TYPES
 
 # Ranges end at the last stable offset: the job reads committed data only, and a read_committed
 # reader asked for offsets behind an open transaction waits for it (Spark: its whole poll timeout,

@@ -182,8 +182,11 @@ def load_summary(path: Path, flow: FlowConfig) -> Summary:
     """Read a ``summary.json`` a spark-submit run wrote; raises ConfigError when it is not one."""
     try:
         summary = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as err:
+    except OSError as err:
         raise ConfigError([Problem("--import-summary", f"cannot read {path}: {err}")]) from None
+    except ValueError as err:  # read, but no JSON (or no UTF-8): not what spark-submit wrote
+        why = f"{path} is not a {SCHEMA} summary (not JSON: {err})"
+        raise ConfigError([Problem("--import-summary", why)]) from None
     if not isinstance(summary, dict) or summary.get("schema") not in SCHEMAS:
         raise ConfigError([Problem("--import-summary", f"{path} is not a {SCHEMA} summary")])
     if summary.get("flow") != flow.name:

@@ -40,8 +40,8 @@ from drkit.records import Headers, Record, TopicPartition
 from drkit.replication.bookkeeping import ensure_bookkeeping_topics
 from drkit.replication.offset_sync import OffsetRun, OffsetSync, RunTracker
 from drkit.replication.progress import Progress, ProgressStore
-from drkit.replication.topology import FlowTopology
 from drkit.signing import Kind, Signer
+from drkit.topology.flow import FlowTopology
 from drkit.translation import Mm2Syncs
 
 log = logging.getLogger(__name__)

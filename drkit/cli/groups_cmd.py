@@ -53,7 +53,7 @@ def lag(
     from drkit.health.group_lag import lag_rows
     from drkit.kafka import ClusterEndpoint, KafkaAdmin
     from drkit.kafka.clients import require_answering
-    from drkit.replication.internal_topics import is_own_group
+    from drkit.topology.internal_topics import is_own_group
 
     config = app.config(config_file)
     known_cluster(config, cluster, "--cluster")

@@ -160,8 +160,8 @@ def load_config_text(
 
 def _component_problems(config: DrkitConfig) -> list[Problem]:
     """Build each flow's pluggable parts (policy, transforms) so bad options fail at load."""
-    from drkit.replication.policy import build_policy
-    from drkit.replication.transforms import build_chain
+    from drkit.topology.policy import build_policy
+    from drkit.topology.transforms import build_chain
 
     problems: list[Problem] = []
     for index, flow in enumerate(config.flows):
@@ -211,7 +211,7 @@ _GROUP_REFERENCE = re.compile(r"\\(?:\d|g<[^>]*>)")
 def route_internal_name(replacement: str) -> str | None:
     """What makes a route's renamed topic internal, from the replacement's literal text (its
     start when the match starts the name, its end when the match ends it); None: not internal."""
-    from drkit.replication.internal_topics import is_internal
+    from drkit.topology.internal_topics import is_internal
 
     parts = _GROUP_REFERENCE.split(replacement)
     head, tail = parts[0], parts[-1]

@@ -464,7 +464,7 @@ class ReplicationPolicyConfig(FrozenModel):
 
 
 class TransformConfig(FrozenModel):
-    """One step of a flow's transform chain (see drkit.replication.transforms)."""
+    """One step of a flow's transform chain (see drkit.topology.transforms)."""
 
     type: str = Field(min_length=1)
     options: dict[str, object] = Field(default_factory=dict)
@@ -552,7 +552,7 @@ class FlowConfig(FrozenModel):
     acl_sync: AclSyncConfig = AclSyncConfig()
     schema_sync: SchemaSyncConfig = SchemaSyncConfig()
     # Kafka Streams application ids: their changelogs are replicated under their own names,
-    # their repartition topics never (drkit.replication.streams, docs/kafka-streams.md).
+    # their repartition topics never (drkit.topology.streams, docs/kafka-streams.md).
     kafka_streams: tuple[Annotated[str, Field(pattern=r"^[A-Za-z0-9._-]+$")], ...] = ()
     # A standby flow (e.g. the reverse direction of an active/passive pair) is PAUSED until a
     # directive in the state store starts it (drkit.control).

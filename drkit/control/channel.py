@@ -33,8 +33,8 @@ from drkit.control.model import DesiredState, FlowDirective
 from drkit.kafka.clients import ClusterEndpoint
 from drkit.kafka.keyed_topic import Accept, KeyedTopic, KeyedTopicPort, KeyedValue, Sign
 from drkit.records import Headers
-from drkit.replication.internal_topics import control_topic
 from drkit.signing import Kind, Signer
+from drkit.topology.internal_topics import control_topic
 
 
 @dataclass(frozen=True)

@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from drkit.config.model import DrkitConfig
-from drkit.replication.internal_topics import HEARTBEATS
-from drkit.replication.topology import FlowTopology
+from drkit.topology.flow import FlowTopology
+from drkit.topology.internal_topics import HEARTBEATS
 
 MANIFEST = "drill-manifest.json"
 KIND = "drkit.drill.manifest/v1"

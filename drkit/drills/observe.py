@@ -13,7 +13,7 @@ import time
 from drkit.drills.environment import DrillEnvironment
 from drkit.drills.facts import DrillFacts, FenceInForce, LinkAtMove, ReplicaTransactions, WriteAfter
 from drkit.drills.parity import parity_check
-from drkit.drills.state import DrillState
+from drkit.drills.running import RunningDrill
 from drkit.drills.timeline import FAULT, RUN_STARTED
 from drkit.errors import DrkitError, KafkaError
 from drkit.failover.fences import FenceRepository, FenceState
@@ -35,7 +35,7 @@ def await_fence(env: DrillEnvironment, cluster: str, timeout_s: float) -> bool:
     return True
 
 
-def observe(runner: DrillState) -> DrillFacts:
+def observe(runner: RunningDrill) -> DrillFacts:
     s = runner.scenario
     failback = runner.failback_record
     tail = DivergentTail.of(failback) if failback is not None else None
@@ -58,7 +58,7 @@ def observe(runner: DrillState) -> DrillFacts:
     )
 
 
-def _link_at_move(runner: DrillState) -> LinkAtMove | None:
+def _link_at_move(runner: RunningDrill) -> LinkAtMove | None:
     moment = runner.timeline.first(FAULT) or runner.timeline.first(RUN_STARTED)
     if runner.sampler is None or moment is None:
         return None
@@ -70,7 +70,7 @@ def _link_at_move(runner: DrillState) -> LinkAtMove | None:
     return LinkAtMove(moment.at_s, written, copied)
 
 
-def _fence_in_force(runner: DrillState) -> FenceInForce | None:
+def _fence_in_force(runner: RunningDrill) -> FenceInForce | None:
     run: RunRecord | None = runner.run_record
     step = run.step(StepName.FENCE_SOURCE) if run is not None else None
     fence = SourceFence.of(run) if run is not None else None
@@ -82,7 +82,7 @@ def _fence_in_force(runner: DrillState) -> FenceInForce | None:
     return FenceInForce(step.finished_at.timestamp(), pending=fence.pending)
 
 
-def _write_to_source(runner: DrillState, value: bytes) -> WriteAfter:
+def _write_to_source(runner: RunningDrill, value: bytes) -> WriteAfter:
     """One write to the first workload topic on the source."""
     s = runner.scenario
     topic = runner.env.topic(s.workload.topics[0].name)
@@ -93,7 +93,7 @@ def _write_to_source(runner: DrillState, value: bytes) -> WriteAfter:
     return WriteAfter(None)
 
 
-def _replica_transactions(runner: DrillState) -> ReplicaTransactions:
+def _replica_transactions(runner: RunningDrill) -> ReplicaTransactions:
     admin = KafkaAdmin(runner.endpoint(runner.scenario.target))
     open_partitions: list[str] = []
     try:

@@ -23,7 +23,7 @@ from drkit.drills.report import (
     WriteCondition,
 )
 from drkit.drills.run_summary import run_summary
-from drkit.drills.state import DrillState
+from drkit.drills.running import RunningDrill
 from drkit.drills.timeline import POINTER_MOVED
 from drkit.errors import DrillFailed, DrkitError, KafkaError
 from drkit.failover.results import Translation
@@ -39,7 +39,7 @@ from drkit.timestamps import iso_utc
 SETTLE_S = 60.0
 
 
-def build_report(runner: DrillState, started: datetime) -> DrillReport:
+def build_report(runner: RunningDrill, started: datetime) -> DrillReport:
     s = runner.scenario
     runner.say("recounting the records", None)
     source_records, replica_records = runner.failover_records or read_back(runner)
@@ -99,7 +99,7 @@ def build_report(runner: DrillState, started: datetime) -> DrillReport:
     )
 
 
-def read_back(runner: DrillState) -> tuple[list[Record], list[Record]]:
+def read_back(runner: RunningDrill) -> tuple[list[Record], list[Record]]:
     """Both clusters' workload records, read committed, every partition to its end - or
     DrillFailed: part of a topic recounted reports what it did not read as not lost (CI: a
     network-cut drill reported 0 lost where 16 were).  Read once no transaction is open on
@@ -127,7 +127,7 @@ def read_back(runner: DrillState) -> tuple[list[Record], list[Record]]:
     return source, replica
 
 
-def _source_settled(runner: DrillState) -> bool:
+def _source_settled(runner: RunningDrill) -> bool:
     """No transaction is open on the source's workload partitions (last stable offset =
     high watermark); False while one is, or while the source does not answer."""
     s = runner.scenario
@@ -146,7 +146,7 @@ def _source_settled(runner: DrillState) -> bool:
 
 
 def _groups(
-    runner: DrillState,
+    runner: RunningDrill,
     source: list[Record],
     replica: list[Record],
     accounting: dict[str, Any] | None,
@@ -187,7 +187,7 @@ def _groups(
     return tuple(out)
 
 
-def _accounting(runner: DrillState) -> dict[str, Any] | None:
+def _accounting(runner: RunningDrill) -> dict[str, Any] | None:
     from drkit.accounting.verify import verify
 
     runner.say("proving it on the records with Spark (drkit verify)", None)
@@ -208,7 +208,9 @@ def _accounting(runner: DrillState) -> dict[str, Any] | None:
     return dict(summary)
 
 
-def _failover_positions(runner: DrillState, run: RunRecord) -> dict[str, dict[TopicPartition, int]]:
+def _failover_positions(
+    runner: RunningDrill, run: RunRecord
+) -> dict[str, dict[TopicPartition, int]]:
     """Where the failover put each workload group on the target, per replica partition.
 
     A partition the run could not translate (no checkpoint yet when the source died) gets

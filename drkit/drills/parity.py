@@ -7,7 +7,7 @@ from drkit.config.model import DrkitConfig, FlowConfig
 from drkit.drills.report import DrillCheck
 from drkit.kafka import ClusterEndpoint, KafkaAdmin
 from drkit.replication.topic_sync import TopicSynchronizer, differences
-from drkit.replication.topology import FlowTopology
+from drkit.topology.flow import FlowTopology
 
 
 def parity_check(config: DrkitConfig, flow: FlowConfig, only: set[str] | None = None) -> DrillCheck:

@@ -27,9 +27,9 @@ from drkit.drills.numbered import encode_value
 from drkit.drills.observe import await_fence
 from drkit.drills.outcome import build_report, read_back
 from drkit.drills.report import DrillReport
+from drkit.drills.running import DrillOptions, RunningDrill
 from drkit.drills.sampler import Sampler
 from drkit.drills.scenario import DecisionMode, Scenario
-from drkit.drills.state import DrillOptions, DrillState
 from drkit.drills.timeline import (
     CHECKPOINTED,
     CLIENTS_RESUMED,
@@ -63,8 +63,8 @@ def _wall(at: datetime | None) -> float | None:
     return at.timestamp() if at is not None else None
 
 
-class DrillRunner(DrillState):
-    """Drives one drill (its state: drills.state)."""
+class DrillRunner(RunningDrill):
+    """Drives one drill (its state: drills.running)."""
 
     def __init__(self, scenario: Scenario, options: DrillOptions) -> None:
         super().__init__(scenario, options)

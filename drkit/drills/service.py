@@ -67,7 +67,7 @@ def run_drill(
     from drkit.drills.html import write_report
     from drkit.drills.repo import DrillRepository
     from drkit.drills.runner import DrillRunner
-    from drkit.drills.state import DrillOptions
+    from drkit.drills.running import DrillOptions
     from drkit.kafka.clients import ClusterEndpoint, require_answering
     from drkit.local import LocalKafka
 

@@ -36,9 +36,9 @@ from drkit.kafka.clients import ClusterEndpoint
 from drkit.kafka.ports import AdminFactory, ClusterAdmin
 from drkit.records import TopicPartition
 from drkit.replication.progress import Progress, ProgressStore
-from drkit.replication.topology import FlowTopology
 from drkit.store.db import StateStore
 from drkit.store.guard import WriteGuard
+from drkit.topology.flow import FlowTopology
 
 
 class Confirming(WriteGuard, Protocol):

@@ -106,7 +106,7 @@ class FailoverMaintenance:
         partition as soon as it answers and is fenced; returns the runs reported."""
         from drkit.failover.runs import RunRepository
         from drkit.failover.steps.divergence import divergence_report, point_of, raised_past_copies
-        from drkit.replication.topology import FlowTopology
+        from drkit.topology.flow import FlowTopology
 
         runs = RunRepository(self.store, keeper)
         reported: list[int] = []

@@ -42,8 +42,8 @@ from drkit.access.standby import guard_of, guarded_flows
 from drkit.config.model import DrkitConfig, FlowConfig, Role
 from drkit.failover.model import Direction, Procedure, RunState, StepName, StepState
 from drkit.kafka.acls import KEPT_READS, deny_write, topic_acl
-from drkit.replication.internal_topics import HEARTBEATS
-from drkit.replication.topology import FlowTopology
+from drkit.topology.flow import FlowTopology
+from drkit.topology.internal_topics import HEARTBEATS
 
 READWRITE, READONLY = "READWRITE", "READONLY"
 

@@ -30,12 +30,12 @@ from drkit.lag import count_visible
 from drkit.offsets.checkpoint_store import CheckpointSnapshot, CheckpointStore
 from drkit.offsets.mapping_loader import MappingLoader
 from drkit.records import TopicPartition, shared_partition
-from drkit.replication.internal_topics import HEARTBEATS, is_own_group
 from drkit.replication.progress import Progress, ProgressStore
-from drkit.replication.topic_filter import NameMatcher
-from drkit.replication.topology import FlowTopology
 from drkit.schemas.sync import SchemaSynchronizer
 from drkit.signing import Kind, Signer
+from drkit.topology.flow import FlowTopology
+from drkit.topology.internal_topics import HEARTBEATS, is_own_group
+from drkit.topology.topic_filter import NameMatcher
 from drkit.translation import PartitionMapping, TargetBounds
 
 log = logging.getLogger(__name__)

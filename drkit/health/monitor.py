@@ -56,13 +56,13 @@ from drkit.kafka.admin import GroupOffsets, KafkaAdmin
 from drkit.kafka.clients import ClusterEndpoint
 from drkit.kafka.ports import ClusterAdmin, read_group_offsets
 from drkit.records import TopicPartition
-from drkit.replication.internal_topics import is_own_group
-from drkit.replication.topic_filter import NameMatcher
-from drkit.replication.topology import FlowTopology
 from drkit.store.db import StateStore, safe_url, shown_error
 from drkit.store.guard import WriteGuard
 from drkit.store.health_repo import HealthRepository
 from drkit.store.loss_repo import LossRepository
+from drkit.topology.flow import FlowTopology
+from drkit.topology.internal_topics import is_own_group
+from drkit.topology.topic_filter import NameMatcher
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

@@ -23,13 +23,13 @@ from drkit.kafka.tailer import TopicTailer
 from drkit.lag import count_visible
 from drkit.offsets.checkpoint_store import CheckpointSnapshot, CheckpointStore
 from drkit.records import TopicPartition
-from drkit.replication import internal_topics
 from drkit.replication.acl_sync import AclSynchronizer, drift_lines
 from drkit.replication.heartbeat import Heartbeat
 from drkit.replication.progress import Progress, ProgressStore
 from drkit.replication.topic_sync import TopicSynchronizer, differences
-from drkit.replication.topology import FlowTopology
 from drkit.schemas.sync import SchemaDriftWatch, flow_schema_sync
+from drkit.topology import internal_topics
+from drkit.topology.flow import FlowTopology
 
 
 class ClusterProbe(Protocol):

@@ -55,10 +55,10 @@ from drkit.offsets.group_sync import GroupOffsetSync
 from drkit.offsets.mapping_loader import MappingLoader
 from drkit.offsets.metrics import CheckpointMetrics, default_metrics
 from drkit.records import TopicPartition
-from drkit.replication.internal_topics import is_own_group
-from drkit.replication.topic_filter import NameMatcher
-from drkit.replication.topology import FlowTopology
 from drkit.signing import Signer
+from drkit.topology.flow import FlowTopology
+from drkit.topology.internal_topics import is_own_group
+from drkit.topology.topic_filter import NameMatcher
 from drkit.translation import (
     CannotTranslate,
     PartitionInputs,

@@ -29,7 +29,7 @@ first record a consumer at S reads on the source (see drkit/offsets/verification
 (a crash re-replicated a range) verify when the record at T is the earlier copy they announced.
 
 Every name (replica topics, bookkeeping topics) comes from the flow's
-:class:`~drkit.replication.topology.FlowTopology`.
+:class:`~drkit.topology.flow.FlowTopology`.
 """
 
 from __future__ import annotations
@@ -56,8 +56,8 @@ from drkit.offsets.provenance_search import (
 )
 from drkit.offsets.verification import AtTarget, PositionVerdict, replicated_by, verify
 from drkit.records import Record, TopicPartition
-from drkit.replication.topology import FlowTopology
 from drkit.signing import Kind, Signer
+from drkit.topology.flow import FlowTopology
 from drkit.translation import (
     NO_REPLICA,
     CannotTranslate,

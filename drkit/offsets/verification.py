@@ -17,7 +17,7 @@ from enum import StrEnum
 
 from drkit.records import Record
 from drkit.replication.provenance import ORIGIN_HEADER, SOURCE_HEADER, is_loop
-from drkit.replication.transforms import OutRecord, TransformChain
+from drkit.topology.transforms import OutRecord, TransformChain
 
 
 class PositionVerdict(StrEnum):

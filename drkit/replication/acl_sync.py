@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable, Mapping
 
 from drkit.access.rules import WILDCARD, AclEntry, Operation, Resource, ResourceType
 from drkit.kafka.admin import KafkaAdmin
-from drkit.replication.topology import FlowTopology
+from drkit.topology.flow import FlowTopology
 
 log = logging.getLogger(__name__)
 

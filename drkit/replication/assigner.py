@@ -28,7 +28,7 @@ from drkit.replication.partition_state import PartitionState
 from drkit.replication.progress import ProgressStore
 from drkit.replication.provenance import origin_header
 from drkit.replication.topic_sync import TopicSynchronizer
-from drkit.replication.topology import FlowTopology
+from drkit.topology.flow import FlowTopology
 
 log = logging.getLogger(__name__)
 

@@ -37,7 +37,7 @@ from drkit.replication.heartbeat import Heartbeat
 from drkit.replication.metrics import ReplicationMetrics
 from drkit.replication.supervision import is_transient
 from drkit.replication.topic_sync import TopicSynchronizer
-from drkit.replication.topology import FlowTopology
+from drkit.topology.flow import FlowTopology
 
 log = logging.getLogger(__name__)
 

@@ -1,11 +1,11 @@
 """A flow's bookkeeping topics created where they live: progress and offset syncs on the
-target, ``heartbeats`` on the source (names: drkit.replication.internal_topics)."""
+target, ``heartbeats`` on the source (names: drkit.topology.internal_topics)."""
 
 from __future__ import annotations
 
 from drkit.kafka.admin import KafkaAdmin, TopicSpec
-from drkit.replication.internal_topics import HEARTBEATS
-from drkit.replication.topology import FlowTopology
+from drkit.topology.flow import FlowTopology
+from drkit.topology.internal_topics import HEARTBEATS
 
 
 def ensure_bookkeeping_topics(

@@ -12,7 +12,7 @@ from typing import Any
 
 from drkit.kafka.clients import FETCH_QUEUE_BACKOFF_MS, ClientSettings
 from drkit.replication.assignment import StartFrom
-from drkit.replication.topology import FlowTopology
+from drkit.topology.flow import FlowTopology
 
 
 @dataclass(frozen=True)

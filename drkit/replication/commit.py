@@ -33,8 +33,8 @@ from drkit.kafka.flow_clients import (
 from drkit.records import TopicPartition
 from drkit.replication.partition_state import PartitionState
 from drkit.replication.progress import Progress, progress_key
-from drkit.replication.topology import FlowTopology
 from drkit.signing import Signer
+from drkit.topology.flow import FlowTopology
 
 
 class CommittingConsumer(Protocol):

@@ -33,8 +33,8 @@ from drkit.replication.provenance import (
     origin_header,
     origin_of_record,
 )
-from drkit.replication.topology import FlowTopology
-from drkit.replication.transforms import OutRecord
+from drkit.topology.flow import FlowTopology
+from drkit.topology.transforms import OutRecord
 
 _SAMPLE_EVERY = 64  # latency/age histograms see one record in 64 (hot-path cost)
 

@@ -57,9 +57,9 @@ from drkit.replication.endpoints import EndedFlows, WorkerEndpoints
 from drkit.replication.loss import LossEvent
 from drkit.replication.metrics import FLOW_FAILED, default_metrics, show_flow_state
 from drkit.replication.supervision import PatienceStop, SuccessBackoff, WorkerLiveness, is_transient
-from drkit.replication.topology import FlowTopology
 from drkit.replication.worker import FlowWorker
 from drkit.signing import Kind
+from drkit.topology.flow import FlowTopology
 
 if TYPE_CHECKING:
     from drkit.store.flow_keys import FlowKeys

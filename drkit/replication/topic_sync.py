@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 from drkit.errors import ReplicationError
 from drkit.kafka.admin import ConfigValue, KafkaAdmin, TopicSpec
-from drkit.replication.internal_topics import is_internal
+from drkit.topology.internal_topics import is_internal
 
 log = logging.getLogger(__name__)
 

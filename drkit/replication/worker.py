@@ -77,9 +77,9 @@ from drkit.replication.progress import ProgressStore
 from drkit.replication.source_watch import count_replicated, observe_source, report_lag
 from drkit.replication.supervision import WorkerLiveness, backoff_s, out_of_patience
 from drkit.replication.topic_sync import TopicSynchronizer
-from drkit.replication.topology import FlowTopology
 from drkit.schemas.sync import flow_schema_sync
 from drkit.signing import Signer
+from drkit.topology.flow import FlowTopology
 
 log = logging.getLogger(__name__)
 

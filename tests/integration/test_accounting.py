@@ -18,9 +18,9 @@ from drkit.kafka import KafkaAdmin
 from drkit.kafka.admin import TopicSpec
 from drkit.kafka.io import commit_group_offsets, consume_all, produce_batch
 from drkit.records import TopicPartition
-from drkit.replication.internal_topics import progress_topic
 from drkit.replication.progress import Progress, progress_key
 from drkit.replication.provenance import SOURCE_HEADER, Provenance
+from drkit.topology.internal_topics import progress_topic
 from tests.conftest import Names
 from tests.kafka_backends import ClusterUnderTest
 from tests.replication_support import FlowSetup, Replicator, flow_setup, wait_until

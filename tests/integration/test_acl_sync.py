@@ -11,7 +11,7 @@ from typing import Any
 from drkit.access.rules import AclEntry, Operation, PatternType, Permission, Resource, ResourceType
 from drkit.kafka import KafkaAdmin
 from drkit.replication.acl_sync import AclSynchronizer
-from drkit.replication.topology import FlowTopology
+from drkit.topology.flow import FlowTopology
 from tests.conftest import Names
 from tests.integration.test_monitor import FAST_HEALTH, MonitorProcess
 from tests.kafka_backends import ClusterUnderTest

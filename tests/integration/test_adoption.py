@@ -17,7 +17,7 @@ from drkit.kafka.admin import TopicSpec
 from drkit.kafka.clients import ClusterEndpoint
 from drkit.kafka.io import commit_group_offsets, consume_all, consume_ranges, produce_batch
 from drkit.records import TopicPartition
-from drkit.replication.topology import FlowTopology
+from drkit.topology.flow import FlowTopology
 from tests.conftest import Names
 from tests.failover_support import checkpointed, drkit, progress_of
 from tests.kafka_backends import ClusterUnderTest

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from drkit.kafka.admin import TopicSpec
-from drkit.replication.topology import FlowTopology
+from drkit.topology.flow import FlowTopology
 from tests.app_history import AppHistory, duplicates
 from tests.conftest import Names
 from tests.failover_support import PARTITIONS, drkit

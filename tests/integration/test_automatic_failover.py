@@ -31,8 +31,8 @@ from drkit.kafka import KafkaAdmin
 from drkit.kafka.admin import TopicSpec
 from drkit.kafka.io import produce_batch
 from drkit.records import TopicPartition
-from drkit.replication.topology import FlowTopology
 from drkit.store import StateStore
+from drkit.topology.flow import FlowTopology
 from tests.conftest import Names
 from tests.failover_support import (
     PARTITIONS,

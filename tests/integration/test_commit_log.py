@@ -20,7 +20,7 @@ from drkit.offsets.checkpoint_store import CheckpointStore
 from drkit.offsets.commit_follower import STALE_AFTER_S, CommitFollower, CommitsRead
 from drkit.offsets.commit_log import OFFSETS_TOPIC
 from drkit.records import Record, TopicPartition
-from drkit.replication.topology import FlowTopology
+from drkit.topology.flow import FlowTopology
 from tests.conftest import Names
 from tests.failover_support import checkpointed
 from tests.kafka_backends import ClusterUnderTest

@@ -25,9 +25,9 @@ from drkit.kafka.admin import TopicSpec
 from drkit.kafka.io import produce_batch
 from drkit.records import TopicPartition
 from drkit.replication.provenance import SOURCE_HEADER, Provenance
-from drkit.replication.topology import FlowTopology
 from drkit.store import StateStore
 from drkit.timestamps import iso_utc
+from drkit.topology.flow import FlowTopology
 from tests import invariants
 from tests.conftest import Names
 from tests.failover_support import (

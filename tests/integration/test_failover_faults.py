@@ -31,8 +31,8 @@ from drkit.failover.pointer import PointerRepository
 from drkit.failover.runs import RunRecord, RunRepository
 from drkit.kafka import KafkaAdmin
 from drkit.records import TopicPartition
-from drkit.replication.topology import FlowTopology
 from drkit.store import StateStore
+from drkit.topology.flow import FlowTopology
 from tests import invariants
 from tests.conftest import Names
 from tests.failover_support import (
@@ -89,7 +89,7 @@ def _step_state(setup: FlowSetup, step: StepName) -> StepState | None:
 
 
 def _case(setup: FlowSetup, topic: str, store_url: str) -> invariants.Case:
-    from drkit.replication.topology import FlowTopology
+    from drkit.topology.flow import FlowTopology
 
     clusters = setup.config.clusters
     return invariants.Case(

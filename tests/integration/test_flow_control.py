@@ -22,9 +22,9 @@ from drkit.local.ports import free_port
 from drkit.records import TopicPartition
 from drkit.replication.progress import ProgressStore
 from drkit.replication.provenance import SOURCE_HEADER, Provenance
-from drkit.replication.topology import FlowTopology
 from drkit.store import StateStore
 from drkit.store.flow_keys import key_for
+from drkit.topology.flow import FlowTopology
 from tests.conftest import Names
 from tests.kafka_backends import ClusterUnderTest
 from tests.metrics_support import metric

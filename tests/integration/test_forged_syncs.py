@@ -20,9 +20,9 @@ from drkit.kafka.admin import TopicSpec
 from drkit.kafka.io import produce_batch
 from drkit.offsets.lookup import translate_offsets
 from drkit.records import TopicPartition
-from drkit.replication.internal_topics import offset_syncs_topic
 from drkit.replication.offset_sync import OffsetRun, OffsetSync
 from drkit.signing import MAC_HEADER
+from drkit.topology.internal_topics import offset_syncs_topic
 from tests.conftest import Names
 from tests.kafka_backends import ClusterUnderTest
 from tests.replication_support import Replicator, flow_setup, progress_behind, wait_until

@@ -12,7 +12,7 @@ from drkit.kafka.admin import TopicSpec
 from drkit.kafka.io import produce_batch
 from drkit.local.jars import java_executable, resolve_bundle
 from drkit.records import TopicPartition
-from drkit.replication.topology import FlowTopology
+from drkit.topology.flow import FlowTopology
 from tests.conftest import Names
 from tests.failover_support import checkpointed, drkit, progress_of
 from tests.kafka_backends import ClusterUnderTest

@@ -214,7 +214,7 @@ def test_a_worker_consumer_with_a_full_prefetch_queue_does_not_spin(
 
     from drkit.config.model import FlowConfig
     from drkit.replication.client_settings import WorkerSettings, consumer_settings
-    from drkit.replication.topology import FlowTopology
+    from drkit.topology.flow import FlowTopology
 
     topic = names.topic()
     dc1.admin().create_topics([TopicSpec(topic, 1)])

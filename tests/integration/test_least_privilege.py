@@ -45,8 +45,8 @@ from drkit.kafka.io import commit_group_offsets, consume_all, produce_batch
 from drkit.local import LocalKafka
 from drkit.local.ports import free_port
 from drkit.records import TopicPartition
-from drkit.replication.topology import FlowTopology
 from drkit.store import StateStore, database_url
+from drkit.topology.flow import FlowTopology
 from tests.conftest import Names
 from tests.failover_support import (
     PARTITIONS,

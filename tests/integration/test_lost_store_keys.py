@@ -7,6 +7,8 @@ blocked and names the key; an unplanned failover goes on and every group re-read
 from the start - committed there, never left without offsets (consumers at
 ``auto.offset.reset=latest`` would skip what they had not read).  With ``signing.secret`` the
 keys are derived, not stored: the same failover on a fresh store moves every group exactly.
+A foreign writer's offset syncs claiming copies where the replica holds none (a transaction
+marker, past the end) move no group either (security review 8, R8-M1).
 """
 
 from __future__ import annotations
@@ -16,10 +18,15 @@ from pathlib import Path
 import yaml
 
 from drkit.kafka import KafkaAdmin
+from drkit.kafka.io import consume_ranges, produce_batch
 from drkit.records import TopicPartition
+from drkit.replication.internal_topics import offset_syncs_topic
+from drkit.replication.offset_sync import OffsetRun, OffsetSync
+from drkit.translation import CLAIMED_LIMIT
 from tests.conftest import Names
 from tests.failover_support import (
     PARTITIONS,
+    PER_PARTITION,
     assert_groups_resume_exactly,
     drkit,
     replicated_setup,
@@ -82,3 +89,43 @@ def test_with_a_signing_secret_a_fresh_store_moves_every_group_exactly(
     assert "unverified_offset_syncs" not in codes and "offset_syncs_unverifiable" not in codes
     topic = next(iter(next(iter(groups.values())))).topic
     assert_groups_resume_exactly(setup, f"{setup.source}.{topic}", groups)
+
+
+def test_forged_claims_at_a_transaction_marker_and_past_the_end_move_no_group(
+    dc1: ClusterUnderTest, dc2: ClusterUnderTest, names: Names, tmp_path: Path
+) -> None:
+    """An exactly-once flow leaves a commit marker on the target after each transaction: a
+    position no record holds.  A foreign writer of the offset-sync topic claims a source offset
+    past the replicated end (its own record doubts it) copied at the first marker, and 4,097
+    more each copied past the replica's end.  Before corroboration the marker claim sent every
+    group of the partition above the marker back to it, and the 4,097 (one more than
+    CLAIMED_LIMIT) sent every group of the partition to the replica's start; the loader reads
+    the replica at each claimed position, finds no copy of the claimed source offset, and
+    believes none of them."""
+    setup, groups = replicated_setup(
+        dc1, dc2, names, tmp_path, exactly_once=True,
+        document_extra={"signing": {"secret": SECRET}},
+    )  # fmt: skip
+    topic = next(iter(next(iter(groups.values())))).topic
+    replica = TopicPartition(f"{setup.source}.{topic}", 0)
+    end = KafkaAdmin(setup.target_endpoint).list_offsets([replica], "latest")[replica]
+    held = {r.offset for r in consume_ranges(setup.target_endpoint, {replica: (0, end)}, 60.0)}
+    markers = sorted(set(range(end)) - held)
+    assert markers, "an exactly-once flow's replica holds commit markers"
+    source = TopicPartition(topic, 0)
+    past = PER_PARTITION + 10
+    forged = [OffsetSync(source, replica, OffsetRun(PER_PARTITION + 5, markers[0], 1))] + [
+        OffsetSync(source, replica, OffsetRun(past + i, end + 1_000_000 + i, 1))
+        for i in range(CLAIMED_LIMIT + 1)
+    ]
+    produce_batch(
+        setup.target_endpoint,
+        offset_syncs_topic(setup.source),
+        [(sync.key(), sync.value()) for sync in forged],  # no MAC
+    )
+    done = drkit(setup, "failover", "--from", setup.source, "--to", setup.target, "--yes",
+                 "-o", "json")  # fmt: skip
+    assert done.code == 0, done.err + done.out
+    codes = {f["code"] for f in done.json()["plan"]["warnings"]}
+    assert "unverified_offset_syncs" in codes and "offset_syncs_unverifiable" not in codes
+    assert_groups_resume_exactly(setup, replica.topic, groups)

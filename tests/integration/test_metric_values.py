@@ -18,8 +18,8 @@ from pathlib import Path
 
 from drkit.kafka.admin import TopicSpec
 from drkit.kafka.io import produce_batch
-from drkit.replication import internal_topics
 from drkit.replication.metrics import LATENCY, RECORD_AGE, RECORDS
+from drkit.topology import internal_topics
 from tests.conftest import Names
 from tests.kafka_backends import ClusterUnderTest
 from tests.replication_support import (

@@ -21,9 +21,9 @@ from drkit.health.probes import ClusterProber, FlowProber
 from drkit.kafka import make_producer
 from drkit.kafka.admin import TopicSpec
 from drkit.kafka.io import produce_batch
-from drkit.replication.topology import FlowTopology
 from drkit.store import StateStore
 from drkit.store.models import ObserverState
+from drkit.topology.flow import FlowTopology
 from tests.conftest import Names
 from tests.cpu_limit import cpu_limited
 from tests.integration.test_monitor import (

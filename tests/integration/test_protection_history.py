@@ -27,8 +27,8 @@ from drkit.drills.scenario import FaultKind
 from drkit.failover.fences import FenceRepository, FenceState
 from drkit.kafka.admin import TopicSpec
 from drkit.kafka.io import consume_all, produce_batch
-from drkit.replication.topology import FlowTopology
 from drkit.store import StateStore
+from drkit.topology.flow import FlowTopology
 from tests import invariants
 from tests.conftest import Names
 from tests.failover_support import PARTITIONS, drkit, fill, with_config

@@ -19,10 +19,10 @@ from drkit.kafka.admin import TopicSpec
 from drkit.kafka.io import consume_all, produce_batch
 from drkit.records import Record
 from drkit.replication.heartbeat import Heartbeat
-from drkit.replication.internal_topics import progress_topic
 from drkit.replication.progress import Progress, ProgressStore
 from drkit.replication.provenance import ORIGIN_HEADER, SOURCE_HEADER, Origin, Provenance
-from drkit.replication.topology import FlowTopology
+from drkit.topology.flow import FlowTopology
+from drkit.topology.internal_topics import progress_topic
 from tests.conftest import Names
 from tests.kafka_backends import ClusterUnderTest
 from tests.replication_support import (

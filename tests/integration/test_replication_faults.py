@@ -29,7 +29,7 @@ from drkit.replication.offset_sync import OffsetSync
 from drkit.replication.progress import Progress, ProgressStore, decode_progress
 from drkit.replication.provenance import SOURCE_HEADER, Provenance
 from drkit.replication.run_map import merge_runs
-from drkit.replication.topology import FlowTopology
+from drkit.topology.flow import FlowTopology
 from tests.conftest import Names
 from tests.kafka_backends import ClusterUnderTest
 from tests.metrics_support import metric

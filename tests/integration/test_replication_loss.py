@@ -19,9 +19,9 @@ from drkit.records import TopicPartition
 from drkit.replication.loss import LossEvent, LossReason
 from drkit.replication.progress import ProgressStore
 from drkit.replication.provenance import ORIGIN_HEADER, SOURCE_HEADER, Origin, Provenance
-from drkit.replication.topology import FlowTopology
 from drkit.store import StateStore
 from drkit.store.loss_repo import LossRepository
+from drkit.topology.flow import FlowTopology
 from tests.conftest import Names
 from tests.kafka_backends import ClusterUnderTest
 from tests.metrics_support import metric

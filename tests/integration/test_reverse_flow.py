@@ -23,8 +23,8 @@ import pytest
 from drkit.kafka import ClusterEndpoint, KafkaAdmin
 from drkit.kafka.admin import TopicSpec
 from drkit.kafka.io import consume_all, produce_batch
-from drkit.replication.internal_topics import HEARTBEATS
-from drkit.replication.topology import FlowTopology
+from drkit.topology.flow import FlowTopology
+from drkit.topology.internal_topics import HEARTBEATS
 from tests.conftest import Names
 from tests.failover_support import PARTITIONS, drkit, fill, with_config
 from tests.kafka_backends import ClusterUnderTest

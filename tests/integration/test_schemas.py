@@ -24,9 +24,9 @@ from drkit.kafka.admin import KafkaAdmin, TopicSpec
 from drkit.kafka.io import commit_group_offsets, consume_ranges, produce_batch
 from drkit.local.registry import LocalRegistries
 from drkit.records import TopicPartition
-from drkit.replication.topology import FlowTopology
 from drkit.schemas.catalogue import SchemaVersion
 from drkit.schemas.registry import SchemaRegistry
+from drkit.topology.flow import FlowTopology
 from tests.conftest import Names
 from tests.failover_support import checkpointed, drkit, progress_of
 from tests.kafka_backends import ClusterUnderTest

@@ -21,7 +21,7 @@ from drkit.errors import AccountingError
 from drkit.kafka.admin import TopicSpec
 from drkit.kafka.io import commit_group_offsets, produce_batch
 from drkit.records import TopicPartition
-from drkit.replication.internal_topics import checkpoints_topic
+from drkit.topology.internal_topics import checkpoints_topic
 from tests.conftest import Names
 from tests.integration.test_accounting import replicated
 from tests.kafka_backends import ClusterUnderTest

@@ -20,9 +20,9 @@ from drkit.kafka.tailer import TopicTailer
 from drkit.offsets.checkpoint import Checkpoint
 from drkit.offsets.lookup import translate_groups
 from drkit.records import Record, TopicPartition
-from drkit.replication.internal_topics import checkpoints_topic
 from drkit.replication.provenance import SOURCE_HEADER, Provenance
-from drkit.replication.topology import FlowTopology
+from drkit.topology.flow import FlowTopology
+from drkit.topology.internal_topics import checkpoints_topic
 from tests.conftest import Names
 from tests.kafka_backends import ClusterUnderTest
 from tests.replication_support import (

@@ -28,11 +28,6 @@ from drkit.offsets.lookup import translate_groups
 from drkit.offsets.mapping_loader import MappingLoader
 from drkit.offsets.metrics import CheckpointMetrics
 from drkit.records import TopicPartition
-from drkit.replication.internal_topics import (
-    checkpoints_topic,
-    offset_syncs_topic,
-    progress_topic,
-)
 from drkit.replication.offset_sync import OffsetRun, OffsetSync
 from drkit.replication.offset_sync_store import OffsetSyncStore
 from drkit.replication.progress import Progress, ProgressStore, progress_key
@@ -40,6 +35,11 @@ from drkit.replication.provenance import SOURCE_HEADER
 from drkit.signing import Kind, Signer
 from drkit.store import StateStore
 from drkit.store.flow_keys import key_for
+from drkit.topology.internal_topics import (
+    checkpoints_topic,
+    offset_syncs_topic,
+    progress_topic,
+)
 from tests.conftest import Names
 from tests.kafka_backends import ClusterUnderTest
 from tests.replication_support import FlowSetup, flow_setup, wait_until

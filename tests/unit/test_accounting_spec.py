@@ -17,7 +17,7 @@ from drkit.accounting.verify import spark_failure
 from drkit.config import load_config_text
 from drkit.config.model import FlowConfig, TransformConfig
 from drkit.errors import AccountingError
-from drkit.replication.transforms import OutRecord, build_chain
+from drkit.topology.transforms import OutRecord, build_chain
 
 
 def test_sasl_scram_and_tls_map_to_java_client_options() -> None:

@@ -8,7 +8,7 @@ import yaml
 from drkit.access.rules import AclEntry, Operation, PatternType, Permission, Resource, ResourceType
 from drkit.config.loader import load_config_text
 from drkit.replication.acl_sync import desired_entries, drift_lines, missing
-from drkit.replication.topology import FlowTopology
+from drkit.topology.flow import FlowTopology
 
 CONFIG = """
 clusters:

@@ -22,10 +22,10 @@ from drkit.config.model import DrkitConfig, Role
 from drkit.kafka.clients import ClusterEndpoint
 from drkit.offsets.mapping_loader import MappingLoader
 from drkit.records import Record, TopicPartition
-from drkit.replication.internal_topics import adopted_topic, offset_syncs_topic, progress_topic
 from drkit.replication.offset_sync import OffsetRun, OffsetSync
 from drkit.replication.progress import Progress
 from drkit.signing import Kind, Signer
+from drkit.topology.internal_topics import adopted_topic, offset_syncs_topic, progress_topic
 from drkit.translation import Flag, Method, Mm2Syncs, PartitionMapping, TargetBounds, translate
 from tests.fake_kafka import FakeCluster
 

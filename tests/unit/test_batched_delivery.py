@@ -21,7 +21,7 @@ from drkit.replication.copier import RecordCopier
 from drkit.replication.delivery import DeliveryTracker
 from drkit.replication.metrics import ReplicationMetrics
 from drkit.replication.partition_state import PartitionState
-from drkit.replication.topology import FlowTopology
+from drkit.topology.flow import FlowTopology
 
 TOPIC = "orders"
 

@@ -9,7 +9,7 @@ from pydantic import ValidationError
 from drkit.config.model import ClusterConfig, FlowConfig
 from drkit.kafka.clients import ClusterEndpoint, client_settings, consumer_config, producer_config
 from drkit.replication.client_settings import WorkerSettings, consumer_settings, producer_settings
-from drkit.replication.topology import FlowTopology
+from drkit.topology.flow import FlowTopology
 
 TUNED: dict[str, str | int | float | bool] = {
     "linger.ms": 50,

@@ -573,7 +573,7 @@ def test_a_move_rounded_down_past_unverified_syncs_says_its_re_reads_are_unknown
     # The offsets translate row says the same ('-' in its table).
     from drkit.config import load_config_text
     from drkit.offsets.lookup import _row
-    from drkit.replication.topology import FlowTopology
+    from drkit.topology.flow import FlowTopology
 
     config = load_config_text(
         "clusters:\n  dc1: {bootstrap_servers: '127.0.0.1:1'}\n"

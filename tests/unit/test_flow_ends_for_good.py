@@ -22,7 +22,7 @@ from drkit.replication.background import TopicWatcher
 from drkit.replication.metrics import ReplicationMetrics
 from drkit.replication.service import _exit_code
 from drkit.replication.topic_sync import TopicState, TopicSynchronizer, plan_topic_sync
-from drkit.replication.topology import FlowTopology
+from drkit.topology.flow import FlowTopology
 from tests.fake_kafka import FakeCluster
 
 REFUSED = "create topic dc1.neworders: INVALID_REPLICATION_FACTOR: only 1 broker(s) are registered"

@@ -21,8 +21,8 @@ from drkit.health.monitor import Monitor, sample_groups
 from drkit.kafka.admin_base import GroupOffsets
 from drkit.offsets.commit_follower import AdminCommits, CommitFollower
 from drkit.records import TopicPartition
-from drkit.replication.topic_filter import NameMatcher
 from drkit.store import StateStore
+from drkit.topology.topic_filter import NameMatcher
 
 ORDERS = TopicPartition("orders", 0)
 

@@ -21,7 +21,7 @@ PURE = [
     "drkit.health.quorum",
     "drkit.automation.decision",
     "drkit.replication.offset_sync",
-    "drkit.replication.policy",
+    "drkit.topology.policy",
     "drkit.status.document",
 ]
 

@@ -396,3 +396,17 @@ def test_db_upgrade_to_a_revision_the_store_is_past_says_nothing_was_applied(
     done = _drkit(tmp_path, "db", "upgrade", "--revision", "0001", "--config", str(config))
     assert done.exit_code == 0, done.output
     assert "nothing to apply" in done.output and "never goes back" in done.output, done.output
+
+
+def test_a_summary_to_import_that_is_no_json_is_named_as_not_a_summary(tmp_path: Path) -> None:
+    """Seventh trial (issue 45): `verify --import-summary /etc/hostname` said 'cannot read
+    /etc/hostname: Expecting value: line 1 column 1 (char 0)' - it was read; it is no summary."""
+    from drkit.accounting.verify import load_summary
+    from drkit.config.model import FlowConfig
+    from drkit.errors import ConfigError
+
+    text = tmp_path / "hostname"
+    text.write_text("vm-1\n")
+    with pytest.raises(ConfigError) as refused:
+        load_summary(text, FlowConfig(source="dc1", target="dc2"))
+    assert f"{text} is not a" in str(refused.value) and "cannot read" not in str(refused.value)

@@ -8,7 +8,7 @@ from drkit.config.model import TransformConfig
 from drkit.offsets.verification import AtTarget, PositionVerdict, replicated_by, verify
 from drkit.records import Record
 from drkit.replication.provenance import ORIGIN_HEADER
-from drkit.replication.transforms import build_chain
+from drkit.topology.transforms import build_chain
 
 
 @pytest.mark.parametrize(

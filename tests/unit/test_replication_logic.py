@@ -23,7 +23,7 @@ from drkit.replication.partition_state import PartitionState
 from drkit.replication.progress import Progress, decode_progress
 from drkit.replication.service import default_worker_id
 from drkit.replication.supervision import WorkerLiveness, backoff_s, out_of_patience
-from drkit.replication.topology import FlowTopology
+from drkit.topology.flow import FlowTopology
 
 TP = TopicPartition("orders", 0)
 

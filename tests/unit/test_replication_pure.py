@@ -11,9 +11,7 @@ from drkit.config.model import FlowConfig, NameFilter, ReplicationPolicyConfig, 
 from drkit.errors import ConfigError
 from drkit.kafka.admin import ConfigValue
 from drkit.replication.heartbeat import Heartbeat
-from drkit.replication.policy import IdentityPolicy, PrefixPolicy, build_policy
 from drkit.replication.provenance import Provenance
-from drkit.replication.topic_filter import TopicFilter
 from drkit.replication.topic_sync import (
     EXCLUDED_CONFIGS,
     TopicState,
@@ -21,7 +19,9 @@ from drkit.replication.topic_sync import (
     plan_topic_sync,
     replicable_configs,
 )
-from drkit.replication.transforms import OutRecord, build_chain
+from drkit.topology.policy import IdentityPolicy, PrefixPolicy, build_policy
+from drkit.topology.topic_filter import TopicFilter
+from drkit.topology.transforms import OutRecord, build_chain
 
 
 def test_prefix_policy_round_trips_and_recognises_remote_topics() -> None:

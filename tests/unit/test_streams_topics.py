@@ -1,5 +1,5 @@
 """Kafka Streams applications in a flow: changelogs replicated under their own names,
-repartition topics never (drkit.replication.streams)."""
+repartition topics never (drkit.topology.streams)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import pytest
 
 from drkit.config.loader import load_config_text
 from drkit.errors import ConfigError
-from drkit.replication.streams import StreamsTopic, streams_topic
-from drkit.replication.topology import FlowTopology
+from drkit.topology.flow import FlowTopology
+from drkit.topology.streams import StreamsTopic, streams_topic
 
 CONFIG = """
 clusters:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from drkit.config.model import FlowConfig
 from drkit.records import TopicPartition
-from drkit.replication.topology import FlowTopology
+from drkit.topology.flow import FlowTopology
 
 
 def _flow(**extra: object) -> FlowConfig:

@@ -15,7 +15,7 @@ def dropped_by_filters(
 ) -> bool:
     """Whether the flow's filter transforms drop this record.
 
-    The same rule as the ``filter`` transform (drkit/replication/transforms.py): a rule matches
+    The same rule as the ``filter`` transform (drkit/topology/transforms.py): a rule matches
     when its ``key_regex`` finds a match in the key and, if it names a ``header``, some value
     of that header matches ``header_regex``; an ``action: drop`` rule drops matching records,
     ``action: keep`` drops the others.

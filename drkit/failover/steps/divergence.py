@@ -25,7 +25,7 @@ from drkit.lag import count_visible
 from drkit.private_files import private_file
 from drkit.records import Record, TopicPartition
 from drkit.replication.provenance import SOURCE_HEADER, Provenance
-from drkit.replication.topology import FlowTopology
+from drkit.topology.flow import FlowTopology
 
 TAIL_WINDOW = 500  # replica records read back per round when looking for held copies
 TAIL_HEADER = "drkit-tail"  # on exported records: <cluster>/<topic>/<partition>/<offset>

@@ -33,7 +33,7 @@ from drkit.failover.model import StepName
 from drkit.failover.results import FencePoint, partition_of
 from drkit.lag import count_visible
 from drkit.records import TopicPartition
-from drkit.replication.topology import FlowTopology
+from drkit.topology.flow import FlowTopology
 
 
 def _directive(

@@ -2,7 +2,7 @@
 small helpers every part of it uses (endpoints under the drill's aliases, replica names,
 progress, bounded waits).
 
-:class:`DrillState` is what drills.runner drives and what drills.observe and drills.outcome
+:class:`RunningDrill` is what drills.runner drives and what drills.observe and drills.outcome
 read once the move is over; it sits below all three, so the readers of a drill's end never
 import the runner that calls them.
 """
@@ -28,7 +28,7 @@ from drkit.failover.runs import RunRecord
 from drkit.kafka import ClusterEndpoint
 from drkit.local import LocalKafka
 from drkit.records import Record
-from drkit.replication.topology import FlowTopology
+from drkit.topology.flow import FlowTopology
 
 
 @dataclass
@@ -42,7 +42,7 @@ class DrillOptions:
     spark_master: str | None = None
 
 
-class DrillState:
+class RunningDrill:
     """One drill's state as it runs (its own directory, config and store: ``env``)."""
 
     def __init__(self, scenario: Scenario, options: DrillOptions) -> None:

@@ -6,9 +6,9 @@ import re
 from dataclasses import dataclass
 
 from drkit.config.model import FlowConfig, NameFilter
-from drkit.replication.internal_topics import HEARTBEATS, is_internal
-from drkit.replication.policy import ReplicationPolicy
-from drkit.replication.streams import StreamsTopic, streams_topic
+from drkit.topology.internal_topics import HEARTBEATS, is_internal
+from drkit.topology.policy import ReplicationPolicy
+from drkit.topology.streams import StreamsTopic, streams_topic
 
 
 @dataclass(frozen=True)
@@ -39,7 +39,7 @@ class TopicFilter:
     replicas of the flow's target cluster (no ping-pong under the prefix policy) and the
     repartition topics of the flow's Kafka Streams applications.  Always included:
     ``heartbeats``, so the target can measure replication latency, and those applications'
-    changelogs (drkit.replication.streams).
+    changelogs (drkit.topology.streams).
     """
 
     flow: FlowConfig
