@@ -158,6 +158,9 @@ def resolve(name_or_path: str) -> Path:
         names = ", ".join(p.stem for p in shipped())
         raise ConfigError([Problem("SCENARIO", f"cannot be empty: give a file or one of {names}")])
     path = Path(name_or_path)
+    if not path.exists() and path.parent == Path() and (drills_dir() / path.name).exists():
+        why = f"no such file here; the shipped scenario is named {path.stem!r} (without .yaml)"
+        raise ConfigError([Problem("SCENARIO", f"{name_or_path}: {why}")])
     if path.suffix in (".yaml", ".yml") or path.exists():
         return path
     candidate = drills_dir() / f"{name_or_path}.yaml"

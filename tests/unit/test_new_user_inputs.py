@@ -410,3 +410,17 @@ def test_a_summary_to_import_that_is_no_json_is_named_as_not_a_summary(tmp_path:
     with pytest.raises(ConfigError) as refused:
         load_summary(text, FlowConfig(source="dc1", target="dc2"))
     assert f"{text} is not a" in str(refused.value) and "cannot read" not in str(refused.value)
+
+
+def test_a_shipped_scenario_named_with_yaml_points_to_its_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Seventh trial (issue 45): `drill run unplanned-loss-of-dc1.yaml` said only 'file not
+    found' - the shipped scenario of that file name is run as unplanned-loss-of-dc1."""
+    from drkit.drills.scenario import resolve
+    from drkit.errors import ConfigError
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError) as refused:
+        resolve("unplanned-loss-of-dc1.yaml")
+    assert "'unplanned-loss-of-dc1'" in str(refused.value)
