@@ -134,11 +134,12 @@ class Checker:
         )
         self._counts = dict(counts)
         self._settled = store.open == 0
-        pointer = self._part("pointer", fresh, (), self._pointer)
-        runs = self._part("runs", fresh, (), self._runs)
-        directives = self._part("directives", fresh, (), self._directives)
-        opened = self._part("opened", fresh, (pointer,), self._opened)
-        rows = self._part("rows", fresh, (), self._rows)
+        with self.world.reader.batch():  # one transaction for every part read
+            pointer = self._part("pointer", fresh, (), self._pointer)
+            runs = self._part("runs", fresh, (), self._runs)
+            directives = self._part("directives", fresh, (), self._directives)
+            opened = self._part("opened", fresh, (pointer,), self._opened)
+            rows = self._part("rows", fresh, (), self._rows)
         self._view = _StoreView(
             writes,
             pointer.cluster if pointer else None,

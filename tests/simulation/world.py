@@ -247,6 +247,32 @@ class SimStore(StateStore):
         self.sim.point("store committed")
 
 
+class SimReader(StateStore):
+    """The checker's store: inside :meth:`batch` every repository reads in the one transaction
+    the batch opened (the simulated threads are all parked: nothing commits meanwhile)."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(url)
+        self._shared: Session | None = None
+
+    @contextmanager
+    def session(self) -> Iterator[Session]:
+        if self._shared is not None:
+            yield self._shared
+            return
+        with super().session() as session:
+            yield session
+
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        with super().session() as session:
+            self._shared = session
+            try:
+                yield
+            finally:
+                self._shared = None
+
+
 # -- clusters and registries ------------------------------------------------------------------
 
 
@@ -403,7 +429,7 @@ class SimWorld:
             document["signing"] = {"secret": signing_secret(sim.seed)}
         self.config: DrkitConfig = load_config_text(yaml.safe_dump(document), env={})
         self.store = SimStore(f"sqlite:///{path}", sim)
-        self.reader = StateStore(f"sqlite:///{path}")  # the checker's: no points, no outages
+        self.reader = SimReader(f"sqlite:///{path}")  # the checker's: no points, no outages
         self.reader.now = sim.wall
         self.keystore = StateStore(f"sqlite:///{path}")  # flow keys: no points, no outages
         self.keystore.now = sim.wall
