@@ -20,7 +20,8 @@ from enum import StrEnum
 from functools import partial
 
 from drkit.access.roles import DRKIT_ROLES, replica_resources, role_needs, source_topic_resources
-from drkit.access.rules import (
+from drkit.access.standby import guard_of, guarded_flows
+from drkit.acl.rules import (
     ANY_USER,
     AclEntry,
     Need,
@@ -32,7 +33,6 @@ from drkit.access.rules import (
     authorized,
     missing,
 )
-from drkit.access.standby import guard_of, guarded_flows
 from drkit.config.model import DrkitConfig, FailoverPolicy, Role
 from drkit.errors import DrkitError, FatalKafkaError
 from drkit.topology import internal_topics

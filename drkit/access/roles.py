@@ -8,7 +8,7 @@ topics.  Names come from the same places the workers take them (drkit.topology.f
 the ACLs and the clients cannot disagree.
 
 Topic and group selections are regexes; Kafka ACLs are literals or prefixes
-(drkit.access.rules.resource_for_pattern) - a selection that is neither becomes "every topic",
+(drkit.acl.rules.resource_for_pattern) - a selection that is neither becomes "every topic",
 and :func:`role_needs` reports it in :attr:`RoleNeeds.widened`.
 """
 
@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from drkit.access.rules import (
+from drkit.acl.rules import (
     Need,
     Operation,
     PatternType,
@@ -148,7 +148,7 @@ def source_topic_resources(flow: FlowConfig) -> tuple[Resource, ...]:
 
 def replica_resources(flow: FlowConfig) -> tuple[tuple[Resource, ...], bool]:
     """The ACL resources of the replicas ``flow`` writes on its target, and whether they
-    stand for exactly those names (see drkit.access.rules.resource_for_pattern)."""
+    stand for exactly those names (see drkit.acl.rules.resource_for_pattern)."""
     replicas = _replicas(flow)
     return replicas.resources, not replicas.inexact
 

@@ -28,7 +28,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from drkit.access.roles import replica_resources
-from drkit.access.rules import (
+from drkit.acl.rules import (
     ANY_USER,
     WILDCARD,
     AclEntry,

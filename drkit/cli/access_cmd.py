@@ -9,7 +9,7 @@ import click
 
 from drkit.access import doctor as doctor_checks
 from drkit.access.roles import role_needs
-from drkit.access.rules import AclEntry, newly_checked
+from drkit.acl.rules import AclEntry, newly_checked
 from drkit.cli.context import (
     PRINCIPAL,
     AppContext,

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from drkit.access.roles import replica_resources, role_needs
-from drkit.access.rules import (
+from drkit.acl.rules import (
     AclEntry,
     Operation,
     PatternType,

@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from functools import cached_property
 
-from drkit.access.rules import AclEntry
+from drkit.acl.rules import AclEntry
 from drkit.config.model import Role
 from drkit.control import ControlRepository
 from drkit.drills import access as drill_access

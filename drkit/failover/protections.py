@@ -37,11 +37,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from drkit.access.roles import replica_resources
-from drkit.access.rules import ANY_USER, AclEntry, Operation, Permission, Resource, ResourceType
 from drkit.access.standby import guard_of, guarded_flows
+from drkit.acl.fencing import KEPT_READS, deny_write, topic_acl
+from drkit.acl.rules import ANY_USER, AclEntry, Operation, Permission, Resource, ResourceType
 from drkit.config.model import DrkitConfig, FlowConfig, Role
 from drkit.failover.model import Direction, Procedure, RunState, StepName, StepState
-from drkit.kafka.acls import KEPT_READS, deny_write, topic_acl
 from drkit.topology.flow import FlowTopology
 from drkit.topology.internal_topics import HEARTBEATS
 

@@ -30,7 +30,8 @@ from dataclasses import dataclass, field, replace
 
 from drkit import clock as drkit_clock
 from drkit import failpoints
-from drkit.access.rules import (
+from drkit.acl.fencing import deny_write
+from drkit.acl.rules import (
     ANY_USER,
     AclEntry,
     Operation,
@@ -56,7 +57,6 @@ from drkit.failover.protections import (
     replicator_fence_entries,
 )
 from drkit.failover.runs import RunRepository
-from drkit.kafka.acls import deny_write
 from drkit.kafka.clients import ClusterEndpoint
 from drkit.kafka.ports import AdminFactory, ClusterAdmin
 from drkit.schemas.sync import RegistryPort

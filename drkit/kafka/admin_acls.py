@@ -21,10 +21,9 @@ from confluent_kafka.admin import (
 )
 from tenacity import retry, retry_if_result, stop_after_delay, wait_fixed
 
-from drkit.access import rules
-from drkit.access.rules import AclEntry
+from drkit.acl import fencing, rules
+from drkit.acl.rules import AclEntry
 from drkit.errors import FatalKafkaError, RetriableKafkaError
-from drkit.kafka import acls
 from drkit.kafka.admin_base import AdminBase
 
 _RESOURCE_TYPES = {
@@ -173,7 +172,7 @@ class AclAdmin(AdminBase):
         wanted = set(wanted)
         if not wanted:
             return
-        if not all(acls.is_topic_acl(acl) for acl in wanted):
+        if not all(fencing.is_topic_acl(acl) for acl in wanted):
             raise ValueError("grant takes literal topic ACLs of the fencing kinds")
         self._create([_entry_binding(acl) for acl in wanted], "create ACLs", timeout_s)
         for principal in {acl.principal for acl in wanted}:
@@ -218,7 +217,7 @@ class AclAdmin(AdminBase):
         """Fence: a DENY WRITE ACL per topic for ``principal`` (idempotent).
 
         With ``keep_reads``, topics that had no ACL also get ALLOW READ/DESCRIBE/
-        DESCRIBE_CONFIGS for ``principal``, so only writes stop (drkit.kafka.acls); those
+        DESCRIBE_CONFIGS for ``principal``, so only writes stop (drkit.acl.fencing); those
         topics are returned (:meth:`allow_writes` removes the same).  ``companions`` names
         them instead (a caller that recorded them before fencing: a second attempt after a
         half-applied one finds them no longer bare).  Needs an authorizer on the brokers
@@ -229,10 +228,10 @@ class AclAdmin(AdminBase):
         if not names:
             return set()
         if companions is not None:
-            bare, wanted = acls.fence_acls_with(names, principal, companions)
+            bare, wanted = fencing.fence_acls_with(names, principal, companions)
         else:
             existing = self.topics_with_acls(timeout_s) if keep_reads else set()
-            bare, wanted = acls.fence_acls(names, principal, keep_reads, existing)
+            bare, wanted = fencing.fence_acls(names, principal, keep_reads, existing)
         bindings = [_entry_binding(acl) for acl in wanted]
         self._create(bindings, "create fencing ACLs", timeout_s)
         self._await_acls(principal, set(wanted), set(), timeout_s)
@@ -247,7 +246,7 @@ class AclAdmin(AdminBase):
     ) -> None:
         """Lift the fence of :meth:`deny_writes` (idempotent); ``reads_allowed``: the topics
         whose companion ALLOW ACLs it added."""
-        lifted = acls.lift_acls(topics, principal, reads_allowed)
+        lifted = fencing.lift_acls(topics, principal, reads_allowed)
         filters = [
             self._acl_filter(
                 acl.resource.name,
@@ -276,7 +275,7 @@ class AclAdmin(AdminBase):
             return {
                 acl
                 for binding in found
-                if (acl := _entry_of(binding)) is not None and acls.is_topic_acl(acl)
+                if (acl := _entry_of(binding)) is not None and fencing.is_topic_acl(acl)
             }
 
         return self._call("describe ACLs", timeout_s, run)

@@ -14,7 +14,7 @@ import uuid
 from collections.abc import Generator
 from contextlib import closing
 
-from confluent_kafka import Consumer
+from confluent_kafka import Consumer, KafkaException
 from confluent_kafka import KafkaError as RdKafkaError
 from confluent_kafka import TopicPartition as RdTP
 
@@ -88,6 +88,17 @@ class PartitionReader:
         """The first record at ``>= offset`` (None: nothing there yet)."""
         with closing(self.records_from(tp, offset, timeout_s)) as records:
             return next(records, None)
+
+    def end_offset(self, tp: TopicPartition, timeout_s: float = 10.0) -> int:
+        """The partition's high watermark, asked of its leader (one request): no record lies
+        at or after it yet."""
+        try:
+            _low, high = self._consumer.get_watermark_offsets(
+                RdTP(tp.topic, tp.partition), timeout=timeout_s, cached=False
+            )
+        except KafkaException as error:
+            raise translate(error, f"{self.endpoint.alias}: watermarks of {tp}") from error
+        return int(high)
 
     def close(self) -> None:
         self._consumer.close()

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Protocol
 
-from drkit.access.rules import AclEntry
+from drkit.acl.rules import AclEntry
 from drkit.kafka.admin_base import (
     ConfigValue,
     GroupOffsets,
@@ -175,7 +175,7 @@ class ClusterAdmin(Protocol):
         timeout_s: float | None = None,
         companions: Iterable[str] | None = None,
     ) -> set[str]:
-        """Fence ``topics`` (drkit.kafka.acls); returns the topics that got companion ALLOWs.
+        """Fence ``topics`` (drkit.acl.fencing); returns the topics that got companion ALLOWs.
 
         ``companions``: exactly these topics get them (decided and recorded by the caller
         before the fence is applied); None: the topics without any ACL now."""

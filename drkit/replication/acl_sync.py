@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Mapping
 
-from drkit.access.rules import WILDCARD, AclEntry, Operation, Resource, ResourceType
+from drkit.acl.rules import WILDCARD, AclEntry, Operation, Resource, ResourceType
 from drkit.kafka.admin import KafkaAdmin
 from drkit.topology.flow import FlowTopology
 

@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from drkit.access.rules import AclEntry, Operation, PatternType, Permission, Resource, ResourceType
+from drkit.acl.rules import AclEntry, Operation, PatternType, Permission, Resource, ResourceType
 from drkit.kafka import KafkaAdmin
 from drkit.replication.acl_sync import AclSynchronizer
 from drkit.topology.flow import FlowTopology

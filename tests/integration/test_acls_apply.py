@@ -10,7 +10,7 @@ from pathlib import Path
 import yaml
 from click.testing import CliRunner
 
-from drkit.access.rules import AclEntry, Operation, Resource
+from drkit.acl.rules import AclEntry, Operation, Resource
 from drkit.cli import cli
 from tests.kafka_backends import ClusterUnderTest
 from tests.replication_support import wait_until

@@ -21,7 +21,8 @@ from typing import Any
 import pytest
 import yaml
 
-from drkit.access.rules import (
+from drkit.access.standby import guard_entries
+from drkit.acl.rules import (
     AclEntry,
     Operation,
     PatternType,
@@ -29,7 +30,6 @@ from drkit.access.rules import (
     Resource,
     ResourceType,
 )
-from drkit.access.standby import guard_entries
 from drkit.config import load_config
 from drkit.drills.access import read_record
 from drkit.drills.environment import DrillEnvironment
@@ -438,7 +438,7 @@ def test_acl_sync_copies_the_consumers_acls_as_the_fencer_while_the_replicator_h
     ACL and SCRAM credential. The replicator's process now writes the copies with the fencer's
     credentials (role_security.fencer): the replicator keeps only what ``drkit acls`` grants it
     (DESCRIBE on the source cluster to read the ACLs), and the copies arrive all the same."""
-    from drkit.access.rules import Need, authorized
+    from drkit.acl.rules import Need, authorized
     from drkit.replication.acl_sync import AclSynchronizer
 
     pair = secured_pair

@@ -13,13 +13,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from drkit.access.rules import Operation, Permission
+from drkit.acl.fencing import topic_acl
+from drkit.acl.rules import Operation, Permission
 from drkit.config import load_config
 from drkit.config.model import ClusterConfig
 from drkit.errors import CredentialsRefusedError, KafkaError
 from drkit.failover.protections import fence_entries
 from drkit.kafka import ClusterEndpoint, KafkaAdmin
-from drkit.kafka.acls import topic_acl
 from drkit.kafka.admin import TopicSpec
 from drkit.kafka.io import consume_all, produce_batch
 from drkit.local import LocalKafka

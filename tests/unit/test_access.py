@@ -15,7 +15,7 @@ from drkit.access.doctor import (
     message_size_findings,
 )
 from drkit.access.roles import role_needs
-from drkit.access.rules import (
+from drkit.acl.rules import (
     AclEntry,
     Need,
     Operation,

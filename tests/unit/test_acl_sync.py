@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from drkit.access.rules import AclEntry, Operation, PatternType, Permission, Resource, ResourceType
+from drkit.acl.rules import AclEntry, Operation, PatternType, Permission, Resource, ResourceType
 from drkit.config.loader import load_config_text
 from drkit.replication.acl_sync import desired_entries, drift_lines, missing
 from drkit.topology.flow import FlowTopology

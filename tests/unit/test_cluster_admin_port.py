@@ -1,5 +1,5 @@
 """The ClusterAdmin port: KafkaAdmin and the in-memory fake both implement it, with the same
-parameters and defaults; the fencing policy (drkit.kafka.acls) both follow."""
+parameters and defaults; the fencing policy (drkit.acl.fencing) both follow."""
 
 from __future__ import annotations
 
@@ -7,13 +7,13 @@ import inspect
 
 import pytest
 
-from drkit.access.rules import Operation, Permission
-from drkit.kafka.acls import (
+from drkit.acl.fencing import (
     KEPT_READS,
     fence_acls,
     lift_acls,
     topic_acl,
 )
+from drkit.acl.rules import Operation, Permission
 from drkit.kafka.admin import KafkaAdmin
 from drkit.kafka.ports import AdminFactory, ClusterAdmin
 from tests.fake_kafka import FakeCluster

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from drkit.access.rules import (
+from drkit.access.standby import guard_entries
+from drkit.acl.rules import (
     AclEntry,
     Operation,
     PatternType,
@@ -18,7 +19,6 @@ from drkit.access.rules import (
     Resource,
     ResourceType,
 )
-from drkit.access.standby import guard_entries
 from drkit.config import load_config_text
 from drkit.config.model import Role
 from drkit.drills.access import RECORD, drill_grants, read_record, write_record

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from drkit.access.rules import Operation, Permission
+from drkit.acl.fencing import topic_acl
+from drkit.acl.rules import Operation, Permission
 from drkit.config import load_config_text
 from drkit.control import ControlRepository, DesiredState
 from drkit.failover.context import RunOptions, StepContext, StepFailed
@@ -38,7 +39,6 @@ from drkit.failover.steps.fencing import fence_source, unfence_source
 from drkit.failover.steps.offsets import commit_group_offsets
 from drkit.failover.steps.promotion import move_pointer
 from drkit.failover.steps.replication import start_reverse_flow
-from drkit.kafka.acls import topic_acl
 from drkit.records import TopicPartition
 from drkit.store import StateStore
 from tests.fake_kafka import FakeClusters, fake_channels

@@ -189,7 +189,7 @@ def test_replicate_with_a_refused_cluster_says_so_in_one_line_in_seconds(tmp_pat
 def test_the_resources_new_acls_close_are_those_no_existing_acl_covers() -> None:
     """The first ACL on a resource makes the authorizer check ACLs there: with
     allow.everyone.if.no.acl.found every principal it does not name is locked out."""
-    from drkit.access.rules import (
+    from drkit.acl.rules import (
         AclEntry,
         Operation,
         PatternType,

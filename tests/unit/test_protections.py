@@ -3,7 +3,7 @@ from the pointer, the unfinished runs' recorded steps and the flows - pure, over
 
 from __future__ import annotations
 
-from drkit.access.rules import Operation, PatternType, Permission
+from drkit.acl.rules import Operation, PatternType, Permission
 from drkit.config import load_config_text
 from drkit.config.model import DrkitConfig
 from drkit.failover.model import Direction, Procedure, RunState, StepName, StepState

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from drkit.access.rules import (
+from drkit.access.standby import guard_of, guarded_flows, plan_guards
+from drkit.acl.rules import (
     AclEntry,
     Need,
     Operation,
@@ -16,7 +17,6 @@ from drkit.access.rules import (
     ResourceType,
     authorized,
 )
-from drkit.access.standby import guard_of, guarded_flows, plan_guards
 from drkit.config import load_config_text
 from drkit.config.model import DrkitConfig
 from drkit.control import ControlRepository, DesiredState

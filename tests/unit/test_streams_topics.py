@@ -58,7 +58,7 @@ def test_an_application_id_that_is_a_pattern_is_refused() -> None:
 
 def test_the_replicator_may_read_and_write_the_applications_changelogs_by_their_prefix() -> None:
     from drkit.access.roles import role_needs
-    from drkit.access.rules import Operation, PatternType, Resource, ResourceType
+    from drkit.acl.rules import Operation, PatternType, Resource, ResourceType
     from drkit.config.model import Role
 
     config = load_config_text(CONFIG)
