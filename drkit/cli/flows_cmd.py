@@ -19,6 +19,7 @@ import click
 
 from drkit.cli.context import (
     REASON,
+    TOPIC,
     AppContext,
     FiniteRange,
     complete_clusters,
@@ -429,6 +430,7 @@ def fences_list(app: AppContext, everything: bool, config_file: str | None, outp
     "--topic",
     "topics",
     multiple=True,
+    type=TOPIC,
     metavar="TOPIC",
     help="Only this fenced topic (repeatable; default: every one fenced there).",
 )

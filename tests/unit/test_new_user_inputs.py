@@ -424,3 +424,16 @@ def test_a_shipped_scenario_named_with_yaml_points_to_its_name(
     with pytest.raises(ConfigError) as refused:
         resolve("unplanned-loss-of-dc1.yaml")
     assert "'unplanned-loss-of-dc1'" in str(refused.value)
+
+
+def test_fences_lift_refuses_an_empty_topic(tmp_path: Path) -> None:
+    """Seventh trial (issue 45): `fences lift --topic ''` answered 'not fenced on dc1:  (fenced
+    there: nothing)' - an empty name is refused as every other empty name is."""
+    (tmp_path / "state").mkdir()
+    config = tmp_path / "c.yaml"
+    config.write_text(GOOD)
+    done = _drkit(
+        tmp_path, "fences", "lift", "--cluster", "dc1", "--topic", "", "-m", "x",
+        "--config", str(config),
+    )  # fmt: skip
+    _refused(done, "--topic", "cannot be empty")
