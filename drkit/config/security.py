@@ -51,7 +51,7 @@ def unintended_warnings(config: DrkitConfig) -> list[str]:
             out.append(f"{path}.topics.exclude: excludes every name - flow {flow.name} "
                        "selects no topic")  # fmt: skip
         elif set(flow.topics.include) <= set(flow.topics.exclude):
-            out.append(f"{path}.topics.exclude: excludes each pattern include names - flow "
+            out.append(f"{path}.topics.exclude: repeats every include pattern - flow "
                        f"{flow.name} selects no topic")  # fmt: skip
         for place, transform in enumerate(flow.transforms):
             if transform.type == "route" and route_merges(transform):
