@@ -11,6 +11,7 @@ import threading
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -432,17 +433,46 @@ def _picture(config: DrkitConfig, store: StateStore, probe: bool | None) -> Stat
     if probe or (probe is None and not any(is_vote(o) for o in picture.observers)):
         # No monitor reports: look now, as this host's CLI observer - one row per host, never
         # a vote, counting its failures in a row across calls (and redraws of --watch).
-        mon = Monitor(config, cli_observer(), store)
+        mon = Monitor(_answering_quickly(config), cli_observer(), store)
         try:
             mon.resume_views()
-            for alias in config.clusters:
-                mon.run_job(f"{JobKind.PROBE}:{alias}")
-            for flow in config.flows:
-                mon.run_job(f"{JobKind.FLOW}:{flow.name}")
+            run_all_at_once(mon.run_job, [
+                *(f"{JobKind.PROBE}:{alias}" for alias in config.clusters),
+                *(f"{JobKind.FLOW}:{flow.name}" for flow in config.flows),
+            ])  # fmt: skip
         finally:
             mon.close()
         picture = current_status(config, store)
     return picture
+
+
+# How long ``drkit status`` probing on its own waits for a cluster's answer: a cluster down,
+# hung or not Kafka is named within 3 s of the command's start, drkit's own start (~1 s)
+# included (issue 45); a healthy broker answers its metadata request in milliseconds.
+STATUS_PROBE_S = 1.5
+
+
+def _answering_quickly(config: DrkitConfig) -> DrkitConfig:
+    """``config`` whose probes wait at most :data:`STATUS_PROBE_S` for an answer, for
+    ``drkit status`` probing on its own (one observer per host, never a vote); the monitor
+    keeps the configured ``health.probe_timeout_s``."""
+    if config.health.probe_timeout_s <= STATUS_PROBE_S:
+        return config
+    health = config.health.model_copy(update={"probe_timeout_s": STATUS_PROBE_S})
+    return config.model_copy(update={"health": health})
+
+
+def run_all_at_once(run: Callable[[str], None], jobs: list[str]) -> None:
+    """Run every job at the same time, each on a daemon thread of its own, and wait for all:
+    a cluster that does not answer costs its own probe timeout, not one more per cluster and
+    flow after it (the status of a config with a cluster down took 3-12 s, issue 45).  The
+    monitor runs the same jobs concurrently in its scheduler's pool; Ctrl-C ends the wait at
+    once."""
+    from drkit.kafka.interruptible import InFlight
+
+    running = [InFlight(partial(run, job), name=f"drkit-status {job}") for job in jobs]
+    for call in running:
+        call.wait()
 
 
 def _show(picture: StatusSnapshot, output: str, color: bool | None, compact: bool) -> None:

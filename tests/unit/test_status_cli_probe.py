@@ -81,3 +81,38 @@ def test_a_cli_observer_is_no_vote_and_no_monitor_may_take_its_name(tmp_path: Pa
     assert refused.exit_code == 2 and "never a vote" in refused.output, refused.output
     config = load_config_text(CONFIG, env={})
     assert build_status is not None and config.health.failure_threshold == 3
+
+
+def test_status_runs_every_probe_at_once() -> None:
+    """Issue 45 (seventh trial): the probes ran one after another, each bounded by the probe
+    timeout, so a config with one cluster down, frozen or not Kafka answered in 3-12 s.  Every
+    job must be under way before any of them ends: each here waits for all the others to
+    start (a barrier), which one-after-another never lets happen."""
+    import threading
+
+    from drkit.cli.monitor_cmd import run_all_at_once
+
+    jobs = ["probe:dc1", "probe:dc2", "flow:dc1->dc2"]
+    everyone = threading.Barrier(len(jobs), timeout=10)
+    ran: list[str] = []
+
+    def run(job: str) -> None:
+        everyone.wait()
+        ran.append(job)
+
+    run_all_at_once(run, jobs)
+    assert sorted(ran) == sorted(jobs)
+
+
+def test_status_probing_on_its_own_waits_for_an_answer_no_longer_than_its_bound() -> None:
+    """A hung or not-Kafka cluster held ``drkit status`` for the whole probe timeout (4 s by
+    default) after drkit's own start: it must be named within 3 s (issue 45).  The monitor's
+    configured timeout is not changed, a shorter one is kept."""
+    from drkit.cli.monitor_cmd import STATUS_PROBE_S, _answering_quickly
+
+    default = load_config_text(CONFIG.replace("probe_timeout_s: 0.5, ", ""), env={})
+    assert default.health.probe_timeout_s > STATUS_PROBE_S
+    assert _answering_quickly(default).health.probe_timeout_s == STATUS_PROBE_S
+    assert _answering_quickly(default).clusters == default.clusters
+    short = load_config_text(CONFIG, env={})
+    assert _answering_quickly(short) is short
