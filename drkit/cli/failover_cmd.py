@@ -167,6 +167,7 @@ def _run(
             "not a terminal: confirm with --yes, or see the plan alone with --plan - nothing "
             "was planned or done"
         ))])  # fmt: skip
+    _require_both_answering(app.config(config_file), procedure, source, target)
     engine = _engine(app, config_file, output)
     # One command, one run: the collector stays off from the plan to the printed run, so the
     # millions of acyclic objects built at 10,000 groups are not walked again at every pause's
@@ -180,6 +181,27 @@ def _run(
             return
         _confirm(plan, yes, output)
         _finish(output, engine.start(plan, options, requested_by=operator()))
+
+
+def _require_both_answering(
+    config: DrkitConfig, procedure: Procedure, source: str, target: str
+) -> None:
+    """A planned move (switchover, cutover, failback) needs both clusters: one down, hung or
+    not Kafka is named within 3 s of the command's start (exit 3) - the plan waited 3 s for
+    the source and then read the target, 6-9 s with a frozen source (issue 45, seventh
+    trial).  An unplanned failover is planned without its source, as before."""
+    if procedure is Procedure.FAILOVER:
+        return
+    from drkit.config.loader import flow_between
+    from drkit.kafka.clients import ClusterEndpoint, require_all_answering
+
+    flow_between(config, source, target)  # bad input first (exit 2), as the plan says it
+
+    needed = (f"a {procedure.value} needs both clusters; 'drkit failover --from {source} "
+              f"--to {target}' moves without the source")  # fmt: skip
+    require_all_answering(
+        [ClusterEndpoint(alias, config.clusters[alias]) for alias in (source, target)], needed
+    )
 
 
 def _confirm(plan: Plan, yes: bool, output: str) -> None:

@@ -446,19 +446,17 @@ def _picture(config: DrkitConfig, store: StateStore, probe: bool | None) -> Stat
     return picture
 
 
-# How long ``drkit status`` probing on its own waits for a cluster's answer: a cluster down,
-# hung or not Kafka is named within 3 s of the command's start, drkit's own start (~1 s)
-# included (issue 45); a healthy broker answers its metadata request in milliseconds.
-STATUS_PROBE_S = 1.5
-
-
 def _answering_quickly(config: DrkitConfig) -> DrkitConfig:
-    """``config`` whose probes wait at most :data:`STATUS_PROBE_S` for an answer, for
-    ``drkit status`` probing on its own (one observer per host, never a vote); the monitor
-    keeps the configured ``health.probe_timeout_s``."""
-    if config.health.probe_timeout_s <= STATUS_PROBE_S:
+    """``config`` whose probes wait at most the first answer's bound
+    (:data:`~drkit.kafka.clients.FIRST_ANSWER_S`) for an answer, for ``drkit status`` probing
+    on its own (one observer per host, never a vote): a cluster down, hung or not Kafka is
+    named within 3 s of the command's start (issue 45); a healthy broker answers its metadata
+    request in milliseconds.  The monitor keeps the configured ``health.probe_timeout_s``."""
+    from drkit.kafka.clients import FIRST_ANSWER_S
+
+    if config.health.probe_timeout_s <= FIRST_ANSWER_S:
         return config
-    health = config.health.model_copy(update={"probe_timeout_s": STATUS_PROBE_S})
+    health = config.health.model_copy(update={"probe_timeout_s": FIRST_ANSWER_S})
     return config.model_copy(update={"health": health})
 
 

@@ -307,8 +307,10 @@ def _series_plot(report: DrillReport) -> Markup | None:
 
 
 def _timeline_plot(report: DrillReport) -> Markup | None:
-    """Events as points on a time axis, one row per kind (in order of first occurrence)."""
-    if not report.timeline:
+    """Events as points on a time axis, one row per kind (in order of first occurrence); None
+    for fewer than two events - one point on an axis says nothing the events table does not,
+    and drawing it costs a readiness check that found a cluster down most of its second."""
+    if len(report.timeline) < 2:
         return None
     kinds = list(dict.fromkeys(event.kind for event in report.timeline))
     rows = {kind: index for index, kind in enumerate(kinds)}

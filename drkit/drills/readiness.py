@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import time
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 
 from drkit.config.loader import flow_between
@@ -43,14 +44,67 @@ def readiness(
 ) -> DrillReport:
     started = datetime.now(UTC)
     timeline = Timeline()
+    flow = flow_between(config, source, target)
+    down = _not_answering(config, source, target)
+    if down:
+        # Not ready, and nothing to look at: said after the first answer's wait, not after a
+        # plan that waits for the source and reads the target (7-16 s, issue 45).
+        why = "not checked: " + "; ".join(f"{c} does not answer ({w})" for c, w in down.items())
+        timeline.add("clusters_checked", why)
+        checks = [DrillCheck(name, False, why) for name in CHECKS]
+        gone = " and ".join(down)
+        note = (f"RPO not measured: {gone} {'do' if len(down) > 1 else 'does'} not answer, so "
+                "replication progress cannot be compared with what the source holds.")  # fmt: skip
+        return _report(ident, source, target, started, timeline, checks, (), False, note)
     engine = Engine(config, store, state_dir, role="drill-readiness")
     plan = engine.plan(Procedure.SWITCHOVER, source, target, RunOptions())
     timeline.add("plan_made", f"{len(plan.groups)} groups, {len(plan.findings)} findings")
-    flow = flow_between(config, source, target)
     checks = [_plan_unblocked(plan), _parity(config, flow, plan), _checkpoints(plan), _link(plan)]
     checks.append(_shadow_translation(config, store, plan, [g.group for g in plan.groups]))
     measured = plan.source_reachable and plan.target_reachable and plan.rpo_records is not None
     timeline.add("shadow_translation", checks[-1].detail)
+    rpo = tuple(
+        UnreplicatedPartition(p.topic, p.partition, p.records or 0, 0, 0.0) for p in plan.rpo
+    )
+    note = (
+        "RPO here is an estimate from replication progress: records the target would lack "
+        "if the source were lost now (bytes and seconds are not measured in this mode)."
+        if measured
+        else "RPO not measured: "
+        + (f"{_gone(plan)} not answer, so " if _gone(plan) else "")
+        + "replication progress cannot be compared with what the source holds."
+    )
+    return _report(ident, source, target, started, timeline, checks, rpo, measured, note)
+
+
+# The checks of a readiness drill, in the order the report lists them.
+CHECKS = ("plan_unblocked", "topic_parity", "checkpoints", "link_health", "shadow_translation")
+
+
+def _not_answering(config: DrkitConfig, source: str, target: str) -> dict[str, str]:
+    """Each of the two clusters that is down, hung or not Kafka, with why - both asked at once,
+    each within the first answer's bound (drkit.kafka.clients.FIRST_ANSWER_S)."""
+    from drkit.kafka.clients import not_answering
+    from drkit.kafka.interruptible import InFlight
+
+    asked = {
+        alias: InFlight(partial(not_answering, ClusterEndpoint(alias, config.clusters[alias])))
+        for alias in (source, target)
+    }
+    return {alias: why for alias, call in asked.items() if (why := call.wait()) is not None}
+
+
+def _report(
+    ident: str,
+    source: str,
+    target: str,
+    started: datetime,
+    timeline: Timeline,
+    checks: list[DrillCheck],
+    rpo: tuple[UnreplicatedPartition, ...],
+    measured: bool,
+    note: str,
+) -> DrillReport:
     verdict, reasons = readiness_verdict(checks)
     return DrillReport(
         id=ident,
@@ -65,23 +119,14 @@ def readiness(
         fault={"kind": "none", "at_s": 0.0, "how": "none: a readiness check moves nothing"},
         targets=Targets(rto_s=0.0, rpo_records=LAG_LIMIT_RECORDS),
         rto=None,
-        rpo=tuple(
-            UnreplicatedPartition(p.topic, p.partition, p.records or 0, 0, 0.0) for p in plan.rpo
-        ),
+        rpo=rpo,
         groups=(),
         checks=tuple(checks),
         verdict=verdict,
         reasons=reasons,
         timeline=timeline.events(),
         series=Series(),
-        notes=(
-            "RPO here is an estimate from replication progress: records the target would lack "
-            "if the source were lost now (bytes and seconds are not measured in this mode)."
-            if measured
-            else "RPO not measured: "
-            + (f"{_gone(plan)} not answer, so " if _gone(plan) else "")
-            + "replication progress cannot be compared with what the source holds.",
-        ),
+        notes=(note,),
         rpo_measured=measured,
     )
 

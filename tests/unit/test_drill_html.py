@@ -216,6 +216,18 @@ def test_empty_series_timeline_and_rpo_say_so_instead_of_plotting() -> None:
     assert plot_has_svg(page, "plot-rto")
 
 
+def test_one_event_is_listed_not_drawn() -> None:
+    """A readiness check that found a cluster down has one event: a one-point plot said
+    nothing the table does not, and drawing it cost most of a second (issue 45)."""
+    from drkit.drills.report import Event
+
+    one = (Event(0.4, "clusters_checked", "not checked: dc1 does not answer"),)
+    page = render_report(sample_report(timeline=one))
+    assert element(page, "plot-timeline") == "one event: nothing to draw over time"
+    assert "clusters_checked" in page and "dc1 does not answer" in page  # the events table
+    assert plot_has_svg(render_report(sample_report()), "plot-timeline")
+
+
 def test_partitions_checked_but_nothing_lost() -> None:
     page = render_report(sample_report(rpo=(UnreplicatedPartition("orders", 0, 0, 0, 0.0),)))
     assert element(page, "plot-rpo") == "nothing lost"

@@ -108,7 +108,8 @@ def test_status_probing_on_its_own_waits_for_an_answer_no_longer_than_its_bound(
     """A hung or not-Kafka cluster held ``drkit status`` for the whole probe timeout (4 s by
     default) after drkit's own start: it must be named within 3 s (issue 45).  The monitor's
     configured timeout is not changed, a shorter one is kept."""
-    from drkit.cli.monitor_cmd import STATUS_PROBE_S, _answering_quickly
+    from drkit.cli.monitor_cmd import _answering_quickly
+    from drkit.kafka.clients import FIRST_ANSWER_S as STATUS_PROBE_S
 
     default = load_config_text(CONFIG.replace("probe_timeout_s: 0.5, ", ""), env={})
     assert default.health.probe_timeout_s > STATUS_PROBE_S
