@@ -33,8 +33,8 @@ from drkit.config.model import (
     ReplicationPolicyKind,
     Role,
 )
-from drkit.offsets.commit_log import OFFSETS_TOPIC
 from drkit.topology import internal_topics
+from drkit.topology.internal_topics import OFFSETS_TOPIC
 
 __all__ = ["DRKIT_ROLES", "OWN_PREFIX", "Role", "RoleNeeds", "replica_resources", "role_needs"]
 

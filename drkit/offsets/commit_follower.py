@@ -35,8 +35,9 @@ from drkit.errors import CommitLogUnreadable, FatalKafkaError
 from drkit.kafka.admin import KafkaAdmin
 from drkit.kafka.ports import read_group_offsets
 from drkit.kafka.tailer import TopicTailer
-from drkit.offsets.commit_log import OFFSETS_TOPIC, CommittedOffsets, OffsetCommit, decode
+from drkit.offsets.commit_log import CommittedOffsets, OffsetCommit, decode
 from drkit.records import Record, TopicPartition
+from drkit.topology.internal_topics import OFFSETS_TOPIC
 
 log = logging.getLogger(__name__)
 

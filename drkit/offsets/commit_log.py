@@ -29,7 +29,6 @@ from dataclasses import dataclass
 
 from drkit.records import TopicPartition
 
-OFFSETS_TOPIC = "__consumer_offsets"
 _OFFSET_COMMIT_KEYS = (0, 1)
 _INT16 = struct.Struct(">h")
 _INT32 = struct.Struct(">i")

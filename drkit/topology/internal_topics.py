@@ -7,6 +7,7 @@ and skip them; ``heartbeats`` is the exception that *is* replicated, as in Mirro
 from __future__ import annotations
 
 HEARTBEATS = "heartbeats"
+OFFSETS_TOPIC = "__consumer_offsets"  # Kafka's own: where groups' commits are logged
 
 
 def offset_syncs_topic(source: str) -> str:

@@ -18,9 +18,9 @@ from drkit.kafka.io import produce_batch
 from drkit.kafka.tailer import TopicTailer
 from drkit.offsets.checkpoint_store import CheckpointStore
 from drkit.offsets.commit_follower import STALE_AFTER_S, CommitFollower, CommitsRead
-from drkit.offsets.commit_log import OFFSETS_TOPIC
 from drkit.records import Record, TopicPartition
 from drkit.topology.flow import FlowTopology
+from drkit.topology.internal_topics import OFFSETS_TOPIC
 from tests.conftest import Names
 from tests.failover_support import checkpointed
 from tests.kafka_backends import ClusterUnderTest
