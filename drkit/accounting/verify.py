@@ -26,8 +26,8 @@ from drkit.config.model import DrkitConfig, FlowConfig
 from drkit.errors import AccountingError, ConfigError, Problem
 from drkit.records import TopicPartition
 from drkit.replication.loss import LossEvent
+from drkit.replication.loss_repo import LossRepository
 from drkit.store.db import StateStore
-from drkit.store.loss_repo import LossRepository
 from drkit.store.models import Verification
 
 log = logging.getLogger(__name__)

@@ -56,10 +56,10 @@ from drkit.kafka.admin import GroupOffsets, KafkaAdmin
 from drkit.kafka.clients import ClusterEndpoint
 from drkit.kafka.ports import ClusterAdmin, read_group_offsets
 from drkit.records import TopicPartition
+from drkit.replication.loss_repo import LossRepository
 from drkit.store.db import StateStore, safe_url, shown_error
 from drkit.store.guard import WriteGuard
 from drkit.store.health_repo import HealthRepository
-from drkit.store.loss_repo import LossRepository
 from drkit.topology.flow import FlowTopology
 from drkit.topology.internal_topics import is_own_group
 from drkit.topology.topic_filter import NameMatcher

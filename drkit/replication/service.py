@@ -106,8 +106,8 @@ class _StoreLossSink:
         self._repo: object | None = None
 
     def record(self, event: LossEvent) -> bool:
+        from drkit.replication.loss_repo import LossRepository
         from drkit.store import StateStore
-        from drkit.store.loss_repo import LossRepository
 
         if self._repo is None:
             store = StateStore(self.url)

@@ -12,6 +12,7 @@ from drkit.failover.fences import FenceRepository, FenceState
 from drkit.failover.pointer import PointerRepository
 from drkit.health.quorum import AutomationGate
 from drkit.replication.loss import LossEvent
+from drkit.replication.loss_repo import LossRepository
 from drkit.status.document import (
     AutomationView,
     DrillView,
@@ -21,7 +22,6 @@ from drkit.status.document import (
 )
 from drkit.store.db import StateStore, shown_error
 from drkit.store.health_repo import HealthRepository
-from drkit.store.loss_repo import LossRepository
 
 
 def current_status(config: DrkitConfig, store: StateStore) -> StatusSnapshot:

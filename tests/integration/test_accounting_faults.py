@@ -18,8 +18,8 @@ from drkit.kafka.admin import TopicSpec
 from drkit.kafka.io import consume_all, produce_batch
 from drkit.records import TopicPartition
 from drkit.replication.loss import LossEvent, LossReason
+from drkit.replication.loss_repo import LossRepository
 from drkit.store.db import StateStore, database_url
-from drkit.store.loss_repo import LossRepository
 from tests.conftest import Names
 from tests.kafka_backends import ClusterUnderTest
 from tests.replication_support import FlowSetup, Replicator, flow_setup, wait_until

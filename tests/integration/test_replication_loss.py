@@ -17,10 +17,10 @@ from drkit.kafka.io import consume_all, produce_batch
 from drkit.local.ports import free_port
 from drkit.records import TopicPartition
 from drkit.replication.loss import LossEvent, LossReason
+from drkit.replication.loss_repo import LossRepository
 from drkit.replication.progress import ProgressStore
 from drkit.replication.provenance import ORIGIN_HEADER, SOURCE_HEADER, Origin, Provenance
 from drkit.store import StateStore
-from drkit.store.loss_repo import LossRepository
 from drkit.topology.flow import FlowTopology
 from tests.conftest import Names
 from tests.kafka_backends import ClusterUnderTest

@@ -13,10 +13,10 @@ from drkit.cli import cli
 from drkit.config import load_config
 from drkit.records import TopicPartition
 from drkit.replication.loss import LossEvent, LossReason
+from drkit.replication.loss_repo import LossRepository
 from drkit.status import current_status
 from drkit.status.web import render_page
 from drkit.store import StateStore
-from drkit.store.loss_repo import LossRepository
 
 DETECTED_MS = 1_700_000_000_000
 

@@ -8,8 +8,8 @@ from sqlalchemy import select
 from drkit.errors import StateStoreError
 from drkit.records import TopicPartition
 from drkit.replication.loss import LossEvent, LossReason
+from drkit.replication.loss_repo import LossRepository
 from drkit.store import StateStore
-from drkit.store.loss_repo import LossRepository
 from drkit.store.models import FailoverRun, FailoverStep, HealthObservation
 
 EXPECTED_TABLES = {
