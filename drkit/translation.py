@@ -92,10 +92,20 @@ gaps, restarts, truncation and trimming):
    at or after ``S`` (:class:`ClaimedCopies`; flagged ``UNVERIFIED``, the method ``MAPPED``)
    - counting only what a rejected run may truly hold: source ranges no verified run covers
    (the doubt), at target positions no verified copy occupies, not wholly below the log
-   start.  A forgery over a verified history so moves nothing; one that meets a doubted range
-   and a free target position (transaction markers, the log's end) can cause re-reads, never
-   a skip.  Past :data:`CLAIMED_LIMIT` such pieces on a partition every offset they reach
-   resumes at the target log start.
+   start, and only where the target's records corroborate it (the mapping loader,
+   drkit/offsets/corroboration.py): the first record at the claim's position, and at each
+   piece's, names the flow's source partition and the claimed source offset.  A forger of
+   the offset-sync topic picks the doubted range and the position, not what the replica
+   holds there: a transaction marker, a compacted-away record, a position past the log end,
+   a native record, another partition's copy corroborate nothing (and a writer of the replica
+   itself, which a guarded replica refuses, could only append above the groups' positions).
+   A forged claim so caps no group: exact answers stay exact (security review 8, R8-M1; the
+   forged record's doubt still rounds down answers that were not exact, invariant 9).  What
+   the claims do is let a real copy of a doubted record cap the groups below it (re-reads,
+   never a skip) - a real copy the verified runs cannot place.  A claim the loader
+   has not read yet (its reads per refresh are bounded) is not believed, and reported.  Past
+   :data:`CLAIMED_LIMIT` believed pieces on a partition (only a real history has them) every
+   offset they reach resumes at the target log start.
 
 The runs are kept as a :class:`~drkit.replication.run_map.RunTable` (compact columns, indexes
 computed once per snapshot): one translation is a binary search plus, for re-reads, a walk over
@@ -104,11 +114,12 @@ the runs a crash re-replication left behind - independent of how many runs the m
 
 from __future__ import annotations
 
-from bisect import bisect_right
-from collections.abc import Iterable, Mapping, Sequence
+from bisect import bisect_left, bisect_right
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from itertools import pairwise
+from heapq import heappop, heappush
+from itertools import islice, pairwise
 from operator import itemgetter
 from typing import Any, NamedTuple
 
@@ -340,58 +351,105 @@ def translate(
     return _finish(source_offset, mapping, target_offset, method, flags, bounds, source_end)
 
 
-# Claims kept per partition; past this many (a flood) a translation answers from the target log
-# start wherever any claim reaches (re-reads, never a skip, bounded cost).
+# Believed pieces kept per partition; past this many a translation answers from the target log
+# start wherever any of them reaches (re-reads, never a skip, bounded cost).  Only copies the
+# target's records corroborate are believed (drkit/offsets/corroboration.py), so only a real
+# history of that many pieces reaches it.
 CLAIMED_LIMIT = 4096
+
+Piece = tuple[int, int, int]  # (src_start, src_end, dst_start)
+
+
+class Claimable:
+    """Where a rejected record's claimed copy may be true, given the verified runs and the
+    doubt (invariant 10): over doubted source ranges, at target positions no verified copy
+    occupies.  Built once per mapping; every question about one claim costs binary searches
+    (review 8, R8-L1: no copy of the doubt per claim)."""
+
+    def __init__(self, table: RunTable, doubt: Sequence[tuple[int, int]]) -> None:
+        self.doubt = doubt  # searched in place (sorted, disjoint: the ends are sorted too)
+        if table.in_target_order:  # the runs' target ranges, sorted and disjoint: no copy
+            self.occupied_starts: Sequence[int] = table.dst
+            self.occupied_lengths: Sequence[int] = table.length
+        else:  # a crash re-replication: sort them once
+            occupied = _merged((d, d + n) for d, n in zip(table.dst, table.length, strict=True))
+            self.occupied_starts = [a for a, _b in occupied]
+            self.occupied_lengths = [b - a for a, b in occupied]
+
+    def admits(self, claim: Piece) -> bool:
+        """Whether ``claim`` yields a piece: its source range meets the doubt and its target
+        range meets no verified copy (one target offset holds one record)."""
+        src, end, dst = claim
+        if end <= src or not _doubted(self.doubt, src, end):
+            return False
+        starts, lengths = self.occupied_starts, self.occupied_lengths
+        index = bisect_right(starts, dst) - 1  # the last verified copy starting at or below dst
+        if index >= 0 and starts[index] + lengths[index] > dst:
+            return False
+        return not (index + 1 < len(starts) and starts[index + 1] < dst + (end - src))
+
+    def pieces(self, claim: Piece) -> Iterator[Piece]:
+        """The parts of an admitted ``claim`` over doubted ranges, in source order."""
+        src, end, dst = claim
+        doubt = self.doubt
+        index = bisect_right(doubt, src, key=_RANGE_END)  # the first range ending after src
+        while index < len(doubt) and doubt[index][0] < end:
+            lo, hi = max(doubt[index][0], src), min(doubt[index][1], end)
+            yield lo, hi, dst + (lo - src)
+            index += 1
+
+    def reach(self, claim: Piece) -> int:
+        """The largest source end of an admitted ``claim``'s pieces."""
+        src, end, _dst = claim
+        last = bisect_left(self.doubt, end, key=_RANGE_START) - 1  # the last starting < end
+        return min(self.doubt[last][1], end) if last >= 0 and self.doubt[last][1] > src else 0
 
 
 @dataclass(frozen=True)
 class ClaimedCopies:
-    """Where rejected offset-sync records say they copied source ranges, as far as they may
-    be true (invariant 10): ``(src_start, src_end, dst_start)`` pieces, kept only
+    """Where rejected offset-sync records say they copied source ranges, as far as they are
+    believed (invariant 10): ``(src_start, src_end, dst_start)`` pieces over source ranges no
+    verified run covers (``PartitionMapping.doubt``), at target positions no verified copy
+    occupies (:class:`Claimable`), each one corroborated by the target's records where it
+    starts (the mapping loader, drkit/offsets/corroboration.py).
 
-    * over source ranges no verified run covers (``PartitionMapping.doubt``): where a
-      verified run speaks, a rejected record is not needed - a forgery over a verified
-      history moves nothing;
-    * at target positions no verified copy occupies: one target offset holds one record, so
-      a claim over a verified copy's position is false.
+    ``overflow``: more than :data:`CLAIMED_LIMIT` pieces (only ``furthest`` is kept).  A query
+    costs two binary searches over an index built once per target log start."""
 
-    ``overflow``: more than :data:`CLAIMED_LIMIT` pieces (only ``furthest`` is kept)."""
-
-    pieces: tuple[tuple[int, int, int], ...]
+    pieces: tuple[Piece, ...]
     overflow: bool = False
     furthest: int = 0  # the largest src_end of all pieces
+    _indexes: dict[int, _PieceIndex] = field(default_factory=dict, compare=False, repr=False)
 
     @staticmethod
     def of(
-        claims: Sequence[tuple[int, int, int]],
-        table: RunTable,
-        doubt: Sequence[tuple[int, int]],
+        claims: Iterable[Piece], table: RunTable, doubt: Sequence[tuple[int, int]]
     ) -> ClaimedCopies | None:
-        """The pieces of ``claims`` that may be true, given the verified runs (``table``) and
-        the doubted source ranges; None when none may."""
-        if not claims or not doubt:
+        """Every piece of ``claims`` a rejected record may truly hold, believed without asking
+        the target (the mapping loader corroborates first: :meth:`believing`); None when
+        there is none.  Stops building pieces past :data:`CLAIMED_LIMIT`."""
+        if not doubt:
             return None
-        occupied = _merged((dst, dst + n) for dst, n in zip(table.dst, table.length, strict=True))
-        occupied_starts = [a for a, _b in occupied]
-        doubt_ends = [b for _a, b in doubt]
-        pieces: list[tuple[int, int, int]] = []
-        for src, end, dst in claims:
-            if _meets(occupied, occupied_starts, dst, dst + (end - src)):
-                continue  # claims a position a verified copy holds: false
-            first = bisect_right(doubt_ends, src)  # the first doubted range ending after src
-            for a, b in doubt[first:]:
-                if a >= end:
-                    break
-                lo, hi = max(a, src), min(b, end)
-                if lo < hi:
-                    pieces.append((lo, hi, dst + (lo - src)))
+        claimable = Claimable(table, doubt)
+        admitted = [claim for claim in claims if claimable.admits(claim)]
+        pieces: list[Piece] = []
+        for claim in admitted:
+            pieces.extend(islice(claimable.pieces(claim), CLAIMED_LIMIT + 1 - len(pieces)))
+            if len(pieces) > CLAIMED_LIMIT:
+                break
+        furthest = max((claimable.reach(claim) for claim in admitted), default=0)
+        return ClaimedCopies.believing(pieces, furthest)
+
+    @staticmethod
+    def believing(pieces: Sequence[Piece], furthest: int | None = None) -> ClaimedCopies | None:
+        """The copies ``pieces`` place (None for none); ``furthest`` when more pieces reach
+        further than the ones given (an overflow stops building them)."""
         if not pieces:
             return None
-        furthest = max(hi for _lo, hi, _dst in pieces)
+        reach = max(max(hi for _lo, hi, _dst in pieces), furthest or 0)
         if len(pieces) > CLAIMED_LIMIT:
-            return ClaimedCopies((), True, furthest)
-        return ClaimedCopies(tuple(sorted(pieces)), False, furthest)
+            return ClaimedCopies((), True, reach)
+        return ClaimedCopies(tuple(sorted(pieces)), False, reach)
 
     def first_at_or_after(self, source_offset: int, bounds: TargetBounds) -> int:
         """The lowest target position a piece gives a source record at or after
@@ -402,12 +460,65 @@ class ClaimedCopies:
             return bounds.end
         if self.overflow:
             return bounds.start
+        index = self._indexes.get(bounds.start)
+        if index is None:
+            index = _PieceIndex.of(self.pieces, bounds.start)
+            self._indexes.clear()  # one log start at a time: it only moves on
+            self._indexes[bounds.start] = index
         best = bounds.end
-        for lo, hi, dst in self.pieces:
-            if hi <= source_offset or dst + (hi - lo) <= bounds.start:
-                continue
-            best = min(best, dst + max(0, source_offset - lo))
+        at = bisect_right(index.cover_starts, source_offset) - 1
+        if at >= 0 and source_offset < index.cover_ends[at]:
+            best = min(best, source_offset + index.cover_shift[at])
+        after = bisect_right(index.starts, source_offset)
+        if after < len(index.starts):
+            best = min(best, index.suffix_min_dst[after])
         return best
+
+
+class _PieceIndex(NamedTuple):
+    """The pieces still (partly) in the target log, for sub-linear queries (review 7, N2).
+
+    ``starts``/``suffix_min_dst``: pieces sorted by source start and the lowest ``dst`` among
+    ``pieces[i:]`` - what a piece starting after S gives.  ``cover_*``: disjoint source segments
+    with the lowest ``dst - src_start`` of the pieces covering them - what a piece covering S
+    gives (``S + shift``)."""
+
+    starts: list[int]
+    suffix_min_dst: list[int]
+    cover_starts: list[int]
+    cover_ends: list[int]
+    cover_shift: list[int]
+
+    @classmethod
+    def of(cls, pieces: Sequence[Piece], log_start: int) -> _PieceIndex:
+        alive = [piece for piece in pieces if piece[2] + (piece[1] - piece[0]) > log_start]
+        suffix = [0] * len(alive)
+        lowest = UNBOUNDED
+        for i in range(len(alive) - 1, -1, -1):
+            lowest = min(lowest, alive[i][2])
+            suffix[i] = lowest
+        cover_starts: list[int] = []
+        cover_ends: list[int] = []
+        cover_shift: list[int] = []
+        active: list[tuple[int, int]] = []  # (dst - lo, hi): a heap, stale tops dropped lazily
+        edges = sorted({lo for lo, _hi, _dst in alive} | {hi for _lo, hi, _dst in alive})
+        following = 0
+        for a, b in pairwise(edges):
+            while following < len(alive) and alive[following][0] <= a:
+                lo, hi, dst = alive[following]
+                heappush(active, (dst - lo, hi))
+                following += 1
+            while active and active[0][1] <= a:
+                heappop(active)
+            if active:
+                shift = active[0][0]
+                if cover_ends and cover_ends[-1] == a and cover_shift[-1] == shift:
+                    cover_ends[-1] = b
+                else:
+                    cover_starts.append(a)
+                    cover_ends.append(b)
+                    cover_shift.append(shift)
+        return cls([lo for lo, _hi, _dst in alive], suffix, cover_starts, cover_ends, cover_shift)
 
 
 def _merged(ranges: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -439,6 +550,7 @@ def _doubted(doubt: Sequence[tuple[int, int]], start: int, end: int | None) -> b
     return first < len(doubt) and (end is None or doubt[first][0] < end)
 
 
+_RANGE_START = itemgetter(0)
 _RANGE_END = itemgetter(1)
 
 

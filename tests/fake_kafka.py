@@ -3,8 +3,8 @@ orchestration logic (failover steps, group-offset sync, fence maintenance).
 
 What it models, in plain dicts: topics (an id, partitions with log start, high watermark and an
 optional open transaction, configs), consumer groups (state, members, committed offsets), and
-ACLs (drkit.access.rules values, one set - fencing follows the adapter's own policy), judged as
-Kafka's authorizer judges them (drkit.access.rules.authorized: DENY wins, prefixed resources,
+ACLs (drkit.acl.rules values, one set - fencing follows the adapter's own policy), judged as
+Kafka's authorizer judges them (drkit.acl.rules.authorized: DENY wins, prefixed resources,
 ``allow.everyone.if.no.acl.found`` when the cluster is ``open``, super users).  It answers as
 a broker does where drkit relies on it: an unknown group is DEAD with no members, committing
 offsets into a group with members is refused (UNKNOWN_MEMBER_ID), appending to a topic the
@@ -23,11 +23,17 @@ between two calls (a consumer joins a group just before a write).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from bisect import bisect_left, insort
+from collections.abc import Callable, Generator, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from drkit.access.rules import (
+from drkit.acl.fencing import (
+    fence_acls,
+    fence_acls_with,
+    lift_acls,
+)
+from drkit.acl.rules import (
     ANY_USER,
     AclEntry,
     Need,
@@ -43,11 +49,6 @@ from drkit.config.model import FlowConfig
 from drkit.control.channel import ChannelAck, ChannelFactory, ChannelView, ControlChannel
 from drkit.control.model import DesiredState, FlowDirective
 from drkit.errors import FatalKafkaError, KafkaError, RetriableKafkaError, UnreachableClusterError
-from drkit.kafka.acls import (
-    fence_acls,
-    fence_acls_with,
-    lift_acls,
-)
 from drkit.kafka.admin_base import (
     ConfigValue,
     GroupOffsets,
@@ -59,8 +60,9 @@ from drkit.kafka.admin_base import (
 from drkit.kafka.clients import ClusterEndpoint
 from drkit.kafka.keyed_topic import Accept, KeyedValue, Sign, encode_document, keep_latest
 from drkit.kafka.ports import AdminFactory, ClusterAdmin
-from drkit.records import Headers, TopicPartition
-from drkit.replication.internal_topics import control_topic
+from drkit.records import Headers, Record, TopicPartition
+from drkit.replication.provenance import SOURCE_HEADER, Provenance
+from drkit.topology.internal_topics import control_topic
 
 
 @dataclass
@@ -506,6 +508,52 @@ class FakeClusters:
 
     def connect(self, endpoint: ClusterEndpoint) -> ClusterAdmin:
         return self.by_alias[endpoint.alias]
+
+
+class FakeReplicaRecords:
+    """Replica partitions' records by position and their ends, as drkit's TargetRecords
+    (drkit/offsets/corroboration.py): the copies a replicator wrote, each carrying the
+    ``drkit-src`` of its source record - nothing at any other position (transaction markers,
+    compacted-away records, past the end).  ``reads`` counts the positioned reads."""
+
+    def __init__(self) -> None:
+        self.records: dict[TopicPartition, dict[int, Record]] = {}
+        self._positions: dict[TopicPartition, list[int]] = {}
+        self.ends: dict[TopicPartition, int] = {}  # a partition's end past its last record
+        self.reads = 0
+
+    def put(
+        self, target: TopicPartition, position: int, cluster: str, source: TopicPartition,
+        offset: int,
+    ) -> None:  # fmt: skip
+        """The record at ``position`` of ``target`` is a copy of ``offset`` of ``source`` on
+        ``cluster`` (a source alias)."""
+        header = Provenance(cluster, source.topic, source.partition, offset).encode()
+        records = self.records.setdefault(target, {})
+        if position not in records:
+            insort(self._positions.setdefault(target, []), position)
+        records[position] = Record(
+            target.topic, target.partition, position, None, b"", ((SOURCE_HEADER, header),)
+        )
+
+    def remove(self, target: TopicPartition, position: int) -> None:
+        """The record at ``position`` is gone (compacted away)."""
+        if self.records.get(target, {}).pop(position, None) is not None:
+            self._positions[target].remove(position)
+
+    def end_offset(self, tp: TopicPartition) -> int:
+        """The partition's end: :attr:`ends` when set, else after its last record."""
+        if tp in self.ends:
+            return self.ends[tp]
+        positions = self._positions.get(tp)
+        return positions[-1] + 1 if positions else 0
+
+    def records_from(self, tp: TopicPartition, offset: int) -> Generator[Record, None, None]:
+        self.reads += 1
+        positions = self._positions.get(tp, [])
+        records = self.records.get(tp, {})
+        for index in range(bisect_left(positions, offset), len(positions)):
+            yield records[positions[index]]
 
 
 def _conforms(fake: FakeCluster, clusters: FakeClusters) -> tuple[ClusterAdmin, AdminFactory]:

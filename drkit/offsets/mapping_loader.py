@@ -4,6 +4,11 @@ Combines the merged offset-sync runs, the stored progress and - for a flow ``drk
 over from MirrorMaker 2 - MM2's syncs below the adoption point of every source partition into
 :class:`drkit.translation.PartitionMapping` values.  Works with the source cluster gone: all of
 it lives on the target.
+
+Copies only rejected offset-sync records place (translation, invariant 10) are believed only
+where the target partition's records corroborate them (drkit/offsets/corroboration.py): the
+loader reads the target at those positions, through an injectable reader (by default a
+:class:`~drkit.kafka.partition_reader.PartitionReader`, opened on the first such read).
 """
 
 from __future__ import annotations
@@ -14,14 +19,16 @@ from collections.abc import Mapping, Sequence
 from drkit.adoption.adopted import AdoptedStore
 from drkit.config.model import FlowConfig
 from drkit.kafka.clients import ClusterEndpoint
+from drkit.kafka.partition_reader import PartitionReader
+from drkit.offsets.corroboration import Corroborator, TargetRecords
 from drkit.records import TopicPartition
 from drkit.replication.offset_sync import OffsetSync
 from drkit.replication.offset_sync_store import OffsetSyncStore
 from drkit.replication.progress import Progress, ProgressStore
 from drkit.replication.run_map import RunMap, RunTable
-from drkit.replication.topology import FlowTopology
 from drkit.signing import Kind, Signer
-from drkit.translation import ClaimedCopies, Mm2Syncs, PartitionMapping
+from drkit.topology.flow import FlowTopology
+from drkit.translation import Mm2Syncs, PartitionMapping
 
 
 class MappingLoader:
@@ -38,11 +45,14 @@ class MappingLoader:
         topology: FlowTopology | None = None,
         *,
         signer: Signer | None,
+        records: TargetRecords | None = None,
     ) -> None:
         """``signer``: the flow's offset-sync key (drkit/store/flow_keys.py); offset syncs and
         adopted ranges that fail it (each verified as its own kind) are ignored, counted
         (:attr:`rejected`) and their ranges doubted (translation, invariant 9).  None only for
-        readers without a store that say so (bench, tests)."""
+        readers without a store that say so (bench, tests).  ``records``: the target's records
+        by position, to corroborate the copies rejected records claim (invariant 10); by
+        default a read_committed PartitionReader on ``target``, opened when first needed."""
         self.flow = flow
         self.topology = topology or FlowTopology.of(flow)
         # A reader: a flow that never ran has no bookkeeping topics yet, which means no mapping.
@@ -56,6 +66,13 @@ class MappingLoader:
             signer=signer.of_kind(Kind.ADOPTED) if signer is not None else None,
         )
         self._cache: dict[TopicPartition, tuple[object, PartitionMapping]] = {}
+        self._reader: PartitionReader | None = None
+
+        def opener() -> TargetRecords:
+            self._reader = PartitionReader(target)
+            return self._reader
+
+        self.corroborator = Corroborator(records, flow.source, opener=opener)
 
     def target_of(self, source: TopicPartition) -> TopicPartition:
         """Where the flow writes ``source`` (the topology's name, same partition)."""
@@ -71,6 +88,7 @@ class MappingLoader:
         runs = self._syncs.refresh(timeout_s)
         progress = self._progress.refresh(timeout_s)
         adopted = self._adopted.refresh(timeout_s)
+        self.corroborator.start_refresh()
         out: dict[TopicPartition, PartitionMapping] = {}
         # A partition only rejected records claim has a mapping too: its doubt (invariant 9).
         rejected_adoptions = self._adopted.claims
@@ -90,7 +108,11 @@ class MappingLoader:
                 id(mm2),
             )
             cached = self._cache.get(source)
-            if cached is not None and cached[0] == signature:
+            if (
+                cached is not None
+                and cached[0] == signature
+                and not self.corroborator.unchecked_in(source)  # checked further each refresh
+            ):
                 out[source] = cached[1]
                 continue
             mapping = self._build(
@@ -110,7 +132,8 @@ class MappingLoader:
         copies: Sequence[tuple[int, int, int]] = (),
     ) -> PartitionMapping:
         """``claims``: the source ranges rejected records may hide (``doubt``); ``copies``:
-        where rejected values say they copied them (translation, invariant 10)."""
+        where rejected values say they copied them - believed where the target's records
+        corroborate them (translation, invariant 10)."""
         targets = run_map.targets() if run_map is not None else frozenset()
         split = len(targets) > 1
         target = next(iter(targets)) if len(targets) == 1 else self.target_of(source)
@@ -128,7 +151,7 @@ class MappingLoader:
             split=split,
             adopted=adopted,
             doubt=doubted,
-            claimed=ClaimedCopies.of(copies, runs, doubted),
+            claimed=self.corroborator.claimed(source, target, copies, runs, doubted),
         )
 
     @property
@@ -162,10 +185,18 @@ class MappingLoader:
     def offset_syncs_topic(self) -> str:
         return self._syncs.topic
 
+    @property
+    def unchecked_claims(self) -> int:
+        """Claimed copies of rejected records not yet checked against the target (as last
+        refreshed): not believed until a later refresh checks them."""
+        return self.corroborator.unchecked
+
     def close(self) -> None:
         self._syncs.close()
         self._progress.close()
         self._adopted.close()
+        if self._reader is not None:
+            self._reader.close()
 
 
 UNBOUNDED = 2**63  # a doubted range with no verified run after it: to the partition's end

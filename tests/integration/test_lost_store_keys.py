@@ -20,8 +20,8 @@ import yaml
 from drkit.kafka import KafkaAdmin
 from drkit.kafka.io import consume_ranges, produce_batch
 from drkit.records import TopicPartition
-from drkit.replication.internal_topics import offset_syncs_topic
 from drkit.replication.offset_sync import OffsetRun, OffsetSync
+from drkit.topology.internal_topics import offset_syncs_topic
 from drkit.translation import CLAIMED_LIMIT
 from tests.conftest import Names
 from tests.failover_support import (

@@ -35,7 +35,7 @@ import functools
 import shutil
 import tempfile
 import zlib
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Generator, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -70,26 +70,26 @@ from drkit.failover.results import GroupTranslation, Translation
 from drkit.failover.snapshot import sync_signer
 from drkit.kafka.admin import TopicSpec
 from drkit.kafka.clients import ClusterEndpoint
+from drkit.offsets.corroboration import Corroborator
 from drkit.offsets.mapping_loader import doubt
-from drkit.records import Headers, TopicPartition
+from drkit.records import Headers, Record, TopicPartition
 from drkit.replication.offset_sync import OffsetRun, OffsetSync
 from drkit.replication.offset_sync_store import RunMaps
 from drkit.replication.progress import Progress
 from drkit.replication.run_map import RunTable
-from drkit.replication.topology import FlowTopology
 from drkit.schemas.catalogue import SchemaVersion
 from drkit.signing import Kind, Signer
 from drkit.store.db import StateStore
 from drkit.store.flow_keys import FlowKeys, keys_of
 from drkit.store.models import FlowKey
+from drkit.topology.flow import FlowTopology
 from drkit.translation import (
     CannotTranslate,
-    ClaimedCopies,
     PartitionMapping,
     TargetBounds,
     translate_partition,
 )
-from tests.fake_kafka import FakeChannel, FakeCluster, FakeClusters
+from tests.fake_kafka import FakeChannel, FakeCluster, FakeClusters, FakeReplicaRecords
 from tests.simulation.scheduler import Sim
 
 APP, REPLICATOR = "User:app", "User:repl"
@@ -375,6 +375,9 @@ class Replication:
     rounds: dict[tuple[str, str], float] = field(default_factory=dict)
     syncs: dict[str, list[Sync]] = field(default_factory=dict)
     copies: dict[tuple[str, TopicPartition], dict[int, int]] = field(default_factory=dict)
+    # Every copy's record on its replica, with its drkit-src: what the mapping loader reads to
+    # corroborate the copies rejected offset syncs claim (drkit.offsets.corroboration).
+    records: FakeReplicaRecords = field(default_factory=FakeReplicaRecords)
 
     def owner(self, flow: str, tp: TopicPartition, now: float) -> str | None:
         """The worker a partition is assigned to: the flow's members alive within the session
@@ -523,7 +526,8 @@ class SimWorld:
         many syncs failed verification: every sync of the flow received through drkit's RunMaps
         with the key ``keys_of(config, store)`` gives now (derived from the secret; else the
         store's - a fresh one if it lost the key), the ranges of those that fail verification
-        doubted and where they say they copied them kept (invariants 9 and 10)."""
+        doubted, and where they say they copied them believed as far as the replica's records
+        corroborate it - a fresh loader's Corroborator, as a failover's (invariants 9, 10)."""
         flow = topology.name
         signer = sync_signer(keys_of(self.config, self.keystore), flow)
         maps = RunMaps(signer)
@@ -533,6 +537,10 @@ class SimWorld:
             tp: end for (name, tp), end in self.replication.progress.items() if name == flow
         }
         out = {}
+        target_cluster = self.clusters[topology.target]
+        corroborator = Corroborator(
+            _Replicas(self.replication.records, target_cluster), topology.source
+        )
         for source in maps.maps.keys() | progress.keys() | maps.claims.keys():
             run_map = maps.maps.get(source)
             targets = run_map.targets() if run_map is not None else frozenset()
@@ -543,16 +551,32 @@ class SimWorld:
             claims = maps.claims.get(source, ())
             runs = RunTable.of(table)
             doubted = doubt(claims, runs, replicated_end) if claims else ()
+            replica = target or topology.target_partition(source)
+            copies = maps.claimed_copies.get(source, ())
             out[source] = PartitionMapping(
                 source=source,
-                target=target or topology.target_partition(source),
+                target=replica,
                 runs=runs,
                 replicated_end=replicated_end,
                 split=split,
                 doubt=doubted,
-                claimed=ClaimedCopies.of(maps.claimed_copies.get(source, ()), runs, doubted),
+                claimed=corroborator.claimed(source, replica, copies, runs, doubted),
             )
         return out, maps.rejected
+
+
+class _Replicas:
+    """The replicas as the mapping loader reads them (drkit.offsets.corroboration's
+    TargetRecords): the copies' records, the partitions' ends from the target cluster."""
+
+    def __init__(self, records: FakeReplicaRecords, cluster: FakeCluster) -> None:
+        self.records, self.cluster = records, cluster
+
+    def records_from(self, tp: TopicPartition, offset: int) -> Generator[Record, None, None]:
+        return self.records.records_from(tp, offset)
+
+    def end_offset(self, tp: TopicPartition) -> int:
+        return self.cluster._partition(tp).end
 
 
 class _SimFlowKeys(FlowKeys):
@@ -786,6 +810,10 @@ def copy_some(world: SimWorld, topology: FlowTopology, worker_id: str, signer: S
         )
         key = (topology.name, tp)
         copies = world.replication.copies.setdefault(key, {})
+        replica_tp = TopicPartition(replica, tp.partition)
         for index in range(count):
             copies[done + index] = dst + index
+            world.replication.records.put(
+                replica_tp, dst + index, topology.source, tp, done + index
+            )
         world.replication.progress[key] = max(world.replication.progress.get(key, 0), done + count)

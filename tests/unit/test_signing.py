@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
@@ -21,9 +22,9 @@ from drkit.control.model import DesiredState, FlowDirective
 from drkit.errors import StateStoreError
 from drkit.failover.model import Severity
 from drkit.failover.plan import unverified_syncs_finding
+from drkit.offsets.corroboration import Corroborator
 from drkit.offsets.mapping_loader import doubt
 from drkit.records import TopicPartition
-from drkit.replication.internal_topics import control_topic, offset_syncs_topic
 from drkit.replication.offset_sync import OffsetRun, OffsetSync, RunTracker
 from drkit.replication.offset_sync_store import RunMaps
 from drkit.replication.run_map import RunTable
@@ -31,8 +32,8 @@ from drkit.signing import KEY_BYTES, MAC_HEADER, Kind, Signer, derive_key, mac_o
 from drkit.store.db import StateStore
 from drkit.store.flow_keys import FlowKeys, control_keys, create_key, key_for, keys_of
 from drkit.store.models import FlowKey
+from drkit.topology.internal_topics import control_topic, offset_syncs_topic
 from drkit.translation import (
-    ClaimedCopies,
     Flag,
     Method,
     PartitionMapping,
@@ -41,7 +42,7 @@ from drkit.translation import (
     translate,
     translate_back,
 )
-from tests.fake_kafka import FakeCluster, signed_channel
+from tests.fake_kafka import FakeCluster, FakeReplicaRecords, signed_channel
 
 FLOW = "dc1->dc2"
 KEY = bytes(range(32))
@@ -574,15 +575,20 @@ def test_drkit_checkpoint_runs_its_worker_with_the_flow_keys(
 # -- invariant 10: copies only rejected records place --------------------------------------------
 
 
-def _loaded(maps: RunMaps, replicated_end: int) -> PartitionMapping:
-    """What the mapping loader builds from ``maps`` (doubt and claimed copies included)."""
+def _loaded(maps: RunMaps, replicated_end: int, written: Iterable[OffsetRun]) -> PartitionMapping:
+    """What the mapping loader builds from ``maps`` (doubt and claimed copies included) over a
+    target holding the copies ``written`` wrote (the claims of real runs are corroborated by
+    their records: tests/unit/test_claim_corroboration.py)."""
     run_map = maps.maps.get(SOURCE)
     table = RunTable.of(run_map.table() if run_map is not None else ())
     doubted = doubt(maps.claims.get(SOURCE, ()), table, replicated_end)
-    return PartitionMapping(
-        SOURCE, TARGET, table, replicated_end, doubt=doubted,
-        claimed=ClaimedCopies.of(maps.claimed_copies.get(SOURCE, ()), table, doubted),
-    )  # fmt: skip
+    log = FakeReplicaRecords()
+    for run in written:
+        for i in range(run.length):
+            log.put(TARGET, run.dst_start + i, "dc1", SOURCE, run.src_start + i)
+    copies = maps.claimed_copies.get(SOURCE, ())
+    claimed = Corroborator(log, "dc1").claimed(SOURCE, TARGET, copies, table, doubted)
+    return PartitionMapping(SOURCE, TARGET, table, replicated_end, doubt=doubted, claimed=claimed)
 
 
 def test_a_re_replication_under_a_new_key_never_hides_the_old_keys_copies() -> None:
@@ -597,7 +603,7 @@ def test_a_re_replication_under_a_new_key_never_hides_the_old_keys_copies() -> N
     new_mac = Signer(OTHER, Kind.OFFSET_SYNC, FLOW).header(new.key(), new.value())
     maps.receive(new.key(), new.value(), (new_mac,))
     assert (maps.rejected, maps.accepted) == (1, 1)
-    mapping = _loaded(maps, 10)
+    mapping = _loaded(maps, 10, [old.run, new.run])
     bounds = TargetBounds(0, 13)
     for offset, most in ((0, 0), (4, 6), (6, 6), (9, 9), (10, 13)):
         result = translate(offset, mapping, bounds)
@@ -622,7 +628,7 @@ def test_a_forged_claim_over_a_verified_history_moves_no_group() -> None:
     for forged in (OffsetRun(10, 0, 5), OffsetRun(999, 0, 1), OffsetRun(1000, 0, 50)):
         sync = OffsetSync(SOURCE, TARGET, forged)
         maps.receive(sync.key(), sync.value(), ())  # no MAC
-    mapping = _loaded(maps, 1000)
+    mapping = _loaded(maps, 1000, [OffsetRun(0, 0, 1000)])
     for offset in (10, 500, 999):
         result = translate(offset, mapping, TargetBounds(0, 1000))
         assert isinstance(result, Translated) and result.target_offset == offset, result
@@ -661,7 +667,7 @@ def test_rejected_runs_never_let_a_translation_skip_a_copy_they_hold(
         mac = (signer if ok else other).header(sync.key(), sync.value())
         maps.receive(sync.key(), sync.value(), (mac,))
     end = max(run.src_end for run in runs)
-    mapping = _loaded(maps, end)
+    mapping = _loaded(maps, end, runs)
     bounds = TargetBounds(0, runs[-1].dst_end)
     last: dict[int, int] = {}
     for run in runs:

@@ -1,0 +1,365 @@
+"""Invariant 10 believes a rejected offset-sync record's claimed copy only where the target's
+data corroborates it (security review 8, R8-M1): the record at the claimed position must carry
+the provenance (``drkit-src``) of the claimed source offset.
+
+The target log here is tests/fake_kafka.py's FakeReplicaRecords (a RecordSource): transaction
+markers, compacted-away records and positions past the end hold none.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Iterable
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from drkit.errors import RetriableKafkaError
+from drkit.offsets.corroboration import Corroborator
+from drkit.offsets.mapping_loader import doubt
+from drkit.records import Record, TopicPartition
+from drkit.replication.offset_sync import OffsetRun, OffsetSync
+from drkit.replication.offset_sync_store import RunMaps
+from drkit.replication.run_map import RunTable
+from drkit.signing import Kind, Signer
+from drkit.translation import (
+    CLAIMED_LIMIT,
+    ClaimedCopies,
+    Method,
+    PartitionMapping,
+    TargetBounds,
+    Translated,
+    TranslationResult,
+    translate,
+)
+from tests.fake_kafka import FakeReplicaRecords
+
+FLOW = "dc1->dc2"
+KEY = bytes(range(32))
+OTHER = bytes(range(1, 33))
+SOURCE = TopicPartition("orders", 0)
+TARGET = TopicPartition("dc1.orders", 0)
+ALIAS = "dc1"
+
+
+def target_log(runs: Iterable[OffsetRun] = ()) -> FakeReplicaRecords:
+    """The target partition holding the copies ``runs`` wrote of SOURCE (on ``dc1``)."""
+    log = FakeReplicaRecords()
+    for run in runs:
+        for i in range(run.length):
+            log.put(TARGET, run.dst_start + i, ALIAS, SOURCE, run.src_start + i)
+    return log
+
+
+def loaded(maps: RunMaps, replicated_end: int, corroborator: Corroborator) -> PartitionMapping:
+    """What the mapping loader builds from ``maps``: doubt, and the claimed copies the target's
+    records corroborate."""
+    run_map = maps.maps.get(SOURCE)
+    table = RunTable.of(run_map.table() if run_map is not None else ())
+    doubted = doubt(maps.claims.get(SOURCE, ()), table, replicated_end)
+    claimed = corroborator.claimed(
+        SOURCE, TARGET, maps.claimed_copies.get(SOURCE, ()), table, doubted
+    )
+    return PartitionMapping(SOURCE, TARGET, table, replicated_end, doubt=doubted, claimed=claimed)
+
+
+def _signed(maps: RunMaps, signer: Signer, run: OffsetRun) -> None:
+    sync = OffsetSync(SOURCE, TARGET, run)
+    maps.receive(sync.key(), sync.value(), (signer.header(sync.key(), sync.value()),))
+
+
+def _forged(maps: RunMaps, run: OffsetRun, tombstone: bool = False) -> None:
+    sync = OffsetSync(SOURCE, TARGET, run)
+    maps.receive(sync.key(), None if tombstone else sync.value(), ())  # no MAC
+
+
+def _answer(result: TranslationResult) -> tuple[int, Method, frozenset[str]]:
+    assert isinstance(result, Translated), result
+    return result.target_offset, result.method, frozenset(result.flags)
+
+
+def test_repro_a_one_forged_claim_at_a_transaction_marker_moves_no_group() -> None:
+    """An exactly-once flow: 100 transactions of 10 records, a commit marker after each on the
+    target (10, 21, 32, ...).  One forged record claims source 1005 (past the replicated end,
+    so its own key doubts it) copied at the marker at 10: no record there names source 1005."""
+    signer = Signer(KEY, Kind.OFFSET_SYNC, FLOW)
+    maps = RunMaps(signer)
+    runs = [OffsetRun(i * 10, i * 11, 10) for i in range(100)]
+    for run in runs:
+        _signed(maps, signer, run)
+    log = target_log(runs)
+    base = loaded(maps, 1000, Corroborator(log, ALIAS))
+    _forged(maps, OffsetRun(1005, 10, 1))
+    corroborator = Corroborator(log, ALIAS)
+    forged = loaded(maps, 1000, corroborator)
+    bounds = TargetBounds(0, 1100)
+    for offset in (15, 500, 999):
+        before, after = translate(offset, base, bounds), translate(offset, forged, bounds)
+        assert _answer(after) == _answer(before), (offset, before, after)
+        assert _answer(after)[1] is Method.EXACT
+    assert forged.claimed is None and corroborator.unchecked == 0
+
+
+def test_repro_b_a_flood_past_the_log_end_moves_no_group() -> None:
+    """4,097 forged one-record claims past the verified history, at target positions past the
+    log end (review 8, repro B: the overflow answered the log start for every group)."""
+    signer = Signer(KEY, Kind.OFFSET_SYNC, FLOW)
+    maps = RunMaps(signer)
+    _signed(maps, signer, OffsetRun(0, 0, 1000))
+    for i in range(CLAIMED_LIMIT + 1):
+        _forged(maps, OffsetRun(1000 + i, 10**12 + i, 1))
+    log = target_log([OffsetRun(0, 0, 1000)])
+    corroborator = Corroborator(log, ALIAS, budget=2)
+    mapping = loaded(maps, 1000, corroborator)
+    for offset in (10, 500, 999):
+        answer = _answer(translate(offset, mapping, TargetBounds(0, 1000)))
+        assert answer == (offset, Method.EXACT, frozenset()), (offset, answer)
+    # One request (the partition's end) refutes them all; the verdicts are kept.
+    assert (corroborator.reads, log.reads, corroborator.unchecked) == (1, 0, 0)
+    corroborator.start_refresh()
+    loaded(maps, 1000, corroborator)
+    assert corroborator.reads == 0
+
+
+def test_a_flood_beyond_the_read_budget_is_reported_and_still_moves_no_group() -> None:
+    """Forged claims at every commit marker of an exactly-once flow, more than the reads of one
+    refresh: those not read are not believed, and counted - then read on the next refreshes,
+    lowest position first (the last marker, at the partition's end, costs no read)."""
+    signer = Signer(KEY, Kind.OFFSET_SYNC, FLOW)
+    maps = RunMaps(signer)
+    runs = [OffsetRun(i * 10, i * 11, 10) for i in range(100)]
+    for run in runs:
+        _signed(maps, signer, run)
+    for i in range(100):
+        _forged(maps, OffsetRun(1000 + i, i * 11 + 10, 1))
+    log = target_log(runs)
+    corroborator = Corroborator(log, ALIAS, budget=41, scan_ahead=0)
+    mapping = loaded(maps, 1000, corroborator)
+    assert (corroborator.reads, corroborator.unchecked, log.reads) == (41, 59, 40)
+    assert _answer(translate(500, mapping, TargetBounds(0, 1100)))[:2] == (550, Method.EXACT)
+    corroborator.start_refresh()
+    loaded(maps, 1000, corroborator)
+    assert (corroborator.reads, corroborator.unchecked) == (41, 19)
+    corroborator.start_refresh()
+    mapping = loaded(maps, 1000, corroborator)
+    assert (corroborator.reads, corroborator.unchecked, mapping.claimed) == (20, 0, None)
+    # Reading on from one position to the next: one positioned read for all 99 markers.
+    log = target_log(runs)
+    corroborator = Corroborator(log, ALIAS, budget=2)
+    assert loaded(maps, 1000, corroborator).claimed is None
+    assert (corroborator.reads, corroborator.unchecked, log.reads) == (2, 0, 1)
+
+
+def test_repro_c_one_forged_claim_over_5000_source_gaps_moves_no_group() -> None:
+    """Runs of 9 with a one-offset source gap after each (commit markers on the source); one
+    forged record claims [0, 60000) at 10^12 - 5,000 pieces, once the overflow."""
+    signer = Signer(KEY, Kind.OFFSET_SYNC, FLOW)
+    maps = RunMaps(signer)
+    runs = [OffsetRun(i * 10, i * 9, 9) for i in range(5000)]
+    for run in runs:
+        _signed(maps, signer, run)
+    log = target_log(runs)
+    base = loaded(maps, 50000, Corroborator(log, ALIAS))
+    _forged(maps, OffsetRun(0, 10**12, 60000))
+    corroborator = Corroborator(log, ALIAS)
+    forged = loaded(maps, 50000, corroborator)
+    bounds = TargetBounds(0, 5000 * 9)
+    for offset in (10, 25000, 49990):
+        before, after = translate(offset, base, bounds), translate(offset, forged, bounds)
+        assert _answer(after)[:2] == _answer(before)[:2], (offset, before, after)
+    assert _answer(translate(10, forged, bounds))[:2] == (9, Method.EXACT)
+    assert corroborator.reads == 1  # one read refutes the claim, whatever it spans
+
+
+def test_a_genuine_old_key_copy_below_a_re_replication_still_caps_the_answer() -> None:
+    """Invariant 10's purpose: 0..9 copied at 0..9 under a key the store lost, then 3..5
+    re-copied at 10..12 under the new one.  The old copies of 6..9 are real (their records
+    name them), so a group at 4 or 6 resumes no later than 6; a target whose positions 6..9
+    hold no such records (a forged claim) moves nobody."""
+    maps = RunMaps(Signer(OTHER, Kind.OFFSET_SYNC, FLOW))  # the new key
+    old, new = OffsetRun(0, 0, 10), OffsetRun(3, 10, 3)
+    _signed(maps, Signer(KEY, Kind.OFFSET_SYNC, FLOW), old)  # rejected: the lost key
+    _signed(maps, Signer(OTHER, Kind.OFFSET_SYNC, FLOW), new)
+    bounds = TargetBounds(0, 13)
+    mapping = loaded(maps, 10, Corroborator(target_log([old, new]), ALIAS))
+    for offset, most in ((0, 0), (4, 6), (6, 6), (9, 9), (10, 13)):
+        result = translate(offset, mapping, bounds)
+        assert isinstance(result, Translated) and result.target_offset <= most, (offset, result)
+    # The same claim over a target where 6..9 are transaction markers: not believed.
+    bare = target_log([OffsetRun(0, 0, 6), new])
+    assert _answer(translate(4, loaded(maps, 10, Corroborator(bare, ALIAS)), bounds))[0] == 11
+    # ... nor where the records at 6..9 are copies of another cluster's partition.
+    other = target_log([OffsetRun(0, 0, 6), new])
+    for i in range(6, 10):
+        other.put(TARGET, i, "dc3", SOURCE, i)
+    assert _answer(translate(4, loaded(maps, 10, Corroborator(other, ALIAS)), bounds))[0] == 11
+
+
+def test_a_claim_whose_first_records_were_compacted_away_is_believed_from_the_next() -> None:
+    """Compaction on the target removed the old copies of 6 and 7: the claim is corroborated
+    by the first record after its position (a copy of 8 at 8), and caps from there."""
+    maps = RunMaps(Signer(OTHER, Kind.OFFSET_SYNC, FLOW))
+    old, new = OffsetRun(0, 0, 10), OffsetRun(3, 10, 3)
+    _signed(maps, Signer(KEY, Kind.OFFSET_SYNC, FLOW), old)
+    _signed(maps, Signer(OTHER, Kind.OFFSET_SYNC, FLOW), new)
+    log = target_log([old, new])
+    log.remove(TARGET, 6)
+    log.remove(TARGET, 7)
+    mapping = loaded(maps, 10, Corroborator(log, ALIAS))
+    assert _answer(translate(4, mapping, TargetBounds(0, 13)))[0] == 8
+
+
+def test_a_forged_piece_anchored_at_a_real_copy_is_checked_where_it_starts() -> None:
+    """A forger anchors a claim at a real superseded copy (a crash re-replicated everything)
+    and stretches it over a source gap it doubts itself: the piece's own first position holds
+    a copy of another record, so the piece is not believed."""
+    signer = Signer(KEY, Kind.OFFSET_SYNC, FLOW)
+    maps = RunMaps(signer)
+    # The source has no offset 3.  0..7 copied at 0..6, then a crash: again at 20..26.
+    runs = [OffsetRun(0, 0, 3), OffsetRun(4, 3, 4), OffsetRun(0, 20, 3), OffsetRun(4, 23, 4)]
+    for run in runs:
+        _signed(maps, signer, run)
+    log = target_log(runs)
+    _forged(maps, OffsetRun(3, 50, 1), tombstone=True)  # doubts the gap [3, 4)
+    _forged(maps, OffsetRun(0, 0, 10))  # anchored at the real (superseded) copy of 0 at 0
+    mapping = loaded(maps, 8, Corroborator(log, ALIAS))
+    assert mapping.doubt == ((3, 4), (8, 10))
+    # Believing the anchor alone, the piece [3, 4) at 3 would cap a group at 1 (exact: 21).
+    assert _answer(translate(1, mapping, TargetBounds(0, 27)))[:2] == (21, Method.EXACT)
+
+
+FATES = ("verified", "unsigned", "forged value", "forged tombstone")
+Stream = tuple[list[OffsetRun], list[str], list[int], list[tuple[int, int, int, bool]], int]
+
+
+@st.composite
+def _streams(draw: st.DrawFn) -> Stream:
+    """tests/unit/test_signing.py's streams (real runs in source order with gaps on both sides,
+    each found verified, unsigned, or compacted away under a forgery of its key), plus forged
+    claims at free target positions - a gap between runs (a transaction marker) or past the
+    log end - over any source range."""
+    runs: list[OffsetRun] = []
+    src = draw(st.integers(0, 5))
+    dst = draw(st.integers(0, 5))
+    for _ in range(draw(st.integers(1, 6))):
+        length = draw(st.integers(1, 8))
+        runs.append(OffsetRun(src, dst, length))
+        src += length + draw(st.integers(0, 3))
+        dst += length + draw(st.integers(0, 3))
+    fates = draw(st.lists(st.sampled_from(FATES), min_size=len(runs), max_size=len(runs)))
+    lengths = draw(st.lists(st.integers(1, 10), min_size=len(runs), max_size=len(runs)))
+    occupied = {run.dst_start + i for run in runs for i in range(run.length)}
+    free = [p for p in range(runs[-1].dst_end + 3) if p not in occupied]
+    forged = draw(
+        st.lists(
+            st.tuples(
+                st.integers(0, runs[-1].src_end + 5),
+                st.sampled_from(free),
+                st.integers(1, 30),
+                st.booleans(),
+            ),
+            max_size=4,
+        )
+    )
+    progress = draw(st.integers(0, runs[-1].src_end))
+    return runs, fates, lengths, forged, progress
+
+
+def _receive_stream(maps: RunMaps, signer: Signer, stream: Stream) -> None:
+    runs, fates, lengths, _forged_claims, _progress = stream
+    for run, fate, length in zip(runs, fates, lengths, strict=True):
+        real = OffsetSync(SOURCE, TARGET, run)
+        key, value = real.key(), real.value()
+        if fate == "verified":
+            maps.receive(key, value, (signer.header(key, value),))
+        elif fate == "unsigned":
+            maps.receive(key, value, ())
+        elif fate == "forged value":
+            claim = OffsetSync(SOURCE, TARGET, OffsetRun(run.src_start, run.dst_start, length))
+            maps.receive(key, claim.value(), ())
+        else:
+            maps.receive(key, None, ())
+
+
+@settings(max_examples=400, deadline=None)
+@given(_streams())
+def test_forged_claims_at_free_positions_change_no_exact_answer_and_skip_nothing(
+    stream: Stream,
+) -> None:
+    """Invariant 9's property (tests/unit/test_signing.py) with forged claims added at target
+    positions no record occupies: every answer that was exact without them is unchanged, and
+    no replicated record at or after S lies before T."""
+    runs, _fates, _lengths, forged, progress = stream
+    signer = Signer(KEY, Kind.OFFSET_SYNC, FLOW)
+    log = target_log(runs)
+    honest = RunMaps(signer)
+    _receive_stream(honest, signer, stream)
+    attacked = RunMaps(signer)
+    _receive_stream(attacked, signer, stream)
+    for start, dst, length, tombstone in forged:
+        _forged(attacked, OffsetRun(start, dst, length), tombstone)
+    base = loaded(honest, progress, Corroborator(log, ALIAS))
+    mapping = loaded(attacked, progress, Corroborator(log, ALIAS))
+    bounds = TargetBounds(0, runs[-1].dst_end)
+    copies = {run.src_start + i: run.dst_start + i for run in runs for i in range(run.length)}
+    for offset in range(runs[-1].src_end + 2):
+        before, result = translate(offset, base, bounds), translate(offset, mapping, bounds)
+        assert isinstance(result, Translated), (offset, result)
+        skipped = [o for o, copy in copies.items() if o >= offset and copy < result.target_offset]
+        assert not skipped, (offset, result)
+        if isinstance(before, Translated) and before.method is Method.EXACT:
+            assert _answer(result) == _answer(before), (offset, before, result)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 40), st.integers(1, 10), st.integers(0, 60)), max_size=12),
+    st.integers(0, 50),
+)
+def test_the_piece_index_answers_as_a_walk_over_every_piece(
+    drawn: list[tuple[int, int, int]], log_start: int
+) -> None:
+    """``first_at_or_after`` (two binary searches over an index) equals the linear walk it
+    replaced (review 7, N2) - overlapping pieces, pieces below the log start included."""
+    pieces = [(lo, lo + n, dst) for lo, n, dst in drawn]
+    copies = ClaimedCopies.believing(pieces)
+    bounds = TargetBounds(log_start, 100)
+    for offset in range(55):
+        walk = bounds.end
+        for lo, hi, dst in pieces:
+            if hi > offset and dst + (hi - lo) > bounds.start:
+                walk = min(walk, dst + max(0, offset - lo))
+        found = copies.first_at_or_after(offset, bounds) if copies else bounds.end
+        assert found == walk, (offset, pieces)
+
+
+def test_a_failed_read_is_not_a_verdict() -> None:
+    """A read of the target that fails leaves the claim unchecked (not believed, counted) and
+    is made again on the next refresh - never taken for "no record there"."""
+
+    class Failing(FakeReplicaRecords):
+        failures = 1
+
+        def records_from(self, tp: TopicPartition, offset: int) -> Generator[Record, None, None]:
+            for record in super().records_from(tp, offset):
+                if self.failures:
+                    self.failures -= 1
+                    raise RetriableKafkaError("broker gone")
+                yield record
+
+    maps = RunMaps(Signer(OTHER, Kind.OFFSET_SYNC, FLOW))
+    old, new = OffsetRun(0, 0, 10), OffsetRun(3, 10, 3)
+    _signed(maps, Signer(KEY, Kind.OFFSET_SYNC, FLOW), old)
+    _signed(maps, Signer(OTHER, Kind.OFFSET_SYNC, FLOW), new)
+    log = Failing()
+    for run in (old, new):
+        for i in range(run.length):
+            log.put(TARGET, run.dst_start + i, ALIAS, SOURCE, run.src_start + i)
+    corroborator = Corroborator(log, ALIAS)
+    bounds = TargetBounds(0, 13)
+    first = loaded(maps, 10, corroborator)
+    assert corroborator.unchecked == 1
+    assert _answer(translate(4, first, bounds))[0] == 11  # not believed yet
+    corroborator.start_refresh()
+    again = loaded(maps, 10, corroborator)
+    assert corroborator.unchecked == 0
+    assert _answer(translate(4, again, bounds))[0] == 6
