@@ -106,6 +106,10 @@ class Snapshot:
     # ... and those that verified: none of them beside rejected ones means the key this
     # deployment has is not the one the workers signed with (a store replaced without its keys).
     verified_syncs: int = 0
+    # Copies rejected records claim that the mapping loader did not check against the
+    # replica's records yet (its reads per refresh are bounded): not believed
+    # (drkit.offsets.corroboration; translation, invariant 10).
+    unchecked_claims: int = 0
 
     @cached_property
     def partitions_by_topic(self) -> Mapping[str, tuple[PartitionFacts, ...]]:

@@ -92,6 +92,7 @@ def make_plan(snapshot: Snapshot, runbook: Runbook, memo: TranslationMemo | None
     findings += _topic_findings(snapshot)
     findings += _unknown_groups(snapshot)
     findings += _signing_findings(snapshot)
+    findings += _unchecked_claims(snapshot)
     findings += _schema_findings(snapshot)
     if snapshot.untranslatable_groups:
         findings.append(
@@ -190,6 +191,25 @@ def _signing_findings(snapshot: Snapshot) -> list[Finding]:
         )
     severity = Severity.BLOCKER if planned else Severity.WARNING
     return [Finding(severity, "offset_syncs_unverifiable", why)]
+
+
+def _unchecked_claims(snapshot: Snapshot) -> list[Finding]:
+    """Copies offset syncs that failed verification claim and that the plan's reads of the
+    replica did not reach (drkit/offsets/corroboration.py): not believed - a warning, since
+    after a store lost its keys one of them may be real (translation, invariant 10)."""
+    count = snapshot.unchecked_claims
+    if not count:
+        return []
+    return [
+        Finding(
+            Severity.WARNING,
+            "offset_sync_claims_unchecked",
+            f"{count} copies claimed by offset syncs on {snapshot.target} that failed "
+            "verification were not checked against the replica's records (too many to read "
+            "in one plan: forged, most likely) and are not believed; if the state store lost "
+            "the key the workers signed with, a group may resume past copies only they place",
+        )
+    ]
 
 
 def _unknown_groups(snapshot: Snapshot) -> list[Finding]:

@@ -108,6 +108,11 @@ class TargetReaders:
         """Offset-sync records read that verified (0 without a signer)."""
         return self._mappings.accepted if self._mappings is not None else 0
 
+    @property
+    def unchecked_claims(self) -> int:
+        """Claimed copies of rejected records not checked against the replica yet."""
+        return self._mappings.unchecked_claims if self._mappings is not None else 0
+
     def close(self) -> None:
         for reader in (self._progress, self._mappings, self._checkpoints):
             if reader is not None:
@@ -278,6 +283,7 @@ def _gather(
         unlisted_topics=tuple(unlisted),
         unverified_syncs=readers.unverified_syncs,
         verified_syncs=readers.verified_syncs,
+        unchecked_claims=readers.unchecked_claims,
     )
 
 

@@ -557,6 +557,10 @@ def test_no_verified_offset_sync_blocks_a_planned_move_and_warns_before_a_failov
     codes = _codes(_snapshot(Procedure.SWITCHOVER, unverified_syncs=2, verified_syncs=9))
     assert "offset_syncs_unverifiable" not in codes
     assert codes["unverified_offset_syncs"] is Severity.WARNING
+    assert "offset_sync_claims_unchecked" not in codes
+    # Claimed copies the plan's reads did not reach: not believed, and said (review 8, R8-M1).
+    codes = _codes(_snapshot(unverified_syncs=5000, verified_syncs=9, unchecked_claims=3000))
+    assert codes["offset_sync_claims_unchecked"] is Severity.WARNING
 
 
 def test_a_move_rounded_down_past_unverified_syncs_says_its_re_reads_are_unknown() -> None:
