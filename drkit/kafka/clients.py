@@ -172,11 +172,11 @@ _API_VERSIONS = (
 def not_kafka(endpoint: ClusterEndpoint, timeout_s: float) -> str | None:
     """Why the first bootstrap server that accepts a TCP connection is not answering as a
     Kafka broker - it sends nothing back, speaks HTTP or TLS, closes the connection - or None
-    when it answers Kafka's first request (or none accepts, or the endpoint uses TLS, where a
-    plain probe says nothing).  For the failure path only: it tells a hung or wrong listener
-    from a slow broker after librdkafka said "Broker transport failure"."""
-    if endpoint.config.security.protocol in (SecurityProtocol.SSL, SecurityProtocol.SASL_SSL):
-        return None
+    when it answers Kafka's first request (or none accepts).  An endpoint set up for TLS is
+    named only when a plain broker answers there (TLS asked of a PLAINTEXT listener); anything
+    else a plain probe cannot judge there.  For the failure path only: it tells a hung or wrong
+    listener from a slow broker after librdkafka said "Broker transport failure"."""
+    tls = endpoint.config.security.protocol in (SecurityProtocol.SSL, SecurityProtocol.SASL_SSL)
     for address in endpoint.config.bootstrap_addresses:
         try:
             connection = socket.create_connection((address.host, address.port), timeout_s)
@@ -187,11 +187,17 @@ def not_kafka(endpoint: ClusterEndpoint, timeout_s: float) -> str | None:
                 connection.sendall(_API_VERSIONS)
                 head = connection.recv(8)
             except TimeoutError:
+                if tls:
+                    return None
                 return (f"{address} accepts connections but does not answer Kafka's first "
                         f"request within {timeout_s:g}s (a hung broker, or a proxy or firewall "
                         "holding the connection)")  # fmt: skip
             except OSError as err:
+                if tls:
+                    return None
                 return f"{address} dropped the connection ({err.strerror or err})"
+        if tls:
+            return _plain_broker_for_tls(str(address), endpoint.config.security.protocol, head)
         return _what_answered(str(address), head)
     return None
 
@@ -235,6 +241,15 @@ def require_all_answering(
         if why is not None:
             detail = f"{why}; {needed_for}" if needed_for else why
             raise UnreachableClusterError(endpoint.alias, endpoint.bootstrap_servers, detail)
+
+
+def _plain_broker_for_tls(address: str, protocol: SecurityProtocol, head: bytes) -> str | None:
+    if len(head) >= 8 and int.from_bytes(head[4:8], "big") == _CORRELATION:
+        plain = "PLAINTEXT" if protocol == SecurityProtocol.SSL else "SASL_PLAINTEXT"
+        return (f"{address} answers Kafka without TLS, but security.protocol is "
+                f"{protocol.value}: the listener is {plain} (set security.protocol {plain}, "
+                "or give the brokers' TLS listener)")  # fmt: skip
+    return None
 
 
 def _what_answered(address: str, head: bytes) -> str | None:

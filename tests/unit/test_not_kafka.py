@@ -268,3 +268,35 @@ def test_readiness_with_a_hung_source_is_not_ready_after_the_first_answer_alone(
         assert "dc2 does not answer (" in check["detail"], check  # refused: both named
     assert [e["kind"] for e in report["timeline"]] == ["clusters_checked"], report["timeline"]
     assert took < 2 * 2, took  # one first-answer wait, no plan (a count, not a speed)
+
+
+def _kafka(connection: socket.socket) -> None:
+    """A PLAINTEXT broker: answers ApiVersions with the request's correlation id."""
+    request = connection.recv(64)
+    connection.sendall((4).to_bytes(4, "big") + request[8:12])
+    time.sleep(0.5)
+    connection.close()
+
+
+def test_a_tls_client_set_up_for_a_plaintext_listener_is_told_at_once() -> None:
+    """Eighth trial (y44, issue 45): security.protocol SSL against a PLAINTEXT listener waited
+    20 s and said 'unreachable (Broker transport failure)' - the plain probe was skipped for TLS
+    endpoints. A listener that answers Kafka's first request without TLS is named."""
+    from drkit.config.model import ClusterConfig
+
+    with _listener(_kafka) as port:
+        config = ClusterConfig.model_validate(
+            {"bootstrap_servers": f"127.0.0.1:{port}", "security": {"protocol": "SSL"}}
+        )
+        started = time.monotonic()
+        found = not_kafka(ClusterEndpoint("dc1", config), 1.0)
+        assert time.monotonic() - started < 1.0
+    assert found is not None and "without TLS" in found and "PLAINTEXT" in found, found
+    # A TLS listener (or anything that is not a plain broker) is not this check's to judge.
+    for answer in (_tls, _closes):
+        with _listener(answer) as port:
+            security = {"protocol": "SASL_SSL", "sasl_mechanism": "PLAIN", "username": "u"}
+            config = ClusterConfig.model_validate(
+                {"bootstrap_servers": f"127.0.0.1:{port}", "security": security | {"password": "p"}}
+            )
+            assert not_kafka(ClusterEndpoint("dc1", config), 1.0) is None, answer.__name__
