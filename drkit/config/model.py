@@ -188,6 +188,8 @@ class HostPort:
             if host and not _HOSTNAME.fullmatch(host):
                 raise ValueError(f"{text!r}: {host!r} is not a host name or address")
         lowest = 0 if port_zero else 1
+        if sep and host and port.isdigit() and not lowest <= int(port) < 65536:
+            raise ValueError(f"{text!r}: port {int(port)} is outside {lowest}..65535")
         if not sep or not host or not port.isdigit() or not lowest <= int(port) < 65536:
             raise ValueError(f"{text!r} is not host:port")
         return cls(host, int(port))
@@ -331,6 +333,17 @@ class ClusterConfig(FrozenModel):
     # not known here.
     super_users: tuple[str, ...] | None = None
 
+    @field_validator("client_overrides", mode="before")
+    @classmethod
+    def _scalar_values(cls, value: object) -> object:
+        # One line per key (pydantic says it once per type the value may have: four lines).
+        if isinstance(value, dict):
+            for key, item in value.items():
+                if item is None or not isinstance(item, str | int | float | bool):
+                    got = "no value" if item is None else f"a {type(item).__name__}"
+                    raise ValueError(f"{key}: {got}: give a string, a number or true/false")
+        return value
+
     @field_validator("client_overrides")
     @classmethod
     def _not_reserved(
@@ -388,6 +401,8 @@ class ClusterConfig(FrozenModel):
     @field_validator("bootstrap_servers")
     @classmethod
     def _host_ports(cls, value: str) -> str:
+        if len(value.split(",")) > 1 and any(not s.strip() for s in value.split(",")):
+            raise ValueError(f"{value!r}: an empty entry (a ',' too many?)")
         return ",".join(str(HostPort.parse(server)) for server in value.split(","))
 
     @property

@@ -437,3 +437,32 @@ def test_fences_lift_refuses_an_empty_topic(tmp_path: Path) -> None:
         "--config", str(config),
     )  # fmt: skip
     _refused(done, "--topic", "cannot be empty")
+
+
+@pytest.mark.parametrize(
+    ("servers", "said"),
+    [
+        ("127.0.0.1:9092,", "an empty entry (a ',' too many?)"),  # eighth trial y07
+        ("127.0.0.1:0", "port 0 is outside 1..65535"),  # y08
+        ("127.0.0.1:65536", "port 65536 is outside 1..65535"),  # y09
+    ],
+)
+def test_a_bootstrap_list_says_which_part_is_wrong(tmp_path: Path, servers: str, said: str) -> None:
+    """Eighth trial (issue 45): a trailing ',' answered "'' is not host:port", ports 0 and
+    65536 "'127.0.0.1:0' is not host:port" - true, but not why."""
+    config = tmp_path / "c.yaml"
+    config.write_text(GOOD.replace("'127.0.0.1:1'", repr(servers)))
+    _refused(_drkit(tmp_path, "config", "validate", str(config)), said)
+
+
+def test_a_client_override_without_a_value_is_one_line(tmp_path: Path) -> None:
+    """Eighth trial y18 (issue 45): `linger.ms:` with no value gave four lines, one per type
+    the value may have (linger.ms.str, .int, .float, .bool)."""
+    config = tmp_path / "c.yaml"
+    config.write_text(
+        "clusters:\n  dc1: {bootstrap_servers: '127.0.0.1:1', client_overrides: {linger.ms: }}\n"
+        "  dc2: {bootstrap_servers: '127.0.0.1:2'}\n"
+    )
+    done = _drkit(tmp_path, "config", "validate", str(config))
+    _refused(done, "client_overrides: linger.ms: no value: give a string, a number or true/false")
+    assert done.output.count("error:") == 1, done.output
