@@ -35,7 +35,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from drkit.access.rules import Operation, PatternType, Permission, ResourceType
+from drkit.acl.rules import Operation, PatternType, Permission, ResourceType
 from drkit.control.model import DesiredState, default_state
 from drkit.control.repo import ControlRepository
 from drkit.failover.fences import FenceRepository, FenceState
@@ -43,7 +43,7 @@ from drkit.failover.model import Procedure, RunState, StepName, StepState
 from drkit.failover.pointer import Pointer, PointerRepository
 from drkit.failover.runs import RunRecord, RunRepository
 from drkit.records import TopicPartition
-from drkit.replication.topology import FlowTopology
+from drkit.topology.flow import FlowTopology
 from tests.simulation.world import APP, CLUSTERS, GROUPS, SimWorld
 
 if TYPE_CHECKING:
