@@ -80,6 +80,8 @@ def list_flows(app: AppContext, config_file: str | None, output: str) -> None:
     if output == "json":
         echo_document("flows", {"flows": [_flow_json(f, d, a) for f, d, a in rows]})
         return
+    if not rows:
+        click.echo("no flows in the config (flows: a source and a target each)")
     for flow, directive, acks in rows:
         set_by = f" - {directive.reason}" if directive.reason else ""
         click.echo(f"{flow.name}: {directive.desired.value} (epoch {directive.epoch}){set_by}")

@@ -466,3 +466,13 @@ def test_a_client_override_without_a_value_is_one_line(tmp_path: Path) -> None:
     done = _drkit(tmp_path, "config", "validate", str(config))
     _refused(done, "client_overrides: linger.ms: no value: give a string, a number or true/false")
     assert done.output.count("error:") == 1, done.output
+
+
+def test_flows_list_with_no_flow_in_the_config_says_so(tmp_path: Path) -> None:
+    """Eighth trial ya66 (issue 45): `flows list` with `flows: []` printed nothing, exit 0."""
+    config = tmp_path / "c.yaml"
+    config.write_text(GOOD + "flows: []\n")
+    assert _drkit(tmp_path, "db", "upgrade", "--config", str(config)).exit_code == 0
+    done = _drkit(tmp_path, "flows", "list", "--config", str(config))
+    assert done.exit_code == 0, done.output
+    assert "no flows in the config" in done.output, done.output
