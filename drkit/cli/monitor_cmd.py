@@ -339,14 +339,16 @@ def translator(
 ) -> Callable[[str, list[str]], dict[str, Any]]:
     """``/api/translate``: given offsets of one flow, translated as the CLI does (offset syncs
     verified with the flow's key from ``store``)."""
-    from drkit.offsets.lookup import parse_offsets, translate_offsets
+    from drkit.offsets.lookup import KeptLoaders, parse_offsets, translate_offsets
     from drkit.store.flow_keys import keys_of
 
     keys = keys_of(config, store)
+    kept = KeptLoaders()  # each flow's offset map read once, then only what was appended
 
     def translate(flow_name: str, values: list[str]) -> dict[str, Any]:
         flow = known_flow(config, flow_name, "flow")
-        return translate_offsets(config, flow, parse_offsets(values), keys=keys).to_json()
+        positions = parse_offsets(values)
+        return translate_offsets(config, flow, positions, keys=keys, kept=kept).to_json()
 
     return translate
 

@@ -35,8 +35,9 @@ Every name (replica topics, bookkeeping topics) comes from the flow's
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Mapping
-from contextlib import closing
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import ExitStack, closing, contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Any, TextIO
 
@@ -194,11 +195,13 @@ def translate_offsets(
     source_timeout_s: float = 5.0,
     *,
     keys: Callable[[str], bytes] | None,
+    kept: KeptLoaders | None = None,
 ) -> Report:
     """Where a consumer at each given source offset resumes on the target - for applications
     that keep their offsets outside Kafka (Spark, Flink, a database).  The same rule as a
     group's translation; the offset map lives on the target, so the source may be gone (mode
-    ``map``: no count of unreplicated records, no ``verify``)."""
+    ``map``: no count of unreplicated records, no ``verify``).  ``kept``: the offset maps kept
+    between calls (a long-lived caller's), else read for this call."""
     topology = FlowTopology.of(flow)
     source_endpoint = ClusterEndpoint(flow.source, config.clusters[flow.source])
     source: KafkaAdmin | None = KafkaAdmin(source_endpoint)
@@ -236,7 +239,7 @@ def translate_offsets(
                 why = f"past {flow.source}'s log end ({end}): no consumer there holds it (a typo?)"
                 report.errors.append(_error(GIVEN_OFFSETS, tp, mine.pop(tp), why))
     _translate(report, topology, {GIVEN_OFFSETS: mine}, source, source_endpoint, target,
-               target_endpoint, verify, keys)  # fmt: skip
+               target_endpoint, verify, keys, kept)  # fmt: skip
     return report
 
 
@@ -356,13 +359,73 @@ def _translate(
     target_endpoint: ClusterEndpoint,
     verify_rows: bool,
     keys: Callable[[str], bytes] | None,
+    kept: KeptLoaders | None = None,
 ) -> None:
     """Translate each group's source positions (None: the group was not found) into
-    ``report``; ``source`` None: it does not answer (no source ends, no verification)."""
+    ``report``; ``source`` None: it does not answer (no source ends, no verification).
+    ``kept``: loaders kept between calls (else one made for this call and closed)."""
     existing = target.list_topics()
     name = topology.flow.name
-    signer = Signer(keys(name), Kind.OFFSET_SYNC, name) if keys is not None else None
-    loader = MappingLoader(topology.flow, target_endpoint, topology, signer=signer)
+    key = keys(name) if keys is not None else None
+    signer = Signer(key, Kind.OFFSET_SYNC, name) if key is not None else None
+
+    def new_loader() -> MappingLoader:
+        return MappingLoader(topology.flow, target_endpoint, topology, signer=signer)
+
+    with ExitStack() as held:
+        loader = (
+            held.enter_context(kept.borrow((name, target_endpoint.config.model_dump_json(), key),
+                                           new_loader))
+            if kept is not None
+            else held.enter_context(closing(new_loader()))
+        )  # fmt: skip
+        _translate_with(report, topology, committed, source, source_endpoint, target,
+                        target_endpoint, verify_rows, existing, loader)  # fmt: skip
+
+
+class KeptLoaders:
+    """Mapping loaders kept from one translation to the next (the monitor's ``/api/translate``):
+    a flow's loader reads only the offset-sync and progress records appended since its last
+    call, and keeps the claims it has checked (drkit.offsets.corroboration) - one made per call
+    read both topics from the start each time (security review 7, L4).  Keyed by flow, target
+    connection and signing key; one call at a time uses a loader.  Thread-safe."""
+
+    def __init__(self) -> None:
+        self._guard = threading.Lock()
+        self._kept: dict[tuple[str, str, bytes | None], tuple[threading.Lock, MappingLoader]] = {}
+
+    @contextmanager
+    def borrow(
+        self, key: tuple[str, str, bytes | None], make: Callable[[], MappingLoader]
+    ) -> Iterator[MappingLoader]:
+        with self._guard:
+            found = self._kept.get(key)
+            if found is None:
+                found = self._kept[key] = (threading.Lock(), make())
+        lock, loader = found
+        with lock:
+            yield loader
+
+    def close(self) -> None:
+        with self._guard:
+            kept, self._kept = list(self._kept.values()), {}
+        for lock, loader in kept:
+            with lock:
+                loader.close()
+
+
+def _translate_with(
+    report: Report,
+    topology: FlowTopology,
+    committed: Mapping[str, Mapping[TopicPartition, int] | None],
+    source: KafkaAdmin | None,
+    source_endpoint: ClusterEndpoint,
+    target: KafkaAdmin,
+    target_endpoint: ClusterEndpoint,
+    verify_rows: bool,
+    existing: Mapping[str, Any],
+    loader: MappingLoader,
+) -> None:
     reader: ProvenanceReader | None = None
     verifier: _Verifier | None = None
     source_reader: PartitionReader | None = None
@@ -429,7 +492,6 @@ def _translate(
                 else:
                     rows.append(row)
     finally:
-        loader.close()
         if reader is not None:
             reader.close()
         if source_reader is not None:

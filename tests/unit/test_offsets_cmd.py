@@ -303,3 +303,51 @@ def test_checkpoints_asked_for_do_not_claim_the_source_is_unreachable(
                             (False, "from checkpoints (dc1 unreachable)")):  # fmt: skip
         _print(Report(config.flows[0], "checkpoints", reachable, checkpoint_age_s=1.0))
         assert said in capsys.readouterr().out
+
+
+def test_the_monitor_keeps_each_flows_offset_map_between_translations() -> None:
+    """Security review 7, L4: every /api/translate call made a mapping loader of its own and
+    read the flow's offset-sync and progress topics from the start.  The monitor keeps one
+    loader per flow, target connection and key (it then reads only what was appended, and
+    keeps the claims it checked), lends it to one call at a time, and closes them all."""
+    import threading
+    from typing import cast
+
+    from drkit.offsets.lookup import KeptLoaders
+    from drkit.offsets.mapping_loader import MappingLoader
+
+    made: list[Any] = []
+
+    class Loader:
+        closed = False
+
+        def close(self) -> None:
+            self.closed = True
+
+    def make() -> MappingLoader:
+        made.append(Loader())
+        return cast(MappingLoader, made[-1])
+
+    kept = KeptLoaders()
+    with kept.borrow(("dc1->dc2", "dc2", b"k"), make) as first:
+        pass
+    with kept.borrow(("dc1->dc2", "dc2", b"k"), make) as again:
+        assert again is first
+    with kept.borrow(("dc1->dc3", "dc3", b"k"), make) as other:
+        assert other is not first
+    assert len(made) == 2
+    lent, waited = threading.Event(), threading.Event()
+
+    def second_call() -> None:
+        with kept.borrow(("dc1->dc2", "dc2", b"k"), make):
+            waited.set()
+
+    with kept.borrow(("dc1->dc2", "dc2", b"k"), make):
+        lent.set()
+        thread = threading.Thread(target=second_call)
+        thread.start()
+        assert not waited.wait(0.3)  # the second call waits while the first holds it
+    thread.join(5)
+    assert waited.is_set()
+    kept.close()
+    assert all(loader.closed for loader in made)
