@@ -27,11 +27,12 @@ class FenceState(StrEnum):
     APPLYING = "applying"  # intent: the ACLs are being created (may be half on the cluster)
     APPLIED = "applied"
     PENDING = "pending"  # the cluster was unreachable: apply when it returns
+    LIFTING = "lifting"  # intent: the ACLs are being deleted (may be half gone) - never APPLIED
     LIFTED = "lifted"
 
 
 # Every state in which a topic may carry drkit's fence ACLs (or is about to).
-FENCED_STATES = (FenceState.APPLYING, FenceState.APPLIED, FenceState.PENDING)
+FENCED_STATES = (FenceState.APPLYING, FenceState.APPLIED, FenceState.PENDING, FenceState.LIFTING)
 
 
 @dataclass(frozen=True)

@@ -274,6 +274,10 @@ class Reconciler:
             self._apply(plan, {e for e in plan.create if not grants(e)}, create=True)
             self._apply(plan, {e for e in plan.delete if grants(e)}, create=False)
         for plan in plans:  # ... then relaxations
+            if plan.lifted:
+                # Said before the first ACL goes: a pass cut short (the cluster gone, a kill)
+                # leaves rows that claim no fence, not APPLIED ones over an open topic.
+                self.fences.record(plan.cluster, plan.lifted, FenceState.LIFTING, None)
             grants = self._grants_writes(plan.cluster)
             self._apply(plan, {e for e in plan.create if grants(e)}, create=True)
             self._apply(plan, {e for e in plan.delete if not grants(e)}, create=False)

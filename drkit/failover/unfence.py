@@ -83,6 +83,7 @@ def lift(
     """
     lifting = set(topics)
     companions = fences.reads_allowed(cluster) & lifting
+    fences.record(cluster, lifting, FenceState.LIFTING, None)  # never APPLIED over open topics
     admin.allow_writes(lifting, principal, companions, timeout_s=timeout_s)
     fences.record(cluster, lifting, FenceState.LIFTED, None)
     left = sorted(admin.write_denied(principal, timeout_s) & lifting)

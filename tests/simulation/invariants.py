@@ -23,8 +23,9 @@ never from what drkit believes about itself.
   keys (restored or migrated without them): the workers and the failover derive the same key.
   Without a secret this does not hold - the store's fresh key rejects every sync signed before.
 * **the audit trail agrees** - outside a reconcile pass (and once one completed after a
-  process died inside one), every fence ACL on a cluster has a row and every APPLIED row its
-  ACL.
+  process died inside one), every fence ACL on a cluster has a row (APPLYING, APPLIED or
+  LIFTING: a pass cut short by a cluster gone may leave an ACL half there) and every APPLIED row
+  its ACL.
 * At the end of a schedule, once the world is quiet: the pointer's epoch was published by the
   after-hook (no hook lost to a kill), and every run has ended.
 """
@@ -477,7 +478,8 @@ class Checker:
             recorded = {
                 topic
                 for (c, topic), state in view.rows.items()
-                if c == alias and state in (FenceState.APPLIED, FenceState.APPLYING)
+                if c == alias
+                and state in (FenceState.APPLIED, FenceState.APPLYING, FenceState.LIFTING)
             }
             applied = {
                 topic

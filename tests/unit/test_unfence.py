@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from drkit.failover.unfence import LiftFacts, lift_blockers, not_fenced
+import pytest
+
+from drkit.errors import UnreachableClusterError
+from drkit.failover.fences import FenceRepository, FenceState
+from drkit.failover.unfence import LiftFacts, lift, lift_blockers, not_fenced
+from drkit.store import StateStore
+from tests.fake_kafka import FakeCluster
 
 
 def _facts(**changes: object) -> LiftFacts:
@@ -44,3 +50,27 @@ def test_only_fenced_topics_can_be_named() -> None:
     assert not_fenced(_facts(requested=frozenset({"orders"}))) is None
     assert "(already lifted; " in str(not_fenced(facts, lifted={"ghost"}))
     assert _facts(requested=frozenset({"orders"})).topics == {"orders"}
+
+
+def test_a_lift_cut_short_after_its_acls_went_leaves_no_row_saying_applied(
+    migrated_store: StateStore,
+) -> None:
+    """Found by the simulation campaign (seeds 121767, 204346): a fence lifted, then the
+    cluster gone before the rows were written - the store said APPLIED over topics that took
+    writes (a failback's guard reads those rows).  A lift says LIFTING before its first ACL
+    goes; only the read-back makes it LIFTED."""
+    fences = FenceRepository(migrated_store)
+    cluster = FakeCluster("dc1")
+    cluster.add_topic("orders", 1)
+    cluster.add_topic("payments", 1)
+    cluster.deny_writes({"orders", "payments"}, "User:*")
+    fences.record("dc1", {"orders", "payments"}, FenceState.APPLIED, 7)
+    cluster.fail_after_next("allow_writes", UnreachableClusterError("dc1", "k1:9092"))
+    with pytest.raises(UnreachableClusterError):
+        lift(cluster, fences, "dc1", {"orders", "payments"}, "User:*")
+    assert not cluster.write_denied("User:*")  # the ACLs went ...
+    assert fences.topics("dc1", FenceState.APPLIED) == set()  # ... and no row says otherwise
+    assert fences.topics("dc1", FenceState.LIFTING) == {"orders", "payments"}
+    assert fences.fenced("dc1") == {"orders", "payments"}  # the next lift or pass ends it
+    assert lift(cluster, fences, "dc1", {"orders", "payments"}, "User:*") == ["orders", "payments"]
+    assert fences.topics("dc1", FenceState.LIFTED) == {"orders", "payments"}
