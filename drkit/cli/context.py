@@ -113,6 +113,7 @@ PRINCIPAL = _Text("principal", r"[A-Za-z]+:[^:\s]\S*", "a principal (User:name)"
 # An id other processes see (an observer, a worker): an empty one became the host name in
 # silence, a blank one made two ids that look the same.
 IDENTITY = _Text("id", r"\S+", "an id without spaces")
+HOST_NAME = _Text("host name", r"[^\s/]+", "a host name (no spaces, no scheme or path)")
 # An Alembic revision: an empty one failed an assertion inside alembic (a traceback).
 REVISION = _Text("revision")
 

@@ -19,6 +19,7 @@ import click
 from pydantic import ValidationError
 
 from drkit.cli.context import (
+    HOST_NAME,
     IDENTITY,
     AppContext,
     config_option,
@@ -114,6 +115,7 @@ def with_interval(config: DrkitConfig, interval: float | None) -> DrkitConfig:
     "--allow-host",
     "allow_hosts",
     multiple=True,
+    type=HOST_NAME,
     metavar="NAME",
     help="Also answer requests for this Host name on --listen (repeatable). Beyond loopback "
     "the status page and the APIs answer only IP addresses, the listen address and this "

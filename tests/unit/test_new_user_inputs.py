@@ -476,3 +476,17 @@ def test_flows_list_with_no_flow_in_the_config_says_so(tmp_path: Path) -> None:
     done = _drkit(tmp_path, "flows", "list", "--config", str(config))
     assert done.exit_code == 0, done.output
     assert "no flows in the config" in done.output, done.output
+
+
+@pytest.mark.parametrize("name", ["", " ", "a b"])
+def test_monitor_refuses_an_allow_host_that_names_no_host(tmp_path: Path, name: str) -> None:
+    """Eighth trial ya86 (issue 45): `monitor --allow-host ''` was taken and the monitor ran,
+    the empty name allowing nothing."""
+    config = tmp_path / "c.yaml"
+    config.write_text(GOOD)
+    with socket.create_server(("127.0.0.1", 0)) as taken:  # never serve, even if taken
+        listen = f"127.0.0.1:{taken.getsockname()[1]}"
+        done = _drkit(
+            tmp_path, "monitor", "--config", str(config), "--listen", listen, "--allow-host", name
+        )
+    _refused(done, "--allow-host")
