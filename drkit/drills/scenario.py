@@ -77,7 +77,9 @@ class Workload(FrozenModel):
 
 class Fault(FrozenModel):
     kind: FaultKind = FaultKind.NONE
-    at_s: float = Field(default=5.0, ge=0, description="seconds after the warm-up")
+    at_s: float = Field(
+        default=5.0, ge=0, allow_inf_nan=False, description="seconds after the warm-up"
+    )
     divergent_records: int = Field(
         default=0,
         ge=0,
@@ -99,9 +101,9 @@ class Move(FrozenModel):
 
 
 class Policy(FrozenModel):
-    rto_s: float = Field(gt=0)
+    rto_s: float = Field(gt=0, allow_inf_nan=False)  # .inf: a traceback drawing the chart
     rpo_records: int = Field(default=0, ge=0)
-    rpo_s: float | None = Field(default=None, ge=0)
+    rpo_s: float | None = Field(default=None, ge=0, allow_inf_nan=False)
     reread_records: int = Field(
         default=0,
         ge=0,

@@ -490,3 +490,25 @@ def test_monitor_refuses_an_allow_host_that_names_no_host(tmp_path: Path, name: 
             tmp_path, "monitor", "--config", str(config), "--listen", listen, "--allow-host", name
         )
     _refused(done, "--allow-host")
+
+
+@pytest.mark.parametrize(
+    ("section", "key"), [("policy", "rto_s"), ("policy", "rpo_s"), ("fault", "at_s")]
+)
+def test_a_drill_scenario_refuses_an_infinite_number_of_seconds(
+    tmp_path: Path, section: str, key: str
+) -> None:
+    """Eighth trial yb01 (issue 45): `policy: {rto_s: .inf}` was taken; the drill ran 46 s and
+    ended in a traceback drawing the RTO chart (matplotlib: Axis limits cannot be NaN or Inf).
+    An infinite fault.at_s would wait for ever."""
+    import yaml
+
+    shipped = Path(__file__).parents[2] / "runbooks" / "drills" / "unplanned-loss-of-dc1.yaml"
+    scenario = yaml.safe_load(shipped.read_text())
+    scenario[section][key] = float("inf")
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(scenario))
+    config = tmp_path / "c.yaml"
+    config.write_text(GOOD)
+    done = _drkit(tmp_path, "drill", "run", str(path), "--skip-verify", "--config", str(config))
+    _refused(done, f"{section}.{key}")
