@@ -41,7 +41,7 @@ from drkit.logs import printable
 
 if TYPE_CHECKING:
     from drkit.status import StatusSnapshot
-    from drkit.status.document import FlowControlView
+    from drkit.status.document import FlowControlView, ObserverView
     from drkit.store.db import StateStore
 
 log = logging.getLogger(__name__)
@@ -514,6 +514,17 @@ def _safe(value: object) -> str:
     return printable(str(value))
 
 
+def _observer_line(observer: str, view: ObserverView, now: float) -> str:
+    """One observer's word on a cluster; one too old to count says so and how old it is (a
+    stopped monitor's last 'HEALTHY' read as if it held now)."""
+    vote = "" if is_vote(observer) else " (drkit status's own probe: not a vote)"
+    stale = (
+        "" if view.fresh else f" (stale: last heard {now - view.updated_at:.0f}s ago, not counted)"
+    )
+    reason = _safe(view.reason or "")
+    return f"    {_safe(observer)}: {_state(view.state.value)} - {reason}{vote}{stale}"
+
+
 def _lines(picture: StatusSnapshot) -> list[str]:
     """``drkit status`` as text, states coloured (click drops the colour off a terminal).
     Every value from outside drkit passes through :func:`_safe`."""
@@ -537,9 +548,7 @@ def _lines(picture: StatusSnapshot) -> list[str]:
         votes = f"{len(cluster.down_votes)}/{cluster.quorum} down votes"
         out.append(f"  {alias:<12} {_state(cluster.state.value, 12)} {votes}")
         for observer, view in cluster.observers.items():
-            vote = "" if is_vote(observer) else " (drkit status's own probe: not a vote)"
-            reason = _safe(view.reason or "")
-            out.append(f"    {_safe(observer)}: {_state(view.state.value)} - {reason}{vote}")
+            out.append(_observer_line(observer, view, time.time()))
     out.append("\nflows")
     for name, flow in picture.flows.items():
         seen = flow.observation

@@ -512,3 +512,19 @@ def test_a_drill_scenario_refuses_an_infinite_number_of_seconds(
     config.write_text(GOOD)
     done = _drkit(tmp_path, "drill", "run", str(path), "--skip-verify", "--config", str(config))
     _refused(done, f"{section}.{key}")
+
+
+def test_status_marks_an_observation_too_old_to_count() -> None:
+    """Eighth trial yh01 (issue 45): with dc1 stopped, `drkit status --probe` showed the last
+    word of a monitor stopped minutes before, 'vm: HEALTHY - probe ok', as if it held now."""
+    from drkit.cli.monitor_cmd import _observer_line
+    from drkit.health.evaluation import ClusterState
+    from drkit.status.document import ObserverView
+
+    def view(updated_at: float, fresh: bool) -> ObserverView:
+        return ObserverView(ClusterState.HEALTHY, None, updated_at, fresh, {}, "probe ok")
+
+    now = time.time()
+    old = _observer_line("vm", view(now - 200, fresh=False), now)
+    assert "probe ok (stale: last heard 200s ago, not counted)" in old, old
+    assert "stale" not in _observer_line("vm", view(now - 1, fresh=True), now)
