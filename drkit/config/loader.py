@@ -42,6 +42,9 @@ def read_text_file(path: str | Path) -> str:
     try:
         return file.read_text(encoding="utf-8")
     except FileNotFoundError:
+        if str(path) == "-":  # the shell's stdin convention: not drkit's
+            why = "drkit reads no config from stdin ('-'): give the file's path"
+            raise ConfigError([Problem("", why)], source=str(file)) from None
         raise ConfigError([Problem("", "file not found")], source=str(file)) from None
     except IsADirectoryError:
         raise ConfigError([Problem("", "is a directory, not a file")], source=str(file)) from None

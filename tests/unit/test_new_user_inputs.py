@@ -528,3 +528,13 @@ def test_status_marks_an_observation_too_old_to_count() -> None:
     old = _observer_line("vm", view(now - 200, fresh=False), now)
     assert "probe ok (stale: last heard 200s ago, not counted)" in old, old
     assert "stale" not in _observer_line("vm", view(now - 1, fresh=True), now)
+
+
+def test_config_validate_dash_says_stdin_is_not_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Eighth trial ya06 (issue 45): `... | drkit config validate -` answered '-: file not found'
+    (drkit reads no config from stdin; a user took '-' for it)."""
+    monkeypatch.chdir(tmp_path)
+    done = CliRunner().invoke(cli, ["config", "validate", "-"], input="garbage: [")
+    _refused(done, "drkit reads no config from stdin ('-'): give the file's path")
