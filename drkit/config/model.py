@@ -918,6 +918,15 @@ class DrkitConfig(FrozenModel):
     tracing: TracingConfig = TracingConfig()
     signing: SigningConfig = SigningConfig()
 
+    @field_validator("version", mode="before")
+    @classmethod
+    def _version_one(cls, value: object) -> object:
+        if value == "1":
+            raise ValueError("write 1 unquoted (a number, not the string '1')")
+        if value != 1 or isinstance(value, bool):
+            raise ValueError(f"{value!r}: this drkit reads version 1")
+        return value
+
     @field_validator("clusters")
     @classmethod
     def _alias_names(cls, value: dict[str, ClusterConfig]) -> dict[str, ClusterConfig]:

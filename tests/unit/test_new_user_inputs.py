@@ -538,3 +538,16 @@ def test_config_validate_dash_says_stdin_is_not_read(
     monkeypatch.chdir(tmp_path)
     done = CliRunner().invoke(cli, ["config", "validate", "-"], input="garbage: [")
     _refused(done, "drkit reads no config from stdin ('-'): give the file's path")
+
+
+@pytest.mark.parametrize(
+    ("given", "said"),
+    [("'1'", "version: write 1 unquoted"), ("2", "version: 2: this drkit reads version 1")],
+)
+def test_a_config_version_it_cannot_read_says_what_to_write(
+    tmp_path: Path, given: str, said: str
+) -> None:
+    """Eighth trial y31 (issue 45): `version: '1'` answered 'version: Input should be 1'."""
+    config = tmp_path / "c.yaml"
+    config.write_text(f"version: {given}\n" + GOOD)
+    _refused(_drkit(tmp_path, "config", "validate", str(config)), said)
