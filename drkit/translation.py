@@ -97,13 +97,21 @@ gaps, restarts, truncation and trimming):
    piece's, names the flow's source partition and the claimed source offset.  A forger of
    the offset-sync topic picks the doubted range and the position, not what the replica
    holds there: a transaction marker, a compacted-away record, a position past the log end,
-   a native record, another partition's copy corroborate nothing (and a writer of the replica
-   itself, which a guarded replica refuses, could only append above the groups' positions).
+   a native record, another partition's copy corroborate nothing (a writer of the replica
+   itself, which a guarded replica refuses, can: a record naming a doubted *future* source
+   offset caps the groups below it - a rewind, never a skip; security review 9, R9-L1).
    A forged claim so caps no group: exact answers stay exact (security review 8, R8-M1; the
    forged record's doubt still rounds down answers that were not exact, invariant 9).  What
    the claims do is let a real copy of a doubted record cap the groups below it (re-reads,
-   never a skip) - a real copy the verified runs cannot place.  A claim the loader
-   has not read yet (its reads per refresh are bounded) is not believed, and reported.  Past
+   never a skip) - a real copy the verified runs cannot place.  A claim the loader could not
+   resolve - not read yet (its reads per partition and refresh are bounded), its read failed,
+   or no record lies at or after its position *yet* (past the end read: pending, read again
+   once the end moves) - is neither believed nor refuted: its pieces
+   (``PartitionMapping.unchecked``) lower an answer too, flagged ``UNCHECKED`` as well as
+   ``UNVERIFIED`` (re-reads, never a skip; security review 9, R9-M1), and the loader counts
+   them (a planned move blocks on them).  A forger gets such a rewind only by writing more
+   claims on the partition than a refresh reads, below the position (checked lowest first);
+   one record, or any number within the budget, is read and refuted.  Past
    :data:`CLAIMED_LIMIT` believed pieces on a partition (only a real history has them) every
    offset they reach resumes at the target log start.
 
@@ -146,6 +154,8 @@ class Flag(StrEnum):
     SPLIT_PARTITION = "split_partition"  # source partition spread over target partitions
     REORDERED = "reordered"  # a later record's only copy precedes S's copy: T moved back
     UNVERIFIED = "unverified"  # unverified syncs may hide copies after S: T moved back (9)
+    # A claimed copy not yet checked against the target's records lies below: T moved back (10)
+    UNCHECKED = "unchecked"
 
 
 @dataclass(frozen=True)
@@ -241,6 +251,8 @@ class PartitionMapping:
     doubt: tuple[tuple[int, int], ...] = ()
     # Where rejected records say they copied source ranges: ``ClaimedCopies`` (invariant 10).
     claimed: ClaimedCopies | None = None
+    # ... and where they say so and the loader could not check yet: lowers answers, flagged.
+    unchecked: ClaimedCopies | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "runs", RunTable.of(self.runs))  # ValueError unless sorted
@@ -348,6 +360,11 @@ def translate(
         if claimed < target_offset:  # invariant 10: a copy only a rejected record places
             target_offset, method = claimed, Method.MAPPED
             flags.add(Flag.UNVERIFIED)
+    if mapping.unchecked is not None:
+        claimed = max(bounds.start, mapping.unchecked.first_at_or_after(source_offset, bounds))
+        if claimed < target_offset:  # invariant 10: a claim not checked yet may be real
+            target_offset, method = claimed, Method.MAPPED
+            flags.update((Flag.UNVERIFIED, Flag.UNCHECKED))
     return _finish(source_offset, mapping, target_offset, method, flags, bounds, source_end)
 
 
@@ -685,6 +702,7 @@ def stable_below(older: PartitionMapping, newer: PartitionMapping) -> int:
         or older.adopted is not newer.adopted
         or (older.doubt is not newer.doubt and older.doubt != newer.doubt)
         or (older.claimed is not newer.claimed and older.claimed != newer.claimed)
+        or (older.unchecked is not newer.unchecked and older.unchecked != newer.unchecked)
         or newer.hashed
         or newer.split
         or older.hashed

@@ -107,8 +107,9 @@ class Snapshot:
     # deployment has is not the one the workers signed with (a store replaced without its keys).
     verified_syncs: int = 0
     # Copies rejected records claim that the mapping loader did not check against the
-    # replica's records yet (its reads per refresh are bounded): not believed
-    # (drkit.offsets.corroboration; translation, invariant 10).
+    # replica's records yet (its reads per partition and refresh are bounded): they lower the
+    # answers they could lower, flagged 'unchecked' (drkit.offsets.corroboration; translation,
+    # invariant 10); a planned move blocks on them.
     unchecked_claims: int = 0
 
     @cached_property

@@ -195,21 +195,33 @@ def _signing_findings(snapshot: Snapshot) -> list[Finding]:
 
 def _unchecked_claims(snapshot: Snapshot) -> list[Finding]:
     """Copies offset syncs that failed verification claim and that the plan's reads of the
-    replica did not reach (drkit/offsets/corroboration.py): not believed - a warning, since
-    after a store lost its keys one of them may be real (translation, invariant 10)."""
+    replica did not reach (drkit/offsets/corroboration.py): the answers they could lower are
+    lowered, flagged 'unchecked' (translation, invariant 10: re-reads, never a skip).  That
+    many claims are a flood, most likely forged: a planned move (its source is alive) blocks
+    until they are dealt with; an unplanned failover goes on with the re-reads (security
+    review 9, R9-M1)."""
     count = snapshot.unchecked_claims
     if not count:
         return []
-    return [
-        Finding(
-            Severity.WARNING,
-            "offset_sync_claims_unchecked",
-            f"{count} copies claimed by offset syncs on {snapshot.target} that failed "
-            "verification were not checked against the replica's records (too many to read "
-            "in one plan: forged, most likely) and are not believed; if the state store lost "
-            "the key the workers signed with, a group may resume past copies only they place",
+    planned = snapshot.procedure in _PLANNED
+    what = (
+        f"{count} copies claimed by offset syncs on {snapshot.target} that failed "
+        "verification were not checked against the replica's records (too many to read in "
+        "one plan: forged, most likely)"
+    )
+    if planned:
+        why = (
+            f"{what}: groups they could move back would re-read from there (flag "
+            "'unchecked'). Find the writer of the offset-sync topic and put ACLs on it "
+            "(docs/security.md), then plan again"
         )
-    ]
+    else:
+        why = (
+            f"{what}: groups they could move back resume there - re-reads, never a skip "
+            "(flag 'unchecked')"
+        )
+    severity = Severity.BLOCKER if planned else Severity.WARNING
+    return [Finding(severity, "offset_sync_claims_unchecked", why)]
 
 
 def _unknown_groups(snapshot: Snapshot) -> list[Finding]:

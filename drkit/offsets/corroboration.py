@@ -15,7 +15,10 @@ positions past the log end hold no record; a native record of an identity-named 
 of another cluster or partition, a MirrorMaker 2 copy name no such source record.  A forger on
 an append-only log can only add records at its end, above every group's position at the time;
 and only a writer of the replica itself (which a guarded replica refuses) can put a ``drkit-src``
-anywhere - one that can write the replica can feed consumers any data anyway.
+anywhere - one that can write the replica can feed consumers any data anyway.  Such a writer
+*can* make a claim believed: a record naming a source offset the flow doubts for ever (a source
+commit marker, never replicated) caps every group below that offset at its position - a rewind,
+never a skip (security review 9, R9-L1; docs/security.md).
 
 What is read.  A claim ``(src, end, dst)`` is checked where it starts: the first record at or
 after ``dst`` (a compacted target may have removed the copy at ``dst`` itself) must lie inside
@@ -33,24 +36,40 @@ doubted.)
 
 Cost and order.  Claims that cannot yield a piece (over verified history, at verified positions)
 cost nothing.  The others are taken at the lowest target position first (the lowest positions
-lower answers the most).  Each partition's end is asked once per refresh, and a position at or
-past it is refuted without a read (a real claim's copies are written before its record) - a
-flood "past the end" costs one request.  A read goes on from one position to the next while
-they lie at most :data:`SCAN_AHEAD` offsets apart (a real history's claims, one per run, lie side
-by side); a refresh makes at most :data:`CORROBORATION_READS` requests and reads on through at
-most :data:`CORROBORATION_RECORDS` records.  Verdicts are kept per position for the
-corroborator's lifetime: an append-only log's records do not change (compaction only removes
-one - the claim was real).  A claim not checked yet is *not* believed: it is counted
-(:attr:`Corroborator.unchecked`), logged, and checked on the next refresh.  The other way round
-(believing unchecked claims) would hand a forger who writes more records than a refresh reads
-the very rewind this check stops; this way a real claim waits only behind more claims than a
-refresh reads, below it, and the operator is told.
+lower answers the most).  Each partition's end is asked once per refresh; a position at or past
+it holds no record *yet* and costs no read - a flood "past the end" costs one request.  A read
+goes on from one position to the next while they lie at most :data:`SCAN_AHEAD` offsets apart
+(a real history's claims, one per run, lie side by side); each partition's claims get at most
+:data:`CORROBORATION_READS` requests and :data:`CORROBORATION_RECORDS` records read on per
+refresh (per partition: a flood on one starves no other).
+
+What is kept.  Only verdicts that cannot change are kept for the corroborator's lifetime: a
+record found at or after a position (an append-only log's records do not change; compaction
+only removes one - the claim was real).  "No record at or after this position" is never kept:
+the position lies at or past the end read (or past the last stable offset, where a
+read_committed read stops before the end), and the log fills it later (security review 9,
+R9-M1(a): a forged claim just past the end, kept as refuted, hid the real copy written there
+afterwards).  Such a claim is *pending*: read again on a later refresh, once the end has moved.
+
+Claims not resolved.  A claim the budget did not reach, whose read failed, or that is pending is
+not taken as refuted either: its pieces are kept apart (:meth:`Corroborator.unresolved`) and
+translation lets them lower an answer *flagged* ``UNCHECKED`` (translation, invariant 10) -
+re-reads, never a skip.  Not believing them (before review 9) gave a skip, silent where the plan
+was not asked: a flood beyond the budget hid the real claim (R9-M1(b)).  Believing them does not
+reopen R8-M1 ("one forged record rewinds every group"): one record, or any number under the
+budget, is read and refuted; to leave a forged claim unresolved at position P a forger needs
+more than :data:`CORROBORATION_READS` claims at read-costing positions below P on the same
+partition (checked lowest first), and what it gets is a flagged rewind to P that the plan
+blocks a planned move on (``offset_sync_claims_unchecked``) and a long-lived loader reads
+through on its next refreshes.  A pending claim lies at or past the end read: it lowers only
+answers above that end (a log that grew since), flagged too, and is not counted as unchecked.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Generator, Sequence
+from itertools import islice
 from typing import Literal, Protocol
 
 from drkit.errors import KafkaError
@@ -61,10 +80,10 @@ from drkit.translation import CLAIMED_LIMIT, Claimable, ClaimedCopies, Piece
 
 log = logging.getLogger(__name__)
 
-# Requests to the target per refresh (all partitions of a flow): positioned reads and partition
-# ends.  A positioned read took 14 ms on a local broker: about 15 s at most per refresh.
+# Requests to the target per partition and refresh: positioned reads and the partition's end.  A
+# positioned read took 14 ms on a local broker: about 15 s at most per flooded partition.
 CORROBORATION_READS = 1024
-# Records a refresh's reads may go on through (SCAN_AHEAD), all reads together.
+# Records a partition's reads may go on through per refresh (SCAN_AHEAD), all reads together.
 CORROBORATION_RECORDS = 200_000
 
 # A read that goes on from where the last one stopped, instead of positioning the reader again,
@@ -82,9 +101,9 @@ class TargetRecords(RecordSource, Protocol):
         ...
 
 
-# What the first record at or after a position is: (its offset, the source offset its drkit-src
-# names for the flow's partition, or None), or None when there is no record there.
-Found = tuple[int, int | None] | None
+# What the first record at or after a position is: its offset and the source offset its
+# drkit-src names for the flow's partition (or None).  "No record there yet" is _Pending.
+Found = tuple[int, int | None]
 
 
 class Corroborator:
@@ -93,7 +112,8 @@ class Corroborator:
     ``records``: the target's records by position (a test's, the simulation's), else
     ``opener`` makes them on the first read (drkit.kafka.partition_reader: most flows never
     read); ``source_cluster``: the flow's source alias, as ``drkit-src`` names it.
-    :meth:`start_refresh` resets the read budget."""
+    :meth:`start_refresh` starts a refresh; each partition's :meth:`claimed` has its own read
+    budget."""
 
     def __init__(
         self,
@@ -111,22 +131,34 @@ class Corroborator:
         self._opener = opener
         self.source_cluster = source_cluster
         self.budget = budget
-        self.reads = 0  # requests this refresh: positioned reads and partition ends
-        self.scanned = 0  # records read on from a read this refresh
+        self.reads = 0  # requests for the last partition checked: positioned reads, its end
+        self.scanned = 0  # records read on from a read, for the last partition checked
         self.scan_ahead, self.scan_limit = scan_ahead, scan_limit
         self._found: dict[tuple[TopicPartition, int], Found] = {}
         self._unchecked: dict[TopicPartition, int] = {}
+        self._pending: dict[TopicPartition, int] = {}
+        self._unresolved: dict[TopicPartition, ClaimedCopies] = {}
         self._ends: dict[TopicPartition, int] = {}  # this refresh
         self._scan: _Scan | None = None
 
     @property
     def unchecked(self) -> int:
         """Claims that may matter and were not checked yet, over all partitions (as last
-        built): not believed until they are."""
+        built): they lower the answers they could lower, flagged, until read."""
         return sum(self._unchecked.values())
 
     def unchecked_in(self, source: TopicPartition) -> int:
         return self._unchecked.get(source, 0)
+
+    def pending_in(self, source: TopicPartition) -> int:
+        """Claims of ``source`` at or past the end read (as last built): read again once the
+        partition's end has moved past them."""
+        return self._pending.get(source, 0)
+
+    def unresolved(self, source: TopicPartition) -> ClaimedCopies | None:
+        """The pieces of ``source``'s claims neither believed nor refuted (as last built):
+        unchecked or pending - they lower an answer only flagged (translation, invariant 10)."""
+        return self._unresolved.get(source)
 
     def start_refresh(self) -> None:
         self.reads = self.scanned = 0
@@ -142,49 +174,68 @@ class Corroborator:
         doubt: Sequence[tuple[int, int]],
     ) -> ClaimedCopies | None:
         """The copies of ``claims`` (rejected records' ``(src, end, dst)``) the target's
-        records at ``target`` corroborate (translation, invariant 10); None when none."""
+        records at ``target`` corroborate (translation, invariant 10); None when none.  The
+        claims neither corroborated nor refuted are kept apart (:meth:`unresolved`)."""
         self._unchecked.pop(source, None)
+        self._pending.pop(source, None)
+        self._unresolved.pop(source, None)
+        self.reads = self.scanned = 0  # the budget is per partition
         if not claims or not doubt:
             return None
         claimable = Claimable(table, doubt)
         admitted = sorted({claim for claim in claims if claimable.admits(claim)}, key=_by_dst)
         named = SourcePartition(self.source_cluster, source)
         pieces: list[Piece] = []
-        unchecked = 0
+        unresolved: list[Piece] = []  # claims (from the first piece not resolved), by position
+        unchecked = pending = 0
         for claim in admitted:
             if len(pieces) > CLAIMED_LIMIT:
                 break  # the overflow answers from the log start wherever pieces reach
             anchored = self._check(target, claim, named)
-            if anchored is None:
-                unchecked += 1
+            if anchored is None or anchored == "pending":
+                unresolved.append(claim)
+                if anchored is None:
+                    unchecked += 1
+                else:
+                    pending += 1
                 continue
             if not anchored:
                 continue
             for piece in claimable.pieces(claim):
                 believed = self._check(target, piece, named)
-                if believed is None:
-                    unchecked += 1
+                if believed is None or believed == "pending":
+                    unresolved.append((piece[0], claim[1], piece[2]))  # this piece on
+                    if believed is None:
+                        unchecked += 1
+                    else:
+                        pending += 1
                     break
                 if believed:
                     pieces.append(believed)
                     if len(pieces) > CLAIMED_LIMIT:
                         break
+        self._stop_scan()
+        if pending:
+            self._pending[source] = pending
+        if unresolved:
+            copies = _unresolved_copies(claimable, unresolved)
+            if copies is not None:
+                self._unresolved[source] = copies
         if unchecked:
             self._unchecked[source] = unchecked
             log.warning(
-                "offset-sync claims not yet checked against the target's records: not believed "
-                "until they are (the next refresh goes on)",
+                "offset-sync claims not yet checked against the target's records: answers they "
+                "could lower are lowered, flagged 'unchecked' (the next refresh goes on)",
                 extra={"partition": str(source), "claims": unchecked},
             )
-        self._stop_scan()
         return ClaimedCopies.believing(pieces)
 
     def _check(
         self, target: TopicPartition, piece: Piece, source: SourcePartition
-    ) -> Piece | Literal[False] | None:
+    ) -> Piece | Literal[False, "pending"] | None:
         """``piece`` as far as the target's records corroborate it (from its first record
-        that still exists), False when they do not, None when it was not read (no budget, or
-        the read failed)."""
+        that still exists), False when they do not, "pending" when no record lies at or after
+        its position yet, None when it was not read (no budget, or the read failed)."""
         src, end, dst = piece
         key = (target, dst)
         if key in self._found:
@@ -194,6 +245,8 @@ class Corroborator:
                 found = self._read(target, dst, source)
             except _NoBudget:
                 return None
+            except _Pending:
+                return "pending"  # not kept: the log fills the position later (R9-M1(a))
             except KafkaError as error:
                 self._stop_scan()  # a read that failed reads on no further
                 log.warning(
@@ -202,8 +255,6 @@ class Corroborator:
                 )
                 return None
             self._found[key] = found
-        if found is None:
-            return False
         at, copied = found
         shift = at - dst
         if not 0 <= shift < end - src or copied != src + shift:
@@ -211,9 +262,10 @@ class Corroborator:
         return src + shift, end, at
 
     def _read(self, target: TopicPartition, position: int, source: SourcePartition) -> Found:
-        """The first record at or after ``position``: none at or past the partition's end
-        (asked once per refresh: claims past the end cost no read), else read - going on
-        with the last read when ``position`` lies a little further on the same partition."""
+        """The first record at or after ``position``: _Pending at or past the partition's end
+        (asked once per refresh: claims past the end cost no read) or when a read finds none
+        (it stopped at the end, or at the last stable offset), else read - going on with the
+        last read when ``position`` lies a little further on the same partition."""
         records = self.records
         if records is None:
             assert self._opener is not None
@@ -223,7 +275,7 @@ class Corroborator:
             self._spend()
             end = self._ends[target] = records.end_offset(target)
         if position >= end:
-            return None
+            raise _Pending
         scan = self._scan
         if scan is None or not scan.serves(target, position, self.scan_ahead):
             self._spend()
@@ -233,7 +285,9 @@ class Corroborator:
             raise _NoBudget
         record, passed = scan.first_at(position)
         self.scanned += passed
-        return None if record is None else (record.offset, copy_offset(record, source))
+        if record is None:
+            raise _Pending
+        return record.offset, copy_offset(record, source)
 
     def _spend(self) -> None:
         if self.reads >= self.budget:
@@ -247,7 +301,34 @@ class Corroborator:
 
 
 class _NoBudget(Exception):
-    """This refresh's reads are spent."""
+    """This partition's reads for this refresh are spent."""
+
+
+class _Pending(Exception):
+    """No record at or after the position yet: at or past the end read (or the last stable
+    offset) - a verdict for this refresh only."""
+
+
+def _unresolved_copies(claimable: Claimable, claims: Sequence[Piece]) -> ClaimedCopies | None:
+    """The pieces of ``claims`` (sorted by position), as if believed: the first
+    :data:`CLAIMED_LIMIT` - 1; the rest (a flood) as one piece at their lowest position reaching
+    as far as they do - every group below that reach resumes no later than there (re-reads;
+    never the overflow's log start, which a forger's flood would reach)."""
+    limit = CLAIMED_LIMIT - 1
+    pieces: list[Piece] = []
+    rest_dst: int | None = None
+    rest_reach = 0
+    for claim in claims:
+        if rest_dst is None:
+            pieces.extend(islice(claimable.pieces(claim), limit + 1 - len(pieces)))
+            if len(pieces) <= limit:
+                continue
+            del pieces[limit:]  # this claim counts with the rest, whole
+        rest_dst = claim[2] if rest_dst is None else min(rest_dst, claim[2])
+        rest_reach = max(rest_reach, claimable.reach(claim))
+    if rest_dst is not None and rest_reach > 0:
+        pieces.append((rest_reach - 1, rest_reach, rest_dst))
+    return ClaimedCopies.believing(pieces)
 
 
 class _Scan:

@@ -21,7 +21,8 @@ The JSON form (``Report.to_json``) is a stable schema, ``drkit.offsets.translate
          "verification": "match" | "skips" | "rereads" | "foreign" | "unverifiable" | null}]}],
      "errors": [{"group": str, "source_topic": str, "source_partition": int,
                  "source_offset": int, "reason": str}],
-     "unverified_offset_syncs": int, "verified_offset_syncs": int, "warnings": [str]}
+     "unverified_offset_syncs": int, "verified_offset_syncs": int,
+     "unchecked_offset_sync_claims": int, "warnings": [str]}
 
 ``verified`` (with ``--verify``, or for provenance rows) says the record at T is the copy of the
 first record a consumer at S reads on the source (see drkit/offsets/verification.py);
@@ -101,9 +102,25 @@ class Report:
     unverified_offset_syncs: int = 0
     # ... and those that verified (none beside rejected ones: the key is not the workers').
     verified_offset_syncs: int = 0
+    # Copies rejected records claim that were not checked against the replica (too many to
+    # read): the answers they could lower are lowered, flagged 'unchecked' (review 9, R9-M1).
+    unchecked_offset_sync_claims: int = 0
 
     @property
     def warnings(self) -> list[str]:
+        return self._signing_warnings() + self._unchecked_warnings()
+
+    def _unchecked_warnings(self) -> list[str]:
+        if not self.unchecked_offset_sync_claims:
+            return []
+        return [
+            f"{self.unchecked_offset_sync_claims} copies claimed by offset syncs on "
+            f"{self.flow.target} that failed verification were not checked against the "
+            "replica's records (too many to read: forged, most likely); positions they could "
+            "move back are moved back (flag 'unchecked': more re-reads, never a skip)"
+        ]
+
+    def _signing_warnings(self) -> list[str]:
         if not self.unverified_offset_syncs:
             return []
         if not self.verified_offset_syncs:
@@ -137,6 +154,7 @@ class Report:
             "errors": self.errors,
             "unverified_offset_syncs": self.unverified_offset_syncs,
             "verified_offset_syncs": self.verified_offset_syncs,
+            "unchecked_offset_sync_claims": self.unchecked_offset_sync_claims,
             "warnings": self.warnings,
         }
 
@@ -436,6 +454,7 @@ def _translate_with(
         mappings = loader.refresh() if has_map else {}
         report.unverified_offset_syncs = loader.rejected
         report.verified_offset_syncs = loader.accepted
+        report.unchecked_offset_sync_claims = loader.unchecked_claims if has_map else 0
         partitions = {
             tp
             for offsets in committed.values()

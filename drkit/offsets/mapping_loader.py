@@ -111,7 +111,9 @@ class MappingLoader:
             if (
                 cached is not None
                 and cached[0] == signature
-                and not self.corroborator.unchecked_in(source)  # checked further each refresh
+                # Checked further each refresh; pending ones once the end moves past them.
+                and not self.corroborator.unchecked_in(source)
+                and not self.corroborator.pending_in(source)
             ):
                 out[source] = cached[1]
                 continue
@@ -152,6 +154,7 @@ class MappingLoader:
             adopted=adopted,
             doubt=doubted,
             claimed=self.corroborator.claimed(source, target, copies, runs, doubted),
+            unchecked=self.corroborator.unresolved(source),
         )
 
     @property
@@ -188,7 +191,8 @@ class MappingLoader:
     @property
     def unchecked_claims(self) -> int:
         """Claimed copies of rejected records not yet checked against the target (as last
-        refreshed): not believed until a later refresh checks them."""
+        refreshed): they lower the answers they could lower, flagged ``unchecked``, until a
+        later refresh checks them."""
         return self.corroborator.unchecked
 
     def close(self) -> None:

@@ -13,8 +13,10 @@ from collections.abc import Generator, Iterable
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from drkit.config import load_config_text
 from drkit.errors import RetriableKafkaError
 from drkit.offsets.corroboration import Corroborator
+from drkit.offsets.lookup import Report
 from drkit.offsets.mapping_loader import doubt
 from drkit.records import Record, TopicPartition
 from drkit.replication.offset_sync import OffsetRun, OffsetSync
@@ -24,6 +26,7 @@ from drkit.signing import Kind, Signer
 from drkit.translation import (
     CLAIMED_LIMIT,
     ClaimedCopies,
+    Flag,
     Method,
     PartitionMapping,
     TargetBounds,
@@ -59,7 +62,10 @@ def loaded(maps: RunMaps, replicated_end: int, corroborator: Corroborator) -> Pa
     claimed = corroborator.claimed(
         SOURCE, TARGET, maps.claimed_copies.get(SOURCE, ()), table, doubted
     )
-    return PartitionMapping(SOURCE, TARGET, table, replicated_end, doubt=doubted, claimed=claimed)
+    unchecked = corroborator.unresolved(SOURCE)
+    return PartitionMapping(
+        SOURCE, TARGET, table, replicated_end, doubt=doubted, claimed=claimed, unchecked=unchecked
+    )
 
 
 def _signed(maps: RunMaps, signer: Signer, run: OffsetRun) -> None:
@@ -113,17 +119,21 @@ def test_repro_b_a_flood_past_the_log_end_moves_no_group() -> None:
     for offset in (10, 500, 999):
         answer = _answer(translate(offset, mapping, TargetBounds(0, 1000)))
         assert answer == (offset, Method.EXACT, frozenset()), (offset, answer)
-    # One request (the partition's end) refutes them all; the verdicts are kept.
+    # One request (the partition's end) settles them all for this refresh: pending, not
+    # unchecked - and not kept (the log fills those positions later: review 9, R9-M1(a)).
     assert (corroborator.reads, log.reads, corroborator.unchecked) == (1, 0, 0)
+    assert corroborator.pending_in(SOURCE) == CLAIMED_LIMIT + 1
     corroborator.start_refresh()
     loaded(maps, 1000, corroborator)
-    assert corroborator.reads == 0
+    assert (corroborator.reads, log.reads) == (1, 0)  # the end again, no positioned read
 
 
-def test_a_flood_beyond_the_read_budget_is_reported_and_still_moves_no_group() -> None:
+def test_a_flood_beyond_the_read_budget_is_reported_and_flagged_until_read_through() -> None:
     """Forged claims at every commit marker of an exactly-once flow, more than the reads of one
-    refresh: those not read are not believed, and counted - then read on the next refreshes,
-    lowest position first (the last marker, at the partition's end, costs no read)."""
+    refresh: those not read are counted and lower the answers they could lower, flagged
+    ``unchecked`` (review 9, R9-M1(b): not believing them hid a real claim) - then read on the
+    next refreshes, lowest position first (the last marker, at the partition's end, costs no
+    read and stays pending)."""
     signer = Signer(KEY, Kind.OFFSET_SYNC, FLOW)
     maps = RunMaps(signer)
     runs = [OffsetRun(i * 10, i * 11, 10) for i in range(100)]
@@ -135,13 +145,22 @@ def test_a_flood_beyond_the_read_budget_is_reported_and_still_moves_no_group() -
     corroborator = Corroborator(log, ALIAS, budget=41, scan_ahead=0)
     mapping = loaded(maps, 1000, corroborator)
     assert (corroborator.reads, corroborator.unchecked, log.reads) == (41, 59, 40)
-    assert _answer(translate(500, mapping, TargetBounds(0, 1100)))[:2] == (550, Method.EXACT)
+    # The lowest claim not read lies at the marker after transaction 40 (450): re-reads.
+    target, method, flags = _answer(translate(500, mapping, TargetBounds(0, 1100)))
+    assert (target, method) == (450, Method.MAPPED) and Flag.UNCHECKED in flags
+    assert _answer(translate(300, mapping, TargetBounds(0, 1100)))[:2] == (330, Method.EXACT)
     corroborator.start_refresh()
     loaded(maps, 1000, corroborator)
     assert (corroborator.reads, corroborator.unchecked) == (41, 19)
     corroborator.start_refresh()
     mapping = loaded(maps, 1000, corroborator)
     assert (corroborator.reads, corroborator.unchecked, mapping.claimed) == (20, 0, None)
+    assert corroborator.pending_in(SOURCE) == 1  # the last marker, at the end
+    assert _answer(translate(500, mapping, TargetBounds(0, 1100))) == (
+        550,
+        Method.EXACT,
+        frozenset(),
+    )
     # Reading on from one position to the next: one positioned read for all 99 markers.
     log = target_log(runs)
     corroborator = Corroborator(log, ALIAS, budget=2)
@@ -358,8 +377,117 @@ def test_a_failed_read_is_not_a_verdict() -> None:
     bounds = TargetBounds(0, 13)
     first = loaded(maps, 10, corroborator)
     assert corroborator.unchecked == 1
-    assert _answer(translate(4, first, bounds))[0] == 11  # not believed yet
+    # Not checked yet: it lowers the answer all the same, flagged (never a skip: review 9).
+    assert _answer(translate(4, first, bounds)) == (6, Method.MAPPED, UNCHECKED)
     corroborator.start_refresh()
     again = loaded(maps, 10, corroborator)
     assert corroborator.unchecked == 0
-    assert _answer(translate(4, again, bounds))[0] == 6
+    assert _answer(translate(4, again, bounds)) == (6, Method.MAPPED, frozenset({Flag.UNVERIFIED}))
+
+
+UNCHECKED = frozenset({Flag.UNVERIFIED, Flag.UNCHECKED})
+
+
+def _lost_keys(flood: int) -> tuple[RunMaps, list[OffsetRun]]:
+    """An exactly-once flow (transactions of 10, a commit marker after each: 10, 21, ...) whose
+    store lost its key: the old-key run copied 100..109 at 110..119 (rejected, real), then a
+    re-replication under the new key copied 103..105 at 120..122.  A group at 104 must resume
+    no later than 116 (the only copies of 106..109).  ``flood`` forged claims at the markers."""
+    new_signer = Signer(OTHER, Kind.OFFSET_SYNC, FLOW)
+    maps = RunMaps(new_signer)
+    eos = [OffsetRun(i * 10, i * 11, 10) for i in range(10)]
+    for run in eos:
+        _signed(maps, new_signer, run)
+    old, new = OffsetRun(100, 110, 10), OffsetRun(103, 120, 3)
+    _signed(maps, Signer(KEY, Kind.OFFSET_SYNC, FLOW), old)
+    _signed(maps, new_signer, new)
+    for i in range(flood):
+        _forged(maps, OffsetRun(5000 + i, i * 11 + 10, 1))
+    return maps, [*eos, old, new]
+
+
+def test_r9_m1a_a_claim_past_the_end_is_read_again_once_the_copies_land() -> None:
+    """Review 9, R9-M1(a): forged claims at the positions just past the end, then the old-key
+    worker's real copies land there and their (rejected) record arrives.  A long-lived loader
+    (the checkpoint worker, the monitor's /api/translate) kept "no record there" as refuted
+    and answered EXACT past the only copies; it must read those positions again."""
+    maps = RunMaps(Signer(OTHER, Kind.OFFSET_SYNC, FLOW))
+    old_key = Signer(KEY, Kind.OFFSET_SYNC, FLOW)
+    log = target_log([OffsetRun(0, 0, 6)])
+    _signed(maps, old_key, OffsetRun(0, 0, 6))
+    for position in range(6, 10):
+        _forged(maps, OffsetRun(1000 + position, position, 1))
+    corroborator = Corroborator(log, ALIAS)
+    loaded(maps, 6, corroborator)
+    for i in range(6, 10):
+        log.put(TARGET, i, ALIAS, SOURCE, i)
+    _signed(maps, old_key, OffsetRun(0, 0, 10))
+    for i in range(3):
+        log.put(TARGET, 10 + i, ALIAS, SOURCE, 3 + i)
+    _signed(maps, Signer(OTHER, Kind.OFFSET_SYNC, FLOW), OffsetRun(3, 10, 3))
+    corroborator.start_refresh()
+    mapping = loaded(maps, 10, corroborator)
+    assert _answer(translate(4, mapping, TargetBounds(0, 13))) == (
+        6,
+        Method.MAPPED,
+        frozenset({Flag.UNVERIFIED}),
+    )
+
+
+def test_r9_m1b_a_flood_beyond_the_budget_flags_the_answer_never_a_silent_skip() -> None:
+    """Review 9, R9-M1(b): forged claims at the commit markers below the real claim spend a
+    fresh loader's reads (a plan, ``offsets translate``); the real claim is not read.  The
+    answer must not be EXACT past the only copies: it is lowered, flagged ``unchecked``."""
+    bounds = TargetBounds(0, 123)
+    maps, runs = _lost_keys(0)
+    clean = loaded(maps, 110, Corroborator(target_log(runs), ALIAS, budget=4, scan_ahead=0))
+    assert _answer(translate(104, clean, bounds)) == (
+        116,
+        Method.MAPPED,
+        frozenset({Flag.UNVERIFIED}),
+    )
+    maps, runs = _lost_keys(8)
+    corroborator = Corroborator(target_log(runs), ALIAS, budget=4, scan_ahead=0)
+    flooded = loaded(maps, 110, corroborator)
+    assert corroborator.unchecked > 0
+    target, method, flags = _answer(translate(104, flooded, bounds))
+    assert target <= 116 and method is Method.MAPPED and Flag.UNCHECKED in flags
+    # Answers no claim could lower stay exact: only what lies above a claim not read moves.
+    assert _answer(translate(20, flooded, bounds)) == (22, Method.EXACT, frozenset())
+
+
+def test_the_read_budget_is_per_partition() -> None:
+    """A flood on one partition spends that partition's reads, not another's: the real claim on
+    orders-0, checked after a flooded orders-1, is read and believed (unflagged 'unchecked')."""
+    other_source, other_target = TopicPartition("orders", 1), TopicPartition("dc1.orders", 1)
+    maps, runs = _lost_keys(0)
+    log = target_log(runs)
+    for position in range(0, 200):
+        log.put(other_target, position, ALIAS, other_source, position)
+    corroborator = Corroborator(log, ALIAS, budget=4, scan_ahead=0)
+    flood = [(5000 + i, 5001 + i, i * 2) for i in range(50)]  # each a read, all refuted
+    corroborator.claimed(other_source, other_target, flood, RunTable.of(()), ((0, 10**9),))
+    assert corroborator.unchecked_in(other_source) > 0
+    mapping = loaded(maps, 110, corroborator)
+    assert corroborator.unchecked_in(SOURCE) == 0
+    assert _answer(translate(104, mapping, TargetBounds(0, 123))) == (
+        116,
+        Method.MAPPED,
+        frozenset({Flag.UNVERIFIED}),
+    )
+
+
+def test_the_translate_report_counts_unchecked_claims() -> None:
+    """``offsets translate`` JSON and /api/translate (the same Report) give the count and warn
+    (review 9, R9-M1: they said nothing of unchecked claims)."""
+    config = load_config_text(
+        "clusters:\n  dc1: {bootstrap_servers: '127.0.0.1:1'}\n"
+        "  dc2: {bootstrap_servers: '127.0.0.1:2'}\nflows: [{source: dc1, target: dc2}]\n",
+        env={},
+    )
+    report = Report(config.flows[0], "live", True, 9, unverified_offset_syncs=90,
+                    verified_offset_syncs=7, unchecked_offset_sync_claims=80)  # fmt: skip
+    out = report.to_json()
+    assert out["unchecked_offset_sync_claims"] == 80
+    assert any("80 copies claimed" in warning for warning in out["warnings"])
+    assert Report(config.flows[0], "live", True).to_json()["unchecked_offset_sync_claims"] == 0

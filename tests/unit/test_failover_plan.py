@@ -558,9 +558,19 @@ def test_no_verified_offset_sync_blocks_a_planned_move_and_warns_before_a_failov
     assert "offset_syncs_unverifiable" not in codes
     assert codes["unverified_offset_syncs"] is Severity.WARNING
     assert "offset_sync_claims_unchecked" not in codes
-    # Claimed copies the plan's reads did not reach: not believed, and said (review 8, R8-M1).
+    # Claimed copies the plan's reads did not reach: answers lowered and flagged 'unchecked'
+    # - a failover goes on with the re-reads; a planned move blocks (review 9, R9-M1).
     codes = _codes(_snapshot(unverified_syncs=5000, verified_syncs=9, unchecked_claims=3000))
     assert codes["offset_sync_claims_unchecked"] is Severity.WARNING
+    for procedure in (Procedure.SWITCHOVER, Procedure.CUTOVER, Procedure.FAILBACK):
+        planned = _snapshot(
+            procedure,
+            source_reachable=True,
+            unverified_syncs=5000,
+            verified_syncs=9,
+            unchecked_claims=3000,
+        )
+        assert _codes(planned)["offset_sync_claims_unchecked"] is Severity.BLOCKER, procedure
 
 
 def test_a_move_rounded_down_past_unverified_syncs_says_its_re_reads_are_unknown() -> None:
