@@ -9,6 +9,7 @@ therefore win over any override).
 
 from __future__ import annotations
 
+import contextlib
 import re
 import socket
 import time
@@ -178,6 +179,14 @@ def not_kafka(endpoint: ClusterEndpoint, timeout_s: float) -> str | None:
     listener from a slow broker after librdkafka said "Broker transport failure"."""
     tls = endpoint.config.security.protocol in (SecurityProtocol.SSL, SecurityProtocol.SASL_SSL)
     for address in endpoint.config.bootstrap_addresses:
+        if tls:
+            # Plain bytes only where a TLS handshake found no TLS: a TLS listener would count
+            # them as a failed authentication (and log it) on every drkit command.
+            speaks = _speaks_tls(endpoint.config.security, address.host, address.port, timeout_s)
+            if speaks is None:
+                continue
+            if speaks:
+                return None
         try:
             connection = socket.create_connection((address.host, address.port), timeout_s)
         except OSError:
@@ -241,6 +250,43 @@ def require_all_answering(
         if why is not None:
             detail = f"{why}; {needed_for}" if needed_for else why
             raise UnreachableClusterError(endpoint.alias, endpoint.bootstrap_servers, detail)
+
+
+# What a TLS client reads from a peer that answers its ClientHello with no TLS: closed, reset,
+# or bytes that are no TLS record.  Any other TLS error (an alert, a certificate) is TLS.
+_NOT_TLS = ("WRONG_VERSION_NUMBER", "RECORD_LAYER_FAILURE", "PACKET_LENGTH_TOO_LONG",
+            "UNEXPECTED_EOF_WHILE_READING", "UNKNOWN_PROTOCOL", "HTTP_REQUEST")  # fmt: skip
+
+
+def _speaks_tls(security: SecurityConfig, host: str, port: int, timeout_s: float) -> bool | None:
+    """Whether ``host:port`` answers a TLS handshake (certificates not checked: only whether
+    TLS is spoken); None: no connection, or no answer within ``timeout_s``."""
+    import ssl
+
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    if security.ssl_certificate_location and security.ssl_key_location:
+        password = security.ssl_key_password
+        with contextlib.suppress(OSError, ssl.SSLError, ValueError):  # mTLS: shown if it loads
+            context.load_cert_chain(
+                security.ssl_certificate_location,
+                security.ssl_key_location,
+                password.get_secret_value() if password is not None else None,
+            )
+    try:
+        with (
+            socket.create_connection((host, port), timeout_s) as raw,
+            context.wrap_socket(raw, do_handshake_on_connect=False) as wrapped,
+        ):
+            wrapped.do_handshake()
+        return True
+    except (ssl.SSLEOFError, ssl.SSLZeroReturnError, ConnectionResetError, BrokenPipeError):
+        return False
+    except ssl.SSLError as err:
+        return (err.reason or "") not in _NOT_TLS
+    except OSError:
+        return None
 
 
 def _plain_broker_for_tls(address: str, protocol: SecurityProtocol, head: bytes) -> str | None:

@@ -300,3 +300,35 @@ def test_a_tls_client_set_up_for_a_plaintext_listener_is_told_at_once() -> None:
                 {"bootstrap_servers": f"127.0.0.1:{port}", "security": security | {"password": "p"}}
             )
             assert not_kafka(ClusterEndpoint("dc1", config), 1.0) is None, answer.__name__
+
+
+def test_a_tls_listener_is_never_sent_plain_bytes(tmp_path: Path) -> None:
+    """The TLS-vs-PLAINTEXT check above must not cost a TLS cluster's brokers a failed
+    authentication (and a log line) on every drkit command: a listener that speaks TLS gets a
+    TLS handshake, never Kafka's plain first request."""
+    import ssl
+
+    from drkit.config.model import ClusterConfig
+    from tests.unit.test_listening_tls import _self_signed
+
+    files = _self_signed(tmp_path)
+    server = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server.load_cert_chain(files.certificate, files.key)
+    first_bytes: list[bytes] = []
+
+    def tls(connection: socket.socket) -> None:
+        connection.settimeout(2)
+        first_bytes.append(connection.recv(1, socket.MSG_PEEK))
+        try:
+            with server.wrap_socket(connection, server_side=True) as wrapped:
+                wrapped.recv(1)
+        except (OSError, ssl.SSLError):
+            pass
+
+    with _listener(tls) as port:
+        config = ClusterConfig.model_validate(
+            {"bootstrap_servers": f"127.0.0.1:{port}", "security": {"protocol": "SSL"}}
+        )
+        assert not_kafka(ClusterEndpoint("dc1", config), 1.0) is None
+        time.sleep(0.2)
+    assert first_bytes and all(b == b"\x16" for b in first_bytes), first_bytes
