@@ -19,6 +19,7 @@ from drkit.access.doctor import NO_BROKER, ClusterFacts, Status
 from drkit.cli import cli
 from drkit.errors import FatalKafkaError, KafkaError
 from drkit.kafka import KafkaAdmin
+from tests.replication_support import free_ports
 
 _CONFIG = (
     "clusters:\n  dc1: {bootstrap_servers: '127.0.0.1:1'}\n"
@@ -189,7 +190,9 @@ def test_monitor_refuses_a_port_in_use_before_loading_the_config(tmp_path: Path)
     with socket.create_server(("127.0.0.1", 0)) as taken:
         port = taken.getsockname()[1]
         for option in ("--listen", "--metrics-listen"):
-            done = _drkit(tmp_path, "monitor", option, f"127.0.0.1:{port}",
+            # The other listener on a free port: the default (9464) may be any monitor's here.
+            other = ["--listen", f"127.0.0.1:{free_ports()}"] if option != "--listen" else []
+            done = _drkit(tmp_path, "monitor", option, f"127.0.0.1:{port}", *other,
                           "--config", str(tmp_path / "no-such.yaml"))  # fmt: skip
             assert done.exit_code == 2, done.output
             assert f"{option}: cannot listen on 127.0.0.1:{port}: Address already in use" in (

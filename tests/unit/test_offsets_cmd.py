@@ -20,6 +20,7 @@ from drkit.offsets.lookup import parse_offsets
 from drkit.records import TopicPartition
 from drkit.status.web import StatusApp
 from drkit.store import StateStore
+from tests.replication_support import free_ports
 
 
 def test_offsets_parse_from_arguments_and_from_json_on_stdin() -> None:
@@ -231,7 +232,15 @@ def test_a_token_file_that_cannot_be_read_or_is_empty_is_refused_before_anything
     empty = tmp_path / "empty"
     empty.write_text("\n")
     for path, why in ((tmp_path / "missing", "cannot read"), (empty, "the first line is empty")):
-        args = ["--state-dir", str(tmp_path / "s"), "monitor", "--config", str(config)]
+        args = [
+            "--state-dir",
+            str(tmp_path / "s"),
+            "monitor",
+            "--config",
+            str(config),
+            "--listen",
+            f"127.0.0.1:{free_ports()}",
+        ]  # the default may be taken here
         done = CliRunner().invoke(cli, [*args, "--api-token-file", str(path)])
         assert done.exit_code == 2, done.output
         assert "--api-token-file: " in done.output

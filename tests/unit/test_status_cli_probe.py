@@ -17,6 +17,7 @@ from drkit.health.identity import cli_observer, is_vote
 from drkit.status.document import build_status
 from drkit.store import StateStore
 from drkit.store.health_repo import HealthRepository
+from tests.replication_support import free_ports
 
 CONFIG = """
 clusters:
@@ -76,8 +77,10 @@ def test_a_cli_observer_is_no_vote_and_no_monitor_may_take_its_name(tmp_path: Pa
     assert not is_vote(cli_observer()) and is_vote("site-a")
     path = tmp_path / "drkit.yaml"
     path.write_text(CONFIG)
+    # --listen on a free port: the default (9464) may be any monitor's on this machine.
     refused = CliRunner().invoke(cli, ["--state-dir", str(tmp_path), "monitor", "--config",
-                                       str(path), "--observer", "cli:laptop"])  # fmt: skip
+                                       str(path), "--observer", "cli:laptop",
+                                       "--listen", f"127.0.0.1:{free_ports()}"])  # fmt: skip
     assert refused.exit_code == 2 and "never a vote" in refused.output, refused.output
     config = load_config_text(CONFIG, env={})
     assert build_status is not None and config.health.failure_threshold == 3
