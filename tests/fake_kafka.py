@@ -550,6 +550,8 @@ class FakeReplicaRecords:
 
     def records_from(self, tp: TopicPartition, offset: int) -> Generator[Record, None, None]:
         self.reads += 1
+        if offset < 0:  # librdkafka's logical offsets: -1 is the end (nothing read yet)
+            return
         positions = self._positions.get(tp, [])
         records = self.records.get(tp, {})
         for index in range(bisect_left(positions, offset), len(positions)):

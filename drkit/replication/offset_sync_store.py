@@ -94,7 +94,9 @@ class RunMaps:
         if value is not None:
             _target, dst, length = decode_value(value)
             claimed += max(0, length)
-            if length >= 1:
+            # No copy lies below offset 0 on either side: such a claim is false, never read
+            # (a reader handed -1 reads librdkafka's "end" - security review 10, R10-M1).
+            if length >= 1 and dst >= 0 and src_start >= 0:
                 self.claimed_copies.setdefault(source, []).append((src_start, claimed, dst))
         self.claims.setdefault(source, []).append((src_start, claimed))
         return False

@@ -491,3 +491,27 @@ def test_the_translate_report_counts_unchecked_claims() -> None:
     assert out["unchecked_offset_sync_claims"] == 80
     assert any("80 copies claimed" in warning for warning in out["warnings"])
     assert Report(config.flows[0], "live", True).to_json()["unchecked_offset_sync_claims"] == 0
+
+
+def test_r10_m1_a_forged_claim_at_a_negative_position_moves_no_group() -> None:
+    """Security review 10, R10-M1: one forged record claiming target position -1 - librdkafka's
+    "the end" - read nothing there, stayed pending on every refresh, and pending claims lower
+    answers: every group of the partition went back to the log start, counted nowhere.  No copy
+    lies below position 0: such a claim is false, never read."""
+    signer = Signer(KEY, Kind.OFFSET_SYNC, FLOW)
+    maps = RunMaps(signer)
+    runs = [OffsetRun(0, 0, 1000)]
+    for run in runs:
+        _signed(maps, signer, run)
+    log = target_log(runs)
+    base = loaded(maps, 1000, Corroborator(log, ALIAS))
+    _forged(maps, OffsetRun(1005, -1, 1))
+    corroborator = Corroborator(log, ALIAS)
+    forged = loaded(maps, 1000, corroborator)
+    bounds = TargetBounds(0, 1000)
+    for offset in (15, 500, 999):
+        before, after = translate(offset, base, bounds), translate(offset, forged, bounds)
+        assert _answer(after) == _answer(before), (offset, before, after)
+        assert _answer(after)[1] is Method.EXACT
+    assert forged.claimed is None and forged.unchecked is None
+    assert corroborator.unchecked == 0 and corroborator.pending_in(SOURCE) == 0
