@@ -95,13 +95,30 @@ def stack() -> Iterator[Stack]:
         "PYTHON": sys.executable,
     }
     stack = Stack(env)
-    stack.compose("down", "-v", timeout=120)  # a stack a killed run left behind
+    _clear_leftovers(stack)
     up = stack.compose("up", "-d", "--build", *SERVICES, timeout=1800)
     try:
         assert up.returncode == 0, (up.stdout + up.stderr)[-6000:]
         yield stack
     finally:
         stack.compose("down", "-v", timeout=300)
+
+
+def _clear_leftovers(stack: Stack) -> None:
+    """Remove what an earlier run left of the project: ``down`` for what compose knows, then
+    every container named as the project's (one compose no longer lists - an engine
+    reinstalled, a run killed mid-``up`` - made ``up`` fail on the name: "Conflict. The
+    container name ... is already in use", CI 2026-12-05)."""
+    project = stack.env["COMPOSE_PROJECT_NAME"]
+    down = stack.compose("down", "-v", "--remove-orphans", timeout=600)
+    assert down.returncode == 0, (down.stdout + down.stderr)[-3000:]
+    listed = subprocess.run(
+        ["docker", "ps", "-aq", "--filter", f"name=^/{project}_"],
+        capture_output=True, text=True, timeout=60, check=True,
+    ).stdout.split()  # fmt: skip
+    if listed:
+        subprocess.run(["docker", "rm", "-f", "-v", *listed], capture_output=True, timeout=120,
+                       check=True)  # fmt: skip
 
 
 def test_the_containers_replicate_and_a_host_side_plan_sees_their_flow(stack: Stack) -> None:
