@@ -38,7 +38,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from contextlib import ExitStack, closing, contextmanager
+from contextlib import closing, contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Any, TextIO
 
@@ -383,6 +383,88 @@ def _translate(
     ``report``; ``source`` None: it does not answer (no source ends, no verification).
     ``kept``: loaders kept between calls (else one made for this call and closed)."""
     existing = target.list_topics()
+    with _mapping_loader(topology, target_endpoint, keys, kept) as loader:
+        reader: ProvenanceReader | None = None
+        verifier: _Verifier | None = None
+        source_reader: PartitionReader | None = None
+        try:
+            # A flow that never stored a map (no progress and no offset-sync topic) translates from
+            # the data alone; one of the two missing is an error (the loader raises).
+            has_map = {topology.progress_topic, topology.offset_syncs_topic} & set(existing)
+            mappings = loader.refresh() if has_map else {}
+            report.unverified_offset_syncs = loader.rejected
+            report.verified_offset_syncs = loader.accepted
+            report.unchecked_offset_sync_claims = loader.unchecked_claims if has_map else 0
+            partitions = {
+                tp
+                for offsets in committed.values()
+                if offsets is not None
+                for tp in offsets
+                if topology.selects(tp.topic)
+            }
+            targets = {_target_of(tp, mappings, topology) for tp in partitions}
+            targets = {tp for tp in targets if tp.topic in existing}
+            start = target.list_offsets(targets, "earliest")
+            end = target.list_offsets(targets, "latest")
+            source_end: Mapping[TopicPartition, int | None] = (
+                source.list_offsets(partitions, "latest") if source is not None else {}
+            )
+            bounds = {
+                tp: TargetBounds(start[target_tp], end[target_tp])
+                for tp in partitions
+                if (target_tp := _target_of(tp, mappings, topology)) in start and target_tp in end
+            }
+            if verify_rows and source is not None:
+                reader = ProvenanceReader.on(target_endpoint)
+                source_reader = PartitionReader(source_endpoint)
+                verifier = _Verifier(
+                    topology,
+                    source_reader,
+                    reader,
+                    replicated_by(
+                        topology.chain,
+                        source.describe_cluster()[0] or topology.source,
+                        target.describe_cluster()[0] or topology.target,
+                    ),
+                    source.list_offsets(partitions, "earliest"),
+                )
+            for group, offsets in committed.items():
+                if offsets is None:
+                    report.errors.append({"group": group, "reason": "no committed offsets on the "
+                                          "source (a typo?)"})  # fmt: skip
+                    continue
+                rows = report.groups.setdefault(group, [])
+                mine = {tp: o for tp, o in offsets.items() if topology.selects(tp.topic)}
+                for tp, result in translate_group(mine, mappings, bounds, source_end).items():
+                    if isinstance(result, CannotTranslate) and result.reason == NO_REPLICA:
+                        report.errors.append(_error(group, tp, result.source_offset, NO_REPLICA))
+                        continue
+                    if isinstance(result, CannotTranslate) and reader is None:
+                        reader = ProvenanceReader.on(target_endpoint)
+                    target_tp = _target_of(tp, mappings, topology)
+                    row = _row(
+                        topology, result, mappings.get(tp), target_tp, bounds[tp], reader, verifier
+                    )
+                    if row is None:
+                        assert isinstance(result, CannotTranslate)
+                        report.errors.append(_error(group, tp, result.source_offset, result.reason))
+                    else:
+                        rows.append(row)
+        finally:
+            if reader is not None:
+                reader.close()
+            if source_reader is not None:
+                source_reader.close()
+
+
+@contextmanager
+def _mapping_loader(
+    topology: FlowTopology,
+    target_endpoint: ClusterEndpoint,
+    keys: Callable[[str], bytes] | None,
+    kept: KeptLoaders | None,
+) -> Iterator[MappingLoader]:
+    """The flow's mapping loader: ``kept``'s (lent for the call), else one for this call."""
     name = topology.flow.name
     key = keys(name) if keys is not None else None
     signer = Signer(key, Kind.OFFSET_SYNC, name) if key is not None else None
@@ -390,15 +472,12 @@ def _translate(
     def new_loader() -> MappingLoader:
         return MappingLoader(topology.flow, target_endpoint, topology, signer=signer)
 
-    with ExitStack() as held:
-        loader = (
-            held.enter_context(kept.borrow((name, target_endpoint.config.model_dump_json(), key),
-                                           new_loader))
-            if kept is not None
-            else held.enter_context(closing(new_loader()))
-        )  # fmt: skip
-        _translate_with(report, topology, committed, source, source_endpoint, target,
-                        target_endpoint, verify_rows, existing, loader)  # fmt: skip
+    if kept is None:
+        with closing(new_loader()) as loader:
+            yield loader
+    else:
+        with kept.borrow((name, target_endpoint.config.model_dump_json(), key), new_loader) as lent:
+            yield lent
 
 
 class KeptLoaders:
@@ -430,91 +509,6 @@ class KeptLoaders:
         for lock, loader in kept:
             with lock:
                 loader.close()
-
-
-def _translate_with(
-    report: Report,
-    topology: FlowTopology,
-    committed: Mapping[str, Mapping[TopicPartition, int] | None],
-    source: KafkaAdmin | None,
-    source_endpoint: ClusterEndpoint,
-    target: KafkaAdmin,
-    target_endpoint: ClusterEndpoint,
-    verify_rows: bool,
-    existing: Mapping[str, Any],
-    loader: MappingLoader,
-) -> None:
-    reader: ProvenanceReader | None = None
-    verifier: _Verifier | None = None
-    source_reader: PartitionReader | None = None
-    try:
-        # A flow that never stored a map (no progress and no offset-sync topic) translates from
-        # the data alone; one of the two missing is an error (the loader raises).
-        has_map = {topology.progress_topic, topology.offset_syncs_topic} & set(existing)
-        mappings = loader.refresh() if has_map else {}
-        report.unverified_offset_syncs = loader.rejected
-        report.verified_offset_syncs = loader.accepted
-        report.unchecked_offset_sync_claims = loader.unchecked_claims if has_map else 0
-        partitions = {
-            tp
-            for offsets in committed.values()
-            if offsets is not None
-            for tp in offsets
-            if topology.selects(tp.topic)
-        }
-        targets = {_target_of(tp, mappings, topology) for tp in partitions}
-        targets = {tp for tp in targets if tp.topic in existing}
-        start = target.list_offsets(targets, "earliest")
-        end = target.list_offsets(targets, "latest")
-        source_end: Mapping[TopicPartition, int | None] = (
-            source.list_offsets(partitions, "latest") if source is not None else {}
-        )
-        bounds = {
-            tp: TargetBounds(start[target_tp], end[target_tp])
-            for tp in partitions
-            if (target_tp := _target_of(tp, mappings, topology)) in start and target_tp in end
-        }
-        if verify_rows and source is not None:
-            reader = ProvenanceReader.on(target_endpoint)
-            source_reader = PartitionReader(source_endpoint)
-            verifier = _Verifier(
-                topology,
-                source_reader,
-                reader,
-                replicated_by(
-                    topology.chain,
-                    source.describe_cluster()[0] or topology.source,
-                    target.describe_cluster()[0] or topology.target,
-                ),
-                source.list_offsets(partitions, "earliest"),
-            )
-        for group, offsets in committed.items():
-            if offsets is None:
-                report.errors.append({"group": group, "reason": "no committed offsets on the "
-                                      "source (a typo?)"})  # fmt: skip
-                continue
-            rows = report.groups.setdefault(group, [])
-            mine = {tp: o for tp, o in offsets.items() if topology.selects(tp.topic)}
-            for tp, result in translate_group(mine, mappings, bounds, source_end).items():
-                if isinstance(result, CannotTranslate) and result.reason == NO_REPLICA:
-                    report.errors.append(_error(group, tp, result.source_offset, NO_REPLICA))
-                    continue
-                if isinstance(result, CannotTranslate) and reader is None:
-                    reader = ProvenanceReader.on(target_endpoint)
-                target_tp = _target_of(tp, mappings, topology)
-                row = _row(
-                    topology, result, mappings.get(tp), target_tp, bounds[tp], reader, verifier
-                )
-                if row is None:
-                    assert isinstance(result, CannotTranslate)
-                    report.errors.append(_error(group, tp, result.source_offset, result.reason))
-                else:
-                    rows.append(row)
-    finally:
-        if reader is not None:
-            reader.close()
-        if source_reader is not None:
-            source_reader.close()
 
 
 def _target_of(
