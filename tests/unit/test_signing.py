@@ -42,7 +42,8 @@ from drkit.translation import (
     translate,
     translate_back,
 )
-from tests.fake_kafka import FakeCluster, FakeReplicaRecords, signed_channel
+from tests.fake_kafka import FakeCluster, signed_channel
+from tests.unit.test_claim_corroboration import loaded, target_log
 
 FLOW = "dc1->dc2"
 KEY = bytes(range(32))
@@ -579,16 +580,7 @@ def _loaded(maps: RunMaps, replicated_end: int, written: Iterable[OffsetRun]) ->
     """What the mapping loader builds from ``maps`` (doubt and claimed copies included) over a
     target holding the copies ``written`` wrote (the claims of real runs are corroborated by
     their records: tests/unit/test_claim_corroboration.py)."""
-    run_map = maps.maps.get(SOURCE)
-    table = RunTable.of(run_map.table() if run_map is not None else ())
-    doubted = doubt(maps.claims.get(SOURCE, ()), table, replicated_end)
-    log = FakeReplicaRecords()
-    for run in written:
-        for i in range(run.length):
-            log.put(TARGET, run.dst_start + i, "dc1", SOURCE, run.src_start + i)
-    copies = maps.claimed_copies.get(SOURCE, ())
-    claimed = Corroborator(log, "dc1").claimed(SOURCE, TARGET, copies, table, doubted)
-    return PartitionMapping(SOURCE, TARGET, table, replicated_end, doubt=doubted, claimed=claimed)
+    return loaded(maps, replicated_end, Corroborator(target_log(written), "dc1"))
 
 
 def test_a_re_replication_under_a_new_key_never_hides_the_old_keys_copies() -> None:
