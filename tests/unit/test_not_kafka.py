@@ -215,15 +215,21 @@ def test_a_planned_move_names_a_hung_source_at_once_and_plans_nothing(
     assert took < 2 * 2, took  # one first-answer wait, not two (a count, not a speed)
 
 
+def _hung_source_refused_target(tmp_path: Path, port: int) -> Path:
+    """A config whose dc1 is the listener on ``port`` and dc2 refuses: the flow dc1->dc2."""
+    config = tmp_path / "c.yaml"
+    config.write_text(
+        f"clusters:\n  dc1: {{bootstrap_servers: '127.0.0.1:{port}'}}\n"
+        "  dc2: {bootstrap_servers: '127.0.0.1:1'}\n"
+        "flows: [{source: dc1, target: dc2}]\n"
+    )
+    return config
+
+
 def test_an_unplanned_failover_is_still_planned_without_its_source(tmp_path: Path) -> None:
     """The pre-check is for planned moves only: a failover exists for a source that is gone."""
     with _listener(_silent) as one:
-        config = tmp_path / "c.yaml"
-        config.write_text(
-            f"clusters:\n  dc1: {{bootstrap_servers: '127.0.0.1:{one}'}}\n"
-            "  dc2: {bootstrap_servers: '127.0.0.1:1'}\n"
-            "flows: [{source: dc1, target: dc2}]\n"
-        )
+        config = _hung_source_refused_target(tmp_path, one)
         done = CliRunner().invoke(
             cli, ["--state-dir", str(tmp_path / "s"), "failover", "--from", "dc1", "--to",
                   "dc2", "--plan", "--config", str(config)],
@@ -243,12 +249,7 @@ def test_readiness_with_a_hung_source_is_not_ready_after_the_first_answer_alone(
     import json
 
     with _listener(_silent) as one:
-        config = tmp_path / "c.yaml"
-        config.write_text(
-            f"clusters:\n  dc1: {{bootstrap_servers: '127.0.0.1:{one}'}}\n"
-            "  dc2: {bootstrap_servers: '127.0.0.1:1'}\n"
-            "flows: [{source: dc1, target: dc2}]\n"
-        )
+        config = _hung_source_refused_target(tmp_path, one)
         started = time.monotonic()
         done = CliRunner().invoke(
             cli, ["--state-dir", str(tmp_path / "s"), "drill", "readiness", "--from", "dc1",
