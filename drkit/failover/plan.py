@@ -172,25 +172,30 @@ def _signing_findings(snapshot: Snapshot) -> list[Finding]:
         return []
     if snapshot.verified_syncs:
         return [unverified_syncs_finding(rejected, snapshot.target)]
-    planned = snapshot.procedure in _PLANNED
     what = (
         f"none of the {rejected} offset syncs on {snapshot.target} verifies with this "
         f"deployment's key for {snapshot.flow}: the workers signed them with another key (the "
         "state store was replaced or restored without its flow_keys table, signing.secret "
         "changed, or they were written before drkit signed them)"
     )
-    if planned:
-        why = (
-            f"{what}. Restore the store's keys or the same signing.secret, or restart 'drkit "
-            "replicate' with this store so fresh signed syncs cover the groups' positions"
-        )
-    else:
-        why = (
-            f"{what}: every group re-reads its replicas from their start (flag 'unverified': "
-            "nothing skipped, many duplicates)"
-        )
-    severity = Severity.BLOCKER if planned else Severity.WARNING
-    return [Finding(severity, "offset_syncs_unverifiable", why)]
+    return _blocks_a_planned_move(
+        snapshot,
+        "offset_syncs_unverifiable",
+        f"{what}. Restore the store's keys or the same signing.secret, or restart 'drkit "
+        "replicate' with this store so fresh signed syncs cover the groups' positions",
+        f"{what}: every group re-reads its replicas from their start (flag 'unverified': "
+        "nothing skipped, many duplicates)",
+    )
+
+
+def _blocks_a_planned_move(
+    snapshot: Snapshot, code: str, planned: str, unplanned: str
+) -> list[Finding]:
+    """``code`` as a blocker of a planned move (its source is alive: deal with it first),
+    saying ``planned``; a warning before an unplanned failover, which goes on: ``unplanned``."""
+    if snapshot.procedure in _PLANNED:
+        return [Finding(Severity.BLOCKER, code, planned)]
+    return [Finding(Severity.WARNING, code, unplanned)]
 
 
 def _unchecked_claims(snapshot: Snapshot) -> list[Finding]:
@@ -203,25 +208,20 @@ def _unchecked_claims(snapshot: Snapshot) -> list[Finding]:
     count = snapshot.unchecked_claims
     if not count:
         return []
-    planned = snapshot.procedure in _PLANNED
     what = (
         f"{count} copies claimed by offset syncs on {snapshot.target} that failed "
         "verification were not checked against the replica's records (too many to read in "
         "one plan: forged, most likely)"
     )
-    if planned:
-        why = (
-            f"{what}: groups they could move back would re-read from there (flag "
-            "'unchecked'). Find the writer of the offset-sync topic and put ACLs on it "
-            "(docs/security.md), then plan again"
-        )
-    else:
-        why = (
-            f"{what}: groups they could move back resume there - re-reads, never a skip "
-            "(flag 'unchecked')"
-        )
-    severity = Severity.BLOCKER if planned else Severity.WARNING
-    return [Finding(severity, "offset_sync_claims_unchecked", why)]
+    return _blocks_a_planned_move(
+        snapshot,
+        "offset_sync_claims_unchecked",
+        f"{what}: groups they could move back would re-read from there (flag 'unchecked'). "
+        "Find the writer of the offset-sync topic and put ACLs on it (docs/security.md), then "
+        "plan again",
+        f"{what}: groups they could move back resume there - re-reads, never a skip "
+        "(flag 'unchecked')",
+    )
 
 
 def _unknown_groups(snapshot: Snapshot) -> list[Finding]:
