@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import time
 from datetime import UTC, datetime
-from functools import partial
 from pathlib import Path
 
 from drkit.config.loader import flow_between
@@ -84,14 +83,9 @@ CHECKS = ("plan_unblocked", "topic_parity", "checkpoints", "link_health", "shado
 def _not_answering(config: DrkitConfig, source: str, target: str) -> dict[str, str]:
     """Each of the two clusters that is down, hung or not Kafka, with why - both asked at once,
     each within the first answer's bound (drkit.kafka.clients.FIRST_ANSWER_S)."""
-    from drkit.kafka.clients import not_answering
-    from drkit.kafka.interruptible import InFlight
+    from drkit.kafka.clients import all_not_answering
 
-    asked = {
-        alias: InFlight(partial(not_answering, ClusterEndpoint(alias, config.clusters[alias])))
-        for alias in (source, target)
-    }
-    return {alias: why for alias, call in asked.items() if (why := call.wait()) is not None}
+    return all_not_answering([ClusterEndpoint(a, config.clusters[a]) for a in (source, target)])
 
 
 def _report(

@@ -236,17 +236,26 @@ def require_answering(endpoint: ClusterEndpoint, timeout_s: float = FIRST_ANSWER
         raise UnreachableClusterError(endpoint.alias, endpoint.bootstrap_servers, why)
 
 
+def all_not_answering(
+    endpoints: Sequence[ClusterEndpoint], timeout_s: float = FIRST_ANSWER_S
+) -> dict[str, str]:
+    """:func:`not_answering` for several clusters at once (each on a daemon thread of its own,
+    so Ctrl-C acts at once): two hung clusters cost one ``timeout_s``, not two.  Each alias
+    that does not answer, with why, in the order of ``endpoints``."""
+    from drkit.kafka.interruptible import InFlight
+
+    asked = [(e.alias, InFlight(partial(not_answering, e, timeout_s))) for e in endpoints]
+    return {alias: why for alias, call in asked if (why := call.wait()) is not None}
+
+
 def require_all_answering(
     endpoints: Sequence[ClusterEndpoint], needed_for: str = "", timeout_s: float = FIRST_ANSWER_S
 ) -> None:
-    """:func:`require_answering` for several clusters at once (each on a daemon thread of its
-    own, so Ctrl-C acts at once): two hung clusters cost one ``timeout_s``, not two.  The
+    """:func:`require_answering` for several clusters at once (:func:`all_not_answering`): the
     first of ``endpoints`` that does not answer is raised, ``needed_for`` added to why."""
-    from drkit.kafka.interruptible import InFlight
-
-    asked = [(e, InFlight(partial(not_answering, e, timeout_s))) for e in endpoints]
-    for endpoint, call in asked:
-        why = call.wait()
+    down = all_not_answering(endpoints, timeout_s)
+    for endpoint in endpoints:
+        why = down.get(endpoint.alias)
         if why is not None:
             detail = f"{why}; {needed_for}" if needed_for else why
             raise UnreachableClusterError(endpoint.alias, endpoint.bootstrap_servers, detail)
