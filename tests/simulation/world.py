@@ -44,8 +44,7 @@ from typing import Any
 
 import yaml
 from sqlalchemy import delete, event
-from sqlalchemy.engine import Engine as SqlEngine
-from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.orm import Session
 
 from drkit import clock as drkit_clock
 from drkit.config import load_config_text
@@ -143,6 +142,19 @@ def _document() -> dict[str, Any]:
     return found
 
 
+@functools.lru_cache(maxsize=4)
+def _config(runbooks: str, path: str, secret: str | None) -> DrkitConfig:
+    """A schedule's config: :data:`CONFIG` with its runbooks, its store and - given - its
+    ``signing.secret``, loaded as drkit loads it; frozen, so schedules alike share it (most
+    have no secret, and their store is the template's work file)."""
+    document = copy.deepcopy(_document())
+    document["failover"]["runbooks_dir"] = runbooks
+    document["state_store"] = {"url": f"sqlite:///{path}"}
+    if secret is not None:
+        document["signing"] = {"secret": secret}
+    return load_config_text(yaml.safe_dump(document), env={})
+
+
 def signing_secret(seed: int) -> str:
     """The ``signing.secret`` of a schedule that has one: its own, from its seed (64 hex)."""
     return zlib.crc32(b"drkit-sim-secret %d" % seed).to_bytes(4, "big").hex() * 8
@@ -153,9 +165,9 @@ def signing_secret(seed: int) -> str:
 
 class Template:
     """A state store migrated once; each schedule works on its content restored into one work
-    file (:meth:`restore`, SQLite's backup), through engines kept from schedule to schedule
-    (:meth:`adopt`): SQLAlchemy compiles each statement once per engine - a schedule's fresh
-    engines compiled every statement again (~9% of a schedule's CPU)."""
+    file (:meth:`restore`, SQLite's backup), through stores made once and engines kept from
+    schedule to schedule (:meth:`open`): SQLAlchemy compiles each statement once per engine - a
+    schedule's fresh engines compiled every statement again (~9% of a schedule's CPU)."""
 
     def __init__(self) -> None:
         self.directory = Path(tempfile.mkdtemp(prefix="drkit-sim-", dir=_fast_tmp()))
@@ -167,7 +179,8 @@ class Template:
         store.engine.dispose()
         self._works = 0
         self.work = self.directory / "work0.db"
-        self._engines: dict[str, SqlEngine] = {}  # by role, over :attr:`work`
+        # By role, over :attr:`work`: the first store's attributes (its engine among them).
+        self._stores: dict[str, dict[str, Any]] = {}
 
     def restore(self) -> Path:
         """The work file, holding the template's content again (its kept engines' pooled
@@ -179,27 +192,36 @@ class Template:
             source.backup(target)
         return self.work
 
-    def adopt(self, store: StateStore, role: str) -> None:
-        """``store`` (over :attr:`work`) goes on with the engine kept for ``role`` - made the
-        first time from its own (same URL, same options)."""
-        kept = self._engines.setdefault(role, store.engine)
-        if kept is not store.engine:
-            store.engine.dispose()  # never connected
-            store.engine = kept
-            store._sessions = sessionmaker(kept, expire_on_commit=False)
+    def open(self, store: StateStore, role: str) -> None:
+        """``store`` made a StateStore over :attr:`work` for ``role``: the first time by its
+        ``__init__`` (the file's checks, an engine), every later time with the first one's
+        attributes - its engine, with its compiled statements and pooled connections, its
+        session factory - as the file is the same (a config, not a store, is what differs)."""
+        kept = self._stores.get(role)
+        if kept is None:
+            StateStore.__init__(store, f"sqlite:///{self.work}")
+            self._stores[role] = dict(vars(store))
+        else:
+            vars(store).update(kept)
+
+    def store(self, role: str) -> StateStore:
+        """A plain StateStore over :attr:`work` (:meth:`open`)."""
+        store = StateStore.__new__(StateStore)
+        self.open(store, role)
+        return store
 
     def discard(self) -> None:
         """Let go of the kept engines (a thread of a schedule outlived it, maybe in a
         transaction): the next schedule works on a fresh file with fresh engines."""
-        for engine in self._engines.values():
-            engine.dispose()
-        self._engines = {}
+        for kept in self._stores.values():
+            kept["engine"].dispose()
+        self._stores = {}
         self._works += 1
         self.work = self.directory / f"work{self._works}.db"
 
     def close(self) -> None:
-        for engine in self._engines.values():
-            engine.dispose()
+        for kept in self._stores.values():
+            kept["engine"].dispose()
         shutil.rmtree(self.directory, ignore_errors=True)
 
 
@@ -244,9 +266,8 @@ class SimStore(StateStore):
     """The state store as the simulated processes see it: on simulated time, a point before
     and after every transaction, away while :attr:`down_until` lies ahead."""
 
-    def __init__(self, url: str, sim: Sim, template: Template) -> None:
-        super().__init__(url)
-        template.adopt(self, "store")
+    def __init__(self, sim: Sim, template: Template) -> None:
+        template.open(self, "store")
         self.sim = sim
         self.now = sim.wall
         self.down_until = -1.0
@@ -285,8 +306,8 @@ class SimReader(StateStore):
     """The checker's store: inside :meth:`batch` every repository reads in the one transaction
     the batch opened (the simulated threads are all parked: nothing commits meanwhile)."""
 
-    def __init__(self, url: str) -> None:
-        super().__init__(url)
+    def __init__(self, template: Template) -> None:
+        template.open(self, "reader")
         self._shared: Session | None = None
 
     @contextmanager
@@ -459,19 +480,14 @@ class SimWorld:
         runbooks = path.parent / "runbooks"
         if not runbooks.exists():
             shutil.copytree(Path(__file__).resolve().parents[2] / "runbooks", runbooks)
-        document = copy.deepcopy(_document())
-        document["failover"]["runbooks_dir"] = str(runbooks)
-        document["state_store"] = {"url": f"sqlite:///{path}"}
-        if secret:
-            document["signing"] = {"secret": signing_secret(sim.seed)}
-        self.config: DrkitConfig = load_config_text(yaml.safe_dump(document), env={})
+        self.config = _config(
+            str(runbooks), str(path), signing_secret(sim.seed) if secret else None
+        )
         self.template = template
-        self.store = SimStore(f"sqlite:///{path}", sim, template)
-        self.reader = SimReader(f"sqlite:///{path}")  # the checker's: no points, no outages
-        template.adopt(self.reader, "reader")
+        self.store = SimStore(sim, template)
+        self.reader = SimReader(template)  # the checker's: no points, no outages
         self.reader.now = sim.wall
-        self.keystore = StateStore(f"sqlite:///{path}")  # flow keys: no points, no outages
-        template.adopt(self.keystore, "keystore")
+        self.keystore = template.store("keystore")  # flow keys: no points, no outages
         self.keystore.now = sim.wall
         # Per run, what its translate step last read on the source: (flow, (group, partition)
         # -> committed offset); nothing when the source did not answer (the model has no
