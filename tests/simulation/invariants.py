@@ -36,14 +36,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from sqlalchemy import select
+
 from drkit.acl.rules import Operation, PatternType, Permission, ResourceType
 from drkit.control.model import DesiredState, default_state
 from drkit.control.repo import ControlRepository
 from drkit.failover.fences import FenceRepository, FenceState
 from drkit.failover.model import Procedure, RunState, StepName, StepState
 from drkit.failover.pointer import Pointer, PointerRepository
-from drkit.failover.runs import RunRecord, RunRepository
 from drkit.records import TopicPartition
+from drkit.store.models import FailoverRun, FailoverStep
 from drkit.topology.flow import FlowTopology
 from tests.simulation.world import APP, CLUSTERS, GROUPS, SimWorld
 
@@ -61,6 +63,18 @@ _PARTS = {
 _READ = frozenset(t for tables in _PARTS.values() for t in tables)
 RETURN_WINDOW_S = 30.0  # a returning cluster is protected by the next maintenance passes
 PLANNED = (Procedure.SWITCHOVER, Procedure.CUTOVER, Procedure.FAILBACK)
+
+
+@dataclass(frozen=True)
+class _Run:
+    """What the checks read of a run (drkit.failover.runs.RunRecord's)."""
+
+    id: int
+    procedure: Procedure
+    source: str
+    target: str
+    state: RunState
+    steps: tuple[tuple[StepName, StepState], ...]
 
 
 @dataclass(frozen=True)
@@ -151,7 +165,7 @@ class Checker:
             directives,
             opened,
             rows,
-            {r.id: tuple(f"{s.name.value}={s.state.value}" for s in r.steps) for r in runs},
+            {r.id: tuple(f"{name.value}={state.value}" for name, state in r.steps) for r in runs},
         )
         if self.journal:
             self._journal(self._view)
@@ -172,8 +186,27 @@ class Checker:
     def _pointer(self) -> Pointer | None:
         return PointerRepository(self.world.reader).get()
 
-    def _runs(self) -> list[RunRecord]:
-        return RunRepository(self.world.reader).latest(8)
+    def _runs(self) -> list[_Run]:
+        """The latest 8 runs, as ``RunRepository.latest(8)`` reads them, but only what the
+        checks read: not their plans, results and steps' details (JSON), and their steps in one
+        query, not one a run (~5% of a schedule's CPU)."""
+        with self.world.reader.session() as session:
+            rows = session.execute(
+                select(FailoverRun.id, FailoverRun.kind, FailoverRun.source, FailoverRun.target,
+                       FailoverRun.state).order_by(FailoverRun.id.desc()).limit(8)
+            ).all()  # fmt: skip
+            steps: dict[int, list[tuple[StepName, StepState]]] = {row.id: [] for row in rows}
+            for step in session.execute(
+                select(FailoverStep.run_id, FailoverStep.name, FailoverStep.state)
+                .where(FailoverStep.run_id.in_(list(steps)))
+                .order_by(FailoverStep.run_id, FailoverStep.seq)
+            ):
+                steps[step.run_id].append((StepName(step.name), StepState(step.state)))
+        return [
+            _Run(row.id, Procedure(row.kind), row.source, row.target, RunState(row.state),
+                 tuple(steps[row.id]))
+            for row in rows
+        ]  # fmt: skip
 
     def _directives(self) -> dict[str, DesiredState]:
         return {
