@@ -11,6 +11,8 @@
     python -m bench scale        # curves for docs/scale.md (plots written to docs/scale/)
     python -m bench simulation [--schedules N] [--seed-base S] [--mutations K]
                                  # the control plane's deterministic simulation, long campaigns
+    python -m bench errors [--repeat 3] [--faults refused,hung,...] [--only "clusters check"]
+                                 # how fast each cluster-contacting command fails (issue 45)
     python -m bench all          # replication, translation, accounting, failover
 
 Every ratio compares numbers measured in the same run on the same clusters.  Results are printed
@@ -156,6 +158,13 @@ def simulation(args: argparse.Namespace) -> str:
     return sim.main(args.schedules, args.seed_base, args.processes, args.mutations)
 
 
+def errors(args: argparse.Namespace) -> str:
+    from bench import errors as er
+
+    faults = [f for f in str(args.faults).split(",") if f] or list(er.FAULTS)
+    return er.main(repeat=args.repeat, faults=faults, only=args.only)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     parser.add_argument(
@@ -172,6 +181,7 @@ def main() -> None:
             "switchover",
             "scale",
             "simulation",
+            "errors",
             "all",
         ],
     )
@@ -215,6 +225,12 @@ def main() -> None:
         "--mutations", type=int, default=0,
         help="simulation: also find each reverted fix within this many seeds",
     )  # fmt: skip
+    parser.add_argument(
+        "--faults", default="", help="errors: fault kinds, comma-separated (default: all)"
+    )
+    parser.add_argument(
+        "--only", action="append", default=None, help="errors: only this command (repeatable)"
+    )
     parser.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
     parser.add_argument("--keep", action="store_true", help="keep the bench clusters running")
     args = parser.parse_args()
@@ -231,7 +247,7 @@ def main() -> None:
             (OUT / f"latest-{name}.md").write_text(text + "\n")
             print(text, flush=True)
     finally:
-        if not args.keep:
+        if not args.keep and args.which != "errors":  # errors starts no cluster: stop none
             from bench.common import stop_clusters
 
             stop_clusters()
