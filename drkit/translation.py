@@ -100,10 +100,15 @@ gaps, restarts, truncation and trimming):
    a native record, another partition's copy corroborate nothing (a writer of the replica
    itself, which a guarded replica refuses, can: a record naming a doubted *future* source
    offset caps the groups below it - a rewind, never a skip; security review 9, R9-L1).
-   A forged claim so caps no group: exact answers stay exact (security review 8, R8-M1; the
-   forged record's doubt still rounds down answers that were not exact, invariant 9).  What
-   the claims do is let a real copy of a doubted record cap the groups below it (re-reads,
-   never a skip) - a real copy the verified runs cannot place.  A claim the loader could not
+   A forged claim so moves an exact answer only where the replica really holds, below the
+   group's copy, a copy of a doubted record at or after it that no verified run places - a
+   real reorder, which a forger's claims point at but cannot make (security review 8, R8-M1;
+   the forged record's doubt still rounds down answers that were not exact, invariant 9).
+   What the claims do is let a real copy of a doubted record cap the groups below it
+   (re-reads, never a skip) - a real copy the verified runs cannot place.  One record
+   corroborates one piece: the claims found at the same record are one piece, as long as the
+   longest of them (security review 11, R11-M1: claims of every length anchored at one real
+   unsynced copy made that many pieces).  A claim the loader could not
    resolve - not read yet (its reads per partition and refresh are bounded), its read failed,
    or no record lies at or after its position *yet* (past the end read: pending, read again
    once the end moves) - is neither believed nor refuted: its pieces
@@ -112,8 +117,13 @@ gaps, restarts, truncation and trimming):
    them (a planned move blocks on them).  A forger gets such a rewind only by writing more
    claims on the partition than a refresh reads, below the position (checked lowest first);
    one record, or any number within the budget, is read and refuted.  Past
-   :data:`CLAIMED_LIMIT` believed pieces on a partition (only a real history has them) every
-   offset they reach resumes at the target log start.
+   :data:`CLAIMED_LIMIT` - 1 pieces on a partition (believed, or unresolved) the ones at the
+   highest positions collapse into one bound (:class:`Collapsed`): every offset below their
+   reach resumes no later than their lowest position - re-reads, never a skip, and never the
+   target log start as such (security review 11, R11-M1/L2: the overflow answered the log
+   start, and dropped the claims past the limit).  Believed pieces past the limit need as
+   many distinct real copies of doubted records: a real history's, or an at-least-once flow's
+   copies not synced yet (above every synced copy: the exact answers below stay exact).
 
 The runs are kept as a :class:`~drkit.replication.run_map.RunTable` (compact columns, indexes
 computed once per snapshot): one translation is a binary search plus, for re-reads, a walk over
@@ -127,7 +137,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from heapq import heappop, heappush
-from itertools import islice, pairwise
+from itertools import pairwise
 from operator import itemgetter
 from typing import Any, NamedTuple
 
@@ -368,10 +378,11 @@ def translate(
     return _finish(source_offset, mapping, target_offset, method, flags, bounds, source_end)
 
 
-# Believed pieces kept per partition; past this many a translation answers from the target log
-# start wherever any of them reaches (re-reads, never a skip, bounded cost).  Only copies the
-# target's records corroborate are believed (drkit/offsets/corroboration.py), so only a real
-# history of that many pieces reaches it.
+# Pieces kept one by one per partition; past this many, the pieces at the highest positions
+# collapse into one bound (:class:`Collapsed`): every offset below their reach resumes no later
+# than their lowest position - re-reads, never a skip, bounded cost, and never the log start
+# (security review 11, R11-M1: the overflow answered the log start, and a forger's flood
+# anchored at one real unsynced copy reached it).
 CLAIMED_LIMIT = 4096
 
 Piece = tuple[int, int, int]  # (src_start, src_end, dst_start)
@@ -422,6 +433,23 @@ class Claimable:
         return min(self.doubt[last][1], end) if last >= 0 and self.doubt[last][1] > src else 0
 
 
+class Collapsed(NamedTuple):
+    """Pieces past :data:`CLAIMED_LIMIT` as one bound: every source offset below ``reach`` has
+    no copy among them below ``dst`` (their lowest position); their copies end by ``top``
+    (gone once the target log starts at or after it)."""
+
+    dst: int
+    reach: int
+    top: int
+
+    def merged(self, other: Collapsed | None) -> Collapsed:
+        if other is None:
+            return self
+        return Collapsed(
+            min(self.dst, other.dst), max(self.reach, other.reach), max(self.top, other.top)
+        )
+
+
 @dataclass(frozen=True)
 class ClaimedCopies:
     """Where rejected offset-sync records say they copied source ranges, as far as they are
@@ -430,59 +458,57 @@ class ClaimedCopies:
     occupies (:class:`Claimable`), each one corroborated by the target's records where it
     starts (the mapping loader, drkit/offsets/corroboration.py).
 
-    ``overflow``: more than :data:`CLAIMED_LIMIT` pieces (only ``furthest`` is kept).  A query
-    costs two binary searches over an index built once per target log start."""
+    At most :data:`CLAIMED_LIMIT` - 1 pieces are kept one by one (the lowest positions); the
+    rest are ``collapsed``.  A query costs two binary searches over an index built once per
+    target log start."""
 
     pieces: tuple[Piece, ...]
-    overflow: bool = False
+    collapsed: Collapsed | None = None
     furthest: int = 0  # the largest src_end of all pieces
     _indexes: dict[int, _PieceIndex] = field(default_factory=dict, compare=False, repr=False)
 
     @staticmethod
-    def of(
-        claims: Iterable[Piece], table: RunTable, doubt: Sequence[tuple[int, int]]
+    def believing(
+        pieces: Iterable[Piece], collapsed: Collapsed | None = None
     ) -> ClaimedCopies | None:
-        """Every piece of ``claims`` a rejected record may truly hold, believed without asking
-        the target (the mapping loader corroborates first: :meth:`believing`); None when
-        there is none.  Stops building pieces past :data:`CLAIMED_LIMIT`."""
-        if not doubt:
+        """The copies ``pieces`` (and ``collapsed``) place; None for none.  Past
+        :data:`CLAIMED_LIMIT` pieces, those at the highest positions collapse."""
+        ordered = sorted(pieces, key=_by_position)
+        if len(ordered) >= CLAIMED_LIMIT:
+            rest = ordered[CLAIMED_LIMIT - 1 :]
+            del ordered[CLAIMED_LIMIT - 1 :]
+            collapsed = Collapsed(
+                min(dst for _lo, _hi, dst in rest),
+                max(hi for _lo, hi, _dst in rest),
+                max(dst + hi - lo for lo, hi, dst in rest),
+            ).merged(collapsed)
+        if not ordered and collapsed is None:
             return None
-        claimable = Claimable(table, doubt)
-        admitted = [claim for claim in claims if claimable.admits(claim)]
-        pieces: list[Piece] = []
-        for claim in admitted:
-            pieces.extend(islice(claimable.pieces(claim), CLAIMED_LIMIT + 1 - len(pieces)))
-            if len(pieces) > CLAIMED_LIMIT:
-                break
-        furthest = max((claimable.reach(claim) for claim in admitted), default=0)
-        return ClaimedCopies.believing(pieces, furthest)
-
-    @staticmethod
-    def believing(pieces: Sequence[Piece], furthest: int | None = None) -> ClaimedCopies | None:
-        """The copies ``pieces`` place (None for none); ``furthest`` when more pieces reach
-        further than the ones given (an overflow stops building them)."""
-        if not pieces:
-            return None
-        reach = max(max(hi for _lo, hi, _dst in pieces), furthest or 0)
-        if len(pieces) > CLAIMED_LIMIT:
-            return ClaimedCopies((), True, reach)
-        return ClaimedCopies(tuple(sorted(pieces)), False, reach)
+        reach = max((hi for _lo, hi, _dst in ordered), default=0)
+        if collapsed is not None:
+            reach = max(reach, collapsed.reach)
+        return ClaimedCopies(tuple(sorted(ordered)), collapsed, reach)
 
     def first_at_or_after(self, source_offset: int, bounds: TargetBounds) -> int:
         """The lowest target position a piece gives a source record at or after
         ``source_offset`` (its position of ``source_offset`` when it covers it), ignoring
-        pieces whose copies lie wholly below the target log start (gone); ``bounds.end`` when
-        none reaches that far."""
+        pieces whose copies lie wholly below the target log start (gone) - the collapsed ones
+        as their lowest position; ``bounds.end`` when none reaches that far."""
         if self.furthest <= source_offset:
             return bounds.end
-        if self.overflow:
-            return bounds.start
+        best = bounds.end
+        collapsed = self.collapsed
+        if (
+            collapsed is not None
+            and source_offset < collapsed.reach
+            and collapsed.top > bounds.start
+        ):
+            best = collapsed.dst
         index = self._indexes.get(bounds.start)
         if index is None:
             index = _PieceIndex.of(self.pieces, bounds.start)
             self._indexes.clear()  # one log start at a time: it only moves on
             self._indexes[bounds.start] = index
-        best = bounds.end
         at = bisect_right(index.cover_starts, source_offset) - 1
         if at >= 0 and source_offset < index.cover_ends[at]:
             best = min(best, source_offset + index.cover_shift[at])
@@ -536,6 +562,10 @@ class _PieceIndex(NamedTuple):
                     cover_ends.append(b)
                     cover_shift.append(shift)
         return cls([lo for lo, _hi, _dst in alive], suffix, cover_starts, cover_ends, cover_shift)
+
+
+def _by_position(piece: Piece) -> tuple[int, int, int]:
+    return piece[2], piece[0], piece[1]
 
 
 def _merged(ranges: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:

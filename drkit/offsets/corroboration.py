@@ -32,7 +32,12 @@ every group below it would resume there.  With both checks, every position a bel
 a group below it holds a real copy of a doubted source record at or after the group's offset:
 the data, not the forger, says a copy lies there that no verified run places.  (A group inside a
 piece resumes at or above that first copy; its answer is not exact anyway - the offset is
-doubted.)
+doubted.)  One record corroborates one piece: the pieces found at the same record are kept as
+one, as long as the longest (the most re-reads).  Claims of every length anchored at one real
+copy - of a record an at-least-once flow copied but had not synced yet - made that many pieces,
+past :data:`~drkit.translation.CLAIMED_LIMIT`, whose overflow answered the log start for every
+group (security review 11, R11-M1); past the limit, pieces now collapse above the lowest kept
+ones instead (translation, invariant 10).
 
 Cost and order.  Claims that cannot yield a piece (over verified history, at verified positions)
 cost nothing.  The others are taken at the lowest target position first (the lowest positions
@@ -76,7 +81,7 @@ from drkit.errors import KafkaError
 from drkit.offsets.provenance_search import RecordSource, SourcePartition, copy_offset
 from drkit.records import Record, TopicPartition
 from drkit.replication.run_map import RunTable
-from drkit.translation import CLAIMED_LIMIT, Claimable, ClaimedCopies, Piece
+from drkit.translation import CLAIMED_LIMIT, Claimable, ClaimedCopies, Collapsed, Piece
 
 log = logging.getLogger(__name__)
 
@@ -185,12 +190,14 @@ class Corroborator:
         claimable = Claimable(table, doubt)
         admitted = sorted({claim for claim in claims if claimable.admits(claim)}, key=_by_dst)
         named = SourcePartition(self.source_cluster, source)
-        pieces: list[Piece] = []
+        # One record corroborates one piece: the pieces found at the same record (they start at
+        # the source offset it names) are one, as long as the longest (the most re-reads) -
+        # security review 11, R11-M1: claims of every length anchored at one real copy made
+        # that many believed pieces, past CLAIMED_LIMIT.
+        believed_at: dict[int, Piece] = {}
         unresolved: list[Piece] = []  # claims (from the first piece not resolved), by position
         unchecked = pending = 0
-        for claim in admitted:
-            if len(pieces) > CLAIMED_LIMIT:
-                break  # the overflow answers from the log start wherever pieces reach
+        for claim in admitted:  # every one (R11-L2: those past the limit were dropped whole)
             anchored = self._check(target, claim, named)
             if anchored is None or anchored == "pending":
                 unresolved.append(claim)
@@ -211,9 +218,10 @@ class Corroborator:
                         pending += 1
                     break
                 if believed:
-                    pieces.append(believed)
-                    if len(pieces) > CLAIMED_LIMIT:
-                        break
+                    at = believed[2]
+                    kept = believed_at.get(at)
+                    if kept is None or kept[1] < believed[1]:
+                        believed_at[at] = believed
         self._stop_scan()
         if pending:
             self._pending[source] = pending
@@ -228,7 +236,7 @@ class Corroborator:
                 "could lower are lowered, flagged 'unchecked' (the next refresh goes on)",
                 extra={"partition": str(source), "claims": unchecked},
             )
-        return ClaimedCopies.believing(pieces)
+        return ClaimedCopies.believing(believed_at.values())
 
     def _check(
         self, target: TopicPartition, piece: Piece, source: SourcePartition
@@ -311,24 +319,25 @@ class _Pending(Exception):
 
 def _unresolved_copies(claimable: Claimable, claims: Sequence[Piece]) -> ClaimedCopies | None:
     """The pieces of ``claims`` (sorted by position), as if believed: the first
-    :data:`CLAIMED_LIMIT` - 1; the rest (a flood) as one piece at their lowest position reaching
-    as far as they do - every group below that reach resumes no later than there (re-reads;
-    never the overflow's log start, which a forger's flood would reach)."""
+    :data:`CLAIMED_LIMIT` - 1; the rest (a flood) collapsed - every group below their reach
+    resumes no later than their lowest position (re-reads; never the log start, which a
+    forger's flood would reach)."""
     limit = CLAIMED_LIMIT - 1
     pieces: list[Piece] = []
-    rest_dst: int | None = None
-    rest_reach = 0
+    collapsed: Collapsed | None = None
+    full = False
     for claim in claims:
-        if rest_dst is None:
+        if not full:
             pieces.extend(islice(claimable.pieces(claim), limit + 1 - len(pieces)))
             if len(pieces) <= limit:
                 continue
             del pieces[limit:]  # this claim counts with the rest, whole
-        rest_dst = claim[2] if rest_dst is None else min(rest_dst, claim[2])
-        rest_reach = max(rest_reach, claimable.reach(claim))
-    if rest_dst is not None and rest_reach > 0:
-        pieces.append((rest_reach - 1, rest_reach, rest_dst))
-    return ClaimedCopies.believing(pieces)
+            full = True
+        src, end, dst = claim
+        reach = claimable.reach(claim)
+        if reach > 0:
+            collapsed = Collapsed(dst, reach, dst + (end - src)).merged(collapsed)
+    return ClaimedCopies.believing(pieces, collapsed)
 
 
 class _Scan:

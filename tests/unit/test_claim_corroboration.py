@@ -515,3 +515,121 @@ def test_r10_m1_a_forged_claim_at_a_negative_position_moves_no_group() -> None:
         assert _answer(after)[1] is Method.EXACT
     assert forged.claimed is None and forged.unchecked is None
     assert corroborator.unchecked == 0 and corroborator.pending_in(SOURCE) == 0
+
+
+def _unsynced_tail(forged: list[OffsetRun]) -> PartitionMapping:
+    """An at-least-once flow: 0..999 copied at 0..999 and signed with the deployment's own key;
+    1000..5999 copied at 1000..5999 but not synced yet (the worker died before its next commit
+    round).  ``forged``: a foreign writer's claims, each under a distinct key (its ``dst_start``
+    varies: claims ignore it, and compaction keeps them all)."""
+    signer = Signer(KEY, Kind.OFFSET_SYNC, FLOW)
+    maps = RunMaps(signer)
+    synced, tail = OffsetRun(0, 0, 1000), OffsetRun(1000, 1000, 5000)
+    _signed(maps, signer, synced)
+    for k, run in enumerate(forged):
+        key = OffsetSync(SOURCE, TARGET, OffsetRun(run.src_start, 10**9 + k, 1)).key()
+        maps.receive(key, OffsetSync(SOURCE, TARGET, run).value(), ())  # no MAC
+    return loaded(maps, 1000, Corroborator(target_log([synced, tail]), ALIAS))
+
+
+def test_r11_m1_a_flood_anchored_at_one_unsynced_copy_moves_no_exact_answer() -> None:
+    """Security review 11, R11-M1: CLAIMED_LIMIT + 1 forged claims "1000 copied at 1000, length
+    1 + k", all corroborated by the one real copy of 1000 (not synced yet), overflowed the
+    believed pieces: every group below the forger's reach resumed at the replica's log start,
+    exact ones included (4,096 claims: S=500 exact; 4,097: S=500 -> 0).  One record
+    corroborates one piece (the longest claimed from it), and exact answers stay exact."""
+    bounds = TargetBounds(0, 6000)
+    for flood in (CLAIMED_LIMIT + 1, 3 * CLAIMED_LIMIT, CLAIMED_LIMIT):
+        mapping = _unsynced_tail([OffsetRun(1000, 1000, 1 + k) for k in range(flood)])
+        for offset in (0, 500, 999):
+            assert _answer(translate(offset, mapping, bounds)) == (
+                offset,
+                Method.EXACT,
+                frozenset(),
+            ), (flood, offset)
+        # Past the replicated end: no later than the first unsynced copy, never the log start.
+        assert _answer(translate(1005, mapping, bounds))[0] == 1000
+        assert mapping.claimed is not None and len(mapping.claimed.pieces) == 1
+
+
+def test_r11_m1_more_real_copies_than_the_limit_collapse_above_every_exact_answer() -> None:
+    """The same flood spread over distinct real unsynced copies - one forged claim at each of
+    the tail's 5,000 copies, more than CLAIMED_LIMIT believed pieces: the pieces past the limit
+    collapse into one at their lowest position (above every synced copy), never the overflow's
+    log start."""
+    bounds = TargetBounds(0, 6000)
+    mapping = _unsynced_tail([OffsetRun(1000 + i, 1000 + i, 50) for i in range(5000)])
+    for offset in (0, 500, 999):
+        assert _answer(translate(offset, mapping, bounds)) == (offset, Method.EXACT, frozenset())
+    for offset in (1000, 1005, 5500):  # past the replicated end: at the first unsynced copy
+        assert _answer(translate(offset, mapping, bounds))[0] == 1000
+
+
+def _skipped(runs: Iterable[OffsetRun], offset: int, target: int) -> list[int]:
+    """Source offsets at or after ``offset`` whose every copy in ``runs`` lies below
+    ``target``: what a group resuming at ``target`` skips."""
+    highest: dict[int, int] = {}
+    for run in runs:
+        for i in range(run.length):
+            source = run.src_start + i
+            highest[source] = max(highest.get(source, -1), run.dst_start + i)
+    return [source for source, copy in highest.items() if source >= offset and copy < target]
+
+
+def test_r11_l2_a_real_lost_key_history_past_the_limit_skips_nothing() -> None:
+    """Security review 11, R11-L2: an exactly-once flow whose store lost its key, 6,000 old
+    runs (2i..2i+1 at 3i..3i+1) - more believed pieces than CLAIMED_LIMIT - then 0..9 and
+    12000.. re-copied under the new key after them.  The claims past the limit were dropped
+    whole: a group at 11,800 resumed at 18,010, past the only copies of 200 records.  Every
+    claim counts now; those past the limit collapse (re-reads, never a skip)."""
+    n = 6000
+    old = [OffsetRun(2 * i, 3 * i, 2) for i in range(n)]
+    new = [OffsetRun(0, 3 * n, 10), OffsetRun(2 * n, 3 * n + 10, 5)]
+    maps = RunMaps(Signer(OTHER, Kind.OFFSET_SYNC, FLOW))  # the new store's key
+    for run in old:
+        _signed(maps, Signer(KEY, Kind.OFFSET_SYNC, FLOW), run)  # rejected: the lost key
+    for run in new:
+        _signed(maps, Signer(OTHER, Kind.OFFSET_SYNC, FLOW), run)
+    corroborator = Corroborator(target_log([*old, *new]), ALIAS)
+    mapping = loaded(maps, 2 * n + 5, corroborator)
+    assert corroborator.unchecked == 0
+    bounds = TargetBounds(0, 3 * n + 15)
+    for offset in (4, 100, 8000, 11800, 11999, 12000, 12004):
+        result = translate(offset, mapping, bounds)
+        assert isinstance(result, Translated), (offset, result)
+        assert not _skipped([*old, *new], offset, result.target_offset), (offset, result)
+    # Below the limit the old copies are kept one by one: a group at 100 resumes at 150.
+    assert _answer(translate(100, mapping, bounds))[0] == 150
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 40), st.integers(1, 10), st.integers(0, 60)), max_size=12),
+    st.integers(0, 50),
+    st.integers(1, 5),
+)
+def test_pieces_past_the_limit_collapse_without_a_skip(
+    drawn: list[tuple[int, int, int]], log_start: int, limit: int
+) -> None:
+    """Past the limit (here a small one) the pieces at the highest positions collapse: an answer
+    is never later than the walk over every piece (never a skip), and with no more pieces than
+    the limit it is the walk's (review 11, R11-M1: the overflow answered the log start)."""
+    import drkit.translation as translation
+
+    pieces = [(lo, lo + n, dst) for lo, n, dst in drawn]
+    saved = translation.CLAIMED_LIMIT
+    translation.CLAIMED_LIMIT = limit
+    try:
+        copies = ClaimedCopies.believing(pieces)
+    finally:
+        translation.CLAIMED_LIMIT = saved
+    bounds = TargetBounds(log_start, 100)
+    for offset in range(55):
+        walk = bounds.end
+        for lo, hi, dst in pieces:
+            if hi > offset and dst + (hi - lo) > bounds.start:
+                walk = min(walk, dst + max(0, offset - lo))
+        found = copies.first_at_or_after(offset, bounds) if copies else bounds.end
+        assert max(found, bounds.start) <= max(walk, bounds.start), (offset, pieces)
+        if len(pieces) < limit:
+            assert found == walk, (offset, pieces)
