@@ -17,7 +17,6 @@ threads of that process here too: frozen and killed with it.
 
 from __future__ import annotations
 
-import contextlib
 import random
 import sys
 import threading
@@ -31,6 +30,14 @@ from drkit import clock as drkit_clock
 EPOCH = datetime(2026, 12, 1, tzinfo=UTC)
 # A code object's ``file:function`` (the same few hundred functions park over and over).
 _NAMES: dict[CodeType, str] = {}
+
+
+def _named(code: CodeType) -> str:
+    """``code``'s ``file:function`` (kept in :data:`_NAMES`)."""
+    name = _NAMES.get(code)
+    if name is None:
+        name = _NAMES[code] = f"{code.co_filename.rsplit('/', 1)[-1]}:{code.co_name}"
+    return name
 
 
 class Killed(BaseException):
@@ -54,8 +61,10 @@ class Baton:
         self._lock.acquire()
 
     def give(self) -> None:
-        with contextlib.suppress(RuntimeError):  # given already and not taken yet
+        try:  # noqa: SIM105 - not contextlib.suppress: an object a call, thousands a schedule
             self._lock.release()
+        except RuntimeError:  # given already and not taken yet
+            pass
 
     def take(self, timeout_s: float = -1) -> bool:
         return self._lock.acquire(timeout=timeout_s)
@@ -76,7 +85,7 @@ class SimThread:
     error: BaseException | None = None
     thread: threading.Thread | None = None
     _named: tuple[FrameType | None, tuple[str, ...]] = (None, ())
-    _inside: tuple[FrameType | None, frozenset[str]] = (None, frozenset())
+    _inside: tuple[FrameType | None, str, bool] = (None, "", False)
 
     @property
     def stack(self) -> tuple[str, ...]:
@@ -88,21 +97,27 @@ class SimThread:
         names = []
         frame = self.frame
         while frame is not None:
-            code = frame.f_code
-            name = _NAMES.get(code)
-            if name is None:
-                name = _NAMES[code] = f"{code.co_filename.rsplit('/', 1)[-1]}:{code.co_name}"
-            names.append(name)
+            names.append(_named(frame.f_code))
             frame = frame.f_back
         self._named = (self.frame, tuple(names))
         return self._named[1]
 
     def inside(self, function: str) -> bool:
-        """Whether ``function`` (``file:function``) is on its :attr:`stack` - a set kept for as
-        long as it parks in the same frame (asked of every live thread after every event)."""
-        if self._inside[0] is not self.frame:
-            self._inside = (self.frame, frozenset(self.stack))
-        return function in self._inside[1]
+        """Whether ``function`` (``file:function``) is on its :attr:`stack` - its frames walked
+        up to the first that is (the stack not named), the answer kept for as long as it parks
+        in the same frame (asked of every live thread after every event)."""
+        frame = self.frame
+        kept = self._inside
+        if kept[0] is frame and kept[1] == function and frame is not None:
+            return kept[2]
+        found = False
+        while frame is not None:
+            if _named(frame.f_code) == function:
+                found = True
+                break
+            frame = frame.f_back
+        self._inside = (self.frame, function, found)
+        return found
 
 
 @dataclass
