@@ -70,18 +70,18 @@ gaps, restarts, truncation and trimming):
    resumes at the target log start - an answer, never none.  The way back (invariant 8)
    refuses a doubted mapping.
 
-   What holds: no replicated record at or after ``S`` lies before ``T`` when every real run
-   the map lacks left a rejected record under its own key - an unsigned run (written before
-   signing), or one compacted away under a foreign value of any length or a foreign tombstone
-   - and reached no further than the next verified run's start, or the verified runs cover
-   the rest of it (runs in source order always do) - as long as the copies are in source
-   order (a crash re-replication can reorder them; then the answer is flagged ``REORDERED``
-   as well when the verified runs show it).  What does not: a real run that left no rejected
-   record reads as a plain gap, and translation answers past it - deleted with DeleteRecords,
-   compacted away under a *signed* record of its key (a replayed older, shorter version of
-   the run), or under a foreign tombstone that compaction dropped in its turn
-   (``delete.retention.ms`` after it, one day by default; a reader that read it before keeps
-   the claim).  Only ACLs on the offset-sync topic close that (docs/security.md).
+   What holds: no replicated record at or after ``S`` lies before ``T`` when every real run the
+   map lacks left a rejected record under its own key - an unsigned run (written before
+   signing), or one compacted away under a foreign value of any length (one that does not decode
+   included) or a foreign tombstone - and reached no further than the next verified run's start,
+   or the verified runs cover the rest of it (runs in source order always do) - as long as the
+   copies are in source order (a crash re-replication can reorder them; then the answer is
+   flagged ``REORDERED`` as well when the verified runs show it).  What does not: a real run
+   that left no rejected record reads as a plain gap, and translation answers past it - deleted
+   with DeleteRecords, compacted away under a *signed* record of its key (a replayed older,
+   shorter version of the run), or under a foreign tombstone that compaction dropped in its turn
+   (``delete.retention.ms`` after it, one day by default; a reader that read it before keeps the
+   claim).  Only ACLs on the offset-sync topic close that (docs/security.md).
 
 10. Copies only rejected records place (drkit/signing.py): a record that fails verification
    may be real - written under a key this store no longer has (a store restored without its

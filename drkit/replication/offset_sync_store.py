@@ -29,7 +29,8 @@ MALFORMED = (ValueError, UnicodeDecodeError, IndexError, struct.error)
 class RunMaps:
     """The runs of every source partition, fed one offset-sync record at a time (no I/O).
 
-    Not thread-safe.  Raises one of :data:`MALFORMED` for a record it cannot decode.
+    Not thread-safe.  Raises one of :data:`MALFORMED` for a record it cannot decode - a
+    rejected one's key claim kept first.
 
     With a ``signer`` (drkit/signing.py), :meth:`receive` applies only records whose MAC
     verifies; the others are counted (``rejected``) and the source ranges they claim are kept
@@ -86,19 +87,22 @@ class RunMaps:
             return True
         self.rejected += 1
         # A rejected record removes nothing, but it may stand where a real run's record was
-        # compacted away under its key - a tombstone too: its claim starts at the key's
-        # source offset, and the loader doubts from there to the next verified run.
+        # compacted away under its key - a tombstone too, or a value that does not decode: its
+        # claim starts at the key's source offset, and the loader doubts from there to the next
+        # verified run.  The key's claim is kept before the value is decoded (security review
+        # 11, R11-L1: an undecodable value raised first, and left the run a plain gap).
         source_prefix, src_start, _dst_partition, _dst_start = decode_key(key)
-        claimed = src_start
         source = self._partition(source_prefix)
+        claims = self.claims.setdefault(source, [])
+        claims.append((src_start, src_start))
         if value is not None:
             _target, dst, length = decode_value(value)
-            claimed += max(0, length)
+            claimed = src_start + max(0, length)
+            claims[-1] = (src_start, claimed)
             # No copy lies below offset 0 on either side: such a claim is false, never read
             # (a reader handed -1 reads librdkafka's "end" - security review 10, R10-M1).
             if length >= 1 and dst >= 0 and src_start >= 0:
                 self.claimed_copies.setdefault(source, []).append((src_start, claimed, dst))
-        self.claims.setdefault(source, []).append((src_start, claimed))
         return False
 
     def _partition(self, prefix: bytes) -> TopicPartition:

@@ -9,6 +9,7 @@ markers, compacted-away records and positions past the end hold none.
 from __future__ import annotations
 
 from collections.abc import Generator, Iterable
+from contextlib import suppress
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -20,7 +21,7 @@ from drkit.offsets.lookup import Report
 from drkit.offsets.mapping_loader import doubt
 from drkit.records import Record, TopicPartition
 from drkit.replication.offset_sync import OffsetRun, OffsetSync
-from drkit.replication.offset_sync_store import RunMaps
+from drkit.replication.offset_sync_store import MALFORMED, RunMaps
 from drkit.replication.run_map import RunTable
 from drkit.signing import Kind, Signer
 from drkit.translation import (
@@ -633,3 +634,25 @@ def test_pieces_past_the_limit_collapse_without_a_skip(
         assert max(found, bounds.start) <= max(walk, bounds.start), (offset, pieces)
         if len(pieces) < limit:
             assert found == walk, (offset, pieces)
+
+
+def test_r11_l1_an_undecodable_value_under_a_real_runs_key_is_doubted() -> None:
+    """Security review 11, R11-L1: the signed runs 0..49, 50..149 and 150..199 (at 160..209);
+    the middle run's record compacted away under a foreign record with its key whose value does
+    not decode.  The record raised before its claim was kept (the store logs and skips a
+    malformed record): 50..149 read as a plain gap and a group at 100 resumed at 160, past
+    the real copies at 100..149, unflagged.  The key's claim is kept before the value is read,
+    as a tombstone's."""
+    signer = Signer(KEY, Kind.OFFSET_SYNC, FLOW)
+    runs = [OffsetRun(0, 0, 50), OffsetRun(50, 50, 100), OffsetRun(150, 160, 50)]
+    bounds = TargetBounds(0, 210)
+    for value in (b"\x00", b"", b"\x00" * 7):
+        maps = RunMaps(signer)
+        _signed(maps, signer, runs[0])
+        with suppress(*MALFORMED):  # what OffsetSyncStore.refresh does: logs it, reads on
+            maps.receive(OffsetSync(SOURCE, TARGET, runs[1]).key(), value, ())
+        _signed(maps, signer, runs[2])
+        assert maps.rejected == 1
+        mapping = loaded(maps, 200, Corroborator(target_log(runs), ALIAS))
+        target, method, flags = _answer(translate(100, mapping, bounds))
+        assert target <= 100 and Flag.UNVERIFIED in flags, (value, target, method, flags)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Iterable
+from contextlib import suppress
 from pathlib import Path
 
 import pytest
@@ -26,7 +27,7 @@ from drkit.offsets.corroboration import Corroborator
 from drkit.offsets.mapping_loader import doubt
 from drkit.records import TopicPartition
 from drkit.replication.offset_sync import OffsetRun, OffsetSync, RunTracker
-from drkit.replication.offset_sync_store import RunMaps
+from drkit.replication.offset_sync_store import MALFORMED, RunMaps
 from drkit.replication.run_map import RunTable
 from drkit.signing import KEY_BYTES, MAC_HEADER, Kind, Signer, derive_key, mac_of, sign, verify
 from drkit.store.db import StateStore
@@ -335,7 +336,7 @@ def test_with_every_sync_rejected_a_group_re_reads_the_replica_from_its_start() 
         assert result.target_offset == 5 and Flag.UNVERIFIED in result.flags
 
 
-FATES = ("verified", "unsigned", "forged value", "forged tombstone")
+FATES = ("verified", "unsigned", "forged value", "forged tombstone", "undecodable value")
 Stream = tuple[list[OffsetRun], list[str], list[int], list[tuple[int, int, bool]], int]
 
 
@@ -368,8 +369,9 @@ def _streams(draw: st.DrawFn) -> Stream:
 def test_ignoring_syncs_never_makes_a_translation_skip(stream: Stream) -> None:
     """Invariant 9 over random streams, read through RunMaps with the flow's key: with any
     subset of the real runs unsigned or compacted away under a forgery of their key (a short
-    value or a tombstone), any forged claims and a forged low progress, every replicated record
-    at or after S lies at or after T (security review 6, M2)."""
+    value, one that does not decode, or a tombstone), any forged claims and a forged low
+    progress, every replicated record at or after S lies at or after T (security review 6,
+    M2; review 11, R11-L1: an undecodable value left no claim)."""
     runs, fates, lengths, forged, progress = stream
     signer = Signer(KEY, Kind.OFFSET_SYNC, FLOW)
     maps = RunMaps(signer)
@@ -383,6 +385,9 @@ def test_ignoring_syncs_never_makes_a_translation_skip(stream: Stream) -> None:
         elif fate == "forged value":  # under the real key: the forger picks the length
             claim = OffsetSync(SOURCE, TARGET, OffsetRun(run.src_start, run.dst_start, length))
             maps.receive(key, claim.value(), ())
+        elif fate == "undecodable value":  # the store logs it and reads on (review 11, R11-L1)
+            with suppress(*MALFORMED):
+                maps.receive(key, b"\x00" * (length % 4), ())
         else:
             maps.receive(key, None, ())
     for start, length, tombstone in forged:
