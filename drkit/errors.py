@@ -154,6 +154,7 @@ class UnreachableClusterError(KafkaError):
     def __init__(self, cluster: str, bootstrap_servers: str, detail: str = "") -> None:
         self.cluster = cluster
         self.bootstrap_servers = bootstrap_servers
+        self.detail = detail  # why, when known: what answered instead, the client's error
         suffix = f" ({detail})" if detail else ""
         super().__init__(f"cluster {cluster!r} at {bootstrap_servers} is unreachable{suffix}")
 

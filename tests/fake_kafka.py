@@ -247,6 +247,12 @@ class FakeCluster:
             action()
         return self.up
 
+    def not_answering(self, timeout_s: float = 1.5) -> str | None:
+        self.calls.append("not_answering")
+        for action in self._before.pop("not_answering", []):
+            action()
+        return None if self.up else "connection refused"
+
     def describe_cluster(self, timeout_s: float | None = None) -> tuple[str | None, int, int]:
         self._answer("describe_cluster")
         return f"{self.alias}-id", 1, self.brokers

@@ -111,6 +111,8 @@ class Snapshot:
     # answers they could lower, flagged 'unchecked' (drkit.offsets.corroboration; translation,
     # invariant 10); a planned move blocks on them.
     unchecked_claims: int = 0
+    # Why the target did not answer (target_reachable False): what answered instead, if any.
+    target_error: str | None = None
 
     @cached_property
     def partitions_by_topic(self) -> Mapping[str, tuple[PartitionFacts, ...]]:

@@ -558,7 +558,9 @@ def _reachability(snapshot: Snapshot) -> list[Finding]:
             Finding(
                 Severity.BLOCKER,
                 "target_unreachable",
-                f"{snapshot.target} does not answer: nothing can be promoted",
+                f"{snapshot.target} does not answer"
+                f"{f' ({snapshot.target_error})' if snapshot.target_error else ''}: nothing can "
+                "be promoted",
             )
         )
     if snapshot.procedure in _PLANNED and not snapshot.source_reachable:

@@ -19,13 +19,18 @@ from tenacity import retry, retry_if_exception_type, stop_after_delay, wait_expo
 
 from drkit.clock import age_s
 from drkit.config.model import DrkitConfig, FlowConfig
-from drkit.errors import KafkaError, RetriableKafkaError, SchemaRegistryError
+from drkit.errors import (
+    KafkaError,
+    RetriableKafkaError,
+    SchemaRegistryError,
+    UnreachableClusterError,
+)
 from drkit.failover.facts import GroupFacts, PartitionFacts, SchemaFacts, Snapshot
 from drkit.failover.model import Procedure
 from drkit.kafka.admin import KafkaAdmin
 from drkit.kafka.clients import ClusterEndpoint, tcp_unreachable
 from drkit.kafka.interruptible import InFlight
-from drkit.kafka.ports import ClusterAdmin, read_group_offsets
+from drkit.kafka.ports import ClusterAdmin, admins_not_answering, read_group_offsets
 from drkit.lag import count_visible
 from drkit.offsets.checkpoint_store import CheckpointSnapshot, CheckpointStore
 from drkit.offsets.mapping_loader import MappingLoader
@@ -185,24 +190,33 @@ def _gather(
     # Daemon threads waited on here: a Ctrl-C acts at once (drkit.kafka.interruptible).
     # The source is asked first, whatever the target does: a target that is down must not
     # read as a source that is down (issue 45, M3).
-    answers = InFlight(partial(source.answers, source_timeout_s))
+    # Both are first asked at once whether they answer Kafka at all (FIRST_ANSWER_S): a hung,
+    # TLS-only or non-Kafka target is named in seconds - not after a 10 s metadata wait as
+    # "does not answer" - and a source that does not answer is not waited for again.
+    down = admins_not_answering({flow.target: target, flow.source: source})
+    answers = None if flow.source in down else InFlight(partial(source.answers, source_timeout_s))
+
+    def source_answer() -> tuple[bool, str | None]:
+        up = answers.wait() if answers is not None else False
+        why = None if up else down.get(flow.source) or _source_error(source_ep, source_timeout_s)
+        return up, why
+
     try:
+        if (why := down.get(flow.target)) is not None:
+            raise UnreachableClusterError(flow.target, target_ep.bootstrap_servers, why)
         target.wait_ready(timeout_s=10)
     except KafkaError as err:
         log.error("target unreachable", extra={"cluster": flow.target, "error": str(err)})
-        up = answers.wait()
-        why = None if up else _source_error(source_ep, source_timeout_s)
-        return replace(empty, source_reachable=up, source_error=why)
-    source_error: str | None = None
+        up, source_why = source_answer()
+        cause = err.detail if isinstance(err, UnreachableClusterError) else str(err)
+        return replace(empty, source_reachable=up, source_error=source_why, target_error=cause)
     reading_progress = InFlight(readers.progress)
     reading_mappings = InFlight(readers.mappings)
     reading_checkpoints = InFlight(readers.checkpoints)
-    reachable = answers.wait()
+    reachable, source_error = source_answer()
     progress = reading_progress.wait()
     mappings = reading_mappings.wait()
     checkpoints = reading_checkpoints.wait()
-    if not reachable:
-        source_error = _source_error(source_ep, source_timeout_s)
     source_parts = _source_partitions(source, topology, progress, mappings, reachable)
     live_ends = source.list_offsets(source_parts, "latest") if reachable else {}
     listed = target.list_topics()

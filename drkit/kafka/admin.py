@@ -42,7 +42,7 @@ from drkit.kafka.admin_base import (
     _source_name,
 )
 from drkit.kafka.admin_groups import GroupAdmin
-from drkit.kafka.clients import ClusterEndpoint, tcp_unreachable
+from drkit.kafka.clients import FIRST_ANSWER_S, ClusterEndpoint, not_answering, tcp_unreachable
 from drkit.kafka.errors import is_code, translate
 from drkit.kafka.isolated import prewarm
 from drkit.records import TopicPartition
@@ -77,6 +77,10 @@ class KafkaAdmin(GroupAdmin, AclAdmin):
         except KafkaError:
             return False
         return True
+
+    def not_answering(self, timeout_s: float = FIRST_ANSWER_S) -> str | None:
+        """:func:`drkit.kafka.clients.not_answering` for this cluster (the port's contract)."""
+        return not_answering(self.endpoint, timeout_s)
 
     def wait_ready(self, timeout_s: float = 30.0) -> int:
         """Block until the cluster answers a metadata request; returns its broker count.

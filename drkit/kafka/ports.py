@@ -30,7 +30,8 @@ from drkit.kafka.admin_base import (
     TopicInfo,
     TopicSpec,
 )
-from drkit.kafka.clients import ClusterEndpoint
+from drkit.kafka.clients import FIRST_ANSWER_S, ClusterEndpoint
+from drkit.kafka.interruptible import InFlight
 from drkit.records import TopicPartition
 
 
@@ -45,6 +46,11 @@ class ClusterAdmin(Protocol):
 
     def answers(self, timeout_s: float = 3.0) -> bool:
         """Whether the cluster answers now (fast when its brokers refuse connections)."""
+        ...
+
+    def not_answering(self, timeout_s: float = FIRST_ANSWER_S) -> str | None:
+        """Why the cluster does not answer Kafka's first request within ``timeout_s`` -
+        refused, unresolvable, hung, TLS or not Kafka, named - or None when it does."""
         ...
 
     def describe_cluster(self, timeout_s: float | None = None) -> tuple[str | None, int, int]:
@@ -220,3 +226,11 @@ def read_group_offsets(
 # How orchestration code reaches a cluster's admin API: KafkaAdmin in production, a function
 # returning fakes in unit tests.
 AdminFactory = Callable[[ClusterEndpoint], ClusterAdmin]
+
+
+def admins_not_answering(admins: Mapping[str, ClusterAdmin]) -> dict[str, str]:
+    """Each cluster of ``admins`` (by alias) that does not answer Kafka's first request, with
+    why (:meth:`ClusterAdmin.not_answering`) - asked at once, each on a daemon thread so a
+    Ctrl-C acts at once: two hung clusters cost one FIRST_ANSWER_S, not two."""
+    asked = [(alias, InFlight(admin.not_answering)) for alias, admin in admins.items()]
+    return {alias: why for alias, call in asked if (why := call.wait()) is not None}

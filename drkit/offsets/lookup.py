@@ -44,10 +44,11 @@ from typing import Any, TextIO
 
 from drkit.config.loader import configured_flow
 from drkit.config.model import DrkitConfig, FlowConfig
-from drkit.errors import ConfigError, KafkaError, Problem
+from drkit.errors import ConfigError, KafkaError, Problem, UnreachableClusterError
 from drkit.kafka.admin import KafkaAdmin
 from drkit.kafka.clients import ClusterEndpoint
 from drkit.kafka.partition_reader import PartitionReader
+from drkit.kafka.ports import admins_not_answering
 from drkit.offsets.checkpoint_store import CheckpointStore
 from drkit.offsets.mapping_loader import MappingLoader
 from drkit.offsets.provenance_search import (
@@ -181,14 +182,11 @@ def translate_groups(
     source = KafkaAdmin(source_endpoint)
     target_endpoint = ClusterEndpoint(flow.target, config.clusters[flow.target])
     target = KafkaAdmin(target_endpoint)
-    target.wait_ready(timeout_s=15)
     reachable: bool | None = None  # not asked: --from-checkpoints
     if use_checkpoints is not True:
-        try:
-            source.wait_ready(timeout_s=source_timeout_s)
-            reachable = True
-        except KafkaError:
-            reachable = False
+        reachable = _ready(target, source, source_timeout_s)
+    else:
+        _ready(target, None, source_timeout_s)
     if use_checkpoints or not reachable:
         return _from_checkpoints(topology, groups, target_endpoint, reachable)
     found = source.groups_offsets(groups)
@@ -199,6 +197,27 @@ def translate_groups(
     _translate(report, topology, committed, source, source_endpoint, target, target_endpoint,
                verify, keys)  # fmt: skip
     return report
+
+
+def _ready(target: KafkaAdmin, source: KafkaAdmin | None, source_timeout_s: float) -> bool:
+    """Whether ``source`` answers, once ``target`` (the offset map's home) does - else
+    UnreachableClusterError naming the target (exit 3).  Both are first asked at once whether
+    they answer Kafka at all (FIRST_ANSWER_S): a hung, TLS-only or non-Kafka listener is named
+    in seconds, not after a 15 s metadata wait ending in "Broker transport failure"."""
+    asked = {target.endpoint.alias: target}
+    if source is not None:
+        asked[source.endpoint.alias] = source
+    down = admins_not_answering(asked)
+    if (why := down.get(target.endpoint.alias)) is not None:
+        raise UnreachableClusterError(target.endpoint.alias, target.endpoint.bootstrap_servers, why)
+    target.wait_ready(timeout_s=15)
+    if source is None or source.endpoint.alias in down:
+        return False
+    try:
+        source.wait_ready(timeout_s=source_timeout_s)
+    except KafkaError:
+        return False
+    return True
 
 
 # The group name under which ``translate_offsets`` reports offsets given by hand.
@@ -225,11 +244,7 @@ def translate_offsets(
     source: KafkaAdmin | None = KafkaAdmin(source_endpoint)
     target_endpoint = ClusterEndpoint(flow.target, config.clusters[flow.target])
     target = KafkaAdmin(target_endpoint)
-    target.wait_ready(timeout_s=15)
-    try:
-        assert source is not None
-        source.wait_ready(timeout_s=source_timeout_s)
-    except KafkaError:
+    if not _ready(target, source, source_timeout_s):
         source = None
         if verify:
             raise ConfigError(

@@ -333,3 +333,60 @@ def test_a_tls_listener_is_never_sent_plain_bytes(tmp_path: Path) -> None:
         assert not_kafka(ClusterEndpoint("dc1", config), 1.0) is None
         time.sleep(0.2)
     assert first_bytes and all(b == b"\x16" for b in first_bytes), first_bytes
+
+
+# A listener that takes the connection but answers no Kafka, and what drkit says of it.
+_NO_KAFKA = [
+    (_silent, "does not answer Kafka's first request within 1.5s"),
+    (_http, "answers HTTP, not Kafka"),
+]
+
+
+@pytest.mark.parametrize(("answer", "said"), _NO_KAFKA)
+def test_offsets_translate_names_a_target_that_answers_no_kafka(
+    tmp_path: Path, answer: Callable[[socket.socket], None], said: str
+) -> None:
+    """Issue 45 (bench errors, 2026-12-05): `offsets translate` waited 15 s for the target's
+    metadata and said only 'unreachable (Broker transport failure)' for a hung, HTTP or TLS
+    listener.  Both clusters are asked first, at once, what answers: the target's cause named,
+    exit 3, for the groups and for offsets given by hand alike."""
+    with _listener(answer) as port:
+        config = tmp_path / "c.yaml"
+        config.write_text(
+            f"clusters:\n  dc1: {{bootstrap_servers: '127.0.0.1:{port}'}}\n"
+            f"  dc2: {{bootstrap_servers: '127.0.0.1:{port}'}}\n"
+            "flows: [{source: dc1, target: dc2}]\n"
+        )
+        for how in (["--group", "billing"], ["--offset", "orders:0:5"]):
+            done = CliRunner().invoke(
+                cli, ["--state-dir", str(tmp_path / "s"), "offsets", "translate", *how,
+                      "--from", "dc1", "--to", "dc2", "--config", str(config)],
+            )  # fmt: skip
+            assert done.exit_code == 3, done.output
+            assert f"cluster 'dc2' at 127.0.0.1:{port} is unreachable" in done.output
+            assert said in done.output, done.output
+            assert "Broker transport failure" not in done.output
+
+
+@pytest.mark.parametrize(("answer", "said"), _NO_KAFKA)
+def test_a_failover_plan_names_why_its_target_does_not_answer(
+    tmp_path: Path, answer: Callable[[socket.socket], None], said: str
+) -> None:
+    """Issue 45 (bench errors, 2026-12-05): with a hung or non-Kafka target `failover --plan`
+    waited out a 10 s metadata request and blocked on 'dc2 does not answer: nothing can be
+    promoted', no cause given.  The snapshot asks both clusters first, at once: the blocker
+    says what answered instead."""
+    with _listener(answer) as port:
+        config = tmp_path / "c.yaml"
+        config.write_text(
+            "clusters:\n  dc1: {bootstrap_servers: '127.0.0.1:1'}\n"
+            f"  dc2: {{bootstrap_servers: '127.0.0.1:{port}'}}\n"
+            "flows: [{source: dc1, target: dc2}]\n"
+        )
+        done = CliRunner().invoke(
+            cli, ["--state-dir", str(tmp_path / "s"), "failover", "--from", "dc1", "--to",
+                  "dc2", "--plan", "--config", str(config)],
+        )  # fmt: skip
+    assert done.exit_code == 4, done.output
+    blocker = next(line for line in done.output.splitlines() if "nothing can be promoted" in line)
+    assert "dc2 does not answer (" in blocker and said in blocker, blocker

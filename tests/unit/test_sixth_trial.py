@@ -224,6 +224,7 @@ def test_a_given_offset_past_the_sources_log_end_is_named(
 
     config = load_config_text(_CONFIG)
     asked: dict[str, object] = {}
+    monkeypatch.setattr(KafkaAdmin, "not_answering", lambda _self, *_a, **_k: None)
     monkeypatch.setattr(KafkaAdmin, "wait_ready", lambda _self, *_a, **_k: 1)
     three = SimpleNamespace(partition_count=3)
     monkeypatch.setattr(KafkaAdmin, "list_topics", lambda _self, *_a, **_k: {"orders": three})
