@@ -18,11 +18,21 @@ from confluent_kafka import Consumer, KafkaException
 from confluent_kafka import KafkaError as RdKafkaError
 from confluent_kafka import TopicPartition as RdTP
 
-from drkit.errors import RetriableKafkaError
+from drkit.errors import FatalKafkaError, RetriableKafkaError
 from drkit.kafka.clients import ClusterEndpoint, make_consumer
-from drkit.kafka.errors import translate
+from drkit.kafka.errors import is_code, translate
 from drkit.kafka.io import to_record
 from drkit.records import Record, TopicPartition
+
+# librdkafka's answers for a partition its metadata says does not exist: _UNKNOWN_PARTITION for
+# a known topic without it, and for a topic it knows as unknown (every partition asked errored).
+_MISSING = ("_UNKNOWN_PARTITION", "_UNKNOWN_TOPIC", "UNKNOWN_TOPIC_OR_PART")
+# ... and what it answers when it never learnt the leader: the topic's metadata tells.
+_UNTOLD = ("_TIMED_OUT", "LEADER_NOT_AVAILABLE")
+
+
+class PartitionMissing(FatalKafkaError):
+    """The cluster does not have the partition asked (its topic, or that partition of it)."""
 
 
 class PartitionReader:
@@ -97,8 +107,30 @@ class PartitionReader:
                 RdTP(tp.topic, tp.partition), timeout=timeout_s, cached=False
             )
         except KafkaException as error:
-            raise translate(error, f"{self.endpoint.alias}: watermarks of {tp}") from error
+            context = f"{self.endpoint.alias}: watermarks of {tp}"
+            if self._missing(tp, error, timeout_s):
+                raise PartitionMissing(f"{context}: the cluster does not have it") from error
+            raise translate(error, context) from error
         return int(high)
+
+    def _missing(self, tp: TopicPartition, error: KafkaException, timeout_s: float) -> bool:
+        """Whether ``error`` (asking ``tp``'s watermarks) says the cluster does not have the
+        partition - or, where it does not tell (a timeout: a topic librdkafka has not cached as
+        unknown), whether the topic's metadata says so.  False when that is not answered."""
+        cause = error.args[0] if error.args else None
+        if any(is_code(cause, name) for name in _MISSING):
+            return True
+        if not any(is_code(cause, name) for name in _UNTOLD):
+            return False
+        try:
+            topic = self._consumer.list_topics(tp.topic, timeout=timeout_s).topics.get(tp.topic)
+        except KafkaException:
+            return False
+        if topic is None:
+            return False
+        if topic.error is not None:
+            return bool(is_code(topic.error, "UNKNOWN_TOPIC_OR_PART"))
+        return tp.partition not in topic.partitions
 
     def close(self) -> None:
         self._consumer.close()

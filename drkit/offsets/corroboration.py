@@ -68,6 +68,9 @@ partition (checked lowest first), and what it gets is a flagged rewind to P that
 blocks a planned move on (``offset_sync_claims_unchecked``) and a long-lived loader reads
 through on its next refreshes.  A pending claim lies at or past the end read: it lowers only
 answers above that end (a log that grew since), flagged too, and is not counted as unchecked.
+A partition the target does not have holds no copy: its claims are refuted, for this refresh
+(security review 11, R11-L3: its read failed every time, so one forged record naming such a
+partition stayed unchecked for ever and blocked every planned move).
 """
 
 from __future__ import annotations
@@ -78,6 +81,7 @@ from itertools import islice
 from typing import Literal, Protocol
 
 from drkit.errors import KafkaError
+from drkit.kafka.partition_reader import PartitionMissing
 from drkit.offsets.provenance_search import RecordSource, SourcePartition, copy_offset
 from drkit.records import Record, TopicPartition
 from drkit.replication.run_map import RunTable
@@ -102,8 +106,14 @@ class TargetRecords(RecordSource, Protocol):
     test's) and each partition's end."""
 
     def end_offset(self, tp: TopicPartition) -> int:
-        """The partition's high watermark: no record lies at or after it yet."""
+        """The partition's high watermark: no record lies at or after it yet.  Raises
+        :class:`~drkit.kafka.partition_reader.PartitionMissing` when the target does not have
+        the partition."""
         ...
+
+
+# A partition's end as read this refresh when the target does not have the partition.
+_MISSING_END = -1
 
 
 # What the first record at or after a position is: its offset and the source offset its
@@ -144,6 +154,7 @@ class Corroborator:
         self._pending: dict[TopicPartition, int] = {}
         self._unresolved: dict[TopicPartition, ClaimedCopies] = {}
         self._ends: dict[TopicPartition, int] = {}  # this refresh
+        self._missing = 0  # claims refuted for naming a partition the target does not have
         self._scan: _Scan | None = None
 
     @property
@@ -184,7 +195,7 @@ class Corroborator:
         self._unchecked.pop(source, None)
         self._pending.pop(source, None)
         self._unresolved.pop(source, None)
-        self.reads = self.scanned = 0  # the budget is per partition
+        self.reads = self.scanned = self._missing = 0  # the budget is per partition
         if not claims or not doubt:
             return None
         claimable = Claimable(table, doubt)
@@ -223,6 +234,12 @@ class Corroborator:
                     if kept is None or kept[1] < believed[1]:
                         believed_at[at] = believed
         self._stop_scan()
+        if self._missing:
+            log.warning(
+                "offset-sync claims name a partition the target does not have: refuted (no "
+                "copy lies there; a foreign writer of the offset-sync topic?)",
+                extra={"partition": str(target), "claims": self._missing},
+            )
         if pending:
             self._pending[source] = pending
         if unresolved:
@@ -255,6 +272,11 @@ class Corroborator:
                 return None
             except _Pending:
                 return "pending"  # not kept: the log fills the position later (R9-M1(a))
+            except _Missing:
+                # No such partition holds no copy; not kept either: it may be created later
+                # (security review 11, R11-L3: unchecked for ever, a blocker of every move).
+                self._missing += 1
+                return False
             except KafkaError as error:
                 self._stop_scan()  # a read that failed reads on no further
                 log.warning(
@@ -281,7 +303,13 @@ class Corroborator:
         end = self._ends.get(target)
         if end is None:
             self._spend()
-            end = self._ends[target] = records.end_offset(target)
+            try:
+                end = records.end_offset(target)
+            except PartitionMissing:
+                end = _MISSING_END
+            self._ends[target] = end
+        if end == _MISSING_END:
+            raise _Missing
         if position >= end:
             raise _Pending
         scan = self._scan
@@ -310,6 +338,10 @@ class Corroborator:
 
 class _NoBudget(Exception):
     """This partition's reads for this refresh are spent."""
+
+
+class _Missing(Exception):
+    """The target does not have the partition (this refresh): no record lies in it."""
 
 
 class _Pending(Exception):

@@ -11,11 +11,13 @@ from __future__ import annotations
 from collections.abc import Generator, Iterable
 from contextlib import suppress
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from drkit.config import load_config_text
 from drkit.errors import RetriableKafkaError
+from drkit.kafka.partition_reader import PartitionMissing
 from drkit.offsets.corroboration import Corroborator
 from drkit.offsets.lookup import Report
 from drkit.offsets.mapping_loader import doubt
@@ -656,3 +658,60 @@ def test_r11_l1_an_undecodable_value_under_a_real_runs_key_is_doubted() -> None:
         mapping = loaded(maps, 200, Corroborator(target_log(runs), ALIAS))
         target, method, flags = _answer(translate(100, mapping, bounds))
         assert target <= 100 and Flag.UNVERIFIED in flags, (value, target, method, flags)
+
+
+class _Broker(FakeReplicaRecords):
+    """As PartitionReader on a broker: the end of a partition the target does not have is
+    :class:`PartitionMissing`; ``failing``: partitions whose end cannot be asked (a broker
+    down)."""
+
+    def __init__(self, failing: frozenset[TopicPartition] = frozenset()) -> None:
+        super().__init__()
+        self.failing = failing
+
+    def end_offset(self, tp: TopicPartition) -> int:
+        if tp in self.failing:
+            raise RetriableKafkaError(f"watermarks of {tp}: Local: Timed out")
+        if tp not in self._positions:
+            raise PartitionMissing(f"watermarks of {tp}: Local: Unknown partition")
+        return super().end_offset(tp)
+
+
+def test_r11_l3_a_claim_on_a_partition_the_target_does_not_have_is_refuted(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Security review 11, R11-L3: one forged record naming a source partition whose replica
+    does not exist left a claim whose read failed on every refresh - unchecked for ever, and
+    ``offset_sync_claims_unchecked`` blocked every planned move.  A partition the target does
+    not have holds no copy: the claim is refuted (and logged); an empty partition's claims are
+    pending (not counted); a read that fails is still no verdict."""
+    signer = Signer(KEY, Kind.OFFSET_SYNC, FLOW)
+    maps = RunMaps(signer)
+    _signed(maps, signer, OffsetRun(0, 0, 100))
+    bogus = TopicPartition("orders", 999)
+    forged = OffsetSync(bogus, TopicPartition("dc1.orders", 999), OffsetRun(0, 0, 1))
+    maps.receive(forged.key(), forged.value(), ())
+    replica = TopicPartition("dc1.orders", 999)
+
+    def check(records: FakeReplicaRecords) -> Corroborator:
+        for i in range(100):
+            records.put(TARGET, i, ALIAS, SOURCE, i)
+        corroborator = Corroborator(records, ALIAS)
+        for source, target in ((SOURCE, TARGET), (bogus, replica)):  # as MappingLoader.refresh
+            run_map = maps.maps.get(source)
+            table = RunTable.of(run_map.table() if run_map is not None else ())
+            doubted = doubt(maps.claims.get(source, ()), table)
+            corroborator.claimed(
+                source, target, maps.claimed_copies.get(source, ()), table, doubted
+            )
+        return corroborator
+
+    with caplog.at_level("WARNING"):
+        missing = check(_Broker())
+    assert (missing.unchecked, missing.pending_in(bogus)) == (0, 0)
+    assert missing.unresolved(bogus) is None
+    assert any("does not have" in record.getMessage() for record in caplog.records)
+    empty = check(FakeReplicaRecords())  # an empty answer: pending, not unchecked
+    assert (empty.unchecked, empty.pending_in(bogus)) == (0, 1)
+    failing = check(_Broker(failing=frozenset({replica})))  # no verdict: unchecked
+    assert failing.unchecked_in(bogus) == 1
