@@ -25,16 +25,20 @@ def checkpoint(app: AppContext, config_file: str | None, flows: tuple[str, ...])
     """Follow source consumer groups and write translated checkpoints until SIGTERM.
 
     Use this when replication runs elsewhere (or with --no-checkpoints); 'drkit replicate'
-    runs the same workers by default.
+    runs the same workers by default.  Exit code 3 at start: a cluster of every selected flow
+    does not answer (named with why); a cluster only some flows need is a warning.
     """
     from drkit.config.loader import known_flow
 
     config = app.config(config_file).as_role(Role.CHECKPOINTER)
     for name in flows:  # an unknown flow told before the workers' imports (seconds)
         known_flow(config, name, "--flow")
+    from drkit.cli.preflight import require_flows_answering
     from drkit.replication.service import install_stop_signals, run_checkpointer, select_flows
     from drkit.store.flow_keys import FlowKeys
 
+    chosen = select_flows(config, flows)
+    require_flows_answering(config, chosen)  # exit 3 at start, as drkit replicate
     stop = threading.Event()
     install_stop_signals(stop)
     # The flow keys, as drkit replicate reads them: forged offset syncs are ignored, the
@@ -47,7 +51,7 @@ def checkpoint(app: AppContext, config_file: str | None, flows: tuple[str, ...])
             kwargs={"keys": keys},
             name=flow.name,
         )
-        for flow in select_flows(config, flows)
+        for flow in chosen
     ]
     for thread in threads:
         thread.start()

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import logging
 import socket
 import threading
 from dataclasses import replace
-from functools import partial
 
 import click
 
@@ -17,14 +15,11 @@ from drkit.cli.context import (
     complete_flows,
     config_option,
     pass_app,
-    say,
     tls_files,
     tls_options,
 )
-from drkit.config.model import DrkitConfig, FlowConfig
-from drkit.errors import ConfigError, Problem, UnreachableClusterError
-from drkit.kafka.clients import ClusterEndpoint, not_answering
-from drkit.kafka.interruptible import InFlight
+from drkit.cli.preflight import require_flows_answering
+from drkit.errors import ConfigError, Problem
 from drkit.listening import binding
 from drkit.replication.assignment import StartFrom
 from drkit.replication.client_settings import WorkerSettings
@@ -138,7 +133,7 @@ def replicate(
     chosen = select_flows(config, flows)  # fail fast on unknown flows, before forking
     if metrics_port:  # bad input before an unreachable cluster: exit 2 keeps its meaning
         _refuse_taken_ports(metrics_host, metrics_port, workers)
-    _require_clusters_answering(config, chosen)
+    require_flows_answering(config, chosen)
     identity = worker_id or default_worker_id()
     options = ServiceOptions(
         flows=flows,
@@ -182,34 +177,6 @@ def _refuse_taken_ports(host: str, port: int, workers: int) -> None:
             with socket.socket(family, kind, proto) as probe:
                 probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server
                 probe.bind(address)
-
-
-def _require_clusters_answering(config: DrkitConfig, chosen: list[FlowConfig]) -> None:
-    """Issue 45: a source or target that is down, refused or not Kafka is told at start, in
-    seconds and one line naming the cluster and its address (exit 3) - the flows retried for
-    ever, and librdkafka's own errors were all the operator saw.  Every cluster is asked at
-    once (drkit.kafka.clients.not_answering, as ``clusters check`` asks).  When some flows
-    have both clusters answering, those run: each cluster that does not is a warning naming
-    the flows that wait for it (they start once it answers, as after any outage)."""
-    aliases = list(dict.fromkeys(a for flow in chosen for a in (flow.source, flow.target)))
-    asked = {
-        alias: InFlight(partial(not_answering, ClusterEndpoint(alias, config.clusters[alias])))
-        for alias in aliases
-    }
-    down = {
-        alias: UnreachableClusterError(alias, config.clusters[alias].bootstrap_servers, why)
-        for alias, check in asked.items()
-        if (why := check.wait()) is not None
-    }
-    if not down:
-        return
-    runnable = [f.name for f in chosen if f.source not in down and f.target not in down]
-    if not runnable:
-        raise next(iter(down.values()))  # the first flow's source first: one line
-    for alias, error in down.items():
-        waiting = [f.name for f in chosen if alias in (f.source, f.target)]
-        say(f"{error}: {', '.join(waiting)} wait for it; replicating {', '.join(runnable)}",
-            logging.WARNING, cluster=alias)  # fmt: skip
 
 
 COMMANDS = [replicate]

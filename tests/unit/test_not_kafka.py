@@ -390,3 +390,29 @@ def test_a_failover_plan_names_why_its_target_does_not_answer(
     assert done.exit_code == 4, done.output
     blocker = next(line for line in done.output.splitlines() if "nothing can be promoted" in line)
     assert "dc2 does not answer (" in blocker and said in blocker, blocker
+
+
+def test_checkpoint_with_no_cluster_answering_exits_naming_it(tmp_path: Path) -> None:
+    """Issue 45 (bench errors, 2026-12-05): `drkit checkpoint` had no start-up check - with
+    both clusters refused, hung or not Kafka its workers retried for ever, logging 'create
+    topics: timed out after 15s' (also for a refused port).  Now as `drkit replicate`: exit 3
+    at start, the cluster named with why.  (The timeout only bounds the old behaviour.)"""
+    import subprocess
+    import sys
+
+    with _listener(_http) as port:
+        config = tmp_path / "c.yaml"
+        config.write_text(
+            "clusters:\n  dc1: {bootstrap_servers: '127.0.0.1:1'}\n"
+            f"  dc2: {{bootstrap_servers: '127.0.0.1:{port}'}}\n"
+            "flows: [{source: dc1, target: dc2}]\n"
+        )
+        command = [sys.executable, "-m", "drkit", "--state-dir", str(tmp_path / "s"),
+                   "checkpoint", "--config", str(config)]  # fmt: skip
+        try:
+            done = subprocess.run(command, capture_output=True, text=True, timeout=60)
+        except subprocess.TimeoutExpired as still:
+            pytest.fail(f"still running after 60 s: {still.stderr!r}")
+    assert done.returncode == 3, done.stderr
+    assert "cluster 'dc1' at 127.0.0.1:1 is unreachable" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr

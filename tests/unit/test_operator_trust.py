@@ -233,7 +233,7 @@ def test_replicate_runs_the_flows_whose_clusters_answer_and_names_the_one_that_d
 ) -> None:
     """A cluster only some flows need does not hold the others back: it is a warning naming
     those flows (they start once it answers, as after any outage)."""
-    from drkit.cli.replicate_cmd import _require_clusters_answering
+    from drkit.cli.preflight import require_flows_answering
     from drkit.config.loader import load_config
 
     with _listener(_answers_as_kafka) as port:
@@ -244,14 +244,14 @@ def test_replicate_runs_the_flows_whose_clusters_answer_and_names_the_one_that_d
             "flows: [{source: dc1, target: dc2}, {source: dc3, target: dc2}]\n"
         ))  # fmt: skip
         config = load_config(path)
-        _require_clusters_answering(config, list(config.flows))
+        require_flows_answering(config, list(config.flows))
         said = capsys.readouterr().err
         assert said.startswith("warning: cluster 'dc3' at 127.0.0.1:1 is unreachable"), said
         assert said.rstrip().endswith(": dc3->dc2 wait for it; replicating dc1->dc2"), said
         with pytest.raises(
             UnreachableClusterError, match=re.escape("cluster 'dc3' at 127.0.0.1:1")
         ):
-            _require_clusters_answering(config, [config.flows[1]])
+            require_flows_answering(config, [config.flows[1]])
 
 
 def test_a_failback_export_file_in_a_missing_directory_is_refused_before_anything(
