@@ -1,7 +1,7 @@
 """A deterministic scheduler for real code: simulated processes, threads, time and faults.
 
 Each simulated *process* (an engine, a monitor's tick, a replication worker, an operator's
-command) runs real drkit code in one or more Python threads, but only one thread runs at a
+command) runs real drkit code in one or more threads, but only one thread runs at a
 time: every call into the simulated world - a cluster's admin API, the state store, a sleep,
 a lease confirmation - is a *point* where the thread parks and the scheduler, driven by one
 seeded ``random.Random``, decides what happens next: which thread goes on, whether a process is
@@ -13,17 +13,29 @@ event; :attr:`Sim.trace` lists them.
 
 Threads a process starts through ``drkit.clock.every`` (the lease keeper's renewals) are
 threads of that process here too: frozen and killed with it.
+
+A simulated thread is a greenlet of the harness's thread: letting one go on to its next point
+and back is two greenlet switches - as OS threads taking turns on a lock each way it was two
+futex hand-offs and GIL transfers, ~20% of a schedule's CPU.  drkit's per-thread clock
+(``drkit.clock``) is kept per greenlet.  A thread that runs ``real_timeout_s`` without a point
+is stopped by a watchdog (an exception raised in it) and the schedule ends :class:`Stuck`.
 """
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import random
 import sys
 import threading
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from types import CodeType, FrameType
+from typing import Any
+
+import greenlet  # type: ignore[import-untyped]  # SQLAlchemy's own dependency
 
 from drkit import clock as drkit_clock
 
@@ -50,40 +62,43 @@ class Stuck(Exception):
     point somewhere, or the code busy-waits on real time."""
 
 
-class Baton:
-    """A one-way signal between two threads that take turns: :meth:`give` lets the waiter
-    go, :meth:`take` waits for it.  A bare lock (one futex each way), not a
-    ``threading.Event`` (a condition, a fresh waiter lock and a notify per turn): a schedule
-    hands over thousands of times.  Giving twice before a take counts once."""
+class _Stalled(BaseException):
+    """Raised by the watchdog in a thread that ran too long without a point."""
+
+
+class _PerGreenlet:
+    """``drkit.clock``'s per-thread store, per greenlet: each simulated thread (a greenlet)
+    has its own clock, as each OS thread has its own (a thread's first greenlet stands for
+    it)."""
+
+    _of: weakref.WeakKeyDictionary[Any, dict[str, object]]
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._lock.acquire()
+        object.__setattr__(self, "_of", weakref.WeakKeyDictionary())
 
-    def give(self) -> None:
-        try:  # noqa: SIM105 - not contextlib.suppress: an object a call, thousands a schedule
-            self._lock.release()
-        except RuntimeError:  # given already and not taken yet
-            pass
+    def __getattr__(self, name: str) -> object:
+        found: dict[str, object] | None = self._of.get(greenlet.getcurrent())
+        if found is None or name not in found:
+            raise AttributeError(name)
+        return found[name]
 
-    def take(self, timeout_s: float = -1) -> bool:
-        return self._lock.acquire(timeout=timeout_s)
+    def __setattr__(self, name: str, value: object) -> None:
+        self._of.setdefault(greenlet.getcurrent(), {})[name] = value
 
-    def reset(self) -> None:
-        self._lock.acquire(blocking=False)
+
+drkit_clock._installed = _PerGreenlet()  # type: ignore[assignment]
 
 
 @dataclass
 class SimThread:
     process: SimProcess
     name: str
-    go: Baton = field(default_factory=Baton)
     wake_at: float = 0.0
     label: str = "start"
     frame: FrameType | None = None  # where it is parked (read only while it is)
     done: bool = False
     error: BaseException | None = None
-    thread: threading.Thread | None = None
+    runner: greenlet.greenlet | None = None
     _named: tuple[FrameType | None, tuple[str, ...]] = (None, ())
     _inside: tuple[FrameType | None, str, bool] = (None, "", False)
 
@@ -182,9 +197,11 @@ class Sim:
         self.ended: list[SimProcess] = []  # ended, not killed, not yet taken
         self.trace: list[str] = []
         self.over = False
-        self._local = threading.local()
-        self._parked = Baton()
+        self._current: SimThread | None = None  # the one let go on (:meth:`step`)
+        self._harness = greenlet.getcurrent()
+        self._ident = threading.get_ident()
         self._real_timeout_s = real_timeout_s
+        self._watchdog: threading.Event | None = None
         self._counter = 0
         # Grows whenever a process starts, is killed or a thread of it ends: what depends only
         # on which processes are alive (:meth:`prune`, the driver's workers) is redone then.
@@ -238,9 +255,7 @@ class Sim:
         process.threads.append(state)
 
         def run() -> None:
-            self._local.thread = state
             drkit_clock.install(ProcessClock(process))
-            state.go.take()
             try:
                 if self.over or process.killed:
                     raise Killed()
@@ -253,24 +268,24 @@ class Sim:
                 state.error = err
                 if main:
                     process.error = err
+                if not isinstance(err, Exception):
+                    raise  # the watchdog, Ctrl-C, a test's timeout: the harness's own
             finally:
                 state.done = True
                 process.ended_threads += 1
                 self.changes += 1
                 state.frame = None
                 drkit_clock.install(None)
-                self._parked.give()
 
-        thread = threading.Thread(target=run, name=f"sim {name}", daemon=True)
-        state.thread = thread
-        thread.start()
+        state.runner = greenlet.greenlet(run, parent=self._harness)
         return state
 
     # -- points (called in simulated threads) -----------------------------------------------
 
     def current(self) -> SimThread | None:
-        found: SimThread | None = getattr(self._local, "thread", None)
-        return found
+        if self._current is None or threading.get_ident() != self._ident:
+            return None  # the harness, or a thread of the OS a simulated one started
+        return self._current
 
     def point(self, label: str) -> None:
         """Park the calling thread here; the scheduler decides when it goes on."""
@@ -283,8 +298,7 @@ class Sim:
         # The caller's frame, taken by the thread itself (``sys._current_frames`` from another
         # thread can deadlock with thread start-up); its names are read only if asked.
         state.frame = sys._getframe(1)
-        self._parked.give()
-        state.go.take()
+        self._harness.switch()
         if self.over or state.process.killed:
             raise Killed()
 
@@ -343,10 +357,45 @@ class Sim:
         """Let ``thread`` run until its next point (or its end)."""
         self.steps += 1
         self.stepped = thread
-        self._parked.reset()
-        thread.go.give()
-        if not self._parked.take(self._real_timeout_s):
-            raise Stuck(f"{thread.name} ran {self._real_timeout_s:g}s without a point")
+        if self._watchdog is None:
+            self._watchdog = self._watch()
+        try:
+            self._run(thread)
+        except _Stalled:
+            raise Stuck(f"{thread.name} ran {self._real_timeout_s:g}s without a point") from None
+
+    def _run(self, thread: SimThread) -> None:
+        """Switch to ``thread`` until it parks or ends."""
+        assert thread.runner is not None
+        self._current = thread
+        try:
+            thread.runner.switch()
+        finally:
+            self._current = None
+
+    def _watch(self) -> threading.Event:
+        """A watchdog: a thread let go on that runs ``real_timeout_s`` (real time) without a
+        point gets :class:`_Stalled` raised in it (the harness's thread), which ends it and
+        the schedule (:class:`Stuck`).  Stopped by :meth:`finish`."""
+        stop = threading.Event()
+        poll_s = min(1.0, self._real_timeout_s / 4)
+
+        def watch() -> None:
+            seen, since = -1, 0.0
+            while not stop.wait(poll_s):
+                running = self._current is not None
+                if not running or self.steps != seen:
+                    seen, since = self.steps, 0.0
+                    continue
+                since += poll_s
+                if since >= self._real_timeout_s:
+                    ctypes.pythonapi.PyThreadState_SetAsyncExc(
+                        ctypes.c_ulong(self._ident), ctypes.py_object(_Stalled)
+                    )
+                    seen, since = -1, 0.0
+
+        threading.Thread(target=watch, name=f"sim {self.seed} watchdog", daemon=True).start()
+        return stop
 
     def advance(self, to: float) -> None:
         if to > self.now:
@@ -369,12 +418,13 @@ class Sim:
     def finish(self) -> None:
         """End the schedule: every parked thread unwinds (Killed) and ends."""
         self.over = True
-        for process in self.processes:
-            for thread in process.threads:
-                if not thread.done:
-                    thread.go.give()
-        for process in self.processes:
-            for thread in process.threads:
-                if thread.thread is not None:
-                    thread.thread.join(2)
-        drkit_clock.install(None)
+        try:
+            for process in self.processes:
+                for thread in process.threads:
+                    if not thread.done:
+                        with contextlib.suppress(_Stalled):
+                            self._run(thread)
+        finally:
+            if self._watchdog is not None:
+                self._watchdog.set()
+            drkit_clock.install(None)

@@ -515,11 +515,7 @@ class SimWorld:
         """Let go of the schedule's store: its engines stay with the template for the next
         schedule - unless a thread of this one still runs (it may hold a transaction)."""
         event.remove(self.store.engine, "after_cursor_execute", self.store._count_writes)
-        if any(
-            t.thread is not None and t.thread.is_alive()
-            for p in self.sim.processes
-            for t in p.threads
-        ):
+        if any(not t.done for p in self.sim.processes for t in p.threads):
             self.template.discard()
 
     def cluster(self, alias: str) -> SimCluster:
