@@ -522,7 +522,13 @@ def _observer_line(observer: str, view: ObserverView, now: float) -> str:
         "" if view.fresh else f" (stale: last heard {now - view.updated_at:.0f}s ago, not counted)"
     )
     reason = _safe(view.reason or "")
-    return f"    {_safe(observer)}: {_state(view.state.value)} - {reason}{vote}{stale}"
+    line = f"    {_safe(observer)}: {_state(view.state.value)} - {reason}{vote}{stale}"
+    # The latest probe's cause when it failed or degraded: refused, unresolvable, hung and
+    # 'answers HTTP' read alike as 'probe failed' otherwise.
+    error = view.probe.get("error")
+    if error and view.probe.get("outcome") in ("failed", "degraded"):
+        line += f"\n      why: {_safe(error)}"
+    return line
 
 
 def _lines(picture: StatusSnapshot) -> list[str]:

@@ -17,7 +17,7 @@ from drkit.errors import KafkaError
 from drkit.health.evaluation import ProbeResult
 from drkit.health.observations import DRIFT_LINES, FlowObservation, GroupCheckpoints
 from drkit.kafka.admin import KafkaAdmin, TopicInfo, TopicSpec
-from drkit.kafka.clients import ClusterEndpoint, tcp_unreachable
+from drkit.kafka.clients import ClusterEndpoint, not_kafka, tcp_unreachable
 from drkit.kafka.io import canary_round_trip
 from drkit.kafka.tailer import TopicTailer
 from drkit.lag import count_visible
@@ -30,6 +30,10 @@ from drkit.replication.topic_sync import TopicSynchronizer, differences
 from drkit.schemas.sync import SchemaDriftWatch, flow_schema_sync
 from drkit.topology import internal_topics
 from drkit.topology.flow import FlowTopology
+
+# How long a failed probe waits to learn what answered instead of Kafka (an HTTP server, a
+# TLS listener and a closed connection answer in milliseconds; a hung broker was waited for).
+WHY_WAIT_S = 0.5
 
 
 class ClusterProbe(Protocol):
@@ -64,7 +68,7 @@ class ClusterProber:
             latency = (time.monotonic() - started) * 1000
             topics = self.admin.list_topics(timeout_s=timeout, include_internal=True)
         except KafkaError as err:
-            return ProbeResult(self.alias, now, reachable=False, error=str(err))
+            return ProbeResult(self.alias, now, reachable=False, error=self._why(err))
         self.expected_brokers = max(self.expected_brokers or 0, brokers)
         offline = sum(1 for t in topics.values() for p in t.partitions if p.offline)
         under_min_isr = self._under_min_isr(topics)
@@ -92,6 +96,14 @@ class ClusterProber:
             if info is not None and all(not p.offline for p in info.partitions):
                 return
             time.sleep(0.1)
+
+    def _why(self, err: KafkaError) -> str:
+        """``err``, or - where the client's word is only 'Broker transport failure' or a
+        timeout - what answered instead: HTTP, TLS, a closed connection, or nothing (hung).
+        Asked after a failure only (a healthy cluster's probes cost no extra connection), and
+        briefly: what is not Kafka answers at once, and a hung one was waited for already."""
+        found = not_kafka(self.endpoint, min(WHY_WAIT_S, self.policy.probe_timeout_s))
+        return found if found is not None else str(err)
 
     def _tcp_unreachable(self, timeout: float) -> str | None:
         """Why no bootstrap server accepts a TCP connection, or None if one does (a stopped

@@ -416,3 +416,25 @@ def test_checkpoint_with_no_cluster_answering_exits_naming_it(tmp_path: Path) ->
     assert done.returncode == 3, done.stderr
     assert "cluster 'dc1' at 127.0.0.1:1 is unreachable" in done.stderr, done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_status_says_why_a_probe_failed(tmp_path: Path) -> None:
+    """Issue 45 (bench errors, 2026-12-05): under every fault `drkit status` said only
+    'UNKNOWN - probe failed (1 of 3 in a row to be UNAVAILABLE)' for each cluster - refused,
+    unresolvable, hung or HTTP alike.  The failed probe's cause is on the line after."""
+    with _listener(_http) as port:
+        config = tmp_path / "c.yaml"
+        config.write_text(
+            "clusters:\n  dc1: {bootstrap_servers: '127.0.0.1:1'}\n"
+            f"  dc2: {{bootstrap_servers: '127.0.0.1:{port}'}}\n"
+            "flows: [{source: dc1, target: dc2}]\n"
+        )
+        done = CliRunner().invoke(
+            cli, ["--state-dir", str(tmp_path), "status", "--config", str(config)]
+        )
+    assert done.exit_code == 3, done.output
+    lines = done.output.splitlines()
+    for alias, cause in (("dc1", "Connection refused"), ("dc2", "answers HTTP, not Kafka")):
+        at = next(i for i, line in enumerate(lines) if line.split()[:1] == [alias])
+        assert "probe failed" in lines[at + 1], lines[at : at + 3]
+        assert lines[at + 2].strip().startswith("why: ") and cause in lines[at + 2], lines
