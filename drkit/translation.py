@@ -101,29 +101,28 @@ gaps, restarts, truncation and trimming):
    itself, which a guarded replica refuses, can: a record naming a doubted *future* source
    offset caps the groups below it - a rewind, never a skip; security review 9, R9-L1).
    A forged claim so moves an exact answer only where the replica really holds, below the
-   group's copy, a copy of a doubted record at or after it that no verified run places - a
-   real reorder, which a forger's claims point at but cannot make (security review 8, R8-M1;
-   the forged record's doubt still rounds down answers that were not exact, invariant 9).
-   What the claims do is let a real copy of a doubted record cap the groups below it
-   (re-reads, never a skip) - a real copy the verified runs cannot place.  One record
-   corroborates one piece: the claims found at the same record are one piece, as long as the
-   longest of them (security review 11, R11-M1: claims of every length anchored at one real
-   unsynced copy made that many pieces).  A claim the loader could not
-   resolve - not read yet (its reads per partition and refresh are bounded), its read failed,
-   or no record lies at or after its position *yet* (past the end read: pending, read again
-   once the end moves) - is neither believed nor refuted: its pieces
-   (``PartitionMapping.unchecked``) lower an answer too, flagged ``UNCHECKED`` as well as
-   ``UNVERIFIED`` (re-reads, never a skip; security review 9, R9-M1), and the loader counts
-   them (a planned move blocks on them).  A forger gets such a rewind only by writing more
-   claims on the partition than a refresh reads, below the position (checked lowest first);
-   one record, or any number within the budget, is read and refuted (a claim on a partition
-   the target does not have too: security review 11, R11-L3).  Past
+   group's copy, a copy of a doubted record at or after it that no verified run places (past the
+   limit below, of any collapsed one) - a real copy, which a forger's claims point at but cannot
+   make (security review 8, R8-M1; the forged record's doubt still rounds down answers that were
+   not exact, invariant 9).  What the claims do is let a real copy of a doubted record cap the
+   groups below it (re-reads, never a skip) - a real copy the verified runs cannot place.  One
+   record corroborates one piece: the claims found at the same record are one piece, as long as
+   the longest of them (security review 11, R11-M1: claims of every length anchored at one real
+   unsynced copy made that many pieces).  A claim the loader could not resolve - not read yet
+   (its reads per partition and refresh are bounded), its read failed, or no record lies at or
+   after its position *yet* (past the end read: pending, read again once the end moves) - is
+   neither believed nor refuted: its pieces (``PartitionMapping.unchecked``) lower an answer
+   too, flagged ``UNCHECKED`` as well as ``UNVERIFIED`` (re-reads, never a skip; security review
+   9, R9-M1), and the loader counts them (a planned move blocks on them).  A forger gets such a
+   rewind only by writing more claims on the partition than a refresh reads, below the position
+   (checked lowest first); one record, or any number within the budget, is read and refuted (a
+   claim on a partition the target does not have too: security review 11, R11-L3).  Past
    :data:`CLAIMED_LIMIT` - 1 pieces on a partition (believed, or unresolved) the ones at the
    highest positions collapse into one bound (:class:`Collapsed`): every offset below their
-   reach resumes no later than their lowest position - re-reads, never a skip, and never the
-   target log start as such (security review 11, R11-M1/L2: the overflow answered the log
-   start, and dropped the claims past the limit).  Believed pieces past the limit need as
-   many distinct real copies of doubted records: a real history's, or an at-least-once flow's
+   reach resumes no later than their lowest position - re-reads, never a skip, and the target
+   log start only once that copy is gone (security review 11, R11-M1/L2: the overflow answered
+   the log start, and dropped the claims past the limit).  Believed pieces past the limit need
+   as many distinct real copies of doubted records: a real history's, or an at-least-once flow's
    copies not synced yet (above every synced copy: the exact answers below stay exact).
 
 The runs are kept as a :class:`~drkit.replication.run_map.RunTable` (compact columns, indexes
