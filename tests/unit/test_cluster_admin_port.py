@@ -34,7 +34,7 @@ PORT_METHODS = sorted(
 def test_the_port_lists_what_orchestration_uses() -> None:
     # Also guards the parametrized check below against testing nothing.
     assert set(PORT_METHODS) == {
-        "wait_ready", "answers", "describe_cluster",
+        "wait_ready", "answers", "not_answering", "describe_cluster",
         "list_topics", "create_topics", "topic_configs", "topic_ids",
         "list_offsets", "stable_offsets", "visible_records", "topic_offsets",
         "list_groups", "describe_groups", "other_groups", "group_offsets", "groups_offsets",

@@ -566,8 +566,11 @@ def test_drkit_checkpoint_runs_its_worker_with_the_flow_keys(
         def close(self) -> None:
             pass
 
+    import drkit.cli.preflight as preflight
+
     monkeypatch.setattr(service, "install_stop_signals", lambda stop: None)
     monkeypatch.setattr(checkpointer, "Checkpointer", Stub)
+    monkeypatch.setattr(preflight, "require_flows_answering", lambda *_a: None)  # no cluster
     path = tmp_path / "drkit.yaml"
     path.write_text(_CLUSTERS + f"signing: {{secret: '{_SECRET}'}}\n")
     done = CliRunner().invoke(
