@@ -94,12 +94,17 @@ gaps, restarts, truncation and trimming):
    (the doubt), at target positions no verified copy occupies, not wholly below the log
    start, and only where the target's records corroborate it (the mapping loader,
    drkit/offsets/corroboration.py): the first record at the claim's position, and at each
-   piece's, names the flow's source partition and the claimed source offset.  A forger of
-   the offset-sync topic picks the doubted range and the position, not what the replica
-   holds there: a transaction marker, a compacted-away record, a position past the log end,
-   a native record, another partition's copy corroborate nothing (a writer of the replica
-   itself, which a guarded replica refuses, can: a record naming a doubted *future* source
-   offset caps the groups below it - a rewind, never a skip; security review 9, R9-L1).
+   piece's, names the flow's source partition and the claimed source offset - and a piece
+   reaches only as far as the records from there run on as its copies (its last position is
+   read too, and searched back from when it does not hold the last copy; issue 46, R11
+   follow-up: a claim stretched past a real copy's run kept the piece alive by its claimed
+   length once retention removed the copies, and exact answers below it moved to the log
+   start).  A forger of the offset-sync topic picks the doubted range and the position, not
+   what the replica holds there: a transaction marker, a compacted-away record, a position
+   past the log end, a native record, another partition's copy corroborate nothing (a writer
+   of the replica itself, which a guarded replica refuses, can: a record naming a doubted
+   *future* source offset caps the groups below it - a rewind, never a skip; security review
+   9, R9-L1).
    A forged claim so moves an exact answer only where the replica really holds, below the
    group's copy, a copy of a doubted record at or after it that no verified run places (past the
    limit below, of any collapsed one) - a real copy, which a forger's claims point at but cannot
@@ -120,10 +125,12 @@ gaps, restarts, truncation and trimming):
    :data:`CLAIMED_LIMIT` - 1 pieces on a partition (believed, or unresolved) the ones at the
    highest positions collapse into one bound (:class:`Collapsed`): every offset below their
    reach resumes no later than their lowest position - re-reads, never a skip, and the target
-   log start only once that copy is gone (security review 11, R11-M1/L2: the overflow answered
-   the log start, and dropped the claims past the limit).  Believed pieces past the limit need
-   as many distinct real copies of doubted records: a real history's, or an at-least-once flow's
-   copies not synced yet (above every synced copy: the exact answers below stay exact).
+   log start only while one of their corroborated copies is still in the log (past the limit
+   the bound does not know which, nor whether it lies below the group's own copy; security
+   review 11, R11-M1/L2: the overflow answered the log start, and dropped the claims past the
+   limit).  Believed pieces past the limit need as many distinct real copies of doubted
+   records: a real history's, or an at-least-once flow's copies not synced yet (above every
+   synced copy: the exact answers below stay exact).
 
 The runs are kept as a :class:`~drkit.replication.run_map.RunTable` (compact columns, indexes
 computed once per snapshot): one translation is a binary search plus, for re-reads, a walk over
@@ -380,9 +387,9 @@ def translate(
 
 # Pieces kept one by one per partition; past this many, the pieces at the highest positions
 # collapse into one bound (:class:`Collapsed`): every offset below their reach resumes no later
-# than their lowest position - re-reads, never a skip, bounded cost, and never the log start
-# (security review 11, R11-M1: the overflow answered the log start, and a forger's flood
-# anchored at one real unsynced copy reached it).
+# than their lowest position - re-reads, never a skip, bounded cost, and the log start only while
+# one of their corroborated copies is in the log (security review 11, R11-M1: the overflow
+# answered the log start, and a forger's flood anchored at one real unsynced copy reached it).
 CLAIMED_LIMIT = 4096
 
 Piece = tuple[int, int, int]  # (src_start, src_end, dst_start)
@@ -456,7 +463,8 @@ class ClaimedCopies:
     believed (invariant 10): ``(src_start, src_end, dst_start)`` pieces over source ranges no
     verified run covers (``PartitionMapping.doubt``), at target positions no verified copy
     occupies (:class:`Claimable`), each one corroborated by the target's records where it
-    starts (the mapping loader, drkit/offsets/corroboration.py).
+    starts and as far as it reaches (the mapping loader, drkit/offsets/corroboration.py): a
+    piece counts as gone once the target log starts past its last copy.
 
     At most :data:`CLAIMED_LIMIT` - 1 pieces are kept one by one (the lowest positions); the
     rest are ``collapsed``.  A query costs two binary searches over an index built once per

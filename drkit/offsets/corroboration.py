@@ -28,16 +28,25 @@ checked where *it* starts, in the same way.  The anchor alone is not enough: a f
 a claim at a real copy no verified run places (a copy a crash re-replication superseded, at a
 position no verified copy occupies) and stretch it over a source range it doubts itself - a gap
 in the source - so that a piece starts at a position holding a copy of some *other* record, and
-every group below it would resume there.  With both checks, every position a believed piece gives
-a group below it holds a real copy of a doubted source record at or after the group's offset:
-the data, not the forger, says a copy lies there that no verified run places.  (A group inside a
-piece resumes at or above that first copy; its answer is not exact anyway - the offset is
-doubted.)  One record corroborates one piece: the pieces found at the same record are kept as
-one, as long as the longest (the most re-reads).  Claims of every length anchored at one real
-copy - of a record an at-least-once flow copied but had not synced yet - made that many pieces,
-past :data:`~drkit.translation.CLAIMED_LIMIT`, whose overflow answered the log start for every
-group (security review 11, R11-M1); past the limit, pieces now collapse above the lowest kept
-ones instead (translation, invariant 10).
+every group below it would resume there.  With both checks, every position a believed piece
+gives a group below it holds a real copy of a doubted source record at or after the group's
+offset: the data, not the forger, says a copy lies there that no verified run places.  (A group
+inside a piece resumes at or above that first copy; its answer is not exact anyway - the offset
+is doubted.)  Nor is a piece's start enough for how far it reaches: a piece counts as in the log
+until the log starts past its last position, and a claim stretched past a real run of copies -
+over positions holding none, an aborted transaction - kept it there once retention removed
+every real copy, so a long-lived loader that had believed it sent exact answers below it to the
+log start (issue 46, R11 follow-up).  So the piece's last position is read too and must hold the
+copy of its last source offset; where it does not, a search between (one read per halving)
+finds the last record that runs on as the claimed copies (at or after a position, at the claimed
+distance from the first: the copies compaction left count), and the piece ends there.  A last
+position at or past the end read is left as claimed: the piece lies above every verified copy
+(its range meets none) and lowers no exact answer.  One record corroborates one piece: the
+pieces found at the same record are kept as one, as long as the longest (the most re-reads).
+Claims of every length anchored at one real copy - of a record an at-least-once flow copied but
+had not synced yet - made that many pieces, past :data:`~drkit.translation.CLAIMED_LIMIT`, whose
+overflow answered the log start for every group (security review 11, R11-M1); past the limit,
+pieces now collapse above the lowest kept ones instead (translation, invariant 10).
 
 Cost and order.  Claims that cannot yield a piece (over verified history, at verified positions)
 cost nothing.  The others are taken at the lowest target position first (the lowest positions
@@ -46,7 +55,10 @@ it holds no record *yet* and costs no read - a flood "past the end" costs one re
 goes on from one position to the next while they lie at most :data:`SCAN_AHEAD` offsets apart
 (a real history's claims, one per run, lie side by side); each partition's claims get at most
 :data:`CORROBORATION_READS` requests and :data:`CORROBORATION_RECORDS` records read on per
-refresh (per partition: a flood on one starves no other).
+refresh (per partition: a flood on one starves no other).  The pieces' last positions are read
+after every claim's first ones, lowest piece first, from the same budget; where a piece's is not
+read (the budget spent, or the read failed) its first copy is believed and the rest of it is
+unresolved (below).
 
 What is kept.  Only verdicts that cannot change are kept for the corroborator's lifetime: a
 record found at or after a position (an append-only log's records do not change; compaction
@@ -233,6 +245,17 @@ class Corroborator:
                     kept = believed_at.get(at)
                     if kept is None or kept[1] < believed[1]:
                         believed_at[at] = believed
+        # A piece reaches as far as the records from where it starts run on as the claimed
+        # copies (issue 46, R11 follow-up: a claim stretched past them kept a piece alive by its
+        # claimed length once retention removed its copies, and an exact answer below it moved
+        # to the log start).  The longest piece at a record covers every other there.
+        corroborated: list[Piece] = []
+        for at in sorted(believed_at):
+            piece, rest = self._extent(target, believed_at[at], named)
+            corroborated.append(piece)
+            if rest is not None:  # not read on: its extent is not known yet
+                unresolved.append(rest)
+                unchecked += 1
         self._stop_scan()
         if self._missing:
             log.warning(
@@ -243,7 +266,7 @@ class Corroborator:
         if pending:
             self._pending[source] = pending
         if unresolved:
-            copies = _unresolved_copies(claimable, unresolved)
+            copies = _unresolved_copies(claimable, sorted(unresolved, key=_by_dst))
             if copies is not None:
                 self._unresolved[source] = copies
         if unchecked:
@@ -253,7 +276,7 @@ class Corroborator:
                 "could lower are lowered, flagged 'unchecked' (the next refresh goes on)",
                 extra={"partition": str(source), "claims": unchecked},
             )
-        return ClaimedCopies.believing(believed_at.values())
+        return ClaimedCopies.believing(corroborated)
 
     def _check(
         self, target: TopicPartition, piece: Piece, source: SourcePartition
@@ -262,34 +285,79 @@ class Corroborator:
         that still exists), False when they do not, "pending" when no record lies at or after
         its position yet, None when it was not read (no budget, or the read failed)."""
         src, end, dst = piece
-        key = (target, dst)
-        if key in self._found:
-            found = self._found[key]
-        else:
-            try:
-                found = self._read(target, dst, source)
-            except _NoBudget:
-                return None
-            except _Pending:
-                return "pending"  # not kept: the log fills the position later (R9-M1(a))
-            except _Missing:
-                # No such partition holds no copy; not kept either: it may be created later
-                # (security review 11, R11-L3: unchecked for ever, a blocker of every move).
-                self._missing += 1
-                return False
-            except KafkaError as error:
-                self._stop_scan()  # a read that failed reads on no further
-                log.warning(
-                    "cannot read the target to check an offset-sync claim",
-                    extra={"partition": str(target), "offset": dst, "error": str(error)},
-                )
-                return None
-            self._found[key] = found
+        found = self._find(target, dst, source)
+        if found == "missing":
+            # No such partition holds no copy; not kept either: it may be created later
+            # (security review 11, R11-L3: unchecked for ever, a blocker of every move).
+            self._missing += 1
+            return False
+        if found is None or found == "pending":
+            return found
         at, copied = found
         shift = at - dst
         if not 0 <= shift < end - src or copied != src + shift:
             return False
         return src + shift, end, at
+
+    def _find(
+        self, target: TopicPartition, position: int, source: SourcePartition
+    ) -> Found | Literal["pending", "missing"] | None:
+        """The first record at or after ``position`` (kept), "pending" when none lies there
+        yet, "missing" when the target does not have the partition (neither kept: the log
+        fills the position later, R9-M1(a); the partition may be created), None when it was
+        not read (no budget, or the read failed)."""
+        key = (target, position)
+        if key in self._found:
+            return self._found[key]
+        try:
+            found = self._read(target, position, source)
+        except _NoBudget:
+            return None
+        except _Pending:
+            return "pending"
+        except _Missing:
+            return "missing"
+        except KafkaError as error:
+            self._stop_scan()  # a read that failed reads on no further
+            log.warning(
+                "cannot read the target to check an offset-sync claim",
+                extra={"partition": str(target), "offset": position, "error": str(error)},
+            )
+            return None
+        self._found[key] = found
+        return found
+
+    def _extent(
+        self, target: TopicPartition, piece: Piece, source: SourcePartition
+    ) -> tuple[Piece, Piece | None]:
+        """A believed ``piece`` (its first record, at its position, is a copy of its first
+        source offset) as far as the target's records corroborate it: whole when its last
+        position holds the copy of its last source offset, or lies at or past the end read
+        (past what the log holds yet, above every verified copy: admitted pieces meet none);
+        else up to the last record a search between finds running on as the claimed copies
+        (a record at or after a position, at the claimed distance from the first: the copies
+        compaction left count).  The rest is dropped - or, where a read was not made (no
+        budget, or it failed), returned apart to be taken as unresolved."""
+        lo, hi, at = piece
+        last = at + (hi - lo) - 1
+        good, bad = at, None  # a copy at ``good``; none from ``bad`` to the first record after
+        probe = last
+        while probe > good:
+            found = self._find(target, probe, source)
+            if found == "pending" and probe == last:
+                return piece, None
+            if found is None or isinstance(found, str):  # not read (pending: the LSO moved)
+                cut = lo + (good - at) + 1
+                return (lo, cut, at), (cut, hi, good + 1)
+            position, copied = found
+            if position <= last and copied == lo + (position - at):
+                good = position
+            else:
+                bad = probe
+            if bad is None:
+                return piece, None  # the last copy is there
+            probe = (good + bad) // 2
+        return (lo, lo + (good - at) + 1, at), None
 
     def _read(self, target: TopicPartition, position: int, source: SourcePartition) -> Found:
         """The first record at or after ``position``: _Pending at or past the partition's end

@@ -21,6 +21,7 @@ from drkit.kafka.partition_reader import PartitionMissing
 from drkit.offsets.corroboration import Corroborator
 from drkit.offsets.lookup import Report
 from drkit.offsets.mapping_loader import doubt
+from drkit.offsets.provenance_search import SourcePartition, copy_offset
 from drkit.records import Record, TopicPartition
 from drkit.replication.offset_sync import OffsetRun, OffsetSync
 from drkit.replication.offset_sync_store import MALFORMED, RunMaps
@@ -467,7 +468,8 @@ def test_the_read_budget_is_per_partition() -> None:
     log = target_log(runs)
     for position in range(0, 200):
         log.put(other_target, position, ALIAS, other_source, position)
-    corroborator = Corroborator(log, ALIAS, budget=4, scan_ahead=0)
+    # The real claim's reads: the partition's end, each of its two pieces' first and last.
+    corroborator = Corroborator(log, ALIAS, budget=5, scan_ahead=0)
     flood = [(5000 + i, 5001 + i, i * 2) for i in range(50)]  # each a read, all refuted
     corroborator.claimed(other_source, other_target, flood, RunTable.of(()), ((0, 10**9),))
     assert corroborator.unchecked_in(other_source) > 0
@@ -715,3 +717,201 @@ def test_r11_l3_a_claim_on_a_partition_the_target_does_not_have_is_refuted(
     assert (empty.unchecked, empty.pending_in(bogus)) == (0, 1)
     failing = check(_Broker(failing=frozenset({replica})))  # no verdict: unchecked
     assert failing.unchecked_in(bogus) == 1
+
+
+def _retained(log: FakeReplicaRecords, start: int) -> None:
+    """Retention: the records below ``start`` are gone."""
+    for position in [p for p in log._positions.get(TARGET, []) if p < start]:
+        log.remove(TARGET, position)
+
+
+def test_r11_follow_up_a_stretched_claim_at_an_unsynced_copy_moves_nothing_after_retention() -> (
+    None
+):
+    """Issue 46, R11 follow-up (the R11-M1 fixer's doubt): an at-least-once flow, 0..999
+    synced at 0..999 and 1000..1009 copied at 1000..1009 but not synced; a forger stretches a
+    claim anchored at the real unsynced copy of 1000 to a million records the replica never
+    held, then retention moves the log start past 1000.  The tail lies above every synced copy,
+    so every group that still has a copy is not exact: the answers are the same as without the
+    forger, for a loader that believed the claim before retention too, and nothing is skipped."""
+    signer = Signer(KEY, Kind.OFFSET_SYNC, FLOW)
+    synced, tail = OffsetRun(0, 0, 1000), OffsetRun(1000, 1000, 10)
+    plain, forged = RunMaps(signer), RunMaps(signer)
+    for maps in (plain, forged):
+        _signed(maps, signer, synced)
+    _forged(forged, OffsetRun(1000, 1000, 10**6))
+    log = target_log([synced, tail])
+    corroborator = Corroborator(log, ALIAS)
+    before = loaded(forged, 1000, corroborator)  # believed while the copy of 1000 is there
+    assert before.claimed is not None
+    for start in (1001, 1005, 1009, 1010):
+        _retained(log, start)
+        bounds = TargetBounds(start, 1010)
+        after = loaded(forged, 1000, corroborator)  # a long-lived loader: its verdicts kept
+        fresh = loaded(forged, 1000, Corroborator(log, ALIAS))
+        base = loaded(plain, 1000, Corroborator(log, ALIAS))
+        for offset in (0, 500, 999, 1000, 1004, 1009, 1010, 5000):
+            want = _answer(translate(offset, base, bounds))
+            for mapping in (before, after, fresh):
+                got = translate(offset, mapping, bounds)
+                assert isinstance(got, Translated), (start, offset, got)
+                assert got.target_offset <= want[0], (start, offset, got, want)
+                lost = _skipped([tail], offset, got.target_offset)  # copies of s lie at s
+                assert all(source < start for source in lost), (start, offset, got)
+                if want[1] is Method.EXACT:
+                    assert _answer(got) == want, (start, offset, got)
+
+
+def _stretched(forged: bool) -> tuple[RunMaps, FakeReplicaRecords]:
+    """A store that lost its key: 0..99 copied at 0..99 under the old key (rejected, real),
+    an aborted transaction at 100..199 (no committed record), then 30..49 re-copied at
+    200..219 under the new key.  ``forged``: a foreign writer stretches the old copies' claim
+    from 50 at 50 over the aborted positions, to 200 (no verified copy lies there)."""
+    maps = RunMaps(Signer(OTHER, Kind.OFFSET_SYNC, FLOW))
+    old, new = OffsetRun(0, 0, 100), OffsetRun(30, 200, 20)
+    _signed(maps, Signer(KEY, Kind.OFFSET_SYNC, FLOW), old)
+    _signed(maps, Signer(OTHER, Kind.OFFSET_SYNC, FLOW), new)
+    if forged:
+        _forged(maps, OffsetRun(50, 50, 150))
+    return maps, target_log([old, new])
+
+
+def test_r11_follow_up_a_stretched_old_copy_moves_no_exact_answer_once_it_is_gone() -> None:
+    """Issue 46, R11 follow-up: a forger stretches the claim of a real old-key copy (50..99
+    at 50..99) over positions holding no copy (100..199).  Before retention a group at 40
+    (exact: 210) rightly resumes at 50 - the only copies of 50..99 lie there.  Once retention
+    moved the log start to 150 those copies are gone, and the group resumes at 210 again; a
+    loader that believed the stretched piece before kept it alive by its claimed length and
+    sent the group to the log start, 150 (before the fix): an exact answer moved where the
+    replica holds no copy of a doubted record.  A piece's extent is what the replica's records
+    corroborate: the claimed range's last copy is checked too."""
+    for forged in (False, True):
+        maps, log = _stretched(forged)
+        corroborator = Corroborator(log, ALIAS)
+        before = loaded(maps, 250, corroborator)
+        assert _answer(translate(40, before, TargetBounds(0, 220)))[0] == 50, forged
+        _retained(log, 150)
+        bounds = TargetBounds(150, 220)
+        after = loaded(maps, 250, corroborator)  # a long-lived loader: its verdicts kept
+        fresh = loaded(maps, 250, Corroborator(log, ALIAS))
+        for mapping in (before, after, fresh):  # before: the loader's cached mapping
+            for offset, copy in ((30, 200), (40, 210), (49, 219)):
+                assert _answer(translate(offset, mapping, bounds)) == (
+                    copy,
+                    Method.EXACT,
+                    frozenset(),
+                ), (forged, offset)
+
+
+def test_a_claim_whose_last_records_were_compacted_away_keeps_the_copies_left() -> None:
+    """Compaction on the target removed the old copies of 8 and 9 (the claim's last): the
+    piece is not corroborated where it ends, and a search between finds the last copy left (7
+    at 7) - a group at 4 still resumes no later than 6, and one at 7 at 7 (no skip).  The
+    same records compacted away and the rest of the claim past them gone too: nothing more."""
+    maps = RunMaps(Signer(OTHER, Kind.OFFSET_SYNC, FLOW))
+    old, new = OffsetRun(0, 0, 10), OffsetRun(3, 10, 3)
+    _signed(maps, Signer(KEY, Kind.OFFSET_SYNC, FLOW), old)
+    _signed(maps, Signer(OTHER, Kind.OFFSET_SYNC, FLOW), new)
+    log = target_log([old, new])
+    log.remove(TARGET, 8)
+    log.remove(TARGET, 9)
+    corroborator = Corroborator(log, ALIAS, scan_ahead=0)
+    mapping = loaded(maps, 10, corroborator)
+    assert corroborator.unchecked == 0
+    assert mapping.claimed is not None and mapping.claimed.pieces == ((0, 3, 0), (6, 8, 6))
+    bounds = TargetBounds(0, 13)
+    for offset, most in ((4, 6), (6, 6), (7, 7)):
+        result = translate(offset, mapping, bounds)
+        assert isinstance(result, Translated) and result.target_offset <= most, (offset, result)
+        assert not _skipped([OffsetRun(0, 0, 8), new], offset, result.target_offset)
+    # Retention past the copies left: the piece is gone, the group at 4 resumes at its copy.
+    _retained(log, 8)
+    assert _answer(translate(4, mapping, TargetBounds(8, 13))) == (11, Method.EXACT, frozenset())
+
+
+def test_a_piece_whose_last_record_was_not_read_is_unchecked_past_its_first() -> None:
+    """The reads ran out before a believed piece's last record was read: its first copy is
+    believed, the rest is unresolved - counted, and it lowers answers flagged 'unchecked' (re-
+    reads, never a skip), until the next refresh reads it."""
+    maps = RunMaps(Signer(OTHER, Kind.OFFSET_SYNC, FLOW))
+    old, new = OffsetRun(0, 0, 10), OffsetRun(3, 10, 3)
+    _signed(maps, Signer(KEY, Kind.OFFSET_SYNC, FLOW), old)
+    _signed(maps, Signer(OTHER, Kind.OFFSET_SYNC, FLOW), new)
+    # The end, the first pieces' records (0, 6), the first's last (2): none left for 9.
+    corroborator = Corroborator(target_log([old, new]), ALIAS, budget=4, scan_ahead=0)
+    mapping = loaded(maps, 10, corroborator)
+    assert corroborator.unchecked == 1
+    assert mapping.claimed is not None and mapping.claimed.pieces == ((0, 3, 0), (6, 7, 6))
+    bounds = TargetBounds(0, 13)
+    target, method, flags = _answer(translate(7, mapping, bounds))  # 7 past the synced end
+    assert (target, method) == (7, Method.MAPPED) and Flag.UNCHECKED in flags, flags
+    corroborator.start_refresh()
+    mapping = loaded(maps, 10, corroborator)
+    assert corroborator.unchecked == 0
+    assert mapping.claimed is not None and mapping.claimed.pieces == ((0, 3, 0), (6, 10, 6))
+    target, method, flags = _answer(translate(7, mapping, bounds))
+    assert (target, method) == (7, Method.MAPPED) and Flag.UNCHECKED not in flags, flags
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.integers(2, 30),
+    st.integers(0, 20),
+    st.data(),
+)
+def test_stretched_claims_skip_nothing_and_move_exact_answers_only_to_a_copy_left(
+    old_length: int, aborted: int, data: st.DataObject
+) -> None:
+    """A lost-key history (0..n-1 at 0..n-1 under the old key; an aborted transaction; a range
+    re-copied under the new key after it), some old copies compacted away, forged claims
+    stretched from old copies, then retention; a loader that read everything before retention
+    (verdicts kept) answers no group past a copy still in the log, and moves an exact answer
+    only below a copy still in the log of a doubted record at or after the group's offset."""
+    old = OffsetRun(0, 0, old_length)
+    first = data.draw(st.integers(0, old_length - 1))
+    new = OffsetRun(first, old_length + aborted, data.draw(st.integers(1, old_length - first)))
+    maps = RunMaps(Signer(OTHER, Kind.OFFSET_SYNC, FLOW))
+    _signed(maps, Signer(KEY, Kind.OFFSET_SYNC, FLOW), old)
+    _signed(maps, Signer(OTHER, Kind.OFFSET_SYNC, FLOW), new)
+    for src in data.draw(st.lists(st.integers(0, old_length - 1), max_size=3)):
+        _forged(maps, OffsetRun(src, src, data.draw(st.integers(1, old_length + aborted - src))))
+    log = target_log([old, new])
+    for position in data.draw(st.lists(st.integers(0, old_length - 1), max_size=4)):
+        log.remove(TARGET, position)
+    corroborator = Corroborator(log, ALIAS)
+    loaded(maps, first + new.length, corroborator)
+    start = data.draw(st.integers(0, old_length + aborted))
+    _retained(log, start)
+    mapping = loaded(maps, first + new.length, corroborator)
+    plain = RunMaps(Signer(OTHER, Kind.OFFSET_SYNC, FLOW))
+    _signed(plain, Signer(OTHER, Kind.OFFSET_SYNC, FLOW), new)
+    exact = loaded(plain, first + new.length, Corroborator(log, ALIAS))
+    end = old_length + aborted + new.length
+    bounds = TargetBounds(start, end)
+    left = log.records.get(TARGET, {})
+    copies = [OffsetRun(_source_of(record), position, 1) for position, record in left.items()]
+    verified = range(new.src_start, new.src_start + new.length)
+    for offset in range(old_length + 2):
+        result = translate(offset, mapping, bounds)
+        assert isinstance(result, Translated), (offset, result)
+        assert not _skipped(copies, offset, result.target_offset), (offset, result)
+        want = translate(offset, exact, bounds)
+        moved = (
+            isinstance(want, Translated)
+            and want.method is Method.EXACT
+            and result.target_offset < want.target_offset
+        )
+        if moved:  # only below a copy left of a doubted record at or after the offset
+            assert isinstance(want, Translated)
+            assert any(
+                run.src_start >= offset
+                and run.src_start not in verified
+                and run.dst_start < want.target_offset
+                for run in copies
+            ), (offset, result, want)
+
+
+def _source_of(record: Record) -> int:
+    offset = copy_offset(record, SourcePartition(ALIAS, SOURCE))
+    assert offset is not None
+    return offset
