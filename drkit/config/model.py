@@ -28,6 +28,8 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from drkit.config.secrets import mask_user_info
+
 
 class FrozenModel(BaseModel):
     """Every typed document drkit reads (config, runbooks, drill scenarios): immutable, and a
@@ -164,8 +166,15 @@ class HostPort:
     def parse(cls, text: str, *, port_zero: bool = False) -> HostPort:
         """``host:port`` or ``[ipv6]:port``; raises ValueError saying what is wrong.
 
-        ``port_zero`` admits port 0 (a listening socket's "any free port")."""
+        ``port_zero`` admits port 0 (a listening socket's "any free port").  User info
+        (``user:password@``) is refused, masked: the error would echo a password (security
+        review 12, N3); Kafka takes credentials from the security settings, not the address."""
         text = text.strip()
+        if "@" in text:
+            raise ValueError(
+                f"{mask_user_info(text)!r}: give host:port, without user info (user:password@) -"
+                " credentials go in the cluster's security settings"
+            )
         if ";" in text:
             raise ValueError(f"{text!r}: separate bootstrap servers with ',', not ';'")
         if len(text.split()) > 1:  # not an IPv6 address without brackets
@@ -402,7 +411,7 @@ class ClusterConfig(FrozenModel):
     @classmethod
     def _host_ports(cls, value: str) -> str:
         if len(value.split(",")) > 1 and any(not s.strip() for s in value.split(",")):
-            raise ValueError(f"{value!r}: an empty entry (a ',' too many?)")
+            raise ValueError(f"{mask_user_info(value)!r}: an empty entry (a ',' too many?)")
         return ",".join(str(HostPort.parse(server)) for server in value.split(","))
 
     @property

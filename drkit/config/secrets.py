@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
-from drkit.config.model import DrkitConfig
+if TYPE_CHECKING:  # drkit.config.model masks with this module's helpers
+    from drkit.config.model import DrkitConfig
 
 SECRET_WORDS = ("password", "secret", "token", "key", "credentials", "passphrase")
 # librdkafka settings whose value is a string of settings that may hold a credential (a JAAS
@@ -60,6 +61,17 @@ def mask_url(url: str) -> str:
         for name, sep, value in [item.partition("=")]
     )
     return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+def mask_user_info(text: str) -> str:
+    """``text`` - a URL, or an address such as ``user:password@host:port`` - with its user info
+    masked (everything up to the last ``@``), as :func:`mask_url` does for a URL; for echoing a
+    value that should hold none (a bootstrap server: security review 12, N3)."""
+    if "@" in text:  # not left to urlsplit: it takes no scheme with a '_' (``sasl_ssl://``)
+        head, _, tail = text.rpartition("@")
+        scheme = head.partition("://")[0] + "://" if "://" in head else ""
+        text = f"{scheme}{MASK}@{tail}"
+    return mask_url(text) if "://" in text else text
 
 
 def _mask_oauth(security: dict[str, Any] | None) -> None:

@@ -151,3 +151,36 @@ def _plain_oauth() -> Any:
         token_endpoint_url="https://idp.example/token", extensions={}
     )
     return load_config_text(yaml.safe_dump(document), env={"OAUTH_SECRET": "x"}).clusters["dc1"]
+
+
+@pytest.mark.parametrize(
+    "server",
+    [
+        "admin:{pw}@broker1:9092",  # security review 12, N3: echoed whole
+        "admin:{pw}@[::1]:9092",
+        "sasl_ssl://admin:{pw}@broker1:9092",
+        "broker0:9092, admin:{pw}@broker1:9092",
+        "{pw}@broker1",
+        "admin:{pw}@broker1:9092;broker2:9092",
+        "admin:{pw}@broker1:9092,",
+    ],
+)
+def test_user_info_in_a_bootstrap_server_is_refused_without_echoing_it(
+    server: str, tmp_path: Path
+) -> None:
+    """Security review 12, N3: ``HostPort.parse`` put the text into its error, so
+    ``config validate`` printed ``'admin:PASSWORD@broker1:9092': write an IPv6 address in
+    brackets, ...``.  Kafka has no user-info syntax: the value is refused, its user info
+    masked."""
+    password = "bootpw-7e1a"
+    document = _document()
+    document["clusters"]["dc2"]["bootstrap_servers"] = server.format(pw=password)
+    with pytest.raises(ConfigError) as refused:
+        load_config_text(yaml.safe_dump(document), env={"OAUTH_SECRET": "x"})
+    assert "clusters.dc2.bootstrap_servers" in str(refused.value), str(refused.value)
+    assert password not in str(refused.value), str(refused.value)
+    path = tmp_path / "drkit.yaml"
+    path.write_text(yaml.safe_dump(document))
+    done = CliRunner().invoke(cli, ["config", "validate", str(path)], env={"OAUTH_SECRET": "x"})
+    assert done.exit_code != 0
+    assert "bootstrap_servers" in done.output and password not in done.output, done.output
