@@ -121,7 +121,8 @@ gaps, restarts, truncation and trimming):
    9, R9-M1), and the loader counts them (a planned move blocks on them).  A forger gets such a
    rewind only by writing more claims on the partition than a refresh reads, below the position
    (checked lowest first); one record, or any number within the budget, is read and refuted (a
-   claim on a partition the target does not have too: security review 11, R11-L3).  Past
+   claim on a partition the target does not have too: security review 11, R11-L3; one on a
+   topic the flow does not replicate is refuted unread: security review 12, N1).  Past
    :data:`CLAIMED_LIMIT` - 1 pieces on a partition (believed, or unresolved) the ones at the
    highest positions collapse into one bound (:class:`Collapsed`): every offset below their
    reach resumes no later than their lowest position - re-reads, never a skip, and the target

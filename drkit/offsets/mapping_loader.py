@@ -13,6 +13,7 @@ loader reads the target at those positions, through an injectable reader (by def
 
 from __future__ import annotations
 
+import logging
 from bisect import bisect_right
 from collections.abc import Mapping, Sequence
 
@@ -29,6 +30,8 @@ from drkit.replication.run_map import RunMap, RunTable
 from drkit.signing import Kind, Signer
 from drkit.topology.flow import FlowTopology
 from drkit.translation import Mm2Syncs, PartitionMapping
+
+log = logging.getLogger(__name__)
 
 
 class MappingLoader:
@@ -66,6 +69,9 @@ class MappingLoader:
             signer=signer.of_kind(Kind.ADOPTED) if signer is not None else None,
         )
         self._cache: dict[TopicPartition, tuple[object, PartitionMapping]] = {}
+        # Rejected records' claims on topics the flow does not replicate (as last refreshed):
+        # refuted unread, never unchecked (security review 12, N1).
+        self.unselected_claims = 0
         self._reader: PartitionReader | None = None
 
         def opener() -> TargetRecords:
@@ -86,18 +92,24 @@ class MappingLoader:
         snapshot: a refresh after one commit costs the partitions that commit touched.
         """
         runs = self._syncs.refresh(timeout_s)
+        self.unselected_claims = 0
         progress = self._progress.refresh(timeout_s)
         adopted = self._adopted.refresh(timeout_s)
         self.corroborator.start_refresh()
         out: dict[TopicPartition, PartitionMapping] = {}
-        # A partition only rejected records claim has a mapping too: its doubt (invariant 9).
-        rejected_adoptions = self._adopted.claims
-        sources = runs.keys() | progress.keys() | self._syncs.claims.keys()
+        # A partition only rejected records claim has a mapping too: its doubt (invariant 9) -
+        # on the topics the flow replicates.  The flow translates no other, so claims on them
+        # are refuted unread (security review 12, N1: a forger naming another flow's topic
+        # made the loader spend the reads of that flow's replica and leave claims unchecked,
+        # which block every planned move).
+        rejected_syncs = self._selected(self._syncs.claims)
+        rejected_adoptions = self._selected(self._adopted.claims)
+        sources = runs.keys() | progress.keys() | rejected_syncs.keys()
         for source in sources | rejected_adoptions.keys():
             run_map = runs.get(source)
             stored = progress.get(source)
             mm2 = adopted.get(source)
-            claims: Sequence[tuple[int, int]] = self._syncs.claims.get(source, ())
+            claims: Sequence[tuple[int, int]] = rejected_syncs.get(source, ())
             if source in rejected_adoptions:
                 claims = [*claims, *rejected_adoptions[source]]
             signature = (
@@ -117,12 +129,31 @@ class MappingLoader:
             ):
                 out[source] = cached[1]
                 continue
-            mapping = self._build(
-                source, run_map, stored, mm2, claims, self._syncs.claimed_copies.get(source, ())
-            )
+            copies = self._syncs.claimed_copies.get(source, ()) if source in rejected_syncs else ()
+            mapping = self._build(source, run_map, stored, mm2, claims, copies)
             self._cache[source] = (signature, mapping)
             out[source] = mapping
         return out
+
+    def _selected(
+        self, claims: Mapping[TopicPartition, Sequence[tuple[int, int]]]
+    ) -> Mapping[TopicPartition, Sequence[tuple[int, int]]]:
+        """``claims`` on the topics the flow replicates; the others are counted
+        (:attr:`unselected_claims`) and logged, as refuted."""
+        kept = {tp: ranges for tp, ranges in claims.items() if self.topology.selects(tp.topic)}
+        if len(kept) == len(claims):
+            return claims
+        dropped = sum(len(ranges) for tp, ranges in claims.items() if tp not in kept)
+        self.unselected_claims += dropped
+        log.warning(
+            "offset-sync claims name a topic the flow does not replicate: refuted unread (a "
+            "foreign writer of the offset-sync topic?)",
+            extra={
+                "topics": sorted({tp.topic for tp in claims if tp not in kept})[:10],
+                "claims": dropped,
+            },
+        )
+        return kept
 
     def _build(
         self,

@@ -915,3 +915,57 @@ def _source_of(record: Record) -> int:
     offset = copy_offset(record, SourcePartition(ALIAS, SOURCE))
     assert offset is not None
     return offset
+
+
+def test_r12_n1_claims_on_a_topic_the_flow_does_not_replicate_are_refuted_unread(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Security review 12, N1: the loader built a mapping for every source partition a rejected
+    record names, the flow's topics or not, and read the replica the topology names for it.  A
+    forger naming ``payments`` - whose ``dc1.payments`` is another flow's replica on the target,
+    a record at every position - spent the partition's reads on it (1,100 claims, 2,000 apart:
+    one request each) and left claims unchecked, which blocks every planned move, on an
+    at-least-once flow with no free positions of its own.  A flow translates only the topics it
+    selects, so claims on the others are refuted unread: counted and logged, never unchecked."""
+    import drkit.adoption.adopted as adopted_module
+    import drkit.replication.offset_sync_store as sync_store_module
+    import drkit.replication.progress as progress_module
+    from drkit.kafka.clients import ClusterEndpoint
+    from drkit.offsets.mapping_loader import MappingLoader
+    from drkit.topology.internal_topics import offset_syncs_topic
+    from tests.fake_kafka import FakeCluster
+    from tests.unit.test_adopted_signing import _FakeTailer
+
+    cluster = FakeCluster("dc2")
+    for module in (adopted_module, sync_store_module, progress_module):
+        monkeypatch.setattr(
+            module, "TopicTailer", lambda _e, topic, **_k: _FakeTailer(cluster, topic)
+        )
+    syncs = offset_syncs_topic("dc1")
+    signer = Signer(KEY, Kind.OFFSET_SYNC, FLOW)
+    real = OffsetSync(SOURCE, TARGET, OffsetRun(0, 0, 100))
+    cluster.write(syncs, real.key(), real.value(), (signer.header(real.key(), real.value()),))
+    payments, replica = TopicPartition("payments", 0), TopicPartition("dc1.payments", 0)
+    log = target_log([OffsetRun(0, 0, 100)])
+    claims = 1_100
+    for k in range(claims):
+        log.put(replica, k * 2_000, ALIAS, payments, k * 2_000)  # the other flow's copies
+        forged = OffsetSync(payments, replica, OffsetRun(10**9 + k, k * 2_000, 1))
+        cluster.write(syncs, forged.key(), forged.value())  # no MAC
+    config = load_config_text(
+        "clusters:\n  dc1: {bootstrap_servers: '127.0.0.1:1'}\n"
+        "  dc2: {bootstrap_servers: '127.0.0.1:2'}\n"
+        "flows: [{source: dc1, target: dc2, topics: {include: [orders]}}]\n",
+        env={},
+    )
+    loader = MappingLoader(config.flows[0], ClusterEndpoint("dc2", config.clusters["dc2"]),
+                           signer=signer, records=log)  # fmt: skip
+    with caplog.at_level("WARNING"):
+        mappings = loader.refresh()
+    assert loader.rejected == claims
+    assert (loader.unchecked_claims, log.reads) == (0, 0)
+    assert loader.unselected_claims == claims
+    assert payments not in mappings
+    assert any("does not replicate" in record.getMessage() for record in caplog.records)
+    exact = translate(50, mappings[SOURCE], TargetBounds(0, 100))
+    assert _answer(exact) == (50, Method.EXACT, frozenset())
