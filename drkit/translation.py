@@ -109,8 +109,10 @@ gaps, restarts, truncation and trimming):
    group's copy, a copy of a doubted record at or after it that no verified run places (past the
    limit below, of any collapsed one) - a real copy, which a forger's claims point at but cannot
    make (security review 8, R8-M1; the forged record's doubt still rounds down answers that were
-   not exact, invariant 9).  What the claims do is let a real copy of a doubted record cap the
-   groups below it (re-reads, never a skip) - a real copy the verified runs cannot place.  One
+   not exact, invariant 9) - a lost-key history's, or an at-least-once flow's unsynced one that
+   lies below synced copies (security review 12, R12-L1, below).  What the claims do is let a
+   real copy of a doubted record cap the groups below it (re-reads, never a skip) - a real copy
+   the verified runs cannot place.  One
    record corroborates one piece: the claims found at the same record are one piece, as long as
    the longest of them (security review 11, R11-M1: claims of every length anchored at one real
    unsynced copy made that many pieces).  A claim the loader could not resolve - not read yet
@@ -130,8 +132,15 @@ gaps, restarts, truncation and trimming):
    the bound does not know which, nor whether it lies below the group's own copy; security
    review 11, R11-M1/L2: the overflow answered the log start, and dropped the claims past the
    limit).  Believed pieces past the limit need as many distinct real copies of doubted
-   records: a real history's, or an at-least-once flow's copies not synced yet (above every
-   synced copy: the exact answers below stay exact).
+   records: a real history's, or an at-least-once flow's copies not synced yet.  Those lie above
+   every synced copy - the exact answers below stay exact - in all but one history (security
+   review 12, R12-L1): a worker died before its commit round and its re-copy skipped records
+   its first attempt had copied (the source compacted them away between the attempts, or a
+   filter or transform dropped them the second time).  The first attempt's copies of those
+   are never synced and lie *below* the synced re-copies of the records before them, so one
+   forged claim at such a copy lowers the exact answers of the re-copied groups (the resume
+   point up to the skipped records) to it - re-reads within one crash's in-flight window plus
+   its re-copy, flagged ``UNVERIFIED`` only, never a skip.
 
 The runs are kept as a :class:`~drkit.replication.run_map.RunTable` (compact columns, indexes
 computed once per snapshot): one translation is a binary search plus, for re-reads, a walk over
