@@ -167,13 +167,14 @@ class HostPort:
         """``host:port`` or ``[ipv6]:port``; raises ValueError saying what is wrong.
 
         ``port_zero`` admits port 0 (a listening socket's "any free port").  User info
-        (``user:password@``) is refused, masked: the error would echo a password (security
-        review 12, N3); Kafka takes credentials from the security settings, not the address."""
+        (``user:password@``) and a query (``?password=``) are refused, masked: the error would
+        echo a password (security review 12, N3); Kafka takes credentials from the security
+        settings, not the address."""
         text = text.strip()
-        if "@" in text:
+        if "@" in text or "?" in text:
             raise ValueError(
-                f"{mask_user_info(text)!r}: give host:port, without user info (user:password@) -"
-                " credentials go in the cluster's security settings"
+                f"{mask_user_info(text)!r}: give host:port, without user info (user:password@)"
+                " or a query (?...) - credentials go in the cluster's security settings"
             )
         if ";" in text:
             raise ValueError(f"{text!r}: separate bootstrap servers with ',', not ';'")

@@ -55,23 +55,31 @@ def mask_url(url: str) -> str:
     netloc = parts.netloc
     if "@" in netloc:
         netloc = f"{MASK}@{netloc.rpartition('@')[2]}"
-    query = "&".join(
-        f"{name}={MASK}" if sep and value and _SECRET_PARAMETER.search(name) else item
-        for item in parts.query.split("&")
-        for name, sep, value in [item.partition("=")]
-    )
+    query = _masked_query(parts.query)
     return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
 
 
+def _masked_query(query: str) -> str:
+    """A URL query with the value of every parameter named like a credential masked."""
+    return "&".join(
+        f"{name}={MASK}" if sep and value and _SECRET_PARAMETER.search(name) else item
+        for item in query.split("&")
+        for name, sep, value in [item.partition("=")]
+    )
+
+
 def mask_user_info(text: str) -> str:
-    """``text`` - a URL, or an address such as ``user:password@host:port`` - with its user info
-    masked (everything up to the last ``@``), as :func:`mask_url` does for a URL; for echoing a
-    value that should hold none (a bootstrap server: security review 12, N3)."""
-    if "@" in text:  # not left to urlsplit: it takes no scheme with a '_' (``sasl_ssl://``)
+    """``text`` - a URL, or an address such as ``user:password@host:port`` - with its
+    credentials masked as :func:`mask_url` does for a URL: its user info (everything up to the
+    last ``@``) and the values of query parameters named like a credential; for echoing a value
+    that should hold neither (a bootstrap server: security review 12, N3)."""
+    # Not left to urlsplit: it takes no scheme with a '_' (``sasl_ssl://``), nor a bare address.
+    if "@" in text:
         head, _, tail = text.rpartition("@")
         scheme = head.partition("://")[0] + "://" if "://" in head else ""
         text = f"{scheme}{MASK}@{tail}"
-    return mask_url(text) if "://" in text else text
+    address, sep, query = text.partition("?")
+    return f"{address}{sep}{_masked_query(query)}" if sep else text
 
 
 def _mask_oauth(security: dict[str, Any] | None) -> None:

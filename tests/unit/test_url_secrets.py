@@ -163,6 +163,9 @@ def _plain_oauth() -> Any:
         "{pw}@broker1",
         "admin:{pw}@broker1:9092;broker2:9092",
         "admin:{pw}@broker1:9092,",
+        "broker1:9092?password={pw}",  # review 12's own run: a query credential, echoed too
+        "broker1?token={pw}:9092",
+        "sasl_ssl://broker1:9092?api_key={pw}",
     ],
 )
 def test_user_info_in_a_bootstrap_server_is_refused_without_echoing_it(
