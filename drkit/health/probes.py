@@ -33,7 +33,7 @@ from drkit.topology.flow import FlowTopology
 
 # How long a failed probe waits to learn what answered instead of Kafka (an HTTP server, a
 # TLS listener and a closed connection answer in milliseconds; a hung broker was waited for).
-WHY_WAIT_S = 0.5
+WHY_WAIT_S = 0.25
 
 
 class ClusterProbe(Protocol):
