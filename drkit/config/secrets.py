@@ -12,11 +12,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-if TYPE_CHECKING:  # drkit.config.model masks with this module's helpers
-    from drkit.config.model import DrkitConfig
+from pydantic import BaseModel
 
 SECRET_WORDS = ("password", "secret", "token", "key", "credentials", "passphrase")
 # librdkafka settings whose value is a string of settings that may hold a credential (a JAAS
@@ -91,8 +90,9 @@ def _mask_oauth(security: dict[str, Any] | None) -> None:
     oauth["extensions"] = dict.fromkeys(oauth.get("extensions") or {}, MASK)
 
 
-def redacted_dump(config: DrkitConfig) -> dict[str, Any]:
-    """The effective config as JSON-ready data with every secret masked."""
+def redacted_dump(config: BaseModel) -> dict[str, Any]:
+    """The effective config (a :class:`~drkit.config.model.DrkitConfig`; typed as its base:
+    the model imports this module's helpers) as JSON-ready data with every secret masked."""
     data = config.model_dump(mode="json")
     for cluster in data["clusters"].values():
         cluster["client_overrides"] = {
