@@ -41,7 +41,10 @@ copy of its last source offset; where it does not, a search between (one read pe
 finds the last record that runs on as the claimed copies (at or after a position, at the claimed
 distance from the first: the copies compaction left count), and the piece ends there.  A last
 position at or past the end read is left as claimed: the piece lies above every verified copy
-(its range meets none) and lowers no exact answer.  One record corroborates one piece: the
+(its range meets none) and lowers no exact answer.  A read that stops below the end, at the last
+stable offset (a transaction open on the replica), is not taken as past it: verified copies can
+lie above that offset, so the piece is not read there - the rest is unresolved (security review
+13, R13-L1).  One record corroborates one piece: the
 pieces found at the same record are kept as one, as long as the longest (the most re-reads).
 Claims of every length anchored at one real copy - of a record an at-least-once flow copied but
 had not synced yet - made that many pieces, past :data:`~drkit.translation.CLAIMED_LIMIT`, whose
@@ -337,16 +340,22 @@ class Corroborator:
         else up to the last record a search between finds running on as the claimed copies
         (a record at or after a position, at the claimed distance from the first: the copies
         compaction left count).  The rest is dropped - or, where a read was not made (no
-        budget, or it failed), returned apart to be taken as unresolved."""
+        budget, it failed, or it stopped below the end at the last stable offset: an open
+        transaction, with verified copies possibly above it), returned apart to be taken as
+        unresolved."""
         lo, hi, at = piece
         last = at + (hi - lo) - 1
         good, bad = at, None  # a copy at ``good``; none from ``bad`` to the first record after
         probe = last
         while probe > good:
             found = self._find(target, probe, source)
-            if found == "pending" and probe == last:
-                return piece, None
-            if found is None or isinstance(found, str):  # not read (pending: the LSO moved)
+            end = self._ends.get(target)
+            if found == "pending" and probe == last and end is not None and last >= end:
+                return piece, None  # past the end read: above every verified copy
+            # Not read: no budget, the read failed, or it stopped below the end - at the last
+            # stable offset (an open transaction; verified copies may lie above it, security
+            # review 13, R13-L1) - or the LSO moved.
+            if found is None or isinstance(found, str):
                 cut = lo + (good - at) + 1
                 return (lo, cut, at), (cut, hi, good + 1)
             position, copied = found

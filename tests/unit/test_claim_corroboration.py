@@ -803,6 +803,64 @@ def test_r11_follow_up_a_stretched_old_copy_moves_no_exact_answer_once_it_is_gon
                 ), (forged, offset)
 
 
+class _OpenTransaction(FakeReplicaRecords):
+    """read_committed with a transaction open on the replica from ``lso``: reads stop there,
+    below the end (the high watermark: committed copies lie above the open transaction)."""
+
+    lso = 10**18
+
+    def records_from(self, tp: TopicPartition, offset: int) -> Generator[Record, None, None]:
+        for record in super().records_from(tp, offset):
+            if record.offset >= self.lso:
+                return
+            yield record
+
+
+def test_r13_l1_a_stretched_piece_whose_last_read_stops_at_an_open_transaction_is_unchecked() -> (
+    None
+):
+    """Issue 46, security review 13, R13-L1: the stretched history above, with a transaction
+    open on the replica from 180 (below the copies at 200..219 and the end, 220).  The read at
+    the stretched piece's last position (199) stops at the last stable offset and finds
+    nothing; that is not "past the end" - verified copies lie between the LSO and the end -
+    and a loader that kept the piece whole sent exact groups 30/40/49 (200/210/219) to the log
+    start, 150, flagged only 'unverified' once retention passed the old copies (before the
+    fix).  The piece is not read there: believed at its first copy, the rest unresolved -
+    counted, and what it lowers flagged 'unchecked' - until the transaction ends."""
+    maps, plain = _stretched(True)
+    log = _OpenTransaction()
+    log.records, log._positions = plain.records, plain._positions
+    log.lso = 180
+    corroborator = Corroborator(log, ALIAS)
+    before = loaded(maps, 250, corroborator)
+    _retained(log, 150)
+    bounds = TargetBounds(150, 220)
+    corroborator.start_refresh()
+    after = loaded(maps, 250, corroborator)  # a long-lived loader: its verdicts kept
+    fresh_corroborator = Corroborator(log, ALIAS)
+    fresh = loaded(maps, 250, fresh_corroborator)
+    for mapping in (after, fresh):
+        for offset, copy in ((30, 200), (40, 210), (49, 219)):
+            target, method, flags = _answer(translate(offset, mapping, bounds))
+            assert (target, method) == (copy, Method.EXACT) or Flag.UNCHECKED in flags, (
+                offset,
+                target,
+                method,
+                flags,
+            )
+    assert corroborator.unchecked > 0  # counted; a fresh loader's first read is pending
+    assert fresh_corroborator.pending_in(SOURCE) > 0  # (at the LSO too: flagged, R9-M1(a))
+    assert before.claimed is not None and (50, 200, 50) not in before.claimed.pieces
+    # The transaction ends: the next refresh reads the piece through, and the answers are
+    # exact again.
+    log.lso = 10**18
+    corroborator.start_refresh()
+    after = loaded(maps, 250, corroborator)
+    assert corroborator.unchecked == 0
+    for offset, copy in ((30, 200), (40, 210), (49, 219)):
+        assert _answer(translate(offset, after, bounds)) == (copy, Method.EXACT, frozenset())
+
+
 def test_a_claim_whose_last_records_were_compacted_away_keeps_the_copies_left() -> None:
     """Compaction on the target removed the old copies of 8 and 9 (the claim's last): the
     piece is not corroborated where it ends, and a search between finds the last copy left (7
