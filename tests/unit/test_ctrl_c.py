@@ -75,6 +75,19 @@ def silent() -> Iterator[SilentListener]:
     listener.close()
 
 
+# A test run started in the background by a script (`make test &`, nohup) ignores SIGINT, and
+# its processes inherit that: Python then installs no KeyboardInterrupt handler, and the
+# commands under test ignored the Ctrl-C (a new user's make test, started so, failed both cases
+# below).  A terminal's Ctrl-C reaches a process that does not ignore it: the command is
+# started as it would be there, SIGINT back to its default, then exec'd.
+_CTRL_C_ACTS = [
+    sys.executable,
+    "-c",
+    "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+    "os.execv(sys.argv[1], sys.argv[1:])",
+]
+
+
 def _interrupted(
     args: list[str],
     silent: SilentListener,
@@ -86,7 +99,9 @@ def _interrupted(
     moment, return (exit code, output after ``ready_line``, seconds from the signal to its
     end).  The line is the sturdier sign: the kernel completes a connection before the
     listener's thread accepts it, and on a loaded machine that thread may come seconds late."""
-    process = subprocess.Popen(args, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    process = subprocess.Popen(
+        [*_CTRL_C_ACTS, *args], cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+    )
     deadline = time.monotonic() + 30
     if ready_line is not None:
         assert process.stdout is not None
