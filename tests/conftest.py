@@ -23,6 +23,7 @@ from drkit.store import StateStore
 from tests.kafka_backends import (
     ClusterUnderTest,
     backend,
+    claim_run_id,
     clusters,
     scratch_cluster,
     scratch_pool,
@@ -93,6 +94,8 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     worker = hasattr(config, "workerinput")  # an xdist worker: its controller keeps the rows
+    if not worker:
+        claim_run_id()  # before the workers start: they inherit it (tests/kafka_backends.py)
     config.pluginmanager.register(MachineLoad(keeps_rows=not worker), "drkit-machine-load")
 
 

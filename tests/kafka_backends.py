@@ -58,7 +58,16 @@ def backend() -> str:
 
 # Left in the shared state dir by a test process that found or started dc1/dc2 there as one
 # of several (pytest-xdist): the run's controller takes them down at its end (see conftest).
+# The mark names the run (RUN_ID_ENV, set by its controller before the workers start): only
+# that run's controller stops them - a pytest started by hand in the same checkout while
+# `make test` runs ended by stopping the suite's clusters under its running tests.
 SHARED_MARK = "shared-by-test-processes"
+RUN_ID_ENV = "DRKIT_TEST_RUN_ID"
+
+
+def claim_run_id() -> str:
+    """This pytest run's id (the controller's, inherited by its xdist workers): made once."""
+    return os.environ.setdefault(RUN_ID_ENV, uuid.uuid4().hex)
 
 
 def state_dir_for_tests() -> Path:
@@ -94,7 +103,7 @@ def _local(names: list[str]) -> Iterator[dict[str, ClusterUnderTest]]:
         fcntl.flock(lock, fcntl.LOCK_EX)
         statuses = manager.up(names)
         if shared:
-            (base / SHARED_MARK).write_text(" ".join(names))
+            (base / SHARED_MARK).write_text(" ".join([claim_run_id(), *names]))
     try:
         yield {
             s.name: ClusterUnderTest(
@@ -114,8 +123,11 @@ def stop_shared_clusters() -> None:
     mark = base / SHARED_MARK
     if backend() != "local" or not mark.exists():
         return
+    run, *names = mark.read_text().split() or [""]
+    if run != claim_run_id():
+        return  # another run's clusters (it is still running, or its controller will stop them)
     if os.environ.get("DRKIT_TEST_KEEP_CLUSTERS") != "1":
-        LocalKafka(base).down(mark.read_text().split())
+        LocalKafka(base).down(names)
     mark.unlink()
 
 
