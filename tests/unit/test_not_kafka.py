@@ -226,6 +226,17 @@ def _hung_source_refused_target(tmp_path: Path, port: int) -> Path:
     return config
 
 
+def _refused_source_listening_target(tmp_path: Path, port: int) -> Path:
+    """A config whose dc1 refuses and dc2 is the listener on ``port``: the flow dc1->dc2."""
+    config = tmp_path / "c.yaml"
+    config.write_text(
+        "clusters:\n  dc1: {bootstrap_servers: '127.0.0.1:1'}\n"
+        f"  dc2: {{bootstrap_servers: '127.0.0.1:{port}'}}\n"
+        "flows: [{source: dc1, target: dc2}]\n"
+    )
+    return config
+
+
 def test_an_unplanned_failover_is_still_planned_without_its_source(tmp_path: Path) -> None:
     """The pre-check is for planned moves only: a failover exists for a source that is gone."""
     with _listener(_silent) as one:
@@ -377,12 +388,7 @@ def test_a_failover_plan_names_why_its_target_does_not_answer(
     promoted', no cause given.  The snapshot asks both clusters first, at once: the blocker
     says what answered instead."""
     with _listener(answer) as port:
-        config = tmp_path / "c.yaml"
-        config.write_text(
-            "clusters:\n  dc1: {bootstrap_servers: '127.0.0.1:1'}\n"
-            f"  dc2: {{bootstrap_servers: '127.0.0.1:{port}'}}\n"
-            "flows: [{source: dc1, target: dc2}]\n"
-        )
+        config = _refused_source_listening_target(tmp_path, port)
         done = CliRunner().invoke(
             cli, ["--state-dir", str(tmp_path / "s"), "failover", "--from", "dc1", "--to",
                   "dc2", "--plan", "--config", str(config)],
@@ -401,12 +407,7 @@ def test_checkpoint_with_no_cluster_answering_exits_naming_it(tmp_path: Path) ->
     import sys
 
     with _listener(_http) as port:
-        config = tmp_path / "c.yaml"
-        config.write_text(
-            "clusters:\n  dc1: {bootstrap_servers: '127.0.0.1:1'}\n"
-            f"  dc2: {{bootstrap_servers: '127.0.0.1:{port}'}}\n"
-            "flows: [{source: dc1, target: dc2}]\n"
-        )
+        config = _refused_source_listening_target(tmp_path, port)
         command = [sys.executable, "-m", "drkit", "--state-dir", str(tmp_path / "s"),
                    "checkpoint", "--config", str(config)]  # fmt: skip
         try:
@@ -423,12 +424,7 @@ def test_status_says_why_a_probe_failed(tmp_path: Path) -> None:
     'UNKNOWN - probe failed (1 of 3 in a row to be UNAVAILABLE)' for each cluster - refused,
     unresolvable, hung or HTTP alike.  The failed probe's cause is on the line after."""
     with _listener(_http) as port:
-        config = tmp_path / "c.yaml"
-        config.write_text(
-            "clusters:\n  dc1: {bootstrap_servers: '127.0.0.1:1'}\n"
-            f"  dc2: {{bootstrap_servers: '127.0.0.1:{port}'}}\n"
-            "flows: [{source: dc1, target: dc2}]\n"
-        )
+        config = _refused_source_listening_target(tmp_path, port)
         done = CliRunner().invoke(
             cli, ["--state-dir", str(tmp_path), "status", "--config", str(config)]
         )
