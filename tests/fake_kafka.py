@@ -22,6 +22,7 @@ between two calls (a consumer joins a group just before a write).
 
 from __future__ import annotations
 
+import threading
 import uuid
 from bisect import bisect_left, insort
 from collections.abc import Callable, Generator, Iterable, Mapping
@@ -257,6 +258,17 @@ class FakeCluster:
         self._answer("describe_cluster")
         return f"{self.alias}-id", 1, self.brokers
 
+    @property
+    def endpoint(self) -> ClusterEndpoint:
+        return ClusterEndpoint.plain(self.alias, f"{self.alias}:9092")
+
+    def close(self) -> None:
+        """Nothing to release: the cluster stays usable (FakeClusters hands out the same one)."""
+
+    def broker_configs(self, timeout_s: float | None = None) -> dict[str, ConfigValue]:
+        self._answer("broker_configs")
+        return {}
+
     # -- ClusterAdmin: topics ---------------------------------------------------------------
 
     def list_topics(
@@ -281,6 +293,22 @@ class FakeCluster:
         for spec in specs:
             if spec.name not in self.topics:
                 self.add_topic(spec.name, spec.partitions, spec.configs or {})
+
+    def create_partitions(self, topic: str, total: int, timeout_s: float | None = None) -> None:
+        self._answer("create_partitions")
+        partitions = self._topic(topic).partitions
+        partitions.extend(FakePartition() for _ in range(total - len(partitions)))
+
+    def delete_topics(self, topics: Iterable[str], timeout_s: float | None = None) -> None:
+        self._answer("delete_topics")
+        for name in topics:
+            self.topics.pop(name, None)
+
+    def set_topic_configs(
+        self, topic: str, configs: Mapping[str, str], timeout_s: float | None = None
+    ) -> None:
+        self._answer("set_topic_configs")
+        self._topic(topic).configs.update(configs)
 
     def topic_configs(
         self, topics: Iterable[str], timeout_s: float | None = None
@@ -410,7 +438,30 @@ class FakeCluster:
                 out[group] = str(err)
         return out
 
+    def delete_groups(
+        self, groups: Iterable[str], timeout_s: float | None = None
+    ) -> tuple[str, ...]:
+        self._answer("delete_groups")
+        names = list(groups)
+        refused = tuple(g for g in names if g in self.groups and self.groups[g].members > 0)
+        for name in names:
+            if name not in refused:
+                self.groups.pop(name, None)
+        return refused
+
     # -- ClusterAdmin: ACLs of any kind ------------------------------------------------------
+
+    def authorizer_enabled(self, timeout_s: float | None = None) -> bool:
+        self._answer("authorizer_enabled")
+        return True
+
+    def grant(self, wanted: Iterable[AclEntry], timeout_s: float | None = None) -> None:
+        self._answer("grant")
+        self.acls |= set(wanted)
+
+    def allow_everything(self, principal: str, timeout_s: float | None = None) -> None:
+        self._answer("allow_everything")
+        self.super_users.add(principal)
 
     def acl_entries(self, timeout_s: float | None = None) -> set[AclEntry]:
         self._answer("acl_entries")
@@ -496,6 +547,12 @@ class FakeCluster:
         if error is not None:
             raise error
 
+    def _topic(self, name: str) -> FakeTopic:
+        topic = self.topics.get(name)
+        if topic is None:
+            raise FatalKafkaError(f"{self.alias}: {name}: UNKNOWN_TOPIC_OR_PART")
+        return topic
+
     def _partition(self, tp: TopicPartition) -> FakePartition:
         topic = self.topics.get(tp.topic)
         if topic is None or not 0 <= tp.partition < len(topic.partitions):
@@ -512,7 +569,17 @@ class FakeClusters:
     def __getitem__(self, alias: str) -> FakeCluster:
         return self.by_alias[alias]
 
-    def connect(self, endpoint: ClusterEndpoint) -> ClusterAdmin:
+    def connect(
+        self,
+        endpoint: ClusterEndpoint,
+        /,
+        *,
+        default_timeout_s: float = 15.0,
+        helper: str = "requests",
+        stop: threading.Event | None = None,
+    ) -> ClusterAdmin:
+        """The ``AdminFactory``: the cluster of ``endpoint``'s alias (the options, which tune
+        the real adapter's requests, change nothing here)."""
         return self.by_alias[endpoint.alias]
 
 

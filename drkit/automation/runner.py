@@ -47,8 +47,8 @@ from drkit.failover.runs import RunRecord, RunRepository
 from drkit.health.evaluation import ClusterState
 from drkit.health.identity import is_vote
 from drkit.health.metrics import MonitorMetrics, default_metrics
-from drkit.kafka.admin import KafkaAdmin
 from drkit.kafka.clients import ClusterEndpoint
+from drkit.kafka.ports import AdminFactory
 from drkit.notifications import Notifier
 from drkit.store.db import StateStore
 from drkit.store.health_repo import HealthRepository, on_store_clock
@@ -76,8 +76,13 @@ class AutomaticFailover:
         engine: Callable[[], Engine] | None = None,
         clock: Callable[[], float] | None = None,
         metrics: MonitorMetrics | None = None,
+        *,
+        connect: AdminFactory,
     ) -> None:
+        """``connect``: how it reaches the clusters (drkit.kafka.ports) - its own probe of a
+        source, and its engine's."""
         self.config = config
+        self.connect = connect
         self.metrics = metrics or default_metrics()
         self.store = store
         self.observer = observer
@@ -89,7 +94,9 @@ class AutomaticFailover:
         self.clock = clock or self.health.now
         self.notify = Notifier(config.notifications.webhooks)
         self._engine = engine or (
-            lambda: Engine(config, store, state_dir, role=f"{AUTOMATION}:{observer}")
+            lambda: Engine(
+                config, store, state_dir, role=f"{AUTOMATION}:{observer}", connect=connect
+            )
         )
 
     def pairs(self) -> list[tuple[str, str]]:
@@ -183,7 +190,7 @@ class AutomaticFailover:
     def source_answers(self, source: str) -> bool:
         """One probe of ``source`` (the health policy's timeout)."""
         endpoint = ClusterEndpoint(source, self.config.clusters[source])
-        return KafkaAdmin(endpoint).answers(self.config.health.probe_timeout_s)
+        return self.connect(endpoint).answers(self.config.health.probe_timeout_s)
 
     def tick(self) -> list[Decision]:
         """Evaluate every pair (and act on at most one); never raises."""

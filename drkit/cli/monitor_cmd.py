@@ -193,6 +193,7 @@ def monitor(
     from drkit.health.identity import claim_observer
     from drkit.health.jobs import make_scheduler
     from drkit.health.monitor import Monitor
+    from drkit.kafka.admin import KafkaAdmin
     from drkit.replication.service import install_stop_signals
     from drkit.status.current import status_source
     from drkit.status.web import StatusApp, serve
@@ -201,16 +202,21 @@ def monitor(
     store = app.store(config_file)
     store.ensure_current()
     claim = claim_observer(store, name)  # one monitor per observer id (refused otherwise)
-    mon = Monitor(config, name, store, claim=claim)  # its votes: only while it holds the id
+    # its votes: only while it holds the id
+    mon = Monitor(config, name, store, claim=claim, connect=KafkaAdmin)
     scheduler = make_scheduler(mon)
     # Finish what failovers left open: fence returning clusters, resume runs whose engine died.
-    maintenance = FailoverMaintenance(config, store, app.state_dir, owner=maintenance_owner(name))
+    maintenance = FailoverMaintenance(
+        config, store, app.state_dir, owner=maintenance_owner(name), connect=KafkaAdmin
+    )
     scheduler.add_job(
         maintenance.tick, "interval", seconds=max(5.0, config.health.probe_interval_s),
         id="failover-maintenance",
     )  # fmt: skip
     # Health-triggered failover: decide every probe interval, act through the engine.
-    automatic = AutomaticFailover(config, store, app.state_dir, name, metrics=mon.metrics)
+    automatic = AutomaticFailover(
+        config, store, app.state_dir, name, metrics=mon.metrics, connect=KafkaAdmin
+    )
     scheduler.add_job(
         automatic.tick, "interval", seconds=config.health.probe_interval_s,
         id="automatic-failover", max_instances=1, coalesce=True,
@@ -431,13 +437,14 @@ def _picture(config: DrkitConfig, store: StateStore, probe: bool | None) -> Stat
     """The status from the store; probed first when asked, or when no monitor reports."""
     from drkit.health.identity import cli_observer
     from drkit.health.monitor import Monitor
+    from drkit.kafka.admin import KafkaAdmin
     from drkit.status import current_status
 
     picture = current_status(config, store)
     if probe or (probe is None and not any(is_vote(o) for o in picture.observers)):
         # No monitor reports: look now, as this host's CLI observer - one row per host, never
         # a vote, counting its failures in a row across calls (and redraws of --watch).
-        mon = Monitor(_answering_quickly(config), cli_observer(), store)
+        mon = Monitor(_answering_quickly(config), cli_observer(), store, connect=KafkaAdmin)
         try:
             mon.resume_views()
             run_all_at_once(mon.run_job, [

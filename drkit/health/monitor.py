@@ -27,6 +27,7 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
+from contextlib import closing
 from dataclasses import dataclass, replace
 from typing import TypeVar
 
@@ -52,9 +53,9 @@ from drkit.health.probes import ClusterProbe, ClusterProber, FlowProber
 from drkit.health.quorum import KNOWN_WINDOWS, ObserverReport, verdict
 from drkit.health.store_watch import StoreOperation, StoreWatch
 from drkit.health.subjects import SubjectKind
-from drkit.kafka.admin import GroupOffsets, KafkaAdmin
+from drkit.kafka.admin import GroupOffsets
 from drkit.kafka.clients import ClusterEndpoint
-from drkit.kafka.ports import ClusterAdmin, read_group_offsets
+from drkit.kafka.ports import AdminFactory, ClusterAdmin, read_group_offsets
 from drkit.records import TopicPartition
 from drkit.replication.loss_repo import LossRepository
 from drkit.store.db import StateStore, safe_url, shown_error
@@ -91,14 +92,18 @@ class Monitor:
         probers: Mapping[str, ClusterProbe] | None = None,
         runner: jobs.BudgetedRunner | None = None,
         claim: WriteGuard | None = None,
+        *,
+        connect: AdminFactory,
     ) -> None:
-        """``probers``: how to probe some clusters instead of a :class:`ClusterProber` (tests
-        pass probes that hang, fail or count); ``runner``: the jobs' runner (tests pass one
-        that reads CPU waits of their choosing); ``claim``: the observer id's claim, which
-        fences every vote this monitor writes (drkit.health.identity)."""
+        """``connect``: how it reaches the clusters (drkit.kafka.ports); ``probers``: how to
+        probe some clusters instead of a :class:`ClusterProber` (tests pass probes that hang,
+        fail or count); ``runner``: the jobs' runner (tests pass one that reads CPU waits of
+        their choosing); ``claim``: the observer id's claim, which fences every vote this
+        monitor writes (drkit.health.identity)."""
         self.config = config
         self.observer = observer
         self.store = store
+        self.connect = connect
         self.repo = HealthRepository(store, claim)
         self.losses = LossRepository(store)
         self.metrics = metrics or default_metrics()
@@ -106,7 +111,9 @@ class Monitor:
         self.policy = config.health
         given = probers or {}
         self.clusters: dict[str, ClusterProbe] = {
-            alias: given[alias] if alias in given else ClusterProber(alias, cluster, self.policy)
+            alias: given[alias]
+            if alias in given
+            else ClusterProber(alias, cluster, self.policy, connect)
             for alias, cluster in config.clusters.items()
         }
         self.topologies = {flow.name: FlowTopology.of(flow) for flow in config.flows}
@@ -340,6 +347,7 @@ class Monitor:
                 self.config.clusters[flow.source],
                 self.config.clusters[flow.target],
                 self.policy,
+                self.connect,
             )
             self._flows[flow.name] = prober
         return prober
@@ -406,10 +414,12 @@ class Monitor:
         (drkit.kafka.isolated): the probes' group requests never queue behind it, and a client
         crash while sampling leaves them alone."""
         known = [g for (f, g) in self._group_states if f == flow.name]
-        with KafkaAdmin(
-            ClusterEndpoint(flow.source, self.config.clusters[flow.source]),
-            default_timeout_s=self.budget(f"{JobKind.GROUPS}:{flow.name}"),
-            helper="group-sampling",
+        with closing(
+            self.connect(
+                ClusterEndpoint(flow.source, self.config.clusters[flow.source]),
+                default_timeout_s=self.budget(f"{JobKind.GROUPS}:{flow.name}"),
+                helper="group-sampling",
+            )
         ) as admin:
             try:
                 return sample_groups(admin, NameMatcher.of(flow.groups), known)

@@ -16,9 +16,10 @@ from drkit.config.model import ClusterConfig, HealthPolicy
 from drkit.errors import KafkaError
 from drkit.health.evaluation import ProbeResult
 from drkit.health.observations import DRIFT_LINES, FlowObservation, GroupCheckpoints
-from drkit.kafka.admin import KafkaAdmin, TopicInfo, TopicSpec
+from drkit.kafka.admin import TopicInfo, TopicSpec
 from drkit.kafka.clients import ClusterEndpoint, not_kafka, tcp_unreachable
 from drkit.kafka.io import canary_round_trip
+from drkit.kafka.ports import AdminFactory
 from drkit.kafka.tailer import TopicTailer
 from drkit.lag import count_visible
 from drkit.offsets.checkpoint_store import CheckpointSnapshot, CheckpointStore
@@ -45,11 +46,13 @@ class ClusterProbe(Protocol):
 class ClusterProber:
     """Metadata, controller, brokers, partition health and an acks=all canary round trip."""
 
-    def __init__(self, alias: str, cluster: ClusterConfig, policy: HealthPolicy) -> None:
+    def __init__(
+        self, alias: str, cluster: ClusterConfig, policy: HealthPolicy, connect: AdminFactory
+    ) -> None:
         self.alias = alias
         self.endpoint = ClusterEndpoint(alias, cluster)
         self.policy = policy
-        self.admin = KafkaAdmin(self.endpoint, default_timeout_s=policy.probe_timeout_s)
+        self.admin = connect(self.endpoint, default_timeout_s=policy.probe_timeout_s)
         self.expected_brokers: int | None = None  # the most brokers ever seen
         self._min_isr: dict[str, int] = {}
         self._min_isr_read_at: float | None = None  # monotonic; None: never read
@@ -165,13 +168,14 @@ class FlowProber:
         source: ClusterConfig,
         target: ClusterConfig,
         policy: HealthPolicy,
+        connect: AdminFactory,
     ) -> None:
         self.topology = topology
-        self.source = KafkaAdmin(
+        self.source = connect(
             ClusterEndpoint(topology.source, source), default_timeout_s=policy.probe_timeout_s
         )
-        target_endpoint = ClusterEndpoint(topology.target, target)
-        self.target = KafkaAdmin(target_endpoint, default_timeout_s=policy.probe_timeout_s)
+        target_endpoint = self.target_endpoint = ClusterEndpoint(topology.target, target)
+        self.target = connect(target_endpoint, default_timeout_s=policy.probe_timeout_s)
         self._heartbeats = TopicTailer(target_endpoint, topology.heartbeats_replica)
         self._progress = ProgressStore(target_endpoint, topology.progress_topic, missing_ok=True)
         self._checkpoints = CheckpointStore(target_endpoint, topology.checkpoints_topic)
@@ -194,7 +198,7 @@ class FlowProber:
     def probe(self) -> FlowObservation:
         now = time.time()
         observation = FlowObservation(self.topology.name, now)
-        refused = tcp_unreachable(self.target.endpoint, min(1.0, self.timeout))
+        refused = tcp_unreachable(self.target_endpoint, min(1.0, self.timeout))
         if refused is not None:  # down now: no use waiting out the probe's timeout for it
             return replace(observation, errors=(f"target: {refused}",))
         try:

@@ -19,6 +19,7 @@ Contract of every method (as KafkaAdmin keeps it):
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterable, Mapping
 from typing import Protocol
 
@@ -38,6 +39,11 @@ from drkit.records import TopicPartition
 class ClusterAdmin(Protocol):
     """Admin operations against one cluster (see the module docstring for the contract)."""
 
+    @property
+    def endpoint(self) -> ClusterEndpoint:
+        """The cluster it reaches, with its settings (for the clients built beside it)."""
+        ...
+
     # -- cluster ----------------------------------------------------------------------------
 
     def wait_ready(self, timeout_s: float = 30.0) -> int:
@@ -48,6 +54,10 @@ class ClusterAdmin(Protocol):
         """Whether the cluster answers now (fast when its brokers refuse connections)."""
         ...
 
+    def close(self) -> None:
+        """Release the admin's client (idempotent); the admin is unusable after."""
+        ...
+
     def not_answering(self, timeout_s: float = FIRST_ANSWER_S) -> str | None:
         """Why the cluster does not answer Kafka's first request within ``timeout_s`` -
         refused, unresolvable, hung, TLS or not Kafka, named - or None when it does."""
@@ -55,6 +65,10 @@ class ClusterAdmin(Protocol):
 
     def describe_cluster(self, timeout_s: float | None = None) -> tuple[str | None, int, int]:
         """(cluster id, controller id, broker count)."""
+        ...
+
+    def broker_configs(self, timeout_s: float | None = None) -> dict[str, ConfigValue]:
+        """Every config entry of one broker (the controller), sensitive values without one."""
         ...
 
     # -- topics -----------------------------------------------------------------------------
@@ -69,10 +83,24 @@ class ClusterAdmin(Protocol):
         """Create topics; one that exists already is not an error."""
         ...
 
+    def create_partitions(self, topic: str, total: int, timeout_s: float | None = None) -> None:
+        """Grow ``topic`` to ``total`` partitions (never shrinks)."""
+        ...
+
+    def delete_topics(self, topics: Iterable[str], timeout_s: float | None = None) -> None:
+        """Delete topics (drills and tests only; an absent one is no error)."""
+        ...
+
     def topic_configs(
         self, topics: Iterable[str], timeout_s: float | None = None
     ) -> dict[str, dict[str, ConfigValue]]:
         """Config entries of each topic."""
+        ...
+
+    def set_topic_configs(
+        self, topic: str, configs: Mapping[str, str], timeout_s: float | None = None
+    ) -> None:
+        """Set the given configs of ``topic`` (incrementally: the others are untouched)."""
         ...
 
     def topic_ids(self, topics: Iterable[str], timeout_s: float | None = None) -> dict[str, str]:
@@ -153,7 +181,17 @@ class ClusterAdmin(Protocol):
         """Commit many groups' offsets concurrently; per group None, or why it was refused."""
         ...
 
+    def delete_groups(
+        self, groups: Iterable[str], timeout_s: float | None = None
+    ) -> tuple[str, ...]:
+        """Delete ``groups`` (absent ones count as deleted); those refused for their members."""
+        ...
+
     # -- ACLs of any kind (drkit.access) -------------------------------------------------------
+
+    def authorizer_enabled(self, timeout_s: float | None = None) -> bool:
+        """Whether the brokers run an authorizer (other failures, a refusal too, raise)."""
+        ...
 
     def acl_entries(self, timeout_s: float | None = None) -> set[AclEntry]:
         """Every ACL on the cluster drkit can reason about."""
@@ -165,6 +203,14 @@ class ClusterAdmin(Protocol):
 
     def delete_entries(self, entries: Iterable[AclEntry], timeout_s: float | None = None) -> None:
         """Delete exactly these ACLs (an absent one is no error)."""
+        ...
+
+    def grant(self, wanted: Iterable[AclEntry], timeout_s: float | None = None) -> None:
+        """Create literal topic ACLs of the fencing kinds (idempotent); done once shown."""
+        ...
+
+    def allow_everything(self, principal: str, timeout_s: float | None = None) -> None:
+        """ALLOW ALL on every resource for ``principal`` (the local secured clusters only)."""
         ...
 
     # -- write fencing ----------------------------------------------------------------------
@@ -223,9 +269,30 @@ def read_group_offsets(
     return {g: o for g, o in answers.items() if g in listed or o.offsets}
 
 
-# How orchestration code reaches a cluster's admin API: KafkaAdmin in production, a function
-# returning fakes in unit tests.
-AdminFactory = Callable[[ClusterEndpoint], ClusterAdmin]
+class AdminFactory(Protocol):
+    """How code below the edges reaches a cluster's admin API - the one seam for cluster access.
+
+    Only the edges pass the adapter's :class:`~drkit.kafka.admin.KafkaAdmin` (the class is a
+    factory): the CLI commands (drkit/cli/), and the replication process's start
+    (drkit/replication/service.py: its flow workers and checkpoint workers).  Everything below
+    takes a factory (or a ``ClusterAdmin``) and calls it; unit tests pass
+    tests/fake_kafka.py ``FakeClusters.connect``, which hands out in-memory clusters.
+    tests/unit/test_cluster_seam.py fails on a ``KafkaAdmin(`` anywhere else.
+
+    ``default_timeout_s``: the deadline of a call given none (the adapter's own default when
+    left out); ``helper``: which of the endpoint's helper processes runs its group requests
+    (bulk work - the monitor's group sampling - has its own); ``stop``: the owner's stop event,
+    which gives a request under way up (``Stopped``)."""
+
+    def __call__(
+        self,
+        endpoint: ClusterEndpoint,
+        /,
+        *,
+        default_timeout_s: float = ...,
+        helper: str = ...,
+        stop: threading.Event | None = ...,
+    ) -> ClusterAdmin: ...
 
 
 def admins_not_answering(admins: Mapping[str, ClusterAdmin]) -> dict[str, str]:

@@ -43,6 +43,7 @@ from drkit.errors import KafkaError, Stopped, UnreachableClusterError
 from drkit.kafka.acked_writer import AckedWriter
 from drkit.kafka.admin import KafkaAdmin, TopicSpec
 from drkit.kafka.clients import ClusterEndpoint
+from drkit.kafka.ports import AdminFactory, ClusterAdmin
 from drkit.kafka.tailer import TopicTailer
 from drkit.offsets.checkpoint import TICK_GROUP, Checkpoint, group_of, tick
 from drkit.offsets.commit_follower import (
@@ -117,7 +118,7 @@ class GroupView:
 
 def commit_source(
     kind: CommitSource,
-    source: KafkaAdmin,
+    source: ClusterAdmin,
     follows: Callable[[str], bool],
     known: Callable[[], Iterable[str]],
 ) -> AdminCommits | CommitFollower | AutoCommits:
@@ -141,16 +142,20 @@ class Checkpointer:
         trim_interval_s: float = TRIM_INTERVAL_S,
         stop: threading.Event | None = None,
         signer: Signer | None = None,
+        *,
+        connect: AdminFactory = KafkaAdmin,
     ) -> None:
         """``signer``: the flow's offset-sync key (drkit/signing.py): the runs it translates
-        with are verified, its tombstones signed; None (no state store) verifies nothing."""
+        with are verified, its tombstones signed; None (no state store) verifies nothing;
+        ``connect``: how it reaches the clusters' admin API (drkit.kafka.ports) - every caller
+        in drkit/ and tests/ passes one; the default is for bench/checkpoint.py."""
         self.flow = flow
         self.signer = signer
         self.name = flow.name
         # ``stop``: requests under way when it is set are given up (errors.Stopped).
-        self.source = KafkaAdmin(ClusterEndpoint(flow.source, source), stop=stop)
+        self.source = connect(ClusterEndpoint(flow.source, source), stop=stop)
         self.target_endpoint = ClusterEndpoint(flow.target, target)
-        self.target = KafkaAdmin(self.target_endpoint, stop=stop)
+        self.target = connect(self.target_endpoint, stop=stop)
         self.metrics = metrics or default_metrics()
         self.topology = FlowTopology.of(flow)
         self.groups = NameMatcher.of(flow.groups)

@@ -32,8 +32,7 @@ from collections.abc import Callable, Iterable, Mapping, Set
 from dataclasses import dataclass
 
 from drkit.errors import CommitLogUnreadable, FatalKafkaError
-from drkit.kafka.admin import KafkaAdmin
-from drkit.kafka.ports import read_group_offsets
+from drkit.kafka.ports import ClusterAdmin, read_group_offsets
 from drkit.kafka.tailer import TopicTailer
 from drkit.offsets.commit_log import CommittedOffsets, OffsetCommit, decode
 from drkit.records import Record, TopicPartition
@@ -111,7 +110,7 @@ class AdminCommits:
 
     using = "admin_api"
 
-    def __init__(self, source: KafkaAdmin, follows: Callable[[str], bool]) -> None:
+    def __init__(self, source: ClusterAdmin, follows: Callable[[str], bool]) -> None:
         self.source = source
         self.follows = follows
         self._known: list[str] = []
@@ -149,7 +148,7 @@ class CommitFollower:
 
     def __init__(
         self,
-        source: KafkaAdmin,
+        source: ClusterAdmin,
         follows: Callable[[str], bool],
         known: Callable[[], Iterable[str]] = tuple,
         *,

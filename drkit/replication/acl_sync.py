@@ -22,7 +22,7 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 
 from drkit.acl.rules import WILDCARD, AclEntry, Operation, Resource, ResourceType
-from drkit.kafka.admin import KafkaAdmin
+from drkit.kafka.ports import ClusterAdmin
 from drkit.topology.flow import FlowTopology
 
 log = logging.getLogger(__name__)
@@ -83,7 +83,7 @@ class AclSynchronizer:
     missing.  Needs DESCRIBE on both clusters and ALTER on the target: the replicator reads
     the source, the fencer writes the target (drkit.replication.background.side_syncs)."""
 
-    def __init__(self, topology: FlowTopology, source: KafkaAdmin, target: KafkaAdmin) -> None:
+    def __init__(self, topology: FlowTopology, source: ClusterAdmin, target: ClusterAdmin) -> None:
         self.topology = topology
         self.source = source
         self.target = target

@@ -18,7 +18,7 @@ from typing import Protocol
 
 from drkit.config.model import TruncationPolicy
 from drkit.errors import ReplicationError, RetriableKafkaError
-from drkit.kafka.admin import KafkaAdmin, TopicInfo
+from drkit.kafka.admin import TopicInfo
 from drkit.kafka.ports import ClusterAdmin
 from drkit.records import TopicPartition
 from drkit.replication.assignment import Resume, SourceLog, StartFrom, plan_resume
@@ -86,8 +86,8 @@ class PartitionAssigner:
     def __init__(
         self,
         topology: FlowTopology,
-        source_admin: KafkaAdmin,
-        target_admin: KafkaAdmin,
+        source_admin: ClusterAdmin,
+        target_admin: ClusterAdmin,
         topic_sync: TopicSynchronizer,
         lock: threading.Lock,
         progress: ProgressStore,

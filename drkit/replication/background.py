@@ -29,9 +29,9 @@ from dataclasses import dataclass
 
 from drkit.config.model import ClusterConfig, Role
 from drkit.errors import DrkitError, KafkaError, SchemaRegistryError, Stopped
-from drkit.kafka.admin import KafkaAdmin
 from drkit.kafka.clients import ClientSettings, ClusterEndpoint
 from drkit.kafka.flow_clients import TargetProducer
+from drkit.kafka.ports import AdminFactory, ClusterAdmin
 from drkit.replication.acl_sync import AclSynchronizer
 from drkit.replication.heartbeat import Heartbeat
 from drkit.replication.metrics import ReplicationMetrics
@@ -84,12 +84,14 @@ def side_sync_loop(
 
 def side_syncs(
     topology: FlowTopology,
-    source_admin: KafkaAdmin,
+    source_admin: ClusterAdmin,
     target: ClusterConfig,
     schemas: Callable[[], object] | None,
+    connect: AdminFactory,
     stop: threading.Event | None = None,
 ) -> list[SideSync]:
-    """The side syncs a flow's config turns on (``schemas``: its registry copy, if any).
+    """The side syncs a flow's config turns on (``schemas``: its registry copy, if any;
+    ``connect``: how it reaches the target as the fencer).
 
     The ACL copy reads the source's ACLs as the replicator (DESCRIBE on the cluster) but
     writes the target's as the fencer (``role_security.fencer``): creating an ACL takes ALTER
@@ -99,7 +101,7 @@ def side_syncs(
     syncs: list[SideSync] = []
     if flow.acl_sync.enabled:
         fencer = ClusterEndpoint(flow.target, target.for_role(Role.FENCER))
-        acls = AclSynchronizer(topology, source_admin, KafkaAdmin(fencer, stop=stop))
+        acls = AclSynchronizer(topology, source_admin, connect(fencer, stop=stop))
         syncs.append(SideSync("acl_sync", flow.acl_sync.interval_s, acls.sync))
     if schemas is not None:
         syncs.append(SideSync("schema_sync", flow.schema_sync.interval_s, schemas))
@@ -113,7 +115,7 @@ class TopicWatcher:
         self,
         topology: FlowTopology,
         sync: TopicSynchronizer,
-        source_admin: KafkaAdmin,
+        source_admin: ClusterAdmin,
         metrics: ReplicationMetrics,
         lock: threading.Lock,
         on_topics: Callable[[frozenset[str], dict[str, str]], None],

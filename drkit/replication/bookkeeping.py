@@ -3,13 +3,14 @@ target, ``heartbeats`` on the source (names: drkit.topology.internal_topics)."""
 
 from __future__ import annotations
 
-from drkit.kafka.admin import KafkaAdmin, TopicSpec
+from drkit.kafka.admin import TopicSpec
+from drkit.kafka.ports import ClusterAdmin
 from drkit.topology.flow import FlowTopology
 from drkit.topology.internal_topics import HEARTBEATS
 
 
 def ensure_bookkeeping_topics(
-    topology: FlowTopology, source: KafkaAdmin, target: KafkaAdmin
+    topology: FlowTopology, source: ClusterAdmin, target: ClusterAdmin
 ) -> None:
     """Create a flow's progress and offset-sync topics on the target and ``heartbeats`` on the
     source (a topic that exists is left as it is)."""

@@ -49,7 +49,7 @@ from drkit.errors import (
     StateStoreError,
     Stopped,
 )
-from drkit.kafka import ClusterEndpoint
+from drkit.kafka import ClusterEndpoint, KafkaAdmin  # the process start: the edge of cluster access
 from drkit.listening import Listener, TlsFiles, serve_wsgi
 from drkit.replication.assigner import LossSink
 from drkit.replication.client_settings import WorkerSettings
@@ -222,6 +222,7 @@ def run_flows(config: DrkitConfig, options: ServiceOptions, stop: threading.Even
                     liveness,
                     gate,
                     signer,
+                    connect=KafkaAdmin,
                 ).run()
             except Stopped:
                 if not stop.is_set():
@@ -363,6 +364,7 @@ def run_checkpointer(
                 config.clusters[flow.target],
                 stop=stop,
                 signer=signer,
+                connect=KafkaAdmin,
             )
             try:
                 checkpointer.prepare()  # the election's topic must exist before it is joined

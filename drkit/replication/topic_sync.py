@@ -26,7 +26,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from drkit.errors import ReplicationError
-from drkit.kafka.admin import ConfigValue, KafkaAdmin, TopicSpec
+from drkit.kafka.admin import ConfigValue, TopicSpec
+from drkit.kafka.ports import ClusterAdmin
 from drkit.topology.internal_topics import is_internal
 
 log = logging.getLogger(__name__)
@@ -174,8 +175,8 @@ class TopicSynchronizer:
 
     def __init__(
         self,
-        source: KafkaAdmin,
-        target: KafkaAdmin,
+        source: ClusterAdmin,
+        target: ClusterAdmin,
         selects: Callable[[str], bool],
         target_name: Callable[[str], str],
         replication_factor: int | None,

@@ -40,7 +40,6 @@ from drkit.config.model import ClusterConfig, FlowConfig
 from drkit.control.gate import FlowGate
 from drkit.control.model import DesiredState
 from drkit.errors import DrkitError, KafkaError, ReplicationError, RetriableKafkaError, Stopped
-from drkit.kafka.admin import KafkaAdmin
 from drkit.kafka.clients import ClusterEndpoint
 from drkit.kafka.flow_clients import (
     ConsumeEventKind,
@@ -53,6 +52,7 @@ from drkit.kafka.flow_clients import (
     TargetProducer,
     classify_consume_error,
 )
+from drkit.kafka.ports import AdminFactory
 from drkit.records import TopicPartition
 from drkit.replication.assigner import LossSink, PartitionAssigner
 from drkit.replication.background import (
@@ -103,8 +103,12 @@ class FlowWorker:
         liveness: WorkerLiveness | None = None,
         gate: FlowGate | None = None,
         signer: Signer | None = None,
+        *,
+        connect: AdminFactory,
     ) -> None:
+        """``connect``: how it reaches the clusters' admin API (drkit.kafka.ports)."""
         self.flow = flow
+        self.connect = connect
         self.signer = signer  # the flow's offset-sync key (drkit/signing.py); None: no store
         self.topology = FlowTopology.of(flow)
         self.name = flow.name
@@ -120,8 +124,8 @@ class FlowWorker:
         self.chain = self.topology.chain
         # A request under way when the stop comes is given up (a cluster that never answers
         # must not hold a SIGTERM for a whole request timeout): run() ends with Stopped.
-        self.source_admin = KafkaAdmin(self.source, stop=stop)
-        self.target_admin = KafkaAdmin(self.target, stop=stop)
+        self.source_admin = connect(self.source, stop=stop)
+        self.target_admin = connect(self.target, stop=stop)
         schemas = flow_schema_sync(flow, source, target)
         self.schemas = schemas.sync if schemas is not None else None
         self.topic_sync = TopicSynchronizer(
@@ -211,7 +215,12 @@ class FlowWorker:
                 daemon=True,
             )
             for side in side_syncs(
-                self.topology, self.source_admin, self.target.config, self.schemas, self.stop
+                self.topology,
+                self.source_admin,
+                self.target.config,
+                self.schemas,
+                self.connect,
+                self.stop,
             )
         ]
         for thread in threads:

@@ -19,7 +19,7 @@ from drkit.config.model import ClusterConfig, HealthPolicy
 from drkit.health.evaluation import ProbeOutcome
 from drkit.health.probes import ClusterProber, FlowProber
 from drkit.kafka import make_producer
-from drkit.kafka.admin import TopicSpec
+from drkit.kafka.admin import KafkaAdmin, TopicSpec
 from drkit.kafka.io import produce_batch
 from drkit.store import StateStore
 from drkit.store.models import ObserverState
@@ -58,7 +58,8 @@ def test_an_ipv6_bootstrap_address_is_probed_through(dc1: ClusterUnderTest) -> N
     with TcpProxy(_host_port(dc1.bootstrap_servers), socket.AF_INET6) as v6:
         cluster = ClusterConfig(bootstrap_servers=v6.address)
         assert cluster.bootstrap_servers == f"[::1]:{v6.port}"
-        prober = ClusterProber("v6", cluster, HealthPolicy(probe_interval_s=10, probe_timeout_s=5))
+        policy = HealthPolicy(probe_interval_s=10, probe_timeout_s=5)
+        prober = ClusterProber("v6", cluster, policy, KafkaAdmin)
         result = prober.probe()
     assert result.reachable, result.error
     assert result.brokers >= 1 and result.canary_ok is True
@@ -82,6 +83,7 @@ def test_a_routed_flow_is_probed_at_its_renamed_heartbeats_and_lag_counts_new_pa
         setup.config.clusters[setup.source],
         setup.config.clusters[setup.target],
         setup.config.health,
+        KafkaAdmin,
     )
     try:
         with Replicator(setup, log_dir=tmp_path) as replicator:

@@ -358,6 +358,7 @@ def test_checkpointer_tombstones_runs_neither_cluster_holds_and_translation_stay
         setup.config.clusters[setup.source],
         setup.config.clusters[setup.target],
         CheckpointMetrics.create(CollectorRegistry()),
+        connect=KafkaAdmin,
     )
     stop = threading.Event()
     thread = threading.Thread(target=checkpointer.run, args=(stop,), daemon=True)

@@ -18,6 +18,7 @@ from prometheus_client import CollectorRegistry
 from drkit.config.model import ClusterConfig, FlowConfig
 from drkit.errors import KafkaError
 from drkit.kafka.acked_writer import AckedWriter
+from drkit.kafka.admin import KafkaAdmin
 from drkit.kafka.clients import ClusterEndpoint
 from drkit.offsets.checkpointer import Checkpointer
 from drkit.offsets.metrics import CheckpointMetrics
@@ -89,7 +90,7 @@ def test_a_checkpoint_whose_delivery_failed_is_written_again(producer: FakeProdu
     flow = FlowConfig(source="dc1", target="dc2")
     cluster = ClusterConfig(bootstrap_servers="127.0.0.1:1")
     checkpointer = Checkpointer(
-        flow, cluster, cluster, CheckpointMetrics.create(CollectorRegistry())
+        flow, cluster, cluster, CheckpointMetrics.create(CollectorRegistry()), connect=KafkaAdmin
     )
     result = Translated(
         TopicPartition("orders", 0), TopicPartition("dc1.orders", 0), 120, 117, Method.EXACT

@@ -95,10 +95,13 @@ def test_the_copy_writes_the_target_acls_as_the_fencer_never_as_the_replicator()
     flow = config.flows[0]
     source = KafkaAdmin(ClusterEndpoint("dc1", config.clusters["dc1"]))
     try:
-        (side,) = side_syncs(FlowTopology.of(flow), source, config.clusters["dc2"], None)
+        (side,) = side_syncs(
+            FlowTopology.of(flow), source, config.clusters["dc2"], None, KafkaAdmin
+        )
         synchronizer = getattr(side.run, "__self__", None)
         assert isinstance(synchronizer, AclSynchronizer)
         assert synchronizer.source is source  # reading the source's ACLs: the replicator's
+        assert isinstance(synchronizer.target, KafkaAdmin)
         assert synchronizer.target.endpoint.config.security.login == "fence"
         synchronizer.target.close()
     finally:

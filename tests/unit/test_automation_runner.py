@@ -17,6 +17,7 @@ from drkit.config.loader import load_config_text
 from drkit.failover.engine import PlanBlocked
 from drkit.failover.model import Procedure, RunState
 from drkit.health.metrics import MonitorMetrics
+from drkit.kafka.admin import KafkaAdmin
 from drkit.store import StateStore
 from tests.unit.test_automation_decision import NOW, _good
 
@@ -62,7 +63,7 @@ def test_accepting_any_rpo_still_starts_the_failover(tmp_path: Path) -> None:
     registry = CollectorRegistry()
     job = Fixed(
         snapshot, config=config, store=store, state_dir=tmp_path, observer="o1",
-        engine=lambda: engine, metrics=MonitorMetrics.create(registry),
+        engine=lambda: engine, metrics=MonitorMetrics.create(registry), connect=KafkaAdmin,
     )  # fmt: skip
     [decision] = job.tick()
     assert decision.act, decision.summary()
@@ -106,6 +107,7 @@ def _job(tmp_path: Path, first: AutomationSnapshot, then: AutomationSnapshot) ->
         replace(first, failover=config.failover), replace(then, failover=config.failover),
         config=config, store=store, state_dir=tmp_path, observer="o1",
         engine=RecheckingEngine, metrics=MonitorMetrics.create(CollectorRegistry()),
+        connect=KafkaAdmin,
     )  # fmt: skip
 
 
@@ -152,7 +154,8 @@ def test_the_protected_pair_follows_the_pointer_and_the_flows_that_run(tmp_path:
     store = StateStore(f"sqlite:///{tmp_path / 'drkit.db'}")
     store.ensure_current()
     job = AutomaticFailover(config=config, store=store, state_dir=tmp_path, observer="o1",
-                            metrics=MonitorMetrics.create(CollectorRegistry()))  # fmt: skip
+                            metrics=MonitorMetrics.create(CollectorRegistry()),
+                            connect=KafkaAdmin)  # fmt: skip
     assert job.pairs() == [("dc1", "dc2")]  # never moved: the config's running flow
     control = ControlRepository(store)
     PointerRepository(store).move("dc2", None)

@@ -28,6 +28,7 @@ from prometheus_client import CollectorRegistry
 from drkit.config.model import ClusterConfig, CommitSource, FlowConfig
 from drkit.errors import CommitLogUnreadable, RetriableKafkaError
 from drkit.kafka.acked_writer import Confirmed
+from drkit.kafka.admin import KafkaAdmin
 from drkit.offsets.checkpointer import Checkpointer
 from drkit.offsets.commit_follower import AutoCommits, CommitsRead, compared_read
 from drkit.offsets.commit_log import CommittedOffsets, OffsetCommit
@@ -141,7 +142,8 @@ def _checkpointer(edges: Edges) -> Checkpointer:
         checkpoint_commits_from=CommitSource.OFFSETS_TOPIC if follow else CommitSource.ADMIN_API,
     )
     cluster = ClusterConfig(bootstrap_servers="127.0.0.1:1")
-    worker = Checkpointer(flow, cluster, cluster, CheckpointMetrics.create(CollectorRegistry()))
+    metrics = CheckpointMetrics.create(CollectorRegistry())
+    worker = Checkpointer(flow, cluster, cluster, metrics, connect=KafkaAdmin)
     worker.commits = edges  # type: ignore[assignment]
     worker.loader = edges  # type: ignore[assignment]
     worker.source = worker.target = edges  # type: ignore[assignment]

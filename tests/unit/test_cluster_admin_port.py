@@ -34,13 +34,15 @@ PORT_METHODS = sorted(
 def test_the_port_lists_what_orchestration_uses() -> None:
     # Also guards the parametrized check below against testing nothing.
     assert set(PORT_METHODS) == {
-        "wait_ready", "answers", "not_answering", "describe_cluster",
-        "list_topics", "create_topics", "topic_configs", "topic_ids",
+        "wait_ready", "answers", "close", "not_answering", "describe_cluster", "broker_configs",
+        "list_topics", "create_topics", "create_partitions", "delete_topics", "topic_configs",
+        "set_topic_configs", "topic_ids",
         "list_offsets", "stable_offsets", "visible_records", "topic_offsets",
         "list_groups", "describe_groups", "other_groups", "group_offsets", "groups_offsets",
         "alter_group_offsets",
-        "alter_groups_offsets",
-        "acl_entries", "create_entries", "delete_entries",
+        "alter_groups_offsets", "delete_groups",
+        "authorizer_enabled", "acl_entries", "create_entries", "delete_entries", "grant",
+        "allow_everything",
         "topics_with_acls", "deny_writes", "allow_writes", "write_denied",
     }  # fmt: skip
 

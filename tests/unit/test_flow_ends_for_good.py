@@ -44,7 +44,7 @@ def test_every_flow_that_ended_for_good_exits_10_and_only_a_bug_exits_1() -> Non
 def _synchronizer(
     source: FakeCluster, target: FakeCluster, rename: Any = lambda t: f"dc1.{t}"
 ) -> TopicSynchronizer:
-    return TopicSynchronizer(source, target, lambda _t: True, rename, None, False)  # type: ignore[arg-type]
+    return TopicSynchronizer(source, target, lambda _t: True, rename, None, False)
 
 
 def test_a_replica_routed_onto_an_internal_topic_ends_the_flow_naming_it_and_writes_nothing() -> (
@@ -93,7 +93,7 @@ def _watch(
     watcher = TopicWatcher(
         FlowTopology.of(flow),
         _synchronizer(source, target, rename),
-        source,  # type: ignore[arg-type]
+        source,
         ReplicationMetrics.create(CollectorRegistry()),
         threading.Lock(),
         lambda topics, _ids: seen.append(topics),

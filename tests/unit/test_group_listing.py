@@ -18,6 +18,7 @@ from drkit.config import load_config_text
 from drkit.config.model import NameFilter
 from drkit.health.metrics import MonitorMetrics
 from drkit.health.monitor import Monitor, sample_groups
+from drkit.kafka.admin import KafkaAdmin
 from drkit.kafka.admin_base import GroupOffsets
 from drkit.offsets.commit_follower import AdminCommits, CommitFollower
 from drkit.records import TopicPartition
@@ -83,7 +84,8 @@ def test_the_monitor_forgets_a_group_that_is_gone_and_keeps_the_rest(tmp_path: P
     )
     store = StateStore(f"sqlite:///{tmp_path / 'drkit.db'}")
     store.upgrade()
-    monitor = Monitor(config, "o1", store, MonitorMetrics.create(CollectorRegistry()), {})
+    metrics = MonitorMetrics.create(CollectorRegistry())
+    monitor = Monitor(config, "o1", store, metrics, {}, connect=KafkaAdmin)
     flow = config.flows[0]
     matcher = NameMatcher.of(flow.groups)
     source = Source(["billing", "audit"], {"billing": 10, "audit": 20})

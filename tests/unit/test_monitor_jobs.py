@@ -17,6 +17,7 @@ from drkit.health.jobs import BudgetedRunner, BudgetExceeded, JobAbandoned
 from drkit.health.metrics import MonitorMetrics
 from drkit.health.monitor import Monitor
 from drkit.health.probes import ClusterProbe
+from drkit.kafka.admin import KafkaAdmin
 from drkit.store import StateStore
 
 CONFIG = """
@@ -55,7 +56,9 @@ def test_hanging_probe_is_cut_off_and_the_scheduler_keeps_going(tmp_path: Path) 
     # This process's CPU waits are not read: a loaded test machine must not make the hung
     # probe's overruns look like starvation.
     runner = BudgetedRunner(cpu_waits=lambda: None)
-    monitor = Monitor(config, "o1", store, MonitorMetrics.create(registry), probers, runner)
+    monitor = Monitor(
+        config, "o1", store, MonitorMetrics.create(registry), probers, runner, connect=KafkaAdmin
+    )
     scheduler = BackgroundScheduler(job_defaults={"coalesce": True, "max_instances": 1})
     for name in ("probe:stuck", "probe:fine"):
         scheduler.add_job(monitor.run_job, "interval", seconds=0.5, args=[name], id=name)
@@ -118,7 +121,9 @@ def test_a_job_that_raises_is_contained(tmp_path: Path) -> None:
             raise RuntimeError("bug in a probe")
 
     probers = {"fine": Exploding()}
-    monitor = Monitor(config, "o1", store, MonitorMetrics.create(registry), probers)
+    monitor = Monitor(
+        config, "o1", store, MonitorMetrics.create(registry), probers, connect=KafkaAdmin
+    )
     monitor.run_job("probe:fine")  # must not raise
     assert (
         registry.get_sample_value(
@@ -168,6 +173,7 @@ def test_overruns_while_the_monitor_is_starved_are_inconclusive_not_failures(
         MonitorMetrics.create(registry),
         {"stuck": prober, "fine": CountingProber()},
         BudgetedRunner(cpu_waits=StarvingClock()),
+        connect=KafkaAdmin,
     )
     try:
         for _ in range(5):  # failure_threshold is 2: five failures would be UNAVAILABLE

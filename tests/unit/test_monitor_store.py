@@ -23,6 +23,7 @@ from drkit.health.evaluation import ClusterState, ProbeResult
 from drkit.health.jobs import JobKind, make_scheduler
 from drkit.health.metrics import MonitorMetrics
 from drkit.health.monitor import Monitor
+from drkit.kafka.admin import KafkaAdmin
 from drkit.status import status_source
 from drkit.status.web import StatusApp
 from drkit.store import StateStore
@@ -99,7 +100,9 @@ def monitored(
     registry = CollectorRegistry()
     probers = {"flaky": Prober("flaky"), "steady": Prober("steady")}
     config = load_config_text(CONFIG, env={})
-    monitor = Monitor(config, "o1", store, MonitorMetrics.create(registry), probers)
+    monitor = Monitor(
+        config, "o1", store, MonitorMetrics.create(registry), probers, connect=KafkaAdmin
+    )
     scheduler = make_scheduler(monitor)
     scheduler.start()
     try:
