@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 from functools import partial
+from typing import TYPE_CHECKING
 
 from drkit.access.roles import DRKIT_ROLES, replica_resources, role_needs, source_topic_resources
 from drkit.access.standby import guard_of, guarded_flows
@@ -36,6 +37,9 @@ from drkit.acl.rules import (
 from drkit.config.model import DrkitConfig, FailoverPolicy, Role
 from drkit.errors import DrkitError, FatalKafkaError
 from drkit.topology import internal_topics
+
+if TYPE_CHECKING:
+    from drkit.kafka.ports import AdminFactory
 
 
 class Status(StrEnum):
@@ -537,10 +541,12 @@ def replication_factor_findings(
 # -- gathering (I/O) ---------------------------------------------------------------------------
 
 
-def examine_cluster(alias: str, config: DrkitConfig, timeout_s: float) -> ClusterFacts:
-    """Reach one cluster and read what the findings need, all within ``timeout_s`` (each
-    Kafka try takes at least a second); never raises a drkit error."""
-    from drkit.kafka import ClusterEndpoint, KafkaAdmin
+def examine_cluster(
+    alias: str, config: DrkitConfig, timeout_s: float, connect: AdminFactory
+) -> ClusterFacts:
+    """Reach one cluster (through ``connect``) and read what the findings need, all within
+    ``timeout_s`` (each Kafka try takes at least a second); never raises a drkit error."""
+    from drkit.kafka import ClusterEndpoint
     from drkit.kafka.clients import FIRST_ANSWER_S, require_answering
 
     started = time.monotonic()
@@ -549,7 +555,7 @@ def examine_cluster(alias: str, config: DrkitConfig, timeout_s: float) -> Cluste
         return max(0.1, timeout_s - (time.monotonic() - started))
 
     endpoint = ClusterEndpoint(alias, config.clusters[alias])
-    admin = KafkaAdmin(endpoint, default_timeout_s=timeout_s)
+    admin = connect(endpoint, default_timeout_s=timeout_s)
     try:
         # Refused, unresolvable or not Kafka (hung, HTTP, TLS expected): told in seconds, as
         # `clusters check` tells it.
@@ -657,13 +663,16 @@ def examine(
     java: Callable[[], str],
     store_revision: Callable[[], StoreRevision],
     primary: str | None = None,
+    *,
+    connect: AdminFactory,
 ) -> list[DoctorFinding]:
     """Every finding for ``aliases`` and the installation, in the order to print them
-    (``primary``: where the active pointer is, None before any move)."""
+    (``primary``: where the active pointer is, None before any move; ``connect``: how it
+    reaches the clusters, drkit.kafka.ports)."""
     from drkit.kafka.interruptible import InFlight
 
     # Every cluster at once: --timeout bounds the command's wait, not a sum over clusters.
-    asked = {a: InFlight(partial(examine_cluster, a, config, timeout_s)) for a in aliases}
+    asked = {a: InFlight(partial(examine_cluster, a, config, timeout_s, connect)) for a in aliases}
     facts = {alias: answer.wait() for alias, answer in asked.items()}
     out: list[DoctorFinding] = same_cluster_findings(facts)
     for alias in facts:

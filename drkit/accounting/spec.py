@@ -28,6 +28,7 @@ from drkit.errors import (
 )
 from drkit.kafka.admin import KafkaAdmin
 from drkit.kafka.clients import ClusterEndpoint
+from drkit.kafka.ports import AdminFactory, ClusterAdmin
 from drkit.offsets.lookup import translate_groups
 from drkit.private_files import write_private
 from drkit.records import TopicPartition
@@ -203,6 +204,8 @@ def build_spec(
     positions: Mapping[str, Mapping[TopicPartition, int]] | None = None,
     secrets_by_name: bool = False,
     keys: Callable[[str], bytes] | None = None,
+    *,
+    connect: AdminFactory = KafkaAdmin,
 ) -> Spec:
     """Snapshot the ranges to check (log start to last stable offset, now), the groups'
     positions and the records lost before replication (``loss_events``: the flow's recorded
@@ -213,14 +216,16 @@ def build_spec(
     consuming there.  ``secrets_by_name``: name the clusters' secrets (a spec to write to
     disk, see :class:`Secrets`) instead of holding them.  ``keys``: each flow's offset-sync
     key (drkit/store/flow_keys.py), for the groups' translation; None verifies no sync.
+    ``connect``: how it reaches both clusters (drkit.kafka.ports) - callers in drkit/ pass
+    theirs; the default is for bench/accounting.py.
 
     Raises AccountingError when there is nothing to check: no selected source partition holds
     a record and nothing was lost.
     """
     topology = FlowTopology.of(flow)
-    source = KafkaAdmin(ClusterEndpoint(flow.source, config.clusters[flow.source]))
+    source = connect(ClusterEndpoint(flow.source, config.clusters[flow.source]))
     target_endpoint = ClusterEndpoint(flow.target, config.clusters[flow.target])
-    target = KafkaAdmin(target_endpoint)
+    target = connect(target_endpoint)
     try:
         source.wait_ready(timeout_s=10)
     except UnreachableClusterError as err:
@@ -261,7 +266,7 @@ def build_spec(
         "target_options": spark_kafka_options(config.clusters[flow.target], target_secrets),
         "partitions": partitions,
         "groups": _group_positions(
-            config, flow, groups, set(chosen), target, positions or {}, keys
+            config, flow, groups, set(chosen), target, positions or {}, keys, connect
         ),
         "filters": filter_rules(flow),
         "notes": notes(flow),
@@ -290,7 +295,7 @@ def _chosen_topics(
 
 
 def _partitions(
-    topology: FlowTopology, chosen: list[str], source: KafkaAdmin, target: KafkaAdmin
+    topology: FlowTopology, chosen: list[str], source: ClusterAdmin, target: ClusterAdmin
 ) -> list[PartitionSpec]:
     """Per source partition of ``chosen``: its range and every partition of its replica."""
     on_target = target.list_topics()
@@ -348,16 +353,17 @@ def _group_positions(
     flow: FlowConfig,
     groups: list[str],
     topics: set[str],
-    target: KafkaAdmin,
+    target: ClusterAdmin,
     given: Mapping[str, Mapping[TopicPartition, int]],
     keys: Callable[[str], bytes] | None,
+    connect: AdminFactory,
 ) -> list[GroupSpec]:
     """Per group and partition: S on the source and T on the target - ``given`` (what a run
     committed), else the group's own commit there if it has one (it already moved), else
     drkit's translation."""
     if not groups:
         return []
-    report = translate_groups(config, flow, groups, keys=keys)
+    report = translate_groups(config, flow, groups, keys=keys, connect=connect)
     committed_on_target = target.groups_offsets(groups)
     positions: list[GroupSpec] = []
     for group, rows in report.groups.items():

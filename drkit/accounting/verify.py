@@ -24,6 +24,7 @@ from drkit.accounting.spec import (
 )
 from drkit.config.model import DrkitConfig, FlowConfig
 from drkit.errors import AccountingError, ConfigError, Problem
+from drkit.kafka.ports import AdminFactory
 from drkit.records import TopicPartition
 from drkit.replication.loss import LossEvent
 from drkit.replication.loss_repo import LossRepository
@@ -44,14 +45,17 @@ def verify(
     verbose: bool = False,
     positions: Mapping[str, Mapping[TopicPartition, int]] | None = None,
     per_record: bool = False,
+    *,
+    connect: AdminFactory,
 ) -> Summary:
     """Run one verification; returns the ``drkit.verify/v2`` summary (also in ``out``).
     ``positions``: group offsets on the target to judge instead of the live ones (spec.py);
-    ``per_record``: never take the copy-run shortcut (job.run)."""
+    ``per_record``: never take the copy-run shortcut (job.run); ``connect``: how it reaches
+    the clusters (drkit.kafka.ports)."""
     started = datetime.now(UTC)
     spec = build_spec(
         config, flow, groups, topics, recorded_losses(store, flow), positions,
-        keys=flow_keys(config, store),
+        keys=flow_keys(config, store), connect=connect,
     )  # fmt: skip
     out.mkdir(parents=True, exist_ok=True)
     hidden = in_jvm_properties(spec)  # a token URL with a credential: kept off command lines

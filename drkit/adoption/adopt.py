@@ -32,9 +32,10 @@ from drkit.adoption.adopted import adopted_key, adopted_value
 from drkit.adoption.mm2_syncs import decode_mm2_sync, sync_points
 from drkit.config.model import DrkitConfig, FlowConfig
 from drkit.errors import DrkitError, ExitCode
-from drkit.kafka.admin import KafkaAdmin, TopicSpec
+from drkit.kafka.admin import TopicSpec
 from drkit.kafka.clients import ClusterEndpoint
 from drkit.kafka.io import consume_ranges, produce_batch
+from drkit.kafka.ports import AdminFactory
 from drkit.kafka.tailer import TopicTailer
 from drkit.records import Headers, Record, TopicPartition
 from drkit.replication.bookkeeping import ensure_bookkeeping_topics
@@ -172,6 +173,8 @@ class Adopter:
     # worker's are, the adopted ranges with the same key as their own kind; None writes
     # records drkit's readers ignore (and round down around).
     signer: Signer | None = None
+    # How it reaches both clusters (drkit.kafka.ports): from its edge, `drkit adopt`.
+    connect: AdminFactory = field(kw_only=True)
 
     def __post_init__(self) -> None:
         self.topology = FlowTopology.of(self.flow)
@@ -181,8 +184,8 @@ class Adopter:
         self.target_endpoint = ClusterEndpoint(
             self.flow.target, self.config.clusters[self.flow.target]
         )
-        self.source = KafkaAdmin(self.source_endpoint)
-        self.target = KafkaAdmin(self.target_endpoint)
+        self.source = self.connect(self.source_endpoint)
+        self.target = self.connect(self.target_endpoint)
 
     def _headers(self, sync: OffsetSync) -> Headers:
         if self.signer is None:

@@ -196,6 +196,7 @@ def doctor(
     """Check that drkit can do its job: each cluster (all, or ALIASES) reachable, an authorizer
     present, every role's principal holding the ACLs it needs, records that fit the target, Java
     for verify and the store's revision.  One line per finding; exits 3 on any FAIL."""
+    from drkit.kafka import KafkaAdmin
     from drkit.local.jars import java_executable
 
     config = app.config(config_file)
@@ -207,7 +208,13 @@ def doctor(
         return current, store.head_revision(), store.knows_revision(current)
 
     findings = doctor_checks.examine(
-        config, chosen, timeout, java_executable, revision, _primary(app, config_file)
+        config,
+        chosen,
+        timeout,
+        java_executable,
+        revision,
+        _primary(app, config_file),
+        connect=KafkaAdmin,
     )
     if output == "json":
         echo_document(

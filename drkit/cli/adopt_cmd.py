@@ -77,6 +77,7 @@ def adopt(
 
     config = app.config(config_file)
     flow = known_flow(config, flow_name, "--flow")
+    from drkit.kafka import KafkaAdmin
     from drkit.kafka.clients import ClusterEndpoint, require_answering
 
     for alias in (flow.source, flow.target):  # hung, refused or not Kafka: told in seconds, not
@@ -91,6 +92,7 @@ def adopt(
         quiet_s,
         # the runs it writes are signed as the worker's are (drkit/signing.py)
         signer=Signer(keys_of(config, store)(flow.name), Kind.OFFSET_SYNC, flow.name),
+        connect=KafkaAdmin,
     )
     if output == "text":
         click.echo(f"checking that MirrorMaker 2 wrote nothing to {flow.target} for {quiet_s:g}s")

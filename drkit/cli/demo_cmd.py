@@ -37,10 +37,11 @@ DEMO_CLUSTERS = ("dc1", "dc2")  # what the demo brings up when they are not ther
 def demo(app: AppContext, scenario: str, skip_verify: bool) -> None:
     """Run a full DR drill on local dc1/dc2: lose dc1, fail over, resume, prove, report."""
     from drkit.drills.scenario import load_scenario
+    from drkit.kafka import KafkaAdmin
     from drkit.local import LocalKafka
 
     loaded = load_scenario(scenario)  # a bad scenario told before the drill's imports (seconds)
-    local = LocalKafka(app.state_dir)
+    local = LocalKafka(app.state_dir, connect=KafkaAdmin)
     # Refused before a cluster starts or the local config is rewritten: the demo runs on
     # dc1 and dc2 (made on first use) or the local clusters there are.
     there = sorted({*DEMO_CLUSTERS, *local.cluster_names()})
@@ -72,6 +73,7 @@ def demo(app: AppContext, scenario: str, skip_verify: bool) -> None:
         app.state_dir,
         verify=not skip_verify,
         progress=progress_printer("text"),
+        connect=KafkaAdmin,
     )
     _summary(outcome.report)
     click.echo(f"report: {outcome.html}")

@@ -129,6 +129,7 @@ def run(
         require_spark_master(spark_master)
     from drkit.cli.failover_cmd import progress_printer
     from drkit.drills.service import run_drill
+    from drkit.kafka import KafkaAdmin
 
     store = app.store(config_file, config_required=True)
     store.ensure_current()
@@ -143,6 +144,7 @@ def run(
         progress=progress_printer(output),
         spark_master=spark_master,
         keep=keep,
+        connect=KafkaAdmin,
     )
     _emit(outcome, output, passed="PolicyMet")
 
@@ -168,14 +170,15 @@ def cleanup(
     terminal to ask on without --yes; 4 the drill is still running.
     """
     from drkit.drills.cleanup import clean_up, drill_directory, survey
+    from drkit.kafka import KafkaAdmin
 
     directory = drill_directory(app.state_dir, drill_id, _repository(app, config_file))
-    found = survey(directory)
+    found = survey(directory, KafkaAdmin)
     if output == "text":
         click.echo(_survey_text(found, directory))
     if found.names or found.grants:
         confirm(f"Remove these from the clusters of drill {found.drill}?", yes)
-    cleaned = clean_up(directory)
+    cleaned = clean_up(directory, KafkaAdmin)
     if output == "json":
         echo_document("drill.cleanup", cleaned.to_json())
         return
@@ -263,13 +266,14 @@ def readiness_cmd(
     """
     from drkit.config.loader import flow_between
     from drkit.drills.service import run_readiness
+    from drkit.kafka import KafkaAdmin
 
     config = app.config(config_file)
     # Bad input stores no failed drill, and is told before the store is opened.
     flow_between(config, source, target)
     store = app.store(config_file, config_required=True)
     store.ensure_current()
-    outcome = run_readiness(config, store, app.state_dir, source, target)
+    outcome = run_readiness(config, store, app.state_dir, source, target, connect=KafkaAdmin)
     _emit(outcome, output, passed="Ready", failed=ExitCode.UNHEALTHY)
 
 

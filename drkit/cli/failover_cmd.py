@@ -53,6 +53,7 @@ from drkit.failover.pointer import Pointer, active_cluster
 from drkit.failover.render import plan_text, remaining_text, run_text, runs_table
 from drkit.failover.runs import RunRecord, RunRepository
 from drkit.gc_pause import collection_paused
+from drkit.kafka.admin import KafkaAdmin
 
 
 def _renamed_force(_ctx: click.Context, _param: click.Parameter, value: bool) -> None:
@@ -129,7 +130,7 @@ def _engine(app: AppContext, config_file: str | None, output: str) -> Engine:
     config = app.config(config_file).as_role(Role.ENGINE)
     store = app.store(config_file, config_required=True)
     store.ensure_current()
-    return Engine(config, store, app.state_dir, progress_printer(output))
+    return Engine(config, store, app.state_dir, progress_printer(output), connect=KafkaAdmin)
 
 
 def _run_repository(app: AppContext, config_file: str | None) -> RunRepository:

@@ -23,6 +23,13 @@ from drkit.private_files import private_dir
 MIN_TIMEOUT_S = 10.0
 
 
+def _manager(app: AppContext) -> LocalKafka:
+    """The local clusters' manager, reaching them through the adapter (this is its edge)."""
+    from drkit.kafka import KafkaAdmin
+
+    return LocalKafka(app.state_dir, connect=KafkaAdmin)
+
+
 def _names(value: str) -> list[str]:
     names = [n.strip() for n in value.split(",") if n.strip()]
     if not names:
@@ -192,7 +199,7 @@ def up(
     require_config_writable(app.state_dir)  # before any broker starts, not after
     private_dir(app.state_dir)  # 0700 from the start: the next command has nothing to warn of
     started = time.monotonic()
-    manager = LocalKafka(app.state_dir)
+    manager = _manager(app)
     statuses = manager.up(
         names, brokers=brokers, timeout_s=timeout, namespaced=netns, secure=secure,
         oidc=oidc, client_auth=MTLS if mtls else SCRAM,
@@ -243,7 +250,7 @@ def up(
 @pass_app
 def down(app: AppContext, purge: bool) -> None:
     """Stop every local broker cleanly (SIGTERM, controlled shutdown)."""
-    manager = LocalKafka(app.state_dir)
+    manager = _manager(app)
     LocalRegistries(app.state_dir).down()
     stopped = manager.stop_clusters()
     for name, count in stopped.items():
@@ -272,7 +279,7 @@ def down(app: AppContext, purge: bool) -> None:
 @pass_app
 def status(app: AppContext, output: str) -> None:
     """Show the local clusters, their brokers and whether each is alive."""
-    _print_status(app, LocalKafka(app.state_dir).status(), output)
+    _print_status(app, _manager(app).status(), output)
 
 
 def _broker_command(name: str, verb: str, idle: str, none: str, doc: str) -> click.Command:
@@ -285,7 +292,7 @@ def _broker_command(name: str, verb: str, idle: str, none: str, doc: str) -> cli
     @_state_dir_option
     @pass_app
     def command(app: AppContext, cluster: str, broker: int | None) -> None:
-        manager = LocalKafka(app.state_dir)
+        manager = _manager(app)
         done, alone = getattr(manager, f"{name}_broker")(cluster, broker)
         if broker is not None:
             click.echo(f"{cluster}: broker {broker} {verb if done else idle}")
@@ -324,7 +331,7 @@ _broker_command("start", "started", "already running", "already running (every b
 @pass_app
 def logs(app: AppContext, cluster: str, lines: int) -> None:
     """Print the tail of CLUSTER's broker logs."""
-    for path in LocalKafka(app.state_dir).log_files(cluster):
+    for path in _manager(app).log_files(cluster):
         click.echo(f"==> {path} <==")
         if path.exists():
             click.echo("\n".join(path.read_text(errors="replace").splitlines()[-lines:]))

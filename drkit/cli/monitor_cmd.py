@@ -234,7 +234,7 @@ def monitor(
     )  # fmt: skip
     # Drills on a cron (drills.schedule): readiness checks, or full drills on local clusters.
     DrillSchedule(
-        config, app.config_path, store, app.state_dir, unique_owner(f"monitor:{name}")
+        config, app.config_path, store, app.state_dir, unique_owner(f"monitor:{name}"), KafkaAdmin
     ).add_to(scheduler)
     picture = status_source(config, store, mon.status_failed)
     web = StatusApp(
@@ -347,6 +347,7 @@ def translator(
 ) -> Callable[[str, list[str]], dict[str, Any]]:
     """``/api/translate``: given offsets of one flow, translated as the CLI does (offset syncs
     verified with the flow's key from ``store``)."""
+    from drkit.kafka.admin import KafkaAdmin
     from drkit.offsets.lookup import KeptLoaders, parse_offsets, translate_offsets
     from drkit.store.flow_keys import keys_of
 
@@ -356,7 +357,9 @@ def translator(
     def translate(flow_name: str, values: list[str]) -> dict[str, Any]:
         flow = known_flow(config, flow_name, "flow")
         positions = parse_offsets(values)
-        return translate_offsets(config, flow, positions, keys=keys, kept=kept).to_json()
+        return translate_offsets(
+            config, flow, positions, keys=keys, kept=kept, connect=KafkaAdmin
+        ).to_json()
 
     return translate
 

@@ -20,6 +20,7 @@ from drkit.cli.context import (
 )
 from drkit.config.model import DrkitConfig
 from drkit.errors import ConfigError, ExitCode, Problem
+from drkit.kafka.admin import KafkaAdmin
 from drkit.offsets.lookup import (
     Report,
     find_flow,
@@ -108,11 +109,13 @@ def translate(
             reason = "checkpoints are per group: given offsets translate from the offset map"
             raise ConfigError([Problem("--from-checkpoints", reason)])
         positions = parse_offsets(given, sys.stdin)
-        report = translate_offsets(config, flow, positions, verify, keys=_keys(app, config))
+        report = translate_offsets(
+            config, flow, positions, verify, keys=_keys(app, config), connect=KafkaAdmin
+        )
     else:
         report = translate_groups(
             config, flow, list(groups), True if from_checkpoints else None, verify,
-            keys=_keys(app, config),
+            keys=_keys(app, config), connect=KafkaAdmin,
         )  # fmt: skip
     if output == "json":
         echo_json(report.to_json())

@@ -112,6 +112,7 @@ def verify(
     """
     from drkit.accounting.verify import default_out, import_summary
     from drkit.accounting.verify import verify as run_verify
+    from drkit.kafka import KafkaAdmin
 
     if spec_file is not None and summary_file is not None:
         # The two ends of one spark-submit round trip: --write-spec before the job, then
@@ -177,6 +178,7 @@ def verify(
             store,
             verbose_spark,
             per_record=per_record,
+            connect=KafkaAdmin,
         )
     if output == "json":
         echo_json(summary)
@@ -229,10 +231,11 @@ def _write_spec_only(
         write_spec,
     )
     from drkit.accounting.verify import flow_keys, recorded_losses
+    from drkit.kafka import KafkaAdmin
 
     spec = build_spec(
         config, flow, groups, topics, recorded_losses(store, flow), secrets_by_name=True,
-        keys=flow_keys(config, store),
+        keys=flow_keys(config, store), connect=KafkaAdmin,
     )  # fmt: skip
     refuse_command_line_secrets(spec)  # spark-submit's JVMs are allowed it on a command line
     write_spec(spec, spec_path)

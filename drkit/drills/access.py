@@ -30,8 +30,9 @@ from drkit.config.model import DrkitConfig, Role
 from drkit.failover.fences import FENCED_STATES, FenceRepository, FenceRow
 from drkit.failover.protections import protection_entries
 from drkit.failover.unfence import lift
-from drkit.kafka import ClusterEndpoint, KafkaAdmin
+from drkit.kafka import ClusterEndpoint
 from drkit.kafka.apps import APP_TRANSACTIONAL_PREFIX
+from drkit.kafka.ports import AdminFactory
 from drkit.store import StateStore
 
 _READ = (Operation.READ, Operation.DESCRIBE)
@@ -65,7 +66,9 @@ def drill_grants(config: DrkitConfig) -> dict[str, frozenset[AclEntry]]:
     return out
 
 
-def grant(config: DrkitConfig, directory: Path) -> dict[str, frozenset[AclEntry]]:
+def grant(
+    config: DrkitConfig, directory: Path, connect: AdminFactory
+) -> dict[str, frozenset[AclEntry]]:
     """Create the drill's ACLs that are missing (as the drill's own principal); returns the ones
     it added, per cluster - what :func:`revoke` takes away again.
 
@@ -74,7 +77,7 @@ def grant(config: DrkitConfig, directory: Path) -> dict[str, frozenset[AclEntry]
     ``drkit drill cleanup`` (:func:`clean_up`) removes exactly those ACLs later."""
     added: dict[str, frozenset[AclEntry]] = {}
     wanted = drill_grants(config)
-    admins = {alias: KafkaAdmin(ClusterEndpoint(alias, config.clusters[alias]))
+    admins = {alias: connect(ClusterEndpoint(alias, config.clusters[alias]))
               for alias in wanted}  # fmt: skip
     for alias, entries in wanted.items():
         added[alias] = frozenset(entries - admins[alias].acl_entries())
@@ -158,6 +161,7 @@ def release(
     added: Mapping[str, frozenset[AclEntry]],
     store: StateStore,
     directory: Path,
+    connect: AdminFactory,
 ) -> list[str]:
     """Everything a drill leaves on the clusters goes: its grants (:func:`revoke`, with its
     flows' standby guards) and its runs' fences (:func:`lift_fences`); then its record.  Cut
@@ -173,13 +177,15 @@ def release(
     if recorded is not None:
         added = {alias: added.get(alias, frozenset()) | recorded.grants.get(alias, frozenset())
                  for alias in set(added) | set(recorded.grants)}  # fmt: skip
-    revoke(config, added)
-    lifted = lift_fences(config, store)
+    revoke(config, added, connect)
+    lifted = lift_fences(config, store, connect)
     (directory / RECORD).unlink(missing_ok=True)
     return lifted
 
 
-def revoke(config: DrkitConfig, added: Mapping[str, frozenset[AclEntry]]) -> None:
+def revoke(
+    config: DrkitConfig, added: Mapping[str, frozenset[AclEntry]], connect: AdminFactory
+) -> None:
     """Delete exactly the ACLs :func:`grant` added, and the standby guards and replicator
     fences of the drill's own flows (the reconciler placed them on its replicas and its
     bookkeeping topics; they name nothing outside the drill's prefix)."""
@@ -187,10 +193,10 @@ def revoke(config: DrkitConfig, added: Mapping[str, frozenset[AclEntry]]) -> Non
     for alias in sorted(set(added) | set(guards)):
         entries = added.get(alias, frozenset()) | guards.get(alias, frozenset())
         if entries:  # deleting an absent ACL is no error
-            KafkaAdmin(ClusterEndpoint(alias, config.clusters[alias])).delete_entries(entries)
+            connect(ClusterEndpoint(alias, config.clusters[alias])).delete_entries(entries)
 
 
-def lift_fences(config: DrkitConfig, store: StateStore) -> list[str]:
+def lift_fences(config: DrkitConfig, store: StateStore, connect: AdminFactory) -> list[str]:
     """Lift the write fences the drill's runs left on its own topics - its store holds exactly
     those - where the cluster runs an authorizer; returns the clusters lifted.  Called once the
     report's checks (``fencing_held`` writes to the fenced source) are done."""
@@ -201,7 +207,7 @@ def lift_fences(config: DrkitConfig, store: StateStore) -> list[str]:
             fenced.setdefault(row.cluster, []).append(row)
     lifted: list[str] = []
     for cluster, rows in sorted(fenced.items()):
-        admin = KafkaAdmin(ClusterEndpoint(cluster, config.clusters[cluster]))
+        admin = connect(ClusterEndpoint(cluster, config.clusters[cluster]))
         if not admin.authorizer_enabled():
             continue
         lift(admin, fences, cluster, {row.topic for row in rows}, config.failover.fence_principal)

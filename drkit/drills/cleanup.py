@@ -26,6 +26,7 @@ from drkit.drills.environment import DrillEnvironment, drill_data, remove_drill_
 from drkit.drills.footprint import read_manifest
 from drkit.drills.repo import DrillRepository
 from drkit.errors import ConfigError, DrkitError, ExitCode, Problem
+from drkit.kafka.ports import AdminFactory
 from drkit.store import StateStore
 
 
@@ -130,13 +131,13 @@ def _leftovers(directory: Path) -> access.Leftovers | None:
     return leftovers
 
 
-def survey(directory: Path) -> Survey:
+def survey(directory: Path, connect: AdminFactory) -> Survey:
     """What :func:`clean_up` would remove: the recorded grants and the drill's manifest names
     that exist on its clusters now.  Refused (:class:`DrillStillRunning`) while the process
     that recorded the grants lives."""
     leftovers = _leftovers(directory)
     try:
-        data = drill_data(_environment(directory))
+        data = drill_data(_environment(directory), connect)
     except ValueError as err:
         raise _bad(str(directory), str(err)) from None
     grants = leftovers.grants if leftovers is not None else {}
@@ -151,7 +152,7 @@ def _environment(directory: Path) -> DrillEnvironment:
     return DrillEnvironment(directory.name, directory, directory / "drkit.yaml", config, store)
 
 
-def clean_up(directory: Path) -> Cleaned:
+def clean_up(directory: Path, connect: AdminFactory) -> Cleaned:
     """Remove the recorded grants, the guards of the drill's flows and its runs' fences, then
     the drill's topics and groups - the names of its manifest only.
 
@@ -160,9 +161,9 @@ def clean_up(directory: Path) -> Cleaned:
     leftovers = _leftovers(directory)  # the liveness check again, right before acting
     env = _environment(directory)
     grants = leftovers.grants if leftovers is not None else {}
-    lifted = access.release(env.config, grants, env.store, directory)
+    lifted = access.release(env.config, grants, env.store, directory, connect)
     try:
-        data = remove_drill_data(env)
+        data = remove_drill_data(env, connect)
     except ValueError as err:  # no valid manifest: nothing of its data is touched
         raise _bad(str(directory), str(err)) from None
     return Cleaned(

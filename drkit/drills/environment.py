@@ -32,7 +32,7 @@ from drkit.private_files import DIR_MODE, write_private
 from drkit.store import StateStore
 
 if TYPE_CHECKING:
-    from drkit.kafka import KafkaAdmin
+    from drkit.kafka.ports import AdminFactory, ClusterAdmin
 
 
 def refuse_literal_secrets(clusters: dict[str, Any], source: Path | None = None) -> None:
@@ -176,7 +176,7 @@ class DrillDataRemoved:
 
 
 def remove_drill_data(
-    env: DrillEnvironment, members_gone_s: float = MEMBERS_GONE_S
+    env: DrillEnvironment, connect: AdminFactory, members_gone_s: float = MEMBERS_GONE_S
 ) -> DrillDataRemoved:
     """Delete the drill's topics (workload, replicas, its flows' bookkeeping) and consumer
     groups from every cluster of its config: exactly the names of its manifest
@@ -184,13 +184,13 @@ def remove_drill_data(
     that still has members is retried until they are gone or ``members_gone_s`` has passed,
     then left and named; nothing else here is left silently (a cluster that refuses raises).
     The report, the drill's store and its logs stay in its directory."""
-    from drkit.kafka import ClusterEndpoint, KafkaAdmin
+    from drkit.kafka import ClusterEndpoint
 
-    present = drill_data(env)
+    present = drill_data(env, connect)
     removed: list[str] = []
     left: list[str] = []
     for alias, (topics, groups) in present.items():
-        admin = KafkaAdmin(ClusterEndpoint(alias, env.config.clusters[alias]))
+        admin = connect(ClusterEndpoint(alias, env.config.clusters[alias]))
         if topics:
             admin.delete_topics(list(topics))
         busy = _delete_when_empty(admin, list(groups), members_gone_s)
@@ -199,17 +199,19 @@ def remove_drill_data(
     return DrillDataRemoved(tuple(removed), tuple(left))
 
 
-def drill_data(env: DrillEnvironment) -> dict[str, tuple[tuple[str, ...], tuple[str, ...]]]:
+def drill_data(
+    env: DrillEnvironment, connect: AdminFactory
+) -> dict[str, tuple[tuple[str, ...], tuple[str, ...]]]:
     """Per cluster alias of the drill's config: (topics, groups) of its manifest that exist
     there now - what :func:`remove_drill_data` would delete.  Raises ValueError when the
     drill's directory holds no valid manifest."""
-    from drkit.kafka import ClusterEndpoint, KafkaAdmin
+    from drkit.kafka import ClusterEndpoint
 
     recorded: Footprint = read_manifest(env.directory)
     topics, groups = set(recorded.topics), set(recorded.groups)
     present: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {}
     for alias, cluster in env.config.clusters.items():
-        admin = KafkaAdmin(ClusterEndpoint(alias, cluster))
+        admin = connect(ClusterEndpoint(alias, cluster))
         present[alias] = (
             tuple(sorted(topics.intersection(admin.list_topics()))),
             tuple(sorted(groups.intersection(admin.list_groups()))),
@@ -217,7 +219,7 @@ def drill_data(env: DrillEnvironment) -> dict[str, tuple[tuple[str, ...], tuple[
     return present
 
 
-def _delete_when_empty(admin: KafkaAdmin, groups: list[str], wait_s: float) -> tuple[str, ...]:
+def _delete_when_empty(admin: ClusterAdmin, groups: list[str], wait_s: float) -> tuple[str, ...]:
     """Delete ``groups``, retrying the ones that still have members for up to ``wait_s``;
     returns those that kept them."""
 

@@ -20,7 +20,6 @@ from drkit.failover.fences import FenceRepository, FenceState
 from drkit.failover.model import StepName
 from drkit.failover.results import DivergentTail, SourceFence
 from drkit.failover.runs import RunRecord
-from drkit.kafka import KafkaAdmin
 from drkit.kafka.io import produce_batch
 
 
@@ -46,6 +45,7 @@ def observe(runner: RunningDrill) -> DrillFacts:
         parity=parity_check(
             runner.env.config,
             runner.env.flow,
+            runner.options.connect,
             {runner.env.topic(t.name) for t in s.workload.topics},
         ),
         moved=runner.run_record is not None,
@@ -94,7 +94,7 @@ def _write_to_source(runner: RunningDrill, value: bytes) -> WriteAfter:
 
 
 def _replica_transactions(runner: RunningDrill) -> ReplicaTransactions:
-    admin = KafkaAdmin(runner.endpoint(runner.scenario.target))
+    admin = runner.admin(runner.scenario.target)
     open_partitions: list[str] = []
     try:
         for load in runner.scenario.workload.topics:

@@ -28,7 +28,6 @@ from drkit.drills.timeline import POINTER_MOVED
 from drkit.errors import DrillFailed, DrkitError, KafkaError
 from drkit.failover.results import Translation
 from drkit.failover.runs import RunRecord
-from drkit.kafka import KafkaAdmin
 from drkit.kafka.io import consume_all
 from drkit.records import Record, TopicPartition
 from drkit.timestamps import iso_utc
@@ -136,7 +135,7 @@ def _source_settled(runner: RunningDrill) -> bool:
         for load in s.workload.topics
         for p in range(load.partitions)
     ]
-    admin = KafkaAdmin(runner.endpoint(s.source))
+    admin = runner.admin(s.source)
     try:
         ends = admin.list_offsets(partitions, "latest", timeout_s=5)
         stable = admin.stable_offsets(partitions, timeout_s=5)
@@ -152,7 +151,7 @@ def _groups(
     accounting: dict[str, Any] | None,
 ) -> tuple[GroupOutcome, ...]:
     s = runner.scenario
-    admin = KafkaAdmin(runner.endpoint(s.source))
+    admin = runner.admin(s.source)
     finished_at = runner.timeline.first(POINTER_MOVED)
     out: list[GroupOutcome] = []
     for group, member in zip(s.workload.groups, runner.target_members, strict=True):
@@ -204,6 +203,7 @@ def _accounting(runner: RunningDrill) -> dict[str, Any] | None:
         runner.options.spark_master,
         runner.env.store,
         positions=positions,
+        connect=runner.options.connect,
     )
     return dict(summary)
 
@@ -225,5 +225,5 @@ def _failover_positions(
         for g in runner.scenario.workload.groups
     }
     replicas = {tp for tps in wanted.values() for tp in tps}
-    starts = KafkaAdmin(runner.endpoint(runner.scenario.target)).list_offsets(replicas, "earliest")
+    starts = runner.admin(runner.scenario.target).list_offsets(replicas, "earliest")
     return placed_or_reset(Translation.of(run).positions(), wanted, starts)

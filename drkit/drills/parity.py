@@ -5,17 +5,20 @@ from __future__ import annotations
 
 from drkit.config.model import DrkitConfig, FlowConfig
 from drkit.drills.report import DrillCheck
-from drkit.kafka import ClusterEndpoint, KafkaAdmin
+from drkit.kafka import ClusterEndpoint
+from drkit.kafka.ports import AdminFactory
 from drkit.replication.topic_sync import TopicSynchronizer, differences
 from drkit.topology.flow import FlowTopology
 
 
-def parity_check(config: DrkitConfig, flow: FlowConfig, only: set[str] | None = None) -> DrillCheck:
+def parity_check(
+    config: DrkitConfig, flow: FlowConfig, connect: AdminFactory, only: set[str] | None = None
+) -> DrillCheck:
     """``topic_parity``: the changes topic sync would make, read as findings (none: parity)."""
     topology = FlowTopology.of(flow)
     synchronizer = TopicSynchronizer(
-        KafkaAdmin(ClusterEndpoint(flow.source, config.clusters[flow.source])),
-        KafkaAdmin(ClusterEndpoint(flow.target, config.clusters[flow.target])),
+        connect(ClusterEndpoint(flow.source, config.clusters[flow.source])),
+        connect(ClusterEndpoint(flow.target, config.clusters[flow.target])),
         topology.selects,
         topology.target_topic,
         flow.target_replication_factor,

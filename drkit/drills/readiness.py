@@ -26,8 +26,9 @@ from drkit.errors import DrkitError
 from drkit.failover.context import RunOptions
 from drkit.failover.engine import Engine
 from drkit.failover.model import Plan, Procedure, Severity
-from drkit.kafka import ClusterEndpoint, KafkaAdmin
+from drkit.kafka import ClusterEndpoint
 from drkit.kafka.io import commit_group_offsets
+from drkit.kafka.ports import AdminFactory, ClusterAdmin
 from drkit.offsets.lookup import translate_groups
 from drkit.records import TopicPartition
 from drkit.store import StateStore
@@ -39,7 +40,13 @@ LAG_LIMIT_RECORDS = 10_000  # link health: at most this many records not yet rep
 
 
 def readiness(
-    config: DrkitConfig, source: str, target: str, store: StateStore, state_dir: Path, ident: str
+    config: DrkitConfig,
+    source: str,
+    target: str,
+    store: StateStore,
+    state_dir: Path,
+    ident: str,
+    connect: AdminFactory,
 ) -> DrillReport:
     started = datetime.now(UTC)
     timeline = Timeline()
@@ -55,11 +62,17 @@ def readiness(
         note = (f"RPO not measured: {gone} {'do' if len(down) > 1 else 'does'} not answer, so "
                 "replication progress cannot be compared with what the source holds.")  # fmt: skip
         return _report(ident, source, target, started, timeline, checks, (), False, note)
-    engine = Engine(config, store, state_dir, role="drill-readiness")
+    engine = Engine(config, store, state_dir, role="drill-readiness", connect=connect)
     plan = engine.plan(Procedure.SWITCHOVER, source, target, RunOptions())
     timeline.add("plan_made", f"{len(plan.groups)} groups, {len(plan.findings)} findings")
-    checks = [_plan_unblocked(plan), _parity(config, flow, plan), _checkpoints(plan), _link(plan)]
-    checks.append(_shadow_translation(config, store, plan, [g.group for g in plan.groups]))
+    checks = [
+        _plan_unblocked(plan),
+        _parity(config, flow, plan, connect),
+        _checkpoints(plan),
+        _link(plan),
+    ]
+    groups = [g.group for g in plan.groups]
+    checks.append(_shadow_translation(config, store, plan, groups, connect))
     measured = plan.source_reachable and plan.target_reachable and plan.rpo_records is not None
     timeline.add("shadow_translation", checks[-1].detail)
     rpo = tuple(
@@ -130,10 +143,10 @@ def _plan_unblocked(plan: Plan) -> DrillCheck:
     return DrillCheck("plan_unblocked", not blockers, "; ".join(blockers) or "no blockers")
 
 
-def _parity(config: DrkitConfig, flow: FlowConfig, plan: Plan) -> DrillCheck:
+def _parity(config: DrkitConfig, flow: FlowConfig, plan: Plan, connect: AdminFactory) -> DrillCheck:
     if (why := _unanswered(plan)) is not None:
         return DrillCheck("topic_parity", False, why)
-    return parity_check(config, flow)
+    return parity_check(config, flow, connect)
 
 
 def _gone(plan: Plan) -> str:
@@ -178,7 +191,7 @@ def _link(plan: Plan) -> DrillCheck:
 
 
 def _shadow_translation(
-    config: DrkitConfig, store: StateStore, plan: Plan, groups: list[str]
+    config: DrkitConfig, store: StateStore, plan: Plan, groups: list[str], connect: AdminFactory
 ) -> DrillCheck:
     source, target = plan.source, plan.target
     if (why := _unanswered(plan)) is not None:
@@ -187,12 +200,14 @@ def _shadow_translation(
         return DrillCheck("shadow_translation", True, "no consumer groups to translate")
     flow = flow_between(config, source, target)
     try:
-        report = translate_groups(config, flow, groups, verify=True, keys=keys_of(config, store))
+        report = translate_groups(
+            config, flow, groups, verify=True, keys=keys_of(config, store), connect=connect
+        )
     except DrkitError as err:
         return DrillCheck("shadow_translation", False, f"translation failed: {err}")
     problems = [f"{e.get('group')}: {e.get('reason')}" for e in report.errors]
     endpoint = ClusterEndpoint(target, config.clusters[target])
-    admin = KafkaAdmin(endpoint)
+    admin = connect(endpoint)
     shadows: list[str] = []
     try:
         for group, rows in report.groups.items():
@@ -224,7 +239,7 @@ def _shadow_translation(
 
 
 def _read_back(
-    admin: KafkaAdmin, group: str, partitions: set[TopicPartition]
+    admin: ClusterAdmin, group: str, partitions: set[TopicPartition]
 ) -> dict[TopicPartition, int]:
     deadline = time.monotonic() + 10
     while True:

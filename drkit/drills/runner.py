@@ -48,9 +48,9 @@ from drkit.failover.model import Procedure, RunState, StepName
 from drkit.failover.results import DivergentTail
 from drkit.failover.runs import RunRecord, RunRepository
 from drkit.health.evaluation import ClusterState
-from drkit.kafka import KafkaAdmin
 from drkit.kafka.admin import TopicSpec
 from drkit.kafka.apps import AppProducer
+from drkit.kafka.ports import ClusterAdmin
 from drkit.offsets.checkpoint_store import CheckpointStore
 from drkit.records import TopicPartition
 from drkit.store.health_repo import HealthRepository
@@ -97,12 +97,12 @@ class DrillRunner(RunningDrill):
         s = self.scenario
         for alias in (s.source, s.target):
             self.faults.require(alias)
-        source = KafkaAdmin(self.endpoint(s.source))
+        source = self.admin(s.source)
         source.create_topics(
             [TopicSpec(self.env.topic(t.name), t.partitions) for t in s.workload.topics]
         )
         self.timeline.add("topics_created", ", ".join(t.name for t in s.workload.topics))
-        self.granted = drill_access.grant(self.env.config, self.env.directory)
+        self.granted = drill_access.grant(self.env.config, self.env.directory, self.options.connect)
         if any(self.granted.values()):
             count = sum(len(entries) for entries in self.granted.values())
             self.timeline.add("roles_granted", f"{count} ACLs for the drill's role principals")
@@ -130,6 +130,7 @@ class DrillRunner(RunningDrill):
             lambda: sum(w.acked_count for w in self.writers),
             self.timeline.since_start,
             s.sample_interval_s,
+            self.options.connect,
         )
         self.sampler.start()
         self.wait(s.workload.warmup_s, "warming up")
@@ -282,7 +283,11 @@ class DrillRunner(RunningDrill):
     def _run_engine(self) -> None:
         s = self.scenario
         engine = Engine(
-            self.env.config.as_role(Role.ENGINE), self.env.store, self.env.directory, role="drill"
+            self.env.config.as_role(Role.ENGINE),
+            self.env.store,
+            self.env.directory,
+            role="drill",
+            connect=self.options.connect,
         )
         procedure = s.move.procedure
         if s.move.engine_killed_after is not None:
@@ -420,7 +425,11 @@ class DrillRunner(RunningDrill):
         export = self.env.directory / "divergent-tail.jsonl"
         options = RunOptions(export_file=str(export))
         engine = Engine(
-            self.env.config.as_role(Role.ENGINE), self.env.store, self.env.directory, role="drill"
+            self.env.config.as_role(Role.ENGINE),
+            self.env.store,
+            self.env.directory,
+            role="drill",
+            connect=self.options.connect,
         )
         plan = engine.plan(Procedure.FAILBACK, self.dst, self.src, options)
         if plan.blockers:
@@ -439,9 +448,9 @@ class DrillRunner(RunningDrill):
                           at_wall=_wall(run.finished_at))  # fmt: skip
 
     @cached_property
-    def target_admin(self) -> KafkaAdmin:
+    def target_admin(self) -> ClusterAdmin:
         """One admin client for the polling of the target (clients resuming, draining)."""
-        return KafkaAdmin(self.endpoint(self.scenario.target))
+        return self.admin(self.scenario.target)
 
     def _lag(self, member: GroupMember) -> int:
         admin = self.target_admin
@@ -485,7 +494,13 @@ class DrillRunner(RunningDrill):
         """Once the report's checks are done (one writes to the fenced source): the drill's
         grants, its flows' standby guards and its runs' fences go."""
         try:
-            drill_access.release(self.env.config, self.granted, self.env.store, self.env.directory)
+            drill_access.release(
+                self.env.config,
+                self.granted,
+                self.env.store,
+                self.env.directory,
+                self.options.connect,
+            )
         except KafkaError as err:  # reported, never masking the drill's own outcome
             log.warning("the drill's ACLs could not all be removed: %s", err)
 

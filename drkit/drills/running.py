@@ -26,6 +26,7 @@ from drkit.errors import DrillFailed
 from drkit.failover.context import ProgressCallback
 from drkit.failover.runs import RunRecord
 from drkit.kafka import ClusterEndpoint
+from drkit.kafka.ports import AdminFactory, ClusterAdmin
 from drkit.local import LocalKafka
 from drkit.records import Record
 from drkit.topology.flow import FlowTopology
@@ -37,6 +38,7 @@ class DrillOptions:
     base_clusters: dict[str, Any]  # their raw config sections (copied into the drill config)
     drills_root: Path
     local: LocalKafka
+    connect: AdminFactory  # how the drill reaches its clusters (drkit.kafka.ports)
     verify: bool = True
     progress: ProgressCallback = field(default=lambda _m, _f: None)
     spark_master: str | None = None
@@ -63,6 +65,10 @@ class RunningDrill:
         self.resumed: dict[str, float] = {}
         self.sampler: Sampler | None = None
         self._last_said = ""
+
+    def admin(self, cluster: str) -> ClusterAdmin:
+        """An admin of ``cluster`` (the scenario's name), as the drill itself."""
+        return self.options.connect(self.endpoint(cluster))
 
     def endpoint(self, cluster: str, role: Role | None = None) -> ClusterEndpoint:
         """A client endpoint of ``cluster`` (the scenario's name) under the drill's alias,

@@ -14,7 +14,8 @@ from collections.abc import Callable, Sequence
 from drkit.drills.measure import per_second
 from drkit.drills.report import Series
 from drkit.errors import DrkitError
-from drkit.kafka import ClusterEndpoint, KafkaAdmin
+from drkit.kafka import ClusterEndpoint
+from drkit.kafka.ports import AdminFactory, ClusterAdmin
 
 log = logging.getLogger(__name__)
 
@@ -30,9 +31,10 @@ class Sampler(threading.Thread):
         written: Callable[[], int],
         clock: Callable[[], float],
         interval_s: float,
+        connect: AdminFactory,
     ) -> None:
         super().__init__(daemon=True, name="drill-sampler")
-        self.target, self.replicas = target, tuple(replicas)
+        self.target, self.replicas, self.connect = target, tuple(replicas), connect
         self.written, self.clock, self.interval_s = written, clock, interval_s
         self._stop_event = threading.Event()
         self.rows: list[tuple[float, int, int | None]] = []
@@ -43,7 +45,7 @@ class Sampler(threading.Thread):
         with self._lock:
             return next((c for _, _, c in reversed(self.rows) if c is not None), 0)
 
-    def _copied(self, admin: KafkaAdmin) -> int:
+    def _copied(self, admin: ClusterAdmin) -> int:
         total = 0
         topics = admin.list_topics(timeout_s=2.0)
         for replica in self.replicas:
@@ -53,7 +55,7 @@ class Sampler(threading.Thread):
         return total
 
     def run(self) -> None:
-        admin = KafkaAdmin(self.target)
+        admin = self.connect(self.target)
         while not self._stop_event.is_set():
             written = self.written()
             copied: int | None = None  # unknown unless the target answers now

@@ -15,6 +15,7 @@ from typing import Any
 from drkit.config.model import DrkitConfig, ScheduledDrill
 from drkit.errors import ConfigError, DrkitError, Problem
 from drkit.failover.lease import LeaseHeld, LeaseRepository
+from drkit.kafka.ports import AdminFactory
 from drkit.store import StateStore
 
 log = logging.getLogger(__name__)
@@ -47,9 +48,11 @@ class DrillSchedule:
         store: StateStore,
         state_dir: Path,
         owner: str,
+        connect: AdminFactory,
     ) -> None:
+        """``connect``: how the drills reach their clusters (drkit.kafka.ports)."""
         self.config, self.config_path, self.store = config, config_path, store
-        self.state_dir, self.owner = state_dir, owner
+        self.state_dir, self.owner, self.connect = state_dir, owner, connect
         self.leases = LeaseRepository(store)
 
     def add_to(self, scheduler: Any) -> list[str]:
@@ -90,7 +93,12 @@ class DrillSchedule:
         if entry.scenario is None:
             assert entry.source is not None and entry.target is not None
             outcome = run_readiness(
-                self.config, self.store, self.state_dir, entry.source, entry.target
+                self.config,
+                self.store,
+                self.state_dir,
+                entry.source,
+                entry.target,
+                connect=self.connect,
             )
         else:
             from drkit.drills.scenario import load_scenario
@@ -103,6 +111,7 @@ class DrillSchedule:
                 self.config_path,
                 self.store,
                 self.state_dir,
+                connect=self.connect,
             )
         report = outcome.report
         log.info(

@@ -20,6 +20,7 @@ if TYPE_CHECKING:  # what runs a drill (and draws its page) is imported once one
     from drkit.drills.report import DrillReport
     from drkit.drills.scenario import Scenario
     from drkit.failover.context import ProgressCallback
+    from drkit.kafka.ports import AdminFactory
     from drkit.local import LocalKafka
     from drkit.store import StateStore
 
@@ -60,9 +61,12 @@ def run_drill(
     spark_master: str | None = None,
     local: LocalKafka | None = None,
     keep: bool = False,
+    *,
+    connect: AdminFactory,
 ) -> DrillOutcome:
     """Run ``scenario`` and store it; ``keep`` leaves the drill's topics and groups on the
-    clusters (default: deleted once the report is written)."""
+    clusters (default: deleted once the report is written); ``connect``: how the drill
+    reaches its clusters (drkit.kafka.ports)."""
     from drkit.drills.environment import remove_drill_data
     from drkit.drills.html import write_report
     from drkit.drills.repo import DrillRepository
@@ -88,7 +92,8 @@ def run_drill(
             base_config=config,
             base_clusters=base_clusters,
             drills_root=state_dir / "drills",
-            local=local or LocalKafka(state_dir),
+            local=local or LocalKafka(state_dir, connect=connect),
+            connect=connect,
             verify=verify,
             progress=progress or (lambda _m, _f: None),
             spark_master=spark_master,
@@ -102,12 +107,18 @@ def run_drill(
     # Stored before the page is written: a report is never lost to a rendering problem.
     repository.finish(drill_id, report, str(runner.env.directory))
     html, json_path = write_report(report, runner.env.directory)
-    left = () if keep else remove_drill_data(runner.env).left
+    left = () if keep else remove_drill_data(runner.env, connect).left
     return DrillOutcome(drill_id, report, html, json_path, left)
 
 
 def run_readiness(
-    config: DrkitConfig, store: StateStore, state_dir: Path, source: str, target: str
+    config: DrkitConfig,
+    store: StateStore,
+    state_dir: Path,
+    source: str,
+    target: str,
+    *,
+    connect: AdminFactory,
 ) -> DrillOutcome:
     """The non-disruptive drill on the operator's own flow ``source->target``, stored - unless
     the request itself is bad (an unknown cluster, the same one twice, no such flow): that is
@@ -125,7 +136,7 @@ def run_readiness(
     ident = new_drill_id(f"readiness-{source}-{target}")
     directory = state_dir / "drills" / ident
     try:
-        report = readiness(config, source, target, store, state_dir, ident)
+        report = readiness(config, source, target, store, state_dir, ident, connect)
     except BaseException as err:
         repository.fail(drill_id, f"{type(err).__name__}: {err}")
         raise

@@ -231,6 +231,7 @@ class Engine:
             list(options.groups) if options.groups is not None else None,
             readers=readers,
             keys=self._keys,
+            connect=self.connect,
         )
         if options.groups is None:  # the flow's groups: the monitor may know more of them
             seen = HealthRepository(self.store).groups_seen(flow.name)

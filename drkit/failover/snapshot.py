@@ -27,10 +27,14 @@ from drkit.errors import (
 )
 from drkit.failover.facts import GroupFacts, PartitionFacts, SchemaFacts, Snapshot
 from drkit.failover.model import Procedure
-from drkit.kafka.admin import KafkaAdmin
 from drkit.kafka.clients import ClusterEndpoint, tcp_unreachable
 from drkit.kafka.interruptible import InFlight
-from drkit.kafka.ports import ClusterAdmin, admins_not_answering, read_group_offsets
+from drkit.kafka.ports import (
+    AdminFactory,
+    ClusterAdmin,
+    admins_not_answering,
+    read_group_offsets,
+)
 from drkit.lag import count_visible
 from drkit.offsets.checkpoint_store import CheckpointSnapshot, CheckpointStore
 from drkit.offsets.mapping_loader import MappingLoader
@@ -136,6 +140,8 @@ def gather(
     readers: TargetReaders | None = None,
     target_states: Mapping[str, str] | None = None,
     keys: Callable[[str], bytes] | None = None,
+    *,
+    connect: AdminFactory,
 ) -> Snapshot:
     """Read everything the planner needs; never raises for an unreachable source.
 
@@ -144,7 +150,8 @@ def gather(
     target as the plan saw them, instead of asking the target again (a group it lacks is
     ``unchecked``) - for a step that writes nothing and before one that checks again.
     ``keys``: each flow's offset-sync key by name (drkit/store/flow_keys.py ``key_for``) for
-    the readers made here - the reverse flow's included; None verifies nothing."""
+    the readers made here - the reverse flow's included; None verifies nothing.  ``connect``:
+    how it reaches both clusters (the run's factory, drkit.kafka.ports)."""
     own = readers is None
     readers = readers or TargetReaders(
         flow,
@@ -154,7 +161,7 @@ def gather(
     try:
         return _gather(
             config, flow, procedure, pointer, force, groups, source_timeout_s, readers,
-            target_states, keys,
+            target_states, keys, connect,
         )  # fmt: skip
     finally:
         if own:
@@ -172,11 +179,12 @@ def _gather(
     readers: TargetReaders,
     target_states: Mapping[str, str] | None,
     keys: Callable[[str], bytes] | None,
+    connect: AdminFactory,
 ) -> Snapshot:
     topology = FlowTopology.of(flow)
     source_ep = ClusterEndpoint(flow.source, config.clusters[flow.source])
     target_ep = ClusterEndpoint(flow.target, config.clusters[flow.target])
-    source, target = KafkaAdmin(source_ep), KafkaAdmin(target_ep)
+    source, target = connect(source_ep), connect(target_ep)
     reverse = f"{flow.target}->{flow.source}"
     reverse_flow = reverse if any(f.name == reverse for f in config.flows) else None
     now_ms = int(time.time() * 1000)

@@ -47,6 +47,7 @@ from drkit.private_files import write_private
 if TYPE_CHECKING:
     from drkit.config.model import DrkitConfig
     from drkit.kafka import ClusterEndpoint
+    from drkit.kafka.ports import AdminFactory
 
 _LOG4J2 = """\
 status = warn
@@ -255,7 +256,13 @@ def _pid_is_broker(pid: int | None, properties: Path) -> bool:
 class LocalKafka:
     """Manage the local clusters recorded under ``state_dir / "local"``."""
 
-    def __init__(self, state_dir: Path, heap: str = "512m") -> None:
+    def __init__(
+        self, state_dir: Path, heap: str = "512m", connect: AdminFactory | None = None
+    ) -> None:
+        """``connect``: how it reaches its clusters' admin API (drkit.kafka.ports); the CLI and
+        the drills pass theirs.  None: the adapter, looked up when first needed - for
+        tests/kafka_backends.py and bench/common.py, which build a manager without one."""
+        self._connect = connect
         self.root = state_dir / "local"
         self.heap = os.environ.get("DRKIT_KAFKA_HEAP", heap)
         # Extra JVM flags for every broker and format run, e.g. "-XX:TieredStopAtLevel=1"
@@ -265,6 +272,14 @@ class LocalKafka:
         # Where each broker's logs stood when this process last started it: a start-up death
         # is named from what came after (the logs keep every earlier run's lines).
         self._log_marks: dict[tuple[str, int], dict[str, int]] = {}
+
+    @property
+    def connect(self) -> AdminFactory:
+        if self._connect is None:
+            from drkit.kafka import KafkaAdmin  # not given: the adapter (see __init__)
+
+            self._connect = KafkaAdmin
+        return self._connect
 
     # -- paths and state ------------------------------------------------------------------
 
@@ -406,19 +421,18 @@ class LocalKafka:
 
     def _bootstrap_acls(self, state: LocalClusterState) -> None:
         """As the super user, give drkit's principal what it needs (idempotent)."""
-        from drkit.kafka import ClusterEndpoint, KafkaAdmin
+        from drkit.kafka import ClusterEndpoint
 
         config = secure.client_config(
             self.secrets, state.bootstrap_servers, SUPER_USER, state.client_auth
         )
-        KafkaAdmin(ClusterEndpoint(state.name, config)).allow_everything("User:drkit")
+        self.connect(ClusterEndpoint(state.name, config)).allow_everything("User:drkit")
 
     def grant_roles(self, name: str, config: DrkitConfig) -> int:
         """As the super user, give each role principal ``config`` names for the secured cluster
         ``name`` exactly what its role needs (drkit.access.roles; idempotent).  Returns how
         many ACLs that is; 0 for a PLAINTEXT cluster."""
         from drkit.access.roles import role_needs
-        from drkit.kafka import KafkaAdmin
 
         if not self._require(name).secure:
             return 0
@@ -429,7 +443,7 @@ class LocalKafka:
             if (principal := cluster.principal(role)) is not None and principal != "User:drkit"
             for need in role_needs(role, name, config).needs
         }
-        KafkaAdmin(self.endpoint_as(name, SUPER_USER)).create_entries(entries)
+        self.connect(self.endpoint_as(name, SUPER_USER)).create_entries(entries)
         return len(entries)
 
     def endpoint_as(self, name: str, user: str) -> ClusterEndpoint:
@@ -660,9 +674,7 @@ class LocalKafka:
         return process.pid
 
     def _wait_ready(self, state: LocalClusterState, timeout_s: float) -> None:
-        from drkit.kafka import KafkaAdmin
-
-        admin = KafkaAdmin(self.endpoint_as(state.name, SUPER_USER))
+        admin = self.connect(self.endpoint_as(state.name, SUPER_USER))
         deadline = time.monotonic() + timeout_s
         expected = sum(
             1

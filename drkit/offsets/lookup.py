@@ -48,7 +48,7 @@ from drkit.errors import ConfigError, KafkaError, Problem, UnreachableClusterErr
 from drkit.kafka.admin import KafkaAdmin
 from drkit.kafka.clients import ClusterEndpoint
 from drkit.kafka.partition_reader import PartitionReader
-from drkit.kafka.ports import admins_not_answering
+from drkit.kafka.ports import AdminFactory, ClusterAdmin, admins_not_answering
 from drkit.offsets.checkpoint_store import CheckpointStore
 from drkit.offsets.mapping_loader import MappingLoader
 from drkit.offsets.provenance_search import (
@@ -172,16 +172,19 @@ def translate_groups(
     source_timeout_s: float = 5.0,
     *,
     keys: Callable[[str], bytes] | None,
+    connect: AdminFactory = KafkaAdmin,
 ) -> Report:
     """Translate ``groups`` for ``flow``; ``use_checkpoints=None`` picks live when possible.
     ``keys``: each flow's key (drkit/store/flow_keys.py ``key_for``): offset syncs that fail
     it are ignored and counted; None verifies nothing (a reader shown being fooled, benches of
-    unsigned maps) - no default, so every caller says which."""
+    unsigned maps) - no default, so every caller says which.  ``connect``: how it reaches the
+    clusters (drkit.kafka.ports) - callers in drkit/ pass theirs; the default is for
+    bench/translation.py (and tests that read real clusters)."""
     topology = FlowTopology.of(flow)
     source_endpoint = ClusterEndpoint(flow.source, config.clusters[flow.source])
-    source = KafkaAdmin(source_endpoint)
+    source = connect(source_endpoint)
     target_endpoint = ClusterEndpoint(flow.target, config.clusters[flow.target])
-    target = KafkaAdmin(target_endpoint)
+    target = connect(target_endpoint)
     reachable: bool | None = None  # not asked: --from-checkpoints
     if use_checkpoints is not True:
         reachable = _ready(target, source, source_timeout_s)
@@ -199,7 +202,7 @@ def translate_groups(
     return report
 
 
-def _ready(target: KafkaAdmin, source: KafkaAdmin | None, source_timeout_s: float) -> bool:
+def _ready(target: ClusterAdmin, source: ClusterAdmin | None, source_timeout_s: float) -> bool:
     """Whether ``source`` answers, once ``target`` (the offset map's home) does - else
     UnreachableClusterError naming the target (exit 3).  Both are first asked at once whether
     they answer Kafka at all (FIRST_ANSWER_S): a hung, TLS-only or non-Kafka listener is named
@@ -233,17 +236,19 @@ def translate_offsets(
     *,
     keys: Callable[[str], bytes] | None,
     kept: KeptLoaders | None = None,
+    connect: AdminFactory,
 ) -> Report:
     """Where a consumer at each given source offset resumes on the target - for applications
     that keep their offsets outside Kafka (Spark, Flink, a database).  The same rule as a
     group's translation; the offset map lives on the target, so the source may be gone (mode
     ``map``: no count of unreplicated records, no ``verify``).  ``kept``: the offset maps kept
-    between calls (a long-lived caller's), else read for this call."""
+    between calls (a long-lived caller's), else read for this call.  ``connect``: how it
+    reaches the clusters (drkit.kafka.ports)."""
     topology = FlowTopology.of(flow)
     source_endpoint = ClusterEndpoint(flow.source, config.clusters[flow.source])
-    source: KafkaAdmin | None = KafkaAdmin(source_endpoint)
+    source: ClusterAdmin | None = connect(source_endpoint)
     target_endpoint = ClusterEndpoint(flow.target, config.clusters[flow.target])
-    target = KafkaAdmin(target_endpoint)
+    target = connect(target_endpoint)
     if not _ready(target, source, source_timeout_s):
         source = None
         if verify:
@@ -386,9 +391,9 @@ def _translate(
     report: Report,
     topology: FlowTopology,
     committed: Mapping[str, Mapping[TopicPartition, int] | None],
-    source: KafkaAdmin | None,
+    source: ClusterAdmin | None,
     source_endpoint: ClusterEndpoint,
-    target: KafkaAdmin,
+    target: ClusterAdmin,
     target_endpoint: ClusterEndpoint,
     verify_rows: bool,
     keys: Callable[[str], bytes] | None,

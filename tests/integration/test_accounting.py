@@ -60,7 +60,9 @@ def test_a_clean_flow_proves_clean_from_its_copy_runs(
     )
     with Replicator(setup, log_dir=tmp_path):
         wait_until(lambda: replicated(setup, replica, RECORDS), 180, 1.0)
-    summary = verify(setup.config, setup.config.flows[0], [group], None, tmp_path / "out")
+    summary = verify(
+        setup.config, setup.config.flows[0], [group], None, tmp_path / "out", connect=KafkaAdmin
+    )
     totals = summary["totals"]
     assert totals["records"] == RECORDS
     assert totals["replicated_once"] == RECORDS
@@ -150,7 +152,9 @@ def test_damage_is_reported_exactly_where_it_is(
     )
     commit_group_offsets(setup.target_endpoint, group, {TopicPartition(replica, 2): right + 1})
 
-    summary = verify(setup.config, setup.config.flows[0], [group], None, tmp_path / "out")
+    summary = verify(
+        setup.config, setup.config.flows[0], [group], None, tmp_path / "out", connect=KafkaAdmin
+    )
     parts = {p["src_partition"]: p for p in summary["partitions"]}
     assert (parts[0]["duplicated_records"], parts[0]["extra_copies"], parts[0]["missing"]) == (
         5,
@@ -231,9 +235,15 @@ def test_copy_runs_and_record_by_record_write_the_same_tables_for_a_healthy_flow
     read_again = sum(1 for dst, src in copies[1] if src < 600 and dst >= behind - 3)
 
     flow = setup.config.flows[0]
-    by_runs = verify(setup.config, flow, [exact, off], None, tmp_path / "runs")
+    by_runs = verify(setup.config, flow, [exact, off], None, tmp_path / "runs", connect=KafkaAdmin)
     by_records = verify(
-        setup.config, flow, [exact, off], None, tmp_path / "records", per_record=True
+        setup.config,
+        flow,
+        [exact, off],
+        None,
+        tmp_path / "records",
+        per_record=True,
+        connect=KafkaAdmin,
     )
     assert (by_runs["method"], by_records["method"]) == ("copy-runs", "per-record")
     for table in TABLES:

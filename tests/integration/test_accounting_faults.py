@@ -55,7 +55,9 @@ def test_aborted_source_transactions_are_neither_records_nor_missing(
     with Replicator(setup, log_dir=tmp_path):
         wait_until(lambda: visible(setup.target_endpoint, replica) >= 750, 60, 0.5)
 
-    summary = verify(setup.config, setup.config.flows[0], [], None, tmp_path / "out")
+    summary = verify(
+        setup.config, setup.config.flows[0], [], None, tmp_path / "out", connect=KafkaAdmin
+    )
     totals = summary["totals"]
     # 15 committed transactions of 50; the 250 aborted records were never data.
     assert (totals["records"], totals["replicated_once"]) == (750, 750)
@@ -95,7 +97,9 @@ def test_an_open_source_transaction_is_not_yet_data(
         with Replicator(setup, log_dir=tmp_path):
             wait_until(lambda: visible(setup.target_endpoint, replica) >= 500, 60, 0.5)
         assert visible(setup.source_endpoint, topic, "read_uncommitted") == 550
-        summary = verify(setup.config, setup.config.flows[0], [], None, tmp_path / "out")
+        summary = verify(
+            setup.config, setup.config.flows[0], [], None, tmp_path / "out", connect=KafkaAdmin
+        )
     finally:
         producer.abort_transaction(30)
     totals = summary["totals"]
@@ -141,7 +145,9 @@ def test_exactly_once_flow_killed_mid_transaction_verifies_exact(
     everything = visible(setup.target_endpoint, replica, "read_uncommitted")
     assert everything > 42_000, "the kill did not leave an aborted transaction behind"
 
-    summary = verify(setup.config, setup.config.flows[0], [], None, tmp_path / "out")
+    summary = verify(
+        setup.config, setup.config.flows[0], [], None, tmp_path / "out", connect=KafkaAdmin
+    )
     totals = summary["totals"]
     assert (totals["records"], totals["replicated_once"]) == (42_000, 42_000)
     assert (totals["missing"], totals["duplicated_records"], totals["extra_copies"]) == (0, 0, 0)
@@ -207,7 +213,7 @@ def test_records_deleted_before_replication_are_lost_and_verify_fails(
         wait_until(lambda: visible(setup.target_endpoint, replica) >= 800, 60, 0.5)
     # (b) and (c) in this process (Spark's JVM started once): (a) ran the command itself.
     summary = verify(setup.config, setup.config.flows[0], [], None, tmp_path / "out-b",
-                     store=store)  # fmt: skip
+                     store=store, connect=KafkaAdmin)  # fmt: skip
     (lost,) = summary["lost_before_replication"]
     assert (lost["records"], lost["recorded"], lost["unrecorded"]) == (1600, 1600, 0)
     totals = summary["totals"]
@@ -219,7 +225,7 @@ def test_records_deleted_before_replication_are_lost_and_verify_fails(
     # (c) Retention then takes every record left: nothing to compare, but the loss remains.
     assert dc1.admin().delete_records({source: 2400}) == {source: 2400}
     summary = verify(setup.config, setup.config.flows[0], [], None, tmp_path / "out-c",
-                     store=store)  # fmt: skip
+                     store=store, connect=KafkaAdmin)  # fmt: skip
     assert (summary["totals"]["records"], summary["totals"]["lost_before_replication"]) == (0, 1600)
     assert summary["ok"] is False
 
@@ -257,7 +263,9 @@ def test_only_true_loops_are_left_out_and_forwarded_headers_are_data(
         # Today's replicator copies the new-format loops too; the rewritten one skips them.
         wait_until(lambda: visible(setup.target_endpoint, replica) >= 180, 60, 0.5)
 
-    summary = verify(setup.config, setup.config.flows[0], [], None, tmp_path / "out")
+    summary = verify(
+        setup.config, setup.config.flows[0], [], None, tmp_path / "out", connect=KafkaAdmin
+    )
     totals = summary["totals"]
     # native 120 + forwarded 30 + malformed 30; the 60 loops are not this flow's data.
     assert (totals["records"], totals["replicated_once"], totals["missing"]) == (180, 180, 0)
@@ -285,7 +293,9 @@ def test_replicas_no_offset_sync_describes_fail_the_verdict_and_are_named(
             setup.target_endpoint, replica, [(record.key, record.value)], 1, record.headers
         )
 
-    summary = verify(setup.config, setup.config.flows[0], [], None, tmp_path / "out")
+    summary = verify(
+        setup.config, setup.config.flows[0], [], None, tmp_path / "out", connect=KafkaAdmin
+    )
     totals = summary["totals"]
     assert (totals["unmapped_replicas"], totals["missing"]) == (5, 0)
     assert summary["ok"] is False

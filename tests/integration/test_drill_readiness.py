@@ -11,7 +11,7 @@ from drkit.drills.readiness import SHADOW_PREFIX
 from drkit.drills.report import Verdict
 from drkit.drills.service import run_readiness
 from drkit.failover.pointer import PointerRepository
-from drkit.kafka.admin import TopicSpec
+from drkit.kafka.admin import KafkaAdmin, TopicSpec
 from drkit.store import StateStore
 from tests.conftest import Names
 from tests.failover_support import source_with_groups, wait_replicated
@@ -30,7 +30,9 @@ def test_readiness_translates_into_shadow_groups_moves_nothing_and_finds_a_missi
     store.ensure_current()
     with Replicator(setup, log_dir=tmp_path):
         wait_replicated(setup, topic, groups)
-        ready = run_readiness(setup.config, store, tmp_path / "state", setup.source, setup.target)
+        ready = run_readiness(
+            setup.config, store, tmp_path / "state", setup.source, setup.target, connect=KafkaAdmin
+        )
     report = ready.report
     assert report.verdict is Verdict.READY, report.checks
     shadow = next(c for c in report.checks if c.name == "shadow_translation")
@@ -45,7 +47,9 @@ def test_readiness_translates_into_shadow_groups_moves_nothing_and_finds_a_missi
 
     # A topic without its replica (no worker copies it now): not ready, and it says which.
     dc1.admin().create_topics([TopicSpec(names.topic("late"), 1)])
-    late = run_readiness(setup.config, store, tmp_path / "state", setup.source, setup.target)
+    late = run_readiness(
+        setup.config, store, tmp_path / "state", setup.source, setup.target, connect=KafkaAdmin
+    )
     assert late.report.verdict is Verdict.NOT_READY
     parity = next(c for c in late.report.checks if c.name == "topic_parity")
     assert not parity.passed and names.topic("late") in parity.detail

@@ -190,6 +190,7 @@ def _drill(
         verify=scenario.name in VERIFIED,
         local=scratch.local,
         keep=True,  # recounted below
+        connect=KafkaAdmin,
     )
     report = outcome.report
     drill_dir = outcome.html.parent
@@ -242,7 +243,7 @@ def _removes_everything_it_made(drill_dir: Path, clusters: tuple[ClusterUnderTes
     config = load_config(drill_dir / "drkit.yaml")
     env = DrillEnvironment(drill_dir.name, drill_dir, drill_dir / "drkit.yaml", config,
                            StateStore(f"sqlite:///{drill_dir / 'drill.db'}"))  # fmt: skip
-    removed = remove_drill_data(env)
+    removed = remove_drill_data(env, KafkaAdmin)
     for cluster in clusters:
         admin = cluster.admin()
         held = {name.split(":", 1)[1] for name in removed.left}
@@ -309,7 +310,7 @@ def test_drill_clean_up_waits_out_a_dead_members_session_and_names_a_live_one(
     try:
         dead.kill()  # -9: it never leaves; the broker keeps it for its 6 s session
         dead.wait(10)
-        removed = remove_drill_data(env, members_gone_s=10)
+        removed = remove_drill_data(env, KafkaAdmin, members_gone_s=10)
         assert removed.left == (f"{env.alias(dc1.name)}:{live_group}",), removed
         assert f"{env.alias(dc1.name)}:{dead_group}" in removed.removed, removed
         assert f"{env.alias(dc1.name)}:{topic}" in removed.removed, removed
@@ -318,7 +319,7 @@ def test_drill_clean_up_waits_out_a_dead_members_session_and_names_a_live_one(
     finally:
         live.kill()
         live.wait(10)
-    again = remove_drill_data(env, members_gone_s=10)
+    again = remove_drill_data(env, KafkaAdmin, members_gone_s=10)
     assert again == DrillDataRemoved((f"{env.alias(dc1.name)}:{live_group}",), ()), again
     assert not [name for name in dc1.admin().list_groups() if env.prefix in name]
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from drkit.cli import cli
-from drkit.kafka.admin import TopicSpec
+from drkit.kafka.admin import KafkaAdmin, TopicSpec
 from drkit.kafka.io import produce_batch
 from drkit.offsets.lookup import translate_offsets
 from drkit.records import TopicPartition
@@ -56,8 +56,9 @@ def test_a_forged_offset_sync_is_ignored_by_offsets_translate_and_named(
 
     # A reader that does not verify follows the forgery: a consumer at 60 would skip 60..199.
     fooled = translate_offsets(
-        setup.config, setup.config.flows[0], {TopicPartition(topic, 0): 60}, keys=None
-    )
+        setup.config, setup.config.flows[0], {TopicPartition(topic, 0): 60}, keys=None,
+        connect=KafkaAdmin,
+    )  # fmt: skip
     fooled_row = fooled.groups["(given offsets)"][0]
     assert fooled_row.target_offset > 60, fooled_row
 

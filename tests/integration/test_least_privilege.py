@@ -528,7 +528,7 @@ def test_drills_run_secured_to_policy_met_and_leak_no_secret(
     store.ensure_current()
     outcome = run_drill(
         scenario, load_config(config_path), config_path, store, tmp_path / "state",
-        verify=False, local=pair.manager,
+        verify=False, local=pair.manager, connect=KafkaAdmin,
     )  # fmt: skip
     report = outcome.report
     assert report.verdict is Verdict.POLICY_MET, (report.reasons, report.notes)

@@ -176,7 +176,6 @@ def test_drkit_adopt_writes_adopted_ranges_signed_with_the_flow_key(
     from tests.fake_kafka import FakeClusters
 
     fakes = FakeClusters("dc1", "dc2")
-    monkeypatch.setattr(adopt, "KafkaAdmin", fakes.connect)
     monkeypatch.setattr(adopt, "ensure_bookkeeping_topics", lambda *args: None)
     written: dict[str, list[tuple[bytes, bytes, tuple[tuple[str, bytes], ...]]]] = {}
 
@@ -186,7 +185,10 @@ def test_drkit_adopt_writes_adopted_ranges_signed_with_the_flow_key(
 
     monkeypatch.setattr(adopt, "produce_batch", produce)
     config = _config()
-    adopter = Adopter(config, config.flows[0], "mm2-offset-syncs.dc2.internal", signer=SIGNER)
+    adopter = Adopter(
+        config, config.flows[0], "mm2-offset-syncs.dc2.internal", signer=SIGNER,
+        connect=fakes.connect,
+    )  # fmt: skip
     mm2 = Mm2Syncs((0,), (0,), 10, 10)
     adopter._write([PartitionAdoption(SOURCE, TARGET, mm2, (OffsetRun(10, 10, 5),), 15)])
     ranges = AdoptedRanges("dc2", SIGNER.of_kind(Kind.ADOPTED))

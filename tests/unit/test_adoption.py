@@ -183,13 +183,13 @@ def test_adopt_without_mm2_offset_syncs_is_refused_with_the_plan_blockers_code(
     of a precondition exit 4, nothing written - so does this one, naming what to fix."""
     from click.testing import CliRunner
 
+    import drkit.kafka
     import drkit.kafka.clients
-    from drkit.adoption import adopt
     from drkit.cli import cli
     from tests.fake_kafka import FakeClusters
 
     fakes = FakeClusters("dc1", "dc2")
-    monkeypatch.setattr(adopt, "KafkaAdmin", fakes.connect)
+    monkeypatch.setattr(drkit.kafka, "KafkaAdmin", fakes.connect)  # adopt's edge builds it
     monkeypatch.setattr(drkit.kafka.clients, "require_answering", lambda *_a, **_k: None)
     config = tmp_path / "c.yaml"
     config.write_text(

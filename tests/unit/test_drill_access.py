@@ -27,6 +27,7 @@ from drkit.drills.footprint import Footprint, footprint, write_manifest
 from drkit.drills.repo import DrillRepository
 from drkit.errors import ConfigError
 from drkit.store import StateStore
+from tests.fake_kafka import FakeClusters
 
 SECURITY = "{protocol: SASL_PLAINTEXT, sasl_mechanism: SCRAM-SHA-512, username: %s, password: x}"
 DRILL = f"""
@@ -150,7 +151,7 @@ def test_drill_cleanup_names_an_unknown_drill_and_refuses_while_the_drill_runs(
     try:
         (directory / RECORD).write_text(json.dumps({"pid": sleeper.pid, "grants": {}}))
         with pytest.raises(DrillStillRunning, match=f"process {sleeper.pid}"):
-            clean_up(directory)
+            clean_up(directory, FakeClusters().connect)
     finally:
         sleeper.kill()
         sleeper.wait()
@@ -209,8 +210,8 @@ def test_release_takes_the_recorded_grants_too_when_grant_failed_half_way(
     recorded = {"dc1-ab12": frozenset(drill_grants(config)["dc1-ab12"])}
     write_record(tmp_path, recorded)
     revoked: list[dict[str, frozenset[AclEntry]]] = []
-    monkeypatch.setattr(access, "revoke", lambda _c, added: revoked.append(dict(added)))
-    monkeypatch.setattr(access, "lift_fences", lambda _c, _s: [])
-    access.release(config, {}, None, tmp_path)  # type: ignore[arg-type]
+    monkeypatch.setattr(access, "revoke", lambda _c, added, _connect: revoked.append(dict(added)))
+    monkeypatch.setattr(access, "lift_fences", lambda _c, _s, _connect: [])
+    access.release(config, {}, None, tmp_path, FakeClusters().connect)  # type: ignore[arg-type]
     assert revoked == [recorded]
     assert read_record(tmp_path) is None

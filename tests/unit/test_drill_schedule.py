@@ -10,6 +10,7 @@ from drkit.config.loader import load_config_text
 from drkit.drills.schedule import DrillSchedule
 from drkit.errors import ConfigError
 from drkit.store import StateStore
+from tests.fake_kafka import FakeClusters
 
 CLUSTERS = """
 clusters:
@@ -52,7 +53,9 @@ def test_every_entry_becomes_a_cron_job_in_utc() -> None:
 
     config = _config('    - {cron: "15 4 * * *", source: dc1, target: dc2}\n')
     scheduler = BackgroundScheduler(timezone="UTC")
-    schedule = DrillSchedule(config, None, StateStore("sqlite://"), Path(), "m1")
+    schedule = DrillSchedule(
+        config, None, StateStore("sqlite://"), Path(), "m1", FakeClusters().connect
+    )
     assert schedule.add_to(scheduler) == ["drill-0"]
     trigger = scheduler.get_job("drill-0").trigger
     assert str(trigger) == "cron[month='*', day='*', day_of_week='*', hour='4', minute='15']"
@@ -69,8 +72,8 @@ def test_two_monitors_firing_the_same_slot_run_it_once(tmp_path: Path) -> None:
             ran.append(self.owner)
             return len(ran)
 
-    first = Counting(config, None, store, tmp_path, "monitor-a")
-    second = Counting(config, None, store, tmp_path, "monitor-b")
+    first = Counting(config, None, store, tmp_path, "monitor-a", FakeClusters().connect)
+    second = Counting(config, None, store, tmp_path, "monitor-b", FakeClusters().connect)
     assert first.run(0) == 1
     assert second.run(0) is None
     assert ran == ["monitor-a"]

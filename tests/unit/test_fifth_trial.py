@@ -134,7 +134,7 @@ def test_doctor_tells_a_denied_or_timed_out_acl_read_from_no_authorizer(
     config = load_config(Path(_config(tmp_path)))
     timed_out = KafkaError("dc2: describe ACLs: _TIMED_OUT: Failed while waiting for controller")
     _doctor_cluster(monkeypatch, 0, timed_out, {"dc2": "x"})
-    facts = doctor.examine_cluster("dc2", config, 5.0)
+    facts = doctor.examine_cluster("dc2", config, 5.0, KafkaAdmin)
     assert facts.authorizer is None
     lines = [f.line() for f in doctor.cluster_findings(config, facts)]
     assert not any("SECURITY_DISABLED" in line or "none" in line for line in lines), lines
@@ -143,7 +143,7 @@ def test_doctor_tells_a_denied_or_timed_out_acl_read_from_no_authorizer(
     # The broker's own answer that no authorizer is configured still says so.
     disabled = FatalKafkaError("dc2: describe ACLs: SECURITY_DISABLED: No Authorizer")
     _doctor_cluster(monkeypatch, 1, disabled, {"dc2": "x"})
-    facts = doctor.examine_cluster("dc2", config, 5.0)
+    facts = doctor.examine_cluster("dc2", config, 5.0, KafkaAdmin)
     assert facts.authorizer is False
     found = doctor.cluster_findings(config, facts)
     assert any(f.status is Status.FAIL and "SECURITY_DISABLED" in f.detail for f in found)

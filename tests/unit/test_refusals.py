@@ -170,13 +170,13 @@ def test_readiness_with_the_target_down_names_the_target_not_the_source(
     """M3 (issue 45): with dc2 down and dc1 answering, readiness said "dc1 does not answer"."""
     import json
 
+    import drkit.kafka
     from drkit.drills import readiness
-    from drkit.failover import snapshot
     from tests.fake_kafka import FakeClusters
 
     fakes = FakeClusters("dc1", "dc2")
     fakes["dc2"].up = False
-    monkeypatch.setattr(snapshot, "KafkaAdmin", fakes.connect)
+    monkeypatch.setattr(drkit.kafka, "KafkaAdmin", fakes.connect)  # the command's factory
     # The clusters are in memory: the first-answer check (raw sockets) is past, as it would
     # be for a target that answers it and then fails the plan's reads.
     monkeypatch.setattr(readiness, "_not_answering", lambda *_clusters: {})

@@ -235,7 +235,7 @@ def test_a_given_offset_past_the_sources_log_end_is_named(
     report = lookup.translate_offsets(
         config, config.flows[0],
         {TopicPartition("orders", 0): 999_999_999, TopicPartition("orders", 1): 100},
-        keys=None,
+        keys=None, connect=KafkaAdmin,
     )  # fmt: skip
     assert asked["given"] == {lookup.GIVEN_OFFSETS: {TopicPartition("orders", 1): 100}}
     [error] = report.errors
@@ -305,6 +305,7 @@ def test_doctor_fails_a_replication_factor_above_the_targets_brokers(
     from drkit.access import doctor
     from drkit.access.doctor import ClusterFacts, Status
     from drkit.config import load_config_text
+    from tests.fake_kafka import FakeClusters
 
     config = load_config_text(
         _CONFIG.replace("target: dc2}", "target: dc2, target_replication_factor: 1000}")
@@ -313,7 +314,10 @@ def test_doctor_fails_a_replication_factor_above_the_targets_brokers(
         doctor, "examine_cluster", lambda alias, *_a: ClusterFacts(alias, brokers=1)
     )
     monkeypatch.setattr(doctor, "installation_findings", lambda *_a: [])
-    found = doctor.examine(config, ["dc1", "dc2"], 5.0, lambda: "java", lambda: None)  # type: ignore[arg-type,return-value]
+    found = doctor.examine(
+        config, ["dc1", "dc2"], 5.0, lambda: "java", lambda: None,  # type: ignore[arg-type,return-value]
+        connect=FakeClusters().connect,  # not asked: examine_cluster is replaced above
+    )  # fmt: skip
     [rf] = [f for f in found if "replication factor" in f.check]
     assert (rf.status, rf.cluster) == (Status.FAIL, "dc2")
     assert "target_replication_factor 1000" in rf.detail and "1 broker" in rf.detail

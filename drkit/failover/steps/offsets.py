@@ -36,6 +36,7 @@ def translate_offsets(ctx: StepContext, timeout_s: float | None) -> StepOutcome:
         list(ctx.options.groups) if ctx.options.groups is not None else None,
         readers=ctx.readers,
         keys=keys_of(ctx.config, ctx.store),
+        connect=ctx.connect,
         # commit_group_offsets reads the states again right before it writes
         target_states=(
             ctx.planned_states

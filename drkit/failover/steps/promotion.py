@@ -60,8 +60,9 @@ def verify(ctx: StepContext, timeout_s: float | None) -> StepOutcome:
     # consuming on the target, and their newer commits are not the run's to judge.
     positions = translation.positions()
     summary = run_verify(
-        ctx.config, ctx.flow, groups, None, Path(out), store=ctx.store, positions=positions
-    )
+        ctx.config, ctx.flow, groups, None, Path(out), store=ctx.store, positions=positions,
+        connect=ctx.connect,
+    )  # fmt: skip
     if not summary.get("ok", False):
         raise StepFailed(
             f"the accounting of {ctx.flow.name} failed (see {out}/summary.json): "
