@@ -31,7 +31,6 @@ from drkit.failover.reconcile import Reconciler, ReconcileReport, RegistryFactor
 from drkit.failover.results import Translation
 from drkit.failover.runs import RunRecord, RunRepository
 from drkit.failover.snapshot import TargetReaders
-from drkit.kafka.admin import KafkaAdmin
 from drkit.kafka.clients import ClusterEndpoint
 from drkit.kafka.ports import AdminFactory, ClusterAdmin
 from drkit.records import TopicPartition
@@ -120,7 +119,8 @@ ProgressCallback = Callable[[str, float | None], None]  # (message, fraction don
 @dataclass
 class StepContext:
     """One run's world.  Steps reach clusters' admin APIs only through :meth:`admin`, built by
-    ``connect`` (KafkaAdmin; unit tests pass a factory of in-memory fakes), one per alias."""
+    ``connect`` (the edge's factory - the adapter, or in unit tests in-memory fakes), one per
+    alias."""
 
     config: DrkitConfig
     flow: FlowConfig
@@ -130,7 +130,7 @@ class StepContext:
     options: RunOptions
     state_dir: Path
     progress: ProgressCallback = field(default=lambda _message, _fraction: None)
-    connect: AdminFactory = KafkaAdmin
+    connect: AdminFactory = field(kw_only=True)
     guard: Confirming | None = None  # the engine's lease keeper (None: unguarded, tests)
     channels: ChannelFactory | None = None  # flows' control channels (None: on Kafka)
     readers: TargetReaders | None = None  # the plan's readers of the flow's target topics

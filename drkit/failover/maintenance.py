@@ -43,7 +43,6 @@ from drkit.failover.lease import (
 )
 from drkit.failover.model import Procedure, RunState
 from drkit.failover.reconcile import Reconciler, ReconcileReport, RegistryFactory
-from drkit.kafka.admin import KafkaAdmin
 from drkit.kafka.clients import ClusterEndpoint
 from drkit.kafka.ports import AdminFactory
 from drkit.notifications import Notifier
@@ -61,7 +60,8 @@ class FailoverMaintenance:
         config: DrkitConfig,
         store: StateStore,
         state_dir: Path,
-        connect: AdminFactory = KafkaAdmin,
+        *,
+        connect: AdminFactory,
         owner: str | None = None,
         registries: RegistryFactory | None = None,
         leases: LeaseRepository | None = None,

@@ -1,10 +1,11 @@
 """Ports: what orchestration logic asks of a cluster, as a protocol.
 
-:class:`ClusterAdmin` lists the admin operations the failover engine (drkit.failover), the
-group-offset sync (drkit.offsets.group_sync) and the monitor's probes use.  Code that decides
-things takes a ``ClusterAdmin`` rather than building a :class:`~drkit.kafka.admin.KafkaAdmin`,
-so its unit tests pass an in-memory fake (tests/fake_kafka.py ``FakeCluster``) instead of a
-broker - no attribute swapping.  ``KafkaAdmin`` satisfies the protocol (checked by mypy in
+:class:`ClusterAdmin` lists the admin operations drkit uses above the adapter - the failover
+engine, the monitor, the replicator and checkpointer, the drills, doctor, adopt, verify, the
+local clusters.  That code takes a ``ClusterAdmin``, or an :class:`AdminFactory` to make one,
+rather than building a :class:`~drkit.kafka.admin.KafkaAdmin`, so its unit tests pass an
+in-memory fake (tests/fake_kafka.py ``FakeCluster``) instead of a broker - no attribute
+swapping.  ``KafkaAdmin`` satisfies the protocol (checked by mypy in
 tests/unit/test_cluster_admin_port.py, with the fake).
 
 Contract of every method (as KafkaAdmin keeps it):
@@ -272,12 +273,14 @@ def read_group_offsets(
 class AdminFactory(Protocol):
     """How code below the edges reaches a cluster's admin API - the one seam for cluster access.
 
-    Only the edges pass the adapter's :class:`~drkit.kafka.admin.KafkaAdmin` (the class is a
-    factory): the CLI commands (drkit/cli/), and the replication process's start
-    (drkit/replication/service.py: its flow workers and checkpoint workers).  Everything below
-    takes a factory (or a ``ClusterAdmin``) and calls it; unit tests pass
-    tests/fake_kafka.py ``FakeClusters.connect``, which hands out in-memory clusters.
-    tests/unit/test_cluster_seam.py fails on a ``KafkaAdmin(`` anywhere else.
+    The edges pass the adapter's :class:`~drkit.kafka.admin.KafkaAdmin` (the class is a
+    factory): the CLI commands (drkit/cli/ - ``drkit monitor``'s start among them), and the
+    replication process's start (drkit/replication/service.py: its flow workers and
+    checkpoint workers).  Everything below takes a factory (or a ``ClusterAdmin``) and calls
+    it; unit tests pass tests/fake_kafka.py ``FakeClusters.connect``, which hands out
+    in-memory clusters.  tests/unit/test_cluster_seam.py fails on a ``KafkaAdmin(`` outside
+    drkit/kafka/ and drkit/cli/, and lists the few modules below that still name the adapter
+    (and why).
 
     ``default_timeout_s``: the deadline of a call given none (the adapter's own default when
     left out); ``helper``: which of the endpoint's helper processes runs its group requests

@@ -98,7 +98,7 @@ def test_unplanned_failover_of_a_killed_primary_resumes_every_group_exactly(
     # dc1 returns: it is fenced before anyone can write to it (the monitor runs this duty).
     scratch.local.start_broker(scratch.name)
     store = StateStore(f"sqlite:///{tmp_path / 'drkit.db'}")
-    maintenance = FailoverMaintenance(setup.config, store, tmp_path / "state")
+    maintenance = FailoverMaintenance(setup.config, store, tmp_path / "state", connect=KafkaAdmin)
     assert setup.source in maintenance.reconcile_protections().changed
     assert scratch.admin().write_denied() == {topic}
     assert FenceRepository(store).topics(setup.source, FenceState.APPLIED) == {topic}
@@ -331,7 +331,9 @@ def test_engine_killed_after_each_step_resumes_to_the_same_result(
         if step is steps[-1]:
             # The monitor's duty resumes a run whose engine died, on its own.
             reloaded = load_config(setup.path)
-            assert FailoverMaintenance(reloaded, store, tmp_path).resume_stale_runs() == [run.id]
+            assert FailoverMaintenance(
+                reloaded, store, tmp_path, connect=KafkaAdmin
+            ).resume_stale_runs() == [run.id]
             resumed = drkit(setup, "failover", "show", str(run.id), "-o", "json")
         else:
             resumed = drkit(setup, "failover", "--resume", str(run.id), "--yes", "-o", "json")
@@ -451,7 +453,7 @@ def test_failback_captures_and_exports_the_divergent_tail_then_switches_back(
                       headers=((SOURCE_HEADER, held_copy),))  # fmt: skip
         scratch.local.start_broker(scratch.name)
         # The monitor's divergence report, once dc1 answers and is fenced.
-        maintenance = FailoverMaintenance(setup.config, store, tmp_path)
+        maintenance = FailoverMaintenance(setup.config, store, tmp_path, connect=KafkaAdmin)
         first = RunRepository(store).latest(1)[0]
 
         def reported_yet() -> bool:

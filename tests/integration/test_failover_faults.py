@@ -697,9 +697,11 @@ import json, sys
 from pathlib import Path
 from drkit.config import load_config
 from drkit.failover.maintenance import FailoverMaintenance
+from drkit.kafka import KafkaAdmin
 from drkit.store import StateStore
 config = load_config(sys.argv[1])
 store = StateStore(config.state_store.url.get_secret_value())
-resumed = FailoverMaintenance(config, store, Path(sys.argv[2])).resume_stale_runs()
+maintenance = FailoverMaintenance(config, store, Path(sys.argv[2]), connect=KafkaAdmin)
+resumed = maintenance.resume_stale_runs()
 print(json.dumps({"resumed": resumed}))
 """
