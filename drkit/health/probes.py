@@ -174,7 +174,7 @@ class FlowProber:
         self.source = connect(
             ClusterEndpoint(topology.source, source), default_timeout_s=policy.probe_timeout_s
         )
-        target_endpoint = self.target_endpoint = ClusterEndpoint(topology.target, target)
+        target_endpoint = ClusterEndpoint(topology.target, target)
         self.target = connect(target_endpoint, default_timeout_s=policy.probe_timeout_s)
         self._heartbeats = TopicTailer(target_endpoint, topology.heartbeats_replica)
         self._progress = ProgressStore(target_endpoint, topology.progress_topic, missing_ok=True)
@@ -198,7 +198,7 @@ class FlowProber:
     def probe(self) -> FlowObservation:
         now = time.time()
         observation = FlowObservation(self.topology.name, now)
-        refused = tcp_unreachable(self.target_endpoint, min(1.0, self.timeout))
+        refused = tcp_unreachable(self.target.endpoint, min(1.0, self.timeout))
         if refused is not None:  # down now: no use waiting out the probe's timeout for it
             return replace(observation, errors=(f"target: {refused}",))
         try:
