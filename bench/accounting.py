@@ -29,7 +29,7 @@ from drkit.accounting.sparkjob.schema import Spec, Summary
 from drkit.accounting.spec import build_spec
 from drkit.accounting.standalone import standalone_cluster
 from drkit.config import load_config
-from drkit.kafka.admin import TopicSpec
+from drkit.kafka.admin import KafkaAdmin, TopicSpec
 
 
 class Timings(NamedTuple):
@@ -90,7 +90,7 @@ def measure(records: int, spark_mode: str = "local") -> Timings:
     worker.terminate()
     worker.wait(60)
     config = load_config(path)
-    spec = build_spec(config, config.flows[0], [])
+    spec = build_spec(config, config.flows[0], [], connect=KafkaAdmin)
     with ExitStack() as stack:
         master = None
         if spark_mode == "standalone":

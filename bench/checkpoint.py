@@ -133,7 +133,13 @@ def _measure_worker(
 ) -> Measurement:
     source_admin, target_admin = clusters.admin("dc1"), clusters.admin("dc2")
     metrics = CheckpointMetrics.create(CollectorRegistry())
-    worker = Checkpointer(flow, config.clusters[flow.source], config.clusters[flow.target], metrics)
+    worker = Checkpointer(
+        flow,
+        config.clusters[flow.source],
+        config.clusters[flow.target],
+        metrics,
+        connect=KafkaAdmin,
+    )
     try:
         worker.prepare()
 

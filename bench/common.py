@@ -36,7 +36,9 @@ def _bench_kafka() -> LocalKafka:
     """The benchmark's clusters (DRKIT_BENCH_STATE_DIR: another directory, for a second bench
     run beside the first)."""
     state = Path(os.environ.get("DRKIT_BENCH_STATE_DIR", OUT / "state"))
-    return LocalKafka(state, heap=os.environ.get("DRKIT_BENCH_KAFKA_HEAP", "1g"))
+    return LocalKafka(
+        state, heap=os.environ.get("DRKIT_BENCH_KAFKA_HEAP", "1g"), connect=KafkaAdmin
+    )
 
 
 def stop_clusters() -> None:

@@ -27,7 +27,7 @@ from collections.abc import Iterator
 
 from bench.common import Clusters, markdown_table, start_clusters
 from drkit.config import load_config_text
-from drkit.kafka.admin import TopicSpec
+from drkit.kafka.admin import KafkaAdmin, TopicSpec
 from drkit.kafka.clients import ClusterEndpoint, make_producer
 from drkit.kafka.io import consume_all
 from drkit.offsets.checkpoint import Checkpoint, tick
@@ -156,7 +156,9 @@ def main(groups: int = 1000, partitions: int = 50) -> str:
     assert len(read) == total
     started = time.perf_counter()
     # the bench writes its checkpoints itself: no signed offset syncs are read
-    report = translate_groups(config, config.flows[0], names, use_checkpoints=True, keys=None)
+    report = translate_groups(
+        config, config.flows[0], names, use_checkpoints=True, keys=None, connect=KafkaAdmin
+    )
     elapsed = time.perf_counter() - started
     assert sum(len(rows) for rows in report.groups.values()) == groups * partitions
     core, core_anchor = _pure(groups, partitions)

@@ -97,7 +97,7 @@ def _local(names: list[str]) -> Iterator[dict[str, ClusterUnderTest]]:
     and none stops them - the controller does, once every process has finished."""
     base = state_dir_for_tests()
     base.mkdir(parents=True, exist_ok=True)
-    manager = LocalKafka(base)
+    manager = LocalKafka(base, connect=KafkaAdmin)
     shared = "PYTEST_XDIST_WORKER" in os.environ
     with (base / "clusters.lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -127,7 +127,7 @@ def stop_shared_clusters() -> None:
     if run != claim_run_id():
         return  # another run's clusters (it is still running, or its controller will stop them)
     if os.environ.get("DRKIT_TEST_KEEP_CLUSTERS") != "1":
-        LocalKafka(base).down(names)
+        LocalKafka(base, connect=KafkaAdmin).down(names)
     mark.unlink()
 
 
@@ -180,7 +180,7 @@ class ScratchPool:
 
     @staticmethod
     def start(brokers: int = 1, namespaced: bool = False) -> ClusterUnderTest:
-        manager = LocalKafka(state_dir_for_tests())
+        manager = LocalKafka(state_dir_for_tests(), connect=KafkaAdmin)
         name = f"scratch-{uuid.uuid4().hex[:6]}"
         try:
             status = manager.up([name], brokers=brokers, namespaced=namespaced)[0]

@@ -26,7 +26,6 @@ from drkit.errors import (
     Problem,
     UnreachableClusterError,
 )
-from drkit.kafka.admin import KafkaAdmin
 from drkit.kafka.clients import ClusterEndpoint
 from drkit.kafka.ports import AdminFactory, ClusterAdmin
 from drkit.offsets.lookup import translate_groups
@@ -205,7 +204,7 @@ def build_spec(
     secrets_by_name: bool = False,
     keys: Callable[[str], bytes] | None = None,
     *,
-    connect: AdminFactory = KafkaAdmin,
+    connect: AdminFactory,
 ) -> Spec:
     """Snapshot the ranges to check (log start to last stable offset, now), the groups'
     positions and the records lost before replication (``loss_events``: the flow's recorded
@@ -216,8 +215,8 @@ def build_spec(
     consuming there.  ``secrets_by_name``: name the clusters' secrets (a spec to write to
     disk, see :class:`Secrets`) instead of holding them.  ``keys``: each flow's offset-sync
     key (drkit/store/flow_keys.py), for the groups' translation; None verifies no sync.
-    ``connect``: how it reaches both clusters (drkit.kafka.ports) - callers in drkit/ pass
-    theirs; the default is for bench/accounting.py.
+    ``connect``: how it reaches both clusters (drkit.kafka.ports) - no default, every caller
+    passes one.
 
     Raises AccountingError when there is nothing to check: no selected source partition holds
     a record and nothing was lost.

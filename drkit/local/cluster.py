@@ -256,13 +256,10 @@ def _pid_is_broker(pid: int | None, properties: Path) -> bool:
 class LocalKafka:
     """Manage the local clusters recorded under ``state_dir / "local"``."""
 
-    def __init__(
-        self, state_dir: Path, heap: str = "512m", connect: AdminFactory | None = None
-    ) -> None:
-        """``connect``: how it reaches its clusters' admin API (drkit.kafka.ports); the CLI and
-        the drills pass theirs.  None: the adapter, looked up when first needed - for
-        tests/kafka_backends.py and bench/common.py, which build a manager without one."""
-        self._connect = connect
+    def __init__(self, state_dir: Path, heap: str = "512m", *, connect: AdminFactory) -> None:
+        """``connect``: how it reaches its clusters' admin API (drkit.kafka.ports) - no
+        default, every caller passes one."""
+        self.connect = connect
         self.root = state_dir / "local"
         self.heap = os.environ.get("DRKIT_KAFKA_HEAP", heap)
         # Extra JVM flags for every broker and format run, e.g. "-XX:TieredStopAtLevel=1"
@@ -272,14 +269,6 @@ class LocalKafka:
         # Where each broker's logs stood when this process last started it: a start-up death
         # is named from what came after (the logs keep every earlier run's lines).
         self._log_marks: dict[tuple[str, int], dict[str, int]] = {}
-
-    @property
-    def connect(self) -> AdminFactory:
-        if self._connect is None:
-            from drkit.kafka import KafkaAdmin  # not given: the adapter (see __init__)
-
-            self._connect = KafkaAdmin
-        return self._connect
 
     # -- paths and state ------------------------------------------------------------------
 

@@ -41,7 +41,7 @@ from typing import cast
 from drkit.config.model import ClusterConfig, CommitSource, FlowConfig
 from drkit.errors import KafkaError, Stopped, UnreachableClusterError
 from drkit.kafka.acked_writer import AckedWriter
-from drkit.kafka.admin import KafkaAdmin, TopicSpec
+from drkit.kafka.admin import TopicSpec
 from drkit.kafka.clients import ClusterEndpoint
 from drkit.kafka.ports import AdminFactory, ClusterAdmin
 from drkit.kafka.tailer import TopicTailer
@@ -143,12 +143,12 @@ class Checkpointer:
         stop: threading.Event | None = None,
         signer: Signer | None = None,
         *,
-        connect: AdminFactory = KafkaAdmin,
+        connect: AdminFactory,
     ) -> None:
         """``signer``: the flow's offset-sync key (drkit/signing.py): the runs it translates
         with are verified, its tombstones signed; None (no state store) verifies nothing;
-        ``connect``: how it reaches the clusters' admin API (drkit.kafka.ports) - every caller
-        in drkit/ and tests/ passes one; the default is for bench/checkpoint.py."""
+        ``connect``: how it reaches the clusters' admin API (drkit.kafka.ports) - no default,
+        every caller passes one."""
         self.flow = flow
         self.signer = signer
         self.name = flow.name

@@ -45,7 +45,6 @@ from typing import Any, TextIO
 from drkit.config.loader import configured_flow
 from drkit.config.model import DrkitConfig, FlowConfig
 from drkit.errors import ConfigError, KafkaError, Problem, UnreachableClusterError
-from drkit.kafka.admin import KafkaAdmin
 from drkit.kafka.clients import ClusterEndpoint
 from drkit.kafka.partition_reader import PartitionReader
 from drkit.kafka.ports import AdminFactory, ClusterAdmin, admins_not_answering
@@ -172,14 +171,13 @@ def translate_groups(
     source_timeout_s: float = 5.0,
     *,
     keys: Callable[[str], bytes] | None,
-    connect: AdminFactory = KafkaAdmin,
+    connect: AdminFactory,
 ) -> Report:
     """Translate ``groups`` for ``flow``; ``use_checkpoints=None`` picks live when possible.
     ``keys``: each flow's key (drkit/store/flow_keys.py ``key_for``): offset syncs that fail
     it are ignored and counted; None verifies nothing (a reader shown being fooled, benches of
     unsigned maps) - no default, so every caller says which.  ``connect``: how it reaches the
-    clusters (drkit.kafka.ports) - callers in drkit/ pass theirs; the default is for
-    bench/translation.py (and tests that read real clusters)."""
+    clusters (drkit.kafka.ports) - no default either."""
     topology = FlowTopology.of(flow)
     source_endpoint = ClusterEndpoint(flow.source, config.clusters[flow.source])
     source = connect(source_endpoint)

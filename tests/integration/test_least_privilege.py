@@ -169,7 +169,9 @@ def secured_pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecuredPa
     state = tmp_path_factory.mktemp("least-privilege") / "state"
     tag = uuid.uuid4().hex[:4]
     with running_issuer(OIDC_CLIENTS, audience="kafka", claimed_issuers=ROGUE_ISSUER) as issuer:
-        pair = SecuredPair(LocalKafka(state), state, f"lpa{tag}", f"lpb{tag}", issuer)
+        pair = SecuredPair(
+            LocalKafka(state, connect=KafkaAdmin), state, f"lpa{tag}", f"lpb{tag}", issuer
+        )
         try:
             up = pair.run("local", "up", "--clusters", f"{pair.source},{pair.target}",
                           "--secure", "--oidc-jwks-url", issuer.jwks_url,

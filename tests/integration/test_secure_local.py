@@ -32,7 +32,11 @@ from tests.replication_support import DrkitProcess, wait_until
 def secured(tmp_path: Path) -> tuple[LocalKafka, str, Path]:
     if backend() != "local":
         pytest.skip("secured local clusters need DRKIT_TEST_KAFKA=local")
-    return LocalKafka(tmp_path / "state"), f"sec-{uuid.uuid4().hex[:6]}", tmp_path / "state"
+    return (
+        LocalKafka(tmp_path / "state", connect=KafkaAdmin),
+        f"sec-{uuid.uuid4().hex[:6]}",
+        tmp_path / "state",
+    )
 
 
 def test_a_secured_local_cluster_authenticates_authorizes_and_denies_by_default(
@@ -120,7 +124,7 @@ def test_mtls_clients_authenticate_by_certificate_as_the_same_least_privilege_pr
     if backend() != "local":
         pytest.skip("secured local clusters need DRKIT_TEST_KAFKA=local")
     state = tmp_path / "state"
-    manager = LocalKafka(state)
+    manager = LocalKafka(state, connect=KafkaAdmin)
     tag = uuid.uuid4().hex[:4]
     source, target, topic = f"mta{tag}", f"mtb{tag}", f"orders-{tag}"
 

@@ -66,7 +66,9 @@ def assert_exact(
     the application too, but no failover re-read (``expected_rereads`` counts records before S
     that lie after T, and there must be none here).
     """
-    report = translate_groups(setup.config, setup.config.flows[0], [group], keys=setup.keys)
+    report = translate_groups(
+        setup.config, setup.config.flows[0], [group], keys=setup.keys, connect=KafkaAdmin
+    )
     assert report.mode == "live" and not report.errors, report.errors
     rows = {(r.source_topic, r.source_partition): r for r in report.groups[group]}
     view = target_view(setup.target_endpoint, replica)
@@ -344,6 +346,7 @@ def test_translation_from_checkpoints_when_the_source_is_down(
                         [group],
                         use_checkpoints=True,
                         keys=setup.keys,
+                        connect=KafkaAdmin,
                     ).groups.get(group, [])
                 )
                 == 2
@@ -352,7 +355,9 @@ def test_translation_from_checkpoints_when_the_source_is_down(
             0.5,
             what="checkpoints for both partitions",
         )
-    live = translate_groups(setup.config, setup.config.flows[0], [group], keys=setup.keys)
+    live = translate_groups(
+        setup.config, setup.config.flows[0], [group], keys=setup.keys, connect=KafkaAdmin
+    )
     assert scratch.local is not None
     scratch.local.stop_broker(scratch.name)
     result = CliRunner().invoke(
@@ -437,13 +442,14 @@ def test_mm2_remote_cluster_utils_reads_drkit_checkpoints(
                 [group],
                 use_checkpoints=True,
                 keys=setup.keys,
+                connect=KafkaAdmin,
             ).groups.get(group),
             60,
             0.5,
         )
     offsets = remote_consumer_offsets(dc2.bootstrap_servers, setup.source, group, tmp_path)
     expected = translate_groups(
-        setup.config, setup.config.flows[0], [group], keys=setup.keys
+        setup.config, setup.config.flows[0], [group], keys=setup.keys, connect=KafkaAdmin
     ).groups[group][0]
     assert offsets == {f"{setup.source}.{topic}-0": expected.target_offset}
 
@@ -471,7 +477,9 @@ def test_provenance_fallback_finds_the_exact_record_without_any_offset_map(
     assert producer.flush(30) == 0
     group = names.group("fallback")
     commit_group_offsets(setup.source_endpoint, group, {TopicPartition(topic, 0): 123})
-    report = translate_groups(setup.config, setup.config.flows[0], [group], keys=setup.keys)
+    report = translate_groups(
+        setup.config, setup.config.flows[0], [group], keys=setup.keys, connect=KafkaAdmin
+    )
     (row,) = report.groups[group]
     assert (row.method, row.source_offset, row.target_offset) == ("provenance", 123, 7 + 123)
     assert row.verified is True
@@ -518,7 +526,7 @@ def test_group_offset_sync_moves_empty_groups_forward_and_skips_active_ones(
             # rightly moves forward from (CI on b0bdd8c compared against such an early one).
             wait_until(lambda: not progress_behind(setup, topic), 60, 0.5, what="copy caught up")
             expected = translate_groups(
-                setup.config, setup.config.flows[0], [idle], keys=setup.keys
+                setup.config, setup.config.flows[0], [idle], keys=setup.keys, connect=KafkaAdmin
             ).groups[idle]
             assert expected[0].method == "exact", expected
 
@@ -541,7 +549,7 @@ def test_group_offset_sync_moves_empty_groups_forward_and_skips_active_ones(
             )
             commit_group_offsets(setup.source_endpoint, idle, {TopicPartition(topic, 0): 900})
             later = translate_groups(
-                setup.config, setup.config.flows[0], [idle], keys=setup.keys
+                setup.config, setup.config.flows[0], [idle], keys=setup.keys, connect=KafkaAdmin
             ).groups[idle]
             wait_for_value(
                 synced,

@@ -237,7 +237,12 @@ def test_verify_rejects_a_translation_that_skips_records(
     for group, offset in groups.items():
         commit_group_offsets(setup.source_endpoint, group, {source: offset})
     report = translate_groups(
-        setup.config, setup.config.flows[0], list(groups), verify=True, keys=setup.keys
+        setup.config,
+        setup.config.flows[0],
+        list(groups),
+        verify=True,
+        keys=setup.keys,
+        connect=KafkaAdmin,
     )
     assert not report.errors, report.errors
     rows = {group: report.groups[group][0] for group in groups}
@@ -306,7 +311,12 @@ def test_provenance_fallback_ignores_copies_of_other_partitions_and_clusters(
     for offset in (10, 0, 59):
         commit_group_offsets(setup.source_endpoint, group, {TopicPartition(topic, 0): offset})
         report = translate_groups(
-            setup.config, setup.config.flows[0], [group], verify=True, keys=setup.keys
+            setup.config,
+            setup.config.flows[0],
+            [group],
+            verify=True,
+            keys=setup.keys,
+            connect=KafkaAdmin,
         )
         assert not report.errors, report.errors
         (row,) = report.groups[group]
@@ -380,7 +390,12 @@ def test_checkpointer_tombstones_runs_neither_cluster_holds_and_translation_stay
         thread.join(30)
         checkpointer.close()
     report = translate_groups(
-        setup.config, setup.config.flows[0], list(groups), verify=True, keys=setup.keys
+        setup.config,
+        setup.config.flows[0],
+        list(groups),
+        verify=True,
+        keys=setup.keys,
+        connect=KafkaAdmin,
     )
     assert not report.errors, report.errors
     rows = {group: report.groups[group][0] for group in groups}

@@ -24,14 +24,6 @@ NAMED_BELOW = {
     # `KafkaAdmin.prewarm`: starts the target's helper process for group requests while the
     # plan is read (drkit.kafka.isolated); it builds no admin.
     "drkit/failover/engine.py": "prewarm",
-    # Defaults of `connect` for callers outside what issue 47 changes: bench/ (checkpoint.py,
-    # translation.py, accounting.py) calls these without a factory; drkit/ and tests pass one.
-    "drkit/offsets/checkpointer.py": "default for bench/",
-    "drkit/offsets/lookup.py": "default for bench/",
-    "drkit/accounting/spec.py": "default for bench/",
-    # LocalKafka without a factory looks the adapter up when first needed: tests/kafka_backends.py
-    # and bench/common.py build their managers so; the CLI and the drills pass theirs.
-    "drkit/local/cluster.py": "fallback for managers built without a factory",
 }
 
 

@@ -128,9 +128,10 @@ def test_a_password_file_that_is_missing_or_given_with_a_password_is_a_config_er
 
 def test_a_secured_nodes_properties_file_is_owner_only(tmp_path: Path) -> None:
     """server.properties holds the super user's password (inter-broker SCRAM)."""
+    from drkit.kafka import KafkaAdmin
     from drkit.local.cluster import BrokerState, LocalClusterState, LocalKafka
 
-    manager = LocalKafka(tmp_path)
+    manager = LocalKafka(tmp_path, connect=KafkaAdmin)
     state = LocalClusterState("dc1", "id", [BrokerState(1, 1, 2)], secure=True)
     manager._write_properties(state, state.brokers[0])
     written = tmp_path / "local" / "dc1" / "broker-1" / "server.properties"

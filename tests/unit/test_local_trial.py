@@ -20,6 +20,7 @@ from click.testing import CliRunner, Result
 
 from drkit.cli import cli
 from drkit.errors import LocalClusterError
+from drkit.kafka import KafkaAdmin
 from drkit.local import cluster as cluster_module
 from drkit.local.cluster import BrokerState, LocalClusterState, LocalKafka
 
@@ -164,7 +165,7 @@ def test_local_up_refuses_a_cluster_name_no_config_could_hold_before_starting_an
 def test_properties_written_for_java_carry_non_ascii_paths_escaped(tmp_path: Path) -> None:
     """Java reads a .properties file as ISO-8859-1: a UTF-8 state directory's name came out
     garbled, and the broker wrote its data to a directory nobody knew of."""
-    manager = LocalKafka(tmp_path / "état")
+    manager = LocalKafka(tmp_path / "état", connect=KafkaAdmin)
     state = LocalClusterState("dc1", "id", [BrokerState(1, 1, 2)])
     manager._write_properties(state, state.brokers[0])
     raw = (tmp_path / "état" / "local" / "dc1" / "broker-1" / "server.properties").read_bytes()

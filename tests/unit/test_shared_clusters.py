@@ -18,7 +18,7 @@ class _Downs:
 
     stopped: ClassVar[list[list[str]]] = []
 
-    def __init__(self, base: Path) -> None:
+    def __init__(self, base: Path, *, connect: object) -> None:
         self.base = base
 
     def down(self, names: list[str]) -> None:
