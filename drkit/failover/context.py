@@ -118,9 +118,11 @@ ProgressCallback = Callable[[str, float | None], None]  # (message, fraction don
 
 @dataclass
 class StepContext:
-    """One run's world.  Steps reach clusters' admin APIs only through :meth:`admin`, built by
+    """One run's world.  Steps reach clusters' admin APIs through :meth:`admin`, built by
     ``connect`` (the edge's factory - the adapter, or in unit tests in-memory fakes), one per
-    alias."""
+    alias - or through ``connect`` itself: the translate step's ``gather``, the verify step and
+    the reconciler (as the fencer role).  Records go through the adapter's clients (the divergent
+    tail, transactional fencing, control channels, progress readers)."""
 
     config: DrkitConfig
     flow: FlowConfig

@@ -3,7 +3,9 @@
 A step stores its outcome as a JSON document in its ``failover_steps`` row (the audit trail,
 ``drkit.failover.run/v1``).  Other steps, the maintenance duties and the drills read some of
 those outcomes back: they do so through these values - written with ``to_detail`` and read with
-``of`` - never by string keys of their own, so a document has one definition.
+``of`` -, so a document has one definition.  Still read by key: ``fence_source``'s ``pending``
+(``RunRecord.write_pause_s``, drkit.failover.runs - below this module), and the keys any step
+may record (``error``, ``warning``, ``skipped``, the after-hooks' mark: the engine, ``render``).
 
 * :class:`SourceFence` (``fence_source``): the topics fenced, and whether the fence is pending
   (the source did not answer); drills judge writes after the fence by it.

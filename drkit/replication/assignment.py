@@ -6,7 +6,7 @@ snapshot (stored progress, the source log's start and end, topic ids) and return
 :class:`Resume` values; the worker records the losses they carry *before* it assigns, so a
 crash in between re-detects the same loss instead of hiding it.
 
-Rules (tests/unit/test_assignment.py):
+Rules (tests/unit/test_replication_logic.py):
 * no stored progress: start at the log start (``start_from=earliest``) or end (``latest``);
   nothing is lost - replication never promised records from before it started;
 * stored progress still readable on the same topic: resume exactly there;

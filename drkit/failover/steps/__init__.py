@@ -1,8 +1,8 @@
 """Every step the engine can run, by name; runbooks (runbooks/*.yaml) order them.
 
 A step is ``(StepContext, timeout_s) -> StepOutcome`` and idempotent (see
-drkit.failover.context).  tests/unit/test_runbooks.py holds this table and the runbooks' step
-names equal.
+drkit.failover.context).  tests/unit/test_failover_engine_parts.py holds this table and the
+runbooks' step names equal.
 """
 
 from __future__ import annotations
