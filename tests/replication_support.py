@@ -28,6 +28,7 @@ from drkit.config import load_config
 from drkit.config.model import DrkitConfig
 from drkit.kafka import ClusterEndpoint, KafkaAdmin
 from drkit.kafka.io import consume_all
+from drkit.local.ports import free_port
 from drkit.records import Record, TopicPartition
 from drkit.replication.progress import Progress, ProgressStore, decode_progress
 from drkit.replication.provenance import ORIGIN_HEADER, SOURCE_HEADER, Provenance
@@ -381,9 +382,7 @@ def progress_history(target: ClusterEndpoint, topic: str) -> list[Progress]:
 def free_ports(count: int = 1) -> int:
     """The first of ``count`` consecutive free ports on 127.0.0.1 (``--workers N`` uses PORT+i)."""
     for _ in range(100):
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            first = int(probe.getsockname()[1])
+        first = free_port()  # below the ephemeral range: a restarted child binds it again
         if first + count > 65535:
             continue
         try:
