@@ -638,13 +638,17 @@ def test_drill_cleanup_removes_what_a_drill_killed_before_its_own_clean_up_left(
     drill = subprocess.Popen(
         [sys.executable, "-c",
          "import sys, time; from pathlib import Path; from drkit.config import load_config; "
-         "from drkit.drills.access import grant; d = Path(sys.argv[1]); "
-         "grant(load_config(d / 'drkit.yaml'), d); print('granted', flush=True); time.sleep(600)",
+         "from drkit.drills.access import grant; from drkit.kafka import KafkaAdmin; "
+         "d = Path(sys.argv[1]); grant(load_config(d / 'drkit.yaml'), d, KafkaAdmin); "
+         "print('granted', flush=True); time.sleep(600)",
          str(env.directory)],
-        stdout=subprocess.PIPE, text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:
-        assert drill.stdout is not None and drill.stdout.readline().strip() == "granted"
+        assert drill.stdout is not None and drill.stderr is not None
+        if (said := drill.stdout.readline().strip()) != "granted":  # it died: say why
+            drill.wait(30)
+            raise AssertionError(f"the drill process said {said!r}: {drill.stderr.read()[-3000:]}")
         admins = {env.alias(cluster): KafkaAdmin(pair.manager.endpoint_as(cluster, "admin"))
                   for cluster in (pair.source, pair.target)}  # fmt: skip
         guards = guard_entries(env.config)  # what the drill's monitor would have placed
