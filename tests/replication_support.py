@@ -29,6 +29,7 @@ from drkit.config.model import DrkitConfig
 from drkit.kafka import ClusterEndpoint, KafkaAdmin
 from drkit.kafka.io import consume_all
 from drkit.local.ports import free_port
+from drkit.offsets.lookup import Report, translate_groups
 from drkit.records import Record, TopicPartition
 from drkit.replication.progress import Progress, ProgressStore, decode_progress
 from drkit.replication.provenance import ORIGIN_HEADER, SOURCE_HEADER, Provenance
@@ -425,3 +426,22 @@ def scrape(port: int) -> MetricsSnapshot | None:
             return MetricsSnapshot.parse(reply.read().decode())
     except OSError:
         return None
+
+
+def translate(
+    setup: FlowSetup,
+    groups: list[str],
+    *,
+    use_checkpoints: bool | None = None,
+    verify: bool = False,
+) -> Report:
+    """``translate_groups`` for the setup's first flow, with its keys, through the adapter."""
+    return translate_groups(
+        setup.config,
+        setup.config.flows[0],
+        groups,
+        use_checkpoints,
+        verify,
+        keys=setup.keys,
+        connect=KafkaAdmin,
+    )

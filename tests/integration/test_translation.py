@@ -18,7 +18,6 @@ from drkit.kafka.admin import KafkaAdmin, TopicSpec
 from drkit.kafka.io import commit_group_offsets, consume_all, produce_batch
 from drkit.kafka.tailer import TopicTailer
 from drkit.offsets.checkpoint import Checkpoint
-from drkit.offsets.lookup import translate_groups
 from drkit.records import Record, TopicPartition
 from drkit.replication.provenance import SOURCE_HEADER, Provenance
 from drkit.topology.flow import FlowTopology
@@ -32,6 +31,7 @@ from tests.replication_support import (
     free_ports,
     progress_behind,
     scrape,
+    translate,
     wait_for_value,
     wait_until,
 )
@@ -66,9 +66,7 @@ def assert_exact(
     the application too, but no failover re-read (``expected_rereads`` counts records before S
     that lie after T, and there must be none here).
     """
-    report = translate_groups(
-        setup.config, setup.config.flows[0], [group], keys=setup.keys, connect=KafkaAdmin
-    )
+    report = translate(setup, [group])
     assert report.mode == "live" and not report.errors, report.errors
     rows = {(r.source_topic, r.source_partition): r for r in report.groups[group]}
     view = target_view(setup.target_endpoint, replica)
@@ -338,26 +336,12 @@ def test_translation_from_checkpoints_when_the_source_is_down(
     )
     with Replicator(setup, log_dir=tmp_path):
         wait_until(
-            lambda: (
-                len(
-                    translate_groups(
-                        setup.config,
-                        setup.config.flows[0],
-                        [group],
-                        use_checkpoints=True,
-                        keys=setup.keys,
-                        connect=KafkaAdmin,
-                    ).groups.get(group, [])
-                )
-                == 2
-            ),
+            lambda: len(translate(setup, [group], use_checkpoints=True).groups.get(group, [])) == 2,
             60,
             0.5,
             what="checkpoints for both partitions",
         )
-    live = translate_groups(
-        setup.config, setup.config.flows[0], [group], keys=setup.keys, connect=KafkaAdmin
-    )
+    live = translate(setup, [group])
     assert scratch.local is not None
     scratch.local.stop_broker(scratch.name)
     result = CliRunner().invoke(
@@ -436,21 +420,12 @@ def test_mm2_remote_cluster_utils_reads_drkit_checkpoints(
     commit_group_offsets(setup.source_endpoint, group, {TopicPartition(topic, 0): 321})
     with Replicator(setup, log_dir=tmp_path):
         wait_until(
-            lambda: translate_groups(
-                setup.config,
-                setup.config.flows[0],
-                [group],
-                use_checkpoints=True,
-                keys=setup.keys,
-                connect=KafkaAdmin,
-            ).groups.get(group),
+            lambda: translate(setup, [group], use_checkpoints=True).groups.get(group),
             60,
             0.5,
         )
     offsets = remote_consumer_offsets(dc2.bootstrap_servers, setup.source, group, tmp_path)
-    expected = translate_groups(
-        setup.config, setup.config.flows[0], [group], keys=setup.keys, connect=KafkaAdmin
-    ).groups[group][0]
+    expected = translate(setup, [group]).groups[group][0]
     assert offsets == {f"{setup.source}.{topic}-0": expected.target_offset}
 
 
@@ -477,9 +452,7 @@ def test_provenance_fallback_finds_the_exact_record_without_any_offset_map(
     assert producer.flush(30) == 0
     group = names.group("fallback")
     commit_group_offsets(setup.source_endpoint, group, {TopicPartition(topic, 0): 123})
-    report = translate_groups(
-        setup.config, setup.config.flows[0], [group], keys=setup.keys, connect=KafkaAdmin
-    )
+    report = translate(setup, [group])
     (row,) = report.groups[group]
     assert (row.method, row.source_offset, row.target_offset) == ("provenance", 123, 7 + 123)
     assert row.verified is True
@@ -525,9 +498,7 @@ def test_group_offset_sync_moves_empty_groups_forward_and_skips_active_ones(
             # replicated and translate to the replica's end so far - an answer the checkpointer
             # rightly moves forward from (CI on b0bdd8c compared against such an early one).
             wait_until(lambda: not progress_behind(setup, topic), 60, 0.5, what="copy caught up")
-            expected = translate_groups(
-                setup.config, setup.config.flows[0], [idle], keys=setup.keys, connect=KafkaAdmin
-            ).groups[idle]
+            expected = translate(setup, [idle]).groups[idle]
             assert expected[0].method == "exact", expected
 
             def synced() -> dict[TopicPartition, int]:
@@ -548,9 +519,7 @@ def test_group_offset_sync_moves_empty_groups_forward_and_skips_active_ones(
                 what="the busy group skipped by drkit as active on the target",
             )
             commit_group_offsets(setup.source_endpoint, idle, {TopicPartition(topic, 0): 900})
-            later = translate_groups(
-                setup.config, setup.config.flows[0], [idle], keys=setup.keys, connect=KafkaAdmin
-            ).groups[idle]
+            later = translate(setup, [idle]).groups[idle]
             wait_for_value(
                 synced,
                 {TopicPartition(replica, 0): later[0].target_offset},

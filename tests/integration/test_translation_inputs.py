@@ -24,7 +24,6 @@ from drkit.kafka.admin import TopicSpec
 from drkit.kafka.io import commit_group_offsets, consume_all, produce_batch
 from drkit.offsets.checkpoint_store import CheckpointStore
 from drkit.offsets.checkpointer import Checkpointer
-from drkit.offsets.lookup import translate_groups
 from drkit.offsets.mapping_loader import MappingLoader
 from drkit.offsets.metrics import CheckpointMetrics
 from drkit.records import TopicPartition
@@ -42,7 +41,7 @@ from drkit.topology.internal_topics import (
 )
 from tests.conftest import Names
 from tests.kafka_backends import ClusterUnderTest
-from tests.replication_support import FlowSetup, flow_setup, wait_until
+from tests.replication_support import FlowSetup, flow_setup, translate, wait_until
 
 # -- 5. a missing bookkeeping topic is an error, not "no progress" ----------------------------
 
@@ -236,14 +235,7 @@ def test_verify_rejects_a_translation_that_skips_records(
     groups = {names.group("in-gap"): 50, names.group("exact"): 70, names.group("filtered"): 80}
     for group, offset in groups.items():
         commit_group_offsets(setup.source_endpoint, group, {source: offset})
-    report = translate_groups(
-        setup.config,
-        setup.config.flows[0],
-        list(groups),
-        verify=True,
-        keys=setup.keys,
-        connect=KafkaAdmin,
-    )
+    report = translate(setup, list(groups), verify=True)
     assert not report.errors, report.errors
     rows = {group: report.groups[group][0] for group in groups}
     skipped = rows[names.group("in-gap")]
@@ -310,14 +302,7 @@ def test_provenance_fallback_ignores_copies_of_other_partitions_and_clusters(
     group = names.group("merged")
     for offset in (10, 0, 59):
         commit_group_offsets(setup.source_endpoint, group, {TopicPartition(topic, 0): offset})
-        report = translate_groups(
-            setup.config,
-            setup.config.flows[0],
-            [group],
-            verify=True,
-            keys=setup.keys,
-            connect=KafkaAdmin,
-        )
+        report = translate(setup, [group], verify=True)
         assert not report.errors, report.errors
         (row,) = report.groups[group]
         assert row.method == "provenance"
@@ -389,14 +374,7 @@ def test_checkpointer_tombstones_runs_neither_cluster_holds_and_translation_stay
         stop.set()
         thread.join(30)
         checkpointer.close()
-    report = translate_groups(
-        setup.config,
-        setup.config.flows[0],
-        list(groups),
-        verify=True,
-        keys=setup.keys,
-        connect=KafkaAdmin,
-    )
+    report = translate(setup, list(groups), verify=True)
     assert not report.errors, report.errors
     rows = {group: report.groups[group][0] for group in groups}
     kept, newest = rows[names.group("kept")], rows[names.group("newest")]
