@@ -38,11 +38,11 @@ from drkit.config.model import NotificationEvent as Event
 from drkit.control.model import DesiredState, default_state
 from drkit.control.repo import ControlRepository
 from drkit.errors import DrkitError
-from drkit.failover.context import RunOptions
 from drkit.failover.engine import Engine
 from drkit.failover.lease import LeaseHeld
 from drkit.failover.model import Plan, Procedure, RunState
 from drkit.failover.pointer import PointerRepository
+from drkit.failover.run_result import RunOptions
 from drkit.failover.runs import RunRecord, RunRepository
 from drkit.health.evaluation import ClusterState
 from drkit.health.identity import is_vote
@@ -262,7 +262,7 @@ class AutomaticFailover:
         )
         self.notify(
             Event.FAILOVER_FINISHED, source, target,
-            {"state": run.state.value, "rpo": run.result.get("rpo")}, run.id,
+            {"state": run.state.value, "rpo": run.result.rpo_json()}, run.id,
             f"automatic failover {source}->{target}: {run.state.value}",
         )  # fmt: skip
         return decision

@@ -46,11 +46,11 @@ from drkit.cli.context import (
 from drkit.config.loader import known_cluster
 from drkit.config.model import TOPIC_NAME, DrkitConfig, Role
 from drkit.errors import ConfigError, Problem
-from drkit.failover.context import RunOptions
 from drkit.failover.engine import Engine, PlanBlocked
 from drkit.failover.model import Plan, Procedure
 from drkit.failover.pointer import Pointer, active_cluster
 from drkit.failover.render import plan_text, remaining_text, run_text, runs_table
+from drkit.failover.run_result import RunOptions
 from drkit.failover.runs import RunRecord, RunRepository
 from drkit.gc_pause import collection_paused
 from drkit.kafka.admin import KafkaAdmin

@@ -23,9 +23,9 @@ from drkit.drills.parity import parity_check
 from drkit.drills.report import DrillCheck, DrillReport, Series, Targets, UnreplicatedPartition
 from drkit.drills.timeline import Timeline
 from drkit.errors import DrkitError
-from drkit.failover.context import RunOptions
 from drkit.failover.engine import Engine
 from drkit.failover.model import Plan, Procedure, Severity
+from drkit.failover.run_result import RunOptions
 from drkit.kafka import ClusterEndpoint
 from drkit.kafka.io import commit_group_offsets
 from drkit.kafka.ports import AdminFactory, ClusterAdmin

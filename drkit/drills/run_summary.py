@@ -29,7 +29,7 @@ def run_summary(run: RunRecord | None, failback: RunRecord | None) -> dict[str, 
         # A planned move's applications could not write from the fence to the pointer move.
         "write_pause_s": run.write_pause_s,
         "steps": steps,
-        "rpo_estimate": run.result.get("rpo"),
+        "rpo_estimate": run.result.rpo_json(),
         "translations": translations(run),
         "failback": None
         if failback is None

@@ -41,11 +41,11 @@ from drkit.drills.timeline import (
 )
 from drkit.drills.workload import GroupMember, Writer, stop_all
 from drkit.errors import DrillFailed, DrkitError, KafkaError
-from drkit.failover.context import RunOptions
 from drkit.failover.engine import Engine
 from drkit.failover.lease import LeaseRepository
 from drkit.failover.model import Procedure, RunState, StepName
 from drkit.failover.results import DivergentTail
+from drkit.failover.run_result import RunOptions
 from drkit.failover.runs import RunRecord, RunRepository
 from drkit.health.evaluation import ClusterState
 from drkit.kafka.admin import TopicSpec
@@ -377,7 +377,7 @@ class DrillRunner(RunningDrill):
     def _finished(self, run: RunRecord) -> None:
         self.run_record = run
         if run.state is not RunState.SUCCEEDED:
-            error = run.result.get("error", run.state.value)
+            error = run.result.error if run.result.error is not None else run.state.value
             raise DrillFailed(f"failover run {run.id} ended {run.state.value}: {error}")
         self.timeline.add(RUN_FINISHED, f"run {run.id} succeeded",
                           at_wall=_wall(run.finished_at))  # fmt: skip

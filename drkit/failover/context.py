@@ -29,6 +29,7 @@ from drkit.failover.plan import TranslationMemo
 from drkit.failover.pointer import PointerRepository
 from drkit.failover.reconcile import Reconciler, ReconcileReport, RegistryFactory
 from drkit.failover.results import Translation
+from drkit.failover.run_result import RunOptions
 from drkit.failover.runs import RunRecord, RunRepository
 from drkit.failover.snapshot import TargetReaders
 from drkit.kafka.clients import ClusterEndpoint
@@ -66,37 +67,6 @@ class StepFailed(DrkitError):
     """A step could not do its work; the run stops there (and a planned move rolls back)."""
 
     exit_code = ExitCode.FAILED
-
-
-@dataclass(frozen=True)
-class RunOptions:
-    """Operator choices that change what steps do (recorded with the run)."""
-
-    force: bool = False  # write offsets into groups active on the target
-    skip_verify: bool = False  # cutover: no final Spark accounting
-    export_file: str | None = None  # failback: where the divergent tail goes (JSON lines)
-    export_topic: str | None = None  # failback: or into CLUSTER:TOPIC
-    groups: tuple[str, ...] | None = None  # only these groups (default: the flow's groups)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "force": self.force,
-            "skip_verify": self.skip_verify,
-            "export_file": self.export_file,
-            "export_topic": self.export_topic,
-            "groups": list(self.groups) if self.groups is not None else None,
-        }
-
-    @classmethod
-    def from_json(cls, raw: dict[str, Any]) -> RunOptions:
-        groups = raw.get("groups")
-        return cls(
-            bool(raw.get("force", False)),
-            bool(raw.get("skip_verify", False)),
-            raw.get("export_file"),
-            raw.get("export_topic"),
-            tuple(groups) if groups is not None else None,
-        )
 
 
 @dataclass(frozen=True)

@@ -44,7 +44,6 @@ from drkit.errors import ConfigError, DrkitError, ExitCode, LeaseLost, Problem
 from drkit.failover.context import (
     ProgressCallback,
     ProgressReaders,
-    RunOptions,
     StepContext,
     StepFailed,
     StepOutcome,
@@ -76,6 +75,7 @@ from drkit.failover.pointer import PointerRepository
 from drkit.failover.premise import RunFacts, WorldFacts, broken_premise, pointer_moved
 from drkit.failover.reconcile import Reconciler, RegistryFactory
 from drkit.failover.results import Translation
+from drkit.failover.run_result import Abandoned, RunOptions, RunResult
 from drkit.failover.runbook import Runbook, load_runbook
 from drkit.failover.runs import RunRecord, RunRepository, split_rows
 from drkit.failover.snapshot import TargetReaders, gather, schema_facts, sync_signer
@@ -321,7 +321,7 @@ class Engine:
             with collection_paused():  # the plan's rows: 500,000 dicts at 10,000 groups
                 run = self.runs.guarded(keeper).create(plan, requested_by, reason)
             self.runs.guarded(keeper).merge_result(
-                run.id, {"options": options.to_json(), "direction": Direction.FORWARD.value}
+                run.id, RunResult(options=options, direction=Direction.FORWARD)
             )
         except BaseException:
             self._release(keeper.lease)
@@ -389,11 +389,11 @@ class Engine:
                 )
             direction = fresh.direction
             state = RunState.RUNNING if direction is Direction.FORWARD else RunState.ROLLING_BACK
-            self.runs.guarded(keeper).finish(run_id, state, {})
+            self.runs.guarded(keeper).finish(run_id, state)
         except BaseException:
             self._release(keeper.lease)
             raise
-        options = RunOptions.from_json(run.result.get("options", {}))
+        options = run.result.options or RunOptions()
         return self._execute(run_id, keeper, options, direction)
 
     def abandon(self, run_id: int, reason: str, by: str) -> RunRecord:
@@ -458,7 +458,7 @@ class Engine:
         self.runs.guarded(keeper).finish(
             run.id,
             RunState.ABANDONED,
-            {"abandoned": {"reason": reason, "by": by, "was": run.state.value}},
+            RunResult(abandoned=Abandoned(reason, by, run.state.value)),
         )
 
     def _unfinished(self, run_id: int, what: str) -> RunRecord:
@@ -592,7 +592,9 @@ class Engine:
                 self._fail(ctx, runbook, keeper, step.name, err)
         keeper.check()
         self._reconcile(ctx)
-        ctx.runs.finish(ctx.run.id, RunState.SUCCEEDED, {"pointer": ctx.target, **_warnings(ctx)})
+        ctx.runs.finish(
+            ctx.run.id, RunState.SUCCEEDED, RunResult(pointer=ctx.target, warnings=_warnings(ctx))
+        )
 
     def _translation_stale(self, ctx: StepContext, name: StepName, state: StepState) -> bool:
         """A resumed run whose groups were translated but not yet committed: whether a group
@@ -609,7 +611,7 @@ class Engine:
         if moved:
             log.warning("groups read on since the translation: translating again",
                         extra={"run": ctx.run.id, "groups": len(moved)})  # fmt: skip
-            ctx.runs.merge_result(ctx.run.id, {"translated_again_for": moved})
+            ctx.runs.merge_result(ctx.run.id, RunResult(translated_again_for=tuple(moved)))
         return bool(moved)
 
     def _timeout(self, runbook: Runbook, name: StepName, default: float | None) -> float | None:
@@ -740,23 +742,27 @@ class Engine:
         rollback = runbook.rollback_before is not None and (
             failed_at is runbook.rollback_before or runbook.may_roll_back(failed_at)
         )
-        cause = {"error": str(err), "failed_step": failed_at.value}
+        error = str(err)
         if rollback and self._pointer_moved_by(ctx.run.id, ctx.target):
             # The step failed after its pointer write committed: the applications are told to
             # use the target.  Unfencing the source now would make two writable primaries.
-            cause["error"] += f" (after the pointer moved to {ctx.target}: no rollback)"
+            error += f" (after the pointer moved to {ctx.target}: no rollback)"
             rollback = False
         if not rollback:
             ctx.runs.finish(
-                ctx.run.id, RunState.FAILED, {**cause, "direction": Direction.FORWARD.value}
+                ctx.run.id,
+                RunState.FAILED,
+                RunResult(error=error, failed_step=failed_at, direction=Direction.FORWARD),
             )
             raise RunFailed(
-                f"run {ctx.run.id} stopped at {failed_at.value}: {cause['error']}. Fix the "
+                f"run {ctx.run.id} stopped at {failed_at.value}: {error}. Fix the "
                 f"cause, then 'drkit failover --resume {ctx.run.id}'"
             ) from None
         # The intent first: from here on a crash resumes the rollback, never the move.
         ctx.runs.finish(
-            ctx.run.id, RunState.ROLLING_BACK, {**cause, "direction": Direction.ROLLBACK.value}
+            ctx.run.id,
+            RunState.ROLLING_BACK,
+            RunResult(error=error, failed_step=failed_at, direction=Direction.ROLLBACK),
         )
         self._rollback_and_end(ctx, runbook, keeper, err)
 
@@ -781,16 +787,16 @@ class Engine:
         run = ctx.runs.get(ctx.run.id) or ctx.run
         if failure is not None:
             ctx.runs.finish(
-                run.id, RunState.FAILED, {"rolled_back": undone, "rollback_error": failure}
+                run.id, RunState.FAILED, RunResult(rolled_back=undone, rollback_error=failure)
             )
             raise RunFailed(
                 f"run {run.id}: rolling back stopped at {failure}. {run.source} may still be "
                 f"fenced or its replication stopped. Fix the cause, then 'drkit failover "
                 f"--resume {run.id}' continues the rollback"
             )
-        ctx.runs.finish(run.id, RunState.ROLLED_BACK, {"rolled_back": undone})
-        failed_at = run.result.get("failed_step", "?")
-        error = run.result.get("error", "")
+        ctx.runs.finish(run.id, RunState.ROLLED_BACK, RunResult(rolled_back=undone))
+        failed_at = run.result.failed_step or "?"
+        error = run.result.error or ""
         kind = Vetoed if isinstance(err, Vetoed) else RolledBack
         raise kind(
             f"run {run.id} failed at {failed_at} ({error}) and was rolled back: "
@@ -799,13 +805,13 @@ class Engine:
 
     def _roll_back(
         self, ctx: StepContext, runbook: Runbook, keeper: LeaseKeeper
-    ) -> tuple[list[str], str | None]:
+    ) -> tuple[tuple[StepName, ...], str | None]:
         """Run the rollback step of every step that started (done, failed half-way, or cut
         off by a crash), newest first; a step already undone is skipped.  An undo step that
         fails does not stop the others (a fenced source must take writes again even when its
         replication cannot be restarted).  Returns what was undone and, when undo steps failed,
         which and why (a resume retries exactly those)."""
-        undone: list[str] = []
+        undone: list[StepName] = []
         failures: list[str] = []
         run = ctx.runs.get(ctx.run.id) or ctx.run
         for step in reversed(runbook.steps):
@@ -827,26 +833,25 @@ class Engine:
                 failures.append(f"{step.rollback.value}: {failed}")
                 continue
             ctx.runs.mark(run.id, step.name, StepState.ROLLED_BACK)
-            undone.append(step.rollback.value)
-        return undone, "; ".join(failures) or None
+            undone.append(step.rollback)
+        return tuple(undone), "; ".join(failures) or None
 
 
-def _warnings(ctx: StepContext) -> dict[str, Any]:
+def _warnings(ctx: StepContext) -> tuple[str, ...]:
     """The steps' warnings (a reverse flow not confirmed running, ...), for the run's result:
     a run that succeeded with one says so where its outcome is read."""
     run = ctx.runs.get(ctx.run.id) or ctx.run
-    found = [
+    return tuple(
         f"{step.name.value}: {step.detail['warning']}"
         for step in run.steps
         if step.state is StepState.DONE and step.detail.get("warning")
-    ]
-    return {"warnings": found} if found else {}
+    )
 
 
 def _where(run: RunRecord) -> str:
     """Where an unfinished run stands, in a few words."""
     if run.state is RunState.FAILED:
-        failed = run.result.get("rollback_error") or run.result.get("failed_step", "?")
+        failed = run.result.rollback_error or run.result.failed_step or "?"
         direction = "rolling back" if run.direction is Direction.ROLLBACK else "failed"
         return f"{direction} at {failed}"
     return f"{run.state.value}, held by {run.lease_owner or 'nobody'}"

@@ -104,6 +104,7 @@ class FailoverMaintenance:
     def report_divergence(self, keeper: LeaseKeeper | None = None) -> list[int]:
         """Store, once per succeeded failover run, the old primary's divergent records per
         partition as soon as it answers and is fenced; returns the runs reported."""
+        from drkit.failover.run_result import RunResult
         from drkit.failover.runs import RunRepository
         from drkit.failover.steps.divergence import divergence_report, point_of, raised_past_copies
         from drkit.topology.flow import FlowTopology
@@ -114,7 +115,7 @@ class FailoverMaintenance:
             if (
                 run.procedure is not Procedure.FAILOVER
                 or run.state is not RunState.SUCCEEDED
-                or "divergence" in run.result
+                or run.result.divergence is not None
                 or run.source not in self.config.clusters
                 or self.fences.topics(run.source, FenceState.PENDING)  # not fenced yet
             ):
@@ -139,7 +140,7 @@ class FailoverMaintenance:
             report = divergence_report(admin, point)
             if report is None:
                 continue  # a transaction is still open in the tail: count it once it ended
-            runs.merge_result(run.id, {"divergence": report.to_json()})
+            runs.merge_result(run.id, RunResult(divergence=report))
             log.warning(
                 "the old primary is back with records the target never got",
                 extra={"run": run.id, "cluster": run.source, "records": report.records},

@@ -106,15 +106,15 @@ def run_text(run: RunRecord) -> str:
             f"  applications' write pause: {run.write_pause_s:.1f}s "
             "(source fenced -> pointer moved)"
         )
-    lines += [f"  WARNING {warning}" for warning in run.result.get("warnings") or []]
-    if run.result.get("error"):
-        lines.append(f"  error: {run.result['error']}")
-    if run.result.get("rollback_error"):
-        lines.append(f"  rollback stopped at: {run.result['rollback_error']}")
-    abandoned = run.result.get("abandoned")
-    if abandoned:
-        lines.append(f"  abandoned by {abandoned.get('by')}: {abandoned.get('reason')}")
-    rpo = [PartitionRpo.from_json(row) for row in run.result.get("rpo") or []]
+    result = run.result
+    lines += [f"  WARNING {warning}" for warning in result.warnings]
+    if result.error:
+        lines.append(f"  error: {result.error}")
+    if result.rollback_error:
+        lines.append(f"  rollback stopped at: {result.rollback_error}")
+    if result.abandoned is not None:
+        lines.append(f"  abandoned by {result.abandoned.by}: {result.abandoned.reason}")
+    rpo = list(result.rpo or ())
     lost = [r for r in rpo if r.records]
     if rpo:
         unknown = [r for r in rpo if r.records is None]

@@ -17,16 +17,15 @@ may record (``error``, ``warning``, ``skipped``, the after-hooks' mark: the engi
   replicated ends, and drills and verify judge the groups against it.
 * :class:`DivergentTail` (``capture_divergent_tail``, failback): the records the old primary
   held beyond the failover point, exported; drills compare it with their recount.
-* :class:`Divergence` (the run's ``result.divergence``, written by the monitor's maintenance
-  once a failed-over primary answers again): the same tail counted in visible records
-  (drkit.lag), shown by ``drkit status``, ``drkit failover show`` and the webhook.
+
+The run as a whole keeps its own result - among it the same tail counted once a failed-over
+primary answers again (``Divergence``) -: drkit.failover.run_result.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from drkit.failover.model import (
@@ -227,40 +226,6 @@ class DivergentTail:
             {str(k): int(v) for k, v in detail.get("failover_point", {}).items()},
             {str(k): int(v) for k, v in detail["per_partition"].items()},
             str(detail.get("exported_to", "")),
-        )
-
-
-@dataclass(frozen=True)
-class Divergence:
-    """An old primary's records beyond the failover point, counted once it answered again:
-    visible records per partition, and the same span in offsets (markers included)."""
-
-    per_partition: Mapping[str, int]
-    offsets: int
-    at: float = field(default_factory=time.time)
-
-    @property
-    def records(self) -> int:
-        return sum(self.per_partition.values())
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "at": self.at,
-            "records": self.records,
-            "per_partition": dict(self.per_partition),
-            "offsets": self.offsets,
-        }
-
-    @classmethod
-    def of(cls, run: RunRecord) -> Divergence | None:
-        """The divergence reported for ``run`` (None: not reported yet)."""
-        raw = (run.result or {}).get("divergence")
-        if not isinstance(raw, Mapping):
-            return None
-        return cls(
-            {str(k): int(v) for k, v in (raw.get("per_partition") or {}).items()},
-            int(raw.get("offsets") or 0),
-            float(raw.get("at") or 0.0),
         )
 
 

@@ -9,6 +9,9 @@ in ``failover_run_groups``, one row per group, written once; the run's JSON carr
 ``group_rows`` (their count) in their place.  Every step reads the run back, and at 10,000
 groups x 50 partitions the rows are 500,000: a :class:`RunRecord` loads them only when asked
 (``planned``, ``detail``, ``to_json``), once.  Runs stored before keep them inline.
+
+A run's ``result`` column is read and written as a :class:`~drkit.failover.run_result.RunResult`
+(a change is merged into the stored document key by key, as every version did).
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from drkit.failover.model import (
     StepState,
     unpacked_moves,
 )
+from drkit.failover.run_result import RunResult
 from drkit.store.db import StateStore
 from drkit.store.guard import WriteGuard, write_session
 from drkit.store.models import FailoverRun, FailoverRunGroup, FailoverStep
@@ -114,7 +118,7 @@ class RunRecord:
     requested_by: str
     reason: str
     plan: dict[str, Any]
-    result: dict[str, Any]
+    result: RunResult
     lease_owner: str | None
     lease_expires_at: datetime | None
     started_at: datetime
@@ -142,7 +146,7 @@ class RunRecord:
 
     @property
     def rpo_records(self) -> int | None:
-        return run_rpo_records(self.result)
+        return self.result.rpo_records
 
     @property
     def write_pause_s(self) -> float | None:
@@ -182,7 +186,7 @@ class RunRecord:
         """Rolling back (in progress, or stopped at a failed rollback step) or forward."""
         if self.state is RunState.ROLLING_BACK:
             return Direction.ROLLBACK
-        return Direction(self.result.get("direction", Direction.FORWARD.value))
+        return self.result.direction or Direction.FORWARD
 
     @cached_property
     def planned(self) -> Plan:
@@ -246,7 +250,7 @@ class RunRecord:
                 }
                 for s in self.steps
             ],
-            "result": self.result,
+            "result": self.result.to_json(),
             "plan": full(self.plan, PLAN_PART),
         }
 
@@ -254,18 +258,6 @@ class RunRecord:
 def run_duration_s(started_at: datetime, finished_at: datetime | None) -> float | None:
     """Wall time from a run's start to its end (None while it has not ended)."""
     return None if finished_at is None else (finished_at - started_at).total_seconds()
-
-
-def run_rpo_records(result: dict[str, Any]) -> int | None:
-    """Records the target never got, as a run's translation counted them (its ``result``);
-    None when it did not get that far or any partition's count is unknown (never a guessed 0)."""
-    partitions = result.get("rpo")
-    if not isinstance(partitions, list):
-        return None
-    counts = [p.get("records") for p in partitions]
-    if any(c is None for c in counts):
-        return None
-    return sum(int(c) for c in counts)
 
 
 def _record(row: FailoverRun, load_rows: RowLoader = _no_rows) -> RunRecord:
@@ -278,7 +270,7 @@ def _record(row: FailoverRun, load_rows: RowLoader = _no_rows) -> RunRecord:
         row.requested_by,
         row.reason,
         row.plan,
-        row.result,
+        RunResult.from_json(row.result),
         row.lease_owner,
         row.lease_expires_at,
         row.started_at,
@@ -410,7 +402,8 @@ class RunRepository:
             ).first()
         if row is None:
             return None
-        return run_duration_s(row.started_at, row.finished_at), run_rpo_records(row.result)
+        figures = RunResult.from_json(row.result)
+        return run_duration_s(row.started_at, row.finished_at), figures.rpo_records
 
     def created_after(self, run_id: int) -> list[RunRecord]:
         """Runs recorded after ``run_id``, oldest first."""
@@ -479,22 +472,24 @@ class RunRepository:
             if finished:
                 step.finished_at = now
 
-    def finish(self, run_id: int, state: RunState, result: dict[str, Any]) -> None:
-        """Set the run's state (an end state stamps ``finished_at``) and merge ``result``."""
+    def finish(self, run_id: int, state: RunState, result: RunResult | None = None) -> None:
+        """Set the run's state (an end state stamps ``finished_at``) and merge ``result``'s set
+        fields into the stored one."""
         with self._writing() as session:
             row = session.get(FailoverRun, run_id)
             if row is not None:
                 row.state = state.value
-                row.result = {**row.result, **result}
+                row.result = _merged(row.result, result)
                 row.finished_at = None if state.in_progress else datetime.now(UTC)
                 if not state.in_progress:
                     row.lease_owner, row.lease_expires_at = None, None
 
-    def merge_result(self, run_id: int, result: dict[str, Any]) -> None:
+    def merge_result(self, run_id: int, result: RunResult) -> None:
+        """Record ``result``'s set fields in the run's result (the others stay as stored)."""
         with self._writing() as session:
             row = session.get(FailoverRun, run_id)
             if row is not None:
-                row.result = {**row.result, **result}
+                row.result = _merged(row.result, result)
 
     def last_completed_move(self, source: str, target: str) -> RunRecord | None:
         """The newest succeeded run that moved the pointer from ``source`` to ``target``."""
@@ -509,3 +504,9 @@ class RunRepository:
                 .order_by(FailoverRun.id.desc())
             ).first()
             return self._record(row) if row is not None else None
+
+
+def _merged(stored: dict[str, Any] | None, change: RunResult | None) -> dict[str, Any]:
+    """The stored result document with ``change``'s set fields written over it, key by key (a
+    key this version does not know stays)."""
+    return {**(stored or {}), **(change.to_json() if change is not None else {})}

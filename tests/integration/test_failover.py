@@ -458,10 +458,11 @@ def test_failback_captures_and_exports_the_divergent_tail_then_switches_back(
 
         def reported_yet() -> bool:
             maintenance.tick()
-            return "divergence" in (RunRepository(store).get(first.id) or first).result
+            return (RunRepository(store).get(first.id) or first).result.divergence is not None
 
         wait_until(reported_yet, 90, what="the divergence reported")
-        reported = (RunRepository(store).get(first.id) or first).result["divergence"]
+        reported = (RunRepository(store).get(first.id) or first).result.divergence
+        assert reported is not None
         back = drkit(setup, "failback", "--to", setup.source, "--export-file", str(tail_file),
                      "--yes", "-o", "json", timeout_s=300)  # fmt: skip
     assert back.code == 0, back.err + back.out
@@ -471,7 +472,7 @@ def test_failback_captures_and_exports_the_divergent_tail_then_switches_back(
     expected = {f"{topic}:{p}": 29 if p == 0 else 30 for p in range(PARTITIONS)}
     assert capture["per_partition"] == expected
     assert capture["records"] == 89
-    assert reported["per_partition"] == expected and reported["records"] == 89, reported
+    assert reported.per_partition == expected and reported.records == 89, reported
     assert tail_file.stat().st_mode & 0o777 == 0o600  # application records: drkit's user only
     lines = [json.loads(line) for line in tail_file.read_text().splitlines()]
     import base64

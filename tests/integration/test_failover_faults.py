@@ -529,7 +529,7 @@ def test_a_failover_resumed_after_its_groups_read_on_commits_a_fresh_translation
     assert final.state is RunState.SUCCEEDED, final.result
     replica = FlowTopology.of(setup.config.flows[0]).target_topic(topic)
     assert_groups_resume_exactly(setup, replica, groups)
-    assert final.result["translated_again_for"] == [middle], final.result
+    assert final.result.translated_again_for == (middle,), final.result
 
 
 # -- a transaction the fence cut ---------------------------------------------------------------

@@ -27,13 +27,13 @@ from dataclasses import dataclass, field
 
 from drkit.config.model import FlowConfig
 from drkit.errors import DrkitError
-from drkit.failover.context import RunOptions
 from drkit.failover.fences import FenceRepository
 from drkit.failover.lease import LeaseRepository
 from drkit.failover.maintenance import FailoverMaintenance
 from drkit.failover.model import Procedure, RunState
 from drkit.failover.pointer import PointerRepository
 from drkit.failover.reconcile import Reconciler
+from drkit.failover.run_result import RunOptions
 from drkit.failover.runs import RunRepository
 from drkit.failover.unfence import LiftFacts, lift_blockers
 from drkit.kafka.admin import TopicSpec

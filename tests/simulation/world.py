@@ -55,7 +55,7 @@ from drkit.control.gate import FlowGate
 from drkit.control.model import DesiredState, default_state
 from drkit.control.repo import ControlRepository
 from drkit.errors import KafkaError, StateStoreError
-from drkit.failover.context import ProgressReading, RunOptions, StepContext, StepOutcome
+from drkit.failover.context import ProgressReading, StepContext, StepOutcome
 from drkit.failover.engine import Engine
 from drkit.failover.hooks import Hook, HookOutcome
 from drkit.failover.model import (
@@ -68,6 +68,7 @@ from drkit.failover.model import (
     StepName,
 )
 from drkit.failover.results import GroupTranslation, Translation
+from drkit.failover.run_result import RunOptions
 from drkit.failover.snapshot import sync_signer
 from drkit.kafka.admin import TopicSpec
 from drkit.kafka.clients import ClusterEndpoint
@@ -568,7 +569,7 @@ class SimWorld:
         self.sim.log("state store restored without its flow keys")
 
     def flow_keys(self) -> FlowKeys:
-        """A replication process's flow keys (drkit.replication.service): derived from the
+        """A replication process's flow keys (drkit.replication_service): derived from the
         configured secret, else each read from the store once and kept."""
         return _SimFlowKeys(self)
 

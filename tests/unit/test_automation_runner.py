@@ -16,6 +16,7 @@ from drkit.automation.runner import AutomaticFailover
 from drkit.config.loader import load_config_text
 from drkit.failover.engine import PlanBlocked
 from drkit.failover.model import Procedure, RunState
+from drkit.failover.run_result import RunResult
 from drkit.health.metrics import MonitorMetrics
 from drkit.kafka.admin import KafkaAdmin
 from drkit.store import StateStore
@@ -41,7 +42,7 @@ class RecordingEngine:
 
     def start(self, plan: Any, options: Any, **kw: Any) -> Any:
         self.started.append(plan)
-        return SimpleNamespace(id=1, state=RunState.SUCCEEDED, result={})
+        return SimpleNamespace(id=1, state=RunState.SUCCEEDED, result=RunResult())
 
 
 class Fixed(AutomaticFailover):

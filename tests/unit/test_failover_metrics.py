@@ -9,15 +9,16 @@ from prometheus_client import CollectorRegistry
 
 from drkit.automation.journal import AutomationJournal
 from drkit.automation.metrics import publish_failover_figures
-from drkit.failover.model import RunState
+from drkit.failover.model import PartitionRpo, RunState
+from drkit.failover.run_result import RunResult
 from drkit.health.metrics import MonitorMetrics
 from drkit.store import StateStore
 from tests.unit.test_failover_safety import World
 
 
-def _rpo(*records: int | None) -> dict[str, object]:
-    return {"rpo": [{"topic": "orders", "partition": p, "records": r}
-                    for p, r in enumerate(records)]}  # fmt: skip
+def _rpo(*records: int | None) -> RunResult:
+    return RunResult(rpo=tuple(PartitionRpo("orders", p, None, None, r, None, None)
+                               for p, r in enumerate(records)))  # fmt: skip
 
 
 def test_runs_and_automation_are_exported_and_an_unknown_rpo_is_left_out(tmp_path: Path) -> None:

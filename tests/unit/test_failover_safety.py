@@ -27,7 +27,7 @@ from drkit.config import load_config_text
 from drkit.config.model import HookConfig
 from drkit.control import ControlRepository, DesiredState
 from drkit.errors import LeaseLost, RetriableKafkaError, StateStoreError
-from drkit.failover.context import RunOptions, StepContext, StepFailed, StepOutcome
+from drkit.failover.context import StepContext, StepFailed, StepOutcome
 from drkit.failover.engine import Engine, PlanBlocked, RolledBack, RunAbandoned, RunFailed
 from drkit.failover.fences import FenceRepository, FenceState
 from drkit.failover.hooks import Hook, HookOutcome
@@ -52,6 +52,7 @@ from drkit.failover.model import (
 )
 from drkit.failover.pointer import PointerRepository
 from drkit.failover.results import GroupTranslation, Translation
+from drkit.failover.run_result import Abandoned, RunOptions, RunResult
 from drkit.failover.runbook import load_runbook
 from drkit.failover.runs import RunRepository
 from drkit.failover.steps import STEPS, Step
@@ -285,7 +286,7 @@ def test_every_store_write_of_a_run_is_fenced_by_the_token(world: World) -> None
     guarded_runs = world.runs.guarded(keeper)
     writes: list[Callable[[], object]] = [
         lambda: guarded_runs.step_started(run.id, StepName.FENCE_SOURCE),
-        lambda: guarded_runs.finish(run.id, RunState.ROLLED_BACK, {"x": 1}),
+        lambda: guarded_runs.finish(run.id, RunState.ROLLED_BACK, RunResult(error="x")),
         lambda: PointerRepository(world.store, keeper).move("dc2", run.id),
         lambda: ControlRepository(world.store, keeper).set("dc1->dc2", DesiredState.RUNNING, "x"),
         lambda: FenceRepository(world.store, keeper).record("dc1", [ORDERS], FenceState.LIFTED, 1),
@@ -448,7 +449,7 @@ def test_companions_survive_a_half_applied_fence_so_lifting_leaves_topics_writab
         STEPS[StepName.FENCE_SOURCE](ctx, 5)
     STEPS[StepName.FENCE_SOURCE](ctx, 5)  # the resumed step
     assert not world.dc1_writable()
-    world.runs.finish(run.id, RunState.ROLLING_BACK, {"direction": "rollback"})
+    world.runs.finish(run.id, RunState.ROLLING_BACK, RunResult(direction=Direction.ROLLBACK))
     STEPS[StepName.UNFENCE_SOURCE](ctx, 5)
     assert world.clusters["dc1"].acls == set()
     assert world.dc1_writable()
@@ -485,7 +486,7 @@ def test_a_failed_stop_replication_is_undone_and_restart_needs_a_worker_to_answe
         beating.join(5)
     run = world.only_run()
     assert run.state is RunState.FAILED and run.direction is Direction.ROLLBACK
-    assert "restart_replication" in run.result["rollback_error"]
+    assert "restart_replication" in (run.result.rollback_error or "")
     assert world.dc1_writable()  # the fence was undone first
     # The directive says RUNNING (it was written), but nothing claims it was obeyed.
     assert world.control.directive("dc1->dc2").desired is DesiredState.RUNNING
@@ -622,8 +623,7 @@ def test_an_unfinished_run_blocks_new_runs_until_resumed_or_abandoned(world: Wor
         world.engine().start(world.plan(), RunOptions())
     abandoned = world.engine().abandon(old.id, "moved by hand", "cli:alice")
     assert abandoned.state is RunState.ABANDONED
-    assert abandoned.result["abandoned"] == {"reason": "moved by hand", "by": "cli:alice",
-                                             "was": "failed"}  # fmt: skip
+    assert abandoned.result.abandoned == Abandoned("moved by hand", "cli:alice", "failed")
     done = world.engine().start(world.plan(), RunOptions())
     assert done.state is RunState.SUCCEEDED
 
@@ -690,7 +690,7 @@ def test_a_resumed_run_translates_again_when_a_group_read_on_since(
     assert translated == [{"app": 40, "still": 20}, {"app": 55, "still": 20}]
     assert dc2.committed("app") == {replica: 55}  # not set back to 40
     assert dc2.committed("still") == {replica: 20}
-    assert done.result["translated_again_for"] == ["app"]
+    assert done.result.translated_again_for == ("app",)
     recorded = {g.group: g.partitions[0].source_offset for g in Translation.of(done).groups}
     assert recorded == {"app": 55, "still": 20}
 

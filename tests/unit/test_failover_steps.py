@@ -18,11 +18,12 @@ from drkit.acl.fencing import topic_acl
 from drkit.acl.rules import Operation, Permission
 from drkit.config import load_config_text
 from drkit.control import ControlRepository, DesiredState
-from drkit.failover.context import RunOptions, StepContext, StepFailed
+from drkit.failover.context import StepContext, StepFailed
 from drkit.failover.fences import FenceRepository, FenceState
 from drkit.failover.lease import LeaseRepository
 from drkit.failover.maintenance import FailoverMaintenance
 from drkit.failover.model import (
+    Direction,
     PartitionMove,
     PartitionRpo,
     Plan,
@@ -34,6 +35,7 @@ from drkit.failover.model import (
 )
 from drkit.failover.pointer import PointerRepository
 from drkit.failover.results import GroupTranslation, Translation
+from drkit.failover.run_result import RunOptions, RunResult
 from drkit.failover.runs import RunRepository
 from drkit.failover.steps.fencing import fence_source, unfence_source
 from drkit.failover.steps.offsets import commit_group_offsets
@@ -93,7 +95,7 @@ class World:
 
     def unplanned(self) -> None:
         """The run becomes an unplanned failover, planned with dc1 gone."""
-        self.runs.finish(self.run_id, RunState.SUCCEEDED, {})
+        self.runs.finish(self.run_id, RunState.SUCCEEDED)
         failover = replace(_plan(), procedure=Procedure.FAILOVER, source_reachable=False)
         self.run_id = self.runs.create(failover, "test", "unit").id
 
@@ -105,7 +107,9 @@ class World:
 
     def rolling_back(self) -> StepContext:
         """A context whose run turned to its rollback: it wants nothing any more."""
-        self.runs.finish(self.run_id, RunState.ROLLING_BACK, {"direction": "rollback"})
+        self.runs.finish(
+            self.run_id, RunState.ROLLING_BACK, RunResult(direction=Direction.ROLLBACK)
+        )
         return self.context()
 
     def translated(self, groups: dict[str, dict[int, int | None]]) -> None:
@@ -332,7 +336,7 @@ def test_one_monitor_at_a_time_runs_the_maintenance_duties(world: World) -> None
     dc1.go_down()
     fence_source(world.fencing(), None)
     dc1.come_back()
-    world.runs.finish(world.run_id, RunState.SUCCEEDED, {})  # nothing left to resume
+    world.runs.finish(world.run_id, RunState.SUCCEEDED)  # nothing left to resume
     PointerRepository(world.store).move("dc2", world.run_id)  # the run moved it
     east, west = (
         FailoverMaintenance(
@@ -387,8 +391,8 @@ def test_divergence_counts_visible_records_and_waits_for_open_transactions(world
     failover = runs.create(replace(_plan(), procedure=Procedure.FAILOVER), "test", "")
     rpo = [{"topic": ORDERS, "partition": 0, "replicated_end": 5}]
     runs.step_finished(failover.id, StepName.TRANSLATE_OFFSETS, StepState.DONE, {"rpo": rpo})
-    runs.finish(failover.id, RunState.SUCCEEDED, {})
-    runs.finish(world.run_id, RunState.SUCCEEDED, {})
+    runs.finish(failover.id, RunState.SUCCEEDED)
+    runs.finish(world.run_id, RunState.SUCCEEDED)
     dc1 = world.clusters["dc1"]
     world.clusters["dc2"].add_topic(f"dc1.{ORDERS}")  # its replica (no copy past the point)
     dc1.append(ORDERS, 0, 5)  # replicated before the failover
@@ -405,9 +409,10 @@ def test_divergence_counts_visible_records_and_waits_for_open_transactions(world
     assert maintenance.report_divergence() == [failover.id]
     reported = runs.get(failover.id)
     assert reported is not None
-    divergence = reported.result["divergence"]
-    assert divergence["records"] == 13 and divergence["offsets"] == 16
-    assert divergence["per_partition"] == {f"{ORDERS}:0": 13}
+    divergence = reported.result.divergence
+    assert divergence is not None
+    assert divergence.records == 13 and divergence.offsets == 16
+    assert divergence.per_partition == {f"{ORDERS}:0": 13}
 
 
 # -- confirm_fence ----------------------------------------------------------------------------

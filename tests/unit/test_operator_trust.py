@@ -38,6 +38,7 @@ def _config(tmp_path: Path, text: str = _BOTH_WAYS) -> str:
 def failed_run(tmp_path: Path) -> int:
     """One FAILED failover run dc1 -> dc2 in the SQLite store ``tmp_path / "drkit.db"``."""
     from drkit.failover.model import Direction, PartitionRpo, Plan, Procedure, RunState
+    from drkit.failover.run_result import RunResult
     from drkit.failover.runs import RunRepository
     from drkit.store import StateStore
 
@@ -51,7 +52,7 @@ def failed_run(tmp_path: Path) -> int:
     )  # fmt: skip
     runs = RunRepository(store)
     run = runs.create(plan, "test", "")
-    runs.finish(run.id, RunState.FAILED, {"error": "x", "direction": Direction.FORWARD.value})
+    runs.finish(run.id, RunState.FAILED, RunResult(error="x", direction=Direction.FORWARD))
     store.engine.dispose()
     return run.id
 

@@ -17,8 +17,9 @@ from hypothesis import strategies as st
 from drkit.config import load_config_text
 from drkit.config.model import SchemaRegistryConfig
 from drkit.errors import ConfigError, SchemaRegistryError
-from drkit.failover.context import RunOptions, StepContext, StepFailed
+from drkit.failover.context import StepContext, StepFailed
 from drkit.failover.model import Plan, PlannedStep, Procedure, StepName, StepState
+from drkit.failover.run_result import RunOptions
 from drkit.failover.runs import RunRepository
 from drkit.failover.steps import schemas as schema_step
 from drkit.schemas import sync as schema_sync_module

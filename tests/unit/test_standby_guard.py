@@ -140,7 +140,7 @@ def test_move_pointer_lifts_the_new_primarys_guard_and_guards_the_old_one(tmp_pa
     world = _world(tmp_path)
     dc1, dc2 = world.clusters["dc1"], world.clusters["dc2"]
     maintenance = _maintenance(world)
-    world.runs.finish(world.run_id, RunState.SUCCEEDED, {})
+    world.runs.finish(world.run_id, RunState.SUCCEEDED)
     # A fresh set-up: dc1 replicates to dc2, whose replicas are guarded; the standby flow
     # into dc1 holds, so its replicator may not write there.
     assert maintenance.reconcile_protections().changed == ["dc1", "dc2"]
@@ -161,7 +161,7 @@ def test_move_pointer_lifts_the_new_primarys_guard_and_guards_the_old_one(tmp_pa
     assert dc1.writable("dc2.orders", "User:repl")  # ... which its replicator may write now
     detail = {p["cluster"]: p for p in outcome.detail["protections"]}
     assert detail["dc2"]["acls_deleted"] > 0 and detail["dc1"]["acls_created"] > 0
-    world.runs.finish(world.run_id, RunState.SUCCEEDED, {})
+    world.runs.finish(world.run_id, RunState.SUCCEEDED)
     assert maintenance.reconcile_protections().changed == []  # the monitor agrees
 
 
@@ -173,7 +173,7 @@ def test_a_guard_the_monitor_finds_missing_is_restored_but_not_while_a_run_holds
     world = _world(tmp_path)
     dc2 = world.clusters["dc2"]
     maintenance = _maintenance(world)
-    world.runs.finish(world.run_id, RunState.SUCCEEDED, {})
+    world.runs.finish(world.run_id, RunState.SUCCEEDED)
     maintenance.tick()
     assert _guards(dc2.acls) == {"dc1."}
     dc2.acls.clear()  # someone deleted it
@@ -190,6 +190,6 @@ def test_read_only_standby_can_be_switched_off(tmp_path: Path) -> None:
     world.config = world.config.model_copy(
         update={"failover": world.config.failover.model_copy(update={"read_only_standby": False})}
     )
-    world.runs.finish(world.run_id, RunState.SUCCEEDED, {})
+    world.runs.finish(world.run_id, RunState.SUCCEEDED)
     assert "dc2" not in _maintenance(world).reconcile_protections().changed
     assert not world.clusters["dc2"].acls

@@ -15,8 +15,9 @@ import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from drkit.config.model import TracingConfig
-from drkit.failover.context import RunOptions, StepContext, StepFailed, StepOutcome
+from drkit.failover.context import StepContext, StepFailed, StepOutcome
 from drkit.failover.engine import RolledBack
+from drkit.failover.run_result import RunOptions
 from drkit.store import StateStore
 from tests.unit.test_failover_safety import World
 

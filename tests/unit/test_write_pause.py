@@ -8,6 +8,7 @@ from typing import Any
 
 from drkit.failover.model import Procedure, RunState, StepName, StepState
 from drkit.failover.render import run_text
+from drkit.failover.run_result import RunResult
 from drkit.failover.runs import RunRecord, StepRecord
 
 T0 = datetime(2026, 11, 26, 12, 0, 0, tzinfo=UTC)
@@ -21,7 +22,7 @@ def _step(seq: int, name: StepName, at_s: float, state: StepState = StepState.DO
 
 def _run(*steps: StepRecord) -> RunRecord:
     return RunRecord(
-        1, Procedure.SWITCHOVER, "dc1", "dc2", RunState.SUCCEEDED, "me", "test", {}, {},
+        1, Procedure.SWITCHOVER, "dc1", "dc2", RunState.SUCCEEDED, "me", "test", {}, RunResult(),
         None, None, T0, T0 + timedelta(seconds=30), tuple(steps),
     )  # fmt: skip
 

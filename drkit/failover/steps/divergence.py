@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from drkit.failover.context import StepContext, StepFailed, StepOutcome, deadline_loop
-from drkit.failover.results import Divergence, DivergentTail, Translation, partition_key
+from drkit.failover.results import DivergentTail, Translation, partition_key
+from drkit.failover.run_result import Divergence
 from drkit.failover.runs import RunRecord
 from drkit.kafka.admin import TopicSpec
 from drkit.kafka.clients import ClusterEndpoint

@@ -19,6 +19,7 @@ from drkit.failover.context import StepContext, StepFailed, StepOutcome
 from drkit.failover.model import StepName
 from drkit.failover.plan import TranslationMemo, groups_without_checkpoint, partition_rpo
 from drkit.failover.results import GroupTranslation, Translation
+from drkit.failover.run_result import RunResult
 from drkit.failover.snapshot import gather
 from drkit.records import TopicPartition
 from drkit.store.flow_keys import keys_of
@@ -65,11 +66,10 @@ def translate_offsets(ctx: StepContext, timeout_s: float | None) -> StepOutcome:
         groups_without_checkpoint(snapshot),
         tuple(partition_rpo(part) for _tp, part in sorted(snapshot.partitions.items())),
     )
-    detail = translation.to_detail()
-    ctx.runs.merge_result(ctx.run.id, {"rpo": detail["rpo"]})
+    ctx.runs.merge_result(ctx.run.id, RunResult(rpo=translation.rpo))
     ctx.translated = translation
     # How many groups kept the plan's moves (their inputs unchanged since): read by no step.
-    return StepOutcome.done(**detail, reused_from_plan=memo.reused - reused_before)
+    return StepOutcome.done(**translation.to_detail(), reused_from_plan=memo.reused - reused_before)
 
 
 def commit_group_offsets(ctx: StepContext, timeout_s: float | None) -> StepOutcome:
