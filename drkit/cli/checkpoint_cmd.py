@@ -34,7 +34,7 @@ def checkpoint(app: AppContext, config_file: str | None, flows: tuple[str, ...])
     for name in flows:  # an unknown flow told before the workers' imports (seconds)
         known_flow(config, name, "--flow")
     from drkit.cli.preflight import require_flows_answering
-    from drkit.replication.service import install_stop_signals, run_checkpointer, select_flows
+    from drkit.replication_service import install_stop_signals, run_checkpointer, select_flows
     from drkit.store.flow_keys import FlowKeys
 
     chosen = select_flows(config, flows)

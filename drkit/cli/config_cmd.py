@@ -21,6 +21,7 @@ from drkit.cli.context import (
 )
 from drkit.config import load_config
 from drkit.config.secrets import redacted_dump
+from drkit.config_checks import CONFIG_CHECKS
 from drkit.errors import ConfigError, Problem
 from drkit.timestamps import iso_utc
 
@@ -49,7 +50,7 @@ def validate(file: str, output: str) -> None:
     from drkit.kafka.client_check import client_problems
 
     try:
-        loaded = load_config(file)
+        loaded = load_config(file, checks=CONFIG_CHECKS)
         problems = schedule_problems(loaded) + client_problems(loaded)
         runbooks = loaded.failover.runbooks_dir
         if runbooks is not None and not Path(runbooks).is_dir():
@@ -125,7 +126,7 @@ def import_mm2_config(mm2_file: str, out: str | None, output: str) -> None:
                           source=mm2_file)  # fmt: skip
     text = render(imported, mm2_file, iso_utc(datetime.now(UTC)))
     placeholders = dict.fromkeys(imported.env, "placeholder")
-    load_config_text(text, source=f"{mm2_file} (imported)", env=placeholders)
+    load_config_text(text, source=f"{mm2_file} (imported)", env=placeholders, checks=CONFIG_CHECKS)
     if target is not None:
         write_file("--out", target, text)
     if output == "json":

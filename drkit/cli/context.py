@@ -18,6 +18,7 @@ import click
 from drkit import json_codec, logs
 from drkit.config import DrkitConfig, load_config, resolve_config_path
 from drkit.config.discovery import state_dir
+from drkit.config_checks import CONFIG_CHECKS
 from drkit.listening import TlsFiles
 from drkit.private_files import private_dir
 from drkit.timestamps import iso_utc
@@ -188,7 +189,7 @@ class AppContext:
 
                 raise ConfigError([Problem("--config", f"{explicit!r}: file not found")])
             self.config_path = resolve_config_path(explicit, self.state_dir)
-            self._config = load_config(self.config_path)
+            self._config = load_config(self.config_path, checks=CONFIG_CHECKS)
         return self._config
 
     def store_url(self, config: DrkitConfig | None) -> str:
@@ -401,7 +402,7 @@ def operator() -> str:
 def _completion_config() -> DrkitConfig | None:
     """The config a command would use, for completion: never an error on the terminal."""
     try:
-        return load_config(resolve_config_path(None, state_dir(None)))
+        return load_config(resolve_config_path(None, state_dir(None)), checks=CONFIG_CHECKS)
     except Exception:  # completion must stay silent whatever is wrong
         return None
 

@@ -53,6 +53,7 @@ def demo(app: AppContext, scenario: str, skip_verify: bool) -> None:
         ))])  # fmt: skip
     from drkit.cli.failover_cmd import progress_printer
     from drkit.config import load_config
+    from drkit.config_checks import CONFIG_CHECKS
     from drkit.drills.service import run_drill
     from drkit.local.config_writer import require_config_writable, write_local_config
     from drkit.store import StateStore
@@ -61,7 +62,7 @@ def demo(app: AppContext, scenario: str, skip_verify: bool) -> None:
     click.echo(f"1. starting local {loaded.source} and {loaded.target} (first run: Kafka's jars)")
     statuses = local.up([loaded.source, loaded.target])
     config_path = write_local_config(app.state_dir, statuses)
-    config = load_config(config_path)
+    config = load_config(config_path, checks=CONFIG_CHECKS)
     store = StateStore(app.store_url(config))
     store.ensure_current()
     click.echo(f"2. drill {loaded.name!r}: {loaded.title}")

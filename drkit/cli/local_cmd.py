@@ -12,6 +12,7 @@ import click
 from drkit.cli.context import AppContext, echo_document, output_option, pass_app, say
 from drkit.config.discovery import default_config_path
 from drkit.config.loader import load_config
+from drkit.config_checks import CONFIG_CHECKS
 from drkit.errors import ConfigError, DrkitError, LocalClusterError, Problem
 from drkit.local import ClusterStatus, LocalKafka
 from drkit.local.cluster import cluster_name_problem
@@ -210,7 +211,7 @@ def up(
             registries.up([status.name for status in statuses], timeout)
         urls = registries.urls()
         path = write_local_config(app.state_dir, statuses, manager.secrets, urls)
-        config = load_config(path)
+        config = load_config(path, checks=CONFIG_CHECKS)
         granted = {status.name: manager.grant_roles(status.name, config) for status in statuses}
     except DrkitError as err:  # the clusters run: say so, and how to stop them
         running = [s.name for s in statuses]

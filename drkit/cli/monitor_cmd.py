@@ -194,7 +194,7 @@ def monitor(
     from drkit.health.jobs import make_scheduler
     from drkit.health.monitor import Monitor
     from drkit.kafka.admin import KafkaAdmin
-    from drkit.replication.service import install_stop_signals
+    from drkit.replication_service import install_stop_signals
     from drkit.status.current import status_source
     from drkit.status.web import StatusApp, serve
 

@@ -23,7 +23,7 @@ from drkit.errors import ConfigError, Problem
 from drkit.listening import binding
 from drkit.replication.assignment import StartFrom
 from drkit.replication.client_settings import WorkerSettings
-from drkit.replication.service import (
+from drkit.replication_service import (
     STOP_GRACE_S,
     SUPERVISOR_STOP_GRACE_S,
     ServiceOptions,

@@ -4,6 +4,13 @@ Contract: :func:`load_config` either returns a fully valid config or raises
 :class:`drkit.errors.ConfigError` carrying one :class:`Problem` per defect, each naming the key
 path (``flows[0].source``) and the reason.  It never raises anything else for bad input, and no
 problem message contains a resolved secret.
+
+"Fully valid" is the model's own rules plus the ``checks`` the caller hands in: the parts built
+from a config by higher layers - a flow's replication policy and transforms (plugins among
+them, drkit.topology.checks), the step a hook names (drkit.failover.hooks) - are checked by
+those layers' functions, so this package imports none of them.  The edges (the CLI, the drill
+processes) pass :data:`drkit.config_checks.CONFIG_CHECKS`; a caller passing none gets the
+model's rules only (tests/unit/test_config_checks.py lists the two that may, and why).
 """
 
 from __future__ import annotations
@@ -11,7 +18,7 @@ from __future__ import annotations
 import math
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,12 +34,21 @@ from drkit.config.model import (
 )
 from drkit.errors import ConfigError, Problem
 
+ConfigCheck = Callable[[DrkitConfig], list[Problem]]
+"""A higher layer's check of a config the model accepted: one Problem per defect, by key path."""
+
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
 
-def load_config(path: str | Path, env: Mapping[str, str] | None = None) -> DrkitConfig:
-    """Read, interpolate and validate the YAML file at ``path``."""
-    return load_config_text(read_text_file(path), source=str(path), env=env)
+def load_config(
+    path: str | Path,
+    env: Mapping[str, str] | None = None,
+    *,
+    checks: Sequence[ConfigCheck] = (),
+) -> DrkitConfig:
+    """Read, interpolate and validate the YAML file at ``path`` (the model's rules, then
+    ``checks`` in order)."""
+    return load_config_text(read_text_file(path), source=str(path), env=env, checks=checks)
 
 
 def read_text_file(path: str | Path) -> str:
@@ -125,7 +141,11 @@ def parse_yaml(text: str, source: str) -> Any:
 
 
 def load_config_text(
-    text: str, source: str = "<config>", env: Mapping[str, str] | None = None
+    text: str,
+    source: str = "<config>",
+    env: Mapping[str, str] | None = None,
+    *,
+    checks: Sequence[ConfigCheck] = (),
 ) -> DrkitConfig:
     """Parse, interpolate and validate YAML text (see module docstring for the contract)."""
     raw = parse_yaml(text, source)
@@ -155,76 +175,13 @@ def load_config_text(
         broken = [p for p in problems
                   if not any(u == p.path or u.startswith(f"{p.path}.") for u in unset)]  # fmt: skip
         raise ConfigError(missing + broken, source=source) from None
-    problems = missing + _component_problems(config)
+    problems = missing + [problem for check in checks for problem in check(config)]
     if problems:
         raise ConfigError(problems, source=source)
     return config
 
 
-def _component_problems(config: DrkitConfig) -> list[Problem]:
-    """Build each flow's pluggable parts (policy, transforms) so bad options fail at load."""
-    from drkit.topology.policy import build_policy
-    from drkit.topology.transforms import build_chain
-
-    problems: list[Problem] = []
-    for index, flow in enumerate(config.flows):
-        try:
-            build_policy(flow.replication_policy)
-        except ConfigError as err:
-            problems.extend(Problem(f"flows[{index}].{p.path}", p.reason) for p in err.problems)
-        transforms = _transform_problems(flow, f"flows[{index}].transforms")
-        problems.extend(transforms)
-        if transforms:
-            continue  # build_chain would say the same, less precisely
-        try:
-            build_chain(flow.transforms, path=f"flows[{index}].transforms")
-        except ConfigError as err:
-            problems.extend(err.problems)
-    return problems + _hook_problems(config)
-
-
-def _transform_problems(flow: FlowConfig, path: str) -> list[Problem]:
-    """What the built-in transforms' options get wrong that building them would name vaguely or
-    not at all: a filter's regex (named by its key), a route onto an internal topic."""
-    problems: list[Problem] = []
-    for index, transform in enumerate(flow.transforms):
-        where = f"{path}[{index}].options"
-        if transform.type == "filter":
-            for key in ("key_regex", "header_regex"):
-                pattern = transform.options.get(key)
-                if pattern is None:
-                    continue
-                try:
-                    re.compile(str(pattern))
-                except re.error as err:
-                    problems.append(Problem(f"{where}.{key}", f"invalid regex: {err}"))
-        elif transform.type == "route":
-            replacement = transform.options.get("replacement")
-            if isinstance(replacement, str) and (named := route_internal_name(replacement)):
-                problems.append(Problem(f"{where}.replacement", (
-                    f"{replacement!r} routes topics onto an internal name ({named}): Kafka's "
-                    "__* topics and drkit's own are never a replica's name"
-                )))  # fmt: skip
-    return problems
-
-
-_GROUP_REFERENCE = re.compile(r"\\(?:\d|g<[^>]*>)")
-
-
-def route_internal_name(replacement: str) -> str | None:
-    """What makes a route's renamed topic internal, from the replacement's literal text (its
-    start when the match starts the name, its end when the match ends it); None: not internal."""
-    from drkit.topology.internal_topics import is_internal
-
-    parts = _GROUP_REFERENCE.split(replacement)
-    head, tail = parts[0], parts[-1]
-    if len(parts) == 1 and is_internal(head):
-        return "a name Kafka or drkit keeps for itself"
-    if head.startswith(("__", "_drkit")):
-        return f"starting {head[:6]!r}"
-    if tail.endswith(".internal"):
-        return "ending '.internal'"
-    return None
+GROUP_REFERENCE = re.compile(r"\\(?:\d|g<[^>]*>)")  # \1, \g<name> in a replacement
 
 
 def route_merges(transform: TransformConfig) -> bool:
@@ -233,7 +190,7 @@ def route_merges(transform: TransformConfig) -> bool:
     pattern, replacement = transform.options.get("pattern"), transform.options.get("replacement")
     if not isinstance(pattern, str) or not isinstance(replacement, str):
         return False
-    if _GROUP_REFERENCE.search(replacement):
+    if GROUP_REFERENCE.search(replacement):
         return False
     return not _plain(pattern.removeprefix("^").removesuffix("$"))
 
@@ -241,19 +198,6 @@ def route_merges(transform: TransformConfig) -> bool:
 def _plain(literal: str) -> bool:
     """Whether a regex (anchors removed) matches exactly one text: no metacharacter unescaped."""
     return re.fullmatch(r"(?:[A-Za-z0-9_\-]|\\[.\-_])*", literal) is not None
-
-
-def _hook_problems(config: DrkitConfig) -> list[Problem]:
-    """A hook on a step no runbook has would never run: refused with the steps there are."""
-    from drkit.failover.model import StepName
-
-    steps = {step.value for step in StepName}
-    return [
-        Problem(f"failover.hooks[{index}].step",
-                f"no runbook has a step {hook.step!r} (steps: {', '.join(sorted(steps))}, or *)")
-        for index, hook in enumerate(config.failover.hooks)
-        if hook.step != "*" and hook.step not in steps
-    ]  # fmt: skip
 
 
 # No real config comes near this; an alias bomb (anchors referring to anchors, a few lines of

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from drkit.config import load_config
+from drkit.config_checks import CONFIG_CHECKS
 from drkit.drills import access
 from drkit.drills.environment import DrillEnvironment, drill_data, remove_drill_data
 from drkit.drills.footprint import read_manifest
@@ -146,7 +147,7 @@ def survey(directory: Path, connect: AdminFactory) -> Survey:
 
 
 def _environment(directory: Path) -> DrillEnvironment:
-    config = load_config(directory / "drkit.yaml")
+    config = load_config(directory / "drkit.yaml", checks=CONFIG_CHECKS)
     store = StateStore(f"sqlite:///{directory / 'drill.db'}")
     store.ensure_current()  # a drill killed while it started may not have created its tables
     return DrillEnvironment(directory.name, directory, directory / "drkit.yaml", config, store)

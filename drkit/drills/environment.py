@@ -24,6 +24,7 @@ from tenacity import retry, retry_if_result, stop_after_delay, wait_fixed
 from drkit.config import load_config
 from drkit.config.model import DrkitConfig, FlowConfig
 from drkit.config.secrets import literal_secrets
+from drkit.config_checks import CONFIG_CHECKS
 from drkit.drills.footprint import Footprint, footprint, read_manifest, write_manifest
 from drkit.drills.scenario import DecisionMode, Scenario
 from drkit.errors import ConfigError, Problem
@@ -148,7 +149,7 @@ class DrillEnvironment:
         }
         path = directory / "drkit.yaml"
         write_private(path, yaml.safe_dump(document, sort_keys=False))
-        config = load_config(path)
+        config = load_config(path, checks=CONFIG_CHECKS)
         write_manifest(directory, footprint(
             ident, config,
             [f"{prefix}.{topic.name}" for topic in scenario.workload.topics],

@@ -32,6 +32,10 @@ from typing import IO, Any, Literal, Protocol
 
 from pydantic import SecretStr
 
+from drkit.config.model import DrkitConfig
+from drkit.errors import Problem
+from drkit.failover.model import StepName
+
 HOOK_SCHEMA = "drkit.failover.hook/v1"
 _KEEP = 2000
 # What every hook inherits from drkit's environment: enough to find and run a program.
@@ -83,6 +87,18 @@ class HookOutcome:
 def hooks_for(hooks: Iterable[Hook], when: str, step: str) -> list[Hook]:
     """The hooks that run ``when`` (before/after) ``step``, in configuration order."""
     return [h for h in hooks if h.when == when and h.step in ("*", step)]
+
+
+def hook_step_problems(config: DrkitConfig) -> list[Problem]:
+    """The config loader's check (drkit.config_checks): a hook on a step no runbook has would
+    never run - refused at load, with the steps there are."""
+    steps = {step.value for step in StepName}
+    return [
+        Problem(f"failover.hooks[{index}].step",
+                f"no runbook has a step {hook.step!r} (steps: {', '.join(sorted(steps))}, or *)")
+        for index, hook in enumerate(config.failover.hooks)
+        if hook.step != "*" and hook.step not in steps
+    ]  # fmt: skip
 
 
 def hook_environment(hook: Hook) -> dict[str, str]:

@@ -275,7 +275,7 @@ class AdminFactory(Protocol):
 
     The edges pass the adapter's :class:`~drkit.kafka.admin.KafkaAdmin` (the class is a
     factory): the CLI commands (drkit/cli/ - ``drkit monitor``'s start among them), and the
-    replication process's start (drkit/replication/service.py: its flow workers and
+    replication process's start (drkit/replication_service.py: its flow workers and
     checkpoint workers).  Everything below takes a factory (or a ``ClusterAdmin``) and calls
     it; unit tests pass tests/fake_kafka.py ``FakeClusters.connect``, which hands out
     in-memory clusters.  tests/unit/test_cluster_seam.py fails on a ``KafkaAdmin(`` outside

@@ -11,7 +11,7 @@ RUNNING    PAUSED      settle (in-flight records delivered, progress durable; ex
                        partition; it keeps consuming, so it keeps its group membership
 PAUSED     RUNNING     resume every assigned partition
 RUNNING    STOPPED     settle, pause; the worker then ends (leaves the group) and its
-                       process idles until the next directive (drkit.replication.service)
+                       process idles until the next directive (drkit.replication_service)
 PAUSED     STOPPED     nothing to settle; the worker ends, the process idles
 any        same state  a new epoch only: ack it
 =========  ==========  ============================================================

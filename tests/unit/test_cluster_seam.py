@@ -20,7 +20,7 @@ EDGES = ("drkit/kafka/", "drkit/cli/")
 NAMED_BELOW = {
     # The `drkit replicate` process's start (also its spawned workers' main): an edge, it
     # passes the adapter to its flow workers and checkpoint workers as their factory.
-    "drkit/replication/service.py": "the replication process's start",
+    "drkit/replication_service.py": "the replication process's start",
     # `KafkaAdmin.prewarm`: starts the target's helper process for group requests while the
     # plan is read (drkit.kafka.isolated); it builds no admin.
     "drkit/failover/engine.py": "prewarm",

@@ -8,6 +8,7 @@ import pytest
 
 from drkit.config import load_config, load_config_text
 from drkit.config.model import NameFilter, SecurityProtocol
+from drkit.config_checks import CONFIG_CHECKS
 from drkit.errors import ConfigError
 
 REPO = Path(__file__).resolve().parents[2]
@@ -22,8 +23,9 @@ flows:
 
 
 def problems_of(text: str, env: dict[str, str] | None = None) -> dict[str, str]:
+    """What an edge's load (the model's rules and every component check) says of ``text``."""
     with pytest.raises(ConfigError) as caught:
-        load_config_text(text, env=env or {})
+        load_config_text(text, env=env or {}, checks=CONFIG_CHECKS)
     return {p.path: p.reason for p in caught.value.problems}
 
 

@@ -12,6 +12,7 @@ from click.testing import CliRunner
 
 from drkit.cli import cli
 from drkit.config import load_config_text
+from drkit.config_checks import CONFIG_CHECKS
 from drkit.errors import ConfigError
 
 _CLUSTERS = """\
@@ -31,7 +32,7 @@ def _validate(tmp_path: Path, text: str) -> tuple[int, list[str]]:
 
 def _problems(text: str) -> list[str]:
     with pytest.raises(ConfigError) as caught:
-        load_config_text(text)
+        load_config_text(text, checks=CONFIG_CHECKS)
     return [str(problem) for problem in caught.value.problems]
 
 
@@ -110,7 +111,7 @@ def test_e27_the_largest_delivery_timeout_fits_message_timeout_ms() -> None:
 
     assert int(MAX_MS_SETTING_S * 1000) == 2**31 - 1
     flow = "flows: [{source: dc1, target: dc2, retry: {delivery_timeout_s: 2147483.647}}]\n"
-    load_config_text(_CLUSTERS + flow)
+    load_config_text(_CLUSTERS + flow, checks=CONFIG_CHECKS)
 
 
 def _route(pattern: str, replacement: str) -> str:
@@ -130,8 +131,8 @@ def test_e36_route_internal_names() -> None:
     for replacement in ("__\\1", "_drkit_x", "\\1.internal"):
         (problem,) = _problems(_route("^(.*)$", replacement))
         assert problem.startswith("flows[0].transforms[0].options.replacement:"), problem
-    load_config_text(_route("^(.*)$", "copy.\\1"))
-    load_config_text(_route("^orders$", "billing-orders"))
+    load_config_text(_route("^(.*)$", "copy.\\1"), checks=CONFIG_CHECKS)
+    load_config_text(_route("^orders$", "billing-orders"), checks=CONFIG_CHECKS)
 
 
 def test_e36_many_topics_routed_onto_one_literal_name_is_a_warning(tmp_path: Path) -> None:

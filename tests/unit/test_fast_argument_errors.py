@@ -13,7 +13,7 @@ import pytest
 
 # Modules a refusal of the arguments must not wait for (each takes a second or more).
 HEAVY = ("matplotlib", "alembic", "drkit.drills.runner", "drkit.failover.engine",
-         "drkit.replication.service", "drkit.store.db")  # fmt: skip
+         "drkit.replication_service", "drkit.store.db")  # fmt: skip
 
 _PROBE = """
 import json, sys

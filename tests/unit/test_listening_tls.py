@@ -119,7 +119,7 @@ def test_replicate_tls_without_a_metrics_port_is_refused(tmp_path: Path) -> None
 def test_the_workers_metrics_endpoint_speaks_https_only_with_tls(tmp_path: Path) -> None:
     """``drkit replicate --metrics-port P --tls-cert C --tls-key K``: /metrics over HTTPS."""
     from drkit.replication.metrics import default_metrics
-    from drkit.replication.service import ServiceOptions, metrics_listener
+    from drkit.replication_service import ServiceOptions, metrics_listener
 
     default_metrics()  # a worker's metrics, registered as replicate's start registers them
     files = _self_signed(tmp_path)

@@ -21,7 +21,7 @@ from drkit.replication.commit import ProgressWriter, commit_unless_fenced
 from drkit.replication.loss import LossReason
 from drkit.replication.partition_state import PartitionState
 from drkit.replication.progress import Progress, decode_progress
-from drkit.replication.service import default_worker_id
+from drkit.replication_service import default_worker_id
 from drkit.replication.supervision import WorkerLiveness, backoff_s, out_of_patience
 from drkit.topology.flow import FlowTopology
 
@@ -277,7 +277,7 @@ def test_default_worker_ids_are_unique_per_process() -> None:
         [
             sys.executable,
             "-c",
-            "from drkit.replication.service import default_worker_id as d; print(d())",
+            "from drkit.replication_service import default_worker_id as d; print(d())",
         ],
         capture_output=True,
         text=True,

@@ -549,7 +549,7 @@ def test_drkit_checkpoint_runs_its_worker_with_the_flow_keys(
     from click.testing import CliRunner
 
     import drkit.offsets.checkpointer as checkpointer
-    import drkit.replication.service as service
+    import drkit.replication_service as service
     from drkit.cli import cli
 
     seen: list[Signer | None] = []

@@ -16,13 +16,13 @@ import time
 
 import pytest
 
-from drkit.replication.service import join_within
+from drkit.replication_service import join_within
 
 HUNG_STOP = textwrap.dedent(
     """
     import threading, time
     from drkit import logs
-    from drkit.replication.service import install_stop_signals
+    from drkit.replication_service import install_stop_signals
 
     logs.configure()
     stop = threading.Event()
@@ -63,7 +63,7 @@ SIGNAL_WHILE_WAITING = textwrap.dedent(
     """
     import os, signal, threading, time
     from drkit import logs
-    from drkit.replication.service import install_stop_signals
+    from drkit.replication_service import install_stop_signals
 
     logs.configure()
     stop = threading.Event()

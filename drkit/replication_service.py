@@ -1,4 +1,6 @@
-"""Run replication flows: one thread per flow in a process, N processes for scale-out.
+"""Run replication flows: one thread per flow in a process, N processes for scale-out - the
+``drkit replicate`` process.  It stands above the data plane (drkit/replication/) and the
+checkpoint workers (drkit/offsets/) because it runs both (tests/unit/test_layer_order.py).
 
 Scale-out uses Kafka itself: every worker process joins the flow's consumer group on the source,
 so partitions are shared (cooperative rebalancing) and a dead worker's partitions move to the
