@@ -158,6 +158,7 @@ from itertools import pairwise
 from operator import itemgetter
 from typing import Any, NamedTuple
 
+from drkit.lag import lacking_records, lacking_span, lacking_total
 from drkit.records import TopicPartition, built
 from drkit.replication.offset_sync import OffsetRun
 from drkit.replication.run_map import RunTable
@@ -826,12 +827,7 @@ def unreplicated_total(
 ) -> int:
     """The sum of ``Translated.unreplicated`` over groups committed at ``offsets`` (pure):
     what :func:`translate` would count for each, without translating."""
-    if source_end is None:
-        return 0
-    done = _replicated_end(mapping)
-    if done >= source_end:
-        return 0
-    return sum(source_end - (s if s > done else done) for s in offsets if s < source_end)
+    return lacking_total(lacking_span(_replicated_end(mapping), source_end), offsets)
 
 
 def _with_unreplicated(result: Translated, unreplicated: int | None) -> Translated:
@@ -899,10 +895,9 @@ def rereads(runs: Sequence[OffsetRun], source_offset: int, target_offset: int) -
 def _unreplicated(
     source_offset: int, mapping: PartitionMapping, source_end: int | None
 ) -> int | None:
-    """Source records the group has not consumed that are not on the target (its RPO)."""
-    if source_end is None:
-        return None
-    return max(0, source_end - max(source_offset, _replicated_end(mapping)))
+    """Source records the group has not consumed that are not on the target (its RPO):
+    drkit.lag's span from the group's position."""
+    return lacking_records(_replicated_end(mapping), source_end, position=source_offset)
 
 
 def _replicated_end(mapping: PartitionMapping) -> int:

@@ -22,7 +22,7 @@ check passes:
 * ``rpo``: the records the target lacks of what the source last showed (in total) are within
   ``failover.max_rpo_records``, and the window of writes it may have taken unseen - from the
   last evidence that replication was caught up to one probe after its last answer
-  (:func:`loss_window`) - within ``max_rpo_s``; or ``failover.accept_any_rpo`` is set.
+  (drkit.lag's ``loss_window``) - within ``max_rpo_s``; or ``failover.accept_any_rpo`` is set.
 
 The RPO is estimated only when everything else passes (it reads the target); until then the
 ``rpo`` check reads "not estimated".
@@ -37,6 +37,7 @@ from typing import Any
 from drkit.config.model import FailoverPolicy, HealthPolicy
 from drkit.health.evaluation import ClusterState
 from drkit.health.quorum import ObserverReport, QuorumVerdict, verdict
+from drkit.lag import loss_window
 
 
 @dataclass(frozen=True)
@@ -304,20 +305,6 @@ def _target_healthy(target: QuorumVerdict) -> Check:
 def _last_answer(views: tuple[ObserverVote, ...]) -> float | None:
     answers = [v.last_answered_at for v in views if v.last_answered_at is not None]
     return max(answers) if answers else None
-
-
-def loss_window(
-    evidence_age_s: float, last_answer: float | None, interval_s: float, now: float
-) -> float | None:
-    """Seconds of source writes the target may lack: from the last evidence that replication
-    was caught up (``evidence_age_s`` before ``now``) to when the source stopped - one probe
-    interval after its last answer to any observer (it may have taken writes until the next
-    probe went unanswered).  Without an answer on record the window runs to ``now`` (an upper
-    bound).  None when the evidence is newer than the end allows: clocks disagree."""
-    if last_answer is None:
-        return evidence_age_s
-    window = evidence_age_s - (now - (last_answer + interval_s))
-    return window if window >= 0 else None
 
 
 def _rpo(

@@ -34,9 +34,13 @@ class PartitionFacts:
     # are copied every second) - a worker fetching all its partitions would have copied a new
     # record here as well.  None: no progress at all.
     evidence_age_s: float | None = None
-    # Visible records (read committed) of the source at [replicated_end, source_end), counted
-    # when the source answers and the span is small enough to read; None: not counted.
+    # Visible records (read committed) of the span the target lacks (drkit.lag.lacking_span),
+    # counted when the source answers and the span is small enough to read; None: not counted.
     unreplicated_visible: int | None = None
+    # The source's log start, read now (None: the source does not answer): below it records
+    # are gone - a loss event, not RPO - and a partition without progress lacks everything
+    # from it (drkit.lag.lacking_span).
+    source_start: int | None = None
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,8 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
+from drkit.lag import PartitionRpo as PartitionRpo  # re-exported: a plan's RPO rows
+from drkit.lag import total_records
 from drkit.timestamps import iso_utc
 
 PLAN_SCHEMA = "drkit.failover.plan/v2"
@@ -146,38 +148,6 @@ class GroupMove:
 
 
 @dataclass(frozen=True)
-class PartitionRpo:
-    """What the target lacks of one source partition (the RPO), as known at planning time."""
-
-    topic: str
-    partition: int
-    source_end: int | None  # the last source end offset known (live, or last seen by workers)
-    replicated_end: int | None  # progress: every source offset below it is on the target
-    # Visible records (read committed) when ``exact``; else the offset span, an upper bound
-    # (transaction markers and aborted records occupy offsets too); None: unknown.
-    records: int | None
-    bytes: int | None
-    seconds: float | None
-    exact: bool = False
-    source_end_live: bool = False  # ``source_end`` read now, not the last one workers saw
-
-    def to_json(self) -> dict[str, Any]:
-        """``asdict`` for this flat row (primitives only), without its deep copy."""
-        return dict(vars(self))
-
-    @classmethod
-    def from_json(cls, raw: Mapping[str, Any]) -> PartitionRpo:
-        """The inverse of ``asdict`` (documents written before a field existed get its
-        default)."""
-        return cls(
-            str(raw["topic"]), int(raw["partition"]), _int(raw.get("source_end")),
-            _int(raw.get("replicated_end")), _int(raw.get("records")), _int(raw.get("bytes")),
-            _float(raw.get("seconds")), bool(raw.get("exact", False)),
-            bool(raw.get("source_end_live", False)),
-        )  # fmt: skip
-
-
-@dataclass(frozen=True)
 class PlannedStep:
     seq: int
     name: StepName
@@ -216,11 +186,9 @@ class Plan:
     def rpo_records(self) -> int | None:
         """Records the target lacks in all; None (unknown) when any partition's is unknown, or
         when no partition is known at all while a cluster did not answer."""
-        if any(p.records is None for p in self.rpo):
-            return None
         if not self.rpo and not (self.source_reachable and self.target_reachable):
             return None
-        return sum(p.records or 0 for p in self.rpo)
+        return total_records(self.rpo)
 
     @classmethod
     def from_json(cls, raw: Mapping[str, Any]) -> Plan:

@@ -15,8 +15,9 @@ Decision rules:
   there); for an unplanned failover - warning;
 * a group active on the target is not written (warning); ``--overwrite-active-groups``
   writes it (warning);
-* RPO beyond ``failover.max_rpo_records`` / ``max_rpo_s`` - warning for a manual failover (the
-  operator decides; automation uses it as a gate);
+* RPO beyond ``failover.max_rpo_records`` / ``max_rpo_s`` (drkit.lag's rules, judged as
+  readiness judges them; seconds unknown while the records are known is beyond too) - warning
+  for a manual failover (the operator decides; automation uses it as a gate);
 * partitions that cannot be translated, groups with offsets but no checkpoint, open
   transactions on the target - warnings.
 """
@@ -26,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from drkit import translation
+from drkit import lag, translation
 from drkit.failover.facts import GroupFacts, PartitionFacts, Snapshot
 from drkit.failover.model import (
     Finding,
@@ -520,34 +521,17 @@ def _group(snapshot: Snapshot, facts: GroupFacts, memo: TranslationMemo | None) 
 
 
 def partition_rpo(facts: PartitionFacts) -> PartitionRpo:
-    """What the target lacks of one partition - the one RPO rule (the plan and the
-    translate step's record of the failover point both use it)."""
-    records = None
-    if facts.unreplicated_visible is not None:
-        records = facts.unreplicated_visible  # counted on the live source
-    elif facts.source_end is not None and facts.replicated_end is not None:
-        records = max(0, facts.source_end - facts.replicated_end)  # offsets: an upper bound
-    # Exact only when measured now: with the source gone, 0 means "nothing missing of what it
-    # last showed" - what it took after that sighting is not counted (its seconds bound it).
-    exact = facts.unreplicated_visible is not None or (records == 0 and facts.source_end_live)
-    seconds = None
-    if records == 0 and facts.source_end_live:
-        seconds = 0.0  # measured now: the target holds everything the source holds
-    elif not facts.source_end_live:
-        # The source is gone: what it took after the last evidence is unknown, so the loss may
-        # reach back as far as that evidence is old - never 0 by default.  Caught up
-        # (records 0): the flow's newest progress; else this partition's own.
-        seconds = facts.evidence_age_s if records == 0 else facts.progress_age_s
-    return PartitionRpo(
-        facts.source.topic,
-        facts.source.partition,
+    """What the target lacks of one partition: drkit.lag's rules over the snapshot's facts (the
+    plan and the translate step's record of the failover point both use it)."""
+    return lag.partition_rpo(
+        facts.source,
         facts.source_end,
         facts.replicated_end,
-        records,
-        None,
-        seconds,
-        exact,
-        facts.source_end_live,
+        live=facts.source_end_live,
+        visible=facts.unreplicated_visible,
+        log_start=facts.source_start,
+        progress_age_s=facts.progress_age_s,
+        evidence_age_s=facts.evidence_age_s,
     )
 
 
@@ -612,18 +596,22 @@ def _reachability(snapshot: Snapshot) -> list[Finding]:
 
 
 def _rpo_findings(snapshot: Snapshot, rpo: tuple[PartitionRpo, ...]) -> list[Finding]:
+    """``failover.max_rpo_records`` and ``max_rpo_s`` judged as readiness judges them
+    (drkit.health.readiness): the records the target lacks, and drkit.lag's seconds of the
+    worst partition."""
     if snapshot.procedure is not Procedure.FAILOVER:
         return []
     unknown = [p for p in rpo if p.records is None]
     total = sum(p.records or 0 for p in rpo)
-    worst = max((p.seconds or 0.0 for p in rpo), default=0.0)
+    worst = lag.worst_seconds(rpo)
     out: list[Finding] = []
     if unknown:
         out.append(
             Finding(
                 Severity.WARNING,
                 "rpo_unknown",
-                f"{len(unknown)} partition(s) with no known source end: their loss is unknown",
+                f"{len(unknown)} partition(s) with no known source end or progress: their loss "
+                "is unknown",
             )
         )
     if total > snapshot.policy.max_rpo_records:
@@ -635,7 +623,17 @@ def _rpo_findings(snapshot: Snapshot, rpo: tuple[PartitionRpo, ...]) -> list[Fin
                 f"{snapshot.policy.max_rpo_records})",
             )
         )
-    if worst > snapshot.policy.max_rpo_s:
+    if worst is None and not unknown:
+        timeless = sum(1 for p in rpo if p.seconds is None)
+        out.append(
+            Finding(
+                Severity.WARNING,
+                "rpo_seconds",
+                f"{timeless} partition(s) with no progress time: the seconds of writes lost are "
+                f"unknown (failover.max_rpo_s={snapshot.policy.max_rpo_s:g})",
+            )
+        )
+    elif worst is not None and worst > snapshot.policy.max_rpo_s:
         out.append(
             Finding(
                 Severity.WARNING,

@@ -17,7 +17,6 @@ from functools import partial
 
 from tenacity import retry, retry_if_exception_type, stop_after_delay, wait_exponential
 
-from drkit.clock import age_s
 from drkit.config.model import DrkitConfig, FlowConfig
 from drkit.errors import (
     KafkaError,
@@ -35,7 +34,7 @@ from drkit.kafka.ports import (
     admins_not_answering,
     read_group_offsets,
 )
-from drkit.lag import count_visible
+from drkit.lag import count_visible, lacking_span, progress_age
 from drkit.offsets.checkpoint_store import CheckpointSnapshot, CheckpointStore
 from drkit.offsets.mapping_loader import MappingLoader
 from drkit.records import TopicPartition, shared_partition
@@ -227,6 +226,7 @@ def _gather(
     checkpoints = reading_checkpoints.wait()
     source_parts = _source_partitions(source, topology, progress, mappings, reachable)
     live_ends = source.list_offsets(source_parts, "latest") if reachable else {}
+    live_starts = source.list_offsets(source_parts, "earliest") if reachable else {}
     listed = target.list_topics()
     replicas = {
         tp: (mappings[tp].target if tp in mappings else topology.target_partition(tp))
@@ -237,6 +237,7 @@ def _gather(
     ends = target.list_offsets(existing, "latest")
     stable = target.stable_offsets(existing)
     newest_ms = max((p.timestamp_ms for p in progress.values() if p.timestamp_ms), default=0)
+    evidence_age = progress_age(now_ms / 1000, newest_ms)
     partitions: dict[TopicPartition, PartitionFacts] = {}
     for tp in source_parts:
         replica = replicas[tp]
@@ -251,10 +252,9 @@ def _gather(
             end,
             tp in live_ends,
             stored.next_offset if stored else None,
-            age_s(now_ms / 1000, stored.timestamp_ms / 1000)
-            if stored and stored.timestamp_ms
-            else None,
-            age_s(now_ms / 1000, newest_ms / 1000) if newest_ms else None,
+            progress_age(now_ms / 1000, stored.timestamp_ms) if stored else None,
+            evidence_age,
+            source_start=live_starts.get(tp),
         )
     partitions = _count_unreplicated(source, partitions) if reachable else partitions
     returning = (
@@ -358,12 +358,15 @@ VISIBLE_COUNT_LIMIT = 100_000  # offsets read at most to count the RPO in visibl
 def _count_unreplicated(
     source: ClusterAdmin, partitions: dict[TopicPartition, PartitionFacts]
 ) -> dict[TopicPartition, PartitionFacts]:
-    """The live source's unreplicated span per partition counted in visible records
-    (drkit.lag), when it is small enough to read and no transaction is open in it."""
+    """The live source's span the target lacks per partition (drkit.lag.lacking_span)
+    counted in visible records, when it is small enough to read and no transaction is open
+    in it."""
     spans = {
-        tp: (f.replicated_end, f.source_end)
+        tp: span
         for tp, f in partitions.items()
-        if f.source_end_live and f.replicated_end is not None and f.source_end is not None
+        if f.source_end_live
+        and (span := lacking_span(f.replicated_end, f.source_end, log_start=f.source_start))
+        is not None
     }
     try:
         counts = count_visible(source, spans, VISIBLE_COUNT_LIMIT)

@@ -9,7 +9,8 @@ oldest first.  Rules, in Burrow's order:
 * STALL  - the committed offset did not move while there was lag;
 * WARN   - the offset moves but the lag grew across the whole window (falling behind).
 
-A group's status is its worst partition's status (STOP > STALL > REWIND > WARN > OK).
+A group's status is its worst partition's status (STOP > STALL > REWIND > WARN > OK).  A
+sample's lag, and a row's of ``drkit groups lag``, is drkit.lag's rule (``group_lag``).
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+
+from drkit.lag import group_lag
 
 
 class LagStatus(StrEnum):
@@ -47,7 +50,7 @@ class LagSample:
 
     @property
     def lag(self) -> int:
-        return max(0, self.end - self.committed)
+        return group_lag(self.committed, self.end)
 
 
 def partition_status(samples: Sequence[LagSample], now: float) -> LagStatus:
@@ -109,9 +112,10 @@ def lag_rows(
         state, members = states.get(group, ("Unknown", 0))
         for (topic, partition), offset in sorted(committed[group].items()):
             end = ends.get((topic, partition))
-            lag = None if end is None else max(0, end - offset)
             rows.append(
-                GroupPartitionLag(group, state, members, topic, partition, offset, end, lag)
+                GroupPartitionLag(
+                    group, state, members, topic, partition, offset, end, group_lag(offset, end)
+                )
             )
     return rows
 

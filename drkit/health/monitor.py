@@ -56,6 +56,7 @@ from drkit.health.subjects import SubjectKind
 from drkit.kafka.admin import GroupOffsets
 from drkit.kafka.clients import ClusterEndpoint
 from drkit.kafka.ports import AdminFactory, ClusterAdmin, read_group_offsets
+from drkit.lag import group_total
 from drkit.records import TopicPartition
 from drkit.replication.loss_repo import LossRepository
 from drkit.store.db import StateStore, safe_url, shown_error
@@ -458,7 +459,7 @@ class Monitor:
             old = self._group_states.get((flow.name, group))
             if old is status:
                 continue
-            lag = sum(max(0, ends.get(tp, o) - o) for tp, o in committed[group].offsets.items())
+            lag = group_total(committed[group].offsets, ends)
             record = functools.partial(
                 self.repo.record_transition,
                 SubjectKind.GROUP,

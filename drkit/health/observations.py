@@ -43,7 +43,11 @@ class FlowObservation:
     progress yet (all their records) - in visible records (drkit.lag: aborted records and
     transaction markers are not records).  ``lag_exact`` is False when some partition's span
     was too wide to read or had a transaction open: its share is then the offset width, an
-    upper bound.  ``lag_by_topic`` splits it per source topic.
+    upper bound.  ``lag_by_topic`` splits it per source topic.  ``rpo_s``: the seconds of
+    writes the target lacks, its worst partition's (drkit.lag.rpo_seconds: 0 where caught up,
+    else the age of the partition's last progress) - what readiness judges
+    ``failover.max_rpo_s`` on, as a failover plan does; ``heartbeat_age_s`` says whether the
+    link carries records.
     """
 
     flow: str
@@ -52,6 +56,7 @@ class FlowObservation:
     lag_records: int | None = None
     lag_by_topic: Mapping[str, int] = field(default_factory=dict)
     lag_exact: bool | None = None  # None: no lag measured
+    rpo_s: float | None = None
     checkpoint_age_s: float | None = None
     groups: Mapping[str, GroupCheckpoints] = field(default_factory=dict)
     workers: int | None = None
@@ -70,6 +75,7 @@ class FlowObservation:
             "lag_records": self.lag_records,
             "lag_by_topic": dict(self.lag_by_topic),
             "lag_exact": self.lag_exact,
+            "rpo_s": self.rpo_s,
             "checkpoint_age_s": self.checkpoint_age_s,
             "groups": {name: g.to_json() for name, g in self.groups.items()},
             "workers": self.workers,
@@ -89,6 +95,7 @@ class FlowObservation:
             "lag_records": None,
             "lag_by_topic": {},
             "lag_exact": None,
+            "rpo_s": None,
             "checkpoint_age_s": None,
             "groups": {},
             "workers": None,
@@ -108,6 +115,7 @@ class FlowObservation:
             lag_records=data.get("lag_records"),
             lag_by_topic=dict(data.get("lag_by_topic") or {}),
             lag_exact=data.get("lag_exact"),
+            rpo_s=data.get("rpo_s"),
             checkpoint_age_s=data.get("checkpoint_age_s"),
             groups={
                 name: GroupCheckpoints(**values)

@@ -21,7 +21,15 @@ from drkit.kafka.clients import ClusterEndpoint, not_kafka, tcp_unreachable
 from drkit.kafka.io import canary_round_trip
 from drkit.kafka.ports import AdminFactory
 from drkit.kafka.tailer import TopicTailer
-from drkit.lag import count_visible
+from drkit.lag import (
+    PartitionRpo,
+    count_visible,
+    lacking_span,
+    partition_rpo,
+    progress_age,
+    total_records,
+    worst_seconds,
+)
 from drkit.offsets.checkpoint_store import CheckpointSnapshot, CheckpointStore
 from drkit.records import TopicPartition
 from drkit.replication.acl_sync import AclSynchronizer, drift_lines
@@ -216,17 +224,21 @@ class FlowProber:
             groups=_group_checkpoints(snapshot),
         )
         try:
-            lag, exact = self._lag(progress)
+            rpo = self.rpo(progress, now)
             group = self.topology.replicate_group
             state = self.source.describe_groups([group]).get(group)
         except KafkaError as err:
             return replace(observation, errors=(f"source: {err}",))
+        lag: dict[str, int] = {}
+        for part in rpo:
+            lag[part.topic] = lag.get(part.topic, 0) + (part.records or 0)
         drift = self._config_drift()
         return replace(
             observation,
             lag_by_topic=lag,
-            lag_records=sum(lag.values()),
-            lag_exact=exact,
+            lag_records=total_records(rpo),
+            lag_exact=all(part.exact for part in rpo),
+            rpo_s=worst_seconds(rpo),
             workers=state.members if state is not None else 0,
             drift=None if drift is None else drift[0],
             drift_total=None if drift is None else drift[1],
@@ -263,15 +275,14 @@ class FlowProber:
             if (beat.source, beat.target) == (self.topology.source, self.topology.target):
                 self._latest_beat_ms = max(self._latest_beat_ms or 0, beat.timestamp_ms)
 
-    def _lag(self, progress: Mapping[TopicPartition, Progress]) -> tuple[dict[str, int], bool]:
-        """Records per source topic still readable on the source and not yet replicated, in
-        visible records (drkit.lag), and whether every partition's figure was counted (else
-        some are offset widths: upper bounds).
+    def rpo(self, progress: Mapping[TopicPartition, Progress], now: float) -> list[PartitionRpo]:
+        """What the target lacks of every partition the flow selects (drkit.lag's rules, as a
+        failover plan states it): records in visible records where counted (else offset
+        widths: upper bounds), and seconds.
 
         Every partition of every topic the flow selects counts, with or without progress: one
-        without progress lags by all its records.  Records below the log start are gone (a
-        loss event, not lag), so a partition's span is ``[max(next, log start), end)``.
-        """
+        without progress lacks all its records.  Records below the log start are gone (a loss
+        event, not lag)."""
         partitions = [
             TopicPartition(name, p.partition)
             for name, info in self.source.list_topics().items()
@@ -280,17 +291,36 @@ class FlowProber:
         ]
         starts = self.source.list_offsets(partitions, "earliest")
         ends = self.source.list_offsets(partitions, "latest")
+        known = [tp for tp in partitions if tp in starts and tp in ends]
         spans = {
-            tp: (max(starts[tp], stored.next_offset) if stored else starts[tp], ends[tp])
-            for tp in partitions
-            if tp in starts and tp in ends
+            tp: span
+            for tp in known
             for stored in [progress.get(tp)]
+            if (
+                span := lacking_span(
+                    stored.next_offset if stored else None, ends[tp], log_start=starts[tp]
+                )
+            )
+            is not None
         }
         counts = count_visible(self.source, spans, LAG_COUNT_LIMIT, self.timeout)
-        lag: dict[str, int] = {}
-        for tp, count in counts.items():
-            lag[tp.topic] = lag.get(tp.topic, 0) + count.at_most
-        return lag, all(count.exact for count in counts.values())
+        newest_ms = max((p.timestamp_ms for p in progress.values() if p.timestamp_ms), default=0)
+        out = []
+        for tp in known:
+            stored, count = progress.get(tp), counts[tp]
+            out.append(
+                partition_rpo(
+                    tp,
+                    ends[tp],
+                    stored.next_offset if stored else None,
+                    live=True,
+                    visible=count.records,
+                    log_start=starts[tp],
+                    progress_age_s=progress_age(now, stored.timestamp_ms) if stored else None,
+                    evidence_age_s=progress_age(now, newest_ms),
+                )
+            )
+        return out
 
     def close(self) -> None:
         self._heartbeats.close()

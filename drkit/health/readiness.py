@@ -9,18 +9,22 @@ bound holds:
 measure                bound                              why
 =====================  =================================  =====================================
 ``lag_records``        ``failover.max_rpo_records``       records not yet on the target: lost
-``heartbeat_age_s``    ``failover.max_rpo_s``             seconds of writes not yet replicated
+``rpo_s``              ``failover.max_rpo_s``             seconds of writes not yet replicated
 ``heartbeat_age_s``    ``health.max_replication_lag_s``   replication is keeping up
 ``checkpoint_age_s``   ``health.max_replication_lag_s``   group positions on the target are fresh
 =====================  =================================  =====================================
 
-Ages are taken *as of now*: the observed age plus the time since the observation, so a
-monitor that stopped observing cannot make a stale flow look fresh.  An unmeasured value
-(``None``: the cluster holding it did not answer, or nothing replicated yet) fails its bound -
-a failover whose cost cannot be stated is not called possible.  ``lag_records`` is in visible
-records (drkit.lag); when the observation could only bound it (``lag_exact`` false: too wide to
-read, or a transaction open) the bound is checked - on the safe side.  Every failed bound is
-named in ``failed_bounds`` (config key paths) and in ``reasons``.
+``failover.max_rpo_s`` is judged on the figure a failover plan judges it on (drkit.lag: 0 for a
+partition caught up, else the age of its last progress - how far replication got - worst
+partition first), not on the heartbeat's age: a fresh heartbeat says the link carries records,
+not that every partition is copied.  Ages are taken *as of now*: the observed age plus the time
+since the observation, so a monitor that stopped observing cannot make a stale flow look
+fresh.  An unmeasured value (``None``: the cluster holding it did not answer, or nothing
+replicated yet) fails its bound - a failover whose cost cannot be stated is not called
+possible.  ``lag_records`` is in visible records (drkit.lag); when the observation could only
+bound it (``lag_exact`` false: too wide to read, or a transaction open) the bound is checked -
+on the safe side.  Every failed bound is named in ``failed_bounds`` (config key paths) and in
+``reasons``.
 """
 
 from __future__ import annotations
@@ -66,7 +70,7 @@ class FailoverReadiness:
     possible: bool
     reasons: tuple[str, ...]
     rpo_records: int | None  # unreplicated records (lag) at the last observation
-    rpo_seconds: float | None  # heartbeat age now: how far behind the target is in time
+    rpo_seconds: float | None  # seconds of writes the target lacks now (drkit.lag)
     failed_bounds: tuple[str, ...]
     checks: tuple[BoundCheck, ...]
 
@@ -105,6 +109,7 @@ def failover_readiness(
             f"(health.observation_window_s {health.observation_window_s:g})"
         )
     heartbeat = _age_now(observation.heartbeat_age_s, observation, now)
+    seconds = _age_now(observation.rpo_s, observation, now)
     checkpoint = _age_now(observation.checkpoint_age_s, observation, now)
     lag = observation.lag_records
     checks = (
@@ -114,7 +119,7 @@ def failover_readiness(
             None if lag is None else float(lag),
             failover.max_rpo_records,
         ),
-        BoundCheck("heartbeat_age_s", "failover.max_rpo_s", heartbeat, failover.max_rpo_s),
+        BoundCheck("rpo_s", "failover.max_rpo_s", seconds, failover.max_rpo_s),
         BoundCheck(
             "heartbeat_age_s",
             "health.max_replication_lag_s",
@@ -134,7 +139,7 @@ def failover_readiness(
         possible=not reasons,
         reasons=tuple(reasons),
         rpo_records=lag,
-        rpo_seconds=heartbeat,
+        rpo_seconds=seconds,
         failed_bounds=tuple(dict.fromkeys(check.bound for check in failed)),
         checks=checks,
     )

@@ -317,7 +317,10 @@ def observer_states(dc1: str = "UNAVAILABLE", dc2: str = "HEALTHY") -> list[Obse
 
 def flow_row(age: float = 2, data: Mapping[str, float | None] | None = None) -> FlowStatus:
     observed = datetime.fromtimestamp(NOW - age, UTC)
-    values = {"heartbeat_age_s": 0.8, "lag_records": 12, "checkpoint_age_s": 0.5, "workers": 1}
+    values = {
+        "heartbeat_age_s": 0.8, "lag_records": 12, "rpo_s": 0.8, "checkpoint_age_s": 0.5,
+        "workers": 1,
+    }  # fmt: skip
     return FlowStatus(
         observer="o1", flow="dc1->dc2", observed_at=observed, data=values | dict(data or {})
     )
@@ -355,7 +358,7 @@ def test_status_reports_quorum_state_and_failover_readiness() -> None:
     )  # fmt: skip
     ready = flow["failover"]
     assert (ready["possible"], ready["reasons"], ready["failed_bounds"]) == (True, [], [])
-    # Ages are as of now: observed 2 s ago.
+    # Ages are as of now: observed 2 s ago (rpo_s 0.8 then).
     assert (ready["rpo_records"], ready["rpo_seconds"]) == (12, 2.8)
     assert picture["active_cluster"] == "dc1"
     assert build_status(config, observer_states(), [flow_row()], [], None,
@@ -382,8 +385,12 @@ def test_failover_readiness_names_each_bound_that_fails() -> None:
     # heartbeat 4 s old when observed 2 s ago: 6 s now, above max_replication_lag_s (5).
     slow = ready(heartbeat_age_s=4.0)
     assert slow["failed_bounds"] == ["health.max_replication_lag_s"]
-    assert slow["rpo_seconds"] == 6.0
-    far = ready(heartbeat_age_s=11.0, checkpoint_age_s=9.0, lag_records=101)
+    # The RPO in seconds is drkit.lag's (rpo_s: 0.8 s observed 2 s ago), not the heartbeat's
+    # age - the link is slow, the partitions were copied (issue 47).
+    assert slow["rpo_seconds"] == 2.8
+    behind = ready(rpo_s=4.0)
+    assert (behind["failed_bounds"], behind["rpo_seconds"]) == ([], 6.0)
+    far = ready(heartbeat_age_s=11.0, rpo_s=11.0, checkpoint_age_s=9.0, lag_records=101)
     assert far["possible"] is False
     assert far["failed_bounds"] == [
         "failover.max_rpo_records",
@@ -393,13 +400,15 @@ def test_failover_readiness_names_each_bound_that_fails() -> None:
     checks = {(c["measure"], c["bound"]): (c["value"], c["ok"]) for c in far["checks"]}
     assert checks == {
         ("lag_records", "failover.max_rpo_records"): (101, False),
-        ("heartbeat_age_s", "failover.max_rpo_s"): (13.0, False),
+        ("rpo_s", "failover.max_rpo_s"): (13.0, False),
         ("heartbeat_age_s", "health.max_replication_lag_s"): (13.0, False),
         ("checkpoint_age_s", "health.max_replication_lag_s"): (11.0, False),
     }
     # Unknown values fail their bounds: a failover whose cost is unknown is not "possible".
     blind = ready(lag_records=None, checkpoint_age_s=None)
     assert blind["failed_bounds"] == ["failover.max_rpo_records", "health.max_replication_lag_s"]
+    timeless = ready(rpo_s=None)
+    assert timeless["failed_bounds"] == ["failover.max_rpo_s"]
 
 
 def test_failover_is_not_possible_onto_an_unhealthy_target_or_from_a_stale_observation() -> None:
