@@ -25,13 +25,11 @@ from drkit.errors import DrkitError, ExitCode
 from drkit.failover.fences import FenceRepository
 from drkit.failover.lease import request_budget
 from drkit.failover.model import Procedure, StepName, StepState
-from drkit.failover.plan import TranslationMemo
 from drkit.failover.pointer import PointerRepository
 from drkit.failover.reconcile import Reconciler, ReconcileReport, RegistryFactory
-from drkit.failover.results import Translation
 from drkit.failover.run_result import RunOptions
+from drkit.failover.run_session import RunSession
 from drkit.failover.runs import RunRecord, RunRepository
-from drkit.failover.snapshot import TargetReaders
 from drkit.kafka.clients import ClusterEndpoint
 from drkit.kafka.ports import AdminFactory, ClusterAdmin
 from drkit.records import TopicPartition
@@ -105,13 +103,9 @@ class StepContext:
     connect: AdminFactory = field(kw_only=True)
     guard: Confirming | None = None  # the engine's lease keeper (None: unguarded, tests)
     channels: ChannelFactory | None = None  # flows' control channels (None: on Kafka)
-    readers: TargetReaders | None = None  # the plan's readers of the flow's target topics
-    translations: TranslationMemo | None = None  # the plan's translations, by their inputs
-    # What this run's translate step recorded, as values: the commit step in the same process
-    # writes exactly these (a resumed run reads them back from the store - the same values).
-    translated: Translation | None = None
-    # Per planned group, its state on the target in the plan (None: read the stored plan).
-    planned_states: Mapping[str, str] | None = None
+    # What the plan gave this run, and what its translate step translated (drkit.failover.
+    # run_session): a session given nothing reads the same values back from the stored run.
+    session: RunSession = field(default_factory=RunSession)
     registries: RegistryFactory | None = None  # schema registries (None: over HTTP)
     progress_readers: ProgressReaders = progress_topic_reader  # flows' progress on targets
     _admins: dict[str, ClusterAdmin] = field(default_factory=dict, init=False)
@@ -163,10 +157,14 @@ class StepContext:
 
     def detail(self, step: StepName) -> dict[str, Any]:
         """What an earlier step of this run recorded (refreshed from the store)."""
+        return self.refreshed().detail(step)
+
+    def refreshed(self) -> RunRecord:
+        """The run as the store holds it now (what its steps recorded so far)."""
         fresh = self.runs.get(self.run.id)
         if fresh is not None:
             self.run = fresh
-        return self.run.detail(step)
+        return self.run
 
     # -- stores and clusters ----------------------------------------------------------------
 

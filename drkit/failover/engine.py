@@ -6,6 +6,10 @@ records the run and executes the steps in runbook order.  ``resume()`` continues
 run in its direction - forward from its first step that is not done, or on with its rollback -
 but only after re-checking that its premise still holds (drkit.failover.premise); otherwise the
 run is marked ABANDONED with the reason.  ``abandon()`` gives a run up on an operator's word.
+The run an engine starts from its own plan gets what planning left (drkit.failover.run_session:
+the target's readers, the plan's translations, the planned states); a resumed run's session
+reads the same values back from the store.  The run's result is a RunResult
+(drkit.failover.run_result), recorded field by field.
 
 The lease (drkit.failover.lease) fences everything the run does: store writes (steps, run
 state, pointer, directives, fences) are conditional on the lease token, and each side effect on
@@ -70,12 +74,13 @@ from drkit.failover.model import (
     StepName,
     StepState,
 )
-from drkit.failover.plan import TranslationMemo, make_plan
+from drkit.failover.plan import make_plan
 from drkit.failover.pointer import PointerRepository
 from drkit.failover.premise import RunFacts, WorldFacts, broken_premise, pointer_moved
 from drkit.failover.reconcile import Reconciler, RegistryFactory
 from drkit.failover.results import Translation
 from drkit.failover.run_result import Abandoned, RunOptions, RunResult
+from drkit.failover.run_session import RunSession
 from drkit.failover.runbook import Runbook, load_runbook
 from drkit.failover.runs import RunRecord, RunRepository, split_rows
 from drkit.failover.snapshot import TargetReaders, gather, schema_facts, sync_signer
@@ -177,14 +182,13 @@ class Engine:
         self.progress_readers = progress_readers  # flows' progress on their targets
         self.pointers = PointerRepository(store)
         self._runbooks: dict[Procedure, Runbook] = {}
-        # Per flow: the plan's readers of drkit's topics on the target, handed to the run that
-        # executes the plan (its translation then reads only what was appended since).
-        self._readers: dict[str, TargetReaders] = {}
+        # Per flow, what its plans leave the run that executes one (drkit.failover.run_session):
+        # the readers of drkit's topics on the target - the translation then reads only what was
+        # appended since - and the translations, reused for every group whose inputs did not
+        # change since.
+        self._given: dict[str, RunSession] = {}
         # Each flow's offset-sync key (drkit/signing.py): syncs that fail it are ignored.
         self._keys: Callable[[str], bytes] = keys_of(config, store)
-        # ... and the plan's translations, which that run's translation step reuses for every
-        # group whose inputs did not change since.
-        self._memos: dict[str, TranslationMemo] = {}
         self._tracer = RunTracer(TracingConfig())  # the executing run's (see _execute)
 
     @property
@@ -209,18 +213,19 @@ class Engine:
         # Group requests run in a helper process (drkit.kafka.isolated): start the target's
         # while the snapshot is read, not when the first group request needs it.
         KafkaAdmin.prewarm(ClusterEndpoint(target, self.config.clusters[target]))
-        readers = self._readers.get(flow.name)
-        if readers is None:
-            readers = self._readers[flow.name] = TargetReaders(
+        given = self._given.get(flow.name)
+        if given is None:
+            readers = TargetReaders(
                 flow,
                 ClusterEndpoint(target, self.config.clusters[target]),
                 sync_signer(self._keys, flow.name),
             )
+            given = self._given[flow.name] = RunSession(readers)
         with collection_paused():  # millions of acyclic objects at 10,000 groups
-            return self._plan(procedure, flow, readers, options)
+            return self._plan(procedure, flow, given, options)
 
     def _plan(
-        self, procedure: Procedure, flow: FlowConfig, readers: TargetReaders, options: RunOptions
+        self, procedure: Procedure, flow: FlowConfig, given: RunSession, options: RunOptions
     ) -> Plan:
         pointer = self.pointers.get()
         snapshot = gather(
@@ -230,7 +235,7 @@ class Engine:
             pointer.cluster if pointer else None,
             options.force,
             list(options.groups) if options.groups is not None else None,
-            readers=readers,
+            readers=given.readers,
             keys=self._keys,
             connect=self.connect,
         )
@@ -238,8 +243,7 @@ class Engine:
             seen = HealthRepository(self.store).groups_seen(flow.name)
             snapshot = replace(snapshot, groups_seen=tuple(sorted(seen)))
         snapshot = replace(snapshot, schemas=schema_facts(self.config, flow))
-        memo = self._memos.setdefault(flow.name, TranslationMemo())
-        plan = make_plan(snapshot, self.runbook(procedure), memo)
+        plan = make_plan(snapshot, self.runbook(procedure), given.memo)
         extra = self._unfinished_findings() + self._fenced_by_failover(procedure, flow.target)
         return replace(plan, findings=plan.findings + extra)
 
@@ -330,16 +334,23 @@ class Engine:
             on_started(run)
         try:
             states = {g.group: g.target_state for g in plan.groups}
-            return self._execute(run.id, keeper, options, Direction.FORWARD, states)
+            session = self._session(run).for_run(states)
+            return self._execute(run.id, keeper, options, Direction.FORWARD, session)
         finally:
             self.close_readers()
 
     def close_readers(self) -> None:
         """Close the readers plans left open (a run closes them when it ends)."""
-        readers, self._readers = self._readers, {}
-        self._memos = {}
-        for reader in readers.values():
-            reader.close()
+        given, self._given = self._given, {}
+        for session in given.values():
+            if session.readers is not None:
+                session.readers.close()
+
+    def _session(self, run: RunRecord) -> RunSession:
+        """What this engine's plans left for ``run``'s flow (nothing: a session that reads
+        everything back from the stored run)."""
+        flow = flow_between(self.config, run.source, run.target)
+        return self._given.get(flow.name) or RunSession()
 
     def _premise_of_new_run(self, plan: Plan, own: Lease) -> None:
         """Under the lease: the plan is still about the world as it is."""
@@ -413,14 +424,13 @@ class Engine:
         run: RunRecord,
         keeper: LeaseKeeper,
         options: RunOptions,
-        planned_states: Mapping[str, str] | None = None,
+        session: RunSession | None = None,
     ) -> StepContext:
         flow = flow_between(self.config, run.source, run.target)
         return StepContext(
             self.config, flow, self.store, self.runs.guarded(keeper), run, options,
             self.state_dir, self.progress, connect=self.connect, guard=keeper,
-            channels=self.channels, readers=self._readers.get(flow.name),
-            translations=self._memos.get(flow.name), planned_states=planned_states,
+            channels=self.channels, session=session or self._session(run).for_run(),
             registries=self.registries, progress_readers=self.progress_readers,
         )  # fmt: skip
 
@@ -504,13 +514,13 @@ class Engine:
         keeper: LeaseKeeper,
         options: RunOptions,
         direction: Direction,
-        planned_states: Mapping[str, str] | None = None,
+        session: RunSession | None = None,
     ) -> RunRecord:
-        """Run the steps; ``planned_states``: the groups' target states in the plan this
-        process just recorded (else read back from the store when a step needs them)."""
+        """Run the steps; ``session``: what the plan this process just recorded gave the run
+        (None: what this engine's plans left, the rest read back from the store)."""
         tracer = RunTracer(self.config.tracing)
         if not tracer.active:  # no span to fill: not one store read more than the steps make
-            return self._execute_steps(run_id, keeper, options, direction, planned_states)
+            return self._execute_steps(run_id, keeper, options, direction, session)
         run = self.runs.get(run_id)
         assert run is not None
         attributes = {
@@ -523,7 +533,7 @@ class Engine:
         self._tracer = tracer
         with tracer.run(attributes) as span:
             try:
-                return self._execute_steps(run_id, keeper, options, direction, planned_states)
+                return self._execute_steps(run_id, keeper, options, direction, session)
             finally:
                 with contextlib.suppress(DrkitError):  # the store away: the span says less
                     ended = self.runs.get(run_id)
@@ -536,13 +546,13 @@ class Engine:
         keeper: LeaseKeeper,
         options: RunOptions,
         direction: Direction,
-        planned_states: Mapping[str, str] | None,
+        session: RunSession | None,
     ) -> RunRecord:
         runs = self.runs.guarded(keeper)
         run = runs.get(run_id)
         assert run is not None
         runbook = self.runbook(run.procedure)
-        ctx = self._step_context(run, keeper, options, planned_states)
+        ctx = self._step_context(run, keeper, options, session)
 
         if not run.plan_head.source_reachable:  # probed at planning: not again at each step
             ctx.reconciler.seen(run.source, False)
@@ -603,7 +613,7 @@ class Engine:
         if name is not StepName.TRANSLATE_OFFSETS or state is not StepState.DONE:
             return False
         committed = ctx.run.step(StepName.COMMIT_GROUP_OFFSETS)
-        if ctx.translated is not None or (
+        if ctx.session.translated_here or (
             committed is not None and committed.state in (StepState.DONE, StepState.SKIPPED)
         ):
             return False

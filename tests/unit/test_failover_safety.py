@@ -671,11 +671,12 @@ def test_a_resumed_run_translates_again_when_a_group_read_on_since(
         """Exact by construction: S on the source is T on the replica."""
         now = {g: dc1.committed(g)[source] for g in ("app", "still")}
         translated.append(now)
-        ctx.translated = Translation("live", tuple(
+        translation = Translation("live", tuple(
             GroupTranslation(g, "absent", False, (PartitionMove(
                 ORDERS, 0, replica.topic, 0, s, s, "exact", 0, 0),)) for g, s in now.items()
         ), (), ())  # fmt: skip
-        return StepOutcome.done(**ctx.translated.to_detail())
+        ctx.session.translated(translation)
+        return StepOutcome.done(**translation.to_detail())
 
     failover = replace(world.plan(), procedure=Procedure.FAILOVER)
     monkeypatch.setenv("DRKIT_FAILPOINTS", "commit_group_offsets.before_write=error")

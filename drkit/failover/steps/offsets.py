@@ -16,8 +16,7 @@ from dataclasses import replace
 from drkit import failpoints
 from drkit.errors import KafkaError
 from drkit.failover.context import StepContext, StepFailed, StepOutcome
-from drkit.failover.model import StepName
-from drkit.failover.plan import TranslationMemo, groups_without_checkpoint, partition_rpo
+from drkit.failover.plan import groups_without_checkpoint, partition_rpo
 from drkit.failover.results import GroupTranslation, Translation
 from drkit.failover.run_result import RunResult
 from drkit.failover.snapshot import gather
@@ -35,22 +34,18 @@ def translate_offsets(ctx: StepContext, timeout_s: float | None) -> StepOutcome:
         pointer.cluster if pointer else None,
         ctx.options.force,
         list(ctx.options.groups) if ctx.options.groups is not None else None,
-        readers=ctx.readers,
+        readers=ctx.session.readers,
         keys=keys_of(ctx.config, ctx.store),
         connect=ctx.connect,
         # commit_group_offsets reads the states again right before it writes
-        target_states=(
-            ctx.planned_states
-            if ctx.planned_states is not None
-            else ctx.run.planned_target_states()
-        ),
+        target_states=ctx.session.planned_states(ctx.run),
     )
     if not snapshot.target_reachable:
         raise StepFailed(f"{ctx.target} does not answer: nothing can be translated")
     if ctx.options.groups is None:
         seen = HealthRepository(ctx.store).groups_seen(ctx.flow.name)
         snapshot = replace(snapshot, groups_seen=tuple(sorted(seen)))
-    memo = ctx.translations or TranslationMemo()
+    memo = ctx.session.memo
     reused_before = memo.reused
     translation = Translation(
         "live" if snapshot.source_reachable else "checkpoints",
@@ -67,17 +62,15 @@ def translate_offsets(ctx: StepContext, timeout_s: float | None) -> StepOutcome:
         tuple(partition_rpo(part) for _tp, part in sorted(snapshot.partitions.items())),
     )
     ctx.runs.merge_result(ctx.run.id, RunResult(rpo=translation.rpo))
-    ctx.translated = translation
+    ctx.session.translated(translation)
     # How many groups kept the plan's moves (their inputs unchanged since): read by no step.
     return StepOutcome.done(**translation.to_detail(), reused_from_plan=memo.reused - reused_before)
 
 
 def commit_group_offsets(ctx: StepContext, timeout_s: float | None) -> StepOutcome:
-    translation = ctx.translated
-    if translation is None:  # a resumed run: what its translate step recorded (the engine
-        # translated again if a group read on meanwhile: moved_on_source)
-        ctx.detail(StepName.TRANSLATE_OFFSETS)  # refresh the run
-        translation = Translation.of(ctx.run)
+    # A resumed run: what its translate step recorded (the engine translated again if a group
+    # read on meanwhile: moved_on_source).
+    translation = ctx.session.translation(ctx.refreshed)
     groups = translation.positions()
     target = ctx.admin(ctx.target)
     states = target.describe_groups(sorted(groups), timeout_s) if groups else {}
