@@ -49,6 +49,7 @@ from drkit.health.identity import is_vote
 from drkit.health.metrics import MonitorMetrics, default_metrics
 from drkit.kafka.clients import ClusterEndpoint
 from drkit.kafka.ports import AdminFactory
+from drkit.lag import worst_seconds
 from drkit.notifications import Notifier
 from drkit.store.db import StateStore
 from drkit.store.health_repo import HealthRepository, on_store_clock
@@ -59,11 +60,7 @@ log = logging.getLogger(__name__)
 def rpo_of(plan: Plan, measured_at: float | None = None) -> RpoEstimate:
     """Total records the target lacks and the worst partition's age, from a failover plan
     made at ``measured_at`` (the decision's clock: a later decision ages it by the time since)."""
-    seconds = [p.seconds for p in plan.rpo]
-    worst = (
-        None if any(s is None for s in seconds) else max((s or 0.0 for s in seconds), default=0.0)
-    )
-    return RpoEstimate(plan.rpo_records, worst, measured_at)
+    return RpoEstimate(plan.rpo_records, worst_seconds(plan.rpo), measured_at)
 
 
 class AutomaticFailover:

@@ -51,6 +51,7 @@ from drkit.health.evaluation import ClusterState
 from drkit.kafka.admin import TopicSpec
 from drkit.kafka.apps import AppProducer
 from drkit.kafka.ports import ClusterAdmin
+from drkit.lag import group_lag
 from drkit.offsets.checkpoint_store import CheckpointStore
 from drkit.records import TopicPartition
 from drkit.store.health_repo import HealthRepository
@@ -457,7 +458,7 @@ class DrillRunner(RunningDrill):
         ends = admin.topic_offsets(member.topic, isolation="read_committed")
         committed = admin.group_offsets(member.load.name).offsets
         return sum(
-            max(0, end - committed.get(TopicPartition(member.topic, p), 0))
+            group_lag(committed.get(TopicPartition(member.topic, p), 0), end)
             for p, (_, end) in ends.items()
         )
 
