@@ -622,10 +622,10 @@ def _lines(picture: StatusSnapshot) -> list[str]:
         verdict = drill.verdict or f"{drill.state} (no verdict)"
         shown = verdict if drill.passed else _alarm(verdict)
         out.append(f"last {kind}: #{drill.id} {_safe(drill.flow)} {shown} at {when} UTC")
-    if last is not None and last.divergence:
+    if last is not None and last.divergence is not None:
         out.append(
             f"  {_alarm('DIVERGENCE')}: {last.source} came back holding "
-            f"{last.divergence['records']} records "
+            f"{last.divergence.records} records "
             f"{last.target} never got (drkit failback exports them)"
         )
     if picture.transitions:

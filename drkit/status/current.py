@@ -10,6 +10,7 @@ from drkit.control.model import LIVE_WITHIN_S, default_state, failed_workers, ru
 from drkit.control.repo import ControlRepository
 from drkit.failover.fences import FenceRepository, FenceState
 from drkit.failover.pointer import PointerRepository
+from drkit.failover.runs import RunRepository
 from drkit.health.quorum import AutomationGate
 from drkit.replication.loss import LossEvent
 from drkit.replication.loss_repo import LossRepository
@@ -40,7 +41,7 @@ def current_status(config: DrkitConfig, store: StateStore) -> StatusSnapshot:
         repo.all_observer_states(),
         repo.flow_statuses(),
         repo.recent_transitions(),
-        repo.last_failover(),
+        next(iter(RunRepository(store).latest(1)), None),
         by_flow,
         pointer=PointerRepository(store).get(),
         pending_fences=pending,

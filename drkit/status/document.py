@@ -1,8 +1,9 @@
 """The status picture shared by ``/api/status``, the status page and ``drkit status``.
 
 Built only from the state store (what every monitor has written) and the config, so any process
-sees the same picture.  :func:`build_status` is pure over those rows and returns a typed
-:class:`StatusSnapshot`; :meth:`StatusSnapshot.to_json` is the document.
+sees the same picture.  :func:`build_status` is pure over those rows and values - the last
+failover run as its record (drkit.failover.runs.RunRecord, its result typed) - and returns a
+typed :class:`StatusSnapshot`; :meth:`StatusSnapshot.to_json` is the document.
 
 Schema ``drkit.status/v2`` (v1 wrote its moments as epoch seconds; v2 as ISO-8601 UTC
 strings, ``2026-11-26T15:02:19.123Z`` - every ``*_at``, ``at`` and ``since``)::
@@ -68,24 +69,25 @@ from drkit.automation.journal import StoredDecision
 from drkit.config.model import DrkitConfig
 from drkit.failover.model import RunState
 from drkit.failover.pointer import Pointer, active_cluster
+from drkit.failover.run_result import Divergence
+from drkit.failover.runs import RunRecord
 from drkit.health.evaluation import ClusterState
 from drkit.health.identity import is_vote
 from drkit.health.observations import FlowObservation
 from drkit.health.quorum import AutomationGate, ObserverReport, automation_gate, verdict
 from drkit.health.readiness import FailoverReadiness, failover_readiness
 from drkit.replication.loss import LossEvent
-from drkit.store.models import FailoverRun, FlowStatus, HealthTransition, ObserverState
+from drkit.store.models import FlowStatus, HealthTransition, ObserverState
 from drkit.timestamps import iso_or_none, iso_utc
 
 SCHEMA = "drkit.status/v2"
 
 
-def _divergence_json(divergence: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    """The stored divergence report, its moment (epoch seconds as stored) in ISO-8601 UTC."""
+def _divergence_json(divergence: Divergence | None) -> dict[str, Any] | None:
+    """The divergence report, its moment (epoch seconds as stored) in ISO-8601 UTC."""
     if divergence is None:
         return None
-    at = divergence.get("at")
-    return {**divergence, "at": iso_utc(at) if isinstance(at, int | float) else at}
+    return {**divergence.to_json(), "at": iso_utc(divergence.at)}
 
 
 def _ts(value: datetime | None) -> float | None:
@@ -244,7 +246,7 @@ class FailoverRunView:
     started_at: float | None
     finished_at: float | None
     # The old primary's records the target never got, once it answered again (maintenance).
-    divergence: Mapping[str, Any] | None = None
+    divergence: Divergence | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -391,7 +393,7 @@ def build_status(
     states: Sequence[ObserverState],
     flows: Sequence[FlowStatus],
     transitions: Sequence[HealthTransition],
-    last_failover: FailoverRun | None,
+    last_failover: RunRecord | None,
     losses: Mapping[str, Sequence[LossEvent]] | None = None,
     now: float | None = None,
     pointer: Pointer | None = None,
@@ -508,16 +510,16 @@ def _latest_observations(rows: Sequence[FlowStatus]) -> dict[str, FlowObservatio
     }
 
 
-def _failover_run(run: FailoverRun | None) -> FailoverRunView | None:
+def _failover_run(run: RunRecord | None) -> FailoverRunView | None:
     if run is None:
         return None
     return FailoverRunView(
         run.id,
-        run.kind,
+        run.procedure.value,
         run.source,
         run.target,
-        run.state,
+        run.state.value,
         _ts(run.started_at),
         _ts(run.finished_at),
-        (run.result or {}).get("divergence"),
+        run.result.divergence,
     )

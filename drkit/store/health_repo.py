@@ -18,7 +18,6 @@ from drkit.store.clock import database_now
 from drkit.store.db import StateStore
 from drkit.store.guard import WriteGuard, write_session
 from drkit.store.models import (
-    FailoverRun,
     FlowStatus,
     HealthObservation,
     HealthTransition,
@@ -156,12 +155,6 @@ class HealthRepository:
                     select(HealthTransition).order_by(HealthTransition.at.desc()).limit(limit)
                 )
             )
-
-    def last_failover(self) -> FailoverRun | None:
-        with self.store.session() as session:
-            return session.scalars(
-                select(FailoverRun).order_by(FailoverRun.started_at.desc()).limit(1)
-            ).one_or_none()
 
     def prune_observations(self, older_than_s: float) -> int:
         cutoff = datetime.now(UTC) - timedelta(seconds=older_than_s)

@@ -8,10 +8,12 @@ from typing import Any
 
 import pytest
 
+from drkit.config import load_config_text
 from drkit.failover.model import Direction, PartitionRpo, Plan, Procedure, RunState, StepName
 from drkit.failover.render import run_text
 from drkit.failover.run_result import Abandoned, Divergence, RunOptions, RunResult
 from drkit.failover.runs import RunRepository
+from drkit.status import current_status
 from drkit.store import StateStore
 from drkit.store.models import FailoverRun
 
@@ -136,3 +138,25 @@ def test_every_field_round_trips_through_its_document() -> None:
     full = RunResult.from_json(OLD_RESULT)
     assert RunResult.from_json(full.to_json()) == full
     assert RunResult.from_json(RunResult().to_json()) == RunResult()
+
+
+def test_the_status_document_reads_the_last_run_as_its_record(
+    runs: RunRepository, tmp_path: Path
+) -> None:
+    """``last_failover`` in drkit.status/v2 comes from the newest run's record: a run stored by
+    the previous version, its divergence as the first maintenance counted it, shows as before
+    (its moment in ISO-8601 UTC)."""
+    config = load_config_text(
+        "clusters:\n  dc1: {bootstrap_servers: '127.0.0.1:1'}\n"
+        "  dc2: {bootstrap_servers: '127.0.0.1:2'}\nflows: [{source: dc1, target: dc2}]\n"
+    )
+    assert current_status(config, runs.store).last_failover is None
+    _stored(runs, {"direction": "forward"})
+    newest = _stored(runs, OLD_RESULT)
+    shown = current_status(config, runs.store).to_json()["last_failover"]
+    assert shown["id"] == newest and shown["kind"] == "failover" and shown["state"] == "failed"
+    assert (shown["source"], shown["target"], shown["finished_at"]) == ("dc1", "dc2", None)
+    assert shown["divergence"] == {
+        "at": "2025-11-24T16:00:00.500Z", "records": 4, "per_partition": {"orders:0": 4},
+        "offsets": 0,
+    }  # fmt: skip
