@@ -20,8 +20,8 @@ from drkit.errors import (
 )
 from drkit.replication.background import TopicWatcher
 from drkit.replication.metrics import ReplicationMetrics
-from drkit.replication_service import _exit_code
 from drkit.replication.topic_sync import TopicState, TopicSynchronizer, plan_topic_sync
+from drkit.replication_service import _exit_code
 from drkit.topology.flow import FlowTopology
 from tests.fake_kafka import FakeCluster
 

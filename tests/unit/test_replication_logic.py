@@ -21,8 +21,8 @@ from drkit.replication.commit import ProgressWriter, commit_unless_fenced
 from drkit.replication.loss import LossReason
 from drkit.replication.partition_state import PartitionState
 from drkit.replication.progress import Progress, decode_progress
-from drkit.replication_service import default_worker_id
 from drkit.replication.supervision import WorkerLiveness, backoff_s, out_of_patience
+from drkit.replication_service import default_worker_id
 from drkit.topology.flow import FlowTopology
 
 TP = TopicPartition("orders", 0)
