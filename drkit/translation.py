@@ -30,7 +30,8 @@ gaps, restarts, truncation and trimming):
    flagged).
 4. Past everything replicated, ``T`` is the target position right after the last replicated
    record; the source records from ``max(S, replicated_end)`` to ``source_end`` are reported as
-   ``unreplicated`` - that is RPO, not a translation error.
+   ``unreplicated`` - that is RPO, not a translation error (drkit.lag's span the target lacks,
+   from the group's position).
 5. ``T`` is always within the target log ``[start, end]``; clamping is reported (``CLAMPED``)
    with the number of records the clamp made unreachable.
 6. Trimmed maps: runs with no record left on the source *and* the target are dropped

@@ -1,9 +1,10 @@
 """Reading both clusters into the planner's snapshot (drkit.failover.facts).
 
 :func:`gather` is the only I/O: it asks the target (and the source, when it answers) for the
-flow's offset map and progress, the replicas' log bounds, the groups' committed offsets (live)
-or checkpoints (source gone), the groups' states on the target, open transactions and the
-active pointer.  The planner (drkit.failover.plan) and the translation step work on the result
+flow's offset map and progress, the replicas' log bounds, the source's log bounds, the visible
+records of the span the target lacks (drkit.lag), the groups' committed offsets (live) or
+checkpoints (source gone), the groups' states on the target, open transactions and the active
+pointer.  The planner (drkit.failover.plan) and the translation step work on the result
 only, the way Patroni's HA loop decides over a snapshot of the DCS.
 """
 

@@ -2,6 +2,7 @@
 
 ``evaluation`` turns a snapshot of recent probe results into a state per cluster (HEALTHY,
 DEGRADED, UNAVAILABLE) with thresholds and hysteresis; ``quorum`` combines several observers'
-states; ``group_lag`` is the Burrow-style consumer-group status.  All three are pure and are what
-the failover engine will consult.
+states; ``group_lag`` is the Burrow-style consumer-group status; ``readiness`` judges the
+failover bounds on what the probes measured (drkit.lag's figures, as the failover plan judges
+them).  All four are pure.
 """
