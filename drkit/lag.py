@@ -23,7 +23,8 @@ got.  Readiness (``drkit status``) and the failover plan judge ``failover.max_rp
 automation narrows a dead source's window with :func:`loss_window`.
 
 **Per partition** (:class:`PartitionRpo`, built by :func:`partition_rpo`) and per flow
-(:func:`total_records`, :func:`worst_seconds`), and a consumer group's lag on a cluster
+(:func:`total_records`, :func:`worst_seconds`; :func:`known_seconds`, what ``max_rpo_s`` is
+judged on), and a consumer group's lag on a cluster
 (:func:`group_lag`: its committed offset to the partition's end, in offsets).
 
 The worker's own ``drkit_replication_lag_records`` gauge is the exception: the source end it
@@ -208,9 +209,20 @@ def total_records(rpo: Iterable[PartitionRpo]) -> int | None:
 
 def worst_seconds(rpo: Iterable[PartitionRpo]) -> float | None:
     """The seconds a flow's target lacks: its worst partition's (0.0 for none); None when one
-    is unknown - the figure ``failover.max_rpo_s`` is judged on."""
+    is unknown (automation's RPO gate: a failover whose cost is unknown is not taken)."""
     seconds = [p.seconds for p in rpo]
     return None if None in seconds else max((s or 0.0 for s in seconds), default=0.0)
+
+
+def known_seconds(rpo: Iterable[PartitionRpo]) -> tuple[float | None, int]:
+    """What ``failover.max_rpo_s`` is judged on, by the plan and readiness alike: the worst
+    seconds among the partitions whose seconds are known (0.0 for no partition, None when
+    none is known), and how many partitions' seconds are unknown - the known ones are judged
+    and the unknown ones named, neither hiding the other."""
+    seconds = [p.seconds for p in rpo]
+    known = [s for s in seconds if s is not None]
+    unknown = len(seconds) - len(known)
+    return max(known, default=None if unknown else 0.0), unknown
 
 
 @overload

@@ -598,12 +598,13 @@ def _reachability(snapshot: Snapshot) -> list[Finding]:
 def _rpo_findings(snapshot: Snapshot, rpo: tuple[PartitionRpo, ...]) -> list[Finding]:
     """``failover.max_rpo_records`` and ``max_rpo_s`` judged as readiness judges them
     (drkit.health.readiness): the records the target lacks, and drkit.lag's seconds of the
-    worst partition."""
+    worst partition whose seconds are known (lag.known_seconds) - partitions whose records or
+    seconds are unknown are named besides, never in the known ones' place."""
     if snapshot.procedure is not Procedure.FAILOVER:
         return []
     unknown = [p for p in rpo if p.records is None]
     total = sum(p.records or 0 for p in rpo)
-    worst = lag.worst_seconds(rpo)
+    worst, _ = lag.known_seconds(rpo)
     out: list[Finding] = []
     if unknown:
         out.append(
@@ -623,23 +624,22 @@ def _rpo_findings(snapshot: Snapshot, rpo: tuple[PartitionRpo, ...]) -> list[Fin
                 f"{snapshot.policy.max_rpo_records})",
             )
         )
-    if worst is None and not unknown:
-        timeless = sum(1 for p in rpo if p.seconds is None)
-        out.append(
-            Finding(
-                Severity.WARNING,
-                "rpo_seconds",
-                f"{timeless} partition(s) with no progress time: the seconds of writes lost are "
-                f"unknown (failover.max_rpo_s={snapshot.policy.max_rpo_s:g})",
-            )
+    # The known seconds are judged whatever the others are (one unknown partition hid a
+    # partition an hour behind); partitions whose seconds alone are unknown are named too.
+    timeless = sum(1 for p in rpo if p.seconds is None and p.records is not None)
+    reasons = []
+    if worst is not None and worst > snapshot.policy.max_rpo_s:
+        reasons.append(f"up to {worst:.0f}s of writes may be lost")
+    if timeless:
+        reasons.append(
+            f"{timeless} partition(s) with no progress time: the seconds of writes lost are unknown"
         )
-    elif worst is not None and worst > snapshot.policy.max_rpo_s:
+    if reasons:
         out.append(
             Finding(
                 Severity.WARNING,
                 "rpo_seconds",
-                f"up to {worst:.0f}s of writes may be lost (failover.max_rpo_s="
-                f"{snapshot.policy.max_rpo_s:g})",
+                f"{'; '.join(reasons)} (failover.max_rpo_s={snapshot.policy.max_rpo_s:g})",
             )
         )
     return out

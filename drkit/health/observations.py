@@ -45,9 +45,10 @@ class FlowObservation:
     was too wide to read or had a transaction open: its share is then the offset width, an
     upper bound.  ``lag_by_topic`` splits it per source topic.  ``rpo_s``: the seconds of
     writes the target lacks, its worst partition's (drkit.lag.rpo_seconds: 0 where caught up,
-    else the age of the partition's last progress) - what readiness judges
-    ``failover.max_rpo_s`` on, as a failover plan does; ``heartbeat_age_s`` says whether the
-    link carries records.
+    else the age of the partition's last progress) among those whose seconds are known, and
+    ``rpo_s_unknown`` how many partitions' seconds are not (drkit.lag.known_seconds) - what
+    readiness judges ``failover.max_rpo_s`` on, as a failover plan does; ``heartbeat_age_s``
+    says whether the link carries records.
     """
 
     flow: str
@@ -57,6 +58,7 @@ class FlowObservation:
     lag_by_topic: Mapping[str, int] = field(default_factory=dict)
     lag_exact: bool | None = None  # None: no lag measured
     rpo_s: float | None = None
+    rpo_s_unknown: int = 0  # partitions whose seconds are unknown (not in rpo_s)
     checkpoint_age_s: float | None = None
     groups: Mapping[str, GroupCheckpoints] = field(default_factory=dict)
     workers: int | None = None
@@ -76,6 +78,7 @@ class FlowObservation:
             "lag_by_topic": dict(self.lag_by_topic),
             "lag_exact": self.lag_exact,
             "rpo_s": self.rpo_s,
+            "rpo_s_unknown": self.rpo_s_unknown,
             "checkpoint_age_s": self.checkpoint_age_s,
             "groups": {name: g.to_json() for name, g in self.groups.items()},
             "workers": self.workers,
@@ -96,6 +99,7 @@ class FlowObservation:
             "lag_by_topic": {},
             "lag_exact": None,
             "rpo_s": None,
+            "rpo_s_unknown": 0,
             "checkpoint_age_s": None,
             "groups": {},
             "workers": None,
@@ -116,6 +120,7 @@ class FlowObservation:
             lag_by_topic=dict(data.get("lag_by_topic") or {}),
             lag_exact=data.get("lag_exact"),
             rpo_s=data.get("rpo_s"),
+            rpo_s_unknown=int(data.get("rpo_s_unknown") or 0),
             checkpoint_age_s=data.get("checkpoint_age_s"),
             groups={
                 name: GroupCheckpoints(**values)

@@ -24,11 +24,11 @@ from drkit.kafka.tailer import TopicTailer
 from drkit.lag import (
     PartitionRpo,
     count_visible,
+    known_seconds,
     lacking_span,
     partition_rpo,
     progress_age,
     total_records,
-    worst_seconds,
 )
 from drkit.offsets.checkpoint_store import CheckpointSnapshot, CheckpointStore
 from drkit.records import TopicPartition
@@ -233,12 +233,14 @@ class FlowProber:
         for part in rpo:
             lag[part.topic] = lag.get(part.topic, 0) + (part.records or 0)
         drift = self._config_drift()
+        seconds, timeless = known_seconds(rpo)
         return replace(
             observation,
             lag_by_topic=lag,
             lag_records=total_records(rpo),
             lag_exact=all(part.exact for part in rpo),
-            rpo_s=worst_seconds(rpo),
+            rpo_s=seconds,
+            rpo_s_unknown=timeless,
             workers=state.members if state is not None else 0,
             drift=None if drift is None else drift[0],
             drift_total=None if drift is None else drift[1],

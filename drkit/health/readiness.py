@@ -16,15 +16,16 @@ measure                bound                              why
 
 ``failover.max_rpo_s`` is judged on the figure a failover plan judges it on (drkit.lag: 0 for a
 partition caught up, else the age of its last progress - how far replication got - worst
-partition first), not on the heartbeat's age: a fresh heartbeat says the link carries records,
-not that every partition is copied.  Ages are taken *as of now*: the observed age plus the time
-since the observation, so a monitor that stopped observing cannot make a stale flow look
-fresh.  An unmeasured value (``None``: the cluster holding it did not answer, or nothing
-replicated yet) fails its bound - a failover whose cost cannot be stated is not called
-possible.  ``lag_records`` is in visible records (drkit.lag); when the observation could only
-bound it (``lag_exact`` false: too wide to read, or a transaction open) the bound is checked -
-on the safe side.  Every failed bound is named in ``failed_bounds`` (config key paths) and in
-``reasons``.
+partition first; partitions whose seconds are unknown fail it too, named beside the known
+ones' figure, drkit.lag.known_seconds), not on the heartbeat's age: a fresh heartbeat says
+the link carries records, not that every partition is copied.  Ages are taken *as of now*:
+the observed age plus the time since the observation, so a monitor that stopped observing
+cannot make a stale flow look fresh.  An unmeasured value (``None``: the cluster holding it did
+not answer, or nothing replicated yet) fails its bound - a failover whose cost cannot be stated
+is not called possible.  ``lag_records`` is in visible records (drkit.lag); when the
+observation could only bound it (``lag_exact`` false: too wide to read, or a transaction open)
+the bound is checked - on the safe side.  Every failed bound is named in ``failed_bounds``
+(config key paths) and in ``reasons``.
 """
 
 from __future__ import annotations
@@ -112,6 +113,12 @@ def failover_readiness(
     seconds = _age_now(observation.rpo_s, observation, now)
     checkpoint = _age_now(observation.checkpoint_age_s, observation, now)
     lag = observation.lag_records
+    # Partitions whose seconds are unknown fail max_rpo_s besides the known ones' figure,
+    # never in its place - as a failover plan warns of both.
+    timeless = observation.rpo_s_unknown if seconds is not None else 0
+    unknown_seconds = BoundCheck(
+        f"rpo_s of {timeless} partition(s)", "failover.max_rpo_s", None, failover.max_rpo_s
+    )
     checks = (
         BoundCheck(
             "lag_records",
@@ -120,6 +127,7 @@ def failover_readiness(
             failover.max_rpo_records,
         ),
         BoundCheck("rpo_s", "failover.max_rpo_s", seconds, failover.max_rpo_s),
+        *([unknown_seconds] if timeless else []),
         BoundCheck(
             "heartbeat_age_s",
             "health.max_replication_lag_s",

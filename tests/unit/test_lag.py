@@ -28,6 +28,7 @@ from drkit.lag import (
     count_visible,
     group_lag,
     group_total,
+    known_seconds,
     lacking_records,
     lacking_span,
     lacking_total,
@@ -247,3 +248,42 @@ def test_a_group_s_lag_is_unknown_without_an_end_and_never_negative() -> None:
     assert LagSample(0.0, 140, 100).lag == 0
     [row] = lag_rows({"g": {("orders", 0): 40}}, {("orders", 0): 100}, {})
     assert row.lag_offsets == group_lag(40, 100)
+
+
+def test_one_unknown_partition_does_not_hide_the_others_seconds() -> None:
+    """The source is gone: partition 0 is known only from its offset map (no progress, no end),
+    partition 1 is 3600 s behind.  The plan warned only ``rpo_unknown`` - the 3600 s went
+    unjudged because one partition's seconds were unknown; it judges the known ones against
+    ``failover.max_rpo_s`` and still names the unknown ones, and readiness (over the figures the
+    monitor's probe states of the same partitions) fails ``max_rpo_s`` naming both."""
+    p1 = TopicPartition("orders", 1)
+    known_by_map = replace(
+        _partition(), replicated_end=None, source_end=None, source_end_live=False,
+        progress_age_s=None,
+    )  # fmt: skip
+    behind = replace(
+        _partition(replicated_end=80, source_end=100), source=p1,
+        target=TopicPartition("dc1.orders", 1), source_end_live=False, progress_age_s=3600.0,
+    )  # fmt: skip
+    snapshot = _snapshot(partitions={SRC: known_by_map, p1: behind}, policy=POLICY)
+    plan = make_plan(snapshot, load_runbook(Procedure.FAILOVER))
+    messages = {f.code: f.message for f in plan.findings}
+    assert "rpo_unknown" in messages
+    assert messages.get("rpo_seconds", "").startswith("up to 3600s of writes may be lost")
+    worst, unknown = known_seconds(plan.rpo)
+    assert (worst, unknown) == (3600.0, 1)
+    observed = FlowObservation(
+        "dc1->dc2", NOW, heartbeat_age_s=1.0, lag_records=20, lag_exact=True, rpo_s=worst,
+        rpo_s_unknown=unknown, checkpoint_age_s=1.0, workers=1,
+    )  # fmt: skip
+    assert FlowObservation.from_json("dc1->dc2", NOW, observed.to_json()) == observed
+    ready = failover_readiness(observed, ClusterState.HEALTHY, NOW, HealthPolicy(), POLICY)
+    assert ready.failed_bounds == ("failover.max_rpo_s",)
+    assert "rpo_s 3600 exceeds failover.max_rpo_s 60" in ready.reasons
+    assert "rpo_s of 1 partition(s) unknown (failover.max_rpo_s 60 cannot be checked)" in (
+        ready.reasons
+    )
+    assert ready.rpo_seconds == 3600.0
+    # Nothing known at all: unknown, never a made-up 0.
+    assert known_seconds([PartitionRpo("t", 0, None, None, None, None, None)]) == (None, 1)
+    assert known_seconds([]) == (0.0, 0)
