@@ -29,9 +29,10 @@ gaps, restarts, truncation and trimming):
    the target offset of the first replicated record with source offset ``>= S`` (``MAPPED``,
    flagged).
 4. Past everything replicated, ``T`` is the target position right after the last replicated
-   record; the source records from ``max(S, replicated_end)`` to ``source_end`` are reported as
-   ``unreplicated`` - that is RPO, not a translation error (drkit.lag's span the target lacks,
-   from the group's position).
+   record; the source records from ``max(S, replicated_end)`` - and from the source's log start
+   when it is read and lies above (below it records are gone: a loss event) - to ``source_end``
+   are reported as ``unreplicated`` - that is RPO, not a translation error (drkit.lag's span the
+   target lacks, from the group's position).
 5. ``T`` is always within the target log ``[start, end]``; clamping is reported (``CLAMPED``)
    with the number of records the clamp made unreachable.
 6. Trimmed maps: runs with no record left on the source *and* the target are dropped
@@ -311,8 +312,11 @@ def translate(
     mapping: PartitionMapping,
     bounds: TargetBounds,
     source_end: int | None = None,
+    source_start: int | None = None,
 ) -> TranslationResult:
-    """Where a group committed at ``source_offset`` must resume on the target (pure)."""
+    """Where a group committed at ``source_offset`` must resume on the target (pure).
+    ``source_start``: the source's log start when read (its ``unreplicated`` records count
+    from it when it lies above progress - drkit.lag's span)."""
     if source_offset < 0:
         return CannotTranslate(mapping.source, source_offset, "negative source offset")
     if mapping.hashed or mapping.split:
@@ -326,8 +330,9 @@ def translate(
         target_offset, known, before = adopted.round_down(source_offset, bounds.start)
         marks = {Flag.BEFORE_MAPPING} if before else set()
         return _finish(
-            source_offset, mapping, target_offset, Method.MM2, marks, bounds, source_end, known
-        )
+            source_offset, mapping, target_offset, Method.MM2, marks, bounds,
+            (source_end, source_start), known,
+        )  # fmt: skip
     table = mapping.table
     starts, dsts = table.src, table.dst
     if not starts:
@@ -341,7 +346,7 @@ def translate(
                 Method.MAPPED,
                 {Flag.PAST_REPLICATED},
                 bounds,
-                source_end,
+                (source_end, source_start),
             )
         if mapping.doubt:
             # Every sync that claims this partition failed verification (a store without the
@@ -353,7 +358,7 @@ def translate(
                 Method.MAPPED,
                 {Flag.UNVERIFIED, Flag.BEFORE_MAPPING},
                 bounds,
-                source_end,
+                (source_end, source_start),
             )
         return CannotTranslate(
             mapping.source, source_offset, "no offset mapping for this partition yet"
@@ -394,7 +399,9 @@ def translate(
         if claimed < target_offset:  # invariant 10: a claim not checked yet may be real
             target_offset, method = claimed, Method.MAPPED
             flags.update((Flag.UNVERIFIED, Flag.UNCHECKED))
-    return _finish(source_offset, mapping, target_offset, method, flags, bounds, source_end)
+    return _finish(
+        source_offset, mapping, target_offset, method, flags, bounds, (source_end, source_start)
+    )
 
 
 # Pieces kept one by one per partition; past this many, the pieces at the highest positions
@@ -630,15 +637,20 @@ def translate_group(
     mappings: Mapping[TopicPartition, PartitionMapping],
     bounds: Mapping[TopicPartition, TargetBounds],
     source_ends: Mapping[TopicPartition, int | None],
+    source_starts: Mapping[TopicPartition, int] | None = None,
 ) -> dict[TopicPartition, TranslationResult]:
     """Where a group resumes on each partition it committed: the one rule the checkpointer,
     ``drkit offsets translate`` and a failover plan share (pure).
 
     Keyed by source partition throughout (``bounds``: the log of each one's replica).  A
     partition whose replica is not on the target, or that has no offset map, gets a
-    :class:`CannotTranslate` saying so - in that order - never a number."""
+    :class:`CannotTranslate` saying so - in that order - never a number.  ``source_starts``:
+    the source's log starts, where read (``unreplicated`` counts from them - drkit.lag)."""
+    starts = source_starts or {}
     return {
-        tp: translate_partition(tp, offset, mappings.get(tp), bounds.get(tp), source_ends.get(tp))
+        tp: translate_partition(
+            tp, offset, mappings.get(tp), bounds.get(tp), source_ends.get(tp), starts.get(tp)
+        )
         for tp, offset in sorted(committed.items(), key=by_partition)
     }
 
@@ -655,6 +667,7 @@ def translate_partition(
     mapping: PartitionMapping | None,
     bounds: TargetBounds | None,
     source_end: int | None,
+    source_start: int | None = None,
 ) -> TranslationResult:
     """One partition of :func:`translate_group` (pure): no replica on the target, then no offset
     map, is a :class:`CannotTranslate` saying so; otherwise :func:`translate`."""
@@ -662,7 +675,7 @@ def translate_partition(
         return CannotTranslate(tp, offset, NO_REPLICA)
     if mapping is None:
         return CannotTranslate(tp, offset, NO_MAPPING)
-    return translate(offset, mapping, bounds, source_end)
+    return translate(offset, mapping, bounds, source_end, source_start)
 
 
 def translate_back(
@@ -706,6 +719,7 @@ class PartitionInputs(NamedTuple):
     bounds: TargetBounds
     source_end: int | None
     stable: int  # stable_below(previous round's mapping, mapping); 0 without one
+    source_start: int | None = None  # the source's log start, read with its end
 
 
 def translate_group_again(
@@ -725,10 +739,12 @@ def translate_group_again(
             out[tp] = CannotTranslate(tp, offset, NO_REPLICA)
             fresh += 1
             continue
-        mapping, bounds, source_end, stable = given
-        kept = carry_over(previous.get(tp), offset, mapping, bounds, source_end, stable)
+        mapping, bounds, source_end, stable, source_start = given
+        kept = carry_over(
+            previous.get(tp), offset, mapping, bounds, source_end, stable, source_start
+        )
         if kept is None:
-            out[tp] = translate(offset, mapping, bounds, source_end)
+            out[tp] = translate(offset, mapping, bounds, source_end, source_start)
             fresh += 1
         else:
             out[tp] = kept
@@ -772,11 +788,13 @@ def carry_over(
     bounds: TargetBounds,
     source_end: int | None,
     stable: int,
+    source_start: int | None = None,
 ) -> Translated | None:
     """The previous round's answer for a group that did not move, when it is still the answer;
     None when the offset must be translated again (pure).
 
-    Equal to ``translate(source_offset, mapping, bounds, source_end)`` whenever it returns a
+    Equal to ``translate(source_offset, mapping, bounds, source_end, source_start)`` whenever
+    it returns a
     value (tests/unit/test_translation_reuse.py checks it with hypothesis): the previous answer
     was for the same offset, computed from the runs alone (exact or mapped - not clamped, not
     MirrorMaker 2's rounding, which read the target's log start), the offset lies where the new
@@ -792,7 +810,7 @@ def carry_over(
         or not bounds.start <= previous.target_offset <= bounds.end
     ):
         return None
-    unreplicated = _unreplicated(source_offset, mapping, source_end)
+    unreplicated = _unreplicated(source_offset, mapping, source_end, source_start)
     if unreplicated == previous.unreplicated:
         return previous
     return _with_unreplicated(previous, unreplicated)
@@ -824,11 +842,15 @@ def only_widened(older: PartitionInputs, newer: PartitionInputs) -> bool:
 
 
 def unreplicated_total(
-    offsets: Iterable[int], mapping: PartitionMapping, source_end: int | None
+    offsets: Iterable[int],
+    mapping: PartitionMapping,
+    source_end: int | None,
+    source_start: int | None = None,
 ) -> int:
     """The sum of ``Translated.unreplicated`` over groups committed at ``offsets`` (pure):
     what :func:`translate` would count for each, without translating."""
-    return lacking_total(lacking_span(_replicated_end(mapping), source_end), offsets)
+    span = lacking_span(_replicated_end(mapping), source_end, log_start=source_start)
+    return lacking_total(span, offsets)
 
 
 def _with_unreplicated(result: Translated, unreplicated: int | None) -> Translated:
@@ -847,11 +869,12 @@ def _finish(
     method: Method,
     flags: set[Flag],
     bounds: TargetBounds,
-    source_end: int | None,
+    source: tuple[int | None, int | None],
     known_rereads: int = 0,
 ) -> Translated:
     """The result, clamped into the target log; ``known_rereads`` adds re-reads the runs do
-    not show (MirrorMaker 2's range of an adopted flow)."""
+    not show (MirrorMaker 2's range of an adopted flow); ``source``: the source's end and log
+    start, as known."""
     unreachable = 0
     if target_offset < bounds.start:
         unreachable = bounds.start - target_offset
@@ -869,7 +892,7 @@ def _finish(
             "target_offset": target_offset,
             "method": method,
             "expected_rereads": known_rereads + rereads(mapping.runs, source_offset, target_offset),
-            "unreplicated": _unreplicated(source_offset, mapping, source_end),
+            "unreplicated": _unreplicated(source_offset, mapping, *source),
             "unreachable": unreachable,
             "flags": frozenset(flags),
         },
@@ -894,11 +917,17 @@ def rereads(runs: Sequence[OffsetRun], source_offset: int, target_offset: int) -
 
 
 def _unreplicated(
-    source_offset: int, mapping: PartitionMapping, source_end: int | None
+    source_offset: int,
+    mapping: PartitionMapping,
+    source_end: int | None,
+    source_start: int | None = None,
 ) -> int | None:
     """Source records the group has not consumed that are not on the target (its RPO):
-    drkit.lag's span from the group's position."""
-    return lacking_records(_replicated_end(mapping), source_end, position=source_offset)
+    drkit.lag's span from the group's position (and from the source's log start when known:
+    below it records are gone, a loss event)."""
+    return lacking_records(
+        _replicated_end(mapping), source_end, log_start=source_start, position=source_offset
+    )
 
 
 def _replicated_end(mapping: PartitionMapping) -> int:

@@ -316,7 +316,7 @@ def _move(part: PartitionFacts, offset: int, methods: Mapping[Method, str]) -> P
     """Where a group committed at ``offset`` on ``part`` resumes: one partition of
     :func:`translate_group`."""
     result = translation.translate_partition(
-        part.source, offset, part.mapping, part.target_bounds, part.source_end
+        part.source, offset, part.mapping, part.target_bounds, part.source_end, part.source_start
     )
     if isinstance(result, CannotTranslate):
         return _unmapped(part, result.source_offset, result.reason)
@@ -386,10 +386,10 @@ class TranslationMemo:
     plan to the run's translation step.
 
     A move depends only on the partition's facts (its replica, offset map, the target's bounds,
-    the source's end) and the committed offset, never on the group: groups that committed the
-    same offset on a partition share one frozen :class:`PartitionMove`, translated once, and a
-    snapshot whose partition facts did not change answers from the moves the last one made
-    (the translation step after the plan, with replication stopped).
+    the source's end and log start) and the committed offset, never on the group: groups that
+    committed the same offset on a partition share one frozen :class:`PartitionMove`,
+    translated once, and a snapshot whose partition facts did not change answers from the moves
+    the last one made (the translation step after the plan, with replication stopped).
 
     Invariant: ``moves(snapshot, facts)`` always equals ``translate_group(snapshot, facts)``.
     A partition's facts are compared by value (a mapping usually by identity: a snapshot's
@@ -507,7 +507,10 @@ class _PartitionMoves:
 
 def _partition_inputs(part: PartitionFacts) -> tuple[Any, ...]:
     """Everything a move on ``part`` is made of, besides the committed offset."""
-    return part.source, part.target, part.mapping, part.target_bounds, part.source_end
+    return (
+        part.source, part.target, part.mapping, part.target_bounds, part.source_end,
+        part.source_start,
+    )  # fmt: skip
 
 
 def _group(snapshot: Snapshot, facts: GroupFacts, memo: TranslationMemo | None) -> GroupMove:

@@ -322,7 +322,10 @@ class Checkpointer:
                 log.warning("offset-sync trim failed", extra={"flow": self.name, "error": str(err)})
         unreplicated = sum(
             unreplicated_total(
-                self._translated_on.get(tp, {}).values(), given.mapping, given.source_end
+                self._translated_on.get(tp, {}).values(),
+                given.mapping,
+                given.source_end,
+                given.source_start,
             )
             for tp, given in inputs.items()
         )
@@ -348,6 +351,7 @@ class Checkpointer:
         start = self.target.list_offsets(targets, "earliest")
         end = self.target.list_offsets(targets, "latest")
         source_end = self.source.list_offsets(wanted, "latest")
+        source_start = self.source.list_offsets(wanted, "earliest")
         inputs: dict[TopicPartition, PartitionInputs] = {}
         for tp in wanted:
             mapping = mappings[tp]
@@ -359,6 +363,7 @@ class Checkpointer:
                 TargetBounds(start[mapping.target], end[mapping.target]),
                 source_end.get(tp),
                 stable_below(before.mapping, mapping) if before is not None else 0,
+                source_start.get(tp),
             )
         return inputs
 

@@ -427,6 +427,7 @@ def _translate(
             source_end: Mapping[TopicPartition, int | None] = (
                 source.list_offsets(partitions, "latest") if source is not None else {}
             )
+            source_start = source.list_offsets(partitions, "earliest") if source is not None else {}
             bounds = {
                 tp: TargetBounds(start[target_tp], end[target_tp])
                 for tp in partitions
@@ -444,7 +445,7 @@ def _translate(
                         source.describe_cluster()[0] or topology.source,
                         target.describe_cluster()[0] or topology.target,
                     ),
-                    source.list_offsets(partitions, "earliest"),
+                    source_start,
                 )
             for group, offsets in committed.items():
                 if offsets is None:
@@ -453,7 +454,9 @@ def _translate(
                     continue
                 rows = report.groups.setdefault(group, [])
                 mine = {tp: o for tp, o in offsets.items() if topology.selects(tp.topic)}
-                for tp, result in translate_group(mine, mappings, bounds, source_end).items():
+                for tp, result in translate_group(
+                    mine, mappings, bounds, source_end, source_start
+                ).items():
                     if isinstance(result, CannotTranslate) and result.reason == NO_REPLICA:
                         report.errors.append(_error(group, tp, result.source_offset, NO_REPLICA))
                         continue

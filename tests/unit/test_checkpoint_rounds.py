@@ -59,6 +59,7 @@ class Edges:
         self.mapping: PartitionMapping | None = None
         self.bounds = TargetBounds(0, 0)
         self.source_end = 0
+        self.source_start = 0  # the source's log start (the checkpointer counts from it too)
         self.full_next = True
         self.before: dict[str, dict[TopicPartition, int]] = {}
         self.sent: list[Hashable] = []
@@ -103,7 +104,7 @@ class Edges:
             if tp == DST:
                 out[tp] = self.bounds.start if which == "earliest" else self.bounds.end
             elif tp == SRC:
-                out[tp] = self.source_end
+                out[tp] = self.source_start if which == "earliest" else self.source_end
         return out
 
     # the checkpoint topic
@@ -158,7 +159,7 @@ def _fresh(
     out = {}
     for group, offsets in state.by_group.items():
         out[group] = {
-            tp: translate(offset, mapping, edges.bounds, edges.source_end)
+            tp: translate(offset, mapping, edges.bounds, edges.source_end, edges.source_start)
             for tp, offset in offsets.items()
             if tp == SRC and mapping is not None
         }
@@ -212,6 +213,11 @@ def test_rounds_that_follow_the_log_answer_as_fresh_translations_every_round(
         edges.source_end = data.draw(
             st.integers(history.source_end // 2, history.source_end), label="source end"
         )
+        if data.draw(st.integers(0, 5), label="source retention") == 0:
+            # records below it are gone (a loss event): the gauge counts from it, as translate
+            edges.source_start = data.draw(
+                st.integers(0, edges.source_end), label="source log start"
+            )
         # groups commit, move back, lose their commits
         commits = []
         for group in data.draw(st.lists(st.sampled_from(GROUPS), max_size=6), label="moved"):

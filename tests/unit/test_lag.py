@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from drkit.config.loader import load_config_text
 from drkit.config.model import FailoverPolicy, HealthPolicy
-from drkit.failover.facts import PartitionFacts
+from drkit.failover.facts import GroupFacts, PartitionFacts
 from drkit.failover.model import Procedure
 from drkit.failover.plan import make_plan, partition_rpo
 from drkit.failover.runbook import load_runbook
@@ -40,7 +40,14 @@ from drkit.records import TopicPartition
 from drkit.replication.offset_sync import OffsetRun
 from drkit.replication.progress import Progress
 from drkit.topology.flow import FlowTopology
-from drkit.translation import PartitionMapping, TargetBounds, translate, unreplicated_total
+from drkit.translation import (
+    EVERYWHERE,
+    PartitionMapping,
+    TargetBounds,
+    carry_over,
+    translate,
+    unreplicated_total,
+)
 from tests.fake_kafka import FakeCluster, FakeClusters
 from tests.unit.test_failover_plan import _partition, _snapshot
 
@@ -287,3 +294,24 @@ def test_one_unknown_partition_does_not_hide_the_others_seconds() -> None:
     # Nothing known at all: unknown, never a made-up 0.
     assert known_seconds([PartitionRpo("t", 0, None, None, None, None, None)]) == (None, 1)
     assert known_seconds([]) == (0.0, 0)
+
+
+def test_a_group_s_unreplicated_records_count_from_the_source_log_start_as_the_rpo_does() -> None:
+    """Progress at 100, the live source's log start at 500 and end at 600, a group committed at
+    100: the plan's RPO row said 100 records while the same plan's move of the group (and the
+    checkpointer's gauge, over the same translation inputs) said 500 unreplicated - the records
+    below the log start are gone (a loss event), not lag, for the group too."""
+    facts = replace(_partition(replicated_end=100, source_end=600), source_start=500)
+    group = GroupFacts("billing", {SRC: 100}, False, "absent", 0)
+    snapshot = _snapshot(source_reachable=True, partitions={SRC: facts}, groups=(group,))
+    plan = make_plan(snapshot, load_runbook(Procedure.FAILOVER))
+    [row] = plan.rpo
+    [move] = plan.groups[0].partitions
+    assert (row.records, move.unreplicated) == (100, 100)
+    assert facts.mapping is not None
+    assert unreplicated_total([100, 550], facts.mapping, 600, 500) == 100 + 50
+    result = translate(100, facts.mapping, TargetBounds(0, 100), 600, 500)
+    assert result.unreplicated == 100  # type: ignore[union-attr]
+    # Reused next round (the checkpointer's carry_over): counted by the same span.
+    kept = carry_over(result, 100, facts.mapping, TargetBounds(0, 100), 700, EVERYWHERE, 500)
+    assert kept is not None and kept.unreplicated == 200
