@@ -14,13 +14,16 @@ consumer group, its committed position (what it already read it does not need). 
 monitor's lag, a failover plan's RPO, translation's ``unreplicated`` per group move and the
 checkpointer's totals.
 
-**Seconds the target lacks** (:func:`rpo_seconds`): 0 for a partition caught up with the
-source's end read now; else the age of the evidence of how far replication got - the
-partition's last stored progress while it lags, the flow's newest progress when it was caught
-up with an end that is not live (the source stopped answering: what it took since is unknown).
-Heartbeat age is not this figure: it says the link carries records, not how far a partition
-got.  Readiness (``drkit status``) and the failover plan judge ``failover.max_rpo_s`` on it;
-automation narrows a dead source's window with :func:`loss_window`.
+**Seconds the target lacks** (:func:`rpo_seconds`): 0 for a partition caught up with the source's
+end read now; for one lagging on a live source whose span was read, the age of the oldest record the
+target lacks (now minus the timestamp of the span's first visible record, read with the count; 0 for
+a timestamp ahead of now); else the age of the evidence of how far replication got - the time since
+the partition's progress last moved while it lags (not a bound: the records lacked may be older, or
+younger), the flow's newest progress when it was caught up with an end that is not live (the source
+stopped answering: what it took since is unknown).  Heartbeat age is not this figure: it says the
+link carries records, not how far a partition got.  Readiness (``drkit status``) and the failover
+plan judge ``failover.max_rpo_s`` on it; automation narrows a dead source's window with
+:func:`loss_window`.
 
 **Per partition** (:class:`PartitionRpo`, built by :func:`partition_rpo`) and per flow
 (:func:`total_records`, :func:`worst_seconds`; :func:`known_seconds`, what ``max_rpo_s`` is
@@ -96,17 +99,32 @@ def rpo_seconds(
     source_end_live: bool,
     progress_age_s: float | None,
     evidence_age_s: float | None,
+    lacking_age_s: float | None = None,
 ) -> float | None:
     """Seconds of source writes one partition's target may lack - the one seconds rule.
 
     Caught up (``records`` 0) with the source's end read now: 0.  Caught up with an end the
     workers last saw (the source does not answer): ``evidence_age_s``, the flow's newest
     progress - a worker fetching every partition would have copied a new record here too, and
-    the source may have taken writes since; never 0 by default.  Lagging, or not known to be
-    caught up: ``progress_age_s``, since this partition's progress last moved.  None: unknown."""
+    the source may have taken writes since; never 0 by default.  Lagging on a live source whose
+    span was read: ``lacking_age_s``, the age of the oldest record the target lacks
+    (:func:`record_age` of the span's first visible record).  Lagging otherwise (the span not
+    read: over the budget, a transaction open in it, the source gone; or no timestamp):
+    ``progress_age_s``, the time since this partition's progress last moved - not a bound on
+    the writes lacked, which may be older (a partition far behind still moving) or far younger
+    (a quiet partition that just took a record).  None: unknown."""
     if records == 0:
         return 0.0 if source_end_live else evidence_age_s
+    if source_end_live and lacking_age_s is not None:
+        return lacking_age_s
     return progress_age_s
+
+
+def record_age(now_s: float, timestamp_ms: int | None) -> float | None:
+    """Seconds since a record stamped ``timestamp_ms`` was written, as of ``now_s``: 0 for a
+    stamp ahead of ``now_s`` (a producer's clock ahead of ours), never negative; None without
+    a stamp."""
+    return None if timestamp_ms is None else max(0.0, now_s - timestamp_ms / 1000)
 
 
 def progress_age(now_s: float, timestamp_ms: int | None) -> float | None:
@@ -177,10 +195,12 @@ def partition_rpo(
     log_start: int | None = None,
     progress_age_s: float | None = None,
     evidence_age_s: float | None = None,
+    lacking_age_s: float | None = None,
 ) -> PartitionRpo:
     """One partition's RPO: the records of :func:`lacking_span` - ``visible`` when they were
     counted (:func:`count_visible`), else its width in offsets, an upper bound - and
-    :func:`rpo_seconds`.  ``live``: ``source_end`` was read now.  Exact only when measured
+    :func:`rpo_seconds` (``lacking_age_s``: the :func:`record_age` of the span's first visible
+    record, when it was read).  ``live``: ``source_end`` was read now.  Exact only when measured
     now: with the source gone, 0 means "nothing missing of what it last showed" - what it
     took after that sighting is not counted (its seconds bound it)."""
     records = (
@@ -195,7 +215,7 @@ def partition_rpo(
         replicated_end,
         records,
         None,
-        rpo_seconds(records, live, progress_age_s, evidence_age_s),
+        rpo_seconds(records, live, progress_age_s, evidence_age_s, lacking_age_s),
         visible is not None or (records == 0 and live),
         live,
     )
@@ -243,10 +263,12 @@ def group_total(committed: Mapping[TopicPartition, int], ends: Mapping[TopicPart
 
 @dataclass(frozen=True)
 class SpanCount:
-    """One span: its width in offsets, and its visible records when they were counted."""
+    """One span: its width in offsets, and its visible records when they were counted - with
+    the first one's timestamp (epoch ms; None: not read, no record, or none reported)."""
 
     offsets: int
     records: int | None = None  # None: not counted (too wide to read, or a transaction open)
+    first_timestamp_ms: int | None = None
 
     @property
     def exact(self) -> bool:
@@ -264,8 +286,9 @@ def count_visible(
     limit: int | None,
     timeout_s: float | None = None,
 ) -> dict[TopicPartition, SpanCount]:
-    """Per partition of ``spans``, its visible records - read when the spans' total width is
-    at most ``limit`` offsets (None: always) and no transaction is open in the span.
+    """Per partition of ``spans``, its visible records and the first one's timestamp - read
+    when the spans' total width is at most ``limit`` offsets (None: always) and no transaction
+    is open in the span.
 
     An empty span is 0 records, exactly, without a read.  Raises the adapter's KafkaError when
     the cluster does not answer (callers decide what an unanswered count means)."""
@@ -278,4 +301,9 @@ def count_visible(
     stable = admin.stable_offsets(list(wide), timeout_s)
     settled = {tp: span for tp, span in wide.items() if stable.get(tp, 0) >= span[1]}
     counted = admin.visible_records(settled, timeout_s) if settled else {}
-    return out | {tp: SpanCount(width(span), counted.get(tp)) for tp, span in wide.items()}
+    return out | {
+        tp: SpanCount(width(span))
+        if (read := counted.get(tp)) is None
+        else SpanCount(width(span), read.records, read.first_timestamp_ms)
+        for tp, span in wide.items()
+    }

@@ -24,6 +24,16 @@ class TopicPartition:
         return f"{self.topic}-{self.partition}"
 
 
+@dataclass(frozen=True)
+class VisibleSpan:
+    """What a read_committed read of one offset span of a partition found: its records, and
+    the timestamp of the first (epoch ms, as the broker reports it - the producer's clock, or
+    the broker's with log-append time; None with no record, or none reported)."""
+
+    records: int
+    first_timestamp_ms: int | None = None
+
+
 @functools.lru_cache(maxsize=1 << 16)
 def shared_partition(topic: str, partition: int) -> TopicPartition:
     """One shared value per topic partition, for decoders that name few partitions many times

@@ -61,7 +61,7 @@ from drkit.kafka.admin_base import (
 from drkit.kafka.clients import ClusterEndpoint
 from drkit.kafka.keyed_topic import Accept, KeyedValue, Sign, encode_document, keep_latest
 from drkit.kafka.ports import AdminFactory, ClusterAdmin
-from drkit.records import Headers, Record, TopicPartition
+from drkit.records import Headers, Record, TopicPartition, VisibleSpan
 from drkit.replication.provenance import SOURCE_HEADER, Provenance
 from drkit.topology.internal_topics import control_topic
 
@@ -72,6 +72,7 @@ class FakePartition:
     end: int = 0  # high watermark
     open_transaction_at: int | None = None  # first offset of an open transaction, if any
     invisible: set[int] = field(default_factory=set)  # transaction markers, aborted records
+    timestamps: dict[int, int] = field(default_factory=dict)  # offset -> ms, where a test set it
 
     @property
     def stable_end(self) -> int:
@@ -131,8 +132,10 @@ class FakeCluster:
         count: int = 1,
         super_user: bool = False,
         principal: str = ANY_USER,
+        timestamp_ms: int | None = None,
     ) -> int:
         """Write ``count`` records (as a producer would); returns the new high watermark.
+        ``timestamp_ms``: the records' timestamp (None: the broker reports none).
 
         Refused like a broker refuses a fenced topic: FatalKafkaError naming
         TOPIC_AUTHORIZATION_FAILED when ``principal`` may not write it (``User:*``: any
@@ -141,6 +144,8 @@ class FakeCluster:
         if not super_user and not self.writable(topic, principal):
             raise FatalKafkaError(f"{self.alias}: produce to {topic}: TOPIC_AUTHORIZATION_FAILED")
         part = self._partition(TopicPartition(topic, partition))
+        if timestamp_ms is not None:
+            part.timestamps.update(dict.fromkeys(range(part.end, part.end + count), timestamp_ms))
         part.end += count
         return part.end
 
@@ -352,12 +357,13 @@ class FakeCluster:
         self,
         ranges: Mapping[TopicPartition, tuple[int, int]],
         timeout_s: float | None = None,
-    ) -> dict[TopicPartition, int]:
+    ) -> dict[TopicPartition, VisibleSpan]:
         self._answer("visible_records")
-        out: dict[TopicPartition, int] = {}
+        out: dict[TopicPartition, VisibleSpan] = {}
         for tp, (start, end) in ranges.items():
-            hidden = self._partition(tp).invisible
-            out[tp] = sum(1 for offset in range(start, end) if offset not in hidden)
+            part = self._partition(tp)
+            seen = [offset for offset in range(start, end) if offset not in part.invisible]
+            out[tp] = VisibleSpan(len(seen), part.timestamps.get(seen[0]) if seen else None)
         return out
 
     def stable_offsets(

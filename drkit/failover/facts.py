@@ -41,6 +41,9 @@ class PartitionFacts:
     # are gone - a loss event, not RPO - and a partition without progress lacks everything
     # from it (drkit.lag.lacking_span).
     source_start: int | None = None
+    # Seconds since the first visible record of that span was written (drkit.lag.record_age),
+    # when it was read with the count; None: not read.
+    unreplicated_age_s: float | None = None
 
 
 @dataclass(frozen=True)

@@ -535,6 +535,7 @@ def partition_rpo(facts: PartitionFacts) -> PartitionRpo:
         log_start=facts.source_start,
         progress_age_s=facts.progress_age_s,
         evidence_age_s=facts.evidence_age_s,
+        lacking_age_s=facts.unreplicated_age_s,
     )
 
 

@@ -35,7 +35,7 @@ from drkit.kafka.ports import (
     admins_not_answering,
     read_group_offsets,
 )
-from drkit.lag import count_visible, lacking_span, progress_age
+from drkit.lag import count_visible, lacking_span, progress_age, record_age
 from drkit.offsets.checkpoint_store import CheckpointSnapshot, CheckpointStore
 from drkit.offsets.mapping_loader import MappingLoader
 from drkit.records import TopicPartition, shared_partition
@@ -257,7 +257,7 @@ def _gather(
             evidence_age,
             source_start=live_starts.get(tp),
         )
-    partitions = _count_unreplicated(source, partitions) if reachable else partitions
+    partitions = count_unreplicated(source, partitions, now_ms) if reachable else partitions
     returning = (
         _returning(config, reverse_flow, source_ep, keys) if reachable and reverse_flow else {}
     )
@@ -356,12 +356,13 @@ def _other_groups(flow: FlowConfig, source: ClusterAdmin) -> tuple[str, ...]:
 VISIBLE_COUNT_LIMIT = 100_000  # offsets read at most to count the RPO in visible records
 
 
-def _count_unreplicated(
-    source: ClusterAdmin, partitions: dict[TopicPartition, PartitionFacts]
+def count_unreplicated(
+    source: ClusterAdmin, partitions: dict[TopicPartition, PartitionFacts], now_ms: int
 ) -> dict[TopicPartition, PartitionFacts]:
     """The live source's span the target lacks per partition (drkit.lag.lacking_span)
     counted in visible records, when it is small enough to read and no transaction is open
-    in it."""
+    in it - with the age, as of ``now_ms``, of the first record it holds (the oldest write the
+    target lacks)."""
     spans = {
         tp: span
         for tp, f in partitions.items()
@@ -377,7 +378,10 @@ def _count_unreplicated(
     out = dict(partitions)
     for tp, count in counts.items():
         if count.exact:
-            out[tp] = replace(partitions[tp], unreplicated_visible=count.records)
+            age = record_age(now_ms / 1000, count.first_timestamp_ms)
+            out[tp] = replace(
+                partitions[tp], unreplicated_visible=count.records, unreplicated_age_s=age
+            )
     return out
 
 

@@ -38,17 +38,17 @@ class GroupCheckpoints:
 class FlowObservation:
     """One probe of a flow: replication latency, lag, checkpoints, workers, errors.
 
-    ``lag_records`` counts every record of a replicated source partition that is still
-    readable on the source and not yet on the target - including partitions that have no
-    progress yet (all their records) - in visible records (drkit.lag: aborted records and
-    transaction markers are not records).  ``lag_exact`` is False when some partition's span
-    was too wide to read or had a transaction open: its share is then the offset width, an
-    upper bound.  ``lag_by_topic`` splits it per source topic.  ``rpo_s``: the seconds of
-    writes the target lacks, its worst partition's (drkit.lag.rpo_seconds: 0 where caught up,
-    else the age of the partition's last progress) among those whose seconds are known, and
+    ``lag_records`` counts every record of a replicated source partition that is still readable on
+    the source and not yet on the target - including partitions that have no progress yet (all their
+    records) - in visible records (drkit.lag: aborted records and transaction markers are not
+    records).  ``lag_exact`` is False when some partition's span was too wide to read or had a
+    transaction open: its share is then the offset width, an upper bound.  ``lag_by_topic`` splits
+    it per source topic.  ``rpo_s``: the seconds of writes the target lacks, its worst partition's
+    (drkit.lag.rpo_seconds: 0 where caught up, else the age of the oldest record it lacks, or of its
+    last progress where that was not read) among those whose seconds are known, and
     ``rpo_s_unknown`` how many partitions' seconds are not (drkit.lag.known_seconds) - what
-    readiness judges ``failover.max_rpo_s`` on, as a failover plan does; ``heartbeat_age_s``
-    says whether the link carries records.
+    readiness judges ``failover.max_rpo_s`` on, as a failover plan does; ``heartbeat_age_s`` says
+    whether the link carries records.
     """
 
     flow: str

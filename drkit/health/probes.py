@@ -28,6 +28,7 @@ from drkit.lag import (
     lacking_span,
     partition_rpo,
     progress_age,
+    record_age,
     total_records,
 )
 from drkit.offsets.checkpoint_store import CheckpointSnapshot, CheckpointStore
@@ -280,7 +281,8 @@ class FlowProber:
     def rpo(self, progress: Mapping[TopicPartition, Progress], now: float) -> list[PartitionRpo]:
         """What the target lacks of every partition the flow selects (drkit.lag's rules, as a
         failover plan states it): records in visible records where counted (else offset
-        widths: upper bounds), and seconds.
+        widths: upper bounds), and seconds (the age of the first record the target lacks where
+        its span was read, else the time since the partition's progress last moved).
 
         Every partition of every topic the flow selects counts, with or without progress: one
         without progress lacks all its records.  Records below the log start are gone (a loss
@@ -320,6 +322,7 @@ class FlowProber:
                     log_start=starts[tp],
                     progress_age_s=progress_age(now, stored.timestamp_ms) if stored else None,
                     evidence_age_s=progress_age(now, newest_ms),
+                    lacking_age_s=record_age(now, count.first_timestamp_ms),
                 )
             )
         return out

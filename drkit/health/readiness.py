@@ -15,16 +15,16 @@ measure                bound                              why
 =====================  =================================  =====================================
 
 ``failover.max_rpo_s`` is judged on the figure a failover plan judges it on (drkit.lag: 0 for a
-partition caught up, else the age of its last progress - how far replication got - worst
-partition first; partitions whose seconds are unknown fail it too, named beside the known
-ones' figure, drkit.lag.known_seconds), not on the heartbeat's age: a fresh heartbeat says
-the link carries records, not that every partition is copied.  Ages are taken *as of now*:
-the observed age plus the time since the observation, so a monitor that stopped observing
-cannot make a stale flow look fresh.  An unmeasured value (``None``: the cluster holding it did
-not answer, or nothing replicated yet) fails its bound - a failover whose cost cannot be stated
-is not called possible.  ``lag_records`` is in visible records (drkit.lag); when the
-observation could only bound it (``lag_exact`` false: too wide to read, or a transaction open)
-the bound is checked - on the safe side.  Every failed bound is named in ``failed_bounds``
+partition caught up, else the age of the oldest record it lacks (or, where that span was not read,
+the time since its progress last moved) - worst partition first; partitions whose seconds are
+unknown fail it too, named beside the known ones' figure, drkit.lag.known_seconds), not on the
+heartbeat's age: a fresh heartbeat says the link carries records, not that every partition is
+copied.  Ages are taken *as of now*: the observed age plus the time since the observation, so a
+monitor that stopped observing cannot make a stale flow look fresh.  An unmeasured value (``None``:
+the cluster holding it did not answer, or nothing replicated yet) fails its bound - a failover whose
+cost cannot be stated is not called possible.  ``lag_records`` is in visible records (drkit.lag);
+when the observation could only bound it (``lag_exact`` false: too wide to read, or a transaction
+open) the bound is checked - on the safe side.  Every failed bound is named in ``failed_bounds``
 (config key paths) and in ``reasons``.
 """
 

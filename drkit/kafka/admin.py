@@ -45,7 +45,7 @@ from drkit.kafka.admin_groups import GroupAdmin
 from drkit.kafka.clients import FIRST_ANSWER_S, ClusterEndpoint, not_answering, tcp_unreachable
 from drkit.kafka.errors import is_code, translate
 from drkit.kafka.isolated import prewarm
-from drkit.records import TopicPartition
+from drkit.records import TopicPartition, VisibleSpan
 
 __all__ = [
     "ConfigValue",
@@ -309,14 +309,17 @@ class KafkaAdmin(GroupAdmin, AclAdmin):
         self,
         ranges: Mapping[TopicPartition, tuple[int, int]],
         timeout_s: float | None = None,
-    ) -> dict[TopicPartition, int]:
+    ) -> dict[TopicPartition, VisibleSpan]:
         """See the ClusterAdmin port: counted by reading them (read_committed)."""
         from drkit.kafka.io import consume_ranges
 
         counts = dict.fromkeys(ranges, 0)
+        first: dict[TopicPartition, int | None] = {}
         for record in consume_ranges(self.endpoint, ranges, timeout_s or 120.0):
-            counts[TopicPartition(record.topic, record.partition)] += 1
-        return counts
+            tp = TopicPartition(record.topic, record.partition)
+            counts[tp] += 1
+            first.setdefault(tp, record.timestamp_ms)  # read in offset order: the first
+        return {tp: VisibleSpan(n, first.get(tp)) for tp, n in counts.items()}
 
     def stable_offsets(
         self, partitions: Iterable[TopicPartition], timeout_s: float | None = None

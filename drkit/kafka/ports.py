@@ -34,7 +34,7 @@ from drkit.kafka.admin_base import (
 )
 from drkit.kafka.clients import FIRST_ANSWER_S, ClusterEndpoint
 from drkit.kafka.interruptible import InFlight
-from drkit.records import TopicPartition
+from drkit.records import TopicPartition, VisibleSpan
 
 
 class ClusterAdmin(Protocol):
@@ -131,10 +131,11 @@ class ClusterAdmin(Protocol):
         self,
         ranges: Mapping[TopicPartition, tuple[int, int]],
         timeout_s: float | None = None,
-    ) -> dict[TopicPartition, int]:
+    ) -> dict[TopicPartition, VisibleSpan]:
         """Per partition, the committed records at offsets ``[start, end)`` - what a
-        read_committed consumer gets: aborted records and transaction markers are not records.
-        Reads them; bound ``end`` by the stable offset (an open transaction hides the rest)."""
+        read_committed consumer gets: aborted records and transaction markers are not records -
+        and the first one's timestamp.  Reads them; bound ``end`` by the stable offset (an open
+        transaction hides the rest)."""
         ...
 
     def topic_offsets(

@@ -17,6 +17,7 @@ from drkit.failover.facts import GroupFacts, PartitionFacts
 from drkit.failover.model import Procedure
 from drkit.failover.plan import make_plan, partition_rpo
 from drkit.failover.runbook import load_runbook
+from drkit.failover.snapshot import count_unreplicated
 from drkit.health.evaluation import ClusterState
 from drkit.health.group_lag import LagSample, lag_rows
 from drkit.health.observations import FlowObservation
@@ -315,3 +316,50 @@ def test_a_group_s_unreplicated_records_count_from_the_source_log_start_as_the_r
     # Reused next round (the checkpointer's carry_over): counted by the same span.
     kept = carry_over(result, 100, facts.mapping, TargetBounds(0, 100), 700, EVERYWHERE, 500)
     assert kept is not None and kept.unreplicated == 200
+
+
+def test_a_lagging_partition_s_seconds_are_the_age_of_the_oldest_record_the_target_lacks() -> None:
+    """A quiet topic: progress at 100 was stored 2 h ago (it is stamped only when it moves), one
+    record was written at offset 100 half a second ago and not copied yet.  The probe said
+    7200 s (readiness: "rpo_s 7200 exceeds failover.max_rpo_s 60", flapping) and the plan "up to
+    7200s of writes may be lost": the target lacks half a second of writes - the age of the
+    first record it lacks, read on the live source with the count.  A producer's clock ahead of
+    ours gives 0, never a negative age; a span not read (a transaction open in it, over the
+    read budget, the source gone) keeps the time since the partition last moved."""
+    clusters = FakeClusters("dc1", "dc2")
+    source = clusters["dc1"]
+    source.add_topic("orders", 3)
+    stamp = int(NOW * 1000)
+    source.append("orders", 0, 100, timestamp_ms=stamp - 7_300_000)
+    source.append("orders", 0, 1, timestamp_ms=stamp - 500)
+    source.append("orders", 1, 10, timestamp_ms=stamp + 5_000)  # the producer's clock is ahead
+    source.append("orders", 2, 10, timestamp_ms=stamp - 500)
+    source.open_transaction("orders", 2)
+    source.append("orders", 2, 5, timestamp_ms=stamp - 400)  # may still abort: not read
+    parts = [TopicPartition("orders", p) for p in range(3)]
+    moved = stamp - 7_200_000
+    progress = {tp: Progress(tp, o, "w", moved) for tp, o in zip(parts, (100, 5, 8), strict=True)}
+    with _prober(clusters) as prober:
+        rows = prober.rpo(progress, NOW)
+    assert [(r.partition, r.records, r.seconds) for r in rows] == [
+        (0, 1, 0.5),
+        (1, 5, 0.0),
+        (2, 7, 7200.0),  # not read: since progress last moved
+    ]
+    # The plan's snapshot reads the same spans the same way.
+    facts = {}
+    for tp, row in zip(parts, rows, strict=True):
+        facts[tp] = PartitionFacts(
+            tp, TopicPartition("dc1.orders", tp.partition), None, None, row.source_end, True,
+            progress[tp].next_offset, 7200.0, 7200.0, source_start=0,
+        )  # fmt: skip
+    counted = count_unreplicated(source, facts, stamp)
+    snapshot = _snapshot(source_reachable=True, partitions=counted, groups=(), policy=POLICY)
+    plan = make_plan(snapshot, load_runbook(Procedure.FAILOVER))
+    assert [(r.records, r.seconds) for r in plan.rpo] == [(1, 0.5), (5, 0.0), (7, 7200.0)]
+    quiet = {tp: f for tp, f in counted.items() if tp.partition < 2}
+    plan = make_plan(replace(snapshot, partitions=quiet), load_runbook(Procedure.FAILOVER))
+    assert "rpo_seconds" not in {f.code for f in plan.findings}
+    # Gone: the span cannot be read - the time since the partition last moved.
+    gone = replace(counted[parts[0]], source_end_live=False, unreplicated_visible=None)
+    assert partition_rpo(replace(gone, unreplicated_age_s=None)).seconds == 7200.0
