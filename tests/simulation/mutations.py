@@ -192,11 +192,12 @@ def _no_answer_without_a_verified_run(setattr: SetAttr) -> None:
         mapping: translation.PartitionMapping,
         bounds: translation.TargetBounds,
         source_end: int | None = None,
+        source_start: int | None = None,
     ) -> translation.TranslationResult:
         empty = mapping.replicated_end is not None and bounds.end == bounds.start
         if mapping.doubt and not mapping.table.src and mapping.adopted is None and not empty:
             return translation.CannotTranslate(mapping.source, source_offset, "no mapping yet")
-        return original(source_offset, mapping, bounds, source_end)
+        return original(source_offset, mapping, bounds, source_end, source_start)
 
     setattr(translation, "translate", translate)
 
