@@ -105,6 +105,28 @@ def test_delete_records_moves_the_log_start_and_topic_ids_change_on_recreation(
     assert second_id[topic] != first_id[topic]
 
 
+def test_visible_records_counts_a_span_and_gives_its_first_records_timestamp(
+    dc1: ClusterUnderTest, names: Names
+) -> None:
+    """The port's span read (drkit.lag's RPO seconds are now minus the first timestamp): the
+    count of the span's records and the CreateTime of its first, read in offset order."""
+    topic = names.topic()
+    admin = dc1.admin()
+    admin.create_topics([TopicSpec(topic, 1, 1)])
+    before_first = int(time.time() * 1000)
+    produce_batch(dc1.endpoint, topic, [(None, b"early")] * 5, partition=0)
+    after_first = int(time.time() * 1000)
+    time.sleep(0.3)  # the second batch's timestamps lie after every first one's
+    before_second = int(time.time() * 1000)
+    produce_batch(dc1.endpoint, topic, [(None, b"late")] * 5, partition=0)
+    tp = TopicPartition(topic, 0)
+    early, late = admin.visible_records({tp: (3, 10)})[tp], admin.visible_records({tp: (6, 9)})[tp]
+    assert early.records == 7 and late.records == 3
+    assert early.first_timestamp_ms is not None and late.first_timestamp_ms is not None
+    assert before_first <= early.first_timestamp_ms <= after_first
+    assert late.first_timestamp_ms >= before_second
+
+
 def test_deny_writes_fences_a_topic_until_allowed_again(
     scratch: ClusterUnderTest, names: Names
 ) -> None:
