@@ -23,7 +23,8 @@ def rpo_of(
     """Per source partition: records the source holds that the replica does not.
 
     ``seconds`` is the span of writes lost: the newest lost record's timestamp minus the
-    newest copied record's in that partition (0 when nothing was lost).
+    newest copied record's in that partition (0 when nothing was lost); ``read_to`` the offset
+    after the last source record read - the recount's horizon.
     """
     copied: dict[str, set[int]] = {}
     for record in replica:
@@ -47,7 +48,12 @@ def rpo_of(
             seconds = max(0.0, (newest_lost - reference) / 1000)
         out.append(
             UnreplicatedPartition(
-                tp.topic, tp.partition, len(lost), sum(r.size for r in lost), seconds
+                tp.topic,
+                tp.partition,
+                len(lost),
+                sum(r.size for r in lost),
+                seconds,
+                max(r.offset for r in records) + 1,
             )
         )
     return tuple(out)

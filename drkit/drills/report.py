@@ -62,6 +62,10 @@ class UnreplicatedPartition:
     records: int
     bytes: int
     seconds: float  # newest lost record's age at the fault: its write time - last copied's
+    # The source offset the recount read up to (exclusive; None: nothing read, or a report
+    # written before the field existed).  A record appended later - a write the cut link
+    # delivered after the drill lifted its fences - is outside this report.
+    read_to: int | None = None
 
 
 @dataclass(frozen=True)

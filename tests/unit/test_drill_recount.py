@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from drkit.drills.numbered import Processed, decode_seq, encode_value
 from drkit.drills.recount import group_outcome, placed_or_reset, rpo_of
 from drkit.drills.report import UnreplicatedPartition
@@ -25,9 +27,20 @@ def test_rpo_counts_what_the_replica_lacks_per_partition_with_its_time_span() ->
     replica = [_record("dc1.o", 0, i * 2, i, ts=1000 * i) for i in range(3)]
     replica += [_record("dc1.o", 1, 0, 100)]
     assert rpo_of(source, replica, {"o": "dc1.o"}) == (
-        UnreplicatedPartition("o", 0, 2, 40, 2.0),  # seq 3 and 4 lost, written 2 s after seq 2
-        UnreplicatedPartition("o", 1, 0, 0, 0.0),
+        # seq 3 and 4 lost, written 2 s after seq 2; the recount read the source below 5
+        UnreplicatedPartition("o", 0, 2, 40, 2.0, 5),
+        UnreplicatedPartition("o", 1, 0, 0, 0.0, 1),
     )
+
+
+def test_the_recount_names_its_horizon_and_an_old_report_loads_without_it() -> None:
+    """A record the cut link delivers after the drill (offset 7 here) is beyond ``read_to``:
+    a later recount compares on the report's horizon, not on records it never saw."""
+    source = [_record("o", 0, offset, offset) for offset in (0, 1, 2, 6)]  # 3-5: markers
+    (measured,) = rpo_of(source, [], {"o": "dc1.o"})
+    assert (measured.records, measured.read_to) == (4, 7)
+    old: dict[str, Any] = {"topic": "o", "partition": 0, "records": 4, "bytes": 80, "seconds": 0}
+    assert UnreplicatedPartition(**old).read_to is None
 
 
 def _processed(*seqs: int) -> list[Processed]:
