@@ -14,8 +14,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from drkit.lag import PartitionRpo as PartitionRpo  # re-exported: a plan's RPO rows
-from drkit.lag import total_records
+from drkit.lag import PartitionRpo, total_records
 from drkit.timestamps import iso_utc
 
 PLAN_SCHEMA = "drkit.failover.plan/v2"

@@ -33,7 +33,6 @@ from drkit.failover.model import (
     Finding,
     GroupMove,
     PartitionMove,
-    PartitionRpo,
     Plan,
     PlannedStep,
     Procedure,
@@ -41,6 +40,7 @@ from drkit.failover.model import (
     StepName,
 )
 from drkit.failover.runbook import Runbook
+from drkit.lag import PartitionRpo
 from drkit.records import TopicPartition, built
 from drkit.translation import CannotTranslate, Flag, Method
 

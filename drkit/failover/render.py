@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from drkit.failover.model import Direction, PartitionRpo, Plan, Severity, StepState
+from drkit.failover.model import Direction, Plan, Severity, StepState
 from drkit.failover.runbook import Runbook
 from drkit.failover.runs import RunRecord
+from drkit.lag import PartitionRpo
 
 _MAX_ROWS = 20
 

@@ -31,12 +31,12 @@ from typing import Any
 from drkit.failover.model import (
     PACKED_MOVES,
     PartitionMove,
-    PartitionRpo,
     StepName,
     packed_moves,
     unpacked_moves,
 )
 from drkit.failover.runs import RunRecord
+from drkit.lag import PartitionRpo
 from drkit.records import TopicPartition, shared_partition
 
 

@@ -21,7 +21,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from drkit.failover.model import Direction, PartitionRpo, StepName
+from drkit.failover.model import Direction, StepName
+from drkit.lag import PartitionRpo
 
 T = TypeVar("T")
 

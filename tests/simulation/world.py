@@ -61,7 +61,6 @@ from drkit.failover.hooks import Hook, HookOutcome
 from drkit.failover.model import (
     Finding,
     PartitionMove,
-    PartitionRpo,
     Plan,
     Procedure,
     Severity,
@@ -72,6 +71,7 @@ from drkit.failover.run_result import RunOptions
 from drkit.failover.snapshot import sync_signer
 from drkit.kafka.admin import TopicSpec
 from drkit.kafka.clients import ClusterEndpoint
+from drkit.lag import PartitionRpo
 from drkit.offsets.corroboration import Corroborator
 from drkit.offsets.mapping_loader import doubt
 from drkit.records import Headers, Record, TopicPartition

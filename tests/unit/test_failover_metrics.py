@@ -9,9 +9,10 @@ from prometheus_client import CollectorRegistry
 
 from drkit.automation.journal import AutomationJournal
 from drkit.automation.metrics import publish_failover_figures
-from drkit.failover.model import PartitionRpo, RunState
+from drkit.failover.model import RunState
 from drkit.failover.run_result import RunResult
 from drkit.health.metrics import MonitorMetrics
+from drkit.lag import PartitionRpo
 from drkit.store import StateStore
 from tests.unit.test_failover_safety import World
 

@@ -12,10 +12,11 @@ from hypothesis import strategies as st
 from drkit.cli.context import INDENT_LIMIT_BYTES, echo_json
 from drkit.config.model import FailoverPolicy
 from drkit.failover.facts import GroupFacts, PartitionFacts, Snapshot
-from drkit.failover.model import PartitionMove, PartitionRpo, Procedure, Severity, StepName
+from drkit.failover.model import PartitionMove, Procedure, Severity, StepName
 from drkit.failover.plan import TranslationMemo, make_plan, translate_group
 from drkit.failover.render import plan_text
 from drkit.failover.runbook import load_runbook
+from drkit.lag import PartitionRpo
 from drkit.records import TopicPartition
 from drkit.replication.offset_sync import OffsetRun
 from drkit.translation import PartitionMapping, TargetBounds, Translated, translate

@@ -43,7 +43,6 @@ from drkit.failover.maintenance import FailoverMaintenance
 from drkit.failover.model import (
     Direction,
     PartitionMove,
-    PartitionRpo,
     Plan,
     Procedure,
     RunState,
@@ -56,6 +55,7 @@ from drkit.failover.run_result import Abandoned, RunOptions, RunResult
 from drkit.failover.runbook import load_runbook
 from drkit.failover.runs import RunRepository
 from drkit.failover.steps import STEPS, Step
+from drkit.lag import PartitionRpo
 from drkit.records import TopicPartition
 from drkit.store import StateStore
 from drkit.store.models import LeaseRow

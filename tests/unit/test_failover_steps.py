@@ -25,7 +25,6 @@ from drkit.failover.maintenance import FailoverMaintenance
 from drkit.failover.model import (
     Direction,
     PartitionMove,
-    PartitionRpo,
     Plan,
     PlannedStep,
     Procedure,
@@ -41,6 +40,7 @@ from drkit.failover.steps.fencing import fence_source, unfence_source
 from drkit.failover.steps.offsets import commit_group_offsets
 from drkit.failover.steps.promotion import move_pointer
 from drkit.failover.steps.replication import start_reverse_flow
+from drkit.lag import PartitionRpo
 from drkit.records import TopicPartition
 from drkit.store import StateStore
 from tests.fake_kafka import FakeClusters, fake_channels

@@ -37,9 +37,10 @@ def _config(tmp_path: Path, text: str = _BOTH_WAYS) -> str:
 
 def failed_run(tmp_path: Path) -> int:
     """One FAILED failover run dc1 -> dc2 in the SQLite store ``tmp_path / "drkit.db"``."""
-    from drkit.failover.model import Direction, PartitionRpo, Plan, Procedure, RunState
+    from drkit.failover.model import Direction, Plan, Procedure, RunState
     from drkit.failover.run_result import RunResult
     from drkit.failover.runs import RunRepository
+    from drkit.lag import PartitionRpo
     from drkit.store import StateStore
 
     store = StateStore(f"sqlite:///{tmp_path / 'drkit.db'}")

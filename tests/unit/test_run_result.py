@@ -9,10 +9,11 @@ from typing import Any
 import pytest
 
 from drkit.config import load_config_text
-from drkit.failover.model import Direction, PartitionRpo, Plan, Procedure, RunState, StepName
+from drkit.failover.model import Direction, Plan, Procedure, RunState, StepName
 from drkit.failover.render import run_text
 from drkit.failover.run_result import Abandoned, Divergence, RunOptions, RunResult
 from drkit.failover.runs import RunRepository
+from drkit.lag import PartitionRpo
 from drkit.status import current_status
 from drkit.store import StateStore
 from drkit.store.models import FailoverRun
