@@ -11,7 +11,7 @@ measure), never zero.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 DRIFT_LINES = 20  # config drift lines a flow observation keeps (the total is kept too)
@@ -70,65 +70,47 @@ class FlowObservation:
     drift_total: int | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "flow": self.flow,
-            "at": self.at,
-            "heartbeat_age_s": self.heartbeat_age_s,
-            "lag_records": self.lag_records,
-            "lag_by_topic": dict(self.lag_by_topic),
-            "lag_exact": self.lag_exact,
-            "rpo_s": self.rpo_s,
-            "rpo_s_unknown": self.rpo_s_unknown,
-            "checkpoint_age_s": self.checkpoint_age_s,
-            "groups": {name: g.to_json() for name, g in self.groups.items()},
-            "workers": self.workers,
-            "errors": list(self.errors),
-            "group_lag": dict(self.group_lag),
-            "drift": None if self.drift is None else list(self.drift),
-            "drift_total": self.drift_total,
-        }
+        """The stored form: every field by its name (drkit.status's flow keys)."""
+        return {f.name: _encode(getattr(self, f.name)) for f in fields(self)}
 
     @staticmethod
     def unobserved_json(flow: str) -> dict[str, Any]:
         """The stored form's keys for a flow no monitor has observed yet: nothing measured."""
-        return {
-            "flow": flow,
-            "at": None,
-            "heartbeat_age_s": None,
-            "lag_records": None,
-            "lag_by_topic": {},
-            "lag_exact": None,
-            "rpo_s": None,
-            "rpo_s_unknown": 0,
-            "checkpoint_age_s": None,
-            "groups": {},
-            "workers": None,
-            "errors": [],
-            "group_lag": {},
-            "drift": None,
-            "drift_total": None,
-        }
+        return FlowObservation(flow, at=0.0).to_json() | {"at": None}
 
     @classmethod
     def from_json(cls, flow: str, at: float, data: Mapping[str, Any]) -> FlowObservation:
-        """The observation stored as ``data`` for ``flow`` at ``at`` (the row's columns)."""
-        return cls(
-            flow=flow,
-            at=at,
-            heartbeat_age_s=data.get("heartbeat_age_s"),
-            lag_records=data.get("lag_records"),
-            lag_by_topic=dict(data.get("lag_by_topic") or {}),
-            lag_exact=data.get("lag_exact"),
-            rpo_s=data.get("rpo_s"),
-            rpo_s_unknown=int(data.get("rpo_s_unknown") or 0),
-            checkpoint_age_s=data.get("checkpoint_age_s"),
-            groups={
-                name: GroupCheckpoints(**values)
-                for name, values in (data.get("groups") or {}).items()
-            },
-            workers=data.get("workers"),
-            errors=tuple(data.get("errors") or ()),
-            group_lag=dict(data.get("group_lag") or {}),
-            drift=None if data.get("drift") is None else tuple(data["drift"]),
-            drift_total=data.get("drift_total"),
-        )
+        """The observation stored as ``data`` for ``flow`` at ``at`` (the row's columns); a
+        key an older monitor did not write gets the field's default."""
+        kept = {
+            f.name: _DECODE.get(f.name, _same)(data[f.name])
+            for f in fields(cls)
+            if f.name not in ("flow", "at") and data.get(f.name) is not None
+        }
+        return cls(flow=flow, at=at, **kept)
+
+
+def _encode(value: Any) -> Any:
+    """A field's JSON form: mappings as dicts (their values' own forms), tuples as lists."""
+    if isinstance(value, GroupCheckpoints):
+        return value.to_json()
+    if isinstance(value, Mapping):
+        return {key: _encode(item) for key, item in value.items()}
+    if isinstance(value, tuple):
+        return list(value)
+    return value
+
+
+def _same(value: Any) -> Any:
+    return value
+
+
+# How a stored value becomes a field's again, where its JSON form differs (the rest as stored).
+_DECODE: dict[str, Any] = {
+    "lag_by_topic": dict,
+    "rpo_s_unknown": int,
+    "groups": lambda raw: {name: GroupCheckpoints(**values) for name, values in raw.items()},
+    "errors": tuple,
+    "group_lag": dict,
+    "drift": tuple,
+}

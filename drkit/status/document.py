@@ -12,8 +12,9 @@ strings, ``2026-11-26T15:02:19.123Z`` - every ``*_at``, ``at`` and ``since``)::
      "clusters": {alias: {"state", "down", "down_votes", "quorum", "observers":
                           {name: {"state", "since", "updated_at", "fresh", "probe", "reason"}}}},
      "flows": {name: {"source", "target", "observed_at", "flow", "at", "heartbeat_age_s",
-                      "lag_records", "lag_by_topic", "lag_exact", "checkpoint_age_s",
-                      "workers", "groups", "group_lag", "errors", "drift", "drift_total",
+                      "lag_records", "lag_by_topic", "lag_exact", "rpo_s", "rpo_s_unknown",
+                      "checkpoint_age_s", "groups", "workers", "errors", "group_lag", "drift",
+                      "drift_total",
                       "lost_records", "losses": [{"topic", "partition", "first_offset",
                                                   "last_offset", "count", "reason",
                                                   "detected_at", "detected_by"}],
