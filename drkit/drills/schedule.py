@@ -2,15 +2,19 @@
 
 Every monitor sharing a store schedules them; a named store lease per entry makes one run it
 (the lease is kept for ``HOLD_S`` so a monitor whose clock is a little late does not run the
-same slot again).  Outcomes are stored like any drill (``drkit drill list``); a failure is
-logged and stored, never raised into the scheduler.
+same slot again).  Drills run on a thread of their own, one at a time (``EXECUTOR``): a drill
+lasts minutes and must neither hold a probe's thread nor wait for one - a job that waited for
+the monitor's busy pool longer than its grace was dropped as missed - and two drills at once
+would break each other's clusters; a drill that waits for the one before it still runs.  Its
+progress goes to the monitor's log.  Outcomes are stored like any drill (``drkit drill list``);
+a failure is logged and stored, never raised into the scheduler.
 """
 
 from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from drkit.config.model import DrkitConfig, ScheduledDrill
 from drkit.errors import ConfigError, DrkitError, Problem
@@ -18,9 +22,13 @@ from drkit.failover.lease import LeaseHeld, LeaseRepository
 from drkit.kafka.ports import AdminFactory
 from drkit.store import StateStore
 
+if TYPE_CHECKING:
+    from drkit.failover.context import ProgressCallback
+
 log = logging.getLogger(__name__)
 
 HOLD_S = 600.0
+EXECUTOR = "drills"  # the scheduler's executor for drills: one thread
 
 
 def schedule_problems(config: DrkitConfig) -> list[Problem]:
@@ -58,16 +66,22 @@ class DrillSchedule:
     def add_to(self, scheduler: Any) -> list[str]:
         """Add one cron job per entry; returns the job ids.  An entry whose scenario does not
         load is a :class:`ConfigError` now rather than a failed drill at its hour."""
+        from apscheduler.executors.pool import ThreadPoolExecutor
         from apscheduler.triggers.cron import CronTrigger
 
         if problems := schedule_problems(self.config):
             raise ConfigError(problems)
 
         ids = []
+        if self.config.drills.schedule:
+            scheduler.add_executor(ThreadPoolExecutor(1), alias=EXECUTOR)
         for index, entry in enumerate(self.config.drills.schedule):
             job = f"drill-{index}"
             trigger = CronTrigger.from_crontab(entry.cron, timezone="UTC")
-            scheduler.add_job(self.run, trigger, args=[index], id=job, max_instances=1)
+            scheduler.add_job(
+                self.run, trigger, args=[index], id=job, executor=EXECUTOR, max_instances=1,
+                coalesce=True, misfire_grace_time=None,
+            )  # fmt: skip
             ids.append(job)
         return ids
 
@@ -79,15 +93,16 @@ class DrillSchedule:
         except LeaseHeld:
             log.info("scheduled drill %d runs elsewhere", index)
             return None
+        log.info("drills.schedule[%d]: %s starts", index, _what(entry))
         try:
-            return self._run(entry)
+            return self._run(entry, _Progress(index))
         except DrkitError as err:
             log.error("scheduled drill %d failed: %s", index, err)
         except Exception:
             log.exception("scheduled drill %d crashed", index)
         return None
 
-    def _run(self, entry: ScheduledDrill) -> int:
+    def _run(self, entry: ScheduledDrill, progress: ProgressCallback) -> int:
         from drkit.drills.service import run_drill, run_readiness
 
         if entry.scenario is None:
@@ -111,6 +126,7 @@ class DrillSchedule:
                 self.config_path,
                 self.store,
                 self.state_dir,
+                progress=progress,
                 connect=self.connect,
             )
         report = outcome.report
@@ -119,3 +135,21 @@ class DrillSchedule:
             "; ".join(report.reasons) or "all checks passed",
         )  # fmt: skip
         return outcome.drill_id
+
+
+def _what(entry: ScheduledDrill) -> str:
+    if entry.scenario is None:
+        return f"the readiness of {entry.source}->{entry.target}"
+    return f"the drill {entry.scenario}"
+
+
+class _Progress:
+    """A scheduled drill's progress as log lines: each step once (not a bar's every tick)."""
+
+    def __init__(self, index: int) -> None:
+        self.index, self.last = index, ""
+
+    def __call__(self, message: str, _fraction: float | None) -> None:
+        if message != self.last:
+            self.last = message
+            log.info("drills.schedule[%d]: %s", self.index, message)

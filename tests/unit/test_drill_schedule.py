@@ -68,7 +68,7 @@ def test_two_monitors_firing_the_same_slot_run_it_once(tmp_path: Path) -> None:
     ran: list[str] = []
 
     class Counting(DrillSchedule):
-        def _run(self, entry):  # type: ignore[no-untyped-def]
+        def _run(self, entry, progress):  # type: ignore[no-untyped-def]
             ran.append(self.owner)
             return len(ran)
 
@@ -85,3 +85,42 @@ def test_a_scheduled_readiness_of_a_flow_the_config_lacks_is_refused_at_load() -
         ConfigError, match=r"drills.schedule\[0\]: readiness of dc2->dc1: no such flow"
     ):
         _config('    - {cron: "0 3 * * 1", source: dc2, target: dc1}\n')
+
+
+def test_a_drill_due_while_the_monitors_pool_is_busy_runs_on_its_own_thread() -> None:
+    """A drill lasts minutes and must not wait for the probes' threads: one queued behind a
+    busy pool past the monitor's grace was dropped as missed, and never ran."""
+    import threading
+    from datetime import UTC, datetime
+
+    from apscheduler.executors.pool import ThreadPoolExecutor
+    from apscheduler.schedulers.background import BackgroundScheduler
+
+    config = _config('    - {cron: "0 3 * * 1", source: dc1, target: dc2}\n')
+    scheduler = BackgroundScheduler(
+        executors={"default": ThreadPoolExecutor(1)},
+        job_defaults={"misfire_grace_time": 1},
+        timezone="UTC",
+    )
+    probing, ran = threading.Event(), threading.Event()
+
+    def probe() -> None:  # holds the pool's one thread for 2.5 s
+        probing.set()
+        threading.Event().wait(2.5)
+
+    class Recording(DrillSchedule):
+        def run(self, index: int) -> int | None:
+            ran.set()
+            return None
+
+    scheduler.add_job(probe, next_run_time=datetime.now(UTC))
+    Recording(config, None, StateStore("sqlite://"), Path(), "m1", FakeClusters().connect).add_to(
+        scheduler
+    )
+    scheduler.start()
+    try:
+        assert probing.wait(5)
+        scheduler.modify_job("drill-0", next_run_time=datetime.now(UTC))
+        assert ran.wait(5), "the drill due while the pool was busy did not run"
+    finally:
+        scheduler.shutdown(wait=False)
