@@ -35,7 +35,7 @@ from drkit.errors import ConfigError, DrkitError, ExitCode, LeaseLost, Problem
 from drkit.health.group_lag import group_listing
 from drkit.health.identity import is_vote
 from drkit.health.jobs import JobKind
-from drkit.health.observations import FlowObservation
+from drkit.health.observations import Cell, FlowObservation, measures
 from drkit.listening import is_loopback
 from drkit.logs import printable
 
@@ -568,14 +568,7 @@ def _lines(picture: StatusSnapshot) -> list[str]:
     out.append("\nflows")
     for name, flow in picture.flows.items():
         seen = flow.observation
-        lag = _lag_text(seen)
-        workers = "-" if seen is None or seen.workers is None else str(seen.workers)
-        out.append(
-            f"  {name:<16} latency {_seconds(seen.heartbeat_age_s if seen else None)}  "
-            f"lag {lag}  "
-            f"checkpoints {_seconds(seen.checkpoint_age_s if seen else None, ' old')}  "
-            f"workers {workers}"
-        )
+        out.append(f"  {name:<16} {_flow_line(seen, name)}")
         out += [f"    {line}" for line in _control_lines(flow.control)]
         for line in _flow_detail(seen):
             out.append(f"    {line}")
@@ -669,7 +662,7 @@ def _flow_detail(seen: FlowObservation | None) -> list[str]:
         lines.append(f"group {_safe(group)}: lag {_safe(status)}; {cost}")
     if listing.left_out:
         lines.append(f"... {listing.left_out:,} more groups (drkit groups lag, or -o json)")
-    lines.append(_drift_text(seen))
+    lines += [_cell_text(cell) for label, cell in _shown(seen, seen.flow) if label is None]
     return lines
 
 
@@ -691,19 +684,25 @@ def _control_lines(control: FlowControlView | None) -> list[str]:
     return lines
 
 
-def _drift_text(seen: FlowObservation) -> str:
-    """Config drift as the monitor last compared it: none, the differences, or not known."""
-    if seen.drift is None:
-        return "config drift: not compared yet"
-    if not seen.drift:
-        return "config drift: none (replicas match their source topics)"
-    more = (seen.drift_total or 0) - len(seen.drift)
-    listed = _safe("; ".join(seen.drift)) + (f"; and {more} more" if more > 0 else "")
-    return f"{_alarm('CONFIG DRIFT')} {seen.drift_total}: {listed}"
+def _shown(seen: FlowObservation | None, flow: str) -> list[tuple[str | None, Cell]]:
+    """Each measure status shows, as ``drkit status`` shows it (its label, or None for a line
+    of its own), read from the observation's stored form (drkit.health.observations)."""
+    kind = type(seen) if seen is not None else FlowObservation
+    stored = seen.to_json() if seen is not None else kind.unobserved_json(flow)
+    return [
+        (known.shown.label, known.shown.terminal(stored))
+        for _name, known in measures(kind)
+        if known.shown is not None
+    ]
 
 
-def _lag_text(seen: FlowObservation | None) -> str:
-    """A flow's lag as measured: "unknown" when not, "at most N" when only bounded."""
-    if seen is None or seen.lag_records is None:
-        return "unknown"
-    return str(seen.lag_records) if seen.lag_exact is not False else f"at most {seen.lag_records}"
+def _cell_text(cell: Cell) -> str:
+    text = _safe(cell.text) + (f" {_safe(cell.note)}" if cell.note else "")
+    return f"{_alarm(cell.alarm)} {text}" if cell.alarm else text
+
+
+def _flow_line(seen: FlowObservation | None, flow: str) -> str:
+    """The flow's measures on one line, each after its label."""
+    return "  ".join(
+        f"{label} {_cell_text(cell)}" for label, cell in _shown(seen, flow) if label is not None
+    )

@@ -4,11 +4,13 @@ bounded by the config or by an enum).  No label is called ``job``: Prometheus pu
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
 
 from drkit.health.evaluation import ClusterState
+from drkit.health.observations import FlowObservation, measures
 from drkit.process_wide import ProcessWide
 
 # The gauge encoding of a state (documented in the gauges' help).
@@ -32,10 +34,9 @@ class MonitorMetrics:
     brokers: Gauge
     offline: Gauge
     under_min_isr: Gauge
-    heartbeat_age: Gauge
-    flow_lag: Gauge
-    checkpoint_age: Gauge
-    workers: Gauge
+    # A flow observation's gauges by field name, as its fields declare them
+    # (drkit.health.observations: a measure with a ``gauge``).
+    flows: Mapping[str, Gauge]
     groups: Gauge
     store_up: Gauge
     store_errors: Counter
@@ -48,7 +49,13 @@ class MonitorMetrics:
     drill_finished: Gauge
 
     @classmethod
-    def create(cls, registry: CollectorRegistry | None = None) -> MonitorMetrics:
+    def create(
+        cls,
+        registry: CollectorRegistry | None = None,
+        observed: type[FlowObservation] | None = None,
+    ) -> MonitorMetrics:
+        """The monitor's metrics in ``registry``; the flow gauges of ``observed``'s fields
+        (FlowObservation's by default)."""
         reg = registry if registry is not None else REGISTRY
         c, f = ("cluster",), ("flow",)
         return cls(
@@ -95,24 +102,11 @@ class MonitorMetrics:
                 c,
                 registry=reg,
             ),
-            heartbeat_age=Gauge(
-                "drkit_flow_heartbeat_age_seconds",
-                "Age of the newest replicated heartbeat",
-                f,
-                registry=reg,
-            ),
-            flow_lag=Gauge(
-                "drkit_flow_lag_records", "Source records not yet replicated", f, registry=reg
-            ),
-            checkpoint_age=Gauge(
-                "drkit_flow_checkpoint_age_seconds",
-                "Since the last checkpoint round",
-                f,
-                registry=reg,
-            ),
-            workers=Gauge(
-                "drkit_flow_workers", "Replication workers in the group", f, registry=reg
-            ),
+            flows={
+                name: Gauge(known.gauge.name, known.gauge.help, f, registry=reg)
+                for name, known in measures(observed)
+                if known.gauge is not None
+            },
             groups=Gauge(
                 "drkit_flow_groups_by_lag_status",
                 "Consumer groups per lag status",

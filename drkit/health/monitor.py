@@ -373,15 +373,10 @@ class Monitor:
         }
         observation = replace(observation, group_lag=group_lag)
         name = observation.flow
-        m = self.metrics
-        if observation.heartbeat_age_s is not None:
-            m.heartbeat_age.labels(name).set(observation.heartbeat_age_s)
-        if observation.lag_records is not None:
-            m.flow_lag.labels(name).set(observation.lag_records)
-        if observation.checkpoint_age_s is not None:
-            m.checkpoint_age.labels(name).set(observation.checkpoint_age_s)
-        if observation.workers is not None:
-            m.workers.labels(name).set(observation.workers)
+        for field_name, gauge in self.metrics.flows.items():
+            value = getattr(observation, field_name, None)
+            if value is not None:  # unknown: the gauge keeps its last value
+                gauge.labels(name).set(value)
         self._store(
             StoreOperation.FLOW,
             f"{JobKind.FLOW}:{name}",

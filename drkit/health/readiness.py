@@ -3,7 +3,9 @@
 Inputs: the latest observation of the flow, the target cluster's agreed state, the time, and
 the bounds of the config.  The answer is a :class:`FailoverReadiness`: ``possible`` only when
 the target is HEALTHY, the flow was observed within ``health.observation_window_s`` and every
-bound holds:
+bound holds.  The bounds are the observation's fields' own (``Measure.bound`` in
+drkit.health.observations), the ``failover`` policy's first (what a move would cost), then the
+``health`` policy's (is replication keeping up):
 
 =====================  =================================  =====================================
 measure                bound                              why
@@ -19,13 +21,13 @@ partition caught up, else the age of the oldest record it lacks (or, where that 
 the time since its progress last moved) - worst partition first; partitions whose seconds are
 unknown fail it too, named beside the known ones' figure, drkit.lag.known_seconds), not on the
 heartbeat's age: a fresh heartbeat says the link carries records, not that every partition is
-copied.  Ages are taken *as of now*: the observed age plus the time since the observation, so a
-monitor that stopped observing cannot make a stale flow look fresh.  An unmeasured value (``None``:
-the cluster holding it did not answer, or nothing replicated yet) fails its bound - a failover whose
-cost cannot be stated is not called possible.  ``lag_records`` is in visible records (drkit.lag);
-when the observation could only bound it (``lag_exact`` false: too wide to read, or a transaction
-open) the bound is checked - on the safe side.  Every failed bound is named in ``failed_bounds``
-(config key paths) and in ``reasons``.
+copied.  Ages (a bound's ``age``) are taken *as of now*: the observed age plus the time since the
+observation, so a monitor that stopped observing cannot make a stale flow look fresh.  An
+unmeasured value (``None``: the cluster holding it did not answer, or nothing replicated yet) fails
+its bound - a failover whose cost cannot be stated is not called possible.  ``lag_records`` is in
+visible records (drkit.lag); when the observation could only bound it (``lag_exact`` false: too
+wide to read, or a transaction open) the bound is checked - on the safe side.  Every failed bound
+is named in ``failed_bounds`` (config key paths) and in ``reasons``.
 """
 
 from __future__ import annotations
@@ -33,9 +35,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from pydantic import BaseModel
+
 from drkit.config.model import FailoverPolicy, HealthPolicy
 from drkit.health.evaluation import ClusterState
-from drkit.health.observations import FlowObservation
+from drkit.health.observations import Bound, FlowObservation, measures
 
 
 @dataclass(frozen=True)
@@ -109,45 +113,48 @@ def failover_readiness(
             f"no observation of the flow for {now - observation.at:.0f}s "
             f"(health.observation_window_s {health.observation_window_s:g})"
         )
-    heartbeat = _age_now(observation.heartbeat_age_s, observation, now)
-    seconds = _age_now(observation.rpo_s, observation, now)
-    checkpoint = _age_now(observation.checkpoint_age_s, observation, now)
-    lag = observation.lag_records
-    # Partitions whose seconds are unknown fail max_rpo_s besides the known ones' figure,
-    # never in its place - as a failover plan warns of both.
-    timeless = observation.rpo_s_unknown if seconds is not None else 0
-    unknown_seconds = BoundCheck(
-        f"rpo_s of {timeless} partition(s)", "failover.max_rpo_s", None, failover.max_rpo_s
-    )
-    checks = (
-        BoundCheck(
-            "lag_records",
-            "failover.max_rpo_records",
-            None if lag is None else float(lag),
-            failover.max_rpo_records,
-        ),
-        BoundCheck("rpo_s", "failover.max_rpo_s", seconds, failover.max_rpo_s),
-        *([unknown_seconds] if timeless else []),
-        BoundCheck(
-            "heartbeat_age_s",
-            "health.max_replication_lag_s",
-            heartbeat,
-            health.max_replication_lag_s,
-        ),
-        BoundCheck(
-            "checkpoint_age_s",
-            "health.max_replication_lag_s",
-            checkpoint,
-            health.max_replication_lag_s,
-        ),
+    checks = tuple(
+        check
+        for name, bound in _bounds(type(observation))
+        for check in _judged(
+            name, bound, observation, now, {"health": health, "failover": failover}
+        )
     )
     failed = [check for check in checks if not check.ok]
     reasons.extend(check.reason() for check in failed)
     return FailoverReadiness(
         possible=not reasons,
         reasons=tuple(reasons),
-        rpo_records=lag,
-        rpo_seconds=seconds,
+        rpo_records=observation.lag_records,
+        rpo_seconds=_age_now(observation.rpo_s, observation, now),
         failed_bounds=tuple(dict.fromkeys(check.bound for check in failed)),
         checks=checks,
     )
+
+
+def _bounds(kind: type[FlowObservation]) -> list[tuple[str, Bound]]:
+    """The fields of ``kind`` with a bound: the failover policy's first, then the health
+    policy's, each in declaration order."""
+    bounded = [(name, known.bound) for name, known in measures(kind) if known.bound is not None]
+    return sorted(bounded, key=lambda item: item[1].key.split(".", 1)[0] != "failover")
+
+
+def _judged(
+    name: str,
+    bound: Bound,
+    observation: FlowObservation,
+    now: float,
+    policies: dict[str, BaseModel],
+) -> list[BoundCheck]:
+    """``name``'s check against ``bound`` - and, where partitions' values are unknown
+    (``bound.unknown``), theirs besides the known ones' figure, never in its place (as a
+    failover plan warns of both)."""
+    section, key = bound.key.split(".", 1)
+    limit = getattr(policies[section], key)
+    raw = getattr(observation, name)
+    value = _age_now(raw, observation, now) if bound.age else (None if raw is None else float(raw))
+    checks = [BoundCheck(name, bound.key, value, limit)]
+    unknown = int(getattr(observation, bound.unknown)) if bound.unknown and value is not None else 0
+    if unknown:
+        checks.append(BoundCheck(f"{name} of {unknown} partition(s)", bound.key, None, limit))
+    return checks

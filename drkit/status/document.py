@@ -11,10 +11,7 @@ strings, ``2026-11-26T15:02:19.123Z`` - every ``*_at``, ``at`` and ``since``)::
     {"schema", "generated_at", "observers": [str],
      "clusters": {alias: {"state", "down", "down_votes", "quorum", "observers":
                           {name: {"state", "since", "updated_at", "fresh", "probe", "reason"}}}},
-     "flows": {name: {"source", "target", "observed_at", "flow", "at", "heartbeat_age_s",
-                      "lag_records", "lag_by_topic", "lag_exact", "rpo_s", "rpo_s_unknown",
-                      "checkpoint_age_s", "groups", "workers", "errors", "group_lag", "drift",
-                      "drift_total",
+     "flows": {name: {"source", "target", "observed_at", <every field of FlowObservation>,
                       "lost_records", "losses": [{"topic", "partition", "first_offset",
                                                   "last_offset", "count", "reason",
                                                   "detected_at", "detected_by"}],
@@ -35,7 +32,9 @@ strings, ``2026-11-26T15:02:19.123Z`` - every ``*_at``, ``at`` and ``since``)::
                                       "at", "run"} | null},
      "transitions": [{"kind", "subject", "observer", "from", "to", "at", "reason"}]}
 
-Flow fields are ``null`` until a monitor has observed the flow (``observed_at`` null).
+A flow's observation is every field of :class:`drkit.health.observations.FlowObservation` by
+its name (``flow``, ``at``, ``heartbeat_age_s``, ``lag_records``... - its stored form, declared
+once there); its fields are ``null`` until a monitor has observed the flow (``observed_at`` null).
 ``drift`` lists how the replicas differ from their source topics (missing, partitions, topic
 configs; the first 20, ``drift_total`` counts them all), compared once a minute; null until
 compared.  ``lost_records`` totals the flow's recorded loss events (source records deleted

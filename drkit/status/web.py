@@ -39,6 +39,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from drkit.errors import ConfigError, DrkitError
 from drkit.health.group_lag import group_listing
 from drkit.health.monitor import Liveness
+from drkit.health.observations import FlowObservation, measures
 from drkit.listening import Listener, TlsFiles, serve_wsgi
 from drkit.status.document import SCHEMA, StatusSnapshot
 from drkit.store.db import shown_error
@@ -74,9 +75,12 @@ _templates.filters["lag_colour"] = _lag_colour
 _templates.filters["group_listing"] = group_listing
 
 
-def render_page(status: dict[str, Any]) -> str:
+def render_page(status: dict[str, Any], observed: type[FlowObservation] | None = None) -> str:
+    """The status page of the document ``status``; its flows table has a column for each
+    field of ``observed`` (FlowObservation by default) that says how status shows it."""
+    columns = [(name, known.shown) for name, known in measures(observed) if known.shown]
     return _templates.get_template("status.html.j2").render(
-        status=status, generated=_when(status.get("generated_at"))
+        status=status, generated=_when(status.get("generated_at")), columns=columns
     )
 
 
