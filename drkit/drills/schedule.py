@@ -13,6 +13,7 @@ a failure is logged and stored, never raised into the scheduler.
 from __future__ import annotations
 
 import logging
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -62,10 +63,12 @@ class DrillSchedule:
         self.config, self.config_path, self.store = config, config_path, store
         self.state_dir, self.owner, self.connect = state_dir, owner, connect
         self.leases = LeaseRepository(store)
+        self.stopping = threading.Event()  # the monitor stops: a running drill ends
 
     def add_to(self, scheduler: Any) -> list[str]:
         """Add one cron job per entry; returns the job ids.  An entry whose scenario does not
         load is a :class:`ConfigError` now rather than a failed drill at its hour."""
+        from apscheduler.events import EVENT_SCHEDULER_SHUTDOWN
         from apscheduler.executors.pool import ThreadPoolExecutor
         from apscheduler.triggers.cron import CronTrigger
 
@@ -75,6 +78,7 @@ class DrillSchedule:
         ids = []
         if self.config.drills.schedule:
             scheduler.add_executor(ThreadPoolExecutor(1), alias=EXECUTOR)
+            scheduler.add_listener(lambda _event: self.stopping.set(), EVENT_SCHEDULER_SHUTDOWN)
         for index, entry in enumerate(self.config.drills.schedule):
             job = f"drill-{index}"
             trigger = CronTrigger.from_crontab(entry.cron, timezone="UTC")
@@ -95,7 +99,10 @@ class DrillSchedule:
             return None
         log.info("drills.schedule[%d]: %s starts", index, _what(entry))
         try:
-            return self._run(entry, _Progress(index))
+            return self._run(entry, _Progress(index, self.stopping))
+        except Stopped:
+            log.warning("drills.schedule[%d]: ended as the monitor stops (stored as failed; "
+                        "`drkit drill cleanup` removes what it left)", index)  # fmt: skip
         except DrkitError as err:
             log.error("scheduled drill %d failed: %s", index, err)
         except Exception:
@@ -143,13 +150,26 @@ def _what(entry: ScheduledDrill) -> str:
     return f"the drill {entry.scenario}"
 
 
-class _Progress:
-    """A scheduled drill's progress as log lines: each step once (not a bar's every tick)."""
+class Stopped(BaseException):
+    """The monitor stops while its drill runs: the drill ends as on Ctrl-C (a BaseException,
+    as KeyboardInterrupt is) - its clients and children stopped, its faults undone, its access
+    revoked, stored as failed - instead of holding the monitor's exit for minutes (the
+    scheduler's threads are joined at exit)."""
 
-    def __init__(self, index: int) -> None:
-        self.index, self.last = index, ""
+
+class _Progress:
+    """A scheduled drill's progress as log lines, each step once (not a bar's every tick); on
+    the drill's own thread, once the monitor stops, :class:`Stopped` - raised once, so the
+    drill's clean-up, which reports progress too, runs to its end."""
+
+    def __init__(self, index: int, stopping: threading.Event) -> None:
+        self.index, self.stopping, self.last = index, stopping, ""
+        self.thread, self.raised = threading.get_ident(), False
 
     def __call__(self, message: str, _fraction: float | None) -> None:
         if message != self.last:
             self.last = message
             log.info("drills.schedule[%d]: %s", self.index, message)
+        if self.stopping.is_set() and not self.raised and threading.get_ident() == self.thread:
+            self.raised = True
+            raise Stopped("the monitor stopped")

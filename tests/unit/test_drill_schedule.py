@@ -124,3 +124,46 @@ def test_a_drill_due_while_the_monitors_pool_is_busy_runs_on_its_own_thread() ->
         assert ran.wait(5), "the drill due while the pool was busy did not run"
     finally:
         scheduler.shutdown(wait=False)
+
+
+def test_a_running_drill_ends_when_the_monitor_stops(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The scheduler's threads are joined at exit: a drill running on went on holding the
+    monitor's exit for minutes.  It ends at its next progress report, as on Ctrl-C, and its
+    clean-up (which reports progress too) is not cut short."""
+    import threading
+    from datetime import UTC, datetime
+
+    from apscheduler.schedulers.background import BackgroundScheduler
+
+    from drkit.drills.schedule import Stopped
+
+    config = _config('    - {cron: "0 3 * * 1", source: dc1, target: dc2}\n')
+    started, ended = threading.Event(), threading.Event()
+    cleaned: list[str] = []
+
+    class Endless(DrillSchedule):
+        def _run(self, entry, progress):  # type: ignore[no-untyped-def]
+            started.set()
+            try:
+                while True:
+                    progress("waiting", None)
+                    threading.Event().wait(0.05)
+            except Stopped:
+                progress("cleaning up", None)  # not raised again
+                cleaned.append("done")
+                raise
+            finally:
+                ended.set()
+
+    store = StateStore(f"sqlite:///{tmp_path / 'drkit.db'}")
+    store.ensure_current()
+    scheduler = BackgroundScheduler(timezone="UTC")
+    Endless(config, None, store, Path(), "m1", FakeClusters().connect).add_to(scheduler)
+    scheduler.start()
+    scheduler.modify_job("drill-0", next_run_time=datetime.now(UTC))
+    assert started.wait(5)
+    scheduler.shutdown(wait=False)
+    assert ended.wait(5) and cleaned == ["done"]
+    assert "ended as the monitor stops" in caplog.text
