@@ -35,13 +35,13 @@ from drkit.errors import ConfigError, DrkitError, ExitCode, LeaseLost, Problem
 from drkit.health.group_lag import group_listing
 from drkit.health.identity import is_vote
 from drkit.health.jobs import JobKind
-from drkit.health.observations import Cell, FlowObservation, measures
+from drkit.health.observations import Cell, measures
 from drkit.listening import is_loopback
 from drkit.logs import printable
 
 if TYPE_CHECKING:
     from drkit.status import StatusSnapshot
-    from drkit.status.document import FlowControlView, ObserverView
+    from drkit.status.document import FlowControlView, FlowView, ObserverView
     from drkit.store.db import StateStore
 
 log = logging.getLogger(__name__)
@@ -567,10 +567,9 @@ def _lines(picture: StatusSnapshot) -> list[str]:
             out.append(_observer_line(observer, view, time.time()))
     out.append("\nflows")
     for name, flow in picture.flows.items():
-        seen = flow.observation
-        out.append(f"  {name:<16} {_flow_line(seen, name)}")
+        out.append(f"  {name:<16} {_flow_line(flow)}")
         out += [f"    {line}" for line in _control_lines(flow.control)]
-        for line in _flow_detail(seen):
+        for line in _flow_detail(flow):
             out.append(f"    {line}")
         if flow.losses:
             out.append(f"    {_alarm('LOST')} {flow.lost_records} records before replication:")
@@ -635,9 +634,11 @@ def _lines(picture: StatusSnapshot) -> list[str]:
 COMMANDS = [monitor, status]
 
 
-def _flow_detail(seen: FlowObservation | None) -> list[str]:
+def _flow_detail(flow: FlowView) -> list[str]:
     """Lag per source topic, then one line per consumer group: its lag status (Burrow's rules,
-    as the monitor judged it) and what moving it now would cost, from its checkpoints."""
+    as the monitor judged it) and what moving it now would cost, from its checkpoints; then
+    each measure shown on a line of its own."""
+    seen = flow.observation
     if seen is None:
         return []
     lines = []
@@ -662,7 +663,7 @@ def _flow_detail(seen: FlowObservation | None) -> list[str]:
         lines.append(f"group {_safe(group)}: lag {_safe(status)}; {cost}")
     if listing.left_out:
         lines.append(f"... {listing.left_out:,} more groups (drkit groups lag, or -o json)")
-    lines += [_cell_text(cell) for label, cell in _shown(seen, seen.flow) if label is None]
+    lines += [_cell_text(cell) for label, cell in _shown(flow) if label is None]
     return lines
 
 
@@ -684,14 +685,14 @@ def _control_lines(control: FlowControlView | None) -> list[str]:
     return lines
 
 
-def _shown(seen: FlowObservation | None, flow: str) -> list[tuple[str | None, Cell]]:
+def _shown(flow: FlowView) -> list[tuple[str | None, Cell]]:
     """Each measure status shows, as ``drkit status`` shows it (its label, or None for a line
     of its own), read from the observation's stored form (drkit.health.observations)."""
-    kind = type(seen) if seen is not None else FlowObservation
-    stored = seen.to_json() if seen is not None else kind.unobserved_json(flow)
+    seen = flow.observation
+    stored = seen.to_json() if seen is not None else flow.observed.unobserved_json(flow.name)
     return [
         (known.shown.label, known.shown.terminal(stored))
-        for _name, known in measures(kind)
+        for _name, known in measures(flow.observed)
         if known.shown is not None
     ]
 
@@ -701,8 +702,8 @@ def _cell_text(cell: Cell) -> str:
     return f"{_alarm(cell.alarm)} {text}" if cell.alarm else text
 
 
-def _flow_line(seen: FlowObservation | None, flow: str) -> str:
+def _flow_line(flow: FlowView) -> str:
     """The flow's measures on one line, each after its label."""
     return "  ".join(
-        f"{label} {_cell_text(cell)}" for label, cell in _shown(seen, flow) if label is not None
+        f"{label} {_cell_text(cell)}" for label, cell in _shown(flow) if label is not None
     )

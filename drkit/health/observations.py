@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
-from typing import Any
+from typing import Any, Self
 
 DRIFT_LINES = 20  # config drift lines a flow observation keeps (the total is kept too)
 MEASURE = "drkit.measure"  # the metadata key of a field's Measure
@@ -212,7 +212,7 @@ class FlowObservation:
         gauge=FlowGauge(
             "drkit_flow_heartbeat_age_seconds", "Age of the newest replicated heartbeat"
         ),
-        bound=Bound("health.max_replication_lag_s", age=True),
+        bound=Bound("health.max_replication_lag_s", age=True),  # replication keeps up
         shown=Shown(
             "replication latency",
             _age("heartbeat_age_s"),
@@ -222,19 +222,19 @@ class FlowObservation:
     )
     lag_records: int | None = measure(
         gauge=FlowGauge("drkit_flow_lag_records", "Source records not yet replicated"),
-        bound=Bound("failover.max_rpo_records"),
+        bound=Bound("failover.max_rpo_records"),  # records not yet on the target: lost
         shown=Shown("lag (records)", _lag_cell, _lag_cell, label="lag"),
     )
     lag_by_topic: Mapping[str, int] = measure(default_factory=dict, decode=dict)
     lag_exact: bool | None = None  # None: no lag measured
-    rpo_s: float | None = measure(
+    rpo_s: float | None = measure(  # seconds of writes not yet replicated
         bound=Bound("failover.max_rpo_s", age=True, unknown="rpo_s_unknown")
     )
     # partitions whose seconds are unknown (not in rpo_s)
     rpo_s_unknown: int = measure(0, decode=int)
     checkpoint_age_s: float | None = measure(
         gauge=FlowGauge("drkit_flow_checkpoint_age_seconds", "Since the last checkpoint round"),
-        bound=Bound("health.max_replication_lag_s", age=True),
+        bound=Bound("health.max_replication_lag_s", age=True),  # group positions are fresh
         shown=Shown(
             "checkpoints",
             _checkpoints_cell,
@@ -267,7 +267,7 @@ class FlowObservation:
         return cls(flow, at=0.0).to_json() | {"at": None}
 
     @classmethod
-    def from_json(cls, flow: str, at: float, data: Mapping[str, Any]) -> FlowObservation:
+    def from_json(cls, flow: str, at: float, data: Mapping[str, Any]) -> Self:
         """The observation stored as ``data`` for ``flow`` at ``at`` (the row's columns); a
         key an older monitor did not write gets the field's default."""
         kept = {

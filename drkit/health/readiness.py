@@ -4,17 +4,8 @@ Inputs: the latest observation of the flow, the target cluster's agreed state, t
 the bounds of the config.  The answer is a :class:`FailoverReadiness`: ``possible`` only when
 the target is HEALTHY, the flow was observed within ``health.observation_window_s`` and every
 bound holds.  The bounds are the observation's fields' own (``Measure.bound`` in
-drkit.health.observations), the ``failover`` policy's first (what a move would cost), then the
-``health`` policy's (is replication keeping up):
-
-=====================  =================================  =====================================
-measure                bound                              why
-=====================  =================================  =====================================
-``lag_records``        ``failover.max_rpo_records``       records not yet on the target: lost
-``rpo_s``              ``failover.max_rpo_s``             seconds of writes not yet replicated
-``heartbeat_age_s``    ``health.max_replication_lag_s``   replication is keeping up
-``checkpoint_age_s``   ``health.max_replication_lag_s``   group positions on the target are fresh
-=====================  =================================  =====================================
+drkit.health.observations, declared there with why), the ``failover`` policy's first (what a
+move would cost), then the ``health`` policy's (is replication keeping up).
 
 ``failover.max_rpo_s`` is judged on the figure a failover plan judges it on (drkit.lag: 0 for a
 partition caught up, else the age of the oldest record it lacks (or, where that span was not read,

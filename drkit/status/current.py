@@ -11,6 +11,7 @@ from drkit.control.repo import ControlRepository
 from drkit.failover.fences import FenceRepository, FenceState
 from drkit.failover.pointer import PointerRepository
 from drkit.failover.runs import RunRepository
+from drkit.health.observations import FlowObservation
 from drkit.health.quorum import AutomationGate
 from drkit.replication.loss import LossEvent
 from drkit.replication.loss_repo import LossRepository
@@ -25,8 +26,11 @@ from drkit.store.db import StateStore, shown_error
 from drkit.store.health_repo import HealthRepository
 
 
-def current_status(config: DrkitConfig, store: StateStore) -> StatusSnapshot:
-    """The picture every process sees: rows from the store, through :func:`build_status`."""
+def current_status(
+    config: DrkitConfig, store: StateStore, observed: type[FlowObservation] = FlowObservation
+) -> StatusSnapshot:
+    """The picture every process sees: rows from the store (flows read as ``observed``),
+    through :func:`build_status`."""
     repo = HealthRepository(store)
     by_flow: dict[str, list[LossEvent]] = {}
     for event in LossRepository(store).list():
@@ -49,6 +53,7 @@ def current_status(config: DrkitConfig, store: StateStore) -> StatusSnapshot:
         now=repo.now(),  # the store's clock: observers wrote their states with it
         control=_control(config, store),
         drills=_drills(store),
+        observed=observed,
     )
 
 

@@ -189,6 +189,7 @@ class FlowView:
     losses: tuple[LossEvent, ...]
     failover: FailoverReadiness
     control: FlowControlView | None = None
+    observed: type[FlowObservation] = FlowObservation  # what its observations are read as
 
     @property
     def lost_records(self) -> int:
@@ -198,7 +199,7 @@ class FlowView:
         observed = (
             self.observation.to_json()
             if self.observation is not None
-            else FlowObservation.unobserved_json(self.name)
+            else self.observed.unobserved_json(self.name)
         )
         at = iso_or_none(self.observation.at if self.observation is not None else None)
         return {
@@ -401,8 +402,10 @@ def build_status(
     automation: AutomationView | None = None,
     control: Mapping[str, FlowControlView] | None = None,
     drills: Mapping[str, DrillView] | None = None,
+    observed: type[FlowObservation] = FlowObservation,
 ) -> StatusSnapshot:
-    """The picture (pure over the store's rows; ``now`` defaults to the clock)."""
+    """The picture (pure over the store's rows, each flow's read as ``observed``; ``now``
+    defaults to the clock)."""
     now = time.time() if now is None else now
     policy = config.health
     reports = [
@@ -413,7 +416,7 @@ def build_status(
         sorted({r.observer for r in reports if now - r.at <= policy.observation_window_s})
     )
     clusters = {alias: _cluster(alias, states, reports, config, now) for alias in config.clusters}
-    latest = _latest_observations(flows)
+    latest = _latest_observations(flows, observed)
     flow_views = {
         flow.name: FlowView(
             flow.name,
@@ -429,6 +432,7 @@ def build_status(
                 config.failover,
             ),
             (control or {}).get(flow.name),
+            observed,
         )
         for flow in config.flows
     }
@@ -497,7 +501,9 @@ def _cluster(
     )
 
 
-def _latest_observations(rows: Sequence[FlowStatus]) -> dict[str, FlowObservation]:
+def _latest_observations(
+    rows: Sequence[FlowStatus], observed: type[FlowObservation]
+) -> dict[str, FlowObservation]:
     """Per flow, the newest observation any observer stored."""
     newest: dict[str, FlowStatus] = {}
     for row in rows:
@@ -505,7 +511,7 @@ def _latest_observations(rows: Sequence[FlowStatus]) -> dict[str, FlowObservatio
         if known is None or row.observed_at > known.observed_at:
             newest[row.flow] = row
     return {
-        flow: FlowObservation.from_json(flow, row.observed_at.timestamp(), row.data or {})
+        flow: observed.from_json(flow, row.observed_at.timestamp(), row.data or {})
         for flow, row in newest.items()
     }
 
