@@ -55,6 +55,9 @@ def test_every_field_of_an_observation_is_one_check_s_or_named_beside_them() -> 
     assert len(owned) == len(set(owned)), owned
     assert set(owned) | NOT_A_CHECK_S == {name for name, _known in measures()}
     assert not set(owned) & NOT_A_CHECK_S
+    # The target's reads first: a target that fails leaves errors only, as a source that fails
+    # leaves the target's fields; the drift, which answers for itself, last.
+    assert [check.reads for check in FLOW_CHECKS] == [*["target"] * 3, *["source"] * 2, None]
 
 
 class At(FakeCluster):
