@@ -632,27 +632,66 @@ NO_REPLICA = "no replica on the target"
 NO_MAPPING = "no offset mapping for this partition"
 
 
+class PartitionInputs(NamedTuple):
+    """Everything one source partition translates with besides the committed offset: the one
+    value per partition that drkit/offsets/inputs.py reads - for the checkpointer, ``drkit
+    offsets translate`` and the failover plan's snapshot (``PartitionFacts.inputs``) alike.  A
+    tuple: one look-up per offset, not five.
+
+    ``mapping`` None: no offset map for the partition; ``bounds`` None: its replica is not on
+    the target (:func:`translate_group` says so, in that order); ``source_end`` /
+    ``source_start``: the source's high watermark and log start where known (``unreplicated``
+    counts from them - drkit.lag); ``stable``: the source offsets below which the previous
+    round's answers still hold (:func:`stable_below`; 0 without a previous round: none)."""
+
+    mapping: PartitionMapping | None
+    bounds: TargetBounds | None
+    source_end: int | None
+    stable: int = 0
+    source_start: int | None = None
+
+
+class Translations(dict[TopicPartition, TranslationResult]):
+    """A group's answers by source partition, in partition order; ``fresh``: how many were
+    translated anew (the others were the previous round's, carried over)."""
+
+    fresh: int = 0
+
+
 def translate_group(
     committed: Mapping[TopicPartition, int],
-    mappings: Mapping[TopicPartition, PartitionMapping],
-    bounds: Mapping[TopicPartition, TargetBounds],
-    source_ends: Mapping[TopicPartition, int | None],
-    source_starts: Mapping[TopicPartition, int] | None = None,
-) -> dict[TopicPartition, TranslationResult]:
-    """Where a group resumes on each partition it committed: the one rule the checkpointer,
-    ``drkit offsets translate`` and a failover plan share (pure).
+    inputs: Mapping[TopicPartition, PartitionInputs],
+    previous: Mapping[TopicPartition, TranslationResult] | None = None,
+) -> Translations:
+    """Where a group resumes on each partition it committed: the one group translator - of the
+    checkpointer, ``drkit offsets translate`` (the readiness drill's shadow translation and the
+    monitor's ``/api/translate`` with it) and the failover plan (pure).
 
-    Keyed by source partition throughout (``bounds``: the log of each one's replica).  A
-    partition whose replica is not on the target, or that has no offset map, gets a
-    :class:`CannotTranslate` saying so - in that order - never a number.  ``source_starts``:
-    the source's log starts, where read (``unreplicated`` counts from them - drkit.lag)."""
-    starts = source_starts or {}
-    return {
-        tp: translate_partition(
-            tp, offset, mappings.get(tp), bounds.get(tp), source_ends.get(tp), starts.get(tp)
-        )
-        for tp, offset in sorted(committed.items(), key=by_partition)
-    }
+    Keyed by source partition, in partition order (a stable document).  A partition without
+    inputs, or whose replica is not on the target, gets a :class:`CannotTranslate` saying so,
+    then one with no offset map - never a number.  ``previous``: the group's answers of the
+    checkpointer's previous round, kept where :func:`carry_over` allows (equal to a fresh
+    translation); ``fresh`` on the result counts the others."""
+    out = Translations()
+    fresh = 0
+    for tp, offset in sorted(committed.items(), key=by_partition):
+        given = inputs.get(tp)
+        if given is None:
+            out[tp] = CannotTranslate(tp, offset, NO_REPLICA)
+            fresh += 1
+            continue
+        mapping, bounds, source_end, stable, source_start = given
+        if previous is not None and mapping is not None and bounds is not None:
+            kept = carry_over(
+                previous.get(tp), offset, mapping, bounds, source_end, stable, source_start
+            )
+            if kept is not None:
+                out[tp] = kept
+                continue
+        out[tp] = translate_partition(tp, offset, mapping, bounds, source_end, source_start)
+        fresh += 1
+    out.fresh = fresh
+    return out
 
 
 def by_partition(item: tuple[TopicPartition, Any]) -> tuple[str, int]:
@@ -710,45 +749,6 @@ def _no_way_back(mapping: PartitionMapping) -> str:
     if mapping.doubt:
         return "offset syncs that failed verification may hide copies: no exact way back"
     return ""
-
-
-class PartitionInputs(NamedTuple):
-    """What a round translates one partition with (a tuple: one lookup per offset, not four)."""
-
-    mapping: PartitionMapping
-    bounds: TargetBounds
-    source_end: int | None
-    stable: int  # stable_below(previous round's mapping, mapping); 0 without one
-    source_start: int | None = None  # the source's log start, read with its end
-
-
-def translate_group_again(
-    committed: Mapping[TopicPartition, int],
-    inputs: Mapping[TopicPartition, PartitionInputs],
-    previous: Mapping[TopicPartition, TranslationResult],
-) -> tuple[dict[TopicPartition, TranslationResult], int]:
-    """:func:`translate_group` over ``inputs``, keeping the previous round's answers
-    :func:`carry_over` allows; also how many offsets were translated anew.  The results equal
-    :func:`translate_group`'s (a partition without inputs: no replica), in no set order (pure).
-    """
-    out: dict[TopicPartition, TranslationResult] = {}
-    fresh = 0
-    for tp, offset in committed.items():
-        given = inputs.get(tp)
-        if given is None:
-            out[tp] = CannotTranslate(tp, offset, NO_REPLICA)
-            fresh += 1
-            continue
-        mapping, bounds, source_end, stable, source_start = given
-        kept = carry_over(
-            previous.get(tp), offset, mapping, bounds, source_end, stable, source_start
-        )
-        if kept is None:
-            out[tp] = translate(offset, mapping, bounds, source_end, source_start)
-            fresh += 1
-        else:
-            out[tp] = kept
-    return out, fresh
 
 
 EVERYWHERE = 2**63  # stable_below of a table that did not change: every offset
@@ -816,12 +816,13 @@ def carry_over(
     return _with_unreplicated(previous, unreplicated)
 
 
-def settled(result: TranslationResult, mapping: PartitionMapping) -> bool:
+def settled(result: TranslationResult, mapping: PartitionMapping | None) -> bool:
     """True when ``result`` (computed with ``mapping``) is kept by :func:`carry_over` in every
     later round whose inputs only widen (:func:`only_widened`) while its group does not move
     (pure): computed from the runs alone, for an offset below the runs' end."""
     return (
-        isinstance(result, Translated)
+        mapping is not None
+        and isinstance(result, Translated)
         and result.method in (Method.EXACT, Method.MAPPED)
         and bool(mapping.table)
         and result.source_offset < mapping.table.src_end
@@ -832,24 +833,28 @@ def only_widened(older: PartitionInputs, newer: PartitionInputs) -> bool:
     """True when a partition's inputs changed only in ways that keep every :func:`settled`
     answer of ``older`` (pure): the runs are the same or grew at their end (``newer.stable``
     covers everything ``older``'s runs held) and the target log lost nothing at either end.
-    Only the answers' unreplicated counts move (they follow the source's end)."""
+    Only the answers' unreplicated counts move (they follow the source's end).  Inputs without
+    a map or a replica never only widened."""
     return (
-        bool(older.mapping.table)
+        older.mapping is not None
+        and older.bounds is not None
+        and newer.bounds is not None
+        and bool(older.mapping.table)
         and newer.stable >= older.mapping.table.src_end
         and newer.bounds.start <= older.bounds.start
         and newer.bounds.end >= older.bounds.end
     )
 
 
-def unreplicated_total(
-    offsets: Iterable[int],
-    mapping: PartitionMapping,
-    source_end: int | None,
-    source_start: int | None = None,
-) -> int:
-    """The sum of ``Translated.unreplicated`` over groups committed at ``offsets`` (pure):
-    what :func:`translate` would count for each, without translating."""
-    span = lacking_span(_replicated_end(mapping), source_end, log_start=source_start)
+def unreplicated_total(offsets: Iterable[int], inputs: PartitionInputs) -> int:
+    """The sum of ``Translated.unreplicated`` over groups committed at ``offsets`` on a
+    partition with ``inputs`` (pure): what :func:`translate` would count for each, without
+    translating (0 without an offset map: nothing is translated there)."""
+    if inputs.mapping is None:
+        return 0
+    span = lacking_span(
+        _replicated_end(inputs.mapping), inputs.source_end, log_start=inputs.source_start
+    )
     return lacking_total(span, offsets)
 
 

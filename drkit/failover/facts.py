@@ -14,7 +14,7 @@ from functools import cached_property
 from drkit.config.model import FailoverPolicy
 from drkit.failover.model import Procedure
 from drkit.records import TopicPartition
-from drkit.translation import PartitionMapping, TargetBounds
+from drkit.translation import PartitionInputs, PartitionMapping, TargetBounds
 
 
 @dataclass(frozen=True)
@@ -44,6 +44,31 @@ class PartitionFacts:
     # Seconds since the first visible record of that span was written (drkit.lag.record_age),
     # when it was read with the count; None: not read.
     unreplicated_age_s: float | None = None
+
+    @classmethod
+    def of(
+        cls,
+        source: TopicPartition,
+        target: TopicPartition,
+        inputs: PartitionInputs,
+        live: bool,
+        replicated_end: int | None,
+        progress_age_s: float | None,
+        evidence_age_s: float | None,
+    ) -> PartitionFacts:
+        """The facts of a partition whose translation inputs drkit.offsets.inputs read."""
+        return cls(
+            source, target, inputs.mapping, inputs.bounds, inputs.source_end, live,
+            replicated_end, progress_age_s, evidence_age_s, source_start=inputs.source_start,
+        )  # fmt: skip
+
+    @cached_property
+    def inputs(self) -> PartitionInputs:
+        """What a group's position on this partition translates with (drkit.translation's
+        one value per partition), from these facts."""
+        return PartitionInputs(
+            self.mapping, self.target_bounds, self.source_end, source_start=self.source_start
+        )
 
 
 @dataclass(frozen=True)
@@ -120,6 +145,12 @@ class Snapshot:
     unchecked_claims: int = 0
     # Why the target did not answer (target_reachable False): what answered instead, if any.
     target_error: str | None = None
+
+    @cached_property
+    def inputs(self) -> Mapping[TopicPartition, PartitionInputs]:
+        """Each partition's translation inputs, as drkit.translation.translate_group takes
+        them - built once per snapshot."""
+        return {tp: part.inputs for tp, part in self.partitions.items()}
 
     @cached_property
     def partitions_by_topic(self) -> Mapping[str, tuple[PartitionFacts, ...]]:

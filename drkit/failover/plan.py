@@ -42,7 +42,7 @@ from drkit.failover.model import (
 from drkit.failover.runbook import Runbook
 from drkit.lag import PartitionRpo
 from drkit.records import TopicPartition, built
-from drkit.translation import CannotTranslate, Flag, Method
+from drkit.translation import CannotTranslate, Flag, Method, TranslationResult
 
 _PLANNED = (Procedure.SWITCHOVER, Procedure.CUTOVER, Procedure.FAILBACK)
 
@@ -277,18 +277,16 @@ _FROM_CHECKPOINT = {method: f"checkpoint+{method.value}" for method in Method}
 
 def translate_group(snapshot: Snapshot, facts: GroupFacts) -> tuple[PartitionMove, ...]:
     """Where ``facts.group`` resumes on every partition (the translation step uses this too):
-    drkit.translation's one rule over the snapshot's facts."""
+    drkit.translation's one group translator over the snapshot's inputs, as moves."""
     moves: list[PartitionMove] = []
     if facts.from_checkpoints:
         moves += _uncovered(snapshot, facts)
     methods = _FROM_CHECKPOINT if facts.from_checkpoints else _LIVE
     known = snapshot.partitions
-    # translation.translate_group's rule, partition by partition over the snapshot's facts
-    # (no per-group dicts: a plan at 10,000 groups x 50 partitions runs this 500,000 times).
-    for tp, offset in sorted(facts.committed.items(), key=translation.by_partition):
-        part = known.get(tp)
-        if part is not None:  # else a partition this flow does not replicate: not moved
-            moves.append(_move(part, offset, methods))
+    # Partitions this flow does not replicate are not moved.
+    mine = {tp: offset for tp, offset in facts.committed.items() if tp in known}
+    for tp, result in translation.translate_group(mine, snapshot.inputs).items():
+        moves.append(_move(known[tp], result, methods))
     return (*moves, *returning_moves(snapshot, facts))
 
 
@@ -312,12 +310,10 @@ def returning_moves(snapshot: Snapshot, facts: GroupFacts) -> tuple[PartitionMov
     return tuple(moves)
 
 
-def _move(part: PartitionFacts, offset: int, methods: Mapping[Method, str]) -> PartitionMove:
-    """Where a group committed at ``offset`` on ``part`` resumes: one partition of
-    :func:`translate_group`."""
-    result = translation.translate_partition(
-        part.source, offset, part.mapping, part.target_bounds, part.source_end, part.source_start
-    )
+def _move(
+    part: PartitionFacts, result: TranslationResult, methods: Mapping[Method, str]
+) -> PartitionMove:
+    """A group's translation on ``part`` as its move: one partition of :func:`translate_group`."""
     if isinstance(result, CannotTranslate):
         return _unmapped(part, result.source_offset, result.reason)
     target = result.target
@@ -444,20 +440,28 @@ class TranslationMemo:
         if facts.from_checkpoints:
             moves += self._uncovered(snapshot, facts, tables)
         kind = 1 if facts.from_checkpoints else 0
-        methods = _FROM_CHECKPOINT if facts.from_checkpoints else _LIVE
-        fresh = False
+        # Offsets no group was moved from yet, in partition order, with where their moves go.
+        wanted: dict[TopicPartition, int] = {}
+        fresh: list[tuple[int, _PartitionMoves]] = []
         for tp, offset in sorted(facts.committed.items(), key=translation.by_partition):
             table = tables.get(tp)
             if table is None:  # a partition this flow does not replicate: not moved
                 continue
-            known = table.by_offset[kind]
-            move = known.get(offset)
+            move = table.by_offset[kind].get(offset)
             if move is None:
-                move = known[offset] = _move(table.part, offset, methods)
-                fresh = True
-            moves.append(move)
+                wanted[tp] = offset
+                fresh.append((len(moves), table))
+            moves.append(move)  # type: ignore[arg-type]  # a fresh one is filled in below
         if not fresh:
             self.reused += 1
+            return (*moves, *returning_moves(snapshot, facts))
+        # The fresh ones through the one group translator (its answers in partition order, as
+        # they were gathered), each kept for every group at its offset.
+        methods = _FROM_CHECKPOINT if facts.from_checkpoints else _LIVE
+        answers = translation.translate_group(wanted, snapshot.inputs).values()
+        for (at, table), result in zip(fresh, answers, strict=True):
+            move = _move(table.part, result, methods)
+            moves[at] = table.by_offset[kind][result.source_offset] = move
         return (*moves, *returning_moves(snapshot, facts))
 
     def _uncovered(
@@ -507,10 +511,7 @@ class _PartitionMoves:
 
 def _partition_inputs(part: PartitionFacts) -> tuple[Any, ...]:
     """Everything a move on ``part`` is made of, besides the committed offset."""
-    return (
-        part.source, part.target, part.mapping, part.target_bounds, part.source_end,
-        part.source_start,
-    )  # fmt: skip
+    return part.source, part.target, part.inputs
 
 
 def _group(snapshot: Snapshot, facts: GroupFacts, memo: TranslationMemo | None) -> GroupMove:

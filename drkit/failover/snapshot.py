@@ -1,7 +1,9 @@
 """Reading both clusters into the planner's snapshot (drkit.failover.facts).
 
 :func:`gather` is the only I/O: it asks the target (and the source, when it answers) for the
-flow's offset map and progress, the replicas' log bounds, the source's log bounds, the visible
+flow's offset map and progress, each partition's translation inputs (drkit.offsets.inputs, the
+reader the checkpointer and ``drkit offsets translate`` use: the replicas' log bounds, the
+source's end and log start - with the source gone, the end its workers last saw), the visible
 records of the span the target lacks (drkit.lag), the groups' committed offsets (live) or
 checkpoints (source gone), the groups' states on the target, open transactions and the active
 pointer.  The planner (drkit.failover.plan) and the translation step work on the result
@@ -37,6 +39,7 @@ from drkit.kafka.ports import (
 )
 from drkit.lag import count_visible, lacking_span, progress_age, record_age
 from drkit.offsets.checkpoint_store import CheckpointSnapshot, CheckpointStore
+from drkit.offsets.inputs import read_inputs
 from drkit.offsets.mapping_loader import MappingLoader
 from drkit.records import TopicPartition, shared_partition
 from drkit.replication.progress import Progress, ProgressStore
@@ -45,7 +48,7 @@ from drkit.signing import Kind, Signer
 from drkit.topology.flow import FlowTopology
 from drkit.topology.internal_topics import HEARTBEATS, is_own_group
 from drkit.topology.topic_filter import NameMatcher
-from drkit.translation import PartitionMapping, TargetBounds
+from drkit.translation import PartitionMapping
 
 log = logging.getLogger(__name__)
 
@@ -226,37 +229,31 @@ def _gather(
     mappings = reading_mappings.wait()
     checkpoints = reading_checkpoints.wait()
     source_parts = _source_partitions(source, topology, progress, mappings, reachable)
-    live_ends = source.list_offsets(source_parts, "latest") if reachable else {}
-    live_starts = source.list_offsets(source_parts, "earliest") if reachable else {}
     listed = target.list_topics()
-    replicas = {
-        tp: (mappings[tp].target if tp in mappings else topology.target_partition(tp))
-        for tp in source_parts
-    }
-    existing = [r for r in replicas.values() if r.topic in listed]
-    starts = target.list_offsets(existing, "earliest")
-    ends = target.list_offsets(existing, "latest")
-    stable = target.stable_offsets(existing)
+    # With the source gone, a partition's end is the last one its workers saw (progress).
+    read = read_inputs(
+        source_parts, mappings, topology, target, source if reachable else None, listed=listed,
+        last_ends={tp: p.source_end for tp, p in progress.items()},
+    )  # fmt: skip
     newest_ms = max((p.timestamp_ms for p in progress.values() if p.timestamp_ms), default=0)
     evidence_age = progress_age(now_ms / 1000, newest_ms)
     partitions: dict[TopicPartition, PartitionFacts] = {}
     for tp in source_parts:
-        replica = replicas[tp]
         stored = progress.get(tp)
-        bounds = TargetBounds(starts[replica], ends[replica]) if replica in starts else None
-        end = live_ends.get(tp, stored.source_end if stored else None)
-        partitions[tp] = PartitionFacts(
+        partitions[tp] = PartitionFacts.of(
             tp,
-            replica,
-            mappings.get(tp),
-            bounds,
-            end,
-            tp in live_ends,
+            read.replicas[tp],
+            read.inputs[tp],
+            tp in read.live_ends,
             stored.next_offset if stored else None,
             progress_age(now_ms / 1000, stored.timestamp_ms) if stored else None,
             evidence_age,
-            source_start=live_starts.get(tp),
         )
+    # The replicas the target has (a route that merges two partitions names one twice).
+    existing = [
+        (p.target, p.target_bounds.end) for p in partitions.values() if p.target_bounds is not None
+    ]
+    stable = target.stable_offsets([replica for replica, _end in existing])
     partitions = count_unreplicated(source, partitions, now_ms) if reachable else partitions
     returning = (
         _returning(config, reverse_flow, source_ep, keys) if reachable and reverse_flow else {}
@@ -277,9 +274,9 @@ def _gather(
         < 1 + max(tp.partition for tp in source_parts if tp.topic == t)
     )
     open_txns = sorted(
-        f"{tp.topic}[{tp.partition}] (stable {stable[tp]} < end {ends[tp]})"
-        for tp in existing
-        if tp in stable and stable[tp] < ends[tp]
+        f"{tp.topic}[{tp.partition}] (stable {stable[tp]} < end {end})"
+        for tp, end in existing
+        if tp in stable and stable[tp] < end
     )
     return Snapshot(
         procedure,

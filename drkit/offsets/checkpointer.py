@@ -1,9 +1,10 @@
 """The checkpoint worker of one flow: follow source groups, translate, write checkpoints.
 
 Every ``flow.checkpoint_interval_s`` it reads the source groups' committed offsets (new groups
-are seen on the next round), translates each partition of a replicated topic with
-:func:`drkit.translation.translate` and writes a checkpoint when S or T changed, then a tick
-record.  With ``flow.sync_group_offsets`` it also moves empty target groups forward.
+are seen on the next round), reads the translation inputs (drkit.offsets.inputs), translates
+each group on the partitions of replicated topics with :func:`drkit.translation.translate_group`
+and writes a checkpoint when S or T changed, then a tick record.  With
+``flow.sync_group_offsets`` it also moves empty target groups forward.
 
 Rounds are incremental where that changes nothing: a group whose committed offset did not move,
 on a partition whose runs only grew after it (the replicator copied on), keeps the previous
@@ -53,6 +54,7 @@ from drkit.offsets.commit_follower import (
     CommitsRead,
 )
 from drkit.offsets.group_sync import GroupOffsetSync
+from drkit.offsets.inputs import read_inputs
 from drkit.offsets.mapping_loader import MappingLoader
 from drkit.offsets.metrics import CheckpointMetrics, default_metrics
 from drkit.records import TopicPartition
@@ -63,13 +65,10 @@ from drkit.topology.topic_filter import NameMatcher
 from drkit.translation import (
     CannotTranslate,
     PartitionInputs,
-    PartitionMapping,
-    TargetBounds,
     Translated,
     only_widened,
     settled,
-    stable_below,
-    translate_group_again,
+    translate_group,
     unreplicated_total,
 )
 
@@ -169,8 +168,8 @@ class Checkpointer:
         )
         self.views: dict[str, GroupView] = {}
         # The inputs the last round translated with: a partition whose runs only grew since
-        # keeps the answers of groups that did not move (translate_group_again), and with the
-        # commits followed on the log those groups are not even looked at (_todo).
+        # keeps the answers of groups that did not move (translate_group's ``previous``), and
+        # with the commits followed on the log those groups are not even looked at (_todo).
         self._inputs: dict[TopicPartition, PartitionInputs] = {}
         # Totals and indexes over self.views, kept as views come and go (_count).
         self._translated_on: dict[TopicPartition, dict[str, int]] = {}
@@ -281,7 +280,13 @@ class Checkpointer:
         wanted = {
             tp for tp in read.partitions if tp in mappings and self.topology.selects(tp.topic)
         }
-        inputs = self._inputs_of(wanted, mappings)
+        # What each wanted partition translates with (a replica whose log bounds are unknown:
+        # its groups get "no replica"), and how far the last round's answers still hold.
+        inputs = dict(
+            read_inputs(
+                wanted, mappings, self.topology, self.target, self.source, previous=self._inputs
+            ).inputs
+        )
         todo = self._todo(read, wanted, inputs)
         now = time.time()
         updates: dict[str, GroupView | None] = {}
@@ -293,8 +298,8 @@ class Checkpointer:
                 continue
             mine = {tp: offset for tp, offset in offsets.items() if tp in wanted}
             before = self.views.get(group)
-            results, fresh = translate_group_again(mine, inputs, before.results if before else {})
-            translated += fresh
+            results = translate_group(mine, inputs, before.results if before else {})
+            translated += results.fresh
             updates[group] = GroupView.of(group, now, results, inputs)
             for result in results.values():
                 if isinstance(result, Translated):
@@ -321,12 +326,7 @@ class Checkpointer:
                 self.metrics.errors.labels(self.name).inc()
                 log.warning("offset-sync trim failed", extra={"flow": self.name, "error": str(err)})
         unreplicated = sum(
-            unreplicated_total(
-                self._translated_on.get(tp, {}).values(),
-                given.mapping,
-                given.source_end,
-                given.source_start,
-            )
+            unreplicated_total(self._translated_on.get(tp, {}).values(), given)
             for tp, given in inputs.items()
         )
         self.metrics.offset_sync_runs.labels(self.name).set(self.loader.stored_runs())
@@ -341,31 +341,6 @@ class Checkpointer:
         self.metrics.untranslatable.labels(self.name).set(self._untranslatable)
         if self.group_sync is not None:
             self.metrics.active_skips.labels(self.name).set(len(self.group_sync.active_skips))
-
-    def _inputs_of(
-        self, wanted: set[TopicPartition], mappings: Mapping[TopicPartition, PartitionMapping]
-    ) -> dict[TopicPartition, PartitionInputs]:
-        """What this round translates each wanted partition with (partitions whose replica's
-        log bounds are unknown have none: their groups get "no replica")."""
-        targets = {mappings[tp].target for tp in wanted}
-        start = self.target.list_offsets(targets, "earliest")
-        end = self.target.list_offsets(targets, "latest")
-        source_end = self.source.list_offsets(wanted, "latest")
-        source_start = self.source.list_offsets(wanted, "earliest")
-        inputs: dict[TopicPartition, PartitionInputs] = {}
-        for tp in wanted:
-            mapping = mappings[tp]
-            if mapping.target not in start or mapping.target not in end:
-                continue
-            before = self._inputs.get(tp)
-            inputs[tp] = PartitionInputs(
-                mapping,
-                TargetBounds(start[mapping.target], end[mapping.target]),
-                source_end.get(tp),
-                stable_below(before.mapping, mapping) if before is not None else 0,
-                source_start.get(tp),
-            )
-        return inputs
 
     def _todo(
         self,

@@ -49,6 +49,7 @@ from drkit.kafka.clients import ClusterEndpoint
 from drkit.kafka.partition_reader import PartitionReader
 from drkit.kafka.ports import AdminFactory, ClusterAdmin, admins_not_answering
 from drkit.offsets.checkpoint_store import CheckpointStore
+from drkit.offsets.inputs import read_inputs
 from drkit.offsets.mapping_loader import MappingLoader
 from drkit.offsets.provenance_search import (
     ProvenanceReader,
@@ -420,19 +421,7 @@ def _translate(
                 for tp in offsets
                 if topology.selects(tp.topic)
             }
-            targets = {_target_of(tp, mappings, topology) for tp in partitions}
-            targets = {tp for tp in targets if tp.topic in existing}
-            start = target.list_offsets(targets, "earliest")
-            end = target.list_offsets(targets, "latest")
-            source_end: Mapping[TopicPartition, int | None] = (
-                source.list_offsets(partitions, "latest") if source is not None else {}
-            )
-            source_start = source.list_offsets(partitions, "earliest") if source is not None else {}
-            bounds = {
-                tp: TargetBounds(start[target_tp], end[target_tp])
-                for tp in partitions
-                if (target_tp := _target_of(tp, mappings, topology)) in start and target_tp in end
-            }
+            read = read_inputs(partitions, mappings, topology, target, source, listed=existing)
             if verify_rows and source is not None:
                 reader = ProvenanceReader.on(target_endpoint)
                 source_reader = PartitionReader(source_endpoint)
@@ -445,7 +434,11 @@ def _translate(
                         source.describe_cluster()[0] or topology.source,
                         target.describe_cluster()[0] or topology.target,
                     ),
-                    source_start,
+                    {
+                        tp: given.source_start
+                        for tp, given in read.inputs.items()
+                        if given.source_start is not None
+                    },
                 )
             for group, offsets in committed.items():
                 if offsets is None:
@@ -454,17 +447,22 @@ def _translate(
                     continue
                 rows = report.groups.setdefault(group, [])
                 mine = {tp: o for tp, o in offsets.items() if topology.selects(tp.topic)}
-                for tp, result in translate_group(
-                    mine, mappings, bounds, source_end, source_start
-                ).items():
+                for tp, result in translate_group(mine, read.inputs).items():
                     if isinstance(result, CannotTranslate) and result.reason == NO_REPLICA:
                         report.errors.append(_error(group, tp, result.source_offset, NO_REPLICA))
                         continue
                     if isinstance(result, CannotTranslate) and reader is None:
                         reader = ProvenanceReader.on(target_endpoint)
-                    target_tp = _target_of(tp, mappings, topology)
+                    given = read.inputs[tp]
+                    assert given.bounds is not None  # else no replica, above
                     row = _row(
-                        topology, result, mappings.get(tp), target_tp, bounds[tp], reader, verifier
+                        topology,
+                        result,
+                        given.mapping,
+                        read.replicas[tp],
+                        given.bounds,
+                        reader,
+                        verifier,
                     )
                     if row is None:
                         assert isinstance(result, CannotTranslate)
@@ -530,13 +528,6 @@ class KeptLoaders:
         for lock, loader in kept:
             with lock:
                 loader.close()
-
-
-def _target_of(
-    tp: TopicPartition, mappings: dict[TopicPartition, PartitionMapping], topology: FlowTopology
-) -> TopicPartition:
-    mapping = mappings.get(tp)
-    return mapping.target if mapping is not None else topology.target_partition(tp)
 
 
 def _row(

@@ -43,6 +43,7 @@ from drkit.replication.progress import Progress
 from drkit.topology.flow import FlowTopology
 from drkit.translation import (
     EVERYWHERE,
+    PartitionInputs,
     PartitionMapping,
     TargetBounds,
     carry_over,
@@ -170,8 +171,8 @@ def test_translation_counts_a_group_s_unreplicated_records_by_the_same_span() ->
         result = translate(committed, mapping, TargetBounds(0, 80), 100)
         assert result.unreplicated == lacking_records(80, 100, position=committed)  # type: ignore[union-attr]
     offsets = [10, 80, 95, 130]
-    assert unreplicated_total(offsets, mapping, 100) == 20 + 20 + 5 + 0
-    assert unreplicated_total(offsets, mapping, None) == 0
+    assert unreplicated_total(offsets, PartitionInputs(mapping, None, 100)) == 20 + 20 + 5 + 0
+    assert unreplicated_total(offsets, PartitionInputs(mapping, None, None)) == 0
 
 
 def test_seconds_are_zero_only_when_caught_up_with_an_end_read_now() -> None:
@@ -310,7 +311,7 @@ def test_a_group_s_unreplicated_records_count_from_the_source_log_start_as_the_r
     [move] = plan.groups[0].partitions
     assert (row.records, move.unreplicated) == (100, 100)
     assert facts.mapping is not None
-    assert unreplicated_total([100, 550], facts.mapping, 600, 500) == 100 + 50
+    assert unreplicated_total([100, 550], facts.inputs) == 100 + 50
     result = translate(100, facts.mapping, TargetBounds(0, 100), 600, 500)
     assert result.unreplicated == 100  # type: ignore[union-attr]
     # Reused next round (the checkpointer's carry_over): counted by the same span.

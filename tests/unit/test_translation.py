@@ -24,6 +24,7 @@ from drkit.translation import (
     CannotTranslate,
     Flag,
     Method,
+    PartitionInputs,
     PartitionMapping,
     TargetBounds,
     Translated,
@@ -286,9 +287,11 @@ def test_a_groups_translation_names_a_missing_replica_before_a_missing_map() -> 
     mapping = PartitionMapping(SRC, DST, [OffsetRun(0, 0, 100)], replicated_end=100)
     results = translate_group(
         {no_replica: 5, no_map: 7, mapped: 40},
-        {mapped: mapping, no_replica: mapping},  # a map, but its replica is gone
-        {mapped: TargetBounds(0, 100), no_map: TargetBounds(0, 10)},
-        {mapped: 100},
+        {
+            mapped: PartitionInputs(mapping, TargetBounds(0, 100), 100),
+            no_map: PartitionInputs(None, TargetBounds(0, 10), None),
+            no_replica: PartitionInputs(mapping, None, None),  # a map, but its replica is gone
+        },
     )
     assert list(results) == [mapped, no_map, no_replica]  # sorted: a stable document
     assert results[mapped] == translate(40, mapping, TargetBounds(0, 100), 100)

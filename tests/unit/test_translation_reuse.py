@@ -25,7 +25,6 @@ from drkit.translation import (
     stable_below,
     translate,
     translate_group,
-    translate_group_again,
 )
 from tests.unit.test_translation import DST, SRC, History, histories
 
@@ -135,11 +134,16 @@ def test_a_group_translated_again_gets_translate_groups_answers_and_counts_the_f
     older = _mapping([OffsetRun(0, 0, 100)], 100)
     newer = _mapping([OffsetRun(0, 0, 150)], 150)
     gone = TopicPartition("orders", 7)  # its replica is not on the target
-    previous = translate_group({SRC: 30}, {SRC: older}, {SRC: TargetBounds(0, 100)}, {SRC: 100})
+    previous = translate_group({SRC: 30}, {SRC: PartitionInputs(older, TargetBounds(0, 100), 100)})
     inputs = {SRC: PartitionInputs(newer, TargetBounds(0, 150), 160, stable_below(older, newer))}
     for committed, fresh in (({SRC: 30}, 0), ({SRC: 120}, 1), ({SRC: 30, gone: 5}, 1)):
-        again, translated = translate_group_again(committed, inputs, previous)
+        again = translate_group(committed, inputs, previous)
+        translated = again.fresh
         assert again == translate_group(
-            committed, {SRC: newer, gone: newer}, {SRC: TargetBounds(0, 150)}, {SRC: 160}
+            committed,
+            {
+                SRC: PartitionInputs(newer, TargetBounds(0, 150), 160),
+                gone: PartitionInputs(newer, None, None),
+            },
         )
         assert translated == fresh
