@@ -275,7 +275,7 @@ _LIVE = {method: method.value for method in Method}
 _FROM_CHECKPOINT = {method: f"checkpoint+{method.value}" for method in Method}
 
 
-def translate_group(snapshot: Snapshot, facts: GroupFacts) -> tuple[PartitionMove, ...]:
+def group_moves(snapshot: Snapshot, facts: GroupFacts) -> tuple[PartitionMove, ...]:
     """Where ``facts.group`` resumes on every partition (the translation step uses this too):
     drkit.translation's one group translator over the snapshot's inputs, as moves."""
     moves: list[PartitionMove] = []
@@ -313,7 +313,7 @@ def returning_moves(snapshot: Snapshot, facts: GroupFacts) -> tuple[PartitionMov
 def _move(
     part: PartitionFacts, result: TranslationResult, methods: Mapping[Method, str]
 ) -> PartitionMove:
-    """A group's translation on ``part`` as its move: one partition of :func:`translate_group`."""
+    """A group's translation on ``part`` as its move: one partition of :func:`group_moves`."""
     if isinstance(result, CannotTranslate):
         return _unmapped(part, result.source_offset, result.reason)
     target = result.target
@@ -387,7 +387,7 @@ class TranslationMemo:
     translated once, and a snapshot whose partition facts did not change answers from the moves
     the last one made (the translation step after the plan, with replication stopped).
 
-    Invariant: ``moves(snapshot, facts)`` always equals ``translate_group(snapshot, facts)``.
+    Invariant: ``moves(snapshot, facts)`` always equals ``group_moves(snapshot, facts)``.
     A partition's facts are compared by value (a mapping usually by identity: a snapshot's
     reader hands out the same object for a partition whose runs did not change); any change
     drops that partition's moves.  A group whose committed offsets are the very mapping it had
@@ -520,7 +520,7 @@ def _group(snapshot: Snapshot, facts: GroupFacts, memo: TranslationMemo | None) 
         facts.group,
         facts.target_state,
         active and not snapshot.force,
-        memo.moves(snapshot, facts) if memo is not None else translate_group(snapshot, facts),
+        memo.moves(snapshot, facts) if memo is not None else group_moves(snapshot, facts),
     )
 
 

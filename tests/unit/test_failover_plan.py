@@ -13,7 +13,7 @@ from drkit.cli.context import INDENT_LIMIT_BYTES, echo_json
 from drkit.config.model import FailoverPolicy
 from drkit.failover.facts import GroupFacts, PartitionFacts, Snapshot
 from drkit.failover.model import PartitionMove, Procedure, Severity, StepName
-from drkit.failover.plan import TranslationMemo, make_plan, translate_group
+from drkit.failover.plan import TranslationMemo, group_moves, make_plan
 from drkit.failover.render import plan_text
 from drkit.failover.runbook import load_runbook
 from drkit.lag import PartitionRpo
@@ -411,7 +411,7 @@ def test_the_translation_memo_answers_what_translating_again_would(
     reuse a group nothing changed for, even when a mapping is rebuilt equal to the last."""
     memo = TranslationMemo()
     snapshot = _snapshot()
-    assert memo.moves(snapshot, snapshot.groups[0]) == translate_group(snapshot, snapshot.groups[0])
+    assert memo.moves(snapshot, snapshot.groups[0]) == group_moves(snapshot, snapshot.groups[0])
     for change, n in changes:
         part, facts = snapshot.partitions[SRC], snapshot.groups[0]
         if change == "offset":
@@ -426,7 +426,7 @@ def test_the_translation_memo_answers_what_translating_again_would(
             part = replace(part, mapping=replace(part.mapping))  # type: ignore[type-var]
         snapshot = _snapshot(partitions={SRC: part}, groups=(facts,))
         reused = memo.reused
-        assert memo.moves(snapshot, facts) == translate_group(snapshot, facts), change
+        assert memo.moves(snapshot, facts) == group_moves(snapshot, facts), change
         if change in ("none", "same_value"):
             assert memo.reused == reused + 1, change
 
@@ -483,7 +483,7 @@ def test_groups_sharing_offsets_get_the_moves_translating_each_one_would(
         _snapshot(partitions=parts(changed), groups=facts),
     ):
         for group in snapshot.groups:
-            assert memo.moves(snapshot, group) == translate_group(snapshot, group), group
+            assert memo.moves(snapshot, group) == group_moves(snapshot, group), group
 
 
 def test_moves_and_translations_built_field_by_field_hold_every_field_in_order() -> None:
