@@ -100,7 +100,7 @@ class DrillSchedule:
         log.info("drills.schedule[%d]: %s starts", index, _what(entry))
         try:
             return self._run(entry, _Progress(index, self.stopping))
-        except Stopped:
+        except MonitorStopping:
             log.warning("drills.schedule[%d]: ended as the monitor stops (stored as failed; "
                         "`drkit drill cleanup` removes what it left)", index)  # fmt: skip
         except DrkitError as err:
@@ -150,7 +150,7 @@ def _what(entry: ScheduledDrill) -> str:
     return f"the drill {entry.scenario}"
 
 
-class Stopped(BaseException):
+class MonitorStopping(BaseException):
     """The monitor stops while its drill runs: the drill ends as on Ctrl-C (a BaseException,
     as KeyboardInterrupt is) - its clients and children stopped, its faults undone, its access
     revoked, stored as failed - instead of holding the monitor's exit for minutes (the
@@ -159,7 +159,7 @@ class Stopped(BaseException):
 
 class _Progress:
     """A scheduled drill's progress as log lines, each step once (not a bar's every tick); on
-    the drill's own thread, once the monitor stops, :class:`Stopped` - raised once, so the
+    the drill's own thread, once the monitor stops, :class:`MonitorStopping` - raised once, so the
     drill's clean-up, which reports progress too, runs to its end."""
 
     def __init__(self, index: int, stopping: threading.Event) -> None:
@@ -172,4 +172,4 @@ class _Progress:
             log.info("drills.schedule[%d]: %s", self.index, message)
         if self.stopping.is_set() and not self.raised and threading.get_ident() == self.thread:
             self.raised = True
-            raise Stopped("the monitor stopped")
+            raise MonitorStopping("the monitor stopped")

@@ -137,7 +137,7 @@ def test_a_running_drill_ends_when_the_monitor_stops(
 
     from apscheduler.schedulers.background import BackgroundScheduler
 
-    from drkit.drills.schedule import Stopped
+    from drkit.drills.schedule import MonitorStopping
 
     config = _config('    - {cron: "0 3 * * 1", source: dc1, target: dc2}\n')
     started, ended = threading.Event(), threading.Event()
@@ -150,7 +150,7 @@ def test_a_running_drill_ends_when_the_monitor_stops(
                 while True:
                     progress("waiting", None)
                     threading.Event().wait(0.05)
-            except Stopped:
+            except MonitorStopping:
                 progress("cleaning up", None)  # not raised again
                 cleaned.append("done")
                 raise

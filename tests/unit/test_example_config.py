@@ -20,6 +20,7 @@ from pydantic import BaseModel, TypeAdapter
 from pydantic_core import PydanticUndefined
 
 from drkit.config.model import DrkitConfig
+from drkit.health.observations import measures
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "config" / "drkit.example.yaml"
@@ -149,8 +150,26 @@ def _attributes_read(root: Path, skip: Path) -> set[str]:
     return names
 
 
+def _read_through_bounds() -> set[str]:
+    """The policy fields readiness reads by a flow observation field's declared ``Bound``
+    (drkit.health.observations) rather than by attribute."""
+    return {known.bound.key.split(".", 1)[1] for _, known in measures() if known.bound is not None}
+
+
+def test_every_bound_names_a_field_of_its_policy() -> None:
+    # A Bound's key is read with getattr: a renamed policy field must fail here, not at run time.
+    sections = {name: DrkitConfig.model_fields[name].annotation for name in ("failover", "health")}
+    for name, known in measures():
+        if known.bound is None:
+            continue
+        section, key = known.bound.key.split(".", 1)
+        policy = sections[section]
+        assert isinstance(policy, type) and key in policy.model_fields, (name, known.bound.key)
+
+
 def test_every_key_the_example_shows_is_read_by_the_code() -> None:
     read = _attributes_read(REPO / "drkit", skip=REPO / "drkit" / "config" / "model.py")
+    read |= _read_through_bounds()
     unread = sorted(
         {
             f"{key.model.__name__}.{key.field} ({key.path})"
