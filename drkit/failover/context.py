@@ -29,7 +29,7 @@ from drkit.failover.pointer import PointerRepository
 from drkit.failover.reconcile import Reconciler, ReconcileReport, RegistryFactory
 from drkit.failover.run_result import RunOptions
 from drkit.failover.run_session import RunSession
-from drkit.failover.runs import RunRecord, RunRepository
+from drkit.failover.runs import SKIPPED_KEY, RunRecord, RunRepository
 from drkit.kafka.clients import ClusterEndpoint
 from drkit.kafka.ports import AdminFactory, ClusterAdmin
 from drkit.records import TopicPartition
@@ -69,16 +69,22 @@ class StepFailed(DrkitError):
 
 @dataclass(frozen=True)
 class StepOutcome:
+    """What a step returns: its state and the document recorded with it (read back as a
+    :class:`~drkit.failover.runs.StepRecord`)."""
+
     state: StepState
     detail: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def done(cls, **detail: Any) -> StepOutcome:
+        """Done; a ``warning`` in ``detail`` (runs.WARNING_KEY) is what the run's result must
+        say of it (StepRecord.warning)."""
         return cls(StepState.DONE, detail)
 
     @classmethod
     def skipped(cls, why: str, **detail: Any) -> StepOutcome:
-        return cls(StepState.SKIPPED, {"skipped": why, **detail})
+        """Nothing to do, and why (StepRecord.skipped_because)."""
+        return cls(StepState.SKIPPED, {SKIPPED_KEY: why, **detail})
 
 
 ProgressCallback = Callable[[str, float | None], None]  # (message, fraction done or None)

@@ -82,7 +82,16 @@ from drkit.failover.results import Translation
 from drkit.failover.run_result import Abandoned, RunOptions, RunResult
 from drkit.failover.run_session import RunSession
 from drkit.failover.runbook import Runbook, load_runbook
-from drkit.failover.runs import RunRecord, RunRepository, split_rows
+from drkit.failover.runs import (
+    HOOKS_AFTER,
+    HOOKS_BEFORE,
+    PENDING_HOOKS,
+    RunRecord,
+    RunRepository,
+    StepRecord,
+    failure_detail,
+    split_rows,
+)
 from drkit.failover.snapshot import TargetReaders, gather, schema_facts, sync_signer
 from drkit.failover.steps import STEPS, Step
 from drkit.failover.steps.offsets import moved_on_source
@@ -97,13 +106,11 @@ from drkit.tracing import RunTracer
 
 log = logging.getLogger(__name__)
 
-HOOKS_AFTER, PENDING_HOOKS = "hooks_after", "pending"
 
-
-def hooks_pending(detail: Mapping[str, Any]) -> bool:
+def hooks_pending(step: StepRecord) -> bool:
     """Whether a done step's after-hooks were recorded pending and never ran (its engine was
     cut off in between): the resume runs them."""
-    return detail.get(HOOKS_AFTER) == PENDING_HOOKS
+    return step.after_hooks_pending
 
 
 class PlanBlocked(DrkitError):
@@ -440,7 +447,7 @@ class Engine:
         pointer, to the clients) must still run."""
         pending = [
             s for s in run.steps
-            if s.state in (StepState.DONE, StepState.SKIPPED) and hooks_pending(s.detail)
+            if s.state in (StepState.DONE, StepState.SKIPPED) and hooks_pending(s)
         ]  # fmt: skip
         if not pending:
             return
@@ -586,7 +593,7 @@ class Engine:
         for step in runbook.steps:
             record = ctx.run.step(step.name)
             if record is not None and record.state in (StepState.DONE, StepState.SKIPPED):
-                if hooks_pending(record.detail):  # cut off before they ran
+                if hooks_pending(record):  # cut off before they ran
                     keeper.check()
                     self._after_hooks(ctx, runbook, step.name, record.state, record.detail)
                 if not self._translation_stale(ctx, step.name, record.state):
@@ -671,13 +678,12 @@ class Engine:
         except (LeaseLost, DrkitError) as err:
             if isinstance(err, LeaseLost):
                 raise
-            runs.step_finished(ctx.run.id, name, StepState.FAILED, {"error": str(err)})
+            runs.step_finished(ctx.run.id, name, StepState.FAILED, failure_detail(str(err)))
             raise
         except Exception as err:  # a bug or a library error: still recorded, never a traceback
             log.exception("failover step crashed", extra={"run": ctx.run.id, "step": name.value})
-            runs.step_finished(
-                ctx.run.id, name, StepState.FAILED, {"error": f"{type(err).__name__}: {err}"}
-            )
+            crashed = failure_detail(f"{type(err).__name__}: {err}")
+            runs.step_finished(ctx.run.id, name, StepState.FAILED, crashed)
             raise StepFailed(f"step {name.value} crashed: {type(err).__name__}: {err}") from err
         detail = self._with_hooks(outcome, before)
         if hooks_for(self._hooks(runbook), "after", name.value):
@@ -733,7 +739,7 @@ class Engine:
     def _with_hooks(outcome: StepOutcome, before: list[HookOutcome]) -> dict[str, Any]:
         if not before:
             return outcome.detail
-        return {**outcome.detail, "hooks_before": [h.to_json() for h in before]}
+        return {**outcome.detail, HOOKS_BEFORE: [h.to_json() for h in before]}
 
     def _fail(
         self,
@@ -851,11 +857,7 @@ def _warnings(ctx: StepContext) -> tuple[str, ...]:
     """The steps' warnings (a reverse flow not confirmed running, ...), for the run's result:
     a run that succeeded with one says so where its outcome is read."""
     run = ctx.runs.get(ctx.run.id) or ctx.run
-    return tuple(
-        f"{step.name.value}: {step.detail['warning']}"
-        for step in run.steps
-        if step.state is StepState.DONE and step.detail.get("warning")
-    )
+    return tuple(f"{step.name.value}: {step.warning}" for step in run.steps if step.warning)
 
 
 def _where(run: RunRecord) -> str:

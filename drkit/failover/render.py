@@ -97,7 +97,7 @@ def run_text(run: RunRecord) -> str:
         took = ""
         if step.started_at and step.finished_at:
             took = f" {(step.finished_at - step.started_at).total_seconds():.1f}s"
-        problem = step.detail.get("error") or step.detail.get("skipped") or ""
+        problem = step.error or step.skipped_because or ""
         lines.append(
             f"  {step.seq:>2}. {step.name.value:<24} {step.state.value}{took}"
             + (f"  {problem}" if problem else "")

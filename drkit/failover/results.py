@@ -4,8 +4,9 @@ A step stores its outcome as a JSON document in its ``failover_steps`` row (the 
 ``drkit.failover.run/v1``).  Other steps, the maintenance duties and the drills read some of
 those outcomes back: they do so through these values - written with ``to_detail`` and read with
 ``of`` -, so a document has one definition.  Still read by key: ``fence_source``'s ``pending``
-(``RunRecord.write_pause_s``, drkit.failover.runs - below this module), and the keys any step
-may record (``error``, ``warning``, ``skipped``, the after-hooks' mark: the engine, ``render``).
+(``RunRecord.write_pause_s``, drkit.failover.runs - below this module).  The keys any step may
+record (why it failed or was skipped, its warning, its after-hooks' mark) are read through
+``StepRecord``'s properties (drkit.failover.runs), their one home.
 
 * :class:`SourceFence` (``fence_source``): the topics fenced, and whether the fence is pending
   (the source did not answer); drills judge writes after the fence by it.

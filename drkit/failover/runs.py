@@ -41,15 +41,53 @@ from drkit.store.guard import WriteGuard, write_session
 from drkit.store.models import FailoverRun, FailoverRunGroup, FailoverStep
 from drkit.timestamps import iso_or_none, iso_utc
 
+# The keys of a step's document that any step may carry, read only through StepRecord's
+# properties (a step's own keys are read through drkit.failover.results' values).
+ERROR_KEY, WARNING_KEY, SKIPPED_KEY = "error", "warning", "skipped"
+HOOKS_BEFORE, HOOKS_AFTER, PENDING_HOOKS = "hooks_before", "hooks_after", "pending"
+
+
+def failure_detail(message: str) -> dict[str, Any]:
+    """The document of a step that failed: why."""
+    return {ERROR_KEY: message}
+
 
 @dataclass(frozen=True)
 class StepRecord:
+    """One step of a run as recorded: its state and its document (``detail``)."""
+
     seq: int
     name: StepName
     state: StepState
     detail: dict[str, Any]
     started_at: datetime | None
     finished_at: datetime | None
+
+    @property
+    def error(self) -> str | None:
+        """Why the step failed, as recorded (kept when a rollback changes its state)."""
+        return _text(self.detail.get(ERROR_KEY))
+
+    @property
+    def skipped_because(self) -> str | None:
+        """Why a skipped step had nothing to do; None unless it was skipped."""
+        return _text(self.detail.get(SKIPPED_KEY)) if self.state is StepState.SKIPPED else None
+
+    @property
+    def warning(self) -> str | None:
+        """What a done step warns of (a reverse flow not confirmed running): the run's result
+        says it; None unless the step is done."""
+        return _text(self.detail.get(WARNING_KEY)) if self.state is StepState.DONE else None
+
+    @property
+    def after_hooks_pending(self) -> bool:
+        """Whether its after-hooks were recorded pending and never ran (its engine was cut off
+        in between): a resume runs them."""
+        return self.detail.get(HOOKS_AFTER) == PENDING_HOOKS
+
+
+def _text(value: Any) -> str | None:
+    return None if value is None or value == "" else str(value)
 
 
 # In a run's JSON (its plan, a step's detail): the per-group list kept in failover_run_groups,

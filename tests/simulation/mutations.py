@@ -60,7 +60,7 @@ def _no_replicator_fence(setattr: SetAttr) -> None:
 def _after_hooks_not_resumed(setattr: SetAttr) -> None:
     """Finding 6: an after-hook whose engine died once its step was recorded is lost (the
     resume skips the done step)."""
-    setattr(engine_module, "hooks_pending", lambda _detail: False)
+    setattr(engine_module, "hooks_pending", lambda _step: False)
 
 
 def _registry_modes_by_the_step_only(setattr: SetAttr) -> None:

@@ -31,6 +31,7 @@ from drkit.failover.context import (
 )
 from drkit.failover.model import StepName
 from drkit.failover.results import FencePoint, partition_of
+from drkit.failover.runs import WARNING_KEY
 from drkit.lag import count_visible
 from drkit.records import TopicPartition
 from drkit.topology.flow import FlowTopology
@@ -146,7 +147,7 @@ def wait_for_workers(
             )
         detail["not_acknowledged"] = sorted(behind)
     if silent and silence is None:
-        detail["warning"] = (
+        detail[WARNING_KEY] = (
             "silent workers cannot be known to have stopped (failover.worker_silence_s is null)"
         )
     return detail
@@ -248,7 +249,7 @@ def start_reverse_flow(ctx: StepContext, timeout_s: float | None) -> StepOutcome
     if failed:
         detail["failed"] = failed
     if not running:
-        detail["warning"] = _not_confirmed(reverse, timeout_s, returning, failed)
+        detail[WARNING_KEY] = _not_confirmed(reverse, timeout_s, returning, failed)
     return StepOutcome.done(**detail, **published)
 
 
