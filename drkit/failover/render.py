@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from drkit.failover.model import Direction, Plan, Severity, StepState
+from drkit.failover.results import GroupsCommitted
 from drkit.failover.runbook import Runbook
-from drkit.failover.runs import RunRecord
+from drkit.failover.runs import RunRecord, StepRecord
 from drkit.lag import PartitionRpo
 
 _MAX_ROWS = 20
@@ -97,7 +98,7 @@ def run_text(run: RunRecord) -> str:
         took = ""
         if step.started_at and step.finished_at:
             took = f" {(step.finished_at - step.started_at).total_seconds():.1f}s"
-        problem = step.error or step.skipped_because or ""
+        problem = step.error or step.skipped_because or _left_alone(step)
         lines.append(
             f"  {step.seq:>2}. {step.name.value:<24} {step.state.value}{took}"
             + (f"  {problem}" if problem else "")
@@ -155,3 +156,13 @@ def runs_table(runs: Iterable[RunRecord]) -> str:
         for run in runs
     ]
     return "\n".join(rows) if rows else "no failover runs recorded"
+
+
+def _left_alone(step: StepRecord) -> str:
+    """The groups a commit step left alone, and why ("" for any other step)."""
+    if step.name is not GroupsCommitted.STEP:
+        return ""
+    outcome = GroupsCommitted.from_detail(step.detail)
+    if outcome is None or not outcome.skipped:
+        return ""
+    return "left alone: " + "; ".join(f"{g} ({why})" for g, why in sorted(outcome.skipped.items()))

@@ -16,6 +16,8 @@ record (why it failed or was skipped, its warning, its after-hooks' mark) are re
   left without a checkpoint and the RPO per partition; ``commit_group_offsets`` writes its
   positions, the failover point (where a returning old primary's divergent tail begins) is its
   replicated ends, and drills and verify judge the groups against it.
+* :class:`GroupsCommitted` (``commit_group_offsets``): the groups written and those left alone
+  with why; ``drkit failover show`` names the latter.
 * :class:`DivergentTail` (``capture_divergent_tail``, failback): the records the old primary
   held beyond the failover point, exported; drills compare it with their recount.
 
@@ -227,6 +229,32 @@ class DivergentTail:
             {str(k): int(v) for k, v in detail.get("failover_point", {}).items()},
             {str(k): int(v) for k, v in detail["per_partition"].items()},
             str(detail.get("exported_to", "")),
+        )
+
+
+@dataclass(frozen=True)
+class GroupsCommitted:
+    """What ``commit_group_offsets`` did: the partitions written per group, and the groups it
+    left alone and why (one that became active on the target meanwhile)."""
+
+    committed: Mapping[str, int]
+    skipped: Mapping[str, str]
+    forced: bool = False
+
+    STEP = StepName.COMMIT_GROUP_OFFSETS
+
+    def to_detail(self) -> dict[str, Any]:
+        return {"committed": dict(self.committed), "skipped": dict(self.skipped),
+                "forced": self.forced}  # fmt: skip
+
+    @classmethod
+    def from_detail(cls, detail: Mapping[str, Any]) -> GroupsCommitted | None:
+        if "committed" not in detail:
+            return None
+        return cls(
+            {str(k): int(v) for k, v in detail["committed"].items()},
+            {str(k): str(v) for k, v in detail.get("skipped", {}).items()},
+            bool(detail.get("forced", False)),
         )
 
 

@@ -17,7 +17,7 @@ from drkit import failpoints
 from drkit.errors import KafkaError
 from drkit.failover.context import StepContext, StepFailed, StepOutcome
 from drkit.failover.plan import groups_without_checkpoint, partition_rpo
-from drkit.failover.results import GroupTranslation, Translation
+from drkit.failover.results import GroupsCommitted, GroupTranslation, Translation
 from drkit.failover.run_result import RunResult
 from drkit.failover.snapshot import gather
 from drkit.records import TopicPartition
@@ -110,7 +110,7 @@ def commit_group_offsets(ctx: StepContext, timeout_s: float | None) -> StepOutco
             f"offsets of {len(failed)} group(s) could not be written on {ctx.target}: "
             + "; ".join(f"{g}: {why}" for g, why in sorted(failed.items()))
         )
-    return StepOutcome.done(committed=committed, skipped=skipped, forced=ctx.options.force)
+    return StepOutcome.done(**GroupsCommitted(committed, skipped, ctx.options.force).to_detail())
 
 
 def moved_on_source(
