@@ -143,25 +143,19 @@ class TlsFiles:
 
 
 class Listener:
-    """A WSGI application served in a daemon thread (waitress; cheroot for TLS)."""
+    """A WSGI application served in a daemon thread (waitress; cheroot for TLS); ``server``:
+    the server object itself."""
 
-    def __init__(
-        self,
-        port: int,
-        run: Callable[[], Any],
-        stop: Callable[[], None],
-        finish: Callable[[], None] = lambda: None,
-    ) -> None:
-        self.server_port = port
-        self._stop, self._finish = stop, finish
+    def __init__(self, port: int, server: Any, run: Callable[[], Any], stop: Callable[[], None]):
+        self.server_port, self.server = port, server
+        self._stop = stop
         self.thread = threading.Thread(target=run, name="http", daemon=True)
         self.thread.start()
 
     def shutdown(self) -> None:
-        """Stop accepting and close every connection, then stop the request threads."""
+        """Stop the request threads, then stop accepting and close every connection."""
         self._stop()
         self.thread.join(5)
-        self._finish()
 
 
 def serve_wsgi(
@@ -190,17 +184,25 @@ def serve_wsgi(
         )  # fmt: skip
 
     def stop() -> None:
+        # The request threads first: each wakes the loop through the trigger as it ends a
+        # request, and the trigger is about to be closed.
+        server.task_dispatcher.shutdown(timeout=5)
+
         # inside the server's own loop, so its select never sees a closed socket
         def close_all() -> None:
             for channel in list(server._map.values()):
                 channel.close()
 
-        server.trigger.pull_trigger(close_all)
+        try:
+            server.trigger.pull_trigger(close_all)
+        except OSError:
+            # pull_trigger queues close_all, then writes to the trigger: a wake-up still unread
+            # (a request thread's) can make the loop run close_all in between - the trigger is
+            # closed with the rest, and what was asked is done.
+            if not server.trigger._closed:
+                raise
 
-    return Listener(
-        int(server.effective_port), server.run, stop,
-        lambda: server.task_dispatcher.shutdown(timeout=5),
-    )  # fmt: skip
+    return Listener(int(server.effective_port), server, server.run, stop)
 
 
 def _serve_tls(app: WsgiApp, host: str, port: int, option: str, tls: TlsFiles) -> Listener:
@@ -220,7 +222,7 @@ def _serve_tls(app: WsgiApp, host: str, port: int, option: str, tls: TlsFiles) -
         server.ssl_adapter = adapter
         server.prepare()
     bound = server.bind_addr
-    return Listener(int(bound[1]), server.serve, server.stop)
+    return Listener(int(bound[1]), server, server.serve, server.stop)
 
 
 def _tls_reason(err: OSError | ssl.SSLError) -> str:
