@@ -245,12 +245,16 @@ class DrkitChild:
         self.label = label
         self.log_path = env.directory / f"{label}.log"
         command = [sys.executable, "-m", "drkit", "--state-dir", str(env.directory), *args]
+        # The drill's store is the one its config names: $DRKIT_DB_URL, which outranks a
+        # config's, sent its replicator and monitor to the operator's store instead (a
+        # scheduled drill in a monitor started with it failed so).
+        environment = {k: v for k, v in os.environ.items() if k != "DRKIT_DB_URL"}
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(
                 command,
                 stdout=log,
                 stderr=subprocess.STDOUT,
-                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                env={**environment, "PYTHONUNBUFFERED": "1"},
                 start_new_session=True,
             )
 
