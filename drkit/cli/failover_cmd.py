@@ -17,7 +17,9 @@ Exit codes: 0 done; 1 a step failed (the run is resumable: ``drkit failover --re
 
 from __future__ import annotations
 
+import re
 import sys
+import time
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
@@ -45,15 +47,18 @@ from drkit.cli.context import (
 )
 from drkit.config.loader import known_cluster
 from drkit.config.model import TOPIC_NAME, DrkitConfig, Role
-from drkit.errors import ConfigError, Problem
+from drkit.errors import ConfigError, KafkaError, Problem
 from drkit.failover.engine import Engine, PlanBlocked
 from drkit.failover.model import Plan, Procedure
 from drkit.failover.pointer import Pointer, active_cluster
 from drkit.failover.render import plan_text, remaining_text, run_text, runs_table
 from drkit.failover.run_result import RunOptions
 from drkit.failover.runs import RunRecord, RunRepository
+from drkit.failover.steps.fencing import named_open_transactions, tool_for
 from drkit.gc_pause import collection_paused
 from drkit.kafka.admin import KafkaAdmin
+from drkit.kafka.transactions_tool import TransactionsPort
+from drkit.records import TopicPartition
 
 
 def _renamed_force(_ctx: click.Context, _param: click.Parameter, value: bool) -> None:
@@ -90,6 +95,14 @@ def _common(func: Any) -> Any:
             hidden=True,
             expose_value=False,
             callback=_renamed_force,
+        ),
+        click.option(
+            "--abort-hanging-transactions",
+            "abort_transactions",
+            is_flag=True,
+            help="Abort every transaction other producers left open on the target's replicas "
+            "(Kafka's kafka-transactions abort; needs Java 17+ and Kafka's jars, fetched from "
+            "Maven Central once); by default they are named and left open.",
         ),
         click.option(
             "--group",
@@ -168,6 +181,8 @@ def _run(
             "not a terminal: confirm with --yes, or see the plan alone with --plan - nothing "
             "was planned or done"
         ))])  # fmt: skip
+    if options.abort_hanging_transactions and not plan_only:
+        _require_transactions_tool()
     _require_both_answering(app.config(config_file), procedure, source, target)
     engine = _engine(app, config_file, output)
     # One command, one run: the collector stays off from the plan to the printed run, so the
@@ -177,11 +192,33 @@ def _run(
         plan = engine.plan(procedure, source, target, options)
         if plan_only:
             _emit(output, plan.to_json, partial(plan_text, plan))
+            _echo_producers(output, engine.config, plan)
             if plan.blockers:  # the same answer the run itself would give, without running it
                 raise SystemExit(PlanBlocked.exit_code)
             return
-        _confirm(plan, yes, output)
+        _confirm(plan, yes, output, engine.config)
         _finish(output, engine.start(plan, options, requested_by=operator()))
+
+
+def _require_transactions_tool() -> None:
+    """--abort-hanging-transactions runs Kafka's kafka-transactions (Java): its jars fetched
+    now (from Maven Central, once) and Java found - or refused before anything is planned or
+    done (exit 2), rather than in the run's abort step."""
+    from drkit.errors import LocalClusterError
+    from drkit.local.jars import java_executable, resolve_bundle
+
+    def refused(why: str) -> ConfigError:
+        needs = f"needs Kafka's kafka-transactions tool: {why} - nothing was done"
+        return ConfigError([Problem("--abort-hanging-transactions", needs)])
+
+    try:
+        java_executable()
+    except LocalClusterError:
+        raise refused("Java 17+: 'java' not found (PATH, JAVA_HOME)") from None
+    try:
+        resolve_bundle("kafka")
+    except LocalClusterError as err:
+        raise refused(str(err)) from None
 
 
 def _require_both_answering(
@@ -205,11 +242,47 @@ def _require_both_answering(
     )
 
 
-def _confirm(plan: Plan, yes: bool, output: str) -> None:
+def _confirm(plan: Plan, yes: bool, output: str, config: DrkitConfig) -> None:
     if output == "text":
         click.echo(plan_text(plan))
+        _echo_producers(output, config, plan)
     # blockers: the engine refuses with the reasons
     confirm(f"Run this {plan.procedure.value}?", yes or bool(plan.blockers))
+
+
+# How the plan names a target partition behind an open transaction: "topic[p] (stable ...)".
+_HELD_PARTITION = re.compile(r"([^\s\[\]]+)\[(\d+)\]")
+
+
+def _echo_producers(output: str, config: DrkitConfig, plan: Plan) -> None:
+    """Under the plan's text: who holds the transactions it found open on the target."""
+    if output == "text" and plan.open_transactions:
+        click.echo(producers_text(plan, lambda: tool_for(config.clusters[plan.target])))
+
+
+def producers_text(plan: Plan, tool: Callable[[], TransactionsPort], within_s: float = 30.0) -> str:
+    """The producers of the transactions ``plan`` found open on its target, one line each,
+    as Kafka's kafka-transactions names them (``tool``) - or why they are not named.  Text
+    output only: the plan's document lists the partitions."""
+    partitions = [
+        TopicPartition(m[1], int(m[2]))
+        for entry in plan.open_transactions
+        if (m := _HELD_PARTITION.match(entry))
+    ]
+    until = time.monotonic() + within_s
+    try:
+        found = named_open_transactions(
+            tool(), partitions, lambda: max(0.0, until - time.monotonic())
+        )
+    except KafkaError as err:
+        return f"open transactions on {plan.target}: producers not named ({err})"
+    if not found:
+        return f"open transactions on {plan.target}: none open any more"
+    head = (
+        f"open transactions on {plan.target} (drkit's own are fenced; the others are left "
+        "open unless --abort-hanging-transactions):"
+    )
+    return "\n".join([head, *(f"  {t}" for t in found)])
 
 
 def _finish(output: str, run: RunRecord) -> None:
@@ -253,8 +326,15 @@ def _resume(
         _finish(output, engine.resume(run_id))
 
 
-def _options(force: bool, groups: tuple[str, ...], **extra: Any) -> RunOptions:
-    return RunOptions(force=force, groups=groups or None, **extra)
+def _options(
+    force: bool, groups: tuple[str, ...], abort_transactions: bool, **extra: Any
+) -> RunOptions:
+    return RunOptions(
+        force=force,
+        groups=groups or None,
+        abort_hanging_transactions=abort_transactions,
+        **extra,
+    )
 
 
 # -- failover (+ show, list) -----------------------------------------------------------------
@@ -298,6 +378,7 @@ def failover(
     output: str,
     force: bool,
     groups: tuple[str, ...],
+    abort_transactions: bool,
 ) -> None:
     """Unplanned failover: promote --to now; --from may be dead. Reports the loss (RPO)."""
     if ctx.invoked_subcommand is not None:
@@ -315,11 +396,17 @@ def failover(
                 "it continues - nothing was done"
             )
             raise ConfigError([Problem("--plan/--resume", why)])
+        if abort_transactions:
+            why = (
+                f"run {resume} keeps the options it started with; abort open transactions "
+                "by hand (kafka-transactions.sh abort) or in a new run - nothing was done"
+            )
+            raise ConfigError([Problem("--abort-hanging-transactions", why)])
         _resume(_engine(app, config_file, output), resume, yes, output, source, target)
         return
     if not source or not target:
         raise ConfigError([Problem("--from/--to", "both are required (or --resume RUN)")])
-    options = _options(force, groups)
+    options = _options(force, groups, abort_transactions)
     _run(app, Procedure.FAILOVER, source, target, config_file, plan_only, yes, output, options)
 
 
@@ -404,13 +491,14 @@ def switchover(
     output: str,
     force: bool,
     groups: tuple[str, ...],
+    abort_transactions: bool,
 ) -> None:
     """Planned switchover: fence, drain, translate exactly, promote, replicate back.
 
     Rolls back (unfences the source, resumes replication) on a timeout or error before the
     pointer moves.
     """
-    options = _options(force, groups)
+    options = _options(force, groups, abort_transactions)
     _run(app, Procedure.SWITCHOVER, source, target, config_file, plan_only, yes, output, options)
 
 
@@ -445,9 +533,10 @@ def cutover(
     output: str,
     force: bool,
     groups: tuple[str, ...],
+    abort_transactions: bool,
 ) -> None:
     """Migration cutover: like a switchover, one way; the old cluster stays fenced."""
-    options = _options(force, groups, skip_verify=skip_verify)
+    options = _options(force, groups, abort_transactions, skip_verify=skip_verify)
     _run(app, Procedure.CUTOVER, source, target, config_file, plan_only, yes, output, options)
 
 
@@ -485,6 +574,7 @@ def failback(
     output: str,
     force: bool,
     groups: tuple[str, ...],
+    abort_transactions: bool,
 ) -> None:
     """Return to the original primary: capture its divergent tail, replicate back, switch over."""
     if export_file and export_topic:
@@ -504,7 +594,9 @@ def failback(
         if pointer is None or pointer.cluster == target:
             raise PlanBlocked(nothing_to_fail_back(engine.config, target, pointer))
         source = pointer.cluster
-    options = _options(force, groups, export_file=export_file, export_topic=export_topic)
+    options = _options(
+        force, groups, abort_transactions, export_file=export_file, export_topic=export_topic
+    )
     _run(app, Procedure.FAILBACK, source, target, config_file, plan_only, yes, output, options)
 
 

@@ -18,6 +18,8 @@ record (why it failed or was skipped, its warning, its after-hooks' mark) are re
   replicated ends, and drills and verify judge the groups against it.
 * :class:`GroupsCommitted` (``commit_group_offsets``): the groups written and those left alone
   with why; ``drkit failover show`` names the latter.
+* :class:`TransactionsSettled` (``abort_open_transactions``): drkit's transactional ids fenced
+  on the target, the other producers' open transactions named (and, asked, aborted).
 * :class:`DivergentTail` (``capture_divergent_tail``, failback): the records the old primary
   held beyond the failover point, exported; drills compare it with their recount.
 
@@ -39,6 +41,7 @@ from drkit.failover.model import (
     unpacked_moves,
 )
 from drkit.failover.runs import RunRecord
+from drkit.kafka.transactions_tool import OpenTransaction
 from drkit.lag import PartitionRpo
 from drkit.records import TopicPartition, shared_partition
 
@@ -256,6 +259,52 @@ class GroupsCommitted:
             {str(k): str(v) for k, v in detail.get("skipped", {}).items()},
             bool(detail.get("forced", False)),
         )
+
+
+@dataclass(frozen=True)
+class TransactionsSettled:
+    """What ``abort_open_transactions`` did on the target: drkit's own transactional ids it
+    fenced, the other producers' transactions it found open on the flow's replicas (named by
+    Kafka's transactions tool), those of them it aborted (``--abort-hanging-transactions``), the
+    replica partitions still behind an open transaction when it ended, and - when the tool could
+    not name the producers - why."""
+
+    fenced: tuple[str, ...]
+    still_open: tuple[str, ...]
+    others: tuple[OpenTransaction, ...] = ()
+    aborted: tuple[OpenTransaction, ...] = ()
+    unnamed_because: str | None = None
+
+    STEP = StepName.ABORT_OPEN_TRANSACTIONS
+
+    def to_detail(self) -> dict[str, Any]:
+        detail: dict[str, Any] = {
+            "fenced_transactional_ids": list(self.fenced),
+            "open_transactions": list(self.still_open),
+            "other_producers": [t.to_json() for t in self.others],
+            "aborted": [t.to_json() for t in self.aborted],
+        }
+        if self.unnamed_because is not None:
+            detail["unnamed_because"] = self.unnamed_because
+        return detail
+
+    @classmethod
+    def from_detail(cls, detail: Mapping[str, Any]) -> TransactionsSettled | None:
+        """The outcome in a step document (None: not recorded - one written before producers
+        were named reads with none)."""
+        if "fenced_transactional_ids" not in detail:
+            return None
+        return cls(
+            tuple(str(t) for t in detail["fenced_transactional_ids"]),
+            tuple(str(p) for p in detail.get("open_transactions", [])),
+            tuple(OpenTransaction.from_json(t) for t in detail.get("other_producers", [])),
+            tuple(OpenTransaction.from_json(t) for t in detail.get("aborted", [])),
+            detail.get("unnamed_because"),
+        )
+
+    @classmethod
+    def of(cls, run: RunRecord) -> TransactionsSettled | None:
+        return cls.from_detail(run.detail(cls.STEP))
 
 
 def _moves(entry: Mapping[str, Any]) -> list[dict[str, Any]]:

@@ -36,15 +36,20 @@ class RunOptions:
     export_file: str | None = None  # failback: where the divergent tail goes (JSON lines)
     export_topic: str | None = None  # failback: or into CLUSTER:TOPIC
     groups: tuple[str, ...] | None = None  # only these groups (default: the flow's groups)
+    # abort_open_transactions also aborts other producers' transactions open on the target
+    abort_hanging_transactions: bool = False
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        document: dict[str, Any] = {
             "force": self.force,
             "skip_verify": self.skip_verify,
             "export_file": self.export_file,
             "export_topic": self.export_topic,
             "groups": list(self.groups) if self.groups is not None else None,
         }
+        if self.abort_hanging_transactions:  # written once asked: earlier documents unchanged
+            document["abort_hanging_transactions"] = True
+        return document
 
     @classmethod
     def from_json(cls, raw: Mapping[str, Any]) -> RunOptions:
@@ -55,6 +60,7 @@ class RunOptions:
             raw.get("export_file"),
             raw.get("export_topic"),
             tuple(groups) if groups is not None else None,
+            bool(raw.get("abort_hanging_transactions", False)),
         )
 
 
