@@ -131,6 +131,11 @@ def bundle_dir(bundle: str, version: str | None = None) -> Path:
     return cache_dir() / "jars" / f"{bundle}-{artifacts[0].version}"
 
 
+def is_complete(bundle: str, version: str | None = None) -> bool:
+    """Whether ``bundle`` is already resolved here (nothing fetched)."""
+    return (bundle_dir(bundle, version) / ".complete").exists()
+
+
 def resolve_bundle(bundle: str, version: str | None = None, quiet: bool = True) -> Path:
     """The directory holding every runtime jar of ``bundle``, resolving it on first use.
 

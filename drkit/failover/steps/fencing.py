@@ -129,10 +129,10 @@ def tool_for(config: ClusterConfig, cluster: str = "") -> TransactionsTool:
     ``java`` of JAVA_HOME or PATH, the cluster's security as Java client settings (the Spark
     job's: drkit.accounting.spec)."""
     from drkit.accounting.spec import ALLOWED_OAUTH_URLS, spark_kafka_options
-    from drkit.local.jars import bundle_dir, java_executable
+    from drkit.local.jars import bundle_dir, is_complete, java_executable
 
     jars = bundle_dir("kafka")
-    if not (jars / ".complete").exists():
+    if not is_complete("kafka"):
         raise TransactionsToolError(
             f"Kafka's jars are not in {jars} (the failover commands fetch them from Maven "
             "Central when given --abort-hanging-transactions, as 'drkit local up' does)"
