@@ -103,7 +103,8 @@ def local() -> None:
     "--clusters",
     default="dc1,dc2",
     show_default=True,
-    help="Comma-separated cluster names; the generated config replicates first -> second.",
+    help="Comma-separated cluster names; the generated config replicates the first to each "
+    "of the others (dc1,dc2,dc3: dc1->dc2 and dc1->dc3).",
 )
 @click.option(
     "--brokers",

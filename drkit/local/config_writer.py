@@ -43,10 +43,12 @@ def write_local_config(
     secrets: LocalSecrets | None = None,
     registries: dict[str, str] | None = None,
 ) -> Path:
-    """Render config for ``clusters`` (flow: first -> second) and validate it; returns its path.
+    """Render config for ``clusters`` and validate it; returns its path.  The first cluster
+    replicates to each of the others (dc1 -> dc2, dc1 -> dc3, ...: one flow per standby); a
+    single cluster gets no flow.
 
     ``registries``: a schema registry's URL per cluster (``drkit local up --schema-registry``);
-    the flow syncs schemas when both of its clusters have one.
+    a flow syncs schemas when both of its clusters have one.
 
     A secured cluster gets a ``security`` section for drkit's principal and a
     ``role_security`` one per role principal (each process connects as its role): passwords -
@@ -79,7 +81,7 @@ def write_local_config(
         },
         registries=registries or {},
         source=names[0],
-        target=names[1] if len(names) > 1 else None,
+        targets=names[1:],
         db_path=state_dir / DB_FILE_NAME,
     )
     path = default_config_path(state_dir)
