@@ -14,6 +14,7 @@ they get an error when a topic they already read disappears.
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
@@ -24,7 +25,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException
 from confluent_kafka import KafkaError as RdKafkaError
 from confluent_kafka import TopicPartition as RdTP
 
-from drkit.errors import FatalKafkaError, RetriableKafkaError
+from drkit.errors import FatalKafkaError, RetriableKafkaError, Stopped
 from drkit.kafka.clients import ClusterEndpoint, make_consumer
 from drkit.kafka.errors import error_code_name, is_retriable, translate
 from drkit.kafka.io import to_record
@@ -33,6 +34,8 @@ from drkit.records import Headers, Record
 _MISSING = "UNKNOWN_TOPIC_OR_PART"
 
 T = TypeVar("T")
+# How often a catch-up under a stop event looks at it while the cluster keeps it waiting.
+STOP_CHECK_S = 0.5
 # A record as (key, value, headers) - not drkit.kafka.io.Payload, which is (key, value).
 RawRecord = tuple[bytes | None, bytes | None, Headers]
 
@@ -100,9 +103,14 @@ class TopicTailer:
         *,
         missing_ok: bool = False,
         start: Mapping[int, int] | None = None,
+        stop: threading.Event | None = None,
     ) -> None:
-        """``start``: where to begin per partition (partitions not in it: their beginning)."""
+        """``start``: where to begin per partition (partitions not in it: their beginning);
+        ``stop``: the owner's stop event - a catch-up under way when it is set raises
+        :class:`~drkit.errors.Stopped` within a fraction of a second, however long the cluster
+        takes to answer (a source that died mid-round must not hold a shutdown)."""
         self.endpoint = endpoint
+        self.stop = stop
         self.topic = topic
         self.missing_ok = missing_ok
         self._consumer: Consumer = make_consumer(
@@ -122,7 +130,7 @@ class TopicTailer:
 
     def _assign(self, timeout_s: float) -> None:
         try:
-            metadata = self._consumer.list_topics(self.topic, timeout=timeout_s)
+            metadata = self._metadata(timeout_s)
         except KafkaException as err:
             raise translate(err, f"{self.endpoint.alias}: metadata of topic {self.topic}") from None
         partitions = readable_partitions(
@@ -137,6 +145,26 @@ class TopicTailer:
         for partition in partitions:
             self._next.setdefault(partition, OFFSET_BEGINNING)
         self._consumer.assign([RdTP(self.topic, p, offset) for p, offset in self._next.items()])
+
+    def _metadata(self, timeout_s: float) -> Any:
+        """The topic's metadata; under a stop event asked in slices of at most
+        :data:`STOP_CHECK_S` - librdkafka's call cannot be interrupted, and a cluster that went
+        away makes it wait its whole timeout - so a stop is seen between two."""
+        if self.stop is None:
+            return self._consumer.list_topics(self.topic, timeout=timeout_s)
+        deadline = time.monotonic() + timeout_s
+        while True:
+            self._check_stop()
+            left = deadline - time.monotonic()
+            try:
+                return self._consumer.list_topics(self.topic, timeout=min(left, STOP_CHECK_S))
+            except KafkaException:
+                if time.monotonic() + 0.01 >= deadline:
+                    raise  # the whole timeout is spent: the cluster's answer (or its silence)
+
+    def _check_stop(self) -> None:
+        if self.stop is not None and self.stop.is_set():
+            raise Stopped(f"{self.endpoint.alias}: reading {self.topic} given up: stopping")
 
     def catch_up(self, timeout_s: float = 30.0) -> Iterator[Record]:
         """Yield records appended since the last call, up to the end of every partition.
@@ -168,6 +196,7 @@ class TopicTailer:
         pending = set(self._next)
         deadline = time.monotonic() + timeout_s
         while pending:
+            self._check_stop()
             if time.monotonic() > deadline:
                 raise RetriableKafkaError(
                     f"{self.endpoint.alias}: reading {self.topic} did not reach its end "

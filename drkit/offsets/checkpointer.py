@@ -120,15 +120,17 @@ def commit_source(
     source: ClusterAdmin,
     follows: Callable[[str], bool],
     known: Callable[[], Iterable[str]],
+    *,
+    stop: threading.Event | None = None,
 ) -> AdminCommits | CommitFollower | AutoCommits:
-    """The reader of the source's commits ``checkpoint_commits_from`` asks for."""
-    if kind is CommitSource.OFFSETS_TOPIC:
-        return CommitFollower(source, follows, known)
+    """The reader of the source's commits ``checkpoint_commits_from`` asks for; ``stop``: the
+    worker's stop event, under which a read of the source's log under way gives up."""
     if kind is CommitSource.ADMIN_API:
         return AdminCommits(source, follows)
-    return AutoCommits(
-        CommitFollower(source, follows, known), AdminCommits(source, follows), source.endpoint.alias
-    )
+    follower = CommitFollower(source, follows, known, stop=stop)
+    if kind is CommitSource.OFFSETS_TOPIC:
+        return follower
+    return AutoCommits(follower, AdminCommits(source, follows), source.endpoint.alias)
 
 
 class Checkpointer:
@@ -164,7 +166,11 @@ class Checkpointer:
         self._writer = AckedWriter(self.target_endpoint, {"linger.ms": 5})
         self._written: dict[tuple[str, TopicPartition], tuple[int, int]] = {}
         self.commits = commit_source(
-            flow.checkpoint_commits_from, self.source, self.follows, self.checkpointed_groups
+            flow.checkpoint_commits_from,
+            self.source,
+            self.follows,
+            self.checkpointed_groups,
+            stop=stop,
         )
         self.views: dict[str, GroupView] = {}
         # The inputs the last round translated with: a partition whose runs only grew since

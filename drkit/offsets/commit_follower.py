@@ -27,6 +27,7 @@ source's answers by another's "what moved".
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Set
 from dataclasses import dataclass
@@ -155,10 +156,14 @@ class CommitFollower:
         stale_after_s: float = STALE_AFTER_S,
         clock: Callable[[], float] = time.time,
         tailer: Callable[[Mapping[int, int]], TopicTailer] | None = None,
+        stop: threading.Event | None = None,
     ) -> None:
         """``tailer``: how the log is read from given positions per partition (a TopicTailer
-        of the source's ``__consumer_offsets`` by default; tests put a fault in its way)."""
+        of the source's ``__consumer_offsets`` by default; tests put a fault in its way);
+        ``stop``: the owner's stop event - the default tailer's read under way gives up
+        (``Stopped``) when it is set, as ``source``'s requests do."""
         self.source = source
+        self.stop = stop
         self.follows = follows
         self.known = known
         self.stale_after_s = stale_after_s
@@ -247,7 +252,9 @@ class CommitFollower:
         )
 
     def _log_tailer(self, start: Mapping[int, int]) -> TopicTailer:
-        return TopicTailer(self.source.endpoint, OFFSETS_TOPIC, missing_ok=True, start=start)
+        return TopicTailer(
+            self.source.endpoint, OFFSETS_TOPIC, missing_ok=True, start=start, stop=self.stop
+        )
 
     def _snapshot(self, timeout_s: float) -> dict[str, Mapping[TopicPartition, int]]:
         """The admin pass: the offsets of the followed groups listed or known."""
