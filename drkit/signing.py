@@ -42,6 +42,7 @@ class Kind(StrEnum):
     OFFSET_SYNC = "offset-sync"
     CONTROL = "control"
     ADOPTED = "adopted"  # drkit adopt's MirrorMaker 2 range (drkit/adoption/adopted.py)
+    POINTER = "pointer"  # the active pointer clients follow (drkit/client/pointer_record.py)
 
 
 def _field(data: bytes | None) -> bytes:
