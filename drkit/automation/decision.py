@@ -111,6 +111,9 @@ class CheckName(StrEnum):
     TARGET_HEALTHY = "target_healthy"
     RPO = "rpo"
     ENGINE = "engine"  # added after the fact: the engine refused to run (lease held, stale plan)
+    # Added after the fact when the source has several standbys whose decisions act: passed for
+    # the one drkit.failover.standby_choice picks, failed (with why) for the others.
+    STANDBY = "standby"
 
 
 @dataclass(frozen=True)
@@ -143,6 +146,13 @@ class Decision:
         return Decision(
             self.source, self.target, self.at, (*self.checks, Check(CheckName.ENGINE, False, why))
         )
+
+    def standby(self, chosen: bool, why: str) -> Decision:
+        """This decision with the best-standby choice among its source's standbys added:
+        ``chosen`` passes it (the figures and the others' verdicts in ``why``); otherwise it
+        no longer acts, and says which standby was chosen instead and why."""
+        check = Check(CheckName.STANDBY, chosen, why, ticking=True)  # its figures move
+        return Decision(self.source, self.target, self.at, (*self.checks, check))
 
     @property
     def source_gone(self) -> bool:
@@ -194,6 +204,29 @@ def decide(snapshot: AutomationSnapshot) -> Decision:
         _rpo(s.rpo, s.failover, _last_answer(s.source_views), s.health.probe_interval_s, s.now),
     )
     return Decision(s.source, s.target, s.now, checks)
+
+
+@dataclass(frozen=True)
+class StandbyHealth:
+    """How a quorum of observers sees a standby: HEALTHY by a quorum, and in words."""
+
+    healthy: bool
+    detail: str
+
+
+def standby_health(
+    cluster: str, views: tuple[ObserverVote, ...], health: HealthPolicy, now: float
+) -> StandbyHealth:
+    """``cluster``'s state by the observers' quorum at ``now`` (the store's clock) - the rule
+    of the ``target_healthy`` check, for a standby chosen without an automatic decision
+    (``drkit failover --from X`` without ``--to``).  No fresh observer: not healthy (unknown)."""
+    agreed = _verdict(cluster, views, health, now)
+    if not agreed.voters:
+        return StandbyHealth(False, f"{cluster} is UNKNOWN: no monitor has reported it lately")
+    up = f"{len(agreed.up_votes)} of {len(agreed.known)} observers reach it"
+    return StandbyHealth(
+        agreed.state is ClusterState.HEALTHY, f"{cluster} is {agreed.state.value} ({up})"
+    )
 
 
 def _verdict(

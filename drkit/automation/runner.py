@@ -11,6 +11,12 @@ Every tick (one per probe interval), for each active flow ``source -> target``:
 4. when it acts: run the engine's unplanned failover - the same code path, lease and audit trail
    as ``drkit failover --yes``, with ``requested_by`` ``automation:<observer>``.
 
+When the active source has several standbys (dc1 -> dc2 and dc1 -> dc3) and more than one
+pair's decision acts, the tick acts on the one :func:`drkit.failover.standby_choice.choose`
+picks - the smallest RPO of the plans, as ``drkit failover --from dc1`` without ``--to``
+chooses - and adds a ``standby`` check to every acting pair's decision saying why (passed for
+the chosen one, failed for the others, which are recorded as held).
+
 Several monitors may decide at once; the engine's lease lets one run, and a plan whose pointer
 moved in the meantime is refused (drkit.failover.engine), so there is never a second failover.
 :meth:`AutomaticFailover.tick` never raises.
@@ -19,7 +25,7 @@ moved in the meantime is refused (drkit.failover.engine), so there is never a se
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -30,6 +36,7 @@ from drkit.automation.decision import (
     Decision,
     ObserverVote,
     RpoEstimate,
+    StandbyHealth,
     decide,
 )
 from drkit.automation.journal import AUTOMATION, AutomationJournal
@@ -44,6 +51,7 @@ from drkit.failover.model import Plan, Procedure, RunState
 from drkit.failover.pointer import PointerRepository
 from drkit.failover.run_result import RunOptions
 from drkit.failover.runs import RunRecord, RunRepository
+from drkit.failover.standby_choice import Candidate, StandbyChoice, choose
 from drkit.health.evaluation import ClusterState
 from drkit.health.identity import is_vote
 from drkit.health.metrics import MonitorMetrics, default_metrics
@@ -53,6 +61,7 @@ from drkit.lag import worst_seconds
 from drkit.notifications import Notifier
 from drkit.store.db import StateStore
 from drkit.store.health_repo import HealthRepository, on_store_clock
+from drkit.store.models import ObserverState
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +70,48 @@ def rpo_of(plan: Plan, measured_at: float | None = None) -> RpoEstimate:
     """Total records the target lacks and the worst partition's age, from a failover plan
     made at ``measured_at`` (the decision's clock: a later decision ages it by the time since)."""
     return RpoEstimate(plan.rpo_records, worst_seconds(plan.rpo), measured_at)
+
+
+def observer_views(
+    rows: list[ObserverState], clusters: tuple[str, ...]
+) -> dict[str, tuple[ObserverVote, ...]]:
+    """Every monitor's latest view of each of ``clusters`` (times on the store's clock), from
+    the observer states the quorum job reads; the CLI's own observations are no votes."""
+    views: dict[str, list[ObserverVote]] = {cluster: [] for cluster in clusters}
+    for row in rows:
+        if row.cluster in views and is_vote(row.observer):  # monitors only, not the CLI
+            answered = row.evidence.get("last_answered_at") if row.evidence else None
+            views[row.cluster].append(
+                ObserverVote(
+                    row.observer,
+                    ClusterState(row.state),
+                    on_store_clock(row, row.since.timestamp()),
+                    row.updated_at.timestamp(),
+                    on_store_clock(row, float(answered)) if answered is not None else None,
+                )
+            )
+    return {cluster: tuple(found) for cluster, found in views.items()}
+
+
+def candidate_of(
+    plan: Plan,
+    estimate: RpoEstimate,
+    health: StandbyHealth,
+    now: float,
+    excluded_because: str | None = None,
+) -> Candidate:
+    """``plan``'s target as a standby to choose (drkit.failover.standby_choice): its RPO
+    estimate with the evidence aged to ``now`` - one moment for every candidate, as their plans
+    were made one after another - its health, and why it is out (``excluded_because``, else the
+    plan's blockers, else a target that did not answer the plan's reads)."""
+    why = excluded_because
+    if why is None and plan.blockers:
+        why = "the plan is blocked: " + "; ".join(f.message for f in plan.blockers)
+    if why is None and not plan.target_reachable:
+        why = f"{plan.target} did not answer the plan's reads"
+    return Candidate(
+        plan.target, health.healthy, health.detail, estimate.records, estimate.age_at(now), why
+    )
 
 
 class AutomaticFailover:
@@ -114,19 +165,7 @@ class AutomaticFailover:
 
     def snapshot(self, source: str, target: str) -> AutomationSnapshot:
         # Every time on the store's clock: observers on other hosts judge by their own.
-        views: dict[str, list[ObserverVote]] = {source: [], target: []}
-        for row in self.health.all_observer_states():
-            if row.cluster in views and is_vote(row.observer):  # monitors only, not the CLI
-                answered = row.evidence.get("last_answered_at") if row.evidence else None
-                views[row.cluster].append(
-                    ObserverVote(
-                        row.observer,
-                        ClusterState(row.state),
-                        on_store_clock(row, row.since.timestamp()),
-                        row.updated_at.timestamp(),
-                        on_store_clock(row, float(answered)) if answered is not None else None,
-                    )
-                )
+        views = observer_views(self.health.all_observer_states(), (source, target))
         pointer = self.pointers.get()
         recent = self.runs.latest(20)
         finished = [
@@ -137,8 +176,8 @@ class AutomaticFailover:
             source,
             target,
             self.clock(),
-            tuple(views[source]),
-            tuple(views[target]),
+            views[source],
+            views[target],
             self.config.failover,
             self.config.health,
             pointer=pointer.cluster if pointer is not None else None,
@@ -190,26 +229,45 @@ class AutomaticFailover:
         return self.connect(endpoint).answers(self.config.health.probe_timeout_s)
 
     def tick(self) -> list[Decision]:
-        """Evaluate every pair (and act on at most one); never raises."""
+        """Evaluate every pair and act on at most one - among the acting pairs of one source,
+        the standby :func:`choose_among` picks; never raises."""
         decisions: list[Decision] = []
         if not self.config.failover.automatic:
             return decisions
+        by_source: dict[str, list[str]] = {}
         for source, target in self.pairs():
-            try:
-                decision = self._tick_pair(source, target)
-            except Exception:  # a scheduled job must never kill the scheduler
-                log.exception(
-                    "automatic failover evaluation failed",
-                    extra={"source": source, "target": target},
-                )
-                continue
-            decisions.append(decision)
-            if decision.act:
+            by_source.setdefault(source, []).append(target)
+        for source, targets in by_source.items():
+            evaluated: list[tuple[Decision, Plan | None, RpoEstimate | None]] = []
+            for target in targets:
+                try:
+                    evaluated.append(self.evaluate(source, target))
+                except Exception:  # a scheduled job must never kill the scheduler
+                    log.exception(
+                        "automatic failover evaluation failed",
+                        extra={"source": source, "target": target},
+                    )
+            acted = False
+            for decision, plan, estimate in choose_among(evaluated, self.clock()):
+                try:
+                    decision = self._conclude(decision, plan, estimate)
+                except Exception:  # as above
+                    log.exception(
+                        "automatic failover failed",
+                        extra={"source": source, "target": decision.target},
+                    )
+                    continue
+                decisions.append(decision)
+                acted = acted or decision.act
+            if acted:
                 break  # one failover per tick; the others are decided again next tick
         return decisions
 
-    def _tick_pair(self, source: str, target: str) -> Decision:
-        decision, plan, estimate = self.evaluate(source, target)
+    def _conclude(
+        self, decision: Decision, plan: Plan | None, estimate: RpoEstimate | None
+    ) -> Decision:
+        """Log ``decision``, then act on it (the engine's run) or record it as held."""
+        source, target = decision.source, decision.target
         log.info(
             "automatic failover %s",
             "ACTS" if decision.act else "holds",
@@ -272,9 +330,56 @@ class AutomaticFailover:
             Event.DECISION, decision.source, decision.target, decision.to_json(), None,
             decision.summary(),
         )  # fmt: skip
-        engine_refused = any(c.name is CheckName.ENGINE for c in decision.failed)
-        if decision.source_gone and not engine_refused:  # another monitor's run is no news
+        # Another monitor's run, or another standby of the source chosen, is no news.
+        elsewhere = any(c.name in (CheckName.ENGINE, CheckName.STANDBY) for c in decision.failed)
+        if decision.source_gone and not elsewhere:
             self.notify(
                 Event.BLOCKED, decision.source, decision.target, decision.to_json(), None,
                 f"{decision.source} is gone but automatic failover holds: {decision.summary()}",
             )  # fmt: skip
+
+
+def choose_among(
+    evaluated: Sequence[tuple[Decision, Plan | None, RpoEstimate | None]], now: float
+) -> list[tuple[Decision, Plan | None, RpoEstimate | None]]:
+    """The evaluations of one source's pairs, at most one of them acting: when several act,
+    the standby :func:`drkit.failover.standby_choice.choose` picks among them (the smallest
+    RPO, estimates aged to ``now``) keeps acting with a passed ``standby`` check naming the
+    others' figures, and each other acting one gets a failed ``standby`` check saying which
+    was chosen and why.  Pairs that do not act are candidates excluded by their own summary,
+    named in the chosen one's check.  Pure; one acting pair (or none) is returned unchanged."""
+    acting = [e for e in evaluated if e[0].act and e[1] is not None and e[2] is not None]
+    if len(acting) < 2:
+        return list(evaluated)
+    choice = standby_choice_of(evaluated, now)
+    out: list[tuple[Decision, Plan | None, RpoEstimate | None]] = []
+    for decision, plan, estimate in evaluated:
+        if decision.act:
+            verdict = choice.verdict_of(decision.target)
+            chosen = choice.chosen is not None and choice.chosen.target == decision.target
+            why = (
+                choice.summary()
+                if chosen
+                else f"{verdict.outcome.value}: {verdict.why}; " + (choice.summary())
+            )
+            decision = decision.standby(chosen, why)
+        out.append((decision, plan, estimate))
+    return out
+
+
+def standby_choice_of(
+    evaluated: Sequence[tuple[Decision, Plan | None, RpoEstimate | None]], now: float
+) -> StandbyChoice:
+    """The standby choice over one source's evaluated pairs: an acting pair is a healthy
+    candidate with its plan's figures (the decision checked the target's health, the plan's
+    blockers still exclude it); a pair that does not act is excluded by its decision."""
+    candidates: list[Candidate] = []
+    for decision, plan, estimate in evaluated:
+        if decision.act and plan is not None and estimate is not None:
+            target = next(c for c in decision.checks if c.name is CheckName.TARGET_HEALTHY)
+            healthy = StandbyHealth(True, target.detail)
+            candidates.append(candidate_of(plan, estimate, healthy, now))
+        else:
+            why = f"its decision holds: {decision.summary()}"
+            candidates.append(Candidate(decision.target, False, "", None, None, why))
+    return choose(evaluated[0][0].source, candidates)
