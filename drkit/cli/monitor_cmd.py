@@ -190,6 +190,7 @@ def monitor(
     from drkit.drills.schedule import DrillSchedule
     from drkit.failover.lease import maintenance_owner, unique_owner
     from drkit.failover.maintenance import FailoverMaintenance
+    from drkit.failover.pointer_topic import kafka_pointer_topic
     from drkit.health.identity import claim_observer
     from drkit.health.jobs import make_scheduler
     from drkit.health.monitor import Monitor
@@ -207,8 +208,9 @@ def monitor(
     scheduler = make_scheduler(mon)
     # Finish what failovers left open: fence returning clusters, resume runs whose engine died.
     maintenance = FailoverMaintenance(
-        config, store, app.state_dir, owner=maintenance_owner(name), connect=KafkaAdmin
-    )
+        config, store, app.state_dir, owner=maintenance_owner(name), connect=KafkaAdmin,
+        pointer_topics=kafka_pointer_topic,  # the pointer where clients read it, kept current
+    )  # fmt: skip
     scheduler.add_job(
         maintenance.tick, "interval", seconds=max(5.0, config.health.probe_interval_s),
         id="failover-maintenance",

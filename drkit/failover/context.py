@@ -26,6 +26,7 @@ from drkit.failover.fences import FenceRepository
 from drkit.failover.lease import request_budget
 from drkit.failover.model import Procedure, StepName, StepState
 from drkit.failover.pointer import PointerRepository
+from drkit.failover.pointer_topic import PointerTopics
 from drkit.failover.reconcile import Reconciler, ReconcileReport, RegistryFactory
 from drkit.failover.run_result import RunOptions
 from drkit.failover.run_session import RunSession
@@ -113,6 +114,7 @@ class StepContext:
     # run_session): a session given nothing reads the same values back from the stored run.
     session: RunSession = field(default_factory=RunSession)
     registries: RegistryFactory | None = None  # schema registries (None: over HTTP)
+    pointer_topics: PointerTopics | None = None  # where clients read the pointer (None: nowhere)
     progress_readers: ProgressReaders = progress_topic_reader  # flows' progress on targets
     _admins: dict[str, ClusterAdmin] = field(default_factory=dict, init=False)
     _reconciler: Reconciler | None = field(default=None, init=False)

@@ -76,6 +76,7 @@ from drkit.failover.model import (
 )
 from drkit.failover.plan import make_plan
 from drkit.failover.pointer import PointerRepository
+from drkit.failover.pointer_topic import PointerTopics
 from drkit.failover.premise import RunFacts, WorldFacts, broken_premise, pointer_moved
 from drkit.failover.reconcile import Reconciler, RegistryFactory
 from drkit.failover.results import Translation
@@ -155,7 +156,9 @@ class Engine:
     process, or two processes with one pid, are never the same owner).  ``connect`` reaches a
     cluster's admin API, ``steps`` maps step names to implementations, ``leases`` is the lease
     repository and ``channels`` gives each flow's control channel (tests inject fakes, stalls
-    and failures through these).
+    and failures through these); ``pointer_topics``: the clusters' pointer topics the
+    ``move_pointer`` step writes the pointer to for clients (the edges pass
+    ``drkit.failover.pointer.kafka_pointer_topic``; None: the store only).
     """
 
     def __init__(
@@ -173,6 +176,7 @@ class Engine:
         run_hook: HookExecutor = run_hook,
         registries: RegistryFactory | None = None,
         progress_readers: ProgressReaders = progress_topic_reader,
+        pointer_topics: PointerTopics | None = None,
     ) -> None:
         self.config = config
         self.store = store
@@ -188,6 +192,8 @@ class Engine:
         self.registries = registries  # schema registries (None: over HTTP)
         self.progress_readers = progress_readers  # flows' progress on their targets
         self.pointers = PointerRepository(store)
+        # Where move_pointer writes the pointer for clients (None: the store only).
+        self.pointer_topics = pointer_topics
         self._runbooks: dict[Procedure, Runbook] = {}
         # Per flow, what its plans leave the run that executes one (drkit.failover.run_session):
         # the readers of drkit's topics on the target - the translation then reads only what was
@@ -439,6 +445,7 @@ class Engine:
             self.state_dir, self.progress, connect=self.connect, guard=keeper,
             channels=self.channels, session=session or self._session(run).for_run(),
             registries=self.registries, progress_readers=self.progress_readers,
+            pointer_topics=self.pointer_topics,
         )  # fmt: skip
 
     def _announce(self, keeper: LeaseKeeper, run: RunRecord) -> None:

@@ -11,6 +11,9 @@
   counted, and only once no transaction is open there - and stored with the run
   (``result.divergence``, shown by ``drkit status``, ``drkit failover show`` and the webhook);
   drkit never fails back on its own - ``drkit failback`` exports those records.
+* **The pointer for clients**: the store's pointer is written to the pointer topic of every
+  cluster not yet known to hold its epoch (drkit.failover.pointer.PointerPublisher) - a
+  cluster that was down when the pointer moved gets it once it answers.
 * **Stale runs**: a run whose engine process died stays RUNNING with an expiring lease; once the
   lease has expired the run is resumed from its first step that is not done (same code path as
   ``drkit failover --resume``).
@@ -42,6 +45,7 @@ from drkit.failover.lease import (
     unique_owner,
 )
 from drkit.failover.model import Procedure, RunState
+from drkit.failover.pointer_topic import PointerPublisher, PointerTopics, Published
 from drkit.failover.reconcile import Reconciler, ReconcileReport, RegistryFactory
 from drkit.kafka.clients import ClusterEndpoint
 from drkit.kafka.ports import AdminFactory
@@ -66,6 +70,7 @@ class FailoverMaintenance:
         registries: RegistryFactory | None = None,
         leases: LeaseRepository | None = None,
         engine: Callable[[], Engine] | None = None,
+        pointer_topics: PointerTopics | None = None,
     ) -> None:
         self.config = config
         self.store = store
@@ -77,6 +82,10 @@ class FailoverMaintenance:
         self.owner = owner or unique_owner(MAINTENANCE_OWNER)
         self.notify = Notifier(config.notifications.webhooks)
         self._engine = engine  # the engine that resumes stale runs (None: one over Kafka)
+        self.pointer_topics = pointer_topics
+        self._publisher = (
+            PointerPublisher(config, store, pointer_topics) if pointer_topics is not None else None
+        )
 
     def reconcile_protections(self, keeper: LeaseKeeper | None = None) -> ReconcileReport:
         """One pass of the reconciler over every cluster, under ``keeper``'s lease (taken here
@@ -161,8 +170,9 @@ class FailoverMaintenance:
             engine = self._engine()
         if engine is None:
             engine = FailoverEngine(
-                self.config, self.store, self.state_dir, role="maintenance", connect=self.connect
-            )
+                self.config, self.store, self.state_dir, role="maintenance", connect=self.connect,
+                pointer_topics=self.pointer_topics,
+            )  # fmt: skip
         resumed: list[int] = []
         for run in engine.stale_runs():
             log.warning("resuming an interrupted failover run", extra={"run": run.id})
@@ -173,14 +183,32 @@ class FailoverMaintenance:
             resumed.append(run.id)
         return resumed
 
+    def publish_pointer(self) -> dict[str, Published]:
+        """Write the store's pointer to each cluster's pointer topic not yet known to hold it
+        (drkit.failover.pointer.PointerPublisher) - a cluster that was down when the pointer
+        moved gets it once it answers.  No lease: a record never replaces a newer epoch."""
+        if self._publisher is None:
+            return {}
+        outcome = self._publisher.converge()
+        missing = sorted(c for c, p in outcome.items() if not p.done)
+        if missing:
+            log.info("pointer not yet on %s", ", ".join(missing))
+        return outcome
+
     def tick(self) -> None:
         """Run every duty once: resume what a dead engine left (the engine takes the lease),
-        then - under the failover lease, unless a run holds it - reconcile the protections and
-        report divergence."""
+        publish the pointer where clients read it, then - under the failover lease, unless a
+        run holds it - reconcile the protections and report divergence."""
         try:
             self.resume_stale_runs()
         except Exception:  # a scheduled duty must never kill the scheduler
             log.exception("failover maintenance failed", extra={"duty": "resume_stale_runs"})
+        try:
+            self.publish_pointer()
+        except DrkitError as err:  # the store away: the next tick tries again
+            log.warning("failover maintenance: the pointer not published: %s", err)
+        except Exception:  # a scheduled duty must never kill the scheduler
+            log.exception("failover maintenance failed", extra={"duty": "publish_pointer"})
         try:
             with self._holding() as keeper:
                 duties: list[Callable[[], object]] = [

@@ -1,9 +1,13 @@
-"""The active pointer: which cluster clients should use, kept in the state store.
+"""The active pointer: which cluster clients should use, kept in the state store - and
+published where clients read it when the store or a data center is gone.
 
-``drkit status`` and ``/api/status`` show it; the engine moves it (``move_pointer``) and hooks
-publish it where clients pick it up (runbooks/hooks/rewrite-client-properties.py rewrites a
-client properties file).  The epoch grows with every move, so a client-side watcher can tell a
-new decision from a repeated one.
+``drkit status`` and ``/api/status`` show it; the engine moves it (``move_pointer``), writes it
+as a signed record to the pointer topic of every cluster that answers
+(drkit.failover.pointer_topic; the monitor's maintenance writes it where a cluster was away),
+and hooks publish it elsewhere (runbooks/hooks/rewrite-client-properties.py rewrites a client
+properties file).  The epoch
+grows with every move, so a client-side watcher can tell a new decision from a repeated one -
+and a record with a lower epoch is never written over a higher one.
 """
 
 from __future__ import annotations
@@ -11,10 +15,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from drkit.client.pointer_record import PointerRecord
 from drkit.config.model import DrkitConfig
+from drkit.signing import derive_key
 from drkit.store.db import StateStore
+from drkit.store.flow_keys import key_for
 from drkit.store.guard import WriteGuard, write_session
 from drkit.store.models import ActivePointer
+from drkit.timestamps import iso_utc
 
 DEFAULT_POINTER = "default"
 
@@ -64,3 +72,25 @@ class PointerRepository:
             row.updated_at = now
             session.flush()
             return Pointer(row.name, row.cluster, row.epoch, row.run_id, row.updated_at)
+
+
+# -- the pointer where clients read it (drkit.client.pointer_record) ------------------------
+
+
+def pointer_key(config: DrkitConfig, store: StateStore, name: str = DEFAULT_POINTER) -> bytes:
+    """The key pointer records are signed with, which applications are given to check them:
+    derived from ``signing.secret`` when it is set, else 32 random bytes kept in the store
+    (created by the first to ask).  Its own key, under a label no flow name can take (aliases
+    hold no ``:``), so a client holding it can sign no flow's record."""
+    label = f"pointer:{name}"
+    secret = config.signing.secret_bytes
+    return derive_key(secret, label) if secret is not None else key_for(store, label)
+
+
+def pointer_record(pointer: Pointer, config: DrkitConfig) -> PointerRecord:
+    """The record clients read for ``pointer``: with every cluster's bootstrap servers."""
+    return PointerRecord(
+        pointer.name, pointer.cluster, pointer.epoch, pointer.run_id,
+        iso_utc(pointer.updated_at),
+        {alias: cluster.bootstrap_servers for alias, cluster in config.clusters.items()},
+    )  # fmt: skip

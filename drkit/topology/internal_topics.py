@@ -37,6 +37,12 @@ def checkpoints_topic(source: str) -> str:
     return f"{source}.checkpoints.internal"
 
 
+POINTER_TOPIC = "drkit-pointer.internal"
+"""The active pointer as clients read it when the state store or a data center is gone: one
+signed record per pointer, written by the failover engine to every cluster that answers
+(compacted; drkit.client.pointer_record, docs/client-pointer.md)."""
+
+
 def is_internal(topic: str) -> bool:
     """Topics never replicated as data: Kafka's own (``__*``) and any ``*.internal`` topic."""
     return topic.startswith("__") or topic.endswith(".internal") or topic.startswith("_drkit")

@@ -19,7 +19,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
      "gc_pause", "process_wide", "signing", "acl"),
     ("clock", "failpoints", "listening", "config"),  # the typed config and process-wide seams
     ("topology",),  # a flow's names: policies, topic filters, transforms, internal topics
-    ("kafka", "store", "schemas", "notifications", "tracing_export"),  # adapters, the store
+    # adapters, the store; ``client``: what applications import to follow the pointer
+    ("kafka", "store", "schemas", "notifications", "tracing_export", "client"),
     ("access", "control", "lag", "tracing"),  # roles and ACLs, flow control, counting records
     ("replication", "local"),  # the data plane; local clusters
     ("translation", "adoption", "offsets"),  # offsets across clusters

@@ -8,11 +8,15 @@ from drkit import failpoints
 from drkit.errors import DrkitError
 from drkit.failover.context import StepContext, StepFailed, StepOutcome
 from drkit.failover.model import StepName
+from drkit.failover.pointer import Pointer, pointer_key, pointer_record
+from drkit.failover.pointer_topic import CLUSTER_BUDGET_S, publish
 from drkit.failover.results import Translation
 
 
 def move_pointer(ctx: StepContext, timeout_s: float | None) -> StepOutcome:
-    """Clients belong on the target now.  Hooks ``after move_pointer`` publish it (see
+    """Clients belong on the target now.  The pointer is written to every cluster's pointer
+    topic that answers (:func:`publish_pointer`: clients following it with drkit.client switch
+    at once); hooks ``after move_pointer`` publish it elsewhere (see
     runbooks/hooks/rewrite-client-properties.py).
 
     This step's start is the run's intent "the target is the primary" (drkit.failover
@@ -27,6 +31,7 @@ def move_pointer(ctx: StepContext, timeout_s: float | None) -> StepOutcome:
     opened = ctx.reconcile(both, strict=[ctx.target], timeout_s=timeout_s)
     pointer = ctx.pointers.move(ctx.target, ctx.run.id)
     failpoints.reach("move_pointer.after_move")
+    published = publish_pointer(ctx, pointer)
     closed: dict[str, object] = {}
     # A source that was down when the run was planned is not waited for here (the monitor
     # protects it when it is back): a move's wall time is the RTO.  One that is down now is
@@ -43,7 +48,32 @@ def move_pointer(ctx: StepContext, timeout_s: float | None) -> StepOutcome:
         protections=[opened.clusters[ctx.target].to_json(), closed]
         if closed
         else [opened.clusters[ctx.target].to_json()],
+        pointer_topic=published,
     )
+
+
+# How long move_pointer waits for the target's pointer topic, and for the other clusters'
+# beyond it: a dead source costs the move at most the latter (the monitor writes it later).
+PUBLISH_WAIT_S = 5.0
+PUBLISH_OTHERS_S = 0.5
+
+
+def publish_pointer(ctx: StepContext, pointer: Pointer) -> list[dict[str, object]]:
+    """Write the moved pointer to every cluster's pointer topic, best effort and bounded
+    (drkit.failover.pointer.publish): the target first - its clients are the ones moving -,
+    the others as far as they answer at once.  A cluster not reached is not a failure: the
+    monitor's maintenance converges it (``PointerPublisher``), and readers take the highest
+    epoch across clusters."""
+    if ctx.pointer_topics is None:
+        return []
+    wait_s = ctx.confirm(PUBLISH_WAIT_S) or PUBLISH_WAIT_S
+    key = pointer_key(ctx.config, ctx.store, pointer.name)
+    outcome = publish(
+        ctx.config, pointer_record(pointer, ctx.config), key, ctx.pointer_topics,
+        [ctx.target, *(c for c in ctx.config.clusters if c != ctx.target)], wait_s,
+        min(CLUSTER_BUDGET_S, wait_s), first=ctx.target, others_s=PUBLISH_OTHERS_S,
+    )  # fmt: skip
+    return [published.to_json() for published in outcome.values()]
 
 
 def verify(ctx: StepContext, timeout_s: float | None) -> StepOutcome:
