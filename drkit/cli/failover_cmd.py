@@ -51,6 +51,7 @@ from drkit.errors import ConfigError, KafkaError, Problem
 from drkit.failover.engine import Engine, PlanBlocked
 from drkit.failover.model import Plan, Procedure
 from drkit.failover.pointer import Pointer, active_cluster
+from drkit.failover.pointer_topic import kafka_pointer_topic
 from drkit.failover.render import plan_text, remaining_text, run_text, runs_table
 from drkit.failover.run_result import RunOptions
 from drkit.failover.runs import RunRecord, RunRepository
@@ -143,7 +144,10 @@ def _engine(app: AppContext, config_file: str | None, output: str) -> Engine:
     config = app.config(config_file).as_role(Role.ENGINE)
     store = app.store(config_file, config_required=True)
     store.ensure_current()
-    return Engine(config, store, app.state_dir, progress_printer(output), connect=KafkaAdmin)
+    return Engine(
+        config, store, app.state_dir, progress_printer(output), connect=KafkaAdmin,
+        pointer_topics=kafka_pointer_topic,  # move_pointer writes it where clients read it
+    )  # fmt: skip
 
 
 def _run_repository(app: AppContext, config_file: str | None) -> RunRepository:
