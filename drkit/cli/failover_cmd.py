@@ -6,6 +6,11 @@ prints the plan (nothing changes, nothing is resumed), ``--output json`` prints
 ``drkit.failover.plan/v2`` or ``drkit.failover.run/v1``.  ``drkit failover show [RUN]`` and
 ``drkit failover list`` are the audit trail.
 
+``drkit failover --from X`` without ``--to`` promotes the best standby of X: among the clusters
+a flow replicates X to, the ones the monitors' quorum sees HEALTHY and whose plan is not
+blocked, the smallest RPO (drkit.failover.standby_choice); the plan names it and every other
+candidate with its figures and why it lost or was left out (``standby_choice`` in its JSON).
+
 An unfinished run blocks every new one: ``drkit failover --resume RUN`` shows it, re-checks
 that its premise still holds and, once confirmed, continues it (forward, or on with its
 rollback); ``drkit failover abandon RUN --reason ...`` gives it up.
@@ -52,9 +57,16 @@ from drkit.failover.engine import Engine, PlanBlocked
 from drkit.failover.model import Plan, Procedure
 from drkit.failover.pointer import Pointer, active_cluster
 from drkit.failover.pointer_topic import kafka_pointer_topic
-from drkit.failover.render import plan_text, remaining_text, run_text, runs_table
+from drkit.failover.render import (
+    plan_text,
+    remaining_text,
+    run_text,
+    runs_table,
+    standby_text,
+)
 from drkit.failover.run_result import RunOptions
 from drkit.failover.runs import RunRecord, RunRepository
+from drkit.failover.standby_choice import Candidate, StandbyChoice, choose
 from drkit.failover.steps.fencing import named_open_transactions, tool_for
 from drkit.gc_pause import collection_paused
 from drkit.kafka.admin import KafkaAdmin
@@ -171,13 +183,15 @@ def _run(
     app: AppContext,
     procedure: Procedure,
     source: str,
-    target: str,
+    target: str | None,
     config_file: str | None,
     plan_only: bool,
     yes: bool,
     output: str,
     options: RunOptions,
 ) -> None:
+    """Plan ``source`` -> ``target`` and run it (or print it, ``plan_only``).  ``target``
+    None (an unplanned failover without ``--to``): the best standby of ``source``."""
     if not plan_only and not yes and not sys.stdin.isatty():
         # No terminal to confirm on and no --yes: the run could never start - said before the
         # plan is computed (seconds at many groups) and printed, not after (trial 5, k12).
@@ -187,21 +201,90 @@ def _run(
         ))])  # fmt: skip
     if options.abort_hanging_transactions and not plan_only:
         _require_transactions_tool()
-    _require_both_answering(app.config(config_file), procedure, source, target)
+    if target is not None:
+        _require_both_answering(app.config(config_file), procedure, source, target)
     engine = _engine(app, config_file, output)
     # One command, one run: the collector stays off from the plan to the printed run, so the
     # millions of acyclic objects built at 10,000 groups are not walked again at every pause's
     # end (cycles made meanwhile wait for the command's end).
     with collection_paused():
-        plan = engine.plan(procedure, source, target, options)
+        choice: StandbyChoice | None = None
+        if target is None:
+            plans, choice = best_standby(engine, source, options)
+            if choice.chosen is None:
+                if plan_only:
+                    _emit(output, lambda: {"standby_choice": choice.to_json()},
+                          partial(standby_text, choice))  # fmt: skip
+                raise PlanBlocked(choice.why_none() + " - nothing was done; name one with --to")
+            plan = plans[choice.chosen.target]
+        else:
+            plan = engine.plan(procedure, source, target, options)
         if plan_only:
-            _emit(output, plan.to_json, partial(plan_text, plan))
+            _emit(output, partial(_plan_document, plan, choice),
+                  partial(plan_text, plan, choice))  # fmt: skip
             _echo_producers(output, engine.config, plan)
             if plan.blockers:  # the same answer the run itself would give, without running it
                 raise SystemExit(PlanBlocked.exit_code)
             return
-        _confirm(plan, yes, output, engine.config)
-        _finish(output, engine.start(plan, options, requested_by=operator()))
+        _confirm(plan, yes, output, engine.config, choice)
+        reason = choice.summary() if choice is not None else ""
+        _finish(output, engine.start(plan, options, requested_by=operator(), reason=reason))
+
+
+def _plan_document(plan: Plan, choice: StandbyChoice | None) -> dict[str, Any]:
+    """The plan's ``drkit.failover.plan/v2`` document, with the standby choice when the
+    command chose the target."""
+    document = plan.to_json()
+    if choice is not None:
+        document["standby_choice"] = choice.to_json()
+    return document
+
+
+def best_standby(
+    engine: Engine, source: str, options: RunOptions
+) -> tuple[dict[str, Plan], StandbyChoice]:
+    """The unplanned failover's plan to every standby of ``source`` and the choice among them
+    (drkit.failover.standby_choice): each target's health by the monitors' quorum (the
+    observer states in the store, judged as automation's ``target_healthy`` check judges
+    them), its RPO by the plan (``rpo_of``, as automation estimates it), evidence aged to one
+    moment.  ConfigError (exit 2) when no flow replicates ``source``."""
+    from drkit.automation.decision import standby_health
+    from drkit.automation.runner import candidate_of, observer_views, rpo_of
+    from drkit.store.health_repo import HealthRepository
+
+    config = engine.config
+    known_cluster(config, source, "--from")
+    targets = tuple(sorted({f.target for f in config.flows if f.source == source}))
+    if not targets:
+        why = (
+            f"no flow replicates {source}: no standby to promote (flows: "
+            + (", ".join(f.name for f in config.flows) or "none")
+            + ")"
+        )
+        raise ConfigError([Problem("--from", why)])
+    health = HealthRepository(engine.store)
+    views = observer_views(health.all_observer_states(), targets)
+    store_now = health.now()
+    plans: dict[str, Plan] = {}
+    estimates = {}
+    failed: dict[str, str] = {}
+    for target in targets:
+        try:
+            plans[target] = engine.plan(Procedure.FAILOVER, source, target, options)
+        except KafkaError as err:  # this standby cannot even be planned: the others can
+            failed[target] = f"its plan failed: {err}"
+            continue
+        estimates[target] = rpo_of(plans[target], time.monotonic())
+    now = time.monotonic()
+    candidates = []
+    for target in targets:
+        state = standby_health(target, views[target], config.health, store_now)
+        if target in failed:
+            candidates.append(Candidate(target, state.healthy, state.detail, None, None,
+                                        failed[target]))  # fmt: skip
+        else:
+            candidates.append(candidate_of(plans[target], estimates[target], state, now))
+    return plans, choose(source, candidates)
 
 
 def _require_transactions_tool() -> None:
@@ -246,9 +329,11 @@ def _require_both_answering(
     )
 
 
-def _confirm(plan: Plan, yes: bool, output: str, config: DrkitConfig) -> None:
+def _confirm(
+    plan: Plan, yes: bool, output: str, config: DrkitConfig, choice: StandbyChoice | None = None
+) -> None:
     if output == "text":
-        click.echo(plan_text(plan))
+        click.echo(plan_text(plan, choice))
         _echo_producers(output, config, plan)
     # blockers: the engine refuses with the reasons
     confirm(f"Run this {plan.procedure.value}?", yes or bool(plan.blockers))
@@ -357,7 +442,8 @@ def _options(
     "target",
     metavar="CLUSTER",
     shell_complete=complete_clusters,
-    help="The cluster to promote.",
+    help="The cluster to promote [default: the best standby of --from - healthy by the "
+    "monitors' quorum, smallest RPO; the plan says why].",
 )
 @click.option(
     "--resume",
@@ -384,7 +470,8 @@ def failover(
     groups: tuple[str, ...],
     abort_transactions: bool,
 ) -> None:
-    """Unplanned failover: promote --to now; --from may be dead. Reports the loss (RPO)."""
+    """Unplanned failover: promote --to (or the best standby) now; --from may be dead.
+    Reports the loss (RPO)."""
     if ctx.invoked_subcommand is not None:
         if config_file is not None:  # 'failover --config F list': F is the subcommand's config
             app.config(config_file)
@@ -408,8 +495,9 @@ def failover(
             raise ConfigError([Problem("--abort-hanging-transactions", why)])
         _resume(_engine(app, config_file, output), resume, yes, output, source, target)
         return
-    if not source or not target:
-        raise ConfigError([Problem("--from/--to", "both are required (or --resume RUN)")])
+    if not source:
+        why = "required (with --to, or alone to promote its best standby; or --resume RUN)"
+        raise ConfigError([Problem("--from", why)])
     options = _options(force, groups, abort_transactions)
     _run(app, Procedure.FAILOVER, source, target, config_file, plan_only, yes, output, options)
 

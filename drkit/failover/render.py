@@ -8,14 +8,18 @@ from drkit.failover.model import Direction, Plan, Severity, StepState
 from drkit.failover.results import GroupsCommitted
 from drkit.failover.runbook import Runbook
 from drkit.failover.runs import RunRecord, StepRecord
+from drkit.failover.standby_choice import StandbyChoice
 from drkit.lag import PartitionRpo
 
 _MAX_ROWS = 20
 
 
-def plan_text(plan: Plan) -> str:
+def plan_text(plan: Plan, choice: StandbyChoice | None = None) -> str:
+    """``plan`` for the terminal; ``choice``: how its target was chosen among the source's
+    standbys (``drkit failover --from X`` without ``--to``), shown under its first line."""
     lines = [
         f"{plan.procedure.value} {plan.source} -> {plan.target} (flow {plan.flow})",
+        *([standby_text(choice)] if choice is not None else []),
         f"  source {'reachable' if plan.source_reachable else 'UNREACHABLE'}"
         f"{'' if plan.target_reachable else ', target UNREACHABLE'}; translation from "
         f"{plan.translation_mode}; pointer {plan.pointer_from or '(not set)'} -> {plan.pointer_to}",
@@ -57,6 +61,19 @@ def plan_text(plan: Plan) -> str:
     lines += _findings(plan)
     lines += [f"note: {note}" for note in plan.notes]
     return "\n".join(lines)
+
+
+def standby_text(choice: StandbyChoice) -> str:
+    """The standby choice: the chosen one (or why none) and every candidate with its figures,
+    its health and why it won, lost or was left out."""
+    chosen = choice.chosen
+    head = (
+        f"  standby {chosen.target} chosen among {len(choice.verdicts)} standby(s) of "
+        f"{choice.source}:"
+        if chosen is not None
+        else f"  {choice.why_none()}"
+    )
+    return "\n".join([head, *(f"    {line}" for line in choice.lines())])
 
 
 def rpo_figure(rows: Iterable[PartitionRpo], source: str, target: str) -> str:

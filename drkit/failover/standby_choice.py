@@ -100,7 +100,8 @@ class Verdict:
 
     def line(self) -> str:
         c = self.candidate
-        return f"{c.target}: {self.outcome.value} - {c.figures()}; {c.health}; {self.why}"
+        why = "not healthy" if self.why == f"not healthy: {c.health}" else self.why  # said once
+        return f"{c.target}: {self.outcome.value} - {c.figures()}; {c.health}; {why}"
 
 
 TIE_RULE = "equal figures: the cluster name first in alphabetical order"
