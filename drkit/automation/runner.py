@@ -357,11 +357,7 @@ def choose_among(
         if decision.act:
             verdict = choice.verdict_of(decision.target)
             chosen = choice.chosen is not None and choice.chosen.target == decision.target
-            why = (
-                choice.summary()
-                if chosen
-                else f"{verdict.outcome.value}: {verdict.why}; " + (choice.summary())
-            )
+            why = choice.summary() if chosen else f"{verdict.line()}; {choice.summary()}"
             decision = decision.standby(chosen, why)
         out.append((decision, plan, estimate))
     return out

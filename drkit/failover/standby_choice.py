@@ -12,10 +12,14 @@ The rules, in order:
 * a candidate that is not HEALTHY by the quorum of observers, or that has another reason to be
   left out (its plan is blocked, its automatic decision does not act), is *excluded*, with that
   reason - never chosen, whatever its RPO;
-* among the rest, the fewest records behind wins; a candidate whose record count is unknown
-  ranks below every known one (unknown may be anything);
-* equal records: the younger evidence of caught-up replication (seconds) wins, unknown below
-  every known;
+* among the rest, a candidate whose RPO is unknown - records or seconds - ranks below every
+  one whose RPO is known (unknown may be anything);
+* the youngest evidence of how far replication got (the plan's seconds, its worst partition)
+  wins: with the source gone, each flow's record count is against the source end *its own*
+  workers last saw - a paused or slow flow's workers saw an older end, so it may count fewer
+  records while lacking more - whereas the seconds of every candidate are aged to one moment
+  and compare on one clock;
+* equal seconds: the fewest records behind wins;
 * equal figures: the cluster name first in alphabetical order wins - deterministic, so every
   monitor and the CLI pick the same standby from the same figures.
 
@@ -55,13 +59,19 @@ class Candidate:
             return f"not healthy: {self.health}"
         return None
 
-    def rank(self) -> tuple[bool, int, bool, float, str]:
-        """Sort key: fewer records, then younger evidence, unknowns last, then the name."""
+    @property
+    def rpo_known(self) -> bool:
+        return self.rpo_records is not None and self.rpo_seconds is not None
+
+    def rank(self) -> tuple[bool, bool, float, bool, int, str]:
+        """Sort key: a known RPO first, then younger evidence, then fewer records (unknowns
+        last), then the name."""
         return (
-            self.rpo_records is None,
-            self.rpo_records or 0,
+            not self.rpo_known,
             self.rpo_seconds is None,
             self.rpo_seconds or 0.0,
+            self.rpo_records is None,
+            self.rpo_records or 0,
             self.target,
         )
 
@@ -142,7 +152,10 @@ class StandbyChoice:
         if chosen is None:
             return self.why_none()
         others = [v for v in self.verdicts if v.outcome is not Outcome.CHOSEN]
-        against = "; ".join(f"{v.candidate.target} {v.outcome.value}: {v.why}" for v in others)
+        against = "; ".join(
+            f"{v.candidate.target} {v.outcome.value} ({v.candidate.figures()}): {v.why}"
+            for v in others
+        )
         return f"standby {chosen.target} chosen for {self.source} ({chosen.figures()})" + (
             f" - {against}" if against else " - the only candidate"
         )
@@ -156,8 +169,8 @@ class StandbyChoice:
         return {
             "source": self.source,
             "chosen": chosen.target if chosen is not None else None,
-            "rule": "healthy by quorum and not blocked; fewest records behind, then youngest "
-            "evidence (unknown ranks below known); " + TIE_RULE,
+            "rule": "healthy by quorum and not blocked; a known RPO before an unknown one; the "
+            "youngest evidence, then the fewest records behind; " + TIE_RULE,
             "candidates": [verdict.to_json() for verdict in self.verdicts],
             "why_none": self.why_none() or None,
         }
@@ -184,22 +197,20 @@ def choose(source: str, candidates: Iterable[Candidate]) -> StandbyChoice:
 def _why_chosen(best: Candidate, rest: list[Candidate]) -> str:
     if not rest:
         return "the only eligible standby"
-    if any(c.rank()[:4] == best.rank()[:4] for c in rest):
+    if any(c.rank()[:-1] == best.rank()[:-1] for c in rest):
         return f"the smallest RPO, tied ({TIE_RULE})"
     return "the smallest RPO"
 
 
 def _why_lost(loser: Candidate, best: Candidate) -> str:
-    if loser.rpo_records != best.rpo_records:
-        if loser.rpo_records is None:
-            return f"RPO in records unknown; {best.target}'s is known ({best.rpo_records})"
-        theirs = f"{best.target}'s {best.rpo_records}"
-        return f"more records behind: {loser.rpo_records} against {theirs}"
+    if not loser.rpo_known:
+        return f"its RPO is unknown; {best.target}'s is known ({best.figures()})"
     if loser.rpo_seconds != best.rpo_seconds:
-        if loser.rpo_seconds is None:
-            return f"evidence age unknown; {best.target}'s is known ({best.rpo_seconds:.1f}s)"
         return (
-            f"same records behind, older evidence: {loser.rpo_seconds:.1f}s against "
-            f"{best.target}'s {best.rpo_seconds or 0.0:.1f}s"
+            f"older evidence: {loser.rpo_seconds or 0.0:.1f}s against {best.target}'s "
+            f"{best.rpo_seconds or 0.0:.1f}s"
         )
+    if loser.rpo_records != best.rpo_records:
+        theirs = f"{best.target}'s {best.rpo_records}"
+        return f"same evidence age, more records behind: {loser.rpo_records} against {theirs}"
     return f"same RPO as {best.target} ({TIE_RULE})"
