@@ -35,20 +35,26 @@ from drkit.health.observations import Bound, FlowObservation, measures
 
 @dataclass(frozen=True)
 class BoundCheck:
-    """``measure`` (its value now, None if unknown) against the config bound ``bound``."""
+    """``measure`` (its value now, None if unknown) against the config bound ``bound``.
+
+    ``unknown_partitions``: set on the check of the partitions whose value is unknown beside a
+    known figure (their count; ``value`` None) - the measure keeps its field's name, so a
+    reader grouping checks by measure meets one name per measure, never one per count."""
 
     measure: str
     bound: str
     value: float | None
     limit: float
+    unknown_partitions: int | None = None
 
     @property
     def ok(self) -> bool:
         return self.value is not None and self.value <= self.limit
 
     def reason(self) -> str:
+        of = f" of {self.unknown_partitions} partition(s)" if self.unknown_partitions else ""
         if self.value is None:
-            return f"{self.measure} unknown ({self.bound} {self.limit:g} cannot be checked)"
+            return f"{self.measure}{of} unknown ({self.bound} {self.limit:g} cannot be checked)"
         return f"{self.measure} {self.value:g} exceeds {self.bound} {self.limit:g}"
 
     def to_json(self) -> dict[str, Any]:
@@ -58,6 +64,7 @@ class BoundCheck:
             "value": self.value,
             "limit": self.limit,
             "ok": self.ok,
+            **({"unknown_partitions": self.unknown_partitions} if self.unknown_partitions else {}),
         }
 
 
@@ -147,5 +154,5 @@ def _judged(
     checks = [BoundCheck(name, bound.key, value, limit)]
     unknown = int(getattr(observation, bound.unknown)) if bound.unknown and value is not None else 0
     if unknown:
-        checks.append(BoundCheck(f"{name} of {unknown} partition(s)", bound.key, None, limit))
+        checks.append(BoundCheck(name, bound.key, None, limit, unknown_partitions=unknown))
     return checks

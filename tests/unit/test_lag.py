@@ -293,6 +293,11 @@ def test_one_unknown_partition_does_not_hide_the_others_seconds() -> None:
         ready.reasons
     )
     assert ready.rpo_seconds == 3600.0
+    # The readiness document names each check's measure by its field alone - a reader grouping
+    # checks by measure must not meet one name per count - and gives the count beside it.
+    assert [c.measure for c in ready.checks if c.bound == "failover.max_rpo_s"] == ["rpo_s"] * 2
+    unknown_check = next(c.to_json() for c in ready.checks if c.value is None)
+    assert unknown_check["measure"] == "rpo_s" and unknown_check["unknown_partitions"] == 1
     # Nothing known at all: unknown, never a made-up 0.
     assert known_seconds([PartitionRpo("t", 0, None, None, None, None, None)]) == (None, 1)
     assert known_seconds([]) == (0.0, 0)
