@@ -3,8 +3,9 @@
 A step stores its outcome as a JSON document in its ``failover_steps`` row (the audit trail,
 ``drkit.failover.run/v1``).  Other steps, the maintenance duties and the drills read some of
 those outcomes back: they do so through these values - written with ``to_detail`` and read with
-``of`` -, so a document has one definition.  Still read by key: ``fence_source``'s ``pending``
-(``RunRecord.write_pause_s``, drkit.failover.runs - below this module).  The keys any step may
+``of`` -, so a document has one definition (``fence_source``'s ``pending`` is also read by
+``RunRecord.write_pause_s``, below this module: through ``FENCE_PENDING_KEY``, the name both
+use).  The keys any step may
 record (why it failed or was skipped, its warning, its after-hooks' mark) are read through
 ``StepRecord``'s properties (drkit.failover.runs), their one home.
 
@@ -40,7 +41,7 @@ from drkit.failover.model import (
     packed_moves,
     unpacked_moves,
 )
-from drkit.failover.runs import RunRecord
+from drkit.failover.runs import FENCE_PENDING_KEY, RunRecord
 from drkit.kafka.transactions_tool import OpenTransaction
 from drkit.lag import PartitionRpo
 from drkit.records import TopicPartition, shared_partition
@@ -70,7 +71,7 @@ class SourceFence:
     STEP = StepName.FENCE_SOURCE
 
     def to_detail(self) -> dict[str, Any]:
-        detail: dict[str, Any] = {"topics": list(self.topics), "pending": self.pending}
+        detail: dict[str, Any] = {"topics": list(self.topics), FENCE_PENDING_KEY: self.pending}
         if self.principal is not None:
             detail["principal"] = self.principal
         if self.note is not None:
@@ -81,11 +82,11 @@ class SourceFence:
     def of(cls, run: RunRecord) -> SourceFence | None:
         """The fence ``run`` applied (None: not done, or skipped - no ACL fencing)."""
         detail = run.detail(cls.STEP)
-        if "pending" not in detail:
+        if FENCE_PENDING_KEY not in detail:
             return None
         return cls(
             tuple(detail.get("topics", [])),
-            bool(detail["pending"]),
+            bool(detail[FENCE_PENDING_KEY]),
             detail.get("principal"),
             detail.get("note"),
         )

@@ -45,6 +45,9 @@ from drkit.timestamps import iso_or_none, iso_utc
 # properties (a step's own keys are read through drkit.failover.results' values).
 ERROR_KEY, WARNING_KEY, SKIPPED_KEY = "error", "warning", "skipped"
 HOOKS_BEFORE, HOOKS_AFTER, PENDING_HOOKS = "hooks_before", "hooks_after", "pending"
+# ``fence_source``'s own key, written and read by drkit.failover.results.SourceFence; the one
+# reader below it is RunRecord.write_pause_s (results imports this module, not the reverse).
+FENCE_PENDING_KEY = "pending"
 
 
 def failure_detail(message: str) -> dict[str, Any]:
@@ -195,7 +198,7 @@ class RunRecord:
         fence, pointer = self.step(StepName.FENCE_SOURCE), self.step(StepName.MOVE_POINTER)
         if fence is None or pointer is None or fence.state is not StepState.DONE:
             return None
-        if fence.detail.get("pending") is not False:  # SourceFence.pending: not applied yet
+        if fence.detail.get(FENCE_PENDING_KEY) is not False:  # recorded, not applied yet
             return None
         if fence.finished_at is None or pointer.finished_at is None:
             return None
