@@ -55,7 +55,14 @@ gaps, restarts, truncation and trimming):
    the copies are in source order (a crash re-replication that reordered them, a hashed or
    split partition, MirrorMaker 2's syncs below an adoption point: no answer).  A round trip
    (a switchover, and back) so moves a group that read the first cluster's topic through its
-   replica on the second.
+   replica on the second.  Past every copy the map places (an unplanned move's way back: the
+   flow stopped with the origin ahead), the origin offset is also past every copy the group
+   read there that the map does not place (``held``: copied, by provenance, never recorded -
+   a worker killed between the two; copies past the map follow source order from the
+   progress, so the group read every record below the newest of them), and at least the
+   group's own offset on the origin, committed before the move: past every copy lies the
+   origin's divergent tail, which only the origin held, so what the group committed into it
+   it read there.  Both raise the answer only past records the group read: none skipped.
 
 9. Unverified syncs (drkit/signing.py): offset-sync and adopted-range records whose MAC fails
    are not runs (nor MirrorMaker 2's range).  Each one claims from its key's source offset (an
@@ -718,11 +725,22 @@ def translate_partition(
 
 
 def translate_back(
-    replica: TopicPartition, offset: int, mapping: PartitionMapping
+    replica: TopicPartition,
+    offset: int,
+    mapping: PartitionMapping,
+    held: Mapping[int, int] | None = None,
+    origin_committed: int | None = None,
 ) -> TranslationResult:
     """Where a group committed at ``offset`` on ``replica`` (the flow's target partition)
     resumes on the partition the flow copies into it, ``mapping.source`` (pure; invariant 8).
-    The result's ``source`` is the replica, its ``target`` the origin."""
+    The result's ``source`` is the replica, its ``target`` the origin.
+
+    Past every copy the map places, two more facts count (an unplanned move's way back):
+    ``held`` - the replica's records past the map's last copy, by position, that are copies of
+    ``mapping.source`` (their source offsets, by provenance: copied, never recorded in the map)
+    - and ``origin_committed``, the group's own offset on the origin, committed there before the
+    move: records past every copy are the origin's divergent tail, which only the origin ever
+    held, so a group committed into it read them there."""
     why = _no_way_back(mapping)
     if why:
         return CannotTranslate(replica, offset, why)
@@ -736,6 +754,9 @@ def translate_back(
         origin = table.src[index + 1]
     else:  # past every copy: what the flow had not replicated yet, from its progress
         origin = max(table.src_end, mapping.replicated_end or 0)
+        mapped_end = table.dst[-1] + table.length[-1] if len(table) else offset
+        read = [source for at, source in (held or {}).items() if mapped_end <= at < offset]
+        origin = max(origin, max(read, default=origin - 1) + 1, origin_committed or 0)
     return Translated(replica, mapping.source, offset, origin, Method.RETURNED)
 
 

@@ -81,6 +81,9 @@ class GroupFacts:
     # Offsets committed on the source's replicas of the target's own topics (the reverse
     # flow's copies): carried back to their origin on the target (Snapshot.returning).
     returning: Mapping[TopicPartition, int] = field(default_factory=dict)
+    # The group's offsets on those origins, committed on the target before the move (an
+    # unplanned one's divergent tail, read there: drkit.translation, invariant 8).
+    returning_origin: Mapping[TopicPartition, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -128,6 +131,9 @@ class Snapshot:
     # target's topic there through its replica resumes on the target's own topic
     # (drkit.translation.translate_back).  Empty: no reverse flow, or the source is gone.
     returning: Mapping[TopicPartition, PartitionMapping] = field(default_factory=dict)
+    # ... and per replica partition, its copies past the map's last one that groups read (by
+    # position: the source offset their provenance names) - copied, never recorded in the map.
+    returning_held: Mapping[TopicPartition, Mapping[int, int]] = field(default_factory=dict)
     # Topics the flow replicated (its progress and offset map on the target name them) that
     # the live source does not list: deleted, or hidden from drkit's principal by ACLs - then
     # nothing of them is fenced or moved.

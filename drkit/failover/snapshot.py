@@ -31,6 +31,7 @@ from drkit.failover.facts import GroupFacts, PartitionFacts, SchemaFacts, Snapsh
 from drkit.failover.model import Procedure
 from drkit.kafka.clients import ClusterEndpoint, tcp_unreachable
 from drkit.kafka.interruptible import InFlight
+from drkit.kafka.io import consume_ranges
 from drkit.kafka.ports import (
     AdminFactory,
     ClusterAdmin,
@@ -41,6 +42,7 @@ from drkit.lag import count_visible, lacking_span, progress_age, record_age
 from drkit.offsets.checkpoint_store import CheckpointSnapshot, CheckpointStore
 from drkit.offsets.inputs import read_inputs
 from drkit.offsets.mapping_loader import MappingLoader
+from drkit.offsets.provenance_search import SourcePartition, copy_offset
 from drkit.records import TopicPartition, shared_partition
 from drkit.replication.progress import Progress, ProgressStore
 from drkit.schemas.sync import SchemaSynchronizer
@@ -260,8 +262,9 @@ def _gather(
     )
     group_facts, without = _groups(
         flow, source, target, checkpoints, source_parts, reachable, groups, target_states,
-        set(returning),
+        returning,
     )  # fmt: skip
+    held = _held_copies(source_ep, reverse_flow, returning, group_facts) if returning else {}
     source_topics = {tp.topic for tp in source_parts}
     known = {tp.topic for tp in (*progress, *mappings) if tp.topic != HEARTBEATS}
     unlisted = sorted(t for t in known - source_topics if topology.selects(t)) if reachable else []
@@ -300,6 +303,7 @@ def _gather(
         requested_groups=tuple(groups) if groups is not None else None,
         untranslatable_groups=_other_groups(flow, source) if reachable else (),
         returning=returning,
+        returning_held=held,
         unlisted_topics=tuple(unlisted),
         unverified_syncs=readers.unverified_syncs,
         verified_syncs=readers.verified_syncs,
@@ -333,6 +337,50 @@ def _returning(
     finally:
         loader.close()
     return {m.target: m for m in mappings.values()}
+
+
+HELD_READ_LIMIT = 10_000  # records read past a reverse flow's map, per replica partition
+
+
+def _held_copies(
+    source: ClusterEndpoint,
+    reverse_flow: str | None,
+    returning: Mapping[TopicPartition, PartitionMapping],
+    groups: list[GroupFacts],
+) -> dict[TopicPartition, dict[int, int]]:
+    """Per replica partition of the reverse flow on the source: its copies past the map's last
+    one, below the furthest position a group read there (at most HELD_READ_LIMIT records),
+    by position - the source offset each one's provenance names.  A worker killed between a
+    copy and its offset sync leaves such copies; a group that read them must not read them
+    again on their origin (drkit.translation.translate_back).  Unreadable: none, and said -
+    the groups then read them again, nothing is skipped."""
+    ranges: dict[TopicPartition, tuple[int, int]] = {}
+    for facts in groups:
+        for replica, offset in facts.returning.items():
+            mapping = returning.get(replica)
+            if mapping is None or not len(mapping.table):
+                continue
+            table = mapping.table
+            start = table.dst[-1] + table.length[-1]
+            stop = min(offset, start + HELD_READ_LIMIT)
+            if stop > max(start, ranges.get(replica, (start, start))[1]):
+                ranges[replica] = (start, stop)
+    if not ranges or reverse_flow is None:
+        return {}
+    origin = reverse_flow.split("->")[0]
+    held: dict[TopicPartition, dict[int, int]] = {}
+    try:
+        for record in consume_ranges(source, ranges, 30.0):
+            replica = TopicPartition(record.topic, record.partition)
+            names = SourcePartition(origin, returning[replica].source)
+            copied = copy_offset(record, names)
+            if copied is not None:
+                held.setdefault(replica, {})[record.offset] = copied
+    except KafkaError as err:
+        log.warning("copies past the reverse flow's offset map could not be read: groups "
+                    "that read them read them again", extra={"error": str(err)})  # fmt: skip
+        return {}
+    return held
 
 
 def _source_error(source: ClusterEndpoint, timeout_s: float) -> str:
@@ -418,14 +466,15 @@ def _groups(
     reachable: bool,
     only: list[str] | None,
     known_states: Mapping[str, str] | None = None,
-    returning: set[TopicPartition] | None = None,
+    returning: Mapping[TopicPartition, PartitionMapping] | None = None,
 ) -> tuple[list[GroupFacts], list[str]]:
     """Every group the flow translates: (facts, groups with offsets but no checkpoint).
-    ``returning``: the reverse flow's replica partitions on the source, whose offsets a group
-    also carries back (live only)."""
+    ``returning``: the reverse flow's maps by replica partition on the source, whose offsets a
+    group also carries back (live only) - with its offsets on their origins on the target."""
     matcher = NameMatcher.of(flow.groups)
     replicated = set(source_parts)
-    back_parts = returning or set()
+    back_parts = set(returning or {})
+    origins = {m.source for m in (returning or {}).values()}
     checkpointed = checkpoints.committed_by_group
     committed: dict[str, dict[TopicPartition, int]] = {}
     returned: dict[str, dict[TopicPartition, int]] = {}
@@ -456,6 +505,11 @@ def _groups(
     else:
         described = target.describe_groups(sorted(committed)) if committed else {}
         states = {g: (d.state.lower(), d.members) for g, d in described.items()}
+    back_groups = sorted(g for g, back in returned.items() if back)
+    read = target.groups_offsets(back_groups) if back_groups else {}
+    on_origin = {
+        g: {tp: o for tp, o in found.offsets.items() if tp in origins} for g, found in read.items()
+    }
     facts = [
         GroupFacts(
             group,
@@ -463,6 +517,7 @@ def _groups(
             not reachable,
             *states.get(group, ("absent", 0)),
             returning=returned.get(group, {}),
+            returning_origin=on_origin.get(group, {}),
         )
         for group, offsets in sorted(committed.items())
     ]
