@@ -298,7 +298,10 @@ def returning_moves(snapshot: Snapshot, facts: GroupFacts) -> tuple[PartitionMov
         mapping = snapshot.returning.get(replica)
         if mapping is None:
             continue
-        result = translation.translate_back(replica, offset, mapping)
+        result = translation.translate_back(
+            replica, offset, mapping, snapshot.returning_held.get(replica),
+            facts.returning_origin.get(mapping.source),
+        )  # fmt: skip
         if isinstance(result, CannotTranslate):
             moves.append(PartitionMove(replica.topic, replica.partition, mapping.source.topic,
                                        mapping.source.partition, offset, None, "none", None,
