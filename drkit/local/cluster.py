@@ -35,9 +35,9 @@ from typing import TYPE_CHECKING
 
 from drkit.config.model import MAX_ALIAS_LENGTH, Role
 from drkit.errors import ConfigError, DrkitError, KafkaError, LocalClusterError, Problem
-from drkit.local import netns, secure
+from drkit.local import class_archive, netns, secure
 from drkit.local import secure as secure_module  # where a parameter named secure hides it
-from drkit.local.jars import KAFKA_VERSION, java_executable, resolve_bundle
+from drkit.local.jars import KAFKA_VERSION, bundle_dir, java_executable, resolve_bundle
 from drkit.local.netns import Namespace
 from drkit.local.ports import free_port
 from drkit.local.tls import SUPER_USER, LocalSecrets
@@ -573,9 +573,12 @@ class LocalKafka:
         (directory / "log4j2.properties").write_text(_LOG4J2)
 
     def _format(self, state: LocalClusterState, broker: BrokerState, jars: Path) -> None:
+        java = java_executable()
         command = [
-            java_executable(),
+            java,
             "-Xmx256m",
+            *class_archive.GC_FLAGS,
+            *class_archive.tool_flags(jars, java),
             *self.jvm_options,
             "-cp",
             f"{jars}/*",
@@ -614,16 +617,18 @@ class LocalKafka:
         logs = directory / "logs"
         logs.mkdir(parents=True, exist_ok=True)
         inside = state.namespace.exec_prefix() if state.namespace is not None else []
+        java = java_executable()
         command = [
             *inside,
-            java_executable(),
+            java,
             f"-Xms{self.heap}"
             if self.heap.endswith("m") and int(self.heap[:-1]) <= 256
             else "-Xms256m",
             f"-Xmx{self.heap}",
-            "-XX:+UseG1GC",
+            *class_archive.GC_FLAGS,
             "-XX:MaxGCPauseMillis=20",
             "-Djava.awt.headless=true",
+            *class_archive.broker_flags(jars, java, directory),
             *self.jvm_options,
             f"-Dkafka.logs.dir={logs}",
             f"-Dlog4j2.configurationFile={directory / 'log4j2.properties'}",
@@ -928,6 +933,11 @@ class LocalKafka:
                 time.sleep(0.05)
         _reap(broker.pid)
         broker.pid = None
+        directory = self._broker_dir(state.name, broker.node_id)
+        if sig == signal.SIGTERM and class_archive.recording_of(directory).exists():
+            # A graceful exit dumped the class archive the broker recorded (a killed one
+            # leaves none, or a torn file the check refuses).
+            class_archive.keep_recording(bundle_dir("kafka"), java_executable(), directory)
         if state.namespace is None:
             _wait_ports_released(broker, deadline=time.monotonic() + wait_s)
         return True

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from click.testing import CliRunner
 
 from drkit.cli import cli
 from drkit.kafka.admin import TopicSpec
 from drkit.kafka.io import consume_all, produce_batch
+from drkit.local import class_archive
+from drkit.local.jars import java_executable, resolve_bundle
 from tests.conftest import Names
 from tests.kafka_backends import ClusterUnderTest, state_dir_for_tests
 
@@ -76,3 +79,26 @@ def test_status_json_has_documented_shape(dc1: ClusterUnderTest) -> None:
     entry = payload["clusters"]["dc1"]
     assert entry["bootstrap_servers"] == dc1.bootstrap_servers
     assert {"id", "pid", "alive"} <= set(entry["brokers"][0])
+
+
+def test_brokers_map_the_class_archive_a_graceful_stop_leaves(
+    scratch: ClusterUnderTest, names: Names
+) -> None:
+    """drkit/local/class_archive.py on a real broker: once any broker stopped gracefully the
+    archive exists (recorded by it, or by one before), and a broker started then maps it -
+    and serves as before."""
+    assert scratch.local is not None
+    jars, java = resolve_bundle("kafka"), java_executable()
+    stopped, _ = scratch.local.stop_broker(scratch.name)
+    assert stopped == [1]
+    archive = class_archive.archive_of(jars, java)
+    assert archive.exists(), f"no class archive at {archive} after a graceful stop"
+    scratch.local.start_broker(scratch.name)
+    pid = scratch.local.cluster_status(scratch.name).brokers[0].pid
+    assert pid is not None
+    command = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    assert f"-XX:SharedArchiveFile={archive}".encode() in command
+    topic = names.topic()
+    scratch.admin().create_topics([TopicSpec(topic, 1)])
+    produce_batch(scratch.endpoint, topic, [(b"k", b"mapped")])
+    assert [r.value for r in consume_all(scratch.endpoint, topic, expected=1)] == [b"mapped"]
