@@ -101,10 +101,14 @@ def keep_recording(jars: Path, java: str, broker_dir: Path) -> bool:
 
 
 def _maps(java: str, jars: Path, recording: Path) -> bool:
-    """Whether a JVM over ``jars`` maps ``recording`` (``-Xshare:on`` fails when it cannot)."""
+    """Whether a JVM over ``jars`` maps ``recording`` (``-Xshare:on`` fails when it cannot; a
+    torn file crashes it - its crash report and working directory are the recording's
+    directory, never the caller's)."""
     command = [
         java,
         *GC_FLAGS,
+        f"-XX:ErrorFile={recording.parent / 'class-archive-check-%p.log'}",
+        "-XX:-CreateCoredumpOnCrash",
         "-Xshare:on",
         f"-XX:SharedArchiveFile={recording}",
         "-cp",
@@ -112,7 +116,13 @@ def _maps(java: str, jars: Path, recording: Path) -> bool:
         "-version",
     ]
     try:
-        done = subprocess.run(command, capture_output=True, timeout=_CHECK_TIMEOUT_S, check=False)
+        done = subprocess.run(
+            command,
+            capture_output=True,
+            timeout=_CHECK_TIMEOUT_S,
+            check=False,
+            cwd=recording.parent,
+        )
     except (OSError, subprocess.TimeoutExpired):
         return False
     return done.returncode == 0

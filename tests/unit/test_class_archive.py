@@ -69,6 +69,9 @@ def test_a_torn_recording_is_dropped_never_kept(jars: Path, tmp_path: Path) -> N
     assert not class_archive.keep_recording(jars, java, broker)
     assert not class_archive.archive_of(jars, java).exists()
     assert not recording.exists()
+    # The checking JVM's crash report stays in the broker's directory, not the caller's.
+    assert list(broker.glob("class-archive-check-*.log"))
+    assert not list(Path.cwd().glob("hs_err*"))
 
 
 def test_the_archive_is_named_for_its_java_runtime_and_jars(jars: Path, tmp_path: Path) -> None:
