@@ -1,9 +1,10 @@
 """Three clusters on real brokers (issue 48 item 1): one source replicated to two standbys by
-one ``drkit replicate``; one standby made to lag (its worker stopped), the source killed under
-a producer's load; ``drkit failover --from SRC --plan`` without ``--to`` names the standby with
-the smaller RPO and lists the other with its figures, and an automatic failover by
-``drkit monitor`` picks the same one - both would act, the choice decides - and the groups
-resume there exactly: every record a group had not consumed is read, none skipped.
+one ``drkit replicate`` over the config ``drkit local up --clusters`` writes for three; one
+standby made to lag (its worker stopped), the source killed under a producer's load;
+``drkit failover --from SRC --plan`` without ``--to`` names the standby with the smaller RPO
+and lists the other with its figures, and an automatic failover by ``drkit monitor`` picks the
+same one - both would act, the choice decides - and the groups resume there exactly: every
+record a group had not consumed is read, none skipped.
 
 The source is a ``scratch`` cluster (killed); the standbys are the shared ``dc2`` ("near",
 kept replicating until the kill) and ``dc1`` ("far", its worker stopped before the load).  The
@@ -19,7 +20,6 @@ from __future__ import annotations
 import threading
 import uuid
 from pathlib import Path
-from typing import Any
 
 import yaml
 
@@ -30,6 +30,8 @@ from drkit.failover.model import RunState
 from drkit.failover.runs import RunRecord, RunRepository
 from drkit.kafka import KafkaAdmin
 from drkit.kafka.apps import AppProducer
+from drkit.local.cluster import ClusterStatus
+from drkit.local.config_writer import write_local_config
 from drkit.records import TopicPartition
 from drkit.store import StateStore
 from drkit.topology.flow import FlowTopology
@@ -81,34 +83,34 @@ class Load(threading.Thread):
 
 
 def _three_clusters(
-    tmp_path: Path, source: ClusterUnderTest, near: ClusterUnderTest, far: ClusterUnderTest,
-    topic: str, names: Names,
-) -> tuple[FlowSetup, FlowSetup]:  # fmt: skip
-    """One config: src -> near and src -> far, a monitor's fast health, automation on (any
-    RPO accepted, so both standbys' decisions act and the choice decides); the two flows as
-    FlowSetups (each sees its own flow first, for tests.failover_support's helpers)."""
+    tmp_path: Path, source: ClusterUnderTest, near: ClusterUnderTest, far: ClusterUnderTest
+) -> tuple[FlowSetup, FlowSetup]:
+    """The config ``drkit local up --clusters SRC,NEAR,FAR`` writes for these clusters (a flow
+    from the first to each of the others: every topic, every group), with a monitor's fast
+    health and automation on (any RPO accepted, so both standbys' decisions act and the choice
+    decides); the two flows as FlowSetups (each sees its own flow first, for
+    tests.failover_support's helpers)."""
     tag = uuid.uuid4().hex[:6]
     src, a, b = f"s{tag}", f"near{tag}", f"far{tag}"
-    flow = {"topics": {"include": [topic]}, "groups": {"include": [f"{names.prefix}.*"]}}
-    document: dict[str, Any] = {
-        "clusters": {
-            src: {"bootstrap_servers": source.bootstrap_servers},
-            a: {"bootstrap_servers": near.bootstrap_servers},
-            b: {"bootstrap_servers": far.bootstrap_servers},
-        },
-        "flows": [{"source": src, "target": a, **flow}, {"source": src, "target": b, **flow}],
-        "state_store": {"url": f"sqlite:///{tmp_path / 'drkit.db'}"},
-        "health": FAST_HEALTH["health"],
-        "failover": {
-            "automatic": True,
-            "allow_single_observer": True,
-            "accept_any_rpo": True,
-            "after_s": 3.0,
-        },
+    written = write_local_config(
+        tmp_path,
+        [ClusterStatus(alias, cluster.bootstrap_servers, ())
+         for alias, cluster in ((src, source), (a, near), (b, far))],
+    )  # fmt: skip
+    document = yaml.safe_load(written.read_text())
+    assert [(f["source"], f["target"]) for f in document["flows"]] == [(src, a), (src, b)]
+    document["health"] = FAST_HEALTH["health"]
+    document["failover"] = {
+        "automatic": True,
+        "allow_single_observer": True,
+        "accept_any_rpo": True,
+        "after_s": 3.0,
     }
     path = tmp_path / f"drkit-{tag}.yaml"
     path.write_text(yaml.safe_dump(document))
     config = load_config(path)
+    assert config.state_store.url is not None
+    assert config.state_store.url.get_secret_value() == _store_url(tmp_path)
     near_flow, far_flow = config.flows
     return (
         FlowSetup(path, config, src, a),
@@ -116,8 +118,12 @@ def _three_clusters(
     )
 
 
+def _store_url(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'drkit.db'}"
+
+
 def _automatic_runs(tmp_path: Path) -> list[RunRecord]:
-    store = StateStore(f"sqlite:///{tmp_path / 'drkit.db'}")
+    store = StateStore(_store_url(tmp_path))
     return [r for r in RunRepository(store).latest() if is_automatic(r.requested_by)]
 
 
@@ -139,7 +145,7 @@ def test_the_standby_with_the_smaller_rpo_is_chosen_by_the_cli_and_by_automation
     tmp_path: Path,
 ) -> None:
     topic = names.topic("orders")
-    near, far = _three_clusters(tmp_path, scratch, dc2, dc1, topic, names)
+    near, far = _three_clusters(tmp_path, scratch, dc2, dc1)
     groups = source_with_groups(near, topic, names)
     # One drkit replicate runs both flows, with their checkpoint workers.
     with Replicator(near, log_dir=tmp_path):
@@ -199,7 +205,7 @@ def test_the_standby_with_the_smaller_rpo_is_chosen_by_the_cli_and_by_automation
     [run] = runs
     assert run.state is RunState.SUCCEEDED, run.result
     assert run.target == near.target, f"automation failed over to {run.target}"
-    decisions = AutomationJournal(StateStore(f"sqlite:///{tmp_path / 'drkit.db'}")).decisions(200)
+    decisions = AutomationJournal(StateStore(_store_url(tmp_path))).decisions(200)
     passed_over = [
         d
         for d in decisions
