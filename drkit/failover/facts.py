@@ -134,6 +134,9 @@ class Snapshot:
     # ... and per replica partition, its copies past the map's last one that groups read (by
     # position: the source offset their provenance names) - copied, never recorded in the map.
     returning_held: Mapping[TopicPartition, Mapping[int, int]] = field(default_factory=dict)
+    # Other sources of flows into the target that the source's data never reaches (a fan-in,
+    # drkit.topology.fan_in): moving the one pointer there would fence their applications.
+    fan_in: tuple[str, ...] = ()
     # Topics the flow replicated (its progress and offset map on the target name them) that
     # the live source does not list: deleted, or hidden from drkit's principal by ACLs - then
     # nothing of them is fenced or moved.

@@ -47,6 +47,7 @@ from drkit.records import TopicPartition, shared_partition
 from drkit.replication.progress import Progress, ProgressStore
 from drkit.schemas.sync import SchemaSynchronizer
 from drkit.signing import Kind, Signer
+from drkit.topology.fan_in import sources_left_behind
 from drkit.topology.flow import FlowTopology
 from drkit.topology.internal_topics import HEARTBEATS, is_own_group
 from drkit.topology.topic_filter import NameMatcher
@@ -304,6 +305,7 @@ def _gather(
         untranslatable_groups=_other_groups(flow, source) if reachable else (),
         returning=returning,
         returning_held=held,
+        fan_in=sources_left_behind(config.flows, flow.source, flow.target),
         unlisted_topics=tuple(unlisted),
         unverified_syncs=readers.unverified_syncs,
         verified_syncs=readers.verified_syncs,
