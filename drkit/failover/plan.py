@@ -586,6 +586,13 @@ def _reachability(snapshot: Snapshot) -> list[Finding]:
                 f"the active pointer is already on {snapshot.target}",
             )
         )
+    if snapshot.fan_in:  # one pointer per config: it would take other sources' apps along
+        others = ", ".join(snapshot.fan_in)
+        out.append(Finding(Severity.BLOCKER, "fan_in", (
+            f"fan-in: {others} replicate into {snapshot.target} too, and {snapshot.source}'s "
+            f"data never reaches them; the config's one active pointer on {snapshot.target} "
+            f"would fence them as well - give each source of a fan-in its own config and store"
+        )))  # fmt: skip
     if snapshot.procedure is Procedure.FAILBACK and snapshot.pointer != snapshot.source:
         if snapshot.pointer is None:  # was "the active pointer is on nothing" (issue 45)
             why = (
