@@ -31,6 +31,11 @@ def test_clusters_a_sources_data_reaches_are_its_standbys_not_left_behind() -> N
     # A standby fed through another one (dc1 -> dc2 -> dc3) is reached too.
     chain = _flows("dc1->dc2", "dc2->dc3", "dc3->dc2")
     assert sources_left_behind(chain, "dc1", "dc2") == ()
+    # After dc1 was lost, dc2 moves on to dc3: dc1 (fenced, its data on both) is no other
+    # source's home.
+    assert sources_left_behind(_flows("dc1->dc2", "dc1->dc3", "dc2->dc3"), "dc2", "dc3") == ()
+    # What the aggregate copies on does not make its sources one estate.
+    assert sources_left_behind(_flows("a->agg", "b->agg", "agg->a"), "a", "agg") == ("b",)
     # Only flows into the move's target count: a source feeding some other cluster is not moved.
     assert sources_left_behind(_flows("a->agg", "b->other"), "a", "agg") == ()
 
