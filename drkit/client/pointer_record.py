@@ -118,7 +118,7 @@ class PointerSigner:
     def header(self, key: bytes, value: bytes) -> tuple[str, bytes]:
         return self._signer.header(key, value)
 
-    def headers(self, record: PointerRecord) -> list[tuple[str, str | bytes | None]]:
+    def headers(self, record: PointerRecord) -> list[tuple[str, bytes]]:
         """The headers to write ``record`` with."""
         return [self.header(record.key(), record.value())]
 
