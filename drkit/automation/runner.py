@@ -51,7 +51,7 @@ from drkit.failover.model import Plan, Procedure, RunState
 from drkit.failover.pointer import PointerRepository
 from drkit.failover.run_result import RunOptions
 from drkit.failover.runs import RunRecord, RunRepository
-from drkit.failover.standby_choice import Candidate, StandbyChoice, choose
+from drkit.failover.standby_choice import StandbyCandidate, StandbyChoice, choose
 from drkit.health.evaluation import ClusterState
 from drkit.health.identity import is_vote
 from drkit.health.metrics import MonitorMetrics, default_metrics
@@ -99,7 +99,7 @@ def candidate_of(
     health: StandbyHealth,
     now: float,
     excluded_because: str | None = None,
-) -> Candidate:
+) -> StandbyCandidate:
     """``plan``'s target as a standby to choose (drkit.failover.standby_choice): its RPO
     estimate with the evidence aged to ``now`` - one moment for every candidate, as their plans
     were made one after another - its health, and why it is out (``excluded_because``, else the
@@ -109,7 +109,7 @@ def candidate_of(
         why = "the plan is blocked: " + "; ".join(f.message for f in plan.blockers)
     if why is None and not plan.target_reachable:
         why = f"{plan.target} did not answer the plan's reads"
-    return Candidate(
+    return StandbyCandidate(
         plan.target, health.healthy, health.detail, estimate.records, estimate.age_at(now), why
     )
 
@@ -369,7 +369,7 @@ def standby_choice_of(
     """The standby choice over one source's evaluated pairs: an acting pair is a healthy
     candidate with its plan's figures (the decision checked the target's health, the plan's
     blockers still exclude it); a pair that does not act is excluded by its decision."""
-    candidates: list[Candidate] = []
+    candidates: list[StandbyCandidate] = []
     for decision, plan, estimate in evaluated:
         if decision.act and plan is not None and estimate is not None:
             target = next(c for c in decision.checks if c.name is CheckName.TARGET_HEALTHY)
@@ -377,5 +377,5 @@ def standby_choice_of(
             candidates.append(candidate_of(plan, estimate, healthy, now))
         else:
             why = f"its decision holds: {decision.summary()}"
-            candidates.append(Candidate(decision.target, False, "", None, None, why))
+            candidates.append(StandbyCandidate(decision.target, False, "", None, None, why))
     return choose(evaluated[0][0].source, candidates)

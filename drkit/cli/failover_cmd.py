@@ -66,7 +66,7 @@ from drkit.failover.render import (
 )
 from drkit.failover.run_result import RunOptions
 from drkit.failover.runs import RunRecord, RunRepository
-from drkit.failover.standby_choice import Candidate, StandbyChoice, choose
+from drkit.failover.standby_choice import StandbyCandidate, StandbyChoice, choose
 from drkit.failover.steps.fencing import named_open_transactions, tool_for
 from drkit.gc_pause import collection_paused
 from drkit.kafka.admin import KafkaAdmin
@@ -280,7 +280,7 @@ def best_standby(
     for target in targets:
         state = standby_health(target, views[target], config.health, store_now)
         if target in failed:
-            candidates.append(Candidate(target, state.healthy, state.detail, None, None,
+            candidates.append(StandbyCandidate(target, state.healthy, state.detail, None, None,
                                         failed[target]))  # fmt: skip
         else:
             candidates.append(candidate_of(plans[target], estimates[target], state, now))

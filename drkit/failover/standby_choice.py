@@ -1,7 +1,7 @@
 """Which standby an unplanned failover of a source promotes, and why (pure).
 
 A source replicated to several clusters (dc1 -> dc2 and dc1 -> dc3) can fail over to any of
-them.  :func:`choose` takes one :class:`Candidate` per flow out of the source - each with how
+them.  :func:`choose` takes one :class:`StandbyCandidate` per flow out of the source - each with how
 the monitors' quorum sees it and the RPO its failover plan estimates (records the target lacks,
 the worst partition's age of evidence: ``drkit.automation.runner.rpo_of``, the same figures
 ``drkit failover --plan`` prints and automation judges) - and returns a :class:`StandbyChoice`
@@ -35,7 +35,7 @@ from typing import Any
 
 
 @dataclass(frozen=True)
-class Candidate:
+class StandbyCandidate:
     """One standby of the source, as measured now.
 
     ``health``: how the monitors see it, in words (the quorum's state and votes);
@@ -91,18 +91,18 @@ class Candidate:
         }
 
 
-class Outcome(StrEnum):
+class StandbyOutcome(StrEnum):
     CHOSEN = "chosen"
     LOST = "lost"  # eligible, but another ranked first
     EXCLUDED = "excluded"  # not eligible at all
 
 
 @dataclass(frozen=True)
-class Verdict:
+class StandbyVerdict:
     """One candidate's place in the choice and why."""
 
-    candidate: Candidate
-    outcome: Outcome
+    candidate: StandbyCandidate
+    outcome: StandbyOutcome
     why: str
 
     def to_json(self) -> dict[str, Any]:
@@ -123,14 +123,18 @@ class StandbyChoice:
     one first, then the ones that lost, best first, then the excluded ones by name."""
 
     source: str
-    verdicts: tuple[Verdict, ...]
+    verdicts: tuple[StandbyVerdict, ...]
 
     @property
-    def chosen(self) -> Candidate | None:
+    def chosen(self) -> StandbyCandidate | None:
         first = self.verdicts[0] if self.verdicts else None
-        return first.candidate if first is not None and first.outcome is Outcome.CHOSEN else None
+        return (
+            first.candidate
+            if first is not None and first.outcome is StandbyOutcome.CHOSEN
+            else None
+        )
 
-    def verdict_of(self, target: str) -> Verdict:
+    def verdict_of(self, target: str) -> StandbyVerdict:
         """``target``'s verdict; KeyError when it was no candidate."""
         for verdict in self.verdicts:
             if verdict.candidate.target == target:
@@ -151,7 +155,7 @@ class StandbyChoice:
         chosen = self.chosen
         if chosen is None:
             return self.why_none()
-        others = [v for v in self.verdicts if v.outcome is not Outcome.CHOSEN]
+        others = [v for v in self.verdicts if v.outcome is not StandbyOutcome.CHOSEN]
         against = "; ".join(
             f"{v.candidate.target} {v.outcome.value} ({v.candidate.figures()}): {v.why}"
             for v in others
@@ -176,7 +180,7 @@ class StandbyChoice:
         }
 
 
-def choose(source: str, candidates: Iterable[Candidate]) -> StandbyChoice:
+def choose(source: str, candidates: Iterable[StandbyCandidate]) -> StandbyChoice:
     """The standby for ``source`` among ``candidates`` by the module's rules.  Invariants: the
     chosen candidate is eligible and no eligible one ranks before it; the result does not
     depend on the candidates' order; targets are distinct (ValueError otherwise)."""
@@ -184,17 +188,17 @@ def choose(source: str, candidates: Iterable[Candidate]) -> StandbyChoice:
     if len({c.target for c in given}) != len(given):
         raise ValueError("one candidate per standby")
     excluded = sorted((c for c in given if c.exclusion is not None), key=lambda c: c.target)
-    eligible = sorted((c for c in given if c.exclusion is None), key=Candidate.rank)
-    verdicts: list[Verdict] = []
+    eligible = sorted((c for c in given if c.exclusion is None), key=StandbyCandidate.rank)
+    verdicts: list[StandbyVerdict] = []
     if eligible:
         best, *rest = eligible
-        verdicts.append(Verdict(best, Outcome.CHOSEN, _why_chosen(best, rest)))
-        verdicts += [Verdict(c, Outcome.LOST, _why_lost(c, best)) for c in rest]
-    verdicts += [Verdict(c, Outcome.EXCLUDED, c.exclusion or "") for c in excluded]
+        verdicts.append(StandbyVerdict(best, StandbyOutcome.CHOSEN, _why_chosen(best, rest)))
+        verdicts += [StandbyVerdict(c, StandbyOutcome.LOST, _why_lost(c, best)) for c in rest]
+    verdicts += [StandbyVerdict(c, StandbyOutcome.EXCLUDED, c.exclusion or "") for c in excluded]
     return StandbyChoice(source, tuple(verdicts))
 
 
-def _why_chosen(best: Candidate, rest: list[Candidate]) -> str:
+def _why_chosen(best: StandbyCandidate, rest: list[StandbyCandidate]) -> str:
     if not rest:
         return "the only eligible standby"
     if any(c.rank()[:-1] == best.rank()[:-1] for c in rest):
@@ -202,7 +206,7 @@ def _why_chosen(best: Candidate, rest: list[Candidate]) -> str:
     return "the smallest RPO"
 
 
-def _why_lost(loser: Candidate, best: Candidate) -> str:
+def _why_lost(loser: StandbyCandidate, best: StandbyCandidate) -> str:
     if not loser.rpo_known:
         return f"its RPO is unknown; {best.target}'s is known ({best.figures()})"
     if loser.rpo_seconds != best.rpo_seconds:

@@ -8,18 +8,18 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from drkit.failover.standby_choice import Candidate, Outcome, choose
+from drkit.failover.standby_choice import StandbyCandidate, StandbyOutcome, choose
 
 
-def _healthy(target: str, records: int | None, seconds: float | None = 1.0) -> Candidate:
-    return Candidate(target, True, "HEALTHY by 2 of 2 observers", records, seconds)
+def _healthy(target: str, records: int | None, seconds: float | None = 1.0) -> StandbyCandidate:
+    return StandbyCandidate(target, True, "HEALTHY by 2 of 2 observers", records, seconds)
 
 
 def test_the_fewest_records_behind_wins_and_the_other_is_listed_with_its_figures() -> None:
     choice = choose("dc1", [_healthy("dc2", 120, 9.0), _healthy("dc3", 0, 1.0)])
     assert choice.chosen is not None and choice.chosen.target == "dc3"
     lost = choice.verdict_of("dc2")
-    assert lost.outcome is Outcome.LOST
+    assert lost.outcome is StandbyOutcome.LOST
     assert "9.0s" in lost.why and "dc3" in lost.why
     assert "120 records" in lost.line()  # its figures, beside why it lost
     document = choice.to_json()
@@ -63,18 +63,20 @@ def test_an_unknown_rpo_ranks_below_any_known_one() -> None:
 
 
 def test_an_unhealthy_or_blocked_candidate_is_excluded_with_its_reason() -> None:
-    down = Candidate("dc2", False, "UNAVAILABLE by 2 of 2 observers", 0, 0.1)
-    blocked = Candidate("dc4", True, "HEALTHY", 0, 0.1, "the plan is blocked: a run is unfinished")
+    down = StandbyCandidate("dc2", False, "UNAVAILABLE by 2 of 2 observers", 0, 0.1)
+    blocked = StandbyCandidate(
+        "dc4", True, "HEALTHY", 0, 0.1, "the plan is blocked: a run is unfinished"
+    )
     choice = choose("dc1", [down, blocked, _healthy("dc3", 50, 20.0)])
     assert choice.chosen is not None and choice.chosen.target == "dc3"
-    assert choice.verdict_of("dc2").outcome is Outcome.EXCLUDED
+    assert choice.verdict_of("dc2").outcome is StandbyOutcome.EXCLUDED
     assert "UNAVAILABLE" in choice.verdict_of("dc2").why
     assert choice.verdict_of("dc4").why == "the plan is blocked: a run is unfinished"
     assert "dc2" in choice.summary() and "dc4" in choice.summary()
 
 
 def test_no_candidate_left_says_why() -> None:
-    down = Candidate("dc2", False, "UNKNOWN: no monitor reported it", 0, 0.1)
+    down = StandbyCandidate("dc2", False, "UNKNOWN: no monitor reported it", 0, 0.1)
     choice = choose("dc1", [down])
     assert choice.chosen is None
     assert "dc2" in choice.why_none() and "no monitor" in choice.why_none()
@@ -90,7 +92,7 @@ def test_one_candidate_per_standby() -> None:
 
 CANDIDATES = st.lists(
     st.builds(
-        Candidate,
+        StandbyCandidate,
         st.sampled_from(["dc2", "dc3", "dc4", "dc5"]),
         st.booleans(),
         st.just("health"),
@@ -104,7 +106,7 @@ CANDIDATES = st.lists(
 
 @given(CANDIDATES, st.randoms())
 def test_the_choice_is_eligible_ranks_first_and_ignores_the_order(
-    candidates: list[Candidate], random: Random
+    candidates: list[StandbyCandidate], random: Random
 ) -> None:
     choice = choose("dc1", candidates)
     shuffled = list(candidates)
