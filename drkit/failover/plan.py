@@ -607,6 +607,14 @@ def _reachability(snapshot: Snapshot) -> list[Finding]:
                 f"pointer is on {snapshot.pointer}"
             )
         out.append(Finding(Severity.BLOCKER, "pointer_elsewhere", why))
+    elif snapshot.pointer not in (None, snapshot.source, snapshot.target):
+        # A third cluster is the primary: opening the target would make two, and none of its
+        # writes would be carried over (issue 48: the three-cluster simulation, seed 35).
+        out.append(Finding(Severity.BLOCKER, "pointer_elsewhere", (
+            f"the active pointer is on {snapshot.pointer}, not {snapshot.source}: a "
+            f"{snapshot.procedure.value} from {snapshot.source} would make {snapshot.target} "
+            f"a second primary"
+        )))  # fmt: skip
     return out
 
 
