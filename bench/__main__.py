@@ -9,7 +9,7 @@
     python -m bench checkpoint [--checkpoint-groups N[,N...]]  # rounds and freshness
     python -m bench switchover [--rate N] [--repeat 3]     # write pause of planned moves
     python -m bench scale        # curves for docs/scale.md (plots written to docs/scale/)
-    python -m bench simulation [--schedules N] [--seed-base S] [--mutations K]
+    python -m bench simulation [--schedules N] [--seed-base S] [--mutations K] [--topology T]
                                  # the control plane's deterministic simulation, long campaigns
     python -m bench errors [--repeat 3] [--faults refused,hung,...] [--only "clusters check"]
                                  # how fast each cluster-contacting command fails (issue 45)
@@ -155,7 +155,7 @@ def scale(args: argparse.Namespace) -> str:
 def simulation(args: argparse.Namespace) -> str:
     from bench import simulation as sim
 
-    return sim.main(args.schedules, args.seed_base, args.processes, args.mutations)
+    return sim.main(args.schedules, args.seed_base, args.processes, args.mutations, args.topology)
 
 
 def errors(args: argparse.Namespace) -> str:
@@ -224,6 +224,10 @@ def main() -> None:
     parser.add_argument(
         "--mutations", type=int, default=0,
         help="simulation: also find each reverted fix within this many seeds",
+    )  # fmt: skip
+    parser.add_argument(
+        "--topology", default="two-dc", choices=("two-dc", "three-dc"),
+        help="simulation: the world's clusters (three-dc: dc1 -> dc2 and dc1 -> dc3)",
     )  # fmt: skip
     parser.add_argument(
         "--faults", default="", help="errors: fault kinds, comma-separated (default: all)"

@@ -5,7 +5,8 @@ over P processes (each with its own migrated store template) and reports how man
 runs and events held every invariant, the failing seeds with their replay lines, and the
 throughput.  ``--mutations K`` also measures, for each of issue 44's reverted fixes
 (tests/simulation/mutations.py), how many seeds of the first K the simulation needs to find it -
-the campaign's detection power, measured in the same run.
+the campaign's detection power, measured in the same run.  ``--topology three-dc`` runs the
+three-cluster world (dc1 -> dc2 and dc1 -> dc3) instead of the default two-dc.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ class Share:
     seeds: tuple[int, ...]
     mutation: str | None = None
     first_only: bool = False
+    topology: str = "two-dc"
 
 
 @dataclass(frozen=True)
@@ -51,7 +53,7 @@ def _run_share(share: Share) -> Tally:
     try:
         with reverted:
             for seed in share.seeds:
-                outcome = run_schedule(seed, template)
+                outcome = run_schedule(seed, template, topology=share.topology)
                 schedules, runs, events = (
                     schedules + 1, runs + outcome.runs, events + outcome.events,
                 )  # fmt: skip
@@ -68,24 +70,35 @@ def _split(base: int, count: int, processes: int) -> list[tuple[int, ...]]:
     return [tuple(range(base + i, base + count, processes)) for i in range(processes)]
 
 
-def _campaign(base: int, count: int, processes: int) -> tuple[list[Tally], float]:
+def _campaign(base: int, count: int, processes: int, topology: str) -> tuple[list[Tally], float]:
     started = time.monotonic()
+    shares = [Share(seeds, topology=topology) for seeds in _split(base, count, processes)]
     with multiprocessing.get_context("spawn").Pool(processes) as pool:
-        tallies = pool.map(_run_share, [Share(seeds) for seeds in _split(base, count, processes)])
+        tallies = pool.map(_run_share, shares)
     return tallies, time.monotonic() - started
 
 
 def _first_found(mutation: str, limit: int) -> int | None:
-    """The first seed (0..limit-1) whose schedule reports ``mutation``, or None."""
-    tally = _run_share(Share(tuple(range(limit)), mutation, first_only=True))
+    """The first seed (0..limit-1) whose schedule reports ``mutation``, or None (in the
+    three-cluster world for a mutation only it shows)."""
+    from tests.simulation.mutations import THREE_DC_MUTATIONS
+
+    topology = "three-dc" if mutation in THREE_DC_MUTATIONS else "two-dc"
+    tally = _run_share(Share(tuple(range(limit)), mutation, first_only=True, topology=topology))
     if not tally.failed:
         return None
     return int(tally.failed[0].split(":")[0].removeprefix("seed "))
 
 
-def main(schedules: int, seed_base: int, processes: int | None, mutations: int) -> str:
+def main(
+    schedules: int,
+    seed_base: int,
+    processes: int | None,
+    mutations: int,
+    topology: str = "two-dc",
+) -> str:
     workers = processes or os.cpu_count() or 1
-    tallies, wall_s = _campaign(seed_base, schedules, workers)
+    tallies, wall_s = _campaign(seed_base, schedules, workers, topology)
     done = sum(t.schedules for t in tallies)
     runs = sum(t.runs for t in tallies)
     events = sum(t.events for t in tallies)
@@ -93,7 +106,7 @@ def main(schedules: int, seed_base: int, processes: int | None, mutations: int) 
     cpu_s = sum(t.cpu_s for t in tallies)
     rows = [
         ["schedules", f"{done:,}"],
-        ["seeds", f"{seed_base}..{seed_base + schedules - 1}"],
+        ["seeds", f"{seed_base}..{seed_base + schedules - 1} ({topology})"],
         ["failover runs started", f"{runs:,}"],
         ["events (invariants checked after each)", f"{events:,}"],
         ["schedules with a violation", f"{len(failed)}"],

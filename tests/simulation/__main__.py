@@ -1,7 +1,8 @@
 """Replay or explore schedules: ``python -m tests.simulation --seed N [--trace]`` replays one;
 ``--from A --count N`` runs a range and prints each failing seed's replay command;
 ``--mutation NAME`` runs them with one of issue 44's fixes reverted (tests/simulation/
-mutations.py); ``--first`` stops at the first failing seed."""
+mutations.py); ``--first`` stops at the first failing seed; ``--topology three-dc`` runs them
+in the three-cluster world (dc1 -> dc2 and dc1 -> dc3) instead of the default two-dc."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import sys
 
 from tests.simulation.campaign import run_schedule
 from tests.simulation.mutations import MUTATIONS, mutated
-from tests.simulation.world import Template
+from tests.simulation.world import TOPOLOGIES, TWO_DC, Template
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -23,6 +24,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--trace", action="store_true", help="print the schedule's events")
     parser.add_argument("--mutation", choices=sorted(MUTATIONS), help="a fix reverted")
     parser.add_argument("--first", action="store_true", help="stop at the first failure")
+    parser.add_argument(
+        "--topology", choices=sorted(TOPOLOGIES), default=TWO_DC.name, help="the world's clusters"
+    )
     args = parser.parse_args(argv)
     logging.disable(logging.CRITICAL)  # drkit's own logs: the trace says what happened
     seeds = [args.seed] if args.seed is not None else range(args.start, args.start + args.count)
@@ -32,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with reverted:
             for seed in seeds:
-                outcome = run_schedule(seed, template, journal=args.trace)
+                outcome = run_schedule(seed, template, journal=args.trace, topology=args.topology)
                 if args.trace:
                     print("\n".join(outcome.trace))
                 status = "ok" if outcome.ok else "FAILED"

@@ -6,7 +6,14 @@ schedule runs ``Profile.events`` events - each either one thread going on to its
 a fault (a process killed or frozen), a change of the world (a cluster or the store away and
 back, a topic created, time jumping) or an operator's action (a move, ``--resume``,
 ``abandon``, ``fences lift --even-if-standby``) - then a quiet phase: faults stop, the world
-comes back, the monitor's maintenance finishes what is left, and the end state is checked.
+comes back, the monitor's maintenance finishes what is left, and the end state is checked;
+last, every control-plane process ended, the maintenance runs once more and the protections
+must be what the pointer implies (``Checker.converged``).
+
+The world's clusters are a topology's (world.TOPOLOGIES): the default two-dc (dc1 -> dc2), or
+three-dc (dc1 -> dc2 and dc1 -> dc3), where a move goes from the primary to one of the
+clusters it replicates to (a draw only when there are several: two-dc schedules draw what
+they drew) and a failback returns where the failover came from.
 
 Beside them, on a random stream of its own (so a schedule's other choices stay what they
 were), the state store now and then loses its flow keys (restored from a backup or migrated
@@ -34,7 +41,7 @@ from drkit.failover.model import Procedure, RunState
 from drkit.failover.pointer import PointerRepository
 from drkit.failover.reconcile import Reconciler
 from drkit.failover.run_result import RunOptions
-from drkit.failover.runs import RunRepository
+from drkit.failover.runs import RunRecord, RunRepository
 from drkit.failover.unfence import LiftFacts, lift_blockers
 from drkit.kafka.admin import TopicSpec
 from drkit.records import TopicPartition
@@ -42,8 +49,10 @@ from tests.simulation.invariants import Checker, Violation
 from tests.simulation.scheduler import Killed, Sim, SimProcess, SimThread, Stuck
 from tests.simulation.world import (
     APP,
-    CLUSTERS,
     GROUPS,
+    LEASE_TTL_S,
+    TOPOLOGIES,
+    TWO_DC,
     WORKERS_PER_FLOW,
     SimWorld,
     Template,
@@ -55,6 +64,7 @@ BUGGIFY_RATE = 0.1  # an engine dies at a step's edge this often
 # Where a step's edge is: its outcome recorded, its hooks run (``file:function`` frames).
 QUIET_BUGGIFY = 2  # the quiet phase's runs finish too (a move is slow beside the workload)
 _STEP_EDGES = frozenset({"runs.py:step_finished", "runs.py:record_detail", "engine.py:_run_hooks"})
+CONVERGE_S = 120.0  # simulated seconds the last maintenance pass may take (with what ends first)
 QUIET_EVENTS = 20_000  # the quiet phase ends in simulated time long before this
 KEYS_LOST_RATE = 0.0004  # per event before the quiet phase: about one schedule in ten
 SECRET_SHARE = 0.25  # of the schedules, those with signing.secret configured
@@ -93,18 +103,26 @@ class Outcome:
     def ok(self) -> bool:
         return not self.violations and self.error is None
 
+    topology: str = TWO_DC.name
+
     def replay(self) -> str:
-        return f"PYTHONHASHSEED=0 python -m tests.simulation --seed {self.seed} --trace"
+        chosen = "" if self.topology == TWO_DC.name else f" --topology {self.topology}"
+        return f"PYTHONHASHSEED=0 python -m tests.simulation --seed {self.seed}{chosen} --trace"
 
 
 def run_schedule(
-    seed: int, template: Template, profile: Profile | None = None, journal: bool = False
+    seed: int,
+    template: Template,
+    profile: Profile | None = None,
+    journal: bool = False,
+    topology: str = TWO_DC.name,
 ) -> Outcome:
     """One schedule; ``journal``: the trace also says what changed in the store and which
-    topics each cluster lets applications write (slower; for replays)."""
+    topics each cluster lets applications write (slower; for replays); ``topology``: the
+    world's clusters and flows (world.TOPOLOGIES - a seed's schedule is its own in each)."""
     started = time.monotonic()
     sim = Sim(seed)
-    world = SimWorld(sim, template, secret=has_secret(seed))
+    world = SimWorld(sim, template, secret=has_secret(seed), topology=TOPOLOGIES[topology])
     checker = Checker(world, journal=journal)
     driver = Driver(sim, world, checker, profile or Profile())
     driver.buggify_rng.seed(seed * 7919 + 1)
@@ -119,7 +137,7 @@ def run_schedule(
         world.close()
     return Outcome(
         seed, checker.violations, sim.trace, driver.runs, driver.events,
-        time.monotonic() - started, error,
+        time.monotonic() - started, error, topology,
     )  # fmt: skip
 
 
@@ -169,6 +187,45 @@ class Driver:
                 return
         if not self.checker.violations:
             self.checker.at_rest()
+        if not self.checker.violations:
+            self._converge()
+
+    def _converge(self) -> None:
+        """The monitor's maintenance once more, to its end, with nothing in its way - every
+        control-plane process that is still alive ended first, the lease of a killed one
+        lapsed - then the protections checked against the pointer (invariants.Checker's
+        ``converged``).  Threads go on in the order the scheduler lists them (no draw: the
+        schedule's random stream is left as it was)."""
+        control = ("engine", "resume", "maintenance", "operator")
+        deadline = self.sim.now + CONVERGE_S
+        self.sim.log("converge: the control plane's processes end")
+        while any(p.alive and p.kind in control for p in self.sim.live):
+            if not self._step_first(deadline):
+                return
+        self.sim.advance(self.sim.now + LEASE_TTL_S + 1)
+        tick = self._spawn("maintenance", self._maintenance_body)
+        while tick.alive:
+            if not self._step_first(deadline):
+                return
+        if not self.checker.violations:
+            self.checker.converged()
+
+    def _step_first(self, deadline: float) -> bool:
+        """One thread on (the first runnable one), or time on; False - recorded - once
+        ``deadline`` has passed."""
+        if self.sim.now > deadline:
+            alive = sorted(p.name for p in self.sim.live if p.alive)
+            self.checker.fail("protections converge", f"no quiet end: alive at {alive}")
+            return False
+        runnable = self.sim.runnable()
+        if runnable:
+            self.sim.step(runnable[0])
+        else:
+            waits = self.sim.waiting()
+            self.sim.advance(min(waits) if waits else self.sim.now + 0.5)
+        self._reap()
+        self.checker.after_event()
+        return not self.checker.violations
 
     def _drain_setup(self) -> None:
         while any(p.alive for p in self.sim.live):
@@ -300,7 +357,7 @@ class Driver:
     def _world_event(self) -> None:
         kind = self.rng.choice(("cluster", "cluster", "store", "registry", "topic", "jump"))
         if kind == "cluster":
-            alias = self.rng.choice(CLUSTERS)
+            alias = self.rng.choice(self.world.aliases)
             cluster = self.world.clusters[alias]
             if cluster.up:
                 cluster.go_down()
@@ -313,7 +370,7 @@ class Driver:
             self.world.store.down_until = self.sim.now + self.rng.choice((1.0, 5.0, 15.0))
             self.sim.log("store DOWN")
         elif kind == "registry":
-            registry = self.world.registries[self.rng.choice(CLUSTERS)]
+            registry = self.world.registries[self.rng.choice(self.world.aliases)]
             registry.down = not registry.down
         elif kind == "topic":
             primary = self._primary()
@@ -328,7 +385,7 @@ class Driver:
             self.sim.log("time jumps")
 
     def _bring_back(self) -> None:
-        for alias in CLUSTERS:
+        for alias in self.world.aliases:
             if not self.world.clusters[alias].up:
                 self.world.clusters[alias].come_back()
                 self.checker.came_back(alias)
@@ -351,7 +408,7 @@ class Driver:
             self._super_write(alias)
             return
         if self.rng.random() < 0.2:
-            alias = self.rng.choice(CLUSTERS)
+            alias = self.rng.choice(self.world.aliases)
         cluster = self.world.clusters[alias]
         if not cluster.up:
             return
@@ -411,13 +468,8 @@ class Driver:
         if self.quiet:
             return
         primary = self._primary()
-        other = next(a for a in CLUSTERS if a != primary)
-        procedure = self._procedure(view, primary, other)
-        if procedure is None:
-            return
-        source, target = (primary, other)
-        if procedure is Procedure.FAILBACK:
-            source, target = primary, other
+        procedure, last = self._procedure(primary)
+        source, target = primary, self._target(primary, procedure, last)
         self.runs += 1
         self._spawn(
             "engine",
@@ -425,7 +477,10 @@ class Driver:
             name=f"engine#{self.runs}-{procedure.value}-{source}-{target}",
         )
 
-    def _procedure(self, view: object, primary: str, other: str) -> Procedure | None:
+    def _procedure(self, primary: str) -> tuple[Procedure, RunRecord | None]:
+        """The move an operator starts from ``primary`` (and the last run that succeeded): a
+        failback after a failover onto it, else a switchover or a failover; only a failover
+        when ``primary`` is away."""
         last = None
         runs = RunRepository(self.world.reader).latest(5)
         for run in runs:
@@ -438,6 +493,19 @@ class Driver:
         if not self.world.clusters[primary].up:
             choices = [Procedure.FAILOVER]
         chosen: Procedure = self.rng.choice(choices)
+        return chosen, last
+
+    def _target(self, primary: str, procedure: Procedure, last: RunRecord | None) -> str:
+        """Where the move goes: the one cluster ``primary`` replicates to (two clusters; a
+        standby back to dc1) - else a failback returns to where the failover onto ``primary``
+        came from, and another move picks one of its targets (a draw only then: the two-cluster
+        schedules draw what they drew)."""
+        targets = self.world.targets_of(primary)
+        if len(targets) == 1:
+            return targets[0]
+        if procedure is Procedure.FAILBACK and last is not None and last.source in targets:
+            return last.source
+        chosen: str = self.rng.choice(targets)
         return chosen
 
     def _move(self, procedure: Procedure, source: str, target: str) -> object:
@@ -457,7 +525,7 @@ class Driver:
         try:
             pointer = PointerRepository(store).get()
             alias = self.rng.choice(
-                [a for a in CLUSTERS if pointer is None or a != pointer.cluster]
+                [a for a in self.world.aliases if pointer is None or a != pointer.cluster]
             )
             fences = FenceRepository(store, keeper)
             facts = LiftFacts(

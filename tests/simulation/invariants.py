@@ -8,6 +8,12 @@ never from what drkit believes about itself.
   while its fence was pending, until it holds what it should (at most ``RETURN_WINDOW_S``).
 * **the primary is writable** - with no run unfinished, the pointer's cluster takes
   application writes on every topic it holds, and its schema registry is READWRITE.
+* **every standby protected** - every cluster that is not the pointer's (before any move, the
+  first flow's source's) and not a cluster of an unfinished run takes no application write on
+  any topic of a family it holds - whether or not the primary holds that family (a replica a
+  flow made there, its own topics from a time it was the primary).  Excused as above.  With
+  three clusters: dc3 while dc2 is the primary (a move between dc1 and dc2 leaves dc3 out of
+  the run; it keeps following dc1 - re-pointing it is not built), and so on.
 * **nothing acknowledged is lost** - when a planned move puts the pointer on its target, the
   flow has copied everything the source holds (applications were fenced first).
 * **no zombie write** - no worker of a flow appends to a cluster that is the primary while
@@ -28,6 +34,12 @@ never from what drkit believes about itself.
   its ACL.
 * At the end of a schedule, once the world is quiet: the pointer's epoch was published by the
   after-hook (no hook lost to a kill), and every run has ended.
+* **protections converge** - then, once the monitor's maintenance ran once more to its end
+  (the lease holder's reconciler, nothing in the way), on every cluster and without the
+  excuses above but an operator's opening: the pointer's cluster takes application writes on
+  every protected topic and its registry is READWRITE; every other cluster refuses them on
+  every one, its registry READONLY; and the replicator of every flow into the pointer's
+  cluster that does not run is refused on its replicas (its replicator fence).
 """
 
 from __future__ import annotations
@@ -47,7 +59,7 @@ from drkit.failover.pointer import Pointer, PointerRepository
 from drkit.records import TopicPartition
 from drkit.store.models import FailoverRun, FailoverStep
 from drkit.topology.flow import FlowTopology
-from tests.simulation.world import APP, CLUSTERS, GROUPS, SimWorld
+from tests.simulation.world import APP, GROUPS, REPLICATOR, SimWorld
 
 if TYPE_CHECKING:
     from tests.simulation.scheduler import Sim, SimProcess
@@ -253,6 +265,7 @@ class Checker:
         self._track_reconciles()
         self._one_writable(view)
         self._primary_writable(view)
+        self._standbys_protected(view)
         self._moved_without_loss(view)
         self._no_zombie_write(view)
         self._groups(view)
@@ -278,8 +291,9 @@ class Checker:
         if cached is not None and cached[0] == cluster.version:
             return cached[1]
         out: dict[str, list[str]] = {}
+        remote = tuple(f"{source}." for source in self.world.aliases)
         for name in cluster.topics:
-            family = name.split(".", 1)[1] if name.startswith(("dc1.", "dc2.")) else name
+            family = name.split(".", 1)[1] if name.startswith(remote) else name
             if family.startswith("orders."):
                 out.setdefault(family, []).append(name)
         self._family[alias] = (cluster.version, out)
@@ -311,7 +325,7 @@ class Checker:
 
     def _one_writable(self, view: _StoreView) -> None:
         writers: dict[str, set[str]] = {}
-        for alias in CLUSTERS:
+        for alias in self.world.aliases:
             self.writable(alias)
             if self._excused(alias, view) is not None:
                 continue
@@ -352,6 +366,24 @@ class Checker:
         registry = self.world.registries[alias]
         if not registry.down and registry.current != "READWRITE":
             self.fail("primary writable", f"{alias}'s schema registry is {registry.current}")
+
+    def _primary(self, view: _StoreView) -> str:
+        """Where applications write: the pointer's cluster (drkit.failover.pointer)."""
+        return view.pointer or self.world.config.flows[0].source
+
+    def _standbys_protected(self, view: _StoreView) -> None:
+        primary = self._primary(view)
+        moving = {alias for run in view.unfinished for alias in view.runs[run][1:3]}
+        for alias in self.world.aliases:
+            if alias == primary or alias in moving or self._excused(alias, view) is not None:
+                continue
+            found = self._writable_families(alias, view.opened.get(alias) or frozenset())
+            if found:
+                self.fail(
+                    "every standby protected",
+                    f"{alias} takes application writes on {sorted(found)} while {primary} is "
+                    "the primary",
+                )
 
     def _moved_without_loss(self, view: _StoreView) -> None:
         if view.pointer_epoch == self.last_epoch:
@@ -486,7 +518,7 @@ class Checker:
         if self.reconciling or self.dirty_audit:
             return
         # It reads the view, and each cluster's ACLs, topics and reachability (its version).
-        versions = tuple(self.world.cluster(alias).version for alias in CLUSTERS)
+        versions = tuple(self.world.cluster(alias).version for alias in self.world.aliases)
         if self._audited[0] is not view or self._audited[1] != versions:
             self._audited = (view, versions, self._audit_findings(view))
         for invariant, detail in self._audited[2]:
@@ -495,7 +527,7 @@ class Checker:
     def _audit_findings(self, view: _StoreView) -> list[tuple[str, str]]:
         found = []
         principal = self.world.config.failover.fence_principal
-        for alias in CLUSTERS:
+        for alias in self.world.aliases:
             cluster = self.world.clusters[alias]
             if not cluster.up:
                 continue
@@ -546,6 +578,53 @@ class Checker:
                 f"the pointer is at epoch {view.pointer_epoch}; the after-hook published "
                 f"{self.world.published_epoch} (an after move_pointer hook was lost)",
             )
+
+    def converged(self) -> None:
+        """After a reconcile by the lease holder with the world quiet: every cluster holds what
+        the pointer implies (module docstring: protections converge)."""
+        view = self.view()
+        primary = self._primary(view)
+        directives = view.directives
+        for alias in self.world.aliases:
+            opened = view.opened.get(alias, frozenset())
+            if opened is None:
+                continue  # an operator opened it whole until the pointer moves
+            cluster = self.world.cluster(alias)
+            protected = {n for names in self._families(alias).values() for n in names} - opened
+            writable = self.writable(alias) & protected
+            registry = self.world.registries[alias].current
+            if alias == primary:
+                wrong = sorted(protected - writable)
+                if wrong:
+                    self.fail("protections converge", f"{alias}, the primary, refuses {wrong}")
+                if registry != "READWRITE":
+                    self.fail("protections converge", f"{alias}'s registry is {registry}")
+                for flow in self.world.config.flows:
+                    if flow.target != alias or directives.get(flow.name) is DesiredState.RUNNING:
+                        continue
+                    topology, prefix = FlowTopology.of(flow), f"{flow.source}."
+                    open_replicas = sorted(
+                        name
+                        for name in cluster.topics
+                        if name.startswith(prefix)
+                        and topology.selects(name.removeprefix(prefix))
+                        and cluster.writable(name, REPLICATOR)
+                    )
+                    if open_replicas:
+                        self.fail(
+                            "protections converge",
+                            f"{flow.name} is held; its replicator may write {open_replicas} on "
+                            f"{alias}, the primary",
+                        )
+                continue
+            if writable:
+                self.fail(
+                    "protections converge",
+                    f"{alias} takes application writes on {sorted(writable)} while {primary} "
+                    "is the primary",
+                )
+            if registry != "READONLY":
+                self.fail("protections converge", f"{alias}'s registry is {registry}, not READONLY")
 
 
 def _mid_reconcile(process: SimProcess) -> bool:

@@ -1,5 +1,8 @@
 """The fixes of issue 44's findings, each reverted in the smallest way that brings its bug
-back - so the simulation can be shown to find it (tests/simulation/test_mutations.py).
+back - so the simulation can be shown to find it (tests/simulation/test_mutations.py).  And,
+for the three-cluster world (issue 48), a two-cluster assumption that is right with two
+clusters and wrong with three (:data:`THREE_DC_MUTATIONS`: found only with
+``--topology three-dc``).
 
 A mutation is applied with a ``setattr(target, name, value)`` (pytest's monkeypatch, or
 :class:`Patched` for ``python -m tests.simulation --mutation NAME``) and names the invariant
@@ -216,6 +219,23 @@ def _replicator_without_the_secret(setattr: SetAttr) -> None:
     setattr(flow_keys.StoredKey, "__init__", init)
 
 
+def _guard_the_primarys_flows_only(setattr: SetAttr) -> None:
+    """Two clusters' assumption: the replicas to guard are those of the flows out of the
+    primary (with two clusters, every flow into a standby is one).  With three, dc2 the
+    primary, dc3's replicas of dc1 -> dc3 would be left writable."""
+    from drkit.access import standby
+
+    original = standby.guarded_flows
+
+    def guarded(config: DrkitConfig, primary: str | None) -> tuple[Any, ...]:
+        found = original(config, primary)
+        return tuple(flow for flow in found if primary is None or flow.source == primary)
+
+    setattr(protections, "guarded_flows", guarded)
+
+
+THREE_DC_MUTATIONS = frozenset({"guard-the-primarys-flows-only"})
+
 MUTATIONS = {
     m.name: m
     for m in (
@@ -235,6 +255,8 @@ MUTATIONS = {
                  _no_answer_without_a_verified_run),
         Mutation("replicator-without-the-secret", "e33cee1", "a signing secret keeps the keys",
                  _replicator_without_the_secret),
+        Mutation("guard-the-primarys-flows-only", "issue 48", "every standby protected",
+                 _guard_the_primarys_flows_only),
     )
 }  # fmt: skip
 

@@ -6,6 +6,10 @@ CI runs the regression seeds, then at least ``DRKIT_SIM_SCHEDULES`` (2,000) sche
 cores: 600 process-seconds) is spent.  Seeds start at ``DRKIT_SIM_SEED_BASE``
 (0: the same schedules every run; set another base to explore new ones - ``python -m bench
 simulation`` runs long campaigns).  A failing seed prints its one-line replay.
+
+The three-cluster world (dc1 -> dc2 and dc1 -> dc3, ``--topology three-dc``) runs
+``DRKIT_SIM_THREE_DC_SCHEDULES`` (100) schedules of its own from the same base, every invariant
+after every event as in the default world.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from tests.simulation.campaign import Outcome, run_schedule
-from tests.simulation.world import Template
+from tests.simulation.world import THREE_DC, TWO_DC, Template
 
 SHARDS = 4
 SCHEDULES = int(os.environ.get("DRKIT_SIM_SCHEDULES", "2000"))
@@ -30,6 +34,7 @@ SEED_BASE = int(os.environ.get("DRKIT_SIM_SEED_BASE", "0"))
 # them in one, at the lowest priority beside the integration tests).
 WORKERS = 2
 REGRESSIONS = Path(__file__).with_name("regressions.txt")
+THREE_DC_SCHEDULES = int(os.environ.get("DRKIT_SIM_THREE_DC_SCHEDULES", "100"))
 
 
 @pytest.fixture(scope="module")
@@ -41,13 +46,14 @@ def template() -> Iterator[Template]:
     logging.disable(logging.NOTSET)
 
 
-def regression_seeds() -> list[int]:
-    """Seeds that once failed (``seed  # what it found``), kept as regression cases."""
+def regression_seeds() -> list[tuple[int, str]]:
+    """Seeds that once failed (``seed [topology]  # what it found``; two-dc unless named),
+    kept as regression cases."""
     seeds = []
     for line in REGRESSIONS.read_text().splitlines():
-        text = line.split("#", 1)[0].strip()
-        if text:
-            seeds.append(int(text))
+        words = line.split("#", 1)[0].split()
+        if words:
+            seeds.append((int(words[0]), words[1] if len(words) > 1 else TWO_DC.name))
     return seeds
 
 
@@ -60,8 +66,8 @@ def _report(outcome: Outcome) -> str:
 
 
 def test_the_regression_seeds_hold(template: Template) -> None:
-    for seed in regression_seeds():
-        outcome = run_schedule(seed, template)
+    for seed, topology in regression_seeds():
+        outcome = run_schedule(seed, template, topology=topology)
         assert outcome.ok, _report(outcome)
 
 
@@ -83,4 +89,20 @@ def test_seeded_schedules_hold_every_invariant(shard: int, template: Template) -
         f"simulation shard {shard}: {done} schedules, 0 violations, {runs} runs, "
         f"{events} events in {elapsed:.0f}s (seeds {SEED_BASE + shard}..{seed - SHARDS} "
         f"step {SHARDS})"
+    )
+
+
+def test_three_cluster_schedules_hold_every_invariant(template: Template) -> None:
+    """dc1 -> dc2 and dc1 -> dc3: moves between dc1 and either standby, the other standby
+    protected throughout (issue 48 item 1)."""
+    started = time.monotonic()
+    runs = events = 0
+    seeds = range(SEED_BASE, SEED_BASE + THREE_DC_SCHEDULES)
+    for seed in seeds:
+        outcome = run_schedule(seed, template, topology=THREE_DC.name)
+        assert outcome.ok, _report(outcome)
+        runs, events = runs + outcome.runs, events + outcome.events
+    print(
+        f"three-dc: {len(seeds)} schedules, 0 violations, {runs} runs, {events} events in "
+        f"{time.monotonic() - started:.0f}s (seeds {seeds.start}..{seeds.stop - 1})"
     )

@@ -136,19 +136,52 @@ failover:
 """
 
 
+@dataclass(frozen=True)
+class Topology:
+    """Which clusters a schedule's world has and how its config wires them: ``clusters`` in
+    the order the driver draws among them, ``standbys`` the clusters :data:`CONFIG`'s dc2 is
+    copied into - each with dc1 -> it and its standby flow back, as dc2 has."""
+
+    name: str
+    clusters: tuple[str, ...]
+    standbys: tuple[str, ...] = ()
+
+
+# The default: dc1 -> dc2 (and dc2 -> dc1, standby) - what the seeds of regressions.txt and
+# test_mutations.py replay.
+TWO_DC = Topology("two-dc", CLUSTERS)
+# dc1 -> dc2 and dc1 -> dc3 (and each standby flow back to dc1): a move goes from dc1 to
+# either standby and back; nothing re-points the other standby after a move (issue 48
+# item 1: not built) - dc3 keeps following dc1 while dc2 is the primary.
+THREE_DC = Topology("three-dc", (*CLUSTERS, "dc3"), ("dc3",))
+TOPOLOGIES = {topology.name: topology for topology in (TWO_DC, THREE_DC)}
+
+
 @functools.cache
-def _document() -> dict[str, Any]:
-    """:data:`CONFIG` parsed (once: each schedule changes a copy)."""
+def _document(topology: Topology = TWO_DC) -> dict[str, Any]:
+    """:data:`CONFIG` parsed, with ``topology``'s further standbys wired as dc2 is (once: each
+    schedule changes a copy)."""
     found: dict[str, Any] = yaml.safe_load(CONFIG)
+    clusters, flows = found["clusters"], found["flows"]
+    for number, alias in enumerate(topology.standbys, start=3):
+        cluster = copy.deepcopy(clusters["dc2"])
+        cluster["bootstrap_servers"] = f"127.0.0.1:{8 + number}"
+        cluster["schema_registry"]["url"] = f"http://127.0.0.1:{number}/apis/ccompat/v7"
+        clusters[alias] = cluster
+        forward, back = (copy.deepcopy(flow) for flow in flows[:2])
+        forward["target"] = back["source"] = alias
+        flows += [forward, back]
     return found
 
 
 @functools.lru_cache(maxsize=4)
-def _config(runbooks: str, path: str, secret: str | None) -> DrkitConfig:
-    """A schedule's config: :data:`CONFIG` with its runbooks, its store and - given - its
-    ``signing.secret``, loaded as drkit loads it; frozen, so schedules alike share it (most
-    have no secret, and their store is the template's work file)."""
-    document = copy.deepcopy(_document())
+def _config(
+    runbooks: str, path: str, secret: str | None, topology: Topology = TWO_DC
+) -> DrkitConfig:
+    """A schedule's config: :data:`CONFIG` (for ``topology``) with its runbooks, its store and
+    - given - its ``signing.secret``, loaded as drkit loads it; frozen, so schedules alike
+    share it (most have no secret, and their store is the template's work file)."""
+    document = copy.deepcopy(_document(topology))
     document["failover"]["runbooks_dir"] = runbooks
     document["state_store"] = {"url": f"sqlite:///{path}"}
     if secret is not None:
@@ -472,17 +505,21 @@ class ModelProgress:
 class SimWorld:
     """Everything one schedule runs against; built fresh per seed."""
 
-    def __init__(self, sim: Sim, template: Template, secret: bool = False) -> None:
+    def __init__(
+        self, sim: Sim, template: Template, secret: bool = False, topology: Topology = TWO_DC
+    ) -> None:
         """``secret``: ``signing.secret`` is configured (the flows' offset-sync keys are
-        derived from it, none kept in the store)."""
+        derived from it, none kept in the store); ``topology``: its clusters and flows."""
         self.sim = sim
         self.secret = secret
+        self.topology = topology
+        self.aliases = topology.clusters
         path = template.restore()
         runbooks = path.parent / "runbooks"
         if not runbooks.exists():
             shutil.copytree(Path(__file__).resolve().parents[2] / "runbooks", runbooks)
         self.config = _config(
-            str(runbooks), str(path), signing_secret(sim.seed) if secret else None
+            str(runbooks), str(path), signing_secret(sim.seed) if secret else None, topology
         )
         self.template = template
         self.store = SimStore(sim, template)
@@ -498,15 +535,15 @@ class SimWorld:
         # verification, how many times the store had lost its flow keys by then).
         self.sync_reads: list[tuple[int, str, int, int]] = []
         self.keys_lost = 0  # how many times the store lost its flow keys
-        self.clusters = FakeClusters(*CLUSTERS, make=lambda alias: SimCluster(alias, sim))
-        self.registries = {alias: SimRegistry(alias, sim) for alias in CLUSTERS}
+        self.clusters = FakeClusters(*self.aliases, make=lambda alias: SimCluster(alias, sim))
+        self.registries = {alias: SimRegistry(alias, sim) for alias in self.aliases}
         self.replication = Replication()
         self.published_epoch = 0  # what the "publish-pointer" hook last published
         self.hooked_runs: set[int] = set()  # runs whose after move_pointer hook ran
         self.veto_rate = 0.25  # how often the operator's check before move_pointer says no
         self.super_writes: dict[tuple[str, TopicPartition], int] = {}  # ACLs do not stop these
         self.state_dir = path.parent
-        for alias in CLUSTERS:
+        for alias in self.aliases:
             cluster = self.clusters[alias]
             cluster.open = True
         for topic in TOPICS:
@@ -526,6 +563,11 @@ class SimWorld:
 
     def flow(self, name: str) -> FlowConfig:
         return self.config.flow(name)
+
+    def targets_of(self, source: str) -> tuple[str, ...]:
+        """The clusters a move from ``source`` can go to: its flows' targets, in the config's
+        order (two clusters: the other one)."""
+        return tuple(flow.target for flow in self.config.flows if flow.source == source)
 
     def channels(self) -> ChannelFactory:
         def channel(flow: FlowConfig) -> FakeChannel:
@@ -690,6 +732,8 @@ class SimEngine(Engine):
         extra = self._unfinished_findings() + self._fenced_by_failover(procedure, target)
         if procedure is not Procedure.FAILOVER and not reachable:  # the planner's own rule
             extra += (Finding(Severity.BLOCKER, "source_unreachable", f"{source} is away"),)
+        if plan.pointer_from not in (None, source, target):  # its rule for a third cluster
+            extra += (Finding(Severity.BLOCKER, "pointer_elsewhere", f"{plan.pointer_from} is"),)
         return replace(plan, findings=plan.findings + extra)
 
 
