@@ -98,12 +98,12 @@ class Outcome:
     events: int
     real_s: float
     error: str | None = None
+    topology: str = TWO_DC.name
+    known_gaps: int = 0  # moves exempted as invariants.NOT_REPOINTED (three clusters)
 
     @property
     def ok(self) -> bool:
         return not self.violations and self.error is None
-
-    topology: str = TWO_DC.name
 
     def replay(self) -> str:
         chosen = "" if self.topology == TWO_DC.name else f" --topology {self.topology}"
@@ -137,7 +137,7 @@ def run_schedule(
         world.close()
     return Outcome(
         seed, checker.violations, sim.trace, driver.runs, driver.events,
-        time.monotonic() - started, error, topology,
+        time.monotonic() - started, error, topology, checker.known_gaps,
     )  # fmt: skip
 
 

@@ -15,7 +15,12 @@ never from what drkit believes about itself.
   three clusters: dc3 while dc2 is the primary (a move between dc1 and dc2 leaves dc3 out of
   the run; it keeps following dc1 - re-pointing it is not built), and so on.
 * **nothing acknowledged is lost** - when a planned move puts the pointer on its target, the
-  flow has copied everything the source holds (applications were fenced first).
+  flow has copied everything the source holds (applications were fenced first); and when any
+  move puts it on a cluster, that cluster holds what earlier planned moves carried past their
+  fence points from a third cluster (three clusters: what dc2 acknowledged before it failed
+  back to dc1 is on dc1 at the next move onto dc1) - but for the known gap
+  :data:`NOT_REPOINTED`: no flow from that former primary to this one (what dc2 acknowledged
+  never reaches dc3), counted and said in the trace, not reported.
 * **no zombie write** - no worker of a flow appends to a cluster that is the primary while
   the flow's directive holds it (a worker frozen past its silence window, woken up late).
 * **no group moves backwards or past the end** on the primary once the pointer is there.
@@ -73,6 +78,13 @@ _PARTS = {
     "rows": ("FENCES",),
 }
 _READ = frozenset(t for tables in _PARTS.values() for t in tables)
+# The known gap of issue 48 item 1 (re-pointing the remaining standbys is not built): after a
+# move, the remaining standby still follows the old primary - dc3 keeps following dc1 while
+# dc2 is the primary, so what dc2 acknowledged never reaches dc3, and a later move onto dc3
+# does not have it.  Exempt from "nothing acknowledged is lost" only where no flow runs from
+# the former primary to the new one; counted (Outcome.known_gaps) and said in the trace.  The
+# change that re-points the standbys (a flow dc2 -> dc3) removes it.
+NOT_REPOINTED = "not-re-pointed"
 RETURN_WINDOW_S = 30.0  # a returning cluster is protected by the next maintenance passes
 PLANNED = (Procedure.SWITCHOVER, Procedure.CUTOVER, Procedure.FAILBACK)
 
@@ -123,6 +135,11 @@ class Checker:
     last_epoch: int = 0
     resumed_epoch: int = 0
     committed_max: dict[tuple[str, str, TopicPartition], int] = field(default_factory=dict)
+    # Per former primary's topic partition: what a planned move away from it carried past its
+    # fence point (the flow's progress when the pointer left it); and how many times a move
+    # met the known gap NOT_REPOINTED instead.
+    fence_points: dict[tuple[str, str, int], int] = field(default_factory=dict)
+    known_gaps: int = 0
     dirty_audit: bool = False
     reconciling: set[str] = field(default_factory=set)
     journal: bool = False  # say in the trace what changed in the store (replays)
@@ -390,9 +407,12 @@ class Checker:
             return
         self.last_epoch = view.pointer_epoch
         run = view.runs.get(view.pointer_run) if view.pointer_run is not None else None
-        if run is None or run[0] not in PLANNED:
+        if run is None:
             return
-        _procedure, source, target, _state = run
+        procedure, source, target, _state = run
+        self._carried_over(view.pointer_run or 0, source, target)
+        if procedure not in PLANNED:
+            return
         flow = self.world.flow(f"{source}->{target}")
         topology = FlowTopology.of(flow)
         cluster = self.world.clusters[source]
@@ -410,6 +430,37 @@ class Checker:
                         f"run {view.pointer_run} moved to {target} with {topic}[{index}] "
                         f"copied to {copied} of {part.end}",
                     )
+                key = (source, topic, index)
+                self.fence_points[key] = max(copied, self.fence_points.get(key, 0))
+
+    def _carried_over(self, run: int, source: str, target: str) -> None:
+        """A move onto ``target`` keeps what earlier planned moves carried past their fence
+        points from a third cluster (neither ``source`` nor ``target``): the records a former
+        primary acknowledged below its fence point are on ``target`` too - unless no flow
+        could bring them there, the known gap :data:`NOT_REPOINTED`, counted and said in the
+        trace.  Never met with two clusters (a former primary is the move's source or
+        target)."""
+        cluster = self.world.clusters[target]
+        for (origin, topic, index), count in sorted(self.fence_points.items()):
+            if origin in (source, target) or not count:
+                continue
+            found = [f for f in self.world.config.flows if (f.source, f.target) == (origin, target)]
+            if not found:
+                self.known_gaps += 1
+                self.sim.log(
+                    f"known gap {NOT_REPOINTED}: run {run} moved to {target}; {origin}'s "
+                    f"{topic}[{index}] below its fence point ({count}) is not there"
+                )
+                continue
+            replica = FlowTopology.of(found[0]).target_partition(TopicPartition(topic, index))
+            held = cluster.topics.get(replica.topic)
+            end = held.partitions[replica.partition].end if held is not None else 0
+            if end < count:
+                self.fail(
+                    "nothing acknowledged is lost",
+                    f"run {run} moved to {target}, which holds {replica} to {end}; {origin} "
+                    f"acknowledged {topic}[{index}] to its fence point {count}",
+                )
 
     def _no_zombie_write(self, view: _StoreView) -> None:
         appends = self.world.replication.appends
