@@ -192,6 +192,17 @@ class AppProducer:
             self._producer.flush(0.5)
 
 
+# How the applications' consumers read (AppConsumer, and the drill's members that follow the
+# pointer - drkit.drills.workload.FollowingMember): committed data only, like careful
+# applications; librdkafka's lines to the drill's log.
+APP_CONSUMER: dict[str, object] = {
+    "logger": APP_CLIENT_LOG,
+    "isolation.level": "read_committed",
+    "session.timeout.ms": 10_000,
+    "fetch.wait.max.ms": 100,
+}
+
+
 class AppConsumer:
     """A consumer-group member: ``poll`` a batch, ``commit`` it synchronously.
 
@@ -201,16 +212,7 @@ class AppConsumer:
 
     def __init__(self, endpoint: ClusterEndpoint, group: str, topic: str) -> None:
         self.endpoint, self.group, self.topic = endpoint, group, topic
-        self._consumer = make_consumer(
-            endpoint,
-            group,
-            {
-                "logger": APP_CLIENT_LOG,
-                "isolation.level": "read_committed",
-                "session.timeout.ms": 10_000,
-                "fetch.wait.max.ms": 100,
-            },
-        )
+        self._consumer = make_consumer(endpoint, group, APP_CONSUMER)
         self._consumer.subscribe([topic])
 
     def poll(self, max_records: int, timeout_s: float) -> list[Record]:
