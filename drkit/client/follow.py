@@ -35,7 +35,14 @@ from typing import Any
 
 # The client library applications import: confluent-kafka directly, not drkit's adapter
 # (drkit/kafka/ builds clients from drkit's config model, which applications do not have).
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Message, Producer
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Message,
+    Producer,
+)
 from confluent_kafka import TopicPartition as RdTP
 
 from drkit.client.pointer_record import DEFAULT_NAME, PointerRecord, PointerSigner, newer
@@ -96,7 +103,7 @@ class PointerWatcher:
         self._rejected = 0
         self._caught_up: set[str] = set()
         self._positions: dict[str, int] = {}  # cluster -> the offset after the last record read
-        self._listeners: list[Callable[[PointerRecord], None]] = []
+        self._listeners: list[Callable[[PointerRecord], object]] = []
         self._stop = threading.Event()
         self._threads = [
             threading.Thread(
@@ -125,7 +132,7 @@ class PointerWatcher:
         with self._lock:
             return self._positions.get(cluster, 0)
 
-    def listen(self, callback: Callable[[PointerRecord], None]) -> None:
+    def listen(self, callback: Callable[[PointerRecord], object]) -> None:
         """Call ``callback(record)`` (on a watcher thread) each time the epoch rises."""
         with self._lock:
             self._listeners.append(callback)
@@ -417,6 +424,23 @@ class FollowingConsumer(_Following):
         """One message (or None within ``timeout_s``), as :meth:`consume`."""
         found = self.consume(1, timeout_s)
         return found[0] if found else None
+
+    def commit_messages(self, messages: Sequence[Message]) -> None:
+        """Commit, synchronously, the position after the last of ``messages`` in each of their
+        partitions - what the application processed of one :meth:`consume`; raises
+        confluent-kafka's KafkaException when the group coordinator refused it."""
+        positions: dict[tuple[str, int], int] = {}
+        for message in messages:
+            where = (message.topic() or "", message.partition() or 0)
+            positions[where] = max(positions.get(where, 0), (message.offset() or 0) + 1)
+        if not positions:
+            return
+        if self._consumer is None:
+            raise RuntimeError("not on any cluster yet: nothing to commit")
+        request = [RdTP(t, p, o) for (t, p), o in sorted(positions.items())]
+        for answer in self._consumer.commit(offsets=request, asynchronous=False) or []:
+            if answer.error is not None:
+                raise KafkaException(answer.error)
 
     def commit(self, **kwargs: Any) -> Any:
         """The current consumer's ``commit`` (confluent-kafka's arguments); raises

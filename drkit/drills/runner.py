@@ -16,8 +16,10 @@ import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from functools import cached_property
+from typing import Any
 
 from drkit.acl.rules import AclEntry
+from drkit.client.follow import FollowingConsumer, PointerWatcher
 from drkit.config.model import Role
 from drkit.control import ControlRepository
 from drkit.drills import access as drill_access
@@ -39,17 +41,20 @@ from drkit.drills.timeline import (
     RUN_FINISHED,
     RUN_STARTED,
 )
-from drkit.drills.workload import GroupMember, Writer, stop_all
+from drkit.drills.workload import FollowingMember, GroupMember, Writer, stop_all
 from drkit.errors import DrillFailed, DrkitError, KafkaError
 from drkit.failover.engine import Engine
 from drkit.failover.lease import LeaseRepository
 from drkit.failover.model import Procedure, RunState, StepName
+from drkit.failover.pointer import PointerRepository, pointer_key
+from drkit.failover.pointer_topic import kafka_pointer_topic
 from drkit.failover.results import DivergentTail
 from drkit.failover.run_result import RunOptions
-from drkit.failover.runs import RunRecord, RunRepository
+from drkit.failover.runs import RunRecord, RunRepository, StepRecord
 from drkit.health.evaluation import ClusterState
 from drkit.kafka.admin import TopicSpec
-from drkit.kafka.apps import AppProducer
+from drkit.kafka.apps import APP_CONSUMER, AppProducer
+from drkit.kafka.clients import client_settings, consumer_config
 from drkit.kafka.ports import ClusterAdmin
 from drkit.lag import group_lag
 from drkit.offsets.checkpoint_store import CheckpointStore
@@ -58,6 +63,9 @@ from drkit.store.health_repo import HealthRepository
 from drkit.store.models import ObserverState
 
 log = logging.getLogger("drkit.drill")
+
+# The timeline's event of the applications' watcher reading a new pointer record.
+POINTER_READ = "pointer_read"
 
 
 def _wall(at: datetime | None) -> float | None:
@@ -74,6 +82,7 @@ class DrillRunner(RunningDrill):
         self._mover: threading.Thread | None = None
         self.granted: dict[str, frozenset[AclEntry]] = {}  # ACLs the drill added, per cluster
         self._move_error: BaseException | None = None
+        self.watcher: PointerWatcher | None = None  # the applications' view of the pointer
 
     # -- the drill ----------------------------------------------------------------------------
 
@@ -137,6 +146,7 @@ class DrillRunner(RunningDrill):
         self.wait(s.workload.warmup_s, "warming up")
         self.until(self._replicating, 120, "replication copying the workload")
         self._await_checkpoints()
+        self._standby_clients()
         self.wait(s.fault.at_s, "workload running")
 
     def _replicating(self) -> bool:
@@ -161,6 +171,45 @@ class DrillRunner(RunningDrill):
         finally:
             store.close()
         self.timeline.add(CHECKPOINTED, f"{len(groups)} groups on {self.scenario.target}")
+
+    def _standby_clients(self) -> None:
+        """The groups' next home: per group a member that follows the pointer (drkit.client:
+        the pointer topic on both clusters, signed with the drill store's pointer key), on no
+        cluster until a pointer record names one.  When the failover writes it, they join
+        their groups there at the translated offsets on their own - the drill starts nothing
+        after the move, as applications following the pointer would not need it to."""
+        s = self.scenario
+        endpoints = {c: self.endpoint(c, Role.APP_CONSUMER) for c in (s.source, s.target)}
+        watcher = PointerWatcher(
+            {e.alias: client_settings(e) for e in endpoints.values()},
+            pointer_key(self.env.config, self.env.store),
+        ).start(wait_s=5.0)
+        self.watcher = watcher
+        watcher.listen(lambda record: self.timeline.add(
+            POINTER_READ, f"epoch {record.epoch}: {record.cluster}"))  # fmt: skip
+        for group in s.workload.groups:
+            name = self.env.group(group.name)
+            topics = {
+                self.src: [self.env.topic(group.topic)],
+                self.dst: [self.replica(group.topic)],
+            }
+            clusters = {e.alias: consumer_config(e, name, APP_CONSUMER) for e in endpoints.values()}
+
+            def following(
+                group_id: str,
+                topics: dict[str, list[str]] = topics,
+                clusters: dict[str, dict[str, Any]] = clusters,
+            ) -> FollowingConsumer:
+                return FollowingConsumer(watcher, group_id, topics.__getitem__, clusters=clusters)
+
+            member = FollowingMember(
+                endpoints[s.target], group.model_copy(update={"name": name}),
+                self.replica(group.topic), following,
+            )  # fmt: skip
+            self.target_members.append(member)
+            member.start()
+        self.timeline.add("clients_waiting", f"{len(self.target_members)} groups following "
+                          "the pointer")  # fmt: skip
 
     def _move(self) -> None:
         """Break the source (or stop the applications, for a planned move) and start the move
@@ -218,12 +267,23 @@ class DrillRunner(RunningDrill):
                     and (step.state.value == "done" and step.finished_at is not None)
                 ):
                     where = f"run {run.id}: clients belong on {self.scenario.target}"
-                    self.timeline.add(POINTER_MOVED, where, at_wall=_wall(step.finished_at))
+                    self.timeline.add(POINTER_MOVED, where, at_wall=self._moved_at(run, step))
                     return True
             return False
 
         self.until(moved, 300, "the failover moving the pointer")
         stop_all(self.writers)
+
+    def _moved_at(self, run: RunRecord, step: StepRecord) -> float | None:
+        """When the run moved the pointer in the store: clients can follow from then on, so
+        the client resume is measured from it - the rest of the step (the pointer written to
+        the clusters' topics, the old primary's protections) is the clients' time too.  The
+        step's end when the pointer moved again since."""
+        pointer = PointerRepository(self.env.store).get()
+        if pointer is not None and pointer.run_id == run.id:
+            at = pointer.updated_at
+            return (at if at.tzinfo is not None else at.replace(tzinfo=UTC)).timestamp()
+        return _wall(step.finished_at)
 
     def _await_run(self) -> None:
         assert self._mover is not None
@@ -289,6 +349,7 @@ class DrillRunner(RunningDrill):
             self.env.directory,
             role="drill",
             connect=self.options.connect,
+            pointer_topics=kafka_pointer_topic,
         )
         procedure = s.move.procedure
         if s.move.engine_killed_after is not None:
@@ -384,15 +445,9 @@ class DrillRunner(RunningDrill):
                           at_wall=_wall(run.finished_at))  # fmt: skip
 
     def _resume_clients(self) -> None:
+        """Until every group processed records on the target: its following members switched
+        there when the pointer record reached them (:meth:`_standby_clients`)."""
         s = self.scenario
-        for group in s.workload.groups:
-            member = GroupMember(
-                self.endpoint(s.target, Role.APP_CONSUMER),
-                group.model_copy(update={"name": self.env.group(group.name)}),
-                self.replica(group.topic),
-            )
-            self.target_members.append(member)
-            member.start()
         self.until(self._all_resumed, 180, "consumer groups resuming on " + s.target)
         last = max(self.resumed.values(), default=time.time())
         self.timeline.add(CLIENTS_RESUMED, f"{len(self.resumed)} groups on {s.target}",
@@ -431,6 +486,7 @@ class DrillRunner(RunningDrill):
             self.env.directory,
             role="drill",
             connect=self.options.connect,
+            pointer_topics=kafka_pointer_topic,
         )
         plan = engine.plan(Procedure.FAILBACK, self.dst, self.src, options)
         if plan.blockers:
@@ -478,6 +534,8 @@ class DrillRunner(RunningDrill):
     def _stop_everything(self) -> None:
         # At once: consumers stuck on the lost cluster share one wait.
         stop_all([*self.source_members, *self.target_members, *self.writers])
+        if self.watcher is not None:
+            self.watcher.close()
         if self.sampler is not None:
             self.sampler.stop()
         try:

@@ -11,18 +11,23 @@ raised: an application keeps trying, and the drill watches what it achieves.
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
+from drkit.client.follow import FollowingConsumer, Switch
 from drkit.drills.numbered import Processed, decode_seq, encode_value
 from drkit.drills.scenario import GroupLoad, TopicLoad
 from drkit.drills.timeline import Timeline
 from drkit.errors import KafkaError
 from drkit.kafka import ClusterEndpoint
 from drkit.kafka.apps import Acked, AppConsumer, AppProducer
+from drkit.kafka.io import to_record
+from drkit.records import Record
 
 log = logging.getLogger(__name__)
 
@@ -172,41 +177,111 @@ class GroupMember(App):
         with self._lock:
             return list(self._ledger)
 
+    @property
+    def batch(self) -> int:
+        return max(1, int(self.load.records_per_s * 0.2))
+
     def run(self) -> None:
-        batch = max(1, int(self.load.records_per_s * 0.2))
         consumer: AppConsumer | None = None
         try:
             while not self._stop_event.is_set():
                 try:
                     consumer = consumer or AppConsumer(self.endpoint, self.load.name, self.topic)
                     started = time.monotonic()
-                    records = consumer.poll(batch, 0.5)
-                    if records:
-                        # Processing takes time: the group's speed.
-                        pace = len(records) / self.load.records_per_s
-                        self._stop_event.wait(max(0.0, pace - (time.monotonic() - started)))
-                        consumer.commit(records)
-                        now = time.time()
-                        with self._lock:
-                            if self.abandoned:
-                                break
-                            if self.first_poll_at is None:
-                                self.first_poll_at = now
-                            self._ledger.extend(
-                                Processed(
-                                    now,
-                                    self.endpoint.alias,
-                                    r.topic,
-                                    r.partition,
-                                    r.offset,
-                                    decode_seq(r.value),
-                                )
-                                for r in records
-                            )
+                    records = consumer.poll(self.batch, 0.5)
+                    if records and not self._processed(
+                        records, started, consumer.commit, self.endpoint.alias
+                    ):
+                        break
                 except KafkaError as err:
-                    self.errors += 1
-                    self.last_error = str(err)
-                    self._stop_event.wait(0.5)
+                    self._failed(str(err))
         finally:
             if consumer is not None:
                 consumer.close()
+
+    def _processed(
+        self,
+        records: Sequence[Record],
+        started: float,
+        commit: Callable[[Sequence[Record]], object],
+        cluster: str,
+    ) -> bool:
+        """Process ``records`` at the group's speed, commit them (``commit``, synchronous), then
+        ledger them as processed on ``cluster``; False once the member was abandoned (what it
+        commits after that is not counted)."""
+        pace = len(records) / self.load.records_per_s  # processing takes time: the group's speed
+        self._stop_event.wait(max(0.0, pace - (time.monotonic() - started)))
+        commit(records)
+        now = time.time()
+        with self._lock:
+            if self.abandoned:
+                return False
+            if self.first_poll_at is None:
+                self.first_poll_at = now
+            self._ledger.extend(
+                Processed(now, cluster, r.topic, r.partition, r.offset, decode_seq(r.value))
+                for r in records
+            )
+        return True
+
+    def _failed(self, error: str) -> None:
+        self.errors += 1
+        self.last_error = error
+        self._stop_event.wait(0.5)
+
+
+class FollowingMember(GroupMember):
+    """A member of the group that follows the pointer (drkit.client.follow): on no cluster
+    until a pointer record names one, then a member there - and on the next cluster when the
+    pointer moves again, without a restart.  The drill starts one per group on standby before
+    the fault, as an application waiting in the surviving data center; its ledger names the
+    cluster each record was processed on.
+
+    ``consumer(group)``: the following consumer to use (built by the runner over its watcher);
+    ``endpoint``/``topic``: the cluster and topic the drill reads the group's lag on."""
+
+    def __init__(
+        self,
+        endpoint: ClusterEndpoint,
+        load: GroupLoad,
+        topic: str,
+        consumer: Callable[[str], FollowingConsumer],
+    ) -> None:
+        super().__init__(endpoint, load, topic)
+        self._consumer_of = consumer
+        self.switched_at: float | None = None  # wall time it joined a cluster the pointer named
+
+    def _switch(self, _switch: Switch) -> None:
+        self.switched_at = time.time()
+
+    def run(self) -> None:
+        consumer: FollowingConsumer | None = None
+        try:
+            while not self._stop_event.is_set():
+                try:
+                    if consumer is None:
+                        consumer = self._consumer_of(self.load.name)
+                        consumer.on_switch = self._switch
+                    started = time.monotonic()
+                    messages = [m for m in consumer.consume(self.batch, 0.5) if m.error() is None]
+                    cluster = consumer.cluster
+                    if messages and cluster is not None:
+                        records = [to_record(m) for m in messages]
+                        done = self._processed(
+                            records, started,
+                            functools.partial(_commit_messages, consumer, messages), cluster,
+                        )  # fmt: skip
+                        if not done:
+                            break
+                except Exception as err:  # librdkafka's own errors too: an application retries
+                    self._failed(str(err))
+        finally:
+            if consumer is not None:
+                consumer.close()
+
+
+def _commit_messages(
+    consumer: FollowingConsumer, messages: Sequence[Any], _records: object
+) -> None:
+    """What one consume returned, committed (the records processed are those messages)."""
+    consumer.commit_messages(messages)

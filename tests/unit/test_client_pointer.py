@@ -37,7 +37,7 @@ def test_a_record_reads_back_as_written() -> None:
     record = _record()
     assert decode(record.key(), record.value()) == record
     assert record.bootstrap() == "h2:9092" and record.bootstrap("dc1") == "h1:9092"
-    assert record.document()["schema"] == "drkit.pointer/v1"
+    assert record.document()["schema"] == "drkit.pointer-record/v1"
 
 
 @pytest.mark.parametrize(
@@ -48,7 +48,10 @@ def test_a_record_reads_back_as_written() -> None:
         (b"other", _record().value()),  # the key is not its name
         (b"default", b"not json"),
         (b"default", b"[1, 2]"),
-        (b"default", encode_document({**_record().document(), "schema": "drkit.pointer/v2"})),
+        (
+            b"default",
+            encode_document({**_record().document(), "schema": "drkit.pointer-record/v2"}),
+        ),
         (b"default", encode_document({**_record().document(), "epoch": 0})),
         (b"default", encode_document({**_record().document(), "epoch": True})),
         (b"default", encode_document({**_record().document(), "epoch": "3"})),
