@@ -368,6 +368,19 @@ def pointer_show(app: AppContext, config_file: str | None, output: str) -> None:
     )
 
 
+@pointer.command("key")
+@config_option
+@pass_app
+def pointer_key_command(app: AppContext, config_file: str | None) -> None:
+    """Print the pointer key (hex), which applications following the pointer check its records
+    with (drkit.client, docs/client-pointer.md).  A secret: hand it to the applications as one.
+    Derived from signing.secret when set, else kept in the state store (created if none)."""
+    from drkit.failover.pointer import pointer_key
+
+    config, store = _reading(app, config_file)
+    click.echo(pointer_key(config, store).hex())
+
+
 @click.group("fences")
 def fences() -> None:
     """Write fences drkit placed on old primaries (DENY WRITE ACLs): list them, lift them."""

@@ -258,3 +258,16 @@ def test_workers_whose_flow_ended_are_not_counted_as_acknowledging(
     resumed = drkit(config, "flows", "resume", FORWARD, "-m", "x", "--wait", "1")
     assert "workers: 1 acknowledged, 3 ended: FAILED" in resumed.output, resumed.output
     assert "applies when" not in resumed.output
+
+
+def test_pointer_key_prints_the_key_pointer_records_are_signed_with(
+    setup: tuple[Path, StateStore, list[str]],
+) -> None:
+    from drkit.config import load_config
+    from drkit.failover.pointer import pointer_key
+
+    config, store, _published = setup
+    shown = drkit(config, "pointer", "key")
+    assert shown.exit_code == 0, shown.output
+    assert bytes.fromhex(shown.output.strip()) == pointer_key(load_config(config), store)
+    assert drkit(config, "pointer", "key").output == shown.output  # kept, not made anew
