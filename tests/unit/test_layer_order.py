@@ -23,7 +23,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("kafka", "store", "schemas", "notifications", "tracing_export", "client"),
     ("access", "control", "lag", "tracing"),  # roles and ACLs, flow control, counting records
     ("replication", "local"),  # the data plane; local clusters
-    ("translation", "adoption", "offsets"),  # offsets across clusters
+    # offsets across clusters; ``repoint``: where a remaining standby follows the promoted from
+    ("translation", "adoption", "offsets", "repoint"),
     ("accounting", "replication_service"),  # record proofs; the `drkit replicate` process
     ("failover",),
     ("health", "config_checks"),  # monitoring; the loader's checks the edges hand in
