@@ -709,8 +709,20 @@ class FailoverPolicy(FrozenModel):
     # channel this long stops writing (its epoch may be stale); the engine waits this long for
     # a worker silent on both.  null: never.
     worker_silence_s: float | None = Field(default=30.0, gt=0)
+    # The topic on every cluster where move_pointer (and the monitor, for a cluster that was
+    # away) writes the signed pointer record applications following it read (drkit.client,
+    # docs/client-pointer.md).  A deployment sharing its clusters with another - a drill - names
+    # its own.  Ends in .internal: drkit's own, never replicated.
+    pointer_topic: str = "drkit-pointer.internal"
     hooks: tuple[HookConfig, ...] = ()
     runbooks_dir: str | None = None  # default: the runbooks shipped with drkit
+
+    @field_validator("pointer_topic")
+    @classmethod
+    def _pointer_topic(cls, value: str) -> str:
+        if not TOPIC_NAME.fullmatch(value) or not value.endswith(".internal"):
+            raise ValueError(f"{value!r}: a Kafka topic name ending in .internal")
+        return value
 
     @field_validator("fence_principal")
     @classmethod
