@@ -144,6 +144,8 @@ class DrillEnvironment:
                 "accept_any_rpo": True,
                 "lease_ttl_s": 5.0,
                 "worker_silence_s": 10.0,
+                # Its own: the operator's applications follow the operator's pointer topic.
+                "pointer_topic": f"drkit-pointer.{tag}.internal",
             },
             "state_store": {"url": f"sqlite:///{directory / 'drill.db'}"},
         }

@@ -19,7 +19,7 @@ from typing import Any
 
 from drkit.config.model import DrkitConfig
 from drkit.topology.flow import FlowTopology
-from drkit.topology.internal_topics import HEARTBEATS
+from drkit.topology.internal_topics import HEARTBEATS, POINTER_TOPIC
 
 MANIFEST = "drill-manifest.json"
 KIND = "drkit.drill.manifest/v1"
@@ -60,8 +60,9 @@ def footprint(
     """Every name the drill of ``config`` (its own flows, forward and standby reverse) may
     create for a workload of ``topics`` and ``groups``: those names, their replicas through
     each flow (and replicas of replicas, as many hops as there are flows), each flow's
-    heartbeats replica, bookkeeping topics and worker groups.  The source clusters'
-    ``heartbeats`` topic is the operator's too and never listed.  Pure."""
+    heartbeats replica, bookkeeping topics and worker groups, and its own pointer topic.  The
+    source clusters' ``heartbeats`` and the default pointer topic are the operator's too and
+    never listed.  Pure."""
     flows = [FlowTopology.of(flow) for flow in config.flows]
     names = set(topics)
     for _hop in flows:
@@ -70,6 +71,8 @@ def footprint(
     for flow in flows:
         names |= {flow.progress_topic, flow.offset_syncs_topic, flow.control_topic,
                   flow.adopted_topic, flow.checkpoints_topic}  # fmt: skip
+    if config.failover.pointer_topic != POINTER_TOPIC:  # the drill's own, never the operator's
+        names.add(config.failover.pointer_topic)
     names.discard(HEARTBEATS)
     owned_groups = set(groups) | {g for f in flows for g in (f.replicate_group, f.checkpoint_group)}
     return Footprint(drill, tuple(sorted(names)), tuple(sorted(owned_groups)))
