@@ -1,10 +1,11 @@
 """The pointer record clients follow: its format, its signature and the epoch rule (pure).
 
-One record per pointer on the compacted topic ``drkit-pointer.internal``
-(:data:`drkit.topology.internal_topics.POINTER_TOPIC`) of every cluster that answered the
-failover engine: key = the pointer's name (``default``), value = a compact JSON document::
+One record per pointer on the compacted topic ``drkit-pointer.internal`` (the default of
+``failover.pointer_topic``, :data:`drkit.topology.internal_topics.POINTER_TOPIC`) of every
+cluster that answered the failover engine: key = the pointer's name (``default``), value = a
+compact JSON document::
 
-    {"schema": "drkit.pointer-record/v1", "name": "default", "cluster": "dc2", "epoch": 4,
+    {"schema": "drkit.pointer.record/v1", "name": "default", "cluster": "dc2", "epoch": 4,
      "run_id": 17, "updated_at": "2026-12-06T10:40:01.123Z",
      "clusters": {"dc1": "h1:9092", "dc2": "h2:9092"}}
 
@@ -29,7 +30,7 @@ from typing import Any
 
 from drkit.signing import MAC_HEADER, Kind, Signer
 
-SCHEMA = "drkit.pointer-record/v1"
+SCHEMA = "drkit.pointer.record/v1"
 DEFAULT_NAME = "default"
 
 # What a Kafka record's headers look like to the readers (confluent-kafka's shape).

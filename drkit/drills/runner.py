@@ -183,6 +183,7 @@ class DrillRunner(RunningDrill):
         watcher = PointerWatcher(
             {e.alias: client_settings(e) for e in endpoints.values()},
             pointer_key(self.env.config, self.env.store),
+            topic=self.env.config.failover.pointer_topic,
         ).start(wait_s=5.0)
         self.watcher = watcher
         watcher.listen(lambda record: self.timeline.add(

@@ -23,22 +23,23 @@ from drkit.kafka.clients import ClusterEndpoint
 from drkit.kafka.keyed_topic import Accept, KeyedTopic, KeyedTopicPort, Sign
 from drkit.records import Headers
 from drkit.store.db import StateStore
-from drkit.topology.internal_topics import POINTER_TOPIC
 
 log = logging.getLogger(__name__)
 
-# The topic of one cluster, writing with ``sign``'s headers and reading only what ``accept``
-# takes; the edges pass :func:`kafka_pointer_topic`, tests in-memory ones.  None (the engine's
-# and the maintenance's default): the pointer is kept in the store only.
-PointerTopics = Callable[[ClusterEndpoint, Sign, Accept], KeyedTopicPort]
+# The pointer topic (``failover.pointer_topic``) of one cluster, writing with ``sign``'s headers
+# and reading only what ``accept`` takes; the edges pass :func:`kafka_pointer_topic`, tests
+# in-memory ones.  None (the engine's and the maintenance's default): the store only.
+PointerTopics = Callable[[ClusterEndpoint, str, Sign, Accept], KeyedTopicPort]
 
 # How long one cluster is given to read its pointer topic and to acknowledge the record.
 CLUSTER_BUDGET_S = 5.0
 
 
-def kafka_pointer_topic(endpoint: ClusterEndpoint, sign: Sign, accept: Accept) -> KeyedTopicPort:
-    """The pointer topic of ``endpoint``'s cluster (created compacted on the first write)."""
-    return KeyedTopic(endpoint, POINTER_TOPIC, sign=sign, accept=accept)
+def kafka_pointer_topic(
+    endpoint: ClusterEndpoint, topic: str, sign: Sign, accept: Accept
+) -> KeyedTopicPort:
+    """``topic`` on ``endpoint``'s cluster (created compacted on the first write)."""
+    return KeyedTopic(endpoint, topic, sign=sign, accept=accept)
 
 
 @dataclass(frozen=True)
@@ -107,7 +108,7 @@ def publish(
         endpoint = ClusterEndpoint(cluster, config.clusters[cluster])
         topic: KeyedTopicPort | None = None
         try:
-            topic = topics(endpoint, sign, accept)
+            topic = topics(endpoint, config.failover.pointer_topic, sign, accept)
             outcome = Published(cluster, epoch=publish_one(topic, record, budget_s))
         except DrkitError as err:
             outcome = Published(cluster, error=str(err))

@@ -40,7 +40,8 @@ def checkpoints_topic(source: str) -> str:
 POINTER_TOPIC = "drkit-pointer.internal"
 """The active pointer as clients read it when the state store or a data center is gone: one
 signed record per pointer, written by the failover engine to every cluster that answers
-(compacted; drkit.client.pointer_record, docs/client-pointer.md)."""
+(compacted; drkit.client.pointer_record, docs/client-pointer.md) - the default of
+``failover.pointer_topic`` (a deployment sharing its clusters, a drill, names its own)."""
 
 
 def is_internal(topic: str) -> bool:

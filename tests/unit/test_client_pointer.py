@@ -37,7 +37,7 @@ def test_a_record_reads_back_as_written() -> None:
     record = _record()
     assert decode(record.key(), record.value()) == record
     assert record.bootstrap() == "h2:9092" and record.bootstrap("dc1") == "h1:9092"
-    assert record.document()["schema"] == "drkit.pointer-record/v1"
+    assert record.document()["schema"] == "drkit.pointer.record/v1"
 
 
 @pytest.mark.parametrize(
@@ -50,7 +50,7 @@ def test_a_record_reads_back_as_written() -> None:
         (b"default", b"[1, 2]"),
         (
             b"default",
-            encode_document({**_record().document(), "schema": "drkit.pointer-record/v2"}),
+            encode_document({**_record().document(), "schema": "drkit.pointer.record/v2"}),
         ),
         (b"default", encode_document({**_record().document(), "epoch": 0})),
         (b"default", encode_document({**_record().document(), "epoch": True})),
@@ -198,7 +198,8 @@ def test_a_cluster_that_does_not_answer_costs_the_write_its_wait_once() -> None:
             release.wait(30)  # a dead cluster: librdkafka's own timeout, far beyond the wait
             raise KafkaError("dc1: no answer")
 
-    def make(endpoint: ClusterEndpoint, sign: Sign, accept: Accept) -> _Topic:
+    def make(endpoint: ClusterEndpoint, name: str, sign: Sign, accept: Accept) -> _Topic:
+        assert name == config.failover.pointer_topic
         topic = (_Hanging if endpoint.alias == "dc1" else _Topic)(sign, accept)
         topics[endpoint.alias] = topic
         return topic
@@ -222,7 +223,7 @@ def test_the_maintenance_asks_only_clusters_not_known_to_hold_the_pointer(tmp_pa
     down = {"dc1"}
     kept: dict[str, _Topic] = {}
 
-    def make(endpoint: ClusterEndpoint, sign: Sign, accept: Accept) -> _Topic:
+    def make(endpoint: ClusterEndpoint, name: str, sign: Sign, accept: Accept) -> _Topic:
         asked.append(endpoint.alias)
         if endpoint.alias in down:
             raise KafkaError(f"{endpoint.alias}: down")
@@ -242,3 +243,23 @@ def test_the_maintenance_asks_only_clusters_not_known_to_hold_the_pointer(tmp_pa
     assert record == pointer_record(
         Pointer(moved.name, "dc2", moved.epoch, 7, moved.updated_at), config
     )
+
+
+def test_a_drill_writes_its_own_pointer_topic_and_cleans_up_only_that_one() -> None:
+    from drkit.drills.footprint import footprint
+
+    def drill(**failover: str) -> DrkitConfig:
+        return DrkitConfig.model_validate({
+            "clusters": {"dc1-ab12": {"bootstrap_servers": "h1:9092"},
+                         "dc2-ab12": {"bootstrap_servers": "h2:9092"}},
+            "flows": [{"source": "dc1-ab12", "target": "dc2-ab12"}],
+            "failover": failover,
+        })  # fmt: skip
+
+    own = footprint("d", drill(pointer_topic="drkit-pointer.ab12.internal"), [], [])
+    assert "drkit-pointer.ab12.internal" in own.topics
+    # A drill directory written before drills had their own: the operator's topic is never
+    # a drill's to delete.
+    assert "drkit-pointer.internal" not in footprint("d", drill(), [], []).topics
+    with pytest.raises(ValueError, match=r"ending in \.internal"):
+        drill(pointer_topic="pointers")
