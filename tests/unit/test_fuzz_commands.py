@@ -3,14 +3,15 @@ state store (issue 45, item 11): hypothesis draws clusters, flows, security and 
 operator could write; the clusters are addresses nobody listens on.  Every command must answer
 with an exit code of the table and a sentence - no traceback - and must not wait out a
 client's timeout for a cluster that refuses connections: a refused port is known at once, so
-each answer comes well within the shortest wait drkit would otherwise sit out (10 s)."""
+no command asks a Kafka client anything (each such request would sit out its timeout, 10 s
+the shortest; issue 51: a count, not a clock)."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
@@ -19,9 +20,9 @@ from hypothesis import strategies as st
 from drkit.cli import cli
 from drkit.config import load_config_text
 from drkit.errors import ExitCode
+from tests.kafka_requests import record_kafka_requests
 
 ALIASES = ["dc1", "dc2", "east", "west-2", "c_3"]
-REFUSED_WITHIN_S = 10.0  # the shortest client wait drkit has (a plan's target readiness)
 
 
 def _cluster(port: int, sasl: bool) -> dict[str, Any]:
@@ -87,7 +88,7 @@ def _commands(source: str, target: str, path: str) -> list[list[str]]:
 )
 @given(document=configs())  # fmt: skip
 def test_a_valid_config_with_clusters_that_refuse_gets_answers_not_tracebacks(
-    tmp_path_factory: Any, document: dict[str, Any]
+    tmp_path_factory: Any, monkeypatch: pytest.MonkeyPatch, document: dict[str, Any]
 ) -> None:
     directory: Path = tmp_path_factory.mktemp("valid")
     document = {**document, "state_store": {"url": f"sqlite:///{directory / 'drkit.db'}"}}
@@ -97,16 +98,16 @@ def test_a_valid_config_with_clusters_that_refuse_gets_answers_not_tracebacks(
     path.write_text(text)
     source, target = document["flows"][0]["source"], document["flows"][0]["target"]
     codes = {int(code) for code in ExitCode}
+    requests = record_kafka_requests(monkeypatch)
     for command in _commands(source, target, str(path)):
-        started = time.monotonic()
+        requests.clear()
         result = CliRunner().invoke(
             cli, ["--state-dir", str(directory / "state"), *command],
             env={"DRKIT_CONFIG": str(path)}, catch_exceptions=True,
         )  # fmt: skip
-        took = time.monotonic() - started
         if result.exception is not None and not isinstance(result.exception, SystemExit):
             raise AssertionError(f"{command}: traceback") from result.exception
         assert "Traceback" not in result.output, (command, result.output[-2000:])
         assert result.exit_code in codes, (command, result.exit_code, result.output[-500:])
         assert "not-logged" not in result.output, (command, "a password was printed")
-        assert took < REFUSED_WITHIN_S, (command, f"{took:.1f}s", result.output[-500:])
+        assert requests == [], (command, requests, result.output[-500:])
