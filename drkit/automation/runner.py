@@ -49,6 +49,7 @@ from drkit.failover.engine import Engine
 from drkit.failover.lease import LeaseHeld
 from drkit.failover.model import Plan, Procedure, RunState
 from drkit.failover.pointer import PointerRepository
+from drkit.failover.pointer_topic import PointerTopics
 from drkit.failover.run_result import RunOptions
 from drkit.failover.runs import RunRecord, RunRepository
 from drkit.failover.standby_choice import StandbyCandidate, StandbyChoice, choose
@@ -126,9 +127,11 @@ class AutomaticFailover:
         metrics: MonitorMetrics | None = None,
         *,
         connect: AdminFactory,
+        pointer_topics: PointerTopics | None = None,
     ) -> None:
         """``connect``: how it reaches the clusters (drkit.kafka.ports) - its own probe of a
-        source, and its engine's."""
+        source, and its engine's; ``pointer_topics``: where its engine's move_pointer writes
+        the pointer for applications (drkit.failover.pointer_topic; None: the store only)."""
         self.config = config
         self.connect = connect
         self.metrics = metrics or default_metrics()
@@ -143,7 +146,12 @@ class AutomaticFailover:
         self.notify = Notifier(config.notifications.webhooks)
         self._engine = engine or (
             lambda: Engine(
-                config, store, state_dir, role=f"{AUTOMATION}:{observer}", connect=connect
+                config,
+                store,
+                state_dir,
+                role=f"{AUTOMATION}:{observer}",
+                connect=connect,
+                pointer_topics=pointer_topics,
             )
         )
 
