@@ -217,8 +217,9 @@ def monitor(
     )  # fmt: skip
     # Health-triggered failover: decide every probe interval, act through the engine.
     automatic = AutomaticFailover(
-        config, store, app.state_dir, name, metrics=mon.metrics, connect=KafkaAdmin
-    )
+        config, store, app.state_dir, name, metrics=mon.metrics, connect=KafkaAdmin,
+        pointer_topics=kafka_pointer_topic,
+    )  # fmt: skip
     scheduler.add_job(
         automatic.tick, "interval", seconds=config.health.probe_interval_s,
         id="automatic-failover", max_instances=1, coalesce=True,
