@@ -189,15 +189,18 @@ class FlowLog:
 
 
 @st.composite
-def flow_logs(draw: st.DrawFn, origin: list[int], where: TopicPartition, stop: int) -> FlowLog:
-    """One flow's copy of ``origin`` (its offsets), killed when it gets to ``stop``."""
+def flow_logs(draw: st.DrawFn, origin: list[int], where: TopicPartition, steps: int) -> FlowLog:
+    """One flow's copy of ``origin`` (its offsets), killed after ``steps`` records handled -
+    possibly in the middle of re-copying what a crash left unsynced."""
     filtered = {o for o in origin if draw(st.integers(0, 10)) == 0}
     log: list[tuple[int, int]] = []
     syncs: list[OffsetSync] = []
     position = draw(st.integers(0, 5))
     committed = index = 0
     tracker = RunTracker(ORIGIN, where)
-    while index < stop:
+    for _step in range(steps):
+        if index == len(origin):
+            break
         offset = origin[index]
         if offset not in filtered:
             log.append((position, offset))
@@ -237,8 +240,8 @@ def estates(draw: st.DrawFn) -> tuple[FlowLog, FlowLog, bool, bool]:
         origin.append(offset)
         offset += draw(st.sampled_from([1, 1, 1, 2, 3]))  # compaction, markers on dc1
     # dc2 was chosen for its smaller RPO: mostly ahead, but not always (another measure).
-    ahead = draw(st.integers(0, len(origin)))
-    behind = draw(st.integers(0, ahead) if draw(st.integers(0, 4)) else st.integers(0, len(origin)))
+    ahead = draw(st.integers(0, 2 * len(origin)))
+    behind = draw(st.integers(0, ahead) if draw(st.integers(0, 4)) else st.integers(0, ahead + 9))
     dc2 = draw(flow_logs(origin, ON_DC2, ahead))
     dc3 = draw(flow_logs(origin, ON_DC3, behind))
     return dc2, dc3, draw(st.integers(0, 4)) > 0, draw(st.integers(0, 4)) > 0
