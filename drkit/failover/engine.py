@@ -97,9 +97,8 @@ from drkit.failover.snapshot import TargetReaders, gather, schema_facts, sync_si
 from drkit.failover.steps import STEPS, Step
 from drkit.failover.steps.offsets import moved_on_source
 from drkit.gc_pause import collection_paused
-from drkit.kafka.admin import KafkaAdmin
 from drkit.kafka.clients import ClusterEndpoint
-from drkit.kafka.ports import AdminFactory
+from drkit.kafka.ports import AdminFactory, prewarm
 from drkit.store.db import StateStore
 from drkit.store.flow_keys import keys_of
 from drkit.store.health_repo import HealthRepository
@@ -225,7 +224,7 @@ class Engine:
         flow = flow_between(self.config, source, target)
         # Group requests run in a helper process (drkit.kafka.isolated): start the target's
         # while the snapshot is read, not when the first group request needs it.
-        KafkaAdmin.prewarm(ClusterEndpoint(target, self.config.clusters[target]))
+        prewarm(self.connect, ClusterEndpoint(target, self.config.clusters[target]))
         given = self._given.get(flow.name)
         if given is None:
             readers = TargetReaders(

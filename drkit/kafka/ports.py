@@ -299,6 +299,15 @@ class AdminFactory(Protocol):
     ) -> ClusterAdmin: ...
 
 
+def prewarm(connect: AdminFactory, endpoint: ClusterEndpoint) -> None:
+    """Start ``endpoint``'s helper process for group requests (drkit.kafka.isolated) in the
+    background when ``connect`` has one to start - the adapter does (``KafkaAdmin.prewarm``);
+    in-memory clusters have none, and nothing happens.  Nothing is built, nothing waited for."""
+    start = getattr(connect, "prewarm", None)
+    if callable(start):
+        start(endpoint)
+
+
 def admins_not_answering(admins: Mapping[str, ClusterAdmin]) -> dict[str, str]:
     """Each cluster of ``admins`` (by alias) that does not answer Kafka's first request, with
     why (:meth:`ClusterAdmin.not_answering`) - asked at once, each on a daemon thread so a

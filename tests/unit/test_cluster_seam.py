@@ -21,9 +21,6 @@ NAMED_BELOW = {
     # The `drkit replicate` process's start (also its spawned workers' main): an edge, it
     # passes the adapter to its flow workers and checkpoint workers as their factory.
     "drkit/replication_service.py": "the replication process's start",
-    # `KafkaAdmin.prewarm`: starts the target's helper process for group requests while the
-    # plan is read (drkit.kafka.isolated); it builds no admin.
-    "drkit/failover/engine.py": "prewarm",
 }
 
 
@@ -77,3 +74,27 @@ def test_only_the_adapter_and_the_cli_construct_the_adapter() -> None:
 def test_below_the_cli_only_the_places_named_here_name_the_adapter() -> None:
     below = {path for path in naming_modules() if not path.startswith(EDGES)}
     assert below == set(NAMED_BELOW), "take an AdminFactory (drkit/kafka/ports.py) instead"
+
+
+def test_the_engine_prewarms_through_the_factory_it_was_given() -> None:
+    """The engine names no adapter: it asks its factory to start the target's helper process
+    (the adapter's ``prewarm``); a factory without one - the in-memory clusters - is left be."""
+    from drkit.config.model import ClusterConfig
+    from drkit.kafka.clients import ClusterEndpoint
+    from drkit.kafka.ports import prewarm
+    from tests.fake_kafka import FakeClusters
+
+    warmed: list[str] = []
+
+    class Warming:
+        @staticmethod
+        def prewarm(endpoint: ClusterEndpoint) -> None:
+            warmed.append(endpoint.alias)
+
+    endpoint = ClusterEndpoint("dc2", ClusterConfig(bootstrap_servers="127.0.0.1:1"))
+    prewarm(Warming, endpoint)  # type: ignore[arg-type]
+    assert warmed == ["dc2"]
+    prewarm(FakeClusters("dc1", "dc2").connect, endpoint)  # nothing to start, nothing raised
+    from drkit.kafka.admin import KafkaAdmin
+
+    assert callable(KafkaAdmin.prewarm)  # the adapter's, which the engine reaches this way
