@@ -43,6 +43,8 @@ if TYPE_CHECKING:
     from drkit.config.model import DrkitConfig, FlowConfig
     from drkit.control.model import DesiredState, FlowDirective, WorkerAck
     from drkit.failover.lease import LeaseKeeper
+    from drkit.records import TopicPartition
+    from drkit.repoint import Repointed
     from drkit.store.db import StateStore
 
 log = logging.getLogger(__name__)
@@ -529,6 +531,98 @@ def fences_lift(
                    + ", ".join(lifted))  # fmt: skip
     else:
         click.echo(f"{cluster_alias}: nothing fenced")
+
+
+@flows.command("repoint")
+@click.option("--from", "lost", required=True, metavar="CLUSTER", help="the lost source (dc1)")
+@click.option("--to", "promoted", required=True, metavar="CLUSTER", help="the promoted one (dc2)")
+@click.option("--standby", required=True, metavar="CLUSTER", help="the one to re-point (dc3)")
+@click.option(
+    "--plan", "plan_only", is_flag=True,
+    help="print where the standby would follow from, per partition; change nothing",
+)  # fmt: skip
+@config_option
+@output_option
+@pass_app
+def repoint_standby(
+    app: AppContext,
+    lost: str,
+    promoted: str,
+    standby: str,
+    plan_only: bool,
+    config_file: str | None,
+    output: str,
+) -> None:
+    """Where STANDBY would follow TO from after FROM is lost (issue 48; docs/three-dc.md): per
+    partition of FROM's topics, the first record STANDBY lacks on TO's replica, or STANDBY
+    ahead, or why it cannot be told.  Read-only: only --plan is built.  Exit 3 when some
+    partition cannot be told."""
+    from drkit.kafka.admin import KafkaAdmin
+    from drkit.kafka.partition_reader import PartitionReader
+    from drkit.offsets.repoint_inputs import read_repoint
+    from drkit.store.flow_keys import keys_of
+
+    if not plan_only:
+        raise ConfigError([Problem("--plan", "only the plan is built: nothing re-points yet")])
+    config = app.config(config_file)
+    for alias, option in ((lost, "--from"), (promoted, "--to"), (standby, "--standby")):
+        known_cluster(config, alias, option)
+    known_flow(config, f"{lost}->{promoted}", "--to")
+    known_flow(config, f"{lost}->{standby}", "--standby")
+    store = app.store(config_file, reading=True) if config.signing.secret is None else None
+    if store is not None:
+        store.ensure_current()
+    report = read_repoint(
+        config, lost, promoted, standby,
+        connect=KafkaAdmin, keys=keys_of(config, store), records=PartitionReader,
+    )  # fmt: skip
+    rows = [_repoint_row(tp, report.replicas[tp], result) for tp, result in report.results.items()]
+    if output == "json":
+        echo_document(
+            "flows.repoint",
+            {"from": lost, "to": promoted, "standby": standby, "plan": True, "partitions": rows},
+        )
+    else:
+        click.echo(f"{standby} following {promoted} after {lost} (plan only: nothing changed)")
+        if not rows:
+            click.echo(f"  no partition of {lost} has an offset map on {promoted} or {standby}")
+        for row in rows:
+            click.echo(f"  {row['origin']} ({row['promoted_replica']} -> "
+                       f"{row['standby_replica']}): {row['text']}")  # fmt: skip
+    if any(row["state"] == "cannot_tell" for row in rows):
+        raise SystemExit(ExitCode.UNHEALTHY)
+
+
+def _repoint_row(
+    origin: TopicPartition, replicas: tuple[TopicPartition, TopicPartition], result: Repointed
+) -> dict[str, Any]:
+    """One partition's answer, for the JSON document and the text."""
+    from drkit.repoint import FollowFrom, StandbyAhead
+
+    row: dict[str, Any] = {
+        "origin": f"{origin.topic}-{origin.partition}",
+        "promoted_replica": f"{replicas[0].topic}-{replicas[0].partition}",
+        "standby_replica": f"{replicas[1].topic}-{replicas[1].partition}",
+    }
+    if isinstance(result, FollowFrom):
+        row.update(
+            state="follow", start=result.start, frontier=result.frontier,
+            to_copy=result.to_copy, unreachable=result.unreachable, holes=result.holes,
+            evidence=result.evidence.value,
+            text=f"from {result.start} (origin offsets >= {result.frontier}): "
+            f"{result.to_copy} to copy, {result.unreachable} unreachable, "
+            f"{result.holes} holes ({result.evidence.value})",
+        )  # fmt: skip
+    elif isinstance(result, StandbyAhead):
+        row.update(
+            state="standby_ahead", start=result.start, first=result.first, end=result.end,
+            records=result.records,
+            text=f"standby ahead by {result.records} records of origin offsets "
+            f"[{result.first}, {result.end}): nothing to copy",
+        )  # fmt: skip
+    else:
+        row.update(state="cannot_tell", reason=result.reason, text=f"cannot tell: {result.reason}")
+    return row
 
 
 COMMANDS = [flows, pointer, fences]
