@@ -190,24 +190,21 @@ def test_verify_names_an_unreachable_spark_master_at_once_before_touching_anythi
     """Issue 45: `--spark-master spark://127.0.0.1:1` hung ~80 s (Spark's own give-up). A
     spark:// master that takes no TCP connection is named in seconds, exit 3 (a cluster down),
     before the store or Kafka are touched."""
-    import time
 
     config = tmp_path / "c.yaml"
     config.write_text(
         "clusters:\n  dc1: {bootstrap_servers: '127.0.0.1:1'}\n"
         "  dc2: {bootstrap_servers: '127.0.0.1:2'}\nflows: [{source: dc1, target: dc2}]\n"
     )
-    started = time.monotonic()
     result = CliRunner().invoke(
         cli, ["--state-dir", str(tmp_path / "s"), "verify", "--config", str(config), "--flow",
               "dc1->dc2", "--spark-master", "spark://127.0.0.1:1"],
     )  # fmt: skip
-    took = time.monotonic() - started
     assert result.exit_code == 3, result.output
+    # The refused TCP connection's words: Spark itself (~80 s to give up) never ran, nor the
+    # store or Kafka (issue 51: the cause, not a clock).
     assert "Spark master spark://127.0.0.1:1 is unreachable (127.0.0.1:1: " in result.output
     assert "Traceback" not in result.output and "dc1" not in result.output
-    # A bound against the hang, not a speed: Spark itself gives up after ~80 s (issue 51).
-    assert took < 20, took
     assert not (tmp_path / "s" / "drkit.db").exists()  # refused before the store was opened
 
 

@@ -11,7 +11,6 @@ import json
 import os
 import signal
 import socket
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -291,12 +290,12 @@ def test_a_port_held_by_another_process_is_named_before_any_broker_starts(
     with socket.socket() as held:
         held.bind(("127.0.0.1", port["port"]))
         held.listen()
-        began = time.monotonic()
         for args in (("start", "dc1"), ("up", "--clusters", "dc1")):
             done = _run(tmp_path, *args)
             assert done.exit_code == 1, done.output
             assert f"127.0.0.1:{port['port']} is in use" in done.output, done.output
-        assert time.monotonic() - began < 5
+    # Named before any broker starts (a started one would bind, fail and exit seconds later,
+    # with its bind error): none was (issue 51: the cause, not a clock).
     assert fake.started == []
 
 

@@ -39,9 +39,9 @@ def test_a_yaml_alias_bomb_is_refused_at_once(tmp_path: Path) -> None:
         levels.append(f"{this}: &{this} [" + ",".join([f"*{last}"] * 9) + "]")
     bomb = tmp_path / "bomb.yaml"
     bomb.write_text("\n".join(levels) + "\n" + GOOD)
-    started = time.monotonic()
+    # Refused by the expansion guard's words; it hung for good before, which pytest's own
+    # timeout fails (issue 51: no wall-clock threshold).
     _refused(_drkit(tmp_path, "config", "validate", str(bomb)), "expands to more than")
-    assert time.monotonic() - started < 20  # it hung for good before (a bound, not a speed)
 
 
 @pytest.mark.parametrize("value", ["-1", "nan", "inf", "0"])

@@ -115,7 +115,6 @@ def test_a_postgresql_transaction_left_idle_by_a_frozen_process_ends_and_frees_i
     """A process frozen inside a transaction (SIGSTOP mid-renewal) holds the lease row's lock.
     The server must end that transaction, so another engine's takeover waits a bounded time
     instead of for ever; the frozen process's commit then fails instead of landing late."""
-    import time
 
     from sqlalchemy import text
     from sqlalchemy.exc import SQLAlchemyError
@@ -131,10 +130,11 @@ def test_a_postgresql_transaction_left_idle_by_a_frozen_process_ends_and_frees_i
     held = frozen.engine.connect()
     held.begin()
     held.execute(text("UPDATE leases SET token = token WHERE name = 'failover'"))  # the lock
-    started = time.monotonic()
     with other.session() as session:  # blocks until the server ends the idle transaction
         session.execute(text("UPDATE leases SET token = token + 1 WHERE name = 'failover'"))
-    assert time.monotonic() - started < 10
+    # It returned at all: without the server's 1 s idle timeout it blocks for ever (pytest's
+    # timeout fails it); that the server ended the transaction shows below (issue 51: no
+    # wall-clock threshold).
     with pytest.raises(SQLAlchemyError):
         held.commit()  # the woken process finds its transaction gone
     held.close()
