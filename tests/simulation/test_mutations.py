@@ -10,9 +10,6 @@ The seeds are the first failing ones of ``python -m tests.simulation --from 0 --
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Iterator
-
 import pytest
 
 from tests.simulation.campaign import run_schedule
@@ -34,15 +31,6 @@ FOUND_BY = {
 FOUND_IN_THREE_DC = {
     "guard-the-primarys-flows-only": 0,
 }
-
-
-@pytest.fixture(scope="module")
-def template() -> Iterator[Template]:
-    logging.disable(logging.CRITICAL)
-    found = Template()
-    yield found
-    found.close()
-    logging.disable(logging.NOTSET)
 
 
 def test_every_mutation_has_a_seed() -> None:

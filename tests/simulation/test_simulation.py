@@ -14,10 +14,8 @@ after every event as in the default world.
 
 from __future__ import annotations
 
-import logging
 import os
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -35,15 +33,6 @@ SEED_BASE = int(os.environ.get("DRKIT_SIM_SEED_BASE", "0"))
 WORKERS = 2
 REGRESSIONS = Path(__file__).with_name("regressions.txt")
 THREE_DC_SCHEDULES = int(os.environ.get("DRKIT_SIM_THREE_DC_SCHEDULES", "100"))
-
-
-@pytest.fixture(scope="module")
-def template() -> Iterator[Template]:
-    logging.disable(logging.CRITICAL)  # drkit's logs: the trace says what happened
-    found = Template()
-    yield found
-    found.close()
-    logging.disable(logging.NOTSET)
 
 
 def regression_seeds() -> list[tuple[int, str]]:

@@ -5,7 +5,6 @@ where no flow could have carried them."""
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterator
 
 import pytest
@@ -14,15 +13,6 @@ from tests.simulation.campaign import Driver, Profile
 from tests.simulation.invariants import Checker
 from tests.simulation.scheduler import Sim
 from tests.simulation.world import THREE_DC, SimWorld, Template
-
-
-@pytest.fixture(scope="module")
-def template() -> Iterator[Template]:
-    logging.disable(logging.CRITICAL)
-    found = Template()
-    yield found
-    found.close()
-    logging.disable(logging.NOTSET)
 
 
 @pytest.fixture
