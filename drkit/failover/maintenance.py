@@ -84,7 +84,9 @@ class FailoverMaintenance:
         self._engine = engine  # the engine that resumes stale runs (None: one over Kafka)
         self.pointer_topics = pointer_topics
         self._publisher = (
-            PointerPublisher(config, store, pointer_topics) if pointer_topics is not None else None
+            PointerPublisher(config, store, pointer_topics, connect=connect)
+            if pointer_topics is not None
+            else None
         )
 
     def reconcile_protections(self, keeper: LeaseKeeper | None = None) -> ReconcileReport:

@@ -19,8 +19,10 @@ from drkit.client.pointer_record import PointerRecord, PointerSigner
 from drkit.config.model import DrkitConfig
 from drkit.errors import DrkitError
 from drkit.failover.pointer import PointerRepository, pointer_key, pointer_record
+from drkit.kafka.admin import TopicSpec
 from drkit.kafka.clients import ClusterEndpoint
-from drkit.kafka.keyed_topic import Accept, KeyedTopic, KeyedTopicPort, Sign
+from drkit.kafka.keyed_topic import COMPACTED, Accept, KeyedTopic, KeyedTopicPort, Sign
+from drkit.kafka.ports import AdminFactory
 from drkit.records import Headers
 from drkit.store.db import StateStore
 
@@ -101,62 +103,109 @@ def publish(
     def accept(k: bytes, v: bytes | None, headers: Headers) -> bool:
         return signer.read(k, v, headers) is not None
 
+    def one(cluster: str) -> Published:
+        endpoint = ClusterEndpoint(cluster, config.clusters[cluster])
+        topic = topics(endpoint, config.failover.pointer_topic, sign, accept)
+        try:
+            return Published(cluster, epoch=publish_one(topic, record, budget_s))
+        finally:
+            try:
+                topic.close()
+            except Exception:  # closing a client of a dead cluster: nothing to save
+                log.debug("pointer topic of %s not closed cleanly", cluster, exc_info=True)
+
+    asked = [c for c in clusters if c in config.clusters]
+    return at_once(asked, one, wait_s, first=first, others_s=others_s)
+
+
+def at_once(
+    clusters: Iterable[str],
+    work: Callable[[str], Published],
+    wait_s: float,
+    *,
+    first: str | None = None,
+    others_s: float | None = None,
+) -> dict[str, Published]:
+    """``work(cluster)`` for every cluster at once, each in a daemon thread, waited for at most
+    ``wait_s`` in all (with ``first``: for it, then the others at most ``others_s`` more).  A
+    cluster whose work raised is ``Published(cluster, error=...)``; one still at work when the
+    wait ends is ``Published(cluster)`` (left to finish on its own)."""
     results: dict[str, Published] = {}
     lock = threading.Lock()
 
     def one(cluster: str) -> None:
-        endpoint = ClusterEndpoint(cluster, config.clusters[cluster])
-        topic: KeyedTopicPort | None = None
         try:
-            topic = topics(endpoint, config.failover.pointer_topic, sign, accept)
-            outcome = Published(cluster, epoch=publish_one(topic, record, budget_s))
+            outcome = work(cluster)
         except DrkitError as err:
             outcome = Published(cluster, error=str(err))
         except Exception as err:  # a thread's last word: never lost silently
             outcome = Published(cluster, error=f"{type(err).__name__}: {err}")
-        finally:
-            if topic is not None:
-                try:
-                    topic.close()
-                except Exception:  # closing a client of a dead cluster: nothing to save
-                    log.debug("pointer topic of %s not closed cleanly", cluster, exc_info=True)
         with lock:
             results[cluster] = outcome
 
-    threads = [
-        threading.Thread(target=one, args=(c,), daemon=True, name=f"drkit-pointer-{c}")
-        for c in clusters
-        if c in config.clusters
-    ]
-    for thread in threads:
+    threads = {
+        cluster: threading.Thread(
+            target=one, args=(cluster,), daemon=True, name=f"drkit-pointer-{cluster}"
+        )
+        for cluster in clusters
+    }
+    for thread in threads.values():
         thread.start()
     deadline = time.monotonic() + wait_s
-    ordered = sorted(threads, key=lambda t: t.name != f"drkit-pointer-{first}")
-    for thread in ordered:
-        thread.join(max(0.0, deadline - time.monotonic()))
-        if first is not None and others_s is not None and thread.name.endswith(f"-{first}"):
+    for cluster in sorted(threads, key=lambda c: c != first):
+        threads[cluster].join(max(0.0, deadline - time.monotonic()))
+        if cluster == first and others_s is not None:
             deadline = min(deadline, time.monotonic() + others_s)
-    asked = [t.name.removeprefix("drkit-pointer-") for t in threads]
     with lock:
-        return {cluster: results.get(cluster, Published(cluster)) for cluster in asked}
+        return {cluster: results.get(cluster, Published(cluster)) for cluster in threads}
 
 
 class PointerPublisher:
     """Converges every cluster's pointer topic to the store's pointer: the monitor's
     maintenance calls :meth:`converge` every tick, and only clusters not yet known to hold the
     current epoch are asked (a cluster that was down gets the record once it answers).
-    Single-threaded."""
+
+    With ``connect`` it first creates the topic on every cluster that lacks it, before any
+    move: a client watching a topic that does not exist yet finds it only at its next metadata
+    refresh (drkit.client.follow: every second), which a first failover would otherwise wait
+    for.  Single-threaded."""
 
     def __init__(
-        self, config: DrkitConfig, store: StateStore, topics: PointerTopics, wait_s: float = 6.0
+        self,
+        config: DrkitConfig,
+        store: StateStore,
+        topics: PointerTopics,
+        wait_s: float = 6.0,
+        connect: AdminFactory | None = None,
     ) -> None:
         self.config, self.store, self.topics, self.wait_s = config, store, topics, wait_s
+        self.connect = connect
         self._held: dict[str, int] = {}  # cluster -> the epoch it was seen to hold
+        self._created: set[str] = set()  # clusters where the topic was created (or was there)
         self._key: bytes | None = None
+
+    def create_topics(self) -> dict[str, Published]:
+        """Create the pointer topic where it was not created yet (one compacted partition);
+        each cluster asked, ``epoch`` 0 where it is done."""
+        connect = self.connect
+        due = [c for c in self.config.clusters if c not in self._created]
+        if connect is None or not due:
+            return {}
+        spec = TopicSpec(self.config.failover.pointer_topic, 1, None, COMPACTED)
+
+        def create(cluster: str) -> Published:
+            endpoint = ClusterEndpoint(cluster, self.config.clusters[cluster])
+            connect(endpoint).create_topics([spec], CLUSTER_BUDGET_S)
+            return Published(cluster, epoch=0)
+
+        outcome = at_once(due, create, self.wait_s)
+        self._created |= {c for c, created in outcome.items() if created.done}
+        return outcome
 
     def converge(self) -> dict[str, Published]:
         """Publish the store's pointer where it is missing; what each cluster asked answered
         (empty: no pointer yet, or every cluster holds it)."""
+        self.create_topics()
         pointer = PointerRepository(self.store).get()
         if pointer is None:
             return {}

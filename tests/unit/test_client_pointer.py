@@ -263,3 +263,28 @@ def test_a_drill_writes_its_own_pointer_topic_and_cleans_up_only_that_one() -> N
     assert "drkit-pointer.internal" not in footprint("d", drill(), [], []).topics
     with pytest.raises(ValueError, match=r"ending in \.internal"):
         drill(pointer_topic="pointers")
+
+
+def test_the_maintenance_creates_the_topic_before_any_move(tmp_path: Path) -> None:
+    """A watcher finds a topic created after it started only at its next metadata refresh:
+    the topic is there before the first move - on a cluster that was down, once it
+    answers."""
+    from tests.fake_kafka import FakeClusters
+
+    config = _config("dc1", "dc2")
+    store = StateStore(f"sqlite:///{tmp_path / 'drkit.db'}")
+    store.ensure_current()
+    clusters = FakeClusters("dc1", "dc2")
+    clusters["dc1"].up = False
+    publisher = PointerPublisher(
+        config, store, lambda e, n, s, a: _Topic(s, a), connect=clusters.connect
+    )
+    assert publisher.converge() == {}  # no pointer yet: nothing published, the topic made
+    topic = config.failover.pointer_topic
+    assert topic in clusters["dc2"].topics and topic not in clusters["dc1"].topics
+    clusters["dc1"].up = True
+    publisher.converge()
+    assert topic in clusters["dc1"].topics
+    asked = len(clusters["dc2"].calls)
+    publisher.converge()
+    assert len(clusters["dc2"].calls) == asked  # made once: not asked again
