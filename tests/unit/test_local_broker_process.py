@@ -79,12 +79,12 @@ def test_a_killed_brokers_ports_are_awaited_until_the_kernel_releases_them() -> 
         for server in held:
             server.close()
 
-    closer = threading.Timer(0.4, close)
+    closer = threading.Timer(0.4, close)  # the kernel's "moment later" (the scenario)
     closer.start()
-    began = time.monotonic()
-    _wait_ports_released(broker, deadline=began + 10)
-    waited = time.monotonic() - began
-    closer.join()
-    assert 0.3 < waited < 5, waited
+    # A deadline no test waits out: returning at all, with the ports free, proves the wait
+    # ended at their release - not at once (they were held), not at the deadline (issue 51:
+    # no wall-clock threshold; pytest's timeout is the hang guard).
+    _wait_ports_released(broker, deadline=time.monotonic() + 600)
     assert not _port_in_use("127.0.0.1", client)
     assert not _port_in_use("127.0.0.1", controller)
+    closer.join()
