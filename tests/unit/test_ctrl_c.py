@@ -22,8 +22,11 @@ from pathlib import Path
 
 import pytest
 
-CALL_TIMEOUT_S = 60  # what a blocked call would wait out
-BOUND_S = CALL_TIMEOUT_S / 3
+CALL_TIMEOUT_S = 600  # what a blocked call would wait out
+# A hang guard, not a speed (issue 51): a process that waited out a blocked call would take
+# CALL_TIMEOUT_S; one that acted on the Ctrl-C ends in about a second - the bound is a tenth
+# of the one, sixty times the other.
+BOUND_S = CALL_TIMEOUT_S / 10
 
 
 class SilentListener:
@@ -152,12 +155,11 @@ from drkit.kafka import ClusterEndpoint, KafkaAdmin
 
 call_s = float(sys.argv[2])
 admin = KafkaAdmin(ClusterEndpoint("dc1", ClusterConfig(bootstrap_servers=sys.argv[1])))
-started = time.monotonic()
 print("calling", flush=True)
 try:
     admin.describe_cluster(timeout_s=call_s)
-except KeyboardInterrupt:  # mid-call, not when the call gave up
-    print("interrupted" if time.monotonic() - started < call_s / 2 else "late", flush=True)
+except KeyboardInterrupt:  # mid-call - the call still runs in C - not when it gave up
+    print("interrupted" if any(t.is_alive() for t in admin._calls) else "late", flush=True)
 admin.close()  # the metadata call still runs on its thread: destroyed only once it ended
 print("closed", flush=True)
 time.sleep(call_s + 2)  # the call times out and the reaper destroys the client
@@ -234,7 +236,7 @@ def _replicate_interrupted(silent: SilentListener, tmp_path: Path) -> None:
 
 
 _STOPPED_ADMIN = """
-import sys, threading, time
+import sys, threading
 from drkit.config.model import ClusterConfig
 from drkit.errors import Stopped, KafkaError
 from drkit.kafka import ClusterEndpoint, KafkaAdmin
@@ -243,16 +245,14 @@ from drkit.kafka.admin import TopicSpec
 stop = threading.Event()
 admin = KafkaAdmin(ClusterEndpoint("dc1", ClusterConfig(bootstrap_servers=sys.argv[1])), stop=stop)
 threading.Timer(1.0, stop.set).start()
-started = time.monotonic()
-try:
-    admin.create_topics([TopicSpec("t", 1)], timeout_s=60)
+try:  # a request of 600 s: given up before the subprocess's bound only if the stop acted
+    admin.create_topics([TopicSpec("t", 1)], timeout_s=600)
 except Stopped:
-    print("stopped", round(time.monotonic() - started))
-started = time.monotonic()
+    print("stopped")
 try:  # made once the stop was asked: part of the stopping, waited for to its own timeout
     admin.create_topics([TopicSpec("t", 1)], timeout_s=2)
 except KafkaError as err:
-    print(type(err).__name__, time.monotonic() - started >= 1.5)
+    print(type(err).__name__, "timed out after" in str(err))
 admin.close()
 """
 
@@ -265,6 +265,6 @@ def test_a_request_under_way_is_given_up_when_its_owner_stops_and_a_later_one_is
         capture_output=True, text=True, timeout=BOUND_S, cwd=tmp_path, check=False,
     )  # fmt: skip
     assert process.returncode == 0, process.stdout + process.stderr
-    assert process.stdout.split() == ["stopped", "1", "RetriableKafkaError", "True"], (
+    assert process.stdout.split() == ["stopped", "RetriableKafkaError", "True"], (
         process.stdout + process.stderr
     )
