@@ -20,10 +20,11 @@ from dataclasses import dataclass
 from drkit.config.model import DrkitConfig, FlowConfig
 from drkit.kafka.clients import ClusterEndpoint
 from drkit.kafka.ports import AdminFactory
+from drkit.offsets.inputs import replica_of
 from drkit.offsets.mapping_loader import MappingLoader
 from drkit.offsets.provenance_search import RecordSource, SourcePartition, copy_offset
 from drkit.records import TopicPartition
-from drkit.repoint import Replica, Repointed, Scanned, repoint
+from drkit.repoint import CannotTell, Replica, Repointed, Scanned, repoint
 from drkit.signing import Kind, Signer
 from drkit.topology.flow import FlowTopology
 from drkit.translation import PartitionMapping, TargetBounds
@@ -60,16 +61,22 @@ def read_repoint(
     flows = (config.flow(f"{lost}->{promoted}"), config.flow(f"{lost}->{standby}"))
     maps = [_mappings(config, flow, keys) for flow in flows]
     origins = sorted(set(maps[0]) | set(maps[1]))
-    replicas: dict[TopicPartition, tuple[TopicPartition, TopicPartition]] = {}
+    wheres: list[dict[TopicPartition, TopicPartition]] = []
     sides: list[dict[TopicPartition, Replica]] = []
+    missing: dict[TopicPartition, str] = {}  # a replica not on its cluster: nothing to decide
     for flow, mappings in zip(flows, maps, strict=True):
         topology = FlowTopology.of(flow)
         endpoint = ClusterEndpoint(flow.target, config.clusters[flow.target])
-        where = {tp: _replica_of(tp, mappings, topology) for tp in origins}
+        where = {tp: replica_of(tp, mappings, topology) for tp in origins}
+        wheres.append(where)
         admin = connect(endpoint)
         try:
-            topics = set(admin.list_topics())
-            asked = [r for r in dict.fromkeys(where.values()) if r.topic in topics]
+            topics = admin.list_topics()
+            asked = [
+                r
+                for r in dict.fromkeys(where.values())
+                if r.topic in topics and r.partition < topics[r.topic].partition_count
+            ]
             starts = admin.list_offsets(asked, "earliest")
             ends = admin.list_offsets(asked, "latest")
         finally:
@@ -79,7 +86,11 @@ def read_repoint(
             side: dict[TopicPartition, Replica] = {}
             for tp in origins:
                 replica = where[tp]
-                bounds = TargetBounds(starts.get(replica, 0), ends.get(replica, 0))
+                if replica not in starts or replica not in ends:
+                    named = f"{replica.topic}-{replica.partition}"
+                    missing.setdefault(tp, f"the replica {named} is not on {flow.target}")
+                    continue
+                bounds = TargetBounds(starts[replica], ends[replica])
                 bare = Replica(replica, bounds, mappings.get(tp))
                 side[tp] = _scanned(bare, reader, SourcePartition(lost, tp))
             sides.append(side)
@@ -87,9 +98,13 @@ def read_repoint(
             close = getattr(reader, "close", None)
             if close is not None:
                 close()
-    for tp in origins:
-        replicas[tp] = (sides[0][tp].partition, sides[1][tp].partition)
-    results = {tp: repoint(tp, sides[0][tp], sides[1][tp]) for tp in origins}
+    replicas = {tp: (wheres[0][tp], wheres[1][tp]) for tp in origins}
+    results: dict[TopicPartition, Repointed] = {
+        tp: CannotTell(tp, missing[tp])
+        if tp in missing
+        else repoint(tp, sides[0][tp], sides[1][tp])
+        for tp in origins
+    }
     return RepointReport(lost, promoted, standby, results, replicas)
 
 
@@ -103,13 +118,6 @@ def _mappings(
         return dict(loader.refresh())
     finally:
         loader.close()
-
-
-def _replica_of(
-    tp: TopicPartition, mappings: Mapping[TopicPartition, PartitionMapping], topology: FlowTopology
-) -> TopicPartition:
-    mapping = mappings.get(tp)
-    return mapping.target if mapping is not None else topology.target_partition(tp)
 
 
 def _scanned(

@@ -272,9 +272,12 @@ def test_the_standby_ends_with_every_record_once_and_none_skipped(
     if isinstance(result, StandbyAhead):
         extra = {o for o in proven if result.first <= o < result.end}
         assert result.records == len(extra) > 0
-        assert not extra & (dc2.placed() | promoted), "dc2 held it too"
+        # What dc2's map and surviving copies prove it held (without a map, a copy retention
+        # removed is unknown: the provenance-only limit of drkit/repoint.py's docstring).
+        dc2_held = (dc2.placed() if dc2_mapped else set()) | promoted
+        assert not extra & dc2_held, "dc2 held it too"
         assert max(proven) + 1 == result.end
-        assert all(o < result.first for o in (dc2.placed() | promoted))
+        assert all(o < result.first for o in dc2_held)
         return
     assert isinstance(result, FollowFrom)
     copied = copier(dc2, result.start, result.frontier)
