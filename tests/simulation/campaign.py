@@ -51,6 +51,7 @@ from tests.simulation.world import (
     APP,
     GROUPS,
     LEASE_TTL_S,
+    TOPICS,
     TOPOLOGIES,
     TWO_DC,
     WORKERS_PER_FLOW,
@@ -402,8 +403,14 @@ class Driver:
 
     def _application(self) -> None:
         """An application writes (to the primary; now and then a stale one elsewhere, or a
-        super user whom no ACL stops), or a consumer commits its position on the primary."""
+        super user whom no ACL stops), or a consumer commits its position on the primary.
+        With a topology whose applications create their topics (three-dc), a primary that
+        holds none of its own gets them first - the writes a former standby acknowledges
+        while it is the primary, which a later move must carry (invariants: from a former
+        primary)."""
         alias = self._primary()
+        if self.world.topology.apps_create_topics:
+            self._create_app_topics(alias)
         if not self.quiet and self.rng.random() < 0.03:
             self._super_write(alias)
             return
@@ -432,6 +439,14 @@ class Driver:
             found = cluster.groups.get(group)
             if found is None or found.members == 0:
                 cluster.set_group_offsets(group, {tp: now + self.rng.randrange(1, end - now + 1)})
+
+    def _create_app_topics(self, alias: str) -> None:
+        """The applications' topics created on ``alias``, the primary, where it has none of
+        its own (``auto.create.topics.enable``; no draw)."""
+        cluster = self.world.clusters[alias]
+        if cluster.up and not any(t.startswith("orders.") for t in cluster.topics):
+            cluster.create_topics([TopicSpec(topic, 2) for topic in TOPICS])
+            self.sim.log(f"applications create {', '.join(TOPICS)} on {alias}")
 
     def _super_write(self, alias: str) -> None:
         """A super user writes to the primary (during a move: past the fence - confirm_fence

@@ -140,11 +140,15 @@ failover:
 class Topology:
     """Which clusters a schedule's world has and how its config wires them: ``clusters`` in
     the order the driver draws among them, ``standbys`` the clusters :data:`CONFIG`'s dc2 is
-    copied into - each with dc1 -> it and its standby flow back, as dc2 has."""
+    copied into - each with dc1 -> it and its standby flow back, as dc2 has; and whether the
+    applications create their topics on a primary that has none."""
 
     name: str
     clusters: tuple[str, ...]
     standbys: tuple[str, ...] = ()
+    # The applications create their topics on a primary that has none of its own (a former
+    # standby): off in two-dc, whose seeds replay the schedules they always did.
+    apps_create_topics: bool = False
 
 
 # The default: dc1 -> dc2 (and dc2 -> dc1, standby) - what the seeds of regressions.txt and
@@ -153,7 +157,7 @@ TWO_DC = Topology("two-dc", CLUSTERS)
 # dc1 -> dc2 and dc1 -> dc3 (and each standby flow back to dc1): a move goes from dc1 to
 # either standby and back; nothing re-points the other standby after a move (issue 48
 # item 1: not built) - dc3 keeps following dc1 while dc2 is the primary.
-THREE_DC = Topology("three-dc", (*CLUSTERS, "dc3"), ("dc3",))
+THREE_DC = Topology("three-dc", (*CLUSTERS, "dc3"), ("dc3",), apps_create_topics=True)
 TOPOLOGIES = {topology.name: topology for topology in (TWO_DC, THREE_DC)}
 
 
