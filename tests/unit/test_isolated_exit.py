@@ -205,8 +205,11 @@ def test_a_helper_lost_twice_in_a_row_is_not_started_again_at_once() -> None:
     assert helper.restarts == 2
     refused = _call_catching(helper, timeout_s=20.0)
     assert isinstance(refused, KafkaError) and "2 times in a row" in str(refused), refused
+    assert helper._respawn_at - time.monotonic() <= 1.0  # the first pause: 1 s at most
     assert helper.restarts == 2 and not _alive(helper)  # refused without spawning one
-    time.sleep(1.2)  # the pause is over: it starts again
+    wait_until(  # the pause is over (its end, not a fixed sleep): it starts again
+        lambda: time.monotonic() >= helper._respawn_at, 30, 0.05, what="the pause's end"
+    )
     helper.start()
     assert _alive(helper)
     helper.kill()

@@ -214,18 +214,23 @@ def test_a_stopping_monitor_stops_waiting_for_its_jobs_at_once() -> None:
     default, a minute with a long probe timeout.  Once the runner is abandoned, a waiting run
     raises JobAbandoned at once and a new one starts no work."""
     runner = BudgetedRunner(cpu_waits=lambda: None)
-    hung = threading.Event()
+    hung, entered = threading.Event(), threading.Event()
     raised: list[BaseException] = []
+
+    def job() -> None:
+        entered.set()
+        hung.wait()
 
     def waiting() -> None:
         try:
-            runner.run(hung.wait, 60.0, "probe:stuck")
+            runner.run(job, 60.0, "probe:stuck")
         except BaseException as err:
             raised.append(err)
 
     thread = threading.Thread(target=waiting)
     thread.start()
-    time.sleep(0.2)  # the run is waiting on its job by now
+    # The run is waiting on its job: the job has started (a condition, not a fixed sleep).
+    assert entered.wait(30), "the job never started"
     runner.abandon()
     thread.join(10.0)  # a fraction of the budget: only a wait that ignores abandon() fails it
     assert not thread.is_alive(), "still waiting for its job after abandon()"
