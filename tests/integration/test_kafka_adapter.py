@@ -204,8 +204,9 @@ def test_source_consumer_returns_at_the_first_record_not_at_its_timeout(
 ) -> None:
     """A lone record is handed over as soon as it is fetched: consume() must not wait out its
     timeout to fill the batch (librdkafka's batch call does - it added the worker's whole idle
-    timeout to every record's latency at low rates).  The timeout here is 20 s; the bound on
-    the wait is a quarter of it, far from any scheduling noise."""
+    timeout to every record's latency at low rates).  The timeout here is 600 s, so returning
+    at all proves it; the bound on the wait is only a hang guard, a tenth of it (issue 51: not
+    a speed - the record is fetched within the 50 ms fetch wait)."""
     topic = names.topic()
     dc1.admin().create_topics([TopicSpec(topic, 1)])
     consumer = SourceConsumer(
@@ -216,10 +217,10 @@ def test_source_consumer_returns_at_the_first_record_not_at_its_timeout(
         assert [m for m in consumer.consume(5000, 1.0) if m.error() is None] == []
         produce_batch(dc1.endpoint, topic, [(b"k", b"v")])
         started = time.monotonic()
-        batch = consumer.consume(5000, 20.0)
+        batch = consumer.consume(5000, 600.0)
         waited = time.monotonic() - started
         assert [(m.key(), m.value()) for m in batch if m.error() is None] == [(b"k", b"v")]
-        assert waited < 5.0, f"consume waited {waited:.1f} s for a batch it could not fill"
+        assert waited < 60.0, f"consume waited {waited:.1f} s for a batch it could not fill"
     finally:
         consumer.close()
 

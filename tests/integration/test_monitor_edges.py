@@ -86,6 +86,7 @@ def test_a_routed_flow_is_probed_at_its_renamed_heartbeats_and_lag_counts_new_pa
         KafkaAdmin,
     )
     try:
+        started = time.time()  # the heartbeats' clock (their CreateTime): this host's
         with Replicator(setup, log_dir=tmp_path) as replicator:
             seen = wait_until(
                 lambda: (
@@ -95,7 +96,9 @@ def test_a_routed_flow_is_probed_at_its_renamed_heartbeats_and_lag_counts_new_pa
                 0.5,
                 what="the routed heartbeats seen and lag 0",
             )
-            assert seen.heartbeat_age_s < 10, seen
+            # A heartbeat this replicator wrote: no older than its run, the baseline measured
+            # here (issue 51: not a fixed 10 s, which a loaded machine's replication passes).
+            assert seen.heartbeat_age_s <= time.time() - started, seen
             assert seen.workers == 1 and seen.errors == ()
             assert replicator.stop() == 0
         assert dc2.admin().topic_offsets(f"{setup.source}-routed.{first}") == {
