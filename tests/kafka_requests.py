@@ -2,7 +2,8 @@
 from its cheap pre-probe (a refused port, a listener that is not Kafka) instead of waiting out
 a Kafka client's timeout (issue 51: no wall-clock thresholds in functional tests).
 
-Every request drkit makes goes through one of these: an admin request (``AdminBase._call``, or
+Every request drkit's commands make goes through one of these (drkit.client, the applications'
+library, builds its own clients and is not covered): an admin request (``AdminBase._call``, or
 ``AdminBase._isolated`` for the group requests run in a helper process), or a waiting call of a
 consumer or a producer (built by ``drkit.kafka.clients.make_consumer`` / ``make_producer``
 from that module's ``Consumer`` / ``Producer``).  Against a cluster that refuses or does not
