@@ -529,7 +529,18 @@ def test_exactly_once_takeover_waits_for_a_zombie_transaction_instead_of_copying
 
     worker = Replicator(setup, log_dir=tmp_path).start()
     try:
-        time.sleep(8)  # the worker has joined, taken the partition and must be waiting
+        # The worker has joined and taken the partition (its group stable with it: the
+        # assignment is in its hands, so it waits for the open transaction) - a condition, not
+        # a fixed sleep (issue 51) ...
+        group = topology.replicate_group
+
+        def holding() -> object:
+            state = source_admin.describe_groups([group])[group]
+            return state.state.upper() == "STABLE" and state.members == 1 and state
+
+        wait_until(holding, 60, 0.2, what=f"the worker holding the partition in {group}")
+        # ... then a window in which a worker resuming below the transaction would copy.
+        time.sleep(3)
         assert _source_offsets(setup, replica) == Counter(), "copied under an open transaction"
         # The zombie wakes up, stores its progress and commits (its fencing check had passed).
         progress = Progress(TopicPartition(topic, 0), 50, worker="zombie")
