@@ -36,6 +36,12 @@ SAMPLE_EVERY = 64
 HELD_BACK_S = 4.0
 
 
+def _heartbeat_samples(snapshot: MetricsSnapshot, flow: str) -> int:
+    """Samples taken of the flow's heartbeats: offsets 0, 64, ... are sampled too."""
+    beats = snapshot.value(f"{RECORDS}_total", flow=flow, topic=internal_topics.HEARTBEATS) or 0
+    return math.ceil(beats / SAMPLE_EVERY)
+
+
 def _buckets(snapshot: MetricsSnapshot, name: str, flow: str) -> dict[float, float]:
     """Upper bound -> cumulative count of ``name``'s buckets for ``flow``."""
     out: dict[float, float] = {}
@@ -69,13 +75,31 @@ def test_record_age_and_latency_histograms_hold_the_ages_the_test_measured(
             return snapshot if done == COUNT else None
 
         wait_until(copied, 90, 0.5, what=f"{COUNT} records copied")
-        # Latency samples are taken in delivery callbacks: give the last of them a moment.
-        time.sleep(1.0)
-        snapshot = scrape(port)
+        # One offset in 64 of each of the two partitions (offsets 0, 64, ...), each sampled
+        # once; latency samples are taken in delivery callbacks, so the last of them may come
+        # after the count: waited for (a condition, not a fixed sleep - issue 51).
+        expected = 2 * (COUNT // 2 // SAMPLE_EVERY)
+        counts: dict[str, float | None] = {}
+
+        def sampled() -> MetricsSnapshot | None:
+            snapshot = scrape(port)
+            if snapshot is None:
+                return None
+            young = _heartbeat_samples(snapshot, flow)
+            counts.update(
+                {n: snapshot.value(f"{n}_count", flow=flow) for n in (RECORD_AGE, LATENCY)}
+            )
+            done = all(c is not None and c - young >= expected for c in counts.values())
+            return snapshot if done else None
+
+        snapshot = wait_until(
+            sampled,
+            30,
+            0.2,
+            what=lambda: f"{expected} samples of each ({counts}) besides heartbeats'",
+        )
         scraped = time.time()
-    assert snapshot is not None
-    beats = snapshot.value(f"{RECORDS}_total", flow=flow, topic=internal_topics.HEARTBEATS) or 0
-    young = math.ceil(beats / SAMPLE_EVERY)  # heartbeat offsets 0, 64, ... are sampled too
+    young = _heartbeat_samples(snapshot, flow)
     low, high = started - last_acked, scraped - first_produce
     assert low >= HELD_BACK_S
     for name in (RECORD_AGE, LATENCY):
@@ -83,8 +107,7 @@ def test_record_age_and_latency_histograms_hold_the_ages_the_test_measured(
         total = snapshot.value(f"{name}_sum", flow=flow)
         assert count is not None and total is not None, name
         mine = count - young
-        # One offset in 64 of each of the two partitions (offsets 0, 64, ...), each sampled once.
-        assert mine >= 2 * (COUNT // 2 // SAMPLE_EVERY), (name, count, young)
+        assert mine >= expected, (name, count, young)
         buckets = _buckets(snapshot, name, flow)
         below = max(b for b in buckets if b < low)
         above = min(b for b in buckets if b >= high)
