@@ -130,7 +130,15 @@ def test_progress_waits_for_offset_syncs_that_could_not_be_written(
     produce_batch(setup.source_endpoint, topic, ((None, b"x") for _ in range(1000)), partition=0)
     with Replicator(setup, log_dir=tmp_path) as worker:
         wait_until(lambda: len(_source_offsets(setup, replica)) >= 1000, 60, what="data copied")
-        time.sleep(3)  # several commit rounds with failing offset-sync writes
+        # Several commit rounds with failing offset-sync writes: counted in the worker's log
+        # (each ends the session, restarted from stored progress), not a fixed 3 s (issue 51).
+        failed = "writing offset syncs/progress failed"
+        wait_until(
+            lambda: worker.log().count(failed) >= 3,
+            60,
+            0.2,
+            what=lambda: f"three commit rounds failing ({worker.log()[-2000:]})",
+        )
         stored = _progress(setup).get(TopicPartition(topic, 0))
         assert stored in (None, 0), f"progress {stored} claims records no offset sync covers"
         dc2.admin().set_topic_configs(topology.offset_syncs_topic, {"max.message.bytes": "1048588"})
