@@ -302,6 +302,10 @@ def _engine(config: DrkitConfig, cluster: str) -> Iterator[Need | str]:
     controls = [_topic(internal_topics.control_topic(flow.source))
                 for flow in config.flows if flow.target == cluster]  # fmt: skip
     yield from _needs(controls, _OWN_TOPIC, "publishes flow directives (the control topic)")
+    # On every cluster: a move writes the pointer for the applications wherever it can
+    # (drkit.failover.pointer_topic), the monitor's maintenance creates the topic ahead.
+    pointer = _topic(config.failover.pointer_topic)
+    yield from _needs([pointer], _OWN_TOPIC, "writes the active pointer for applications")
     yield from _needs([_own(ResourceType.GROUP)], _READ, "drkit's readers' group ids")
     why = "fences drkit's transactional ids before a move"
     ids = _own(ResourceType.TRANSACTIONAL_ID)
@@ -345,7 +349,11 @@ def _verifier(config: DrkitConfig, cluster: str) -> Iterator[Need | str]:
 
 def _application(role: Role, config: DrkitConfig, cluster: str) -> Iterator[Need | str]:
     """An application of the flows' topics: writes or reads the selection on a source (and,
-    once it is promoted, the same names on the new primary - granted then, not before)."""
+    once it is promoted, the same names on the new primary - granted then, not before) - and,
+    on every cluster, reads the pointer topic, where it learns which cluster is the primary
+    (drkit.client: it must read it on a standby before any move)."""
+    pointer = _topic(config.failover.pointer_topic)
+    yield from _needs([pointer], _READ, "follows the active pointer (the pointer topic)")
     for flow in config.flows:
         if flow.source != cluster:
             continue

@@ -628,19 +628,38 @@ def test_the_doctor_warns_about_weakened_security_settings_of_the_clusters_it_ch
 def test_the_engine_and_the_monitor_write_only_the_control_topics_of_drkits_own() -> None:
     """Security review 6, L5: both could write every ``drkit-`` topic - the monitor's
     principal could forge the unsigned progress records. They publish directives on the
-    control topic and only read the rest (acks, offset syncs, progress, adopted ranges)."""
+    control topic and the active pointer on the pointer topic (signed, on every cluster), and
+    only read the rest (acks, offset syncs, progress, adopted ranges)."""
     config = _config(topics={"include": ["orders.*"]})
     control = _topic("drkit-control.dc1.internal")
+    pointer = _topic(config.failover.pointer_topic)
     own = _topic("drkit-", True)
     for role in (Role.ENGINE, Role.MONITOR):
         target = role_needs(role, "dc2", config).needs
         written = {n.resource for n in target if n.resource.type is TOPIC
                    and n.operation in (Operation.WRITE, Operation.CREATE)}  # fmt: skip
-        assert written - {_topic("__drkit_canary")} == {control}, (role, written)
+        assert written - {_topic("__drkit_canary")} == {control, pointer}, (role, written)
         assert _has(target, own, Operation.READ)  # the acks, and translation's topics
         source = role_needs(role, "dc1", config).needs
-        assert not any(n.operation is Operation.WRITE and n.resource.type is TOPIC
-                       and n.resource.name.startswith("drkit-") for n in source), role  # fmt: skip
+        written = {n.resource for n in source if n.operation is Operation.WRITE
+                   and n.resource.type is TOPIC
+                   and n.resource.name.startswith("drkit-")}  # fmt: skip
+        assert written == {pointer}, (role, written)
+
+
+def test_applications_read_the_pointer_topic_on_every_cluster_and_write_none_of_drkits() -> None:
+    """drkit.client follows the pointer topic on every cluster it knows - a standby's before any
+    move, since the primary may be gone when it matters; without READ there the secured drills'
+    applications never saw the move (issue 48). Reading is all they may do with it: a writer
+    of the topic could publish a record compaction keeps over the engine's."""
+    config = _config(topics={"include": ["orders.*"]})
+    pointer = _topic(config.failover.pointer_topic)
+    for role in (Role.APP_CONSUMER, Role.APP_PRODUCER):
+        for cluster in ("dc1", "dc2"):
+            needs = role_needs(role, cluster, config).needs
+            assert _has(needs, pointer, Operation.READ) and _has(needs, pointer, Operation.DESCRIBE)
+            assert not any(n.resource == pointer and n.operation is not Operation.READ
+                           and n.operation is not Operation.DESCRIBE for n in needs)  # fmt: skip
 
 
 def test_the_doctor_warns_an_engine_or_monitor_that_may_write_drkits_bookkeeping() -> None:
