@@ -108,9 +108,14 @@ class TopicTailer:
         """``start``: where to begin per partition (partitions not in it: their beginning);
         ``stop``: the owner's stop event - a catch-up under way when it is set raises
         :class:`~drkit.errors.Stopped` within a fraction of a second, however long the cluster
-        takes to answer (a source that died mid-round must not hold a shutdown)."""
+        takes to answer (a source that died mid-round must not hold a shutdown); one begun
+        after it was set runs as any other (a checkpoint worker's final round)."""
         self.endpoint = endpoint
         self.stop = stop
+        # The stop event the catch-up under way watches: None once the stop was set before it
+        # began - like the admin's requests, a catch-up after the stop (a worker's final round)
+        # runs as any other.
+        self._watching: threading.Event | None = None
         self.topic = topic
         self.missing_ok = missing_ok
         self._consumer: Consumer = make_consumer(
@@ -150,7 +155,7 @@ class TopicTailer:
         """The topic's metadata; under a stop event asked in slices of at most
         :data:`STOP_CHECK_S` - librdkafka's call cannot be interrupted, and a cluster that went
         away makes it wait its whole timeout - so a stop is seen between two."""
-        if self.stop is None:
+        if self._watching is None:
             return self._consumer.list_topics(self.topic, timeout=timeout_s)
         deadline = time.monotonic() + timeout_s
         while True:
@@ -163,7 +168,7 @@ class TopicTailer:
                     raise  # the whole timeout is spent: the cluster's answer (or its silence)
 
     def _check_stop(self) -> None:
-        if self.stop is not None and self.stop.is_set():
+        if self._watching is not None and self._watching.is_set():
             raise Stopped(f"{self.endpoint.alias}: reading {self.topic} given up: stopping")
 
     def catch_up(self, timeout_s: float = 30.0) -> Iterator[Record]:
@@ -180,6 +185,8 @@ class TopicTailer:
         return self._catch_up(timeout_s, _raw)
 
     def _catch_up(self, timeout_s: float, convert: Callable[[Any], T]) -> Iterator[T]:
+        stop = self.stop
+        self._watching = stop if stop is not None and not stop.is_set() else None
         self._assign(min(timeout_s, 10.0))
         if not self._next:
             return

@@ -65,6 +65,27 @@ def test_a_catch_up_on_a_cluster_gone_raises_stopped_when_the_stop_comes(
         tailer.close()
 
 
+def test_a_catch_up_begun_after_the_stop_runs_as_any_other() -> None:
+    """The checkpoint worker's final round reads the source's log after the stop was set: it
+    must run (its checkpoints match the final progress), as the admin's requests begun after
+    a stop do - a Stopped here skipped it, and checkpoints went missing (test_accounting)."""
+    stop = threading.Event()
+    stop.set()
+    tailer = TopicTailer(
+        ClusterEndpoint("dc1", ClusterConfig(bootstrap_servers="127.0.0.1:1")),
+        OFFSETS_TOPIC,
+        missing_ok=True,
+        start={0: 5},
+        stop=stop,
+    )
+    try:
+        with pytest.raises(KafkaError) as raised:
+            list(tailer.catch_up(1.0))
+        assert not isinstance(raised.value, Stopped)  # the cluster's answer, not the stop
+    finally:
+        tailer.close()
+
+
 def test_without_a_stop_event_a_cluster_gone_is_still_a_cluster_error() -> None:
     tailer = TopicTailer(
         ClusterEndpoint("dc1", ClusterConfig(bootstrap_servers="127.0.0.1:1")),
