@@ -43,9 +43,6 @@ _RETRIABLE_CODES = {
     _RdKafkaError.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
     _RdKafkaError.REBALANCE_IN_PROGRESS,
     _RdKafkaError.NOT_CONTROLLER,
-    # librdkafka's admin, asked for offsets of partitions whose leaders its metadata does not
-    # hold yet (a topic just created): "Failed to query partition leaders: No leaders found".
-    _RdKafkaError._NOENT,
 }
 
 

@@ -40,15 +40,6 @@ def test_answers_kafka_calls_retriable_are_retriable(name: str) -> None:
     assert isinstance(translate(error, "list earliest offsets"), RetriableKafkaError)
 
 
-def test_partition_leaders_not_known_yet_is_retriable() -> None:
-    """librdkafka's admin answers a list-offsets request for partitions whose leaders its
-    metadata does not hold yet (a topic just created, on a loaded broker) with ``_NOENT``
-    "Failed to query partition leaders: No leaders found" - the leaders come: a busy-core run
-    failed test_a_tail_export_to_a_topic_cut_short_and_run_again_holds_each_record_once on it."""
-    error = RdKafkaError(RdKafkaError._NOENT, "Failed to query partition leaders: No leaders found")
-    assert isinstance(translate(error, "list earliest offsets"), RetriableKafkaError)
-
-
 def test_an_authorization_failure_stays_fatal() -> None:
     error = RdKafkaError(RdKafkaError.TOPIC_AUTHORIZATION_FAILED)
     assert isinstance(translate(error, "list earliest offsets"), FatalKafkaError)
