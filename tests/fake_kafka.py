@@ -73,6 +73,9 @@ class FakePartition:
     open_transaction_at: int | None = None  # first offset of an open transaction, if any
     invisible: set[int] = field(default_factory=set)  # transaction markers, aborted records
     timestamps: dict[int, int] = field(default_factory=dict)  # offset -> ms, where a test set it
+    # Metadata answers still to come without a leader (a topic just created on a busy broker);
+    # list_offsets is refused as librdkafka refuses it until a metadata answer names one.
+    leaderless_answers: int = 0
 
     @property
     def stable_end(self) -> int:
@@ -115,6 +118,9 @@ class FakeCluster:
         # Records kept with their content, for the few topics a test writes them to
         # (write/read): (key, value, headers) per topic, partition 0, in offset order.
         self.logs: dict[str, list[tuple[bytes | None, bytes | None, Headers]]] = {}
+        # How many metadata answers a topic created through the port goes without a leader
+        # (0: led at once; a loaded broker takes a moment to elect one).
+        self.leaderless_after_create = 0
 
     # -- setting the scene ------------------------------------------------------------------
 
@@ -285,19 +291,28 @@ class FakeCluster:
             name: TopicInfo(
                 name,
                 tuple(
-                    PartitionInfo(index, 1, replicas, replicas)
-                    for index in range(len(topic.partitions))
+                    PartitionInfo(index, self._answer_leader(part), replicas, replicas)
+                    for index, part in enumerate(topic.partitions)
                 ),
             )
             for name, topic in sorted(self.topics.items())
             if include_internal or not name.startswith("__")
         }
 
+    @staticmethod
+    def _answer_leader(partition: FakePartition) -> int:
+        if partition.leaderless_answers > 0:
+            partition.leaderless_answers -= 1
+            return -1
+        return 1
+
     def create_topics(self, specs: Iterable[TopicSpec], timeout_s: float | None = None) -> None:
         self._answer("create_topics")
         for spec in specs:
             if spec.name not in self.topics:
                 self.add_topic(spec.name, spec.partitions, spec.configs or {})
+                for part in self.topics[spec.name].partitions:
+                    part.leaderless_answers = self.leaderless_after_create
 
     def create_partitions(self, topic: str, total: int, timeout_s: float | None = None) -> None:
         self._answer("create_partitions")
@@ -347,6 +362,13 @@ class FakeCluster:
         out: dict[TopicPartition, int] = {}
         for tp in partitions:
             part = self._partition(tp)
+            if part.leaderless_answers > 0:
+                # What the adapter makes of librdkafka's _NOENT for a partition whose leader
+                # its metadata does not hold: fatal, as for a topic deleted under it.
+                raise FatalKafkaError(
+                    f"{self.alias}: list offsets: Failed to query partition leaders: "
+                    "No leaders found"
+                )
             if which == "earliest":
                 out[tp] = part.log_start
             else:

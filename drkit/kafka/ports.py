@@ -21,10 +21,12 @@ Contract of every method (as KafkaAdmin keeps it):
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Protocol
 
 from drkit.acl.rules import AclEntry
+from drkit.errors import RetriableKafkaError
 from drkit.kafka.admin_base import (
     ConfigValue,
     GroupOffsets,
@@ -297,6 +299,25 @@ class AdminFactory(Protocol):
         helper: str = ...,
         stop: threading.Event | None = ...,
     ) -> ClusterAdmin: ...
+
+
+def wait_for_leaders(admin: ClusterAdmin, topic: str, wait_s: float, pause_s: float = 0.2) -> None:
+    """Return once the metadata names a leader for every partition of ``topic``.
+
+    A topic just created has none for a moment (longer on a loaded broker), and librdkafka
+    refuses offsets of a partition whose leader its metadata lacks with the answer a topic
+    deleted under the read gets - fatal.  Raises RetriableKafkaError naming the topic when
+    ``wait_s`` passes without one."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        info = admin.list_topics().get(topic)
+        if info is not None and info.partitions and not any(p.offline for p in info.partitions):
+            return
+        if time.monotonic() >= deadline:
+            raise RetriableKafkaError(
+                f"topic {topic}: no leader for its partitions {wait_s:g} s after it was created"
+            )
+        time.sleep(pause_s)
 
 
 def prewarm(connect: AdminFactory, endpoint: ClusterEndpoint) -> None:

@@ -21,7 +21,7 @@ from drkit.failover.runs import RunRecord
 from drkit.kafka.admin import TopicSpec
 from drkit.kafka.clients import ClusterEndpoint
 from drkit.kafka.io import consume_ranges, produce_batch
-from drkit.kafka.ports import ClusterAdmin
+from drkit.kafka.ports import ClusterAdmin, wait_for_leaders
 from drkit.lag import count_visible
 from drkit.private_files import private_file
 from drkit.records import Record, TopicPartition
@@ -249,13 +249,7 @@ def export_to_topic(
     Only an export topic is ever written: a topic that exists with more than one partition, or
     holds a record without the provenance header (an application's topic, a typo's look-alike)
     is refused before anything is appended (StepFailed naming it)."""
-    existing = admin.list_topics().get(topic)
-    if existing is not None and existing.partition_count != 1:
-        raise StepFailed(_not_an_export(topic, f"it has {existing.partition_count} partitions"))
-    admin.create_topics([TopicSpec(topic, 1)])
-    partition = TopicPartition(topic, 0)
-    first = admin.list_offsets([partition], "earliest")[partition]
-    end = admin.list_offsets([partition], "latest")[partition]
+    partition, first, end = open_export_topic(admin, topic)
     held: set[bytes] = set()
     for record in consume_ranges(endpoint, {partition: (first, end)}, 120.0):
         stamps = [value for name, value in record.headers
@@ -271,6 +265,23 @@ def export_to_topic(
                                      record.offset).encode()) not in held
     )  # fmt: skip
     return produce_batch(endpoint, topic, missing, partition=0, timeout_s=300.0)
+
+
+def open_export_topic(
+    admin: ClusterAdmin, topic: str, wait_s: float = 30.0, pause_s: float = 0.2
+) -> tuple[TopicPartition, int, int]:
+    """Partition 0 of export topic ``topic`` (created when missing) with its first and end
+    offsets.  A topic with more than one partition is refused (StepFailed).  Waits up to
+    ``wait_s`` for the partition's leader (a topic just created has none for a moment)."""
+    existing = admin.list_topics().get(topic)
+    if existing is not None and existing.partition_count != 1:
+        raise StepFailed(_not_an_export(topic, f"it has {existing.partition_count} partitions"))
+    admin.create_topics([TopicSpec(topic, 1)])
+    wait_for_leaders(admin, topic, wait_s, pause_s)
+    partition = TopicPartition(topic, 0)
+    first = admin.list_offsets([partition], "earliest")[partition]
+    end = admin.list_offsets([partition], "latest")[partition]
+    return partition, first, end
 
 
 def _not_an_export(topic: str, why: str) -> str:
