@@ -137,6 +137,11 @@ class Snapshot:
     # Other sources of flows into the target that the source's data never reaches (a fan-in,
     # drkit.topology.fan_in): moving the one pointer there would fence their applications.
     fan_in: tuple[str, ...] = ()
+    # The source's other standbys (dc3 beside dc2: drkit.topology.fan_in.other_standbys), and
+    # the configured flows from the target to them (``dc2->dc3``): the plan says how each
+    # follows the new primary (docs/three-dc.md).
+    other_standbys: tuple[str, ...] = ()
+    onward_flows: tuple[str, ...] = ()
     # Topics the flow replicated (its progress and offset map on the target name them) that
     # the live source does not list: deleted, or hidden from drkit's principal by ACLs - then
     # nothing of them is fenced or moved.

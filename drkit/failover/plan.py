@@ -734,7 +734,32 @@ def _notes(snapshot: Snapshot, steps: tuple[PlannedStep, ...]) -> tuple[str, ...
             f"{snapshot.source} is unreachable: its fence is recorded as pending and applied "
             "when it answers again"
         )
+    notes += [_other_standby_note(snapshot, standby) for standby in snapshot.other_standbys]
     return tuple(notes)
+
+
+def _other_standby_note(snapshot: Snapshot, standby: str) -> str:
+    """How ``standby`` - another standby of the source - follows the new primary after the move
+    (docs/three-dc.md): after a loss, re-pointed onto the target's copy of the source; after a
+    planned move, its own flow drains the fenced source."""
+    source, target = snapshot.source, snapshot.target
+    onward = f"{target}->{standby}"
+    writes = (
+        f"flow {onward} carries {target}'s own writes"
+        if onward in snapshot.onward_flows
+        else f"no flow {onward} is configured: {target}'s own writes will not reach {standby} "
+        "until one is added"
+    )
+    if snapshot.procedure is Procedure.FAILOVER:
+        return (
+            f"{standby} (another standby of {source}) still follows {source}: once the pointer "
+            f"is on {target}, re-point it with `drkit flows repoint --from {source} --to "
+            f"{target} --standby {standby}` (--plan first shows what it copies); {writes}"
+        )
+    return (
+        f"{standby} (another standby of {source}) keeps copying {source}, which takes no new "
+        f"writes once fenced; {writes}"
+    )
 
 
 def _schema_findings(snapshot: Snapshot) -> list[Finding]:

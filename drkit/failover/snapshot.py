@@ -47,7 +47,7 @@ from drkit.records import TopicPartition, shared_partition
 from drkit.replication.progress import Progress, ProgressStore
 from drkit.schemas.sync import SchemaSynchronizer
 from drkit.signing import Kind, Signer
-from drkit.topology.fan_in import sources_left_behind
+from drkit.topology.fan_in import other_standbys, sources_left_behind
 from drkit.topology.flow import FlowTopology
 from drkit.topology.internal_topics import HEARTBEATS, is_own_group
 from drkit.topology.topic_filter import NameMatcher
@@ -282,6 +282,7 @@ def _gather(
         for tp, end in existing
         if tp in stable and stable[tp] < end
     )
+    others = other_standbys(config.flows, flow.source, flow.target)
     return Snapshot(
         procedure,
         flow.name,
@@ -306,6 +307,12 @@ def _gather(
         returning=returning,
         returning_held=held,
         fan_in=sources_left_behind(config.flows, flow.source, flow.target),
+        other_standbys=others,
+        onward_flows=tuple(
+            f"{flow.target}->{standby}"
+            for standby in others
+            if any(f.source == flow.target and f.target == standby for f in config.flows)
+        ),
         unlisted_topics=tuple(unlisted),
         unverified_syncs=readers.unverified_syncs,
         verified_syncs=readers.verified_syncs,

@@ -54,3 +54,10 @@ def sources_left_behind(flows: Iterable[FlowConfig], source: str, target: str) -
             }
         )
     )
+
+
+def other_standbys(flows: Iterable[FlowConfig], source: str, target: str) -> tuple[str, ...]:
+    """The clusters ``source`` replicates to beside ``target`` (dc3 of dc1 -> dc2 and
+    dc1 -> dc3): after a move from ``source`` to ``target`` they still copy ``source`` - until
+    re-pointed (docs/three-dc.md).  Sorted; empty with one standby."""
+    return tuple(sorted({f.target for f in flows if f.source == source} - {target}))

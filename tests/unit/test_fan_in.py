@@ -10,7 +10,7 @@ from drkit.config.model import FlowConfig
 from drkit.failover.model import Procedure, Severity
 from drkit.failover.plan import make_plan
 from drkit.failover.runbook import load_runbook
-from drkit.topology.fan_in import sources_left_behind
+from drkit.topology.fan_in import other_standbys, sources_left_behind
 from tests.unit.test_failover_plan import _snapshot
 
 
@@ -47,3 +47,30 @@ def test_a_move_that_would_fence_another_sources_applications_is_blocked() -> No
     assert blocker.severity is Severity.BLOCKER and "b" in blocker.message
     alone = make_plan(replace(snapshot, fan_in=()), load_runbook(Procedure.FAILOVER))
     assert not [f for f in alone.findings if f.code == "fan_in"]
+
+
+def test_a_source_s_other_standbys_are_those_it_feeds_beside_the_target() -> None:
+    flows = _flows("dc1->dc2", "dc1->dc3", "dc2->dc1", "dc2->dc3", "dc1->dc4")
+    assert other_standbys(flows, "dc1", "dc2") == ("dc3", "dc4")
+    assert other_standbys(flows, "dc2", "dc1") == ("dc3",)
+    assert other_standbys(_flows("dc1->dc2", "dc2->dc1"), "dc1", "dc2") == ()
+
+
+def test_after_a_failover_the_plan_says_how_each_other_standby_follows_the_new_primary() -> None:
+    """Three data centres: dc1 lost, dc2 promoted - dc3 still waits for dc1.  The plan names the
+    command that re-points it (docs/three-dc.md), and whether a flow carries dc2's own writes."""
+    snapshot = replace(_snapshot(), other_standbys=("dc3", "dc4"), onward_flows=("dc2->dc3",))
+    notes = make_plan(snapshot, load_runbook(Procedure.FAILOVER)).notes
+    [dc3] = [n for n in notes if n.startswith("dc3")]
+    assert "drkit flows repoint --from dc1 --to dc2 --standby dc3" in dc3
+    assert "flow dc2->dc3 carries" in dc3
+    [dc4] = [n for n in notes if n.startswith("dc4")]
+    assert "no flow dc2->dc4 is configured" in dc4
+    planned = make_plan(
+        replace(snapshot, procedure=Procedure.SWITCHOVER, source_reachable=True),
+        load_runbook(Procedure.SWITCHOVER),
+    ).notes
+    [dc3] = [n for n in planned if n.startswith("dc3")]
+    assert "repoint" not in dc3 and "keeps copying dc1" in dc3
+    alone = make_plan(_snapshot(), load_runbook(Procedure.FAILOVER)).notes
+    assert not [n for n in alone if "standby" in n]
