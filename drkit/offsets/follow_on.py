@@ -1,0 +1,184 @@
+"""The follow-on copy: the part of the lost source's data the promoted cluster holds and the
+remaining standby lacks, copied once (issue 48 item 1, docs/three-dc.md).
+
+dc1 lost, dc2 promoted, dc3 to follow dc2.  For one origin partition (dc1's ``orders``-p) whose
+:func:`drkit.repoint.repoint` answer is :class:`~drkit.repoint.FollowFrom`, :func:`follow_on`
+reads dc2's replica of it read_committed from ``start`` (X) to its end - dc1 is gone and
+dc1->dc2 stopped, so that end is fixed: a bounded copy - and writes into dc3's replica of it
+(the partition dc1->dc3 wrote) exactly the records :func:`chosen` picks:
+
+* a copy of the origin partition (its ``drkit-src`` names dc1's cluster, topic and partition),
+* whose origin offset is ``>= frontier`` (F: dc3 holds everything below), and
+* past every origin offset this copy already wrote: a high-water mark on the origin offset, so
+  dc2's own duplicates past X (dc1->dc2 restarts re-copying a range) are written once.
+
+Each is written as it is on dc2 - key, value, timestamp and every header; its ``drkit-src``
+stays dc1's provenance - and what was written is recorded as offset syncs of the flow
+dc1->dc3 (origin offset -> dc3 position), in dc1->dc3's offset-syncs topic, signed with
+dc1->dc3's key as its worker signs its own (drkit/replication/commit.py): dc3's replica stays
+one copy of dc1's partition, and every checkpoint or group offset stated in dc1 offsets keeps
+translating over dc1->dc3's map.
+
+Per batch, the copies and then their syncs; in one transaction when dc1->dc3 is exactly-once
+(:class:`StandbyWriter`).  Without one, a copy killed between its copies and their syncs
+leaves copies no run places: the next run's :func:`~drkit.offsets.repoint_inputs.read_repoint`
+reads dc3's unmapped positions by provenance and raises F past them, so a re-run never writes
+an origin offset twice.  The decisions (:func:`chosen`, :func:`offset_syncs`) are pure; the
+reads and writes go through the two ports.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from contextlib import closing
+from dataclasses import dataclass
+from typing import Protocol
+
+from drkit.offsets.provenance_search import RecordSource, SourcePartition, copy_offset
+from drkit.records import Record, TopicPartition
+from drkit.replication.offset_sync import OffsetSync, RunTracker
+from drkit.repoint import FollowFrom
+from drkit.signing import Signer
+
+BATCH = 1000  # records read from the promoted replica per batch (and per transaction)
+
+
+class StandbyWriter(Protocol):
+    """Writes to the standby (dc3): :class:`drkit.kafka.positioned_writer.PositionedWriter`,
+    or a test fake.  Between ``begin`` and ``commit`` one transaction when transactional."""
+
+    def begin(self) -> None: ...
+
+    def write(self, topic: str, partition: int, records: Sequence[Record]) -> list[int]:
+        """Each record's key, value, headers and timestamp to ``topic``-``partition`` in
+        order; the positions they landed at, once all are acknowledged (else raises)."""
+        ...
+
+    def commit(self) -> None: ...
+
+    def abort(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class Copied:
+    """What the follow-on wrote for one origin partition: ``copied`` records of origin offsets
+    in ``[first, end)`` (None when none), having read ``read`` records of the promoted replica
+    from ``start``."""
+
+    origin: TopicPartition
+    promoted: TopicPartition
+    standby: TopicPartition
+    start: int
+    frontier: int
+    read: int
+    copied: int
+    first: int | None
+    end: int | None
+
+
+def chosen(
+    records: Iterable[Record], origin: SourcePartition, next_origin: int
+) -> tuple[list[tuple[Record, int]], int]:
+    """The records to copy, each with its origin offset, and the next origin offset allowed
+    (pure): a record is copied exactly when it is a copy of ``origin`` whose offset is at least
+    ``next_origin``, which then moves past it.  ``next_origin`` starts at the frontier F."""
+    out: list[tuple[Record, int]] = []
+    for record in records:
+        offset = copy_offset(record, origin)
+        if offset is not None and offset >= next_origin:
+            out.append((record, offset))
+            next_origin = offset + 1
+    return out, next_origin
+
+
+def offset_syncs(
+    origin: TopicPartition, standby: TopicPartition, pairs: Iterable[tuple[int, int]]
+) -> list[OffsetSync]:
+    """The offset-sync runs of ``(origin offset, standby position)`` pairs in write order,
+    as the worker's tracker builds them (pure)."""
+    tracker = RunTracker(origin, standby)
+    for offset, position in pairs:
+        tracker.observe(offset, position)
+    return tracker.drain()
+
+
+def signed(syncs: Sequence[OffsetSync], topic: str, signer: Signer | None) -> list[Record]:
+    """The offset-sync records to write to ``topic`` (partition 0, as the worker writes them),
+    each with its ``drkit-mac`` header when there is a key."""
+    out: list[Record] = []
+    for sync in syncs:
+        key, value = sync.key(), sync.value()
+        headers = (signer.header(key, value),) if signer is not None else ()
+        out.append(Record(topic, 0, -1, key, value, headers))
+    return out
+
+
+def follow_on(
+    plan: FollowFrom,
+    replicas: tuple[TopicPartition, TopicPartition],
+    lost: str,
+    reader: RecordSource,
+    writer: StandbyWriter,
+    syncs_topic: str,
+    signer: Signer | None,
+    batch: int = BATCH,
+) -> Copied:
+    """Copy ``plan.origin``'s records from the promoted replica (``replicas[0]``, read from
+    ``plan.start`` to its end) into the standby's (``replicas[1]``) by the rule of
+    :func:`chosen` from ``plan.frontier``, with their offset syncs in ``syncs_topic`` signed by
+    ``signer`` (the standby's flow from ``lost``).  A failure raises after aborting the open
+    batch; what earlier batches wrote stays (and is placed by their syncs)."""
+    promoted, standby = replicas
+    source = SourcePartition(lost, plan.origin)
+    at, next_origin = plan.start, plan.frontier
+    read = copied = 0
+    first: int | None = None
+    while True:
+        records = _batch(reader, promoted, at, batch)
+        if not records:
+            break
+        read += len(records)
+        at = records[-1].offset + 1
+        picked, next_origin = chosen(records, source, next_origin)
+        if not picked:
+            continue
+        _write(writer, plan.origin, standby, picked, syncs_topic, signer)
+        copied += len(picked)
+        first = picked[0][1] if first is None else first
+    end = next_origin if copied else None
+    return Copied(
+        plan.origin, promoted, standby, plan.start, plan.frontier, read, copied, first, end
+    )
+
+
+def _batch(reader: RecordSource, tp: TopicPartition, at: int, size: int) -> list[Record]:
+    """Up to ``size`` records of ``tp`` from ``at`` (none: its end)."""
+    out: list[Record] = []
+    with closing(reader.records_from(tp, at)) as found:
+        for record in found:
+            out.append(record)
+            if len(out) >= size:
+                break
+    return out
+
+
+def _write(
+    writer: StandbyWriter,
+    origin: TopicPartition,
+    standby: TopicPartition,
+    picked: Sequence[tuple[Record, int]],
+    syncs_topic: str,
+    signer: Signer | None,
+) -> None:
+    """One batch: its copies, then the syncs that place them (one transaction when the writer
+    is transactional; aborted on any failure)."""
+    writer.begin()
+    try:
+        positions = writer.write(standby.topic, standby.partition, [r for r, _o in picked])
+        pairs = zip((offset for _r, offset in picked), positions, strict=True)
+        syncs = signed(offset_syncs(origin, standby, pairs), syncs_topic, signer)
+        writer.write(syncs_topic, 0, syncs)
+        writer.commit()
+    except BaseException:
+        writer.abort()
+        raise
