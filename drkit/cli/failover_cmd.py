@@ -66,7 +66,7 @@ from drkit.failover.render import (
 )
 from drkit.failover.run_result import RunOptions
 from drkit.failover.runs import RunRecord, RunRepository
-from drkit.failover.standby_choice import StandbyCandidate, StandbyChoice, choose
+from drkit.failover.standby_choice import StandbyChoice
 from drkit.failover.steps.fencing import named_open_transactions, tool_for
 from drkit.gc_pause import collection_paused
 from drkit.kafka.admin import KafkaAdmin
@@ -243,48 +243,11 @@ def _plan_document(plan: Plan, choice: StandbyChoice | None) -> dict[str, Any]:
 def best_standby(
     engine: Engine, source: str, options: RunOptions
 ) -> tuple[dict[str, Plan], StandbyChoice]:
-    """The unplanned failover's plan to every standby of ``source`` and the choice among them
-    (drkit.failover.standby_choice): each target's health by the monitors' quorum (the
-    observer states in the store, judged as automation's ``target_healthy`` check judges
-    them), its RPO by the plan (``rpo_of``, as automation estimates it), evidence aged to one
-    moment.  ConfigError (exit 2) when no flow replicates ``source``."""
-    from drkit.automation.decision import standby_health
-    from drkit.automation.runner import candidate_of, observer_views, rpo_of
-    from drkit.store.health_repo import HealthRepository
+    """:func:`drkit.automation.standby.best_standby` (a drill with several standbys decides by
+    it too), imported when a command needs it: ``--help`` and bad arguments stay quick."""
+    from drkit.automation.standby import best_standby as plans_and_choice
 
-    config = engine.config
-    known_cluster(config, source, "--from")
-    targets = tuple(sorted({f.target for f in config.flows if f.source == source}))
-    if not targets:
-        why = (
-            f"no flow replicates {source}: no standby to promote (flows: "
-            + (", ".join(f.name for f in config.flows) or "none")
-            + ")"
-        )
-        raise ConfigError([Problem("--from", why)])
-    health = HealthRepository(engine.store)
-    views = observer_views(health.all_observer_states(), targets)
-    store_now = health.now()
-    plans: dict[str, Plan] = {}
-    estimates = {}
-    failed: dict[str, str] = {}
-    for target in targets:
-        try:
-            plans[target] = engine.plan(Procedure.FAILOVER, source, target, options)
-        except KafkaError as err:  # this standby cannot even be planned: the others can
-            failed[target] = f"its plan failed: {err}"
-            continue
-        estimates[target] = rpo_of(plans[target], time.monotonic())
-    now = time.monotonic()
-    candidates = []
-    for target in targets:
-        state = standby_health(target, views[target], config.health, store_now)
-        if target in failed:
-            candidates.append(StandbyCandidate(target, state.healthy, state.detail, None, None,
-                                        failed[target]))  # fmt: skip
-        else:
-            candidates.append(candidate_of(plans[target], estimates[target], state, now))
-    return plans, choose(source, candidates)
+    return plans_and_choice(engine, source, options)
 
 
 def _require_transactions_tool() -> None:
