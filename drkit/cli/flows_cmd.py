@@ -43,6 +43,8 @@ if TYPE_CHECKING:
     from drkit.config.model import DrkitConfig, FlowConfig
     from drkit.control.model import DesiredState, FlowDirective, WorkerAck
     from drkit.failover.lease import LeaseKeeper
+    from drkit.offsets.follow_on import Copied
+    from drkit.offsets.repoint_inputs import RepointReport
     from drkit.records import TopicPartition
     from drkit.repoint import Repointed
     from drkit.store.db import StateStore
@@ -553,44 +555,210 @@ def repoint_standby(
     config_file: str | None,
     output: str,
 ) -> None:
-    """Where STANDBY would follow TO from after FROM is lost (issue 48; docs/three-dc.md): per
-    partition of FROM's topics, the first record STANDBY lacks on TO's replica, or STANDBY
-    ahead, or why it cannot be told.  Read-only: only --plan is built.  Exit 3 when some
-    partition cannot be told."""
-    from drkit.kafka.admin import KafkaAdmin
-    from drkit.kafka.partition_reader import PartitionReader
-    from drkit.offsets.repoint_inputs import read_repoint
-    from drkit.store.flow_keys import keys_of
-
-    if not plan_only:
-        raise ConfigError([Problem("--plan", "only the plan is built: nothing re-points yet")])
+    """STANDBY follows TO after FROM is lost (issue 48; docs/three-dc.md): per partition of
+    FROM's topics, the records of FROM's data TO holds and STANDBY lacks are copied once from
+    TO's replica into STANDBY's, with offset syncs of FROM->STANDBY for them.  Refused until
+    the pointer is on TO after FROM (run `drkit failover --from FROM` first).  --plan: only
+    where STANDBY would follow from, or STANDBY ahead, or why it cannot be told; changes
+    nothing.  Exit 3 (nothing copied) when some partition cannot be told.  A second run
+    copies nothing; a run killed mid-copy and run again copies each record once."""
     config = app.config(config_file)
     for alias, option in ((lost, "--from"), (promoted, "--to"), (standby, "--standby")):
         known_cluster(config, alias, option)
     known_flow(config, f"{lost}->{promoted}", "--to")
     known_flow(config, f"{lost}->{standby}", "--standby")
-    store = app.store(config_file, reading=True) if config.signing.secret is None else None
-    if store is not None:
-        store.ensure_current()
-    report = read_repoint(
+    if plan_only:
+        store = app.store(config_file, reading=True) if config.signing.secret is None else None
+        if store is not None:
+            store.ensure_current()
+        report = _read_repoint(config, store, lost, promoted, standby)
+        _print_repoint(report, None, output)
+        return
+    _run_repoint(app, config, config_file, lost, promoted, standby, output)
+
+
+class RepointRefused(DrkitError):
+    """The re-pointing would let the standby follow a cluster that is not the primary."""
+
+    exit_code = ExitCode.BAD_INPUT
+
+
+def _read_repoint(
+    config: DrkitConfig, store: StateStore | None, lost: str, promoted: str, standby: str
+) -> RepointReport:
+    from drkit.kafka.admin import KafkaAdmin
+    from drkit.kafka.partition_reader import PartitionReader
+    from drkit.offsets.repoint_inputs import read_repoint
+    from drkit.store.flow_keys import keys_of
+
+    return read_repoint(
         config, lost, promoted, standby,
         connect=KafkaAdmin, keys=keys_of(config, store), records=PartitionReader,
     )  # fmt: skip
-    rows = [_repoint_row(tp, report.replicas[tp], result) for tp, result in report.results.items()]
-    if output == "json":
-        echo_document(
-            "flows.repoint",
-            {"from": lost, "to": promoted, "standby": standby, "plan": True, "partitions": rows},
+
+
+def _run_repoint(
+    app: AppContext,
+    config: DrkitConfig,
+    config_file: str | None,
+    lost: str,
+    promoted: str,
+    standby: str,
+    output: str,
+) -> None:
+    """The run: refuse unless the pointer is on ``promoted`` after ``lost`` and both answer;
+    then the plan, and the follow-on copy of every partition that follows (none when one
+    cannot be told)."""
+    from drkit.kafka.clients import ClusterEndpoint
+    from drkit.kafka.partition_reader import PartitionReader
+    from drkit.kafka.positioned_writer import PositionedWriter
+    from drkit.offsets.follow_on import follow_all
+    from drkit.repoint import CannotTell
+    from drkit.signing import Kind, Signer
+    from drkit.store.flow_keys import keys_of
+    from drkit.topology.flow import FlowTopology
+
+    store = app.store(config_file, reading=True)
+    store.ensure_current()
+    _require_promoted(store, lost, promoted)
+    for alias in (promoted, standby):
+        _require_answering(config, alias)
+    flow = config.flow(f"{lost}->{standby}")
+    topology = FlowTopology.of(flow)
+    # Written as the standby flow's replicator (the standby guard lets only it write there).
+    writing = config.as_role(Role.REPLICATOR).clusters[standby]
+    writer = PositionedWriter(
+        ClusterEndpoint(standby, writing),
+        topology.transactional_id("follow-on") if flow.exactly_once else None,
+    )
+    try:
+        # Before the plan reads the standby: a killed run's open transaction is settled
+        # (committed or aborted) first, so the plan sees what stays.
+        writer.init()
+        report = _read_repoint(config, store, lost, promoted, standby)
+        if any(isinstance(r, CannotTell) for r in report.results.values()):
+            _print_repoint(report, {}, output)
+            raise SystemExit(ExitCode.UNHEALTHY)
+        signer = Signer(keys_of(config, store)(flow.name), Kind.OFFSET_SYNC, flow.name)
+        reader = PartitionReader(ClusterEndpoint(promoted, config.clusters[promoted]))
+        try:
+            copied = follow_all(report, reader, writer, topology.offset_syncs_topic, signer)
+        finally:
+            reader.close()
+    finally:
+        writer.close()
+    _print_repoint(report, copied, output, _onward(config, promoted, standby, lost))
+
+
+def _require_promoted(store: StateStore, lost: str, promoted: str) -> None:
+    """RepointRefused unless the pointer is on ``promoted``, moved there by a run from
+    ``lost``: before the failover the standby would follow a standby."""
+    from drkit.failover.pointer import PointerRepository
+    from drkit.failover.runs import RunRepository
+
+    pointer = PointerRepository(store).get()
+    first = f"run `drkit failover --from {lost}` first"
+    if pointer is None or pointer.cluster != promoted:
+        where = "not set" if pointer is None else f"on {pointer.cluster}"
+        raise RepointRefused(f"the pointer is {where}, not on {promoted}: {first}")
+    run = RunRepository(store).get(pointer.run_id) if pointer.run_id is not None else None
+    if run is None or run.source != lost:
+        came = f"from {run.source}" if run is not None else "by hand"
+        raise RepointRefused(
+            f"the pointer moved to {promoted} {came}, not after {lost}: nothing to re-point"
         )
+
+
+def _require_answering(config: DrkitConfig, alias: str) -> None:
+    from drkit.errors import UnreachableClusterError
+    from drkit.kafka.clients import ClusterEndpoint, not_answering
+
+    cluster = config.clusters[alias]
+    why = not_answering(ClusterEndpoint(alias, cluster))
+    if why is not None:
+        raise UnreachableClusterError(alias, cluster.bootstrap_servers, why)
+
+
+def _onward(config: DrkitConfig, promoted: str, standby: str, lost: str) -> dict[str, Any]:
+    """The ordinary flow for the promoted cluster's new writes: configured, or the YAML to
+    add (the standby's flow from ``lost`` with its source replaced; config files are never
+    edited here)."""
+    import yaml
+
+    name = f"{promoted}->{standby}"
+    if any(flow.name == name for flow in config.flows):
+        return {"flow": name, "configured": True, "yaml": None}
+    model = config.flow(f"{lost}->{standby}")
+    own = {"source", "target", "standby"}
+    body = model.model_dump(mode="json", exclude_defaults=True, exclude=own)
+    body = {"source": promoted, "target": standby, **body}
+    return {"flow": name, "configured": False,
+            "yaml": yaml.safe_dump({"flows": [body]}, sort_keys=False)}  # fmt: skip
+
+
+def _print_repoint(
+    report: RepointReport,
+    copied: dict[TopicPartition, Copied] | None,
+    output: str,
+    onward: dict[str, Any] | None = None,
+) -> None:
+    """The plan (``copied`` None), or a run's outcome: per partition what was copied (``{}``:
+    refused, nothing copied)."""
+    rows = [_repoint_row(tp, report.replicas[tp], result) for tp, result in report.results.items()]
+    if copied is not None:
+        for tp, row in zip(report.results, rows, strict=True):
+            done = copied.get(tp)
+            row["copied"] = done.copied if done is not None else 0
+            if done is not None:
+                row.update(read=done.read, copied_first=done.first, copied_end=done.end)
+    lost, promoted, standby = report.lost, report.promoted, report.standby
+    if output == "json":
+        document: dict[str, Any] = {"from": lost, "to": promoted, "standby": standby,
+                                    "plan": copied is None, "partitions": rows}  # fmt: skip
+        if onward is not None:
+            document["onward"] = onward
+        echo_document("flows.repoint", document)
     else:
-        click.echo(f"{standby} following {promoted} after {lost} (plan only: nothing changed)")
-        if not rows:
-            click.echo(f"  no partition of {lost} has an offset map on {promoted} or {standby}")
-        for row in rows:
-            click.echo(f"  {row['origin']} ({row['promoted_replica']} -> "
-                       f"{row['standby_replica']}): {row['text']}")  # fmt: skip
+        _echo_repoint(rows, copied, lost, promoted, standby, onward)
     if any(row["state"] == "cannot_tell" for row in rows):
         raise SystemExit(ExitCode.UNHEALTHY)
+
+
+def _echo_repoint(
+    rows: list[dict[str, Any]],
+    copied: dict[TopicPartition, Copied] | None,
+    lost: str,
+    promoted: str,
+    standby: str,
+    onward: dict[str, Any] | None,
+) -> None:
+    if copied is None:
+        click.echo(f"{standby} following {promoted} after {lost} (plan only: nothing changed)")
+    elif any(row["state"] == "cannot_tell" for row in rows):
+        click.echo(f"{standby} following {promoted} after {lost}: refused, nothing copied "
+                   "(some partition cannot be told)")  # fmt: skip
+    else:
+        total = sum(int(row["copied"]) for row in rows)
+        click.echo(f"{standby} following {promoted} after {lost}: {total} copied")
+    if not rows:
+        click.echo(f"  no partition of {lost} has an offset map on {promoted} or {standby}")
+    for row in rows:
+        text = row["text"]
+        if "copied" in row and row["state"] == "follow":
+            text = f"{row['copied']} copied; planned {text}"
+        click.echo(f"  {row['origin']} ({row['promoted_replica']} -> "
+                   f"{row['standby_replica']}): {text}")  # fmt: skip
+    if onward is None:
+        return
+    if onward["configured"]:
+        click.echo(f"new writes on {promoted}: flow {onward['flow']} is configured - run it "
+                   "(drkit replicate)")  # fmt: skip
+    else:
+        click.echo(
+            f"new writes on {promoted} reach {standby} only through a flow "
+            f"{onward['flow']}; add it to the config (this command edits no file):"
+        )
+        click.echo(onward["yaml"].rstrip())
 
 
 def _repoint_row(

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from drkit.offsets.provenance_search import RecordSource, SourcePartition, copy_offset
+from drkit.offsets.repoint_inputs import RepointReport
 from drkit.records import Record, TopicPartition
 from drkit.replication.offset_sync import OffsetSync, RunTracker
 from drkit.repoint import FollowFrom
@@ -149,6 +150,23 @@ def follow_on(
     return Copied(
         plan.origin, promoted, standby, plan.start, plan.frontier, read, copied, first, end
     )
+
+
+def follow_all(
+    report: RepointReport,
+    reader: RecordSource,
+    writer: StandbyWriter,
+    syncs_topic: str,
+    signer: Signer | None,
+) -> dict[TopicPartition, Copied]:
+    """:func:`follow_on` for every partition of ``report`` that follows, in origin order
+    (the others - the standby ahead, cannot tell - are left alone: the caller refuses a report
+    with a partition that cannot be told before copying any)."""
+    return {
+        tp: follow_on(result, report.replicas[tp], report.lost, reader, writer, syncs_topic, signer)
+        for tp, result in report.results.items()
+        if isinstance(result, FollowFrom)
+    }
 
 
 def _batch(reader: RecordSource, tp: TopicPartition, at: int, size: int) -> list[Record]:

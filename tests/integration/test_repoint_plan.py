@@ -24,9 +24,9 @@ from tests.failover_support import (
     source_with_groups,
     wait_replicated,
 )
-from tests.integration.test_three_clusters import _replica_of, _three_clusters
 from tests.kafka_backends import ClusterUnderTest
 from tests.replication_support import Replicator, wait_until
+from tests.three_clusters import replica_of, three_clusters
 
 MORE = 40  # records per partition only the near standby copies
 
@@ -39,7 +39,7 @@ def test_the_plan_shows_where_the_far_standby_follows_the_near_one_from(
     tmp_path: Path,
 ) -> None:
     topic = names.topic("orders")
-    near, far = _three_clusters(tmp_path, scratch, dc2, dc1)
+    near, far = three_clusters(tmp_path, scratch, dc2, dc1)
     source_with_groups(near, topic, names)
     with Replicator(near, log_dir=tmp_path):  # both flows
         wait_replicated(near, topic)
@@ -56,7 +56,7 @@ def test_the_plan_shows_where_the_far_standby_follows_the_near_one_from(
         )
     assert scratch.local is not None
     scratch.local.kill_broker(scratch.name)  # the plan never asks the lost source
-    replica = _replica_of(near, topic)
+    replica = replica_of(near, topic)
     before = {
         side.target: KafkaAdmin(side.target_endpoint).list_offsets(
             [TopicPartition(replica, p) for p in range(PARTITIONS)], "latest"
@@ -66,7 +66,8 @@ def test_the_plan_shows_where_the_far_standby_follows_the_near_one_from(
 
     refused = drkit(near, "flows", "repoint", "--from", near.source, "--to", near.target,
                     "--standby", far.target)  # fmt: skip
-    assert refused.code == 2, refused.out + refused.err  # only the plan is built
+    assert refused.code == 2, refused.out + refused.err  # the pointer is not on it: no failover
+    assert "drkit failover --from" in refused.out + refused.err, refused.out + refused.err
 
     planned = drkit(near, "flows", "repoint", "--from", near.source, "--to", near.target,
                     "--standby", far.target, "--plan", "--output", "json")  # fmt: skip

@@ -18,23 +18,16 @@ the near one kept copying: the choice goes by the evidence's age (drkit.failover
 from __future__ import annotations
 
 import threading
-import uuid
 from pathlib import Path
 
-import yaml
-
 from drkit.automation.journal import AutomationJournal, is_automatic
-from drkit.config.loader import load_config
 from drkit.errors import KafkaError
 from drkit.failover.model import RunState
 from drkit.failover.runs import RunRecord, RunRepository
 from drkit.kafka import KafkaAdmin
 from drkit.kafka.apps import AppProducer
-from drkit.local.cluster import ClusterStatus
-from drkit.local.config_writer import write_local_config
 from drkit.records import TopicPartition
 from drkit.store import StateStore
-from drkit.topology.flow import FlowTopology
 from tests.conftest import Names
 from tests.failover_support import (
     PARTITIONS,
@@ -46,9 +39,10 @@ from tests.failover_support import (
     source_with_groups,
     wait_replicated,
 )
-from tests.integration.test_monitor import FAST_HEALTH, MonitorProcess, cluster_state
+from tests.integration.test_monitor import MonitorProcess, cluster_state
 from tests.kafka_backends import ClusterUnderTest
 from tests.replication_support import FlowSetup, Replicator, wait_until
+from tests.three_clusters import replica_of, store_url, three_clusters
 
 BATCH = 5  # records per partition per batch of the load
 PACE_S = 0.1  # between batches: an application's steady writes, a few hundred records in all
@@ -82,48 +76,8 @@ class Load(threading.Thread):
         return sum(self.acked.values())
 
 
-def _three_clusters(
-    tmp_path: Path, source: ClusterUnderTest, near: ClusterUnderTest, far: ClusterUnderTest
-) -> tuple[FlowSetup, FlowSetup]:
-    """The config ``drkit local up --clusters SRC,NEAR,FAR`` writes for these clusters (a flow
-    from the first to each of the others: every topic, every group), with a monitor's fast
-    health and automation on (any RPO accepted, so both standbys' decisions act and the choice
-    decides); the two flows as FlowSetups (each sees its own flow first, for
-    tests.failover_support's helpers)."""
-    tag = uuid.uuid4().hex[:6]
-    src, a, b = f"s{tag}", f"near{tag}", f"far{tag}"
-    written = write_local_config(
-        tmp_path,
-        [ClusterStatus(alias, cluster.bootstrap_servers, ())
-         for alias, cluster in ((src, source), (a, near), (b, far))],
-    )  # fmt: skip
-    document = yaml.safe_load(written.read_text())
-    assert [(f["source"], f["target"]) for f in document["flows"]] == [(src, a), (src, b)]
-    document["health"] = FAST_HEALTH["health"]
-    document["failover"] = {
-        "automatic": True,
-        "allow_single_observer": True,
-        "accept_any_rpo": True,
-        "after_s": 3.0,
-    }
-    path = tmp_path / f"drkit-{tag}.yaml"
-    path.write_text(yaml.safe_dump(document))
-    config = load_config(path)
-    assert config.state_store.url is not None
-    assert config.state_store.url.get_secret_value() == _store_url(tmp_path)
-    near_flow, far_flow = config.flows
-    return (
-        FlowSetup(path, config, src, a),
-        FlowSetup(path, config.model_copy(update={"flows": (far_flow, near_flow)}), src, b),
-    )
-
-
-def _store_url(tmp_path: Path) -> str:
-    return f"sqlite:///{tmp_path / 'drkit.db'}"
-
-
 def _automatic_runs(tmp_path: Path) -> list[RunRecord]:
-    store = StateStore(_store_url(tmp_path))
+    store = StateStore(store_url(tmp_path))
     return [r for r in RunRepository(store).latest() if is_automatic(r.requested_by)]
 
 
@@ -131,10 +85,6 @@ def _copied(setup: FlowSetup, topic: str) -> dict[int, int]:
     """The flow's progress on ``topic``, per partition (0 where it has none yet)."""
     progress = progress_of(setup)
     return {p: progress.get(TopicPartition(topic, p), 0) for p in range(PARTITIONS)}
-
-
-def _replica_of(setup: FlowSetup, topic: str) -> str:
-    return FlowTopology.of(setup.config.flows[0]).target_topic(topic)
 
 
 def test_the_standby_with_the_smaller_rpo_is_chosen_by_the_cli_and_by_automation(
@@ -145,7 +95,7 @@ def test_the_standby_with_the_smaller_rpo_is_chosen_by_the_cli_and_by_automation
     tmp_path: Path,
 ) -> None:
     topic = names.topic("orders")
-    near, far = _three_clusters(tmp_path, scratch, dc2, dc1)
+    near, far = three_clusters(tmp_path, scratch, dc2, dc1)
     groups = source_with_groups(near, topic, names)
     # One drkit replicate runs both flows, with their checkpoint workers.
     with Replicator(near, log_dir=tmp_path):
@@ -205,7 +155,7 @@ def test_the_standby_with_the_smaller_rpo_is_chosen_by_the_cli_and_by_automation
     [run] = runs
     assert run.state is RunState.SUCCEEDED, run.result
     assert run.target == near.target, f"automation failed over to {run.target}"
-    decisions = AutomationJournal(StateStore(_store_url(tmp_path))).decisions(200)
+    decisions = AutomationJournal(StateStore(store_url(tmp_path))).decisions(200)
     passed_over = [
         d
         for d in decisions
@@ -215,7 +165,7 @@ def test_the_standby_with_the_smaller_rpo_is_chosen_by_the_cli_and_by_automation
     assert passed_over, [d.summary for d in decisions]
     assert near.target in passed_over[0].summary
     # The groups resume on the near standby exactly where they stood on the source.
-    replica = _replica_of(near, topic)
+    replica = replica_of(near, topic)
     target = near.target_endpoint
     copied = read_from(target, {TopicPartition(replica, p): 0 for p in range(PARTITIONS)})
     for tp, offsets in copied.items():  # the replica: the source's offsets, none skipped

@@ -1,0 +1,158 @@
+"""``drkit flows repoint`` (the run) on real brokers (issue 48 item 1, docs/three-dc.md): one
+source replicated in transactions to two standbys; the far one's worker stopped while the near
+one copies more; the source killed; ``drkit failover --from SRC --to NEAR`` promotes the near
+standby; the run copies what the far standby lacks from the near one's replica.  The far
+replica then holds every source record, each origin offset once, in origin order; the far
+flow's offset map (verified with its key) places every one, so a checkpoint stated in source
+offsets past what the far flow copied itself translates exactly onto the follow-on's copy; the
+run tells the operator the onward flow to add; and a second run copies nothing.
+
+The source is a ``scratch`` cluster (killed); the standbys the shared ``dc2`` (near) and ``dc1``
+(far), as in tests/integration/test_three_clusters.py."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import yaml
+
+from drkit.kafka import KafkaAdmin
+from drkit.kafka.io import consume_ranges
+from drkit.offsets.mapping_loader import MappingLoader
+from drkit.offsets.provenance_search import SourcePartition, copy_offset
+from drkit.records import TopicPartition
+from drkit.signing import Kind, Signer
+from drkit.store import StateStore
+from drkit.store.flow_keys import keys_of
+from drkit.translation import Method, TargetBounds, Translated, translate
+from tests.conftest import Names
+from tests.failover_support import (
+    PARTITIONS,
+    PER_PARTITION,
+    drkit,
+    fill,
+    progress_of,
+    source_with_groups,
+    wait_replicated,
+)
+from tests.kafka_backends import ClusterUnderTest
+from tests.replication_support import FlowSetup, Replicator, wait_until
+from tests.three_clusters import replica_of, store_url, three_clusters
+
+MORE = 60  # records per partition only the near standby copies
+ALL = PER_PARTITION + MORE
+
+
+def test_the_far_standby_follows_the_promoted_one_with_every_record_once(
+    scratch: ClusterUnderTest,
+    dc1: ClusterUnderTest,
+    dc2: ClusterUnderTest,
+    names: Names,
+    tmp_path: Path,
+) -> None:
+    topic = names.topic("orders")
+    near, far = three_clusters(tmp_path, scratch, dc2, dc1, exactly_once=True)
+    source_with_groups(near, topic, names)
+    with Replicator(near, log_dir=tmp_path):  # both flows
+        wait_replicated(near, topic)
+        wait_replicated(far, topic)
+    fill(near.source_endpoint, topic, MORE, start=PER_PARTITION)
+    with Replicator(near, "--flow", near.config.flows[0].name, log_dir=tmp_path):
+        wait_until(
+            lambda: all(
+                progress_of(near).get(TopicPartition(topic, p)) == ALL for p in range(PARTITIONS)
+            ),
+            60,
+            what="the near standby copying the rest",
+        )
+    assert scratch.local is not None
+    scratch.local.kill_broker(scratch.name)
+    repoint = ("flows", "repoint", "--from", near.source, "--to", near.target,
+               "--standby", far.target)  # fmt: skip
+
+    # Named with --to: without a monitor's health reports the choice would promote neither.
+    failed_over = drkit(near, "failover", "--from", near.source, "--to", near.target, "--yes",
+                        "-o", "json")  # fmt: skip
+    assert failed_over.code == 0, failed_over.out + failed_over.err
+    assert failed_over.json()["plan"]["target"] == near.target, failed_over.out
+
+    started = time.monotonic()
+    run = drkit(near, *repoint, "--output", "json")
+    took_s = time.monotonic() - started
+    assert run.code == 0, run.out + run.err
+    document = run.json()
+    assert document["plan"] is False, document
+    rows = {r["origin"]: r for r in document["partitions"] if r["origin"].startswith(f"{topic}-")}
+    assert sorted(rows) == [f"{topic}-{p}" for p in range(PARTITIONS)], document
+    for row in rows.values():
+        assert row["state"] == "follow" and row["frontier"] == PER_PARTITION, row
+        assert (row["to_copy"], row["copied"]) == (MORE, MORE), row
+        assert (row["copied_first"], row["copied_end"]) == (PER_PARTITION, ALL), row
+    onward = document["onward"]
+    assert onward["flow"] == f"{near.target}->{far.target}" and not onward["configured"]
+    [added] = yaml.safe_load(onward["yaml"])["flows"]
+    assert (added["source"], added["target"]) == (near.target, far.target), added
+    print(f"follow-on: {PARTITIONS * MORE} records copied in {took_s:.1f}s (the whole command)")
+
+    replica = replica_of(far, topic)
+    positions = _far_replica(far, topic, replica)
+    for p, held in positions.items():
+        # Every record of the source, each origin offset once, in origin order.
+        assert [origin for origin, _at in held] == list(range(ALL)), p
+    _assert_map_places_every_copy(tmp_path, far, topic, replica, positions)
+
+    again = drkit(near, *repoint)
+    assert again.code == 0, again.out + again.err
+    assert f"{far.target} following {near.target} after {near.source}: 0 copied" in again.out
+    assert [o for o, _at in _far_replica(far, topic, replica)[0]] == list(range(ALL))
+
+
+def _far_replica(far: FlowSetup, topic: str, replica: str) -> dict[int, list[tuple[int, int]]]:
+    """Per partition, the (origin offset, position) of every copy the far replica holds,
+    read_committed, in position order."""
+    tps = [TopicPartition(replica, p) for p in range(PARTITIONS)]
+    ends = KafkaAdmin(far.target_endpoint).list_offsets(tps, "latest")
+    out: dict[int, list[tuple[int, int]]] = {}
+    for tp in tps:
+        origin = SourcePartition(far.source, TopicPartition(topic, tp.partition))
+        records = consume_ranges(far.target_endpoint, {tp: (0, ends[tp])}, 60.0)
+        found = ((copy_offset(r, origin), r.offset) for r in records)
+        out[tp.partition] = [(o, at) for o, at in found if o is not None]
+    return out
+
+
+def _assert_map_places_every_copy(
+    tmp_path: Path,
+    far: FlowSetup,
+    topic: str,
+    replica: str,
+    positions: dict[int, list[tuple[int, int]]],
+) -> None:
+    """The far flow's offset map, verified with its key, places each origin offset at its
+    copy; a group checkpointed (in source offsets) inside what the follow-on copied
+    translates exactly onto that copy."""
+    flow = far.config.flows[0]
+    key = keys_of(far.config, StateStore(store_url(tmp_path)))(flow.name)
+    loader = MappingLoader(
+        flow, far.target_endpoint, signer=Signer(key, Kind.OFFSET_SYNC, flow.name)
+    )
+    try:
+        mappings = loader.refresh()
+        assert loader.rejected == 0
+    finally:
+        loader.close()
+    bounds = KafkaAdmin(far.target_endpoint).list_offsets(
+        [TopicPartition(replica, p) for p in range(PARTITIONS)], "latest"
+    )
+    for p, held in positions.items():
+        mapping = mappings[TopicPartition(topic, p)]
+        placed = {
+            run.src_start + i: run.dst_start + i for run in mapping.runs for i in range(run.length)
+        }
+        assert placed == dict(held), p
+        committed = PER_PARTITION + MORE // 2
+        end = bounds[TopicPartition(replica, p)]
+        moved = translate(committed, mapping, TargetBounds(0, end))
+        assert isinstance(moved, Translated) and moved.method is Method.EXACT, moved
+        assert moved.target_offset == dict(held)[committed], moved

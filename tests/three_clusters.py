@@ -1,0 +1,68 @@
+"""Three clusters for the integration tests of issue 48 item 1 (tests/integration/
+test_three_clusters.py, test_repoint_plan.py, test_repoint_run.py): the config ``drkit local up
+--clusters`` writes for a source and two standbys, and the names the helpers there share."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+import yaml
+
+from drkit.config.loader import load_config
+from drkit.local.cluster import ClusterStatus
+from drkit.local.config_writer import write_local_config
+from drkit.topology.flow import FlowTopology
+from tests.integration.test_monitor import FAST_HEALTH
+from tests.kafka_backends import ClusterUnderTest
+from tests.replication_support import FlowSetup
+
+
+def three_clusters(
+    tmp_path: Path,
+    source: ClusterUnderTest,
+    near: ClusterUnderTest,
+    far: ClusterUnderTest,
+    exactly_once: bool = False,
+) -> tuple[FlowSetup, FlowSetup]:
+    """The config ``drkit local up --clusters SRC,NEAR,FAR`` writes for these clusters (a flow
+    from the first to each of the others: every topic, every group), with a monitor's fast
+    health and automation on (any RPO accepted, so both standbys' decisions act and the choice
+    decides); the two flows as FlowSetups (each sees its own flow first, for
+    tests.failover_support's helpers).  ``exactly_once``: both flows in transactions."""
+    tag = uuid.uuid4().hex[:6]
+    src, a, b = f"s{tag}", f"near{tag}", f"far{tag}"
+    written = write_local_config(
+        tmp_path,
+        [ClusterStatus(alias, cluster.bootstrap_servers, ())
+         for alias, cluster in ((src, source), (a, near), (b, far))],
+    )  # fmt: skip
+    document = yaml.safe_load(written.read_text())
+    assert [(f["source"], f["target"]) for f in document["flows"]] == [(src, a), (src, b)]
+    for flow in document["flows"]:
+        flow["exactly_once"] = exactly_once
+    document["health"] = FAST_HEALTH["health"]
+    document["failover"] = {
+        "automatic": True,
+        "allow_single_observer": True,
+        "accept_any_rpo": True,
+        "after_s": 3.0,
+    }
+    path = tmp_path / f"drkit-{tag}.yaml"
+    path.write_text(yaml.safe_dump(document))
+    config = load_config(path)
+    assert config.state_store.url is not None
+    assert config.state_store.url.get_secret_value() == store_url(tmp_path)
+    near_flow, far_flow = config.flows
+    return (
+        FlowSetup(path, config, src, a),
+        FlowSetup(path, config.model_copy(update={"flows": (far_flow, near_flow)}), src, b),
+    )
+
+
+def store_url(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'drkit.db'}"
+
+
+def replica_of(setup: FlowSetup, topic: str) -> str:
+    return FlowTopology.of(setup.config.flows[0]).target_topic(topic)

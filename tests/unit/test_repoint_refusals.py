@@ -1,0 +1,109 @@
+"""`drkit flows repoint` without --plan refuses, with one line naming the cause and no
+traceback, before it reads or writes a record: an unknown cluster (exit 2), a pointer not on
+the promoted cluster or moved there by a run from another cluster than the lost one (exit 2:
+re-pointing before the failover would let the standby follow a standby), the promoted cluster
+not answering (exit 3).  And the onward flow it tells the operator to add is a valid flow."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from drkit.cli import cli
+from drkit.cli.flows_cmd import _onward
+from drkit.config.loader import load_config
+from drkit.failover.pointer import PointerRepository
+from drkit.store import StateStore
+from drkit.store.models import FailoverRun
+
+
+def _config(tmp_path: Path, onward: bool = False) -> Path:
+    path = tmp_path / "c.yaml"
+    flows = [{"source": "dc1", "target": t, "exactly_once": True} for t in ("dc2", "dc3")]
+    if onward:
+        flows.append({"source": "dc2", "target": "dc3"})
+    # Ports nothing listens on: the refusals come before any cluster is asked.
+    ports = {"dc1": 1, "dc2": 2, "dc3": 3}
+    document = {
+        "clusters": {a: {"bootstrap_servers": f"127.0.0.1:{p}"} for a, p in ports.items()},
+        "flows": flows,
+        "state_store": {"url": f"sqlite:///{tmp_path / 'drkit.db'}"},
+    }
+    path.write_text(yaml.safe_dump(document))
+    return path
+
+
+def _store(tmp_path: Path) -> StateStore:
+    store = StateStore(f"sqlite:///{tmp_path / 'drkit.db'}")
+    store.upgrade()
+    return store
+
+
+def _point(store: StateStore, cluster: str, run_from: str | None) -> None:
+    run_id = None
+    if run_from is not None:
+        with store.session() as session:
+            row = FailoverRun(kind="failover", source=run_from, target=cluster, state="succeeded")
+            session.add(row)
+            session.flush()
+            run_id = row.id
+    PointerRepository(store).move(cluster, run_id)
+
+
+def _repoint(tmp_path: Path, config: Path, *extra: str) -> tuple[int, str]:
+    args = ["--state-dir", str(tmp_path), "flows", "repoint", "--config", str(config),
+            "--from", "dc1", "--to", "dc2", "--standby", "dc3", *extra]  # fmt: skip
+    result = CliRunner().invoke(cli, args)
+    assert "Traceback" not in result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    return result.exit_code, result.output
+
+
+def test_an_unknown_cluster_is_refused(tmp_path: Path) -> None:
+    config = _config(tmp_path)
+    code, out = _repoint(tmp_path, config, "--standby", "dc9")
+    assert code == 2 and "unknown cluster 'dc9'" in out, out
+
+
+@pytest.mark.parametrize(
+    ("pointer", "why"),
+    [
+        (None, "the pointer is not set, not on dc2: run `drkit failover --from dc1` first"),
+        (("dc1", None), "the pointer is on dc1, not on dc2"),
+        (("dc2", "dc3"), "the pointer moved to dc2 from dc3, not after dc1"),
+        (("dc2", None), "the pointer moved to dc2 by hand, not after dc1"),
+    ],
+)
+def test_the_pointer_must_be_on_the_promoted_cluster_after_the_lost_one(
+    tmp_path: Path, pointer: tuple[str, str | None] | None, why: str
+) -> None:
+    config = _config(tmp_path)
+    store = _store(tmp_path)
+    if pointer is not None:
+        _point(store, *pointer)
+    code, out = _repoint(tmp_path, config)
+    assert code == 2, out
+    assert why in " ".join(out.split()), out
+
+
+def test_a_promoted_cluster_not_answering_is_told(tmp_path: Path) -> None:
+    config = _config(tmp_path)
+    _point(_store(tmp_path), "dc2", "dc1")
+    code, out = _repoint(tmp_path, config)
+    assert code == 3, out
+    assert "dc2" in out and "127.0.0.1:2" in out, out
+
+
+def test_the_onward_flow_to_add_is_the_standby_flow_from_the_promoted_cluster(
+    tmp_path: Path,
+) -> None:
+    config = load_config(_config(tmp_path))
+    onward = _onward(config, "dc2", "dc3", "dc1")
+    assert onward["flow"] == "dc2->dc3" and not onward["configured"]
+    added = yaml.safe_load(onward["yaml"])["flows"]
+    assert added == [{"source": "dc2", "target": "dc3", "exactly_once": True}]
+    configured = _onward(load_config(_config(tmp_path, onward=True)), "dc2", "dc3", "dc1")
+    assert configured == {"flow": "dc2->dc3", "configured": True, "yaml": None}
