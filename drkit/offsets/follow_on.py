@@ -9,8 +9,12 @@ dc1->dc2 stopped, so that end is fixed: a bounded copy - and writes into dc3's r
 
 * a copy of the origin partition (its ``drkit-src`` names dc1's cluster, topic and partition),
 * whose origin offset is ``>= frontier`` (F: dc3 holds everything below), and
-* past every origin offset this copy already wrote: a high-water mark on the origin offset, so
-  dc2's own duplicates past X (dc1->dc2 restarts re-copying a range) are written once.
+* not among the origin offsets this copy already wrote (a set), so dc2's own duplicates past X
+  (dc1->dc2 restarts re-copying a range) are written once.  Not a high-water mark: where a
+  dc1->dc2 crash re-copy lacks a record compacted away on dc1 in between, that record's only
+  copy lies before the re-copies of lower offsets (X is placed there), and a high-water mark
+  would skip those re-copies; the set copies them (out of origin order on dc3, as on dc2).
+  With copies in origin order, as a worker writes them, the two are the same.
 
 Each is written as it is on dc2 - key, value, timestamp and every header; its ``drkit-src``
 stays dc1's provenance - and what was written is recorded as offset syncs of the flow
@@ -29,7 +33,7 @@ reads and writes go through the two ports.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Sequence, Set
 from contextlib import closing
 from dataclasses import dataclass
 from typing import Protocol
@@ -62,9 +66,9 @@ class StandbyWriter(Protocol):
 
 @dataclass(frozen=True)
 class Copied:
-    """What the follow-on wrote for one origin partition: ``copied`` records of origin offsets
-    in ``[first, end)`` (None when none), having read ``read`` records of the promoted replica
-    from ``start``."""
+    """What the follow-on wrote for one origin partition: ``copied`` records, the lowest origin
+    offset ``first`` and one past the highest ``end`` (None when none), having read ``read``
+    records of the promoted replica from ``start``."""
 
     origin: TopicPartition
     promoted: TopicPartition
@@ -78,18 +82,20 @@ class Copied:
 
 
 def chosen(
-    records: Iterable[Record], origin: SourcePartition, next_origin: int
-) -> tuple[list[tuple[Record, int]], int]:
-    """The records to copy, each with its origin offset, and the next origin offset allowed
-    (pure): a record is copied exactly when it is a copy of ``origin`` whose offset is at least
-    ``next_origin``, which then moves past it.  ``next_origin`` starts at the frontier F."""
+    records: Iterable[Record], origin: SourcePartition, frontier: int, written: Set[int]
+) -> list[tuple[Record, int]]:
+    """The records to copy, each with its origin offset (pure): a record is copied exactly when
+    it is a copy of ``origin`` whose offset is at least ``frontier`` and neither in ``written``
+    (what this copy wrote before) nor copied earlier in ``records``."""
     out: list[tuple[Record, int]] = []
+    taken: set[int] = set()
     for record in records:
         offset = copy_offset(record, origin)
-        if offset is not None and offset >= next_origin:
-            out.append((record, offset))
-            next_origin = offset + 1
-    return out, next_origin
+        if offset is None or offset < frontier or offset in written or offset in taken:
+            continue
+        out.append((record, offset))
+        taken.add(offset)
+    return out
 
 
 def offset_syncs(
@@ -131,24 +137,22 @@ def follow_on(
     batch; what earlier batches wrote stays (and is placed by their syncs)."""
     promoted, standby = replicas
     source = SourcePartition(lost, plan.origin)
-    at, next_origin = plan.start, plan.frontier
-    read = copied = 0
-    first: int | None = None
+    at, read = plan.start, 0
+    written: set[int] = set()
     while True:
         records = _batch(reader, promoted, at, batch)
         if not records:
             break
         read += len(records)
         at = records[-1].offset + 1
-        picked, next_origin = chosen(records, source, next_origin)
+        picked = chosen(records, source, plan.frontier, written)
         if not picked:
             continue
         _write(writer, plan.origin, standby, picked, syncs_topic, signer)
-        copied += len(picked)
-        first = picked[0][1] if first is None else first
-    end = next_origin if copied else None
+        written.update(offset for _record, offset in picked)
+    first, end = (min(written), max(written) + 1) if written else (None, None)
     return Copied(
-        plan.origin, promoted, standby, plan.start, plan.frontier, read, copied, first, end
+        plan.origin, promoted, standby, plan.start, plan.frontier, read, len(written), first, end
     )
 
 

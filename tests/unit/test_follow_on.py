@@ -159,10 +159,36 @@ def _dc2() -> Log:
 
 def test_the_rule_copies_each_origin_offset_at_or_past_f_once() -> None:
     records = _dc2().visible()
-    picked, after = chosen(records, DC1, 6)
+    picked = chosen(records, DC1, 6, set())
     assert [o for _r, o in picked] == [6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17]
     assert [r.offset for r, _o in picked] == [6, 7, 8, 9, 10, 11, 16, 17, 18, 19, 21, 22]
-    assert after == 18
+    assert [o for _r, o in chosen(records, DC1, 6, {6, 7, 12})] == [
+        8,
+        9,
+        10,
+        11,
+        13,
+        14,
+        15,
+        16,
+        17,
+    ]
+
+
+def test_a_record_whose_only_copy_precedes_the_re_copies_of_lower_ones_loses_none() -> None:
+    # dc1->dc2 copied origin 0..9 at 0..9 and synced 0..3; crashed; origin 8 was compacted away
+    # on dc1 before the re-copy from 4 wrote 4..7 and 9 at 10..14.  8's only copy (at 8) is
+    # then the lowest last copy past F = 6: X = 8, and 6 and 7 are re-copied past it.
+    dc2 = Log([_copy(p, o) for p, o in enumerate([*range(10), 4, 5, 6, 7, 9])])
+    runs = [OffsetRun(0, 0, 4), OffsetRun(4, 10, 4), OffsetRun(9, 14, 1)]
+    dc3 = Standby(_dc3_holding(range(6)))
+    plan = _replanned(dc2, runs, dc3, DC3_RUNS)
+    assert (plan.start, plan.frontier, plan.to_copy) == (8, 6, 4)
+    copied = _run(plan, dc2, dc3)
+    assert sorted(dc3.origins()) == list(range(10)), dc3.origins()
+    assert dc3.origins() == [*range(6), 8, 9, 6, 7]  # in dc2's order
+    assert (copied.copied, copied.first, copied.end) == (4, 6, 10)
+    assert _replanned(dc2, runs, dc3, DC3_RUNS).to_copy == 0
 
 
 def test_duplicates_past_x_are_written_once_and_below_f_never() -> None:
