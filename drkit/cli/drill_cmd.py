@@ -107,18 +107,14 @@ def run(
     Exit codes: 0 the policy was met; 9 the drill ran and the policy was breached; 1 the drill
     could not finish (its fault is undone, the cause is stored); 2 bad input.
     """
-    from drkit.drills.scenario import load_scenario
+    from drkit.drills.scenario import load_scenario, require_clusters
 
     # The scenario and the arguments first, before what runs a drill is imported (seconds): a
     # bad one is told at once.
     loaded = load_scenario(scenario)
     config = app.config(config_file)
-    unknown = [a for a in (loaded.source, loaded.target) if a not in config.clusters]
-    if unknown:  # told before the drill's machinery loads (seconds under load), as the service does
-        raise ConfigError([Problem("scenario", (
-            f"{loaded.name} names {', '.join(unknown)}, not a cluster of {app.config_path} "
-            f"(clusters: {', '.join(sorted(config.clusters))}); nothing was done"
-        ))])  # fmt: skip
+    # Told before the drill's machinery loads (seconds under load), as the service does.
+    require_clusters(loaded, config.clusters, str(app.config_path))
     if not any(f.source == loaded.source and f.target == loaded.target for f in config.flows):
         say(f"note: {app.config_path} has no flow {loaded.source}->{loaded.target}: the drill "
             "rehearses on its own topics and flow between these clusters, not on a flow of "
@@ -380,7 +376,7 @@ def _show_text(row: DrillRow) -> str:
 
 
 def _report_text(report: DrillReport) -> list[str]:
-    from drkit.drills.summary import condition_lines, fault_facts, summary
+    from drkit.drills.summary import condition_lines, fault_facts, standby_lines, summary
 
     lines = [
         summary(report),
@@ -441,6 +437,10 @@ def _report_text(report: DrillReport) -> list[str]:
                 f"  {group.group}: skipped {group.skipped}, re-read {group.reread}, "
                 f"{resumed}{exact}"
             )
+
+    standbys = standby_lines(report)  # a three-cluster drill's choice and re-point
+    if standbys:
+        lines += ["", *standbys]
 
     if report.checks:
         passed = sum(1 for c in report.checks if c.passed)

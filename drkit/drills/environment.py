@@ -26,7 +26,7 @@ from drkit.config.model import DrkitConfig, FlowConfig
 from drkit.config.secrets import literal_secrets
 from drkit.config_checks import CONFIG_CHECKS
 from drkit.drills.footprint import Footprint, footprint, read_manifest, write_manifest
-from drkit.drills.scenario import DecisionMode, Scenario
+from drkit.drills.scenario import DecisionMode, Scenario, require_clusters
 from drkit.errors import ConfigError, Problem
 from drkit.local.ports import free_port
 from drkit.private_files import DIR_MODE, write_private
@@ -75,6 +75,10 @@ class DrillEnvironment:
         named after aliases, so the drill's never mix with the operator's."""
         return f"{cluster}-{self.tag}"
 
+    def cluster_of(self, text: str) -> str:
+        """``text`` (an alias, or words naming aliases) with the scenario's cluster names."""
+        return text.replace(f"-{self.tag}", "")
+
     @property
     def tag(self) -> str:
         """The drill id's random part: in its topic prefix and its cluster aliases."""
@@ -97,7 +101,8 @@ class DrillEnvironment:
     ) -> DrillEnvironment:
         """Write the drill's config (its flow, fast health, its store) and the manifest of the
         names it may create (drkit.drills.footprint), then migrate its store."""
-        refuse_literal_secrets({n: base_clusters[n] for n in (scenario.source, scenario.target)})
+        require_clusters(scenario, base_clusters, "the config")
+        refuse_literal_secrets({n: base_clusters[n] for n in scenario.clusters})
         ident = new_drill_id(scenario.name)
         directory = drills_root / ident
         drills_root.mkdir(parents=True, exist_ok=True)
@@ -121,14 +126,14 @@ class DrillEnvironment:
             "target": source,
             "standby": True,
         }
+        # The source's other standbys: a flow to each, after the drill's own two (flows[0] is
+        # the drill's flow), so a two-cluster drill's config is as it always was.
+        standbys = [{**flow, "target": f"{standby.cluster}-{tag}"} for standby in scenario.standbys]
         automatic = scenario.move.decision is DecisionMode.AUTOMATIC
         document = {
             "version": 1,
-            "clusters": {
-                source: base_clusters[scenario.source],
-                target: base_clusters[scenario.target],
-            },
-            "flows": [flow, reverse],
+            "clusters": {f"{name}-{tag}": base_clusters[name] for name in scenario.clusters},
+            "flows": [flow, reverse, *standbys],
             "health": {
                 "probe_interval_s": 1.0,
                 "probe_timeout_s": 0.8,
@@ -280,15 +285,22 @@ class DrkitChild:
         return self.process.wait(30)
 
 
-def replicator(env: DrillEnvironment) -> DrkitChild:
+def replicator(
+    env: DrillEnvironment, flows: tuple[str, ...] = (), label: str = "replicate"
+) -> DrkitChild:
+    """``drkit replicate`` of the drill's config: every flow, or only ``flows`` (names) - a
+    drill with standbys runs each standby's flow in a process of its own, so one can stop
+    while the others copy on."""
+    only = [arg for name in flows for arg in ("--flow", name)]
     return DrkitChild(
         env,
-        "replicate",
+        label,
         "replicate",
         "--config",
         str(env.config_path),
         "--commit-interval",
         "0.5",
+        *only,
     )
 
 

@@ -19,11 +19,14 @@ from drkit.drills.report import (
     DrillReport,
     GroupOutcome,
     RtoBreakdown,
+    StandbyChosen,
+    Standbys,
     Targets,
     WriteCondition,
 )
 from drkit.drills.run_summary import run_summary
 from drkit.drills.running import RunningDrill
+from drkit.drills.standbys import standby_checks
 from drkit.drills.timeline import POINTER_MOVED
 from drkit.errors import DrillFailed, DrkitError, KafkaError
 from drkit.failover.results import Translation
@@ -47,6 +50,9 @@ def build_report(runner: RunningDrill, started: datetime) -> DrillReport:
     accounting = _accounting(runner) if (s.verify and runner.options.verify) else None
     groups = _groups(runner, source_records, replica_records, accounting)
     checks = run_all(observe(runner), rpo, groups, accounting)
+    standbys = _standbys(runner)
+    if standbys is not None:
+        checks += standby_checks(standbys.choice, s.target, standbys.others)
     try:
         rto: RtoBreakdown | None = rto_of(runner.timeline.events(), s.planned)
     except Unmeasured as err:
@@ -95,7 +101,19 @@ def build_report(runner: RunningDrill, started: datetime) -> DrillReport:
             )
             for w in runner.writers
         ),
+        standbys=standbys,
     )
+
+
+def _standbys(runner: RunningDrill) -> Standbys | None:
+    """The standby section of a drill with other standbys (None: a two-cluster drill)."""
+    s = runner.scenario
+    if not s.standbys:
+        return None
+    choice = runner.standby_choice or StandbyChosen(
+        s.move.decision.value, None, s.target, "no choice was recorded: the move did not start"
+    )
+    return Standbys(choice, runner.repointed)
 
 
 def read_back(runner: RunningDrill) -> tuple[list[Record], list[Record]]:

@@ -134,6 +134,93 @@ class Series:
 
 
 @dataclass(frozen=True)
+class StandbyPartition:
+    """One origin partition (a workload topic's partition on the source) on one other standby
+    after the re-point: what the re-point decided and copied, and the drill's recount from the
+    records' ``drkit-src`` provenance on both replicas.
+
+    ``outcome``: ``follow`` (copied from the promoted replica), ``ahead`` (the standby held
+    more than the promoted cluster: nothing copied), ``cannot_tell`` (nothing copied, why in
+    ``detail``).  The re-point's figures are None where its outcome has none.  The recount:
+    distinct origin offsets each replica holds, those the promoted one holds and the standby
+    does not (``missing``), extra copies of an origin offset on the standby (``duplicated``),
+    origin offsets only the standby holds (``only_on_standby``), and the records the standby's
+    replica took past its end before the re-point (``written_after``)."""
+
+    topic: str
+    partition: int
+    outcome: str
+    detail: str
+    to_copy: int | None
+    copied: int | None
+    holes: int | None
+    unreachable: int | None
+    ahead: int | None
+    promoted_holds: int
+    standby_holds: int
+    missing: int
+    duplicated: int
+    only_on_standby: int
+    written_after: int
+
+
+@dataclass(frozen=True)
+class RepointedStandby:
+    """One of the source's other standbys: how long before the fault its replication stopped
+    (0: it ran until the fault), how long its re-point onto the promoted cluster took (after
+    the recovery, never part of the RTO; None: it did not run - ``error`` says why), and per
+    origin partition what it holds now."""
+
+    cluster: str
+    stopped_before_fault_s: float
+    repoint_s: float | None
+    partitions: tuple[StandbyPartition, ...] = ()
+    error: str | None = None
+
+    def total(self, figure: str) -> int:
+        """The sum of one of :class:`StandbyPartition`'s figures (unknown ones count 0)."""
+        return sum(getattr(p, figure) or 0 for p in self.partitions)
+
+
+@dataclass(frozen=True)
+class StandbyChosen:
+    """Which standby the failover promoted and why: ``decision`` manual (the drill chose as
+    ``drkit failover --from`` without ``--to`` chooses) or automatic (the monitor's choice);
+    ``candidates`` each standby's figures and verdict (drkit.failover.standby_choice's JSON);
+    ``promoted``: the cluster the run moved to."""
+
+    decision: str
+    chosen: str | None
+    promoted: str
+    summary: str
+    candidates: tuple[dict[str, Any], ...] = ()
+
+
+@dataclass(frozen=True)
+class Standbys:
+    """A drill with standbys besides its target (three data centers): the choice and every
+    other standby re-pointed onto the promoted cluster."""
+
+    choice: StandbyChosen
+    others: tuple[RepointedStandby, ...]
+
+    @classmethod
+    def from_json(cls, raw: dict[str, Any]) -> Standbys:
+        choice = dict(raw["choice"])
+        choice["candidates"] = tuple(choice.get("candidates", ()))
+        return cls(
+            StandbyChosen(**choice),
+            tuple(
+                RepointedStandby(**{
+                    **other,
+                    "partitions": tuple(StandbyPartition(**p) for p in other["partitions"]),
+                })
+                for other in raw["others"]
+            ),
+        )  # fmt: skip
+
+
+@dataclass(frozen=True)
 class DrillReport:
     id: str
     scenario: str
@@ -161,6 +248,9 @@ class DrillReport:
     # False: nothing could be counted (a readiness check whose source did not answer) - the
     # RPO is "not measured", never "0 records, nothing lost".
     rpo_measured: bool = True
+    # A drill with standbys besides its target (None: a two-cluster drill, and its document
+    # has no such key).
+    standbys: Standbys | None = None
 
     @property
     def rpo_records(self) -> int:
@@ -184,6 +274,8 @@ class DrillReport:
             "bytes": self.rpo_bytes,
             "seconds": self.rpo_seconds,
         }
+        if self.standbys is None:  # a two-cluster drill's document is as it always was
+            del document["standbys"]
         return document
 
     @classmethod
@@ -214,4 +306,5 @@ class DrillReport:
             notes=tuple(raw.get("notes", ())),
             conditions=tuple(WriteCondition(**c) for c in raw.get("conditions", ())),
             rpo_measured=bool(raw.get("rpo_measured", True)),
+            standbys=Standbys.from_json(raw["standbys"]) if raw.get("standbys") else None,
         )

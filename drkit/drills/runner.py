@@ -19,6 +19,8 @@ from functools import cached_property
 from typing import Any
 
 from drkit.acl.rules import AclEntry
+from drkit.automation.journal import AutomationJournal
+from drkit.automation.standby import best_standby
 from drkit.client.follow import FollowingConsumer, PointerWatcher
 from drkit.config.model import Role
 from drkit.control import ControlRepository
@@ -28,6 +30,7 @@ from drkit.drills.faults import LocalFaults
 from drkit.drills.numbered import encode_value
 from drkit.drills.observe import await_fence
 from drkit.drills.outcome import build_report, read_back
+from drkit.drills.repointing import automatic_choice, manual_choice, repoint_others
 from drkit.drills.report import DrillReport
 from drkit.drills.running import DrillOptions, RunningDrill
 from drkit.drills.sampler import Sampler
@@ -45,7 +48,7 @@ from drkit.drills.workload import FollowingMember, GroupMember, Writer, stop_all
 from drkit.errors import DrillFailed, DrkitError, KafkaError
 from drkit.failover.engine import Engine
 from drkit.failover.lease import LeaseRepository
-from drkit.failover.model import Procedure, RunState, StepName
+from drkit.failover.model import Plan, Procedure, RunState, StepName
 from drkit.failover.pointer import PointerRepository, pointer_key
 from drkit.failover.pointer_topic import kafka_pointer_topic
 from drkit.failover.results import DivergentTail
@@ -66,6 +69,9 @@ log = logging.getLogger("drkit.drill")
 
 # The timeline's event of the applications' watcher reading a new pointer record.
 POINTER_READ = "pointer_read"
+# A lagging standby's replication stopped; the choice among the standbys made.
+STANDBY_STOPPED = "standby_stopped"
+STANDBY_CHOSEN = "standby_chosen"
 
 
 def _wall(at: datetime | None) -> float | None:
@@ -83,6 +89,7 @@ class DrillRunner(RunningDrill):
         self.granted: dict[str, frozenset[AclEntry]] = {}  # ACLs the drill added, per cluster
         self._move_error: BaseException | None = None
         self.watcher: PointerWatcher | None = None  # the applications' view of the pointer
+        self.standby_replicators: dict[str, DrkitChild] = {}  # per other standby (its name)
 
     # -- the drill ----------------------------------------------------------------------------
 
@@ -97,6 +104,8 @@ class DrillRunner(RunningDrill):
                 self._await_run()
                 if self.scenario.move.failback:
                     self._failback()
+                if self.scenario.standbys:
+                    self._repoint()
             finally:
                 self._stop_everything()
             return build_report(self, started)
@@ -116,7 +125,7 @@ class DrillRunner(RunningDrill):
         if any(self.granted.values()):
             count = sum(len(entries) for entries in self.granted.values())
             self.timeline.add("roles_granted", f"{count} ACLs for the drill's role principals")
-        self.children.append(replicator(self.env))
+        self._start_replication()
         self.children.append(monitor(self.env))
         self.timeline.add("replication_started", f"{s.source} -> {s.target}")
         for load in s.workload.topics:
@@ -147,7 +156,37 @@ class DrillRunner(RunningDrill):
         self.until(self._replicating, 120, "replication copying the workload")
         self._await_checkpoints()
         self._standby_clients()
-        self.wait(s.fault.at_s, "workload running")
+        self._workload_running()
+
+    def _start_replication(self) -> None:
+        """``drkit replicate`` of the drill's flows; with other standbys, each standby's flow
+        in a process of its own (so one can stop while the others copy on)."""
+        s = self.scenario
+        if not s.standbys:
+            self.children.append(replicator(self.env))
+            return
+        own = (f"{self.src}->{self.dst}", f"{self.dst}->{self.src}")
+        self.children.append(replicator(self.env, own))
+        for standby in s.standbys:
+            flow = f"{self.src}->{self.env.alias(standby.cluster)}"
+            child = replicator(self.env, (flow,), f"replicate-{standby.cluster}")
+            self.children.append(child)
+            self.standby_replicators[standby.cluster] = child
+
+    def _workload_running(self) -> None:
+        """The workload runs ``fault.at_s``; a standby told to lag has its replication stopped
+        its ``stopped_before_fault_s`` before the end (the failover's choice then knows it
+        behind: its evidence older by that much)."""
+        s = self.scenario
+        left = s.fault.at_s
+        lagging = [x for x in s.standbys if x.stopped_before_fault_s > 0]
+        for standby in sorted(lagging, key=lambda x: -x.stopped_before_fault_s):
+            self.wait(left - standby.stopped_before_fault_s, "workload running")
+            left = standby.stopped_before_fault_s
+            self.standby_replicators[standby.cluster].stop()
+            self.timeline.add(STANDBY_STOPPED, f"{standby.cluster}'s replication stopped, "
+                              f"{left:g}s before the fault")  # fmt: skip
+        self.wait(left, "workload running")
 
     def _replicating(self) -> bool:
         sampler = self.sampler
@@ -356,7 +395,10 @@ class DrillRunner(RunningDrill):
         if s.move.engine_killed_after is not None:
             self._run_engine_killed(engine)
             return
-        plan = engine.plan(procedure, self.src, self.dst, RunOptions())
+        if s.standbys:
+            plan = self._chosen_plan(engine)
+        else:
+            plan = engine.plan(procedure, self.src, self.dst, RunOptions())
         if plan.blockers:
             raise DrillFailed("the plan is blocked: " + "; ".join(b.message for b in plan.blockers))
 
@@ -365,6 +407,23 @@ class DrillRunner(RunningDrill):
 
         record = engine.start(plan, RunOptions(), requested_by="drill", on_started=started)
         self._finished(record)
+
+    def _chosen_plan(self, engine: Engine) -> Plan:
+        """The operator's decision with several standbys: every standby planned and the one
+        ``drkit failover --from`` without ``--to`` would promote chosen, the same way.  A
+        choice other than the scenario's target is reported (standby_chosen fails) and the
+        drill moves to its target, as an operator naming it with ``--to`` would."""
+        plans, choice = best_standby(engine, self.src, RunOptions())
+        self.standby_choice = manual_choice(choice, self.dst, self.env.cluster_of)
+        self.timeline.add(STANDBY_CHOSEN, self.standby_choice.summary)
+        if self.standby_choice.chosen != self.scenario.target:
+            self.notes.append(
+                f"the standby choice named {self.standby_choice.chosen or 'none'}, not the "
+                f"scenario's target {self.scenario.target}: the drill moved to its target"
+            )
+        if self.dst in plans:
+            return plans[self.dst]
+        return engine.plan(Procedure.FAILOVER, self.src, self.dst, RunOptions())
 
     def _run_engine_killed(self, engine: Engine) -> None:
         s = self.scenario
@@ -435,6 +494,10 @@ class DrillRunner(RunningDrill):
         assert run is not None
         self.timeline.add(RUN_STARTED, f"run {run.id} started by {run.requested_by}",
                           at_wall=run.started_at.timestamp())  # fmt: skip
+        if self.scenario.standbys:
+            decisions = AutomationJournal(self.env.store).decisions(100)
+            self.standby_choice = automatic_choice(run, decisions, self.env.cluster_of)
+            self.timeline.add(STANDBY_CHOSEN, self.standby_choice.summary)
         self._finished(run)
 
     def _finished(self, run: RunRecord) -> None:
@@ -504,6 +567,13 @@ class DrillRunner(RunningDrill):
         self.timeline.add("failback_finished", f"run {run.id}: {tail.records if tail else 0} "
                           f"divergent records exported to {export.name}",
                           at_wall=_wall(run.finished_at))  # fmt: skip
+
+    def _repoint(self) -> None:
+        """Once the applications run on the promoted cluster: every other standby follows it
+        (the source is gone, so their own flows' replication is stopped first)."""
+        for child in self.standby_replicators.values():
+            child.stop(timeout_s=20)
+        self.repointed = repoint_others(self)
 
     @cached_property
     def target_admin(self) -> ClusterAdmin:

@@ -18,6 +18,7 @@ from typing import Any
 
 from drkit.config.model import DrkitConfig, Role
 from drkit.drills.environment import DrillEnvironment
+from drkit.drills.report import RepointedStandby, StandbyChosen
 from drkit.drills.sampler import Sampler
 from drkit.drills.scenario import Scenario
 from drkit.drills.timeline import Timeline
@@ -63,6 +64,9 @@ class RunningDrill:
         # replicates the divergent tail to the target afterwards, as it should).
         self.failover_records: tuple[list[Record], list[Record]] | None = None
         self.resumed: dict[str, float] = {}
+        # With other standbys: the choice among them, and each re-pointed after the move.
+        self.standby_choice: StandbyChosen | None = None
+        self.repointed: tuple[RepointedStandby, ...] = ()
         self.sampler: Sampler | None = None
         self._last_said = ""
 

@@ -10,8 +10,10 @@ each bad key; a scenario name given without a path is looked up in the shipped d
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from enum import StrEnum
 from pathlib import Path
+from typing import Any
 
 from pydantic import Field, ValidationError, model_validator
 
@@ -100,6 +102,27 @@ class Move(FrozenModel):
     )
 
 
+class Standby(FrozenModel):
+    """Another standby of the source besides the scenario's ``target`` (a third data center):
+    the drill replicates the source to it too, lets the failover choose among all standbys as
+    ``drkit failover --from`` does, and re-points it onto the promoted cluster afterwards."""
+
+    cluster: str = Field(min_length=1)
+    stopped_before_fault_s: float = Field(
+        default=0.0,
+        ge=0,
+        allow_inf_nan=False,
+        description="its replication stopped this many seconds before the fault (0: runs "
+        "until the fault): it lags, so the choice among the standbys is known in advance",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _by_name(cls, value: Any) -> Any:
+        """``standbys: [dc3]``: a name alone is a standby that replicates until the fault."""
+        return {"cluster": value} if isinstance(value, str) else value
+
+
 class Policy(FrozenModel):
     rto_s: float = Field(gt=0, allow_inf_nan=False)  # .inf: a traceback drawing the chart
     rpo_records: int = Field(default=0, ge=0)
@@ -118,6 +141,11 @@ class Scenario(FrozenModel):
     description: str = ""
     source: str = "dc1"
     target: str = "dc2"
+    standbys: tuple[Standby, ...] = Field(
+        default=(),
+        description="the source's other standbys besides target (a name, or {cluster, "
+        "stopped_before_fault_s}); none: a two-cluster drill",
+    )
     workload: Workload
     fault: Fault = Field(default_factory=Fault)
     move: Move = Field(default_factory=Move)
@@ -138,11 +166,59 @@ class Scenario(FrozenModel):
             raise ValueError("automatic decisions are for unplanned failovers")
         if self.source == self.target:
             raise ValueError("source and target must differ")
+        if self.standbys:
+            self._standbys_consistent()
         return self
+
+    def _standbys_consistent(self) -> None:
+        """Standbys make sense for an unplanned failover only: a planned move goes to its
+        target, and the others follow the promoted cluster once the source is lost."""
+        names = [standby.cluster for standby in self.standbys]
+        if len(set(names)) != len(names):
+            raise ValueError("standbys: a cluster is given twice")
+        if {self.source, self.target} & set(names):
+            raise ValueError("standbys: the source's other standbys, not source or target")
+        if self.planned:
+            raise ValueError("standbys are for an unplanned failover (a fault)")
+        if self.move.failback or self.move.engine_killed_after is not None:
+            raise ValueError("standbys: no failback and no engine killed in a three-cluster drill")
+        if self.fault.divergent_records:
+            raise ValueError("standbys: no divergent tail in a three-cluster drill")
+        late = [s.cluster for s in self.standbys if s.stopped_before_fault_s > self.fault.at_s]
+        if late:
+            raise ValueError(
+                f"standbys: {', '.join(late)} stopped before the workload runs - "
+                "stopped_before_fault_s must be at most fault.at_s"
+            )
 
     @property
     def planned(self) -> bool:
         return self.fault.kind is FaultKind.NONE
+
+    @property
+    def clusters(self) -> tuple[str, ...]:
+        """Every cluster the drill uses: source, target, then the other standbys."""
+        return (self.source, self.target, *(standby.cluster for standby in self.standbys))
+
+
+def require_clusters(scenario: Scenario, clusters: Iterable[str], config_name: str) -> None:
+    """ConfigError naming every cluster ``scenario`` uses (source, target, standbys) that is
+    not among ``clusters`` (those of ``config_name``) - a three-cluster drill on the two
+    clusters of a plain ``drkit local up`` among them; nothing was done."""
+    known = set(clusters)
+    missing = [name for name in scenario.clusters if name not in known]
+    if not missing:
+        return
+    hint = ""
+    if scenario.standbys:
+        hint = (
+            "; a drill with standbys needs every cluster it names: `drkit local up --clusters "
+            f"{','.join(scenario.clusters)}` writes such a config"
+        )
+    raise ConfigError([Problem("scenario", (
+        f"{scenario.name} names {', '.join(missing)}, not a cluster of {config_name} "
+        f"(clusters: {', '.join(sorted(known))}){hint}; nothing was done"
+    ))])  # fmt: skip
 
 
 def drills_dir() -> Path:

@@ -12,8 +12,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from drkit.errors import ConfigError, Problem
-
 if TYPE_CHECKING:  # what runs a drill (and draws its page) is imported once one runs: a bad
     # argument or scenario is told in well under a second, not after seconds of imports
     from drkit.config.model import DrkitConfig
@@ -72,19 +70,15 @@ def run_drill(
     from drkit.drills.repo import DrillRepository
     from drkit.drills.runner import DrillRunner
     from drkit.drills.running import DrillOptions
+    from drkit.drills.scenario import require_clusters
     from drkit.kafka.clients import ClusterEndpoint, require_answering
     from drkit.local import LocalKafka
 
     repository = DrillRepository(store)
     flow = f"{scenario.source}->{scenario.target}"
     base_clusters = raw_clusters(config_path)  # refused before anything is stored or touched
-    unknown = [a for a in (scenario.source, scenario.target) if a not in base_clusters]
-    if unknown:
-        raise ConfigError([Problem("scenario", (
-            f"{scenario.name} names {', '.join(unknown)}, not a cluster of {config_path} "
-            f"(clusters: {', '.join(sorted(base_clusters))}); nothing was done"
-        ))])  # fmt: skip
-    for alias in (scenario.source, scenario.target):  # a cluster down: told in seconds
+    require_clusters(scenario, base_clusters, str(config_path))
+    for alias in scenario.clusters:  # a cluster down: told in seconds
         require_answering(ClusterEndpoint(alias, config.clusters[alias]))
     drill_id = repository.start(scenario.name, flow)
     try:

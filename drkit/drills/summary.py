@@ -67,7 +67,59 @@ def summary(report: DrillReport) -> str:
     twice = f"{reread} record{'s' if reread != 1 else ''} read twice"
     skipped = sum(g.skipped for g in report.groups)
     skip = f"; {skipped} skipped" if skipped else ""
-    return f"{what}; {resumed}; {lost}; {twice}{skip}; {verdict}."
+    return f"{what}; {resumed}; {lost}; {twice}{skip}{_repointed(report)}; {verdict}."
+
+
+def _repointed(report: DrillReport) -> str:
+    """``; dc3 re-pointed onto dc2 (1,581 records copied in 1.4 s)`` - each other standby;
+    "" for a two-cluster drill."""
+    if report.standbys is None:
+        return ""
+    promoted = report.standbys.choice.promoted
+    parts = [
+        f"{o.cluster} not re-pointed"
+        if o.repoint_s is None
+        else f"{o.cluster} re-pointed onto {promoted} ({o.total('copied'):,} records copied in "
+        f"{o.repoint_s:.1f} s)"
+        for o in report.standbys.others
+    ]
+    return "".join(f"; {part}" for part in parts)
+
+
+def standby_lines(report: DrillReport) -> list[str]:
+    """The other standbys of a three-cluster drill, for the text report: the choice with every
+    candidate's figures, then per standby its re-point (duration apart from the RTO) and per
+    partition what it planned, copied and holds.  None for a two-cluster drill."""
+    found = report.standbys
+    if found is None:
+        return []
+    choice = found.choice
+    lines = [
+        f"standby choice ({choice.decision}): {choice.chosen or 'none'}, promoted "
+        f"{choice.promoted} - {choice.summary}"
+    ]
+    for c in choice.candidates:
+        figures = (
+            f"RPO {c['rpo_records']} records, evidence age {c['rpo_s']:.1f}s; "
+            if "rpo_records" in c and c.get("rpo_s") is not None
+            else ""
+        )
+        lines.append(f"  {c.get('cluster')}: {c.get('outcome')} - {figures}{c.get('why', '')}")
+    for o in found.others:
+        took = "not run" if o.repoint_s is None else f"{o.repoint_s:.1f}s (not part of the RTO)"
+        lines.append(
+            f"re-point {o.cluster} onto {choice.promoted}: {took}; copied {o.total('copied')}, "
+            f"holes {o.total('holes')}, unreachable {o.total('unreachable')}, standby ahead "
+            f"{o.total('ahead')}; its replication stopped {o.stopped_before_fault_s:g}s before "
+            "the fault" + (f"; error: {o.error}" if o.error else "")
+        )
+        lines += [
+            f"  {p.topic}[{p.partition}]: {p.outcome} {p.detail}; to copy {p.to_copy}, copied "
+            f"{p.copied}; holds {p.standby_holds} of the promoted's {p.promoted_holds}, missing "
+            f"{p.missing}, duplicated {p.duplicated}, only on the standby {p.only_on_standby}"
+            for p in o.partitions
+        ]
+    return lines
 
 
 def fault_facts(report: DrillReport) -> list[tuple[str, str]]:

@@ -19,6 +19,7 @@ EXPECTED = {
     "engine-killed-mid-failover",
     "automatic-failover",
     "failback-divergent-tail",
+    "three-dc-loss-of-dc1",
 }
 
 
