@@ -39,6 +39,7 @@ KNOWN = frozenset(
         "commit_group_offsets.before_write",  # translated, nothing committed on the target yet
         "commit_group_offsets.after_confirm",  # the lease confirmed, the commits not yet sent
         "automation.before_start",  # a monitor decided to fail over, the run not yet started
+        "follow_on.before_syncs",  # a follow-on batch's copies written, their offset syncs not
     }
 )
 

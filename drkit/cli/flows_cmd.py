@@ -710,7 +710,8 @@ def _print_repoint(
             done = copied.get(tp)
             row["copied"] = done.copied if done is not None else 0
             if done is not None:
-                row.update(read=done.read, copied_first=done.first, copied_end=done.end)
+                row.update(read=done.read, copied_first=done.first, copied_end=done.end,
+                           placed=done.placed)  # fmt: skip
     lost, promoted, standby = report.lost, report.promoted, report.standby
     if output == "json":
         document: dict[str, Any] = {"from": lost, "to": promoted, "standby": standby,
@@ -745,7 +746,8 @@ def _echo_repoint(
     for row in rows:
         text = row["text"]
         if "copied" in row and row["state"] == "follow":
-            text = f"{row['copied']} copied; planned {text}"
+            placed = f" (and the offset syncs of {row['placed']} earlier copies)"
+            text = f"{row['copied']} copied{placed if row['placed'] else ''}; planned {text}"
         click.echo(f"  {row['origin']} ({row['promoted_replica']} -> "
                    f"{row['standby_replica']}): {text}")  # fmt: skip
     if onward is None:

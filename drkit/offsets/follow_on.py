@@ -33,11 +33,12 @@ reads and writes go through the two ports.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence, Set
+from collections.abc import Callable, Iterable, Sequence, Set
 from contextlib import closing
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
+from drkit import failpoints
 from drkit.offsets.provenance_search import RecordSource, SourcePartition, copy_offset
 from drkit.offsets.repoint_inputs import RepointReport
 from drkit.records import Record, TopicPartition
@@ -79,6 +80,7 @@ class Copied:
     copied: int
     first: int | None
     end: int | None
+    placed: int = 0  # earlier copies on the standby no sync placed, placed by this run
 
 
 def chosen(
@@ -162,15 +164,47 @@ def follow_all(
     writer: StandbyWriter,
     syncs_topic: str,
     signer: Signer | None,
+    batch: int = BATCH,
 ) -> dict[TopicPartition, Copied]:
-    """:func:`follow_on` for every partition of ``report`` that follows, in origin order
-    (the others - the standby ahead, cannot tell - are left alone: the caller refuses a report
-    with a partition that cannot be told before copying any)."""
-    return {
-        tp: follow_on(result, report.replicas[tp], report.lost, reader, writer, syncs_topic, signer)
-        for tp, result in report.results.items()
-        if isinstance(result, FollowFrom)
-    }
+    """For every partition of ``report`` that follows, in origin order: the syncs that place
+    the standby's unsynced copies (:func:`place_unsynced`), then :func:`follow_on`.  The others
+    - the standby ahead, cannot tell - are left alone: the caller refuses a report with a
+    partition that cannot be told before copying any."""
+    out: dict[TopicPartition, Copied] = {}
+    for tp, result in report.results.items():
+        if not isinstance(result, FollowFrom):
+            continue
+        replicas = report.replicas[tp]
+        copies = report.unsynced.get(tp, ())
+        placed = place_unsynced(tp, replicas[1], copies, writer, syncs_topic, signer)
+        copied = follow_on(
+            result, replicas, report.lost, reader, writer, syncs_topic, signer, batch
+        )
+        out[tp] = replace(copied, placed=placed)
+    return out
+
+
+def place_unsynced(
+    origin: TopicPartition,
+    standby: TopicPartition,
+    copies: Sequence[tuple[int, int]],
+    writer: StandbyWriter,
+    syncs_topic: str,
+    signer: Signer | None,
+) -> int:
+    """Write the offset syncs of the standby's copies no sync places (``(position, origin
+    offset)`` read by provenance; how many).  A follow-on run killed between a batch's copies
+    and their syncs leaves such copies; the next run's plan raises F past them (so they are
+    never written twice) and this places them, so the standby flow's map places every copy -
+    a group checkpointed among them translates onto them instead of past them.  True of
+    whoever wrote them (by their ``drkit-src``): a worker's unsynced copies get the syncs it
+    would have written."""
+    if not copies:
+        return 0
+    pairs = [(offset, position) for position, offset in copies]
+    records = signed(offset_syncs(origin, standby, pairs), syncs_topic, signer)
+    _atomically(writer, lambda: writer.write(syncs_topic, 0, records))
+    return len(copies)
 
 
 def _batch(reader: RecordSource, tp: TopicPartition, at: int, size: int) -> list[Record]:
@@ -193,13 +227,23 @@ def _write(
     signer: Signer | None,
 ) -> None:
     """One batch: its copies, then the syncs that place them (one transaction when the writer
-    is transactional; aborted on any failure)."""
-    writer.begin()
-    try:
+    is transactional)."""
+
+    def work() -> None:
         positions = writer.write(standby.topic, standby.partition, [r for r, _o in picked])
+        failpoints.reach("follow_on.before_syncs")
         pairs = zip((offset for _r, offset in picked), positions, strict=True)
         syncs = signed(offset_syncs(origin, standby, pairs), syncs_topic, signer)
         writer.write(syncs_topic, 0, syncs)
+
+    _atomically(writer, work)
+
+
+def _atomically(writer: StandbyWriter, work: Callable[[], object]) -> None:
+    """``work`` between ``begin`` and ``commit``; aborted on any failure (then raised)."""
+    writer.begin()
+    try:
+        work()
         writer.commit()
     except BaseException:
         writer.abort()

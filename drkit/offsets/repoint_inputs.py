@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from contextlib import closing
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from drkit.config.model import DrkitConfig, FlowConfig
 from drkit.kafka.clients import ClusterEndpoint
@@ -35,13 +35,17 @@ READ_LIMIT = 200_000  # records read by provenance per replica partition
 @dataclass(frozen=True)
 class RepointReport:
     """Per origin partition (the lost source's), where the standby follows from, and which
-    replicas those are."""
+    replicas those are.  ``unsynced``: per origin partition, the copies the standby's replica
+    holds at positions no run of its map places, as ``(position, origin offset)`` in position
+    order - read by provenance (a follow-on or a worker killed between its copies and their
+    offset syncs); the run writes the syncs that place them."""
 
     lost: str
     promoted: str
     standby: str
     results: Mapping[TopicPartition, Repointed]
     replicas: Mapping[TopicPartition, tuple[TopicPartition, TopicPartition]]
+    unsynced: Mapping[TopicPartition, tuple[tuple[int, int], ...]] = field(default_factory=dict)
 
 
 def read_repoint(
@@ -105,7 +109,14 @@ def read_repoint(
         else repoint(tp, sides[0][tp], sides[1][tp])
         for tp in origins
     }
-    return RepointReport(lost, promoted, standby, results, replicas)
+    unsynced = {tp: _copies(side) for tp, side in sides[1].items()}
+    return RepointReport(lost, promoted, standby, results, replicas, unsynced)
+
+
+def _copies(replica: Replica) -> tuple[tuple[int, int], ...]:
+    """The copies ``replica``'s provenance reads found (every read is of positions no run
+    places), in position order."""
+    return tuple(sorted(copy for scan in replica.scanned for copy in scan.copies))
 
 
 def _mappings(

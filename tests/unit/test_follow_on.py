@@ -14,8 +14,9 @@ import pytest
 
 from drkit.errors import KafkaError
 from drkit.offsets import repoint_inputs
-from drkit.offsets.follow_on import Copied, chosen, follow_on, offset_syncs
+from drkit.offsets.follow_on import Copied, chosen, follow_all, follow_on, offset_syncs
 from drkit.offsets.provenance_search import SourcePartition, copy_offset
+from drkit.offsets.repoint_inputs import RepointReport
 from drkit.records import Record, TopicPartition
 from drkit.replication.offset_sync import OffsetRun, OffsetSync
 from drkit.replication.provenance import SOURCE_HEADER, Provenance
@@ -129,11 +130,11 @@ def _run(plan: FollowFrom, dc2: Log, dc3: Standby, batch: int = 4) -> Copied:
     return follow_on(plan, (REPLICA, REPLICA), "dc1", dc2, dc3, SYNCS, SIGNER, batch=batch)
 
 
-def _replanned(
+def _report(
     dc2: Log, dc2_runs: list[OffsetRun], dc3: Standby, dc3_runs: list[OffsetRun]
-) -> FollowFrom:
-    """The plan `drkit flows repoint` computes: both maps (dc3's with the follow-on's syncs
-    merged in), the logs' bounds, and every unmapped position read by provenance."""
+) -> RepointReport:
+    """What `drkit flows repoint` reads and decides: both maps (dc3's with the follow-on's
+    syncs merged in), the logs' bounds, and every unmapped position read by provenance."""
     ours = [OffsetSync(ORIGIN, REPLICA, run) for run in dc3_runs]
     merged = merge_runs(ours + dc3.syncs()).get(ORIGIN, [])
     sides = []
@@ -142,8 +143,30 @@ def _replanned(
         bare = Replica(REPLICA, TargetBounds(0, len(log.entries)), mapping)
         sides.append(repoint_inputs._scanned(bare, log, DC1))
     answer = repoint(ORIGIN, sides[0], sides[1])
+    unsynced = {ORIGIN: repoint_inputs._copies(sides[1])}
+    return RepointReport("dc1", "dc2", "dc3", {ORIGIN: answer}, {ORIGIN: (REPLICA, REPLICA)},
+                         unsynced)  # fmt: skip
+
+
+def _replanned(
+    dc2: Log, dc2_runs: list[OffsetRun], dc3: Standby, dc3_runs: list[OffsetRun]
+) -> FollowFrom:
+    answer = _report(dc2, dc2_runs, dc3, dc3_runs).results[ORIGIN]
     assert isinstance(answer, FollowFrom), answer
     return answer
+
+
+def _follow(dc2: Log, dc3: Standby, dc2_runs: list[OffsetRun] | None = None) -> Copied:
+    """One run: the plan, then follow_all (syncs for dc3's unsynced copies, the copy)."""
+    report = _report(dc2, dc2_runs or DC2_RUNS, dc3, DC3_RUNS)
+    return follow_all(report, dc2, dc3, SYNCS, SIGNER, batch=4)[ORIGIN]
+
+
+def _placed(dc3: Standby) -> dict[int, int]:
+    """dc1->dc3's map as the syncs dc3 holds merge: origin offset -> position."""
+    ours = [OffsetSync(ORIGIN, REPLICA, run) for run in DC3_RUNS]
+    merged = merge_runs(ours + dc3.syncs()).get(ORIGIN, [])
+    return {s.run.src_start + i: s.run.dst_start + i for s in merged for i in range(s.run.length)}
 
 
 # dc2's replica: origin 0..11 at 0..11, then a dc1->dc2 restart re-copied 8..15 at 12..19
@@ -236,17 +259,22 @@ def test_a_copy_failing_mid_way_and_run_again_writes_each_origin_offset_once(
     transactional: bool, fail_at: int
 ) -> None:
     # Writes alternate copies (odd calls) and their syncs (even calls): failing at an even
-    # call without transactions leaves copies no sync places - the next plan reads them.
+    # call without transactions leaves copies no sync places - the next plan reads them, and
+    # the next run places them.
     dc2, dc3 = _dc2(), Standby(_dc3_holding(range(6)), transactional)
     dc3.fail_at = fail_at
     with pytest.raises(KafkaError):
-        _run(_replanned(dc2, DC2_RUNS, dc3, DC3_RUNS), dc2, dc3)
+        _follow(dc2, dc3)
     dc3.fail_at = None
-    again = _replanned(dc2, DC2_RUNS, dc3, DC3_RUNS)
-    _run(again, dc2, dc3)
+    again = _follow(dc2, dc3)
     assert dc3.origins() == list(range(18))
-    final = _replanned(dc2, DC2_RUNS, dc3, DC3_RUNS)
-    assert (final.frontier, final.to_copy) == (18, 0)
+    # Batches of 4 records read from X = 6: the first copies 6..9, the second 10 and 11.
+    unsynced = {2: 4, 4: 2}.get(fail_at, 0) if not transactional else 0
+    assert again.placed == unsynced
+    held = {copy_offset(r, DC1): r.offset for r in dc3.logs[REPLICA.topic].visible()}
+    assert _placed(dc3) == held  # the map places every copy, the earlier ones included
+    final = _follow(dc2, dc3)
+    assert (final.frontier, final.copied, final.placed) == (18, 0, 0)
 
 
 def test_offset_syncs_are_runs_of_consecutive_pairs() -> None:
