@@ -14,8 +14,10 @@ from pathlib import Path
 
 import pytest
 import yaml
+from click.testing import CliRunner
 
 from drkit.automation.journal import StoredDecision
+from drkit.cli import cli
 from drkit.cli.drill_cmd import _report_text
 from drkit.drills.environment import DrillEnvironment
 from drkit.drills.html import render_report
@@ -434,3 +436,32 @@ def test_the_standbys_section_in_json_text_html_and_the_sentence() -> None:
     assert 'id="standbys"' in page and 'data-standby="dc3">1.4 s</span>' in page
     table = page.split('class="repoint-table" data-standby="dc3"')[1].split("</table>")[0]
     assert table.count("<tr><td>orders</td>") == 2 and "from 784 (frontier 784, map)" in table
+
+
+def test_drill_run_of_the_three_dc_drill_on_two_clusters_is_one_line_exit_2(
+    tmp_path: Path,
+) -> None:
+    """`drkit local up` without `--clusters dc1,dc2,dc3`: refused before anything is touched,
+    naming the missing cluster and how to get it - no traceback."""
+    config = tmp_path / "drkit.yaml"
+    config.write_text(
+        yaml.safe_dump({"clusters": {k: v for k, v in CLUSTERS.items() if k != "dc3"}})
+    )
+    done = CliRunner().invoke(
+        cli,
+        [
+            "--state-dir",
+            str(tmp_path),
+            "drill",
+            "run",
+            "three-dc-loss-of-dc1",
+            "--skip-verify",
+            "--config",
+            str(config),
+        ],
+    )
+    assert done.exit_code == 2, done.output
+    assert "Traceback" not in done.output
+    assert done.exception is None or isinstance(done.exception, SystemExit)
+    assert "names dc3, not a cluster of" in done.output
+    assert "drkit local up --clusters dc1,dc2,dc3" in done.output
