@@ -10,14 +10,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import asdict
 from typing import Any
 
 from drkit.automation.journal import StoredDecision
 from drkit.config.model import DrkitConfig, Role
-from drkit.drills.report import RepointedStandby, StandbyChosen, StandbyPartition
+from drkit.drills.report import Recounted, RepointedStandby, StandbyChosen, StandbyPartition
 from drkit.drills.running import RunningDrill
 from drkit.drills.scenario import Standby
-from drkit.drills.standbys import Recounted, recount
+from drkit.drills.standbys import recount
 from drkit.errors import DrkitError
 from drkit.failover.runs import RunRecord
 from drkit.failover.standby_choice import StandbyChoice
@@ -222,7 +223,7 @@ def _partition(
         outcome = "cannot_tell"
         detail = result.reason if isinstance(result, CannotTell) else "not in the re-point"
     return StandbyPartition(
-        name, origin.partition, outcome, detail, to_copy, done, holes, unreachable, ahead,
-        counted.promoted_holds, counted.standby_holds, counted.missing, counted.duplicated,
-        counted.only_on_standby, counted.written_after,
+        **asdict(counted), topic=name, partition=origin.partition, outcome=outcome,
+        detail=detail, to_copy=to_copy, copied=done, holes=holes, unreachable=unreachable,
+        ahead=ahead,
     )  # fmt: skip

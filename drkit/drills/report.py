@@ -134,18 +134,30 @@ class Series:
 
 
 @dataclass(frozen=True)
-class StandbyPartition:
+class Recounted:
+    """One origin partition on one other standby after its re-point, counted from the records'
+    ``drkit-src`` on both replicas (drills.standbys): distinct origin offsets each replica
+    holds, those the promoted one holds and the standby does not (``missing``), extra copies of
+    an origin offset on the standby (``duplicated``), origin offsets only the standby holds
+    (``only_on_standby``), and the records the standby's replica took past its end before the
+    re-point (``written_after``)."""
+
+    promoted_holds: int
+    standby_holds: int
+    missing: int
+    duplicated: int
+    only_on_standby: int
+    written_after: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class StandbyPartition(Recounted):
     """One origin partition (a workload topic's partition on the source) on one other standby
-    after the re-point: what the re-point decided and copied, and the drill's recount from the
-    records' ``drkit-src`` provenance on both replicas.
+    after the re-point: what the re-point decided and copied, beside the recount.
 
     ``outcome``: ``follow`` (copied from the promoted replica), ``ahead`` (the standby held
     more than the promoted cluster: nothing copied), ``cannot_tell`` (nothing copied, why in
-    ``detail``).  The re-point's figures are None where its outcome has none.  The recount:
-    distinct origin offsets each replica holds, those the promoted one holds and the standby
-    does not (``missing``), extra copies of an origin offset on the standby (``duplicated``),
-    origin offsets only the standby holds (``only_on_standby``), and the records the standby's
-    replica took past its end before the re-point (``written_after``)."""
+    ``detail``).  The re-point's figures are None where its outcome has none."""
 
     topic: str
     partition: int
@@ -156,12 +168,6 @@ class StandbyPartition:
     holes: int | None
     unreachable: int | None
     ahead: int | None
-    promoted_holds: int
-    standby_holds: int
-    missing: int
-    duplicated: int
-    only_on_standby: int
-    written_after: int
 
 
 @dataclass(frozen=True)

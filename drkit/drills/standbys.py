@@ -23,24 +23,10 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 
-from drkit.drills.report import DrillCheck, RepointedStandby, StandbyChosen
+from drkit.drills.report import DrillCheck, Recounted, RepointedStandby, StandbyChosen
 from drkit.offsets.provenance_search import SourcePartition, copy_offset
 from drkit.records import Record, TopicPartition
-
-
-@dataclass(frozen=True)
-class Recounted:
-    """One origin partition on one standby, counted from the records (see
-    :class:`drkit.drills.report.StandbyPartition` for the figures)."""
-
-    promoted_holds: int
-    standby_holds: int
-    missing: int
-    duplicated: int
-    only_on_standby: int
-    written_after: int
 
 
 def origin_offsets(records: Iterable[Record], cluster: str, origin: TopicPartition) -> list[int]:

@@ -216,22 +216,10 @@ def test_the_recount_sees_a_record_twice_one_missing_and_one_only_on_the_standby
 
 def _partition(**changes: object) -> StandbyPartition:
     good = StandbyPartition(
-        "orders",
-        0,
-        "follow",
-        "from 784 (frontier 784, map)",
-        491,
-        491,
-        0,
-        0,
-        0,
-        1275,
-        1275,
-        0,
-        0,
-        0,
-        491,
-    )
+        topic="orders", partition=0, outcome="follow", detail="from 784 (frontier 784, map)",
+        to_copy=491, copied=491, holes=0, unreachable=0, ahead=0, promoted_holds=1275,
+        standby_holds=1275, missing=0, duplicated=0, only_on_standby=0, written_after=491,
+    )  # fmt: skip
     return replace(good, **changes)  # type: ignore[arg-type]
 
 
