@@ -1,12 +1,13 @@
 """``drkit flows repoint`` (the run) on real brokers (issue 48 item 1, docs/three-dc.md): one
 source replicated to two standbys (in transactions, or not); the far one's worker stopped while
-the near one copies more; the source killed; ``drkit failover --from SRC --to NEAR`` promotes
-the near standby; the run copies what the far standby lacks from the near one's replica - a
-first run killed between a batch's copies and their offset syncs, a second one completing it.
-The far replica then holds every source record, each origin offset once, in origin order; the
-far flow's offset map (verified with its key) places every copy, so a checkpoint stated in
-source offsets past what the far flow copied itself translates exactly onto the follow-on's
-copy; the run tells the operator the onward flow to add; and a third run copies nothing.
+the near one copies more (and a range of it twice, as a restart does); the source killed;
+``drkit failover --from SRC --to NEAR`` promotes the near standby; the run copies what the far
+standby lacks from the near one's replica - a first run killed between a batch's copies and
+their offset syncs, a second one completing it.  The far replica then holds every source
+record, each origin offset once, in origin order; the far flow's offset map (verified with its
+key) places every copy, so a checkpoint stated in source offsets past what the far flow copied
+itself translates exactly onto the follow-on's copy; the run tells the operator the onward flow
+to add; and a third run copies nothing.
 
 The source is a ``scratch`` cluster (killed); the standbys the shared ``dc2`` (near) and ``dc1``
 (far), as in tests/integration/test_three_clusters.py."""
@@ -21,7 +22,7 @@ import pytest
 import yaml
 
 from drkit.kafka import KafkaAdmin
-from drkit.kafka.io import consume_ranges
+from drkit.kafka.io import consume_ranges, produce_batch
 from drkit.offsets.mapping_loader import MappingLoader
 from drkit.offsets.provenance_search import SourcePartition, copy_offset
 from drkit.records import TopicPartition
@@ -76,6 +77,10 @@ def test_the_far_standby_follows_the_promoted_one_with_every_record_once(
     repoint = ("flows", "repoint", "--from", near.source, "--to", near.target,
                "--standby", far.target)  # fmt: skip
 
+    # The near replica also holds a restart's re-copy past where the far one follows from:
+    # written twice there, to be copied once.
+    _recopy(near, topic, PER_PARTITION + 20, PER_PARTITION + 40)
+
     # Named with --to: without a monitor's health reports the choice would promote neither.
     failed_over = drkit(near, "failover", "--from", near.source, "--to", near.target, "--yes",
                         "-o", "json")  # fmt: skip
@@ -108,7 +113,7 @@ def test_the_far_standby_follows_the_promoted_one_with_every_record_once(
     print(f"follow-on: {copied} records copied in {took_s:.1f}s (the whole command)")
 
     replica = replica_of(far, topic)
-    positions = _far_replica(far, topic, replica)
+    positions = _copies_on(far, topic, replica)
     for p, held in positions.items():
         # Every record of the source, each origin offset once, in origin order.
         assert [origin for origin, _at in held] == list(range(ALL)), p
@@ -118,11 +123,25 @@ def test_the_far_standby_follows_the_promoted_one_with_every_record_once(
     assert again.code == 0, again.out + again.err
     assert f"{far.target} following {near.target} after {near.source}: 0 copied" in again.out
     assert "earlier copies" not in again.out, again.out
-    assert [o for o, _at in _far_replica(far, topic, replica)[0]] == list(range(ALL))
+    assert [o for o, _at in _copies_on(far, topic, replica)[0]] == list(range(ALL))
 
 
-def _far_replica(far: FlowSetup, topic: str, replica: str) -> dict[int, list[tuple[int, int]]]:
-    """Per partition, the (origin offset, position) of every copy the far replica holds,
+def _recopy(near: FlowSetup, topic: str, first: int, end: int) -> None:
+    """Append to every partition of the near replica a second copy of the records of origin
+    offsets ``[first, end)`` (same key, value and headers), with no offset sync: what a
+    dc1->dc2 worker that restarted from an older commit and died before syncing leaves."""
+    replica = replica_of(near, topic)
+    for p, held in _copies_on(near, topic, replica).items():
+        at = dict(held)
+        tp = TopicPartition(replica, p)
+        records = consume_ranges(near.target_endpoint, {tp: (at[first], at[end - 1] + 1)})
+        payloads = [(r.key, r.value, r.headers) for r in records]
+        assert len(payloads) == end - first
+        produce_batch(near.target_endpoint, replica, payloads, partition=p)
+
+
+def _copies_on(far: FlowSetup, topic: str, replica: str) -> dict[int, list[tuple[int, int]]]:
+    """Per partition, the (origin offset, position) of every copy ``far``'s replica holds,
     read_committed, in position order."""
     tps = [TopicPartition(replica, p) for p in range(PARTITIONS)]
     ends = KafkaAdmin(far.target_endpoint).list_offsets(tps, "latest")
