@@ -24,6 +24,7 @@ from drkit.failover.runs import RunRecord
 from drkit.failover.standby_choice import StandbyChoice
 from drkit.kafka import ClusterEndpoint
 from drkit.kafka.io import consume_all
+from drkit.kafka.ports import AdminFactory
 from drkit.offsets.follow_on import Copied
 from drkit.offsets.repoint_inputs import RepointReport
 from drkit.records import Record, TopicPartition
@@ -85,14 +86,20 @@ def automatic_choice(
 
 
 def follow(
-    config: DrkitConfig, store: StateStore | None, lost: str, promoted: str, standby: str
+    config: DrkitConfig,
+    store: StateStore | None,
+    lost: str,
+    promoted: str,
+    standby: str,
+    connect: AdminFactory,
 ) -> tuple[RepointReport, dict[TopicPartition, Copied]]:
     """``standby`` follows ``promoted`` after ``lost``: where each partition follows from
     (drkit.offsets.repoint_inputs) and the follow-on copy of every partition that follows
-    (drkit.offsets.follow_on), written as the standby flow's replicator - what
-    ``drkit flows repoint --from LOST --to PROMOTED --standby STANDBY`` runs.  Nothing is copied
-    when a partition cannot be told (its report says why)."""
-    from drkit.kafka.admin import KafkaAdmin
+    (drkit.offsets.follow_on), written as the standby flow's replicator; ``connect``: how the
+    clusters are reached (drkit.kafka.ports).  The steps ``drkit flows repoint --from LOST --to
+    PROMOTED --standby STANDBY`` runs - its run lives in drkit/cli/flows_cmd.py, a layer a drill
+    may not import: one public function below both would serve them.  Nothing is copied when a
+    partition cannot be told (its report says why)."""
     from drkit.kafka.partition_reader import PartitionReader
     from drkit.kafka.positioned_writer import PositionedWriter
     from drkit.offsets.follow_on import follow_all
@@ -112,7 +119,7 @@ def follow(
         writer.init()  # a killed run's open transaction settled before the plan reads
         report = read_repoint(
             config, lost, promoted, standby,
-            connect=KafkaAdmin, keys=keys, records=PartitionReader,
+            connect=connect, keys=keys, records=PartitionReader,
         )  # fmt: skip
         if any(isinstance(r, CannotTell) for r in report.results.values()):
             return report, {}
@@ -147,19 +154,21 @@ def _repoint_one(runner: RunningDrill, standby: Standby) -> RepointedStandby:
         tp: TopicPartition(theirs.target_topic(tp.topic), tp.partition) for tp in origins
     }
     runner.say(f"re-pointing {standby.cluster} onto {runner.scenario.target}", None)
+    took: float | None = None
     try:
         before = runner.admin(standby.cluster).list_offsets(list(replica_on.values()), "latest")
         runner.timeline.add(REPOINT_STARTED, f"{standby.cluster} follows {runner.scenario.target}")
         started = time.monotonic()
-        report, copied = follow(env.config, env.store, src, dst, alias)
+        report, copied = follow(env.config, env.store, src, dst, alias, runner.options.connect)
         took = round(time.monotonic() - started, 3)
         runner.timeline.add(REPOINT_FINISHED, f"{standby.cluster}: "
                             f"{sum(c.copied for c in copied.values())} records copied")  # fmt: skip
         promoted = _read(runner, runner.scenario.target, {r.topic for r in promoted_on.values()})
         held = _read(runner, standby.cluster, {r.topic for r in replica_on.values()})
     except (DrkitError, KeyError) as err:
-        return RepointedStandby(standby.cluster, standby.stopped_before_fault_s, None,
-                                error=f"{type(err).__name__}: {err}")  # fmt: skip
+        done = "not re-pointed" if took is None else "re-pointed, not read back"
+        return RepointedStandby(standby.cluster, standby.stopped_before_fault_s, took,
+                                error=f"{done}: {type(err).__name__}: {err}")  # fmt: skip
     partitions = []
     for origin in sorted(origins, key=lambda tp: (tp.topic, tp.partition)):
         counted = recount(

@@ -81,7 +81,7 @@ def has_every_record(others: Sequence[RepointedStandby]) -> DrillCheck:
     said: list[str] = []
     for other in others:
         if other.error is not None or other.repoint_s is None:
-            bad.append(f"{other.cluster}: not re-pointed ({other.error or 'not run'})")
+            bad.append(f"{other.cluster}: {other.error or 'not re-pointed'}")
             continue
         untold = [
             f"{p.topic}[{p.partition}]" for p in other.partitions if p.outcome == "cannot_tell"
