@@ -609,44 +609,19 @@ def _run_repoint(
     """The run: refuse unless the pointer is on ``promoted`` after ``lost`` and both answer;
     then the plan, and the follow-on copy of every partition that follows (none when one
     cannot be told)."""
-    from drkit.kafka.clients import ClusterEndpoint
-    from drkit.kafka.partition_reader import PartitionReader
-    from drkit.kafka.positioned_writer import PositionedWriter
-    from drkit.offsets.follow_on import follow_all
-    from drkit.repoint import CannotTell
-    from drkit.signing import Kind, Signer
+    from drkit.kafka.admin import KafkaAdmin
+    from drkit.offsets.follow_on import follow_standby
     from drkit.store.flow_keys import keys_of
-    from drkit.topology.flow import FlowTopology
 
     store = app.store(config_file, reading=True)
     store.ensure_current()
     _require_promoted(store, lost, promoted)
     for alias in (promoted, standby):
         _require_answering(config, alias)
-    flow = config.flow(f"{lost}->{standby}")
-    topology = FlowTopology.of(flow)
-    # Written as the standby flow's replicator (the standby guard lets only it write there).
-    writing = config.as_role(Role.REPLICATOR).clusters[standby]
-    writer = PositionedWriter(
-        ClusterEndpoint(standby, writing),
-        topology.transactional_id("follow-on") if flow.exactly_once else None,
+    report, copied = follow_standby(
+        config, lost, promoted, standby, connect=KafkaAdmin, keys=keys_of(config, store)
     )
-    try:
-        # Before the plan reads the standby: a killed run's open transaction is settled
-        # (committed or aborted) first, so the plan sees what stays.
-        writer.init()
-        report = _read_repoint(config, store, lost, promoted, standby)
-        if any(isinstance(r, CannotTell) for r in report.results.values()):
-            _print_repoint(report, {}, output)
-            raise SystemExit(ExitCode.UNHEALTHY)
-        signer = Signer(keys_of(config, store)(flow.name), Kind.OFFSET_SYNC, flow.name)
-        reader = PartitionReader(ClusterEndpoint(promoted, config.clusters[promoted]))
-        try:
-            copied = follow_all(report, reader, writer, topology.offset_syncs_topic, signer)
-        finally:
-            reader.close()
-    finally:
-        writer.close()
+    # A partition that cannot be told: nothing was copied (exit 3, from the printing).
     _print_repoint(report, copied, output, _onward(config, promoted, standby, lost))
 
 
@@ -713,6 +688,8 @@ def _print_repoint(
                 row.update(read=done.read, copied_first=done.first, copied_end=done.end,
                            placed=done.placed)  # fmt: skip
     lost, promoted, standby = report.lost, report.promoted, report.standby
+    refused = any(row["state"] == "cannot_tell" for row in rows)
+    onward = None if refused else onward
     if output == "json":
         document: dict[str, Any] = {"from": lost, "to": promoted, "standby": standby,
                                     "plan": copied is None, "partitions": rows}  # fmt: skip
@@ -721,7 +698,7 @@ def _print_repoint(
         echo_document("flows.repoint", document)
     else:
         _echo_repoint(rows, copied, lost, promoted, standby, onward)
-    if any(row["state"] == "cannot_tell" for row in rows):
+    if refused:
         raise SystemExit(ExitCode.UNHEALTHY)
 
 

@@ -39,12 +39,18 @@ from dataclasses import dataclass, replace
 from typing import Protocol
 
 from drkit import failpoints
+from drkit.config.model import DrkitConfig, Role
+from drkit.kafka.clients import ClusterEndpoint
+from drkit.kafka.partition_reader import PartitionReader
+from drkit.kafka.ports import AdminFactory
+from drkit.kafka.positioned_writer import PositionedWriter
 from drkit.offsets.provenance_search import RecordSource, SourcePartition, copy_offset
-from drkit.offsets.repoint_inputs import RepointReport
+from drkit.offsets.repoint_inputs import RepointReport, read_repoint
 from drkit.records import Record, TopicPartition
 from drkit.replication.offset_sync import OffsetSync, RunTracker
-from drkit.repoint import FollowFrom
-from drkit.signing import Signer
+from drkit.repoint import CannotTell, FollowFrom
+from drkit.signing import Kind, Signer
+from drkit.topology.flow import FlowTopology
 
 BATCH = 1000  # records read from the promoted replica per batch (and per transaction)
 
@@ -156,6 +162,48 @@ def follow_on(
     return Copied(
         plan.origin, promoted, standby, plan.start, plan.frontier, read, len(written), first, end
     )
+
+
+def follow_standby(
+    config: DrkitConfig,
+    lost: str,
+    promoted: str,
+    standby: str,
+    *,
+    connect: AdminFactory,
+    keys: Callable[[str], bytes] | None,
+) -> tuple[RepointReport, dict[TopicPartition, Copied]]:
+    """``standby`` follows ``promoted`` after ``lost`` - what ``drkit flows repoint`` runs once
+    it has checked the pointer, and the three-dc drill: where each partition follows from
+    (:func:`~drkit.offsets.repoint_inputs.read_repoint`, the clusters reached through
+    ``connect``, offset syncs verified and signed with ``keys``) and :func:`follow_all` over it,
+    written as the standby flow's replicator (the standby guard lets only it write there) - in
+    transactions when that flow is exactly-once.  Nothing is copied (``{}``) when a partition
+    cannot be told: the report says why."""
+    flow = config.flow(f"{lost}->{standby}")
+    topology = FlowTopology.of(flow)
+    writing = config.as_role(Role.REPLICATOR).clusters[standby]
+    writer = PositionedWriter(
+        ClusterEndpoint(standby, writing),
+        topology.transactional_id("follow-on") if flow.exactly_once else None,
+    )
+    try:
+        # Before the plan reads the standby: a killed run's open transaction is settled
+        # (committed or aborted) first, so the plan sees what stays.
+        writer.init()
+        report = read_repoint(
+            config, lost, promoted, standby, connect=connect, keys=keys, records=PartitionReader
+        )
+        if any(isinstance(r, CannotTell) for r in report.results.values()):
+            return report, {}
+        signer = Signer(keys(flow.name), Kind.OFFSET_SYNC, flow.name) if keys else None
+        reader = PartitionReader(ClusterEndpoint(promoted, config.clusters[promoted]))
+        try:
+            return report, follow_all(report, reader, writer, topology.offset_syncs_topic, signer)
+        finally:
+            reader.close()
+    finally:
+        writer.close()
 
 
 def follow_all(
