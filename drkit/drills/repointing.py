@@ -14,7 +14,6 @@ from dataclasses import asdict
 from typing import Any
 
 from drkit.automation.journal import StoredDecision
-from drkit.config.model import DrkitConfig, Role
 from drkit.drills.report import Recounted, RepointedStandby, StandbyChosen, StandbyPartition
 from drkit.drills.running import RunningDrill
 from drkit.drills.scenario import Standby
@@ -22,14 +21,11 @@ from drkit.drills.standbys import recount
 from drkit.errors import DrkitError
 from drkit.failover.runs import RunRecord
 from drkit.failover.standby_choice import StandbyChoice
-from drkit.kafka import ClusterEndpoint
 from drkit.kafka.io import consume_all
-from drkit.kafka.ports import AdminFactory
-from drkit.offsets.follow_on import Copied
-from drkit.offsets.repoint_inputs import RepointReport
+from drkit.offsets.follow_on import Copied, follow_standby
 from drkit.records import Record, TopicPartition
 from drkit.repoint import CannotTell, FollowFrom, Repointed, StandbyAhead
-from drkit.store import StateStore
+from drkit.store.flow_keys import keys_of
 from drkit.topology.flow import FlowTopology
 
 # The timeline's events of the re-point (after clients_resumed: outside the RTO).
@@ -85,54 +81,6 @@ def automatic_choice(
     )
 
 
-def follow(
-    config: DrkitConfig,
-    store: StateStore | None,
-    lost: str,
-    promoted: str,
-    standby: str,
-    connect: AdminFactory,
-) -> tuple[RepointReport, dict[TopicPartition, Copied]]:
-    """``standby`` follows ``promoted`` after ``lost``: where each partition follows from
-    (drkit.offsets.repoint_inputs) and the follow-on copy of every partition that follows
-    (drkit.offsets.follow_on), written as the standby flow's replicator; ``connect``: how the
-    clusters are reached (drkit.kafka.ports).  The steps ``drkit flows repoint --from LOST --to
-    PROMOTED --standby STANDBY`` runs - its run lives in drkit/cli/flows_cmd.py, a layer a drill
-    may not import: one public function below both would serve them.  Nothing is copied when a
-    partition cannot be told (its report says why)."""
-    from drkit.kafka.partition_reader import PartitionReader
-    from drkit.kafka.positioned_writer import PositionedWriter
-    from drkit.offsets.follow_on import follow_all
-    from drkit.offsets.repoint_inputs import read_repoint
-    from drkit.signing import Kind, Signer
-    from drkit.store.flow_keys import keys_of
-
-    flow = config.flow(f"{lost}->{standby}")
-    topology = FlowTopology.of(flow)
-    writing = config.as_role(Role.REPLICATOR).clusters[standby]
-    writer = PositionedWriter(
-        ClusterEndpoint(standby, writing),
-        topology.transactional_id("follow-on") if flow.exactly_once else None,
-    )
-    keys = keys_of(config, store)
-    try:
-        writer.init()  # a killed run's open transaction settled before the plan reads
-        report = read_repoint(
-            config, lost, promoted, standby,
-            connect=connect, keys=keys, records=PartitionReader,
-        )  # fmt: skip
-        if any(isinstance(r, CannotTell) for r in report.results.values()):
-            return report, {}
-        signer = Signer(keys(flow.name), Kind.OFFSET_SYNC, flow.name) if keys else None
-        reader = PartitionReader(ClusterEndpoint(promoted, config.clusters[promoted]))
-        try:
-            return report, follow_all(report, reader, writer, topology.offset_syncs_topic, signer)
-        finally:
-            reader.close()
-    finally:
-        writer.close()
-
-
 def repoint_others(runner: RunningDrill) -> tuple[RepointedStandby, ...]:
     """Every other standby of the scenario re-pointed onto the promoted cluster, one after
     another, each recounted; a standby whose re-point fails is reported with why (the check
@@ -159,7 +107,10 @@ def _repoint_one(runner: RunningDrill, standby: Standby) -> RepointedStandby:
         before = runner.admin(standby.cluster).list_offsets(list(replica_on.values()), "latest")
         runner.timeline.add(REPOINT_STARTED, f"{standby.cluster} follows {runner.scenario.target}")
         started = time.monotonic()
-        report, copied = follow(env.config, env.store, src, dst, alias, runner.options.connect)
+        # What `drkit flows repoint --from SRC --to DST --standby ALIAS` runs, in process.
+        report, copied = follow_standby(env.config, src, dst, alias,
+                                        connect=runner.options.connect,
+                                        keys=keys_of(env.config, env.store))  # fmt: skip
         took = round(time.monotonic() - started, 3)
         runner.timeline.add(REPOINT_FINISHED, f"{standby.cluster}: "
                             f"{sum(c.copied for c in copied.values())} records copied")  # fmt: skip
