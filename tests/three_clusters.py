@@ -1,6 +1,7 @@
 """Three clusters for the integration tests of issue 48 item 1 (tests/integration/
 test_three_clusters.py, test_repoint_plan.py, test_repoint_run.py): the config ``drkit local up
---clusters`` writes for a source and two standbys, and the names the helpers there share."""
+--clusters`` writes for a source and two standbys, the estate the re-pointing tests start from,
+and the names the helpers there share."""
 
 from __future__ import annotations
 
@@ -12,10 +13,20 @@ import yaml
 from drkit.config.loader import load_config
 from drkit.local.cluster import ClusterStatus
 from drkit.local.config_writer import write_local_config
+from drkit.records import TopicPartition
 from drkit.topology.flow import FlowTopology
+from tests.conftest import Names
+from tests.failover_support import (
+    PARTITIONS,
+    PER_PARTITION,
+    fill,
+    progress_of,
+    source_with_groups,
+    wait_replicated,
+)
 from tests.integration.test_monitor import FAST_HEALTH
 from tests.kafka_backends import ClusterUnderTest
-from tests.replication_support import FlowSetup
+from tests.replication_support import FlowSetup, Replicator, wait_until
 
 
 def three_clusters(
@@ -66,3 +77,36 @@ def store_url(tmp_path: Path) -> str:
 
 def replica_of(setup: FlowSetup, topic: str) -> str:
     return FlowTopology.of(setup.config.flows[0]).target_topic(topic)
+
+
+def far_behind(
+    tmp_path: Path,
+    source: ClusterUnderTest,
+    near: ClusterUnderTest,
+    far: ClusterUnderTest,
+    topic: str,
+    names: Names,
+    more: int,
+    exactly_once: bool = False,
+) -> tuple[FlowSetup, FlowSetup]:
+    """``topic`` (with groups) on ``source`` replicated to both standbys, then ``more`` records
+    per partition that only the near one copies (the far one's worker stopped), then the source
+    killed: the estate a re-point starts from.  The two flows, as :func:`three_clusters`."""
+    near_flow, far_flow = three_clusters(tmp_path, source, near, far, exactly_once)
+    source_with_groups(near_flow, topic, names)
+    with Replicator(near_flow, log_dir=tmp_path):  # both flows
+        wait_replicated(near_flow, topic)
+        wait_replicated(far_flow, topic)
+    fill(near_flow.source_endpoint, topic, more, start=PER_PARTITION)
+    with Replicator(near_flow, "--flow", near_flow.config.flows[0].name, log_dir=tmp_path):
+        wait_until(
+            lambda: all(
+                progress_of(near_flow).get(TopicPartition(topic, p)) == PER_PARTITION + more
+                for p in range(PARTITIONS)
+            ),
+            60,
+            what="the near standby copying the rest",
+        )
+    assert source.local is not None
+    source.local.kill_broker(source.name)
+    return near_flow, far_flow

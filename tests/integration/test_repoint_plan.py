@@ -19,14 +19,9 @@ from tests.failover_support import (
     PARTITIONS,
     PER_PARTITION,
     drkit,
-    fill,
-    progress_of,
-    source_with_groups,
-    wait_replicated,
 )
 from tests.kafka_backends import ClusterUnderTest
-from tests.replication_support import Replicator, wait_until
-from tests.three_clusters import replica_of, three_clusters
+from tests.three_clusters import far_behind, replica_of
 
 MORE = 40  # records per partition only the near standby copies
 
@@ -39,23 +34,8 @@ def test_the_plan_shows_where_the_far_standby_follows_the_near_one_from(
     tmp_path: Path,
 ) -> None:
     topic = names.topic("orders")
-    near, far = three_clusters(tmp_path, scratch, dc2, dc1)
-    source_with_groups(near, topic, names)
-    with Replicator(near, log_dir=tmp_path):  # both flows
-        wait_replicated(near, topic)
-        wait_replicated(far, topic)
-    fill(near.source_endpoint, topic, MORE, start=PER_PARTITION)
-    with Replicator(near, "--flow", near.config.flows[0].name, log_dir=tmp_path):
-        wait_until(
-            lambda: all(
-                progress_of(near).get(TopicPartition(topic, p)) == PER_PARTITION + MORE
-                for p in range(PARTITIONS)
-            ),
-            60,
-            what="the near standby copying the rest",
-        )
-    assert scratch.local is not None
-    scratch.local.kill_broker(scratch.name)  # the plan never asks the lost source
+    # The plan never asks the lost source.
+    near, far = far_behind(tmp_path, scratch, dc2, dc1, topic, names, MORE)
     replica = replica_of(near, topic)
     before = {
         side.target: KafkaAdmin(side.target_endpoint).list_offsets(
