@@ -684,9 +684,9 @@ def _print_repoint(
         for tp, row in zip(report.results, rows, strict=True):
             done = copied.get(tp)
             row["copied"] = done.copied if done is not None else 0
+            row["placed"] = done.placed if done is not None else 0
             if done is not None:
-                row.update(read=done.read, copied_first=done.first, copied_end=done.end,
-                           placed=done.placed)  # fmt: skip
+                row.update(read=done.read, copied_first=done.first, copied_end=done.end)
     lost, promoted, standby = report.lost, report.promoted, report.standby
     refused = any(row["state"] == "cannot_tell" for row in rows)
     onward = None if refused else onward

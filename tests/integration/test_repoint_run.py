@@ -7,7 +7,8 @@ their offset syncs, a second one completing it.  The far replica then holds ever
 record, each origin offset once, in origin order; the far flow's offset map (verified with its
 key) places every copy, so a checkpoint stated in source offsets past what the far flow copied
 itself translates exactly onto the follow-on's copy; the run tells the operator the onward flow
-to add; and a third run copies nothing.
+to add; and a third run copies nothing.  A partition that cannot be told (an unsigned offset
+sync on the far standby) stops the run before it writes anything.
 
 The source is a ``scratch`` cluster (killed); the standbys the shared ``dc2`` (near) and ``dc1``
 (far), as in tests/integration/test_three_clusters.py."""
@@ -26,9 +27,11 @@ from drkit.kafka.io import consume_ranges, produce_batch
 from drkit.offsets.mapping_loader import MappingLoader
 from drkit.offsets.provenance_search import SourcePartition, copy_offset
 from drkit.records import TopicPartition
+from drkit.replication.offset_sync import OffsetRun, OffsetSync
 from drkit.signing import Kind, Signer
 from drkit.store import StateStore
 from drkit.store.flow_keys import keys_of
+from drkit.topology.flow import FlowTopology
 from drkit.translation import Method, TargetBounds, Translated, translate
 from tests.conftest import Names
 from tests.failover_support import (
@@ -108,6 +111,38 @@ def test_the_far_standby_follows_the_promoted_one_with_every_record_once(
     assert f"{far.target} following {near.target} after {near.source}: 0 copied" in again.out
     assert "earlier copies" not in again.out, again.out
     assert [o for o, _at in _copies_on(far, topic, replica)[0]] == list(range(ALL))
+
+
+def test_a_partition_that_cannot_be_told_stops_the_run_before_anything_is_copied(
+    scratch: ClusterUnderTest,
+    dc1: ClusterUnderTest,
+    dc2: ClusterUnderTest,
+    names: Names,
+    tmp_path: Path,
+) -> None:
+    topic = names.topic("orders")
+    near, far = far_behind(tmp_path, scratch, dc2, dc1, topic, names, MORE)
+    failed_over = drkit(near, "failover", "--from", near.source, "--to", near.target, "--yes")
+    assert failed_over.code == 0, failed_over.out + failed_over.err
+    # An unsigned offset sync on the far standby claiming origin offsets no verified run covers:
+    # copies the map cannot place may exist there, so that partition's frontier is unknown.
+    replica = replica_of(far, topic)
+    syncs = FlowTopology.of(far.config.flows[0]).offset_syncs_topic
+    forged = OffsetSync(
+        TopicPartition(topic, 1), TopicPartition(replica, 1), OffsetRun(2_000, 2_000, 5)
+    )
+    produce_batch(far.target_endpoint, syncs, [(forged.key(), forged.value())], partition=0)
+    watched = [TopicPartition(replica, p) for p in range(PARTITIONS)]
+    watched.append(TopicPartition(syncs, 0))
+    before = KafkaAdmin(far.target_endpoint).list_offsets(watched, "latest")
+
+    refused = drkit(near, "flows", "repoint", "--from", near.source, "--to", near.target,
+                    "--standby", far.target)  # fmt: skip
+    assert refused.code == 3, refused.out + refused.err
+    assert "refused, nothing copied" in refused.out, refused.out
+    assert f"{topic}-1 " in refused.out and "cannot tell" in refused.out, refused.out
+    assert "flows:" not in refused.out  # no onward flow: nothing was re-pointed
+    assert KafkaAdmin(far.target_endpoint).list_offsets(watched, "latest") == before
 
 
 def _recopy(near: FlowSetup, topic: str, first: int, end: int) -> None:

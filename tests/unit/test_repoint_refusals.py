@@ -2,10 +2,13 @@
 traceback, before it reads or writes a record: an unknown cluster (exit 2), a pointer not on
 the promoted cluster or moved there by a run from another cluster than the lost one (exit 2:
 re-pointing before the failover would let the standby follow a standby), the promoted cluster
-not answering (exit 3).  And the onward flow it tells the operator to add is a valid flow."""
+not answering (exit 3).  A report with a partition that cannot be told is printed as refused,
+nothing copied (exit 3), with no onward flow.  And the onward flow it tells the operator to add
+is a valid flow."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -13,11 +16,16 @@ import yaml
 from click.testing import CliRunner
 
 from drkit.cli import cli
-from drkit.cli.flows_cmd import _onward
+from drkit.cli.flows_cmd import _onward, _print_repoint
 from drkit.config.loader import load_config
 from drkit.failover.pointer import PointerRepository
+from drkit.offsets.follow_on import Copied
+from drkit.offsets.repoint_inputs import RepointReport
+from drkit.records import TopicPartition
+from drkit.repoint import CannotTell, Evidence, FollowFrom
 from drkit.store import StateStore
 from drkit.store.models import FailoverRun
+from drkit.translation import PartitionMapping
 
 
 def _config(tmp_path: Path, onward: bool = False) -> Path:
@@ -107,3 +115,46 @@ def test_the_onward_flow_to_add_is_the_standby_flow_from_the_promoted_cluster(
     assert added == [{"source": "dc2", "target": "dc3", "exactly_once": True}]
     configured = _onward(load_config(_config(tmp_path, onward=True)), "dc2", "dc3", "dc1")
     assert configured == {"flow": "dc2->dc3", "configured": True, "yaml": None}
+
+
+def _report(untold: bool) -> RepointReport:
+    first, second = TopicPartition("orders", 0), TopicPartition("orders", 1)
+    replica = TopicPartition("dc1.orders", 1)
+    composed = PartitionMapping(replica, replica, [])
+    follows = FollowFrom(second, 400, 400, 60, 0, 0, composed, Evidence.MAP)
+    results = {first: CannotTell(first, "why") if untold else follows, second: follows}
+    replicas = {tp: (TopicPartition("dc1.orders", tp.partition),) * 2 for tp in results}
+    return RepointReport("dc1", "dc2", "dc3", results, replicas)
+
+
+def test_a_partition_that_cannot_be_told_is_printed_as_refused_with_nothing_copied(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    onward = {"flow": "dc2->dc3", "configured": False, "yaml": "flows:\n- source: dc2\n"}
+    with pytest.raises(SystemExit) as stopped:
+        _print_repoint(_report(untold=True), {}, "text", onward)
+    assert stopped.value.code == 3
+    out = capsys.readouterr().out
+    assert "dc3 following dc2 after dc1: refused, nothing copied" in out, out
+    assert "orders-0 (dc1.orders-0 -> dc1.orders-0): cannot tell: why" in out, out
+    assert "flows:" not in out, out
+
+
+def test_a_run_prints_per_partition_what_it_copied_and_the_onward_flow(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    replica = TopicPartition("dc1.orders", 1)
+    done = Copied(TopicPartition("orders", 1), replica, replica, 400, 400, 80, 60, 400, 460, 2)
+    onward = {"flow": "dc2->dc3", "configured": False, "yaml": "flows:\n- source: dc2\n"}
+    report = _report(untold=False)
+    _print_repoint(report, {TopicPartition("orders", 1): done}, "json", onward)
+    document = json.loads(capsys.readouterr().out)
+    assert document["plan"] is False and document["onward"] == onward
+    rows = {row["origin"]: row for row in document["partitions"]}
+    assert (rows["orders-1"]["copied"], rows["orders-1"]["placed"]) == (60, 2)
+    assert (rows["orders-0"]["copied"], rows["orders-0"]["placed"]) == (0, 0)
+    _print_repoint(report, {TopicPartition("orders", 1): done}, "text", onward)
+    out = capsys.readouterr().out
+    assert "dc3 following dc2 after dc1: 60 copied" in out, out
+    assert "60 copied (and the offset syncs of 2 earlier copies)" in out, out
+    assert out.rstrip().endswith("flows:\n- source: dc2"), out
