@@ -164,7 +164,12 @@ def _recount(
 # recount an unplanned loss independently.  planned-switchover runs secured in
 # test_least_privilege, and migration-cutover recounts a planned move here.  Both left out here
 # to keep CI inside its budget.
-RECOUNTED = [p for p in shipped() if p.stem not in ("unplanned-loss-of-dc1", "planned-switchover")]
+# The three-dc drill needs a third cluster: tests/integration/test_drill_three_dc.py runs it.
+RECOUNTED = [
+    p
+    for p in shipped()
+    if p.stem not in ("unplanned-loss-of-dc1", "planned-switchover", "three-dc-loss-of-dc1")
+]
 
 
 @pytest.mark.parametrize("path", RECOUNTED, ids=lambda p: p.stem)
