@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
 
     from drkit.config.model import DrkitConfig, FlowConfig
+    from drkit.control.channel import ChannelFactory
     from drkit.control.model import DesiredState, FlowDirective, WorkerAck
     from drkit.failover.lease import LeaseKeeper
     from drkit.offsets.follow_on import Copied
@@ -543,6 +544,12 @@ def fences_lift(
     "--plan", "plan_only", is_flag=True,
     help="print where the standby would follow from, per partition; change nothing",
 )  # fmt: skip
+@click.option(
+    "--wait", "wait_s", type=FiniteRange(0, 3600), default=30.0, show_default=True,
+    metavar="SECONDS",
+    help="how long the live workers of FROM->STANDBY have to acknowledge STOPPED before "
+    "anything is copied (none acknowledging: refused, nothing copied)",
+)  # fmt: skip
 @config_option
 @output_option
 @pass_app
@@ -552,13 +559,17 @@ def repoint_standby(
     promoted: str,
     standby: str,
     plan_only: bool,
+    wait_s: float,
     config_file: str | None,
     output: str,
 ) -> None:
     """STANDBY follows TO after FROM is lost (issue 48; docs/three-dc.md): per partition of
     FROM's topics, the records of FROM's data TO holds and STANDBY lacks are copied once from
     TO's replica into STANDBY's, with offset syncs of FROM->STANDBY for them.  Refused until
-    the pointer is on TO after FROM (run `drkit failover --from FROM` first).  --plan: only
+    the pointer is on TO after FROM (run `drkit failover --from FROM` first).  Before it reads
+    or copies a record the run stops the flow FROM->STANDBY it replaces (its live workers must
+    acknowledge within --wait, else refused, nothing copied; exit 1): should FROM return, that
+    flow would copy again what the run copied and FROM's tail TO never had.  --plan: only
     where STANDBY would follow from, or STANDBY ahead, or why it cannot be told; changes
     nothing.  Exit 3 (nothing copied) when some partition cannot be told.  A second run
     copies nothing; a run killed mid-copy and run again copies each record once."""
@@ -572,9 +583,9 @@ def repoint_standby(
         if store is not None:
             store.ensure_current()
         report = _read_repoint(config, store, lost, promoted, standby)
-        _print_repoint(report, None, output)
+        _print_repoint(report, None, output, hold=_hold_plan(lost, promoted, standby))
         return
-    _run_repoint(app, config, config_file, lost, promoted, standby, output)
+    _run_repoint(app, config, config_file, lost, promoted, standby, wait_s, output)
 
 
 class RepointRefused(DrkitError):
@@ -604,25 +615,130 @@ def _run_repoint(
     lost: str,
     promoted: str,
     standby: str,
+    wait_s: float,
     output: str,
 ) -> None:
     """The run: refuse unless the pointer is on ``promoted`` after ``lost`` and both answer;
-    then the plan, and the follow-on copy of every partition that follows (none when one
-    cannot be told)."""
+    then hold the flow ``lost``->``standby`` STOPPED (:func:`hold_replaced_flow`), then the
+    plan, and the follow-on copy of every partition that follows (none when one cannot be
+    told)."""
+    from drkit.control.channel import kafka_channels
     from drkit.kafka.admin import KafkaAdmin
     from drkit.offsets.follow_on import follow_standby
-    from drkit.store.flow_keys import keys_of
+    from drkit.store.flow_keys import control_keys, keys_of
 
     store = app.store(config_file, reading=True)
     store.ensure_current()
     _require_promoted(store, lost, promoted)
     for alias in (promoted, standby):
         _require_answering(config, alias)
+    engine = config.as_role(Role.ENGINE)  # it publishes the directive as the engine does
+    held = hold_replaced_flow(
+        engine, store, lost, promoted, standby, wait_s, kafka_channels(engine, control_keys(store))
+    )
     report, copied = follow_standby(
         config, lost, promoted, standby, connect=KafkaAdmin, keys=keys_of(config, store)
     )
     # A partition that cannot be told: nothing was copied (exit 3, from the printing).
-    _print_repoint(report, copied, output, _onward(config, promoted, standby, lost))
+    _print_repoint(report, copied, output, _onward(config, promoted, standby, lost), held)
+
+
+class HoldFailed(DrkitError):
+    """The flow the re-point replaces could not be proven stopped: nothing was copied."""
+
+    exit_code = ExitCode.FAILED
+
+
+def _undo(lost: str, promoted: str, standby: str) -> str:
+    """How the operator lets the held flow run again, and when drkit allows it."""
+    return (
+        f"drkit flows start {lost}->{standby} --reason '...' (refused while applications "
+        f"write to {promoted}: it would copy {lost}'s divergent tail; after 'drkit failback "
+        f"--to {lost}')"
+    )
+
+
+def _hold_plan(lost: str, promoted: str, standby: str) -> dict[str, Any]:
+    """What --plan says the run will do to the flow it replaces."""
+    return {"flow": f"{lost}->{standby}", "desired": "stopped", "held": False,
+            "undo": _undo(lost, promoted, standby)}  # fmt: skip
+
+
+def hold_replaced_flow(
+    config: DrkitConfig,
+    store: StateStore,
+    lost: str,
+    promoted: str,
+    standby: str,
+    wait_s: float,
+    channels: ChannelFactory,
+) -> dict[str, Any]:
+    """Set the flow ``lost``->``standby`` STOPPED and prove it, before the re-point reads or
+    writes a record: should ``lost`` return while ``drkit replicate`` runs that flow, its
+    workers would resume from their committed progress and copy into the standby's replica
+    again what the follow-on copied (duplicates) and ``lost``'s divergent tail (records the
+    promoted cluster never had).
+
+    As a failover's stop_replication does (:func:`drkit.failover.steps.replication.
+    publish_directive`, :func:`~drkit.failover.steps.replication.await_workers`): the
+    directive written under the failover lease (LeaseHeld, exit 5, while a run holds it;
+    Blocked, exit 4, while a run is unfinished) - or kept, when the flow is already STOPPED -
+    published on the flow's control channel on ``standby``, then every live worker waited for
+    up to ``wait_s``; a silent worker until the silence window has passed (it holds itself
+    back by then).  HoldFailed (exit 1) when it cannot be published or a live worker does
+    not acknowledge: the caller copies nothing.  Returns what the run prints under ``held``."""
+    from drkit.control import ControlRepository
+    from drkit.control.model import DesiredState
+    from drkit.failover.context import StepFailed
+    from drkit.failover.steps.replication import FlowSteering, await_workers, publish_directive
+
+    flow = config.flow(f"{lost}->{standby}")
+    undo = _undo(lost, promoted, standby)
+    refused = f"re-point refused, nothing copied: {flow.name}"
+    reason = (
+        f"{operator()}: drkit flows repoint --from {lost} --to {promoted} --standby {standby} "
+        f"({standby} follows {promoted}; {flow.name} must not copy into it again)"
+    )
+    silence = config.failover.worker_silence_s
+    with _holding_the_failover_lease(store) as keeper:
+        control = ControlRepository(store, keeper)
+        directive = control.directive(flow.name)
+        facts = _facts(config, store, flow, directive.desired)
+        written = not unchanged(FlowVerb.STOP, facts)
+        if written:
+            blockers = change_blockers(FlowVerb.STOP, facts)
+            if blockers:
+                raise Blocked(f"{refused} cannot be stopped: " + "; ".join(blockers))
+            directive = control.set(flow.name, DesiredState.STOPPED, reason)
+        steer = FlowSteering(control, channels, silence, keeper.confirm, _quiet)
+        try:  # still under the lease: a run starting now publishes after this, never before
+            publish_directive(steer, flow, directive)
+        except StepFailed as err:
+            raise HoldFailed(f"{refused} is not held: {err}") from None
+    reading = FlowSteering(ControlRepository(store), channels, silence, _quiet, _quiet)
+    try:
+        detail = await_workers(reading, flow, directive, wait_s, strict=True)
+    except StepFailed as err:
+        raise HoldFailed(
+            f"{refused} is set STOPPED but not held: {err} (is its 'drkit replicate' stuck? "
+            f"run the re-point again once it acknowledges; undo: {undo})"
+        ) from None
+    return {
+        "flow": flow.name,
+        "desired": directive.desired.value,
+        "epoch": directive.epoch,
+        "written": written,
+        "reason": directive.reason,
+        "held": True,
+        "acknowledged": detail["acknowledged"],
+        "silent": detail["silent"],
+        "waited_s": detail["waited_s"],
+        "undo": undo,
+    }
+
+
+def _quiet(*_args: object) -> None:
+    """Neither a lease to confirm nor progress to show."""
 
 
 def _require_promoted(store: StateStore, lost: str, promoted: str) -> None:
@@ -676,9 +792,11 @@ def _print_repoint(
     copied: dict[TopicPartition, Copied] | None,
     output: str,
     onward: dict[str, Any] | None = None,
+    hold: dict[str, Any] | None = None,
 ) -> None:
     """The plan (``copied`` None), or a run's outcome: per partition what was copied (``{}``:
-    refused, nothing copied)."""
+    refused, nothing copied); ``hold``: the flow the run stops (the plan) or stopped (a run,
+    :func:`hold_replaced_flow`), and how to undo it."""
     rows = [_repoint_row(tp, report.replicas[tp], result) for tp, result in report.results.items()]
     if copied is not None:
         for tp, row in zip(report.results, rows, strict=True):
@@ -695,9 +813,13 @@ def _print_repoint(
                                     "plan": copied is None, "partitions": rows}  # fmt: skip
         if onward is not None:
             document["onward"] = onward
+        if hold is not None:
+            document["hold"] = hold
         echo_document("flows.repoint", document)
     else:
         _echo_repoint(rows, copied, lost, promoted, standby, onward)
+        if hold is not None:
+            _echo_hold(hold)
     if refused:
         raise SystemExit(ExitCode.UNHEALTHY)
 
@@ -738,6 +860,19 @@ def _echo_repoint(
             f"{onward['flow']}; add it to the config (this command edits no file):"
         )
         click.echo(onward["yaml"].rstrip())
+
+
+def _echo_hold(hold: dict[str, Any]) -> None:
+    flow = hold["flow"]
+    if not hold["held"]:
+        click.echo(f"the run first stops flow {flow} (its live workers must acknowledge STOPPED "
+                   "before anything is copied)")  # fmt: skip
+    else:
+        workers = ", ".join(hold["acknowledged"]) or "no live worker"
+        silent = f"; silent (held back by the silence window): {', '.join(hold['silent'])}"
+        click.echo(f"flow {flow} held STOPPED (epoch {hold['epoch']}; acknowledged by "
+                   f"{workers}{silent if hold['silent'] else ''})")  # fmt: skip
+    click.echo(f"  to let it run again: {hold['undo']}")
 
 
 def _repoint_row(

@@ -8,7 +8,11 @@ record, each origin offset once, in origin order; the far flow's offset map (ver
 key) places every copy, so a checkpoint stated in source offsets past what the far flow copied
 itself translates exactly onto the follow-on's copy; the run tells the operator the onward flow
 to add; and a third run copies nothing.  A partition that cannot be told (an unsigned offset
-sync on the far standby) stops the run before it writes anything.
+sync on the far standby) stops the run before it writes anything.  And the run holds the flow it
+replaces: with a ``drkit replicate`` running the far flow live (its source dead), the run sets
+it STOPPED and copies only once that worker acknowledged; the source then returns with a tail
+of records the near standby never had, and the far replica still holds each origin offset once
+and nothing of that tail - the returned source fed nothing in.
 
 The source is a ``scratch`` cluster (killed); the standbys the shared ``dc2`` (near) and ``dc1``
 (far), as in tests/integration/test_three_clusters.py."""
@@ -22,6 +26,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from drkit.control import ControlRepository, DesiredState
 from drkit.kafka import KafkaAdmin
 from drkit.kafka.io import consume_ranges, produce_batch
 from drkit.offsets.mapping_loader import MappingLoader
@@ -38,10 +43,14 @@ from tests.failover_support import (
     PARTITIONS,
     PER_PARTITION,
     drkit,
+    fill,
+    progress_of,
+    source_with_groups,
+    wait_replicated,
 )
 from tests.kafka_backends import ClusterUnderTest
-from tests.replication_support import FlowSetup
-from tests.three_clusters import far_behind, replica_of, store_url
+from tests.replication_support import FlowSetup, Replicator, wait_until
+from tests.three_clusters import far_behind, replica_of, store_url, three_clusters
 
 MORE = 60  # records per partition only the near standby copies
 ALL = PER_PARTITION + MORE
@@ -143,6 +152,81 @@ def test_a_partition_that_cannot_be_told_stops_the_run_before_anything_is_copied
     assert f"{topic}-1 " in refused.out and "cannot tell" in refused.out, refused.out
     assert "flows:" not in refused.out  # no onward flow: nothing was re-pointed
     assert KafkaAdmin(far.target_endpoint).list_offsets(watched, "latest") == before
+
+
+TAIL = 25  # records per partition the source takes after the near standby's last copy
+
+
+def test_the_run_holds_the_replaced_flow_so_a_returning_source_feeds_nothing_in(
+    scratch: ClusterUnderTest,
+    dc1: ClusterUnderTest,
+    dc2: ClusterUnderTest,
+    names: Names,
+    tmp_path: Path,
+) -> None:
+    topic = names.topic("orders")
+    near, far = three_clusters(tmp_path, scratch, dc2, dc1)
+    far_name = far.config.flows[0].name
+    control = ControlRepository(StateStore(store_url(tmp_path)))
+    source_with_groups(near, topic, names)
+    # One `drkit replicate` for both flows, kept running to the end: the far flow's worker
+    # stays live through the source's loss, as a deployment's does.
+    with Replicator(near, log_dir=tmp_path) as replicator:
+        wait_replicated(near, topic)
+        wait_replicated(far, topic)
+        paused = drkit(near, "flows", "pause", far_name, "-m", "far behind")
+        assert paused.code == 0, paused.out + paused.err
+        fill(near.source_endpoint, topic, MORE, start=PER_PARTITION)
+        wait_until(
+            lambda: all(
+                progress_of(near).get(TopicPartition(topic, p)) == ALL for p in range(PARTITIONS)
+            ),
+            60,
+            what="the near standby copying the rest",
+        )
+        assert scratch.local is not None
+        scratch.local.kill_broker(scratch.name)
+        # Running again before the failover (allowed: the source is still the active
+        # cluster), its worker live and acknowledging with nothing to read.
+        resumed = drkit(near, "flows", "resume", far_name, "-m", "far runs", "-o", "json")
+        assert resumed.code == 0, resumed.out + resumed.err
+        worker = resumed.json()["workers"]["acknowledged"]
+        assert len(worker) == 1, resumed.out
+        failed_over = drkit(near, "failover", "--from", near.source, "--to", near.target,
+                            "--yes")  # fmt: skip
+        assert failed_over.code == 0, failed_over.out + failed_over.err
+        assert control.directive(far_name).desired is DesiredState.RUNNING  # left as it was
+
+        run = drkit(near, "flows", "repoint", "--from", near.source, "--to", near.target,
+                    "--standby", far.target, "-o", "json")  # fmt: skip
+        assert run.code == 0, run.out + run.err
+        document = run.json()
+        hold = document["hold"]
+        assert hold["flow"] == far_name and hold["held"], hold
+        assert hold["acknowledged"] == worker and hold["written"], hold
+        assert hold["undo"].startswith(f"drkit flows start {far_name} "), hold
+        rows = [r for r in document["partitions"] if r["origin"].startswith(f"{topic}-")]
+        assert [r["copied"] for r in rows] == [MORE] * PARTITIONS, rows
+        directive = control.directive(far_name)
+        assert directive.desired is DesiredState.STOPPED and directive.epoch == hold["epoch"]
+
+        # The source returns - with records the promoted standby never had - while the far
+        # flow's worker still runs.
+        scratch.local.start_broker(scratch.name)
+        fill(near.source_endpoint, topic, TAIL, start=ALL)
+        # Long enough for a running worker to resume from its committed progress (at
+        # PER_PARTITION) and copy: with the hold taken out, 60 duplicates and the 25-record tail
+        # per partition were on the far replica 6-9 s after the source was back.
+        deadline = time.monotonic() + 20.0
+        while time.monotonic() < deadline:
+            assert replicator.process is not None and replicator.process.poll() is None
+            held = _copies_on(far, topic, replica_of(far, topic))
+            for p, copies in held.items():
+                assert [o for o, _at in copies] == list(range(ALL)), (p, copies[-5:])
+            time.sleep(2.0)
+        [ack] = control.acks(far_name)
+        assert (ack.state, ack.epoch) == (DesiredState.STOPPED, hold["epoch"]), ack
+        assert ack.age_s < 5.0, ack  # live all along: held by the directive, not dead
 
 
 def _recopy(near: FlowSetup, topic: str, first: int, end: int) -> None:

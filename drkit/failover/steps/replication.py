@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from contextlib import closing
+from dataclasses import dataclass
 
 from drkit import clock
 from drkit.config.model import FlowConfig
-from drkit.control import DesiredState, FlowDirective
-from drkit.control.channel import ChannelPort
+from drkit.control import ControlRepository, DesiredState, FlowDirective
+from drkit.control.channel import ChannelFactory, ChannelPort
 from drkit.control.model import (
     LIVE_WITHIN_S,
     failed_workers,
@@ -23,6 +24,7 @@ from drkit.control.model import (
 )
 from drkit.errors import KafkaError
 from drkit.failover.context import (
+    ProgressCallback,
     ProgressReading,
     StepContext,
     StepFailed,
@@ -37,6 +39,29 @@ from drkit.records import TopicPartition
 from drkit.topology.flow import FlowTopology
 
 
+@dataclass(frozen=True)
+class FlowSteering:
+    """What writing a flow's directive and waiting for its workers needs, apart from a run:
+    the store's directives and acks (``control``, guarded by the writer's lease), the flows'
+    control channels, the silence window after which a silent worker holds itself back,
+    ``confirm`` (called right before publishing: the writer's lease is surely still held) and
+    ``progress`` (what is being waited for).  The failover steps build it from their context
+    (:func:`steering`); ``drkit flows repoint`` from the failover lease it holds."""
+
+    control: ControlRepository
+    channels: ChannelFactory
+    silence_s: float | None
+    confirm: Callable[[], object]
+    progress: ProgressCallback
+
+
+def steering(ctx: StepContext) -> FlowSteering:
+    """A run's :class:`FlowSteering`: its guarded control, channels, silence window, lease."""
+    return FlowSteering(
+        ctx.control, ctx.channel, ctx.config.failover.worker_silence_s, ctx.confirm, ctx.progress
+    )
+
+
 def _directive(
     ctx: StepContext, flow: FlowConfig, desired: DesiredState
 ) -> tuple[FlowDirective, dict[str, object]]:
@@ -47,16 +72,19 @@ def _directive(
         current = ctx.control.set(
             flow.name, desired, f"{ctx.procedure.value} run {ctx.run.id}", ctx.run.id
         )
-    return current, _publish(ctx, flow, current)
+    return current, publish_directive(steering(ctx), flow, current)
 
 
-def _publish(ctx: StepContext, flow: FlowConfig, directive: FlowDirective) -> dict[str, object]:
+def publish_directive(
+    steer: FlowSteering, flow: FlowConfig, directive: FlowDirective
+) -> dict[str, object]:
     """Publish ``directive`` on ``flow``'s control channel (its target), where workers that
-    cannot reach the store read it.  Required for a directive that holds a flow back; one that
-    lets it run may fail to publish (its target may be the dead old primary): store-silent
-    workers then keep their older, stricter directive."""
-    ctx.confirm()
-    channel = ctx.channel(flow)
+    cannot reach the store read it.  Required for a directive that holds a flow back
+    (StepFailed when it cannot be published); one that lets it run may fail to publish (its
+    target may be the dead old primary): store-silent workers then keep their older, stricter
+    directive."""
+    steer.confirm()
+    channel = steer.channels(flow)
     try:
         channel.publish(directive)
     except KafkaError as err:
@@ -82,6 +110,17 @@ def wait_for_workers(
     timeout_s: float | None,
     strict: bool,
 ) -> dict[str, object]:
+    """:func:`await_workers` for a run's step."""
+    return await_workers(steering(ctx), flow, directive, timeout_s, strict)
+
+
+def await_workers(
+    steer: FlowSteering,
+    flow: FlowConfig,
+    directive: FlowDirective,
+    timeout_s: float | None,
+    strict: bool,
+) -> dict[str, object]:
     """Wait until every worker of the flow acted on ``directive``.
 
     Live workers (acking in the store) are waited for up to ``timeout_s``.  A worker silent in
@@ -89,17 +128,17 @@ def wait_for_workers(
     ``directive`` there is done; one whose channel acks keep coming is live and waited for like
     the others; one silent on both is waited for until the silence window has passed since its
     last store ack - by then it has stopped writing on its own.  ``strict``: a live worker that
-    never acknowledges fails the step (else it is reported).
+    never acknowledges fails the step (StepFailed; else it is reported).
     """
-    silence = ctx.config.failover.worker_silence_s
+    silence = steer.silence_s
     started = clock.monotonic()
     more = deadline_loop(timeout_s, 0.2)
     behind: list[str] = []
     silent: list[str] = []
-    watch = _ChannelWatch(ctx, flow, directive)
+    watch = _ChannelWatch(steer.channels, flow, directive)
     try:
         while more():
-            acks = ctx.control.acks(directive.flow)
+            acks = steer.control.acks(directive.flow)
             behind, silent = pending_workers(
                 acks, directive.epoch, directive.desired, LIVE_WITHIN_S
             )
@@ -115,7 +154,7 @@ def wait_for_workers(
             ]
             if not behind and not waiting_for_silent:
                 break
-            ctx.progress(
+            steer.progress(
                 f"waiting for {len(behind)} worker(s) of {directive.flow} to acknowledge "
                 f"{directive.desired.value}, {len(waiting_for_silent)} silent",
                 None,
@@ -130,7 +169,7 @@ def wait_for_workers(
         "acknowledged": sorted(
             {
                 a.worker
-                for a in ctx.control.acks(directive.flow)
+                for a in steer.control.acks(directive.flow)
                 if a.epoch >= directive.epoch and a.state is directive.desired and not a.failure
             }
             | watch.acknowledged
@@ -159,8 +198,10 @@ class _ChannelWatch:
     to tell (CHANNEL_WATCH_S).  Read only when some worker is silent; an unreadable channel
     tells nothing (the store's silence rule applies alone)."""
 
-    def __init__(self, ctx: StepContext, flow: FlowConfig, directive: FlowDirective) -> None:
-        self.ctx, self.flow, self.directive = ctx, flow, directive
+    def __init__(
+        self, channels: ChannelFactory, flow: FlowConfig, directive: FlowDirective
+    ) -> None:
+        self.channels, self.flow, self.directive = channels, flow, directive
         self.acknowledged: set[str] = set()
         self._channel: ChannelPort | None = None
         self._first: dict[str, int] | None = None
@@ -171,7 +212,7 @@ class _ChannelWatch:
         if not silent:
             return set(), set(), False
         if self._channel is None:
-            self._channel = self.ctx.channel(self.flow)
+            self._channel = self.channels(self.flow)
         try:
             view = self._channel.read()
         except KafkaError:
