@@ -59,6 +59,7 @@ from tests.failover_support import (
     source_with_groups,
     wait_replicated,
 )
+from tests.integration.test_drills import quick
 from tests.integration.test_monitor import MonitorProcess
 from tests.kafka_backends import backend
 from tests.oidc import Issuer, running_issuer
@@ -524,7 +525,9 @@ def test_drills_run_secured_to_policy_met_and_leak_no_secret(
     out to keep CI short: ``drkit verify`` over SASL_SSL runs as the verifier (SCRAM) and as an
     OIDC client in the tests beside this one."""
     pair = secured_pair
-    scenario = load_scenario(name).model_copy(update={"source": pair.source, "target": pair.target})
+    scenario = quick(load_scenario(name)).model_copy(
+        update={"source": pair.source, "target": pair.target}
+    )
     config_path = pair.state / "drkit.yaml"
     store = StateStore(f"sqlite:///{tmp_path / 'main.db'}")
     store.ensure_current()
