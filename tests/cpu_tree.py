@@ -106,7 +106,10 @@ def _kind(pid: int) -> str:
         return "broker:scratch" if cluster.startswith("scratch-") else f"broker:{cluster}"
     if program.startswith("python"):
         return f"python:{_python_role(words)}"
-    return program or "other"
+    try:  # a program that rewrote its command line (Chromium's helpers) keeps its name here
+        return Path(f"/proc/{pid}/comm").read_text().strip() or "other"
+    except OSError:
+        return program or "other"
 
 
 def _python_role(words: list[bytes]) -> str:
