@@ -11,8 +11,11 @@ from pathlib import Path
 import yaml
 
 from drkit.config.loader import load_config
+from drkit.kafka import KafkaAdmin
+from drkit.kafka.io import consume_ranges
 from drkit.local.cluster import ClusterStatus
 from drkit.local.config_writer import write_local_config
+from drkit.offsets.provenance_search import SourcePartition, copy_offset
 from drkit.records import TopicPartition
 from drkit.topology.flow import FlowTopology
 from tests.conftest import Names
@@ -110,3 +113,17 @@ def far_behind(
     assert source.local is not None
     source.local.kill_broker(source.name)
     return near_flow, far_flow
+
+
+def copies_on(setup: FlowSetup, topic: str, replica: str) -> dict[int, list[tuple[int, int]]]:
+    """Per partition, the (origin offset, position) of every copy ``setup``'s replica holds,
+    read_committed, in position order."""
+    tps = [TopicPartition(replica, p) for p in range(PARTITIONS)]
+    ends = KafkaAdmin(setup.target_endpoint).list_offsets(tps, "latest")
+    out: dict[int, list[tuple[int, int]]] = {}
+    for tp in tps:
+        origin = SourcePartition(setup.source, TopicPartition(topic, tp.partition))
+        records = consume_ranges(setup.target_endpoint, {tp: (0, ends[tp])}, 60.0)
+        found = ((copy_offset(r, origin), r.offset) for r in records)
+        out[tp.partition] = [(o, at) for o, at in found if o is not None]
+    return out

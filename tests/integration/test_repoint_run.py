@@ -30,7 +30,6 @@ from drkit.control import ControlRepository, DesiredState
 from drkit.kafka import KafkaAdmin
 from drkit.kafka.io import consume_ranges, produce_batch
 from drkit.offsets.mapping_loader import MappingLoader
-from drkit.offsets.provenance_search import SourcePartition, copy_offset
 from drkit.records import TopicPartition
 from drkit.replication.offset_sync import OffsetRun, OffsetSync
 from drkit.signing import Kind, Signer
@@ -50,7 +49,7 @@ from tests.failover_support import (
 )
 from tests.kafka_backends import ClusterUnderTest
 from tests.replication_support import FlowSetup, Replicator, wait_until
-from tests.three_clusters import far_behind, replica_of, store_url, three_clusters
+from tests.three_clusters import copies_on, far_behind, replica_of, store_url, three_clusters
 
 MORE = 60  # records per partition only the near standby copies
 ALL = PER_PARTITION + MORE
@@ -109,7 +108,7 @@ def test_the_far_standby_follows_the_promoted_one_with_every_record_once(
     print(f"follow-on: {copied} records copied in {took_s:.1f}s (the whole command)")
 
     replica = replica_of(far, topic)
-    positions = _copies_on(far, topic, replica)
+    positions = copies_on(far, topic, replica)
     for p, held in positions.items():
         # Every record of the source, each origin offset once, in origin order.
         assert [origin for origin, _at in held] == list(range(ALL)), p
@@ -119,7 +118,7 @@ def test_the_far_standby_follows_the_promoted_one_with_every_record_once(
     assert again.code == 0, again.out + again.err
     assert f"{far.target} following {near.target} after {near.source}: 0 copied" in again.out
     assert "earlier copies" not in again.out, again.out
-    assert [o for o, _at in _copies_on(far, topic, replica)[0]] == list(range(ALL))
+    assert [o for o, _at in copies_on(far, topic, replica)[0]] == list(range(ALL))
 
 
 def test_a_partition_that_cannot_be_told_stops_the_run_before_anything_is_copied(
@@ -220,7 +219,7 @@ def test_the_run_holds_the_replaced_flow_so_a_returning_source_feeds_nothing_in(
         deadline = time.monotonic() + 20.0
         while time.monotonic() < deadline:
             assert replicator.process is not None and replicator.process.poll() is None
-            held = _copies_on(far, topic, replica_of(far, topic))
+            held = copies_on(far, topic, replica_of(far, topic))
             for p, copies in held.items():
                 assert [o for o, _at in copies] == list(range(ALL)), (p, copies[-5:])
             time.sleep(2.0)
@@ -234,27 +233,13 @@ def _recopy(near: FlowSetup, topic: str, first: int, end: int) -> None:
     offsets ``[first, end)`` (same key, value and headers), with no offset sync: what a
     dc1->dc2 worker that restarted from an older commit and died before syncing leaves."""
     replica = replica_of(near, topic)
-    for p, held in _copies_on(near, topic, replica).items():
+    for p, held in copies_on(near, topic, replica).items():
         at = dict(held)
         tp = TopicPartition(replica, p)
         records = consume_ranges(near.target_endpoint, {tp: (at[first], at[end - 1] + 1)})
         payloads = [(r.key, r.value, r.headers) for r in records]
         assert len(payloads) == end - first
         produce_batch(near.target_endpoint, replica, payloads, partition=p)
-
-
-def _copies_on(far: FlowSetup, topic: str, replica: str) -> dict[int, list[tuple[int, int]]]:
-    """Per partition, the (origin offset, position) of every copy ``far``'s replica holds,
-    read_committed, in position order."""
-    tps = [TopicPartition(replica, p) for p in range(PARTITIONS)]
-    ends = KafkaAdmin(far.target_endpoint).list_offsets(tps, "latest")
-    out: dict[int, list[tuple[int, int]]] = {}
-    for tp in tps:
-        origin = SourcePartition(far.source, TopicPartition(topic, tp.partition))
-        records = consume_ranges(far.target_endpoint, {tp: (0, ends[tp])}, 60.0)
-        found = ((copy_offset(r, origin), r.offset) for r in records)
-        out[tp.partition] = [(o, at) for o, at in found if o is not None]
-    return out
 
 
 def _assert_map_places_every_copy(

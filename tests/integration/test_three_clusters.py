@@ -4,7 +4,15 @@ standby made to lag (its worker stopped), the source killed under a producer's l
 ``drkit failover --from SRC --plan`` without ``--to`` names the standby with the smaller RPO
 and lists the other with its figures, and an automatic failover by ``drkit monitor`` picks the
 same one - both would act, the choice decides - and the groups resume there exactly: every
-record a group had not consumed is read, none skipped.
+record a group had not consumed is read, none skipped.  Then the far standby follows the near
+one (``drkit flows repoint``): its replica holds every record of the near one's, each origin
+offset once.  And the history of the producer's acknowledgements is checked (issue 48's
+acceptance): every record the source acknowledged below the fence point is on the promoted
+standby, and once on the far one.  The fence point is what tests/invariants.py's check 3 takes
+(the source's end per partition, below which every acknowledged record must reach the target);
+a lost source records none (``record_fence_point`` runs on planned moves), so for this loss it
+is the run's failover point: the near flow's replicated end the run translated at
+(``Translation.failover_point``) - the records acknowledged from there on are the RPO, counted.
 
 The source is a ``scratch`` cluster (killed); the standbys are the shared ``dc2`` ("near",
 kept replicating until the kill) and ``dc1`` ("far", its worker stopped before the load).  The
@@ -18,11 +26,14 @@ the near one kept copying: the choice goes by the evidence's age (drkit.failover
 from __future__ import annotations
 
 import threading
+from collections import Counter
+from collections.abc import Mapping
 from pathlib import Path
 
 from drkit.automation.journal import AutomationJournal, is_automatic
 from drkit.errors import KafkaError
 from drkit.failover.model import RunState
+from drkit.failover.results import Translation
 from drkit.failover.runs import RunRecord, RunRepository
 from drkit.kafka import KafkaAdmin
 from drkit.kafka.apps import AppProducer
@@ -40,9 +51,10 @@ from tests.failover_support import (
     wait_replicated,
 )
 from tests.integration.test_monitor import MonitorProcess, cluster_state
+from tests.invariants import Cluster, end_offsets, values
 from tests.kafka_backends import ClusterUnderTest
 from tests.replication_support import FlowSetup, Replicator, wait_until
-from tests.three_clusters import replica_of, store_url, three_clusters
+from tests.three_clusters import copies_on, replica_of, store_url, three_clusters
 
 BATCH = 5  # records per partition per batch of the load
 PACE_S = 0.1  # between batches: an application's steady writes, a few hundred records in all
@@ -50,12 +62,12 @@ PACE_S = 0.1  # between batches: an application's steady writes, a few hundred r
 
 class Load(threading.Thread):
     """An application writing to every partition of the source until it stops answering;
-    keeps what the source acknowledged, per partition."""
+    keeps what the source acknowledged, per partition: (offset, value) - each value once."""
 
     def __init__(self, setup: FlowSetup, topic: str) -> None:
         super().__init__(daemon=True, name="three-clusters-load")
         self.producer = AppProducer(setup.source_endpoint, topic, transactional=False, timeout_s=5)
-        self.acked: dict[int, int] = dict.fromkeys(range(PARTITIONS), 0)
+        self.acked: dict[int, list[tuple[int, bytes]]] = {p: [] for p in range(PARTITIONS)}
         self.error: KafkaError | None = None
         self.pace = threading.Event()  # never set: the pause between batches
 
@@ -64,16 +76,28 @@ class Load(threading.Thread):
         try:
             while True:
                 for partition in range(PARTITIONS):
-                    payloads = [(None, f"load-{batch}-{i}".encode()) for i in range(BATCH)]
+                    payloads = [
+                        (None, f"load-{partition}-{batch}-{i}".encode()) for i in range(BATCH)
+                    ]
                     acked = self.producer.send(payloads, partition=partition)
-                    self.acked[partition] += len(acked)
+                    # Idempotent: a partition's records land in the order they were sent.
+                    offsets = sorted(a.offset for a in acked)
+                    sent = (value for _key, value in payloads)
+                    self.acked[partition] += zip(offsets, sent, strict=True)
                 batch += 1
                 self.pace.wait(PACE_S)  # a rate, not a wait for some condition
         except KafkaError as err:  # the source is gone: the load ends
             self.error = err
 
     def total(self) -> int:
-        return sum(self.acked.values())
+        return sum(len(writes) for writes in self.acked.values())
+
+    def history(self) -> dict[int, list[tuple[int, bytes]]]:
+        """Every write the source acknowledged, per partition: source_with_groups' fill
+        (offsets from 0, values ``p-i``: tests.failover_support.fill) and the load's."""
+        fill = {p: [(i, f"{p}-{i}".encode()) for i in range(PER_PARTITION)]
+                for p in range(PARTITIONS)}  # fmt: skip
+        return {p: fill[p] + self.acked[p] for p in range(PARTITIONS)}
 
 
 def _automatic_runs(tmp_path: Path) -> list[RunRecord]:
@@ -182,3 +206,55 @@ def test_the_standby_with_the_smaller_rpo_is_chosen_by_the_cli_and_by_automation
             end = len(copied[at])
             assert first[at] == (position if position < end else None), (group, at)
             assert read[at] == list(range(position, end)), (group, at)
+
+    # The history: below the fence point every acknowledged record is on the promoted standby.
+    point = {tp.partition: end for tp, end in Translation.of(run).failover_point().items()
+             if tp.topic == topic}  # fmt: skip
+    assert sorted(point) == list(range(PARTITIONS)), point
+    history = load.history()
+    near_cluster = Cluster(near.target, near.config.clusters[near.target].bootstrap_servers)
+    below, past = _below(history, point)
+    assert _held(near_cluster, replica, below, once=False) == ([], []), point
+    assert min(point.values()) > PER_PARTITION, point  # the load reached the fence point
+    lost, _ = _held(near_cluster, replica, past, once=False)
+    print(f"history: {len(below)} acknowledged below the fence point {point}, all on "
+          f"{near.target}; {len(past)} acknowledged past it, {len(lost)} of them lost (the "
+          "RPO: copied past the flow's last progress, the others)")  # fmt: skip
+
+    # The far standby follows the near one: every record of the near replica, each once.
+    repointed = drkit(near, "flows", "repoint", "--from", near.source, "--to", near.target,
+                      "--standby", far.target, "-o", "json")  # fmt: skip
+    assert repointed.code == 0, repointed.out + repointed.err
+    document = repointed.json()
+    assert document["hold"]["held"] and document["hold"]["flow"] == far.config.flows[0].name
+    rows = [r for r in document["partitions"] if r["origin"].startswith(f"{topic}-")]
+    assert all(r["state"] == "follow" and r["copied"] == r["to_copy"] for r in rows), rows
+    print(f"re-point: {sum(r['copied'] for r in rows)} copied; {document['hold']}")
+    far_replica = replica_of(far, topic)
+    on_near = copies_on(near, topic, replica)
+    for p, copies in copies_on(far, topic, far_replica).items():
+        origins = [o for o, _at in copies]
+        assert origins == sorted({o for o, _at in on_near[p]}), p  # each once, in order
+        assert len(origins) == len(set(origins)), p
+    far_cluster = Cluster(far.target, far.config.clusters[far.target].bootstrap_servers)
+    assert _held(far_cluster, far_replica, below, once=True) == ([], []), point
+
+
+def _below(
+    history: Mapping[int, list[tuple[int, bytes]]], point: Mapping[int, int]
+) -> tuple[list[bytes], list[bytes]]:
+    """The acknowledged values below the fence point, and those at or past it (the RPO)."""
+    below = [v for p, writes in history.items() for offset, v in writes if offset < point[p]]
+    past = [v for p, writes in history.items() for offset, v in writes if offset >= point[p]]
+    return below, past
+
+
+def _held(
+    cluster: Cluster, replica: str, wanted: list[bytes], once: bool
+) -> tuple[list[bytes], list[bytes]]:
+    """Read with plain clients (tests/invariants.py): which of ``wanted`` the replica lacks,
+    and (``once``) which it holds more than once."""
+    held = Counter(values(cluster, replica, end_offsets(cluster, replica, PARTITIONS)))
+    missing = [v for v in wanted if held[v] == 0]
+    twice = [v for v in wanted if held[v] > 1] if once else []
+    return missing, twice
