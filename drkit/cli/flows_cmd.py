@@ -723,6 +723,21 @@ def hold_replaced_flow(
             f"{refused} is set STOPPED but not held: {err} (is its 'drkit replicate' stuck? "
             f"run the re-point again once it acknowledges; undo: {undo})"
         ) from None
+    # Stricter than a failover's step, which goes on: a worker silent on the store and the
+    # channel whose silence window has not passed (--wait shorter than it) may still copy.
+    listed = detail["silent"]
+    silent = {str(w) for w in listed} if isinstance(listed, list) else set()
+    unproven = sorted(
+        a.worker
+        for a in reading.control.acks(flow.name)
+        if a.worker in silent and silence is not None and a.age_s < silence
+    )
+    if unproven:
+        raise HoldFailed(
+            f"{refused} is set STOPPED but not held: workers {', '.join(unproven)} are silent "
+            f"and their silence window ({silence:g}s, failover.worker_silence_s) has not passed "
+            f"- they may still copy; run the re-point again with a --wait of at least {silence:g}"
+        )
     return {
         "flow": flow.name,
         "desired": directive.desired.value,

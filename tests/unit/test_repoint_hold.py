@@ -16,10 +16,12 @@ import json
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy import select
 
 from drkit.cli import flows_cmd
 from drkit.control import ControlRepository, DesiredState
@@ -27,6 +29,7 @@ from drkit.control.channel import ChannelFactory
 from drkit.control.model import FlowDirective
 from drkit.offsets import follow_on
 from drkit.store import StateStore
+from drkit.store.models import FlowAck
 from tests.fake_kafka import FakeClusters, fake_channels
 from tests.unit.test_repoint_refusals import _config, _point, _repoint, _report, _store
 
@@ -137,6 +140,24 @@ def test_a_live_worker_that_does_not_acknowledge_refuses_the_run_with_nothing_co
     assert "workers w1 of dc1->dc3 did not acknowledge stopped within 1.0s" in flat, out
     published = run.published()  # stays held for workers cut off from the store
     assert published is not None and published.desired is DesiredState.STOPPED
+
+
+def test_a_silent_worker_inside_its_silence_window_refuses_the_run(
+    tmp_path: Path, run: _Run
+) -> None:
+    """Heard from 10 s ago (silent: not live), inside the 30 s window in which it may still
+    copy on its last directive; --wait 1 ends before the window does."""
+    config, store = _config(tmp_path), run.store
+    ControlRepository(store).ack(FLOW, "w9", 0, DesiredState.RUNNING)
+    with store.session() as session:
+        row = session.scalars(select(FlowAck)).one()
+        row.at -= timedelta(seconds=10)
+    code, out = _repoint(tmp_path, config, "--wait", "1")
+    assert code == 1, out
+    assert run.copy_began == []
+    flat = " ".join(out.split())
+    assert "dc1->dc3 is set STOPPED but not held: workers w9 are silent" in flat, out
+    assert "run the re-point again with a --wait of at least 30" in flat, out
 
 
 def test_a_flow_whose_channel_cannot_be_published_on_refuses_the_run(
