@@ -34,6 +34,7 @@ from tests.replication_support import FlowSetup, Replicator, flow_setup, wait_un
 # four; DRKIT_TEST_REVERSE_ROUNDS=N repeats the list up to N rounds (issue 52's acceptance: 10).
 MOMENTS = (0.0, 1.0, 3.0, 7.0)
 REACHES_WITHIN_S = 30.0
+SILENCE_S = 10.0
 
 
 def _rounds() -> list[float]:
@@ -66,7 +67,11 @@ def test_the_reverse_flow_runs_after_a_switchover_at_any_moment_after_replicate_
          "standby": f.source == setup.target, "topic_refresh_interval_s": 1.0}
         for f in setup.config.flows
     ]  # fmt: skip
-    with_config(setup, flows=document_flows)
+    # Each round's replicator is a new worker, and the last one's acks are in the store: the
+    # engine confirms the reverse flow only once that silent worker is presumed stopped - its
+    # silence window after its last ack (30 s by default: ~20 s of each round's switchover
+    # waited for the replicator stopped a moment before).  10 s, as the drills have it.
+    with_config(setup, flows=document_flows, failover={"worker_silence_s": SILENCE_S})
     dc1.admin().create_topics([TopicSpec(topic, PARTITIONS)])
     fill(setup.source_endpoint, topic, 100)
     # First the deterministic form of the race: the reverse flow's only topic goes away under
