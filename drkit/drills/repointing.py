@@ -9,7 +9,7 @@ time is reported on its own, never inside the RTO) and before the drill stops wh
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict
 from typing import Any
 
@@ -112,8 +112,7 @@ def _repoint_one(runner: RunningDrill, standby: Standby) -> RepointedStandby:
                                         connect=runner.options.connect,
                                         keys=keys_of(env.config, env.store))  # fmt: skip
         took = round(time.monotonic() - started, 3)
-        runner.timeline.add(REPOINT_FINISHED, f"{standby.cluster}: "
-                            f"{sum(c.copied for c in copied.values())} records copied")  # fmt: skip
+        runner.timeline.add(REPOINT_FINISHED, copied_event(standby.cluster, copied, replica_on))
         promoted = _read(runner, runner.scenario.target, {r.topic for r in promoted_on.values()})
         held = _read(runner, standby.cluster, {r.topic for r in replica_on.values()})
     except (DrkitError, KeyError) as err:
@@ -133,6 +132,18 @@ def _repoint_one(runner: RunningDrill, standby: Standby) -> RepointedStandby:
                                      copied.get(origin), counted))  # fmt: skip
     return RepointedStandby(standby.cluster, standby.stopped_before_fault_s, took,
                             tuple(partitions))  # fmt: skip
+
+
+def copied_event(
+    cluster: str, copied: Mapping[TopicPartition, Copied], workload: Iterable[TopicPartition]
+) -> str:
+    """The re-point's event: the workload's records copied, as the report counts them, and
+    apart those of drkit's own replicated topics (heartbeats)."""
+    ours = set(workload)
+    mine = sum(c.copied for tp, c in copied.items() if tp in ours)
+    others = sum(c.copied for tp, c in copied.items() if tp not in ours)
+    extra = f" (and {others} of drkit's own topics)" if others else ""
+    return f"{cluster}: {mine} records of the workload copied{extra}"
 
 
 def _origins(runner: RunningDrill) -> list[TopicPartition]:

@@ -453,3 +453,21 @@ def test_drill_run_of_the_three_dc_drill_on_two_clusters_is_one_line_exit_2(
     assert done.exception is None or isinstance(done.exception, SystemExit)
     assert "names dc3, not a cluster of" in done.output
     assert "drkit local up --clusters dc1,dc2,dc3" in done.output
+
+
+def test_the_re_point_event_counts_the_workload_as_the_report_does() -> None:
+    """The event said "1264 records copied" where the report said 1,260: it counted the
+    heartbeats the re-point copies too."""
+    from drkit.drills.repointing import copied_event
+    from drkit.offsets.follow_on import Copied
+
+    def copied(topic: str, count: int) -> tuple[TopicPartition, Copied]:
+        tp = TopicPartition(topic, 0)
+        return tp, Copied(tp, tp, tp, 0, 0, count, count, 0, count)
+
+    done = dict([copied("orders", 1260), copied("heartbeats", 4)])
+    text = copied_event("dc3", done, [TopicPartition("orders", 0)])
+    assert text == "dc3: 1260 records of the workload copied (and 4 of drkit's own topics)"
+    assert copied_event("dc3", dict([copied("orders", 7)]), [TopicPartition("orders", 0)]) == (
+        "dc3: 7 records of the workload copied"
+    )
