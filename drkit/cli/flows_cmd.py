@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
 
     from drkit.config.model import DrkitConfig, FlowConfig
+    from drkit.control import ControlRepository
     from drkit.control.channel import ChannelFactory
     from drkit.control.model import DesiredState, FlowDirective, WorkerAck
     from drkit.failover.lease import LeaseKeeper
@@ -178,6 +179,28 @@ _change_command(FlowVerb.STOP, "Stop FLOW: workers store their progress and leav
 _change_command(FlowVerb.START, "Let a stopped FLOW copy again.")
 
 
+def _set_directive(
+    control: ControlRepository,
+    config: DrkitConfig,
+    store: StateStore,
+    flow: FlowConfig,
+    verb: FlowVerb,
+    reason: str,
+    refused: str,
+) -> tuple[FlowDirective, bool]:
+    """Under the failover lease (``control`` holds its keeper): ``flow``'s directive after
+    ``verb``, and whether it was written - not when the flow already is where ``verb`` puts it.
+    Blocked (``refused`` and the blockers) when the change is not allowed now."""
+    directive = control.directive(flow.name)
+    facts = _facts(config, store, flow, directive.desired)
+    if unchanged(verb, facts):
+        return directive, False
+    blockers = change_blockers(verb, facts)
+    if blockers:
+        raise Blocked(refused + "; ".join(blockers))
+    return control.set(flow.name, verb.desired, reason), True
+
+
 def _change(
     app: AppContext,
     verb: FlowVerb,
@@ -196,16 +219,13 @@ def _change(
     who = operator()
     with _holding_the_failover_lease(store) as keeper:
         control = ControlRepository(store, keeper)
-        directive = control.directive(flow.name)
-        facts = _facts(config, store, flow, directive.desired)
+        directive, written = _set_directive(
+            control, config, store, flow, verb, f"{who}: {reason}",
+            f"{verb.value} {flow.name} refused: ",
+        )  # fmt: skip
         note = None
-        if unchanged(verb, facts):  # nothing to write; published again (a retry after a
-            note = f"{flow.name} is already {directive.desired.value}: nothing written"  # miss)
-        else:
-            blockers = change_blockers(verb, facts)
-            if blockers:
-                raise Blocked(f"{verb.value} {flow.name} refused: " + "; ".join(blockers))
-            directive = control.set(flow.name, verb.desired, f"{who}: {reason}")
+        if not written:  # nothing to write; published again (a retry after a miss)
+            note = f"{flow.name} is already {directive.desired.value}: nothing written"
         # Still under the lease: a run starting now publishes after this, never before.
         published = _publish(config, store, flow, directive)
     waited = _wait(store, directive, wait_s) if wait_s > 0 else {}
@@ -688,7 +708,6 @@ def hold_replaced_flow(
     back by then).  HoldFailed (exit 1) when it cannot be published or a live worker does
     not acknowledge: the caller copies nothing.  Returns what the run prints under ``held``."""
     from drkit.control import ControlRepository
-    from drkit.control.model import DesiredState
     from drkit.failover.context import StepFailed
     from drkit.failover.steps.replication import FlowSteering, await_workers, publish_directive
 
@@ -702,14 +721,9 @@ def hold_replaced_flow(
     silence = config.failover.worker_silence_s
     with _holding_the_failover_lease(store) as keeper:
         control = ControlRepository(store, keeper)
-        directive = control.directive(flow.name)
-        facts = _facts(config, store, flow, directive.desired)
-        written = not unchanged(FlowVerb.STOP, facts)
-        if written:
-            blockers = change_blockers(FlowVerb.STOP, facts)
-            if blockers:
-                raise Blocked(f"{refused} cannot be stopped: " + "; ".join(blockers))
-            directive = control.set(flow.name, DesiredState.STOPPED, reason)
+        directive, written = _set_directive(
+            control, config, store, flow, FlowVerb.STOP, reason, f"{refused} cannot be stopped: "
+        )
         steer = FlowSteering(control, channels, silence, keeper.confirm, _quiet)
         try:  # still under the lease: a run starting now publishes after this, never before
             publish_directive(steer, flow, directive)
