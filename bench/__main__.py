@@ -54,12 +54,19 @@ def replication(args: argparse.Namespace) -> str:
 
 def _replication_table(size: int, records: int, results: list[Result], workers: int) -> str:
     """The results as a markdown table, then drkit's ratios: against MirrorMaker 2 tuned with the
-    same task/worker count (the strongest opponent), and against its defaults for reference."""
+    same task/worker count (the strongest opponent), and against its defaults for reference;
+    then per core against the tuned one.  A pipe limit that some replicator beat is marked
+    INVALID LIMIT and no "% of pipe limit" figure is given."""
     limit = results[0]
     by_name = {r.name.split(" [runs")[0]: r for r in results}
 
     def fmt(value: float | None, digits: int = 1) -> str:
         return "-" if value is None else f"{value:,.{digits}f}"
+
+    def per_core(result: Result) -> str:
+        if result.per_core is None:
+            return "-"
+        return f"{result.per_core:,.0f} ({fmt(result.cores, 2)} cores)"
 
     rows = []
     for result in results:
@@ -68,18 +75,37 @@ def _replication_table(size: int, records: int, results: list[Result], workers: 
                 result.name,
                 fmt(result.records_per_s, 0),
                 fmt(result.mb_per_s),
+                per_core(result),
                 fmt(result.p50_ms),
                 fmt(result.p99_ms),
                 fmt(result.rss_mb, 0),
             ]
         )
-    ratios = []
+    if limit.beaten_by:
+        rows[0][0] = f"INVALID LIMIT (beaten by {'; '.join(limit.beaten_by)}): {limit.name}"
+    ratios, per_core_lines = [], []
     for count in [1] if workers <= 1 else [1, workers]:
         drkit_name = f"drkit ({count} worker{'s' if count > 1 else ''})"
         for variant in ("tuned", "defaults"):
             mm2_name = f"MirrorMaker 2 {variant} (tasks.max={count})"
             ratios.append(_ratios(drkit_name, mm2_name, by_name, limit, variant == "defaults"))
-    header = ["", "records/s", "MB/s", "p50 ms", "p99 ms", "peak RSS MB"]
+        tuned = f"MirrorMaker 2 tuned (tasks.max={count})"
+        per_core_lines.append(
+            [
+                f"{drkit_name} / {tuned} per core",
+                _per_core_ratio(by_name[drkit_name], by_name[tuned]),
+            ]
+        )
+    ratios += per_core_lines
+    header = [
+        "",
+        "records/s",
+        "MB/s",
+        "records per CPU-s (cores)",
+        "p50 ms",
+        "p99 ms",
+        "peak RSS MB",
+    ]
     return (
         f"### {size} B records, {records:,} records, 8 partitions, acks=all\n\n"
         + markdown_table(header, rows)
@@ -88,17 +114,33 @@ def _replication_table(size: int, records: int, results: list[Result], workers: 
     )
 
 
+def _per_core_ratio(drkit: Result, mm2: Result) -> str:
+    """drkit's records per CPU-second over MirrorMaker 2's, with both figures."""
+    if drkit.per_core is None or mm2.per_core is None:
+        return "no figure (a CPU window too short to measure)"
+    return (
+        f"{drkit.per_core / mm2.per_core:.2f}x "
+        f"({drkit.per_core:,.0f} vs {mm2.per_core:,.0f} records per CPU-second)"
+    )
+
+
 def _ratios(
     drkit_name: str, mm2_name: str, by_name: dict[str, Result], limit: Result, reference: bool
 ) -> list[str]:
-    """One comparison line: drkit against one MirrorMaker 2 row, and both against the pipe limit."""
+    """One comparison line: drkit against one MirrorMaker 2 row, and both against the pipe limit
+    (unless a replicator beat the limit: then it says so instead of a share above 100%)."""
     drkit, mm2 = by_name[drkit_name], by_name[mm2_name]
     limit_rate = limit.records_per_s
+    share = (
+        "INVALID LIMIT (a replicator beat it: no share of it is given)"
+        if limit.beaten_by
+        else f"{drkit.records_per_s / limit_rate:.0%} of pipe limit"
+        f" (MirrorMaker 2: {mm2.records_per_s / limit_rate:.0%})"
+    )
     line = [
         f"{drkit_name} / {mm2_name}" + (" (for reference)" if reference else ""),
         f"{drkit.records_per_s / mm2.records_per_s:.2f}x throughput",
-        f"{drkit.records_per_s / limit_rate:.0%} of pipe limit"
-        f" (MirrorMaker 2: {mm2.records_per_s / limit_rate:.0%})",
+        share,
         f"{drkit.rss_mb / mm2.rss_mb:.2f}x memory" if drkit.rss_mb and mm2.rss_mb else "",
     ]
     if drkit.p99_ms and mm2.p99_ms:

@@ -1,4 +1,5 @@
-"""Shared benchmark plumbing: dedicated local clusters, Kafka tools, process RSS, tables."""
+"""Shared benchmark plumbing: dedicated local clusters, Kafka tools, process trees' RSS and CPU,
+tables."""
 
 from __future__ import annotations
 
@@ -217,24 +218,90 @@ def total_records(admin: KafkaAdmin, topic: str) -> int:
     return sum(end - start for start, end in admin.topic_offsets(topic).values())
 
 
-def process_tree(pid: int) -> list[int]:
-    """``pid`` and all its descendants (from /proc)."""
-    children: dict[int, list[int]] = {}
+def stat_fields(stat: str) -> list[str]:
+    """A /proc/<pid>/stat line's fields from the state on (field 3 onward): the command name
+    before them may hold spaces and parentheses, so it is cut off at the line's last ")"."""
+    return stat.rsplit(")", 1)[1].split()
+
+
+def _proc_stats() -> dict[int, list[str]]:
+    """Every process's :func:`stat_fields`, by pid."""
+    stats: dict[int, list[str]] = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
             stat = (entry / "stat").read_text()
         except OSError:
-            continue
-        parent = int(stat.rsplit(")", 1)[1].split()[1])
-        children.setdefault(parent, []).append(int(entry.name))
+            continue  # exited since the listing
+        stats[int(entry.name)] = stat_fields(stat)
+    return stats
+
+
+def _tree(pid: int, stats: Mapping[int, Sequence[str]]) -> list[int]:
+    """``pid`` and its descendants among ``stats`` (field 4, the parent pid, links them)."""
+    children: dict[int, list[int]] = {}
+    for child, fields in stats.items():
+        children.setdefault(int(fields[1]), []).append(child)
     out, stack = [], [pid]
     while stack:
         current = stack.pop()
         out.append(current)
         stack.extend(children.get(current, []))
     return out
+
+
+def process_tree(pid: int) -> list[int]:
+    """``pid`` and all its descendants (from /proc)."""
+    return _tree(pid, _proc_stats())
+
+
+def stat_cpu_seconds(fields: Sequence[str], ticks_per_s: int) -> float:
+    """CPU seconds in one process's :func:`stat_fields`: utime +
+    stime of all its threads, plus cutime + cstime - the children it has reaped, whose time
+    would otherwise leave the tree with them."""
+    utime, stime, cutime, cstime = (int(v) for v in fields[11:15])  # stat fields 14-17
+    return (utime + stime + cutime + cstime) / ticks_per_s
+
+
+def tree_cpu_seconds(pid: int) -> float:
+    """CPU seconds used so far by ``pid``'s process tree (every live descendant, and the reaped
+    ones through their parents' cutime/cstime); 0.0 once ``pid`` is gone.  Resolution: one
+    clock tick (10 ms on Linux), so windows under a second are coarse."""
+    stats = _proc_stats()
+    if pid not in stats:
+        return 0.0
+    tick = os.sysconf("SC_CLK_TCK")
+    return sum(stat_cpu_seconds(stats[p], tick) for p in _tree(pid, stats) if p in stats)
+
+
+class CpuWindow:
+    """The CPU a process tree used over a timed window and how many records arrived in it:
+    :func:`wait_for_count` calls :meth:`open` at the first record and :meth:`close` at the
+    last, so the window is the one the throughput is computed over."""
+
+    def __init__(self, pid_source: Callable[[], int]) -> None:
+        self.pid_source = pid_source
+        self._opened: tuple[float, int] | None = None
+        self.cpu_s: float | None = None  # None until closed
+        self.records = 0
+
+    def open(self, seen: int) -> None:
+        self._opened = (tree_cpu_seconds(self.pid_source()), seen)
+
+    def close(self, seen: int) -> None:
+        if self._opened is None:
+            return
+        cpu, before = self._opened
+        self.cpu_s = tree_cpu_seconds(self.pid_source()) - cpu
+        self.records = seen - before
+
+    def per_cpu_second(self) -> float | None:
+        """Records copied in the window per CPU-second the tree used in it (None: no window,
+        or too short for the clock tick to have moved)."""
+        if not self.cpu_s or self.cpu_s <= 0 or self.records <= 0:
+            return None
+        return self.records / self.cpu_s
 
 
 def rss_mb(pids: Sequence[int]) -> float:
@@ -300,10 +367,12 @@ def wait_for_count(
     expected: int,
     timeout_s: float,
     stop: threading.Event | None = None,
+    window: CpuWindow | None = None,
 ) -> tuple[float, float]:
     """(time first record appeared, time ``expected`` were there), monotonic seconds.
 
     ``stop``: give up early (TimeoutError) once it is set, e.g. when the writer failed.
+    ``window``: opened and closed at those two moments (with the counts seen then).
     """
     first = 0.0
     deadline = time.monotonic() + timeout_s
@@ -312,7 +381,11 @@ def wait_for_count(
         now = time.monotonic()
         if seen and not first:
             first = now
+            if window is not None:
+                window.open(seen)
         if seen >= expected:
+            if window is not None:
+                window.close(seen)
             return first, now
         time.sleep(0.1)
     raise TimeoutError(f"{topic}: fewer than {expected} records (timeout {timeout_s}s or stopped)")

@@ -13,30 +13,43 @@ Same two local clusters, same 8-partition topic, acks=all everywhere.
   rate while a consumer on the target reads; latency = arrival time - CreateTime, p50/p99 after
   warm-up;
 * memory: peak RSS of the replicator's process tree during the throughput run;
+* CPU: the CPU seconds of the replicator's whole process tree (every descendant; utime + stime,
+  and cutime + cstime for the children it reaped; :func:`bench.common.tree_cpu_seconds`) read at
+  the first and the last record of the throughput window, and records per CPU-second = records
+  that arrived in that window / CPU seconds the tree used in it.  It says what a replicator would
+  copy per core on a host with cores to spare, which records/s on this 2-core machine cannot;
 * every producer (drkit, MirrorMaker 2, the pipe) compresses with lz4 and waits for acks=all.
 
 Pipe limit (:func:`pipe_limit`): an upper bound on what a replicator can reach between the
-two clusters on this machine, found with Kafka's own tools and no replicator in between:
+two clusters on this machine, from candidates with no replicator's work in them, each timed
+alone (the machine to itself, after :func:`bench.common.settle`; on two cores, candidates run at
+once would mostly measure each other):
 
 1. consume: ConsumerPerformance reads the ``records`` source records from dc1, once per entry of
    :data:`CONSUME_SETTINGS` (the tool's 1 MiB fetch; drkit's 8 MiB fetch with 5,000 records per
    poll); its own rate, which leaves out the group join;
-2. produce: for each entry of :data:`PRODUCE_SETTINGS` (batch.size / linger.ms combinations, with
-   1 or 2 ProducerPerformance processes at once, each sending its share of the records),
-   ``records`` records of the same size, acks=all and lz4, go to a fresh topic on dc2; the rate
-   is measured like the replicators' (first record on the topic to the last, so the processes'
-   rates add up by wall clock and the JVMs' start is left out).  The producers draw their
-   records from a pool of random A-Z payloads of the right size
-   (:func:`bench.common.payload_pool`; the source records are random A-Z too, and lz4 leaves
-   both the same size) so that generating them is not what limits the tool;
-3. limit = min(best consume rate, best produce rate).  Each run has the machine to itself,
-   as it must for an upper bound: on two cores the Java tools, run at once, would mostly
-   measure each other.  The row names the winning setting of each side; every setting's rate
-   is printed while the benchmark runs.
+2. produce: ``records`` records of the same size, acks=all and lz4, go to a fresh topic on dc2,
+   (a) from ProducerPerformance, once per entry of :data:`PRODUCE_SETTINGS` (batch.size /
+   linger.ms combinations, 1 or 2 processes at once, each sending its share), and (b) from
+   :class:`PipeCandidate` "produce": confluent-kafka producers with drkit's worker's own
+   librdkafka settings writing pre-built records.  Both draw their records from a pool of
+   random A-Z payloads of the right size (:func:`bench.common.payload_pool`; the source records
+   are random A-Z too, and lz4 leaves both the same size) so that generating them is not what
+   limits the tool.  Rates are measured like the replicators' (first record on the topic to the
+   last, so processes add up by wall clock and start-up is left out);
+3. pipeline: :class:`PipeCandidate` "pipeline": consume from dc1 and produce to dc2 with drkit's
+   client settings and nothing else per record - the floor of any replicator's cost, timed
+   exactly like the replicators;
+4. limit = max(min(best consume, best produce), best pipeline) (:func:`pipe_bound`): each stage
+   bounds the pipe, and a pipeline that ran faster than the stages' bound proves that bound
+   too low.  The row names the winner of each stage and the pipeline.  A run in which any
+   replicator beat the limit reports it as an INVALID LIMIT (:func:`beaten`) instead of a ratio.
 """
 
 from __future__ import annotations
 
+import argparse
+import multiprocessing
 import os
 import signal
 import subprocess
@@ -46,7 +59,7 @@ import time
 import uuid
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -57,8 +70,10 @@ from bench.common import (
     COMPRESSION,
     OUT,
     Clusters,
+    CpuWindow,
     PeakRss,
     consumer_perf,
+    median,
     payload_pool,
     percentile,
     producer_perf,
@@ -66,9 +81,12 @@ from bench.common import (
     wait_for_count,
 )
 from drkit.config.model import FlowConfig
+from drkit.kafka import ClusterEndpoint
 from drkit.kafka.admin import TopicSpec
 from drkit.kafka.clients import make_consumer
+from drkit.kafka.flow_clients import SourceConsumer, TargetProducer
 from drkit.local.jars import java_executable, resolve_bundle
+from drkit.records import TopicPartition
 from drkit.replication.client_settings import (
     WorkerSettings,
     consumer_settings,
@@ -87,6 +105,10 @@ class Result:
     rss_mb: float | None = None
     p50_ms: float | None = None
     p99_ms: float | None = None
+    per_core: float | None = None  # records per CPU-second of the process tree, in the window
+    cores: float | None = None  # CPU seconds / wall seconds of the window
+    # The pipe limit's row only: the replicators that beat it (then it is no limit).
+    beaten_by: list[str] = field(default_factory=list)
 
 
 class Replicator:
@@ -342,15 +364,25 @@ def throughput(
     settle()  # every contender starts on a quiet machine
     replicator.start(topic)
     assert replicator.process is not None
+    pid = replicator.process.pid
+    cpu = CpuWindow(lambda: pid)
     try:
-        with PeakRss(lambda: replicator.process.pid) as rss:  # type: ignore[union-attr]
-            first, done = wait_for_count(admin, target, records, timeout_s=900)
+        with PeakRss(lambda: pid) as rss:
+            first, done = wait_for_count(admin, target, records, timeout_s=900, window=cpu)
     finally:
         replicator.stop()
         admin.delete_topics([target])  # the next contender starts on the same disk
     elapsed = max(done - first, 1e-3)
     rate = records / elapsed
-    return Result(replicator.name, rate, rate * size / 1e6, rss.peak)
+    cores = None if cpu.cpu_s is None else cpu.cpu_s / elapsed
+    return Result(
+        replicator.name,
+        rate,
+        rate * size / 1e6,
+        rss.peak,
+        per_core=cpu.per_cpu_second(),
+        cores=cores,
+    )
 
 
 def latency_at(
@@ -465,8 +497,9 @@ def _bytes(n: int) -> str:
     return f"{n / 1e6:g} MB"
 
 
-def pipe_limit(clusters: Clusters, topic: str, records: int, size: int) -> Result:
-    """The best rates the tools reach on each side of the pipe; see the module docstring."""
+def pipe_limit(clusters: Clusters, topic: str, records: int, size: int, workers: int) -> Result:
+    """The best rates the candidates reach on each side of the pipe and through it; see the
+    module docstring."""
     consumed = []
     for consume in CONSUME_SETTINGS:
         settle()
@@ -486,13 +519,192 @@ def pipe_limit(clusters: Clusters, topic: str, records: int, size: int) -> Resul
             flush=True,
         )
         produced.append((rate, produce.label()))
-    (consume_rate, consume_label), (produce_rate, produce_label) = max(consumed), max(produced)
-    rate = min(consume_rate, produce_rate)
-    name = (
-        f"pipe limit (consume {consume_rate:,.0f}/s [{consume_label}], "
-        f"produce {produce_rate:,.0f}/s [{produce_label}])"
-    )
+    pipelined: list[tuple[float, str]] = []
+    for mode, count in [(m, c) for m in ("produce", "pipeline") for c in _counts(workers)]:
+        candidate = PipeCandidate(clusters, mode, count, records, payload)
+        result = throughput(clusters, candidate, topic, records, size)
+        per_core = f", {result.per_core:,.0f} per CPU-s" if result.per_core else ""
+        print(f"    pipe: {mode} {result.records_per_s:,.0f}/s ({candidate.name}{per_core})")
+        (produced if mode == "produce" else pipelined).append(
+            (result.records_per_s, candidate.name)
+        )
+    rate, name = pipe_bound(max(consumed), max(produced), max(pipelined))
     return Result(name, rate, rate * size / 1e6)
+
+
+def pipe_bound(
+    consumed: tuple[float, str], produced: tuple[float, str], pipelined: tuple[float, str]
+) -> tuple[float, str]:
+    """(limit, row name) from the best (rate, label) of each stage and of the pipeline: the
+    slower stage bounds the pipe, unless the pipeline - a replicator with no work of its own -
+    went faster, which shows the stages' bound was no bound."""
+    stages = min(consumed[0], produced[0])
+    rate = max(stages, pipelined[0])
+    binding = "pipeline" if pipelined[0] > stages else "stages"
+    name = (
+        f"pipe limit (consume {consumed[0]:,.0f}/s [{consumed[1]}], "
+        f"produce {produced[0]:,.0f}/s [{produced[1]}], "
+        f"pipeline {pipelined[0]:,.0f}/s [{pipelined[1]}]; bound by the {binding})"
+    )
+    return rate, name
+
+
+def beaten(limit: float, results: list[Result]) -> list[Result]:
+    """The ``results`` faster than ``limit``: any one makes the limit invalid for the run."""
+    return [r for r in results if r.records_per_s > limit]
+
+
+class PipeCandidate(Replicator):
+    """A pipe-limit candidate in ``processes`` processes (``python -m bench.replication``, see
+    :func:`_candidate_main`), timed by :func:`throughput` like a replicator, into a fresh topic
+    on dc2.  Process ``i`` of ``n`` takes partitions i, i+n, ... as drkit's ``n`` workers would.
+
+    * "produce": ``records`` pre-built records from ``payload`` (shared out between the
+      processes), each process a producer with the settings of one of ``n`` drkit workers
+      (:func:`drkit.replication.client_settings.producer_settings`), 5,000 records to a
+      partition at a time as a worker's consumed batches go, and nothing per record but the
+      produce call;
+    * "pipeline": each process consumes its partitions of the source topic (drkit's consumer
+      settings, assigned from the start: no group join) and produces each record's key and value
+      to the same partition on dc2 (drkit's producer settings): no headers, no provenance, no
+      metrics, no error checks - the floor of any replicator's cost.
+
+    How many processes: a bound needs the best candidate, so the benchmark runs each mode at 1
+    and at ``--workers`` processes and keeps the faster.  One process is a Python thread feeding
+    librdkafka's threads; more processes lift that thread's ceiling where cores are spare and
+    cost the brokers CPU where they are not (on 2 cores either can win, so both run).  Threads
+    in one process would share the GIL and bound nothing.
+    """
+
+    def __init__(
+        self, clusters: Clusters, mode: str, processes: int, records: int, payload: Path
+    ) -> None:
+        self.sink = f"pipe-{mode}-{uuid.uuid4().hex[:6]}"
+        plural = "es" if processes > 1 else ""
+        super().__init__(f"Python, drkit's settings, {processes} process{plural}", self._sink)
+        self.clusters = clusters
+        self.mode = mode
+        self.processes = processes
+        self.records = records
+        self.payload = payload
+
+    def _sink(self, _topic: str) -> str:
+        return self.sink
+
+    def start(self, topic: str) -> None:
+        self.clusters.admin("dc2").create_topics([TopicSpec(self.sink, PARTITIONS)])
+        log = (OUT / f"{self.sink}.log").open("ab")
+        self.process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "bench.replication",
+                self.mode,
+                f"--processes={self.processes}",
+                f"--source={self.clusters.dc1.bootstrap_servers}:{topic}",
+                f"--target={self.clusters.dc2.bootstrap_servers}:{self.sink}",
+                f"--records={self.records}",
+                f"--payload={self.payload}",
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            cwd=Path(__file__).resolve().parent.parent,  # where ``bench`` imports from
+        )
+
+
+def _candidate_main(argv: list[str]) -> None:
+    """A :class:`PipeCandidate`'s processes: forks ``--processes`` children, each with its
+    partitions, and waits for them (the produce mode ends when its records are delivered, the
+    pipeline when the benchmark stops it)."""
+    parser = argparse.ArgumentParser(prog="python -m bench.replication")
+    parser.add_argument("mode", choices=["produce", "pipeline"])
+    parser.add_argument("--processes", type=int, default=1)
+    parser.add_argument("--source", help="bootstrap:topic of the source topic on dc1")
+    parser.add_argument("--target", help="bootstrap:topic of the sink topic on dc2")
+    parser.add_argument("--records", type=int)
+    parser.add_argument("--payload", type=Path)
+    args = parser.parse_args(argv)
+    count = args.processes
+    shares = [args.records // count] * count
+    shares[0] += args.records - sum(shares)
+    context = multiprocessing.get_context("fork")  # no client exists yet to fork with
+    children = [
+        context.Process(
+            target=_produce_share if args.mode == "produce" else _pipe_share,
+            args=(args, list(range(index, PARTITIONS, count)), shares[index]),
+        )
+        for index in range(count)
+    ]
+    for child in children:
+        child.start()
+    for child in children:
+        child.join()
+
+
+def _endpoint(address: str) -> tuple[ClusterEndpoint, str]:
+    """(endpoint, topic) of a ``bootstrap:topic`` argument."""
+    bootstrap, topic = address.rsplit(":", 1)
+    return ClusterEndpoint.plain("bench", bootstrap), topic
+
+
+def _worker_producer(endpoint: ClusterEndpoint, processes: int) -> TargetProducer:
+    """The producer of one of ``processes`` drkit workers: its class and librdkafka settings."""
+    settings = producer_settings(_flow(), WorkerSettings(buffer_share=1 / processes), False)
+    return TargetProducer(endpoint, settings, transactional=False)
+
+
+def _flow() -> FlowTopology:
+    return FlowTopology.of(FlowConfig(source="dc1", target="dc2"))
+
+
+def _produce_share(args: argparse.Namespace, partitions: list[int], share: int) -> None:
+    endpoint, topic = _endpoint(args.target)
+    pool = args.payload.read_bytes().split(b"\n")[:-1]
+    values = [pool[i % len(pool)] for i in range(share)]  # built before the first record
+    producer = _worker_producer(endpoint, args.processes)
+    produce, poll = producer.produce, producer.poll
+    chunk = WorkerSettings().batch_size
+    for number, start in enumerate(range(0, share, chunk)):
+        partition = partitions[number % len(partitions)]
+        for value in values[start : start + chunk]:
+            try:
+                produce(topic, value, None, partition)
+            except BufferError:
+                _when_room(producer, topic, value, None, partition)
+        poll(0)  # serve delivery reports: they hold their records' queue space until then
+    producer.flush(300)
+
+
+def _pipe_share(args: argparse.Namespace, partitions: list[int], _share: int) -> None:
+    source, topic = _endpoint(args.source)
+    target, sink = _endpoint(args.target)
+    worker = WorkerSettings(buffer_share=1 / args.processes)
+    consumer = SourceConsumer(
+        source, f"bench-pipe-{uuid.uuid4().hex[:6]}", consumer_settings(_flow(), worker)
+    )
+    consumer.assign({TopicPartition(topic, p): None for p in partitions})  # from the log start
+    producer = _worker_producer(target, args.processes)
+    produce, poll = producer.produce, producer.poll
+    while True:  # until the benchmark stops the process group
+        # The worker's consume call: up to a batch, waiting for the first record only.
+        for message in consumer.consume(worker.batch_size, 0.1):
+            try:
+                produce(sink, message.value(), message.key(), message.partition())
+            except BufferError:
+                _when_room(producer, sink, message.value(), message.key(), message.partition())
+        poll(0)
+
+
+def _when_room(producer: TargetProducer, *args: Any) -> None:
+    """The producer's queue is full: serve delivery reports until the record fits."""
+    while True:
+        producer.poll(0.05)
+        try:
+            producer.produce(*args)
+            return
+        except BufferError:
+            continue
 
 
 def _produce_rate(
@@ -535,11 +747,15 @@ def _produce_rate(
     return records / max(done - first, 1e-3), tools
 
 
+def _counts(workers: int) -> list[int]:
+    """The task/worker/process counts every contender runs at: 1, then ``workers`` if more."""
+    return [1] if workers <= 1 else [1, workers]
+
+
 def _contenders(clusters: Clusters, size: int, workers: int) -> list[Callable[[], Replicator]]:
-    """Per task/worker count (1, then ``workers`` if more): MM2 defaults, MM2 tuned, drkit."""
-    counts = [1] if workers <= 1 else [1, workers]
+    """Per task/worker count (:func:`_counts`): MM2 defaults, MM2 tuned, drkit."""
     out: list[Callable[[], Replicator]] = []
-    for count in counts:
+    for count in _counts(workers):
         out += [
             partial(MirrorMaker2, clusters, count, size, tuned=False),
             partial(MirrorMaker2, clusters, count, size, tuned=True),
@@ -569,14 +785,23 @@ def run(
     runs: dict[int, list[Result]] = {}
     for round_ in range(repeat):
         print(f"  [{round_ + 1}/{repeat}] pipe limit ...", flush=True)
-        runs.setdefault(-1, []).append(pipe_limit(clusters, topic, records, size))
+        limit = pipe_limit(clusters, topic, records, size, workers)
+        runs.setdefault(-1, []).append(limit)
         for index, factory in enumerate(factories):
             replicator = factory()
             print(f"  [{round_ + 1}/{repeat}] {replicator.name} ...", flush=True)
-            runs.setdefault(index, []).append(
-                throughput(clusters, replicator, topic, records, size)
-            )
+            result = throughput(clusters, replicator, topic, records, size)
+            runs.setdefault(index, []).append(result)
+            if beaten(limit.records_per_s, [result]):
+                limit.beaten_by.append(
+                    f"{result.name} {result.records_per_s:,.0f}/s in run {round_ + 1}"
+                )
+                print(f"  INVALID LIMIT: {limit.beaten_by[-1]}", flush=True)
     results = [_median(runs[key]) for key in sorted(runs)]
+    results[0].beaten_by += [
+        f"{r.name} (median {r.records_per_s:,.0f}/s)"
+        for r in beaten(results[0].records_per_s, results[1:])
+    ]
     if latency_seconds:
         single = range(1, 4)  # rows of the single-task/worker contenders (row 0: pipe limit)
         slowest = min(results[index].records_per_s for index in single)
@@ -595,4 +820,18 @@ def _median(results: list[Result]) -> Result:
     rates = ", ".join(f"{r.records_per_s:,.0f}" for r in results)
     name = middle.name if len(results) == 1 else f"{middle.name} [runs: {rates}]"
     peak = max((r.rss_mb for r in results if r.rss_mb is not None), default=None)
-    return Result(name, middle.records_per_s, middle.mb_per_s, peak)
+    per_core = [r.per_core for r in results if r.per_core is not None]
+    cores = [r.cores for r in results if r.cores is not None]
+    return Result(
+        name,
+        middle.records_per_s,
+        middle.mb_per_s,
+        peak,
+        per_core=median(per_core) if per_core else None,  # the median of its own runs
+        cores=median(cores) if cores else None,
+        beaten_by=[line for r in results for line in r.beaten_by],
+    )
+
+
+if __name__ == "__main__":
+    _candidate_main(sys.argv[1:])
