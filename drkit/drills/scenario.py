@@ -28,6 +28,9 @@ class FaultKind(StrEnum):
     NONE = "none"  # planned moves: nothing breaks
     KILL_BROKERS = "kill_brokers"  # the source's brokers are killed (SIGKILL)
     NETWORK_CUT = "network_cut"  # the source is cut off (see faults.py for how)
+    PAUSE = "pause"  # the source's brokers frozen (SIGSTOP): a GC pause, a hung host
+    BLACKHOLE = "blackhole"  # iptables DROP both ways on the client ports (root, or refused)
+    PARTIAL_CUT = "partial_cut"  # one way: the brokers' replies dropped (faults.REPLIES_ONLY)
 
 
 class DecisionMode(StrEnum):
