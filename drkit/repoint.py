@@ -335,3 +335,77 @@ def _with_end(composed: PartitionMapping, end: int) -> PartitionMapping:
 
 def _named(replica: Replica) -> str:
     return f"{replica.partition.topic}[{replica.partition.partition}]"
+
+
+def onward(
+    promoted: Replica, standby: Replica, copies: Iterable[tuple[int, int]] = ()
+) -> list[OffsetRun] | str:
+    """The onward map of one origin partition (pure): promoted-replica position -> standby
+    position, as runs sorted by promoted position, for every origin offset both replicas hold
+    once the follow-on wrote ``copies`` (``(origin offset, standby position)``) - the
+    ``composed`` mapping taken *after* the copy.  Persisted as offset syncs of the flow
+    promoted->standby for the promoted replica's partition (drkit/offsets/follow_on.py), it
+    moves a group that consumed the promoted replica after the promotion onto the standby's
+    replica by ordinary translation (a later failover promoted->standby, its checkpoints).
+
+    Each origin offset is mapped from the position of its *last* copy on the promoted replica
+    to that of its last copy on the standby (translation's rule).  What that gives a group
+    committed at promoted position ``S`` (``translate``: the least standby position mapped
+    from a promoted position ``>= S``):
+
+    * never a skip: an origin offset the group did not read has every copy at ``>= S`` on
+      the promoted replica, its last one too, so the group resumes at or before its copy;
+    * exact in order: with copies in origin order the record at ``S`` maps to its own copy;
+    * past a duplicate (a dc1->dc2 restart re-copied a range): the re-copies are the last
+      copies, so a group past them resumes right after them and reads none again; a group
+      between a first copy and its re-copy re-reads on the standby what it would re-read on
+      the promoted replica, never more;
+    * holes (only the promoted replica holds them) and records only the standby holds are not
+      mapped: a group resumes at the next mapped record (the standby's own records read).
+
+    A function of what both replicas hold, not of the run: a second run, whatever F and X it
+    finds, computes the same runs (the promoted replica gets no new writes while its flow from
+    the lost cluster is stopped); a run killed after copies and before their syncs leaves
+    copies the next run's reads place (``Scanned``), and its map is the same again.  Returns
+    why when either replica's holdings cannot be known (as :func:`repoint`)."""
+    ours = holdings(promoted)
+    if isinstance(ours, str):
+        return f"the promoted replica {_named(promoted)}: {ours}"
+    theirs = holdings(standby)
+    if isinstance(theirs, str):
+        return f"the standby replica {_named(standby)}: {theirs}"
+    added = sorted((position, offset) for offset, position in copies)
+    if added:
+        runs = RunMap(standby.partition)
+        # Copied runs lie past every earlier copy: added last, they are the last copies.
+        for run in sorted([*theirs, *_coalesced(added)], key=_by_position):
+            runs.add(standby.partition, run)
+        theirs = runs.table()
+    return _composed(ours, theirs)
+
+
+def unplaced(wanted: Sequence[OffsetRun], placed: Sequence[OffsetRun]) -> list[OffsetRun]:
+    """The parts of ``wanted`` runs that ``placed`` runs (what the offset syncs already hold,
+    merged) do not map identically - what a run still has to write (pure).  A second run over
+    a complete map writes nothing; a position ``placed`` maps elsewhere is written again
+    (the merge keeps the last target copy, so the onward map's answer stands)."""
+    same: dict[int, list[tuple[int, int]]] = {}
+    for run in placed:  # identical mappings share src - dst: index them by that delta
+        same.setdefault(run.dst_start - run.src_start, []).append(
+            (run.src_start, run.src_start + run.length)
+        )
+    out: list[OffsetRun] = []
+    for run in wanted:
+        delta = run.dst_start - run.src_start
+        at, end = run.src_start, run.src_start + run.length
+        for lo, hi in sorted(same.get(delta, ())):
+            if hi <= at or lo >= end:
+                continue
+            if lo > at:
+                out.append(OffsetRun(at, at + delta, lo - at))
+            at = max(at, hi)
+            if at >= end:
+                break
+        if at < end:
+            out.append(OffsetRun(at, at + delta, end - at))
+    return out

@@ -806,13 +806,17 @@ def _onward(config: DrkitConfig, promoted: str, standby: str, lost: str) -> dict
     import yaml
 
     name = f"{promoted}->{standby}"
-    if any(flow.name == name for flow in config.flows):
-        return {"flow": name, "configured": True, "yaml": None}
+    configured = next((flow for flow in config.flows if flow.name == name), None)
+    if configured is not None:
+        return {"flow": name, "configured": True, "yaml": None,
+                "follows": lost in configured.follows}  # fmt: skip
     model = config.flow(f"{lost}->{standby}")
-    own = {"source", "target", "standby"}
+    own = {"source", "target", "standby", "follows"}
     body = model.model_dump(mode="json", exclude_defaults=True, exclude=own)
-    body = {"source": promoted, "target": standby, **body}
-    return {"flow": name, "configured": False,
+    # follows: the flow carries the promoted cluster's replicas of the lost one over by name
+    # (checkpoints, a later failover) through the onward map this command writes.
+    body = {"source": promoted, "target": standby, **body, "follows": [lost]}
+    return {"flow": name, "configured": False, "follows": True,
             "yaml": yaml.safe_dump({"flows": [body]}, sort_keys=False)}  # fmt: skip
 
 
@@ -834,6 +838,7 @@ def _print_repoint(
             row["placed"] = done.placed if done is not None else 0
             if done is not None:
                 row.update(read=done.read, copied_first=done.first, copied_end=done.end)
+                row["onward_mapped"] = done.onward
     lost, promoted, standby = report.lost, report.promoted, report.standby
     refused = any(row["state"] == "cannot_tell" for row in rows)
     onward = None if refused else onward
@@ -841,12 +846,14 @@ def _print_repoint(
         document: dict[str, Any] = {"from": lost, "to": promoted, "standby": standby,
                                     "plan": copied is None, "partitions": rows}  # fmt: skip
         if onward is not None:
-            document["onward"] = onward
+            document["onward"] = {**onward, "map_not_written": report.onward}
         if hold is not None:
             document["hold"] = hold
         echo_document("flows.repoint", document)
     else:
         _echo_repoint(rows, copied, lost, promoted, standby, onward)
+        if onward is not None and copied is not None:
+            _echo_onward_map(rows, onward, report.onward, lost, promoted, standby)
         if hold is not None:
             _echo_hold(hold)
     if refused:
@@ -889,6 +896,29 @@ def _echo_repoint(
             f"{onward['flow']}; add it to the config (this command edits no file):"
         )
         click.echo(onward["yaml"].rstrip())
+
+
+def _echo_onward_map(
+    rows: list[dict[str, Any]],
+    onward: dict[str, Any],
+    missing: str | None,
+    lost: str,
+    promoted: str,
+    standby: str,
+) -> None:
+    """What the run did for groups on the promoted cluster's replicas of ``lost``: the
+    onward map (offset syncs of the flow promoted->standby) written, or why not."""
+    if missing is not None:
+        click.echo(f"onward map not written ({promoted} positions -> {standby} positions for "
+                   f"groups on {promoted}'s replicas of {lost}): {missing}")  # fmt: skip
+        return
+    gained = sum(int(row.get("onward_mapped") or 0) for row in rows)
+    click.echo(f"onward map: {gained} {promoted} positions newly mapped onto {standby} in "
+               f"{onward['flow']}'s offset syncs (groups on {promoted}'s replicas of {lost} "
+               f"translate onto {standby})")  # fmt: skip
+    if not onward.get("follows"):
+        click.echo(f"  flow {onward['flow']} does not follow {lost}: add 'follows: [{lost}]' to "
+                   "it, or its checkpoints and a failover leave those groups behind")  # fmt: skip
 
 
 def _echo_hold(hold: dict[str, Any]) -> None:

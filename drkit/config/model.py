@@ -582,6 +582,12 @@ class FlowConfig(FrozenModel):
     # A standby flow (e.g. the reverse direction of an active/passive pair) is PAUSED until a
     # directive in the state store starts it (drkit.control).
     standby: bool = False
+    # Origin clusters whose replicas on the source this flow carries over by name (issue 48,
+    # docs/three-dc.md): after dc1 is lost and dc2 promoted, the flow dc2->dc3 with
+    # ``follows: [dc1]`` treats dc2's ``dc1.orders`` as dc3's ``dc1.orders`` - its checkpoints
+    # and a failover dc2->dc3 translate groups on it through the offset syncs `drkit flows
+    # repoint` writes - while its workers never copy it (the re-point did).
+    follows: tuple[str, ...] = ()
 
     @property
     def name(self) -> str:
@@ -592,6 +598,23 @@ class FlowConfig(FrozenModel):
     def _distinct(self) -> FlowConfig:
         if self.source == self.target:
             raise ValueError(f"source and target are both {self.source!r}")
+        return self
+
+    @model_validator(mode="after")
+    def _follows(self) -> FlowConfig:
+        for origin in self.follows:
+            if origin in (self.source, self.target):
+                raise ValueError(
+                    f"follows names {origin!r}, an end of the flow itself: it lists the origin "
+                    "clusters whose replicas on the source are carried over by name"
+                )
+        if len(set(self.follows)) != len(self.follows):
+            raise ValueError(f"follows lists a cluster twice: {list(self.follows)}")
+        if self.follows and self.replication_policy.kind == ReplicationPolicyKind.IDENTITY:
+            raise ValueError(
+                "follows needs a policy whose replica names carry their origin (identity "
+                "names do not: the replicas of another cluster cannot be told apart)"
+            )
         return self
 
 
@@ -1023,6 +1046,13 @@ def reference_problems(config: DrkitConfig) -> list[tuple[str, str]]:
     problems = flow_reference_problems(
         set(config.clusters), [(flow.source, flow.target) for flow in config.flows]
     )
+    for index, flow in enumerate(config.flows):
+        for origin in flow.follows:
+            if origin not in config.clusters:
+                known = ", ".join(sorted(config.clusters))
+                problems.append(
+                    (f"flows[{index}].follows", f"unknown cluster {origin!r} (known: {known})")
+                )
     failover, health = config.failover, config.health
     if failover.automatic and health.observer_quorum < 2 and not failover.allow_single_observer:
         problems.append(

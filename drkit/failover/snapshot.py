@@ -455,14 +455,14 @@ def _source_partitions(
         return sorted(
             shared_partition(info.name, p.partition)
             for info in source.list_topics().values()
-            if topology.selects(info.name) and info.name != HEARTBEATS
+            if topology.translates(info.name) and info.name != HEARTBEATS
             for p in info.partitions
         )
     known = set(progress) | set(mappings)
     return sorted(
         shared_partition(tp.topic, tp.partition)
         for tp in known
-        if tp.topic != HEARTBEATS and topology.selects(tp.topic)
+        if tp.topic != HEARTBEATS and topology.translates(tp.topic)
     )
 
 

@@ -284,7 +284,7 @@ class Checkpointer:
         # microseconds) is asked once per partition, not once per group's commit - 500,000
         # times at 10,000 groups.  Only committed ones: a mapping can outlive its topic.
         wanted = {
-            tp for tp in read.partitions if tp in mappings and self.topology.selects(tp.topic)
+            tp for tp in read.partitions if tp in mappings and self.topology.translates(tp.topic)
         }
         # What each wanted partition translates with (a replica whose log bounds are unknown:
         # its groups get "no replica"), and how far the last round's answers still hold.

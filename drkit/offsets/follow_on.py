@@ -33,7 +33,7 @@ reads and writes go through the two ports.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence, Set
+from collections.abc import Callable, Iterable, Mapping, Sequence, Set
 from contextlib import closing
 from dataclasses import dataclass, replace
 from typing import Protocol
@@ -44,13 +44,18 @@ from drkit.kafka.clients import ClusterEndpoint
 from drkit.kafka.partition_reader import PartitionReader
 from drkit.kafka.ports import AdminFactory
 from drkit.kafka.positioned_writer import PositionedWriter
+from drkit.offsets.mapping_loader import MappingLoader
 from drkit.offsets.provenance_search import RecordSource, SourcePartition, copy_offset
 from drkit.offsets.repoint_inputs import RepointReport, read_repoint
 from drkit.records import Record, TopicPartition
+from drkit.replication.bookkeeping import ensure_bookkeeping_topics
 from drkit.replication.offset_sync import OffsetSync, RunTracker
-from drkit.repoint import CannotTell, FollowFrom
+from drkit.replication.progress import Progress
+from drkit.repoint import CannotTell, FollowFrom, Replica, StandbyAhead, unplaced
+from drkit.repoint import onward as onward_map
 from drkit.signing import Kind, Signer
 from drkit.topology.flow import FlowTopology
+from drkit.translation import PartitionMapping
 
 BATCH = 1000  # records read from the promoted replica per batch (and per transaction)
 
@@ -87,6 +92,11 @@ class Copied:
     first: int | None
     end: int | None
     placed: int = 0  # earlier copies on the standby no sync placed, placed by this run
+    # What this run wrote: (origin offset, standby position), in write order.
+    pairs: tuple[tuple[int, int], ...] = ()
+    # Promoted positions the onward map (promoted -> standby syncs) gained from this run
+    # (None: not written - no onward flow in the config, or the partition's map unknown).
+    onward: int | None = None
 
 
 def chosen(
@@ -147,6 +157,7 @@ def follow_on(
     source = SourcePartition(lost, plan.origin)
     at, read = plan.start, 0
     written: set[int] = set()
+    pairs: list[tuple[int, int]] = []
     while True:
         records = _batch(reader, promoted, at, batch)
         if not records:
@@ -156,12 +167,54 @@ def follow_on(
         picked = chosen(records, source, plan.frontier, written)
         if not picked:
             continue
-        _write(writer, plan.origin, standby, picked, syncs_topic, signer)
+        pairs.extend(_write(writer, plan.origin, standby, picked, syncs_topic, signer))
         written.update(offset for _record, offset in picked)
     first, end = (min(written), max(written) + 1) if written else (None, None)
     return Copied(
-        plan.origin, promoted, standby, plan.start, plan.frontier, read, len(written), first, end
-    )
+        plan.origin, promoted, standby, plan.start, plan.frontier, read, len(written), first,
+        end, pairs=tuple(pairs),
+    )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Onward:
+    """Where the onward map goes (the flow promoted->standby, issue 48): its offset-syncs and
+    progress topics on the standby, its key, and what its syncs and progress already hold per
+    promoted-replica partition (``known``: the flow's verified maps, as translation reads
+    them)."""
+
+    target: str
+    syncs_topic: str
+    progress_topic: str
+    signer: Signer | None
+    known: Mapping[TopicPartition, PartitionMapping]
+
+
+def onward_records(
+    sides: tuple[Replica, Replica],
+    copies: Sequence[tuple[int, int]],
+    onward: Onward,
+) -> tuple[list[Record], int]:
+    """The records that complete the onward map of one origin partition (pure): the offset
+    syncs of :func:`drkit.repoint.onward`'s runs its known map lacks (:func:`~drkit.repoint.
+    unplaced`), signed as the flow's worker signs, and - when it lacks it - the progress that
+    says the promoted replica is done up to its end (it gets no new writes while its flow from
+    the lost cluster is stopped: translation then counts nothing past the map as unreplicated).
+    With them, how many promoted positions the map gains.  None written twice: a second run
+    finds them known."""
+    promoted, standby = sides
+    runs = onward_map(promoted, standby, copies)
+    if isinstance(runs, str):  # repoint told this partition, so its holdings are known
+        raise ValueError(runs)
+    known = onward.known.get(promoted.partition)
+    missing = unplaced(runs, known.table if known is not None else ())
+    syncs = [OffsetSync(promoted.partition, standby.partition, run) for run in missing]
+    out = signed(syncs, onward.syncs_topic, onward.signer)
+    end = promoted.bounds.end
+    if known is None or known.replicated_end != end:
+        done = Progress(promoted.partition, end, "repoint", source_end=end)
+        out.append(Record(onward.progress_topic, 0, -1, done.key(onward.target), done.value()))
+    return out, sum(run.length for run in missing)
 
 
 def follow_standby(
@@ -197,13 +250,56 @@ def follow_standby(
         if any(isinstance(r, CannotTell) for r in report.results.values()):
             return report, {}
         signer = Signer(keys(flow.name), Kind.OFFSET_SYNC, flow.name) if keys else None
+        ahead = _onward(config, promoted, standby, connect=connect, keys=keys)
+        report = replace(report, onward=ahead if isinstance(ahead, str) else None)
         reader = PartitionReader(ClusterEndpoint(promoted, config.clusters[promoted]))
         try:
-            return report, follow_all(report, reader, writer, topology.offset_syncs_topic, signer)
+            copied = follow_all(
+                report, reader, writer, topology.offset_syncs_topic, signer,
+                onward=ahead if isinstance(ahead, Onward) else None,
+            )  # fmt: skip
+            return report, copied
         finally:
             reader.close()
     finally:
         writer.close()
+
+
+def _onward(
+    config: DrkitConfig,
+    promoted: str,
+    standby: str,
+    *,
+    connect: AdminFactory,
+    keys: Callable[[str], bytes] | None,
+) -> Onward | str:
+    """The flow promoted->standby's side of the onward map: its bookkeeping topics created
+    when absent (the flow may not have run yet), its key, its verified maps; or why there is
+    none (no such flow in the config)."""
+    name = f"{promoted}->{standby}"
+    flow = next((f for f in config.flows if f.name == name), None)
+    if flow is None:
+        return (
+            f"no flow {name} in the config: add it (below) and run this command again - it "
+            "then writes the onward map, copying nothing"
+        )
+    topology = FlowTopology.of(flow)
+    source = connect(ClusterEndpoint(promoted, config.clusters[promoted]))
+    target = connect(ClusterEndpoint(standby, config.clusters[standby]))
+    try:
+        ensure_bookkeeping_topics(topology, source, target)
+    finally:
+        source.close()
+        target.close()
+    signer = Signer(keys(name), Kind.OFFSET_SYNC, name) if keys else None
+    loader = MappingLoader(
+        flow, ClusterEndpoint(standby, config.clusters[standby]), topology, signer=signer
+    )
+    try:
+        known = dict(loader.refresh())
+    finally:
+        loader.close()
+    return Onward(standby, topology.offset_syncs_topic, topology.progress_topic, signer, known)
 
 
 def follow_all(
@@ -213,13 +309,21 @@ def follow_all(
     syncs_topic: str,
     signer: Signer | None,
     batch: int = BATCH,
+    onward: Onward | None = None,
 ) -> dict[TopicPartition, Copied]:
     """For every partition of ``report`` that follows, in origin order: the syncs that place
-    the standby's unsynced copies (:func:`place_unsynced`), then :func:`follow_on`.  The others
-    - the standby ahead, cannot tell - are left alone: the caller refuses a report with a
-    partition that cannot be told before copying any."""
+    the standby's unsynced copies (:func:`place_unsynced`), then :func:`follow_on`, then - with
+    ``onward`` - what the onward map still lacks (:func:`onward_records`, in one transaction
+    when the writer is transactional).  The onward map comes after the copy on purpose: it is
+    a function of what both replicas hold, so a run killed before it (or in the copy) leaves
+    nothing wrong, and the next run, reading the killed run's copies, writes it whole.  A
+    partition where the standby is ahead gets its onward map (what both hold) and no copy;
+    one that cannot be told is left alone: the caller refuses a report with one before
+    copying any."""
     out: dict[TopicPartition, Copied] = {}
     for tp, result in report.results.items():
+        if isinstance(result, StandbyAhead) and onward is not None and tp in report.sides:
+            _write_onward(writer, report.sides[tp], (), onward)
         if not isinstance(result, FollowFrom):
             continue
         replicas = report.replicas[tp]
@@ -228,8 +332,30 @@ def follow_all(
         copied = follow_on(
             result, replicas, report.lost, reader, writer, syncs_topic, signer, batch
         )
-        out[tp] = replace(copied, placed=placed)
+        gained = None
+        if onward is not None and tp in report.sides:
+            gained = _write_onward(writer, report.sides[tp], copied.pairs, onward)
+        out[tp] = replace(copied, placed=placed, onward=gained)
     return out
+
+
+def _write_onward(
+    writer: StandbyWriter,
+    sides: tuple[Replica, Replica],
+    copies: Sequence[tuple[int, int]],
+    onward: Onward,
+) -> int:
+    """Write :func:`onward_records` - the syncs, then the progress - as one transaction when
+    the writer is transactional; how many promoted positions the map gained."""
+    records, gained = onward_records(sides, copies, onward)
+
+    def work() -> None:
+        for topic in dict.fromkeys(record.topic for record in records):
+            writer.write(topic, 0, [record for record in records if record.topic == topic])
+
+    if records:
+        _atomically(writer, work)
+    return gained
 
 
 def place_unsynced(
@@ -273,18 +399,21 @@ def _write(
     picked: Sequence[tuple[Record, int]],
     syncs_topic: str,
     signer: Signer | None,
-) -> None:
+) -> list[tuple[int, int]]:
     """One batch: its copies, then the syncs that place them (one transaction when the writer
-    is transactional)."""
+    is transactional); what was written, ``(origin offset, standby position)``."""
+
+    pairs: list[tuple[int, int]] = []
 
     def work() -> None:
         positions = writer.write(standby.topic, standby.partition, [r for r, _o in picked])
         failpoints.reach("follow_on.before_syncs")
-        pairs = zip((offset for _r, offset in picked), positions, strict=True)
+        pairs[:] = zip((offset for _r, offset in picked), positions, strict=True)
         syncs = signed(offset_syncs(origin, standby, pairs), syncs_topic, signer)
         writer.write(syncs_topic, 0, syncs)
 
     _atomically(writer, work)
+    return pairs
 
 
 def _atomically(writer: StandbyWriter, work: Callable[[], object]) -> None:

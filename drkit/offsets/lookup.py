@@ -255,7 +255,7 @@ def translate_offsets(
                 [Problem("--verify", f"{flow.source} does not answer: nothing to verify against")]
             ) from None
     report = Report(flow, "live" if source is not None else "map", source is not None)
-    mine = {tp: offset for tp, offset in offsets.items() if topology.selects(tp.topic)}
+    mine = {tp: offset for tp, offset in offsets.items() if topology.translates(tp.topic)}
     for tp in sorted(set(offsets) - set(mine)):
         report.errors.append(_error(GIVEN_OFFSETS, tp, offsets[tp], f"{flow.name} does not "
                                     "replicate this topic"))  # fmt: skip
@@ -419,7 +419,7 @@ def _translate(
                 for offsets in committed.values()
                 if offsets is not None
                 for tp in offsets
-                if topology.selects(tp.topic)
+                if topology.translates(tp.topic)
             }
             read = read_inputs(partitions, mappings, topology, target, source, listed=existing)
             if verify_rows and source is not None:
@@ -446,7 +446,7 @@ def _translate(
                                           "source (a typo?)"})  # fmt: skip
                     continue
                 rows = report.groups.setdefault(group, [])
-                mine = {tp: o for tp, o in offsets.items() if topology.selects(tp.topic)}
+                mine = {tp: o for tp, o in offsets.items() if topology.translates(tp.topic)}
                 for tp, result in translate_group(mine, read.inputs).items():
                     if isinstance(result, CannotTranslate) and result.reason == NO_REPLICA:
                         report.errors.append(_error(group, tp, result.source_offset, NO_REPLICA))

@@ -140,7 +140,7 @@ class MappingLoader:
     ) -> Mapping[TopicPartition, Sequence[tuple[int, int]]]:
         """``claims`` on the topics the flow replicates; the others are counted
         (:attr:`unselected_claims`) and logged, as refuted."""
-        kept = {tp: ranges for tp, ranges in claims.items() if self.topology.selects(tp.topic)}
+        kept = {tp: ranges for tp, ranges in claims.items() if self.topology.translates(tp.topic)}
         if len(kept) == len(claims):
             return claims
         dropped = sum(len(ranges) for tp, ranges in claims.items() if tp not in kept)

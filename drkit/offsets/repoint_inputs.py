@@ -46,6 +46,12 @@ class RepointReport:
     results: Mapping[TopicPartition, Repointed]
     replicas: Mapping[TopicPartition, tuple[TopicPartition, TopicPartition]]
     unsynced: Mapping[TopicPartition, tuple[tuple[int, int], ...]] = field(default_factory=dict)
+    # Per origin partition both replicas were read for: (promoted, standby) as read - what
+    # the onward map (drkit.repoint.onward) is computed from.
+    sides: Mapping[TopicPartition, tuple[Replica, Replica]] = field(default_factory=dict)
+    # Why the run wrote no onward map (promoted position -> standby position syncs of the flow
+    # promoted->standby); None: written, or a plan.
+    onward: str | None = None
 
 
 def read_repoint(
@@ -110,7 +116,8 @@ def read_repoint(
         for tp in origins
     }
     unsynced = {tp: _copies(side) for tp, side in sides[1].items()}
-    return RepointReport(lost, promoted, standby, results, replicas, unsynced)
+    both = {tp: (sides[0][tp], sides[1][tp]) for tp in origins if tp in sides[0] and tp in sides[1]}
+    return RepointReport(lost, promoted, standby, results, replicas, unsynced, both)
 
 
 def _copies(replica: Replica) -> tuple[tuple[int, int], ...]:

@@ -60,13 +60,26 @@ class FlowTopology:
         return TopicFilter.of(self.flow, self.policy)
 
     def selects(self, source_topic: str) -> bool:
-        """Whether the flow replicates ``source_topic``."""
+        """Whether the flow replicates ``source_topic`` (its workers copy it)."""
         return self.topic_filter.selects(source_topic)
+
+    def carries(self, source_topic: str) -> bool:
+        """Whether ``source_topic`` is a replica of a cluster the flow ``follows``, carried
+        over by name and never copied by its workers (:meth:`TopicFilter.carries`)."""
+        return bool(self.flow.follows) and self.topic_filter.carries(source_topic)
+
+    def translates(self, source_topic: str) -> bool:
+        """Whether the flow's checkpoints and a failover over it translate groups on
+        ``source_topic``: what it replicates and what it carries over."""
+        return self.selects(source_topic) or self.carries(source_topic)
 
     def target_topic(self, source_topic: str) -> str:
         """The replica's name on the target: the policy's name after the route renames - but
-        a Kafka Streams application's changelog keeps its name (drkit.topology.streams)."""
+        a Kafka Streams application's changelog keeps its name (drkit.topology.streams), and
+        so does a replica of a followed cluster (``dc1.orders`` stays ``dc1.orders``)."""
         if streams_topic(source_topic, self.flow.kafka_streams) is StreamsTopic.CHANGELOG:
+            return source_topic
+        if self.carries(source_topic):
             return source_topic
         return self.chain.rename(self.policy.target_topic(self.flow.source, source_topic))
 

@@ -327,3 +327,29 @@ def test_a_registry_url_holding_credentials_is_refused_without_echoing_them() ->
     fine = text.replace("alice:Sup3rS3cret@", "")
     registry = load_config_text(fine, env={}).clusters["dc1"].schema_registry
     assert registry is not None and registry.url == "http://reg:8080/apis/ccompat/v7"
+
+
+@pytest.mark.parametrize(
+    ("follows", "policy", "key", "cause"),
+    [
+        ('["dc9"]', "prefix", "flows[0].follows", "unknown cluster 'dc9'"),
+        ('["dc1"]', "prefix", "flows[0]", "an end of the flow itself"),
+        ('["dc2", "dc2"]', "prefix", "flows[0]", "lists a cluster twice"),
+        ('["dc2"]', "identity", "flows[0]", "identity names do not"),
+    ],
+)
+def test_follows_names_other_clusters_of_a_policy_that_names_origins(
+    follows: str, policy: str, key: str, cause: str
+) -> None:
+    text = f"""
+clusters:
+  dc1: {{bootstrap_servers: "127.0.0.1:9092"}}
+  dc2: {{bootstrap_servers: "127.0.0.1:9093"}}
+  dc3: {{bootstrap_servers: "127.0.0.1:9094"}}
+flows:
+  - {{source: dc1, target: dc3, follows: {follows}, replication_policy: {{kind: {policy}}}}}
+"""
+    found = problems_of(text)
+    assert key in found and cause in found[key], found
+    good = text.replace(f"follows: {follows}", 'follows: ["dc2"]').replace("identity", "prefix")
+    assert load_config_text(good).flows[0].follows == ("dc2",)

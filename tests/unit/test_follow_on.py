@@ -28,6 +28,8 @@ from drkit.translation import PartitionMapping, TargetBounds
 ORIGIN = TopicPartition("orders", 1)
 REPLICA = TopicPartition("dc1.orders", 1)  # on dc2 and on dc3
 SYNCS = "drkit-offset-syncs.dc1.internal"
+ONWARD_SYNCS = "drkit-offset-syncs.dc2.internal"  # the flow dc2->dc3's, on dc3
+ONWARD_PROGRESS = "drkit-progress.dc2.internal"
 DC1 = SourcePartition("dc1", ORIGIN)
 SIGNER = Signer(bytes(range(32)), Kind.OFFSET_SYNC, "dc1->dc3")
 
@@ -65,7 +67,7 @@ class Standby:
     ``after_writing`` (a kill between a batch's copies and its syncs, without transactions)."""
 
     def __init__(self, log: Log, transactional: bool = False) -> None:
-        self.logs = {REPLICA.topic: log, SYNCS: Log()}
+        self.logs = {REPLICA.topic: log, SYNCS: Log(), ONWARD_SYNCS: Log(), ONWARD_PROGRESS: Log()}
         self.transactional = transactional
         self.open: list[tuple[Log, int, Record]] = []
         self.writes = 0
@@ -145,7 +147,7 @@ def _report(
     answer = repoint(ORIGIN, sides[0], sides[1])
     unsynced = {ORIGIN: repoint_inputs._copies(sides[1])}
     return RepointReport("dc1", "dc2", "dc3", {ORIGIN: answer}, {ORIGIN: (REPLICA, REPLICA)},
-                         unsynced)  # fmt: skip
+                         unsynced, {ORIGIN: (sides[0], sides[1])})  # fmt: skip
 
 
 def _replanned(

@@ -9,6 +9,7 @@ is a valid flow."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -112,9 +113,10 @@ def test_the_onward_flow_to_add_is_the_standby_flow_from_the_promoted_cluster(
     onward = _onward(config, "dc2", "dc3", "dc1")
     assert onward["flow"] == "dc2->dc3" and not onward["configured"]
     added = yaml.safe_load(onward["yaml"])["flows"]
-    assert added == [{"source": "dc2", "target": "dc3", "exactly_once": True}]
+    # follows: dc2's replicas of dc1 carried onto dc3 by name (the onward map's groups).
+    assert added == [{"source": "dc2", "target": "dc3", "exactly_once": True, "follows": ["dc1"]}]
     configured = _onward(load_config(_config(tmp_path, onward=True)), "dc2", "dc3", "dc1")
-    assert configured == {"flow": "dc2->dc3", "configured": True, "yaml": None}
+    assert configured == {"flow": "dc2->dc3", "configured": True, "yaml": None, "follows": False}
 
 
 def _report(untold: bool) -> RepointReport:
@@ -149,7 +151,8 @@ def test_a_run_prints_per_partition_what_it_copied_and_the_onward_flow(
     report = _report(untold=False)
     _print_repoint(report, {TopicPartition("orders", 1): done}, "json", onward)
     document = json.loads(capsys.readouterr().out)
-    assert document["plan"] is False and document["onward"] == onward
+    assert document["plan"] is False
+    assert document["onward"] == {**onward, "map_not_written": None}
     rows = {row["origin"]: row for row in document["partitions"]}
     assert (rows["orders-1"]["copied"], rows["orders-1"]["placed"]) == (60, 2)
     assert (rows["orders-0"]["copied"], rows["orders-0"]["placed"]) == (0, 0)
@@ -157,4 +160,10 @@ def test_a_run_prints_per_partition_what_it_copied_and_the_onward_flow(
     out = capsys.readouterr().out
     assert "dc3 following dc2 after dc1: 60 copied" in out, out
     assert "60 copied (and the offset syncs of 2 earlier copies)" in out, out
-    assert out.rstrip().endswith("flows:\n- source: dc2"), out
+    assert "flows:\n- source: dc2\n" in out, out
+    assert "onward map: 0 dc2 positions newly mapped onto dc3" in out, out
+    # No flow dc2->dc3 yet: the run says the onward map waits for it.
+    missing = replace(report, onward="no flow dc2->dc3 in the config")
+    _print_repoint(missing, {TopicPartition("orders", 1): done}, "text", onward)
+    out = capsys.readouterr().out
+    assert "onward map not written" in out and "no flow dc2->dc3" in out, out

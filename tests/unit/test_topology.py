@@ -42,3 +42,23 @@ def test_selection_excludes_internal_and_remote_topics() -> None:
     assert not topology.selects("payments")
     assert not topology.selects("dc2.orders")  # a replica of the target: never sent back
     assert not topology.selects("drkit-progress.dc1.internal")
+
+
+def test_a_flow_following_an_origin_carries_its_replicas_by_name_and_never_copies_them() -> None:
+    # dc2->dc3 after dc1 was lost (issue 48, docs/three-dc.md): dc2's dc1.orders maps onto
+    # dc3's dc1.orders for checkpoints and failover; the workers copy only dc2's own topics.
+    flow = FlowConfig.model_validate(
+        {"source": "dc2", "target": "dc3", "follows": ["dc1"], "topics": {"include": ["orders"]}}
+    )
+    topology = FlowTopology.of(flow)
+    assert not topology.selects("dc1.orders")
+    assert topology.carries("dc1.orders") and topology.translates("dc1.orders")
+    assert topology.target_topic("dc1.orders") == "dc1.orders"
+    assert topology.selects("orders") and not topology.carries("orders")
+    assert topology.target_topic("orders") == "dc2.orders"
+    assert not topology.carries("dc1.payments")  # its origin topic is not selected
+    assert not topology.carries("dc4.orders") and not topology.carries("dc1.checkpoints.internal")
+    # Without follows the replica is neither carried nor excluded from the workers' copy.
+    plain = FlowTopology.of(FlowConfig.model_validate({"source": "dc2", "target": "dc3"}))
+    assert plain.selects("dc1.orders") and not plain.carries("dc1.orders")
+    assert plain.target_topic("dc1.orders") == "dc2.dc1.orders"
