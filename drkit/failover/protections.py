@@ -216,15 +216,17 @@ def fence_topics(
     config: DrkitConfig, cluster: str, listed: Iterable[str], guarded_writers: Iterable[str] = ()
 ) -> frozenset[str]:
     """The topics of ``cluster`` a fence covers, from what it lists now: every topic a flow out
-    of it replicates (not ``heartbeats``, drkit's own) - but the replicas the flows named in
-    ``guarded_writers`` write into it under the same name (identity), which are their guard's."""
+    of it replicates or carries over by name (``follows``: a lost cluster's replicas whose
+    groups a move translates - docs/three-dc.md; not ``heartbeats``, drkit's own) - but the
+    replicas the flows named in ``guarded_writers`` write into it under the same name
+    (identity), which are their guard's."""
     out_of = [FlowTopology.of(flow) for flow in config.flows if flow.source == cluster]
     writers = [FlowTopology.of(flow) for flow in config.flows if flow.name in set(guarded_writers)]
     return frozenset(
         topic
         for topic in listed
         if topic != HEARTBEATS
-        and any(topology.selects(topic) for topology in out_of)
+        and any(topology.translates(topic) for topology in out_of)
         and not any(w.selects(topic) and w.target_topic(topic) == topic for w in writers)
     )
 
