@@ -2,7 +2,7 @@
 fault type, its RTO split and RPO per run, p50 and worst per fault type.
 
     python -m bench.rto --faults kill,pause,blackhole,partial-cut --runs 20
-    python -m bench.rto --from-json bench/out/rto-runs.json     # table and plot rebuilt only
+    python -m bench.rto --from-json docs/rto/runs.json     # table and plot rebuilt, nothing run
 
 Each run is a real drill (drkit.drills.service.run_drill) of ``runbooks/drills/
 automatic-failover.yaml`` - dc1's workload replicated to dc2, drkit's monitor detecting the
@@ -18,8 +18,8 @@ UNAVAILABLE), decision (-> the monitor's run started; its ``after_s`` is 3 s in 
 execution (-> the pointer moved), client resume (-> every group processed on dc2).  The
 target: worst <= 2x the median for every fault type, and every run PolicyMet.
 
-Written: the table (printed, bench/out/latest-rto.md), every run (bench/out/rto-runs.json),
-the plot (docs/rto/rto.svg).  A benchmark, not CI.
+Written: the table (printed, bench/out/latest-rto.md), every run (bench/out/rto-runs.json and
+docs/rto/runs.json), the plot (docs/rto/rto.svg).  A benchmark, not CI.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -296,18 +296,21 @@ class Campaign:
             why = not_answering(ClusterEndpoint.plain(name, servers), 10.0)
             if why is not None:
                 return f"{name} does not answer: {why}"
-        left = leftover_rules()
+        drills = self.directory / "state" / "drills"
+        left = leftover_rules(p.name for p in drills.iterdir()) if drills.is_dir() else []
         return f"firewall rules left: {'; '.join(left)}" if left else None
 
 
-def leftover_rules() -> list[str]:
-    """iptables rules a drill added and did not remove (its tag ``drkit-<drill id>``);
-    empty where iptables cannot be read."""
+def leftover_rules(drills: Iterable[str]) -> list[str]:
+    """iptables rules the named drills added and did not remove (each drill's comment is
+    ``drkit-<drill id>``; other drills' rules on the machine are theirs); empty where iptables
+    cannot be read."""
+    tags = {f"drkit-{drill}" for drill in drills}
     try:
         done = subprocess.run(["iptables", "-S"], capture_output=True, text=True, check=False)
     except OSError:
         return []
-    return [line for line in done.stdout.splitlines() if '"drkit-' in line or " drkit-" in line]
+    return [line for line in done.stdout.splitlines() if tags & set(line.replace('"', "").split())]
 
 
 def campaign(
@@ -353,7 +356,7 @@ def plot(records: Sequence[RunRecord], path: Path, title: str) -> None:
     summaries = summarise(records)
     names = [s.fault for s in summaries]
     figure = Figure(figsize=(10, 4))
-    runs_axes, split_axes = figure.subplots(1, 2)
+    runs_axes, split_axes = figure.subplots(1, 2, sharey=True)  # one scale: comparable
     for index, s in enumerate(summaries):
         totals = [r.total_s for r in records if r.fault == s.fault and r.total_s is not None]
         if len(totals) > 1:
@@ -371,9 +374,8 @@ def plot(records: Sequence[RunRecord], path: Path, title: str) -> None:
         split_axes.bar(range(len(names)), heights, bottom=bottoms, label=part[:-2])
         bottoms = [b + h for b, h in zip(bottoms, heights, strict=True)]
     split_axes.set_xticks(range(len(names)), names)
-    split_axes.set_ylabel("seconds")
     split_axes.set_title("The worst run's split", fontsize=10)
-    split_axes.legend(fontsize=8)
+    split_axes.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=4)
     split_axes.grid(alpha=0.3, axis="y")
     figure.suptitle(title, fontsize=10)
     figure.tight_layout()
@@ -382,8 +384,8 @@ def plot(records: Sequence[RunRecord], path: Path, title: str) -> None:
 
 
 def write(records: Sequence[RunRecord], heading: str) -> str:
-    """The table to bench/out/latest-rto.md, the runs to bench/out/rto-runs.json (unless they
-    came from there), the plot to docs/rto/rto.svg; returns the table."""
+    """The table to bench/out/latest-rto.md and the plot to docs/rto/rto.svg; returns the
+    table."""
     text = render(records, heading)
     OUT.mkdir(parents=True, exist_ok=True)
     (OUT / "latest-rto.md").write_text(text + "\n")
@@ -428,10 +430,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 from bench.common import stop_clusters
 
                 stop_clusters()
-        OUT.mkdir(parents=True, exist_ok=True)
-        RUNS_JSON.write_text(json.dumps(
-            {"heading": heading, "runs": [asdict(r) for r in records]}, indent=1) + "\n"
-        )  # fmt: skip
+        document = json.dumps({"heading": heading, "runs": [asdict(r) for r in records]}, indent=1)
+        for path in (RUNS_JSON, DOCS / "runs.json"):  # the page's plot rebuilt from the latter
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(document + "\n")
     print(write(records, heading), flush=True)
     print(f"\n(command: python -m bench.rto {' '.join(sys.argv[1:])}; "
           f"{time.time() - started:.0f}s)")  # fmt: skip

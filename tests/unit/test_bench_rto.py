@@ -5,11 +5,20 @@ verdict, and the table rendered from run records."""
 from __future__ import annotations
 
 import json
+import subprocess
 from dataclasses import asdict
 
 import pytest
 
-from bench.rto import FAULTS, RunRecord, parse_faults, render, scenario_for, summarise
+from bench.rto import (
+    FAULTS,
+    RunRecord,
+    leftover_rules,
+    parse_faults,
+    render,
+    scenario_for,
+    summarise,
+)
 from drkit.drills.scenario import DecisionMode
 
 
@@ -114,3 +123,20 @@ def test_each_series_is_the_automatic_drill_with_its_fault_and_short_waits(fault
     assert scenario.move.decision is DecisionMode.AUTOMATIC
     assert scenario.workload.warmup_s == 2.0 and scenario.fault.at_s == 2.0
     assert not scenario.verify
+
+
+def test_leftover_rules_are_only_the_named_drills(monkeypatch: pytest.MonkeyPatch) -> None:
+    listing = (
+        "-P INPUT ACCEPT\n"
+        "-A INPUT -p tcp -m tcp --dport 9092 -m comment --comment drkit-a-1 -j DROP\n"
+        '-A OUTPUT -p tcp -m tcp --sport 9092 -m comment --comment "drkit-b-2" -j DROP\n'
+        "-A OUTPUT -p tcp -m tcp --sport 9093 -m comment --comment drkit-a-10 -j DROP\n"
+    )
+
+    def iptables(argv: list[str], **_kwargs: object) -> subprocess.CompletedProcess[str]:
+        assert argv == ["iptables", "-S"]
+        return subprocess.CompletedProcess(argv, 0, listing, "")
+
+    monkeypatch.setattr(subprocess, "run", iptables)
+    assert leftover_rules(["a-1", "b-2"]) == listing.splitlines()[1:3]
+    assert leftover_rules(["c-3"]) == []
