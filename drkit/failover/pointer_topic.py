@@ -87,14 +87,16 @@ def publish(
     *,
     first: str | None = None,
     others_s: float | None = None,
+    unwaited: Iterable[str] = (),
 ) -> dict[str, Published]:
     """Write ``record`` to every one of ``clusters`` at once, best effort: each cluster in its
     own daemon thread with ``budget_s`` per request, the caller waiting at most ``wait_s`` in
     all - a cluster that is down costs the wait once, never the sum.  With ``first`` (the
     new primary: the cluster clients surely reach) the wait is for it, and the others are
-    given at most ``others_s`` beyond it.  A cluster still being asked when the wait ends is
-    left to finish on its own (its result is then not reported; the monitor's maintenance
-    checks it again)."""
+    given at most ``others_s`` beyond it.  ``unwaited``: clusters asked but never waited for
+    (known down: they would only spend the others' grace).  A cluster still being asked when
+    the wait ends is left to finish on its own (its result is then not reported; the
+    monitor's maintenance checks it again)."""
     signer = PointerSigner(key, record.name)
 
     def sign(k: bytes, v: bytes) -> list[tuple[str, str | bytes | None]]:
@@ -115,7 +117,7 @@ def publish(
                 log.debug("pointer topic of %s not closed cleanly", cluster, exc_info=True)
 
     asked = [c for c in clusters if c in config.clusters]
-    return at_once(asked, one, wait_s, first=first, others_s=others_s)
+    return at_once(asked, one, wait_s, first=first, others_s=others_s, unwaited=unwaited)
 
 
 def at_once(
@@ -125,9 +127,11 @@ def at_once(
     *,
     first: str | None = None,
     others_s: float | None = None,
+    unwaited: Iterable[str] = (),
 ) -> dict[str, Published]:
     """``work(cluster)`` for every cluster at once, each in a daemon thread, waited for at most
-    ``wait_s`` in all (with ``first``: for it, then the others at most ``others_s`` more).  A
+    ``wait_s`` in all (with ``first``: for it, then the others at most ``others_s`` more;
+    ``unwaited`` ones not at all - their work is started and left to finish on its own).  A
     cluster whose work raised is ``Published(cluster, error=...)``; one still at work when the
     wait ends is ``Published(cluster)`` (left to finish on its own)."""
     results: dict[str, Published] = {}
@@ -152,7 +156,10 @@ def at_once(
     for thread in threads.values():
         thread.start()
     deadline = time.monotonic() + wait_s
+    skipped = set(unwaited) - {first}
     for cluster in sorted(threads, key=lambda c: c != first):
+        if cluster in skipped:
+            continue
         threads[cluster].join(max(0.0, deadline - time.monotonic()))
         if cluster == first and others_s is not None:
             deadline = min(deadline, time.monotonic() + others_s)

@@ -215,6 +215,42 @@ def test_a_cluster_that_does_not_answer_costs_the_write_its_wait_once() -> None:
     assert topics["dc2"].puts == 1 and topics["dc2"].closed
 
 
+def test_a_cluster_known_down_is_asked_but_never_waited_for() -> None:
+    """An unplanned move's source, found down by the plan, costs the pointer's write nothing:
+    not even the others' grace (here 600 s, so waiting for it would hang the call)."""
+    config = _config("dc1", "dc2", "dc3")
+    release, asked = threading.Event(), threading.Event()
+
+    class _Hanging(_Topic):
+        def latest(self, timeout_s: float = 5.0) -> dict[str, KeyedValue]:
+            asked.set()
+            release.wait(600)
+            raise KafkaError("dc1: no answer")
+
+    def make(endpoint: ClusterEndpoint, name: str, sign: Sign, accept: Accept) -> _Topic:
+        return (_Hanging if endpoint.alias == "dc1" else _Topic)(sign, accept)
+
+    outcome: dict[str, Any] = {}
+
+    def write() -> None:
+        clusters = ["dc2", "dc1", "dc3"]
+        outcome.update(
+            publish(config, _record(3), KEY, make, clusters, wait_s=600.0, first="dc2",
+                    others_s=600.0, unwaited=["dc1"])
+        )  # fmt: skip
+
+    writer = threading.Thread(target=write, daemon=True)
+    writer.start()
+    writer.join(60)  # a guard far below the 600 s a wait for dc1 would take
+    try:
+        assert not writer.is_alive(), "the write waited for a cluster known to be down"
+        assert outcome["dc2"].epoch == 3 and outcome["dc3"].epoch == 3
+        assert not outcome["dc1"].done
+        assert asked.wait(60)  # asked all the same: written should it answer in time
+    finally:
+        release.set()
+
+
 def test_the_maintenance_asks_only_clusters_not_known_to_hold_the_pointer(tmp_path: Path) -> None:
     config = _config("dc1", "dc2")
     store = StateStore(f"sqlite:///{tmp_path / 'drkit.db'}")

@@ -68,10 +68,14 @@ def publish_pointer(ctx: StepContext, pointer: Pointer) -> list[dict[str, object
         return []
     wait_s = ctx.confirm(PUBLISH_WAIT_S) or PUBLISH_WAIT_S
     key = pointer_key(ctx.config, ctx.store, pointer.name)
+    # A source the plan found down is asked but not waited for: it would spend the others'
+    # grace on every unplanned move (0.5 s of RTO), and the monitor writes it once it is back.
+    down = [] if ctx.run.plan_head.source_reachable else [ctx.source]
     outcome = publish(
         ctx.config, pointer_record(pointer, ctx.config), key, ctx.pointer_topics,
         [ctx.target, *(c for c in ctx.config.clusters if c != ctx.target)], wait_s,
         min(CLUSTER_BUDGET_S, wait_s), first=ctx.target, others_s=PUBLISH_OTHERS_S,
+        unwaited=down,
     )  # fmt: skip
     return [published.to_json() for published in outcome.values()]
 
