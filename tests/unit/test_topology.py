@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from drkit.config.model import FlowConfig
+from drkit.config.model import FlowConfig, NameFilter
 from drkit.records import TopicPartition
 from drkit.topology.flow import FlowTopology
 
@@ -58,6 +58,10 @@ def test_a_flow_following_an_origin_carries_its_replicas_by_name_and_never_copie
     assert topology.target_topic("orders") == "dc2.orders"
     assert not topology.carries("dc1.payments")  # its origin topic is not selected
     assert not topology.carries("dc4.orders") and not topology.carries("dc1.checkpoints.internal")
+    # Every topic selected (the default): the replica still is not copied, only carried.
+    every = FlowTopology.of(flow.model_copy(update={"topics": NameFilter()}))
+    assert not every.selects("dc1.orders") and every.carries("dc1.orders")
+    assert every.selects("orders") and every.selects("dc4.orders")
     # Without follows the replica is neither carried nor excluded from the workers' copy.
     plain = FlowTopology.of(FlowConfig.model_validate({"source": "dc2", "target": "dc3"}))
     assert plain.selects("dc1.orders") and not plain.carries("dc1.orders")
