@@ -195,7 +195,8 @@ def onward_records(
     copies: Sequence[tuple[int, int]],
     onward: Onward,
 ) -> tuple[list[Record], int]:
-    """The records that complete the onward map of one origin partition (pure): the offset
+    """The records that complete the onward map of one origin partition (pure but for the
+    progress record's timestamp, the time it is built, as a worker stamps its own): the offset
     syncs of :func:`drkit.repoint.onward`'s runs its known map lacks (:func:`~drkit.repoint.
     unplaced`), signed as the flow's worker signs, and - when it lacks it - the progress that
     says the promoted replica is done up to its end (it gets no new writes while its flow from
