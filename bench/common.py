@@ -257,9 +257,9 @@ def process_tree(pid: int) -> list[int]:
 
 
 def stat_cpu_seconds(fields: Sequence[str], ticks_per_s: int) -> float:
-    """CPU seconds in one process's :func:`stat_fields`: utime +
-    stime of all its threads, plus cutime + cstime - the children it has reaped, whose time
-    would otherwise leave the tree with them."""
+    """CPU seconds in one process's :func:`stat_fields`: utime + stime of all its threads, plus
+    cutime + cstime - the children it has reaped, whose time would otherwise leave the tree
+    with them."""
     utime, stime, cutime, cstime = (int(v) for v in fields[11:15])  # stat fields 14-17
     return (utime + stime + cutime + cstime) / ticks_per_s
 

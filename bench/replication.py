@@ -36,10 +36,13 @@ once would mostly measure each other):
    random A-Z payloads of the right size (:func:`bench.common.payload_pool`; the source records
    are random A-Z too, and lz4 leaves both the same size) so that generating them is not what
    limits the tool.  Rates are measured like the replicators' (first record on the topic to the
-   last, so processes add up by wall clock and start-up is left out);
+   last, so processes add up by wall clock and start-up is left out).  A producer queues part
+   of its share before its first record shows on dc2, so its window starts late and its rate
+   errs high: that loosens the bound, it never lowers it;
 3. pipeline: :class:`PipeCandidate` "pipeline": consume from dc1 and produce to dc2 with drkit's
    client settings and nothing else per record - the floor of any replicator's cost, timed
-   exactly like the replicators;
+   exactly like the replicators; its records per CPU-second, in the row, is the most a Python
+   replicator on confluent-kafka could copy per core;
 4. limit = max(min(best consume, best produce), best pipeline) (:func:`pipe_bound`): each stage
    bounds the pipe, and a pipeline that ran faster than the stages' bound proves that bound
    too low.  The row names the winner of each stage and the pipeline.  A run in which any
