@@ -110,6 +110,7 @@ class Result:
     p99_ms: float | None = None
     per_core: float | None = None  # records per CPU-second of the process tree, in the window
     cores: float | None = None  # CPU seconds / wall seconds of the window
+    window_s: float | None = None  # first record on the target to the last; 0: seen at once
     # The pipe limit's row only: the replicators that beat it (then it is no limit).
     beaten_by: list[str] = field(default_factory=list)
 
@@ -385,6 +386,7 @@ def throughput(
         rss.peak,
         per_core=cpu.per_cpu_second(),
         cores=cores,
+        window_s=done - first,
     )
 
 
@@ -527,13 +529,19 @@ def pipe_limit(clusters: Clusters, topic: str, records: int, size: int, workers:
         candidate = PipeCandidate(clusters, mode, count, records, payload)
         result = throughput(clusters, candidate, topic, records, size)
         label = candidate.name
+        if not result.window_s:
+            # Every record showed up in one look at the topic (a --quick size): no window to
+            # time, so no rate (records / 1 ms would stand in for one).
+            print(f"    pipe: {mode}: every record appeared at once, not timed ({label})")
+            continue
         if mode == "pipeline" and result.per_core:
             # A Python replicator's ceiling per core.  (Not the producer's: it queues much of
             # its share before the first record shows on dc2, outside the window.)
             label += f", {result.per_core:,.0f} per CPU-s"
         print(f"    pipe: {mode} {result.records_per_s:,.0f}/s ({label})", flush=True)
         (produced if mode == "produce" else pipelined).append((result.records_per_s, label))
-    rate, name = pipe_bound(max(consumed), max(produced), max(pipelined))
+    untimed = (0.0, "not timed")
+    rate, name = pipe_bound(max(consumed), max(produced), max(pipelined, default=untimed))
     return Result(name, rate, rate * size / 1e6)
 
 

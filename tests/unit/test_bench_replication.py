@@ -187,3 +187,23 @@ def test_a_replicator_without_a_cpu_window_gets_no_per_core_figure() -> None:
     ]
     table = _replication_table(100, 1_000, rows, workers=1)
     assert "per core: no figure" in table
+
+
+def test_a_candidate_whose_records_all_appeared_at_once_is_left_out_of_the_limit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for name in ("settle", "payload_pool"):
+        monkeypatch.setattr(bench.replication, name, lambda *a, **k: None)
+    monkeypatch.setattr(bench.replication, "consumer_perf", lambda *a, **k: 900_000.0)
+    monkeypatch.setattr(bench.replication, "_produce_rate", lambda *a: (200_000.0, 0.0))
+    windows = {"produce": 0.0, "pipeline": 0.5}  # the producers' records all showed at once
+
+    def timed(_clusters: object, candidate: Any, *_: object) -> Result:
+        window = windows[candidate.mode]
+        rate = 1_000 / max(window, 1e-3)  # as throughput computes it: 1,000,000/s at once
+        return Result(candidate.name, rate, 0, window_s=window)
+
+    monkeypatch.setattr(bench.replication, "throughput", timed)
+    limit = bench.replication.pipe_limit(_fake_clusters(), "t", 1_000, 100, workers=2)
+    assert limit.records_per_s == 200_000  # the Java producers' best, not 1,000,000/s
+    assert "produce 200,000/s [batch" in limit.name and "bound by the stages" in limit.name
