@@ -709,7 +709,12 @@ def hold_replaced_flow(
     not acknowledge: the caller copies nothing.  Returns what the run prints under ``held``."""
     from drkit.control import ControlRepository
     from drkit.failover.context import StepFailed
-    from drkit.failover.steps.replication import FlowSteering, await_workers, publish_directive
+    from drkit.failover.steps.replication import (
+        FlowSteering,
+        await_workers,
+        publish_directive,
+        unproven_silent,
+    )
 
     flow = config.flow(f"{lost}->{standby}")
     undo = _undo(lost, promoted, standby)
@@ -739,13 +744,7 @@ def hold_replaced_flow(
         ) from None
     # Stricter than a failover's step, which goes on: a worker silent on the store and the
     # channel whose silence window has not passed (--wait shorter than it) may still copy.
-    listed = detail["silent"]
-    silent = {str(w) for w in listed} if isinstance(listed, list) else set()
-    unproven = sorted(
-        a.worker
-        for a in reading.control.acks(flow.name)
-        if a.worker in silent and silence is not None and a.age_s < silence
-    )
+    unproven = unproven_silent(reading, flow, detail)
     if unproven:
         raise HoldFailed(
             f"{refused} is set STOPPED but not held: workers {', '.join(unproven)} are silent "

@@ -44,6 +44,9 @@ class StepName(StrEnum):
     CONFIRM_FENCE = "confirm_fence"
     MOVE_POINTER = "move_pointer"
     START_REVERSE_FLOW = "start_reverse_flow"
+    # After an unplanned move: the source's other standbys follow the target (issue 48).
+    HOLD_STANDBY_FLOWS = "hold_standby_flows"
+    FOLLOW_STANDBYS = "follow_standbys"
     CAPTURE_DIVERGENT_TAIL = "capture_divergent_tail"
     REPLICATE_BACK = "replicate_back"
     UNFENCE_TARGET = "unfence_target"

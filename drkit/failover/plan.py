@@ -734,14 +734,17 @@ def _notes(snapshot: Snapshot, steps: tuple[PlannedStep, ...]) -> tuple[str, ...
             f"{snapshot.source} is unreachable: its fence is recorded as pending and applied "
             "when it answers again"
         )
-    notes += [_other_standby_note(snapshot, standby) for standby in snapshot.other_standbys]
+    in_run = StepName.FOLLOW_STANDBYS in names
+    notes += [_other_standby_note(snapshot, s, in_run) for s in snapshot.other_standbys]
     return tuple(notes)
 
 
-def _other_standby_note(snapshot: Snapshot, standby: str) -> str:
+def _other_standby_note(snapshot: Snapshot, standby: str, in_run: bool = False) -> str:
     """How ``standby`` - another standby of the source - follows the new primary after the move
-    (docs/three-dc.md): after a loss, re-pointed onto the target's copy of the source; after a
-    planned move, its own flow drains the fenced source."""
+    (docs/three-dc.md): after a loss, re-pointed onto the target's copy of the source - by the
+    run's own hold_standby_flows and follow_standbys steps when its runbook has them
+    (``in_run``), else by the command; after a planned move, its own flow drains the fenced
+    source."""
     source, target = snapshot.source, snapshot.target
     onward = f"{target}->{standby}"
     writes = (
@@ -750,11 +753,27 @@ def _other_standby_note(snapshot: Snapshot, standby: str) -> str:
         else f"no flow {onward} is configured: {target}'s own writes will not reach {standby} "
         "until one is added"
     )
+    command = f"drkit flows repoint --from {source} --to {target} --standby {standby}"
+    if snapshot.procedure is Procedure.FAILOVER and in_run:
+        onward_map = (
+            f", and the onward map ({target} positions -> {standby} positions, syncs of "
+            f"{onward}) so a later failover {target}->{standby} moves the groups"
+            if onward in snapshot.onward_flows
+            else ""
+        )
+        return (
+            f"{standby} (another standby of {source}) follows {target} in this run, after the "
+            f"pointer moved: hold_standby_flows stops {source}->{standby} (its workers must "
+            f"acknowledge), then follow_standbys copies what {target} holds of {source}'s data "
+            f"and {standby} lacks, each record once, with {source}->{standby}'s offset syncs"
+            f"{onward_map}; if {standby} cannot follow then (it does not answer, a partition "
+            f"cannot tell), the run still succeeds and names `{command}` to run later; {writes}"
+        )
     if snapshot.procedure is Procedure.FAILOVER:
         return (
             f"{standby} (another standby of {source}) still follows {source}: once the pointer "
-            f"is on {target}, re-point it with `drkit flows repoint --from {source} --to "
-            f"{target} --standby {standby}` (--plan first shows what it copies); {writes}"
+            f"is on {target}, re-point it with `{command}` (--plan first shows what it "
+            f"copies); {writes}"
         )
     return (
         f"{standby} (another standby of {source}) keeps copying {source}, which takes no new "

@@ -30,6 +30,7 @@ from drkit.failover.steps.replication import (
     stop_replication,
 )
 from drkit.failover.steps.schemas import sync_schemas
+from drkit.failover.steps.standbys import follow_standbys, hold_standby_flows
 
 Step = Callable[[StepContext, float | None], StepOutcome]
 
@@ -45,6 +46,8 @@ STEPS: dict[StepName, Step] = {
     StepName.CONFIRM_FENCE: confirm_fence,
     StepName.MOVE_POINTER: move_pointer,
     StepName.START_REVERSE_FLOW: start_reverse_flow,
+    StepName.HOLD_STANDBY_FLOWS: hold_standby_flows,
+    StepName.FOLLOW_STANDBYS: follow_standbys,
     StepName.CAPTURE_DIVERGENT_TAIL: capture_divergent_tail,
     StepName.REPLICATE_BACK: replicate_back,
     StepName.UNFENCE_TARGET: unfence_target,

@@ -192,6 +192,21 @@ def await_workers(
     return detail
 
 
+def unproven_silent(steer: FlowSteering, flow: FlowConfig, detail: dict[str, object]) -> list[str]:
+    """The workers :func:`await_workers` left ``silent`` (in ``detail``) whose silence window
+    (``steer.silence_s``) has not passed since their last store ack: they may still copy.  A
+    hold that must be *proven* before records are written into the flow's target (the
+    re-point's, :mod:`drkit.failover.steps.standbys`) counts them as not held."""
+    listed = detail["silent"]
+    silent = {str(w) for w in listed} if isinstance(listed, list) else set()
+    silence = steer.silence_s
+    return sorted(
+        a.worker
+        for a in steer.control.acks(flow.name)
+        if a.worker in silent and silence is not None and a.age_s < silence
+    )
+
+
 class _ChannelWatch:
     """The control channel as seen while waiting for store-silent workers: who acked the
     directive there, whose acks keep coming (alive), and whether we have watched long enough
