@@ -11,6 +11,7 @@ offset syncs, the flows' directives and the run hold afterwards."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -29,8 +30,10 @@ from drkit.failover.runs import RunRecord, RunRepository
 from drkit.failover.steps import STEPS
 from drkit.failover.steps.standbys import follow_standbys_with
 from drkit.lag import PartitionRpo
-from drkit.offsets.follow_on import follow_all
+from drkit.offsets.follow_on import Copied, follow_all
 from drkit.offsets.provenance_search import copy_offset
+from drkit.offsets.repoint_inputs import RepointReport
+from drkit.records import TopicPartition
 from drkit.repoint import CannotTell
 from drkit.store import StateStore
 from tests.fake_kafka import FakeClusters, fake_channels
@@ -93,13 +96,20 @@ class Follower:
         self.calls: list[tuple[str, str, str, DesiredState]] = []
 
     def __call__(
-        self, _config: object, lost: str, promoted: str, standby: str, **_kw: object
-    ) -> Any:
+        self,
+        config: object,
+        lost: str,
+        promoted: str,
+        standby: str,
+        *,
+        connect: object = None,
+        keys: object = None,
+    ) -> tuple[RepointReport, dict[TopicPartition, Copied]]:
         self.calls.append((lost, promoted, standby, self.control.directive("dc1->dc3").desired))
         report = _report(self.dc2, DC2_RUNS, self.dc3, DC3_RUNS)
         if self.cannot_tell:
-            report.results[ORIGIN] = CannotTell(ORIGIN, "positions [3, 4) were not read")  # type: ignore[index]
-            return report, {}
+            why = CannotTell(ORIGIN, "positions [3, 4) were not read")
+            return replace(report, results={ORIGIN: why}), {}
         return report, follow_all(report, self.dc2, self.dc3, SYNCS, SIGNER, batch=4)
 
     def origins(self) -> list[int]:
@@ -265,3 +275,20 @@ def test_an_engine_killed_inside_the_copy_resumes_it_and_copies_each_record_once
     assert _placed(world.follower.dc3) == held_at
     followed = _step(final, StepName.FOLLOW_STANDBYS).detail["followed"]["dc3"]
     assert (followed["copied"], followed["placed"]) == (8, 4)
+
+
+def test_a_standby_whose_flow_is_not_proven_stopped_gets_no_copy(
+    tmp_path: Path, migrated_store: StateStore
+) -> None:
+    """dc3 answers, but a live worker of dc1->dc3 does not acknowledge STOPPED (its loop is
+    wedged): should it copy on, it would write beside the follow-on - nothing is copied, the
+    standby is pending with the command (which refuses until the flow is held)."""
+    world = World(tmp_path, migrated_store, ("dc2", "dc3"))
+    world.control.ack("dc1->dc3", "w1", 0, DesiredState.RUNNING)  # live, never acknowledging
+    run = world.fail_over()
+    assert run.state is RunState.SUCCEEDED, run.result
+    hold = _step(run, StepName.HOLD_STANDBY_FLOWS).detail["pending"]["dc3"]
+    assert "did not acknowledge stopped" in hold["why"] and hold["run_later"] == COMMAND
+    follow = _step(run, StepName.FOLLOW_STANDBYS).detail["pending"]["dc3"]
+    assert "is not held" in follow["why"]
+    assert world.follower.calls == [] and world.follower.origins() == list(range(6))
