@@ -5,10 +5,12 @@ standby made to lag (its worker stopped), the source killed under a producer's l
 and lists the other with its figures, and an automatic failover by ``drkit monitor`` picks the
 same one - both would act, the choice decides - and the groups resume there exactly: every
 record a group had not consumed is read, none skipped.  Then the far standby follows the near
-one (``drkit flows repoint``): its replica holds every record of the near one's, each origin
-offset once.  And the history of the producer's acknowledgements is checked (issue 48's
-acceptance): every record the source acknowledged below the fence point is on the promoted
-standby, and once on the far one.  The fence point is what tests/invariants.py's check 3 takes
+one through the automatic failover run itself (its ``hold_standby_flows`` and
+``follow_standbys`` steps, no separate command): its replica holds every record of the near
+one's, each origin offset once, and ``drkit flows repoint`` run afterwards copies 0.  And the
+history of the producer's acknowledgements is checked (issue 48's acceptance): every record
+the source acknowledged below the fence point is on the promoted standby, and once on the far
+one.  The fence point is what tests/invariants.py's check 3 takes
 (the source's end per partition, below which every acknowledged record must reach the target);
 a lost source records none (``record_fence_point`` runs on planned moves), so for this loss it
 is the run's failover point: the near flow's replicated end the run translated at
@@ -32,7 +34,7 @@ from pathlib import Path
 
 from drkit.automation.journal import AutomationJournal, is_automatic
 from drkit.errors import KafkaError
-from drkit.failover.model import RunState
+from drkit.failover.model import RunState, StepName, StepState
 from drkit.failover.results import Translation
 from drkit.failover.runs import RunRecord, RunRepository
 from drkit.kafka import KafkaAdmin
@@ -221,15 +223,23 @@ def test_the_standby_with_the_smaller_rpo_is_chosen_by_the_cli_and_by_automation
           f"{near.target}; {len(past)} acknowledged past it, {len(lost)} of them lost (the "
           "RPO: copied past the flow's last progress, the others)")  # fmt: skip
 
-    # The far standby follows the near one: every record of the near replica, each once.
+    # The far standby follows the near one through the automatic failover run itself (its
+    # hold_standby_flows and follow_standbys steps), not through a separate command.
+    held = run.step(StepName.HOLD_STANDBY_FLOWS)
+    assert held is not None and held.state is StepState.DONE, held
+    assert set(held.detail["held"]) == {far.target} and held.detail["pending"] == {}, held.detail
+    followed = run.step(StepName.FOLLOW_STANDBYS)
+    assert followed is not None and followed.state is StepState.DONE, followed
+    assert followed.detail["pending"] == {}, followed.detail
+    print(f"the run's re-point: {followed.detail['followed'][far.target]}")
+    # The command afterwards (a re-run): the flow still held, nothing left to copy.
     repointed = drkit(near, "flows", "repoint", "--from", near.source, "--to", near.target,
                       "--standby", far.target, "-o", "json")  # fmt: skip
     assert repointed.code == 0, repointed.out + repointed.err
     document = repointed.json()
     assert document["hold"]["held"] and document["hold"]["flow"] == far.config.flows[0].name
     rows = [r for r in document["partitions"] if r["origin"].startswith(f"{topic}-")]
-    assert all(r["state"] == "follow" and r["copied"] == r["to_copy"] for r in rows), rows
-    print(f"re-point: {sum(r['copied'] for r in rows)} copied; {document['hold']}")
+    assert all(r["state"] == "follow" and r["copied"] == r["to_copy"] == 0 for r in rows), rows
     far_replica = replica_of(far, topic)
     on_near = copies_on(near, topic, replica)
     for p, copies in copies_on(far, topic, far_replica).items():

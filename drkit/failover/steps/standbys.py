@@ -202,8 +202,17 @@ def _follow(
         "standby_ahead": ahead,
         "copied": sum(c.copied for c in copied.values()),
         "placed": sum(c.placed for c in copied.values()),
-        "onward": report.onward or "written",
+        "onward": "written" if report.onward is None else _onward_later(ctx, standby),
     }
+
+
+def _onward_later(ctx: StepContext, standby: str) -> str:
+    """Why the onward map was not written (no flow TARGET->standby in the config), and how to
+    write it once the flow is added: the command copies nothing then, it writes the map."""
+    return (
+        f"not written: no flow {ctx.target}->{standby} in the config; add it (follows: "
+        f"[{ctx.source}]) and run '{repoint_command(ctx.source, ctx.target, standby)}'"
+    )
 
 
 def _real_follow(
