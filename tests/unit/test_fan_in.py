@@ -7,8 +7,9 @@ from __future__ import annotations
 from dataclasses import replace
 
 from drkit.config.model import FlowConfig
-from drkit.failover.model import Procedure, Severity
+from drkit.failover.model import Procedure, Severity, StepName
 from drkit.failover.plan import make_plan
+from drkit.failover.render import plan_text
 from drkit.failover.runbook import load_runbook
 from drkit.topology.fan_in import other_standbys, sources_left_behind
 from tests.unit.test_failover_plan import _snapshot
@@ -64,8 +65,20 @@ def test_after_a_failover_the_plan_says_how_each_other_standby_follows_the_new_p
     [dc3] = [n for n in notes if n.startswith("dc3")]
     assert "drkit flows repoint --from dc1 --to dc2 --standby dc3" in dc3
     assert "flow dc2->dc3 carries" in dc3
+    # The shipped runbook re-points in the run: the note says what its steps will do.
+    assert "follows dc2 in this run" in dc3 and "hold_standby_flows stops dc1->dc3" in dc3
+    assert "follow_standbys copies" in dc3 and "the onward map" in dc3
     [dc4] = [n for n in notes if n.startswith("dc4")]
-    assert "no flow dc2->dc4 is configured" in dc4
+    assert "no flow dc2->dc4 is configured" in dc4 and "the onward map" not in dc4
+    text = plan_text(make_plan(snapshot, load_runbook(Procedure.FAILOVER)))
+    assert "hold_standby_flows" in text and "follow_standbys" in text
+    # A runbook without the steps (an operator's own): the note names the command instead.
+    own = load_runbook(Procedure.FAILOVER)
+    cut = own.model_copy(
+        update={"steps": tuple(s for s in own.steps if s.name is not StepName.FOLLOW_STANDBYS)}
+    )
+    [dc3] = [n for n in make_plan(snapshot, cut).notes if n.startswith("dc3")]
+    assert "still follows dc1" in dc3 and "re-point it with `drkit flows repoint" in dc3
     planned = make_plan(
         replace(snapshot, procedure=Procedure.SWITCHOVER, source_reachable=True),
         load_runbook(Procedure.SWITCHOVER),
