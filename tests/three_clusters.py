@@ -5,6 +5,7 @@ and the names the helpers there share."""
 
 from __future__ import annotations
 
+import shutil
 import uuid
 from pathlib import Path
 
@@ -38,12 +39,16 @@ def three_clusters(
     near: ClusterUnderTest,
     far: ClusterUnderTest,
     exactly_once: bool = False,
+    repoint_in_run: bool = True,
 ) -> tuple[FlowSetup, FlowSetup]:
     """The config ``drkit local up --clusters SRC,NEAR,FAR`` writes for these clusters (a flow
     from the first to each of the others: every topic, every group), with a monitor's fast
     health and automation on (any RPO accepted, so both standbys' decisions act and the choice
     decides); the two flows as FlowSetups (each sees its own flow first, for
-    tests.failover_support's helpers).  ``exactly_once``: both flows in transactions."""
+    tests.failover_support's helpers).  ``exactly_once``: both flows in transactions.
+    ``repoint_in_run`` False: the failover runbook without ``hold_standby_flows`` and
+    ``follow_standbys`` (the far standby left for ``drkit flows repoint``, as when the run
+    could not re-point it - the command's own tests)."""
     tag = uuid.uuid4().hex[:6]
     src, a, b = f"s{tag}", f"near{tag}", f"far{tag}"
     written = write_local_config(
@@ -62,6 +67,8 @@ def three_clusters(
         "accept_any_rpo": True,
         "after_s": 3.0,
     }
+    if not repoint_in_run:
+        document["failover"]["runbooks_dir"] = str(_without_repoint(tmp_path))
     path = tmp_path / f"drkit-{tag}.yaml"
     path.write_text(yaml.safe_dump(document))
     config = load_config(path)
@@ -72,6 +79,19 @@ def three_clusters(
         FlowSetup(path, config, src, a),
         FlowSetup(path, config.model_copy(update={"flows": (far_flow, near_flow)}), src, b),
     )
+
+
+def _without_repoint(tmp_path: Path) -> Path:
+    """A copy of the shipped runbooks whose failover leaves the other standbys alone."""
+    shipped = Path(__file__).resolve().parents[1] / "runbooks"
+    copied = tmp_path / "runbooks-without-repoint"
+    shutil.copytree(shipped, copied, dirs_exist_ok=True)
+    failover = copied / "failover.yaml"
+    document = yaml.safe_load(failover.read_text())
+    left = ("hold_standby_flows", "follow_standbys")
+    document["steps"] = [s for s in document["steps"] if s["name"] not in left]
+    failover.write_text(yaml.safe_dump(document))
+    return copied
 
 
 def store_url(tmp_path: Path) -> str:
@@ -91,11 +111,12 @@ def far_behind(
     names: Names,
     more: int,
     exactly_once: bool = False,
+    repoint_in_run: bool = True,
 ) -> tuple[FlowSetup, FlowSetup]:
     """``topic`` (with groups) on ``source`` replicated to both standbys, then ``more`` records
     per partition that only the near one copies (the far one's worker stopped), then the source
     killed: the estate a re-point starts from.  The two flows, as :func:`three_clusters`."""
-    near_flow, far_flow = three_clusters(tmp_path, source, near, far, exactly_once)
+    near_flow, far_flow = three_clusters(tmp_path, source, near, far, exactly_once, repoint_in_run)
     source_with_groups(near_flow, topic, names)
     with Replicator(near_flow, log_dir=tmp_path):  # both flows
         wait_replicated(near_flow, topic)

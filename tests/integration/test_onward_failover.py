@@ -84,7 +84,10 @@ def _groups_move_on(
 ) -> None:
     started = time.monotonic()
     topic = names.topic("orders")
-    near, far = far_behind(tmp_path, scratch, near_cluster, far_cluster, topic, names, MORE)
+    # The failover leaves the far standby to the command (this test is the command's onward map).
+    near, far = far_behind(
+        tmp_path, scratch, near_cluster, far_cluster, topic, names, MORE, repoint_in_run=False
+    )
     failed_over = drkit(near, "failover", "--from", near.source, "--to", near.target, "--yes")
     assert failed_over.code == 0, failed_over.out + failed_over.err
     onward = _onward_setup(near, topic)

@@ -65,7 +65,11 @@ def test_the_far_standby_follows_the_promoted_one_with_every_record_once(
     exactly_once: bool,
 ) -> None:
     topic = names.topic("orders")
-    near, far = far_behind(tmp_path, scratch, dc2, dc1, topic, names, MORE, exactly_once)
+    # The failover leaves the far standby to the command (as when the run could not re-point
+    # it): this test is the command's; the run's own re-point is test_three_clusters.py's.
+    near, far = far_behind(
+        tmp_path, scratch, dc2, dc1, topic, names, MORE, exactly_once, repoint_in_run=False
+    )
     repoint = ("flows", "repoint", "--from", near.source, "--to", near.target,
                "--standby", far.target)  # fmt: skip
 
@@ -130,8 +134,6 @@ def test_a_partition_that_cannot_be_told_stops_the_run_before_anything_is_copied
 ) -> None:
     topic = names.topic("orders")
     near, far = far_behind(tmp_path, scratch, dc2, dc1, topic, names, MORE)
-    failed_over = drkit(near, "failover", "--from", near.source, "--to", near.target, "--yes")
-    assert failed_over.code == 0, failed_over.out + failed_over.err
     # An unsigned offset sync on the far standby claiming origin offsets no verified run covers:
     # copies the map cannot place may exist there, so that partition's frontier is unknown.
     replica = replica_of(far, topic)
@@ -143,6 +145,16 @@ def test_a_partition_that_cannot_be_told_stops_the_run_before_anything_is_copied
     watched = [TopicPartition(replica, p) for p in range(PARTITIONS)]
     watched.append(TopicPartition(syncs, 0))
     before = KafkaAdmin(far.target_endpoint).list_offsets(watched, "latest")
+
+    # The failover's own follow_standbys step: the far standby pending, the run not failed.
+    failed_over = drkit(near, "failover", "--from", near.source, "--to", near.target, "--yes")
+    assert failed_over.code == 0, failed_over.out + failed_over.err
+    command = f"drkit flows repoint --from {near.source} --to {near.target} --standby {far.target}"
+    assert "WARNING follow_standbys" in failed_over.out and command in failed_over.out, (
+        failed_over.out
+    )
+    assert "cannot tell" in failed_over.out, failed_over.out
+    assert KafkaAdmin(far.target_endpoint).list_offsets(watched, "latest") == before
 
     refused = drkit(near, "flows", "repoint", "--from", near.source, "--to", near.target,
                     "--standby", far.target)  # fmt: skip
@@ -164,7 +176,7 @@ def test_the_run_holds_the_replaced_flow_so_a_returning_source_feeds_nothing_in(
     tmp_path: Path,
 ) -> None:
     topic = names.topic("orders")
-    near, far = three_clusters(tmp_path, scratch, dc2, dc1)
+    near, far = three_clusters(tmp_path, scratch, dc2, dc1, repoint_in_run=False)  # the command's
     far_name = far.config.flows[0].name
     control = ControlRepository(StateStore(store_url(tmp_path)))
     source_with_groups(near, topic, names)
