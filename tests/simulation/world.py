@@ -6,7 +6,10 @@ below), the lease, the reconciler of protections, the monitor's maintenance duty
 flow gate (drkit.control.gate) and a SQLite state store migrated by drkit's own migrations.
 What is simulated: the clusters (tests/fake_kafka.py: topics, offsets, groups, ACLs judged as
 Kafka's authorizer does), the schema registries (modes), the data path (a worker copies records
-one for one and keeps its progress in :class:`Replication`), and two steps that read records:
+one for one and keeps its progress in :class:`Replication`), follow_standbys' follow-on copy
+(the step is real - its hold, reachability, lease and pending commands - but the copy reads
+records by provenance, which the model does not keep: it copies nothing), and two steps that
+read records:
 ``translate_offsets`` (drkit's own pieces over the model's offset-sync topic: each copy a run
 signed with the key its worker holds, read back as the failover reads it - verified with the
 key drkit's ``keys_of`` gives the step, the rest doubted - and translated by
@@ -69,11 +72,14 @@ from drkit.failover.model import (
 from drkit.failover.results import GroupTranslation, Translation
 from drkit.failover.run_result import RunOptions
 from drkit.failover.snapshot import sync_signer
+from drkit.failover.steps.standbys import Follower, follow_standbys_with
 from drkit.kafka.admin import TopicSpec
 from drkit.kafka.clients import ClusterEndpoint
 from drkit.lag import PartitionRpo
 from drkit.offsets.corroboration import Corroborator
+from drkit.offsets.follow_on import Copied
 from drkit.offsets.mapping_loader import doubt
+from drkit.offsets.repoint_inputs import RepointReport
 from drkit.records import Headers, Record, TopicPartition
 from drkit.replication.offset_sync import OffsetRun, OffsetSync
 from drkit.replication.offset_sync_store import RunMaps
@@ -704,7 +710,8 @@ class SimEngine(Engine):
             world.config, world.store, world.state_dir, role=role,
             connect=world.clusters.connect,
             steps={**STEPS, StepName.TRANSLATE_OFFSETS: _translate(world),
-                   StepName.CAPTURE_DIVERGENT_TAIL: _capture(world)},
+                   StepName.CAPTURE_DIVERGENT_TAIL: _capture(world),
+                   StepName.FOLLOW_STANDBYS: follow_standbys_with(_follow(world))},
             leases=LeaseRepository(world.store), channels=world.channels(),
             run_hook=world.run_hook, registries=world.registries.__getitem__,
             progress_readers=world.progress_reader,
@@ -826,6 +833,29 @@ def _capture(world: SimWorld) -> Callable[[StepContext, float | None], StepOutco
         return StepOutcome.done(records=0, per_partition={})
 
     return step
+
+
+def _follow(world: SimWorld) -> Follower:
+    """follow_standbys' copy over the model: the step is real (which standbys, held or not,
+    reachable or not, the run's lease, the pending commands) - its data copy reads records by
+    provenance, which the model does not keep, so it copies nothing.  Both replicas must
+    answer, as the copy's reads and writes must (a cluster down mid-copy: the step reports
+    the standby pending)."""
+
+    def follow(
+        config: object,
+        lost: str,
+        promoted: str,
+        standby: str,
+        *,
+        connect: object,
+        keys: object,
+    ) -> tuple[RepointReport, dict[TopicPartition, Copied]]:
+        for alias in (promoted, standby):
+            world.clusters[alias]._answer("follow-on copy")
+        return RepointReport(lost, promoted, standby, {}, {}), {}
+
+    return follow
 
 
 # -- the worker: the real gate, a modelled data path -------------------------------------------
