@@ -13,6 +13,8 @@
                                  # the control plane's deterministic simulation, long campaigns
     python -m bench errors [--repeat 3] [--faults refused,hung,...] [--only "clusters check"]
                                  # how fast each cluster-contacting command fails (issue 45)
+    python -m bench rto [--faults kill,pause,blackhole,partial-cut] [--runs N]
+                                 # the worst-case RTO campaign (bench/rto.py, docs/rto.md)
     python -m bench all          # replication, translation, accounting, failover
 
 Every ratio compares numbers measured in the same run on the same clusters.  Results are printed
@@ -208,6 +210,10 @@ def errors(args: argparse.Namespace) -> str:
 
 
 def main() -> None:
+    if sys.argv[1:2] == ["rto"]:  # its own flags (--faults means fault types there)
+        from bench import rto
+
+        sys.exit(rto.main(sys.argv[2:]))
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     parser.add_argument(
         "which",
@@ -224,6 +230,7 @@ def main() -> None:
             "scale",
             "simulation",
             "errors",
+            "rto",
             "all",
         ],
     )

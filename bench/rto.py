@@ -1,8 +1,8 @@
 """Worst-case RTO campaign (issue 50, target 4): the automatic-failover drill run N times per
 fault type, its RTO split and RPO per run, p50 and worst per fault type.
 
-    python -m bench.rto --faults kill,pause,blackhole,partial-cut --runs 20
-    python -m bench.rto --from-json docs/rto/runs.json     # table and plot rebuilt, nothing run
+    python -m bench rto --faults kill,pause,blackhole,partial-cut --runs 20
+    python -m bench rto --from-json docs/rto/runs.json     # table and plot rebuilt, nothing run
 
 Each run is a real drill (drkit.drills.service.run_drill) of ``runbooks/drills/
 automatic-failover.yaml`` - dc1's workload replicated to dc2, drkit's monitor detecting the
@@ -401,7 +401,7 @@ def _faults_arg(text: str) -> list[str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.rto", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m bench rto", description=__doc__.split("\n")[0])
     parser.add_argument(
         "--faults", type=_faults_arg, default=list(FAULTS),
         help=f"fault types, comma-separated: {', '.join(FAULTS)} (default: all)",
@@ -435,7 +435,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(document + "\n")
     print(write(records, heading), flush=True)
-    print(f"\n(command: python -m bench.rto {' '.join(sys.argv[1:])}; "
+    shown = list(sys.argv[1:] if argv is None else argv)
+    print(f"\n(command: python -m bench rto {' '.join(shown)}; "
           f"{time.time() - started:.0f}s)")  # fmt: skip
     return 0
 
