@@ -51,7 +51,7 @@ from drkit.failover.steps.replication import (
     wait_for_workers,
 )
 from drkit.kafka.ports import AdminFactory
-from drkit.offsets.follow_on import Copied
+from drkit.offsets.follow_on import Copied, follow_standby
 from drkit.offsets.repoint_inputs import RepointReport
 from drkit.records import TopicPartition
 from drkit.repoint import CannotTell, StandbyAhead
@@ -215,18 +215,4 @@ def _onward_later(ctx: StepContext, standby: str) -> str:
     )
 
 
-def _real_follow(
-    config: DrkitConfig,
-    lost: str,
-    promoted: str,
-    standby: str,
-    *,
-    connect: AdminFactory,
-    keys: Callable[[str], bytes] | None,
-) -> tuple[RepointReport, dict[TopicPartition, Copied]]:
-    from drkit.offsets.follow_on import follow_standby
-
-    return follow_standby(config, lost, promoted, standby, connect=connect, keys=keys)
-
-
-follow_standbys = follow_standbys_with(_real_follow)
+follow_standbys = follow_standbys_with(follow_standby)
