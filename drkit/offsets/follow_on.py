@@ -77,6 +77,32 @@ class StandbyWriter(Protocol):
 
 
 @dataclass(frozen=True)
+class Leased:
+    """A :class:`StandbyWriter` under its caller's lease: ``confirm`` (raising
+    :class:`~drkit.errors.LeaseLost` when the lease is gone) runs before every write and every
+    commit.  A failover step's copy can take minutes; an engine frozen in it whose lease a
+    resumed run took over must not go on writing beside that run (outside a transaction its
+    batches would land twice), nor commit a transaction it began before the freeze."""
+
+    writer: StandbyWriter
+    confirm: Callable[[], object]
+
+    def begin(self) -> None:
+        self.writer.begin()
+
+    def write(self, topic: str, partition: int, records: Sequence[Record]) -> list[int]:
+        self.confirm()
+        return self.writer.write(topic, partition, records)
+
+    def commit(self) -> None:
+        self.confirm()
+        self.writer.commit()
+
+    def abort(self) -> None:
+        self.writer.abort()
+
+
+@dataclass(frozen=True)
 class Copied:
     """What the follow-on wrote for one origin partition: ``copied`` records, the lowest origin
     offset ``first`` and one past the highest ``end`` (None when none), having read ``read``
@@ -226,6 +252,7 @@ def follow_standby(
     *,
     connect: AdminFactory,
     keys: Callable[[str], bytes] | None,
+    confirm: Callable[[], object] | None = None,
 ) -> tuple[RepointReport, dict[TopicPartition, Copied]]:
     """``standby`` follows ``promoted`` after ``lost`` - what ``drkit flows repoint`` runs once
     it has checked the pointer, and the three-dc drill: where each partition follows from
@@ -233,7 +260,8 @@ def follow_standby(
     ``connect``, offset syncs verified and signed with ``keys``) and :func:`follow_all` over it,
     written as the standby flow's replicator (the standby guard lets only it write there) - in
     transactions when that flow is exactly-once.  Nothing is copied (``{}``) when a partition
-    cannot be told: the report says why."""
+    cannot be told: the report says why.  ``confirm``: every write and commit first confirms
+    the caller's lease (:class:`Leased`; a failover step's)."""
     flow = config.flow(f"{lost}->{standby}")
     topology = FlowTopology.of(flow)
     writing = config.as_role(Role.REPLICATOR).clusters[standby]
@@ -256,7 +284,8 @@ def follow_standby(
         reader = PartitionReader(ClusterEndpoint(promoted, config.clusters[promoted]))
         try:
             copied = follow_all(
-                report, reader, writer, topology.offset_syncs_topic, signer,
+                report, reader, writer if confirm is None else Leased(writer, confirm),
+                topology.offset_syncs_topic, signer,
                 onward=ahead if isinstance(ahead, Onward) else None,
             )  # fmt: skip
             return report, copied

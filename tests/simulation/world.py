@@ -850,6 +850,7 @@ def _follow(world: SimWorld) -> Follower:
         *,
         connect: object,
         keys: object,
+        confirm: object = None,
     ) -> tuple[RepointReport, dict[TopicPartition, Copied]]:
         for alias in (promoted, standby):
             world.clusters[alias]._answer("follow-on copy")

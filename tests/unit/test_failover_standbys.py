@@ -11,6 +11,7 @@ offset syncs, the flows' directives and the run hold afterwards."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,9 @@ import yaml
 from drkit import failpoints
 from drkit.config import load_config_text
 from drkit.control import ControlRepository, DesiredState
+from drkit.errors import LeaseLost
 from drkit.failover.engine import Engine
+from drkit.failover.lease import LeaseRepository
 from drkit.failover.model import Plan, Procedure, RunState, StepName, StepState
 from drkit.failover.pointer import PointerRepository
 from drkit.failover.run_result import RunOptions
@@ -30,10 +33,10 @@ from drkit.failover.runs import RunRecord, RunRepository
 from drkit.failover.steps import STEPS
 from drkit.failover.steps.standbys import follow_standbys_with
 from drkit.lag import PartitionRpo
-from drkit.offsets.follow_on import Copied, follow_all
+from drkit.offsets.follow_on import Copied, Leased, StandbyWriter, follow_all
 from drkit.offsets.provenance_search import copy_offset
 from drkit.offsets.repoint_inputs import RepointReport
-from drkit.records import TopicPartition
+from drkit.records import Record, TopicPartition
 from drkit.repoint import CannotTell
 from drkit.store import StateStore
 from tests.fake_kafka import FakeClusters, fake_channels
@@ -94,6 +97,8 @@ class Follower:
         self.control = ControlRepository(store)
         self.cannot_tell = cannot_tell
         self.calls: list[tuple[str, str, str, DesiredState]] = []
+        # Wraps dc3's writer (under the lease's): a test's hook between writes.
+        self.writer: Callable[[Standby], StandbyWriter] | None = None
 
     def __call__(
         self,
@@ -104,13 +109,17 @@ class Follower:
         *,
         connect: object = None,
         keys: object = None,
+        confirm: Callable[[], object] | None = None,
     ) -> tuple[RepointReport, dict[TopicPartition, Copied]]:
         self.calls.append((lost, promoted, standby, self.control.directive("dc1->dc3").desired))
         report = _report(self.dc2, DC2_RUNS, self.dc3, DC3_RUNS)
         if self.cannot_tell:
             why = CannotTell(ORIGIN, "positions [3, 4) were not read")
             return replace(report, results={ORIGIN: why}), {}
-        return report, follow_all(report, self.dc2, self.dc3, SYNCS, SIGNER, batch=4)
+        writer: StandbyWriter = self.dc3 if self.writer is None else self.writer(self.dc3)
+        if confirm is not None:  # as follow_standby does
+            writer = Leased(writer, confirm)
+        return report, follow_all(report, self.dc2, writer, SYNCS, SIGNER, batch=4)
 
     def origins(self) -> list[int]:
         """The origin offsets dc3's replica holds, in position order."""
@@ -292,3 +301,49 @@ def test_a_standby_whose_flow_is_not_proven_stopped_gets_no_copy(
     follow = _step(run, StepName.FOLLOW_STANDBYS).detail["pending"]["dc3"]
     assert "is not held" in follow["why"]
     assert world.follower.calls == [] and world.follower.origins() == list(range(6))
+
+
+class _TakenAfterFirstWrite:
+    """dc3's writer; once its first write landed, another engine takes the failover lease (a
+    resumed run, the copying engine frozen past its lease meanwhile)."""
+
+    def __init__(self, dc3: Standby, store: StateStore) -> None:
+        self.dc3, self.leases, self.writes = dc3, LeaseRepository(store), 0
+
+    def begin(self) -> None:
+        self.dc3.begin()
+
+    def write(self, topic: str, partition: int, records: Sequence[Record]) -> list[int]:
+        self.writes += 1
+        landed = self.dc3.write(topic, partition, records)
+        if self.writes == 1:
+            holder = self.leases.holder()
+            assert holder is not None
+            assert self.leases.take_from(holder.name, holder.owner, "engine-b", 60)
+        return landed
+
+    def commit(self) -> None:
+        self.dc3.commit()
+
+    def abort(self) -> None:
+        self.dc3.abort()
+
+
+def test_a_copy_whose_lease_was_taken_stops_before_its_next_write(
+    tmp_path: Path, migrated_store: StateStore
+) -> None:
+    """The copy confirms the run's lease before each write (Leased): once another engine holds
+    it, this one writes nothing more into dc3 and its run stops with LeaseLost - not a pending
+    standby, and not a copy beside the new holder's."""
+    world = World(tmp_path, migrated_store, ("dc2", "dc3"))
+    taken: list[_TakenAfterFirstWrite] = []
+
+    def wrap(dc3: Standby) -> StandbyWriter:
+        taken.append(_TakenAfterFirstWrite(dc3, migrated_store))
+        return taken[-1]
+
+    world.follower.writer = wrap
+    with pytest.raises(LeaseLost, match="engine-b"):
+        world.fail_over()
+    assert [t.writes for t in taken] == [1]  # nothing written after the lease was taken
+    assert world.follower.origins() == list(range(10))  # dc3's 6 and the first batch of 4

@@ -40,7 +40,7 @@ from typing import Any, Protocol
 
 from drkit.config.model import DrkitConfig, FlowConfig
 from drkit.control import DesiredState
-from drkit.errors import DrkitError
+from drkit.errors import DrkitError, LeaseLost
 from drkit.failover.context import StepContext, StepFailed, StepOutcome
 from drkit.failover.model import StepName
 from drkit.failover.runs import WARNING_KEY
@@ -71,6 +71,7 @@ class Follower(Protocol):
         *,
         connect: AdminFactory,
         keys: Callable[[str], bytes] | None,
+        confirm: Callable[[], object] | None = None,
     ) -> tuple[RepointReport, dict[TopicPartition, Copied]]: ...
 
 
@@ -180,10 +181,13 @@ def _follow(
     was copied)."""
     ctx.confirm()  # the copy writes into the standby: the run's lease is surely still held
     try:
+        # ... and before each of its writes: a copy takes as long as the data (Leased).
         report, copied = follow(
             ctx.config, ctx.source, ctx.target, standby,
-            connect=ctx.connect, keys=keys_of(ctx.config, ctx.store),
+            connect=ctx.connect, keys=keys_of(ctx.config, ctx.store), confirm=ctx.confirm,
         )  # fmt: skip
+    except LeaseLost:
+        raise  # the run stops here (a resumed run re-runs the step): not a pending standby
     except DrkitError as err:
         return f"the follow-on copy failed: {err}", {}
     cannot = {tp: r for tp, r in report.results.items() if isinstance(r, CannotTell)}
