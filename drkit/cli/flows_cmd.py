@@ -656,9 +656,14 @@ def _run_repoint(
     held = hold_replaced_flow(
         engine, store, lost, promoted, standby, wait_s, kafka_channels(engine, control_keys(store))
     )
-    report, copied = follow_standby(
-        config, lost, promoted, standby, connect=KafkaAdmin, keys=keys_of(config, store)
-    )
+    # The copy under the failover lease too, confirmed before each write: a failover run
+    # re-pointing the same standby (its follow_standbys step, a resumed run) and this command
+    # never copy side by side - one of them is refused (LeaseHeld, exit 5) or stops (LeaseLost).
+    with _holding_the_failover_lease(store) as keeper:
+        report, copied = follow_standby(
+            config, lost, promoted, standby, connect=KafkaAdmin, keys=keys_of(config, store),
+            confirm=keeper.confirm,
+        )  # fmt: skip
     # A partition that cannot be told: nothing was copied (exit 3, from the printing).
     _print_repoint(report, copied, output, _onward(config, promoted, standby, lost), held)
 

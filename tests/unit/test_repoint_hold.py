@@ -27,6 +27,7 @@ from drkit.cli import flows_cmd
 from drkit.control import ControlRepository, DesiredState
 from drkit.control.channel import ChannelFactory
 from drkit.control.model import FlowDirective
+from drkit.failover.lease import LeaseRepository
 from drkit.offsets import follow_on
 from drkit.store import StateStore
 from drkit.store.models import FlowAck
@@ -71,11 +72,15 @@ class _Run:
         self.clusters = FakeClusters("dc1", "dc2", "dc3")
         self.store = store
         self.copy_began: list[tuple[FlowDirective | None, list[tuple[int, DesiredState]]]] = []
+        self.leased: list[tuple[str | None, bool]] = []  # the lease's holder; confirm passed
 
         def channels(_config: object, _keys: object) -> ChannelFactory:
             return fake_channels(self.clusters)
 
-        def follow_standby(*_args: object, **_kwargs: object) -> tuple[Any, Any]:
+        def follow_standby(*_args: object, **kwargs: object) -> tuple[Any, Any]:
+            holder = LeaseRepository(store).holder()
+            held = holder.owner if holder is not None and holder.remaining_s > 0 else None
+            self.leased.append((held, callable(kwargs.get("confirm"))))
             published = self.published()
             acks = [(a.epoch, a.state) for a in ControlRepository(store).acks(FLOW)]
             self.copy_began.append((published, acks))
@@ -112,6 +117,9 @@ def test_the_run_holds_the_replaced_flow_stopped_before_its_first_read_or_write(
     [(published, acks)] = run.copy_began
     assert published is not None and published.desired is DesiredState.STOPPED, published
     assert acks == [(published.epoch, DesiredState.STOPPED)], acks
+    # ... and the copy ran under the failover lease, confirming it before its writes.
+    [(owner, confirms)] = run.leased
+    assert owner is not None and owner.startswith("cli-flows") and confirms, run.leased
     stored = ControlRepository(store).directive(FLOW)
     assert (stored.desired, stored.epoch) == (DesiredState.STOPPED, published.epoch)
     assert "drkit flows repoint --from dc1 --to dc2 --standby dc3" in stored.reason
