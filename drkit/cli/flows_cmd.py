@@ -254,11 +254,12 @@ def _facts(
 
 @contextmanager
 def _holding_the_failover_lease(store: StateStore) -> Iterator[LeaseKeeper]:
-    """The failover lease for the change (LeaseHeld, exit 5, while a run holds it)."""
+    """The failover lease for the change (LeaseHeld, exit 5, while a run holds it); one held by
+    a process of this host that ended (a command killed mid-copy) is taken at once."""
     from drkit.failover.lease import LeaseKeeper, LeaseRepository, unique_owner
 
     leases = LeaseRepository(store)
-    lease = leases.acquire(unique_owner("cli-flows"), _LEASE_TTL_S)
+    lease = leases.acquire_from_ended(unique_owner("cli-flows"), _LEASE_TTL_S)
     keeper = LeaseKeeper(leases, lease, _LEASE_TTL_S).start()
     try:
         yield keeper

@@ -62,6 +62,22 @@ MAINTENANCE_TTL_S = 15.0  # the failover lease as the monitor's maintenance hold
 MAINTENANCE_OWNER = "maintenance"  # the role in the lease owner's name (engines wait for it)
 
 
+def ended_on_this_host(owner: str) -> bool:
+    """Whether ``owner`` (``role:host:pid:nonce``, :func:`unique_owner`) is a process of this
+    host that has ended - it can act no more, so its lease may be taken before it expires.  A
+    pid reused since reads as alive: the lease is then waited out, never taken wrongly."""
+    parts = owner.rsplit(":", 3)
+    if len(parts) != 4 or parts[1] != socket.gethostname() or not parts[2].isdigit():
+        return False
+    try:
+        os.kill(int(parts[2]), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
 def maintenance_owner(observer: str) -> str:
     """The lease owner of the maintenance of the monitor ``observer`` (drkit.failover.
     maintenance): an owner engines wait for, not one they refuse."""
@@ -251,6 +267,19 @@ class LeaseRepository:
                 )
                 .values(expires_at=now)
             )
+
+    def acquire_from_ended(self, owner: str, ttl_s: float, name: str = FAILOVER_LEASE) -> Lease:
+        """:meth:`acquire`, but a lease whose holder :func:`ended_on_this_host` (a command
+        killed while it held it) is taken at once instead of waited out; LeaseHeld otherwise."""
+        try:
+            return self.acquire(owner, ttl_s, name)
+        except LeaseHeld as held:
+            if not ended_on_this_host(held.owner) or not self.take_from(
+                name, held.owner, owner, ttl_s
+            ):
+                raise
+            log.info("took the lease %s from a process that ended", name, extra={"was": held.owner})
+        return self.acquire(owner, ttl_s, name)
 
     def take_from(self, name: str, holder: str, owner: str, ttl_s: float) -> bool:
         """Give ``name`` to ``owner`` if ``holder`` still holds it (compare and swap), whatever

@@ -11,11 +11,16 @@ alive); otherwise a claim lapses after its TTL.
 from __future__ import annotations
 
 import logging
-import os
 import socket
 
 from drkit.errors import ConfigError, Problem
-from drkit.failover.lease import LeaseHeld, LeaseKeeper, LeaseRepository, unique_owner
+from drkit.failover.lease import (
+    LeaseHeld,
+    LeaseKeeper,
+    LeaseRepository,
+    ended_on_this_host,
+    unique_owner,
+)
 from drkit.store.db import StateStore
 
 log = logging.getLogger(__name__)
@@ -42,20 +47,6 @@ def lease_name(observer: str) -> str:
     return f"observer:{observer}"
 
 
-def _dead_on_this_host(owner: str) -> bool:
-    """Whether ``owner`` (``role:host:pid:nonce``) is a process of this host that has ended."""
-    parts = owner.rsplit(":", 3)
-    if len(parts) != 4 or parts[1] != socket.gethostname() or not parts[2].isdigit():
-        return False
-    try:
-        os.kill(int(parts[2]), 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        return False
-    return False
-
-
 def claim_observer(store: StateStore, observer: str, ttl_s: float = CLAIM_TTL_S) -> LeaseKeeper:
     """Claim ``observer`` for this process and keep the claim renewed; ConfigError when another
     live monitor holds it."""
@@ -65,7 +56,7 @@ def claim_observer(store: StateStore, observer: str, ttl_s: float = CLAIM_TTL_S)
     try:
         lease = leases.acquire(owner, ttl_s, name=name)
     except LeaseHeld as held:
-        if not _dead_on_this_host(held.owner) or not leases.take_from(
+        if not ended_on_this_host(held.owner) or not leases.take_from(
             name, held.owner, owner, ttl_s
         ):
             raise ConfigError(

@@ -8,6 +8,9 @@ refusals - is the real thing.
 from __future__ import annotations
 
 import json
+import os
+import socket
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -107,6 +110,25 @@ def test_no_change_while_a_failover_holds_the_lease(
     assert held.exit_code == 5, held.output
     assert "engine:host:1:abcd" in held.output
     assert ControlRepository(store).directive(FORWARD).epoch == 0 and published == []
+
+
+def test_a_lease_left_by_a_command_that_ended_on_this_host_is_taken_at_once(
+    setup: tuple[Path, StateStore, list[str]],
+) -> None:
+    """A flows command (or a re-point) killed while it held the lease leaves it for its TTL;
+    the next one takes it at once - but never from a process still running."""
+    config, store, published = setup
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    host = socket.gethostname()
+    LeaseRepository(store).acquire(f"cli-flows:{host}:{gone.pid}:dead", 60)
+    stopped = drkit(config, "flows", "stop", FORWARD, "-m", "x", "--wait", "0")
+    assert stopped.exit_code == 0, stopped.output
+    assert ControlRepository(store).directive(FORWARD).desired is DesiredState.STOPPED
+    assert published == [f"{FORWARD} stopped"]
+    LeaseRepository(store).acquire(f"cli-flows:{host}:{os.getpid()}:live", 60)  # this process
+    held = drkit(config, "flows", "start", FORWARD, "-m", "x", "--wait", "0")
+    assert held.exit_code == 5 and f"{os.getpid()}:live" in held.output, held.output
 
 
 def test_an_unknown_flow_is_bad_input(setup: tuple[Path, StateStore, list[str]]) -> None:
