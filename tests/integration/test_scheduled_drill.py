@@ -135,8 +135,11 @@ def _two_monitors_run_it_once(
             shown = _drkit("drill", "show", str(drill["id"]), "--config", str(config), "-o", "json")
             assert shown["schema"] == "drkit.drill/v1" and shown["verdict"] == "PolicyMet"
             assert Path(shown["report_dir"], "report.html").is_file()
-            # One monitor ran the slot, the other found it taken.
-            ran = [m for m in monitors if f"scheduled drill {drill['id']}: PolicyMet" in m.log()]
+            # One monitor ran the slot, the other found it taken.  The runner logs the verdict
+            # after the drill's row is stored (drkit.drills.schedule): waited for, not assumed.
+            said = f"scheduled drill {drill['id']}: PolicyMet"
+            ran = wait_until(lambda: [m for m in monitors if said in m.log()], 30, 0.5,
+                             what=f"a monitor logging {said!r}")  # fmt: skip
             left = [m for m in monitors if "scheduled drill 0 runs elsewhere" in m.log()]
             assert len(ran) == 1 and len(left) == 1 and ran != left
 
