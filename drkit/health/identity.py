@@ -10,7 +10,6 @@ alive); otherwise a claim lapses after its TTL.
 
 from __future__ import annotations
 
-import logging
 import socket
 
 from drkit.errors import ConfigError, Problem
@@ -18,12 +17,9 @@ from drkit.failover.lease import (
     LeaseHeld,
     LeaseKeeper,
     LeaseRepository,
-    ended_on_this_host,
     unique_owner,
 )
 from drkit.store.db import StateStore
-
-log = logging.getLogger(__name__)
 
 CLAIM_TTL_S = 30.0
 
@@ -53,21 +49,16 @@ def claim_observer(store: StateStore, observer: str, ttl_s: float = CLAIM_TTL_S)
     leases = LeaseRepository(store)
     owner = unique_owner(f"monitor:{observer}")
     name = lease_name(observer)
-    try:
-        lease = leases.acquire(owner, ttl_s, name=name)
+    try:  # a monitor of this host that ended gives its claim up at once (acquire_from_ended)
+        lease = leases.acquire_from_ended(owner, ttl_s, name=name)
     except LeaseHeld as held:
-        if not ended_on_this_host(held.owner) or not leases.take_from(
-            name, held.owner, owner, ttl_s
-        ):
-            raise ConfigError(
-                [
-                    Problem(
-                        "--observer",
-                        f"observer id {observer!r} is in use by another monitor ({held.owner}): "
-                        "give each monitor its own --observer, or stop the other one",
-                    )
-                ]
-            ) from None
-        log.info("took the observer id back from a monitor that ended", extra={"was": held.owner})
-        lease = leases.acquire(owner, ttl_s, name=name)
+        raise ConfigError(
+            [
+                Problem(
+                    "--observer",
+                    f"observer id {observer!r} is in use by another monitor ({held.owner}): "
+                    "give each monitor its own --observer, or stop the other one",
+                )
+            ]
+        ) from None
     return LeaseKeeper(leases, lease, ttl_s).start()
