@@ -133,19 +133,12 @@ def progress_age(now_s: float, timestamp_ms: int | None) -> float | None:
     return age_s(now_s, timestamp_ms / 1000) if timestamp_ms else None
 
 
-def loss_window(
-    evidence_age_s: float, last_answer: float | None, interval_s: float, now: float
-) -> float | None:
+def loss_window(evidence_age_s: float, stopped_at: float, now: float) -> float:
     """Seconds of writes a source that stopped answering may have taken that the target lacks:
     from the last evidence that replication was caught up (``evidence_age_s`` before ``now``,
-    :func:`rpo_seconds`) to when the source stopped - one probe interval after its last answer
-    to any observer (it may have taken writes until the next probe went unanswered).  Without
-    an answer on record the window runs to ``now`` (an upper bound).  None when the evidence is
-    newer than the end allows: clocks disagree."""
-    if last_answer is None:
-        return evidence_age_s
-    window = evidence_age_s - (now - (last_answer + interval_s))
-    return window if window >= 0 else None
+    :func:`rpo_seconds`) to ``stopped_at``, the latest moment it may have taken writes (``now``
+    when unknown: an upper bound).  Never negative."""
+    return max(0.0, stopped_at - (now - evidence_age_s))
 
 
 @dataclass(frozen=True)

@@ -21,8 +21,12 @@ check passes:
 * ``target_healthy``: the quorum's state of the target is HEALTHY;
 * ``rpo``: the records the target lacks of what the source last showed (in total) are within
   ``failover.max_rpo_records``, and the window of writes it may have taken unseen - from the
-  last evidence that replication was caught up to one probe after its last answer
-  (drkit.lag's ``loss_window``) - within ``max_rpo_s``; or ``failover.accept_any_rpo`` is set.
+  last evidence that replication was caught up to when the source stopped (drkit.lag's
+  ``loss_window``) - within ``max_rpo_s``; or ``failover.accept_any_rpo`` is set.  The source
+  stopped by the moment a quorum of the observers reporting it down had each seen a probe go
+  unanswered after its last sign of life: the latest answer any observer had, or replication's
+  evidence when that is newer (a probe that timed out while the source still served the
+  replicator proves nothing).  Without such a quorum the window runs to now (an upper bound).
 
 The RPO is estimated only when everything else passes (it reads the target); until then the
 ``rpo`` check reads "not estimated".
@@ -49,6 +53,9 @@ class ObserverVote:
     since: float  # when this state began
     reported_at: float
     last_answered_at: float | None = None  # the last probe of this observer the cluster answered
+    # When this observer's probes went unanswered since then, oldest first (a bounded few:
+    # drkit.health.evaluation.UNANSWERED_KEPT).
+    unanswered_at: tuple[float, ...] = ()
 
     def silent_since(self) -> float:
         """Since when this observer has had no answer from the cluster."""
@@ -201,7 +208,7 @@ def decide(snapshot: AutomationSnapshot) -> Decision:
         _source_down(source),
         _sustained(s.source_views, source, s.failover.after_s, s.health.observer_quorum, s.now),
         _target_healthy(target),
-        _rpo(s.rpo, s.failover, _last_answer(s.source_views), s.health.probe_interval_s, s.now),
+        _rpo(s.rpo, s.failover, s.source_views, source, s.health, s.now),
     )
     return Decision(s.source, s.target, s.now, checks)
 
@@ -335,16 +342,30 @@ def _target_healthy(target: QuorumVerdict) -> Check:
     return Check(CheckName.TARGET_HEALTHY, healthy, f"{target.cluster} is {target.state.value}")
 
 
-def _last_answer(views: tuple[ObserverVote, ...]) -> float | None:
+def _last_sign_of_life(views: tuple[ObserverVote, ...], evidence_at: float) -> float:
+    """The latest moment the source is known to have served: replication's evidence, or an
+    observer's answer if one is newer."""
     answers = [v.last_answered_at for v in views if v.last_answered_at is not None]
-    return max(answers) if answers else None
+    return max([evidence_at, *answers])
+
+
+def _stopped_by(down: list[ObserverVote], alive_at: float, quorum: int) -> float | None:
+    """When a quorum of ``down`` had each seen a probe go unanswered after ``alive_at`` (the
+    quorum-th earliest of their first such probes); None when fewer than a quorum kept one."""
+    firsts = sorted(
+        first
+        for v in down
+        if (first := next((t for t in v.unanswered_at if t > alive_at), None)) is not None
+    )
+    return firsts[quorum - 1] if len(firsts) >= quorum else None
 
 
 def _rpo(
     rpo: RpoEstimate | None,
     policy: FailoverPolicy,
-    last_answer: float | None,
-    interval_s: float,
+    views: tuple[ObserverVote, ...],
+    source: QuorumVerdict,
+    health: HealthPolicy,
     now: float,
 ) -> Check:
     if policy.accept_any_rpo:
@@ -354,18 +375,22 @@ def _rpo(
     age = rpo.age_at(now)
     if rpo.records is None or age is None:
         return Check(CheckName.RPO, False, "unknown for some partitions")
-    window = loss_window(age, last_answer, interval_s, now)
-    if window is None:
-        return Check(
-            CheckName.RPO, False,
-            f"unknown: replication's evidence ({age:.0f}s old) is newer than the "
-            "source's last answer allows - the hosts' clocks disagree",
-        )  # fmt: skip
+    # Every observer's answers are signs of life; only those reporting it down bound the end.
+    alive_at = _last_sign_of_life(views, now - age)
+    down = [v for v in views if v.observer in source.down_votes]
+    stopped = _stopped_by(down, alive_at, health.observer_quorum)
+    window = loss_window(age, stopped if stopped is not None else now, now)
+    until = (
+        f"until the first probe a quorum had unanswered after its last sign of life, "
+        f"{now - stopped:.0f}s ago"
+        if stopped is not None
+        else "counted to now: no quorum saw a probe go unanswered after its last sign of life"
+    )
     within = rpo.records <= policy.max_rpo_records and window <= policy.max_rpo_s
     return Check(
         CheckName.RPO,
         within,
         f"{rpo.records} records of what the source last showed, its writes of up to "
-        f"{window:.0f}s after that (bounds: {policy.max_rpo_records} records, "
+        f"{window:.0f}s after that, {until} (bounds: {policy.max_rpo_records} records, "
         f"{policy.max_rpo_s:g}s)",
     )

@@ -53,7 +53,7 @@ from drkit.failover.pointer_topic import PointerTopics
 from drkit.failover.run_result import RunOptions
 from drkit.failover.runs import RunRecord, RunRepository
 from drkit.failover.standby_choice import StandbyCandidate, StandbyChoice, choose
-from drkit.health.evaluation import ClusterState
+from drkit.health.evaluation import ClusterState, unanswered_moments
 from drkit.health.identity import is_vote
 from drkit.health.metrics import MonitorMetrics, default_metrics
 from drkit.kafka.clients import ClusterEndpoint
@@ -89,6 +89,7 @@ def observer_views(
                     on_store_clock(row, row.since.timestamp()),
                     row.updated_at.timestamp(),
                     on_store_clock(row, float(answered)) if answered is not None else None,
+                    tuple(on_store_clock(row, t) for t in unanswered_moments(row.evidence)),
                 )
             )
     return {cluster: tuple(found) for cluster, found in views.items()}
@@ -222,7 +223,7 @@ class AutomaticFailover:
             return f"{source} answered while the failover was planned"
         # The plan's estimate, aged by the time since it was made (a stalled monitor, a wait
         # for the lease): judged as it stood against a later "now", its evidence would look
-        # newer than the source's last answer - "clocks disagree" - and hold for good.
+        # as new as when the plan was made, a window of writes that never closes.
         estimate = estimate or rpo_of(plan)
         again = decide(replace(self.snapshot(source, target), rpo=estimate))
         if not again.act:

@@ -22,6 +22,10 @@ Rules (thresholds from :class:`drkit.config.model.HealthPolicy`):
   (drkit.health.cpu_wait) - says nothing about the cluster: no state change, and the runs of
   failed, bad and healthy probes neither grow nor break.  A starved monitor that failed a live
   primary over would be worse than a blind one.
+
+Each view also keeps when probes went unanswered since the cluster last answered
+(``unanswered``, the first :data:`UNANSWERED_KEPT`): automation bounds when a dead source stopped
+taking writes by the first of them after its last sign of life (drkit.automation.decision).
 """
 
 from __future__ import annotations
@@ -32,6 +36,12 @@ from enum import StrEnum
 from typing import Any
 
 from drkit.config.model import HealthPolicy
+
+# Unanswered probes a view keeps the moments of, from the first after the last answer.  The one
+# automation needs is the first after replication's last sign of life - a few probes into the
+# silence, where probes that failed while the source still served are; past the kept ones it
+# counts the silence as running to now (an upper bound).
+UNANSWERED_KEPT = 32
 
 
 class ClusterState(StrEnum):
@@ -110,6 +120,9 @@ class ClusterHealth:
     consecutive_answering: int = 0  # ok or degraded: the cluster answered
     consecutive_inconclusive: int = 0  # the monitor starved: no verdict either way
     last_answered: float | None = None  # when a probe last got an answer (automation's clock)
+    # When probes failed since ``last_answered``, oldest first (at most UNANSWERED_KEPT); a view
+    # resumed from a store that did not keep them starts again empty.
+    unanswered: tuple[float, ...] = ()
     last: ProbeResult | None = None
     reason: str | None = None
 
@@ -127,6 +140,7 @@ class ClusterHealth:
             "consecutive_answering": self.consecutive_answering,
             "consecutive_inconclusive": self.consecutive_inconclusive,
             "last_answered_at": self.last_answered,
+            "unanswered_at": list(self.unanswered),
         }
 
 
@@ -153,8 +167,25 @@ def resumed(
         consecutive_answering=count("consecutive_answering"),
         consecutive_inconclusive=count("consecutive_inconclusive"),
         last_answered=float(answered) if isinstance(answered, int | float) else None,
+        unanswered=unanswered_moments(found),
         reason=found.get("reason") if isinstance(found.get("reason"), str) else None,
     )
+
+
+def unanswered_moments(evidence: Mapping[str, Any] | None) -> tuple[float, ...]:
+    """The ``unanswered_at`` moments of a stored view's evidence (none when it has no such
+    field: written before it existed)."""
+    found = (evidence or {}).get("unanswered_at")
+    if not isinstance(found, list):
+        return ()
+    return tuple(float(t) for t in found if isinstance(t, int | float))
+
+
+def _unanswered(kept: tuple[float, ...], probe: ProbeResult) -> tuple[float, ...]:
+    """``kept`` after a conclusive ``probe``: emptied by an answer, else grown by its moment."""
+    if probe.outcome is not ProbeOutcome.FAILED:
+        return ()
+    return kept if len(kept) >= UNANSWERED_KEPT else (*kept, probe.at)
 
 
 def evaluate(previous: ClusterHealth, probe: ProbeResult, policy: HealthPolicy) -> ClusterHealth:
@@ -186,6 +217,7 @@ def evaluate(previous: ClusterHealth, probe: ProbeResult, policy: HealthPolicy) 
         consecutive_answering=answering,
         consecutive_inconclusive=0,
         last_answered=probe.at if outcome is not ProbeOutcome.FAILED else previous.last_answered,
+        unanswered=_unanswered(previous.unanswered, probe),
         last=probe,
         reason=_reason(state, previous.state, outcome, failed, bad, ok, policy),
     )

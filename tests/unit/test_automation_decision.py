@@ -28,6 +28,7 @@ def views(draw: st.DrawFn, count: int) -> tuple[ObserverVote, ...]:
     for index in range(count):
         since = draw(st.floats(NOW - 600, NOW))
         answered = draw(st.none() | st.floats(NOW - 600, NOW))
+        unanswered = draw(st.lists(st.floats(answered or NOW - 600, NOW), max_size=4))
         out.append(
             ObserverVote(
                 f"o{index}",
@@ -35,6 +36,7 @@ def views(draw: st.DrawFn, count: int) -> tuple[ObserverVote, ...]:
                 since,
                 draw(st.floats(NOW - 60, NOW)),
                 answered,
+                tuple(sorted(unanswered)),
             )
         )
     return tuple(out)
@@ -112,10 +114,21 @@ def test_never_acts_when_a_rule_forbids_it(snapshot: AutomationSnapshot) -> None
         assert snapshot.rpo is not None
         assert snapshot.rpo.records is not None and snapshot.rpo.seconds is not None
         assert snapshot.rpo.records <= policy.max_rpo_records
-        answers = [v.last_answered_at for v in snapshot.source_views if v.last_answered_at]
-        end = max(answers) + health.probe_interval_s if answers else NOW
-        window = snapshot.rpo.seconds - (NOW - end)
-        assert 0 <= window <= policy.max_rpo_s
+        # The source was silent within max_rpo_s of its last sign of life: counted to now, or
+        # by a quorum of the fresh observers reporting it down, each with a probe unanswered
+        # after every answer any observer had and after replication's evidence.
+        evidence_at = NOW - snapshot.rpo.seconds
+        alive = max(
+            [evidence_at, *(v.last_answered_at or evidence_at for v in snapshot.source_views)]
+        )
+        prompt = [
+            v
+            for v in snapshot.source_views
+            if v.state is ClusterState.UNAVAILABLE
+            and NOW - v.reported_at <= window
+            and any(alive < t <= evidence_at + policy.max_rpo_s for t in v.unanswered_at)
+        ]
+        assert NOW - evidence_at <= policy.max_rpo_s or len(prompt) >= health.observer_quorum
 
 
 def _good() -> AutomationSnapshot:
@@ -187,23 +200,80 @@ def test_accept_any_rpo_overrides_the_bounds() -> None:
     assert decide(snapshot).act
 
 
+def _gone(good: AutomationSnapshot, answered_s_ago: float) -> tuple[ObserverVote, ...]:
+    """``good``'s source views, the source last answering ``answered_s_ago``: every 5 s probe
+    unanswered since."""
+    unanswered = tuple(NOW - answered_s_ago + 5.0 * k for k in range(1, 33))
+    return tuple(
+        replace(v, last_answered_at=NOW - answered_s_ago, unanswered_at=unanswered)
+        for v in good.source_views
+    )
+
+
 def test_the_rpo_window_ends_where_the_source_stopped_answering() -> None:
     """Issue 44, finding 3: the shipped defaults (after_s 60, max_rpo_s 60), the source's broker
     killed 311 s ago, replication caught up 2 s before its last answer.  main measured the RPO
     seconds from that evidence to *now* - 313 s, past the bound for good, so automation could
-    never fire; the window that can hold lost writes ends one probe after the last answer."""
+    never fire; the window that can hold lost writes ends at the first unanswered probe."""
     good = _good()
-    gone = tuple(replace(v, last_answered_at=NOW - 311) for v in good.source_views)
-    shipped = replace(good, source_views=gone, rpo=RpoEstimate(0, 313.0))
+    shipped = replace(good, source_views=_gone(good, 311), rpo=RpoEstimate(0, 313.0))
     decision = decide(shipped)
     assert decision.act, decision.summary()
     rpo = next(c for c in decision.checks if c.name is CheckName.RPO)
     assert "up to 7s" in rpo.detail  # 2 s + one 5 s probe interval
     stale = replace(shipped, rpo=RpoEstimate(0, 400.0))  # caught up 89 s before the end
     assert [c.name for c in decide(stale).failed] == [CheckName.RPO]
-    skewed = replace(shipped, rpo=RpoEstimate(0, 100.0))  # "caught up" after it was gone
-    failed = decide(skewed).failed
-    assert [c.name for c in failed] == [CheckName.RPO] and "clock" in failed[0].detail
+
+
+def test_a_probe_unanswered_while_replication_still_read_the_source_does_not_end_it() -> None:
+    """A fresh-clone run under load: both monitors' probes timed out (1 s interval, 0.8 s
+    timeout) twice while the source still served the replicator, whose evidence is 90.5 s old;
+    then the broker was killed.  main ended the window one probe after the last answer, 92 s
+    ago, read the newer evidence as "the hosts' clocks disagree", and held for good.  The probes
+    that failed before the evidence prove nothing; the first one after it (90 s ago) ends it."""
+    good = _good()
+    unanswered = (NOW - 92, NOW - 91, *(NOW - 90 + k for k in range(30)))
+    flaky = tuple(
+        replace(v, last_answered_at=NOW - 93, unanswered_at=unanswered) for v in good.source_views
+    )
+    quiet = replace(good, source_views=flaky, rpo=RpoEstimate(0, 90.5))
+    decision = decide(replace(quiet, failover=quiet.failover.model_copy(update={"max_rpo_s": 15})))
+    assert decision.act, decision.summary()
+    rpo = next(c for c in decision.checks if c.name is CheckName.RPO)
+    assert "up to 0s" in rpo.detail and "90s ago" in rpo.detail, rpo.detail
+
+
+def test_no_quorum_silent_after_the_last_sign_of_life_counts_the_window_to_now() -> None:
+    """The end needs a quorum of the observers reporting the source down to have seen a probe
+    unanswered after its last sign of life.  One observer that did (the other kept none: a
+    monitor frozen since, or one whose kept moments all came before) is not a quorum: the
+    window runs to now - 120 s here, past the 60 s bound."""
+    good = _good()
+    [first, second] = _gone(good, 125)
+    early = replace(second, unanswered_at=(NOW - 124,))  # all before the evidence (121 s)
+    for views in ((first, replace(second, unanswered_at=())), (first, early)):
+        decision = decide(replace(good, source_views=views, rpo=RpoEstimate(0, 121.0)))
+        assert [c.name for c in decision.failed] == [CheckName.RPO], decision.summary()
+        assert "up to 121s" in decision.failed[0].detail
+        assert "counted to now" in decision.failed[0].detail
+    single = good.failover.model_copy(update={"allow_single_observer": True})
+    one = replace(good, health=HealthPolicy(observer_quorum=1), failover=single)
+    alone = decide(replace(one, source_views=(first,), rpo=RpoEstimate(0, 121.0)))
+    assert alone.act, alone.summary()  # a quorum of one: its first probe after, 1 s on
+
+
+def test_the_window_starts_again_at_any_observers_later_answer() -> None:
+    """An observer that is not reporting the source down (it reaches it) answered 10 s ago,
+    after replication's evidence: the source served until then, so the down observers'
+    probes unanswered before that prove nothing, and those after it are the end."""
+    good = _good()
+    gone = _gone(good, 125)  # unanswered every 5 s from 120 s ago
+    reaching = replace(
+        gone[0], observer="o3", state=ClusterState.HEALTHY, last_answered_at=NOW - 10
+    )
+    snapshot = replace(good, source_views=(*gone, reaching), rpo=RpoEstimate(0, 121.0))
+    rpo = next(c for c in decide(snapshot).checks if c.name is CheckName.RPO)
+    assert "up to 116s" in rpo.detail and "5s ago" in rpo.detail, rpo.detail
 
 
 def test_a_decision_taken_again_later_ages_the_plans_evidence_by_the_time_since() -> None:
@@ -214,8 +284,9 @@ def test_a_decision_taken_again_later_ages_the_plans_evidence_by_the_time_since(
     disagree" - and a failover that held at the plan was refused (found on real brokers with
     the monitor frozen 20 s between its decision and the start)."""
     good = _good()
-    gone = tuple(replace(v, last_answered_at=NOW - 311) for v in good.source_views)
-    planned = replace(good, source_views=gone, rpo=RpoEstimate(0, 313.0, measured_at=NOW))
+    planned = replace(
+        good, source_views=_gone(good, 311), rpo=RpoEstimate(0, 313.0, measured_at=NOW)
+    )
     assert decide(planned).act
     later = replace(planned, now=NOW + 20.0)  # the same plan's estimate, 20 s on
     decision = decide(later)

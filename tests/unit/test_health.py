@@ -12,7 +12,14 @@ from hypothesis import strategies as st
 
 from drkit.config import load_config_text
 from drkit.config.model import FailoverPolicy, HealthPolicy
-from drkit.health.evaluation import ClusterHealth, ClusterState, ProbeResult, evaluate
+from drkit.health.evaluation import (
+    UNANSWERED_KEPT,
+    ClusterHealth,
+    ClusterState,
+    ProbeResult,
+    evaluate,
+    resumed,
+)
 from drkit.health.group_lag import LagSample, LagStatus, group_status, partition_status
 from drkit.health.quorum import (
     KNOWN_WINDOWS,
@@ -141,6 +148,27 @@ def test_an_inconclusive_probe_neither_changes_the_state_nor_breaks_a_run() -> N
     )
     health = evaluate(health, ProbeResult("dc1", 3.0, **OK), POLICY)  # type: ignore[arg-type]
     assert health.consecutive_inconclusive == 0
+
+
+def test_a_view_keeps_when_probes_went_unanswered_since_the_last_answer() -> None:
+    """Automation ends a dead source's loss window at the first probe unanswered after its
+    last sign of life (drkit.automation.decision), so each view keeps those moments: failed
+    probes only (a starved monitor's say nothing), emptied by any answer (a degraded one
+    too), the first UNANSWERED_KEPT kept, and through the stored evidence."""
+    probes = [OK, DOWN, STARVED, DOWN, {**OK, "canary_ok": False}, DOWN, DOWN]
+    health = ClusterHealth("dc1")
+    kept = []
+    for index, probe in enumerate(probes):
+        health = evaluate(health, ProbeResult("dc1", float(index), **probe), POLICY)  # type: ignore[arg-type]
+        kept.append(health.unanswered)
+    assert kept == [(), (1.0,), (1.0,), (1.0, 3.0), (), (5.0,), (5.0, 6.0)]
+    assert health.last_answered == 4.0
+    for index in range(7, 7 + UNANSWERED_KEPT):
+        health = evaluate(health, ProbeResult("dc1", float(index), **DOWN), POLICY)  # type: ignore[arg-type]
+    assert len(health.unanswered) == UNANSWERED_KEPT and health.unanswered[:2] == (5.0, 6.0)
+    stored = resumed("dc1", health.state.value, health.since, health.evidence())
+    assert stored.unanswered == health.unanswered
+    assert resumed("dc1", "UNAVAILABLE", 1.0, {"last_answered_at": 4.0}).unanswered == ()
 
 
 def test_transition_evidence_names_the_reason() -> None:
