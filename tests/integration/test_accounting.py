@@ -22,6 +22,7 @@ from drkit.replication.progress import Progress, progress_key
 from drkit.replication.provenance import SOURCE_HEADER, Provenance
 from drkit.topology.internal_topics import progress_topic
 from tests.conftest import Names
+from tests.failover_support import checkpointed
 from tests.kafka_backends import ClusterUnderTest
 from tests.replication_support import FlowSetup, Replicator, flow_setup, wait_until
 
@@ -55,11 +56,13 @@ def test_a_clean_flow_proves_clean_from_its_copy_runs(
     )
     replica = f"{setup.source}.{topic}"
     group = names.group("app")
-    commit_group_offsets(
-        setup.source_endpoint, group, {TopicPartition(topic, p): 10_000 + p for p in range(4)}
-    )
+    committed = {TopicPartition(topic, p): 10_000 + p for p in range(4)}
+    commit_group_offsets(setup.source_endpoint, group, committed)
     with Replicator(setup, log_dir=tmp_path):
         wait_until(lambda: replicated(setup, replica, RECORDS), 180, 1.0)
+        # The replica can be complete before the worker's next checkpoint round: stopping it
+        # then left the group without a checkpoint (T translated instead; seen on a cold run).
+        wait_until(lambda: checkpointed(setup, {group: committed}), 60, 0.5, "the checkpoint")
     summary = verify(
         setup.config, setup.config.flows[0], [group], None, tmp_path / "out", connect=KafkaAdmin
     )
