@@ -87,6 +87,7 @@ class DeliveryFailure:
         return f"{self.code}: {self.text}"
 
 
+CLOSE_CHECK_S = 0.05  # how often a waiting close asks its give_up
 _SIZE_ERRORS = frozenset({"MSG_SIZE_TOO_LARGE", "_MSG_SIZE_TOO_LARGE", "RECORD_LIST_TOO_LARGE"})
 _GROUP_FENCED = frozenset(
     {
@@ -277,8 +278,16 @@ class SourceConsumer:
         except KafkaException as err:
             raise _translate_client_error(err, f"{self.endpoint.alias}: commit") from None
 
-    def close(self, timeout_s: float = 5.0, leave_group: bool = False) -> bool:
+    def close(
+        self,
+        timeout_s: float = 5.0,
+        leave_group: bool = False,
+        give_up: Callable[[], bool] | None = None,
+    ) -> bool:
         """Free the consumer; True when that finished within ``timeout_s``.
+
+        ``give_up``: asked every ~50 ms while the close waits; when it returns True the consumer
+        is abandoned at once, as after ``timeout_s`` (the caller has nothing left to wait for).
 
         ``leave_group``: leave the group, as a dynamic member's close always does.  A static member
         (``group.instance.id``) does not leave on close (KIP-345), so one that comes back under
@@ -303,10 +312,12 @@ class SourceConsumer:
             done.set()
 
         threading.Thread(target=close, name=f"close {self.endpoint.alias}", daemon=True).start()
-        if done.wait(timeout_s):
-            return True
-        self._abandoned = True
-        return False
+        deadline = time.monotonic() + timeout_s
+        while not done.wait(max(0.0, min(CLOSE_CHECK_S, deadline - time.monotonic()))):
+            if time.monotonic() >= deadline or (give_up is not None and give_up()):
+                self._abandoned = True
+                return False
+        return True
 
     def _leave(self, timeout_s: float) -> None:
         """Unsubscribe and serve the revoke until nothing is assigned: librdkafka then sends
@@ -361,6 +372,10 @@ class TargetProducer:
     def flush(self, timeout_s: float) -> int:
         """Wait for every queued record's delivery report; returns how many are still queued."""
         return int(self._producer.flush(timeout_s))
+
+    def pending(self) -> int:
+        """Records (and requests) queued or in flight, their delivery reports not yet served."""
+        return len(self._producer)
 
     def _txn(self, what: str, call: Callable[[], object]) -> None:
         try:

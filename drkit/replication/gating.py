@@ -14,6 +14,10 @@ RUNNING    STOPPED     settle, pause; the worker then ends (leaves the group) an
                        process idles until the next directive (drkit.replication_service)
 PAUSED     STOPPED     nothing to settle; the worker ends, the process idles
 any        same state  a new epoch only: ack it
+between    STOPPED     a session torn down on an error (source session expired...)
+sessions               left nothing in flight, what the target acknowledged stored:
+                       ack at once (:meth:`GateKeeper.stop_if_wanted`), without
+                       waiting for its consumer's close or the restart
 =========  ==========  ============================================================
 
 A self-fenced worker (the store silent for ``failover.worker_silence_s``) is PAUSED the same
@@ -97,6 +101,18 @@ class GateKeeper:
         if self.state is not DesiredState.STOPPED:
             self.state = DesiredState.RUNNING
         self._acked = None
+
+    def stop_if_wanted(self) -> bool:
+        """Between sessions - nothing assigned, nothing in flight, the progress of what the
+        target acknowledged stored: enter STOPPED (and ack it) when the gate wants it.  True
+        when it did; the worker then ends."""
+        if self.gate is None:
+            return False
+        decision = self.gate.wanted()
+        if decision.state is not DesiredState.STOPPED:
+            return False
+        self._enter(DesiredState.STOPPED, decision.epoch, decision.reason)
+        return True
 
     def follow(self, worker: Holdable) -> DesiredState:
         """Bring ``worker`` into the state the gate wants; returns the state it is in now."""

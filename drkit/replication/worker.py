@@ -34,6 +34,7 @@ import gc
 import logging
 import threading
 import time
+from collections.abc import Callable
 from typing import Any, NoReturn
 
 from drkit.config.model import ClusterConfig, FlowConfig
@@ -230,7 +231,8 @@ class FlowWorker:
                 try:
                     self._session()
                 except _Restart as restart:
-                    self._after_restart(str(restart))
+                    if not self._ended:  # STOPPED while its session was torn down: no retry
+                        self._after_restart(str(restart))
         finally:
             self._quit.set()
             for thread in threads:
@@ -328,6 +330,9 @@ class FlowWorker:
             self._finish()
         except Stopped:  # the stop came while a request waited: end as any stop ends
             self._finish()
+        except _Restart:
+            self._abandon(may_end=True)
+            raise
         except BaseException:
             self._abandon()
             raise
@@ -632,9 +637,15 @@ class FlowWorker:
         self._close(consumer)
         self._reset_session()
 
-    def _abandon(self) -> None:
-        """Tear down after an error: keep what is safely acknowledged, drop the rest."""
+    def _abandon(self, may_end: bool = False) -> None:
+        """Tear down after an error: keep what is safely acknowledged, drop the rest.
+
+        ``may_end`` (a session to be restarted): once nothing is left in flight, a STOPPED
+        directive read while the consumer closes is acked at once and the worker ends - the
+        close of a consumer whose source hangs would otherwise hold the ack for its whole
+        budget, and the restart after it longer still (issue 50: a failover's stop step)."""
         producer, writer = self._producer, self._writer
+        settled = False
         try:
             if producer is not None and writer is not None:
                 if self.flow.exactly_once:
@@ -648,14 +659,37 @@ class FlowWorker:
                     producer.flush(10)
                     writer.release()
                     producer.flush(10)
+            settled = self._nothing_in_flight()
         except Exception:
             log.exception("could not store final progress", extra={"flow": self.name})
         finally:
+            end_early = self._end_if_stopped if may_end and settled else None
             if self._consumer is not None:
-                self._close(self._consumer)
+                self._close(self._consumer, end_early)
+            elif end_early is not None:
+                end_early()
             self._reset_session()
 
-    def _close(self, consumer: SourceConsumer) -> None:
+    def _nothing_in_flight(self) -> bool:
+        """Whether the session left nothing that could still reach the target: no open
+        transaction, no record or progress write unacknowledged, no failed delivery."""
+        producer, writer = self._producer, self._writer
+        if producer is None or writer is None:
+            return producer is None
+        return (
+            not self._in_txn
+            and producer.pending() == 0
+            and self._deliveries.failure is None
+            and writer.failure is None
+        )
+
+    def _end_if_stopped(self) -> bool:
+        """Between sessions, nothing in flight: when the flow is STOPPED, ack it and end."""
+        if self.keeper.stop_if_wanted():
+            self._ended = True
+        return self._ended
+
+    def _close(self, consumer: SourceConsumer, end_early: Callable[[], bool] | None = None) -> None:
         """Close the session's consumer.  Whatever could be settled was settled by the caller:
         the revoke callback that close triggers only forgets partitions (it runs on the
         closing thread, which may be abandoned when the source does not answer).
@@ -664,13 +698,21 @@ class FlowWorker:
         consumer joins as a new member and the group rebalances.  A static member that came
         back without leaving would take its own place unnoticed, and partitions a cooperative
         rebalance in progress had taken from it would stay unowned (CI: a joining worker of an
-        exactly-once flow got none for a minute after this one restarted mid-rebalance)."""
+        exactly-once flow got none for a minute after this one restarted mid-rebalance).
+
+        ``end_early`` (see `_abandon`): asked while the close waits; True abandons the consumer
+        at once, its close going on in the background."""
         self._closing = True
         try:
-            closed = consumer.close(leave_group=not self.stop.is_set())
+            closed = consumer.close(leave_group=not self.stop.is_set(), give_up=end_early)
         finally:
             self._closing = False
-        if not closed:
+        if not closed and self._ended:
+            log.info(
+                "flow STOPPED while its source consumer closed: acked; the close goes on",
+                extra={"flow": self.name},
+            )
+        elif not closed:
             log.warning(
                 "source consumer did not close in time (source unreachable?); abandoned",
                 extra={"flow": self.name},

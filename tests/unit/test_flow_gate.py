@@ -503,6 +503,33 @@ def test_a_flow_stopped_before_the_worker_starts_is_acked_and_never_admitted(
     assert store.acks[(FLOW, "w1")] == (1, STOPPED)
 
 
+def test_between_sessions_only_a_stopped_flow_is_entered_and_acked_without_the_worker(
+    registry: CollectorRegistry,
+) -> None:
+    """An abandoned session's worker (nothing in flight) stops on a STOPPED directive without
+    settling or pausing anything: there is no session left to settle."""
+    store, clock = FakeStore(), Clock()
+    gate = _gate(store, clock)
+    keeper, worker = GateKeeper(gate, FLOW, ReplicationMetrics.create(registry)), FakeWorker()
+    gate.poll_once()
+    keeper.new_session()
+    keeper.follow(worker)
+    for wanted in (RUNNING, PAUSED):
+        store.set(wanted)
+        gate.poll_once()
+        assert keeper.stop_if_wanted() is False and keeper.state is RUNNING
+    store.set(STOPPED)
+    gate.poll_once()
+    assert keeper.stop_if_wanted() is True and keeper.state is STOPPED
+    gate.poll_once()
+    assert store.acks[(FLOW, "w1")] == (3, STOPPED)
+    assert worker.calls == []
+    assert (
+        GateKeeper(None, FLOW, ReplicationMetrics.create(CollectorRegistry())).stop_if_wanted()
+        is False
+    )
+
+
 def test_without_a_gate_the_worker_always_runs(registry: CollectorRegistry) -> None:
     keeper, worker = GateKeeper(None, FLOW, ReplicationMetrics.create(registry)), FakeWorker()
     assert keeper.admit(threading.Event())
