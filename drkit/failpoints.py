@@ -14,6 +14,8 @@ Actions:
 * ``kill``  - SIGKILL this process there: a crash with no cleanup and no last write;
 * ``stop``  - SIGSTOP this process there (it goes on where it stood once sent SIGCONT): a
   freeze at an exact point - a paused VM, a stalled host.
+* ``hang``  - block the calling thread there for good, the rest of the process going on: a
+  client call that never returns (a close waiting for a coordinator that never answers).
 
 Unarmed (the default), :func:`reach` is one environment lookup and does nothing.  An armed
 failpoint is logged as a warning when it fires, so a report can never hide that it was staged.
@@ -24,11 +26,12 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import threading
 
 from drkit.errors import ConfigError, FailpointError, Problem
 
 ENVIRONMENT = "DRKIT_FAILPOINTS"
-ACTIONS = ("error", "kill", "stop")
+ACTIONS = ("error", "kill", "stop", "hang")
 
 # Every failpoint drkit has; arming an unknown name is a configuration error (a typo would
 # otherwise stage nothing and the fault case would pass for the wrong reason).
@@ -40,6 +43,7 @@ KNOWN = frozenset(
         "commit_group_offsets.after_confirm",  # the lease confirmed, the commits not yet sent
         "automation.before_start",  # a monitor decided to fail over, the run not yet started
         "follow_on.before_syncs",  # a follow-on batch's copies written, their offset syncs not
+        "source_consumer.close",  # a replication worker's source consumer closing (hang)
     }
 )
 
@@ -89,4 +93,6 @@ def reach(name: str) -> None:
     if action == "stop":
         os.kill(os.getpid(), signal.SIGSTOP)
         return
+    if action == "hang":
+        threading.Event().wait()
     raise FailpointError(f"failpoint {name} fired ({ENVIRONMENT})")

@@ -29,6 +29,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer
 from confluent_kafka import KafkaError as RdKafkaError
 from confluent_kafka import TopicPartition as RdTP
 
+from drkit import failpoints
 from drkit.errors import FatalKafkaError, KafkaError, RetriableKafkaError
 from drkit.kafka.clients import ClientSettings, ClusterEndpoint, make_consumer, make_producer
 from drkit.kafka.errors import error_code_name, is_fatal_for_flow, translate
@@ -306,6 +307,7 @@ class SourceConsumer:
         def close() -> None:
             # Closing after a fatal error can fail: there is nothing left to hand over then.
             with contextlib.suppress(KafkaException, RuntimeError):
+                failpoints.reach("source_consumer.close")
                 if leave_group and self._static:  # a dynamic member's close leaves anyway
                     self._leave(timeout_s)
                 self._consumer.close()

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from drkit import failpoints
 from drkit.control import ControlRepository, DesiredState, WorkerAck
 from drkit.control.channel import ControlChannel
 from drkit.kafka.admin import KafkaAdmin, TopicSpec
@@ -406,15 +407,21 @@ def _channel_acks(channel: ControlChannel) -> dict[str, tuple[int, DesiredState]
 
 
 def test_a_worker_whose_frozen_source_expired_its_session_acks_stopped_at_once(
-    scratch: ClusterUnderTest, dc2: ClusterUnderTest, names: Names, tmp_path: Path
+    scratch: ClusterUnderTest,
+    dc2: ClusterUnderTest,
+    names: Names,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Issue 50 (the RTO campaign's slow mode): a failover of a hung source stops replication
     just as the worker's source session expires.  The worker abandons that session: what the
-    target acknowledged is stored, and closing the consumer then waits out its 5 s budget
-    against the frozen broker.  The STOPPED ack must not wait for that close (nor for the
-    restart after it): nothing is left in flight, so the worker acks as soon as it reads the
-    directive - while the close still waits, which its log says.  (Before the change: acked
-    5.6 s after the directive, in the next session; after: 0.5 s.)"""
+    target acknowledged is stored, then its consumer closes - and that close can wait out its
+    whole 5 s budget on the frozen broker (about half the campaign's hung-source runs; it may
+    also end at once).  The failpoint makes it hang every time.  The STOPPED ack must not wait
+    for the close (nor for the restart after it): nothing is left in flight, so the worker acks
+    as soon as it reads the directive.  (Before the change: acked 5.6 s after the directive,
+    after "did not close in time" and a restart; after it: 0.5 s, "the close goes on".)"""
+    monkeypatch.setenv(failpoints.ENVIRONMENT, "source_consumer.close=hang")
     flow = _flow(scratch, dc2, names, tmp_path)
     produce_batch(flow.setup.source_endpoint, flow.topic, [(b"k", b"v")] * 200, partition=0)
     assert scratch.local is not None
@@ -426,7 +433,7 @@ def test_a_worker_whose_frozen_source_expired_its_session_acks_stopped_at_once(
         os.kill(broker.pid, signal.SIGSTOP)
         try:
             wait_until(
-                lambda: "partitions lost" in worker.log(),
+                lambda: "failpoint fired" in worker.log(after="partitions lost"),
                 60,
                 0.05,
                 what=lambda: f"the frozen source's session expiring; log:\n{worker.log()[-3000:]}",
@@ -438,8 +445,8 @@ def test_a_worker_whose_frozen_source_expired_its_session_acks_stopped_at_once(
         assert flow.progress() == {0: 200, 1: 0}
         assert flow.target_ends() == {0: 200, 1: 0}
         after_loss = worker.log(after="partitions lost")
-    print(f"STOPPED acked {took:.2f}s after the directive, the session abandoned")
-    # The order of events, not a time: acked during the close, never through a new session.
+    print(f"STOPPED acked {took:.2f}s after the directive, during the abandoned consumer's close")
+    # The order of events, not a time: acked while the close hangs, never through a new session.
     assert "acked; the close goes on" in after_loss, after_loss[-4000:]
     assert "did not close in time" not in after_loss, after_loss[-4000:]
     assert "restarting replication session" not in after_loss, after_loss[-4000:]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 from click.testing import CliRunner
 
@@ -23,6 +25,24 @@ def test_an_armed_error_failpoint_raises_naming_itself(monkeypatch: pytest.Monke
     with pytest.raises(FailpointError, match=r"reconcile\.after_acls"):
         failpoints.reach("reconcile.after_acls")
     failpoints.reach("reconcile.after_acls")  # once per process: the rollback passes again
+
+
+def test_an_armed_hang_failpoint_blocks_only_the_thread_that_reaches_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv(failpoints.ENVIRONMENT, "source_consumer.close=hang")
+    monkeypatch.setattr(failpoints, "_fired", set())
+    passed = threading.Event()
+
+    def close() -> None:
+        failpoints.reach("source_consumer.close")
+        passed.set()
+
+    thread = threading.Thread(target=close, daemon=True)
+    thread.start()
+    thread.join(0.3)
+    assert thread.is_alive() and not passed.is_set()  # blocked for good, as a hung call
+    failpoints.reach("source_consumer.close")  # once per process: this thread goes on
 
 
 @pytest.mark.parametrize(
