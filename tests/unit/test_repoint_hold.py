@@ -43,7 +43,7 @@ def _worker(store: StateStore, obeys: bool) -> Iterator[None]:
     directive (as drkit.control.gate's does), or one stuck on RUNNING at epoch 0 (alive, never
     acknowledging - a worker whose loop is wedged)."""
     control = ControlRepository(store)
-    done = threading.Event()
+    done, reported = threading.Event(), threading.Event()
 
     def report() -> None:
         while not done.is_set():
@@ -52,10 +52,14 @@ def _worker(store: StateStore, obeys: bool) -> Iterator[None]:
                 control.ack(FLOW, "w1", directive.epoch, directive.desired)
             else:
                 control.ack(FLOW, "w1", 0, DesiredState.RUNNING)
+            reported.set()
             done.wait(0.05)
 
     thread = threading.Thread(target=report, daemon=True)
     thread.start()
+    # Live from its first report on: a run started before it would rightly see no worker (a
+    # fresh-clone run, the machine busy, did - and went ahead with nothing to wait for).
+    assert reported.wait(30), "the worker never reported"
     try:
         yield
     finally:
