@@ -89,11 +89,7 @@ class GateKeeper:
             )
             if not self.gate.wait_read(stop):
                 return False
-        decision = self.gate.wanted()
-        if decision.state is not DesiredState.STOPPED:
-            return True
-        self._enter(DesiredState.STOPPED, decision.epoch, decision.reason)
-        return False
+        return not self.stop_if_wanted()
 
     def new_session(self) -> None:
         """A new consumer pauses nothing: the next :meth:`follow` (before anything is consumed)
@@ -103,8 +99,9 @@ class GateKeeper:
         self._acked = None
 
     def stop_if_wanted(self) -> bool:
-        """Between sessions - nothing assigned, nothing in flight, the progress of what the
-        target acknowledged stored: enter STOPPED (and ack it) when the gate wants it.  True
+        """Before the first session or between sessions - nothing assigned, nothing in flight,
+        the progress of what the target acknowledged stored: enter STOPPED (and ack it) when
+        the gate wants it.  True
         when it did; the worker then ends."""
         if self.gate is None:
             return False
